@@ -1,0 +1,68 @@
+package lease
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Code is a stable, machine-readable error code. It is part of the wire contract.
+type Code string
+
+// The error codes of the contract.
+const (
+	CodeInvalid         Code = "invalid_request"
+	CodeNotFound        Code = "not_found"
+	CodeHeld            Code = "lease_held"
+	CodeLost            Code = "lease_lost"
+	CodeStale           Code = "stale_token"
+	CodePrecondition    Code = "precondition_required"
+	CodeTooManyWaiters  Code = "too_many_waiters"
+	CodeTooManyWatchers Code = "too_many_watchers"
+	CodeTooLarge        Code = "payload_too_large"
+	CodeUnavailable     Code = "unavailable"
+	CodeInternal        Code = "internal"
+)
+
+// Error is a domain error: a code, a human message, and the details some codes carry.
+// Find it through wrapping with errors.As, or test the code with ErrorCode.
+type Error struct {
+	Code    Code
+	Message string
+
+	// For CodeHeld: the current holder, when its lease expires and when the name is
+	// available again (expiry plus lock delay, or the end of a lock delay already running).
+	Holder      string
+	ExpiresAt   time.Time
+	AvailableAt time.Time
+
+	// For CodeStale: the token presented and the fence it fell below.
+	PresentedToken int64
+	CurrentFence   int64
+
+	// Fields lists the rule each invalid field broke, for CodeInvalid.
+	Fields []string
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Errorf returns an *Error with the code and a formatted message.
+func Errorf(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of the first *Error in err's chain, CodeInternal for any other
+// non-nil error, and "" for nil.
+func ErrorCode(err error) Code {
+	if err == nil {
+		return ""
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}
+
+// IsCode reports whether err carries the code.
+func IsCode(err error, code Code) bool { return err != nil && ErrorCode(err) == code }

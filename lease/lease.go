@@ -1,0 +1,78 @@
+package lease
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Lease is a grant as its holder sees it. ID, the secret that renews and releases it, is set
+// only in the answer to Acquire; stores keep only its hash.
+type Lease struct {
+	Name       string
+	Holder     string
+	ID         string
+	Token      int64
+	TTL        time.Duration
+	AcquiredAt time.Time
+	RenewedAt  time.Time
+	ExpiresAt  time.Time
+	LockDelay  time.Duration
+	Metadata   json.RawMessage
+}
+
+// End says how a lease ended.
+type End string
+
+// The ways a lease ends.
+const (
+	EndReleased End = "released"
+	EndExpired  End = "expired"
+	EndRevoked  End = "revoked"
+)
+
+// State is what anyone may know about a name: never the lease ID. For a free name it keeps the
+// last holder and token, and how and when that lease ended.
+type State struct {
+	Name        string
+	Held        bool
+	Holder      string
+	Token       int64
+	TTL         time.Duration
+	AcquiredAt  time.Time
+	RenewedAt   time.Time
+	ExpiresAt   time.Time
+	EndedAt     time.Time // zero while held
+	End         End       // empty while held
+	LockDelay   time.Duration
+	AvailableAt time.Time // when the name may be granted again
+	Metadata    json.RawMessage
+	Waiters     int
+}
+
+// EventType is the kind of an event in a name's history.
+type EventType string
+
+// The event types. Per name, the events of one token run acquired → (renewed…) → one of
+// released, expired or revoked; rejected events stand between them, at any time.
+const (
+	EventAcquired EventType = "acquired"
+	EventRenewed  EventType = "renewed"
+	EventReleased EventType = "released"
+	EventExpired  EventType = "expired"
+	EventRevoked  EventType = "revoked"
+	EventRejected EventType = "rejected"
+)
+
+// Event is one entry of a name's history. For expired, At is the moment the lease expired,
+// not when the server noticed.
+type Event struct {
+	Seq       int64
+	Type      EventType
+	Name      string
+	Token     int64
+	Holder    string
+	At        time.Time
+	ExpiresAt time.Time // for acquired and renewed
+	Metadata  json.RawMessage
+	Resource  string // for rejected
+}

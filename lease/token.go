@@ -1,0 +1,27 @@
+package lease
+
+import (
+	"fmt"
+	"time"
+)
+
+// MaxToken is the largest fencing token: tokens stay below 2^53 so that they are exact in JSON
+// and in JavaScript numbers.
+const MaxToken int64 = 1<<53 - 1
+
+// NextToken is the token rule of invariant 2: max(last+1, unix microseconds of now). Because the
+// token tracks the clock, a database restored from an older backup still issues tokens above
+// every token issued before the restore, as long as the clock has moved on since.
+func NextToken(last int64, now time.Time) (int64, error) {
+	t := now.UnixMicro()
+	if t <= last {
+		t = last + 1
+	}
+	if t > MaxToken || t < 1 {
+		return 0, fmt.Errorf("next token after %d at %v: out of range", last, now)
+	}
+	return t, nil
+}
+
+// ValidToken reports whether t could have been issued: 0 < t ≤ MaxToken.
+func ValidToken(t int64) bool { return t > 0 && t <= MaxToken }

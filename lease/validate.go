@@ -1,0 +1,122 @@
+package lease
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits bound what a client can ask of the server. The zero value is not useful; start from
+// DefaultLimits.
+type Limits struct {
+	MinTTL       time.Duration
+	MaxTTL       time.Duration
+	MaxWait      time.Duration
+	MaxLockDelay time.Duration
+}
+
+// DefaultLimits are the bounds of DESIGN.md: 1 s ≤ ttl ≤ 1 h, waits up to 5 min, lock delays
+// up to 1 min.
+func DefaultLimits() Limits {
+	return Limits{MinTTL: time.Second, MaxTTL: time.Hour, MaxWait: 5 * time.Minute, MaxLockDelay: time.Minute}
+}
+
+// Sizes of things clients send.
+const (
+	MaxNameLen     = 200
+	MaxHolderLen   = 256
+	MaxMetadataLen = 4 << 10
+	MaxValueLen    = 1 << 20
+)
+
+// ValidateName checks a lease or resource name: ^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$.
+func ValidateName(name string) error {
+	if name == "" {
+		return invalid("name", "name is empty")
+	}
+	if len(name) > MaxNameLen {
+		return invalid("name", "name is longer than %d characters", MaxNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if alnum || i > 0 && (c == '.' || c == '_' || c == ':' || c == '-') {
+			continue
+		}
+		if i == 0 {
+			return invalid("name", "name %q must start with a letter or digit", name)
+		}
+		return invalid("name", "name %q has %q at byte %d; allowed: letters, digits, '.', '_', ':', '-'", name, rune(c), i)
+	}
+	return nil
+}
+
+// ValidateHolder checks a holder: 1 to 256 characters of valid UTF-8 without control characters.
+func ValidateHolder(holder string) error {
+	n := utf8.RuneCountInString(holder)
+	switch {
+	case n == 0:
+		return invalid("holder", "holder is empty")
+	case n > MaxHolderLen:
+		return invalid("holder", "holder is longer than %d characters", MaxHolderLen)
+	case !utf8.ValidString(holder):
+		return invalid("holder", "holder is not valid UTF-8")
+	}
+	for _, r := range holder {
+		if r < 0x20 || r == 0x7f {
+			return invalid("holder", "holder has a control character")
+		}
+	}
+	return nil
+}
+
+// ValidateTTL checks a ttl against the limits.
+func (l Limits) ValidateTTL(ttl time.Duration) error {
+	if ttl < l.MinTTL || ttl > l.MaxTTL {
+		return invalid("ttl_ms", "ttl_ms %d is outside [%d, %d]", ttl.Milliseconds(), l.MinTTL.Milliseconds(), l.MaxTTL.Milliseconds())
+	}
+	return nil
+}
+
+// ValidateWait checks a wait against the limits.
+func (l Limits) ValidateWait(wait time.Duration) error {
+	if wait < 0 || wait > l.MaxWait {
+		return invalid("wait_ms", "wait_ms %d is outside [0, %d]", wait.Milliseconds(), l.MaxWait.Milliseconds())
+	}
+	return nil
+}
+
+// ValidateLockDelay checks a lock delay against the limits.
+func (l Limits) ValidateLockDelay(d time.Duration) error {
+	if d < 0 || d > l.MaxLockDelay {
+		return invalid("lock_delay_ms", "lock_delay_ms %d is outside [0, %d]", d.Milliseconds(), l.MaxLockDelay.Milliseconds())
+	}
+	return nil
+}
+
+// NormalizeMetadata checks that raw is empty or null (no metadata) or a JSON object of at most
+// 4 KiB once compacted, and returns it compacted (nil for none).
+func NormalizeMetadata(raw json.RawMessage) (json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil, nil
+	}
+	if raw[0] != '{' {
+		return nil, invalid("metadata", "metadata must be a JSON object")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, invalid("metadata", "metadata is not valid JSON")
+	}
+	if buf.Len() > MaxMetadataLen {
+		return nil, invalid("metadata", "metadata is %d bytes, more than %d", buf.Len(), MaxMetadataLen)
+	}
+	return buf.Bytes(), nil
+}
+
+func invalid(field, format string, args ...any) *Error {
+	msg := fmt.Sprintf(format, args...)
+	return &Error{Code: CodeInvalid, Message: msg, Fields: []string{field + ": " + msg}}
+}

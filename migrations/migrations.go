@@ -1,0 +1,20 @@
+// Package migrations holds the versioned SQL schema of each backend, embedded in the binary
+// and applied in order at start-up. Files are named NNNN_name.sql in goose's format.
+package migrations
+
+import (
+	"embed"
+	"io/fs"
+)
+
+//go:embed sqlite/*.sql
+var files embed.FS
+
+// SQLite returns the SQLite migrations.
+func SQLite() fs.FS {
+	sub, err := fs.Sub(files, "sqlite")
+	if err != nil {
+		panic(err) // the directory is embedded above; this cannot fail
+	}
+	return sub
+}

@@ -1,0 +1,436 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+// grant is a row of the grants table.
+type grant struct {
+	token                      int64
+	name, holder               string
+	idHash                     []byte
+	ttl, lockDelay             int64
+	acquired, renewed, expires int64
+	ended                      sql.NullInt64
+	endKind                    sql.NullString
+	metadata                   sql.NullString
+}
+
+const grantCols = `g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at,
+	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanGrant(r scanner) (grant, error) {
+	var g grant
+	err := r.Scan(&g.token, &g.name, &g.holder, &g.idHash, &g.ttl, &g.lockDelay, &g.acquired,
+		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata)
+	return g, err
+}
+
+// open reports whether the grant has not been ended, whatever its expiry.
+func (g grant) open() bool { return !g.ended.Valid }
+
+// heldAt reports whether the grant is an unexpired lease at now.
+func (g grant) heldAt(now int64) bool { return g.open() && g.expires > now }
+
+func (g grant) lease() lease.Lease {
+	return lease.Lease{
+		Name: g.name, Holder: g.holder, Token: g.token,
+		TTL:        time.Duration(g.ttl) * time.Millisecond,
+		AcquiredAt: ms(g.acquired), RenewedAt: ms(g.renewed), ExpiresAt: ms(g.expires),
+		LockDelay: time.Duration(g.lockDelay) * time.Millisecond,
+		Metadata:  raw(g.metadata),
+	}
+}
+
+// state is what anyone may see of the grant at now; an expired grant not yet recorded reads
+// as expired at its expiry.
+func (g grant) state(now int64) lease.State {
+	st := lease.State{
+		Name: g.name, Holder: g.holder, Token: g.token,
+		TTL:        time.Duration(g.ttl) * time.Millisecond,
+		AcquiredAt: ms(g.acquired), RenewedAt: ms(g.renewed), ExpiresAt: ms(g.expires),
+		LockDelay: time.Duration(g.lockDelay) * time.Millisecond,
+		Metadata:  raw(g.metadata),
+	}
+	switch {
+	case g.heldAt(now):
+		st.Held = true
+		st.AvailableAt = ms(g.expires + g.lockDelay)
+	case g.open():
+		st.End, st.EndedAt = lease.EndExpired, ms(g.expires)
+	default:
+		st.End, st.EndedAt = lease.End(g.endKind.String), ms(g.ended.Int64)
+	}
+	if !st.Held {
+		st.AvailableAt = st.EndedAt
+		if st.End == lease.EndExpired {
+			st.AvailableAt = ms(st.EndedAt.UnixMilli() + g.lockDelay)
+		}
+	}
+	return st
+}
+
+func raw(s sql.NullString) []byte {
+	if !s.Valid {
+		return nil
+	}
+	return []byte(s.String)
+}
+
+// current reads the current grant of name; ok is false for a name never used.
+func current(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, name string) (g grant, ok bool, err error) {
+	g, err = scanGrant(q.QueryRowContext(ctx, `SELECT `+grantCols+` FROM names n JOIN grants g ON g.token = n.token WHERE n.name = ?`, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return grant{}, false, nil
+	}
+	if err != nil {
+		return grant{}, false, fmt.Errorf("read lease %q: %w", name, w(err))
+	}
+	return g, true, nil
+}
+
+// end closes a grant and records the event. For an expiry, at is the expiry itself.
+func end(ctx context.Context, t *txn, g grant, kind lease.End, at int64) error {
+	if _, err := t.tx.ExecContext(ctx, `UPDATE grants SET ended_at = ?, end_kind = ? WHERE token = ?`, at, string(kind), g.token); err != nil {
+		return fmt.Errorf("end lease %q token %d: %w", g.name, g.token, w(err))
+	}
+	return t.record(ctx, lease.Event{Type: lease.EventType(kind), Name: g.name, Token: g.token, Holder: g.holder, At: ms(at), Metadata: raw(g.metadata)})
+}
+
+// expireBefore records as expired, at their expiry, all open grants that expired by cutoff.
+func expireBefore(ctx context.Context, t *txn, cutoff int64) error {
+	rows, err := t.tx.QueryContext(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.ended_at IS NULL AND g.expires_at <= ? ORDER BY g.expires_at`, cutoff)
+	if err != nil {
+		return fmt.Errorf("find expired leases: %w", w(err))
+	}
+	var due []grant
+	for rows.Next() {
+		g, err := scanGrant(rows)
+		if err != nil {
+			rows.Close()
+			return fmt.Errorf("find expired leases: %w", err)
+		}
+		due = append(due, g)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("find expired leases: %w", w(err))
+	}
+	for _, g := range due {
+		if err := end(ctx, t, g, lease.EndExpired, g.expires); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settle records the expiry of g if it is open but past expiry at t.now, and returns it
+// as it now stands.
+func settle(ctx context.Context, t *txn, g grant) (grant, error) {
+	if g.open() && g.expires <= t.now {
+		if err := end(ctx, t, g, lease.EndExpired, g.expires); err != nil {
+			return g, err
+		}
+		g.ended = sql.NullInt64{Int64: g.expires, Valid: true}
+		g.endKind = sql.NullString{String: string(lease.EndExpired), Valid: true}
+	}
+	return g, nil
+}
+
+func heldError(g grant, now int64) *lease.Error {
+	st := g.state(now)
+	e := lease.Errorf(lease.CodeHeld, "lease %q is held by %q until %s", g.name, g.holder, st.ExpiresAt.Format(time.RFC3339Nano))
+	if !st.Held {
+		e.Message = fmt.Sprintf("lease %q is in its lock delay until %s", g.name, st.AvailableAt.Format(time.RFC3339Nano))
+	}
+	e.Holder, e.ExpiresAt, e.AvailableAt = g.holder, st.ExpiresAt, st.AvailableAt
+	return e
+}
+
+// Acquire grants the lease on a free name. See store.Store.
+func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease, error) {
+	var out lease.Lease
+	err := s.write(ctx, func(t *txn) error {
+		var keyHash, fp []byte
+		if p.IdempotencyKey != "" {
+			keyHash, fp = lease.HashID(p.IdempotencyKey), fingerprint(p)
+			l, done, err := replay(ctx, t, p, keyHash, fp)
+			if done || err != nil {
+				out = l
+				return err
+			}
+		}
+		g, ok, err := current(ctx, t.tx, p.Name)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if g, err = settle(ctx, t, g); err != nil {
+				return err
+			}
+			if g.heldAt(t.now) || g.endKind.String == string(lease.EndExpired) && g.expires+g.lockDelay > t.now {
+				return heldError(g, t.now)
+			}
+		}
+		var last int64
+		if err := t.tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&last); err != nil {
+			return fmt.Errorf("read last token: %w", w(err))
+		}
+		token, err := lease.NextToken(last, ms(t.now))
+		if err != nil {
+			return err
+		}
+		id := lease.NewID()
+		if keyHash != nil {
+			salt := lease.NewSalt()
+			id = lease.IdempotentID(p.IdempotencyKey, salt)
+			if _, err := t.tx.ExecContext(ctx, `INSERT INTO idempotency (key_hash, name, fingerprint, salt, token, created_at)
+				VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key_hash) DO UPDATE SET name = excluded.name,
+				fingerprint = excluded.fingerprint, salt = excluded.salt, token = excluded.token, created_at = excluded.created_at`,
+				keyHash, p.Name, fp, salt, token, t.now); err != nil {
+				return fmt.Errorf("keep idempotency key: %w", w(err))
+			}
+		}
+		ng := grant{
+			token: token, name: p.Name, holder: p.Holder, idHash: lease.HashID(id),
+			ttl: p.TTL.Milliseconds(), lockDelay: p.LockDelay.Milliseconds(),
+			acquired: t.now, renewed: t.now, expires: t.now + p.TTL.Milliseconds(),
+			metadata: nullText(p.Metadata),
+		}
+		if _, err := t.tx.ExecContext(ctx, `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
+			acquired_at, renewed_at, expires_at, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			ng.token, ng.name, ng.holder, ng.idHash, ng.ttl, ng.lockDelay, ng.acquired, ng.renewed, ng.expires, ng.metadata); err != nil {
+			return fmt.Errorf("insert grant %q: %w", p.Name, w(err))
+		}
+		if _, err := t.tx.ExecContext(ctx, `INSERT INTO names (name, token) VALUES (?, ?)
+			ON CONFLICT (name) DO UPDATE SET token = excluded.token`, p.Name, token); err != nil {
+			return fmt.Errorf("point %q at its grant: %w", p.Name, w(err))
+		}
+		if _, err := t.tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'last_token'`, token); err != nil {
+			return fmt.Errorf("persist last token: %w", w(err))
+		}
+		out = ng.lease()
+		out.ID = id
+		return t.record(ctx, lease.Event{Type: lease.EventAcquired, Name: p.Name, Token: token, Holder: p.Holder,
+			At: ms(t.now), ExpiresAt: out.ExpiresAt, Metadata: p.Metadata})
+	})
+	if err != nil {
+		return lease.Lease{}, fmt.Errorf("acquire %q: %w", p.Name, err)
+	}
+	return out, nil
+}
+
+// fingerprint identifies what an idempotent acquire asked for, so a key reused for another
+// request is refused rather than answered with the wrong grant.
+func fingerprint(p store.AcquireParams) []byte {
+	h := sha256.New()
+	for _, s := range []string{p.Name, p.Holder, string(p.Metadata)} {
+		binary.Write(h, binary.BigEndian, int64(len(s)))
+		h.Write([]byte(s))
+	}
+	binary.Write(h, binary.BigEndian, [2]int64{p.TTL.Milliseconds(), p.LockDelay.Milliseconds()})
+	return h.Sum(nil)
+}
+
+// replay answers a retry of an idempotent acquire: done is true when the key was seen within
+// 24 h, with the grant it made (still current) or an error saying why not.
+func replay(ctx context.Context, t *txn, p store.AcquireParams, keyHash, fp []byte) (lease.Lease, bool, error) {
+	var name string
+	var storedFP, salt []byte
+	var token, created int64
+	err := t.tx.QueryRowContext(ctx, `SELECT name, fingerprint, salt, token, created_at FROM idempotency WHERE key_hash = ?`, keyHash).
+		Scan(&name, &storedFP, &salt, &token, &created)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && created <= t.now-idempotencyTTL.Milliseconds() {
+		return lease.Lease{}, false, nil
+	}
+	if err != nil {
+		return lease.Lease{}, false, fmt.Errorf("read idempotency key: %w", w(err))
+	}
+	if name != p.Name || !bytes.Equal(storedFP, fp) {
+		return lease.Lease{}, true, lease.Errorf(lease.CodeInvalid, "Idempotency-Key was already used for a different request")
+	}
+	g, err := scanGrant(t.tx.QueryRowContext(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.token = ?`, token))
+	if err != nil {
+		return lease.Lease{}, true, fmt.Errorf("read grant %d of idempotency key: %w", token, w(err))
+	}
+	if g, err = settle(ctx, t, g); err != nil {
+		return lease.Lease{}, true, err
+	}
+	if !g.heldAt(t.now) {
+		return lease.Lease{}, true, lease.Errorf(lease.CodeLost, "the lease granted to this Idempotency-Key (token %d) has %s", token, g.endKind.String)
+	}
+	l := g.lease()
+	l.ID = lease.IdempotentID(p.IdempotencyKey, salt)
+	return l, true, nil
+}
+
+const idempotencyTTL = 24 * time.Hour
+
+// byID finds the grant whose lease ID is id and checks it belongs to name.
+func byID(ctx context.Context, t *txn, name, id string) (grant, error) {
+	g, err := scanGrant(t.tx.QueryRowContext(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.id_hash = ?`, lease.HashID(id)))
+	if errors.Is(err, sql.ErrNoRows) || err == nil && g.name != name {
+		return grant{}, lease.Errorf(lease.CodeLost, "lease_id is not a lease on %q (unknown, or pruned after it ended)", name)
+	}
+	if err != nil {
+		return grant{}, fmt.Errorf("find lease by id: %w", w(err))
+	}
+	return settle(ctx, t, g)
+}
+
+func lostError(g grant) *lease.Error {
+	return lease.Errorf(lease.CodeLost, "lease %q token %d %s at %s", g.name, g.token, g.endKind.String, ms(g.ended.Int64).Format(time.RFC3339Nano))
+}
+
+// Renew extends the current unexpired lease. See store.Store.
+func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration) (lease.Lease, error) {
+	var out lease.Lease
+	err := s.write(ctx, func(t *txn) error {
+		g, err := byID(ctx, t, name, id)
+		if err != nil {
+			return err
+		}
+		if !g.heldAt(t.now) {
+			return lostError(g)
+		}
+		if ttl > 0 {
+			g.ttl = ttl.Milliseconds()
+		}
+		g.renewed, g.expires = t.now, t.now+g.ttl
+		if _, err := t.tx.ExecContext(ctx, `UPDATE grants SET ttl_ms = ?, renewed_at = ?, expires_at = ? WHERE token = ?`,
+			g.ttl, g.renewed, g.expires, g.token); err != nil {
+			return fmt.Errorf("renew token %d: %w", g.token, w(err))
+		}
+		out = g.lease()
+		return t.record(ctx, lease.Event{Type: lease.EventRenewed, Name: name, Token: g.token, Holder: g.holder,
+			At: ms(t.now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata)})
+	})
+	if err != nil {
+		return lease.Lease{}, fmt.Errorf("renew %q: %w", name, err)
+	}
+	return out, nil
+}
+
+// Release ends the lease. See store.Store.
+func (s *Store) Release(ctx context.Context, name, id string) error {
+	err := s.write(ctx, func(t *txn) error {
+		g, err := byID(ctx, t, name, id)
+		if err != nil {
+			return err
+		}
+		switch {
+		case g.heldAt(t.now):
+			return end(ctx, t, g, lease.EndReleased, t.now)
+		case g.endKind.String == string(lease.EndReleased):
+			return nil
+		}
+		return lostError(g)
+	})
+	if err != nil {
+		return fmt.Errorf("release %q: %w", name, err)
+	}
+	return nil
+}
+
+// Revoke ends the current lease on name. See store.Store.
+func (s *Store) Revoke(ctx context.Context, name string) error {
+	err := s.write(ctx, func(t *txn) error {
+		g, ok, err := current(ctx, t.tx, name)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return lease.Errorf(lease.CodeNotFound, "no lease named %q was ever taken", name)
+		}
+		if g, err = settle(ctx, t, g); err != nil || !g.open() {
+			return err
+		}
+		return end(ctx, t, g, lease.EndRevoked, t.now)
+	})
+	if err != nil {
+		return fmt.Errorf("revoke %q: %w", name, err)
+	}
+	return nil
+}
+
+// Get returns the state of name. See store.Store.
+func (s *Store) Get(ctx context.Context, name string) (lease.State, error) {
+	now := s.clock.Now().UnixMilli()
+	g, ok, err := current(ctx, s.r, name)
+	if err != nil {
+		return lease.State{}, err
+	}
+	if !ok {
+		return lease.State{}, lease.Errorf(lease.CodeNotFound, "no lease named %q was ever taken", name)
+	}
+	return g.state(now), nil
+}
+
+// ExpireDue records passed expiries. See store.Store.
+func (s *Store) ExpireDue(ctx context.Context) (int, time.Time, error) {
+	var n int
+	var next time.Time
+	err := s.write(ctx, func(t *txn) error {
+		if err := expireBefore(ctx, t, t.now); err != nil {
+			return err
+		}
+		n = len(t.events)
+		var nx sql.NullInt64
+		if err := t.tx.QueryRowContext(ctx, `SELECT min(expires_at) FROM grants WHERE ended_at IS NULL`).Scan(&nx); err != nil {
+			return fmt.Errorf("next expiry: %w", w(err))
+		}
+		if nx.Valid {
+			next = ms(nx.Int64)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("expire due leases: %w", err)
+	}
+	return n, next, nil
+}
+
+// HeldCount counts leases held now.
+func (s *Store) HeldCount(ctx context.Context) (int, error) {
+	var n int
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM grants WHERE ended_at IS NULL AND expires_at > ?`,
+		s.clock.Now().UnixMilli()).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count held leases: %w", w(err))
+	}
+	return n, nil
+}
+
+// Prune deletes old history. See store.Store.
+func (s *Store) Prune(ctx context.Context, retention time.Duration) error {
+	return s.write(ctx, func(t *txn) error {
+		cut := t.now - retention.Milliseconds()
+		for _, q := range []struct{ what, sql string }{
+			{"events", `DELETE FROM events WHERE recorded_at < ?`},
+			{"rejections", `DELETE FROM rejections WHERE at < ?`},
+			{"grants", `DELETE FROM grants WHERE ended_at < ? AND token NOT IN (SELECT token FROM names)`},
+		} {
+			if _, err := t.tx.ExecContext(ctx, q.sql, cut); err != nil {
+				return fmt.Errorf("prune %s: %w", q.what, w(err))
+			}
+		}
+		if _, err := t.tx.ExecContext(ctx, `DELETE FROM idempotency WHERE created_at <= ?`, t.now-idempotencyTTL.Milliseconds()); err != nil {
+			return fmt.Errorf("prune idempotency keys: %w", w(err))
+		}
+		t.dirty = true
+		return nil
+	})
+}

@@ -1,0 +1,154 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"fmt"
+	"strconv"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+// Cursors are opaque to clients: the last key of the page, base64url-encoded.
+func encodeCursor(key string) string { return base64.RawURLEncoding.EncodeToString([]byte(key)) }
+
+func decodeCursor(c string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return "", lease.Errorf(lease.CodeInvalid, "cursor %q is not one this server gave out", c)
+	}
+	return string(b), nil
+}
+
+func decodeSeqCursor(c string) (int64, error) {
+	if c == "" {
+		return 0, nil
+	}
+	s, err := decodeCursor(c)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, lease.Errorf(lease.CodeInvalid, "cursor %q is not one this server gave out", c)
+	}
+	return n, nil
+}
+
+// prefixRange returns bounds [lo, hi) of the names that start with prefix. Names use only
+// bytes below '~', so prefix+"~" bounds them.
+func prefixRange(prefix string) (lo, hi string) {
+	if prefix == "" {
+		return "", "~"
+	}
+	return prefix, prefix + "~"
+}
+
+// List returns leases ordered by name. See store.Store.
+func (s *Store) List(ctx context.Context, f store.LeaseFilter) (store.Page[lease.State], error) {
+	after := ""
+	if f.Cursor != "" {
+		var err error
+		if after, err = decodeCursor(f.Cursor); err != nil {
+			return store.Page[lease.State]{}, err
+		}
+	}
+	limit := store.ClampLimit(f.Limit)
+	now := s.clock.Now().UnixMilli()
+	lo, hi := prefixRange(f.Prefix)
+	q := `SELECT ` + grantCols + ` FROM names n JOIN grants g ON g.token = n.token
+		WHERE n.name > ? AND n.name >= ? AND n.name < ?`
+	switch f.State {
+	case "held":
+		q += ` AND g.ended_at IS NULL AND g.expires_at > ?`
+	case "free":
+		q += ` AND NOT (g.ended_at IS NULL AND g.expires_at > ?)`
+	case "":
+		q += ` AND ? = ?`
+	default:
+		return store.Page[lease.State]{}, lease.Errorf(lease.CodeInvalid, "state must be held or free, not %q", f.State)
+	}
+	q += ` ORDER BY n.name LIMIT ?`
+	args := []any{after, lo, hi, now}
+	if f.State == "" {
+		args = append(args, now)
+	}
+	rows, err := s.r.QueryContext(ctx, q, append(args, limit+1)...)
+	if err != nil {
+		return store.Page[lease.State]{}, fmt.Errorf("list leases: %w", w(err))
+	}
+	defer rows.Close()
+	var page store.Page[lease.State]
+	for rows.Next() {
+		g, err := scanGrant(rows)
+		if err != nil {
+			return store.Page[lease.State]{}, fmt.Errorf("list leases: %w", err)
+		}
+		page.Items = append(page.Items, g.state(now))
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page[lease.State]{}, fmt.Errorf("list leases: %w", w(err))
+	}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		page.Next = encodeCursor(page.Items[limit-1].Name)
+	}
+	return page, nil
+}
+
+const eventCols = `seq, type, name, token, holder, at, expires_at, metadata, resource`
+
+func scanEvent(r scanner) (lease.Event, error) {
+	var e lease.Event
+	var typ string
+	var at int64
+	var exp sql.NullInt64
+	var md, res sql.NullString
+	if err := r.Scan(&e.Seq, &typ, &e.Name, &e.Token, &e.Holder, &at, &exp, &md, &res); err != nil {
+		return e, err
+	}
+	e.Type, e.At, e.Metadata, e.Resource = lease.EventType(typ), ms(at), raw(md), res.String
+	if exp.Valid {
+		e.ExpiresAt = ms(exp.Int64)
+	}
+	return e, nil
+}
+
+// Events returns events oldest first. See store.Store.
+func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lease.Event], error) {
+	after, err := decodeSeqCursor(f.Cursor)
+	if err != nil {
+		return store.Page[lease.Event]{}, err
+	}
+	after = max(after, f.AfterSeq)
+	limit := store.ClampLimit(f.Limit)
+	var rows *sql.Rows
+	if f.Name != "" {
+		rows, err = s.r.QueryContext(ctx, `SELECT `+eventCols+` FROM events WHERE name = ? AND seq > ? ORDER BY seq LIMIT ?`, f.Name, after, limit+1)
+	} else {
+		lo, hi := prefixRange(f.Prefix)
+		rows, err = s.r.QueryContext(ctx, `SELECT `+eventCols+` FROM events WHERE seq > ? AND name >= ? AND name < ? ORDER BY seq LIMIT ?`, after, lo, hi, limit+1)
+	}
+	if err != nil {
+		return store.Page[lease.Event]{}, fmt.Errorf("list events: %w", w(err))
+	}
+	defer rows.Close()
+	var page store.Page[lease.Event]
+	for rows.Next() {
+		e, err := scanEvent(rows)
+		if err != nil {
+			return store.Page[lease.Event]{}, fmt.Errorf("list events: %w", err)
+		}
+		page.Items = append(page.Items, e)
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page[lease.Event]{}, fmt.Errorf("list events: %w", w(err))
+	}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		page.Next = encodeCursor(strconv.FormatInt(page.Items[limit-1].Seq, 10))
+	}
+	return page, nil
+}

@@ -1,0 +1,257 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+// PutResource writes a fenced resource. See store.Store.
+func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.Resource, error) {
+	var out lease.Resource
+	err := s.write(ctx, func(t *txn) error {
+		var fence, version int64
+		err := t.tx.QueryRowContext(ctx, `SELECT fence, version FROM resources WHERE name = ?`, wr.Name).Scan(&fence, &version)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("read fence: %w", w(err))
+		}
+		owner, known, err := tokenOwner(ctx, t.tx, wr.Token)
+		if err != nil {
+			return err
+		}
+		reject := func(reason string, current int64) error {
+			r := lease.Rejection{Resource: wr.Name, Lease: wr.LeaseName, PresentedToken: wr.Token, CurrentFence: current,
+				ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: reason, Source: lease.RejectionSourceServer}
+			if _, err := recordRejection(ctx, t, r, owner, known); err != nil {
+				return err
+			}
+			e := lease.Errorf(lease.CodeStale, "%s", reason)
+			e.PresentedToken, e.CurrentFence = wr.Token, current
+			return e
+		}
+		if wr.Token < fence {
+			return reject(fmt.Sprintf("token %d is below the fence %d of resource %q", wr.Token, fence, wr.Name), fence)
+		}
+		if wr.LeaseName != "" {
+			g, ok, err := current(ctx, t.tx, wr.LeaseName)
+			if err != nil {
+				return err
+			}
+			if ok {
+				if g, err = settle(ctx, t, g); err != nil {
+					return err
+				}
+			}
+			switch {
+			case !ok:
+				return reject(fmt.Sprintf("lease %q was never taken", wr.LeaseName), fence)
+			case g.token != wr.Token:
+				return reject(fmt.Sprintf("token %d is not the current token %d of lease %q", wr.Token, g.token, wr.LeaseName), max(fence, g.token))
+			case !g.heldAt(t.now):
+				return reject(fmt.Sprintf("lease %q token %d has %s", wr.LeaseName, g.token, g.endKind.String), fence)
+			}
+		}
+		holder := ""
+		if known {
+			holder = owner.holder
+		}
+		out = lease.Resource{Name: wr.Name, Fence: wr.Token, Version: version + 1, UpdatedAt: ms(t.now),
+			Size: int64(len(wr.Value)), ContentType: wr.ContentType, Lease: wr.LeaseName, Holder: holder}
+		if _, err := t.tx.ExecContext(ctx, `INSERT INTO resources (name, fence, version, value, content_type, updated_at, lease, holder)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET fence = excluded.fence, version = excluded.version,
+			value = excluded.value, content_type = excluded.content_type, updated_at = excluded.updated_at,
+			lease = excluded.lease, holder = excluded.holder`,
+			out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, t.now, out.Lease, out.Holder); err != nil {
+			return fmt.Errorf("write resource: %w", w(err))
+		}
+		t.dirty = true
+		return nil
+	})
+	if err != nil {
+		return lease.Resource{}, fmt.Errorf("put resource %q: %w", wr.Name, err)
+	}
+	return out, nil
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// tokenOwner finds the grant that was given token, if it is still in the history.
+func tokenOwner(ctx context.Context, tx *sql.Tx, token int64) (grant, bool, error) {
+	g, err := scanGrant(tx.QueryRowContext(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.token = ?`, token))
+	if errors.Is(err, sql.ErrNoRows) {
+		return grant{}, false, nil
+	}
+	if err != nil {
+		return grant{}, false, fmt.Errorf("find the grant of token %d: %w", token, w(err))
+	}
+	return g, true, nil
+}
+
+// recordRejection inserts a rejection, filling lease and holder from the token's grant, and a
+// rejected event on the lease when one is known.
+func recordRejection(ctx context.Context, t *txn, r lease.Rejection, owner grant, known bool) (lease.Rejection, error) {
+	if known {
+		if r.Lease == "" {
+			r.Lease = owner.name
+		}
+		if r.Holder == "" {
+			r.Holder = owner.holder
+		}
+	}
+	r.At = ms(t.now)
+	err := t.tx.QueryRowContext(ctx, `INSERT INTO rejections (resource, lease, presented_token, current_fence, holder,
+		client_addr, user_agent, reason, source, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		r.Resource, r.Lease, r.PresentedToken, r.CurrentFence, r.Holder, r.ClientAddr, r.UserAgent, r.Reason, r.Source, t.now).Scan(&r.ID)
+	if err != nil {
+		return r, fmt.Errorf("record rejection: %w", w(err))
+	}
+	if r.Lease != "" {
+		if err := t.record(ctx, lease.Event{Type: lease.EventRejected, Name: r.Lease, Token: r.PresentedToken,
+			Holder: r.Holder, At: r.At, Resource: r.Resource}); err != nil {
+			return r, err
+		}
+	}
+	t.dirty = true
+	return r, nil
+}
+
+// RecordRejection records a rejection made outside leasekeeper. See store.Store.
+func (s *Store) RecordRejection(ctx context.Context, r lease.Rejection) (lease.Rejection, error) {
+	var out lease.Rejection
+	err := s.write(ctx, func(t *txn) error {
+		owner, known, err := tokenOwner(ctx, t.tx, r.PresentedToken)
+		if err != nil {
+			return err
+		}
+		out, err = recordRejection(ctx, t, r, owner, known)
+		return err
+	})
+	if err != nil {
+		return lease.Rejection{}, fmt.Errorf("record rejection on %q: %w", r.Resource, err)
+	}
+	return out, nil
+}
+
+const resourceCols = `name, fence, version, updated_at, length(value), content_type, lease, holder`
+
+func scanResource(r scanner) (lease.Resource, error) {
+	var res lease.Resource
+	var at int64
+	err := r.Scan(&res.Name, &res.Fence, &res.Version, &at, &res.Size, &res.ContentType, &res.Lease, &res.Holder)
+	res.UpdatedAt = ms(at)
+	return res, err
+}
+
+// GetResource returns a resource with its value. See store.Store.
+func (s *Store) GetResource(ctx context.Context, name string) (lease.Resource, error) {
+	var value []byte
+	row := s.r.QueryRowContext(ctx, `SELECT `+resourceCols+`, value FROM resources WHERE name = ?`, name)
+	var res lease.Resource
+	var at int64
+	err := row.Scan(&res.Name, &res.Fence, &res.Version, &at, &res.Size, &res.ContentType, &res.Lease, &res.Holder, &value)
+	if errors.Is(err, sql.ErrNoRows) {
+		return lease.Resource{}, lease.Errorf(lease.CodeNotFound, "no resource named %q was ever written", name)
+	}
+	if err != nil {
+		return lease.Resource{}, fmt.Errorf("get resource %q: %w", name, w(err))
+	}
+	res.UpdatedAt, res.Value = ms(at), value
+	return res, nil
+}
+
+// ListResources returns resources ordered by name. See store.Store.
+func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) (store.Page[lease.Resource], error) {
+	after := ""
+	if f.Cursor != "" {
+		var err error
+		if after, err = decodeCursor(f.Cursor); err != nil {
+			return store.Page[lease.Resource]{}, err
+		}
+	}
+	limit := store.ClampLimit(f.Limit)
+	lo, hi := prefixRange(f.Prefix)
+	rows, err := s.r.QueryContext(ctx, `SELECT `+resourceCols+` FROM resources WHERE name > ? AND name >= ? AND name < ?
+		ORDER BY name LIMIT ?`, after, lo, hi, limit+1)
+	if err != nil {
+		return store.Page[lease.Resource]{}, fmt.Errorf("list resources: %w", w(err))
+	}
+	defer rows.Close()
+	var page store.Page[lease.Resource]
+	for rows.Next() {
+		r, err := scanResource(rows)
+		if err != nil {
+			return store.Page[lease.Resource]{}, fmt.Errorf("list resources: %w", err)
+		}
+		page.Items = append(page.Items, r)
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page[lease.Resource]{}, fmt.Errorf("list resources: %w", w(err))
+	}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		page.Next = encodeCursor(page.Items[limit-1].Name)
+	}
+	return page, nil
+}
+
+// Rejections returns rejections newest first. See store.Store.
+func (s *Store) Rejections(ctx context.Context, f store.RejectionFilter) (store.Page[lease.Rejection], error) {
+	before := int64(1<<63 - 1)
+	if f.Cursor != "" {
+		c, err := decodeSeqCursor(f.Cursor)
+		if err != nil {
+			return store.Page[lease.Rejection]{}, err
+		}
+		before = c
+	}
+	limit := store.ClampLimit(f.Limit)
+	q := `SELECT id, resource, lease, presented_token, current_fence, holder, client_addr, user_agent, reason, source, at
+		FROM rejections WHERE id < ?`
+	args := []any{before}
+	if f.Resource != "" {
+		q += ` AND resource = ?`
+		args = append(args, f.Resource)
+	}
+	if f.Lease != "" {
+		q += ` AND lease = ?`
+		args = append(args, f.Lease)
+	}
+	if !f.Since.IsZero() {
+		q += ` AND at >= ?`
+		args = append(args, f.Since.UnixMilli())
+	}
+	rows, err := s.r.QueryContext(ctx, q+` ORDER BY id DESC LIMIT ?`, append(args, limit+1)...)
+	if err != nil {
+		return store.Page[lease.Rejection]{}, fmt.Errorf("list rejections: %w", w(err))
+	}
+	defer rows.Close()
+	var page store.Page[lease.Rejection]
+	for rows.Next() {
+		var r lease.Rejection
+		var at int64
+		if err := rows.Scan(&r.ID, &r.Resource, &r.Lease, &r.PresentedToken, &r.CurrentFence, &r.Holder,
+			&r.ClientAddr, &r.UserAgent, &r.Reason, &r.Source, &at); err != nil {
+			return store.Page[lease.Rejection]{}, fmt.Errorf("list rejections: %w", err)
+		}
+		r.At = ms(at)
+		page.Items = append(page.Items, r)
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page[lease.Rejection]{}, fmt.Errorf("list rejections: %w", w(err))
+	}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		page.Next = encodeCursor(strconv.FormatInt(page.Items[limit-1].ID, 10))
+	}
+	return page, nil
+}

@@ -1,0 +1,26 @@
+package sqlite_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/store/sqlite"
+	"github.com/leasekeeper/leasekeeper/store/storetest"
+)
+
+func newDB(t *testing.T) storetest.Opener {
+	path := filepath.Join(t.TempDir(), "leasekeeper.db")
+	return func(clock lease.Clock) store.Store {
+		s, err := sqlite.Open(context.Background(), path, sqlite.Options{Clock: clock})
+		if err != nil {
+			t.Fatalf("Open(%s) = %v", path, err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+}
+
+func TestConformance(t *testing.T) { storetest.Run(t, newDB) }

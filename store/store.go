@@ -1,0 +1,158 @@
+// Package store declares what leasekeeper needs from persistence: one interface, with one
+// transaction per operation and the invariants of DESIGN.md checked inside it. Backends live in
+// subpackages (store/sqlite); store/storetest is the conformance suite every backend passes.
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+)
+
+// Store is the persistence of leases, events, fenced resources and rejections. Every method
+// runs in one transaction; errors are *lease.Error with the codes listed, or internal errors.
+// Time comes from the store's clock, read once per operation.
+type Store interface {
+	// Acquire grants the lease on a free name (one past its lock delay) with a fresh token
+	// (invariant 2), and answers only after the grant is durable (invariant 3). An expired but
+	// unrecorded lease is recorded as expired first, at its expiry. With an idempotency key, a
+	// retry of a grant that is still current returns it again, with the same lease ID.
+	// Codes: lease_held (with holder, expiry and availability), lease_lost (the key's grant has
+	// ended), invalid_request (key reused for another request).
+	Acquire(ctx context.Context, p AcquireParams) (lease.Lease, error)
+
+	// Renew extends the unexpired lease whose ID is id to now+ttl (ttl 0 keeps the lease's).
+	// Codes: lease_lost when id is not the current unexpired lease of name (invariant 6).
+	Renew(ctx context.Context, name, id string, ttl time.Duration) (lease.Lease, error)
+
+	// Release ends the lease whose ID is id. A repeat by the same ID answers nil.
+	// Codes: lease_lost when the lease had expired or was revoked, or id is not name's.
+	Release(ctx context.Context, name, id string) error
+
+	// Revoke ends the current lease on name, if any. Codes: not_found for a name never used.
+	Revoke(ctx context.Context, name string) error
+
+	// Get returns the state of name. Codes: not_found for a name never used.
+	Get(ctx context.Context, name string) (lease.State, error)
+
+	// List returns leases ordered by name. Codes: invalid_request for a bad cursor.
+	List(ctx context.Context, f LeaseFilter) (Page[lease.State], error)
+
+	// Events returns events in seq order. Codes: invalid_request for a bad cursor.
+	Events(ctx context.Context, f EventFilter) (Page[lease.Event], error)
+
+	// PutResource writes a fenced resource iff the token is at least its fence, and with a
+	// lease name also iff the token is that lease's current unexpired token (invariant 7). A
+	// refused write is recorded as a rejection and a rejected event, and changes nothing else.
+	// Codes: stale_token (with presented token and current fence).
+	PutResource(ctx context.Context, w ResourceWrite) (lease.Resource, error)
+
+	// GetResource returns a resource with its value. Codes: not_found.
+	GetResource(ctx context.Context, name string) (lease.Resource, error)
+
+	// ListResources returns resources (without values) ordered by name.
+	ListResources(ctx context.Context, f ResourceFilter) (Page[lease.Resource], error)
+
+	// RecordRejection records a rejection made by a resource outside leasekeeper, and a
+	// rejected event on its lease when the lease or the token's grant is known.
+	RecordRejection(ctx context.Context, r lease.Rejection) (lease.Rejection, error)
+
+	// Rejections returns rejections, newest first.
+	Rejections(ctx context.Context, f RejectionFilter) (Page[lease.Rejection], error)
+
+	// ExpireDue records every lease whose expiry has passed as expired, at its expiry, and
+	// returns when the next open lease expires (zero if none).
+	ExpireDue(ctx context.Context) (expired int, next time.Time, err error)
+
+	// Prune deletes history older than the retention: events, rejections, ended grants other
+	// than each name's last, and idempotency keys older than 24 h.
+	Prune(ctx context.Context, retention time.Duration) error
+
+	// HeldCount returns how many leases are held now.
+	HeldCount(ctx context.Context) (int, error)
+
+	// Ping checks that the database answers.
+	Ping(ctx context.Context) error
+
+	// Close stops the store. Operations after Close fail.
+	Close() error
+}
+
+// AcquireParams is a validated acquire request.
+type AcquireParams struct {
+	Name           string
+	Holder         string
+	TTL            time.Duration
+	LockDelay      time.Duration
+	Metadata       json.RawMessage
+	IdempotencyKey string
+}
+
+// LeaseFilter selects leases for List.
+type LeaseFilter struct {
+	Prefix string
+	State  string // "", "held" or "free"
+	Limit  int
+	Cursor string
+}
+
+// EventFilter selects events. With Name empty, all names; Prefix restricts by name prefix.
+type EventFilter struct {
+	Name     string
+	Prefix   string
+	AfterSeq int64
+	Limit    int
+	Cursor   string
+}
+
+// ResourceWrite is a fenced write.
+type ResourceWrite struct {
+	Name        string
+	Token       int64
+	LeaseName   string
+	Value       []byte
+	ContentType string
+	ClientAddr  string
+	UserAgent   string
+}
+
+// ResourceFilter selects resources.
+type ResourceFilter struct {
+	Prefix string
+	Limit  int
+	Cursor string
+}
+
+// RejectionFilter selects rejections.
+type RejectionFilter struct {
+	Resource string
+	Lease    string
+	Since    time.Time
+	Limit    int
+	Cursor   string
+}
+
+// Page is one page of a list; Next is empty at the end.
+type Page[T any] struct {
+	Items []T
+	Next  string
+}
+
+// Default and largest page sizes.
+const (
+	DefaultLimit = 100
+	MaxLimit     = 1000
+)
+
+// ClampLimit turns a requested page size into one within [1, MaxLimit], DefaultLimit for 0.
+func ClampLimit(n int) int {
+	switch {
+	case n <= 0:
+		return DefaultLimit
+	case n > MaxLimit:
+		return MaxLimit
+	}
+	return n
+}

@@ -1,0 +1,767 @@
+// Package storetest is the conformance suite of store.Store: every behavioural case once, run
+// by each backend's tests against a real database.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+// Opener opens the database of one test; called again after the previous store is closed, it
+// reopens the same database (a restart). It registers cleanup with t.
+type Opener func(clock lease.Clock) store.Store
+
+// NewDB makes a fresh, empty database for one test and returns its Opener.
+type NewDB func(t *testing.T) Opener
+
+// T0 is the fake clock's start in every case.
+var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+
+type env struct {
+	t     *testing.T
+	ctx   context.Context
+	clock *lease.FakeClock
+	open  Opener
+	s     store.Store
+}
+
+func setup(t *testing.T, newDB NewDB) *env {
+	t.Helper()
+	e := &env{t: t, ctx: context.Background(), clock: lease.NewFakeClock(t0), open: newDB(t)}
+	e.s = e.open(e.clock)
+	return e
+}
+
+// restart closes the store and opens the same database again.
+func (e *env) restart() {
+	e.t.Helper()
+	if err := e.s.Close(); err != nil {
+		e.t.Fatalf("Close() = %v", err)
+	}
+	e.s = e.open(e.clock)
+}
+
+func (e *env) acquire(name, holder string, ttl time.Duration) lease.Lease {
+	e.t.Helper()
+	l, err := e.s.Acquire(e.ctx, store.AcquireParams{Name: name, Holder: holder, TTL: ttl})
+	if err != nil {
+		e.t.Fatalf("Acquire(%q, %q) = %v, want a grant", name, holder, err)
+	}
+	return l
+}
+
+func wantCode(t *testing.T, what string, err error, code lease.Code) *lease.Error {
+	t.Helper()
+	if got := lease.ErrorCode(err); got != code {
+		t.Fatalf("%s = %v (code %q), want code %q", what, err, got, code)
+	}
+	var le *lease.Error
+	errors.As(err, &le)
+	return le
+}
+
+func (e *env) events(name string) []lease.Event {
+	e.t.Helper()
+	p, err := e.s.Events(e.ctx, store.EventFilter{Name: name, Limit: store.MaxLimit})
+	if err != nil {
+		e.t.Fatalf("Events(%q) = %v", name, err)
+	}
+	return p.Items
+}
+
+func types(evs []lease.Event) []lease.EventType {
+	var out []lease.EventType
+	for _, e := range evs {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+// Run runs every case against the backend.
+func Run(t *testing.T, newDB NewDB) {
+	cases := []struct {
+		name string
+		fn   func(t *testing.T, e *env)
+	}{
+		{"Acquire/OK", testAcquireOK},
+		{"Acquire/ErrHeld", testAcquireHeld},
+		{"Acquire/AfterExpiry", testAcquireAfterExpiry},
+		{"Acquire/Metadata", testMetadata},
+		{"Renew/OK", testRenewOK},
+		{"Renew/ErrLostWrongID", testRenewWrongID},
+		{"Renew/ErrLostExpired", testRenewExpired},
+		{"Renew/ErrLostRevoked", testRenewRevoked},
+		{"Release/OK", testReleaseOK},
+		{"Release/ErrLostExpired", testReleaseExpired},
+		{"StaleIDNeverTouchesSuccessor", testStaleID},
+		{"Revoke", testRevoke},
+		{"Get", testGet},
+		{"Tokens/GrowWhenClockGoesBack", testTokensClockBack},
+		{"Tokens/GrowAcrossReopen", testTokensReopen},
+		{"Restart/Conservative", testRestartConservative},
+		{"Restart/ExpiredBeforeCrash", testRestartExpiredBefore},
+		{"Idempotency", testIdempotency},
+		{"LockDelay", testLockDelay},
+		{"ExpireDue", testExpireDue},
+		{"List", testList},
+		{"Events/Pagination", testEventsPagination},
+		{"Prune", testPrune},
+		{"Resources/Fence", testResourceFence},
+		{"Resources/LeaseName", testResourceLeaseName},
+		{"Resources/ConcurrentWriters", testResourceConcurrent},
+		{"Resources/List", testResourceList},
+		{"Rejections/External", testExternalRejection},
+		{"Concurrent/Contenders", testContenders},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.fn(t, setup(t, newDB))
+		})
+	}
+}
+
+func testAcquireOK(t *testing.T, e *env) {
+	l := e.acquire("job", "w1", 10*time.Second)
+	if !strings.HasPrefix(l.ID, lease.IDPrefix) || len(l.ID) < 30 {
+		t.Errorf("ID = %q, want an unguessable lease ID", l.ID)
+	}
+	if !lease.ValidToken(l.Token) || l.Token < t0.UnixMicro() {
+		t.Errorf("Token = %d, want ≥ %d (the token rule)", l.Token, t0.UnixMicro())
+	}
+	want := lease.Lease{Name: "job", Holder: "w1", ID: l.ID, Token: l.Token, TTL: 10 * time.Second,
+		AcquiredAt: t0, RenewedAt: t0, ExpiresAt: t0.Add(10 * time.Second)}
+	if diff := cmp.Diff(want, l); diff != "" {
+		t.Errorf("Acquire() mismatch (-want +got):\n%s", diff)
+	}
+	if got := types(e.events("job")); !cmp.Equal(got, []lease.EventType{lease.EventAcquired}) {
+		t.Errorf("events = %v, want [acquired]", got)
+	}
+}
+
+func testAcquireHeld(t *testing.T, e *env) {
+	e.acquire("job", "w1", 10*time.Second)
+	e.clock.Advance(9999 * time.Millisecond)
+	_, err := e.s.Acquire(e.ctx, store.AcquireParams{Name: "job", Holder: "w2", TTL: time.Second})
+	le := wantCode(t, "Acquire(held)", err, lease.CodeHeld)
+	if le.Holder != "w1" || !le.ExpiresAt.Equal(t0.Add(10*time.Second)) {
+		t.Errorf("held error = holder %q expires %v, want w1 at %v", le.Holder, le.ExpiresAt, t0.Add(10*time.Second))
+	}
+}
+
+func testAcquireAfterExpiry(t *testing.T, e *env) {
+	a := e.acquire("job", "w1", 10*time.Second)
+	e.clock.Advance(10 * time.Second) // expires_at is exclusive: at expiry the lease is gone
+	b := e.acquire("job", "w2", 10*time.Second)
+	if b.Token <= a.Token {
+		t.Errorf("second token %d, want > %d", b.Token, a.Token)
+	}
+	evs := e.events("job")
+	if got := types(evs); !cmp.Equal(got, []lease.EventType{lease.EventAcquired, lease.EventExpired, lease.EventAcquired}) {
+		t.Fatalf("events = %v", got)
+	}
+	if !evs[1].At.Equal(a.ExpiresAt) {
+		t.Errorf("expired event at %v, want the expiry %v", evs[1].At, a.ExpiresAt)
+	}
+}
+
+func testMetadata(t *testing.T, e *env) {
+	md := json.RawMessage(`{"addr":"10.0.0.7:9000"}`)
+	l, err := e.s.Acquire(e.ctx, store.AcquireParams{Name: "leader", Holder: "a", TTL: time.Second, Metadata: md})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.s.Get(e.ctx, "leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, got := range map[string]json.RawMessage{"lease": l.Metadata, "state": st.Metadata, "event": e.events("leader")[0].Metadata} {
+		if string(got) != string(md) {
+			t.Errorf("%s metadata = %s, want %s", what, got, md)
+		}
+	}
+}
+
+func testRenewOK(t *testing.T, e *env) {
+	l := e.acquire("job", "w1", 10*time.Second)
+	e.clock.Advance(9 * time.Second)
+	r, err := e.s.Renew(e.ctx, "job", l.ID, 0)
+	if err != nil {
+		t.Fatalf("Renew() = %v", err)
+	}
+	if r.Token != l.Token || !r.ExpiresAt.Equal(t0.Add(19*time.Second)) || r.ID != "" {
+		t.Errorf("Renew() = token %d expires %v id %q, want token %d expires %v and no id", r.Token, r.ExpiresAt, r.ID, l.Token, t0.Add(19*time.Second))
+	}
+	r, err = e.s.Renew(e.ctx, "job", l.ID, 30*time.Second)
+	if err != nil || r.TTL != 30*time.Second || !r.ExpiresAt.Equal(t0.Add(39*time.Second)) {
+		t.Errorf("Renew(ttl 30s) = %+v, %v", r, err)
+	}
+}
+
+func testRenewWrongID(t *testing.T, e *env) {
+	a := e.acquire("a", "w1", 10*time.Second)
+	e.acquire("b", "w2", 10*time.Second)
+	_, err := e.s.Renew(e.ctx, "a", "lk_notanid", 0)
+	wantCode(t, "Renew(unknown id)", err, lease.CodeLost)
+	_, err = e.s.Renew(e.ctx, "b", a.ID, 0)
+	wantCode(t, "Renew(id of another name)", err, lease.CodeLost)
+	wantCode(t, "Release(id of another name)", e.s.Release(e.ctx, "b", a.ID), lease.CodeLost)
+	if st, _ := e.s.Get(e.ctx, "b"); !st.Held || st.Holder != "w2" {
+		t.Errorf("b after a foreign release = %+v, want still held by w2", st)
+	}
+}
+
+func testRenewExpired(t *testing.T, e *env) {
+	l := e.acquire("job", "w1", 10*time.Second)
+	e.clock.Advance(10 * time.Second)
+	_, err := e.s.Renew(e.ctx, "job", l.ID, 0)
+	wantCode(t, "Renew(expired)", err, lease.CodeLost)
+	if got := types(e.events("job")); !cmp.Equal(got, []lease.EventType{lease.EventAcquired, lease.EventExpired}) {
+		t.Errorf("events = %v, want [acquired expired]", got)
+	}
+}
+
+func testRenewRevoked(t *testing.T, e *env) {
+	l := e.acquire("job", "w1", 10*time.Second)
+	if err := e.s.Revoke(e.ctx, "job"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.s.Renew(e.ctx, "job", l.ID, 0)
+	wantCode(t, "Renew(revoked)", err, lease.CodeLost)
+	wantCode(t, "Release(revoked)", e.s.Release(e.ctx, "job", l.ID), lease.CodeLost)
+}
+
+func testReleaseOK(t *testing.T, e *env) {
+	l := e.acquire("job", "w1", 10*time.Second)
+	e.clock.Advance(time.Second)
+	if err := e.s.Release(e.ctx, "job", l.ID); err != nil {
+		t.Fatalf("Release() = %v", err)
+	}
+	if err := e.s.Release(e.ctx, "job", l.ID); err != nil {
+		t.Errorf("Release(repeat) = %v, want nil", err)
+	}
+	st, err := e.s.Get(e.ctx, "job")
+	if err != nil || st.Held || st.End != lease.EndReleased || !st.EndedAt.Equal(t0.Add(time.Second)) {
+		t.Errorf("Get() after release = %+v, %v", st, err)
+	}
+	n := e.acquire("job", "w2", time.Second)
+	if n.Token <= l.Token {
+		t.Errorf("token after release %d, want > %d", n.Token, l.Token)
+	}
+	if err := e.s.Release(e.ctx, "job", l.ID); err != nil {
+		t.Errorf("Release(repeat after a successor) = %v, want nil", err)
+	}
+	if st, _ := e.s.Get(e.ctx, "job"); !st.Held || st.Holder != "w2" {
+		t.Errorf("successor after the old holder's repeat release = %+v, want held by w2", st)
+	}
+}
+
+func testReleaseExpired(t *testing.T, e *env) {
+	l := e.acquire("job", "w1", 10*time.Second)
+	e.clock.Advance(11 * time.Second)
+	le := wantCode(t, "Release(expired)", e.s.Release(e.ctx, "job", l.ID), lease.CodeLost)
+	if !strings.Contains(le.Message, "expired") {
+		t.Errorf("message %q, want it to say the lease expired", le.Message)
+	}
+}
+
+func testStaleID(t *testing.T, e *env) {
+	a := e.acquire("job", "w1", 2*time.Second)
+	e.clock.Advance(3 * time.Second)
+	b := e.acquire("job", "w2", 10*time.Second)
+	_, err := e.s.Renew(e.ctx, "job", a.ID, 0)
+	wantCode(t, "Renew(stale id)", err, lease.CodeLost)
+	wantCode(t, "Release(stale id)", e.s.Release(e.ctx, "job", a.ID), lease.CodeLost)
+	st, err := e.s.Get(e.ctx, "job")
+	if err != nil || !st.Held || st.Token != b.Token || !st.ExpiresAt.Equal(b.ExpiresAt) {
+		t.Errorf("successor = %+v, %v; want untouched %d until %v", st, err, b.Token, b.ExpiresAt)
+	}
+}
+
+func testRevoke(t *testing.T, e *env) {
+	wantCode(t, "Revoke(never used)", e.s.Revoke(e.ctx, "nope"), lease.CodeNotFound)
+	e.acquire("job", "w1", 10*time.Second)
+	if err := e.s.Revoke(e.ctx, "job"); err != nil {
+		t.Fatalf("Revoke() = %v", err)
+	}
+	if err := e.s.Revoke(e.ctx, "job"); err != nil {
+		t.Errorf("Revoke(free) = %v, want nil", err)
+	}
+	if got := types(e.events("job")); !cmp.Equal(got, []lease.EventType{lease.EventAcquired, lease.EventRevoked}) {
+		t.Errorf("events = %v", got)
+	}
+	e.acquire("job", "w2", time.Second)
+}
+
+func testGet(t *testing.T, e *env) {
+	_, err := e.s.Get(e.ctx, "nope")
+	wantCode(t, "Get(never used)", err, lease.CodeNotFound)
+	l := e.acquire("job", "w1", 10*time.Second)
+	st, err := e.s.Get(e.ctx, "job")
+	if err != nil || !st.Held || st.Holder != "w1" || st.Token != l.Token {
+		t.Fatalf("Get(held) = %+v, %v", st, err)
+	}
+	e.clock.Advance(20 * time.Second)
+	st, err = e.s.Get(e.ctx, "job")
+	if err != nil || st.Held || st.Holder != "w1" || st.Token != l.Token || st.End != lease.EndExpired || !st.EndedAt.Equal(l.ExpiresAt) {
+		t.Errorf("Get(expired) = %+v, %v; want free with the last holder and token", st, err)
+	}
+}
+
+func testTokensClockBack(t *testing.T, e *env) {
+	var last int64
+	for i, step := range []time.Duration{0, -time.Hour, 2 * time.Hour, -24 * time.Hour, time.Millisecond} {
+		e.clock.Advance(step)
+		l := e.acquire(fmt.Sprintf("n%d", i), "w", time.Second)
+		if l.Token <= last {
+			t.Fatalf("token %d after a clock step of %v, want > %d", l.Token, step, last)
+		}
+		last = l.Token
+	}
+}
+
+func testTokensReopen(t *testing.T, e *env) {
+	a := e.acquire("job", "w1", time.Second)
+	e.clock.Advance(-time.Hour) // the next process starts with a wall clock an hour behind
+	e.restart()
+	e.clock.Advance(2 * time.Hour)
+	b := e.acquire("other", "w2", time.Second)
+	if b.Token <= a.Token {
+		t.Errorf("token after reopen %d, want > %d", b.Token, a.Token)
+	}
+	e.clock.Advance(-2 * time.Hour)
+	e.restart()
+	c := e.acquire("third", "w3", time.Second)
+	if c.Token <= b.Token {
+		t.Errorf("token after reopen with the clock back %d, want > %d", c.Token, b.Token)
+	}
+}
+
+func testRestartConservative(t *testing.T, e *env) {
+	l := e.acquire("job", "w1", 10*time.Second)
+	e.clock.Advance(8 * time.Second)
+	e.restart() // restart at t0+8s: the lease must last until at least t0+18s
+	e.clock.Advance(9 * time.Second)
+	st, err := e.s.Get(e.ctx, "job")
+	if err != nil || !st.Held || st.Token != l.Token {
+		t.Fatalf("Get() 9 s after restart = %+v, %v; want still held", st, err)
+	}
+	if _, err := e.s.Renew(e.ctx, "job", l.ID, 0); err != nil {
+		t.Errorf("Renew() after restart = %v, want the holder to keep its lease", err)
+	}
+}
+
+func testRestartExpiredBefore(t *testing.T, e *env) {
+	a := e.acquire("short", "w1", time.Second)
+	e.clock.Advance(5 * time.Second)
+	e.acquire("other", "w2", time.Minute) // persists the server's time, past short's expiry
+	e.restart()
+	st, err := e.s.Get(e.ctx, "short")
+	if err != nil || st.Held {
+		t.Fatalf("Get(short) = %+v, %v; want free: it expired before the crash", st, err)
+	}
+	evs := e.events("short")
+	if got := types(evs); !cmp.Equal(got, []lease.EventType{lease.EventAcquired, lease.EventExpired}) || !evs[1].At.Equal(a.ExpiresAt) {
+		t.Errorf("events = %v, want acquired then expired at %v", evs, a.ExpiresAt)
+	}
+	if st, _ := e.s.Get(e.ctx, "other"); !st.Held {
+		t.Errorf("other after restart = %+v, want held", st)
+	}
+}
+
+func testIdempotency(t *testing.T, e *env) {
+	p := store.AcquireParams{Name: "job", Holder: "w1", TTL: 10 * time.Second, IdempotencyKey: "k-123"}
+	a, err := e.s.Acquire(e.ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(time.Second)
+	b, err := e.s.Acquire(e.ctx, p)
+	if err != nil || b.Token != a.Token || b.ID != a.ID {
+		t.Fatalf("retry = %+v, %v; want the first grant %d %q", b, err, a.Token, a.ID)
+	}
+	if _, err := e.s.Renew(e.ctx, "job", b.ID, 0); err != nil {
+		t.Errorf("Renew(replayed id) = %v", err)
+	}
+	q := p
+	q.Holder = "w2"
+	_, err = e.s.Acquire(e.ctx, q)
+	wantCode(t, "Acquire(key reused for another request)", err, lease.CodeInvalid)
+	if err := e.s.Release(e.ctx, "job", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.s.Acquire(e.ctx, p)
+	wantCode(t, "Acquire(retry after release)", err, lease.CodeLost)
+	e.clock.Advance(25 * time.Hour)
+	if c, err := e.s.Acquire(e.ctx, p); err != nil || c.Token <= a.Token {
+		t.Errorf("Acquire(key past 24 h) = %+v, %v; want a new grant", c, err)
+	}
+	if got := len(e.events("job")); got != 4 {
+		t.Errorf("events = %d, want 4 (acquired renewed released acquired)", got)
+	}
+}
+
+func testLockDelay(t *testing.T, e *env) {
+	_, err := e.s.Acquire(e.ctx, store.AcquireParams{Name: "job", Holder: "w1", TTL: time.Second, LockDelay: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Second)
+	_, err = e.s.Acquire(e.ctx, store.AcquireParams{Name: "job", Holder: "w2", TTL: time.Second})
+	le := wantCode(t, "Acquire(in lock delay)", err, lease.CodeHeld)
+	if want := t0.Add(6 * time.Second); !le.AvailableAt.Equal(want) {
+		t.Errorf("available_at = %v, want %v", le.AvailableAt, want)
+	}
+	if st, _ := e.s.Get(e.ctx, "job"); st.Held || !st.AvailableAt.Equal(t0.Add(6*time.Second)) {
+		t.Errorf("Get() in lock delay = %+v", st)
+	}
+	e.clock.Advance(4 * time.Second)
+	e.acquire("job", "w2", time.Second)
+
+	for _, end := range []string{"release", "revoke"} {
+		name := "skip-" + end
+		l, err := e.s.Acquire(e.ctx, store.AcquireParams{Name: name, Holder: "w1", TTL: time.Second, LockDelay: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end == "release" {
+			err = e.s.Release(e.ctx, name, l.ID)
+		} else {
+			err = e.s.Revoke(e.ctx, name)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.acquire(name, "w2", time.Second)
+	}
+}
+
+func testExpireDue(t *testing.T, e *env) {
+	a := e.acquire("a", "w", time.Second)
+	e.acquire("b", "w", 5*time.Second)
+	e.clock.Advance(3 * time.Second)
+	n, next, err := e.s.ExpireDue(e.ctx)
+	if err != nil || n != 1 || !next.Equal(t0.Add(5*time.Second)) {
+		t.Fatalf("ExpireDue() = %d, %v, %v; want 1 and next at %v", n, next, err, t0.Add(5*time.Second))
+	}
+	evs := e.events("a")
+	if len(evs) != 2 || evs[1].Type != lease.EventExpired || !evs[1].At.Equal(a.ExpiresAt) {
+		t.Errorf("events of a = %+v", evs)
+	}
+	if c, _ := e.s.HeldCount(e.ctx); c != 1 {
+		t.Errorf("HeldCount() = %d, want 1", c)
+	}
+	if n, _, _ := e.s.ExpireDue(e.ctx); n != 0 {
+		t.Errorf("second ExpireDue() = %d, want 0", n)
+	}
+}
+
+func testList(t *testing.T, e *env) {
+	for _, n := range []string{"a-1", "a-2", "a-3", "b-1", "a-4"} {
+		e.acquire(n, "w-"+n, 10*time.Second)
+	}
+	e.clock.Advance(time.Second)
+	if err := e.s.Revoke(e.ctx, "a-2"); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	cursor := ""
+	for pages := 0; ; pages++ {
+		p, err := e.s.List(e.ctx, store.LeaseFilter{Prefix: "a-", Limit: 2, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range p.Items {
+			names = append(names, st.Name)
+		}
+		if cursor = p.Next; cursor == "" || pages > 5 {
+			break
+		}
+	}
+	if want := []string{"a-1", "a-2", "a-3", "a-4"}; !cmp.Equal(names, want) {
+		t.Errorf("List(prefix a-) = %v, want %v", names, want)
+	}
+	for state, want := range map[string][]string{"held": {"a-1", "a-3", "a-4", "b-1"}, "free": {"a-2"}} {
+		p, err := e.s.List(e.ctx, store.LeaseFilter{State: state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, st := range p.Items {
+			got = append(got, st.Name)
+		}
+		if !cmp.Equal(got, want) {
+			t.Errorf("List(state %s) = %v, want %v", state, got, want)
+		}
+	}
+	_, err := e.s.List(e.ctx, store.LeaseFilter{Cursor: "!!"})
+	wantCode(t, "List(bad cursor)", err, lease.CodeInvalid)
+}
+
+func testEventsPagination(t *testing.T, e *env) {
+	l := e.acquire("job", "w", 10*time.Second)
+	for range 4 {
+		if _, err := e.s.Renew(e.ctx, "job", l.ID, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var seqs []int64
+	cursor := ""
+	for {
+		p, err := e.s.Events(e.ctx, store.EventFilter{Name: "job", Limit: 2, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range p.Items {
+			seqs = append(seqs, ev.Seq)
+		}
+		if cursor = p.Next; cursor == "" {
+			break
+		}
+	}
+	if len(seqs) != 5 {
+		t.Fatalf("paged events = %v, want 5", seqs)
+	}
+	for i := 1; i < len(seqs); i++ {
+		if seqs[i] <= seqs[i-1] {
+			t.Errorf("seqs = %v, want increasing (oldest first)", seqs)
+		}
+	}
+}
+
+func testPrune(t *testing.T, e *env) {
+	l := e.acquire("old", "w", time.Second)
+	if err := e.s.Release(e.ctx, "old", l.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(48 * time.Hour)
+	e.acquire("new", "w", time.Minute)
+	if err := e.s.Prune(e.ctx, 24*time.Hour); err != nil {
+		t.Fatalf("Prune() = %v", err)
+	}
+	if got := e.events("old"); len(got) != 0 {
+		t.Errorf("old events after prune = %v, want none", got)
+	}
+	if got := e.events("new"); len(got) != 1 {
+		t.Errorf("new events after prune = %v, want 1", got)
+	}
+	if st, err := e.s.Get(e.ctx, "old"); err != nil || st.Token != l.Token {
+		t.Errorf("Get(old) after prune = %+v, %v; want its last grant kept", st, err)
+	}
+}
+
+func (e *env) put(name string, token int64, leaseName, value string) (lease.Resource, error) {
+	return e.s.PutResource(e.ctx, store.ResourceWrite{Name: name, Token: token, LeaseName: leaseName,
+		Value: []byte(value), ContentType: "text/plain", ClientAddr: "127.0.0.1:5000", UserAgent: "test"})
+}
+
+func testResourceFence(t *testing.T, e *env) {
+	a := e.acquire("job", "w1", time.Second)
+	e.clock.Advance(2 * time.Second)
+	b := e.acquire("job", "w2", time.Second)
+	if r, err := e.put("db", b.Token, "", "v1"); err != nil || r.Fence != b.Token || r.Version != 1 || r.Holder != "w2" {
+		t.Fatalf("PutResource(b) = %+v, %v", r, err)
+	}
+	if r, err := e.put("db", b.Token, "", "v2"); err != nil || r.Version != 2 {
+		t.Fatalf("PutResource(equal token) = %+v, %v; want accepted", r, err)
+	}
+	_, err := e.put("db", a.Token, "", "stale")
+	le := wantCode(t, "PutResource(stale)", err, lease.CodeStale)
+	if le.PresentedToken != a.Token || le.CurrentFence != b.Token {
+		t.Errorf("stale error = %d / %d, want %d / %d", le.PresentedToken, le.CurrentFence, a.Token, b.Token)
+	}
+	r, err := e.s.GetResource(e.ctx, "db")
+	if err != nil || string(r.Value) != "v2" || r.Fence != b.Token || r.Version != 2 || r.ContentType != "text/plain" {
+		t.Errorf("GetResource() = %+v, %v; want v2 untouched by the stale write", r, err)
+	}
+	p, err := e.s.Rejections(e.ctx, store.RejectionFilter{Resource: "db"})
+	if err != nil || len(p.Items) != 1 {
+		t.Fatalf("Rejections() = %+v, %v", p, err)
+	}
+	got := p.Items[0]
+	want := lease.Rejection{ID: got.ID, Resource: "db", Lease: "job", PresentedToken: a.Token, CurrentFence: b.Token, Holder: "w1",
+		ClientAddr: "127.0.0.1:5000", UserAgent: "test", Reason: got.Reason, At: t0.Add(2 * time.Second), Source: lease.RejectionSourceServer}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("rejection mismatch (-want +got):\n%s", diff)
+	}
+	evs := e.events("job")
+	if last := evs[len(evs)-1]; last.Type != lease.EventRejected || last.Token != a.Token || last.Resource != "db" {
+		t.Errorf("last event = %+v, want rejected with the stale token", last)
+	}
+	_, err = e.s.GetResource(e.ctx, "nope")
+	wantCode(t, "GetResource(never written)", err, lease.CodeNotFound)
+}
+
+func testResourceLeaseName(t *testing.T, e *env) {
+	a := e.acquire("job", "w1", 10*time.Second)
+	if _, err := e.put("r", a.Token, "job", "ok"); err != nil {
+		t.Fatalf("PutResource(current lease) = %v", err)
+	}
+	_, err := e.put("r", a.Token+1, "job", "not the lease's token")
+	wantCode(t, "PutResource(token not the lease's)", err, lease.CodeStale)
+	_, err = e.put("r", a.Token, "other", "unknown lease")
+	wantCode(t, "PutResource(lease never taken)", err, lease.CodeStale)
+	e.clock.Advance(10 * time.Second)
+	_, err = e.put("r", a.Token, "job", "expired")
+	wantCode(t, "PutResource(expired lease)", err, lease.CodeStale)
+	if r, _ := e.s.GetResource(e.ctx, "r"); string(r.Value) != "ok" {
+		t.Errorf("value = %q, want ok", r.Value)
+	}
+	if p, _ := e.s.Rejections(e.ctx, store.RejectionFilter{Resource: "r"}); len(p.Items) != 3 {
+		t.Errorf("rejections = %d, want 3", len(p.Items))
+	}
+}
+
+func testResourceConcurrent(t *testing.T, e *env) {
+	var wg sync.WaitGroup
+	const writers = 16
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range 5 {
+				tok := int64((j*writers+i*7)%80 + 1)
+				e.put("shared", tok, "", fmt.Sprint(tok))
+			}
+		}()
+	}
+	wg.Wait()
+	r, err := e.s.GetResource(e.ctx, "shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Fence != 80 || string(r.Value) != "80" {
+		t.Errorf("final = fence %d value %q, want the highest token 80", r.Fence, r.Value)
+	}
+	p, _ := e.s.Rejections(e.ctx, store.RejectionFilter{Resource: "shared", Limit: store.MaxLimit})
+	for _, rej := range p.Items {
+		if rej.PresentedToken >= rej.CurrentFence {
+			t.Errorf("rejection %+v: token not below the fence", rej)
+		}
+	}
+	if int(r.Version)+len(p.Items) != writers*5 {
+		t.Errorf("accepted %d + rejected %d, want %d writes accounted for", r.Version, len(p.Items), writers*5)
+	}
+}
+
+func testResourceList(t *testing.T, e *env) {
+	for i, n := range []string{"r1", "r2", "x"} {
+		if _, err := e.put(n, int64(i+1), "", "v"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := e.s.ListResources(e.ctx, store.ResourceFilter{Prefix: "r", Limit: 1})
+	if err != nil || len(p.Items) != 1 || p.Items[0].Name != "r1" || p.Next == "" {
+		t.Fatalf("ListResources() = %+v, %v", p, err)
+	}
+	p, err = e.s.ListResources(e.ctx, store.ResourceFilter{Prefix: "r", Cursor: p.Next})
+	if err != nil || len(p.Items) != 1 || p.Items[0].Name != "r2" || p.Next != "" || p.Items[0].Size != 1 {
+		t.Errorf("ListResources(page 2) = %+v, %v", p, err)
+	}
+}
+
+func testExternalRejection(t *testing.T, e *env) {
+	a := e.acquire("job", "w1", 10*time.Second)
+	r, err := e.s.RecordRejection(e.ctx, lease.Rejection{Resource: "orders-db", PresentedToken: a.Token, CurrentFence: a.Token + 5,
+		Reason: "row fence", Source: lease.RejectionSourceExternal, ClientAddr: "10.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Lease != "job" || r.Holder != "w1" || r.ID == 0 {
+		t.Errorf("RecordRejection() = %+v, want lease and holder looked up by token", r)
+	}
+	p, _ := e.s.Rejections(e.ctx, store.RejectionFilter{Lease: "job", Since: t0})
+	if len(p.Items) != 1 || p.Items[0].Source != lease.RejectionSourceExternal {
+		t.Errorf("Rejections(lease job) = %+v", p.Items)
+	}
+	if p, _ := e.s.Rejections(e.ctx, store.RejectionFilter{Since: t0.Add(time.Hour)}); len(p.Items) != 0 {
+		t.Errorf("Rejections(since later) = %+v, want none", p.Items)
+	}
+}
+
+// testContenders: goroutines contend on a few names while the clock moves; the history must
+// show strictly increasing tokens and no grant beginning before the previous one ended.
+func testContenders(t *testing.T, e *env) {
+	names := []string{"x", "y", "z"}
+	var wg sync.WaitGroup
+	for g := range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 15 {
+				name := names[(g+i)%len(names)]
+				l, err := e.s.Acquire(e.ctx, store.AcquireParams{Name: name, Holder: fmt.Sprintf("g%d", g), TTL: time.Second})
+				if err != nil {
+					if !lease.IsCode(err, lease.CodeHeld) {
+						t.Errorf("Acquire() = %v", err)
+					}
+					e.clock.Advance(50 * time.Millisecond)
+					continue
+				}
+				if i%3 == 0 {
+					e.s.Release(e.ctx, name, l.ID)
+				} else if i%3 == 1 {
+					e.s.Renew(e.ctx, name, l.ID, 0)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	e.clock.Advance(time.Hour)
+	if _, _, err := e.s.ExpireDue(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if err := CheckHistory(e.events(n)); err != nil {
+			t.Errorf("history of %q: %v", n, err)
+		}
+	}
+}
+
+// CheckHistory checks the event rules of DESIGN.md on one name's events, oldest first: per
+// token acquired → (renewed…) → one end; tokens strictly increase; the next acquired is never
+// earlier than the previous end; and at most one lease is open at a time.
+func CheckHistory(evs []lease.Event) error {
+	var open bool
+	var token int64
+	var endAt time.Time
+	for _, ev := range evs {
+		switch ev.Type {
+		case lease.EventAcquired:
+			if open {
+				return fmt.Errorf("seq %d: acquired token %d while token %d is open", ev.Seq, ev.Token, token)
+			}
+			if ev.Token <= token {
+				return fmt.Errorf("seq %d: token %d not above the previous %d", ev.Seq, ev.Token, token)
+			}
+			if ev.At.Before(endAt) {
+				return fmt.Errorf("seq %d: acquired at %v before the previous end %v", ev.Seq, ev.At, endAt)
+			}
+			open, token = true, ev.Token
+		case lease.EventRenewed:
+			if !open || ev.Token != token {
+				return fmt.Errorf("seq %d: renewed token %d that is not open", ev.Seq, ev.Token)
+			}
+		case lease.EventReleased, lease.EventExpired, lease.EventRevoked:
+			if !open || ev.Token != token {
+				return fmt.Errorf("seq %d: %s token %d that is not open", ev.Seq, ev.Type, ev.Token)
+			}
+			open, endAt = false, ev.At
+		case lease.EventRejected:
+		default:
+			return fmt.Errorf("seq %d: unknown type %q", ev.Seq, ev.Type)
+		}
+	}
+	return nil
+}
