@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/expiry"
+	"github.com/leasekeeper/leasekeeper/handlers"
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store/sqlite"
+)
+
+// serveConfig is the server's configuration: flags, with environment fallbacks.
+type serveConfig struct {
+	addr, db     string
+	limits       lease.Limits
+	retention    time.Duration
+	logFormat    string
+	logLevel     slog.Level
+	shutdownWait time.Duration
+}
+
+func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
+	c := serveConfig{limits: lease.DefaultLimits()}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	envDur := func(name string, def time.Duration) time.Duration {
+		if v := getenv(name); v != "" {
+			if d, err := time.ParseDuration(v); err == nil {
+				return d
+			}
+		}
+		return def
+	}
+	fs.StringVar(&c.addr, "addr", env("LEASEKEEPER_ADDR", "127.0.0.1:8080"), "listen address (env LEASEKEEPER_ADDR)")
+	fs.StringVar(&c.db, "db", env("LEASEKEEPER_DB", "./leasekeeper.db"), "SQLite database file (env LEASEKEEPER_DB)")
+	fs.DurationVar(&c.limits.MinTTL, "min-ttl", envDur("LEASEKEEPER_MIN_TTL", c.limits.MinTTL), "shortest ttl a client may ask for (env LEASEKEEPER_MIN_TTL)")
+	fs.DurationVar(&c.limits.MaxTTL, "max-ttl", envDur("LEASEKEEPER_MAX_TTL", c.limits.MaxTTL), "longest ttl a client may ask for (env LEASEKEEPER_MAX_TTL)")
+	fs.DurationVar(&c.limits.MaxWait, "max-wait", envDur("LEASEKEEPER_MAX_WAIT", c.limits.MaxWait), "longest wait_ms a client may ask for (env LEASEKEEPER_MAX_WAIT)")
+	fs.DurationVar(&c.limits.MaxLockDelay, "max-lock-delay", envDur("LEASEKEEPER_MAX_LOCK_DELAY", c.limits.MaxLockDelay), "longest lock_delay_ms a client may ask for (env LEASEKEEPER_MAX_LOCK_DELAY)")
+	fs.DurationVar(&c.retention, "retention", envDur("LEASEKEEPER_RETENTION", 7*24*time.Hour), "how long history and rejections are kept (env LEASEKEEPER_RETENTION)")
+	fs.StringVar(&c.logFormat, "log-format", env("LEASEKEEPER_LOG_FORMAT", "text"), "text or json (env LEASEKEEPER_LOG_FORMAT)")
+	level := fs.String("log-level", env("LEASEKEEPER_LOG_LEVEL", "info"), "debug, info, warn or error (env LEASEKEEPER_LOG_LEVEL)")
+	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
+	if err := fs.Parse(args); err != nil {
+		return c, &exitError{code: 2, err: err}
+	}
+	if fs.NArg() > 0 {
+		return c, &exitError{code: 2, err: fmt.Errorf("serve takes no arguments, got %q", fs.Args())}
+	}
+	if err := c.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		return c, &exitError{code: 2, err: fmt.Errorf("-log-level: %w", err)}
+	}
+	l := c.limits
+	if l.MinTTL <= 0 || l.MaxTTL < l.MinTTL || l.MaxWait < 0 || l.MaxLockDelay < 0 {
+		return c, &exitError{code: 2, err: fmt.Errorf("ttl bounds must satisfy 0 < min-ttl ≤ max-ttl, got %v and %v", l.MinTTL, l.MaxTTL)}
+	}
+	if c.logFormat != "text" && c.logFormat != "json" {
+		return c, &exitError{code: 2, err: fmt.Errorf("-log-format must be text or json, not %q", c.logFormat)}
+	}
+	return c, nil
+}
+
+func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseServe(args, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	opts := &slog.HandlerOptions{Level: cfg.logLevel}
+	var log *slog.Logger
+	if cfg.logFormat == "json" {
+		log = slog.New(slog.NewJSONHandler(stderr, opts))
+	} else {
+		log = slog.New(slog.NewTextHandler(stderr, opts))
+	}
+
+	// Listen first: a taken port fails before anything else is built.
+	ln, err := net.Listen("tcp", cfg.addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
+	}
+	defer ln.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "leasekeeper_build_info",
+		Help:        "Build information; the value is always 1.",
+		ConstLabels: prometheus.Labels{"version": buildVersion(), "goversion": runtime.Version()},
+	}, func() float64 { return 1 }))
+
+	// The store's commit hook fans events out to parts built after it; they are set below,
+	// before the server accepts its first request.
+	var hooks commitHooks
+	st, err := sqlite.Open(ctx, cfg.db, sqlite.Options{OnCommit: hooks.publish, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	clock := st.Clock()
+
+	metrics := handlers.NewMetrics(reg, st)
+	sweeper := expiry.New(st, clock, cfg.retention, log)
+	hooks.set(metrics.ObserveEvents, sweeper.ObserveEvents)
+
+	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: cfg.limits, Registry: reg,
+		Metrics: metrics, Logger: log, Spec: leasekeeper.OpenAPI()})
+	if err != nil {
+		return err
+	}
+
+	bg, stopBG := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { sweeper.Run(bg) })
+
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      0, // waits and watch streams are long; handlers bound their own time
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("leasekeeper serving", "addr", "http://"+ln.Addr().String(), "db", cfg.db, "version", buildVersion(),
+		"min_ttl", cfg.limits.MinTTL, "max_ttl", cfg.limits.MaxTTL)
+	fmt.Fprintf(stdout, "leasekeeper listening on http://%s\n", ln.Addr())
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		stopBG()
+		wg.Wait()
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down", "timeout", cfg.shutdownWait)
+	// Reverse order of construction: HTTP server (finishing in-flight requests), background
+	// loops, then the store (deferred).
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownWait)
+	defer cancel()
+	serr := srv.Shutdown(sctx)
+	stopBG()
+	wg.Wait()
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("shutdown: %w", serr)
+	}
+	log.Info("stopped")
+	return nil
+}
+
+// commitHooks fans the store's committed events out to listeners set after the store opens.
+type commitHooks struct {
+	mu    sync.RWMutex
+	funcs []func([]lease.Event)
+}
+
+func (h *commitHooks) set(fns ...func([]lease.Event)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.funcs = fns
+}
+
+func (h *commitHooks) publish(evs []lease.Event) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, f := range h.funcs {
+		f(evs)
+	}
+}
+

@@ -1,0 +1,98 @@
+// Package expiry runs the background sweeper: it records expiries when they happen (so the
+// history, the held-leases gauge and waiters see them on time, not at the next request), keeps
+// a timer for the next expiry rather than polling, and prunes history past its retention.
+package expiry
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+)
+
+// Store is what the sweeper needs of the store.
+type Store interface {
+	ExpireDue(ctx context.Context) (int, time.Time, error)
+	Prune(ctx context.Context, retention time.Duration) error
+}
+
+// Sweeper records expiries on time and prunes old history.
+type Sweeper struct {
+	store     Store
+	clock     lease.Clock
+	log       *slog.Logger
+	retention time.Duration
+	// MaxSleep bounds the time between sweeps even with no expiry due, so the persisted clock
+	// high-water mark stays fresh.
+	maxSleep   time.Duration
+	pruneEvery time.Duration
+	poke       chan time.Time
+}
+
+// New returns a sweeper. retention 0 keeps history forever.
+func New(st Store, clock lease.Clock, retention time.Duration, log *slog.Logger) *Sweeper {
+	return &Sweeper{store: st, clock: clock, log: log, retention: retention,
+		maxSleep: time.Second, pruneEvery: 10 * time.Minute, poke: make(chan time.Time, 64)}
+}
+
+// Poke tells the sweeper that a lease now expires at at, so it can wake earlier than planned.
+// It never blocks.
+func (s *Sweeper) Poke(at time.Time) {
+	select {
+	case s.poke <- at:
+	default:
+	}
+}
+
+// ObserveEvents pokes the sweeper with the expiry of every grant or renewal; wire it to the
+// store's commit hook.
+func (s *Sweeper) ObserveEvents(evs []lease.Event) {
+	for _, e := range evs {
+		if !e.ExpiresAt.IsZero() {
+			s.Poke(e.ExpiresAt)
+		}
+	}
+}
+
+// Run sweeps until ctx ends.
+func (s *Sweeper) Run(ctx context.Context) {
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var wake time.Time // server time of the planned wake-up
+	lastPrune := time.Time{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case at := <-s.poke:
+			if at.Before(wake) {
+				wake = at
+				timer.Reset(max(0, at.Sub(s.clock.Now())))
+			}
+			continue
+		case <-timer.C:
+		}
+		n, next, err := s.store.ExpireDue(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.log.Warn("sweep expiries", "err", err)
+		} else if n > 0 {
+			s.log.Debug("recorded expiries", "count", n)
+		}
+		now := s.clock.Now()
+		if s.retention > 0 && now.Sub(lastPrune) >= s.pruneEvery {
+			if err := s.store.Prune(ctx, s.retention); err != nil && ctx.Err() == nil {
+				s.log.Warn("prune history", "err", err)
+			}
+			lastPrune = now
+		}
+		sleep := s.maxSleep
+		if !next.IsZero() {
+			// Wake a millisecond after the expiry: expires_at itself is the first instant
+			// the lease is gone.
+			sleep = min(sleep, max(0, next.Sub(now)+time.Millisecond))
+		}
+		wake = now.Add(sleep)
+		timer.Reset(sleep)
+	}
+}

@@ -1,0 +1,100 @@
+package handlers
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/lease"
+)
+
+// The wire says times in UTC with millisecond precision; the store keeps milliseconds already.
+func wireTime(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
+
+func optTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return ptr(wireTime(t))
+}
+
+func wireMetadata(raw json.RawMessage) *api.Metadata {
+	if len(raw) == 0 {
+		return nil
+	}
+	var m api.Metadata
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil
+	}
+	return &m
+}
+
+func wireLease(l lease.Lease) api.Lease {
+	out := api.Lease{
+		Name: l.Name, Holder: l.Holder, Token: l.Token, TtlMs: l.TTL.Milliseconds(),
+		AcquiredAt: wireTime(l.AcquiredAt), RenewedAt: wireTime(l.RenewedAt), ExpiresAt: wireTime(l.ExpiresAt),
+		LockDelayMs: l.LockDelay.Milliseconds(), Metadata: wireMetadata(l.Metadata),
+	}
+	if l.ID != "" {
+		out.LeaseId = ptr(l.ID)
+	}
+	return out
+}
+
+func wireState(st lease.State) api.LeaseState {
+	out := api.LeaseState{
+		Name: st.Name, Held: st.Held, Holder: st.Holder, Token: st.Token, TtlMs: st.TTL.Milliseconds(),
+		AcquiredAt: optTime(st.AcquiredAt), RenewedAt: optTime(st.RenewedAt), ExpiresAt: optTime(st.ExpiresAt),
+		EndedAt: optTime(st.EndedAt), LockDelayMs: st.LockDelay.Milliseconds(), AvailableAt: optTime(st.AvailableAt),
+		Metadata: wireMetadata(st.Metadata), Waiters: st.Waiters,
+	}
+	if st.End != "" {
+		out.End = ptr(api.LeaseStateEnd(st.End))
+	}
+	return out
+}
+
+func wireEvent(e lease.Event) api.Event {
+	out := api.Event{
+		Seq: e.Seq, Type: api.EventType(e.Type), Name: e.Name, Token: e.Token, Holder: e.Holder,
+		At: wireTime(e.At), ExpiresAt: optTime(e.ExpiresAt), Metadata: wireMetadata(e.Metadata),
+	}
+	if e.Resource != "" {
+		out.Resource = ptr(e.Resource)
+	}
+	return out
+}
+
+func wireResource(r lease.Resource) api.ResourceInfo {
+	out := api.ResourceInfo{Resource: r.Name, Fence: r.Fence, Version: r.Version, UpdatedAt: wireTime(r.UpdatedAt),
+		Size: r.Size, ContentType: r.ContentType}
+	if r.Lease != "" {
+		out.Lease = ptr(r.Lease)
+	}
+	if r.Holder != "" {
+		out.Holder = ptr(r.Holder)
+	}
+	return out
+}
+
+func wireRejection(r lease.Rejection) api.Rejection {
+	out := api.Rejection{Id: r.ID, Resource: r.Resource, PresentedToken: r.PresentedToken, CurrentFence: r.CurrentFence,
+		At: wireTime(r.At), Source: api.RejectionSource(r.Source)}
+	for _, f := range []struct {
+		dst **string
+		v   string
+	}{{&out.Lease, r.Lease}, {&out.Holder, r.Holder}, {&out.ClientAddr, r.ClientAddr}, {&out.UserAgent, r.UserAgent}, {&out.Reason, r.Reason}} {
+		if f.v != "" {
+			*f.dst = ptr(f.v)
+		}
+	}
+	return out
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

@@ -1,0 +1,188 @@
+// Package handlers is leasekeeper's HTTP edge: it implements the strict server generated from
+// openapi.yaml, translates between wire types (api) and domain types (lease, store), answers
+// every error as RFC 9457 problem+json, and serves metrics, health and the dashboard.
+// Handlers translate; the rules live in lease and store.
+package handlers
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	validator "github.com/oapi-codegen/nethttp-middleware"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+// Config is what the HTTP layer needs. Store, Clock, Registry and Logger are required.
+type Config struct {
+	Store    store.Store
+	Clock    lease.Clock
+	Limits   lease.Limits
+	Registry *prometheus.Registry
+	Metrics  *Metrics
+	Logger   *slog.Logger
+	// Acquirer grants leases with waiting; nil means no waiting line (wait_ms is refused).
+	Acquirer Acquirer
+	// Spec is openapi.yaml as served at /openapi.yaml.
+	Spec []byte
+	// MaxBody bounds request bodies; 0 means 1 MiB (+ a little for JSON framing).
+	MaxBody int64
+}
+
+// server implements api.StrictServerInterface.
+type server struct {
+	store    store.Store
+	acquirer Acquirer
+	clock   lease.Clock
+	limits  lease.Limits
+	log     *slog.Logger
+	metrics *Metrics
+}
+
+var _ api.StrictServerInterface = (*server)(nil)
+
+// New returns the HTTP handler of the whole service.
+func New(cfg Config) (http.Handler, error) {
+	if cfg.MaxBody == 0 {
+		cfg.MaxBody = lease.MaxValueLen
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(cfg.Registry, cfg.Store)
+	}
+	if cfg.Acquirer == nil {
+		cfg.Acquirer = noLine{cfg.Store}
+	}
+	s := &server{store: cfg.Store, acquirer: cfg.Acquirer, clock: cfg.Clock, limits: cfg.Limits, log: cfg.Logger, metrics: cfg.Metrics}
+
+	spec, err := api.GetSpec()
+	if err != nil {
+		return nil, fmt.Errorf("load embedded spec: %w", err)
+	}
+	spec.Servers = nil // validate paths, not hosts
+
+	r := chi.NewRouter()
+	r.Use(withRequestID, s.accessLog, s.recoverer, limitBody(cfg.MaxBody))
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.writeProblem(w, r, lease.Errorf(lease.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		s.writeProblem(w, r, lease.Errorf(codeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+	})
+	r.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
+	r.Get("/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/yaml")
+		w.Write(cfg.Spec)
+	})
+
+	r.Group(func(r chi.Router) {
+		r.Use(jsonByDefault, s.validate(spec))
+		strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
+			RequestErrorHandlerFunc:  s.requestError,
+			ResponseErrorHandlerFunc: s.responseError,
+		})
+		api.HandlerWithOptions(strict, api.ChiServerOptions{BaseRouter: r, ErrorHandlerFunc: s.requestError})
+	})
+	return r, nil
+}
+
+// validate enforces the spec (patterns, bounds, required fields, no unknown fields) before the
+// generated code runs. Fenced writes take any content type, so their bodies are not checked
+// against a schema; everything else about them is.
+func (s *server) validate(spec *openapi3.T) func(http.Handler) http.Handler {
+	onErr := func(_ context.Context, err error, w http.ResponseWriter, r *http.Request, _ validator.ErrorHandlerOpts) {
+		s.writeProblem(w, r, validationError(err))
+	}
+	full := validator.OapiRequestValidatorWithOptions(spec, &validator.Options{
+		ErrorHandlerWithOpts: onErr, DoNotValidateServers: true, SilenceServersWarning: true,
+		Options: openapi3filter.Options{MultiError: false},
+	})
+	noBody := validator.OapiRequestValidatorWithOptions(spec, &validator.Options{
+		ErrorHandlerWithOpts: onErr, DoNotValidateServers: true, SilenceServersWarning: true,
+		Options: openapi3filter.Options{ExcludeRequestBody: true},
+	})
+	return func(next http.Handler) http.Handler {
+		withBody, without := full(next), noBody(next)
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/resources/") {
+				without.ServeHTTP(w, r)
+				return
+			}
+			withBody.ServeHTTP(w, r)
+		})
+	}
+}
+
+// recoverer turns a panic into a logged 500 problem instead of a dropped connection.
+func (s *server) recoverer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				s.writeProblem(w, r, fmt.Errorf("panic: %v", v))
+			}
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func limitBody(n int64) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Body != nil {
+				r.Body = http.MaxBytesReader(w, r.Body, n)
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// accessLog logs one line per request with the route pattern, never the raw path alone, and
+// observes the request duration by route.
+func (s *server) accessLog(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		next.ServeHTTP(ww, r)
+		route := "unmatched"
+		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
+			route = rc.RoutePattern()
+		}
+		status := ww.Status()
+		if status == 0 {
+			status = http.StatusOK
+		}
+		d := time.Since(start)
+		s.metrics.observeRequest(r.Method, route, status, d)
+		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
+			slog.String("method", r.Method), slog.String("route", route), slog.Int("status", status),
+			slog.Duration("duration", d), slog.Int("bytes", ww.BytesWritten()),
+			slog.String("request_id", requestID(r.Context())), slog.String("remote", r.RemoteAddr))
+	})
+}
+
+// jsonByDefault treats the body of a POST to the JSON API as JSON whatever Content-Type says:
+// `curl -d` sends application/x-www-form-urlencoded, and these endpoints take nothing else.
+func jsonByDefault(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/") {
+			if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+				r.Header.Set("Content-Type", "application/json")
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,207 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+// Acquirer grants leases, waiting in line first-come first-served when asked to wait.
+type Acquirer interface {
+	Acquire(ctx context.Context, p store.AcquireParams, wait time.Duration) (lease.Lease, error)
+	// Waiters returns how many requests wait in line for name.
+	Waiters(name string) int
+}
+
+// AcquireLease grants a lease.
+func (s *server) AcquireLease(ctx context.Context, req api.AcquireLeaseRequestObject) (api.AcquireLeaseResponseObject, error) {
+	p, wait, err := s.acquireParams(req)
+	if err == nil {
+		var l lease.Lease
+		l, err = s.acquirer.Acquire(ctx, p, wait)
+		if err == nil {
+			s.metrics.op("acquire", nil)
+			return api.AcquireLease200JSONResponse{Body: wireLease(l), Headers: api.AcquireLease200ResponseHeaders{FencingToken: l.Token}}, nil
+		}
+	}
+	s.metrics.op("acquire", err)
+	pr := s.toProblem(ctx, err)
+	switch pr.Code {
+	case api.ProblemCodeLeaseHeld:
+		return api.AcquireLease409ApplicationProblemPlusJSONResponse{Body: pr.Problem, Headers: api.AcquireLease409ResponseHeaders{RetryAfter: pr.retryAfter}}, nil
+	case api.ProblemCodeTooManyWaiters:
+		return api.AcquireLease429ApplicationProblemPlusJSONResponse{Body: pr.Problem, Headers: api.AcquireLease429ResponseHeaders{RetryAfter: pr.retryAfter}}, nil
+	}
+	return api.AcquireLeasedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+}
+
+// acquireParams validates an acquire request against the domain rules and the server's limits.
+func (s *server) acquireParams(req api.AcquireLeaseRequestObject) (store.AcquireParams, time.Duration, error) {
+	b := req.Body
+	if b == nil {
+		return store.AcquireParams{}, 0, lease.Errorf(lease.CodeInvalid, "the body is required")
+	}
+	p := store.AcquireParams{Name: req.Name, Holder: b.Holder, TTL: time.Duration(b.TtlMs) * time.Millisecond,
+		LockDelay: time.Duration(deref(b.LockDelayMs)) * time.Millisecond, IdempotencyKey: deref(req.Params.IdempotencyKey)}
+	wait := time.Duration(deref(b.WaitMs)) * time.Millisecond
+	var raw json.RawMessage
+	if b.Metadata != nil {
+		var err error
+		if raw, err = json.Marshal(b.Metadata); err != nil {
+			return p, 0, lease.Errorf(lease.CodeInvalid, "metadata: %v", err)
+		}
+	}
+	md, err := lease.NormalizeMetadata(raw)
+	if err != nil {
+		return p, 0, err
+	}
+	p.Metadata = md
+	for _, err := range []error{
+		lease.ValidateName(p.Name), lease.ValidateHolder(p.Holder), s.limits.ValidateTTL(p.TTL),
+		s.limits.ValidateWait(wait), s.limits.ValidateLockDelay(p.LockDelay),
+	} {
+		if err != nil {
+			return p, 0, err
+		}
+	}
+	if b.TtlMs > int64(time.Duration(1<<62)/time.Millisecond) || deref(b.WaitMs) < 0 {
+		return p, 0, lease.Errorf(lease.CodeInvalid, "ttl_ms or wait_ms out of range")
+	}
+	return p, wait, nil
+}
+
+// ttlParam converts an optional ttl_ms, 0 meaning "keep the lease's".
+func (s *server) ttlParam(ms *int64) (time.Duration, error) {
+	if ms == nil {
+		return 0, nil
+	}
+	ttl := time.Duration(*ms) * time.Millisecond
+	if *ms > s.limits.MaxTTL.Milliseconds() || *ms < 0 {
+		return 0, s.limits.ValidateTTL(s.limits.MaxTTL + time.Millisecond)
+	}
+	return ttl, s.limits.ValidateTTL(ttl)
+}
+
+// RenewLease extends a lease.
+func (s *server) RenewLease(ctx context.Context, req api.RenewLeaseRequestObject) (api.RenewLeaseResponseObject, error) {
+	l, err := s.renew(ctx, req)
+	s.metrics.op("renew", err)
+	if err != nil {
+		pr := s.toProblem(ctx, err)
+		return api.RenewLeasedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+	}
+	return api.RenewLease200JSONResponse{Body: wireLease(l), Headers: api.RenewLease200ResponseHeaders{FencingToken: l.Token}}, nil
+}
+
+func (s *server) renew(ctx context.Context, req api.RenewLeaseRequestObject) (lease.Lease, error) {
+	if req.Body == nil {
+		return lease.Lease{}, lease.Errorf(lease.CodeInvalid, "the body is required")
+	}
+	if err := lease.ValidateName(req.Name); err != nil {
+		return lease.Lease{}, err
+	}
+	ttl, err := s.ttlParam(req.Body.TtlMs)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	return s.store.Renew(ctx, req.Name, req.Body.LeaseId, ttl)
+}
+
+// ReleaseLease releases a lease.
+func (s *server) ReleaseLease(ctx context.Context, req api.ReleaseLeaseRequestObject) (api.ReleaseLeaseResponseObject, error) {
+	err := lease.ValidateName(req.Name)
+	if err == nil && req.Body == nil {
+		err = lease.Errorf(lease.CodeInvalid, "the body is required")
+	}
+	if err == nil {
+		err = s.store.Release(ctx, req.Name, req.Body.LeaseId)
+	}
+	s.metrics.op("release", err)
+	if err != nil {
+		pr := s.toProblem(ctx, err)
+		return api.ReleaseLeasedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+	}
+	return api.ReleaseLease204Response{}, nil
+}
+
+// RevokeLease ends the current lease on a name.
+func (s *server) RevokeLease(ctx context.Context, req api.RevokeLeaseRequestObject) (api.RevokeLeaseResponseObject, error) {
+	err := lease.ValidateName(req.Name)
+	if err == nil {
+		err = s.store.Revoke(ctx, req.Name)
+	}
+	s.metrics.op("revoke", err)
+	if err != nil {
+		pr := s.toProblem(ctx, err)
+		return api.RevokeLeasedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+	}
+	return api.RevokeLease204Response{}, nil
+}
+
+// GetLease returns a name's state.
+func (s *server) GetLease(ctx context.Context, req api.GetLeaseRequestObject) (api.GetLeaseResponseObject, error) {
+	err := lease.ValidateName(req.Name)
+	var st lease.State
+	if err == nil {
+		st, err = s.store.Get(ctx, req.Name)
+	}
+	if err != nil {
+		pr := s.toProblem(ctx, err)
+		return api.GetLeasedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+	}
+	st.Waiters = s.acquirer.Waiters(st.Name)
+	return api.GetLease200JSONResponse(wireState(st)), nil
+}
+
+// ListLeases lists leases by name.
+func (s *server) ListLeases(ctx context.Context, req api.ListLeasesRequestObject) (api.ListLeasesResponseObject, error) {
+	f := store.LeaseFilter{Prefix: deref(req.Params.Prefix), Limit: deref(req.Params.Limit), Cursor: deref(req.Params.Cursor)}
+	if req.Params.State != nil {
+		f.State = string(*req.Params.State)
+	}
+	page, err := s.store.List(ctx, f)
+	if err != nil {
+		pr := s.toProblem(ctx, err)
+		return api.ListLeasesdefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+	}
+	out := api.ListLeases200JSONResponse{Leases: make([]api.LeaseState, 0, len(page.Items)), NextCursor: page.Next}
+	for _, st := range page.Items {
+		st.Waiters = s.acquirer.Waiters(st.Name)
+		out.Leases = append(out.Leases, wireState(st))
+	}
+	return out, nil
+}
+
+// ListLeaseEvents returns a name's history, oldest first.
+func (s *server) ListLeaseEvents(ctx context.Context, req api.ListLeaseEventsRequestObject) (api.ListLeaseEventsResponseObject, error) {
+	err := lease.ValidateName(req.Name)
+	var page store.Page[lease.Event]
+	if err == nil {
+		page, err = s.store.Events(ctx, store.EventFilter{Name: req.Name, Limit: deref(req.Params.Limit), Cursor: deref(req.Params.Cursor)})
+	}
+	if err != nil {
+		pr := s.toProblem(ctx, err)
+		return api.ListLeaseEventsdefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+	}
+	out := api.ListLeaseEvents200JSONResponse{Events: make([]api.Event, 0, len(page.Items)), NextCursor: page.Next}
+	for _, e := range page.Items {
+		out.Events = append(out.Events, wireEvent(e))
+	}
+	return out, nil
+}
+
+// noLine is the Acquirer without a waiting line.
+type noLine struct{ store store.Store }
+
+func (n noLine) Acquire(ctx context.Context, p store.AcquireParams, wait time.Duration) (lease.Lease, error) {
+	if wait > 0 {
+		return lease.Lease{}, lease.Errorf(lease.CodeInvalid, "this server has no waiting line; send wait_ms 0")
+	}
+	return n.store.Acquire(ctx, p)
+}
+
+func (noLine) Waiters(string) int { return 0 }

@@ -1,0 +1,57 @@
+package handlers
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+)
+
+type ctxKey int
+
+const (
+	keyRequestID ctxKey = iota
+	keyClient
+)
+
+// withRequestID takes a sane X-Request-Id from the client or makes one, echoes it, and puts it
+// in the context for logs and problems.
+func withRequestID(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Request-Id")
+		if !saneID(id) {
+			var b [8]byte
+			rand.Read(b[:])
+			id = hex.EncodeToString(b[:])
+		}
+		w.Header().Set("X-Request-Id", id)
+		ctx := context.WithValue(r.Context(), keyRequestID, id)
+		ctx = context.WithValue(ctx, keyClient, client{addr: r.RemoteAddr, userAgent: r.UserAgent(), method: r.Method, path: r.URL.Path})
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+func saneID(id string) bool {
+	if id == "" || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func requestID(ctx context.Context) string {
+	id, _ := ctx.Value(keyRequestID).(string)
+	return id
+}
+
+// client is who sent the request (recorded with rejections) and what it asked for.
+type client struct{ addr, userAgent, method, path string }
+
+func clientOf(ctx context.Context) client {
+	c, _ := ctx.Value(keyClient).(client)
+	return c
+}

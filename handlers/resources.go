@@ -1,0 +1,139 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"mime"
+	"strconv"
+
+	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+func etag(r lease.Resource) string { return strconv.Quote(strconv.FormatInt(r.Version, 10)) }
+
+// PutResource is a fenced write.
+func (s *server) PutResource(ctx context.Context, req api.PutResourceRequestObject) (api.PutResourceResponseObject, error) {
+	r, err := s.putResource(ctx, req)
+	if err != nil {
+		pr := s.toProblem(ctx, err)
+		if pr.Code == api.ProblemCodeStaleToken {
+			s.metrics.rejections.Inc()
+		}
+		return api.PutResourcedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+	}
+	return api.PutResource200JSONResponse{Body: wireResource(r), Headers: api.PutResource200ResponseHeaders{ETag: etag(r)}}, nil
+}
+
+func (s *server) putResource(ctx context.Context, req api.PutResourceRequestObject) (lease.Resource, error) {
+	if err := lease.ValidateName(req.Resource); err != nil {
+		return lease.Resource{}, err
+	}
+	token := req.Params.FencingToken
+	if token < 0 || token > lease.MaxToken {
+		return lease.Resource{}, lease.Errorf(lease.CodeInvalid, "Fencing-Token %d is outside [0, %d]", token, lease.MaxToken)
+	}
+	leaseName := deref(req.Params.LeaseName)
+	if leaseName != "" {
+		if err := lease.ValidateName(leaseName); err != nil {
+			return lease.Resource{}, lease.Errorf(lease.CodeInvalid, "Lease-Name: %s", err.(*lease.Error).Message)
+		}
+	}
+	ct := req.ContentType
+	if ct == "" {
+		ct = "application/octet-stream"
+	} else if _, _, err := mime.ParseMediaType(ct); err != nil {
+		return lease.Resource{}, lease.Errorf(lease.CodeInvalid, "Content-Type %q: %v", ct, err)
+	}
+	var buf bytes.Buffer
+	if req.Body != nil {
+		if _, err := io.Copy(&buf, req.Body); err != nil {
+			return lease.Resource{}, fmt.Errorf("read value: %w", err)
+		}
+	}
+	if buf.Len() > lease.MaxValueLen {
+		return lease.Resource{}, lease.Errorf(lease.CodeTooLarge, "the value is larger than %d bytes", lease.MaxValueLen)
+	}
+	c := clientOf(ctx)
+	return s.store.PutResource(ctx, store.ResourceWrite{Name: req.Resource, Token: token, LeaseName: leaseName,
+		Value: buf.Bytes(), ContentType: ct, ClientAddr: c.addr, UserAgent: c.userAgent})
+}
+
+// GetResource returns a resource's value with its fence.
+func (s *server) GetResource(ctx context.Context, req api.GetResourceRequestObject) (api.GetResourceResponseObject, error) {
+	err := lease.ValidateName(req.Resource)
+	var r lease.Resource
+	if err == nil {
+		r, err = s.store.GetResource(ctx, req.Resource)
+	}
+	if err != nil {
+		pr := s.toProblem(ctx, err)
+		return api.GetResourcedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+	}
+	return api.GetResource200AsteriskResponse{Body: bytes.NewReader(r.Value), ContentType: r.ContentType,
+		ContentLength: int64(len(r.Value)), Headers: api.GetResource200ResponseHeaders{ETag: etag(r), FencingToken: r.Fence}}, nil
+}
+
+// ListResources lists fenced resources.
+func (s *server) ListResources(ctx context.Context, req api.ListResourcesRequestObject) (api.ListResourcesResponseObject, error) {
+	page, err := s.store.ListResources(ctx, store.ResourceFilter{Prefix: deref(req.Params.Prefix), Limit: deref(req.Params.Limit), Cursor: deref(req.Params.Cursor)})
+	if err != nil {
+		pr := s.toProblem(ctx, err)
+		return api.ListResourcesdefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+	}
+	out := api.ListResources200JSONResponse{Resources: make([]api.ResourceInfo, 0, len(page.Items)), NextCursor: page.Next}
+	for _, r := range page.Items {
+		out.Resources = append(out.Resources, wireResource(r))
+	}
+	return out, nil
+}
+
+// ListRejections lists rejected stale writes, newest first.
+func (s *server) ListRejections(ctx context.Context, req api.ListRejectionsRequestObject) (api.ListRejectionsResponseObject, error) {
+	page, err := s.store.Rejections(ctx, store.RejectionFilter{Resource: deref(req.Params.Resource), Lease: deref(req.Params.Lease),
+		Since: deref(req.Params.Since), Limit: deref(req.Params.Limit), Cursor: deref(req.Params.Cursor)})
+	if err != nil {
+		pr := s.toProblem(ctx, err)
+		return api.ListRejectionsdefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+	}
+	out := api.ListRejections200JSONResponse{Rejections: make([]api.Rejection, 0, len(page.Items)), NextCursor: page.Next}
+	for _, r := range page.Items {
+		out.Rejections = append(out.Rejections, wireRejection(r))
+	}
+	return out, nil
+}
+
+// ReportRejection records a rejection made by a resource outside leasekeeper.
+func (s *server) ReportRejection(ctx context.Context, req api.ReportRejectionRequestObject) (api.ReportRejectionResponseObject, error) {
+	r, err := s.reportRejection(ctx, req)
+	if err != nil {
+		pr := s.toProblem(ctx, err)
+		return api.ReportRejectiondefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+	}
+	s.metrics.rejections.Inc()
+	return api.ReportRejection202JSONResponse(wireRejection(r)), nil
+}
+
+func (s *server) reportRejection(ctx context.Context, req api.ReportRejectionRequestObject) (lease.Rejection, error) {
+	b := req.Body
+	if b == nil {
+		return lease.Rejection{}, lease.Errorf(lease.CodeInvalid, "the body is required")
+	}
+	if b.Resource == "" || len(b.Resource) > lease.MaxNameLen {
+		return lease.Rejection{}, lease.Errorf(lease.CodeInvalid, "resource must be 1 to %d characters", lease.MaxNameLen)
+	}
+	if l := deref(b.Lease); l != "" {
+		if err := lease.ValidateName(l); err != nil {
+			return lease.Rejection{}, err
+		}
+	}
+	if b.PresentedToken < 0 || b.CurrentFence < 0 || b.PresentedToken >= b.CurrentFence {
+		return lease.Rejection{}, lease.Errorf(lease.CodeInvalid, "a rejection needs 0 ≤ presented_token < current_fence")
+	}
+	c := clientOf(ctx)
+	return s.store.RecordRejection(ctx, lease.Rejection{Resource: b.Resource, Lease: deref(b.Lease), PresentedToken: b.PresentedToken,
+		CurrentFence: b.CurrentFence, Reason: deref(b.Reason), ClientAddr: c.addr, UserAgent: c.userAgent, Source: lease.RejectionSourceExternal})
+}
