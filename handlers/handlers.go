@@ -23,6 +23,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/watch"
 )
 
 // Config is what the HTTP layer needs. Store, Clock, Registry and Logger are required.
@@ -35,6 +36,8 @@ type Config struct {
 	Logger   *slog.Logger
 	// Acquirer grants leases with waiting; nil means no waiting line (wait_ms is refused).
 	Acquirer Acquirer
+	// Hub streams events to watchers; nil disables /v1/watch.
+	Hub *watch.Hub
 	// Spec is openapi.yaml as served at /openapi.yaml.
 	Spec []byte
 	// MaxBody bounds request bodies; 0 means 1 MiB (+ a little for JSON framing).
@@ -45,10 +48,11 @@ type Config struct {
 type server struct {
 	store    store.Store
 	acquirer Acquirer
-	clock   lease.Clock
-	limits  lease.Limits
-	log     *slog.Logger
-	metrics *Metrics
+	clock    lease.Clock
+	limits   lease.Limits
+	log      *slog.Logger
+	metrics  *Metrics
+	hub      *watch.Hub
 }
 
 var _ api.StrictServerInterface = (*server)(nil)
@@ -64,7 +68,7 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Acquirer == nil {
 		cfg.Acquirer = noLine{cfg.Store}
 	}
-	s := &server{store: cfg.Store, acquirer: cfg.Acquirer, clock: cfg.Clock, limits: cfg.Limits, log: cfg.Logger, metrics: cfg.Metrics}
+	s := &server{store: cfg.Store, acquirer: cfg.Acquirer, clock: cfg.Clock, limits: cfg.Limits, log: cfg.Logger, metrics: cfg.Metrics, hub: cfg.Hub}
 
 	spec, err := api.GetSpec()
 	if err != nil {

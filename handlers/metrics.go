@@ -59,7 +59,6 @@ func (m *Metrics) ObserveEvents(evs []lease.Event) {
 	}
 }
 
-
 func (m *Metrics) op(op string, err error) {
 	outcome := "ok"
 	if err != nil {

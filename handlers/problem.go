@@ -150,4 +150,3 @@ func cleanDecodeError(err error) string {
 }
 
 func ptr[T any](v T) *T { return &v }
-

@@ -43,6 +43,9 @@ type Store interface {
 	// Events returns events in seq order. Codes: invalid_request for a bad cursor.
 	Events(ctx context.Context, f EventFilter) (Page[lease.Event], error)
 
+	// LatestSeq returns the seq of the newest event, 0 when there is none.
+	LatestSeq(ctx context.Context) (int64, error)
+
 	// PutResource writes a fenced resource iff the token is at least its fence, and with a
 	// lease name also iff the token is that lease's current unexpired token (invariant 7). A
 	// refused write is recorded as a rejection and a rejected event, and changes nothing else.

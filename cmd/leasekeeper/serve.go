@@ -20,7 +20,9 @@ import (
 	"github.com/leasekeeper/leasekeeper/expiry"
 	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/queue"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
+	"github.com/leasekeeper/leasekeeper/watch"
 )
 
 // serveConfig is the server's configuration: flags, with environment fallbacks.
@@ -31,10 +33,12 @@ type serveConfig struct {
 	logFormat    string
 	logLevel     slog.Level
 	shutdownWait time.Duration
+	queue        queue.Limits
+	maxWatchers  int
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
-	c := serveConfig{limits: lease.DefaultLimits()}
+	c := serveConfig{limits: lease.DefaultLimits(), queue: queue.DefaultLimits()}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	env := func(name, def string) string {
@@ -59,6 +63,9 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.DurationVar(&c.limits.MaxLockDelay, "max-lock-delay", envDur("LEASEKEEPER_MAX_LOCK_DELAY", c.limits.MaxLockDelay), "longest lock_delay_ms a client may ask for (env LEASEKEEPER_MAX_LOCK_DELAY)")
 	fs.DurationVar(&c.retention, "retention", envDur("LEASEKEEPER_RETENTION", 7*24*time.Hour), "how long history and rejections are kept (env LEASEKEEPER_RETENTION)")
 	fs.StringVar(&c.logFormat, "log-format", env("LEASEKEEPER_LOG_FORMAT", "text"), "text or json (env LEASEKEEPER_LOG_FORMAT)")
+	fs.IntVar(&c.queue.PerName, "max-waiters-per-name", c.queue.PerName, "most acquire requests waiting for one name")
+	fs.IntVar(&c.queue.Total, "max-waiters", c.queue.Total, "most acquire requests waiting for any name")
+	fs.IntVar(&c.maxWatchers, "max-watchers", 1000, "most open watch streams")
 	level := fs.String("log-level", env("LEASEKEEPER_LOG_LEVEL", "info"), "debug, info, warn or error (env LEASEKEEPER_LOG_LEVEL)")
 	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
 	if err := fs.Parse(args); err != nil {
@@ -120,10 +127,18 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 
 	metrics := handlers.NewMetrics(reg, st)
 	sweeper := expiry.New(st, clock, cfg.retention, log)
-	hooks.set(metrics.ObserveEvents, sweeper.ObserveEvents)
+	line := queue.New(st, clock, cfg.queue)
+	hub := watch.NewHub(st, watch.Options{MaxWatchers: cfg.maxWatchers})
+	hooks.set(metrics.ObserveEvents, sweeper.ObserveEvents, line.ObserveEvents, hub.ObserveEvents)
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_waiters", Help: "Acquire requests waiting in line."},
+			func() float64 { return float64(line.Total()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_watchers", Help: "Open watch streams."},
+			func() float64 { return float64(hub.Watchers()) }),
+	)
 
 	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: cfg.limits, Registry: reg,
-		Metrics: metrics, Logger: log, Spec: leasekeeper.OpenAPI()})
+		Metrics: metrics, Logger: log, Acquirer: line, Hub: hub, Spec: leasekeeper.OpenAPI()})
 	if err != nil {
 		return err
 	}
@@ -191,4 +206,3 @@ func (h *commitHooks) publish(evs []lease.Event) {
 		f(evs)
 	}
 }
-

@@ -152,3 +152,12 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lea
 	}
 	return page, nil
 }
+
+// LatestSeq returns the newest event's seq. See store.Store.
+func (s *Store) LatestSeq(ctx context.Context) (int64, error) {
+	var seq sql.NullInt64
+	if err := s.r.QueryRowContext(ctx, `SELECT max(seq) FROM events`).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("latest event: %w", w(err))
+	}
+	return seq.Int64, nil
+}

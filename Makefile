@@ -1,0 +1,54 @@
+# leasekeeper — run `make` for the list of targets.
+GO      ?= go
+BIN     ?= bin/leasekeeper
+ADDR    ?= 127.0.0.1:8080
+DB      ?= ./leasekeeper.db
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+FUZZTIME ?= 10s
+
+.DEFAULT_GOAL := help
+.PHONY: help generate check-generated build run test lint bench fuzz demo docker clean
+
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+generate: ## regenerate api/ from openapi.yaml and web/*_templ.go from web/*.templ (pinned tools)
+	$(GO) tool oapi-codegen -config api/config.yaml openapi.yaml
+	$(GO) tool templ generate -path web
+
+check-generated: generate ## fail when generated code drifts from its sources
+	@git diff --exit-code -- api web || { echo "generated code is out of date: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api web)" || { git status --porcelain -- api web; echo "untracked generated files: run make generate and commit"; exit 1; }
+
+build: ## build the binary into bin/
+	CGO_ENABLED=1 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/leasekeeper
+
+run: build ## build and serve on $(ADDR) with the SQLite file $(DB)
+	$(BIN) serve --addr $(ADDR) --db $(DB)
+
+test: ## run every test with the race detector
+	$(GO) test -race -count=1 ./...
+
+lint: ## go vet, gofmt and staticcheck (generated code excluded)
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v -e '\.gen\.go$$' -e '_templ\.go$$')); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	$(GO) tool staticcheck $$($(GO) list ./... | grep -v -e /api$$)
+
+bench: ## run the benchmarks
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
+
+fuzz: ## run each fuzz target for $(FUZZTIME)
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz' || true); do \
+	    echo "fuzz $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+demo: ## the paused-worker demonstration: a stale write refused and shown
+	bash scripts/demo.sh
+
+docker: ## build the container image
+	docker build -t leasekeeper:$(VERSION) .
+
+clean: ## remove build output
+	rm -rf bin

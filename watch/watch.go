@@ -1,0 +1,180 @@
+// Package watch streams committed events to watchers as Server-Sent Events. Watchers read the
+// events table from their own position, woken by a broadcast when something commits, so a
+// slow watcher only falls behind itself: the writers never wait for it. A watcher whose
+// connection does not take a write within the write timeout is dropped.
+package watch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+// Store is what watchers need of the store.
+type Store interface {
+	Events(ctx context.Context, f store.EventFilter) (store.Page[lease.Event], error)
+	LatestSeq(ctx context.Context) (int64, error)
+}
+
+// Options tune the hub; zero values take the defaults.
+type Options struct {
+	MaxWatchers  int           // default 1000
+	Heartbeat    time.Duration // default 15 s
+	WriteTimeout time.Duration // default 10 s
+}
+
+// Hub wakes watchers when events commit and bounds how many there are.
+type Hub struct {
+	store Store
+	opts  Options
+
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced at every commit
+	watchers int
+}
+
+// NewHub returns a hub over the store.
+func NewHub(st Store, opts Options) *Hub {
+	if opts.MaxWatchers == 0 {
+		opts.MaxWatchers = 1000
+	}
+	if opts.Heartbeat == 0 {
+		opts.Heartbeat = 15 * time.Second
+	}
+	if opts.WriteTimeout == 0 {
+		opts.WriteTimeout = 10 * time.Second
+	}
+	return &Hub{store: st, opts: opts, changed: make(chan struct{})}
+}
+
+// ObserveEvents wakes every watcher; wire it to the store's commit hook. It never blocks.
+func (h *Hub) ObserveEvents(evs []lease.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	h.mu.Lock()
+	close(h.changed)
+	h.changed = make(chan struct{})
+	h.mu.Unlock()
+}
+
+func (h *Hub) wait() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.changed
+}
+
+// Watchers returns how many streams are open.
+func (h *Hub) Watchers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.watchers
+}
+
+// Stream is one watcher's stream, ready to be served.
+type Stream struct {
+	hub    *Hub
+	ctx    context.Context
+	prefix string
+	after  int64
+}
+
+// Open reserves a watcher slot and fixes where the stream starts: after the seq in
+// Last-Event-ID, or at the newest event. Codes: too_many_watchers, invalid_request.
+// The caller must Serve the stream, which frees the slot.
+func (h *Hub) Open(ctx context.Context, prefix, lastEventID string) (*Stream, error) {
+	var after int64
+	if lastEventID != "" {
+		var err error
+		if after, err = strconv.ParseInt(lastEventID, 10, 64); err != nil || after < 0 {
+			return nil, lease.Errorf(lease.CodeInvalid, "Last-Event-ID %q is not an event seq", lastEventID)
+		}
+	} else {
+		seq, err := h.store.LatestSeq(ctx)
+		if err != nil {
+			return nil, err
+		}
+		after = seq
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.watchers >= h.opts.MaxWatchers {
+		return nil, lease.Errorf(lease.CodeTooManyWatchers, "%d watchers are connected, the most this server allows", h.watchers)
+	}
+	h.watchers++
+	return &Stream{hub: h, ctx: ctx, prefix: prefix, after: after}, nil
+}
+
+// Encoder turns an event into its JSON form on the stream; the HTTP layer supplies it.
+type Encoder func(lease.Event) any
+
+// Serve writes the stream until the client leaves, a write times out, or the store fails.
+func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
+	defer func() {
+		s.hub.mu.Lock()
+		s.hub.watchers--
+		s.hub.mu.Unlock()
+	}()
+	rc := http.NewResponseController(w)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if err := s.write(w, rc, "retry: 2000\n\n"); err != nil {
+		return err
+	}
+	heartbeat := time.NewTicker(s.hub.opts.Heartbeat)
+	defer heartbeat.Stop()
+	for {
+		changed := s.hub.wait() // take the signal before reading, so no commit is missed
+		for {
+			page, err := s.hub.store.Events(s.ctx, store.EventFilter{Prefix: s.prefix, AfterSeq: s.after, Limit: store.MaxLimit})
+			if err != nil {
+				return err
+			}
+			for _, e := range page.Items {
+				data, err := json.Marshal(encode(e))
+				if err != nil {
+					return fmt.Errorf("encode event %d: %w", e.Seq, err)
+				}
+				if err := s.write(w, rc, fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, data)); err != nil {
+					return err
+				}
+				s.after = e.Seq
+			}
+			if page.Next == "" {
+				break
+			}
+		}
+		select {
+		case <-s.ctx.Done():
+			return nil
+		case <-changed:
+		case <-heartbeat.C:
+			if err := s.write(w, rc, ": heartbeat\n\n"); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// write sends one message and flushes it, dropping the watcher if the client does not take
+// it within the write timeout.
+func (s *Stream) write(w http.ResponseWriter, rc *http.ResponseController, msg string) error {
+	rc.SetWriteDeadline(time.Now().Add(s.hub.opts.WriteTimeout))
+	if _, err := fmt.Fprint(w, msg); err != nil {
+		return fmt.Errorf("write to watcher: %w", err)
+	}
+	if err := rc.Flush(); err != nil {
+		return fmt.Errorf("flush to watcher: %w", err)
+	}
+	return nil
+}
