@@ -1,0 +1,77 @@
+package lease_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+)
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$`)
+
+// FuzzValidateName: ValidateName never panics and accepts exactly the names of DESIGN.md's
+// pattern.
+func FuzzValidateName(f *testing.F) {
+	for _, s := range []string{"", "a", "job-1", ".a", "a/b", "a b", "é", "a\n", strings.Repeat("z", 200), strings.Repeat("z", 201), "a:b.c_d-e", "\xff"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		err := lease.ValidateName(name)
+		if want := namePattern.MatchString(name); (err == nil) != want {
+			t.Fatalf("ValidateName(%q) = %v, want accepted %v (the pattern)", name, err, want)
+		}
+		if err != nil && !lease.IsCode(err, lease.CodeInvalid) {
+			t.Fatalf("ValidateName(%q) = %v, want code invalid_request", name, err)
+		}
+	})
+}
+
+// FuzzNormalizeMetadata: NormalizeMetadata never panics; what it accepts is a compact JSON
+// object of at most 4 KiB meaning the same as the input, and normalizing it again changes
+// nothing; what it refuses is an invalid_request.
+func FuzzNormalizeMetadata(f *testing.F) {
+	for _, s := range []string{"", "null", "{}", `{"a":1}`, `{ "a" : [1, {"b": null}] }`, "[1]", `"s"`, "{", `{"a":1}x`, "  \n", `{"k":"\u00e9"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		out, err := lease.NormalizeMetadata(in)
+		if err != nil {
+			if !lease.IsCode(err, lease.CodeInvalid) || out != nil {
+				t.Fatalf("NormalizeMetadata(%q) = %q, %v; want nil and invalid_request", in, out, err)
+			}
+			return
+		}
+		if out == nil {
+			if trimmed := bytes.TrimSpace(in); len(trimmed) != 0 && string(trimmed) != "null" {
+				t.Fatalf("NormalizeMetadata(%q) = nil, nil; want an error or an object", in)
+			}
+			return
+		}
+		if len(out) > lease.MaxMetadataLen || out[0] != '{' || !json.Valid(out) {
+			t.Fatalf("NormalizeMetadata(%q) = %q, want a valid JSON object of at most %d bytes", in, out, lease.MaxMetadataLen)
+		}
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, out); err != nil || !bytes.Equal(compact.Bytes(), out) {
+			t.Fatalf("NormalizeMetadata(%q) = %q, not compact", in, out)
+		}
+		again, err := lease.NormalizeMetadata(out)
+		if err != nil || !bytes.Equal(again, out) {
+			t.Fatalf("NormalizeMetadata(NormalizeMetadata(%q)) = %q, %v; want %q", in, again, err, out)
+		}
+		var a, b any
+		if err := json.Unmarshal(in, &a); err != nil {
+			t.Fatalf("NormalizeMetadata(%q) accepted input encoding/json refuses: %v", in, err)
+		}
+		if err := json.Unmarshal(out, &b); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(a, b); diff != "" {
+			t.Fatalf("NormalizeMetadata(%q) changed the meaning (-in +out):\n%s", in, diff)
+		}
+	})
+}

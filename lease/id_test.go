@@ -1,0 +1,117 @@
+package lease_test
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+)
+
+func TestNewID(t *testing.T) {
+	seen := map[string]bool{}
+	for range 1000 {
+		id := lease.NewID()
+		if !strings.HasPrefix(id, lease.IDPrefix) || len(id) != len(lease.IDPrefix)+32 {
+			t.Fatalf("NewID() = %q, want %q + 32 characters", id, lease.IDPrefix)
+		}
+		raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(id, lease.IDPrefix))
+		if err != nil || len(raw) != 24 {
+			t.Fatalf("NewID() = %q: %d random bytes, %v; want 24 (192 bits)", id, len(raw), err)
+		}
+		if seen[id] {
+			t.Fatalf("NewID() = %q twice", id)
+		}
+		seen[id] = true
+	}
+}
+
+func TestNewSalt(t *testing.T) {
+	a, b := lease.NewSalt(), lease.NewSalt()
+	if len(a) != 16 || len(b) != 16 || bytes.Equal(a, b) {
+		t.Errorf("NewSalt() = %x, %x; want two different 16-byte salts", a, b)
+	}
+}
+
+func TestIdempotentID(t *testing.T) {
+	salt1, salt2 := []byte("0123456789abcdef"), []byte("fedcba9876543210")
+	a := lease.IdempotentID("key-1", salt1)
+	if !strings.HasPrefix(a, lease.IDPrefix) || len(a) != len(lease.IDPrefix)+32 {
+		t.Errorf("IdempotentID() = %q, want the shape of NewID", a)
+	}
+	if again := lease.IdempotentID("key-1", append([]byte(nil), salt1...)); again != a {
+		t.Errorf("IdempotentID(same key, same salt) = %q then %q, want deterministic", a, again)
+	}
+	for what, other := range map[string]string{
+		"other salt":          lease.IdempotentID("key-1", salt2),
+		"other key":           lease.IdempotentID("key-2", salt1),
+		"key as salt swapped": lease.IdempotentID(string(salt1), []byte("key-1")),
+		"empty key":           lease.IdempotentID("", salt1),
+	} {
+		if other == a {
+			t.Errorf("IdempotentID with %s = %q, same as the first", what, other)
+		}
+	}
+}
+
+func TestHashID(t *testing.T) {
+	id := lease.NewID()
+	h := lease.HashID(id)
+	if len(h) != 32 {
+		t.Fatalf("HashID() = %d bytes, want 32 (SHA-256)", len(h))
+	}
+	if !lease.SameHash(h, lease.HashID(id)) {
+		t.Errorf("SameHash(HashID(id), HashID(id)) = false")
+	}
+	if lease.SameHash(h, lease.HashID(id+"x")) || lease.SameHash(h, h[:31]) || lease.SameHash(h, nil) {
+		t.Errorf("SameHash() = true for different hashes")
+	}
+	if bytes.Contains(h, []byte(id)) {
+		t.Errorf("HashID() contains the ID itself")
+	}
+}
+
+func TestErrorCode(t *testing.T) {
+	held := lease.Errorf(lease.CodeHeld, "lease %q is held by %q", "job", "w1")
+	tests := []struct {
+		name string
+		err  error
+		want lease.Code
+	}{
+		{"Nil", nil, ""},
+		{"Domain", held, lease.CodeHeld},
+		{"Wrapped", fmt.Errorf("acquire: %w", held), lease.CodeHeld},
+		{"WrappedTwice", fmt.Errorf("http: %w", fmt.Errorf("store: %w", lease.Errorf(lease.CodeLost, "gone"))), lease.CodeLost},
+		{"Joined", errors.Join(io.EOF, lease.Errorf(lease.CodeStale, "old")), lease.CodeStale},
+		{"Plain", io.EOF, lease.CodeInternal},
+		{"WrappedPlain", fmt.Errorf("read: %w", io.ErrUnexpectedEOF), lease.CodeInternal},
+		{"NotWrapped", fmt.Errorf("acquire: %v", held), lease.CodeInternal},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := lease.ErrorCode(tt.err); got != tt.want {
+				t.Errorf("ErrorCode(%v) = %q, want %q", tt.err, got, tt.want)
+			}
+			if tt.want != "" && !lease.IsCode(tt.err, tt.want) {
+				t.Errorf("IsCode(%v, %q) = false", tt.err, tt.want)
+			}
+			if lease.IsCode(tt.err, lease.CodeNotFound) {
+				t.Errorf("IsCode(%v, not_found) = true", tt.err)
+			}
+		})
+	}
+	if lease.IsCode(nil, "") {
+		t.Errorf("IsCode(nil, \"\") = true, want false")
+	}
+	if got, want := held.Error(), `lease_held: lease "job" is held by "w1"`; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	var le *lease.Error
+	if !errors.As(fmt.Errorf("x: %w", held), &le) || le != held {
+		t.Errorf("errors.As did not find the *Error through wrapping")
+	}
+}
