@@ -1,0 +1,222 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/queue"
+	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/store/sqlite"
+)
+
+// fixture is a real SQLite store whose commits wake the line, as in the server.
+type fixture struct {
+	st   *sqlite.Store
+	line *queue.Line
+}
+
+func newFixture(t *testing.T, clock lease.Clock, limits queue.Limits) *fixture {
+	t.Helper()
+	f := &fixture{}
+	var mu sync.Mutex
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "q.db"), sqlite.Options{Clock: clock,
+		OnCommit: func(evs []lease.Event) {
+			mu.Lock()
+			l := f.line
+			mu.Unlock()
+			if l != nil {
+				l.ObserveEvents(evs)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	mu.Lock()
+	f.st, f.line = st, queue.New(st, st.Clock(), limits)
+	mu.Unlock()
+	return f
+}
+
+func params(name, holder string, ttl time.Duration) store.AcquireParams {
+	return store.AcquireParams{Name: name, Holder: holder, TTL: ttl}
+}
+
+// waitFor polls cond for up to two seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+type result struct {
+	l   lease.Lease
+	err error
+}
+
+func TestFIFOOrderOfThreeWaiters(t *testing.T) {
+	f := newFixture(t, lease.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), queue.DefaultLimits())
+	ctx := context.Background()
+	first, err := f.line.Acquire(ctx, params("job", "holder", time.Minute), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := make([]chan result, 3)
+	for i := range results {
+		results[i] = make(chan result, 1)
+		go func() {
+			l, err := f.line.Acquire(ctx, params("job", fmt.Sprintf("w%d", i), time.Minute), time.Minute)
+			results[i] <- result{l, err}
+		}()
+		waitFor(t, fmt.Sprintf("waiter %d in line", i), func() bool { return f.line.Waiters("job") == i+1 })
+	}
+	if _, err := f.line.Acquire(ctx, params("job", "barger", time.Minute), 0); !lease.IsCode(err, lease.CodeHeld) {
+		t.Errorf("Acquire(no wait, others in line) = %v, want lease_held", err)
+	}
+	prev := first
+	for i := range results {
+		if err := f.st.Release(ctx, "job", prev.ID); err != nil {
+			t.Fatalf("Release(%s) = %v", prev.Holder, err)
+		}
+		r := <-results[i]
+		if r.err != nil || r.l.Holder != fmt.Sprintf("w%d", i) {
+			t.Fatalf("grant %d = %+v, %v; want w%d (first come first served)", i, r.l, r.err, i)
+		}
+		if r.l.Token <= prev.Token {
+			t.Errorf("token %d, want > %d", r.l.Token, prev.Token)
+		}
+		prev = r.l
+	}
+	if n := f.line.Total(); n != 0 {
+		t.Errorf("Total() = %d after all were served, want 0", n)
+	}
+}
+
+func TestExpiryWakesWaiterOnTime(t *testing.T) {
+	clock := lease.NewAnchoredClock(time.Now(), time.Time{}, lease.SinceStart())
+	f := newFixture(t, clock, queue.DefaultLimits())
+	ctx := context.Background()
+	held, err := f.line.Acquire(ctx, params("job", "a", 300*time.Millisecond), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.line.Acquire(ctx, params("job", "b", time.Minute), 5*time.Second)
+	if err != nil {
+		t.Fatalf("Acquire(wait) = %v", err)
+	}
+	// Granted by the server's clock no earlier than the expiry and soon after it: the line
+	// keeps a timer for the expiry instead of polling.
+	late := got.AcquiredAt.Sub(held.ExpiresAt)
+	if late < 0 || late > 250*time.Millisecond {
+		t.Errorf("granted %v after the expiry, want within [0, 250ms]", late)
+	}
+}
+
+func TestCancelledWaiterLeavesLine(t *testing.T) {
+	f := newFixture(t, lease.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), queue.DefaultLimits())
+	ctx := context.Background()
+	held, err := f.line.Acquire(ctx, params("job", "a", time.Minute), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.line.Acquire(wctx, params("job", "gone", time.Minute), time.Minute)
+		done <- err
+	}()
+	waitFor(t, "the waiter in line", func() bool { return f.line.Waiters("job") == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Acquire(cancelled) = %v, want context.Canceled", err)
+	}
+	if n := f.line.Waiters("job"); n != 0 {
+		t.Errorf("Waiters() = %d after cancel, want 0", n)
+	}
+	if err := f.st.Release(ctx, "job", held.ID); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.st.Get(ctx, "job")
+	if err != nil || st.Held {
+		t.Errorf("Get() = %+v, %v; want free: nobody is left to receive a grant", st, err)
+	}
+}
+
+func TestWaitRunsOut(t *testing.T) {
+	f := newFixture(t, lease.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), queue.DefaultLimits())
+	ctx := context.Background()
+	if _, err := f.line.Acquire(ctx, params("job", "a", time.Minute), 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.line.Acquire(ctx, params("job", "b", time.Minute), 30*time.Millisecond)
+	var le *lease.Error
+	if !errors.As(err, &le) || le.Code != lease.CodeHeld || le.Holder != "a" {
+		t.Errorf("Acquire(wait runs out) = %v, want lease_held by a", err)
+	}
+	if n := f.line.Total(); n != 0 {
+		t.Errorf("Total() = %d, want 0", n)
+	}
+}
+
+func TestLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		limits queue.Limits
+		second string // name the second waiter asks for
+	}{
+		{"ErrTooManyOnName", queue.Limits{PerName: 1, Total: 10}, "a"},
+		{"ErrTooManyInAll", queue.Limits{PerName: 10, Total: 1}, "b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, lease.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), tc.limits)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			for _, n := range []string{"a", "b"} {
+				if _, err := f.line.Acquire(ctx, params(n, "holder", time.Minute), 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				f.line.Acquire(ctx, params("a", "w1", time.Minute), time.Minute)
+			}()
+			waitFor(t, "the first waiter", func() bool { return f.line.Total() == 1 })
+			_, err := f.line.Acquire(ctx, params(tc.second, "w2", time.Minute), time.Minute)
+			if !lease.IsCode(err, lease.CodeTooManyWaiters) {
+				t.Errorf("Acquire(line full) = %v, want too_many_waiters", err)
+			}
+			cancel()
+			<-done
+		})
+	}
+}
+
+func TestLockDelayEndsWaitWithoutEvent(t *testing.T) {
+	clock := lease.NewAnchoredClock(time.Now(), time.Time{}, lease.SinceStart())
+	f := newFixture(t, clock, queue.DefaultLimits())
+	ctx := context.Background()
+	p := params("job", "a", 100*time.Millisecond)
+	p.LockDelay = 200 * time.Millisecond
+	held, err := f.line.Acquire(ctx, p, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.line.Acquire(ctx, params("job", "b", time.Minute), 5*time.Second)
+	if err != nil {
+		t.Fatalf("Acquire(wait through lock delay) = %v", err)
+	}
+	if avail := held.ExpiresAt.Add(p.LockDelay); got.AcquiredAt.Before(avail) {
+		t.Errorf("granted at %v, inside the lock delay ending %v", got.AcquiredAt, avail)
+	}
+}

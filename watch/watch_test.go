@@ -1,0 +1,316 @@
+package watch_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/store/sqlite"
+	"github.com/leasekeeper/leasekeeper/watch"
+)
+
+type fixture struct {
+	st  *sqlite.Store
+	hub *watch.Hub
+	srv *httptest.Server
+}
+
+func newFixture(t *testing.T, opts watch.Options) *fixture {
+	t.Helper()
+	f := &fixture{}
+	var mu sync.Mutex
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "w.db"), sqlite.Options{
+		OnCommit: func(evs []lease.Event) {
+			mu.Lock()
+			h := f.hub
+			mu.Unlock()
+			if h != nil {
+				h.ObserveEvents(evs)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	mu.Lock()
+	f.st, f.hub = st, watch.NewHub(st, opts)
+	mu.Unlock()
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, err := f.hub.Open(r.Context(), r.URL.Query().Get("prefix"), r.Header.Get("Last-Event-ID"))
+		if err != nil {
+			http.Error(w, string(lease.ErrorCode(err)), http.StatusTooManyRequests)
+			return
+		}
+		s.Serve(w, func(e lease.Event) any {
+			return map[string]any{"seq": e.Seq, "type": e.Type, "name": e.Name, "token": e.Token, "metadata": string(e.Metadata)}
+		})
+	}))
+	// Small socket buffers, so a watcher that never reads backs the server's writes up quickly.
+	f.srv.Listener = smallBuffers{f.srv.Listener}
+	f.srv.Start()
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fixture) acquire(t *testing.T, name string) lease.Lease {
+	t.Helper()
+	l, err := f.st.Acquire(context.Background(), store.AcquireParams{Name: name, Holder: "h", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+type msg struct {
+	id, event, data string
+	comment         bool
+}
+
+// open connects a watcher and returns its messages.
+func open(t *testing.T, url, lastID string) <-chan msg {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if lastID != "" {
+		req.Header.Set("Last-Event-ID", lastID)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != 200 || ct != "text/event-stream" {
+		t.Fatalf("watch = %d %q, want 200 text/event-stream", resp.StatusCode, ct)
+	}
+	out := make(chan msg, 100)
+	go func() {
+		defer resp.Body.Close()
+		defer close(out)
+		sc := bufio.NewScanner(resp.Body)
+		var m msg
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if m != (msg{}) {
+					out <- m
+				}
+				m = msg{}
+			case strings.HasPrefix(line, ":"):
+				m.comment = true
+			case strings.HasPrefix(line, "id: "):
+				m.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				m.event = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				m.data = line[6:]
+			}
+		}
+	}()
+	return out
+}
+
+// next returns the next event message, skipping retry and heartbeat lines.
+func next(t *testing.T, c <-chan msg) msg {
+	t.Helper()
+	timeout := time.After(3 * time.Second)
+	for {
+		select {
+		case m, ok := <-c:
+			if !ok {
+				t.Fatal("stream ended")
+			}
+			if m.event != "" {
+				return m
+			}
+		case <-timeout:
+			t.Fatal("no event within 3 s")
+		}
+	}
+}
+
+func TestPrefixFiltering(t *testing.T) {
+	f := newFixture(t, watch.Options{})
+	f.acquire(t, "before") // history before connecting is not replayed without Last-Event-ID
+	c := open(t, f.srv.URL+"?prefix=jobs.", "")
+	f.acquire(t, "other")
+	f.acquire(t, "jobs.a")
+	m := next(t, c)
+	var ev struct {
+		Name string `json:"name"`
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal([]byte(m.data), &ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Name != "jobs.a" || m.event != "acquired" || ev.Type != "acquired" {
+		t.Errorf("first event = %+v (%s), want jobs.a acquired", ev, m.event)
+	}
+}
+
+func TestResumeWithLastEventID(t *testing.T) {
+	f := newFixture(t, watch.Options{})
+	f.acquire(t, "a") // seq 1
+	f.acquire(t, "b") // seq 2
+	f.acquire(t, "c") // seq 3
+	c := open(t, f.srv.URL, "1")
+	for _, want := range []string{"2", "3"} {
+		if m := next(t, c); m.id != want {
+			t.Errorf("resumed event id = %s, want %s", m.id, want)
+		}
+	}
+	f.acquire(t, "d")
+	if m := next(t, c); m.id != "4" {
+		t.Errorf("live event id = %s, want 4", m.id)
+	}
+}
+
+func TestHeartbeat(t *testing.T) {
+	f := newFixture(t, watch.Options{Heartbeat: 20 * time.Millisecond})
+	c := open(t, f.srv.URL, "")
+	timeout := time.After(3 * time.Second)
+	for {
+		select {
+		case m := <-c:
+			if m.comment {
+				return
+			}
+		case <-timeout:
+			t.Fatal("no heartbeat on an idle stream")
+		}
+	}
+}
+
+func TestTooManyWatchers(t *testing.T) {
+	f := newFixture(t, watch.Options{MaxWatchers: 1})
+	open(t, f.srv.URL, "")
+	resp, err := http.Get(f.srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("second watcher = %d, want 429", resp.StatusCode)
+	}
+}
+
+type smallBuffers struct{ net.Listener }
+
+func (l smallBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// stuckWatcher connects and never reads, so the server's writes back up.
+func stuckWatcher(t *testing.T, url string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	t.Cleanup(func() { conn.Close() })
+	if _, err := conn.Write([]byte("GET /?prefix= HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSlowConsumerIsDroppedAndNeverBlocksWriters(t *testing.T) {
+	f := newFixture(t, watch.Options{WriteTimeout: 50 * time.Millisecond})
+	stuckWatcher(t, f.srv.URL)
+	for deadline := time.Now().Add(2 * time.Second); f.hub.Watchers() == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	md := strings.Repeat("x", 4000)
+	start := time.Now()
+	for i := range 100 { // ~400 KB of events: more than the socket buffers hold
+		_, err := f.st.Acquire(context.Background(), store.AcquireParams{Name: "n" + strings.Repeat("0", i%5) + string(rune('a'+i%26)) + time.Now().Format("150405.000000000"),
+			Holder: "h", TTL: time.Minute, Metadata: []byte(`{"pad":"` + md + `"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("100 acquires took %v with a stuck watcher", d)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for f.hub.Watchers() != 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := f.hub.Watchers(); n != 0 {
+		t.Errorf("Watchers() = %d, want the stuck watcher dropped", n)
+	}
+}
+
+// BenchmarkAcquireWithStuckWatcher measures acquires with and without a watcher that never
+// reads: the two should match, since writers never wait for watchers.
+func BenchmarkAcquireWithStuckWatcher(b *testing.B) {
+	for _, stuck := range []bool{false, true} {
+		name := "NoWatcher"
+		if stuck {
+			name = "StuckWatcher"
+		}
+		b.Run(name, func(b *testing.B) {
+			f := newFixtureB(b)
+			if stuck {
+				conn, err := net.Dial("tcp", strings.TrimPrefix(f.srv.URL, "http://"))
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer conn.Close()
+				conn.Write([]byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n"))
+			}
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				if _, err := f.st.Acquire(context.Background(), store.AcquireParams{Name: "b" + time.Now().Format("150405.000000000") + string(rune('a'+i%26)),
+					Holder: "h", TTL: time.Minute}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func newFixtureB(b *testing.B) *fixture {
+	b.Helper()
+	f := &fixture{}
+	var mu sync.Mutex
+	st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "w.db"), sqlite.Options{
+		OnCommit: func(evs []lease.Event) {
+			mu.Lock()
+			h := f.hub
+			mu.Unlock()
+			if h != nil {
+				h.ObserveEvents(evs)
+			}
+		}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { st.Close() })
+	mu.Lock()
+	f.st, f.hub = st, watch.NewHub(st, watch.Options{WriteTimeout: time.Second})
+	mu.Unlock()
+	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, err := f.hub.Open(r.Context(), "", "")
+		if err != nil {
+			return
+		}
+		s.Serve(w, func(e lease.Event) any { return e })
+	}))
+	b.Cleanup(f.srv.Close)
+	return f
+}
