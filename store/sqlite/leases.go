@@ -164,7 +164,7 @@ func heldError(g grant, now int64) *lease.Error {
 // Acquire grants the lease on a free name. See store.Store.
 func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease, error) {
 	var out lease.Lease
-	err := s.write(ctx, func(t *txn) error {
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		var keyHash, fp []byte
 		if p.IdempotencyKey != "" {
 			keyHash, fp = lease.HashID(p.IdempotencyKey), fingerprint(p)
@@ -299,7 +299,7 @@ func lostError(g grant) *lease.Error {
 // Renew extends the current unexpired lease. See store.Store.
 func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration) (lease.Lease, error) {
 	var out lease.Lease
-	err := s.write(ctx, func(t *txn) error {
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		g, err := byID(ctx, t, name, id)
 		if err != nil {
 			return err
@@ -327,7 +327,7 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration) (
 
 // Release ends the lease. See store.Store.
 func (s *Store) Release(ctx context.Context, name, id string) error {
-	err := s.write(ctx, func(t *txn) error {
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		g, err := byID(ctx, t, name, id)
 		if err != nil {
 			return err
@@ -348,7 +348,7 @@ func (s *Store) Release(ctx context.Context, name, id string) error {
 
 // Revoke ends the current lease on name. See store.Store.
 func (s *Store) Revoke(ctx context.Context, name string) error {
-	err := s.write(ctx, func(t *txn) error {
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		g, ok, err := current(ctx, t.tx, name)
 		if err != nil {
 			return err
@@ -384,7 +384,7 @@ func (s *Store) Get(ctx context.Context, name string) (lease.State, error) {
 func (s *Store) ExpireDue(ctx context.Context) (int, time.Time, error) {
 	var n int
 	var next time.Time
-	err := s.write(ctx, func(t *txn) error {
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		if err := expireBefore(ctx, t, t.now); err != nil {
 			return err
 		}
@@ -416,7 +416,7 @@ func (s *Store) HeldCount(ctx context.Context) (int, error) {
 
 // Prune deletes old history. See store.Store.
 func (s *Store) Prune(ctx context.Context, retention time.Duration) error {
-	return s.write(ctx, func(t *txn) error {
+	return s.write(ctx, func(ctx context.Context, t *txn) error {
 		cut := t.now - retention.Milliseconds()
 		for _, q := range []struct{ what, sql string }{
 			{"events", `DELETE FROM events WHERE recorded_at < ?`},

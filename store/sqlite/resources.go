@@ -14,7 +14,7 @@ import (
 // PutResource writes a fenced resource. See store.Store.
 func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.Resource, error) {
 	var out lease.Resource
-	err := s.write(ctx, func(t *txn) error {
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		var fence, version int64
 		err := t.tx.QueryRowContext(ctx, `SELECT fence, version FROM resources WHERE name = ?`, wr.Name).Scan(&fence, &version)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -128,7 +128,7 @@ func recordRejection(ctx context.Context, t *txn, r lease.Rejection, owner grant
 // RecordRejection records a rejection made outside leasekeeper. See store.Store.
 func (s *Store) RecordRejection(ctx context.Context, r lease.Rejection) (lease.Rejection, error) {
 	var out lease.Rejection
-	err := s.write(ctx, func(t *txn) error {
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		owner, known, err := tokenOwner(ctx, t.tx, r.PresentedToken)
 		if err != nil {
 			return err

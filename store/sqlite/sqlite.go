@@ -1,7 +1,7 @@
 // Package sqlite is the embedded SQLite backend of store.Store: WAL mode, synchronous=FULL, one
-// writer. Every write is one IMMEDIATE transaction under the writer lock, so operations are
-// serialized, committed to disk before they are answered, and their events are published in
-// commit order.
+// writer. Writes are serialized under the writer lock and committed in groups (each operation in
+// its own savepoint), answered only after the commit reached the disk, and their events are
+// published in commit order.
 package sqlite
 
 import (
@@ -44,7 +44,9 @@ type Store struct {
 	onCommit func([]lease.Event)
 	log      *slog.Logger
 
-	mu sync.Mutex // the writer lock: held from BEGIN to the end of OnCommit
+	lock    chan struct{} // the writer lock: held from BEGIN to the end of OnCommit
+	pendMu  sync.Mutex
+	pending []*op // operations waiting for the next group commit
 }
 
 // Open opens (creating if needed) the database at path, applies the migrations, anchors the
@@ -76,7 +78,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(8)
-	s := &Store{w: w, r: r, onCommit: opts.OnCommit, log: opts.Logger}
+	s := &Store{w: w, r: r, onCommit: opts.OnCommit, log: opts.Logger, lock: make(chan struct{}, 1)}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -107,7 +109,7 @@ func (s *Store) start(ctx context.Context, path string, clock lease.Clock) error
 		clock = lease.NewAnchoredClock(time.Now(), time.UnixMilli(hwm), lease.SinceStart())
 	}
 	s.clock = clock
-	return s.write(ctx, func(t *txn) error {
+	return s.write(ctx, func(ctx context.Context, t *txn) error {
 		// The leases open at the crash: those already past expiry by the newest persisted
 		// time had ended before the crash; the others may still be believed held.
 		if err := expireBefore(ctx, t, hwm); err != nil {
@@ -134,8 +136,8 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // Close closes the database.
 func (s *Store) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.lock <- struct{}{}
+	defer func() { <-s.lock }()
 	return errors.Join(s.r.Close(), s.w.Close())
 }
 
@@ -147,36 +149,120 @@ type txn struct {
 	dirty  bool
 }
 
-// write runs fn in one IMMEDIATE transaction under the writer lock. A domain error from fn
-// still commits what fn wrote (an expiry it recorded, a rejection) and is then returned; any
-// other error rolls back.
-func (s *Store) write(ctx context.Context, fn func(*txn) error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	tx, err := s.w.BeginTx(ctx, nil)
+// op is one write operation waiting for a group commit.
+type op struct {
+	ctx    context.Context
+	fn     func(context.Context, *txn) error
+	err    error
+	events []lease.Event
+	done   chan struct{}
+}
+
+// write runs fn as one operation and answers after it is committed. Operations that arrive
+// while a commit is under way are committed together in the next transaction (group commit),
+// each inside its own savepoint, so throughput is not one fsync per operation while every
+// operation still sees and keeps the invariants alone. A domain error from fn still commits
+// what fn wrote (an expiry it recorded, a rejection) and is then returned; any other error
+// rolls back that operation only.
+func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error) error {
+	o := &op{ctx: ctx, fn: fn, done: make(chan struct{})}
+	s.pendMu.Lock()
+	s.pending = append(s.pending, o)
+	s.pendMu.Unlock()
+	select {
+	case <-o.done: // a leader committed it
+		return o.err
+	case s.lock <- struct{}{}: // lead the next batch
+	}
+	defer func() { <-s.lock }()
+	select {
+	case <-o.done:
+		return o.err
+	default:
+	}
+	s.pendMu.Lock()
+	batch := s.pending
+	s.pending = nil
+	s.pendMu.Unlock()
+	s.commit(batch)
+	return o.err
+}
+
+// commit runs a batch of operations in one transaction and publishes their events in order.
+// It is called only by the holder of s.lock.
+func (s *Store) commit(batch []*op) {
+	defer func() {
+		for _, o := range batch {
+			close(o.done)
+		}
+	}()
+	tx, err := s.w.BeginTx(context.Background(), nil)
 	if err != nil {
-		return fmt.Errorf("begin: %w", w(err))
+		for _, o := range batch {
+			o.err = fmt.Errorf("begin: %w", w(err))
+		}
+		return
 	}
 	defer tx.Rollback()
-	t := &txn{tx: tx, now: s.clock.Now().UnixMilli()}
-	ferr := fn(t)
-	var domain *lease.Error
-	if ferr != nil && !errors.As(ferr, &domain) {
-		return ferr
+	var last int64
+	dirty := false
+	for _, o := range batch {
+		if err := o.ctx.Err(); err != nil {
+			o.err = err
+			continue
+		}
+		// An operation must not be interrupted mid-statement: SQLite would roll back the
+		// whole transaction, taking the batch's other operations with it.
+		ctx := context.WithoutCancel(o.ctx)
+		if _, err := tx.ExecContext(ctx, `SAVEPOINT op`); err != nil {
+			o.err = fmt.Errorf("savepoint: %w", w(err))
+			continue
+		}
+		t := &txn{tx: tx, now: s.clock.Now().UnixMilli()}
+		o.err = o.fn(ctx, t)
+		var domain *lease.Error
+		if o.err != nil && !errors.As(o.err, &domain) {
+			if _, err := tx.ExecContext(ctx, `ROLLBACK TO op`); err != nil {
+				o.err = errors.Join(o.err, fmt.Errorf("roll back operation: %w", err))
+			}
+			t.events = nil
+		} else if t.dirty {
+			dirty, last = true, max(last, t.now)
+		}
+		if _, err := tx.ExecContext(ctx, `RELEASE op`); err != nil {
+			o.err = errors.Join(o.err, fmt.Errorf("release savepoint: %w", w(err)))
+		}
+		o.events = t.events
 	}
-	if !t.dirty {
-		return ferr
+	if !dirty {
+		return
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE meta SET value = max(value, ?) WHERE key = 'clock_hwm'`, t.now); err != nil {
-		return fmt.Errorf("persist clock: %w", w(err))
+	fail := func(err error) {
+		for _, o := range batch {
+			var domain *lease.Error
+			if o.err == nil || errors.As(o.err, &domain) {
+				o.err = err
+			}
+		}
+	}
+	if _, err := tx.Exec(`UPDATE meta SET value = max(value, ?) WHERE key = 'clock_hwm'`, last); err != nil {
+		fail(fmt.Errorf("persist clock: %w", w(err)))
+		return
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", w(err))
+		fail(fmt.Errorf("commit: %w", w(err)))
+		return
 	}
-	if s.onCommit != nil && len(t.events) > 0 {
-		s.onCommit(t.events)
+	if s.onCommit == nil {
+		return
 	}
-	return ferr
+	var evs []lease.Event
+	for _, o := range batch {
+		evs = append(evs, o.events...)
+	}
+	if len(evs) > 0 {
+		s.onCommit(evs)
+	}
 }
 
 // record inserts an event and keeps it for OnCommit.
