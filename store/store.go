@@ -65,8 +65,8 @@ type Store interface {
 	// Rejections returns rejections, newest first.
 	Rejections(ctx context.Context, f RejectionFilter) (Page[lease.Rejection], error)
 
-	// ExpireDue records every lease whose expiry has passed as expired, at its expiry, and
-	// returns when the next open lease expires (zero if none).
+	// ExpireDue records every lease whose expiry has passed as expired, at its expiry, persists
+	// the server's time, and returns when the next open lease expires (zero if none).
 	ExpireDue(ctx context.Context) (expired int, next time.Time, err error)
 
 	// Prune deletes history older than the retention: events, rejections, ended grants other

@@ -388,6 +388,10 @@ func (s *Store) ExpireDue(ctx context.Context) (int, time.Time, error) {
 		if err := expireBefore(ctx, t, t.now); err != nil {
 			return err
 		}
+		// Commit even with nothing expired: the sweep persists the clock high-water mark,
+		// which start-up uses to tell leases that ended before a crash from those that may
+		// still be believed held.
+		t.dirty = true
 		n = len(t.events)
 		var nx sql.NullInt64
 		if err := t.tx.QueryRowContext(ctx, `SELECT min(expires_at) FROM grants WHERE ended_at IS NULL`).Scan(&nx); err != nil {
