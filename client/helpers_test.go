@@ -1,0 +1,249 @@
+package client_test
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/client"
+	"github.com/leasekeeper/leasekeeper/handlers"
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store/sqlite"
+)
+
+// base is where fake clocks start: a whole millisecond, as the server stores times.
+var base = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// newServer starts a real leasekeeper (SQLite in a temp dir, the real handlers) on clk, or on
+// the real anchored clock when clk is nil, and returns its URL.
+func newServer(t *testing.T, clk lease.Clock) string {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lk.db"), sqlite.Options{Clock: clk})
+	if err != nil {
+		t.Fatalf("sqlite.Open: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h, err := handlers.New(handlers.Config{Store: st, Clock: st.Clock(), Limits: lease.DefaultLimits(),
+		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI()})
+	if err != nil {
+		t.Fatalf("handlers.New: %v", err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// newClient returns a client of url with opts.
+func newClient(t *testing.T, url string, opts ...client.Option) *client.Client {
+	t.Helper()
+	c, err := client.New(url, opts...)
+	if err != nil {
+		t.Fatalf("client.New(%q): %v", url, err)
+	}
+	return c
+}
+
+// proxy forwards to a server and can fail like a network: with failing set, every request's
+// connection is cut before an answer. before runs ahead of forwarding; dropAnswer, when it
+// returns true for a request, forwards it and then cuts the connection instead of answering.
+type proxy struct {
+	URL        string
+	failing    atomic.Bool
+	before     func(r *http.Request)
+	dropAnswer func(r *http.Request) bool
+
+	mu   sync.Mutex
+	seen map[string][]string // path -> Idempotency-Key of each request (or "" )
+	ok   map[string]int      // path -> requests answered 2xx
+}
+
+func newProxy(t *testing.T, target string) *proxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{seen: map[string][]string{}, ok: map[string]int{}}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ErrorLog = nil
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		p.seen[r.URL.Path] = append(p.seen[r.URL.Path], r.Header.Get("Idempotency-Key"))
+		p.mu.Unlock()
+		if p.failing.Load() {
+			panic(http.ErrAbortHandler) // the connection drops: a network error to the client
+		}
+		if p.before != nil {
+			p.before(r)
+		}
+		if p.dropAnswer != nil && p.dropAnswer(r) {
+			rec := httptest.NewRecorder()
+			rp.ServeHTTP(rec, r)
+			panic(http.ErrAbortHandler)
+		}
+		rec := &statusRecorder{ResponseWriter: w}
+		rp.ServeHTTP(rec, r)
+		if rec.status/100 == 2 {
+			p.mu.Lock()
+			p.ok[r.URL.Path]++
+			p.mu.Unlock()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	p.URL = srv.URL
+	return p
+}
+
+// requests returns the Idempotency-Keys of the requests seen on path.
+func (p *proxy) requests(path string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.seen[path]...)
+}
+
+// succeeded returns how many requests on path were answered 2xx.
+func (p *proxy) succeeded(path string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ok[path]
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (s *statusRecorder) WriteHeader(code int) {
+	s.status = code
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusRecorder) Write(b []byte) (int, error) {
+	if s.status == 0 {
+		s.status = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// fakeClock is a client.Clock that moves only when told. Timers due after Advance run in
+// Advance's goroutine, in deadline order, before it returns.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	c       *fakeClock
+	when    time.Time
+	f       func()
+	stopped bool
+}
+
+func newFakeClock(t time.Time) *fakeClock { return &fakeClock{now: t} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) client.Timer {
+	c.mu.Lock()
+	t := &fakeTimer{c: c, when: c.now.Add(d), f: f}
+	due := d <= 0
+	if !due {
+		c.timers = append(c.timers, t)
+	}
+	c.mu.Unlock()
+	if due {
+		go f()
+	}
+	return t
+}
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := !t.stopped
+	t.stopped = true
+	return was
+}
+
+// Advance moves the clock by d and runs the timers that came due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+	for {
+		c.mu.Lock()
+		sort.Slice(c.timers, func(i, j int) bool { return c.timers[i].when.Before(c.timers[j].when) })
+		var next *fakeTimer
+		if len(c.timers) > 0 && !c.timers[0].when.After(c.now) {
+			next, c.timers = c.timers[0], c.timers[1:]
+		}
+		if next != nil && next.stopped {
+			c.mu.Unlock()
+			continue
+		}
+		if next != nil {
+			next.stopped = true
+		}
+		c.mu.Unlock()
+		if next == nil {
+			return
+		}
+		next.f()
+	}
+}
+
+// pending returns how many timers wait.
+func (c *fakeClock) pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, t := range c.timers {
+		if !t.stopped {
+			n++
+		}
+	}
+	return n
+}
+
+// waitDone waits, in real time, up to limit for ctx to end, and fails the test if it does not.
+func waitDone(t *testing.T, ctx context.Context, limit time.Duration) {
+	t.Helper()
+	select {
+	case <-ctx.Done():
+	case <-time.After(limit):
+		t.Fatalf("the lease context did not end within %v", limit)
+	}
+}
+
+// eventually polls cond every 5 ms for up to limit.
+func eventually(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", limit, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// isDone reports whether ctx has ended.
+func isDone(ctx context.Context) bool { return ctx.Err() != nil }
+
