@@ -20,7 +20,7 @@ type Metrics struct {
 
 // heldCounter counts the leases held now.
 type heldCounter interface {
-	HeldCount(ctx context.Context) (int, error)
+	HeldCount(ctx context.Context, prefix string) (int, error)
 }
 
 // NewMetrics registers the metrics on reg. leasekeeper_leases_held is read from held at every
@@ -81,7 +81,7 @@ func (c *heldCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 func (c *heldCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	n, err := c.held.HeldCount(ctx)
+	n, err := c.held.HeldCount(ctx, "")
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.desc, err)
 		return

@@ -73,8 +73,12 @@ type Store interface {
 	// than each name's last, and idempotency keys older than 24 h.
 	Prune(ctx context.Context, retention time.Duration) error
 
-	// HeldCount returns how many leases are held now.
-	HeldCount(ctx context.Context) (int, error)
+	// HeldCount returns how many leases whose names start with prefix are held now.
+	HeldCount(ctx context.Context, prefix string) (int, error)
+
+	// RecentlyFreed returns up to limit names (starting with prefix) that are free now, the
+	// most recently freed first, with their last holder and how their last lease ended.
+	RecentlyFreed(ctx context.Context, prefix string, limit int) ([]lease.State, error)
 
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
@@ -102,10 +106,12 @@ type LeaseFilter struct {
 }
 
 // EventFilter selects events. With Name empty, all names; Prefix restricts by name prefix.
+// Since keeps events at or after that time.
 type EventFilter struct {
 	Name     string
 	Prefix   string
 	AfterSeq int64
+	Since    time.Time
 	Limit    int
 	Cursor   string
 }

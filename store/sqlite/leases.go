@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/lease"
@@ -408,14 +409,52 @@ func (s *Store) ExpireDue(ctx context.Context) (int, time.Time, error) {
 	return n, next, nil
 }
 
-// HeldCount counts leases held now.
-func (s *Store) HeldCount(ctx context.Context) (int, error) {
+// HeldCount counts leases held now. See store.Store.
+func (s *Store) HeldCount(ctx context.Context, prefix string) (int, error) {
 	var n int
-	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM grants WHERE ended_at IS NULL AND expires_at > ?`,
-		s.clock.Now().UnixMilli()).Scan(&n); err != nil {
+	lo, hi := prefixRange(prefix)
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM grants WHERE ended_at IS NULL AND expires_at > ? AND name >= ? AND name < ?`,
+		s.clock.Now().UnixMilli(), lo, hi).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count held leases: %w", w(err))
 	}
 	return n, nil
+}
+
+// RecentlyFreed lists names freed lately, newest first. It walks the newest end events
+// (cheap, by seq) rather than sorting every grant, and keeps the names that are still free.
+// See store.Store.
+func (s *Store) RecentlyFreed(ctx context.Context, prefix string, limit int) ([]lease.State, error) {
+	limit = store.ClampLimit(limit)
+	now := s.clock.Now().UnixMilli()
+	lo, hi := prefixRange(prefix)
+	// Expiries not yet recorded by the sweeper have no event; take them from the grants.
+	rows, err := s.r.QueryContext(ctx, `SELECT `+grantCols+` FROM names n JOIN grants g ON g.token = n.token
+		WHERE n.name IN (
+			SELECT name FROM (SELECT name, max(seq) AS seq FROM events
+				WHERE type IN ('released', 'expired', 'revoked') AND name >= ? AND name < ?
+				GROUP BY name ORDER BY seq DESC LIMIT ?)
+			UNION SELECT name FROM grants WHERE ended_at IS NULL AND expires_at <= ? AND name >= ? AND name < ?)
+		AND NOT (g.ended_at IS NULL AND g.expires_at > ?)`, lo, hi, limit*4, now, lo, hi, now)
+	if err != nil {
+		return nil, fmt.Errorf("recently freed: %w", w(err))
+	}
+	defer rows.Close()
+	var out []lease.State
+	for rows.Next() {
+		g, err := scanGrant(rows)
+		if err != nil {
+			return nil, fmt.Errorf("recently freed: %w", err)
+		}
+		out = append(out, g.state(now))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("recently freed: %w", w(err))
+	}
+	slices.SortFunc(out, func(a, b lease.State) int { return b.EndedAt.Compare(a.EndedAt) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
 }
 
 // Prune deletes old history. See store.Store.

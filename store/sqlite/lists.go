@@ -124,12 +124,18 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lea
 	}
 	after = max(after, f.AfterSeq)
 	limit := store.ClampLimit(f.Limit)
+	var since int64 = -1 << 62
+	if !f.Since.IsZero() {
+		since = f.Since.UnixMilli()
+	}
 	var rows *sql.Rows
 	if f.Name != "" {
-		rows, err = s.r.QueryContext(ctx, `SELECT `+eventCols+` FROM events WHERE name = ? AND seq > ? ORDER BY seq LIMIT ?`, f.Name, after, limit+1)
+		rows, err = s.r.QueryContext(ctx, `SELECT `+eventCols+` FROM events WHERE name = ? AND seq > ? AND at >= ? ORDER BY seq LIMIT ?`,
+			f.Name, after, since, limit+1)
 	} else {
 		lo, hi := prefixRange(f.Prefix)
-		rows, err = s.r.QueryContext(ctx, `SELECT `+eventCols+` FROM events WHERE seq > ? AND name >= ? AND name < ? ORDER BY seq LIMIT ?`, after, lo, hi, limit+1)
+		rows, err = s.r.QueryContext(ctx, `SELECT `+eventCols+` FROM events WHERE seq > ? AND name >= ? AND name < ? AND at >= ? ORDER BY seq LIMIT ?`,
+			after, lo, hi, since, limit+1)
 	}
 	if err != nil {
 		return store.Page[lease.Event]{}, fmt.Errorf("list events: %w", w(err))

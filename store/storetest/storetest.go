@@ -115,6 +115,8 @@ func Run(t *testing.T, newDB NewDB) {
 		{"LockDelay", testLockDelay},
 		{"ExpireDue", testExpireDue},
 		{"List", testList},
+		{"RecentlyFreed", testRecentlyFreed},
+		{"Events/Since", testEventsSince},
 		{"Events/Pagination", testEventsPagination},
 		{"Prune", testPrune},
 		{"Resources/Fence", testResourceFence},
@@ -459,7 +461,7 @@ func testExpireDue(t *testing.T, e *env) {
 	if len(evs) != 2 || evs[1].Type != lease.EventExpired || !evs[1].At.Equal(a.ExpiresAt) {
 		t.Errorf("events of a = %+v", evs)
 	}
-	if c, _ := e.s.HeldCount(e.ctx); c != 1 {
+	if c, _ := e.s.HeldCount(e.ctx, ""); c != 1 {
 		t.Errorf("HeldCount() = %d, want 1", c)
 	}
 	if n, _, _ := e.s.ExpireDue(e.ctx); n != 0 {
@@ -764,4 +766,55 @@ func CheckHistory(evs []lease.Event) error {
 		}
 	}
 	return nil
+}
+
+func testRecentlyFreed(t *testing.T, e *env) {
+	a := e.acquire("a", "wa", 10*time.Second)
+	e.acquire("b", "wb", 2*time.Second)
+	e.acquire("c", "wc", time.Minute)
+	e.acquire("x-d", "wd", time.Minute)
+	e.clock.Advance(time.Second)
+	if err := e.s.Release(e.ctx, "a", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Advance(2 * time.Second) // b expires, not yet recorded by a sweep
+	if err := e.s.Revoke(e.ctx, "x-d"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.s.RecentlyFreed(e.ctx, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, st := range got {
+		names = append(names, st.Name+":"+string(st.End))
+	}
+	if want := []string{"x-d:revoked", "b:expired", "a:released"}; !cmp.Equal(names, want) {
+		t.Errorf("RecentlyFreed() = %v, want %v (newest first, held c left out)", names, want)
+	}
+	e.acquire("a", "wa2", time.Minute)
+	got, _ = e.s.RecentlyFreed(e.ctx, "", 10)
+	for _, st := range got {
+		if st.Name == "a" {
+			t.Errorf("RecentlyFreed() lists a, which is held again")
+		}
+	}
+	if got, _ := e.s.RecentlyFreed(e.ctx, "x-", 10); len(got) != 1 || got[0].Name != "x-d" {
+		t.Errorf("RecentlyFreed(prefix x-) = %+v", got)
+	}
+	if n, _ := e.s.HeldCount(e.ctx, "c"); n != 1 {
+		t.Errorf("HeldCount(prefix c) = %d, want 1", n)
+	}
+}
+
+func testEventsSince(t *testing.T, e *env) {
+	l := e.acquire("job", "w", time.Hour)
+	e.clock.Advance(30 * time.Minute)
+	if _, err := e.s.Renew(e.ctx, "job", l.ID, 0); err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.s.Events(e.ctx, store.EventFilter{Name: "job", Since: t0.Add(time.Minute)})
+	if err != nil || len(p.Items) != 1 || p.Items[0].Type != lease.EventRenewed {
+		t.Errorf("Events(since) = %+v, %v; want only the renewal", p.Items, err)
+	}
 }
