@@ -246,4 +246,3 @@ func eventually(t *testing.T, limit time.Duration, what string, cond func() bool
 
 // isDone reports whether ctx has ended.
 func isDone(ctx context.Context) bool { return ctx.Err() != nil }
-
