@@ -1,0 +1,451 @@
+package web
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Timeline is the props of the timeline picture on a lease's page: the grants of one name and
+// the stale writes refused meanwhile, over the window from Start to End. Build it with
+// [NewTimeline], or fill it yourself.
+type Timeline struct {
+	// Name is the lease name, used in the picture's accessible title.
+	Name string
+	// Start and End bound the window drawn; End not after Start draws one minute from Start.
+	Start, End time.Time
+	// Now is the time the page is rendered for: a held grant is drawn solid up to Now and
+	// dashed from there to its expected expiry.
+	Now time.Time
+	// Grants are the grants, oldest first. Parts outside the window are clipped.
+	Grants []Grant
+	// Rejections are drawn as ✕ marks at their At.
+	Rejections []Rejection
+}
+
+// Grant is one grant of a name, that is one fencing token, from acquire to its end.
+type Grant struct {
+	Token  int64
+	Holder string
+	// AcquiredAt is when it was granted; zero when that is before the known history (it is
+	// then drawn from the window's start).
+	AcquiredAt time.Time
+	// ExpiresAt is its last known expiry, set by the acquire or the latest renewal.
+	ExpiresAt time.Time
+	// EndedAt and End say when and how it ended; both are zero while it is held.
+	EndedAt time.Time
+	End     End
+	// LockDelay is shaded after an expiry: the name is not granted again until EndedAt plus it.
+	LockDelay time.Duration
+}
+
+// held reports whether g has not ended.
+func (g Grant) held() bool { return g.End == "" && g.EndedAt.IsZero() }
+
+// NewTimeline builds a timeline of the window [start, end] from a name's state and a page of
+// its events (oldest first, as the API answers them). Each acquired event starts a grant,
+// renewed events move its expiry, and released, expired and revoked events end it; rejected
+// events become ✕ marks. The lease's lock delay is given to its latest grant (the events do
+// not carry it); when the lease is held and its grant is not among the events, it is added
+// from the state. Events are not modified.
+func NewTimeline(l Lease, events []Event, start, end, now time.Time) Timeline {
+	tl := Timeline{Name: l.Name, Start: start, End: end, Now: now}
+	evs := slices.Clone(events)
+	slices.SortStableFunc(evs, func(a, b Event) int { return cmp.Compare(a.Seq, b.Seq) })
+
+	index := map[int64]int{} // token → position in tl.Grants
+	grant := func(e Event) *Grant {
+		i, ok := index[e.Token]
+		if !ok {
+			i = len(tl.Grants)
+			index[e.Token] = i
+			tl.Grants = append(tl.Grants, Grant{Token: e.Token, Holder: e.Holder})
+		}
+		return &tl.Grants[i]
+	}
+	for _, e := range evs {
+		switch e.Type {
+		case EventAcquired:
+			g := grant(e)
+			g.AcquiredAt, g.ExpiresAt = e.At, e.ExpiresAt
+		case EventRenewed:
+			grant(e).ExpiresAt = e.ExpiresAt
+		case EventReleased, EventExpired, EventRevoked:
+			g := grant(e)
+			g.EndedAt, g.End = e.At, End(e.Type)
+		case EventRejected:
+			tl.Rejections = append(tl.Rejections, Rejection{
+				ID: e.Seq, Resource: e.Resource, Lease: l.Name,
+				PresentedToken: e.Token, Holder: e.Holder, At: e.At,
+			})
+		}
+	}
+
+	if _, ok := index[l.Token]; !ok && l.Held {
+		index[l.Token] = len(tl.Grants)
+		tl.Grants = append(tl.Grants, Grant{Token: l.Token, Holder: l.Holder, AcquiredAt: l.AcquiredAt, ExpiresAt: l.ExpiresAt})
+	}
+	if i, ok := index[l.Token]; ok {
+		g := &tl.Grants[i]
+		g.LockDelay = l.LockDelay
+		if l.Held {
+			g.ExpiresAt = l.ExpiresAt
+		}
+	}
+	slices.SortStableFunc(tl.Grants, func(a, b Grant) int { return cmp.Compare(a.Token, b.Token) })
+	// A grant whose end is missing from this page of events, followed by a later one, ended
+	// no later than its successor began; only the last grant can still be held.
+	for i := 0; i+1 < len(tl.Grants); i++ {
+		if g := &tl.Grants[i]; g.held() {
+			g.EndedAt = tl.Grants[i+1].AcquiredAt
+		}
+	}
+	return tl
+}
+
+// TimelineWindow suggests the window for a name's timeline: from its oldest event (at most
+// 15 minutes, at least one minute before now) to a little after the latest of now, the
+// lease's expiry and its available_at, so that a held lease's expected end is in view.
+func TimelineWindow(l Lease, events []Event, now time.Time) (start, end time.Time) {
+	end = now
+	for _, t := range []time.Time{l.ExpiresAt, l.AvailableAt} {
+		if t.After(end) {
+			end = t
+		}
+	}
+	start = now.Add(-time.Minute)
+	for _, e := range events {
+		if e.At.Before(start) {
+			start = e.At
+		}
+	}
+	if earliest := now.Add(-15 * time.Minute); start.Before(earliest) {
+		start = earliest
+	}
+	end = end.Add(end.Sub(start) / 20)
+	return start, end
+}
+
+// The geometry of the picture, in viewBox units.
+const (
+	tlWidth     = 960.0
+	tlHeight    = 128.0
+	tlLeft      = 12.0
+	tlRight     = tlWidth - 12.0
+	tlLabelY0   = 30.0 // baseline of the first row of grant labels
+	tlLabelY1   = 44.0 // and of the second
+	tlLaneY     = 52.0
+	tlLaneH     = 22.0
+	tlMarkY     = 90.0 // centre of the ✕ marks
+	tlAxisY     = 104.0
+	tlTickLabel = 120.0
+	tlCharW     = 6.5  // estimated width of one character of a label
+	tlHatchW    = 10.0 // width of the hatched end of an expired grant
+)
+
+// tlLayout is a Timeline turned into shapes, every coordinate already formatted, so that the
+// template only writes them out and the output is the same on every machine.
+type tlLayout struct {
+	ViewBox    string
+	Title      string
+	Empty      bool
+	Grants     []tlGrant
+	Delays     []tlBox
+	Marks      []tlMark
+	Ticks      []tlTick
+	HasNow     bool
+	NowX       string
+	NowAnchor  string
+	AxisFrom   string
+	AxisTo     string
+	EmptyTextX string
+}
+
+type tlBox struct {
+	X, Y, W, H string
+	Title      string
+}
+
+type tlGrant struct {
+	Class string
+	Fill  string
+	Title string
+	Token string
+	Bar   tlBox
+	// Expected is the dashed box of a held grant from now to its expected expiry.
+	HasExpected bool
+	Expected    tlBox
+	// Hatch is the hatched end of an expired grant.
+	HasHatch bool
+	Hatch    tlBox
+	// Cap is the end line of an expired or revoked grant.
+	HasCap   bool
+	CapX     string
+	CapClass string
+	CapColor string
+	// Label is the holder and token above the bar; empty when there is no room.
+	Label  string
+	LabelX string
+	LabelY string
+}
+
+type tlMark struct {
+	Title  string
+	Path   string
+	X      string
+	StemY1 string
+	StemY2 string
+}
+
+type tlTick struct {
+	X, Label, Anchor string
+}
+
+// f1 formats a coordinate with one decimal.
+func f1(x float64) string { return strconv.FormatFloat(x, 'f', 1, 64) }
+
+// layout turns tl into shapes.
+func (tl Timeline) layout() tlLayout {
+	start, end := tl.Start, tl.End
+	if !end.After(start) {
+		end = start.Add(time.Minute)
+	}
+	span := float64(end.Sub(start))
+	xOf := func(t time.Time) float64 {
+		x := tlLeft + float64(t.Sub(start))/span*(tlRight-tlLeft)
+		return min(max(x, tlLeft), tlRight)
+	}
+	inWindow := func(t time.Time) bool { return !t.Before(start) && !t.After(end) }
+
+	out := tlLayout{
+		ViewBox:    "0 0 " + f1(tlWidth) + " " + f1(tlHeight),
+		AxisFrom:   f1(tlLeft),
+		AxisTo:     f1(tlRight),
+		EmptyTextX: f1(tlWidth / 2),
+	}
+
+	type visible struct {
+		g          Grant
+		from, to   time.Time // the solid part, clipped to the window
+		xFrom, xTo float64
+	}
+	var vis []visible
+	for _, g := range tl.Grants {
+		from := g.AcquiredAt
+		if from.IsZero() || from.Before(start) {
+			from = start
+		}
+		to := g.EndedAt
+		if g.held() {
+			to = tl.Now
+			if !g.ExpiresAt.IsZero() && g.ExpiresAt.Before(to) {
+				to = g.ExpiresAt
+			}
+		}
+		if to.After(end) {
+			to = end
+		}
+		if to.Before(start) || from.After(end) || to.Before(from) {
+			// Not in the window; its lock delay may still be.
+			if g.End == EndExpired && g.LockDelay > 0 {
+				out.addDelay(g, xOf, start, end)
+			}
+			continue
+		}
+		vis = append(vis, visible{g: g, from: from, to: to, xFrom: xOf(from), xTo: xOf(to)})
+	}
+
+	rowEnd := [2]float64{-1e9, -1e9}
+	for i, v := range vis {
+		g := v.g
+		w := max(v.xTo-v.xFrom, 2)
+		lg := tlGrant{
+			Class: "tl-grant tl-" + grantState(g),
+			Fill:  "#4a7fb5",
+			Title: grantTitle(g),
+			Token: strconv.FormatInt(g.Token, 10),
+			Bar:   tlBox{X: f1(v.xFrom), Y: f1(tlLaneY), W: f1(w), H: f1(tlLaneH)},
+		}
+		if g.held() {
+			lg.Fill = "#2e8b57"
+		}
+		if g.held() && g.ExpiresAt.After(v.to) && v.to.Before(end) {
+			ex := xOf(g.ExpiresAt)
+			lg.HasExpected = true
+			lg.Expected = tlBox{X: f1(v.xTo), Y: f1(tlLaneY), W: f1(max(ex-v.xTo, 1)), H: f1(tlLaneH),
+				Title: "expected expiry " + absTime(g.ExpiresAt)}
+		}
+		endsInWindow := !g.held() && inWindow(g.EndedAt)
+		if endsInWindow && g.End == EndExpired {
+			hw := min(tlHatchW, w)
+			lg.HasHatch = true
+			lg.Hatch = tlBox{X: f1(v.xFrom + w - hw), Y: f1(tlLaneY), W: f1(hw), H: f1(tlLaneH)}
+		}
+		if endsInWindow && (g.End == EndExpired || g.End == EndRevoked) {
+			lg.HasCap = true
+			lg.CapX = f1(v.xTo)
+			lg.CapClass = "tl-cap tl-cap-" + string(g.End)
+			lg.CapColor = "#c0392b"
+			if g.End == EndRevoked {
+				lg.CapColor = "#d9822b"
+			}
+		}
+
+		// Labels take two rows. A label is cut to end before the grant after next starts, so
+		// the row used two grants ago is always free again (see the test of the layout).
+		lx := v.xFrom + 2
+		limit := tlRight
+		if i+2 < len(vis) {
+			limit = vis[i+2].xFrom
+		}
+		text := g.Holder + " #" + strconv.FormatInt(g.Token, 10)
+		n := int((limit - lx - 4) / tlCharW)
+		if n >= 3 {
+			text = truncate(text, n)
+			row := 0
+			if rowEnd[0]+4 > lx {
+				row = 1
+			}
+			rowEnd[row] = lx + float64(utf8.RuneCountInString(text))*tlCharW
+			lg.Label, lg.LabelX = text, f1(lx)
+			lg.LabelY = f1([2]float64{tlLabelY0, tlLabelY1}[row])
+		}
+		out.Grants = append(out.Grants, lg)
+
+		if g.End == EndExpired && g.LockDelay > 0 {
+			out.addDelay(g, xOf, start, end)
+		}
+	}
+	out.Empty = len(vis) == 0
+
+	for _, r := range tl.Rejections {
+		if !inWindow(r.At) {
+			continue
+		}
+		x := xOf(r.At)
+		const s = 4.0
+		out.Marks = append(out.Marks, tlMark{
+			Title: rejectionTitle(r),
+			X:     f1(x),
+			Path: "M" + f1(x-s) + " " + f1(tlMarkY-s) + "L" + f1(x+s) + " " + f1(tlMarkY+s) +
+				"M" + f1(x+s) + " " + f1(tlMarkY-s) + "L" + f1(x-s) + " " + f1(tlMarkY+s),
+			StemY1: f1(tlLaneY + tlLaneH),
+			StemY2: f1(tlMarkY - s - 2),
+		})
+	}
+
+	if inWindow(tl.Now) && !tl.Now.IsZero() {
+		out.HasNow = true
+		x := xOf(tl.Now)
+		out.NowX = f1(x)
+		out.NowAnchor = edgeAnchor(x)
+	}
+
+	step := tickStep(end.Sub(start))
+	layout := "15:04"
+	switch {
+	case step < time.Minute:
+		layout = "15:04:05"
+	case step >= 24*time.Hour:
+		layout = "Jan 2"
+	}
+	for t := start.UTC().Truncate(step); !t.After(end); t = t.Add(step) {
+		if t.Before(start) {
+			continue
+		}
+		x := xOf(t)
+		out.Ticks = append(out.Ticks, tlTick{X: f1(x), Label: t.Format(layout), Anchor: edgeAnchor(x)})
+	}
+
+	out.Title = fmt.Sprintf("Timeline of %s from %s to %s: %d grants, %d rejected writes",
+		tl.Name, absTime(start), absTime(end), len(vis), len(out.Marks))
+	return out
+}
+
+// addDelay adds the shaded lock delay after g's expiry, if it reaches into the window.
+func (l *tlLayout) addDelay(g Grant, xOf func(time.Time) float64, start, end time.Time) {
+	from, to := g.EndedAt, g.EndedAt.Add(g.LockDelay)
+	if to.Before(start) || from.After(end) {
+		return
+	}
+	x0, x1 := xOf(from), xOf(to)
+	l.Delays = append(l.Delays, tlBox{
+		X: f1(x0), Y: f1(tlLaneY), W: f1(max(x1-x0, 1)), H: f1(tlLaneH),
+		Title: "lock delay " + FormatDuration(g.LockDelay) + " after the expiry of #" +
+			strconv.FormatInt(g.Token, 10) + ": not granted again until " + absTime(to),
+	})
+}
+
+// grantState is the CSS class suffix of a grant: held or how it ended.
+func grantState(g Grant) string {
+	switch {
+	case g.held():
+		return "held"
+	case g.End == "":
+		return "ended"
+	default:
+		return string(g.End)
+	}
+}
+
+// grantTitle is the tooltip of a grant.
+func grantTitle(g Grant) string {
+	s := "#" + strconv.FormatInt(g.Token, 10) + " held by " + g.Holder
+	if !g.AcquiredAt.IsZero() {
+		s += ", acquired " + absTime(g.AcquiredAt)
+	}
+	switch {
+	case g.held():
+		if !g.ExpiresAt.IsZero() {
+			s += ", expires " + absTime(g.ExpiresAt)
+		}
+	case g.End == "":
+		s += ", ended by " + absTime(g.EndedAt)
+	default:
+		s += ", " + string(g.End) + " " + absTime(g.EndedAt)
+	}
+	return s
+}
+
+// rejectionTitle is the tooltip of a ✕ mark.
+func rejectionTitle(r Rejection) string {
+	s := "rejected stale write to " + r.Resource + " with token " + strconv.FormatInt(r.PresentedToken, 10)
+	if r.CurrentFence != 0 {
+		s += " (fence " + strconv.FormatInt(r.CurrentFence, 10) + ")"
+	}
+	if r.Holder != "" {
+		s += " from " + r.Holder
+	}
+	return s + " at " + absTime(r.At)
+}
+
+// edgeAnchor keeps text near the picture's edges inside it.
+func edgeAnchor(x float64) string {
+	switch {
+	case x < tlLeft+24:
+		return "start"
+	case x > tlRight-24:
+		return "end"
+	default:
+		return "middle"
+	}
+}
+
+// tickStep is the smallest of the usual axis intervals that puts at most 8 ticks on span.
+func tickStep(span time.Duration) time.Duration {
+	const day = 24 * time.Hour
+	steps := [...]time.Duration{
+		time.Second, 2 * time.Second, 5 * time.Second, 10 * time.Second, 15 * time.Second, 30 * time.Second,
+		time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+		time.Hour, 2 * time.Hour, 3 * time.Hour, 6 * time.Hour, 12 * time.Hour, day, 2 * day, 7 * day,
+	}
+	for _, s := range steps {
+		if span/s <= 8 {
+			return s
+		}
+	}
+	return 7 * day * (span/(8*7*day) + 1)
+}

@@ -1,0 +1,206 @@
+package web
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/net/html"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func TestTimelineSVGGolden(t *testing.T) {
+	// templ separates sibling elements with one space; a line break there is the same SVG and
+	// gives the golden file readable diffs.
+	got := strings.ReplaceAll(render(t, TimelineSVG(timeline())), "> <", ">\n<")
+	path := filepath.Join("testdata", "timeline.golden.svg")
+	if *update {
+		if err := os.WriteFile(path, []byte(got+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./web -run Golden -update to create it)", err)
+	}
+	if diff := cmp.Diff(strings.TrimSuffix(string(want), "\n"), got); diff != "" {
+		t.Errorf("TimelineSVG() differs from %s (-want +got):\n%s", path, diff)
+	}
+	if again := strings.ReplaceAll(render(t, TimelineSVG(timeline())), "> <", ">\n<"); again != got {
+		t.Error("TimelineSVG() renders differently the second time")
+	}
+}
+
+func TestTimelineSVGShapes(t *testing.T) {
+	doc := parse(t, TimelineSVG(timeline()))
+	grants := findAll(doc, func(n *html.Node) bool { return strings.HasPrefix(attr(n, "class"), "tl-grant ") })
+	var got []string
+	for _, g := range grants {
+		got = append(got, attr(g, "data-token")+" "+attr(g, "class"))
+	}
+	want := []string{
+		strconv.FormatInt(tok1, 10) + " tl-grant tl-released",
+		strconv.FormatInt(tok2, 10) + " tl-grant tl-expired",
+		strconv.FormatInt(tok3, 10) + " tl-grant tl-revoked",
+		strconv.FormatInt(tok4, 10) + " tl-grant tl-held",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("grants (-want +got):\n%s", diff)
+	}
+	count := func(class string) int {
+		return len(findAll(doc, func(n *html.Node) bool { return attr(n, "class") == class }))
+	}
+	for class, want := range map[string]int{
+		"tl-hatch":              1, // only the expiry
+		"tl-cap tl-cap-expired": 1,
+		"tl-cap tl-cap-revoked": 1,
+		"tl-expected":           1, // the held grant, dashed to its expiry
+		"tl-delay":              1, // the lock delay after the expiry
+		"tl-reject":             2,
+		"tl-now":                1,
+		"tl-label":              4,
+		"tl-empty":              0,
+		"tl-grant tl-released":  1,
+		"tl-grant tl-held":      1,
+		"tl-reject-x":           2,
+	} {
+		if got := count(class); got != want {
+			t.Errorf("elements of class %q: %d, want %d", class, got, want)
+		}
+	}
+	marks := findAll(doc, func(n *html.Node) bool { return attr(n, "class") == "tl-reject" })
+	wantTitle := "rejected stale write to orders-db with token " + strconv.FormatInt(tok2, 10) +
+		" (fence " + strconv.FormatInt(tok3, 10) + ") from worker-2@host-b at 2026-03-01 11:57:55.000 UTC"
+	if got := text(byTag(marks[0], "title")[0]); got != wantTitle {
+		t.Errorf("title of the first ✕ = %q, want %q", got, wantTitle)
+	}
+}
+
+func TestTimelineSVGEmpty(t *testing.T) {
+	doc := parse(t, TimelineSVG(Timeline{Name: "x", Start: at("-5m"), End: at("1m"), Now: now}))
+	if got := texts(findAll(doc, func(n *html.Node) bool { return attr(n, "class") == "tl-empty" })); !cmp.Equal(got, []string{"No grant in this window"}) {
+		t.Errorf("empty text = %q", got)
+	}
+}
+
+func TestNewTimeline(t *testing.T) {
+	tl := NewTimeline(heldLease(), history(), at("-5m"), at("1m"), now)
+	want := []Grant{
+		{Token: tok1, Holder: "worker-1@host-a", AcquiredAt: at("-6m"), ExpiresAt: at("-5m20s"), EndedAt: at("-4m20s"), End: EndReleased},
+		{Token: tok2, Holder: "worker-2@host-b", AcquiredAt: at("-4m"), ExpiresAt: at("-2m30s"), EndedAt: at("-2m30s"), End: EndExpired},
+		{Token: tok3, Holder: "worker-3@host-c", AcquiredAt: at("-2m10s"), ExpiresAt: at("-1m30s"), EndedAt: at("-1m20s"), End: EndRevoked},
+		{Token: tok4, Holder: "worker-1@host-a", AcquiredAt: at("-1m"), ExpiresAt: at("30s"), LockDelay: 15 * time.Second},
+	}
+	if diff := cmp.Diff(want, tl.Grants); diff != "" {
+		t.Errorf("NewTimeline().Grants (-want +got):\n%s", diff)
+	}
+	wantRej := []Rejection{
+		{ID: 7, Resource: "orders-db", Lease: "billing-nightly", PresentedToken: tok2, Holder: "worker-2@host-b", At: at("-2m5s")},
+		{ID: 10, Resource: "orders-db", Lease: "billing-nightly", PresentedToken: tok3, Holder: "worker-3@host-c", At: at("-50s")},
+	}
+	if diff := cmp.Diff(wantRej, tl.Rejections); diff != "" {
+		t.Errorf("NewTimeline().Rejections (-want +got):\n%s", diff)
+	}
+
+	t.Run("HeldWithoutEvents", func(t *testing.T) {
+		tl := NewTimeline(heldLease(), nil, at("-5m"), at("1m"), now)
+		want := []Grant{{Token: tok4, Holder: "worker-1@host-a", AcquiredAt: at("-1m"), ExpiresAt: at("30s"), LockDelay: 15 * time.Second}}
+		if diff := cmp.Diff(want, tl.Grants); diff != "" {
+			t.Errorf("NewTimeline(held, no events).Grants (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("MissingEnd", func(t *testing.T) {
+		evs := []Event{
+			{Seq: 1, Type: EventRenewed, Token: 5, Holder: "a", At: at("-3m"), ExpiresAt: at("-2m")},
+			{Seq: 2, Type: EventAcquired, Token: 6, Holder: "b", At: at("-1m"), ExpiresAt: at("1m")},
+		}
+		tl := NewTimeline(Lease{Name: "n", Held: true, Token: 6, Holder: "b", ExpiresAt: at("1m")}, evs, at("-5m"), at("1m"), now)
+		want := []Grant{
+			{Token: 5, Holder: "a", ExpiresAt: at("-2m"), EndedAt: at("-1m")},
+			{Token: 6, Holder: "b", AcquiredAt: at("-1m"), ExpiresAt: at("1m")},
+		}
+		if diff := cmp.Diff(want, tl.Grants); diff != "" {
+			t.Errorf("NewTimeline(missing end).Grants (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("DoesNotReorderInput", func(t *testing.T) {
+		evs := history()
+		evs[0], evs[1] = evs[1], evs[0]
+		before := append([]Event(nil), evs...)
+		NewTimeline(heldLease(), evs, at("-5m"), at("1m"), now)
+		if diff := cmp.Diff(before, evs); diff != "" {
+			t.Errorf("NewTimeline changed its events (-before +after):\n%s", diff)
+		}
+	})
+}
+
+func TestTimelineWindow(t *testing.T) {
+	start, end := TimelineWindow(heldLease(), history(), now)
+	if want := at("-6m"); !start.Equal(want) {
+		t.Errorf("TimelineWindow() start = %v, want %v", start, want)
+	}
+	// 6m30s from the first event to the expiry, plus a twentieth.
+	if want := at("30s").Add(6*time.Minute/20 + 30*time.Second/20); !end.Equal(want) {
+		t.Errorf("TimelineWindow() end = %v, want %v", end, want)
+	}
+	start, _ = TimelineWindow(Lease{}, []Event{{At: at("-24h")}}, now)
+	if want := at("-15m"); !start.Equal(want) {
+		t.Errorf("TimelineWindow(old history) start = %v, want %v", start, want)
+	}
+}
+
+// TestTimelineLabelsDoNotOverlap draws many short grants close together: labels must be cut
+// or left out, never drawn over each other.
+func TestTimelineLabelsDoNotOverlap(t *testing.T) {
+	var grants []Grant
+	for i := range 40 {
+		from := at("-1m").Add(time.Duration(i) * 1500 * time.Millisecond)
+		grants = append(grants, Grant{Token: tok1 + int64(i), Holder: "a-rather-long-holder-name-" + strconv.Itoa(i),
+			AcquiredAt: from, EndedAt: from.Add(time.Second), End: EndReleased})
+	}
+	l := Timeline{Start: at("-1m"), End: now, Now: now, Grants: grants}.layout()
+	type span struct{ from, to float64 }
+	rows := map[string][]span{}
+	labels := 0
+	for _, g := range l.Grants {
+		if g.Label == "" {
+			continue
+		}
+		labels++
+		x, _ := strconv.ParseFloat(g.LabelX, 64)
+		rows[g.LabelY] = append(rows[g.LabelY], span{x, x + float64(utf8.RuneCountInString(g.Label))*tlCharW})
+	}
+	if labels == 0 {
+		t.Fatal("no label drawn")
+	}
+	for y, spans := range rows {
+		for i := 1; i < len(spans); i++ {
+			if spans[i].from < spans[i-1].to {
+				t.Errorf("row y=%s: label %d at %.1f starts before label %d ends at %.1f", y, i, spans[i].from, i-1, spans[i-1].to)
+			}
+		}
+	}
+}
+
+func TestTickStep(t *testing.T) {
+	tests := []struct{ span, want time.Duration }{
+		{5 * time.Second, time.Second},
+		{time.Minute, 10 * time.Second},
+		{6 * time.Minute, time.Minute},
+		{15 * time.Minute, 2 * time.Minute},
+		{24 * time.Hour, 3 * time.Hour},
+		{90 * 24 * time.Hour, 14 * 24 * time.Hour},
+	}
+	for _, tt := range tests {
+		if got := tickStep(tt.span); got != tt.want {
+			t.Errorf("tickStep(%v) = %v, want %v", tt.span, got, tt.want)
+		}
+	}
+}
