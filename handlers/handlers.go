@@ -5,8 +5,11 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -91,7 +94,7 @@ func New(cfg Config) (http.Handler, error) {
 	})
 
 	r.Group(func(r chi.Router) {
-		r.Use(jsonByDefault, s.validate(spec))
+		r.Use(s.jsonBody, s.validate(spec))
 		strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  s.requestError,
 			ResponseErrorHandlerFunc: s.responseError,
@@ -178,15 +181,32 @@ func (s *server) accessLog(next http.Handler) http.Handler {
 	})
 }
 
-// jsonByDefault treats the body of a POST to the JSON API as JSON whatever Content-Type says:
-// `curl -d` sends application/x-www-form-urlencoded, and these endpoints take nothing else.
-func jsonByDefault(next http.Handler) http.Handler {
+// jsonBody prepares the body of a POST to the JSON API: it is treated as JSON whatever
+// Content-Type says (`curl -d` sends application/x-www-form-urlencoded, and these endpoints take
+// nothing else), and must be exactly one JSON value: trailing data is refused here, since the
+// decoders downstream stop after the first value.
+func (s *server) jsonBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/v1/") {
-			if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
-				r.Header.Set("Content-Type", "application/json")
+		if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/v1/") || r.Body == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		r.Header.Set("Content-Type", "application/json")
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+		dec := json.NewDecoder(bytes.NewReader(body))
+		var v json.RawMessage
+		if err := dec.Decode(&v); err == nil {
+			if _, err := dec.Token(); err != io.EOF {
+				s.writeProblem(w, r, lease.Errorf(lease.CodeInvalid, "the body must be one JSON value, with nothing after it"))
+				return
 			}
 		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
 }
