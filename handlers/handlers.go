@@ -27,6 +27,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/watch"
+	"github.com/leasekeeper/leasekeeper/web"
 )
 
 // Config is what the HTTP layer needs. Store, Clock, Registry and Logger are required.
@@ -43,6 +44,8 @@ type Config struct {
 	Hub *watch.Hub
 	// Spec is openapi.yaml as served at /openapi.yaml.
 	Spec []byte
+	// Version is the build version shown in the dashboard's footer.
+	Version string
 	// MaxBody bounds request bodies; 0 means 1 MiB (+ a little for JSON framing).
 	MaxBody int64
 }
@@ -81,7 +84,13 @@ func New(cfg Config) (http.Handler, error) {
 
 	r := chi.NewRouter()
 	r.Use(withRequestID, s.accessLog, s.recoverer, limitBody(cfg.MaxBody))
+	dash := &dashboard{s: s, site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version}, csrfKey: []byte(lease.NewID())}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		if wantsHTML(r) {
+			dash.page(w, r, http.StatusNotFound, nil, web.ErrorInfo{Status: http.StatusNotFound,
+				Detail: "There is no page at " + r.URL.Path + "."})
+			return
+		}
 		s.writeProblem(w, r, lease.Errorf(lease.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
@@ -93,6 +102,7 @@ func New(cfg Config) (http.Handler, error) {
 		w.Write(cfg.Spec)
 	})
 
+	dash.routes(r)
 	r.Group(func(r chi.Router) {
 		r.Use(s.jsonBody, s.validate(spec))
 		strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{

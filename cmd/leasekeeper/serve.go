@@ -138,7 +138,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	)
 
 	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: cfg.limits, Registry: reg,
-		Metrics: metrics, Logger: log, Acquirer: line, Hub: hub, Spec: leasekeeper.OpenAPI()})
+		Metrics: metrics, Logger: log, Acquirer: line, Hub: hub, Spec: leasekeeper.OpenAPI(), Version: buildVersion()})
 	if err != nil {
 		return err
 	}

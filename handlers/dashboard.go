@@ -1,0 +1,245 @@
+package handlers
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/go-chi/chi/v5"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/web"
+)
+
+// dashboard serves the server-rendered pages. Every page reads the store once per request and
+// renders pure templ components; a request with "LK-Fragment: 1" gets only the live region.
+type dashboard struct {
+	s       *server
+	site    web.Site
+	csrfKey []byte
+	host    string
+}
+
+// historyWindow is how far back a lease page's timeline and event table reach.
+const historyWindow = 6 * time.Hour
+
+func (d *dashboard) routes(r chi.Router) {
+	static := http.StripPrefix("/static/", http.FileServerFS(web.Static()))
+	r.Get("/static/*", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "public, max-age=86400")
+		static.ServeHTTP(w, r)
+	})
+	r.Get("/", d.overview)
+	r.Get("/leases/{name}", d.lease)
+	r.Get("/rejections", d.rejections)
+	r.Get("/resources", d.resources)
+	// Revoking is the one state change the pages make: it must come from a page of this
+	// server (Go's cross-origin protection checks Sec-Fetch-Site and Origin) and carry the
+	// form's token.
+	protect := http.NewCrossOriginProtection()
+	protect.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		d.page(w, r, http.StatusForbidden, nil, web.ErrorInfo{Status: http.StatusForbidden, Title: "Cross-site request refused",
+			Detail: "Revoking must be done from leasekeeper's own lease page."})
+	}))
+	r.With(protect.Handler).Post("/leases/{name}/revoke", d.revoke)
+}
+
+// page renders the full page or, for a fragment request, the live region alone. A nil live
+// component renders the error page for both.
+func (d *dashboard) page(w http.ResponseWriter, r *http.Request, status int, live templ.Component, e web.ErrorInfo, full ...templ.Component) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Vary", web.FragmentHeader)
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Referrer-Policy", "same-origin")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'")
+	c := live
+	if live == nil {
+		e.RequestID = requestID(r.Context())
+		c = web.ErrorPage(d.site, e)
+	} else if !web.IsFragment(r) && len(full) > 0 {
+		c = full[0]
+	}
+	w.WriteHeader(status)
+	if err := c.Render(r.Context(), w); err != nil {
+		d.s.log.DebugContext(r.Context(), "render page", "err", err)
+	}
+}
+
+// fail renders a store error as the error page.
+func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
+	p := d.s.toProblem(r.Context(), err)
+	d.page(w, r, p.Status, nil, web.ErrorInfo{Status: p.Status, Detail: deref(p.Detail)})
+}
+
+func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	q := r.URL.Query()
+	o := web.Overview{Now: d.s.clock.Now(), Host: d.hostOf(r), Prefix: q.Get("prefix"), Cursor: q.Get("cursor")}
+	page, err := d.s.store.List(ctx, store.LeaseFilter{Prefix: o.Prefix, State: "held", Limit: 50, Cursor: o.Cursor})
+	if err == nil {
+		o.NextCursor = page.Next
+		for _, st := range page.Items {
+			st.Waiters = d.s.acquirer.Waiters(st.Name)
+			o.Held = append(o.Held, viewLease(st))
+		}
+		o.HeldCount, err = d.s.store.HeldCount(ctx, o.Prefix)
+	}
+	var freed []lease.State
+	if err == nil {
+		freed, err = d.s.store.RecentlyFreed(ctx, o.Prefix, 10)
+	}
+	var rej store.Page[lease.Rejection]
+	if err == nil {
+		rej, err = d.s.store.Rejections(ctx, store.RejectionFilter{Limit: 10})
+	}
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	for _, st := range freed {
+		o.Freed = append(o.Freed, viewLease(st))
+	}
+	for _, x := range rej.Items {
+		o.Rejections = append(o.Rejections, viewRejection(x))
+	}
+	d.page(w, r, http.StatusOK, web.OverviewLive(o), web.ErrorInfo{}, web.OverviewPage(d.site, o))
+}
+
+func (d *dashboard) lease(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	if err := lease.ValidateName(name); err != nil {
+		d.fail(w, r, lease.Errorf(lease.CodeNotFound, "%q is not a lease name", name))
+		return
+	}
+	detail, err := d.leaseDetail(r.Context(), name, r.URL.Query().Get("cursor"))
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if r.URL.Query().Get("notice") == "revoked" {
+		detail.Notice = "Lease revoked."
+	}
+	d.page(w, r, http.StatusOK, web.LeaseLive(detail), web.ErrorInfo{}, web.LeasePage(d.site, detail))
+}
+
+func (d *dashboard) leaseDetail(ctx context.Context, name, cursor string) (web.LeaseDetail, error) {
+	now := d.s.clock.Now()
+	st, err := d.s.store.Get(ctx, name)
+	if err != nil {
+		return web.LeaseDetail{}, err
+	}
+	st.Waiters = d.s.acquirer.Waiters(name)
+	evs, err := d.s.store.Events(ctx, store.EventFilter{Name: name, Since: now.Add(-historyWindow), Limit: store.MaxLimit, Cursor: cursor})
+	if err != nil {
+		return web.LeaseDetail{}, err
+	}
+	detail := web.LeaseDetail{Now: now, Lease: viewLease(st), NextCursor: evs.Next, CSRFToken: d.csrfToken(name)}
+	for _, e := range evs.Items {
+		detail.Events = append(detail.Events, viewEvent(e))
+	}
+	start, end := web.TimelineWindow(detail.Lease, detail.Events, now)
+	detail.Timeline = web.NewTimeline(detail.Lease, detail.Events, start, end, now)
+	return detail, nil
+}
+
+func (d *dashboard) revoke(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	if err := lease.ValidateName(name); err != nil {
+		d.fail(w, r, lease.Errorf(lease.CodeNotFound, "%q is not a lease name", name))
+		return
+	}
+	if err := r.ParseForm(); err != nil || !hmac.Equal([]byte(r.PostForm.Get(web.CSRFField)), []byte(d.csrfToken(name))) {
+		d.page(w, r, http.StatusForbidden, nil, web.ErrorInfo{Status: http.StatusForbidden, Title: "Form expired",
+			Detail: "The revoke form's token does not match. Reload the lease page and try again."})
+		return
+	}
+	err := d.s.store.Revoke(r.Context(), name)
+	d.s.metrics.op("revoke", err)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.s.log.InfoContext(r.Context(), "lease revoked from the dashboard", "name", name, "remote", r.RemoteAddr)
+	http.Redirect(w, r, string(web.LeaseURL(name))+"?notice=revoked", http.StatusSeeOther)
+}
+
+// csrfToken binds the revoke form to its lease with a key that lives as long as the process.
+func (d *dashboard) csrfToken(name string) string {
+	m := hmac.New(sha256.New, d.csrfKey)
+	m.Write([]byte("revoke\x00" + name))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+func (d *dashboard) rejections(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	l := web.RejectionList{Now: d.s.clock.Now(), Resource: q.Get("resource"), Lease: q.Get("lease"), Cursor: q.Get("cursor")}
+	page, err := d.s.store.Rejections(r.Context(), store.RejectionFilter{Resource: l.Resource, Lease: l.Lease, Limit: 50, Cursor: l.Cursor})
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	l.NextCursor = page.Next
+	for _, x := range page.Items {
+		l.Rejections = append(l.Rejections, viewRejection(x))
+	}
+	d.page(w, r, http.StatusOK, web.RejectionsLive(l), web.ErrorInfo{}, web.RejectionsPage(d.site, l))
+}
+
+func (d *dashboard) resources(w http.ResponseWriter, r *http.Request) {
+	l := web.ResourceList{Now: d.s.clock.Now(), Cursor: r.URL.Query().Get("cursor")}
+	page, err := d.s.store.ListResources(r.Context(), store.ResourceFilter{Limit: 50, Cursor: l.Cursor})
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	l.NextCursor = page.Next
+	for _, x := range page.Items {
+		l.Resources = append(l.Resources, web.Resource{Name: x.Name, Fence: x.Fence, Version: x.Version, Size: x.Size,
+			ContentType: x.ContentType, Lease: x.Lease, Holder: x.Holder, UpdatedAt: x.UpdatedAt})
+	}
+	d.page(w, r, http.StatusOK, web.ResourcesLive(l), web.ErrorInfo{}, web.ResourcesPage(d.site, l))
+}
+
+// hostOf is the address shown in the empty state's curl example.
+func (d *dashboard) hostOf(r *http.Request) string {
+	if d.host != "" {
+		return d.host
+	}
+	if h := r.Host; h != "" && !strings.ContainsAny(h, " \"'<>") {
+		return h
+	}
+	return "localhost:8080"
+}
+
+// wantsHTML reports whether an error for r should be a page rather than problem+json.
+func wantsHTML(r *http.Request) bool {
+	return !strings.HasPrefix(r.URL.Path, "/v1/") && strings.Contains(r.Header.Get("Accept"), "text/html")
+}
+
+func viewLease(st lease.State) web.Lease {
+	v := web.Lease{Name: st.Name, Held: st.Held, Holder: st.Holder, Token: st.Token, AcquiredAt: st.AcquiredAt,
+		RenewedAt: st.RenewedAt, ExpiresAt: st.ExpiresAt, TTL: st.TTL, LockDelay: st.LockDelay, EndedAt: st.EndedAt,
+		End: web.End(st.End), Waiters: st.Waiters, Metadata: st.Metadata}
+	if !st.Held && st.AvailableAt.After(st.EndedAt) {
+		v.AvailableAt = st.AvailableAt
+	}
+	return v
+}
+
+func viewEvent(e lease.Event) web.Event {
+	return web.Event{Seq: e.Seq, Type: web.EventType(e.Type), Token: e.Token, Holder: e.Holder, At: e.At,
+		ExpiresAt: e.ExpiresAt, Resource: e.Resource}
+}
+
+func viewRejection(x lease.Rejection) web.Rejection {
+	return web.Rejection{ID: x.ID, Resource: x.Resource, Lease: x.Lease, PresentedToken: x.PresentedToken,
+		CurrentFence: x.CurrentFence, Holder: x.Holder, ClientAddr: x.ClientAddr, UserAgent: x.UserAgent,
+		Reason: x.Reason, Source: web.Source(x.Source), At: x.At}
+}
