@@ -2,12 +2,380 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"os/user"
+	"text/tabwriter"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/client"
 )
+
+// exTempFail is EX_TEMPFAIL from sysexits.h: the lease cannot be had right now.
+const exTempFail = 75
+
+const clientUsage = `Client commands (flags before the name; --server or env LEASEKEEPER_SERVER):
+  leasekeeper acquire [--ttl 30s] [--holder H] [--wait 0] [--lock-delay 0] [--metadata JSON] [--json] NAME
+  leasekeeper renew   --lease-id ID [--ttl 0] [--json] NAME
+  leasekeeper release --lease-id ID NAME
+  leasekeeper get     [--json] NAME
+  leasekeeper list    [--prefix P] [--state held|free] [--limit N] [--json]
+  leasekeeper run     --name N --ttl 30s [--holder H] [--wait 1m] [--grace 10s] -- CMD ARGS...
+`
 
 // clientCommand runs one of the client commands (acquire, renew, release, get, list, run,
 // leader) against a leasekeeper server.
 func clientCommand(ctx context.Context, name string, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	return &exitError{code: 2, err: fmt.Errorf("the %s command is not built yet", name)}
+	switch name {
+	case "run":
+		return runCommand(ctx, args, getenv, stdout, stderr)
+	case "leader":
+		return &exitError{code: 2, err: errors.New("the leader command is not built yet (leader election is a separate issue)")}
+	}
+	cf := newClientFlags(name, getenv, stderr)
+	var err error
+	switch name {
+	case "acquire":
+		err = acquireCommand(ctx, cf, args, getenv, stdout)
+	case "renew":
+		err = renewCommand(ctx, cf, args, getenv, stdout)
+	case "release":
+		err = releaseCommand(ctx, cf, args, getenv, stdout)
+	case "get":
+		err = getCommand(ctx, cf, args, stdout)
+	case "list":
+		err = listCommand(ctx, cf, args, stdout)
+	default:
+		err = &exitError{code: 2, err: fmt.Errorf("unknown client command %q", name)}
+	}
+	return err
+}
+
+// clientFlags are the flags every client command takes.
+type clientFlags struct {
+	fs     *flag.FlagSet
+	server string
+	json   bool
+}
+
+func newClientFlags(name string, getenv func(string) string, stderr io.Writer) *clientFlags {
+	cf := &clientFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	cf.fs.SetOutput(stderr)
+	cf.fs.Usage = func() {
+		fmt.Fprint(stderr, clientUsage, "\nFlags of ", name, ":\n")
+		cf.fs.PrintDefaults()
+	}
+	server := getenv("LEASEKEEPER_SERVER")
+	if server == "" {
+		server = "http://127.0.0.1:8080"
+	}
+	cf.fs.StringVar(&cf.server, "server", server, "leasekeeper server URL (env LEASEKEEPER_SERVER)")
+	if name != "release" {
+		cf.fs.BoolVar(&cf.json, "json", false, "print JSON instead of a table")
+	}
+	return cf
+}
+
+// parse parses args and returns the lease name: the one positional argument (or the value
+// of a --name flag the command defined).
+func (cf *clientFlags) parse(args []string, nameFlag *string) (string, error) {
+	if err := cf.fs.Parse(args); err != nil {
+		return "", &exitError{code: 2, err: err}
+	}
+	rest := cf.fs.Args()
+	name := ""
+	if nameFlag != nil {
+		name = *nameFlag
+	}
+	switch {
+	case len(rest) == 1 && name == "":
+		name = rest[0]
+	case len(rest) > 1 || len(rest) == 1 && name != "":
+		return "", &exitError{code: 2, err: fmt.Errorf("%s: one lease name expected (flags go before it), got %q", cf.fs.Name(), rest)}
+	}
+	if name == "" && nameFlag != nil {
+		return "", &exitError{code: 2, err: fmt.Errorf("%s: a lease name is required", cf.fs.Name())}
+	}
+	return name, nil
+}
+
+func (cf *clientFlags) client(stderr io.Writer, opts ...client.Option) (*client.Client, error) {
+	if stderr != nil {
+		opts = append(opts, client.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	}
+	c, err := client.New(cf.server, opts...)
+	if err != nil {
+		return nil, &exitError{code: 2, err: err}
+	}
+	return c, nil
+}
+
+// defaultHolder names this process for humans: user@host (pid N).
+func defaultHolder(getenv func(string) string) string {
+	if h := getenv("LEASEKEEPER_HOLDER"); h != "" {
+		return h
+	}
+	name := "leasekeeper"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s@%s (pid %d)", name, host, os.Getpid())
+}
+
+// cliError gives a client error its exit code: 75 when the lease cannot be had now (held, or
+// the server cannot be reached), 1 otherwise.
+func cliError(err error) error {
+	var ae *client.APIError
+	switch {
+	case errors.Is(err, client.ErrLeaseHeld):
+		return &exitError{code: exTempFail, err: err}
+	case errors.As(err, &ae):
+		if ae.Status >= 500 || ae.Status == 429 {
+			return &exitError{code: exTempFail, err: err}
+		}
+		return &exitError{code: 1, err: err}
+	case errors.Is(err, client.ErrLeaseLost), errors.Is(err, context.Canceled):
+		return &exitError{code: 1, err: err}
+	}
+	return &exitError{code: exTempFail, err: err} // the network: try again later
+}
+
+func acquireCommand(ctx context.Context, cf *clientFlags, args []string, getenv func(string) string, stdout io.Writer) error {
+	ttl := cf.fs.Duration("ttl", 30*time.Second, "lease duration")
+	holder := cf.fs.String("holder", defaultHolder(getenv), "who holds it, for humans (env LEASEKEEPER_HOLDER)")
+	wait := cf.fs.Duration("wait", 0, "how long to wait for a lease somebody else holds")
+	lockDelay := cf.fs.Duration("lock-delay", 0, "after this lease expires, keep the name from others this long")
+	metadata := cf.fs.String("metadata", "", "a JSON object shown with the lease")
+	key := cf.fs.String("idempotency-key", "", "a key that makes retries of this acquire return the first grant")
+	name, err := cf.parse(args, new(string))
+	if err != nil {
+		return err
+	}
+	o := client.AcquireOptions{Holder: *holder, TTL: *ttl, Wait: *wait, LockDelay: *lockDelay,
+		IdempotencyKey: *key, DisableKeepAlive: true}
+	if *metadata != "" {
+		if err := json.Unmarshal([]byte(*metadata), &o.Metadata); err != nil {
+			return &exitError{code: 2, err: fmt.Errorf("--metadata must be a JSON object: %w", err)}
+		}
+	}
+	c, err := cf.client(nil)
+	if err != nil {
+		return err
+	}
+	l, err := c.Acquire(ctx, name, o)
+	if err != nil {
+		return cliError(err)
+	}
+	out := leaseJSON{Name: l.Name(), Holder: l.Holder(), LeaseID: l.ID(), Token: l.Token(), TTLMs: l.TTL().Milliseconds(),
+		ExpiresAt: l.ExpiresAt()}
+	if cf.json {
+		return writeJSON(stdout, out)
+	}
+	return writeKV(stdout, [][2]string{
+		{"lease_id", out.LeaseID}, {"token", fmt.Sprint(out.Token)}, {"name", out.Name}, {"holder", out.Holder},
+		{"expires_at", fmtTime(out.ExpiresAt)},
+	})
+}
+
+func renewCommand(ctx context.Context, cf *clientFlags, args []string, getenv func(string) string, stdout io.Writer) error {
+	id := cf.fs.String("lease-id", getenv("LEASEKEEPER_LEASE_ID"), "the lease_id from acquire (env LEASEKEEPER_LEASE_ID)")
+	ttl := cf.fs.Duration("ttl", 0, "a new ttl; 0 keeps the lease's")
+	name, err := cf.parse(args, new(string))
+	if err != nil {
+		return err
+	}
+	if *id == "" {
+		return &exitError{code: 2, err: errors.New("renew: --lease-id is required")}
+	}
+	c, err := cf.client(nil)
+	if err != nil {
+		return err
+	}
+	g, err := c.Renew(ctx, name, *id, *ttl)
+	if err != nil {
+		return cliError(err)
+	}
+	out := leaseJSON{Name: g.Name, Holder: g.Holder, Token: g.Token, TTLMs: g.TTL.Milliseconds(), ExpiresAt: g.ExpiresAt}
+	if cf.json {
+		return writeJSON(stdout, out)
+	}
+	return writeKV(stdout, [][2]string{{"token", fmt.Sprint(g.Token)}, {"name", g.Name}, {"expires_at", fmtTime(g.ExpiresAt)}})
+}
+
+func releaseCommand(ctx context.Context, cf *clientFlags, args []string, getenv func(string) string, stdout io.Writer) error {
+	id := cf.fs.String("lease-id", getenv("LEASEKEEPER_LEASE_ID"), "the lease_id from acquire (env LEASEKEEPER_LEASE_ID)")
+	name, err := cf.parse(args, new(string))
+	if err != nil {
+		return err
+	}
+	if *id == "" {
+		return &exitError{code: 2, err: errors.New("release: --lease-id is required")}
+	}
+	c, err := cf.client(nil)
+	if err != nil {
+		return err
+	}
+	if err := c.Release(ctx, name, *id); err != nil {
+		if errors.Is(err, client.ErrLeaseLost) {
+			return &exitError{code: 1, err: fmt.Errorf("%w (the lease had already ended: work done under it may have overlapped another holder's)", err)}
+		}
+		return cliError(err)
+	}
+	fmt.Fprintf(stdout, "released %s\n", name)
+	return nil
+}
+
+func getCommand(ctx context.Context, cf *clientFlags, args []string, stdout io.Writer) error {
+	name, err := cf.parse(args, new(string))
+	if err != nil {
+		return err
+	}
+	c, err := cf.client(nil)
+	if err != nil {
+		return err
+	}
+	st, err := c.Get(ctx, name)
+	if err != nil {
+		return cliError(err)
+	}
+	if cf.json {
+		return writeJSON(stdout, stateJSONOf(st))
+	}
+	return writeStates(stdout, []client.State{st})
+}
+
+func listCommand(ctx context.Context, cf *clientFlags, args []string, stdout io.Writer) error {
+	prefix := cf.fs.String("prefix", "", "only names that start with this")
+	state := cf.fs.String("state", "", "held or free; empty for both")
+	limit := cf.fs.Int("limit", 0, "at most this many (one page); 0 lists all")
+	if err := cf.fs.Parse(args); err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	if cf.fs.NArg() > 0 {
+		return &exitError{code: 2, err: fmt.Errorf("list takes no arguments, got %q", cf.fs.Args())}
+	}
+	if *state != "" && *state != "held" && *state != "free" {
+		return &exitError{code: 2, err: fmt.Errorf("--state must be held or free, not %q", *state)}
+	}
+	c, err := cf.client(nil)
+	if err != nil {
+		return err
+	}
+	var all []client.State
+	next := ""
+	for {
+		page, err := c.List(ctx, client.ListOptions{Prefix: *prefix, State: *state, Limit: *limit, Cursor: next})
+		if err != nil {
+			return cliError(err)
+		}
+		all = append(all, page.Leases...)
+		next = page.NextCursor
+		if next == "" || *limit > 0 {
+			break
+		}
+	}
+	if cf.json {
+		out := struct {
+			Leases     []stateJSON `json:"leases"`
+			NextCursor string      `json:"next_cursor"`
+		}{Leases: []stateJSON{}, NextCursor: next}
+		for _, s := range all {
+			out.Leases = append(out.Leases, stateJSONOf(s))
+		}
+		return writeJSON(stdout, out)
+	}
+	return writeStates(stdout, all)
+}
+
+// leaseJSON is a grant as the commands print it: the wire names of openapi.yaml.
+type leaseJSON struct {
+	Name      string    `json:"name"`
+	Holder    string    `json:"holder"`
+	LeaseID   string    `json:"lease_id,omitempty"`
+	Token     int64     `json:"token"`
+	TTLMs     int64     `json:"ttl_ms"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// stateJSON is a lease state as the commands print it.
+type stateJSON struct {
+	Name        string         `json:"name"`
+	Held        bool           `json:"held"`
+	Holder      string         `json:"holder"`
+	Token       int64          `json:"token"`
+	TTLMs       int64          `json:"ttl_ms"`
+	LockDelayMs int64          `json:"lock_delay_ms"`
+	AcquiredAt  *time.Time     `json:"acquired_at,omitempty"`
+	ExpiresAt   *time.Time     `json:"expires_at,omitempty"`
+	EndedAt     *time.Time     `json:"ended_at,omitempty"`
+	End         string         `json:"end,omitempty"`
+	AvailableAt *time.Time     `json:"available_at,omitempty"`
+	Metadata    map[string]any `json:"metadata,omitempty"`
+	Waiters     int            `json:"waiters"`
+}
+
+func stateJSONOf(s client.State) stateJSON {
+	opt := func(t time.Time) *time.Time {
+		if t.IsZero() {
+			return nil
+		}
+		return &t
+	}
+	return stateJSON{Name: s.Name, Held: s.Held, Holder: s.Holder, Token: s.Token, TTLMs: s.TTL.Milliseconds(),
+		LockDelayMs: s.LockDelay.Milliseconds(), AcquiredAt: opt(s.AcquiredAt), ExpiresAt: opt(s.ExpiresAt),
+		EndedAt: opt(s.EndedAt), End: s.End, AvailableAt: opt(s.AvailableAt), Metadata: s.Metadata, Waiters: s.Waiters}
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func writeKV(w io.Writer, rows [][2]string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\n", r[0], r[1])
+	}
+	return tw.Flush()
+}
+
+func writeStates(w io.Writer, states []client.State) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSTATE\tHOLDER\tTOKEN\tEXPIRES/ENDED\tWAITERS")
+	for _, s := range states {
+		state, when := "held", fmtTime(s.ExpiresAt)
+		if !s.Held {
+			state, when = "free", fmtTime(s.EndedAt)
+			if s.End != "" {
+				state = "free (" + s.End + ")"
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\n", s.Name, state, s.Holder, s.Token, when, s.Waiters)
+	}
+	return tw.Flush()
+}
+
+func fmtTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// splitDashDash splits args at the first literal "--": flag's own handling of "--" cannot
+// tell run's flags from a command that itself takes "--".
+func splitDashDash(args []string) (flags, cmd []string, found bool) {
+	for i, a := range args {
+		if a == "--" {
+			return args[:i], args[i+1:], true
+		}
+	}
+	return args, nil, false
 }

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/handlers"
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store/sqlite"
+)
+
+// newTestServer starts a real leasekeeper on the real clock and returns its URL.
+func newTestServer(t *testing.T) string {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lk.db"), sqlite.Options{})
+	if err != nil {
+		t.Fatalf("sqlite.Open: %v", err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h, err := handlers.New(handlers.Config{Store: st, Clock: st.Clock(), Limits: lease.DefaultLimits(),
+		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI()})
+	if err != nil {
+		t.Fatalf("handlers.New: %v", err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// cli runs one command in-process against server and returns its stdout, stderr and exit code.
+func cli(t *testing.T, server string, args ...string) (string, string, int) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	getenv := func(k string) string {
+		if k == "LEASEKEEPER_SERVER" {
+			return server
+		}
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code := 0
+	if err := run(ctx, args, getenv, &stdout, &stderr); err != nil {
+		code = exitCode(err)
+		stderr.WriteString(err.Error())
+	}
+	return stdout.String(), stderr.String(), code
+}
+
+func TestClientCommands(t *testing.T) {
+	srv := newTestServer(t)
+	out, errOut, code := cli(t, srv, "acquire", "--ttl", "1m", "--holder", "alice", "--metadata", `{"addr":"x"}`, "--json", "job")
+	if code != 0 {
+		t.Fatalf("acquire: exit %d: %s", code, errOut)
+	}
+	var got leaseJSON
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("acquire --json output %q: %v", out, err)
+	}
+	if got.LeaseID == "" || got.Token <= 0 || got.Holder != "alice" || got.TTLMs != 60000 {
+		t.Errorf("acquire --json = %+v, want a lease_id, a token, holder alice, ttl 60000", got)
+	}
+
+	tests := []struct {
+		name     string
+		args     []string
+		wantCode int
+		want     []string // substrings of stdout+stderr
+	}{
+		{"OKAcquireTable", []string{"acquire", "--ttl", "1m", "other"}, 0, []string{"lease_id", "token", "other"}},
+		{"ErrHeldExits75", []string{"acquire", "--holder", "bob", "job"}, 75, []string{`held by "alice"`}},
+		{"OKGetTable", []string{"get", "job"}, 0, []string{"NAME", "job", "held", "alice", "1"}},
+		{"OKListJSON", []string{"list", "--json", "--state", "held"}, 0, []string{`"name": "job"`, `"name": "other"`, `"addr": "x"`}},
+		{"OKRenew", []string{"renew", "--lease-id", got.LeaseID, "--ttl", "2m", "--json", "job"}, 0, []string{`"ttl_ms": 120000`}},
+		{"ErrLostRenewWithWrongID", []string{"renew", "--lease-id", "lk_wrong", "job"}, 1, []string{"lease_lost"}},
+		{"OKRelease", []string{"release", "--lease-id", got.LeaseID, "job"}, 0, []string{"released job"}},
+		{"OKReleaseAgain", []string{"release", "--lease-id", got.LeaseID, "job"}, 0, []string{"released job"}},
+		{"OKGetFreeJSON", []string{"get", "--json", "job"}, 0, []string{`"held": false`, `"end": "released"`}},
+		{"ErrNotFound", []string{"get", "never"}, 1, []string{"not_found"}},
+		{"ErrUsageNoName", []string{"get"}, 2, []string{"a lease name is required"}},
+		{"ErrUsageTwoNames", []string{"get", "a", "b"}, 2, []string{"one lease name expected"}},
+		{"ErrUsageNoLeaseID", []string{"release", "job"}, 2, []string{"--lease-id is required"}},
+		{"ErrLeaderNotBuilt", []string{"leader"}, 2, []string{"not built yet"}},
+		{"ErrUnreachableExits75", []string{"get", "--server", "http://127.0.0.1:1", "job"}, 75, []string{"connect"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			out, errOut, code := cli(t, srv, tt.args...)
+			if code != tt.wantCode {
+				t.Errorf("%v: exit %d, want %d\nstdout: %s\nstderr: %s", tt.args, code, tt.wantCode, out, errOut)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(out+errOut, w) {
+					t.Errorf("%v: output lacks %q\nstdout: %s\nstderr: %s", tt.args, w, out, errOut)
+				}
+			}
+		})
+	}
+}
+
+func TestSplitDashDash(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		flags, cmd []string
+		found      bool
+	}{
+		{"OKCommandKeepsItsOwnDashDash", []string{"--name", "x", "--", "grep", "--", "-v"}, []string{"--name", "x"}, []string{"grep", "--", "-v"}, true},
+		{"NoDashDash", []string{"--name", "x", "cmd"}, []string{"--name", "x", "cmd"}, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			flags, cmd, found := splitDashDash(tt.args)
+			if diff := cmp.Diff([]any{tt.flags, tt.cmd, tt.found}, []any{flags, cmd, found}); diff != "" {
+				t.Errorf("splitDashDash(%q) (-want +got):\n%s", tt.args, diff)
+			}
+		})
+	}
+}

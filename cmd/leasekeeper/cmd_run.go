@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/client"
+)
+
+// forwarded are the signals run passes on to CMD.
+func forwarded() []os.Signal {
+	return []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2}
+}
+
+// runCommand is `leasekeeper run`: CMD runs only while the lease is held.
+//
+// CMD runs in its own process group, so that stopping it on lease loss reaches every process
+// it started; signals sent to run are passed on to that group. (A command in its own group
+// cannot read from the terminal.)
+func runCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	// CMD's output is copied into these writers by exec's goroutines while run writes its own
+	// messages: one lock serializes both (they may be the same writer).
+	var mu sync.Mutex
+	stdout, stderr = &lockedWriter{mu: &mu, w: stdout}, &lockedWriter{mu: &mu, w: stderr}
+	cf := newClientFlags("run", getenv, stderr)
+	name := cf.fs.String("name", "", "the lease to hold while CMD runs (required)")
+	ttl := cf.fs.Duration("ttl", 30*time.Second, "lease duration; renewed at a third of it")
+	holder := cf.fs.String("holder", defaultHolder(getenv), "who holds it, for humans (env LEASEKEEPER_HOLDER)")
+	wait := cf.fs.Duration("wait", 0, "how long to wait for the lease before giving up (exit 75)")
+	grace := cf.fs.Duration("grace", 10*time.Second, "after SIGTERM on lease loss, how long CMD has before SIGKILL")
+	flagArgs, argv, found := splitDashDash(args)
+	if err := cf.fs.Parse(flagArgs); err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	switch {
+	case !found || len(argv) == 0:
+		return &exitError{code: 2, err: errors.New("run: the command goes after a literal --: leasekeeper run --name N -- CMD ARGS...")}
+	case cf.fs.NArg() > 0:
+		return &exitError{code: 2, err: fmt.Errorf("run: unexpected %q before --", cf.fs.Args())}
+	case *name == "":
+		return &exitError{code: 2, err: errors.New("run: --name is required")}
+	case *grace < 0:
+		return &exitError{code: 2, err: errors.New("run: --grace must not be negative")}
+	}
+	c, err := cf.client(stderr)
+	if err != nil {
+		return err
+	}
+
+	l, err := c.Acquire(ctx, *name, client.AcquireOptions{Holder: *holder, TTL: *ttl, Wait: *wait})
+	if err != nil {
+		err = cliError(err)
+		if exitCode(err) == exTempFail {
+			return &exitError{code: exTempFail, err: fmt.Errorf("run: not starting %s: %w", argv[0], err)}
+		}
+		return err
+	}
+	relCtx := context.WithoutCancel(ctx) // release even after a signal ended ctx
+
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = append(os.Environ(),
+		"LEASEKEEPER_FENCING_TOKEN="+strconv.FormatInt(l.Token(), 10),
+		"LEASEKEEPER_LEASE_NAME="+l.Name(),
+		"LEASEKEEPER_SERVER="+c.BaseURL(),
+	)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded()...)
+	defer signal.Stop(sigs)
+
+	if err := cmd.Start(); err != nil {
+		release(relCtx, l, stderr)
+		return &exitError{code: 127, err: fmt.Errorf("run: start %s: %w", argv[0], err)}
+	}
+	pgid := cmd.Process.Pid
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+
+	var (
+		lostCause error
+		leaseDone = l.Context().Done()
+		killAfter <-chan time.Time
+		werr      error
+	)
+wait:
+	for {
+		select {
+		case s := <-sigs:
+			syscall.Kill(-pgid, s.(syscall.Signal))
+		case <-leaseDone:
+			leaseDone = nil
+			lostCause = context.Cause(l.Context())
+			fmt.Fprintf(stderr, "leasekeeper run: lease %q (token %d) lost: %v; sending SIGTERM to %s\n", l.Name(), l.Token(), lostCause, argv[0])
+			syscall.Kill(-pgid, syscall.SIGTERM)
+			t := time.NewTimer(*grace)
+			defer t.Stop()
+			killAfter = t.C
+		case <-killAfter:
+			fmt.Fprintf(stderr, "leasekeeper run: %s did not stop within the grace of %v; sending SIGKILL\n", argv[0], *grace)
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		case werr = <-waited:
+			break wait
+		}
+	}
+	code := statusOf(cmd.ProcessState)
+
+	rerr := release(relCtx, l, stderr)
+	switch {
+	case lostCause != nil:
+		return &exitError{code: 1, err: fmt.Errorf("run: lease %q was lost while %s ran, so it was stopped (its status %d): %w", l.Name(), argv[0], code, lostCause)}
+	case errors.Is(rerr, client.ErrLeaseLost):
+		return &exitError{code: 1, err: fmt.Errorf("run: %s finished (status %d), but the lease had ended first; its work may have overlapped another holder's: %w", argv[0], code, rerr)}
+	case code != 0:
+		return &exitError{code: code, err: fmt.Errorf("run: %s: %w", argv[0], werr)}
+	}
+	return nil
+}
+
+// release gives the lease back, bounded in time; a failure other than loss is only reported.
+func release(ctx context.Context, l *client.Lease, stderr io.Writer) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err := l.Release(ctx)
+	if err != nil && !errors.Is(err, client.ErrLeaseLost) {
+		fmt.Fprintf(stderr, "leasekeeper run: release %q: %v (it will expire on its own)\n", l.Name(), err)
+	}
+	return err
+}
+
+// statusOf is a process's exit status as a shell reports it: 128+n when signal n ended it.
+func statusOf(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// lockedWriter serializes writes to w with a lock it may share with other writers.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}

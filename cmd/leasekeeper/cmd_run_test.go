@@ -1,0 +1,213 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/client"
+)
+
+// waitFile waits up to limit for path to exist and returns its content.
+func waitFile(t *testing.T, path string, limit time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		b, err := os.ReadFile(path)
+		if err == nil && len(b) > 0 {
+			return strings.TrimSpace(string(b))
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear within %v", path, limit)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestRun(t *testing.T) {
+	tests := []struct {
+		name     string
+		held     bool                                             // somebody else holds the lease first
+		script   string                                           // for sh -c; $OUT is a file in a temp dir
+		flags    []string                                         // extra run flags
+		during   func(t *testing.T, c *client.Client, out string) // while run runs
+		wantCode int
+		wantOut  func(t *testing.T, c *client.Client, out string)
+		wantErr  string
+		within   time.Duration
+	}{
+		{
+			name:   "OKTokenInEnvironment",
+			script: `echo "$LEASEKEEPER_FENCING_TOKEN $LEASEKEEPER_LEASE_NAME $LEASEKEEPER_SERVER" > "$OUT"`,
+			wantOut: func(t *testing.T, c *client.Client, out string) {
+				st, err := c.Get(context.Background(), "job")
+				if err != nil {
+					t.Fatalf("Get = %v", err)
+				}
+				if want := fmt.Sprintf("%d job %s", st.Token, c.BaseURL()); waitFile(t, out, time.Second) != want {
+					t.Errorf("CMD saw %q, want %q", waitFile(t, out, time.Second), want)
+				}
+				if st.Held || st.End != "released" {
+					t.Errorf("after run: held %v end %q, want released", st.Held, st.End)
+				}
+			},
+			within: 5 * time.Second,
+		},
+		{name: "ExitCodePassedThrough", script: `exit 3`, wantCode: 3, within: 5 * time.Second},
+		{
+			name: "TempFailWithoutLease", held: true, script: `echo ran > "$OUT"`, flags: []string{"--wait", "300ms"},
+			wantCode: exTempFail, wantErr: "not starting sh",
+			wantOut: func(t *testing.T, _ *client.Client, out string) {
+				if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("CMD ran without the lease (stat %s: %v)", out, err)
+				}
+			},
+			within: 5 * time.Second,
+		},
+		{
+			name: "StoppedWhenRevoked", script: `echo started > "$OUT"; exec sleep 30`, flags: []string{"--ttl", "1s"},
+			during: func(t *testing.T, c *client.Client, out string) {
+				waitFile(t, out, 5*time.Second)
+				if err := c.Revoke(context.Background(), "job"); err != nil {
+					t.Errorf("Revoke = %v", err)
+				}
+			},
+			wantCode: 1, wantErr: "was lost", within: 5 * time.Second,
+		},
+		{
+			name:   "KilledAfterGraceWhenTermIgnored",
+			script: `trap "" TERM; echo started > "$OUT"; while :; do sleep 0.05; done`, flags: []string{"--ttl", "1s", "--grace", "300ms"},
+			during: func(t *testing.T, c *client.Client, out string) {
+				waitFile(t, out, 5*time.Second)
+				if err := c.Revoke(context.Background(), "job"); err != nil {
+					t.Errorf("Revoke = %v", err)
+				}
+			},
+			wantCode: 1, wantErr: "was lost", within: 5 * time.Second,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := newTestServer(t)
+			c, err := client.New(srv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.held {
+				if _, err := c.Acquire(context.Background(), "job", client.AcquireOptions{Holder: "other", TTL: time.Minute, DisableKeepAlive: true}); err != nil {
+					t.Fatalf("Acquire by other = %v", err)
+				}
+			}
+			out := filepath.Join(t.TempDir(), "out")
+			t.Setenv("OUT", out)
+			args := append([]string{"run", "--name", "job", "--ttl", "10s"}, tt.flags...)
+			args = append(args, "--", "sh", "-c", tt.script)
+			type result struct {
+				stderr string
+				code   int
+			}
+			done := make(chan result, 1)
+			start := time.Now()
+			go func() {
+				_, errOut, code := cli(t, srv, args...)
+				done <- result{errOut, code}
+			}()
+			if tt.during != nil {
+				tt.during(t, c, out)
+			}
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(tt.within):
+				t.Fatalf("run did not return within %v", tt.within)
+			}
+			t.Logf("run returned after %v", time.Since(start).Round(time.Millisecond))
+			if r.code != tt.wantCode {
+				t.Errorf("run exit %d, want %d; stderr: %s", r.code, tt.wantCode, r.stderr)
+			}
+			if !strings.Contains(r.stderr, tt.wantErr) {
+				t.Errorf("run stderr = %q, want it to mention %q", r.stderr, tt.wantErr)
+			}
+			if tt.wantOut != nil {
+				tt.wantOut(t, c, out)
+			}
+		})
+	}
+}
+
+// TestRunHelperProcess is not a test: TestRunForwardsSignals runs the test binary as a real
+// `leasekeeper` process through it, with the command line after "--".
+func TestRunHelperProcess(t *testing.T) {
+	if os.Getenv("LEASEKEEPER_TEST_HELPER") != "1" {
+		t.Skip("helper process for TestRunForwardsSignals")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, flag.Args(), os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "leasekeeper:", err)
+		os.Exit(exitCode(err))
+	}
+	os.Exit(0)
+}
+
+// TestRunForwardsSignals sends signals to a real `leasekeeper run` process and checks CMD gets
+// them and run exits with CMD's status.
+func TestRunForwardsSignals(t *testing.T) {
+	srv := newTestServer(t)
+	tests := []struct {
+		name string
+		sig  syscall.Signal
+	}{
+		{"OKTerm", syscall.SIGTERM},
+		{"OKInt", syscall.SIGINT},
+		{"OKHup", syscall.SIGHUP},
+		{"OKUsr1", syscall.SIGUSR1},
+		{"OKUsr2", syscall.SIGUSR2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
+			sig := strings.TrimPrefix(tt.name, "OK")
+			script := fmt.Sprintf(`trap 'echo %s > %q; exit 7' %s; echo ready > %q; while :; do sleep 0.05; done`,
+				sig, got, strings.ToUpper(sig), ready)
+			cmd := exec.Command(os.Args[0], "-test.run=^TestRunHelperProcess$", "--",
+				"run", "--server", srv, "--name", "sig-"+sig, "--ttl", "10s", "--", "sh", "-c", script)
+			cmd.Env = append(os.Environ(), "LEASEKEEPER_TEST_HELPER=1")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatalf("start helper: %v", err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill() })
+			waitFile(t, ready, 10*time.Second)
+			if err := cmd.Process.Signal(tt.sig); err != nil {
+				t.Fatalf("signal: %v", err)
+			}
+			waited := make(chan error, 1)
+			go func() { waited <- cmd.Wait() }()
+			select {
+			case <-waited:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("run did not exit within 5 s of %v; stderr: %s", tt.sig, stderr.String())
+			}
+			if code := cmd.ProcessState.ExitCode(); code != 7 {
+				t.Errorf("run exit %d, want CMD's 7; stderr: %s", code, stderr.String())
+			}
+			if s := waitFile(t, got, time.Second); s != sig {
+				t.Errorf("CMD's trap wrote %q, want %q", s, sig)
+			}
+		})
+	}
+}
