@@ -215,22 +215,26 @@ func (c *Client) hold(ctx context.Context, g Grant, sent time.Time, o AcquireOpt
 	// The lease context outlives the acquire's context (which often bounds only the asking),
 	// keeping its values.
 	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
-	l.mu.Lock()
-	l.deadline = sent.Add(o.TTL - margin)
-	l.armLocked()
-	l.mu.Unlock()
 
-	// An answer that came late (a server-side wait, a slow network) leaves little of the
-	// ttl by our conservative reckoning: renew now, which restarts the reckoning from a send
-	// time after the grant.
+	// An answer that came late (a server-side wait, a slow network) may leave nothing of the
+	// ttl by the reckoning from the send time, though the grant itself is fresh: renew before
+	// handing the lease out, which restarts the reckoning from a send time after the grant.
 	if c.clock.Now().Sub(sent) >= l.interval {
-		if err := l.Renew(ctx); err != nil && l.ctx.Err() != nil {
+		resent := c.clock.Now()
+		r, err := c.Renew(ctx, g.Name, g.LeaseID, 0)
+		if err != nil {
+			l.cancel(err)
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			_ = l.Release(rctx)
-			return nil, fmt.Errorf("acquire %q: granted, but too late to rely on it: %w", g.Name, context.Cause(l.ctx))
+			_ = c.Release(rctx, g.Name, g.LeaseID)
+			return nil, fmt.Errorf("acquire %q: granted, but the answer came too late to rely on it and renewing failed: %w", g.Name, err)
 		}
+		l.lastSent, l.expiresAt = resent, r.ExpiresAt
 	}
+	l.mu.Lock()
+	l.deadline = l.lastSent.Add(o.TTL - margin)
+	l.armLocked()
+	l.mu.Unlock()
 	if o.DisableKeepAlive {
 		close(l.kaDone)
 	} else {

@@ -1,0 +1,138 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/api"
+)
+
+// Event is one entry of a name's history: acquired, renewed, released, expired, revoked or
+// rejected, with the token and holder it concerns.
+type Event struct {
+	Seq    int64
+	Type   string
+	Name   string
+	Token  int64
+	Holder string
+	// At is when it happened; for "expired", the moment the lease expired.
+	At time.Time
+	// ExpiresAt is the expiry an acquired or renewed event set.
+	ExpiresAt time.Time
+	Metadata  map[string]any
+	// Resource is the resource that refused a write, for "rejected".
+	Resource string
+}
+
+func eventOf(e api.Event) Event {
+	out := Event{Seq: e.Seq, Type: string(e.Type), Name: e.Name, Token: e.Token, Holder: e.Holder, At: e.At,
+		ExpiresAt: deref(e.ExpiresAt), Resource: deref(e.Resource)}
+	if e.Metadata != nil {
+		out.Metadata = *e.Metadata
+	}
+	return out
+}
+
+// errStop ends a watch from inside its callback without an error.
+var errStop = errors.New("stop watching")
+
+// Watch calls fn for every event on names that start with prefix, from now on, until ctx ends
+// or fn returns an error (which Watch returns). A dropped connection is reopened after a
+// jittered pause and resumes after the last event seen (Last-Event-ID), so no event is missed
+// or repeated while the server keeps its history.
+func (c *Client) Watch(ctx context.Context, prefix string, fn func(Event) error) error {
+	return c.watch(ctx, prefix, nil, fn)
+}
+
+// watch is Watch with opened, called each time the stream is (re)connected, before any event
+// it carries: a reader of the current state there misses nothing between it and the stream.
+func (c *Client) watch(ctx context.Context, prefix string, opened func(), fn func(Event) error) error {
+	var last string
+	pause := 100 * time.Millisecond
+	for {
+		err := c.watchOnce(ctx, prefix, &last, opened, fn)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var cbErr *callbackError
+		if errors.As(err, &cbErr) {
+			if errors.Is(cbErr.err, errStop) {
+				return nil
+			}
+			return cbErr.err
+		}
+		var ae *APIError
+		if errors.As(err, &ae) && !ae.transient() && ae.Status != http.StatusTooManyRequests {
+			return fmt.Errorf("watch %q: %w", prefix, err)
+		}
+		c.log.DebugContext(ctx, "watch interrupted; reconnecting", "prefix", prefix, "err", err)
+		if err := sleep(ctx, c.clock, jitter(pause)); err != nil {
+			return err
+		}
+		pause = min(pause*2, 5*time.Second)
+	}
+}
+
+type callbackError struct{ err error }
+
+func (e *callbackError) Error() string { return e.err.Error() }
+
+// watchOnce reads one connection of the stream; last holds the seq of the last event seen.
+func (c *Client) watchOnce(ctx context.Context, prefix string, last *string, opened func(), fn func(Event) error) error {
+	params := &api.WatchParams{Prefix: &prefix}
+	if *last != "" {
+		params.LastEventID = last
+	}
+	resp, err := c.api.Watch(ctx, params)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return problemOf(resp.StatusCode, body)
+	}
+	if opened != nil {
+		opened()
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var id, data string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if data != "" {
+				var e api.Event
+				if err := json.Unmarshal([]byte(data), &e); err != nil {
+					return fmt.Errorf("watch: event %s: %w", id, err)
+				}
+				if err := fn(eventOf(e)); err != nil {
+					return &callbackError{err}
+				}
+				if id != "" {
+					*last = id
+				} else {
+					*last = strconv.FormatInt(e.Seq, 10)
+				}
+			}
+			id, data = "", ""
+		case strings.HasPrefix(line, "id:"):
+			id = strings.TrimSpace(line[3:])
+		case strings.HasPrefix(line, "data:"):
+			data += strings.TrimPrefix(line[5:], " ")
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return io.ErrUnexpectedEOF
+}
