@@ -1,0 +1,70 @@
+package main
+
+import (
+	"io"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+)
+
+func TestParseServe(t *testing.T) {
+	def := lease.DefaultLimits()
+	tests := []struct {
+		name      string
+		env       map[string]string
+		args      []string
+		addr, db  string
+		minTTL    time.Duration
+		maxTTL    time.Duration
+		retention time.Duration
+	}{
+		{"OK/Defaults", nil, nil, "127.0.0.1:8080", "./leasekeeper.db", def.MinTTL, def.MaxTTL, 7 * 24 * time.Hour},
+		{"OK/Env", map[string]string{"LEASEKEEPER_ADDR": ":9000", "LEASEKEEPER_DB": "/data/lk.db", "LEASEKEEPER_MIN_TTL": "2s",
+			"LEASEKEEPER_MAX_TTL": "10m", "LEASEKEEPER_RETENTION": "1h"}, nil, ":9000", "/data/lk.db", 2 * time.Second, 10 * time.Minute, time.Hour},
+		{"OK/FlagsWin", map[string]string{"LEASEKEEPER_ADDR": ":9000", "LEASEKEEPER_DB": "/data/lk.db", "LEASEKEEPER_MAX_TTL": "10m"},
+			[]string{"--addr", "127.0.0.1:1", "--db", "/tmp/x.db", "--max-ttl", "2h"}, "127.0.0.1:1", "/tmp/x.db", def.MinTTL, 2 * time.Hour, 7 * 24 * time.Hour},
+		{"OK/FlagWinsOverOneEnv", map[string]string{"LEASEKEEPER_ADDR": ":9000", "LEASEKEEPER_DB": "/data/lk.db"},
+			[]string{"-db=/tmp/y.db"}, ":9000", "/tmp/y.db", def.MinTTL, def.MaxTTL, 7 * 24 * time.Hour},
+		{"OK/BadEnvDurationIgnored", map[string]string{"LEASEKEEPER_MAX_TTL": "soon"}, nil, "127.0.0.1:8080", "./leasekeeper.db", def.MinTTL, def.MaxTTL, 7 * 24 * time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+			if err != nil {
+				t.Fatalf("parseServe(%q) = %v", tt.args, err)
+			}
+			type got struct {
+				Addr, DB                  string
+				MinTTL, MaxTTL, Retention time.Duration
+			}
+			want := got{tt.addr, tt.db, tt.minTTL, tt.maxTTL, tt.retention}
+			if diff := cmp.Diff(want, got{c.addr, c.db, c.limits.MinTTL, c.limits.MaxTTL, c.retention}); diff != "" {
+				t.Errorf("parseServe(%q) with env %v mismatch (-want +got):\n%s", tt.args, tt.env, diff)
+			}
+		})
+	}
+}
+
+func TestParseServeErrors(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		env  map[string]string
+		args []string
+	}{
+		{"ErrUsage/EnvMaxBelowFlagMin", map[string]string{"LEASEKEEPER_MAX_TTL": "2s"}, []string{"--min-ttl", "3s"}},
+		{"ErrUsage/NegativeMaxWait", nil, []string{"--max-wait", "-1s"}},
+		{"ErrUsage/NegativeLockDelay", nil, []string{"--max-lock-delay", "-1s"}},
+		{"ErrUsage/EnvLogFormat", map[string]string{"LEASEKEEPER_LOG_FORMAT": "xml"}, nil},
+		{"ErrUsage/EnvLogLevel", map[string]string{"LEASEKEEPER_LOG_LEVEL": "chatty"}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+			if exitCode(err) != 2 || err == nil {
+				t.Errorf("parseServe(%q) with env %v = %v (exit %d), want exit 2", tt.args, tt.env, err, exitCode(err))
+			}
+		})
+	}
+}
