@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"context"
+	"io"
+	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -77,7 +79,7 @@ func newProxy(t *testing.T, target string) *proxy {
 	}
 	p := &proxy{seen: map[string][]string{}, ok: map[string]int{}}
 	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.ErrorLog = nil
+	rp.ErrorLog = log.New(io.Discard, "", 0) // cut connections are the point
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		p.seen[r.URL.Path] = append(p.seen[r.URL.Path], r.Header.Get("Idempotency-Key"))

@@ -277,7 +277,11 @@ func (l *Lease) Renew(ctx context.Context) error {
 	sent := l.c.clock.Now()
 	g, err := l.c.Renew(ctx, l.name, l.id, 0)
 	if err != nil {
-		if errors.Is(err, ErrLeaseLost) {
+		// Only the server's refusal is a loss. A request cut short by the lease context
+		// itself also matches ErrLeaseLost (through the context's cause) but says nothing
+		// about the server, which may still hold the lease for Release to give back.
+		var ae *APIError
+		if errors.As(err, &ae) && errors.Is(ae, ErrLeaseLost) {
 			l.lose(err)
 		}
 		return err

@@ -309,3 +309,48 @@ func TestDo(t *testing.T) {
 		})
 	}
 }
+
+// TestReleaseAfterDeadlineGivesLeaseBack lets the context end at its deadline while a renewal
+// hangs in the network, and checks Release still releases on the server (which holds the lease
+// until its own expiry) instead of mistaking the cut-short renewal for a refusal.
+func TestReleaseAfterDeadlineGivesLeaseBack(t *testing.T) {
+	const ttl, margin = 9 * time.Second, time.Second
+	srvClock := lease.NewFakeClock(base)
+	cliClock := newFakeClock(base)
+	srvURL := newServer(t, srvClock)
+	p := newProxy(t, srvURL)
+	hang := make(chan struct{})
+	t.Cleanup(func() { close(hang) })
+	p.before = func(r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/renew") {
+			select {
+			case <-hang:
+			case <-r.Context().Done():
+			}
+		}
+	}
+	c := newClient(t, p.URL, client.WithClock(cliClock), client.WithSafetyMargin(margin))
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "job", client.AcquireOptions{Holder: "a", TTL: ttl})
+	if err != nil {
+		t.Fatalf("Acquire = %v", err)
+	}
+	eventually(t, 2*time.Second, "the keepalive to wait", func() bool { return cliClock.pending() >= 2 })
+	cliClock.Advance(ttl / 3)
+	eventually(t, 2*time.Second, "a renewal to hang", func() bool { return len(p.requests("/v1/leases/job/renew")) == 1 })
+	cliClock.Advance(ttl - margin - ttl/3)
+	waitDone(t, l.Context(), 2*time.Second)
+	if cause := context.Cause(l.Context()); !errors.Is(cause, client.ErrLeaseLost) {
+		t.Errorf("Cause = %v, want ErrLeaseLost (deadline)", cause)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Errorf("Release while the server still holds the lease = %v, want nil", err)
+	}
+	st, err := newClient(t, srvURL).Get(ctx, "job")
+	if err != nil {
+		t.Fatalf("Get = %v", err)
+	}
+	if st.Held || st.End != "released" {
+		t.Errorf("server state after Release: held %v end %q, want released", st.Held, st.End)
+	}
+}
