@@ -43,7 +43,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	switch {
 	case !found || len(argv) == 0:
-		return &exitError{code: 2, err: errors.New("run: the command goes after a literal --: leasekeeper run --name N -- CMD ARGS...")}
+		return &exitError{code: 2, err: errors.New("run: the command goes after a literal --: leasekeeper run --name N -- CMD [ARG]")}
 	case cf.fs.NArg() > 0:
 		return &exitError{code: 2, err: fmt.Errorf("run: unexpected %q before --", cf.fs.Args())}
 	case *name == "":
