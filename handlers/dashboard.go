@@ -5,7 +5,9 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -140,7 +142,7 @@ func (d *dashboard) leaseDetail(ctx context.Context, name, cursor string) (web.L
 	if err != nil {
 		return web.LeaseDetail{}, err
 	}
-	detail := web.LeaseDetail{Now: now, Lease: viewLease(st), NextCursor: evs.Next, CSRFToken: d.csrfToken(name)}
+	detail := web.LeaseDetail{Now: now, Lease: viewLease(st), NextCursor: evs.Next, CSRFToken: d.csrfToken(name, st.Token)}
 	for _, e := range evs.Items {
 		detail.Events = append(detail.Events, viewEvent(e))
 	}
@@ -155,12 +157,33 @@ func (d *dashboard) revoke(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, lease.Errorf(lease.CodeNotFound, "%q is not a lease name", name))
 		return
 	}
-	if err := r.ParseForm(); err != nil || !hmac.Equal([]byte(r.PostForm.Get(web.CSRFField)), []byte(d.csrfToken(name))) {
+	var token int64
+	err := r.ParseForm()
+	if err == nil {
+		token, err = strconv.ParseInt(r.PostForm.Get(web.RevokeTokenField), 10, 64)
+	}
+	if err != nil || !hmac.Equal([]byte(r.PostForm.Get(web.CSRFField)), []byte(d.csrfToken(name, token))) {
 		d.page(w, r, http.StatusForbidden, nil, web.ErrorInfo{Status: http.StatusForbidden, Title: "Form expired",
 			Detail: "The revoke form's token does not match. Reload the lease page and try again."})
 		return
 	}
-	err := d.s.store.Revoke(r.Context(), name)
+	// The form names the grant the operator confirmed revoking; a later holder's lease is not
+	// that one. The check and the revoke are two transactions (the store revokes by name), so
+	// this narrows the window to the time between them rather than closing it.
+	st, err := d.s.store.Get(r.Context(), name)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	if !st.Held || st.Token != token {
+		detail := fmt.Sprintf("The lease with token %d has already ended; nothing was revoked.", token)
+		if st.Held {
+			detail = fmt.Sprintf("The lease with token %d has ended and %s now holds the name with token %d; nothing was revoked. Reload the lease page to revoke that one.", token, st.Holder, st.Token)
+		}
+		d.page(w, r, http.StatusConflict, nil, web.ErrorInfo{Status: http.StatusConflict, Title: "The lease changed", Detail: detail})
+		return
+	}
+	err = d.s.store.Revoke(r.Context(), name)
 	d.s.metrics.op("revoke", err)
 	if err != nil {
 		d.fail(w, r, err)
@@ -170,10 +193,11 @@ func (d *dashboard) revoke(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, string(web.LeaseURL(name))+"?notice=revoked", http.StatusSeeOther)
 }
 
-// csrfToken binds the revoke form to its lease with a key that lives as long as the process.
-func (d *dashboard) csrfToken(name string) string {
+// csrfToken binds the revoke form to its lease and grant (by fencing token) with a key that
+// lives as long as the process.
+func (d *dashboard) csrfToken(name string, token int64) string {
 	m := hmac.New(sha256.New, d.csrfKey)
-	m.Write([]byte("revoke\x00" + name))
+	m.Write([]byte("revoke\x00" + name + "\x00" + strconv.FormatInt(token, 10)))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 

@@ -56,7 +56,9 @@
 //
 // Search and filter forms are GET forms over the query parameters prefix, cursor (overview),
 // resource, lease, cursor (rejections) and cursor (resources, lease events). The revoke form
-// posts to /leases/{name}/revoke with the hidden field [CSRFField]; it sits behind a <details>
+// posts to /leases/{name}/revoke with the hidden fields [CSRFField] and [RevokeTokenField] (the
+// token of the grant the page shows, so that a stale form cannot revoke a later holder's
+// lease); it sits behind a <details>
 // disclosure (and, with JavaScript, a confirm()). Paths are built with [LeaseURL], which
 // escapes the name as one path segment.
 //

@@ -14,6 +14,11 @@ const FragmentHeader = "LK-Fragment"
 // revoke form.
 const CSRFField = "csrf_token"
 
+// RevokeTokenField is the name of the revoke form's hidden field that carries the fencing
+// token of the grant shown on the page, so that a form loaded for one holder never revokes a
+// later holder's lease.
+const RevokeTokenField = "token"
+
 // IsFragment reports whether r asks for the live region only (header "LK-Fragment: 1").
 func IsFragment(r *http.Request) bool {
 	return r.Header.Get(FragmentHeader) == "1"
