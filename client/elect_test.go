@@ -3,59 +3,37 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/client"
-	"github.com/leasekeeper/leasekeeper/expiry"
-	"github.com/leasekeeper/leasekeeper/handlers"
-	"github.com/leasekeeper/leasekeeper/lease"
-	"github.com/leasekeeper/leasekeeper/queue"
+	"github.com/leasekeeper/leasekeeper/service"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 	"github.com/leasekeeper/leasekeeper/watch"
 )
 
-// newFullServer starts a real leasekeeper with everything serve wires: the waiting line, the
-// watch stream and the expiry sweeper, on the real clock.
+// newFullServer starts a real leasekeeper with everything serve wires (the waiting line, the
+// watch stream, the expiry sweeper) on the real clock.
 func newFullServer(t *testing.T) string {
 	t.Helper()
-	var mu sync.Mutex
-	var hooks []func([]lease.Event)
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lk.db"), sqlite.Options{
-		OnCommit: func(evs []lease.Event) {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, h := range hooks {
-				h(evs)
-			}
-		}})
+	var hooks service.Hooks
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lk.db"), sqlite.Options{OnCommit: hooks.Publish})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	line := queue.New(st, st.Clock(), queue.DefaultLimits())
-	hub := watch.NewHub(st, watch.Options{Heartbeat: time.Second})
-	sweeper := expiry.New(st, st.Clock(), 0, slog.New(slog.DiscardHandler))
-	mu.Lock()
-	hooks = []func([]lease.Event){line.ObserveEvents, hub.ObserveEvents, sweeper.ObserveEvents}
-	mu.Unlock()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); sweeper.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	h, err := handlers.New(handlers.Config{Store: st, Clock: st.Clock(), Limits: lease.DefaultLimits(), Acquirer: line, Hub: hub,
-		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI()})
+	svc, err := service.New(st, &hooks, service.Config{Watch: watch.Options{Heartbeat: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); svc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	srv := httptest.NewServer(svc.Handler)
 	t.Cleanup(srv.Close)
 	return srv.URL
 }

@@ -25,7 +25,7 @@ type fixture struct {
 	srv *httptest.Server
 }
 
-func newFixture(t *testing.T, opts watch.Options) *fixture {
+func newFixture(t testing.TB, opts watch.Options) *fixture {
 	t.Helper()
 	f := &fixture{}
 	var mu sync.Mutex
@@ -264,7 +264,7 @@ func BenchmarkAcquireWithStuckWatcher(b *testing.B) {
 			name = "StuckWatcher"
 		}
 		b.Run(name, func(b *testing.B) {
-			f := newFixtureB(b)
+			f := newFixture(b, watch.Options{WriteTimeout: time.Second})
 			if stuck {
 				conn, err := net.Dial("tcp", strings.TrimPrefix(f.srv.URL, "http://"))
 				if err != nil {
@@ -282,35 +282,4 @@ func BenchmarkAcquireWithStuckWatcher(b *testing.B) {
 			}
 		})
 	}
-}
-
-func newFixtureB(b *testing.B) *fixture {
-	b.Helper()
-	f := &fixture{}
-	var mu sync.Mutex
-	st, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "w.db"), sqlite.Options{
-		OnCommit: func(evs []lease.Event) {
-			mu.Lock()
-			h := f.hub
-			mu.Unlock()
-			if h != nil {
-				h.ObserveEvents(evs)
-			}
-		}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { st.Close() })
-	mu.Lock()
-	f.st, f.hub = st, watch.NewHub(st, watch.Options{WriteTimeout: time.Second})
-	mu.Unlock()
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s, err := f.hub.Open(r.Context(), "", "")
-		if err != nil {
-			return
-		}
-		s.Serve(w, func(e lease.Event) any { return e })
-	}))
-	b.Cleanup(f.srv.Close)
-	return f
 }

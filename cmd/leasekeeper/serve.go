@@ -16,11 +16,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/expiry"
-	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/queue"
+	"github.com/leasekeeper/leasekeeper/service"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 	"github.com/leasekeeper/leasekeeper/watch"
 )
@@ -115,40 +113,27 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		ConstLabels: prometheus.Labels{"version": buildVersion(), "goversion": runtime.Version()},
 	}, func() float64 { return 1 }))
 
-	// The store's commit hook fans events out to parts built after it; they are set below,
-	// before the server accepts its first request.
-	var hooks commitHooks
-	st, err := sqlite.Open(ctx, cfg.db, sqlite.Options{OnCommit: hooks.publish, Logger: log})
+	// The store's commit hook fans events out to the parts the service builds after it, before
+	// the server accepts its first request.
+	var hooks service.Hooks
+	st, err := sqlite.Open(ctx, cfg.db, sqlite.Options{OnCommit: hooks.Publish, Logger: log})
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	clock := st.Clock()
-
-	metrics := handlers.NewMetrics(reg, st)
-	sweeper := expiry.New(st, clock, cfg.retention, log)
-	line := queue.New(st, clock, cfg.queue)
-	hub := watch.NewHub(st, watch.Options{MaxWatchers: cfg.maxWatchers})
-	hooks.set(metrics.ObserveEvents, sweeper.ObserveEvents, line.ObserveEvents, hub.ObserveEvents)
-	reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_waiters", Help: "Acquire requests waiting in line."},
-			func() float64 { return float64(line.Total()) }),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_watchers", Help: "Open watch streams."},
-			func() float64 { return float64(hub.Watchers()) }),
-	)
-
-	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: cfg.limits, Registry: reg,
-		Metrics: metrics, Logger: log, Acquirer: line, Hub: hub, Spec: leasekeeper.OpenAPI(), Version: buildVersion()})
+	svc, err := service.New(st, &hooks, service.Config{Limits: cfg.limits, Queue: cfg.queue,
+		Watch: watch.Options{MaxWatchers: cfg.maxWatchers}, Retention: cfg.retention, Logger: log, Registry: reg,
+		Version: buildVersion()})
 	if err != nil {
 		return err
 	}
 
 	bg, stopBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { sweeper.Run(bg) })
+	wg.Go(func() { svc.Run(bg) })
 
 	srv := &http.Server{
-		Handler:           h,
+		Handler:           svc.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      0, // waits and watch streams are long; handlers bound their own time
@@ -185,24 +170,4 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	log.Info("stopped")
 	return nil
-}
-
-// commitHooks fans the store's committed events out to listeners set after the store opens.
-type commitHooks struct {
-	mu    sync.RWMutex
-	funcs []func([]lease.Event)
-}
-
-func (h *commitHooks) set(fns ...func([]lease.Event)) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.funcs = fns
-}
-
-func (h *commitHooks) publish(evs []lease.Event) {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	for _, f := range h.funcs {
-		f(evs)
-	}
 }

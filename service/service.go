@@ -1,0 +1,109 @@
+// Package service assembles a leasekeeper server around an open store: the waiting line, the
+// watch hub, the expiry sweeper, the metrics and the HTTP handler, all fed by the store's
+// commit hook. cmd/leasekeeper runs it; tests build the same server with it.
+package service
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/expiry"
+	"github.com/leasekeeper/leasekeeper/handlers"
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/queue"
+	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/watch"
+)
+
+// Hooks fans a store's committed events out to the parts built after the store opened. Give
+// Publish to the store as its commit hook; New sets the listeners.
+type Hooks struct {
+	mu    sync.RWMutex
+	funcs []func([]lease.Event)
+}
+
+// Publish hands committed events to every listener. It never blocks.
+func (h *Hooks) Publish(evs []lease.Event) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, f := range h.funcs {
+		f(evs)
+	}
+}
+
+func (h *Hooks) set(fns ...func([]lease.Event)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.funcs = fns
+}
+
+// Config is the service's configuration. The zero value of each field takes its default.
+type Config struct {
+	Limits    lease.Limits // default lease.DefaultLimits()
+	Queue     queue.Limits // default queue.DefaultLimits()
+	Watch     watch.Options
+	Retention time.Duration // 0 keeps history forever
+	Logger    *slog.Logger  // default discards
+	Registry  *prometheus.Registry
+	Version   string
+}
+
+// Service is an assembled server.
+type Service struct {
+	Handler http.Handler
+	Line    *queue.Line
+	Hub     *watch.Hub
+	sweeper *expiry.Sweeper
+}
+
+// Store is a store with the clock it decides by.
+type Store interface {
+	store.Store
+	Clock() lease.Clock
+}
+
+// New builds the service on st, whose commit hook must be hooks.Publish.
+func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
+	if cfg.Limits == (lease.Limits{}) {
+		cfg.Limits = lease.DefaultLimits()
+	}
+	if cfg.Queue == (queue.Limits{}) {
+		cfg.Queue = queue.DefaultLimits()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	clock := st.Clock()
+	metrics := handlers.NewMetrics(cfg.Registry, st)
+	s := &Service{
+		Line:    queue.New(st, clock, cfg.Queue),
+		Hub:     watch.NewHub(st, cfg.Watch),
+		sweeper: expiry.New(st, clock, cfg.Retention, cfg.Logger),
+	}
+	hooks.set(metrics.ObserveEvents, s.sweeper.ObserveEvents, s.Line.ObserveEvents, s.Hub.ObserveEvents)
+	cfg.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_waiters", Help: "Acquire requests waiting in line."},
+			func() float64 { return float64(s.Line.Total()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_watchers", Help: "Open watch streams."},
+			func() float64 { return float64(s.Hub.Watchers()) }),
+	)
+	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: cfg.Limits, Registry: cfg.Registry,
+		Metrics: metrics, Logger: cfg.Logger, Acquirer: s.Line, Hub: s.Hub, Spec: leasekeeper.OpenAPI(), Version: cfg.Version})
+	if err != nil {
+		return nil, err
+	}
+	s.Handler = h
+	return s, nil
+}
+
+// Run runs the background loops (the expiry sweeper) until ctx ends.
+func (s *Service) Run(ctx context.Context) { s.sweeper.Run(ctx) }
