@@ -18,36 +18,43 @@ import (
 	"github.com/leasekeeper/leasekeeper/api"
 )
 
-// binary is the leasekeeper built once by TestMain for the integration tests; empty when they
-// cannot run, with binaryWhy saying why.
-var binary, binaryWhy string
+// binDir holds the leasekeeper binary of the integration tests; TestMain removes it.
+var binDir string
+
+// The binary is built once, by the first integration test that needs it, not up front in
+// TestMain: this test binary is also re-executed as a helper process (TestRunHelperProcess),
+// and `go test -run` of other tests should not pay for a build either.
+var (
+	buildOnce            sync.Once
+	binary, binaryWhy    string
+	binaryBuildErr       error
+	binaryBuildErrOutput []byte
+)
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	dir, err := os.MkdirTemp("", "leasekeeper-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
 	}
-	switch goBin, err := exec.LookPath("go"); {
-	case testing.Short():
-		binaryWhy = "-short"
-	case err != nil:
+	os.Exit(code)
+}
+
+func buildBinary() {
+	goBin, err := exec.LookPath("go")
+	if err != nil {
 		binaryWhy = "`go` is not on PATH, so the real binary cannot be built"
 		fmt.Fprintln(os.Stderr, "\n*** SKIPPING the integration tests of the real binary: "+binaryWhy+" ***\n")
-	default:
-		out := filepath.Join(dir, "leasekeeper")
-		cmd := exec.Command(goBin, "build", "-o", out, ".")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, b)
-			os.RemoveAll(dir)
-			os.Exit(1)
-		}
+		return
+	}
+	if binDir, err = os.MkdirTemp("", "leasekeeper-bin-"); err != nil {
+		binaryBuildErr = err
+		return
+	}
+	out := filepath.Join(binDir, "leasekeeper")
+	if binaryBuildErrOutput, binaryBuildErr = exec.Command(goBin, "build", "-o", out, ".").CombinedOutput(); binaryBuildErr == nil {
 		binary = out
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
 }
 
 // proc is the real binary serving one database.
@@ -61,7 +68,14 @@ type proc struct {
 
 func needBinary(t *testing.T) {
 	t.Helper()
-	if binary == "" {
+	if testing.Short() {
+		t.Skip("integration test of the real binary skipped in -short mode")
+	}
+	buildOnce.Do(buildBinary)
+	switch {
+	case binaryBuildErr != nil:
+		t.Fatalf("go build: %v\n%s", binaryBuildErr, binaryBuildErrOutput)
+	case binary == "":
 		t.Skip("SKIP integration test of the real binary: " + binaryWhy)
 	}
 }
