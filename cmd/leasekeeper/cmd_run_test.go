@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -34,6 +35,18 @@ func waitFile(t *testing.T, path string, limit time.Duration) string {
 	}
 }
 
+// waitFileOr is waitFile that shows the process's stderr when the file never appears.
+func waitFileOr(t *testing.T, path string, limit time.Duration, stderr *bytes.Buffer) string {
+	t.Helper()
+	for deadline := time.Now().Add(limit); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return strings.TrimSpace(string(b))
+		}
+	}
+	t.Fatalf("%s did not appear within %v; stderr: %s", path, limit, stderr.String())
+	return ""
+}
+
 func TestRun(t *testing.T) {
 	tests := []struct {
 		name     string
@@ -54,7 +67,7 @@ func TestRun(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Get = %v", err)
 				}
-				if want := fmt.Sprintf("%d job %s", st.Token, c.BaseURL()); waitFile(t, out, time.Second) != want {
+				if want := fmt.Sprintf("%d job %s", st.Token, c.BaseURL()); waitFile(t, out, 10*time.Second) != want {
 					t.Errorf("CMD saw %q, want %q", waitFile(t, out, time.Second), want)
 				}
 				if st.Held || st.End != "released" {
@@ -77,7 +90,7 @@ func TestRun(t *testing.T) {
 		{
 			name: "StoppedWhenRevoked", script: `echo started > "$OUT"; exec sleep 30`, flags: []string{"--ttl", "1s"},
 			during: func(t *testing.T, c *client.Client, out string) {
-				waitFile(t, out, 5*time.Second)
+				waitFile(t, out, 30*time.Second)
 				if err := c.Revoke(context.Background(), "job"); err != nil {
 					t.Errorf("Revoke = %v", err)
 				}
@@ -88,7 +101,7 @@ func TestRun(t *testing.T) {
 			name:   "KilledAfterGraceWhenTermIgnored",
 			script: `trap "" TERM; echo started > "$OUT"; while :; do sleep 0.05; done`, flags: []string{"--ttl", "1s", "--grace", "300ms"},
 			during: func(t *testing.T, c *client.Client, out string) {
-				waitFile(t, out, 5*time.Second)
+				waitFile(t, out, 30*time.Second)
 				if err := c.Revoke(context.Background(), "job"); err != nil {
 					t.Errorf("Revoke = %v", err)
 				}
@@ -180,7 +193,7 @@ func TestRunForwardsSignals(t *testing.T) {
 			dir := t.TempDir()
 			ready, got := filepath.Join(dir, "ready"), filepath.Join(dir, "got")
 			sig := strings.TrimPrefix(tt.name, "OK")
-			script := fmt.Sprintf(`trap 'echo %s > %q; exit 7' %s; echo ready > %q; while :; do sleep 0.05; done`,
+			script := fmt.Sprintf(`trap 'echo %s > %q; exit 7' %s; echo $$ > %q; while :; do sleep 0.05; done`,
 				sig, got, strings.ToUpper(sig), ready)
 			cmd := exec.Command(os.Args[0], "-test.run=^TestRunHelperProcess$", "--",
 				"run", "--server", srv, "--name", "sig-"+sig, "--ttl", "10s", "--", "sh", "-c", script)
@@ -190,8 +203,18 @@ func TestRunForwardsSignals(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatalf("start helper: %v", err)
 			}
-			t.Cleanup(func() { cmd.Process.Kill() })
-			waitFile(t, ready, 10*time.Second)
+			t.Cleanup(func() {
+				cmd.Process.Kill()
+				// CMD runs in its own process group; a failed case must not leave it behind.
+				if b, err := os.ReadFile(ready); err == nil {
+					if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+						syscall.Kill(-pid, syscall.SIGKILL)
+					}
+				}
+			})
+			// Generous bounds: these wait for a -race test binary to start and acquire on a
+			// shared, busy machine; they are not timing assertions.
+			waitFileOr(t, ready, 60*time.Second, &stderr)
 			if err := cmd.Process.Signal(tt.sig); err != nil {
 				t.Fatalf("signal: %v", err)
 			}
@@ -199,13 +222,13 @@ func TestRunForwardsSignals(t *testing.T) {
 			go func() { waited <- cmd.Wait() }()
 			select {
 			case <-waited:
-			case <-time.After(5 * time.Second):
-				t.Fatalf("run did not exit within 5 s of %v; stderr: %s", tt.sig, stderr.String())
+			case <-time.After(30 * time.Second):
+				t.Fatalf("run did not exit within 30 s of %v; stderr: %s", tt.sig, stderr.String())
 			}
 			if code := cmd.ProcessState.ExitCode(); code != 7 {
 				t.Errorf("run exit %d, want CMD's 7; stderr: %s", code, stderr.String())
 			}
-			if s := waitFile(t, got, time.Second); s != sig {
+			if s := waitFile(t, got, 5*time.Second); s != sig {
 				t.Errorf("CMD's trap wrote %q, want %q", s, sig)
 			}
 		})
