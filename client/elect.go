@@ -113,12 +113,13 @@ func (c *Client) observeLeader(ctx context.Context, name string, fn func(Leader)
 		}
 	}
 	// The state is read once the stream is open, so no term starts unseen in between.
-	current := func() {
+	current := func() error {
 		if st, err := c.Get(ctx, name); err == nil && st.Held {
 			report(Leader{Holder: st.Holder, Token: st.Token, Metadata: st.Metadata})
 		}
+		return nil
 	}
-	err := c.watch(ctx, name, current, func(e Event) error {
+	err := c.Follow(ctx, name, current, func(e Event) error {
 		if e.Name == name && e.Type == "acquired" {
 			report(Leader{Holder: e.Holder, Token: e.Token, Metadata: e.Metadata})
 		}

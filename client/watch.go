@@ -49,12 +49,13 @@ var errStop = errors.New("stop watching")
 // jittered pause and resumes after the last event seen (Last-Event-ID), so no event is missed
 // or repeated while the server keeps its history.
 func (c *Client) Watch(ctx context.Context, prefix string, fn func(Event) error) error {
-	return c.watch(ctx, prefix, nil, fn)
+	return c.Follow(ctx, prefix, nil, fn)
 }
 
-// watch is Watch with opened, called each time the stream is (re)connected, before any event
-// it carries: a reader of the current state there misses nothing between it and the stream.
-func (c *Client) watch(ctx context.Context, prefix string, opened func(), fn func(Event) error) error {
+// Follow is Watch with opened, called each time the stream is (re)connected and before any
+// event it carries: read the current state there, and nothing can happen unseen between that
+// read and the stream. An error from opened ends Follow with it.
+func (c *Client) Follow(ctx context.Context, prefix string, opened func() error, fn func(Event) error) error {
 	var last string
 	pause := 100 * time.Millisecond
 	for {
@@ -86,7 +87,7 @@ type callbackError struct{ err error }
 func (e *callbackError) Error() string { return e.err.Error() }
 
 // watchOnce reads one connection of the stream; last holds the seq of the last event seen.
-func (c *Client) watchOnce(ctx context.Context, prefix string, last *string, opened func(), fn func(Event) error) error {
+func (c *Client) watchOnce(ctx context.Context, prefix string, last *string, opened func() error, fn func(Event) error) error {
 	params := &api.WatchParams{Prefix: &prefix}
 	if *last != "" {
 		params.LastEventID = last
@@ -101,7 +102,9 @@ func (c *Client) watchOnce(ctx context.Context, prefix string, last *string, ope
 		return problemOf(resp.StatusCode, body)
 	}
 	if opened != nil {
-		opened()
+		if err := opened(); err != nil {
+			return &callbackError{err}
+		}
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

@@ -26,6 +26,7 @@ const clientUsage = `Client commands (flags before the name; --server or env LEA
   leasekeeper get     [--json] NAME
   leasekeeper list    [--prefix P] [--state held|free] [--limit N] [--json]
   leasekeeper run     --name N --ttl 30s [--holder H] [--wait 1m] [--grace 10s] -- CMD ARGS...
+  leasekeeper leader  [--watch] [--json] NAME
 `
 
 // clientCommand runs one of the client commands (acquire, renew, release, get, list, run,
@@ -34,8 +35,6 @@ func clientCommand(ctx context.Context, name string, args []string, getenv func(
 	switch name {
 	case "run":
 		return runCommand(ctx, args, getenv, stdout, stderr)
-	case "leader":
-		return &exitError{code: 2, err: errors.New("the leader command is not built yet (leader election is a separate issue)")}
 	}
 	cf := newClientFlags(name, getenv, stderr)
 	var err error
@@ -50,6 +49,8 @@ func clientCommand(ctx context.Context, name string, args []string, getenv func(
 		err = getCommand(ctx, cf, args, stdout)
 	case "list":
 		err = listCommand(ctx, cf, args, stdout)
+	case "leader":
+		err = leaderCommand(ctx, cf, args, stdout)
 	default:
 		err = &exitError{code: 2, err: fmt.Errorf("unknown client command %q", name)}
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
@@ -12,28 +11,30 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/handlers"
-	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/service"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
-// newTestServer starts a real leasekeeper on the real clock and returns its URL.
+// newTestServer starts a real leasekeeper, assembled as serve does (waiting line, watch,
+// sweeper), on the real clock and returns its URL.
 func newTestServer(t *testing.T) string {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lk.db"), sqlite.Options{})
+	var hooks service.Hooks
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lk.db"), sqlite.Options{OnCommit: hooks.Publish})
 	if err != nil {
 		t.Fatalf("sqlite.Open: %v", err)
 	}
 	t.Cleanup(func() { st.Close() })
-	h, err := handlers.New(handlers.Config{Store: st, Clock: st.Clock(), Limits: lease.DefaultLimits(),
-		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI()})
+	svc, err := service.New(st, &hooks, service.Config{})
 	if err != nil {
-		t.Fatalf("handlers.New: %v", err)
+		t.Fatalf("service.New: %v", err)
 	}
-	srv := httptest.NewServer(h)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); svc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	srv := httptest.NewServer(svc.Handler)
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
@@ -91,7 +92,10 @@ func TestClientCommands(t *testing.T) {
 		{"ErrUsageNoName", []string{"get"}, 2, []string{"a lease name is required"}},
 		{"ErrUsageTwoNames", []string{"get", "a", "b"}, 2, []string{"one lease name expected"}},
 		{"ErrUsageNoLeaseID", []string{"release", "job"}, 2, []string{"--lease-id is required"}},
-		{"ErrLeaderNotBuilt", []string{"leader"}, 2, []string{"not built yet"}},
+		{"ErrLeaderNoName", []string{"leader"}, 2, []string{"a lease name is required"}},
+		{"OKLeader", []string{"leader", "other"}, 0, []string{"leader "}},
+		{"OKNoLeader", []string{"leader", "job"}, 0, []string{"no leader (last: alice"}},
+		{"OKNoLeaderNeverUsed", []string{"leader", "--json", "never"}, 0, []string{`"leading":false`}},
 		{"ErrUnreachableExits75", []string{"get", "--server", "http://127.0.0.1:1", "job"}, 75, []string{"connect"}},
 	}
 	for _, tt := range tests {
