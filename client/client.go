@@ -47,6 +47,7 @@ type Client struct {
 	margin        time.Duration // 0 means ttl/10
 	attempts      int
 	httpClient    *http.Client
+	userAgent     string // sent with every request; rejections record it
 
 	// noServerWait is set once the server refused wait_ms and accepted the same acquire
 	// without it: it has no waiting line, so waits happen here.
@@ -55,6 +56,18 @@ type Client struct {
 
 // Option configures a Client.
 type Option func(*Client) error
+
+// WithUserAgent sets the User-Agent of every request, e.g. "billing-worker/1.4". The server
+// records it with rejected stale writes, so a good one tells you who wrote late.
+func WithUserAgent(ua string) Option {
+	return func(c *Client) error {
+		if ua == "" {
+			return errors.New("WithUserAgent: empty")
+		}
+		c.userAgent = ua
+		return nil
+	}
+}
 
 // WithHTTPClient sets the HTTP client (timeouts, transport, proxies). The default is an
 // http.Client without an overall timeout: requests are bounded by their contexts.
@@ -141,13 +154,20 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		renewFraction: 1.0 / 3,
 		attempts:      4,
 		httpClient:    &http.Client{},
+		userAgent:     "leasekeeper-client",
 	}
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, fmt.Errorf("client: %w", err)
 		}
 	}
-	c.api, err = api.NewClientWithResponses(c.baseURL, api.WithHTTPClient(c.httpClient))
+	c.api, err = api.NewClientWithResponses(c.baseURL, api.WithHTTPClient(c.httpClient),
+		api.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+			if r.Header.Get("User-Agent") == "" {
+				r.Header.Set("User-Agent", c.userAgent)
+			}
+			return nil
+		}))
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
