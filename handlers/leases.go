@@ -45,9 +45,21 @@ func (s *server) acquireParams(req api.AcquireLeaseRequestObject) (store.Acquire
 	if b == nil {
 		return store.AcquireParams{}, 0, lease.Errorf(lease.CodeInvalid, "the body is required")
 	}
-	p := store.AcquireParams{Name: req.Name, Holder: b.Holder, TTL: time.Duration(b.TtlMs) * time.Millisecond,
-		LockDelay: time.Duration(deref(b.LockDelayMs)) * time.Millisecond, IdempotencyKey: deref(req.Params.IdempotencyKey)}
-	wait := time.Duration(deref(b.WaitMs)) * time.Millisecond
+	// Range-check the raw milliseconds before any arithmetic: a huge value would wrap around
+	// into the allowed range once multiplied into a time.Duration.
+	ttl, err := lease.Millis("ttl_ms", b.TtlMs)
+	if err != nil {
+		return store.AcquireParams{}, 0, err
+	}
+	wait, err := lease.Millis("wait_ms", deref(b.WaitMs))
+	if err != nil {
+		return store.AcquireParams{}, 0, err
+	}
+	delay, err := lease.Millis("lock_delay_ms", deref(b.LockDelayMs))
+	if err != nil {
+		return store.AcquireParams{}, 0, err
+	}
+	p := store.AcquireParams{Name: req.Name, Holder: b.Holder, TTL: ttl, LockDelay: delay, IdempotencyKey: deref(req.Params.IdempotencyKey)}
 	var raw json.RawMessage
 	if b.Metadata != nil {
 		var err error
@@ -68,9 +80,6 @@ func (s *server) acquireParams(req api.AcquireLeaseRequestObject) (store.Acquire
 			return p, 0, err
 		}
 	}
-	if b.TtlMs > int64(time.Duration(1<<62)/time.Millisecond) || deref(b.WaitMs) < 0 {
-		return p, 0, lease.Errorf(lease.CodeInvalid, "ttl_ms or wait_ms out of range")
-	}
 	return p, wait, nil
 }
 
@@ -79,9 +88,9 @@ func (s *server) ttlParam(ms *int64) (time.Duration, error) {
 	if ms == nil {
 		return 0, nil
 	}
-	ttl := time.Duration(*ms) * time.Millisecond
-	if *ms > s.limits.MaxTTL.Milliseconds() || *ms < 0 {
-		return 0, s.limits.ValidateTTL(s.limits.MaxTTL + time.Millisecond)
+	ttl, err := lease.Millis("ttl_ms", *ms)
+	if err != nil {
+		return 0, err
 	}
 	return ttl, s.limits.ValidateTTL(ttl)
 }

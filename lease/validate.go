@@ -120,3 +120,16 @@ func invalid(field, format string, args ...any) *Error {
 	msg := fmt.Sprintf(format, args...)
 	return &Error{Code: CodeInvalid, Message: msg, Fields: []string{field + ": " + msg}}
 }
+
+// maxMillis bounds any duration in milliseconds a client sends, far above every limit (about
+// 35 years) and far below where converting it to a time.Duration would overflow.
+const maxMillis = 1 << 40
+
+// Millis converts a duration in milliseconds from a request field into a time.Duration,
+// refusing negative values and values so large that the conversion would wrap around.
+func Millis(field string, ms int64) (time.Duration, error) {
+	if ms < 0 || ms > maxMillis {
+		return 0, invalid(field, "%s %d is out of range", field, ms)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}

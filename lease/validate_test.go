@@ -189,3 +189,29 @@ func TestNormalizeMetadata(t *testing.T) {
 		})
 	}
 }
+
+func TestMillis(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ms   int64
+		want time.Duration
+		ok   bool
+	}{
+		{"OKZero", 0, 0, true},
+		{"OK", 1500, 1500 * time.Millisecond, true},
+		{"OKLargest", 1 << 40, (1 << 40) * time.Millisecond, true},
+		{"ErrNegative", -1, 0, false},
+		{"ErrWrapsAround", -288230376151701744, 0, false},
+		{"ErrTooLarge", 288230376151741744, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := lease.Millis("ttl_ms", tc.ms)
+			if (err == nil) != tc.ok || got != tc.want {
+				t.Errorf("Millis(%d) = %v, %v; want %v, ok %v", tc.ms, got, err, tc.want, tc.ok)
+			}
+			if !tc.ok && !lease.IsCode(err, lease.CodeInvalid) {
+				t.Errorf("Millis(%d) error code = %q, want invalid_request", tc.ms, lease.ErrorCode(err))
+			}
+		})
+	}
+}
