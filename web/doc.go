@@ -32,7 +32,11 @@
 //     [RelativeTime] and [Countdown]. It corrects for the browser's clock by comparing it with
 //     the server's render time, found in the data-now attribute of the live region's content.
 //  2. If the live region (<div id="live">) has a data-watch-prefix attribute, it opens
-//     EventSource("/v1/watch?prefix=" + that prefix). On any event it lists in
+//     EventSource("/v1/watch?prefix=" + that prefix), refreshes once when the stream opens
+//     (the stream starts at its opening, not at the render), and closes it when the page is
+//     left (pagehide), reopening it if the page comes back from the back-forward cache:
+//     otherwise cached pages hold their streams and, past six, exhaust the browser's
+//     connections to the server. On any event it lists in
 //     data-watch-events (all of acquired, renewed, released, expired, revoked, rejected when
 //     absent), debounced by 300 ms, it fetches the current URL (location.href) with the
 //     request header "LK-Fragment: 1" and replaces the live region's inner HTML with the

@@ -108,9 +108,20 @@
   });
 
   if ("watchPrefix" in live.dataset && window.EventSource) {
-    const es = new EventSource("/v1/watch?prefix=" + encodeURIComponent(live.dataset.watchPrefix));
+    const url = "/v1/watch?prefix=" + encodeURIComponent(live.dataset.watchPrefix);
     const wanted = live.dataset.watchEvents ? live.dataset.watchEvents.split(/\s+/) : types;
-    for (const t of wanted) es.addEventListener(t, schedule);
+    let es = null;
+    const watch = () => {
+      es = new EventSource(url);
+      for (const t of wanted) es.addEventListener(t, schedule);
+      // The stream starts at its opening: what happened since the render is fetched once.
+      es.addEventListener("open", schedule);
+    };
+    watch();
+    // A page kept in the back-forward cache keeps its stream open, and a browser opens only six
+    // connections to a host over HTTP/1.1: after six pages the next one would never load.
+    window.addEventListener("pagehide", () => { if (es) { es.close(); es = null; } });
+    window.addEventListener("pageshow", (e) => { if (e.persisted && !es) watch(); });
   }
   const poll = parseInt(live.dataset.pollMs || "", 10);
   if (poll > 0) setInterval(schedule, poll);
