@@ -22,7 +22,7 @@ func TestDashboardPagesAreHTML(t *testing.T) {
 	s := newDashServer(t)
 	s.acquire("orders-db", "worker-1@host-a", 30*time.Second, "")
 	for _, path := range []string{"/", "/leases/orders-db", "/rejections", "/resources"} {
-		t.Run(strings.Trim(path, "/"), func(t *testing.T) {
+		t.Run(path, func(t *testing.T) {
 			resp, doc := s.page(path, http.StatusOK, nil)
 			if got := resp.Header.Get("Vary"); !strings.Contains(got, "LK-Fragment") {
 				t.Errorf("GET %s Vary = %q, want LK-Fragment", path, got)
