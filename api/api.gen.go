@@ -439,6 +439,12 @@ type ListLeasesParams struct {
 // ListLeasesParamsState defines parameters for ListLeases.
 type ListLeasesParamsState string
 
+// RevokeLeaseParams defines parameters for RevokeLease.
+type RevokeLeaseParams struct {
+	// Token Revoke only if this is the current lease's fencing token.
+	Token *int64 `form:"token,omitempty" json:"token,omitempty"`
+}
+
 // AcquireLeaseParams defines parameters for AcquireLease.
 type AcquireLeaseParams struct {
 	// IdempotencyKey A retry with the same key (within 24 h) returns the same grant (same token and
@@ -595,10 +601,13 @@ type ClientInterface interface {
 
 	// RevokeLease Revoke the current lease on a name (admin).
 	//
-	// The holder's next renew or release answers `409 lease_lost`. A name that is already free answers 204.
+	// The holder's next renew or release answers `409 lease_lost`. A name that is already free
+	// answers 204. With `token`, only the grant with that fencing token is revoked: if the
+	// name has moved on to another grant (or that one already ended) the answer is
+	// `409 lease_lost` and nothing changes.
 	//
 	// Corresponds with DELETE /v1/leases/{name} (the `RevokeLease` operationId).
-	RevokeLease(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RevokeLease(ctx context.Context, name Name, params *RevokeLeaseParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetLease The state of one lease (never its lease_id).
 	//
@@ -759,11 +768,14 @@ func (c *Client) ListLeases(ctx context.Context, params *ListLeasesParams, reqEd
 
 // RevokeLease Revoke the current lease on a name (admin).
 //
-// The holder's next renew or release answers `409 lease_lost`. A name that is already free answers 204.
+// The holder's next renew or release answers `409 lease_lost`. A name that is already free
+// answers 204. With `token`, only the grant with that fencing token is revoked: if the
+// name has moved on to another grant (or that one already ended) the answer is
+// `409 lease_lost` and nothing changes.
 //
 // Corresponds with DELETE /v1/leases/{name} (the `RevokeLease` operationId).
-func (c *Client) RevokeLease(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRevokeLeaseRequest(c.Server, name)
+func (c *Client) RevokeLease(ctx context.Context, name Name, params *RevokeLeaseParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeLeaseRequest(c.Server, name, params)
 	if err != nil {
 		return nil, err
 	}
@@ -1180,7 +1192,7 @@ func NewListLeasesRequest(server string, params *ListLeasesParams) (*http.Reques
 }
 
 // NewRevokeLeaseRequest constructs an http.Request for the RevokeLease method
-func NewRevokeLeaseRequest(server string, name Name) (*http.Request, error) {
+func NewRevokeLeaseRequest(server string, name Name, params *RevokeLeaseParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -1203,6 +1215,33 @@ func NewRevokeLeaseRequest(server string, name Name) (*http.Request, error) {
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Token != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "token", *params.Token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: "int64"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
@@ -1926,12 +1965,15 @@ type ClientWithResponsesInterface interface {
 
 	// RevokeLeaseWithResponse Revoke the current lease on a name (admin).
 	//
-	// The holder's next renew or release answers `409 lease_lost`. A name that is already free answers 204.
+	// The holder's next renew or release answers `409 lease_lost`. A name that is already free
+	// answers 204. With `token`, only the grant with that fencing token is revoked: if the
+	// name has moved on to another grant (or that one already ended) the answer is
+	// `409 lease_lost` and nothing changes.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /v1/leases/{name} (the `RevokeLease` operationId).
-	RevokeLeaseWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*RevokeLeaseResponse, error)
+	RevokeLeaseWithResponse(ctx context.Context, name Name, params *RevokeLeaseParams, reqEditors ...RequestEditorFn) (*RevokeLeaseResponse, error)
 
 	// GetLeaseWithResponse The state of one lease (never its lease_id).
 	//
@@ -2199,6 +2241,8 @@ type RevokeLeaseResponse struct {
 	HTTPResponse *http.Response
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *LeaseLost
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 }
@@ -2206,6 +2250,11 @@ type RevokeLeaseResponse struct {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r RevokeLeaseResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RevokeLeaseResponse) GetApplicationproblemJSON409() *LeaseLost {
+	return r.ApplicationproblemJSON409
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2931,13 +2980,16 @@ func (c *ClientWithResponses) ListLeasesWithResponse(ctx context.Context, params
 
 // RevokeLeaseWithResponse Revoke the current lease on a name (admin).
 //
-// The holder's next renew or release answers `409 lease_lost`. A name that is already free answers 204.
+// The holder's next renew or release answers `409 lease_lost`. A name that is already free
+// answers 204. With `token`, only the grant with that fencing token is revoked: if the
+// name has moved on to another grant (or that one already ended) the answer is
+// `409 lease_lost` and nothing changes.
 //
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /v1/leases/{name} (the `RevokeLease` operationId).
-func (c *ClientWithResponses) RevokeLeaseWithResponse(ctx context.Context, name Name, reqEditors ...RequestEditorFn) (*RevokeLeaseResponse, error) {
-	rsp, err := c.RevokeLease(ctx, name, reqEditors...)
+func (c *ClientWithResponses) RevokeLeaseWithResponse(ctx context.Context, name Name, params *RevokeLeaseParams, reqEditors ...RequestEditorFn) (*RevokeLeaseResponse, error) {
+	rsp, err := c.RevokeLease(ctx, name, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -3272,6 +3324,13 @@ func ParseRevokeLeaseResponse(rsp *http.Response) (*RevokeLeaseResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest LeaseLost
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
@@ -3820,7 +3879,7 @@ type ServerInterface interface {
 	ListLeases(w http.ResponseWriter, r *http.Request, params ListLeasesParams)
 	// RevokeLease Revoke the current lease on a name (admin).
 	// (DELETE /v1/leases/{name})
-	RevokeLease(w http.ResponseWriter, r *http.Request, name Name)
+	RevokeLease(w http.ResponseWriter, r *http.Request, name Name, params RevokeLeaseParams)
 	// GetLease The state of one lease (never its lease_id).
 	// (GET /v1/leases/{name})
 	GetLease(w http.ResponseWriter, r *http.Request, name Name)
@@ -3880,7 +3939,7 @@ func (_ Unimplemented) ListLeases(w http.ResponseWriter, r *http.Request, params
 
 // RevokeLease Revoke the current lease on a name (admin).
 // (DELETE /v1/leases/{name})
-func (_ Unimplemented) RevokeLease(w http.ResponseWriter, r *http.Request, name Name) {
+func (_ Unimplemented) RevokeLease(w http.ResponseWriter, r *http.Request, name Name, params RevokeLeaseParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -4074,8 +4133,24 @@ func (siw *ServerInterfaceWrapper) RevokeLease(w http.ResponseWriter, r *http.Re
 		return
 	}
 
+	// Parameter object where we will unmarshal all parameters from the context
+	var params RevokeLeaseParams
+
+	// ------------- Optional query parameter "token" -------------
+
+	err = runtime.BindQueryParameterWithOptions("form", true, false, "token", r.URL.Query(), &params.Token, runtime.BindQueryParameterOptions{Type: "integer", Format: "int64"})
+	if err != nil {
+		var requiredError *runtime.RequiredParameterError
+		if errors.As(err, &requiredError) {
+			siw.ErrorHandlerFunc(w, r, &RequiredParamError{ParamName: "token"})
+		} else {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "token", Err: err})
+		}
+		return
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.RevokeLease(w, r, name)
+		siw.Handler.RevokeLease(w, r, name, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4845,7 +4920,8 @@ func (response ListLeasesdefaultApplicationProblemPlusJSONResponse) VisitListLea
 }
 
 type RevokeLeaseRequestObject struct {
-	Name Name `json:"name"`
+	Name   Name `json:"name"`
+	Params RevokeLeaseParams
 }
 
 type RevokeLeaseResponseObject interface {
@@ -4872,6 +4948,22 @@ func (response RevokeLease404ApplicationProblemPlusJSONResponse) VisitRevokeLeas
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeLease409ApplicationProblemPlusJSONResponse struct {
+	LeaseLostApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeLease409ApplicationProblemPlusJSONResponse) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5787,10 +5879,11 @@ func (sh *strictHandler) ListLeases(w http.ResponseWriter, r *http.Request, para
 }
 
 // RevokeLease operation middleware
-func (sh *strictHandler) RevokeLease(w http.ResponseWriter, r *http.Request, name Name) {
+func (sh *strictHandler) RevokeLease(w http.ResponseWriter, r *http.Request, name Name, params RevokeLeaseParams) {
 	var request RevokeLeaseRequestObject
 
 	request.Name = name
+	request.Params = params
 
 	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
 		return sh.ssi.RevokeLease(ctx, request.(RevokeLeaseRequestObject))
@@ -6135,77 +6228,79 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1Fxtc9s4kv4rKN5Wjb1HybLjTGL5y2XmknnLJLnEW7m6sU+CxJaENQkwAGhFcfm/b3UDfBUlUYnt2Zn9",
-	"sIpEEo3uB0+/0rfBVCWpkiCtCYa3Qco1T8CCpn/9mGmjNH6KwEy1SK1QMhgGFwtgYwmf7WhKV4yZmjG7",
-	"AJZquBEqMyzlc+gHYSDw8k8Z6FUQBpInEAwDd08QBma6gITj4xP++TXIuV0Ew6fHJ2FgVyleaawWch7c",
-	"3YXBa5EIuy7JOz4HZsQXCNkxs4odDwYDdhDBjGexxX8dbpIipgc2hBBJlgRDfEgYJEL6fxbyCGlhDpoE",
-	"ekOPadNMDNwAw2WKtVNuF+XS9H9hoOFTJjREwdDqDKqS/E3DLBgG/3FUGufI/WqOaF0U4D0YlekpCdGy",
-	"iM5//saF7vB+kyppgDDxA4/ew6cMDFljqqQFSR95msZiylERR6lWkxiS//ynQa3cdlzxnbvLLVrX61jI",
-	"Gx6LaKTd2uMh4c3/i0UKDJPKspmKY7Wk31A0zae2HyB80Cav1SMLTUgYxaqQ10EDPqdojpAtuWEa6Mso",
-	"ZBpu1DVETGlmshS0gQi/Vrq8dSQiJtxOaYuZ1iAtUxJol2+UfaUyGT3qJqWyoxmuOiYZ8ksfUYQXkoHW",
-	"SvfpXPgb8HkvpgT8Cl55FAm8i8fvtEpBW4GonvHYQBikla9ug4WKI2ghv48LxfA3w4QN2UxptsgSLg0e",
-	"dvjMkzTG47dU+hp078l/LZSxPR6EVY47efo98Uv+7+M1xguDWE2vRxHEfDVKzLoUL2YWEBjC1EBl2AGC",
-	"Q8kcV4chIQVJIUfOXHNpIWJ8zoWkDbjHKDnHPcyUTrh1bPf9aVAhwsE6EYZBApZH3O603+/5dXdhYG3c",
-	"uik6pSzKNAGFCckSE7KlsAshaRsG9A3o7wybIOBMjekHyP9Pvh/gf4c1Yxw/JUJf29j6ZpZc2FbJflZL",
-	"UhCugRehbLGQ4NWXn+xCnkHIIkXaxqsP99brXZW1/8ixWGjuqrhDTf4JU4uyv7zxZ60OY27bIAySCcsW",
-	"PE1BQnRO2xh7Xho7yCQqQW5Zo63aXiJuoWcF+bM1CHtIjpwI3e4pT93aT1+DNOm99NrDdMV71pXzClWh",
-	"AdUKUeFn3NXMLrhlGmaZgYh+WWphyc+vrWDgU23bm1Fn1TXIrtfSN7cBSETOHwGfepTgliQs/SfnU4Lc",
-	"Bu5Lci/0yW2uAqNKpFXFHe7BXxPmYYuTNiwxye1mPL4WpgWTcJPHm8KCO27bDOqQXWw+4FrzFVm3DEFb",
-	"jNzYi1+0fleb4D8Dj5GVm1Iby23m5C9oXl0HO3XobmtbifiuhdsdRYeMo48xzGmaGQD8N4KtccQ9BvY6",
-	"aN92OLc5unVX5kOX9nDZwFSDzU+WhKVhXEa5/zLnTMl4xbwD4NIs0e8p5jdd97rx9ejJp5Pk1SD6n9Ps",
-	"H8/V/x5Pnspf9bNl0MXDdjh+38JBpZgTEcdCzntSzBc2XrUJ5w/zXuYpeKT0fM/OnEP0/3VygqV33tuD",
-	"NqDvGaP0Xp46/AphDbm1Pdfw2TTVxqPUzjYOR53Zhp70wXILHSinDueXSWpXjDunCTLq7yQHL9tuUqpI",
-	"1cIXqOjvDEOqAefMOZtpcHGfc+cxNzZnEjxfZIt74hJ+w0XMJzGMNkYbRRA65ZJNoBGEHnAKZ8nmK5bG",
-	"GYaj02tGJj/cI+KQUXvsVmjAhzKSUquGoohLvF/d6kKv2pcutLZh/50EeED2hjiquMmJUjFwuSPoemyS",
-	"vF8i3IvtOuYHvjZWt7FPMQ2F+0LO8/yg350k0TrbuLJuiVKWNrb4vWKB9pTXVYKaefSK/frh7RvmHsTU",
-	"DLksUcayU/ab+CFk0J/384wgokSMR5EGU09+aU0dDIPjQR//92x4NhgMKmxaCvqmg29MubWgUcD//+NF",
-	"7/9478ugd3ZVfuyPhr2r20F4fHZ297c2OFRKEg2rvfqRnZ0+fcZ8SYJFYLmITQstbmU4ShlclINmHA/Z",
-	"cifndT/rUxXVQv5GKQydR16CCfJgy6OpLEAFIQaiMYxyXKUapko6aIwKPCLu1CjhcjXK8VX7yk4X7ruU",
-	"r2LFoxH+FnM9R8kTsAsVjVAaHsfK5SKZLHRH1VA0JY9bKdSXs0YzkBsTs8omxq1Z9fqhdUZtJRcqG7Uc",
-	"51cC4qgXww3EOSZcitwsQ1KFN48q1nmoETzUWbszhvIyX63Q0x0/mwpZ6ytWF3N3tWa2QhrLvYnWfkw1",
-	"GECYjwoWvh8zepX7PGI93V7Pzk4HZ62ML2zcIB1XePKHZoMZq9fzicrscBJzuTv/89mzW7WQ0x/rNvJ+",
-	"T+m5cMXRtmJOR9qIBR4mR8W3HU5bBxtsrYlCHOVNIIcAVviw2tphQMi+lmop+8FQZnGMoIo6yhDnSXMX",
-	"6HXCFfeF6K1FonXAFT/lxEySXQOk5MDh8xaqywzoEZ/7it12AAkXehbtnOY2m6akikwh31aEtSdM28sq",
-	"ef1IKNk9qSoxvUaLjd1WHr47Kyoe+x5Spfet8O8+AdtL3wUSq6X9wSD8OmRuX6tEaWWx48HJabgdtk3R",
-	"tnYd1kzRGXPtxiEFfV33pVozqu745Pl+eyie0y6hhOUjy7e5+/GCSVgya+NzphJhkUCRTExZgv/O4M+d",
-	"/OV+anB2/kXO1Dob+C7eKPeCa/u5DwdysYC8OOFHCShZpuo67noPRxK3F1VxBXLzPcw51lfBQG7GuFz5",
-	"J4X7ugPxpasSshQd934p7Q1o40OCfW1fOca5g8ifVpPF7yGsW3wbYL7Wfbi79/EeFYDudiD543f5jzuK",
-	"ZR3mWxqRhqkb0Ozni4t3R5QWL4VdMFShoEbgNUjjytZUoQa8eK7VMqRrICq6RqbaNrqUFPs60JmQanGc",
-	"YTKmI0QlPmblruVx/1JeyguRgGFcA8N89cmTJ2dMSPaPix+dQAkmzIaSOQy9pgIte150Ud2dHhvVi03/",
-	"Ur6kxSgLYsIwLlmREo83tezHLFLTjHqDtD5nxmJ2x8YY0Y77lwirWExBumPo51FepHy6gN5Jf1CJwRsh",
-	"UwHyYNA/dheqFCRPRTAMnvQH/SeuHLAgxBwtqFHzBT/PgYCIMCSJf4mCoW/kfAkaEywng8GW6YT9phJ8",
-	"r6hlKOGCImE1BWNc29rk0yrGzylkScL1CtEmbkD6Iorlc0MdX/fgK7zySAOPVpv3+d79/Kdsk9amwY+n",
-	"gyePOfTxRuGJcovXtIkSCVQnO0CGj7jlE8zuXOvIHG7U8s3xUdkqaFU08t3rvGJfHZX7o0kgb5EREPn+",
-	"7BvLtT8vdiHMpqG0VMNMfN40GtcWW96FrUtTMuZ2QxNExFBUZ1YSTJ+9TYSlisZE2cUmaaidUBMmz3R8",
-	"powPbG0it1u11NiRG+frcKEfQby7ekB0l72jFpy9lUDTjMjNTqF9V1SiQY9Njy5krUC4fuTzVgDZJwIN",
-	"EZusii5ADlAPyAZAj27xujvnt2KwsC2g+s4wdIOut4pY8K2N/ECw8engjFVG1frMNZQcctEtxHTQHH7y",
-	"u04Gpyhok4lu1DW4tvaawU7byubUUCGIVlchFZ+6O7artxh5+3abOGFaKm5KMu40csCjRMjDVguFOWe0",
-	"NeecLpfcMJocQacvjG/8qGVFqQNHEmOqyDFKPdzV1mxu4dWN8BPYDRa45yPjm6Ttvs+pjijkT7EmjRbg",
-	"6nhwlSwmtCTFaaROnxNtMmeD4HcQlRuXvWo7p0e+qdocsO780DBI/ehqXc8/aS5tJT9stB1yhB0gWFIE",
-	"D5eramM1zCO4WlB7KecauBsv5NIHpPQLE8ZkSFQwUxr67CNB1Q/NjWsTufilybtgIZsJbeylnKoE3GcX",
-	"E0Uhy6QVcWULwhR9Ej9aR/N2OpOGqcy68LIOeD/mmYN+q2N+wTRYvcpdMTCDmrqGFTvwc4Ynp2xxiFdl",
-	"WpryEhKKHdBnpwwuo0tZgIgtFyIGJogxPX+cMyXzoTF3/4Ib1/v1ykJR/OG/lOtEfFEV0NsqErMZEDvl",
-	"uhbE4QO21pwgXZFnX1C/rnTtv0SQpMqCnK56v8Fqa8SxvdxyVVTmf1DRqgPBVNqEeTWgbYjIF0lo8uSu",
-	"68x6Y+D3rp4bWp3B3UOTYhsf/uQA3We/AaR5z0Xkg5YUmy05njHvpCvzT31qDaPxSNxX7qD2Ltp7K4iX",
-	"2ll2dY78TJ0zA+RLHJbcyS4mGDe/JrC74nBHDD/YTdaV1wfolrM/YSDfd7uMSmCiohUDdLJupLsyyosp",
-	"MZ0tIY2IwLmM+lBKxTDv8Sj3aCp73SwfXMJd4brWlh470Oj8IGJZerjdIu0GOHlcbTZbxflLDuVctDB+",
-	"Aoniu5h+MiFVJGZZHG/X4Z67/8Z4wVNHBQFF2Nc5ID8qB1u3548v81nU/cKBf6usqZzv3ZE1OaX07ymm",
-	"WwhjlV7RcEoOrjhCN0hxxYPHcp6X7yGWa6ZO9Nwyct/Hp3azWKMh08k7tiZtbjTOh/VfS/rbbylf2LqP",
-	"xM4d6OJoY4arIQVuMecuQrziFatKjlsO63RjAHLgDwAOCcuHhUalE/bvEja9d6N//fzNFDPiduzeYlq6",
-	"IVE0ne+IbQuS/rzI5vFA/vKzxdhuLbg4d0qiYNBYvipTmm2grrf4Nzqz99VmfQPxbRXFSitqzZtXq4et",
-	"L+x6+O99oxGysWKXlttfrYhZn+nY4ZJL834tiX8zJbtXkFi9GYbnvc2TV+BI3nwDSaZKl5B8MKasj5x0",
-	"IsuT+1++nTCnSkdf75m/2aioEdcQzI3qih+8fINOZZbSqUrnL3+hbqPFC1KqNI63cFLZ/+1ASV/Xcvlr",
-	"MUOlW7+TGLzy7q3J0eyFb213lBZeN/rRbf7xbqP9f4LC/Lur338/+ntdiYVbmAjJdctrWe2V7hseZxCW",
-	"FUW/BMObqdbCDZ0FC5IuakQrLy/4vFO6W5lweoAI57F7LTzydecKOM6pyEJfsqlKgArItb1uAsu+GV6B",
-	"Eoq5s7a+DZ43lGA2Y+OaDBSCchde2drrwd954d1Uh12AZJoLAy7mcvuy6lIKG+LOlARmNZeGE9Pl9fRy",
-	"Smlcid2SzFjGY6PYBCpf+zkmH/Jdykz615XKIgYxMJ00Snvcu8uOnKcLLufuT2cshJznfSmd+5GWYvu7",
-	"rHrE2gi2WWuug3WvOuP2V+Q3rFfqb2u0uLVwfc/ckL9Gc8x+Fz+EVLuQqxpRnLNrSC3jhs3FjcP542Vg",
-	"9fmq9Z18dOz1zcT1F6kSV19OGFbOmjBsAvmfl3Gn+UDptb/GUoxq4k2HfZZHZWhcXobeLkg7ef6oW2t9",
-	"62c8ZFLVeZY5O99HFPCRmGaN63e4fXrVqOLnGy/a8umCJWAMhi0LbtiYioxDR5j0mU5VyMYiGo7JrRj4",
-	"RPw2jrjl/kqqYaJdfv3w9k3/Uo5fc2N79G3vl/8eo7AZDd/5v7bCLT1mplXi0mirkGp9TRL5daoSGo2j",
-	"IrjAVWmBS8lRpdpOgNuyTWusBp5QkyGKoY1uP5IeHjCSbafQqhp2s+hWWrLw2brCeM9tt47kTjTqbrwP",
-	"NL5gsbgpFF9UpxEDH+iPy/Q+oMVe+pp1iVEHyCsS0P0ZGmeJTMeoQGvT4dHR8ckzeuPxePh88HxAwYW/",
-	"/7ZWxjCUGzSKIo0vi/yn8q0TovKFH2C7u7r7VwAAAP//",
+	"1Hxrd9s4kvZfweE758Sel5Jlx+nEypdN9yZ9SyfZxHOyZ9teCRJLEsYkwACgFcXH/31PFcCrKImKLzPd",
+	"82EUiSQKqKeeutI3wVQlqZIgrQmGN0HKNU/AgqZ//ZRpozR+isBMtUitUDIYBucLYGMJX+1oSleMmZox",
+	"uwCWargWKjMs5XPoB2Eg8PIvGehVEAaSJxAMA3dPEAZmuoCE4+MT/vUtyLldBMNnxydhYFcpXmmsFnIe",
+	"3N6GwVuRCLsuyQc+B2bENwjZMbOKHQ8GA3YQwYxnscV/HW6SIqYHNoQQSZYEQ3xIGCRC+n8W8ghpYQ6a",
+	"BHpHj2k7mRi4AYbLFGun3C7Kpen/wkDDl0xoiIKh1RlUJfmbhlkwDP7fUamcI/erOaJ1UYCPYFSmpyRE",
+	"yyI6//mOC93i/SZV0gBh4kcefYQvGRjSxlRJC5I+8jSNxZTjQRylWk1iSP7/Pw2eyk3HFT+4u9yi9XMd",
+	"C3nNYxGNtFt7PCS8+X+xSIFhUlk2U3GslvQbiqb51PYDhA/q5K16ZKEJCaNYFfI6aMDXFNURsiU3TAN9",
+	"GYVMw7W6gogpzUyWgjYQ4ddKl7eORMSE2yltMdMapGVKAu3ynbJvVCajR92kVHY0w1XHJEN+6SOK8Eoy",
+	"0FrpPtmFvwGf92pKwK/glUeRwLt4/EGrFLQViOoZjw2EQVr56iZYqDiCFvL7vFAMfzNM2JDNlGaLLOHS",
+	"oLHDV56kMZrfUukr0L2n/7FQxvZ4EFY57uTZD8Qv+b+P1xgvDGI1vRpFEPPVKDHrUryaWUBgCFMDlWEH",
+	"CA4lc1wdhoQUJIUcOXPNpYWI8TkXkjbgHqPkHPcwUzrh1rHdD6dBhQgH60QYBglYHnG7U39/5NfdhoG1",
+	"ceumyEpZlGkCChOSJSZkS2EXQtI2DOhr0E8MmyDgTI3pB8j/T38Y4H+HNWUcPyNCX9vY+maWXNhWyX5R",
+	"SzogXAMvQtliIcEfX27ZhTyDkEWKThuvPtz7XG+rrP1njsXi5C6LO9TknzC1KPvra29rdRhz2wZhkExY",
+	"tuBpChKil7SNseelsYNMohLkljXaqu0l4hZ6VpA/W4Owh+TIidDtntLq1n76HqRJ76XXHqYr3rN+OG/w",
+	"KDTgsUJU+Bl3NbMLbpmGWWYgol+WWljy82srGPhS2/Zm1Fl1BbLrtfTNTQASkfNnwKceJbglCUv/yfmU",
+	"INeB+5LcC31ym6vAqBJpVXGHe/DXhHnY4qQNS0xyuxmPb4VpwSRc5/GmsODMbZtCHbKLzQdca74i7ZYh",
+	"aIuSG3vxi9bvahP8F+AxsnJTamO5zZz8Bc2rq2DnGbrb2lYivmvhdkfRIePoYwxzJ80MAP4bwdYwcY+B",
+	"vQztbsa5zdGtuzIfurSHywamGmxuWRKWhnEZ5f7LvGRKxivmHQCXZol+TzG/6brXja9GT7+cJG8G0X+d",
+	"Zv94of77ePJM/qafL4MuHraD+d2Fg0oxJyKOhZz3pJgvbLxqE84b817qKXik9HzPz5xD9P91coKld97b",
+	"gzag7xmj9F6eOvwKYQ25tT3X8NlU1UZTamcbh6PObENP+mS5hQ6UU4fz6yS1K8ad0wQZ9XeSg5dtNylV",
+	"pGrhCzzoJ4Yh1YBz5pzNNLi4z7nzmBubMwnaF+ninriEX3MR80kMo43RRhGETrlkE2gEoQecwlnS+Yql",
+	"cYbh6PSKkcoP94g4ZNQeuxUn4EMZSalV46CIS7xf3epCL9uXLk5tw/47CfCA7A1xVHGTE6Vi4HJH0PXY",
+	"JHm/RLgX23XMD3xtrK5jn2IaCveFnOf5Qb87SaJ2tnFlXROlLG1s8UdFA+0pr6sENfPoFfvt0/t3zD2I",
+	"qRlyWaKMZafsd/FjyKA/7+cZQUSJGI8iDaae/NKaOhgGx4M+/u/58GwwGFTYtBT0XQffmHJrQaOA//vn",
+	"q97/8N63Qe/ssvzYHw17lzeD8Pjs7PZvbXColCQaWnvzEzs7ffac+ZIEi8ByEZsWWtzKcJQyuCgH1Tge",
+	"suVOzutu61MV1UL+RikMnUdeggnyYMujqSxABSEGojGMclylGqZKOmiMCjwi7tQo4XI1yvFV+8pOF+67",
+	"lK9ixaMR/hZzPUfJE7ALFY1QGh7HyuUimSzOjqqhqEoet1KoL2eNZiA3JmaVTYxbs+p1o3VKbSUXKhu1",
+	"mPMbAXHUi+Ea4hwTLkVuliGpwptHFes81Age6qzdGUN5ma9W6OmOn02FrPUVq4u5u1ozWyGN5V5Faz+m",
+	"GgwgzEcFC9+PGv2R+zxiPd1ez85OB2etjC9s3CAdV3jyRrNBjdXr+URldjiJudyd//ns2a1ayOnNuo28",
+	"P1J6LlxxtK2Y05E2YoHG5Kj4poO1ddDB1pooxFHeBHIIYIUPq60dBoTsK6mWsh8MZRbHCKqoowxxnjR3",
+	"gV4nXHFfiN5aJFoHXPFTTswk2RVASg4cvm6husyAHvG5r9htB5BwoWfRzmlus6lKqsgU8m1FWHvCtL2s",
+	"ktePhJLdk6oS02u02Nht5eG7s6LisR8hVXrfCv9uC9he+i6QWC3tDwbh9yFz+1olSiuLHQ9OTsPtsG2K",
+	"trXrsKaKzphrVw4d0Pd1X6o1o+qOT17st4fiOe0SSlg+snybux+vmIQlszZ+yVQiLBIokokpS/BPDP7c",
+	"yV/udwxOz7/KmVpnA9/FG+VecG0/9+FAzheQFyf8KAEly1Rdx13v4Uji9qIqrkBuvoc5x/oqGMjNGJcr",
+	"/6RwX3cgvnU9hCxFx71fSnsN2viQYF/dV8w4dxD502qy+D2EdY1vA8z3ug939z7eowLQ3Q4kf/wu/3FL",
+	"sazDfEsj0jB1DZr9cn7+4YjS4qWwC4ZHKKgReAXSuLI1VagBL55rtQzpGoiKrpGpto0uJMW+DnQmpFoc",
+	"Z5iM6QhRiY9ZuWt53L+QF/JcJGAY18AwX3369OkZE5L94/wnJ1CCCbOhZA5Dr6lAzb4suqjuTo+N6sWm",
+	"fyFf02KUBTFhGJesSInHm1r2YxapaUa9QVqfM2Mxu2NjjGjH/QuEVSymIJ0Z+nmUVymfLqB30h9UYvBG",
+	"yFSAPBj0j92FKgXJUxEMg6f9Qf+pKwcsCDFHC2rUfMPPcyAgIgxJ4l+jYOgbOd+CxgTLyWCwZTphv6kE",
+	"3ytqGUo4p0hYTcEY17Y2+bSK8XMKWZJwvUK0iWuQvohi+dxQx9c9+BKvPNLAo9XmfX50P/9Ltklr0+DH",
+	"s8HTxxz6eKfQotzitdNEiQQeJztAho+45RPM7lzryBxuPOXr46OyVdB60Mh3b/OKfXVU7s8mgbxHRkDk",
+	"e9s3lmtvL3YhzKahtFTDTHzdNBrXFlvehq1LUzLmdkMTRMRQVGdWEkyfvU+EpYrGRNnFJmmonVATJs90",
+	"fKaMD2xtIrdrtTyxIzfO1+FCP4J4e/mA6C57Ry04ey+BphmRm92B9l1RiQY9Nj26kLUC4brJ560A0k8E",
+	"GiI2WRVdgBygHpANgB7d4HW3zm/FYGFbQPXEMHSDrreKWPCtjdwg2Ph0cMYqo2p95hpKDrnoFmIyNMLP",
+	"hcxvOxmc9tlnRPTY1XFChzI0Oqp05nDntu408ZG+kzJkguKwC0kLLrhhibqGiClJPV6p7IK8Kj7ugEZt",
+	"yN1CIRM1Ug6rvWFhLmRzS+Rl8WEoxHTB5RyMc1RNJkWxXFt+h4W7S31zeuZGqIRZr9c9MfXdbzK2PMQt",
+	"Ibs5Q2ybSF03kNO2NgUdO1FCVasE6VN3x3Y4FyOGdMPZ7hvKycu7W40/8/WaqJKMO8we8CgR8rDVhsKc",
+	"1dvapw5aS24YzfYgYITxrTm1ZCXqBw7XY6qZMkoO3dXWbG6y1mH2M9gcYw9Lar6N3R6duKMjkv8+/d9R",
+	"mzT8gasjtaJN+xk6SZE0HafPWjeps2GgO1yJG2i+bGPSI9/2bo7Ad35oGKR+uLh+zj8jc1Uy+EZjKEfY",
+	"AYIlRfBwuaq2vsM8xq5xyIWca+BuAJRLnzLk3GoydCUwUxpyfvZjjePazDR+afI+ZchmQht7IacqAffZ",
+	"Ra1RyDJpRVzZgjBFJ8sPP9JEpM6kYSqzbbzqB3E7EesrpsHqVe49gBk8qStYsQM/CXpyyhaHeFWmpSkv",
+	"8V6CPrvD4DK6kAWI2HIhYmCCfJrnj5dMyXysz92PPoicij8sFMUb/7pf6bPzqoBeV5GYzYDYKT9rQV52",
+	"wNbaR3RW5A4W1FEt/cGvESSpsiCnq97vsNoaE24viF0WvZMfVbTqQDCVRm5er2kb8/JlLJoNuu36VkFj",
+	"JPu2nr1bncHtQ5NiGx/+7ADdZ78DpHlXTOSjsOTklxxtzIdRlQm1PjXvUXkk7htnqL3z9u4X4qUeDSkf",
+	"PBD8XjID5EsclpxlFzOmm1/k2F0TuiWGH+wm68oLHqWPf+RXJnw/0qgEJgqjPHSybui+MmyttDdmIY2I",
+	"wLmM+thQRTEf0ZR7NDe/rpZPriRS4brWpis70Oj8IGJZerhdI+0KOHnc02w28/PXUMrJdWH8jBhFhDH9",
+	"ZEKqGc2yON5+hnvu/o7xgqeOCgKKsK9zynRUjh5vz/Bf59PC+4UD/1Z5bTmBvSOvdYfSv6eYbiGMVXpF",
+	"40M5uOII3SDFFQ8ey3levodYrpkc0nPLyH0fn9pNY42WWSfv2JrmueFFH9Z/L+k/ZmLnDLow7T7DMDAF",
+	"btlkVYZ4xUtwlSJEOU7VjQHIgT8AOCQsHxYalV7lv0vY9NENZ/bzd4fMiNuxe89s6cZ4UXW+Z7ktSPrX",
+	"RTaPB/LXXy3GdmvBxUt3SBQMGstXZUqzDdT1IYyNzuxjdZyigfi2MlSlWbjmzav13dZXqj38977RCNlY",
+	"sUtT9K9WZq5P3exwyaV6v5fE70zJ7iUxVm9Xor23efIKHMmbbyDJVOkSkg/GlPWhoE5keXL/y7cT5lTp",
+	"6Ps9852ViifiWra5Ul3xg5fvOKrMUjpV6c3mrzxu1HhBSpXW/hZOKjv0HSjp+5pify1mqMxT7CQGf3j3",
+	"1oZqTitsbUiVGl5X+tFN/vF2o/5/hkL9u6vffz/6e/0QC7cwEZLrlhfn2ivd1zzOICwrin4JhjdTrYUb",
+	"sgULki5qRCuvz/m8U7pbmUF7gAjncavzH4FHvu5cAcdLKrLQl2yqEqACcm2vm8Cyb4ZXoIRi7qytb4P2",
+	"hhLMZmxck4FCUO7CK1t7gdt348DN3dgFSKa5MOBiLrcvqy6ksCHuTElgVnNpODFdXk8v58jGldgtyYxl",
+	"PDaKTaDytZ808yHfhcykf6GsLGIQA5OlUdrj3i535OyblUXz0veldO5HWortH7KqibURbLPWXAfrXnXG",
+	"7X/EYMN65fltjRa3Fq7vmRvyF52O2R/ix5BqF3JVI4qX7ApSy7hhc3HtcP54GVh9Am59J58de92ZuP4i",
+	"VeLq6yPDiq0JwyaQ/wEgZ80HSq/9vZximBZvOuyzPCpD5fIy9HZB2smLR91a63tZ4yGTqs6zzOn5PqKA",
+	"z8Q0a1y/w+3Ty2AVP994FZpPFywBYzBsWXDDxlRkHDrCpM9kVSEbi2g4Jrdi4Avx2zjilvsrqYaJevnt",
+	"0/t3/Qs5fsuN7dG3vV//c4zCZjQe6f8eDrf0mJlWiUujrUKq9TVJ5NepSmh4kYrgAlelBS4kxyPVdgLc",
+	"lm1aYzXwhJoMUQxtdPuZzuEBI9l2Cq0ew24W3UpLFr5aVxjvue3WkdyJRt2N94HGVywW18XBF9VpxMAn",
+	"+vM/vU+osde+Zl1i1AHykgR0fyjIaSLTMR6gtenw6Oj45Dm9k3o8fDF4MaDgwt9/UytjGMoNGkWRxpdF",
+	"/lP51glR+cKPGN5e3v5fAAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -339,7 +339,17 @@ func (c *Client) Release(ctx context.Context, name, leaseID string) error {
 // Revoke ends whatever lease is current on name (an administrator's action); its holder's
 // next renewal is refused. A free name succeeds.
 func (c *Client) Revoke(ctx context.Context, name string) error {
-	resp, err := c.api.RevokeLeaseWithResponse(ctx, name)
+	return c.revoke(ctx, name, nil)
+}
+
+// RevokeToken ends the lease on name only if its fencing token is token: a revoke aimed at
+// one holder never ends a successor's. It matches ErrLeaseLost when the name has moved on.
+func (c *Client) RevokeToken(ctx context.Context, name string, token int64) error {
+	return c.revoke(ctx, name, &token)
+}
+
+func (c *Client) revoke(ctx context.Context, name string, token *int64) error {
+	resp, err := c.api.RevokeLeaseWithResponse(ctx, name, &api.RevokeLeaseParams{Token: token})
 	if err != nil {
 		return fmt.Errorf("revoke %q: %w", name, err)
 	}

@@ -155,7 +155,7 @@ func TestRenewLease(t *testing.T) {
 			e.c.ReleaseLeaseWithResponse(e.ctx, "job", api.ReleaseRequest{LeaseId: *l.LeaseId})
 			return *l.LeaseId
 		}},
-		{"ErrLost/Revoked", func(e *env, l api.Lease) string { e.c.RevokeLeaseWithResponse(e.ctx, "job"); return *l.LeaseId }},
+		{"ErrLost/Revoked", func(e *env, l api.Lease) string { e.c.RevokeLeaseWithResponse(e.ctx, "job", nil); return *l.LeaseId }},
 		{"ErrLost/Superseded", func(e *env, l api.Lease) string {
 			e.clock.Advance(10 * time.Second)
 			e.acquire("job", "w2", 10*time.Second)
@@ -273,7 +273,7 @@ func TestListLeases(t *testing.T) {
 	for _, n := range []string{"a-1", "a-2", "a-3", "a-4", "b-1"} {
 		e.acquire(n, "w-"+n, 10*time.Second)
 	}
-	if r, err := e.c.RevokeLeaseWithResponse(e.ctx, "a-2"); err != nil || r.StatusCode() != http.StatusNoContent {
+	if r, err := e.c.RevokeLeaseWithResponse(e.ctx, "a-2", nil); err != nil || r.StatusCode() != http.StatusNoContent {
 		t.Fatalf("RevokeLease(a-2) = %v, %v", status(r), err)
 	}
 	list := func(t *testing.T, p api.ListLeasesParams) []string {
@@ -406,16 +406,32 @@ func TestListLeaseEvents(t *testing.T) {
 func TestRevokeLease(t *testing.T) {
 	e := newEnv(t)
 	t.Run("ErrNotFound", func(t *testing.T) {
-		r, err := e.c.RevokeLeaseWithResponse(e.ctx, "never")
+		r, err := e.c.RevokeLeaseWithResponse(e.ctx, "never", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		wantProblem(t, "RevokeLease(never used)", r.HTTPResponse, r.Body, http.StatusNotFound, api.ProblemCodeNotFound)
 	})
+	t.Run("ErrLostByOtherToken", func(t *testing.T) {
+		l := e.acquire("by-token", "w1", time.Minute)
+		other := l.Token - 1
+		r, err := e.c.RevokeLeaseWithResponse(e.ctx, "by-token", &api.RevokeLeaseParams{Token: &other})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantProblem(t, "RevokeLease(token of another grant)", r.HTTPResponse, r.Body, http.StatusConflict, api.ProblemCodeLeaseLost)
+		if st := e.state("by-token"); !st.Held {
+			t.Errorf("state after a revoke aimed at another grant = %+v, want still held", st)
+		}
+		r, err = e.c.RevokeLeaseWithResponse(e.ctx, "by-token", &api.RevokeLeaseParams{Token: &l.Token})
+		if err != nil || r.StatusCode() != http.StatusNoContent {
+			t.Fatalf("RevokeLease(its own token) = %v, %v; want 204", status(r), err)
+		}
+	})
 	t.Run("OK", func(t *testing.T) {
 		l := e.acquire("job", "w1", time.Minute)
 		for i := range 2 { // the second finds the name free: still 204
-			r, err := e.c.RevokeLeaseWithResponse(e.ctx, "job")
+			r, err := e.c.RevokeLeaseWithResponse(e.ctx, "job", nil)
 			if err != nil || r.StatusCode() != http.StatusNoContent {
 				t.Fatalf("RevokeLease() #%d = %v, %v; want 204", i+1, status(r), err)
 			}

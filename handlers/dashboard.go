@@ -5,7 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
-	"fmt"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -167,24 +167,17 @@ func (d *dashboard) revoke(w http.ResponseWriter, r *http.Request) {
 			Detail: "The revoke form's token does not match. Reload the lease page and try again."})
 		return
 	}
-	// The form names the grant the operator confirmed revoking; a later holder's lease is not
-	// that one. The check and the revoke are two transactions (the store revokes by name), so
-	// this narrows the window to the time between them rather than closing it.
-	st, err := d.s.store.Get(r.Context(), name)
-	if err != nil {
-		d.fail(w, r, err)
-		return
-	}
-	if !st.Held || st.Token != token {
-		detail := fmt.Sprintf("The lease with token %d has already ended; nothing was revoked.", token)
-		if st.Held {
-			detail = fmt.Sprintf("The lease with token %d has ended and %s now holds the name with token %d; nothing was revoked. Reload the lease page to revoke that one.", token, st.Holder, st.Token)
-		}
-		d.page(w, r, http.StatusConflict, nil, web.ErrorInfo{Status: http.StatusConflict, Title: "The lease changed", Detail: detail})
-		return
-	}
-	err = d.s.store.Revoke(r.Context(), name)
+	// The form names the grant the operator confirmed revoking; the store revokes it only if it
+	// is still the current one, in the same transaction, so a later holder's lease is never hit.
+	err = d.s.store.Revoke(r.Context(), name, token)
 	d.s.metrics.op("revoke", err)
+	if lease.IsCode(err, lease.CodeLost) {
+		var le *lease.Error
+		errors.As(err, &le)
+		d.page(w, r, http.StatusConflict, nil, web.ErrorInfo{Status: http.StatusConflict, Title: "The lease changed",
+			Detail: le.Message + ". Reload the lease page to see who holds it now."})
+		return
+	}
 	if err != nil {
 		d.fail(w, r, err)
 		return

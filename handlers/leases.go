@@ -141,7 +141,7 @@ func (s *server) ReleaseLease(ctx context.Context, req api.ReleaseLeaseRequestOb
 func (s *server) RevokeLease(ctx context.Context, req api.RevokeLeaseRequestObject) (api.RevokeLeaseResponseObject, error) {
 	err := lease.ValidateName(req.Name)
 	if err == nil {
-		err = s.store.Revoke(ctx, req.Name)
+		err = s.store.Revoke(ctx, req.Name, deref(req.Params.Token))
 	}
 	s.metrics.op("revoke", err)
 	if err != nil {

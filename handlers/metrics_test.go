@@ -92,7 +92,7 @@ func TestMetricsMove(t *testing.T) {
 	if expirations() != 1 {
 		t.Errorf("expirations after the sweep = %v, want 1", expirations())
 	}
-	e.c.RevokeLeaseWithResponse(e.ctx, "never")
+	e.c.RevokeLeaseWithResponse(e.ctx, "never", nil)
 
 	for _, tt := range []struct {
 		op, outcome string

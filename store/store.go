@@ -31,8 +31,11 @@ type Store interface {
 	// Codes: lease_lost when the lease had expired or was revoked, or id is not name's.
 	Release(ctx context.Context, name, id string) error
 
-	// Revoke ends the current lease on name, if any. Codes: not_found for a name never used.
-	Revoke(ctx context.Context, name string) error
+	// Revoke ends the current lease on name, if any. With a non-zero token it ends the lease
+	// only if token is that lease's, so a revoke aimed at one holder never ends a successor's.
+	// Codes: not_found for a name never used; lease_lost when token is not the current
+	// unexpired lease's.
+	Revoke(ctx context.Context, name string, token int64) error
 
 	// Get returns the state of name. Codes: not_found for a name never used.
 	Get(ctx context.Context, name string) (lease.State, error)

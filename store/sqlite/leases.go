@@ -348,7 +348,7 @@ func (s *Store) Release(ctx context.Context, name, id string) error {
 }
 
 // Revoke ends the current lease on name. See store.Store.
-func (s *Store) Revoke(ctx context.Context, name string) error {
+func (s *Store) Revoke(ctx context.Context, name string, token int64) error {
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		g, ok, err := current(ctx, t.tx, name)
 		if err != nil {
@@ -357,8 +357,17 @@ func (s *Store) Revoke(ctx context.Context, name string) error {
 		if !ok {
 			return lease.Errorf(lease.CodeNotFound, "no lease named %q was ever taken", name)
 		}
-		if g, err = settle(ctx, t, g); err != nil || !g.open() {
+		if g, err = settle(ctx, t, g); err != nil {
 			return err
+		}
+		if token != 0 && (g.token != token || !g.open()) {
+			if g.token != token {
+				return lease.Errorf(lease.CodeLost, "lease %q is now token %d held by %q, not token %d; nothing was revoked", name, g.token, g.holder, token)
+			}
+			return lease.Errorf(lease.CodeLost, "lease %q token %d has already %s; nothing was revoked", name, token, g.endKind.String)
+		}
+		if !g.open() {
+			return nil
 		}
 		return end(ctx, t, g, lease.EndRevoked, t.now)
 	})

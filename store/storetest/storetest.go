@@ -106,6 +106,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"Release/ErrLostExpired", testReleaseExpired},
 		{"StaleIDNeverTouchesSuccessor", testStaleID},
 		{"Revoke", testRevoke},
+		{"Revoke/ByToken", testRevokeByToken},
 		{"Get", testGet},
 		{"Tokens/GrowWhenClockGoesBack", testTokensClockBack},
 		{"Tokens/GrowAcrossReopen", testTokensReopen},
@@ -236,7 +237,7 @@ func testRenewExpired(t *testing.T, e *env) {
 
 func testRenewRevoked(t *testing.T, e *env) {
 	l := e.acquire("job", "w1", 10*time.Second)
-	if err := e.s.Revoke(e.ctx, "job"); err != nil {
+	if err := e.s.Revoke(e.ctx, "job", 0); err != nil {
 		t.Fatal(err)
 	}
 	_, err := e.s.Renew(e.ctx, "job", l.ID, 0)
@@ -292,12 +293,12 @@ func testStaleID(t *testing.T, e *env) {
 }
 
 func testRevoke(t *testing.T, e *env) {
-	wantCode(t, "Revoke(never used)", e.s.Revoke(e.ctx, "nope"), lease.CodeNotFound)
+	wantCode(t, "Revoke(never used)", e.s.Revoke(e.ctx, "nope", 0), lease.CodeNotFound)
 	e.acquire("job", "w1", 10*time.Second)
-	if err := e.s.Revoke(e.ctx, "job"); err != nil {
+	if err := e.s.Revoke(e.ctx, "job", 0); err != nil {
 		t.Fatalf("Revoke() = %v", err)
 	}
-	if err := e.s.Revoke(e.ctx, "job"); err != nil {
+	if err := e.s.Revoke(e.ctx, "job", 0); err != nil {
 		t.Errorf("Revoke(free) = %v, want nil", err)
 	}
 	if got := types(e.events("job")); !cmp.Equal(got, []lease.EventType{lease.EventAcquired, lease.EventRevoked}) {
@@ -440,7 +441,7 @@ func testLockDelay(t *testing.T, e *env) {
 		if end == "release" {
 			err = e.s.Release(e.ctx, name, l.ID)
 		} else {
-			err = e.s.Revoke(e.ctx, name)
+			err = e.s.Revoke(e.ctx, name, 0)
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -474,7 +475,7 @@ func testList(t *testing.T, e *env) {
 		e.acquire(n, "w-"+n, 10*time.Second)
 	}
 	e.clock.Advance(time.Second)
-	if err := e.s.Revoke(e.ctx, "a-2"); err != nil {
+	if err := e.s.Revoke(e.ctx, "a-2", 0); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
@@ -778,7 +779,7 @@ func testRecentlyFreed(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	e.clock.Advance(2 * time.Second) // b expires, not yet recorded by a sweep
-	if err := e.s.Revoke(e.ctx, "x-d"); err != nil {
+	if err := e.s.Revoke(e.ctx, "x-d", 0); err != nil {
 		t.Fatal(err)
 	}
 	got, err := e.s.RecentlyFreed(e.ctx, "", 10)
@@ -817,4 +818,18 @@ func testEventsSince(t *testing.T, e *env) {
 	if err != nil || len(p.Items) != 1 || p.Items[0].Type != lease.EventRenewed {
 		t.Errorf("Events(since) = %+v, %v; want only the renewal", p.Items, err)
 	}
+}
+
+func testRevokeByToken(t *testing.T, e *env) {
+	a := e.acquire("job", "w1", time.Second)
+	e.clock.Advance(2 * time.Second)
+	b := e.acquire("job", "w2", time.Minute)
+	wantCode(t, "Revoke(the expired grant's token)", e.s.Revoke(e.ctx, "job", a.Token), lease.CodeLost)
+	if st, _ := e.s.Get(e.ctx, "job"); !st.Held || st.Token != b.Token {
+		t.Fatalf("successor after a revoke aimed at its predecessor = %+v, want still held", st)
+	}
+	if err := e.s.Revoke(e.ctx, "job", b.Token); err != nil {
+		t.Fatalf("Revoke(current token) = %v", err)
+	}
+	wantCode(t, "Revoke(token already revoked)", e.s.Revoke(e.ctx, "job", b.Token), lease.CodeLost)
 }
