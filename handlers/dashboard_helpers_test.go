@@ -21,12 +21,10 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/expiry"
 	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/lease"
-	"github.com/leasekeeper/leasekeeper/queue"
+	"github.com/leasekeeper/leasekeeper/service"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
-	"github.com/leasekeeper/leasekeeper/watch"
 )
 
 // dashT0 is where the fake clock of the dashboard tests starts.
@@ -61,57 +59,27 @@ func newDashServer(t *testing.T) *dashServer {
 	return dashServe(t, h, st, clock)
 }
 
-// dashHooks fans the store's committed events out to the parts built after the store, as
-// cmd/leasekeeper's serve does.
-type dashHooks struct {
-	mu    sync.RWMutex
-	funcs []func([]lease.Event)
-}
-
-func (h *dashHooks) set(fns ...func([]lease.Event)) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.funcs = fns
-}
-
-func (h *dashHooks) publish(evs []lease.Event) {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	for _, f := range h.funcs {
-		f(evs)
-	}
-}
-
-// newDashLiveServer starts a server assembled as `leasekeeper serve` assembles it: the real
-// (anchored) clock, the expiry sweeper, the waiting line and the watch hub, all fed by the
-// store's commit hook. The browser tests use it, since live updates need the watch stream.
+// newDashLiveServer starts a server assembled as `leasekeeper serve` assembles it (service.New:
+// the real anchored clock, the expiry sweeper, the waiting line and the watch hub, all fed by
+// the store's commit hook). The browser tests use it, since live updates need the watch stream.
 func newDashLiveServer(t *testing.T) *dashServer {
 	t.Helper()
-	log := slog.New(slog.DiscardHandler)
-	var hooks dashHooks
+	var hooks service.Hooks
 	path := filepath.Join(t.TempDir(), "leasekeeper.db")
-	st, err := sqlite.Open(context.Background(), path, sqlite.Options{OnCommit: hooks.publish, Logger: log})
+	st, err := sqlite.Open(context.Background(), path, sqlite.Options{OnCommit: hooks.Publish})
 	if err != nil {
 		t.Fatalf("sqlite.Open(%s) = %v", path, err)
 	}
 	t.Cleanup(func() { st.Close() })
-	clock := st.Clock()
-	reg := prometheus.NewRegistry()
-	metrics := handlers.NewMetrics(reg, st)
-	sweeper := expiry.New(st, clock, time.Hour, log)
-	line := queue.New(st, clock, queue.DefaultLimits())
-	hub := watch.NewHub(st, watch.Options{})
-	hooks.set(metrics.ObserveEvents, sweeper.ObserveEvents, line.ObserveEvents, hub.ObserveEvents)
-	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: lease.DefaultLimits(), Registry: reg,
-		Metrics: metrics, Logger: log, Acquirer: line, Hub: hub, Spec: leasekeeper.OpenAPI(), Version: "test"})
+	svc, err := service.New(st, &hooks, service.Config{Retention: time.Hour, Version: "test"})
 	if err != nil {
-		t.Fatalf("handlers.New() = %v", err)
+		t.Fatalf("service.New() = %v", err)
 	}
 	bg, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { sweeper.Run(bg) })
+	wg.Go(func() { svc.Run(bg) })
 	t.Cleanup(func() { stop(); wg.Wait() })
-	return dashServe(t, h, st, nil)
+	return dashServe(t, svc.Handler, st, nil)
 }
 
 // dashServe serves h on a local port until the test ends. Watch streams are long requests:

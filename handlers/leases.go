@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"time"
@@ -62,10 +63,14 @@ func (s *server) acquireParams(req api.AcquireLeaseRequestObject) (store.Acquire
 	p := store.AcquireParams{Name: req.Name, Holder: b.Holder, TTL: ttl, LockDelay: delay, IdempotencyKey: deref(req.Params.IdempotencyKey)}
 	var raw json.RawMessage
 	if b.Metadata != nil {
-		var err error
-		if raw, err = json.Marshal(b.Metadata); err != nil {
+		// Kept as the client wrote it: no HTML escaping of <, > and & (pages escape on output).
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(b.Metadata); err != nil {
 			return p, 0, lease.Errorf(lease.CodeInvalid, "metadata: %v", err)
 		}
+		raw = buf.Bytes()
 	}
 	md, err := lease.NormalizeMetadata(raw)
 	if err != nil {

@@ -115,11 +115,11 @@ func recordRejection(ctx context.Context, t *txn, r lease.Rejection, owner grant
 	if err != nil {
 		return r, fmt.Errorf("record rejection: %w", w(err))
 	}
-	if r.Lease != "" {
-		if err := t.record(ctx, lease.Event{Type: lease.EventRejected, Name: r.Lease, Token: r.PresentedToken,
-			Holder: r.Holder, At: r.At, Resource: r.Resource}); err != nil {
-			return r, err
-		}
+	// A rejection whose lease is unknown still goes into the event stream, with an empty name,
+	// so watchers (the dashboard's rejections page) see every refusal.
+	if err := t.record(ctx, lease.Event{Type: lease.EventRejected, Name: r.Lease, Token: r.PresentedToken,
+		Holder: r.Holder, At: r.At, Resource: r.Resource}); err != nil {
+		return r, err
 	}
 	t.dirty = true
 	return r, nil

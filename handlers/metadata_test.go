@@ -1,0 +1,43 @@
+package handlers_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+// TestMetadataKeptAsWritten: metadata is stored as the client wrote it, without JSON's HTML
+// escapes (\u003c for <), which the dashboard would otherwise show literally.
+func TestMetadataKeptAsWritten(t *testing.T) {
+	e := newEnv(t)
+	resp, body := e.do(http.MethodPost, "/v1/leases/job/acquire", strings.NewReader(`{"holder":"w","ttl_ms":5000,"metadata":{"q":"a<b && c>d"}}`), nil)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("acquire = %d %s", resp.StatusCode, body)
+	}
+	st, err := e.store.Get(e.ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(st.Metadata), `{"q":"a<b && c>d"}`; got != want {
+		t.Errorf("stored metadata = %s, want %s", got, want)
+	}
+}
+
+// TestRejectionWithoutLeaseIsAnEvent: a refused write whose token belongs to no known grant and
+// that names no lease still reaches the event stream (with an empty name), so live views of
+// rejections see it.
+func TestRejectionWithoutLeaseIsAnEvent(t *testing.T) {
+	e := newEnv(t)
+	for _, tok := range []string{"9", "5"} {
+		e.do(http.MethodPut, "/v1/resources/r", strings.NewReader("v"), map[string]string{"Fencing-Token": tok})
+	}
+	page, err := e.store.Events(e.ctx, store.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Items) != 1 || page.Items[0].Type != "rejected" || page.Items[0].Name != "" || page.Items[0].Resource != "r" || page.Items[0].Token != 5 {
+		t.Errorf("events = %+v, want one rejected event of resource r with token 5", page.Items)
+	}
+}
