@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/a-h/templ"
 	"github.com/go-chi/chi/v5"
@@ -27,9 +26,6 @@ type dashboard struct {
 	csrfKey []byte
 	host    string
 }
-
-// historyWindow is how far back a lease page's timeline and event table reach.
-const historyWindow = 6 * time.Hour
 
 func (d *dashboard) routes(r chi.Router) {
 	static := http.StripPrefix("/static/", http.FileServerFS(web.Static()))
@@ -138,13 +134,15 @@ func (d *dashboard) leaseDetail(ctx context.Context, name, cursor string) (web.L
 		return web.LeaseDetail{}, err
 	}
 	st.Waiters = d.s.acquirer.Waiters(name)
-	evs, err := d.s.store.Events(ctx, store.EventFilter{Name: name, Since: now.Add(-historyWindow), Limit: store.MaxLimit, Cursor: cursor})
+	// The recent end of the history: the newest events of the window, shown oldest first; the
+	// next page goes further back.
+	evs, err := d.s.store.Events(ctx, store.EventFilter{Name: name, Since: now.Add(-web.TimelineSpan), Limit: store.MaxLimit, Cursor: cursor, Newest: true})
 	if err != nil {
 		return web.LeaseDetail{}, err
 	}
 	detail := web.LeaseDetail{Now: now, Lease: viewLease(st), NextCursor: evs.Next, CSRFToken: d.csrfToken(name, st.Token)}
-	for _, e := range evs.Items {
-		detail.Events = append(detail.Events, viewEvent(e))
+	for i := len(evs.Items) - 1; i >= 0; i-- {
+		detail.Events = append(detail.Events, viewEvent(evs.Items[i]))
 	}
 	start, end := web.TimelineWindow(detail.Lease, detail.Events, now)
 	detail.Timeline = web.NewTimeline(detail.Lease, detail.Events, start, end, now)

@@ -43,7 +43,8 @@ type Store interface {
 	// List returns leases ordered by name. Codes: invalid_request for a bad cursor.
 	List(ctx context.Context, f LeaseFilter) (Page[lease.State], error)
 
-	// Events returns events in seq order. Codes: invalid_request for a bad cursor.
+	// Events returns events in seq order (reversed with Newest). Codes: invalid_request for a
+	// bad cursor.
 	Events(ctx context.Context, f EventFilter) (Page[lease.Event], error)
 
 	// LatestSeq returns the seq of the newest event, 0 when there is none.
@@ -109,12 +110,14 @@ type LeaseFilter struct {
 }
 
 // EventFilter selects events. With Name empty, all names; Prefix restricts by name prefix.
-// Since keeps events at or after that time.
+// Since keeps events at or after that time. Newest pages from the newest event backwards
+// (each page still newest first), for views that show the recent end of a long history.
 type EventFilter struct {
 	Name     string
 	Prefix   string
 	AfterSeq int64
 	Since    time.Time
+	Newest   bool
 	Limit    int
 	Cursor   string
 }

@@ -106,8 +106,11 @@ func NewTimeline(l Lease, events []Event, start, end, now time.Time) Timeline {
 	return tl
 }
 
+// TimelineSpan is how far back a lease's timeline reaches at most.
+const TimelineSpan = 6 * time.Hour
+
 // TimelineWindow suggests the window for a name's timeline: from its oldest event (at most
-// 15 minutes, at least one minute before now) to a little after the latest of now, the
+// TimelineSpan, at least one minute before now) to a little after the latest of now, the
 // lease's expiry and its available_at, so that a held lease's expected end is in view.
 func TimelineWindow(l Lease, events []Event, now time.Time) (start, end time.Time) {
 	end = now
@@ -122,7 +125,7 @@ func TimelineWindow(l Lease, events []Event, now time.Time) (start, end time.Tim
 			start = e.At
 		}
 	}
-	if earliest := now.Add(-15 * time.Minute); start.Before(earliest) {
+	if earliest := now.Add(-TimelineSpan); start.Before(earliest) {
 		start = earliest
 	}
 	end = end.Add(end.Sub(start) / 20)

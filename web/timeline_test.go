@@ -151,7 +151,7 @@ func TestTimelineWindow(t *testing.T) {
 		t.Errorf("TimelineWindow() end = %v, want %v", end, want)
 	}
 	start, _ = TimelineWindow(Lease{}, []Event{{At: at("-24h")}}, now)
-	if want := at("-15m"); !start.Equal(want) {
+	if want := at("-6h"); !start.Equal(want) {
 		t.Errorf("TimelineWindow(old history) start = %v, want %v", start, want)
 	}
 }

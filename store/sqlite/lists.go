@@ -116,7 +116,7 @@ func scanEvent(r scanner) (lease.Event, error) {
 	return e, nil
 }
 
-// Events returns events oldest first. See store.Store.
+// Events returns events oldest first, or newest first. See store.Store.
 func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lease.Event], error) {
 	after, err := decodeSeqCursor(f.Cursor)
 	if err != nil {
@@ -128,14 +128,22 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lea
 	if !f.Since.IsZero() {
 		since = f.Since.UnixMilli()
 	}
+	// Oldest first: seq > cursor ascending. Newest first: seq < cursor descending.
+	cmpSeq, order, bound := ">", "", after
+	if f.Newest {
+		cmpSeq, order = "<", " DESC"
+		if f.Cursor == "" {
+			bound = 1<<63 - 1
+		}
+	}
 	var rows *sql.Rows
 	if f.Name != "" {
-		rows, err = s.r.QueryContext(ctx, `SELECT `+eventCols+` FROM events WHERE name = ? AND seq > ? AND at >= ? ORDER BY seq LIMIT ?`,
-			f.Name, after, since, limit+1)
+		rows, err = s.r.QueryContext(ctx, `SELECT `+eventCols+` FROM events WHERE name = ? AND seq `+cmpSeq+` ? AND at >= ? ORDER BY seq`+order+` LIMIT ?`,
+			f.Name, bound, since, limit+1)
 	} else {
 		lo, hi := prefixRange(f.Prefix)
-		rows, err = s.r.QueryContext(ctx, `SELECT `+eventCols+` FROM events WHERE seq > ? AND name >= ? AND name < ? AND at >= ? ORDER BY seq LIMIT ?`,
-			after, lo, hi, since, limit+1)
+		rows, err = s.r.QueryContext(ctx, `SELECT `+eventCols+` FROM events WHERE seq `+cmpSeq+` ? AND name >= ? AND name < ? AND at >= ? ORDER BY seq`+order+` LIMIT ?`,
+			bound, lo, hi, since, limit+1)
 	}
 	if err != nil {
 		return store.Page[lease.Event]{}, fmt.Errorf("list events: %w", w(err))

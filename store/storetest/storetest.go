@@ -536,6 +536,23 @@ func testEventsPagination(t *testing.T, e *env) {
 	if len(seqs) != 5 {
 		t.Fatalf("paged events = %v, want 5", seqs)
 	}
+	var newest []int64
+	cursor = ""
+	for {
+		p, err := e.s.Events(e.ctx, store.EventFilter{Name: "job", Limit: 2, Cursor: cursor, Newest: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range p.Items {
+			newest = append(newest, ev.Seq)
+		}
+		if cursor = p.Next; cursor == "" {
+			break
+		}
+	}
+	if want := []int64{seqs[4], seqs[3], seqs[2], seqs[1], seqs[0]}; !cmp.Equal(newest, want) {
+		t.Errorf("newest-first pages = %v, want %v", newest, want)
+	}
 	for i := 1; i < len(seqs); i++ {
 		if seqs[i] <= seqs[i-1] {
 			t.Errorf("seqs = %v, want increasing (oldest first)", seqs)
