@@ -418,46 +418,69 @@ func (s *Store) ExpireDue(ctx context.Context) (int, time.Time, error) {
 	return n, next, nil
 }
 
-// HeldCount counts leases held now. See store.Store.
+// HeldCount counts leases held now. Each query reads one partial index only (grants_open, or
+// grants_open_name for a prefix), so counting stays cheap with many leases. See store.Store.
 func (s *Store) HeldCount(ctx context.Context, prefix string) (int, error) {
 	var n int
-	lo, hi := prefixRange(prefix)
-	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM grants WHERE ended_at IS NULL AND expires_at > ? AND name >= ? AND name < ?`,
-		s.clock.Now().UnixMilli(), lo, hi).Scan(&n); err != nil {
+	now := s.clock.Now().UnixMilli()
+	var err error
+	if prefix == "" {
+		err = s.r.QueryRowContext(ctx, `SELECT count(*) FROM grants WHERE ended_at IS NULL AND expires_at > ?`, now).Scan(&n)
+	} else {
+		lo, hi := prefixRange(prefix)
+		err = s.r.QueryRowContext(ctx, `SELECT count(*) FROM grants INDEXED BY grants_open_name
+			WHERE ended_at IS NULL AND name >= ? AND name < ? AND expires_at > ?`, lo, hi, now).Scan(&n)
+	}
+	if err != nil {
 		return 0, fmt.Errorf("count held leases: %w", w(err))
 	}
 	return n, nil
 }
 
-// RecentlyFreed lists names freed lately, newest first. It walks the newest end events
-// (cheap, by seq) rather than sorting every grant, and keeps the names that are still free.
-// See store.Store.
+// RecentlyFreed lists names freed lately, newest first. It reads the newest end events
+// backwards by seq (cheap whatever the history's size) and the expiries the sweeper has not
+// recorded yet, then keeps the names that are still free. See store.Store.
 func (s *Store) RecentlyFreed(ctx context.Context, prefix string, limit int) ([]lease.State, error) {
 	limit = store.ClampLimit(limit)
 	now := s.clock.Now().UnixMilli()
 	lo, hi := prefixRange(prefix)
-	// Expiries not yet recorded by the sweeper have no event; take them from the grants.
-	rows, err := s.r.QueryContext(ctx, `SELECT `+grantCols+` FROM names n JOIN grants g ON g.token = n.token
-		WHERE n.name IN (
-			SELECT name FROM (SELECT name, max(seq) AS seq FROM events
-				WHERE type IN ('released', 'expired', 'revoked') AND name >= ? AND name < ?
-				GROUP BY name ORDER BY seq DESC LIMIT ?)
-			UNION SELECT name FROM grants WHERE ended_at IS NULL AND expires_at <= ? AND name >= ? AND name < ?)
-		AND NOT (g.ended_at IS NULL AND g.expires_at > ?)`, lo, hi, limit*4, now, lo, hi, now)
-	if err != nil {
-		return nil, fmt.Errorf("recently freed: %w", w(err))
-	}
-	defer rows.Close()
-	var out []lease.State
-	for rows.Next() {
-		g, err := scanGrant(rows)
+	var names []string
+	seen := map[string]bool{}
+	collect := func(q string, args ...any) error {
+		rows, err := s.r.QueryContext(ctx, q, args...)
 		if err != nil {
-			return nil, fmt.Errorf("recently freed: %w", err)
+			return err
 		}
-		out = append(out, g.state(now))
+		defer rows.Close()
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				return err
+			}
+			if !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+		return rows.Err()
 	}
-	if err := rows.Err(); err != nil {
+	if err := collect(`SELECT name FROM grants INDEXED BY grants_open WHERE ended_at IS NULL AND expires_at <= ?
+		AND name >= ? AND name < ? LIMIT ?`, now, lo, hi, limit); err != nil {
 		return nil, fmt.Errorf("recently freed: %w", w(err))
+	}
+	if err := collect(`SELECT name FROM events WHERE type IN ('released', 'expired', 'revoked')
+		AND name >= ? AND name < ? ORDER BY seq DESC LIMIT ?`, lo, hi, limit*8); err != nil {
+		return nil, fmt.Errorf("recently freed: %w", w(err))
+	}
+	var out []lease.State
+	for _, n := range names {
+		g, ok, err := current(ctx, s.r, n)
+		if err != nil {
+			return nil, err
+		}
+		if ok && !g.heldAt(now) {
+			out = append(out, g.state(now))
+		}
 	}
 	slices.SortFunc(out, func(a, b lease.State) int { return b.EndedAt.Compare(a.EndedAt) })
 	if len(out) > limit {
