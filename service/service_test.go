@@ -14,11 +14,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/leasekeeper/leasekeeper/queue"
 	"github.com/leasekeeper/leasekeeper/service"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
 func newService(t *testing.T, reg *prometheus.Registry) *httptest.Server {
+	t.Helper()
+	return newServiceWith(t, service.Config{Registry: reg})
+}
+
+func newServiceWith(t *testing.T, cfg service.Config) *httptest.Server {
 	t.Helper()
 	var hooks service.Hooks
 	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "s.db"), sqlite.Options{OnCommit: hooks.Publish})
@@ -26,7 +32,7 @@ func newService(t *testing.T, reg *prometheus.Registry) *httptest.Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	svc, err := service.New(st, &hooks, service.Config{Registry: reg})
+	svc, err := service.New(st, &hooks, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,5 +99,71 @@ func TestWiring(t *testing.T) {
 	}
 	for _, p := range problems {
 		t.Errorf("metric %s: %s", p.Metric, p.Text)
+	}
+}
+
+// waiters reads the waiters count of a lease.
+func waiters(t *testing.T, url, name string) float64 {
+	t.Helper()
+	resp, err := http.Get(url + "/v1/leases/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st map[string]any
+	json.NewDecoder(resp.Body).Decode(&st)
+	n, _ := st["waiters"].(float64)
+	return n
+}
+
+func waitWaiters(t *testing.T, url, name string, want float64) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); waiters(t, url, name) != want; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waiters of %s never became %v (now %v)", name, want, waiters(t, url, name))
+		}
+	}
+}
+
+// TestWaitingOverHTTP: a full line answers 429 too_many_waiters with Retry-After, and a
+// waiter whose client goes away leaves the line and is never granted the lease.
+func TestWaitingOverHTTP(t *testing.T) {
+	srv := newServiceWith(t, service.Config{Queue: queue.Limits{PerName: 1, Total: 10}})
+	if code, b := post(t, srv.URL+"/v1/leases/job/acquire", `{"holder":"a","ttl_ms":60000}`); code != 200 {
+		t.Fatalf("acquire = %d %v", code, b)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/leases/job/acquire",
+			strings.NewReader(`{"holder":"gone","ttl_ms":60000,"wait_ms":60000}`))
+		_, err := http.DefaultClient.Do(req)
+		done <- err
+	}()
+	waitWaiters(t, srv.URL, "job", 1)
+
+	resp, err := http.Post(srv.URL+"/v1/leases/job/acquire", "application/json", strings.NewReader(`{"holder":"b","ttl_ms":60000,"wait_ms":1000}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	json.NewDecoder(resp.Body).Decode(&p)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || p["code"] != "too_many_waiters" || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("acquire with a full line = %d %v (Retry-After %q), want 429 too_many_waiters with Retry-After",
+			resp.StatusCode, p, resp.Header.Get("Retry-After"))
+	}
+
+	cancel() // the waiting client disconnects
+	<-done
+	waitWaiters(t, srv.URL, "job", 0)
+	resp, err = http.Get(srv.URL + "/v1/leases/job/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(b), `"gone"`) {
+		t.Errorf("events = %s: the departed waiter was granted the lease", b)
 	}
 }
