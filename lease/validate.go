@@ -99,7 +99,7 @@ func (l Limits) ValidateLockDelay(d time.Duration) error {
 // NormalizeMetadata checks that raw is empty or null (no metadata) or a JSON object of at most
 // 4 KiB once compacted, and returns it compacted (nil for none).
 func NormalizeMetadata(raw json.RawMessage) (json.RawMessage, error) {
-	raw = bytes.TrimSpace(raw)
+	raw = bytes.Trim(raw, " \t\r\n") // JSON's whitespace only: bytes.TrimSpace would accept \v, \f…
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return nil, nil
 	}
