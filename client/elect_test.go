@@ -3,14 +3,13 @@ package client_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
-	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 	"github.com/leasekeeper/leasekeeper/watch"
 )
@@ -19,22 +18,7 @@ import (
 // watch stream, the expiry sweeper) on the real clock.
 func newFullServer(t *testing.T) string {
 	t.Helper()
-	var hooks service.Hooks
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lk.db"), sqlite.Options{OnCommit: hooks.Publish})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	svc, err := service.New(st, &hooks, service.Config{Watch: watch.Options{Heartbeat: time.Second}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); svc.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	srv := httptest.NewServer(svc.Handler)
-	t.Cleanup(srv.Close)
+	srv, _ := servicetest.Start(t, service.Config{Watch: watch.Options{Heartbeat: time.Second}}, sqlite.Options{})
 	return srv.URL
 }
 

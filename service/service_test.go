@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/queue"
 	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
@@ -26,22 +26,7 @@ func newService(t *testing.T, reg *prometheus.Registry) *httptest.Server {
 
 func newServiceWith(t *testing.T, cfg service.Config) *httptest.Server {
 	t.Helper()
-	var hooks service.Hooks
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "s.db"), sqlite.Options{OnCommit: hooks.Publish})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	svc, err := service.New(st, &hooks, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); svc.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	srv := httptest.NewServer(svc.Handler)
-	t.Cleanup(srv.Close)
+	srv, _ := servicetest.Start(t, cfg, sqlite.Options{})
 	return srv
 }
 

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
@@ -20,22 +19,7 @@ import (
 // sweeper), on the real clock and returns its URL.
 func newTestServer(t *testing.T) string {
 	t.Helper()
-	var hooks service.Hooks
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lk.db"), sqlite.Options{OnCommit: hooks.Publish})
-	if err != nil {
-		t.Fatalf("sqlite.Open: %v", err)
-	}
-	t.Cleanup(func() { st.Close() })
-	svc, err := service.New(st, &hooks, service.Config{})
-	if err != nil {
-		t.Fatalf("service.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); svc.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	srv := httptest.NewServer(svc.Handler)
-	t.Cleanup(srv.Close)
+	srv, _ := servicetest.Start(t, service.Config{}, sqlite.Options{})
 	return srv.URL
 }
 
