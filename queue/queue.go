@@ -41,6 +41,9 @@ type Line struct {
 	mu    sync.Mutex
 	lines map[string]*list.List // of *waiter, oldest first
 	total int
+
+	closed chan struct{} // closed by Close: every waiter gives up
+	once   sync.Once
 }
 
 type waiter struct {
@@ -49,8 +52,12 @@ type waiter struct {
 
 // New returns an empty line.
 func New(st Store, clock lease.Clock, limits Limits) *Line {
-	return &Line{store: st, clock: clock, limits: limits, lines: map[string]*list.List{}}
+	return &Line{store: st, clock: clock, limits: limits, lines: map[string]*list.List{}, closed: make(chan struct{})}
 }
+
+// Close makes every waiter give up with unavailable, so a shutting-down server is not held
+// up by long waits. It is safe to call more than once.
+func (l *Line) Close() { l.once.Do(func() { close(l.closed) }) }
 
 // Waiters returns how many requests wait for name.
 func (l *Line) Waiters(name string) int {
@@ -96,7 +103,8 @@ func (l *Line) wakeHead(name string) {
 // Acquire grants the lease, waiting in line up to wait for it. Without a wait it fails at once
 // when the lease is held or others wait before it. A waiter whose ctx ends leaves the line, and
 // a grant that raced with its ctx ending is released, so no lease is held that nobody received.
-// Codes: lease_held (the wait ran out), too_many_waiters, and those of store.Acquire.
+// Codes: lease_held (the wait ran out), too_many_waiters, unavailable (the line was closed),
+// and those of store.Acquire.
 func (l *Line) Acquire(ctx context.Context, p store.AcquireParams, wait time.Duration) (lease.Lease, error) {
 	l.mu.Lock()
 	queued := l.lines[p.Name] != nil && l.lines[p.Name].Len() > 0
@@ -127,6 +135,8 @@ func (l *Line) Acquire(ctx context.Context, p store.AcquireParams, wait time.Dur
 			return lease.Lease{}, fmt.Errorf("wait for %q: %w", p.Name, ctx.Err())
 		case <-deadline.C:
 			return lease.Lease{}, lastErr
+		case <-l.closed:
+			return lease.Lease{}, lease.Errorf(lease.CodeUnavailable, "the server is shutting down; try again")
 		case <-w.turn:
 		case <-retry.C:
 		}

@@ -105,5 +105,12 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 	return s, nil
 }
 
+// Drain ends the long requests, watch streams and waits in line, so that an HTTP server
+// shutting down only waits for ordinary requests. Call it before http.Server.Shutdown.
+func (s *Service) Drain() {
+	s.Hub.Close()
+	s.Line.Close()
+}
+
 // Run runs the background loops (the expiry sweeper) until ctx ends.
 func (s *Service) Run(ctx context.Context) { s.sweeper.Run(ctx) }

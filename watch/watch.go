@@ -38,6 +38,8 @@ type Hub struct {
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced at every commit
 	watchers int
+	closed   chan struct{} // closed by Close: every stream ends
+	once     sync.Once
 }
 
 // NewHub returns a hub over the store.
@@ -51,7 +53,7 @@ func NewHub(st Store, opts Options) *Hub {
 	if opts.WriteTimeout == 0 {
 		opts.WriteTimeout = 10 * time.Second
 	}
-	return &Hub{store: st, opts: opts, changed: make(chan struct{})}
+	return &Hub{store: st, opts: opts, changed: make(chan struct{}), closed: make(chan struct{})}
 }
 
 // ObserveEvents wakes every watcher; wire it to the store's commit hook. It never blocks.
@@ -70,6 +72,10 @@ func (h *Hub) wait() <-chan struct{} {
 	defer h.mu.Unlock()
 	return h.changed
 }
+
+// Close ends every open stream and refuses new ones, so a shutting-down server is not held
+// up by watchers. It is safe to call more than once.
+func (h *Hub) Close() { h.once.Do(func() { close(h.closed) }) }
 
 // Watchers returns how many streams are open.
 func (h *Hub) Watchers() int {
@@ -102,6 +108,11 @@ func (h *Hub) Open(ctx context.Context, prefix, lastEventID string) (*Stream, er
 			return nil, err
 		}
 		after = seq
+	}
+	select {
+	case <-h.closed:
+		return nil, lease.Errorf(lease.CodeUnavailable, "the server is shutting down")
+	default:
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -156,6 +167,8 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 		}
 		select {
 		case <-s.ctx.Done():
+			return nil
+		case <-s.hub.closed:
 			return nil
 		case <-changed:
 		case <-heartbeat.C:

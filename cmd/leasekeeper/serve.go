@@ -159,6 +159,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// loops, then the store (deferred).
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.shutdownWait)
 	defer cancel()
+	svc.Drain() // watch streams and waits in line end now; ordinary requests finish
 	serr := srv.Shutdown(sctx)
 	stopBG()
 	wg.Wait()

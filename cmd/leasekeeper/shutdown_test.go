@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestShutdownEndsLongRequests: an open watch stream and a request waiting in line do not hold
+// a SIGTERM up until the shutdown timeout: the stream ends, the waiter gets 503, and run returns
+// nil well before --shutdown-timeout.
+func TestShutdownEndsLongRequests(t *testing.T) {
+	s := serveInProcess(t, nil, "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "lk.db"), "--shutdown-timeout", "30s")
+	post := func(ctx context.Context, body string) (*http.Response, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/v1/leases/job/acquire", strings.NewReader(body))
+		return http.DefaultClient.Do(req)
+	}
+	ctx := context.Background()
+	if resp, err := post(ctx, `{"holder":"a","ttl_ms":60000}`); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("acquire = %v, %v", resp, err)
+	}
+	stream, err := http.Get(s.url + "/v1/watch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	streamEnded := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stream.Body)
+		for sc.Scan() {
+		}
+		close(streamEnded)
+	}()
+	waiter := make(chan int, 1)
+	go func() {
+		resp, err := post(ctx, `{"holder":"b","ttl_ms":60000,"wait_ms":120000}`)
+		if err != nil {
+			waiter <- 0
+			return
+		}
+		resp.Body.Close()
+		waiter <- resp.StatusCode
+	}()
+	time.Sleep(300 * time.Millisecond) // let the waiter join the line
+
+	start := time.Now()
+	if err := s.shutdown(t); err != nil {
+		t.Errorf("run = %v, want nil", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("shutdown took %v with a watcher and a waiter, want far less than the 30 s timeout", d)
+	}
+	select {
+	case <-streamEnded:
+	case <-time.After(5 * time.Second):
+		t.Error("the watch stream was not ended by the shutdown")
+	}
+	if code := <-waiter; code != http.StatusServiceUnavailable {
+		t.Errorf("waiter = %d, want 503 (the server is shutting down)", code)
+	}
+}
