@@ -9,12 +9,13 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
 )
 
 // Store is what the sweeper needs of the store.
 type Store interface {
 	ExpireDue(ctx context.Context) (int, time.Time, error)
-	Prune(ctx context.Context, retention time.Duration) error
+	Prune(ctx context.Context, r store.Retention) error
 }
 
 // Sweeper records expiries on time and prunes old history.
@@ -22,7 +23,7 @@ type Sweeper struct {
 	store     Store
 	clock     lease.Clock
 	log       *slog.Logger
-	retention time.Duration
+	retention store.Retention
 	// MaxSleep bounds the time between sweeps even with no expiry due, so the persisted clock
 	// high-water mark stays fresh.
 	maxSleep   time.Duration
@@ -30,8 +31,8 @@ type Sweeper struct {
 	poke       chan time.Time
 }
 
-// New returns a sweeper. retention 0 keeps history forever.
-func New(st Store, clock lease.Clock, retention time.Duration, log *slog.Logger) *Sweeper {
+// New returns a sweeper. A zero retention keeps history forever.
+func New(st Store, clock lease.Clock, retention store.Retention, log *slog.Logger) *Sweeper {
 	return &Sweeper{store: st, clock: clock, log: log, retention: retention,
 		maxSleep: time.Second, pruneEvery: 10 * time.Minute, poke: make(chan time.Time, 64)}
 }
@@ -80,7 +81,7 @@ func (s *Sweeper) Run(ctx context.Context) {
 			s.log.Debug("recorded expiries", "count", n)
 		}
 		now := s.clock.Now()
-		if s.retention > 0 && now.Sub(lastPrune) >= s.pruneEvery {
+		if s.retention != (store.Retention{}) && now.Sub(lastPrune) >= s.pruneEvery {
 			if err := s.store.Prune(ctx, s.retention); err != nil && ctx.Err() == nil {
 				s.log.Warn("prune history", "err", err)
 			}

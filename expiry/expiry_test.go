@@ -70,11 +70,11 @@ func (s *fakeStore) ExpireDue(context.Context) (int, time.Time, error) {
 	return n, next, nil
 }
 
-func (s *fakeStore) Prune(_ context.Context, retention time.Duration) error {
+func (s *fakeStore) Prune(_ context.Context, r store.Retention) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.prunes = append(s.prunes, time.Now())
-	s.retained = append(s.retained, retention)
+	s.retained = append(s.retained, r.Age)
 	return nil
 }
 
@@ -88,7 +88,7 @@ func (s *fakeStore) noticedAt(exp time.Time) (time.Time, bool) {
 // start runs the sweeper until the test's bubble ends.
 func start(t *testing.T, st expiry.Store, retention time.Duration) *expiry.Sweeper {
 	t.Helper()
-	sw := expiry.New(st, bubbleClock{}, retention, slog.New(slog.DiscardHandler))
+	sw := expiry.New(st, bubbleClock{}, store.Retention{Age: retention}, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { sw.Run(ctx); close(done) }()
@@ -157,7 +157,7 @@ func TestSweeperPokeWakesEarlier(t *testing.T) {
 }
 
 func TestSweeperPokeNeverBlocks(t *testing.T) {
-	sw := expiry.New(newFakeStore(), bubbleClock{}, 0, slog.New(slog.DiscardHandler))
+	sw := expiry.New(newFakeStore(), bubbleClock{}, store.Retention{}, slog.New(slog.DiscardHandler))
 	done := make(chan struct{})
 	go func() {
 		for range 1000 { // far more than the buffer, with nobody running the sweeper
@@ -215,7 +215,7 @@ func TestSweeperSurvivesErrorsAndStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := newFakeStore()
 		st.fail = true
-		sw := expiry.New(st, bubbleClock{}, 0, slog.New(slog.DiscardHandler))
+		sw := expiry.New(st, bubbleClock{}, store.Retention{}, slog.New(slog.DiscardHandler))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() { sw.Run(ctx); close(done) }()
@@ -252,7 +252,7 @@ func TestSweeperWithSQLite(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sw := expiry.New(s, s.Clock(), 0, slog.New(slog.DiscardHandler))
+		sw := expiry.New(s, s.Clock(), store.Retention{}, slog.New(slog.DiscardHandler))
 		runCtx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() { sw.Run(runCtx); close(done) }()

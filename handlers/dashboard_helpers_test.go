@@ -24,6 +24,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
@@ -71,7 +72,7 @@ func newDashLiveServer(t *testing.T) *dashServer {
 		t.Fatalf("sqlite.Open(%s) = %v", path, err)
 	}
 	t.Cleanup(func() { st.Close() })
-	svc, err := service.New(st, &hooks, service.Config{Retention: time.Hour, Version: "test"})
+	svc, err := service.New(st, &hooks, service.Config{Retention: store.Retention{Age: time.Hour}, Version: "test"})
 	if err != nil {
 		t.Fatalf("service.New() = %v", err)
 	}

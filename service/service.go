@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -48,8 +47,8 @@ type Config struct {
 	Limits    lease.Limits // default lease.DefaultLimits()
 	Queue     queue.Limits // default queue.DefaultLimits()
 	Watch     watch.Options
-	Retention time.Duration // 0 keeps history forever
-	Logger    *slog.Logger  // default discards
+	Retention store.Retention // zero keeps history forever
+	Logger    *slog.Logger    // default discards
 	Registry  *prometheus.Registry
 	Version   string
 }

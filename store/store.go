@@ -73,9 +73,10 @@ type Store interface {
 	// the server's time, and returns when the next open lease expires (zero if none).
 	ExpireDue(ctx context.Context) (expired int, next time.Time, err error)
 
-	// Prune deletes history older than the retention: events, rejections, ended grants other
-	// than each name's last, and idempotency keys older than 24 h.
-	Prune(ctx context.Context, retention time.Duration) error
+	// Prune deletes history past the retention: events and rejections older than r.Age or
+	// beyond the newest r.Rows, ended grants older than r.Age other than each name's last, and
+	// idempotency keys older than 24 h.
+	Prune(ctx context.Context, r Retention) error
 
 	// HeldCount returns how many leases whose names start with prefix are held now.
 	HeldCount(ctx context.Context, prefix string) (int, error)
@@ -89,6 +90,12 @@ type Store interface {
 
 	// Close stops the store. Operations after Close fail.
 	Close() error
+}
+
+// Retention bounds the history a store keeps. Zero fields do not bound.
+type Retention struct {
+	Age  time.Duration // history older than this goes
+	Rows int           // at most this many events, and this many rejections, are kept
 }
 
 // AcquireParams is a validated acquire request.

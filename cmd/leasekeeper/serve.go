@@ -19,6 +19,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/queue"
 	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 	"github.com/leasekeeper/leasekeeper/watch"
 )
@@ -27,7 +28,7 @@ import (
 type serveConfig struct {
 	addr, db     string
 	limits       lease.Limits
-	retention    time.Duration
+	retention    store.Retention
 	logFormat    string
 	logLevel     slog.Level
 	shutdownWait time.Duration
@@ -59,7 +60,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.DurationVar(&c.limits.MaxTTL, "max-ttl", envDur("LEASEKEEPER_MAX_TTL", c.limits.MaxTTL), "longest ttl a client may ask for (env LEASEKEEPER_MAX_TTL)")
 	fs.DurationVar(&c.limits.MaxWait, "max-wait", envDur("LEASEKEEPER_MAX_WAIT", c.limits.MaxWait), "longest wait_ms a client may ask for (env LEASEKEEPER_MAX_WAIT)")
 	fs.DurationVar(&c.limits.MaxLockDelay, "max-lock-delay", envDur("LEASEKEEPER_MAX_LOCK_DELAY", c.limits.MaxLockDelay), "longest lock_delay_ms a client may ask for (env LEASEKEEPER_MAX_LOCK_DELAY)")
-	fs.DurationVar(&c.retention, "retention", envDur("LEASEKEEPER_RETENTION", 7*24*time.Hour), "how long history and rejections are kept (env LEASEKEEPER_RETENTION)")
+	fs.DurationVar(&c.retention.Age, "retention", envDur("LEASEKEEPER_RETENTION", 7*24*time.Hour), "how long history and rejections are kept (env LEASEKEEPER_RETENTION)")
+	fs.IntVar(&c.retention.Rows, "max-history", 1_000_000, "most events, and most rejections, kept (older ones are pruned)")
 	fs.StringVar(&c.logFormat, "log-format", env("LEASEKEEPER_LOG_FORMAT", "text"), "text or json (env LEASEKEEPER_LOG_FORMAT)")
 	fs.IntVar(&c.queue.PerName, "max-waiters-per-name", c.queue.PerName, "most acquire requests waiting for one name")
 	fs.IntVar(&c.queue.Total, "max-waiters", c.queue.Total, "most acquire requests waiting for any name")

@@ -41,7 +41,7 @@ func TestParseServe(t *testing.T) {
 				MinTTL, MaxTTL, Retention time.Duration
 			}
 			want := got{tt.addr, tt.db, tt.minTTL, tt.maxTTL, tt.retention}
-			if diff := cmp.Diff(want, got{c.addr, c.db, c.limits.MinTTL, c.limits.MaxTTL, c.retention}); diff != "" {
+			if diff := cmp.Diff(want, got{c.addr, c.db, c.limits.MinTTL, c.limits.MaxTTL, c.retention.Age}); diff != "" {
 				t.Errorf("parseServe(%q) with env %v mismatch (-want +got):\n%s", tt.args, tt.env, diff)
 			}
 		})

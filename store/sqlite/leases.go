@@ -490,16 +490,30 @@ func (s *Store) RecentlyFreed(ctx context.Context, prefix string, limit int) ([]
 }
 
 // Prune deletes old history. See store.Store.
-func (s *Store) Prune(ctx context.Context, retention time.Duration) error {
+func (s *Store) Prune(ctx context.Context, r store.Retention) error {
 	return s.write(ctx, func(ctx context.Context, t *txn) error {
-		cut := t.now - retention.Milliseconds()
-		for _, q := range []struct{ what, sql string }{
-			{"events", `DELETE FROM events WHERE recorded_at < ?`},
-			{"rejections", `DELETE FROM rejections WHERE at < ?`},
-			{"grants", `DELETE FROM grants WHERE ended_at < ? AND token NOT IN (SELECT token FROM names)`},
-		} {
-			if _, err := t.tx.ExecContext(ctx, q.sql, cut); err != nil {
-				return fmt.Errorf("prune %s: %w", q.what, w(err))
+		if r.Age > 0 {
+			cut := t.now - r.Age.Milliseconds()
+			for _, q := range []struct{ what, sql string }{
+				{"events", `DELETE FROM events WHERE recorded_at < ?`},
+				{"rejections", `DELETE FROM rejections WHERE at < ?`},
+				{"grants", `DELETE FROM grants WHERE ended_at < ? AND token NOT IN (SELECT token FROM names)`},
+			} {
+				if _, err := t.tx.ExecContext(ctx, q.sql, cut); err != nil {
+					return fmt.Errorf("prune %s: %w", q.what, w(err))
+				}
+			}
+		}
+		if r.Rows > 0 {
+			// Keep the newest r.Rows: a client reporting rejections (or taking leases) as fast
+			// as it can must not grow the database without bound inside the age window.
+			for _, q := range []struct{ what, sql string }{
+				{"events", `DELETE FROM events WHERE seq <= (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?)`},
+				{"rejections", `DELETE FROM rejections WHERE id <= (SELECT id FROM rejections ORDER BY id DESC LIMIT 1 OFFSET ?)`},
+			} {
+				if _, err := t.tx.ExecContext(ctx, q.sql, r.Rows); err != nil {
+					return fmt.Errorf("prune %s beyond %d rows: %w", q.what, r.Rows, w(err))
+				}
 			}
 		}
 		if _, err := t.tx.ExecContext(ctx, `DELETE FROM idempotency WHERE created_at <= ?`, t.now-idempotencyTTL.Milliseconds()); err != nil {

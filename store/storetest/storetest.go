@@ -120,6 +120,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"Events/Since", testEventsSince},
 		{"Events/Pagination", testEventsPagination},
 		{"Prune", testPrune},
+		{"Prune/Rows", testPruneRows},
 		{"Resources/Fence", testResourceFence},
 		{"Resources/LeaseName", testResourceLeaseName},
 		{"Resources/ConcurrentWriters", testResourceConcurrent},
@@ -567,7 +568,7 @@ func testPrune(t *testing.T, e *env) {
 	}
 	e.clock.Advance(48 * time.Hour)
 	e.acquire("new", "w", time.Minute)
-	if err := e.s.Prune(e.ctx, 24*time.Hour); err != nil {
+	if err := e.s.Prune(e.ctx, store.Retention{Age: 24 * time.Hour}); err != nil {
 		t.Fatalf("Prune() = %v", err)
 	}
 	if got := e.events("old"); len(got) != 0 {
@@ -849,4 +850,35 @@ func testRevokeByToken(t *testing.T, e *env) {
 		t.Fatalf("Revoke(current token) = %v", err)
 	}
 	wantCode(t, "Revoke(token already revoked)", e.s.Revoke(e.ctx, "job", b.Token), lease.CodeLost)
+}
+
+func testPruneRows(t *testing.T, e *env) {
+	for i := range 5 {
+		e.acquire(fmt.Sprintf("n%d", i), "w", time.Minute)
+		if _, err := e.s.RecordRejection(e.ctx, lease.Rejection{Resource: "r", PresentedToken: 1, CurrentFence: int64(2 + i), Source: lease.RejectionSourceExternal}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.s.Prune(e.ctx, store.Retention{Rows: 3}); err != nil {
+		t.Fatalf("Prune(rows 3) = %v", err)
+	}
+	evs, err := e.s.Events(e.ctx, store.EventFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs.Items) != 3 || evs.Items[2].Type != lease.EventRejected || evs.Items[1].Name != "n4" {
+		t.Errorf("events after Prune(rows 3) = %+v, want the newest 3", evs.Items)
+	}
+	rej, err := e.s.Rejections(e.ctx, store.RejectionFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rej.Items) != 3 || rej.Items[0].CurrentFence != 6 {
+		t.Errorf("rejections after Prune(rows 3) = %+v, want the newest 3", rej.Items)
+	}
+	for i := range 5 {
+		if st, err := e.s.Get(e.ctx, fmt.Sprintf("n%d", i)); err != nil || !st.Held {
+			t.Errorf("lease n%d after pruning history = %+v, %v; want untouched", i, st, err)
+		}
+	}
 }
