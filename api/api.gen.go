@@ -20,6 +20,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/go-chi/chi/v5"
+	"github.com/leasekeeper/leasekeeper/wiretime"
 	"github.com/oapi-codegen/runtime"
 )
 
@@ -182,11 +183,17 @@ type AcquireRequest struct {
 	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
 
-// Event defines model for Event.
+// Event One entry of a history. `at` is when it happened; for `expired`, the moment the lease expired.
 type Event struct {
-	// At When it happened; for `expired`, the moment the lease expired.
-	At        time.Time  `json:"at"`
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// At An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	At Timestamp `json:"at"`
+
+	// ExpiresAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	ExpiresAt *Timestamp `json:"expires_at,omitempty"`
 	Holder    string     `json:"holder"`
 
 	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
@@ -225,8 +232,15 @@ type Health struct {
 
 // Lease A grant, as its holder sees it.
 type Lease struct {
-	AcquiredAt time.Time `json:"acquired_at"`
-	ExpiresAt  time.Time `json:"expires_at"`
+	// AcquiredAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	AcquiredAt Timestamp `json:"acquired_at"`
+
+	// ExpiresAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	ExpiresAt Timestamp `json:"expires_at"`
 
 	// Holder Example: worker-3@host-a
 	Holder string `json:"holder"`
@@ -243,8 +257,12 @@ type Lease struct {
 	Metadata *Metadata `json:"metadata,omitempty"`
 
 	// Name Example: billing-nightly
-	Name      string    `json:"name"`
-	RenewedAt time.Time `json:"renewed_at"`
+	Name string `json:"name"`
+
+	// RenewedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	RenewedAt Timestamp `json:"renewed_at"`
 
 	// Token Example: 1796000000000000
 	Token int64 `json:"token"`
@@ -261,19 +279,32 @@ type LeaseList struct {
 	NextCursor string `json:"next_cursor"`
 }
 
-// LeaseState A name's state; for a free name, the last holder and token.
+// LeaseState A name's state; for a free name, the last holder and token, and `ended_at` and `end`
+// (released, expired or revoked). `available_at` is when the name can be granted again
+// (after an expiry, plus the lock delay).
 type LeaseState struct {
-	AcquiredAt *time.Time `json:"acquired_at,omitempty"`
+	// AcquiredAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	AcquiredAt *Timestamp `json:"acquired_at,omitempty"`
 
-	// AvailableAt When the name can be granted again (after expiry plus lock delay).
-	AvailableAt *time.Time `json:"available_at,omitempty"`
+	// AvailableAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	AvailableAt *Timestamp `json:"available_at,omitempty"`
 
 	// End How the last lease ended, for a free name.
 	End *LeaseStateEnd `json:"end,omitempty"`
 
-	// EndedAt When the last lease ended, for a free name.
-	EndedAt     *time.Time `json:"ended_at,omitempty"`
-	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+	// EndedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	EndedAt *Timestamp `json:"ended_at,omitempty"`
+
+	// ExpiresAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	ExpiresAt   *Timestamp `json:"expires_at,omitempty"`
 	Held        bool       `json:"held"`
 	Holder      string     `json:"holder"`
 	LockDelayMs int64      `json:"lock_delay_ms"`
@@ -281,9 +312,13 @@ type LeaseState struct {
 	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
 	//
 	// Example: {"addr":"10.0.0.7:9000"}
-	Metadata  *Metadata  `json:"metadata,omitempty"`
-	Name      string     `json:"name"`
-	RenewedAt *time.Time `json:"renewed_at,omitempty"`
+	Metadata *Metadata `json:"metadata,omitempty"`
+	Name     string    `json:"name"`
+
+	// RenewedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	RenewedAt *Timestamp `json:"renewed_at,omitempty"`
 	Token     int64      `json:"token"`
 	TtlMs     int64      `json:"ttl_ms"`
 
@@ -302,10 +337,14 @@ type Metadata map[string]interface{}
 // Name Example: billing-nightly
 type Name = string
 
-// Problem RFC 9457 problem details.
+// Problem RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
+// expires) and `available_at` (when the name can be granted again); for `stale_token`,
+// `presented_token` and `current_fence`.
 type Problem struct {
-	// AvailableAt For `lease_held`: when the name can be granted again.
-	AvailableAt *time.Time  `json:"available_at,omitempty"`
+	// AvailableAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	AvailableAt *Timestamp  `json:"available_at,omitempty"`
 	Code        ProblemCode `json:"code"`
 
 	// CurrentFence For `stale_token`.
@@ -315,8 +354,10 @@ type Problem struct {
 	// Errors Field-level details for `invalid_request`.
 	Errors *[]string `json:"errors,omitempty"`
 
-	// ExpiresAt For `lease_held`: when the current lease expires.
-	ExpiresAt *time.Time `json:"expires_at,omitempty"`
+	// ExpiresAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	ExpiresAt *Timestamp `json:"expires_at,omitempty"`
 
 	// Holder For `lease_held`: the current holder.
 	Holder   *string `json:"holder,omitempty"`
@@ -341,7 +382,10 @@ type ProblemCode string
 
 // Rejection defines model for Rejection.
 type Rejection struct {
-	At           time.Time `json:"at"`
+	// At An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	At           Timestamp `json:"at"`
 	ClientAddr   *string   `json:"client_addr,omitempty"`
 	CurrentFence int64     `json:"current_fence"`
 
@@ -396,10 +440,14 @@ type ResourceInfo struct {
 	Holder *string `json:"holder,omitempty"`
 
 	// Lease The Lease-Name of the last write
-	Lease     *string   `json:"lease,omitempty"`
-	Resource  string    `json:"resource"`
-	Size      int64     `json:"size"`
-	UpdatedAt time.Time `json:"updated_at"`
+	Lease    *string `json:"lease,omitempty"`
+	Resource string  `json:"resource"`
+	Size     int64   `json:"size"`
+
+	// UpdatedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	UpdatedAt Timestamp `json:"updated_at"`
 	Version   int64     `json:"version"`
 }
 
@@ -408,6 +456,11 @@ type ResourceList struct {
 	NextCursor string         `json:"next_cursor"`
 	Resources  []ResourceInfo `json:"resources"`
 }
+
+// Timestamp An instant, RFC 3339 in UTC with exactly three fractional digits.
+//
+// Example: 2026-11-29T08:45:13.120Z
+type Timestamp = wiretime.Time
 
 // Cursor defines model for Cursor.
 type Cursor = string
@@ -418,13 +471,19 @@ type Limit = int
 // Resource Example: billing-nightly
 type Resource = Name
 
-// BadRequest RFC 9457 problem details.
+// BadRequest RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
+// expires) and `available_at` (when the name can be granted again); for `stale_token`,
+// `presented_token` and `current_fence`.
 type BadRequest = Problem
 
-// LeaseLost RFC 9457 problem details.
+// LeaseLost RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
+// expires) and `available_at` (when the name can be granted again); for `stale_token`,
+// `presented_token` and `current_fence`.
 type LeaseLost = Problem
 
-// NotFound RFC 9457 problem details.
+// NotFound RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
+// expires) and `available_at` (when the name can be granted again); for `stale_token`,
+// `presented_token` and `current_fence`.
 type NotFound = Problem
 
 // ListLeasesParams defines parameters for ListLeases.
@@ -6234,80 +6293,83 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1Fxtc9u2lv4rGO6diX2XlmXHaWL5y6bdpE2bJtnEd7KztVeCxCMJ1yTAAKAVxeP/fuccgK+iJMqxfdv0",
-	"Q2WKBA6A5zznlboJJipJlQRpTTC4CVKueQIWNP31U6aN0vgpAjPRIrVCyWAQnM+BjSR8tcMJ3TFiasrs",
-	"HFiq4VqozLCUz6AXhIHA279koJdBGEieQDAI3DNBGJjJHBKOwyf861uQMzsPBs+OjsPALlO801gt5Cy4",
-	"vQ2DtyIRdlWSD3wGzIhvELIjZhU76vf7bC+CKc9ii3/tr5MipgEbQogkS4IBDhIGiZD+z0IeIS3MQJNA",
-	"72iYtp2JgRtgOE0xd8rtvJya/hcGGr5kQkMUDKzOoCrJ3zRMg0HwH4fl4Ry6b80hzYsCfASjMj0hIVom",
-	"0fnX3znRLT5vUiUNECZ+5NFH+JKBodOYKGlB0keeprGYcNyIw1SrcQzJf/7T4K7cdJzxg3vKTVrf15GQ",
-	"1zwW0VC7uUcDwpv/i0UKDJPKsqmKY7Wg71A0zSe2FyB88EzeqkcWmpAwjFUhr4MGfE3xOEK24IZpoItR",
-	"yDRcqyuImNLMZCloAxFeVrp8dCgiJtxKaYmZ1iAtUxJole+Ufa0yGT3qIqWywynOOiIZ8lsfUYSXkoHW",
-	"SvdIL/wDON7LCQG/glceRQKf4vEHrVLQViCqpzw2EAZp5dJNMFdxBC3k93muGH5nmLAhmyrN5lnCpUFl",
-	"h688SWNUv4XSV6APnv7XXBl7wIOwynHHz34gfsn/PlphvDCI1eRqGEHMl8PErErxcmoBgSFMDVSG7SE4",
-	"lMxxtR8SUpAUcuTMNJcWIsZnXEhagBtGyRmuYap0wq1jux9OggoR9leJMAwSsDziduv5/Z7fdxsG1sat",
-	"iyItZVGmCShMSJaYkC2EnQtJyzCgr0E/MWyMgDM1pu8j/z/9oY//9muHcfSMCH1lYauLWXBhWyX7RS1o",
-	"g3AOvAlli4UEv325Zhfy9EMWKdptvHt/5329rbL2HzkWi527LJ5Q43/CxKLsr669rtVhzG0bhEEyYdmc",
-	"pylIiM5oGSPPSyMHmUQlyC0rtFVbS8QtHFhB9mwFwh6SQydCt2dKrVv56i5Ikx2s9BmDJLVL2gPORhpw",
-	"RyEaMcAdZYu5MvntwrBMXkm1kL024XXFJNdnfI37W4ycGy93N7NzbpmGaWYgom8WWlhoncHAl9XB38iJ",
-	"RvEMqQqKrZdO+DM3HLeTOTNWA0+eGDYSSNWd9MGqK5DbVuPgYiyPgdED6AYaQI7pOg1duQlAojr8EfCJ",
-	"hz5uqYSF/+QMZZADy10km0mfnDgV3ai4j1Vlwj3094S5L+YWGpaKxu16JXsrTIui0YbTJ2HBccgmlDp1",
-	"LRYfcK35kiBb+tUtatBYi5+0/lSb4L8Aj9HUNKU2ltvMyV/YLnUVbN1D91jbTETiLQbL2Z2QcTSchrmd",
-	"ZgYA/0agNHjLY2An9vg+xtlkvVfts/fH2tnFwESDzTVbwsIwLqPcKJszpmS8ZN6qcWkWaMwV84uuuxLx",
-	"1fDpl+PkdT/6n5PsHy/U/x6Nn8lf9fNF0MVt6KB+30OspZhjEcdCzg6kmM1tvGznR1LmnY6noKDSnD8/",
-	"dVbe/+tGMYXLsbNb0IC+Z4zSJHvq8DOENeTW1lzDZ/Oo1qpSO9s4HHVmGxrpk+UWOlBOHc6vyDhy5wmA",
-	"jHpbycHLtp2UKlK18AVu9BODhsXCmbfOUw3OaDujE3NjcyZB/aKzuCcu4ddcxHwcw3CtC1V41hMu2Rga",
-	"nvUeJx+dznzJ0jhDH3tyxejI93dwo2TU7pAWO+D9M0nxYmOjiEu8Xd1oQi/bpy52bc36OwnwgOwNcVQx",
-	"k2OlYuByiyf52CR5v0S4E9t1DHp8wq9+xj5uNhTDCDnLg55ed5LE09nElfWTKGVpY4vfKyfQHse79FYz",
-	"ObBkv356/465gZiaIpclylh2wn4TP4YMerNeHuZEFF3yKNJg6hE9zamDQXDU7+F/zwen/X6/wqaloO86",
-	"2MaUWwsaBfz/P14e/B8/+NY/OL0sP/aGg4PLm354dHp6+7c2OFTyLI1Te/0TOz159pz5PAuLwHIRmxZa",
-	"3Mhw5OQ7LwePcTRgi62c113XJyqqufyN/B4ajzyvFOTOlkdTmVULwoDCjmGOq1TDREkHjWGBR8SdGiZc",
-	"Loc5vmqX7GTurqV8GSseDfG7mOsZSp6AnatoiNLwOFYuFslksXeU4sWj5HErhfoc3XAKcm1gWFlE18jM",
-	"HWoruVAurEWdXwuIo4MYriHOMeHi/mZuldLWuVexykMN56HO2p0xlOcua9mr7vhZl51bnbE6mXuqNbIW",
-	"0ljuj2jlyyKgHW6KiO9wjH7LfRyxGu6vRmcn/dNWxhc2bpCOy6Z5pVlzjNX7+VhldjCOudwe//no2c1a",
-	"yOnVuo28P1J4LlzGty1D1ZE2YoHK5Kj4poO2dTiDjYleiKO8suUQwAobVps7DAjZPjc0kFkcI6iijjLE",
-	"edDcBXqdcMV9dn1jkmoVcMVXOTGTZFcAKRlw+LqB6jIDeshnPg25GUDCuZ5Fjaq5zOZRUkamkG8jwtoD",
-	"ps1plTx/JJTsHlSVmF6hxcZqK4Nvj4qKYT9CqvSuZYvtGrA5n18gsVqv6PfDuyFz81wlSiuTHfWPT7bk",
-	"VpuibSylrBxFZ8y1Hw5t0N1KStWcUXXFxy92W0MxTruEEhaPLN/6ks5LJmHBrI3PmEqERQJFMjFlXeGJ",
-	"wa872cvdtsGd8xs5Vats4EuTw9wKrqznPgzI+Rzy5ITvj6BgmbL7uOodDEncnlTFGcjMH2DMsToLOnJT",
-	"xuXSjxTuag7Et66bkKVouHcLaa9BG+8S7Hr2FTXODUQ+Wk0Wv4awfuKbAHNX8+Ge3sV6VAC63YDkw2+z",
-	"H7fkyzrMt1RXDVPXoNkv5+cfDiksppIRbqGg6uYVSOPS1pShBrx5ptUipHsgKqpWplq2upCu/EOgMyHl",
-	"4jjDYExHiEpXkqJ7edy7kBfyXCRgGNfAMF59+vTpKROS/eP8JydQggGzoWAOXa+JwJM9K0rD7kmPjerN",
-	"pnchX7n6F0ZBTBjGJStC4tG6PoQRi9Qko4Inzc+ZsRjdsRF6tKPeBcIqFhOQTg19k83LlE/mcHDc61d8",
-	"8IbLVIA86PeO3I0qBclTEQyCp71+76lLB8wJMYdzKtR8w88zICAiDEniN1Ew8IWcb0GjLee439/QcrFb",
-	"q4WvFbV0WpyTJ6wmYIyrxZu8Bcf45ossSbheItrENUifRLF8ZqiM7Qa+xDsPNfBouX6dH93X/5Zl0tzU",
-	"zfKs//QxO1neKdQoN3ltN1EigdvJ9pDhI275GKM7Vzoy+2t3+frosCwVtG408t3bPGNf7f/7o0kg75ER",
-	"EPle943l2uuLnQuzrtMu1TAVX9f1+7X5lrdh69QUjLnVUFsUMRTlmZUE02PvE2EpozFWdr5OGion1ITJ",
-	"Ix0fKeOArUXk9lMtd+zQ9Sh2uNH3Vd5ePiC6y9pRC87eS6AWTeRmt6E9l1Si7pV1QxeyViBcV/m8FEDn",
-	"E4GGiI2XRRUgB6gHZAOghzd4362zWzFY2ORQPTEMzaCrrSIWfGkjVwg2Oumfskr/XY+5gpJDLpqFmBSN",
-	"8HMh88eO+yc99hkRPXJ5nNChDJWOMp053LmtG00c0ldSBkyQH3YhacI5NyxR1xAxJanGK5Wdk1XF4fao",
-	"f4jMLRQyUSFlv1obFuZCNpdEVhYHQyEmcy5nYJyhajIpiuXK8ls03N3qi9NT1xcmzGq+7ompr36dsuUu",
-	"bgnZ9RFiW5vtqoKctJUpaNuJEqqnSpA+cU9shnPRN0kPnG5/oGwn/X6t8Xu+mhNVknGH2T0eJULut+pQ",
-	"mLN6W/nUQWvBDaPeIgSMML40pxasRH3f4XpEOVNGwaG725r1RdY6zH4Gm2PsYUnNl7HbvRO3dUTydzv/",
-	"7zzN87mfHakVddo3BkrypGk7fdS67jgbCrrFlLgu7cs2Jj30Ze9mX3/nQcMg9R3T9X3+GZmrEsE3CkM5",
-	"wvYQLCmCh8tltfQd5j52jUMu5EwDd12tXPqQIedWk6EpganSkPOz79Uc1RrB8aLJ65Qhmwpt7IWcqATc",
-	"Z+e1RiHLpBVxZQnCFJUs39FJbZ46k4apzLbxqu8u7kSsL5kGq5e59QBmcKeuYMn2fHvr8Qmb7+NdmZam",
-	"vMVbCfrsNoPL6EIWIGKLuYiBCbJpnj/OmJJ5W6F7Hm0QGRW/WSiKV/5Vu9Jj51UB/VlFYjoFYqd8rwVZ",
-	"2T5bKR/RXpE5mFNFtbQHbyJIUmVBTpYHv8Fyo0+4OSF2WdROflTRsgPBVAq5eb6mrc3Lp7GoN+i266sS",
-	"jT7z23r0bnUGtw9Nim18+LMDdI/9BpDmVTGRN2ySkV9w1DHvRlU61HpUvMfDI3FfO0U9OG+vfiFe6t6Q",
-	"8s4Dwe+MGSBbUu1PLXpc17+dsj0ndEsM399O1pW3Vkob/8jvgfh6pFEJjBV6eWhk3ZsElQ5ypb0yC2lE",
-	"BM5k1NuGKgfzEVX5gF4GWD2WTy4lUuG61qIr29No/CBiWbq/+UTaD+D4cXezWczP360p2/GF8T1i5BHG",
-	"9JUJKWc0zeJ48x7uuPrv9Bc8dVQQULh9nUOmw7L1eHOE/yrvFt7NHfhTxbVlB/aWuNZtSu+efLq5MFbp",
-	"JbUP5eCKIzSD5Fc8uC/nefkefLlmcEjjlp77Lja124k1SmadrGNrmOeaF71bf1fSf8zAzil0odo9hm5g",
-	"Ctyy8bJ08Yo3+ypJiLKdqhsDkAF/AHBIWDwsNCq1yj+L2/TRNWf28heizJDbkXt5buHaePHofM1yk5P0",
-	"7/NsHg/kr75a9O1WnAv35pFzBo3lyzKk2QTqehPGWmP2sdpO0UB8WxqqUixcsebV/G7re+Ie/js/aIRs",
-	"zNilKPpXSzPXu262mOTyeO9K4t9Nye4lMVYvV6K+t1nyChzJmq8hyVTpEpIPxpT1pqBOZHl8/9O3E+ZE",
-	"6ejulvm7DxV3xJVs80N1yQ9evmOpMkvhVKU2m79yufbEC1KqlPY3cFJZoe9ASXcriv21mKHST7GVGPzm",
-	"3VsZqtmtsLEgVZ7w6qEf3uQfb9ee/89QHP/27PffD/9e38TCLIyF5Lrlxbn2TPc1jzMIy4yin4Lhw5Rr",
-	"4YZ0wYKkmxreyqtzPusU7lZ60B7Aw3nc7PxH4JHPO1fAcUZJFrrIJioBSiDX1roOLLtGeAVKyOfO2uo2",
-	"qG8owXTKRjUZyAXlzr2ytRfIfTUOXN+NnYNkmgsDzudy67LqQgob4sqUBGY1l4YT0+X59LKPbFTx3ZLM",
-	"WMZjo9gYKpd9p5l3+S5kJv0LZWUSgxiYNI3CHvd2uyNnX6wsipe+LqVzO9KSbP+QVVWsjWCbueY6WHfK",
-	"M27+ZYY185X7t9Fb3Ji4vmduyF90OmK/ix9Dyl3IZY0oztgVpJZxw2bi2uH88SKwegfc6ko+O/b6buL6",
-	"i2SJq6+PDCq6JgwbQ/6rRk6b95Re+RGgopkWH9rvsdwrw8PlpevtnLTjF4+6tNb3skYDJlWdZ5k75/vw",
-	"Aj4T06xw/RazTy+DVex841VoPpmzBIxBt2XODRtRknHgCNP9XAiCL2QjEQ1GZFYMfCF+G0Xccn8n5TDx",
-	"XH799P5d70KO3nJjD+jqwZv/HqGwGbVH+h/54ZaGmWqV+N/aUEi1PieJ/DpRCTUvUhJc4Kw0wYXkuKXa",
-	"joHbskzrfgqEigxRDG10+5n24QE92XYKrW7DdhbdSEsWvlqXGD9wy60juRONugfvA40vWSyui40vstOI",
-	"gU/0m0YHn/DEXvmcdYlRB8hLEtD9+pE7iUzHuIHWpoPDw6Pj5/RO6tHgRf9Fn5wL//xNLY1hKDZoJEUa",
-	"F4v4p3LVCVG54FsMby9v/xUAAP//",
+	"1Fx7cxs3kv8qqLmtsrQ3pKiHY4v655ycnThxbJ+tLV9tpCNBTpPEagYYAxhRtErf/aobmCeHL0nWJs4f",
+	"oYYYoNHo/vUTvA3GKkmVBGlN0L8NUq55AhY0/fVTpo3S+CkCM9YitULJoB+cz4ANJdzYwZhGDJmaMDsD",
+	"lmq4FiozLOVT6AZhIHD41wz0IggDyRMI+oF7JwgDM55BwnH6hN+8Azm1s6D//PAoDOwixZHGaiGnwd1d",
+	"GLwTibDLlHzkU2BGfIOQHTKr2GGv12N7EUx4Flv8a38VFTFN2CBCJFkS9HGSMEiE9H8W9AhpYQqaCHpP",
+	"07RxJgZugOEyxdopt7NyafpfGGj4mgkNUdC3OoMqJX/TMAn6wX8clIdz4L41B7QuEvAJjMr0mIhoWUTn",
+	"Xz9woTt836RKGiCZ+JFHn+BrBoZOY6ykBUkfeZrGYsyREQepVqMYkv/8l0Gu3G654kf3llu0ztehkNc8",
+	"FtFAu7WHfZI3/xeLFBgmlWUTFcdqTt8haZqPbTdA8cEzeaeemGiShEGsCnqdaMBNiscRsjk3TAM9jEKm",
+	"4VpdQcSUZiZLQRuI8LHS5asDETHhdkpbzLQGaZmSQLt8r+wblcnoSTcplR1McNUh0ZAPfUISXkkGWivd",
+	"Jb3wL+B8r8Yk+BV55VEk8C0ef9QqBW0FSvWExwbCIK08ug1mKo6gBfy+zBTD7wwTNmQTpdksS7g0qOxw",
+	"w5M0RvWbK30FunP8XzNlbIcHYRXjjp7/QPiS/324hHhhEKvx1SCCmC8GiVmm4tXEAgqGMDWhMmwPhUPJ",
+	"XK72Q5IUBIVccqaaSwsR41MuJG3ATaPkFPcwUTrh1qHdDydBBQh7y0AYBglYHnG78fx+z8fdhYG1ceum",
+	"SEtZlGkSFCYkS0zI5sLOhKRtGNDXoJ8ZNkKBMzWk7yH+H//Qw3/7tcM4fE6AvrSx5c3MubCtlP2i5sQg",
+	"XAMHIW2xkODZl2t2QU8vZJEibuPo/Z35eldF7T9yWSw4d1m8oUb/grFF2l9fe12rU/5BAgNp9QJtNGcz",
+	"YazSiy4bcjtEiZjPQDJh2YynKUiIzmhLQ49RQyc+iUoQZ5YgDPdV1xpuNwnCuUjAWJ6kSLSX2sGOr5W6",
+	"uaQ395FHuYUtP2OQpHZB3OFsqAH5DtGQAfKdzWfK5MOFYZm8kmouu0GLZuuK4a6v+AY5X8ycmzg3mtkZ",
+	"t0zDJDMQ0TdzLSy0rmDg6/Lkb+VYI3mGFArJ1gtH/JmbjtvxjBmrgSfPDBsKBPSttMaqK5CbduMEyVge",
+	"A6MX0Fk0gEi07TL05DYAiUrzR8DHXkGQpRLm/pMzp0EuW+4hWVb65MipaFDFyayqHPLQjwlzj81tNCzV",
+	"kdvVqvhOOJNT1w9iOH0SFhzSrJNSp9TF5gOuNV+QyJbed4saNPbiF62/1Ub4L8BjNEhNqo3lNnP0FxZO",
+	"XQUbeehea1uJoL7FrDnrFDKO5tUwx2lmAPDvFrjxMjB4atxZZ+mXbbn33doxxsBYg831W8LcMC6j3ICb",
+	"M6ZkvGDeAnJp5mj4FfNbr7sd8dXg+OtR8qYX/c9J9o+X6n8PR8/lr/rFPNjGxdhCCR8CryWZIxHHQk47",
+	"UkxnNl60oySp9K4nVGBRaf1fnDqnwP/bDmsKD2VnL6KhAx46SgvuMcSvENZEuLbtmpQ2T2ulTrXDjhOl",
+	"rWGHZvpsuYUtsKcu0a/JSnLnLICMuhtRwtO2GZ0qVLUABzL6mUELY+HMm+mJBme9nfWJubE5pKCK0VmE",
+	"9HEIMiK2D4s/hxdyr4zOvDXBcMybk310oq65iPkohkHVnSo87jGXbAR1j/tC7nFy3rl0ky5ClsaZcRSq",
+	"8RWjQ97vXshHg7sqmbvhpIzaneGCnd4flBSrNrhO2OSt9VrDfNkCAPmBPAmuQxxVzOhIqRi43OBpPjV8",
+	"PjpE7oSDW0ZPPnNYFxgfgBsKhoSc5tFTd3v4xANah6L1wyhpacOR3yuH0J4QcHmyZpZhwX79/OE9cxNR",
+	"OGVZooxlJ+w38WPIoDvt5jFSRGEqjyINpp4aoDV10A8Oe13870X/tNfrVXC2JPT9FoYz5daCRgL/749X",
+	"nX/yzrde5/Sy/Ngd9DuXt73w8PT07m9thraSsGmc2puf2OnJ8xfMJ2xYBJaL2HQZefbOqcGDGYZs6E4G",
+	"P5UqOGR7BRzmqSp660L6QfsObOsourcZQ/d9lErhxICEYRheyGERUvhnbnq/9mACcgzDVly9Lz6OVVSL",
+	"SRppSjRqeXosyP1AL8tlcjAIg8pGiDgYK+kEc1BoA0q9GiRcLga5dNce2fHMPUv5IlYceaAGMddTVKAE",
+	"7ExFA6SGx7FywVImi41TphoFicetaFzj4YpYr3oaW8Z0TqRa0Y1Sei1g8kZAHHViuIY4l0gnDM0UMWXf",
+	"c29nafqmU/PgiKCFIRUV6de0wL3VGrsLaSz3PF76siHfj3cOnmc+RllOKCzHfye901aDIWzcwCyX1fNS",
+	"v+IcquP5SGW2P4q53Bxh+vjcrVrQ6fWyDfs/UQJAuMzzg1JX41igQjgwv91CY7Y4hrU5Z4ijvMjmhIAV",
+	"VrC2dhgQgPoEVF9mcYxyFW1JQ5xH5ttI31aixX2if20mbFnmiq9ycCXKrgBScgHgZg1cZQb0gE99RnS9",
+	"DAnniRblsuY2m0dJaZ+CvrVC1h6Mrc/d5EkqoeT2AVsp1kvQ1thtZfLNEVcx7SdIld61grJZA9aXFgpJ",
+	"rJZOer3wfpK5fq1SSiuLHfaOTjYkcJukra3qLB3F1jLXfjjEoPtVt6opqeqOj17utodinnYKJcyfmL7V",
+	"1aVXTMKcWRufMZUIiwCKYGLKssYzg19vZTJ3Y4M757dyopbRwFdJB7khXNrPYxiQ8xnkiQ/fqkHBO5UQ",
+	"cNc7GJK4PXOLK5Cl72DUsrwKOmMTxuXCzxTuag7Et22ZkKURt7vHxdegjXcMdj3+iibnNiKfrUaO30ZY",
+	"P/R1MnNfC+Le3sWAVGR0sw3Jp99sQkoWLyukZM7btSHDYPP4+PiUCcn+cf6Tr1Hd8LGNF8zONACbaD52",
+	"6MEiMRW2UXE/6h390Dk87Bydnvde9k+e9w+Pu4dHvX9WtRkPomOFK+Y0ZP2mM1Ud/3AuNOCw7rkbW3zX",
+	"EUluCKndph9MhZ1lo+5YJQcV/6T2OZ8tuKPmBeFhoKX2bZi6Bs1+OT//eEC5BmIDipSg2vMVSOMKBVQT",
+	"ABw81Woe0hiIimqhqZYLL6Qru5EeGpfv5AxjTB2horpSII3lcfdCXkg6NMY1tJ9LIuJYGIpR0RsdC5T0",
+	"s6Jw7970ulIdbLoX8rWrO2Jwx4RhXLIizzBc1SUyZJEaZ1SCpvU5MxaDVjZEP99H9LEYg3TI5FugXqV8",
+	"PIPOUbdXiUwaXmSh9EGve+gGqhQkT0XQD467ve6xy7HMSIMOZlQg+4afp0BigGpJFL+Ngr4voH0LGk1T",
+	"R73emoaY3RphfI2upQ/mnIIDNQZjXKeEyRukjG+NyZKE6wVKm7gG6TNTlk8NNRm4iS9x5IEGHi1W7/OT",
+	"+/rfsk1am3qNnveOn7LP6L1CjXKL17iJFAlkJ9tDoxdxy0cY87pindlfyeXrw4OyMtPKaMT/d3mBpNqd",
+	"+cdyo0e8oIyZ131jufb6YmfCrOqDTDVMxM2qbsw2d/subF2a4lO3G2paI4SiUoCSYLrsQyIsJWpGys5W",
+	"UUPVmxoxefDn8wc4YWvxvv1US44duA7SLQb6rte7y+8o3WWprkXOPkigBlrEZsfQrsuVUW/RqqkLWisi",
+	"XFf5vFpD5xOBhoiNFkWhJhdQL5ANAT24xXF3zm7FYGGdj/nMMHQLXDXbVcxcmcgrBBue9E5ZpTuyy1z9",
+	"zkkumoWYFI3k50Lmrx31TrrsC0r00Od8nZSh0lF+OBd3butGE6f0taY+E+SaXkhacMYNS9Q1RExJqqpL",
+	"ZWdkVXG6PeruInMLBU1UmNqvVuOFuZDNLZGVxcmQiPGMyykYZ6iaSIpkuXaIDRruhvp2gInr2hNmOb3+",
+	"zNR3v0rZcq+/FNnVQXNbE/Sygpy01X6I7QQJ1VMlkT5xb6wX56KrlV443fxC2ez7cK3xPF/iMYoLdzK7",
+	"x6NEyP1WHQpzVG+rVjvRmnPDqKcLBUYYXz1Vc1ZKfc/J9ZAyyYziZTfamvaadndJzH4Gm8vY9wU13zXQ",
+	"7p041hHI3+/8H3ia5zO/OkIr6rRv25TkSRM7fSC/6jgbCrrBlLge+ss2JD3wtfzmrYutJw2D1Pez1/n8",
+	"MyJXJanRaEnIJWwPhSVF4eFyUe07CHMfu4YhF3KqgbueYy59yJBjq8nQlMBEacjx2XfSDmtt+vjQ5MXf",
+	"kE2ENvZCjlUC7rPzWqOQZdKKuLIFYYr6n++3pSZcnUnDVGbbcNX3fm8FrK+YBqsXufUAZpBTV7Bge775",
+	"+OiEzfZxVKalKYd4K0GfHTO4jC5kIURsPhMxMEE2zePHGVMyb+d076MNIqPimYWkeOVftitddl4l0J9V",
+	"JCYTIHTKeS3IyvbYUlWMeEXmYEZl6tIevI0gSZUFOV50foPFWp9wfY7wsqgo/aiixRYAU6mO5ymstsY6",
+	"n9mjVqy7bS+yNG4B3NWzGVZncPe9QbEND392At1lvwGkea1Q5I2yZOTnHHXMu1GVnsAudUTg4RG5b5yi",
+	"ds7ba4IoL3VvSHnngcTvjBkgW1LtCy56i1ffHdqcI7sjhO9tBuvKnaLSxj/xLR1fpTUqgZFCLw+NrLvn",
+	"UenvV9ors5BGROBMRqVnq34wn1CVO3RVY/lYPruUSAXr6g5GcaFDo/GDiGXp/voTaT+Ao6flZrNHIb/5",
+	"VF6WEMa35JFHGNNXJqSc0SSL4/U83HH3D/QXPHRUJKBw+7YOmQ7Klu/1Ef7rvEt7N3fgTxXXlp3vG+Ja",
+	"x5TuI/l0/laLu+LihSuO0AySX/HdfTmPy4/gyzWDQ5q39Nx3sanbnVijiriVdWwN81x7p3fr7wv6TxnY",
+	"OYUuVLvL0A1MgVs2WpQuXnHvspKEcE1o2yMAGfDvIBwS5t9XNCrl2z+L2/TJNb12642GdLVxXvZR+zLu",
+	"Oifp3+fZPJ2Qv76x6NstORfuxpdzBo3lizKkWSfU9b6UlcbsU7XDpCHxbWmoSvF0yZpX87utt/i9+O/8",
+	"ohGyseIWRcK/XJq53oi0wSSXx3tfEH8wJLvLeaxerkR9b7PkFXEka74CJFOlS5H8bkhZ75PaCiyPHn/5",
+	"dsAcKx3d3zI/+FCRI65kmx+qS37w8m6ryiyFU5XabH7VdeWJF6BUaXVYg0llx8IWkHS/othfCxkq/SUb",
+	"gcEz79HKUM1uhbUFqfKElw/94Db/eLfy/H+G4vg3Z7//fvD3OhMLszASkuuWq4rtme5rHmcQlhlFvwTD",
+	"lynXwg3pggVJgxreyutzPt0q3K205X0HD+dps/OfgEc+71wRjjNKstBDNlYJUAK5ttdVwrJrhFdICfnc",
+	"WVvdBvUNKZhM2LBGA7mg3LlXtnZx31fjwPXd2BlIprkw4Hwuty+rLqSwIe5MSWBWc2lcs1OeTy9b64YV",
+	"3y3JjGU8NoqNoPLYN995l+9CZjK/vVgkMQiBSdMo7HG/KuDA2Rcri+Klr0vp3I60JNs/ZlUVawPYZq65",
+	"Lqw75RnX/27GivVK/q31Ftcmrh8ZG/LbY4fsd/FjSLkLuagBxRm7gtQybthUXDs5f7oIrN4RuLyTLw69",
+	"Hgxcf5EscfVSTb+ia8KwEeS/OeW0eU/ppZ9oKvqL8aX9Lsu9MjxcXrrezkk7evmkW2u9bjbsM6nqOMvc",
+	"OT+GF/CFkGYJ6zeYfbrjVrHzjZvnfDxjCRiDbsuMGzakJGPfAab7mRYUvpANRdQfklkx8NXdEYy45X4k",
+	"5TDxXH79/OF990IO33FjO/S08/a/h0hsRu2R/ieYuKVpJlol/jdOFEJt8Us7r9BsUfMiJcEFrkoLXEiO",
+	"LNV2BNyWZVr3EyxUZIhiaIPbL8SH7+jJtkNolQ2bUXQtLFm4sS4x3nHbrUvyVjDqXnwMaXzFYnFdML7I",
+	"TqMMfKZfnOp8xhN77XPWpYw6gbwkAt1vU7mTyHSMDLQ27R8cHB69oIu+h/2XvZc9ci78+7e1NIah2KCR",
+	"FGk8LOKfylNHROWBbzG8u7z7/wAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -204,7 +204,7 @@ type Grant struct {
 func grantOf(l *api.Lease) Grant {
 	g := Grant{Name: l.Name, Holder: l.Holder, LeaseID: deref(l.LeaseId), Token: l.Token,
 		TTL: time.Duration(l.TtlMs) * time.Millisecond, LockDelay: time.Duration(l.LockDelayMs) * time.Millisecond,
-		AcquiredAt: l.AcquiredAt, RenewedAt: l.RenewedAt, ExpiresAt: l.ExpiresAt}
+		AcquiredAt: l.AcquiredAt.Time, RenewedAt: l.RenewedAt.Time, ExpiresAt: l.ExpiresAt.Time}
 	if l.Metadata != nil {
 		g.Metadata = *l.Metadata
 	}
@@ -236,8 +236,8 @@ type State struct {
 func stateOf(s *api.LeaseState) State {
 	st := State{Name: s.Name, Held: s.Held, Holder: s.Holder, Token: s.Token,
 		TTL: time.Duration(s.TtlMs) * time.Millisecond, LockDelay: time.Duration(s.LockDelayMs) * time.Millisecond,
-		AcquiredAt: deref(s.AcquiredAt), RenewedAt: deref(s.RenewedAt), ExpiresAt: deref(s.ExpiresAt),
-		EndedAt: deref(s.EndedAt), End: string(deref(s.End)), AvailableAt: deref(s.AvailableAt), Waiters: s.Waiters}
+		AcquiredAt: deref(s.AcquiredAt).Time, RenewedAt: deref(s.RenewedAt).Time, ExpiresAt: deref(s.ExpiresAt).Time,
+		EndedAt: deref(s.EndedAt).Time, End: string(deref(s.End)), AvailableAt: deref(s.AvailableAt).Time, Waiters: s.Waiters}
 	if s.Metadata != nil {
 		st.Metadata = *s.Metadata
 	}

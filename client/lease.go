@@ -187,7 +187,7 @@ func (c *Client) acquireOnce(ctx context.Context, name, key string, body api.Acq
 			case resp.StatusCode() == http.StatusConflict && resp.ApplicationproblemJSON409 != nil &&
 				resp.ApplicationproblemJSON409.Code == api.ProblemCodeLeaseHeld:
 				p := resp.ApplicationproblemJSON409
-				h := &HeldError{Name: name, Holder: deref(p.Holder), ExpiresAt: deref(p.ExpiresAt), AvailableAt: deref(p.AvailableAt)}
+				h := &HeldError{Name: name, Holder: deref(p.Holder), ExpiresAt: deref(p.ExpiresAt).Time, AvailableAt: deref(p.AvailableAt).Time}
 				if resp.Headers409 != nil {
 					h.RetryAfter = time.Duration(resp.Headers409.RetryAfter) * time.Second
 				}

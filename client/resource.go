@@ -40,7 +40,7 @@ func (c *Client) PutResource(ctx context.Context, resource string, token int64, 
 		return ResourceInfo{}, fmt.Errorf("put resource %q: %w", resource, err)
 	}
 	if r := resp.JSON200; r != nil {
-		return ResourceInfo{Resource: r.Resource, Fence: r.Fence, Version: r.Version, UpdatedAt: r.UpdatedAt,
+		return ResourceInfo{Resource: r.Resource, Fence: r.Fence, Version: r.Version, UpdatedAt: r.UpdatedAt.Time,
 			Size: r.Size, ContentType: r.ContentType}, nil
 	}
 	if pr := resp.ApplicationproblemJSON409; resp.StatusCode() == http.StatusConflict && pr != nil && pr.Code == api.ProblemCodeStaleToken {

@@ -33,8 +33,8 @@ type Event struct {
 }
 
 func eventOf(e api.Event) Event {
-	out := Event{Seq: e.Seq, Type: string(e.Type), Name: e.Name, Token: e.Token, Holder: e.Holder, At: e.At,
-		ExpiresAt: deref(e.ExpiresAt), Resource: deref(e.Resource)}
+	out := Event{Seq: e.Seq, Type: string(e.Type), Name: e.Name, Token: e.Token, Holder: e.Holder, At: e.At.Time,
+		ExpiresAt: deref(e.ExpiresAt).Time, Resource: deref(e.Resource)}
 	if e.Metadata != nil {
 		out.Metadata = *e.Metadata
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/wiretime"
 )
 
 func TestAcquireLease(t *testing.T) {
@@ -31,7 +32,7 @@ func TestAcquireLease(t *testing.T) {
 			t.Fatalf("lease_id = %v, want a %s… secret", l.LeaseId, lease.IDPrefix)
 		}
 		want := api.Lease{Name: "job", Holder: "w1", LeaseId: l.LeaseId, Token: t0.UnixMicro(), TtlMs: 15000,
-			AcquiredAt: t0, RenewedAt: t0, ExpiresAt: t0.Add(15 * time.Second), Metadata: &md}
+			AcquiredAt: wiretime.From(t0), RenewedAt: wiretime.From(t0), ExpiresAt: wiretime.From(t0.Add(15 * time.Second)), Metadata: &md}
 		if diff := cmp.Diff(want, l); diff != "" {
 			t.Errorf("AcquireLease() mismatch (-want +got):\n%s", diff)
 		}
@@ -48,7 +49,7 @@ func TestAcquireLease(t *testing.T) {
 		if r.Headers409 == nil || r.Headers409.RetryAfter != 8 {
 			t.Errorf("Retry-After = %q, want 8 (7.5 s rounded up)", r.HTTPResponse.Header.Get("Retry-After"))
 		}
-		if p.Holder == nil || *p.Holder != "w1" || p.ExpiresAt == nil || !p.ExpiresAt.Equal(first.ExpiresAt) {
+		if p.Holder == nil || *p.Holder != "w1" || p.ExpiresAt == nil || !p.ExpiresAt.Equal(first.ExpiresAt.Time) {
 			t.Errorf("problem holder %v expires_at %v, want w1 and %v", p.Holder, p.ExpiresAt, first.ExpiresAt)
 		}
 		if st := e.state("job"); st.Holder != "w1" || st.Token != first.Token {
@@ -252,9 +253,9 @@ func TestGetLease(t *testing.T) {
 		if bytes.Contains(r.Body, []byte("lease_id")) || bytes.Contains(r.Body, []byte(*l.LeaseId)) {
 			t.Errorf("GetLease() body %s shows the lease_id", r.Body)
 		}
-		exp := t0.Add(10 * time.Second)
+		at, exp := wiretime.From(t0), wiretime.From(t0.Add(10*time.Second))
 		want := api.LeaseState{Name: "job", Held: true, Holder: "w1", Token: l.Token, TtlMs: 10000,
-			AcquiredAt: &t0, RenewedAt: &t0, ExpiresAt: &exp, AvailableAt: &exp}
+			AcquiredAt: &at, RenewedAt: &at, ExpiresAt: &exp, AvailableAt: &exp}
 		if diff := cmp.Diff(want, *r.JSON200); diff != "" {
 			t.Errorf("GetLease() mismatch (-want +got):\n%s", diff)
 		}
@@ -365,7 +366,7 @@ func TestListLeaseEvents(t *testing.T) {
 	t.Run("OKOldestFirst", func(t *testing.T) {
 		var got []ev
 		for _, x := range e.events("job") {
-			got = append(got, ev{x.Type, x.Token, x.At})
+			got = append(got, ev{x.Type, x.Token, x.At.Time})
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("events mismatch (-want +got):\n%s", diff)
@@ -466,7 +467,7 @@ func TestResources(t *testing.T) {
 		if r.JSON200 == nil {
 			t.Fatalf("PutResource() = %v %s, want 200", status(r), r.Body)
 		}
-		want := api.ResourceInfo{Resource: "orders", Fence: b.Token, Version: 1, UpdatedAt: t0.Add(time.Second), Size: 2,
+		want := api.ResourceInfo{Resource: "orders", Fence: b.Token, Version: 1, UpdatedAt: wiretime.From(t0.Add(time.Second)), Size: 2,
 			ContentType: "text/plain; charset=utf-8", Lease: ptr("job"), Holder: ptr("w2")}
 		if diff := cmp.Diff(want, *r.JSON200); diff != "" {
 			t.Errorf("PutResource() mismatch (-want +got):\n%s", diff)

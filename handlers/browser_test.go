@@ -319,7 +319,7 @@ func TestBrowser(t *testing.T) {
 	t.Run("RevokeFromLeasePage", func(t *testing.T) {
 		l := s.acquire("to-revoke", "stuck-worker@host-c", time.Minute, "")
 		ctx := dashTab(t, browser)
-		dashOpen(t, ctx, s, "/leases/to-revoke", false)
+		dashOpen(t, ctx, s, "/leases/to-revoke", true) // the refresh at the stream's opening must not swap the form mid-click
 		// confirm() blocks the click that opens it, so the dialog is accepted from here.
 		dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
 		var mu sync.Mutex

@@ -71,7 +71,7 @@ func TestContention(t *testing.T) {
 		var evs []lease.Event
 		acquired := map[int64]bool{}
 		for _, x := range e.events(n) {
-			evs = append(evs, lease.Event{Seq: x.Seq, Type: lease.EventType(x.Type), Name: x.Name, Token: x.Token, Holder: x.Holder, At: x.At})
+			evs = append(evs, lease.Event{Seq: x.Seq, Type: lease.EventType(x.Type), Name: x.Name, Token: x.Token, Holder: x.Holder, At: x.At.Time})
 			if x.Type == api.EventTypeAcquired {
 				acquired[x.Token] = true
 			}

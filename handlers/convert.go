@@ -6,12 +6,13 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/wiretime"
 )
 
-// The wire says times in UTC with millisecond precision; the store keeps milliseconds already.
-func wireTime(t time.Time) time.Time { return t.UTC().Truncate(time.Millisecond) }
+// The wire says times in UTC with exactly three fractional digits (wiretime).
+func wireTime(t time.Time) api.Timestamp { return wiretime.From(t) }
 
-func optTime(t time.Time) *time.Time {
+func optTime(t time.Time) *api.Timestamp {
 	if t.IsZero() {
 		return nil
 	}

@@ -71,8 +71,8 @@ func (s *server) toProblem(ctx context.Context, err error) problem {
 	switch le.Code {
 	case lease.CodeHeld:
 		p.Holder = ptr(le.Holder)
-		p.ExpiresAt = ptr(le.ExpiresAt)
-		p.AvailableAt = ptr(le.AvailableAt)
+		p.ExpiresAt = optTime(le.ExpiresAt)
+		p.AvailableAt = optTime(le.AvailableAt)
 		until := le.AvailableAt
 		if until.IsZero() {
 			until = le.ExpiresAt

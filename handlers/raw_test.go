@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/wiretime"
 )
 
 // snapshot is everything a refused request must leave unchanged.
@@ -34,7 +35,7 @@ func (e *env) snapshot() snapshot {
 		e.t.Fatal(err)
 	}
 	for _, x := range ev.Items {
-		s.Events = append(s.Events, api.Event{Seq: x.Seq, Type: api.EventType(x.Type), Name: x.Name, Token: x.Token, At: x.At})
+		s.Events = append(s.Events, api.Event{Seq: x.Seq, Type: api.EventType(x.Type), Name: x.Name, Token: x.Token, At: wiretime.From(x.At)})
 	}
 	r, err := e.c.ListResourcesWithResponse(e.ctx, &api.ListResourcesParams{Limit: ptr(1000)})
 	if err != nil || r.JSON200 == nil {

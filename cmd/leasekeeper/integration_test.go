@@ -218,7 +218,7 @@ func TestKill9UnderLoad(t *testing.T) {
 				}
 				l := r.JSON200
 				mu.Lock()
-				acks = append(acks, ack{"acquire", name, l.Token, l.ExpiresAt})
+				acks = append(acks, ack{"acquire", name, l.Token, l.ExpiresAt.Time})
 				mu.Unlock()
 				rn, err := p.c.RenewLeaseWithResponse(ctx, name, api.RenewRequest{LeaseId: *l.LeaseId})
 				if err != nil {
@@ -226,7 +226,7 @@ func TestKill9UnderLoad(t *testing.T) {
 				}
 				if rn.JSON200 != nil {
 					mu.Lock()
-					acks = append(acks, ack{"renew", name, l.Token, rn.JSON200.ExpiresAt})
+					acks = append(acks, ack{"renew", name, l.Token, rn.JSON200.ExpiresAt.Time})
 					mu.Unlock()
 				}
 				if i%4 != 3 { // most are released; the rest stay held across the kill
