@@ -422,7 +422,7 @@ func TestBrowser(t *testing.T) {
 			dashOpen(t, ctx, s, p.path, false)
 			dashShot(t, ctx, shots, p.name)
 		}
-		dashOpen(t, ctx, s, "/leases/billing-nightly", false)
+		dashOpen(t, ctx, s, "/leases/billing-nightly", true) // settled before clicking
 		if n := dashEval[int](t, ctx, `document.querySelectorAll("svg[data-testid=timeline] [data-token]").length`); n != 3 {
 			t.Errorf("timeline grants = %d, want 3", n)
 		}
