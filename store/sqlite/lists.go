@@ -37,6 +37,30 @@ func decodeSeqCursor(c string) (int64, error) {
 	return n, nil
 }
 
+// collect reads up to limit items from rows (queried with LIMIT limit+1) into a page whose Next
+// is the cursor of its last item's key when more remain.
+func collect[T any](rows *sql.Rows, limit int, scan func(scanner) (T, error), key func(T) string) (store.Page[T], error) {
+	defer rows.Close()
+	var page store.Page[T]
+	for rows.Next() {
+		item, err := scan(rows)
+		if err != nil {
+			return store.Page[T]{}, err
+		}
+		page.Items = append(page.Items, item)
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page[T]{}, w(err)
+	}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		page.Next = encodeCursor(key(page.Items[limit-1]))
+	}
+	return page, nil
+}
+
+func seqKey(n int64) string { return strconv.FormatInt(n, 10) }
+
 // prefixRange returns bounds [lo, hi) of the names that start with prefix. Names use only
 // bytes below '~', so prefix+"~" bounds them.
 func prefixRange(prefix string) (lo, hi string) {
@@ -79,21 +103,12 @@ func (s *Store) List(ctx context.Context, f store.LeaseFilter) (store.Page[lease
 	if err != nil {
 		return store.Page[lease.State]{}, fmt.Errorf("list leases: %w", w(err))
 	}
-	defer rows.Close()
-	var page store.Page[lease.State]
-	for rows.Next() {
-		g, err := scanGrant(rows)
-		if err != nil {
-			return store.Page[lease.State]{}, fmt.Errorf("list leases: %w", err)
-		}
-		page.Items = append(page.Items, g.state(now))
-	}
-	if err := rows.Err(); err != nil {
-		return store.Page[lease.State]{}, fmt.Errorf("list leases: %w", w(err))
-	}
-	if len(page.Items) > limit {
-		page.Items = page.Items[:limit]
-		page.Next = encodeCursor(page.Items[limit-1].Name)
+	page, err := collect(rows, limit, func(r scanner) (lease.State, error) {
+		g, err := scanGrant(r)
+		return g.state(now), err
+	}, func(st lease.State) string { return st.Name })
+	if err != nil {
+		return page, fmt.Errorf("list leases: %w", err)
 	}
 	return page, nil
 }
@@ -148,21 +163,9 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lea
 	if err != nil {
 		return store.Page[lease.Event]{}, fmt.Errorf("list events: %w", w(err))
 	}
-	defer rows.Close()
-	var page store.Page[lease.Event]
-	for rows.Next() {
-		e, err := scanEvent(rows)
-		if err != nil {
-			return store.Page[lease.Event]{}, fmt.Errorf("list events: %w", err)
-		}
-		page.Items = append(page.Items, e)
-	}
-	if err := rows.Err(); err != nil {
-		return store.Page[lease.Event]{}, fmt.Errorf("list events: %w", w(err))
-	}
-	if len(page.Items) > limit {
-		page.Items = page.Items[:limit]
-		page.Next = encodeCursor(strconv.FormatInt(page.Items[limit-1].Seq, 10))
+	page, err := collect(rows, limit, scanEvent, func(e lease.Event) string { return seqKey(e.Seq) })
+	if err != nil {
+		return page, fmt.Errorf("list events: %w", err)
 	}
 	return page, nil
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
@@ -185,21 +184,9 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) (stor
 	if err != nil {
 		return store.Page[lease.Resource]{}, fmt.Errorf("list resources: %w", w(err))
 	}
-	defer rows.Close()
-	var page store.Page[lease.Resource]
-	for rows.Next() {
-		r, err := scanResource(rows)
-		if err != nil {
-			return store.Page[lease.Resource]{}, fmt.Errorf("list resources: %w", err)
-		}
-		page.Items = append(page.Items, r)
-	}
-	if err := rows.Err(); err != nil {
-		return store.Page[lease.Resource]{}, fmt.Errorf("list resources: %w", w(err))
-	}
-	if len(page.Items) > limit {
-		page.Items = page.Items[:limit]
-		page.Next = encodeCursor(page.Items[limit-1].Name)
+	page, err := collect(rows, limit, scanResource, func(r lease.Resource) string { return r.Name })
+	if err != nil {
+		return page, fmt.Errorf("list resources: %w", err)
 	}
 	return page, nil
 }
@@ -234,24 +221,18 @@ func (s *Store) Rejections(ctx context.Context, f store.RejectionFilter) (store.
 	if err != nil {
 		return store.Page[lease.Rejection]{}, fmt.Errorf("list rejections: %w", w(err))
 	}
-	defer rows.Close()
-	var page store.Page[lease.Rejection]
-	for rows.Next() {
-		var r lease.Rejection
-		var at int64
-		if err := rows.Scan(&r.ID, &r.Resource, &r.Lease, &r.PresentedToken, &r.CurrentFence, &r.Holder,
-			&r.ClientAddr, &r.UserAgent, &r.Reason, &r.Source, &at); err != nil {
-			return store.Page[lease.Rejection]{}, fmt.Errorf("list rejections: %w", err)
-		}
-		r.At = ms(at)
-		page.Items = append(page.Items, r)
-	}
-	if err := rows.Err(); err != nil {
-		return store.Page[lease.Rejection]{}, fmt.Errorf("list rejections: %w", w(err))
-	}
-	if len(page.Items) > limit {
-		page.Items = page.Items[:limit]
-		page.Next = encodeCursor(strconv.FormatInt(page.Items[limit-1].ID, 10))
+	page, err := collect(rows, limit, scanRejection, func(r lease.Rejection) string { return seqKey(r.ID) })
+	if err != nil {
+		return page, fmt.Errorf("list rejections: %w", err)
 	}
 	return page, nil
+}
+
+func scanRejection(r scanner) (lease.Rejection, error) {
+	var x lease.Rejection
+	var at int64
+	err := r.Scan(&x.ID, &x.Resource, &x.Lease, &x.PresentedToken, &x.CurrentFence, &x.Holder,
+		&x.ClientAddr, &x.UserAgent, &x.Reason, &x.Source, &at)
+	x.At = ms(at)
+	return x, err
 }
