@@ -105,8 +105,7 @@ func (s *server) RenewLease(ctx context.Context, req api.RenewLeaseRequestObject
 	l, err := s.renew(ctx, req)
 	s.metrics.op("renew", err)
 	if err != nil {
-		pr := s.toProblem(ctx, err)
-		return api.RenewLeasedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+		return problemAs[api.RenewLeasedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	return api.RenewLease200JSONResponse{Body: wireLease(l), Headers: api.RenewLease200ResponseHeaders{FencingToken: l.Token}}, nil
 }
@@ -136,8 +135,7 @@ func (s *server) ReleaseLease(ctx context.Context, req api.ReleaseLeaseRequestOb
 	}
 	s.metrics.op("release", err)
 	if err != nil {
-		pr := s.toProblem(ctx, err)
-		return api.ReleaseLeasedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+		return problemAs[api.ReleaseLeasedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	return api.ReleaseLease204Response{}, nil
 }
@@ -150,8 +148,7 @@ func (s *server) RevokeLease(ctx context.Context, req api.RevokeLeaseRequestObje
 	}
 	s.metrics.op("revoke", err)
 	if err != nil {
-		pr := s.toProblem(ctx, err)
-		return api.RevokeLeasedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+		return problemAs[api.RevokeLeasedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	return api.RevokeLease204Response{}, nil
 }
@@ -164,8 +161,7 @@ func (s *server) GetLease(ctx context.Context, req api.GetLeaseRequestObject) (a
 		st, err = s.store.Get(ctx, req.Name)
 	}
 	if err != nil {
-		pr := s.toProblem(ctx, err)
-		return api.GetLeasedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+		return problemAs[api.GetLeasedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	st.Waiters = s.acquirer.Waiters(st.Name)
 	return api.GetLease200JSONResponse(wireState(st)), nil
@@ -179,8 +175,7 @@ func (s *server) ListLeases(ctx context.Context, req api.ListLeasesRequestObject
 	}
 	page, err := s.store.List(ctx, f)
 	if err != nil {
-		pr := s.toProblem(ctx, err)
-		return api.ListLeasesdefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+		return problemAs[api.ListLeasesdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	out := api.ListLeases200JSONResponse{Leases: make([]api.LeaseState, 0, len(page.Items)), NextCursor: page.Next}
 	for _, st := range page.Items {
@@ -198,8 +193,7 @@ func (s *server) ListLeaseEvents(ctx context.Context, req api.ListLeaseEventsReq
 		page, err = s.store.Events(ctx, store.EventFilter{Name: req.Name, Limit: deref(req.Params.Limit), Cursor: deref(req.Params.Cursor)})
 	}
 	if err != nil {
-		pr := s.toProblem(ctx, err)
-		return api.ListLeaseEventsdefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+		return problemAs[api.ListLeaseEventsdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	out := api.ListLeaseEvents200JSONResponse{Events: make([]api.Event, 0, len(page.Items)), NextCursor: page.Next}
 	for _, e := range page.Items {

@@ -97,6 +97,16 @@ func title(c lease.Code) string {
 	return strings.ToUpper(s[:1]) + s[1:]
 }
 
+// problemAs is the strict server's default (any status) problem response of an operation:
+// every one of them is this same struct under its own name.
+func problemAs[T ~struct {
+	Body       api.Problem
+	StatusCode int
+}](s *server, ctx context.Context, err error) T {
+	p := s.toProblem(ctx, err)
+	return T{Body: p.Problem, StatusCode: p.Status}
+}
+
 // writeProblem writes err as application/problem+json: the one writer of HTTP errors outside
 // the typed responses of the strict server.
 func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {

@@ -70,8 +70,7 @@ func (s *server) GetResource(ctx context.Context, req api.GetResourceRequestObje
 		r, err = s.store.GetResource(ctx, req.Resource)
 	}
 	if err != nil {
-		pr := s.toProblem(ctx, err)
-		return api.GetResourcedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+		return problemAs[api.GetResourcedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	return api.GetResource200AsteriskResponse{Body: bytes.NewReader(r.Value), ContentType: r.ContentType,
 		ContentLength: int64(len(r.Value)), Headers: api.GetResource200ResponseHeaders{ETag: etag(r), FencingToken: r.Fence}}, nil
@@ -81,8 +80,7 @@ func (s *server) GetResource(ctx context.Context, req api.GetResourceRequestObje
 func (s *server) ListResources(ctx context.Context, req api.ListResourcesRequestObject) (api.ListResourcesResponseObject, error) {
 	page, err := s.store.ListResources(ctx, store.ResourceFilter{Prefix: deref(req.Params.Prefix), Limit: deref(req.Params.Limit), Cursor: deref(req.Params.Cursor)})
 	if err != nil {
-		pr := s.toProblem(ctx, err)
-		return api.ListResourcesdefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+		return problemAs[api.ListResourcesdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	out := api.ListResources200JSONResponse{Resources: make([]api.ResourceInfo, 0, len(page.Items)), NextCursor: page.Next}
 	for _, r := range page.Items {
@@ -96,8 +94,7 @@ func (s *server) ListRejections(ctx context.Context, req api.ListRejectionsReque
 	page, err := s.store.Rejections(ctx, store.RejectionFilter{Resource: deref(req.Params.Resource), Lease: deref(req.Params.Lease),
 		Since: deref(req.Params.Since), Limit: deref(req.Params.Limit), Cursor: deref(req.Params.Cursor)})
 	if err != nil {
-		pr := s.toProblem(ctx, err)
-		return api.ListRejectionsdefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+		return problemAs[api.ListRejectionsdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	out := api.ListRejections200JSONResponse{Rejections: make([]api.Rejection, 0, len(page.Items)), NextCursor: page.Next}
 	for _, r := range page.Items {
@@ -110,8 +107,7 @@ func (s *server) ListRejections(ctx context.Context, req api.ListRejectionsReque
 func (s *server) ReportRejection(ctx context.Context, req api.ReportRejectionRequestObject) (api.ReportRejectionResponseObject, error) {
 	r, err := s.reportRejection(ctx, req)
 	if err != nil {
-		pr := s.toProblem(ctx, err)
-		return api.ReportRejectiondefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+		return problemAs[api.ReportRejectiondefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	s.metrics.rejections.Inc()
 	return api.ReportRejection202JSONResponse(wireRejection(r)), nil

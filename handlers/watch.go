@@ -17,8 +17,7 @@ func (s *server) Watch(ctx context.Context, req api.WatchRequestObject) (api.Wat
 	}
 	st, err := s.hub.Open(ctx, deref(req.Params.Prefix), deref(req.Params.LastEventID))
 	if err != nil {
-		pr := s.toProblem(ctx, err)
-		return api.WatchdefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+		return problemAs[api.WatchdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	return stream{st: st, log: s}, nil
 }
