@@ -12,8 +12,7 @@ import (
 // Watch streams events as Server-Sent Events.
 func (s *server) Watch(ctx context.Context, req api.WatchRequestObject) (api.WatchResponseObject, error) {
 	if s.hub == nil {
-		pr := s.toProblem(ctx, lease.Errorf(lease.CodeUnavailable, "this server does not stream events"))
-		return api.WatchdefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
+		return problemAs[api.WatchdefaultApplicationProblemPlusJSONResponse](s, ctx, lease.Errorf(lease.CodeUnavailable, "this server does not stream events")), nil
 	}
 	st, err := s.hub.Open(ctx, deref(req.Params.Prefix), deref(req.Params.LastEventID))
 	if err != nil {
