@@ -389,7 +389,7 @@ type Rejection struct {
 	ClientAddr   *string   `json:"client_addr,omitempty"`
 	CurrentFence int64     `json:"current_fence"`
 
-	// Holder Who held the presented token
+	// Holder Who held the presented token, when known.
 	Holder         *string         `json:"holder,omitempty"`
 	Id             int64           `json:"id"`
 	Lease          *string         `json:"lease,omitempty"`
@@ -436,10 +436,10 @@ type ResourceInfo struct {
 	ContentType string `json:"content_type"`
 	Fence       int64  `json:"fence"`
 
-	// Holder The holder of the last write's token
+	// Holder The holder of the last write's token, when known.
 	Holder *string `json:"holder,omitempty"`
 
-	// Lease The Lease-Name of the last write
+	// Lease The Lease-Name of the last write, if any.
 	Lease    *string `json:"lease,omitempty"`
 	Resource string  `json:"resource"`
 	Size     int64   `json:"size"`
@@ -2258,6 +2258,8 @@ type ListLeasesResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *LeaseList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 }
@@ -2265,6 +2267,11 @@ type ListLeasesResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListLeasesResponse) GetJSON200() *LeaseList {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListLeasesResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2506,6 +2513,8 @@ type ListLeaseEventsResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *EventList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 }
@@ -2513,6 +2522,11 @@ type ListLeaseEventsResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListLeaseEventsResponse) GetJSON200() *EventList {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListLeaseEventsResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2788,6 +2802,8 @@ type ListResourcesResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *ResourceList
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 }
@@ -2795,6 +2811,11 @@ type ListResourcesResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListResourcesResponse) GetJSON200() *ResourceList {
 	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r ListResourcesResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2966,8 +2987,15 @@ func (r PutResourceResponse) ContentType() string {
 type WatchResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r WatchResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -3354,6 +3382,13 @@ func ParseListLeasesResponse(rsp *http.Response) (*ListLeasesResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3556,6 +3591,13 @@ func ParseListLeaseEventsResponse(rsp *http.Response) (*ListLeaseEventsResponse,
 			return nil, err
 		}
 		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
@@ -3773,6 +3815,13 @@ func ParseListResourcesResponse(rsp *http.Response) (*ListResourcesResponse, err
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3919,6 +3968,13 @@ func ParseWatchResponse(rsp *http.Response) (*WatchResponse, error) {
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4967,6 +5023,22 @@ func (response ListLeases200JSONResponse) VisitListLeasesResponse(w http.Respons
 	return err
 }
 
+type ListLeases400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListLeases400ApplicationProblemPlusJSONResponse) VisitListLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListLeasesdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -5233,6 +5305,22 @@ func (response ListLeaseEvents200JSONResponse) VisitListLeaseEventsResponse(w ht
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLeaseEvents400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListLeaseEvents400ApplicationProblemPlusJSONResponse) VisitListLeaseEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5532,6 +5620,22 @@ func (response ListResources200JSONResponse) VisitListResourcesResponse(w http.R
 	return err
 }
 
+type ListResources400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response ListResources400ApplicationProblemPlusJSONResponse) VisitListResourcesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListResourcesdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -5762,6 +5866,22 @@ func (response Watch200TexteventStreamResponse) VisitWatchResponse(w http.Respon
 			return err
 		}
 	}
+}
+
+type Watch400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response Watch400ApplicationProblemPlusJSONResponse) VisitWatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type WatchdefaultApplicationProblemPlusJSONResponse struct {
@@ -6293,83 +6413,85 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1Fx7cxs3kv8qqLmtsrQ3pKiHY4v655ycnThxbJ+tLV9tpCNBTpPEagYYAxhRtErf/aobmCeHL0nWJs4f",
-	"oYYYoNHo/vUTvA3GKkmVBGlN0L8NUq55AhY0/fVTpo3S+CkCM9YitULJoB+cz4ANJdzYwZhGDJmaMDsD",
-	"lmq4FiozLOVT6AZhIHD41wz0IggDyRMI+oF7JwgDM55BwnH6hN+8Azm1s6D//PAoDOwixZHGaiGnwd1d",
-	"GLwTibDLlHzkU2BGfIOQHTKr2GGv12N7EUx4Flv8a38VFTFN2CBCJFkS9HGSMEiE9H8W9AhpYQqaCHpP",
-	"07RxJgZugOEyxdopt7NyafpfGGj4mgkNUdC3OoMqJX/TMAn6wX8clIdz4L41B7QuEvAJjMr0mIhoWUTn",
-	"Xz9woTt836RKGiCZ+JFHn+BrBoZOY6ykBUkfeZrGYsyREQepVqMYkv/8l0Gu3G654kf3llu0ztehkNc8",
-	"FtFAu7WHfZI3/xeLFBgmlWUTFcdqTt8haZqPbTdA8cEzeaeemGiShEGsCnqdaMBNiscRsjk3TAM9jEKm",
-	"4VpdQcSUZiZLQRuI8LHS5asDETHhdkpbzLQGaZmSQLt8r+wblcnoSTcplR1McNUh0ZAPfUISXkkGWivd",
-	"Jb3wL+B8r8Yk+BV55VEk8C0ef9QqBW0FSvWExwbCIK08ug1mKo6gBfy+zBTD7wwTNmQTpdksS7g0qOxw",
-	"w5M0RvWbK30FunP8XzNlbIcHYRXjjp7/QPiS/324hHhhEKvx1SCCmC8GiVmm4tXEAgqGMDWhMmwPhUPJ",
-	"XK72Q5IUBIVccqaaSwsR41MuJG3ATaPkFPcwUTrh1qHdDydBBQh7y0AYBglYHnG78fx+z8fdhYG1ceum",
-	"SEtZlGkSFCYkS0zI5sLOhKRtGNDXoJ8ZNkKBMzWk7yH+H//Qw3/7tcM4fE6AvrSx5c3MubCtlP2i5sQg",
-	"XAMHIW2xkODZl2t2QU8vZJEibuPo/Z35eldF7T9yWSw4d1m8oUb/grFF2l9fe12rU/5BAgNp9QJtNGcz",
-	"YazSiy4bcjtEiZjPQDJh2YynKUiIzmhLQ49RQyc+iUoQZ5YgDPdV1xpuNwnCuUjAWJ6kSLSX2sGOr5W6",
-	"uaQ395FHuYUtP2OQpHZB3OFsqAH5DtGQAfKdzWfK5MOFYZm8kmouu0GLZuuK4a6v+AY5X8ycmzg3mtkZ",
-	"t0zDJDMQ0TdzLSy0rmDg6/Lkb+VYI3mGFArJ1gtH/JmbjtvxjBmrgSfPDBsKBPSttMaqK5CbduMEyVge",
-	"A6MX0Fk0gEi07TL05DYAiUrzR8DHXkGQpRLm/pMzp0EuW+4hWVb65MipaFDFyayqHPLQjwlzj81tNCzV",
-	"kdvVqvhOOJNT1w9iOH0SFhzSrJNSp9TF5gOuNV+QyJbed4saNPbiF62/1Ub4L8BjNEhNqo3lNnP0FxZO",
-	"XQUbeehea1uJoL7FrDnrFDKO5tUwx2lmAPDvFrjxMjB4atxZZ+mXbbn33doxxsBYg831W8LcMC6j3ICb",
-	"M6ZkvGDeAnJp5mj4FfNbr7sd8dXg+OtR8qYX/c9J9o+X6n8PR8/lr/rFPNjGxdhCCR8CryWZIxHHQk47",
-	"UkxnNl60oySp9K4nVGBRaf1fnDqnwP/bDmsKD2VnL6KhAx46SgvuMcSvENZEuLbtmpQ2T2ulTrXDjhOl",
-	"rWGHZvpsuYUtsKcu0a/JSnLnLICMuhtRwtO2GZ0qVLUABzL6mUELY+HMm+mJBme9nfWJubE5pKCK0VmE",
-	"9HEIMiK2D4s/hxdyr4zOvDXBcMybk310oq65iPkohkHVnSo87jGXbAR1j/tC7nFy3rl0ky5ClsaZcRSq",
-	"8RWjQ97vXshHg7sqmbvhpIzaneGCnd4flBSrNrhO2OSt9VrDfNkCAPmBPAmuQxxVzOhIqRi43OBpPjV8",
-	"PjpE7oSDW0ZPPnNYFxgfgBsKhoSc5tFTd3v4xANah6L1wyhpacOR3yuH0J4QcHmyZpZhwX79/OE9cxNR",
-	"OGVZooxlJ+w38WPIoDvt5jFSRGEqjyINpp4aoDV10A8Oe13870X/tNfrVXC2JPT9FoYz5daCRgL/749X",
-	"nX/yzrde5/Sy/Ngd9DuXt73w8PT07m9thraSsGmc2puf2OnJ8xfMJ2xYBJaL2HQZefbOqcGDGYZs6E4G",
-	"P5UqOGR7BRzmqSp660L6QfsObOsourcZQ/d9lErhxICEYRheyGERUvhnbnq/9mACcgzDVly9Lz6OVVSL",
-	"SRppSjRqeXosyP1AL8tlcjAIg8pGiDgYK+kEc1BoA0q9GiRcLga5dNce2fHMPUv5IlYceaAGMddTVKAE",
-	"7ExFA6SGx7FywVImi41TphoFicetaFzj4YpYr3oaW8Z0TqRa0Y1Sei1g8kZAHHViuIY4l0gnDM0UMWXf",
-	"c29nafqmU/PgiKCFIRUV6de0wL3VGrsLaSz3PF76siHfj3cOnmc+RllOKCzHfye901aDIWzcwCyX1fNS",
-	"v+IcquP5SGW2P4q53Bxh+vjcrVrQ6fWyDfs/UQJAuMzzg1JX41igQjgwv91CY7Y4hrU5Z4ijvMjmhIAV",
-	"VrC2dhgQgPoEVF9mcYxyFW1JQ5xH5ttI31aixX2if20mbFnmiq9ycCXKrgBScgHgZg1cZQb0gE99RnS9",
-	"DAnniRblsuY2m0dJaZ+CvrVC1h6Mrc/d5EkqoeT2AVsp1kvQ1thtZfLNEVcx7SdIld61grJZA9aXFgpJ",
-	"rJZOer3wfpK5fq1SSiuLHfaOTjYkcJukra3qLB3F1jLXfjjEoPtVt6opqeqOj17utodinnYKJcyfmL7V",
-	"1aVXTMKcWRufMZUIiwCKYGLKssYzg19vZTJ3Y4M757dyopbRwFdJB7khXNrPYxiQ8xnkiQ/fqkHBO5UQ",
-	"cNc7GJK4PXOLK5Cl72DUsrwKOmMTxuXCzxTuag7Et22ZkKURt7vHxdegjXcMdj3+iibnNiKfrUaO30ZY",
-	"P/R1MnNfC+Le3sWAVGR0sw3Jp99sQkoWLyukZM7btSHDYPP4+PiUCcn+cf6Tr1Hd8LGNF8zONACbaD52",
-	"6MEiMRW2UXE/6h390Dk87Bydnvde9k+e9w+Pu4dHvX9WtRkPomOFK+Y0ZP2mM1Ud/3AuNOCw7rkbW3zX",
-	"EUluCKndph9MhZ1lo+5YJQcV/6T2OZ8tuKPmBeFhoKX2bZi6Bs1+OT//eEC5BmIDipSg2vMVSOMKBVQT",
-	"ABw81Woe0hiIimqhqZYLL6Qru5EeGpfv5AxjTB2horpSII3lcfdCXkg6NMY1tJ9LIuJYGIpR0RsdC5T0",
-	"s6Jw7970ulIdbLoX8rWrO2Jwx4RhXLIizzBc1SUyZJEaZ1SCpvU5MxaDVjZEP99H9LEYg3TI5FugXqV8",
-	"PIPOUbdXiUwaXmSh9EGve+gGqhQkT0XQD467ve6xy7HMSIMOZlQg+4afp0BigGpJFL+Ngr4voH0LGk1T",
-	"R73emoaY3RphfI2upQ/mnIIDNQZjXKeEyRukjG+NyZKE6wVKm7gG6TNTlk8NNRm4iS9x5IEGHi1W7/OT",
-	"+/rfsk1am3qNnveOn7LP6L1CjXKL17iJFAlkJ9tDoxdxy0cY87pindlfyeXrw4OyMtPKaMT/d3mBpNqd",
-	"+cdyo0e8oIyZ131jufb6YmfCrOqDTDVMxM2qbsw2d/subF2a4lO3G2paI4SiUoCSYLrsQyIsJWpGys5W",
-	"UUPVmxoxefDn8wc4YWvxvv1US44duA7SLQb6rte7y+8o3WWprkXOPkigBlrEZsfQrsuVUW/RqqkLWisi",
-	"XFf5vFpD5xOBhoiNFkWhJhdQL5ANAT24xXF3zm7FYGGdj/nMMHQLXDXbVcxcmcgrBBue9E5ZpTuyy1z9",
-	"zkkumoWYFI3k50Lmrx31TrrsC0r00Od8nZSh0lF+OBd3butGE6f0taY+E+SaXkhacMYNS9Q1RExJqqpL",
-	"ZWdkVXG6PeruInMLBU1UmNqvVuOFuZDNLZGVxcmQiPGMyykYZ6iaSIpkuXaIDRruhvp2gInr2hNmOb3+",
-	"zNR3v0rZcq+/FNnVQXNbE/Sygpy01X6I7QQJ1VMlkT5xb6wX56KrlV443fxC2ez7cK3xPF/iMYoLdzK7",
-	"x6NEyP1WHQpzVG+rVjvRmnPDqKcLBUYYXz1Vc1ZKfc/J9ZAyyYziZTfamvaadndJzH4Gm8vY9wU13zXQ",
-	"7p041hHI3+/8H3ia5zO/OkIr6rRv25TkSRM7fSC/6jgbCrrBlLge+ss2JD3wtfzmrYutJw2D1Pez1/n8",
-	"MyJXJanRaEnIJWwPhSVF4eFyUe07CHMfu4YhF3KqgbueYy59yJBjq8nQlMBEacjx2XfSDmtt+vjQ5MXf",
-	"kE2ENvZCjlUC7rPzWqOQZdKKuLIFYYr6n++3pSZcnUnDVGbbcNX3fm8FrK+YBqsXufUAZpBTV7Bge775",
-	"+OiEzfZxVKalKYd4K0GfHTO4jC5kIURsPhMxMEE2zePHGVMyb+d076MNIqPimYWkeOVftitddl4l0J9V",
-	"JCYTIHTKeS3IyvbYUlWMeEXmYEZl6tIevI0gSZUFOV50foPFWp9wfY7wsqgo/aiixRYAU6mO5ymstsY6",
-	"n9mjVqy7bS+yNG4B3NWzGVZncPe9QbEND392At1lvwGkea1Q5I2yZOTnHHXMu1GVnsAudUTg4RG5b5yi",
-	"ds7ba4IoL3VvSHnngcTvjBkgW1LtCy56i1ffHdqcI7sjhO9tBuvKnaLSxj/xLR1fpTUqgZFCLw+NrLvn",
-	"UenvV9ors5BGROBMRqVnq34wn1CVO3RVY/lYPruUSAXr6g5GcaFDo/GDiGXp/voTaT+Ao6flZrNHIb/5",
-	"VF6WEMa35JFHGNNXJqSc0SSL4/U83HH3D/QXPHRUJKBw+7YOmQ7Klu/1Ef7rvEt7N3fgTxXXlp3vG+Ja",
-	"x5TuI/l0/laLu+LihSuO0AySX/HdfTmPy4/gyzWDQ5q39Nx3sanbnVijiriVdWwN81x7p3fr7wv6TxnY",
-	"OYUuVLvL0A1MgVs2WpQuXnHvspKEcE1o2yMAGfDvIBwS5t9XNCrl2z+L2/TJNb12642GdLVxXvZR+zLu",
-	"Oifp3+fZPJ2Qv76x6NstORfuxpdzBo3lizKkWSfU9b6UlcbsU7XDpCHxbWmoSvF0yZpX87utt/i9+O/8",
-	"ohGyseIWRcK/XJq53oi0wSSXx3tfEH8wJLvLeaxerkR9b7PkFXEka74CJFOlS5H8bkhZ75PaCiyPHn/5",
-	"dsAcKx3d3zI/+FCRI65kmx+qS37w8m6ryiyFU5XabH7VdeWJF6BUaXVYg0llx8IWkHS/othfCxkq/SUb",
-	"gcEz79HKUM1uhbUFqfKElw/94Db/eLfy/H+G4vg3Z7//fvD3OhMLszASkuuWq4rtme5rHmcQlhlFvwTD",
-	"lynXwg3pggVJgxreyutzPt0q3K205X0HD+dps/OfgEc+71wRjjNKstBDNlYJUAK5ttdVwrJrhFdICfnc",
-	"WVvdBvUNKZhM2LBGA7mg3LlXtnZx31fjwPXd2BlIprkw4Hwuty+rLqSwIe5MSWBWc2lcs1OeTy9b64YV",
-	"3y3JjGU8NoqNoPLYN995l+9CZjK/vVgkMQiBSdMo7HG/KuDA2Rcri+Klr0vp3I60JNs/ZlUVawPYZq65",
-	"Lqw75RnX/27GivVK/q31Ftcmrh8ZG/LbY4fsd/FjSLkLuagBxRm7gtQybthUXDs5f7oIrN4RuLyTLw69",
-	"Hgxcf5EscfVSTb+ia8KwEeS/OeW0eU/ppZ9oKvqL8aX9Lsu9MjxcXrrezkk7evmkW2u9bjbsM6nqOMvc",
-	"OT+GF/CFkGYJ6zeYfbrjVrHzjZvnfDxjCRiDbsuMGzakJGPfAab7mRYUvpANRdQfklkx8NXdEYy45X4k",
-	"5TDxXH79/OF990IO33FjO/S08/a/h0hsRu2R/ieYuKVpJlol/jdOFEJt8Us7r9BsUfMiJcEFrkoLXEiO",
-	"LNV2BNyWZVr3EyxUZIhiaIPbL8SH7+jJtkNolQ2bUXQtLFm4sS4x3nHbrUvyVjDqXnwMaXzFYnFdML7I",
-	"TqMMfKZfnOp8xhN77XPWpYw6gbwkAt1vU7mTyHSMDLQ27R8cHB69oIu+h/2XvZc9ci78+7e1NIah2KCR",
-	"FGk8LOKfylNHROWBbzG8u7z7/wAAAP//",
+	"1Fx7c9u2lv8qGO6diX2Xethx2lj+Z9Nu0qZN067jO9m5tVeCxCMR1ySgAKBlJePvvnMOwDf1sJM4t+kf",
+	"lSUSODiP33mSn4KZSpdKgrQmGH0KllzzFCxo+uvHTBul8VMEZqbF0golg1FwEQObSLi14xldMWFqzmwM",
+	"bKnhRqjMsCVfQD8IA4GXf8hAr4MwkDyFYBS4e4IwMLMYUo7Lp/z2DciFjYPRs6PjMLDrJV5prBZyEdzd",
+	"hcEbkQrbpuQPvgBmxEcI2RGzih0Nh0N2EMGcZ4nFvw43UZHQgg0iRJqlwQgXCYNUSP9nQY+QFhagiaC3",
+	"tEwXZxLgBhhuU+y95DYut6b/hYGGD5nQEAUjqzOoUvI3DfNgFPzHoBTOwP1qBrQvEnAORmV6RkR0bKLz",
+	"nz9zozu83yyVNEA68QOPzuFDBoakMVPSgqSPfLlMxIwjIwZLraYJpP/5L4Nc+bTnjn+4u9ymdb5OhLzh",
+	"iYjG2u09GZG++b9YpMAwqSybqyRRK/oNSdN8ZvsBqg/K5I16ZKJJE8aJKuh1qgG3SxRHyFbcMA30ZRQy",
+	"DTfqGiKmNDPZErSBCL9Wurx1LCIm3EnpiJnWIC1TEuiUb5V9pTIZPeohpbLjOe46IRrySx+RhBeSgdZK",
+	"98ku/A243osZKX5FX3kUCbyLJ39otQRtBWr1nCcGwmBZ+epTEKskgg7wex8rhr8ZJmzI5kqzOEu5NGjs",
+	"cMvTZYLmt1L6GnTv6X/FytgeD8Iqxh0/+47wJf/7qIV4YZCo2fU4goSvx6lpU/FibgEVQ5iaUhl2gMqh",
+	"ZK5XhyFpCoJCrjkLzaWFiPEFF5IO4JZRcoFnmCudcuvQ7ruToAKEwzYQhkEKlkfc7pTfb/l1d2FgbdJ5",
+	"KLJSFmWaFIUJyVITspWwsZB0DAP6BvQTw6aocKaG9EPE/6ffDfHfYU0YR88I0FsHax9mxYXtpOxntSIG",
+	"4R54EdKWCAmefbllF/QMQxYp4jZefXhvvt5VUfvPXBcLzl0Vd6jpv2BmkfaXN97W6pT/LoGBtHqNPpqz",
+	"WBir9LrPJtxOUCNWMUgmLIv5cgkSojM60sRj1MSpT6pSxJkWhOG56lbD7S5FuBApGMvTJRLttXZ8z9tK",
+	"22zZzUP0Ue7hy88YpEu7Ju5wNtGAfIdowgD5zlaxMvnlwrBMXku1kv2gw7J1xXHXd3yFnC9Wzl2cu5rZ",
+	"mFumYZ4ZiOiXlRYWOncw8KG9+Gs500ieIYNCsvXaEX/mluN2FjNjNfD0iWETgYC+l9VYdQ1y12mcIhnL",
+	"E2B0AwaLBhCJ9t2GvvkUgESj+TPgM28gyFIJK//JudMg1y33JXlW+uTIqVhQJcismhzy0F8T5hGbO2hY",
+	"miO3m03xjXAup24fxHD6JCw4pNmmpc6oi8MHXGu+JpUto+8OM2icxW9av6uL8J+BJ+iQmlQby23m6C88",
+	"nLoOdvLQ3da1E0F9h1tz3ilkHN2rYY7TzADg3x1w43Vg/Ni4s83Tt325j926McbATIPN7VvCyjAuo9yB",
+	"mzOmZLJm3gNyaVbo+BXzR6+HHcn1+OmH4/TVMPqfk+wfz9X/Hk2fyV/096tgnxBjDyP8HHgtyZyKJBFy",
+	"0ZNiEdtk3Y2SZNL3lVCBRaX3//7UBQX+335YU0Qo944iGjbgoaP04B5D/A5hTYVrx65paVNaG22qG3ac",
+	"Ku0NO7TSO8st7IE9dY1+SV6Su2ABZNTfiRKett3oVKGqAziQ0U8MehgLZ95NzzU47+28T8KNzSEFTYxk",
+	"EdLHCciI2D4p/pxcyoMyO/PeBNMx704OMYi64SLh0wTG1XCqiLhnXLIp1CPuS3nAKXjn0i26DtkyyYyj",
+	"UM2uGQn5sH8pvxjcVcm8H07KqDsYLtjp40FJuWqD64RN3ltvdcxXHQCQC+RRcB2SqOJGp0olwOWOSPOx",
+	"4fOLQ+S9cHDP7MlXDusK4xNwQ8mQkIs8e+rvD58ooG0oWhdGSUsXjvxWEUJ3QcDVyZpVhjX75d3vb5lb",
+	"iNIpy1JlLDthv4ofQgb9RT/PkSJKU3kUaTD10gDtqYNRcDTs43/fj06Hw2EFZ0tC3+7hOJfcWtBI4P/9",
+	"+aL3T977OOydXpUf++NR7+rTMDw6Pb37W5ejrRRsGlJ79SM7PXn2PfMFGxaB5SIxfUaRvQtqUDCTkE2c",
+	"ZPBTaYITdlDAYV6qorsupb/o0IFtHUUPdmPooc9SKZ0YkzJMwks5KVIK/51b3u89noOcwaQTVx+KjzMV",
+	"1XKSRpkSnVpeHgvyONDrclkcDMKgchAiDmZKOsUcF9aAWq/GKZfrca7dta/sLHbfLfk6URx5oMYJ1ws0",
+	"oBRsrKIxUsOTRLlkKZPFwalSjYrEk040rvFwQ65XlcaeOZ1TqU50o5JeB5i8EpBEvQRuIMk10ilDs0RM",
+	"1fc82mkt3wxqPjsj6GBIxURGNStwd3Xm7kIayz2PWz829PvLycHzzOco7YJCO/87GZ52OgxhkwZmuaqe",
+	"1/oNcqhez6cqs6NpwuXuDNPn527Xgk5vl13Yf04FAOEqz59VupolAg3CgfmnPSxmDzFsrTlDEuVNNqcE",
+	"efxKeLm53uRkusfuSZ6T76N3eykV9yX+rTWwtrYVP+WwSpRdAyzJ+cPtFqDKDOgxX/ha6HbtES4GLRpl",
+	"zWM2hUgFn4K+rerVnYZtr9rk5Smh5P6pWqnQLVBrnLay+O5cq1j2HJZK37d3slv3tzcVCk2sNk2Gw/Bh",
+	"mrl9r1JLK5sdDY9PdpRum6Rt7ee0RLG3znULhxj0sL5WtRhVPfHx8/udoVinm0IJq0emb3Nf6QWTsGLW",
+	"JmdMpcIidCKYmLKh8cTgz3s5y/uxwcn5tZyrNhr4/ug4d4Gt83wJ13ERQ17y8EMalLZT8wBPvZcLSbqr",
+	"tbg2efceZirt9UMm5ozL9c42SNsFiI/7HjxbRtzePwu+AW18GHBfkVesN/cL+Wo1cvwxwrqgt+nJQ72G",
+	"u/s+TqOil7v9Rr78brdRsrhthJK52NaGDFPLp0+fnjIh2T8ufvQdqVs+s8ma2VgDsLnmM4cYLBILYRv9",
+	"9ePh8Xe9o6Pe8enF8Pno5Nno6Gn/6Hj4z6oFoyB6VrjWTY1pYXDbW6ie/3IlNOBl/Qt3bfFbT6S586Ph",
+	"mlGwEDbOpv2ZSgeVmKT2OV8tuKNRBeFNv6PTbZi6Ac1+vrj4Y0CVBWIDqpSgTvM1SOPaAtQBALx4odUq",
+	"pGsgKnqDptocvJSuyUYWaFx1kzPMKHWEJuoaf3QtT/qX8lKS0BjX0C2XVCSJMJSRYuw5E6jpZ0Wb3t3p",
+	"baV6selfypeuy4ipHBOGccmKqsJk00zIhEVqllHDmfbnzFhMUdkEo3qfvydiBtJhkh94erHksxh6x/0h",
+	"WqFOglEQW7s0o8FgtVr1Of3cV3ox8PeawZvXP758++4l3VPmLo1oswCKYNg/cheqJUi+FMEoeNof9p+6",
+	"KkxMVjeIqYX2ET8vgFQHTZlO+ToKRr7F9jFojFUdD4dbRmbuNyrju3gdkzIXlD6oGRjjZilMPkJl/PBM",
+	"lqZcr1FDxQ1IX7uyfGFoDMEtfIVXDjTwaL35nOfu529yTNqbppGeDZ8+5iTSW4VW6DavcRMpEshOdoAu",
+	"MuKWTzErdu08c7iRyzdHg7J308lo9Blv8hZKdX7zz/YoSLKmmprHC2O59jZmY2E2TUouNczF7aZ5za6w",
+	"/C7s3JoyWHcaGmsjVKNmgZJg+uz3VFgq5UyVjTdRQ/2dGjF5kugrDLhgZ3u/W6olxwZuxnSPC/1c7N3V",
+	"V9TuspnXoWe/S6ARW8Rzx1DS9hO3f9eyBZ2DygAnrUsDS7tvK7W+jhJ5C4hEGoGGiE3XRfcn12mvww2d",
+	"HnzC6+6ce0zAwrbw9YlhGH24Frlrw7nek7chNjkZnrLKyGWfuaagU3b0PgnZJqncpcxvOx6e9Nl7NIKJ",
+	"LyQ7xUQ7paJzbiHc1n0zLukbWCMMdG0Ml5I2jLlhqbqBiClJrXqpbEzOG5c7oJEx8upQ0ETdrsNqi1+Y",
+	"S9k8EjlzXAyJmMVcLsA4f9gEXyTLzVjsAAV3qZ8xmLtRQGHaNfsnpn76TfaZZ7Gllm/Ox7smq9s2ddLV",
+	"UCK2E4pUpeqt4GS3OhejsnTD6e4bygniz7caz/MWj1FduNPZAx6lQh522lCYO4KuFrhTrRU3jAbFUGGE",
+	"8S1ZtWKl1g+dXk+oPM0oFXdXW9PdKO+31OwnsLmOfV0c9KMI3QGNYx35hYfJ/zOleRH73RGN0ab9LKik",
+	"gJ3Y6WsEm8TZMNAd3scN5l91IenADwg0H+XYe9EwWPoh+Tqff0LkqtRLGnMOuYYdoLIsUXm4XFeHGcI8",
+	"lK9hyKVcaOBukJlLn5nk2GoydCUwVxpyfPbjuZPa7D9+afKOcsjmQht7KWcqBffZBbpRyDJpRVI5gjBF",
+	"U9EP8dJkr86kYSqzXbjqB8r3AtYXTIPV69x7ADPIqWtYswM/0Xx8wuJDvCrT0pSXeC9Bnx0zuIwuZaFE",
+	"bBWLBJggn+bx44wpmc+IuvvRB5FT8cxCUrzxt/1Kn11UCfSyisR8DoROOa8Fedkha7XaiFfkDmLqfZf+",
+	"4HUE6VJZkLN171dYbw0jt5cfr4o21Q8qWu8BMJWWe14d65rW80VDmu+62/fpmMajBXf1oonVGdx9bVDs",
+	"wsOfnEL32a8Ay7wBKfLpW3LyK4425sOoyqBhn8YsUHhE7itnqL2L7kYj6ks9GlI+eCD1O2MGyJdUh42L",
+	"geXNDyTtLsXdPSzO9T7+kR/98a1fo1KYKozy0Mm6h0cqDw0o7Y1ZSCMicC6jMghWF8w5mnKPnv9oi+Wd",
+	"q7xUsK4eYBRPiWh0fhCxbHm4XSLdAjh+XG42Bx/yx6nKJzCE8XN+FBEm9JMJqTQ1z5JkOw/vefrPjBc8",
+	"dFQ0oAj79k6ZBuUc+faiwMt89Pt+4cC/VSpcjtPvSIUdU75RKkyZqnu6xj1q4/UxidBzUijy1cM/D+Vf",
+	"IPxr5pO0bhns38cN7yfkRk9zL4famRm6MdOHKsE3yAUdBhRo0GcYOS6BWzZdl1Fh8fxnpW7hhuH2Bw3y",
+	"+V9BOSSsvq5qVJrJ/y6R1rkbvu3XBx7pEctVOc/tm8rb4qpvFww9npK/vLUYDrbiEffkmYsfjeXrMgva",
+	"ptT1KZmN/u+8Ou/S0PiuylWlrdsKAKpV5M63CXj1v/eNRsjGjnu0L/9yxez6WNQOL16K9xt58nP/kCCr",
+	"N1LR3rs8eUUdyZtvAMml0qVKfjWkrE9t7QWWx19++27AnCkdPdwzf7ZQkSOumZwL1dVLePmMrcosZWCV",
+	"DnD+yO1GiRegVBnC2IJJ5SzFHpD0sNbbXwsZKpMvO4HBM+9bNruaoxdb216lUrT1ZPAp/3i3UWV+gkJj",
+	"dtfY/z74e53vhSeZCsl1x1OW3fX0G55kEJZ1S78Fw5uposMNmY8FSRc1ApyXF3yxV1JdmSv8CkHR4/YA",
+	"zoFHvrpdUY4zKuXQl2ymUqAyde2sm5TlvklhoSUUpmdd3SE0UaRgPmeTGg0UtXIXkdnaOwd8zw/cEJGN",
+	"QTLNhQEXprlzWXUphQ3xZEoCs5pL4ya38qp9OSE4qYR7aWYs44lRbAqVr/0MoY8SL2Um8wcvi1IJgTZZ",
+	"GmVK7oUIDs99S7Rokfrul85dT0dJ/4+samJdmNysaNeV9V7VzO2v/NiwX8m/rQHm1vL4F8aG/MG3I/ab",
+	"+CGkcodc14DijF3D0jJu2ELcOD1/vKStPt7YPsl7h16fDVx/kVp09XmgUcXWhGFTyF+X5az5QOnW26WK",
+	"AWm86bDP8kAOhcvLaN055ePnj3q0ziflJiMmVR1nmZNz/wtA/XtCmhbW73D79Hhexc83Hprns5ilYAxG",
+	"OjE3bEKlzJEDTPeGGVS+kE1ENJqQWzHwwT3eGHHL/ZVUKUW5/PLu97f9Szl5w43t0be91/89QWIzmvX0",
+	"b4/ilpaZa5X617MohNriJUEv0G3RJCaV2gXuShtcSo4s1XYK3JbNYPf2GGplRAl0we174sNXDH67IbTK",
+	"ht0ouhWWLNxaV37vuePWNXkvGHU3fqMw9gVLxE0hq6Jsjmrzjt6v1XuHQn7pi+mlWjsdvqIzuTdxOeGV",
+	"w7ajweDo+Ht6rPlo9Hz4fEjxiL+/FZG4PkjoWpFhZZ4r8nNVLH8Dio1BaD9kgT/nCtoowJigPXn4qjkq",
+	"TX5puq7meKF/fZPL9F1oMuNar5sDC/12tahrz/dunTw2mcKMZ67EK7THXgyiCZdDFoMGpjRGUK2BbspZ",
+	"bQxpbeci+2xv/bJ8rVNIcg43y9Wv58TaXiqfAPYC8QOslRv9oOrd1d3/BwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
