@@ -16,6 +16,8 @@ const usage = `leasekeeper: leases with fencing tokens over HTTP/JSON.
 
 Usage:
   leasekeeper serve [flags]      run the server (leasekeeper serve -h for flags)
+  leasekeeper backup --out FILE  copy the database consistently, even while serve runs
+  leasekeeper acquire|renew|release|get|list|leader|run …   client commands (-h on each)
   leasekeeper version            print the version
 `
 
@@ -47,6 +49,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return serve(ctx, args[1:], getenv, stdout, stderr)
 	case "acquire", "renew", "release", "get", "list", "run", "leader":
 		return clientCommand(ctx, args[0], args[1:], getenv, stdout, stderr)
+	case "backup":
+		return backupCommand(ctx, args[1:], getenv, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "leasekeeper", buildVersion())
 		return nil
