@@ -47,3 +47,15 @@ func TestBackupWhileServing(t *testing.T) {
 		}
 	}
 }
+
+func TestHelpIsNotAnError(t *testing.T) {
+	for _, args := range [][]string{{"serve", "-h"}, {"backup", "-h"}, {"get", "-h"}, {"run", "-h"}, {"help"}} {
+		var stdout, stderr bytes.Buffer
+		if err := run(context.Background(), args, func(string) string { return "" }, &stdout, &stderr); err != nil {
+			t.Errorf("run(%q) = %v, want nil", args, err)
+		}
+		if stdout.Len()+stderr.Len() == 0 {
+			t.Errorf("run(%q) printed nothing, want the usage", args)
+		}
+	}
+}

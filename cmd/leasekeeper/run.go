@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"runtime/debug"
@@ -38,8 +39,16 @@ func exitCode(err error) int {
 	return 1
 }
 
-// run is the whole program: main only adds the process around it.
+// run is the whole program: main only adds the process around it. Asking a command for its
+// flags (-h) is not an error.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if err := dispatch(ctx, args, getenv, stdout, stderr); !errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	return nil
+}
+
+func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return &exitError{code: 2, err: errors.New("no command given")}
