@@ -9,7 +9,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,7 +42,16 @@ type Hub struct {
 	watchers int
 	closed   chan struct{} // closed by Close: every stream ends
 	once     sync.Once
+
+	// The newest committed events, so watchers that keep up are served from memory instead
+	// of each querying the store after every commit. Every event with seq > horizon is in
+	// recent; horizon is -1 until the first commit is observed.
+	recent  []lease.Event
+	horizon int64
 }
+
+// recentCap bounds the events kept in memory; a watcher further behind reads the store.
+const recentCap = 4096
 
 // NewHub returns a hub over the store.
 func NewHub(st Store, opts Options) *Hub {
@@ -53,7 +64,7 @@ func NewHub(st Store, opts Options) *Hub {
 	if opts.WriteTimeout == 0 {
 		opts.WriteTimeout = 10 * time.Second
 	}
-	return &Hub{store: st, opts: opts, changed: make(chan struct{}), closed: make(chan struct{})}
+	return &Hub{store: st, opts: opts, changed: make(chan struct{}), closed: make(chan struct{}), horizon: -1}
 }
 
 // ObserveEvents wakes every watcher; wire it to the store's commit hook. It never blocks.
@@ -62,9 +73,39 @@ func (h *Hub) ObserveEvents(evs []lease.Event) {
 		return
 	}
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.horizon < 0 {
+		h.horizon = evs[0].Seq - 1
+	}
+	h.recent = append(h.recent, evs...)
+	if n := len(h.recent) - recentCap; n > 0 {
+		h.recent = append(h.recent[:0:0], h.recent[n:]...)
+		h.horizon = h.recent[0].Seq - 1
+	}
 	close(h.changed)
 	h.changed = make(chan struct{})
-	h.mu.Unlock()
+}
+
+// fromMemory returns the events after seq whose names start with prefix, the newest seq it
+// looked at (so a watcher of a quiet prefix keeps up with the others), and true, when memory
+// holds all of them; otherwise the caller reads the store.
+func (h *Hub) fromMemory(after int64, prefix string) ([]lease.Event, int64, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.horizon < 0 || after < h.horizon {
+		return nil, after, false
+	}
+	i := sort.Search(len(h.recent), func(i int) bool { return h.recent[i].Seq > after })
+	var out []lease.Event
+	for _, e := range h.recent[i:] {
+		if strings.HasPrefix(e.Name, prefix) {
+			out = append(out, e)
+		}
+	}
+	if n := len(h.recent); n > 0 && h.recent[n-1].Seq > after {
+		after = h.recent[n-1].Seq
+	}
+	return out, after, true
 }
 
 func (h *Hub) wait() <-chan struct{} {
@@ -147,11 +188,15 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 	for {
 		changed := s.hub.wait() // take the signal before reading, so no commit is missed
 		for {
-			page, err := s.hub.store.Events(s.ctx, store.EventFilter{Prefix: s.prefix, AfterSeq: s.after, Limit: store.MaxLimit})
-			if err != nil {
-				return err
+			evs, seen, caughtUp := s.hub.fromMemory(s.after, s.prefix)
+			if !caughtUp {
+				page, err := s.hub.store.Events(s.ctx, store.EventFilter{Prefix: s.prefix, AfterSeq: s.after, Limit: store.MaxLimit})
+				if err != nil {
+					return err
+				}
+				evs, caughtUp = page.Items, page.Next == ""
 			}
-			for _, e := range page.Items {
+			for _, e := range evs {
 				data, err := json.Marshal(encode(e))
 				if err != nil {
 					return fmt.Errorf("encode event %d: %w", e.Seq, err)
@@ -161,7 +206,8 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 				}
 				s.after = e.Seq
 			}
-			if page.Next == "" {
+			if caughtUp {
+				s.after = max(s.after, seen)
 				break
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -281,5 +282,80 @@ func BenchmarkAcquireWithStuckWatcher(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// countingStore counts the reads watchers make of the store.
+type countingStore struct {
+	watch.Store
+	mu    sync.Mutex
+	reads int
+}
+
+func (c *countingStore) Events(ctx context.Context, f store.EventFilter) (store.Page[lease.Event], error) {
+	c.mu.Lock()
+	c.reads++
+	c.mu.Unlock()
+	return c.Store.Events(ctx, f)
+}
+
+func (c *countingStore) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reads
+}
+
+// TestLiveWatchersReadMemory: watchers that keep up are served the new events from memory, not
+// by a store query per commit each; one that resumes from further back reads the store.
+func TestLiveWatchersReadMemory(t *testing.T) {
+	f := newFixture(t, watch.Options{})
+	counted := &countingStore{Store: f.st}
+	hub := watch.NewHub(counted, watch.Options{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, err := hub.Open(r.Context(), r.URL.Query().Get("prefix"), r.Header.Get("Last-Event-ID"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusTooManyRequests)
+			return
+		}
+		s.Serve(w, func(e lease.Event) any { return map[string]any{"seq": e.Seq, "name": e.Name} })
+	}))
+	t.Cleanup(srv.Close)
+	// This hub is not on the fixture's commit hook: feed it as the hook would.
+	publish := func(name string) {
+		f.acquire(t, name)
+		p, err := f.st.Events(context.Background(), store.EventFilter{Name: name})
+		if err != nil || len(p.Items) == 0 {
+			t.Fatalf("events of %s: %v", name, err)
+		}
+		hub.ObserveEvents(p.Items)
+	}
+	f.acquire(t, "before") // committed before the hub saw any commit: only in the store
+	publish("warm-up")     // the hub learns where memory starts
+	watchers := []<-chan msg{open(t, srv.URL+"?prefix=live.", ""), open(t, srv.URL+"?prefix=live.", "")}
+	time.Sleep(100 * time.Millisecond)
+	before := counted.count()
+	for i := range 20 {
+		publish(fmt.Sprintf("live.%02d", i))
+		if i%2 == 0 {
+			publish(fmt.Sprintf("other.%02d", i))
+		}
+	}
+	for _, c := range watchers {
+		for i := range 20 {
+			if m := next(t, c); !strings.Contains(m.data, fmt.Sprintf("live.%02d", i)) {
+				t.Fatalf("event %d = %s, want live.%02d", i, m.data, i)
+			}
+		}
+	}
+	if reads := counted.count() - before; reads != 0 {
+		t.Errorf("watchers that keep up read the store %d times for 30 commits, want 0", reads)
+	}
+	// A watcher resuming from the start is behind memory's horizon: it reads the store.
+	c := open(t, srv.URL, "0")
+	if m := next(t, c); m.id != "1" {
+		t.Errorf("resumed first event id = %s, want 1", m.id)
+	}
+	if counted.count() == before {
+		t.Error("a watcher resuming from before memory's horizon did not read the store")
 	}
 }
