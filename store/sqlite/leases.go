@@ -139,6 +139,17 @@ func expireBefore(ctx context.Context, t *txn, cutoff int64) error {
 	return nil
 }
 
+// currentSettled reads the current grant of name inside t, with a passed expiry recorded
+// first; ok is false for a name never used.
+func currentSettled(ctx context.Context, t *txn, name string) (grant, bool, error) {
+	g, ok, err := current(ctx, t.tx, name)
+	if err != nil || !ok {
+		return g, ok, err
+	}
+	g, err = settle(ctx, t, g)
+	return g, true, err
+}
+
 // settle records the expiry of g if it is open but past expiry at t.now, and returns it
 // as it now stands.
 func settle(ctx context.Context, t *txn, g grant) (grant, error) {
@@ -175,17 +186,12 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 				return err
 			}
 		}
-		g, ok, err := current(ctx, t.tx, p.Name)
+		g, ok, err := currentSettled(ctx, t, p.Name)
 		if err != nil {
 			return err
 		}
-		if ok {
-			if g, err = settle(ctx, t, g); err != nil {
-				return err
-			}
-			if g.heldAt(t.now) || g.endKind.String == string(lease.EndExpired) && g.expires+g.lockDelay > t.now {
-				return heldError(g, t.now)
-			}
+		if ok && (g.heldAt(t.now) || g.endKind.String == string(lease.EndExpired) && g.expires+g.lockDelay > t.now) {
+			return heldError(g, t.now)
 		}
 		var last int64
 		if err := t.tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&last); err != nil {
@@ -350,15 +356,12 @@ func (s *Store) Release(ctx context.Context, name, id string) error {
 // Revoke ends the current lease on name. See store.Store.
 func (s *Store) Revoke(ctx context.Context, name string, token int64) error {
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
-		g, ok, err := current(ctx, t.tx, name)
+		g, ok, err := currentSettled(ctx, t, name)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return lease.Errorf(lease.CodeNotFound, "no lease named %q was ever taken", name)
-		}
-		if g, err = settle(ctx, t, g); err != nil {
-			return err
 		}
 		if token != 0 && (g.token != token || !g.open()) {
 			if g.token != token {

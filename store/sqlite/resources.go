@@ -37,14 +37,9 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 			return reject(fmt.Sprintf("token %d is below the fence %d of resource %q", wr.Token, fence, wr.Name), fence)
 		}
 		if wr.LeaseName != "" {
-			g, ok, err := current(ctx, t.tx, wr.LeaseName)
+			g, ok, err := currentSettled(ctx, t, wr.LeaseName)
 			if err != nil {
 				return err
-			}
-			if ok {
-				if g, err = settle(ctx, t, g); err != nil {
-					return err
-				}
 			}
 			switch {
 			case !ok:
