@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"database/sql"
+	"encoding/json"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -475,15 +476,32 @@ func (s *Store) RecentlyFreed(ctx context.Context, prefix string, limit int) ([]
 		AND name >= ? AND name < ? ORDER BY seq DESC LIMIT ?`, lo, hi, limit*8); err != nil {
 		return nil, fmt.Errorf("recently freed: %w", w(err))
 	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	// The candidates' current grants in one query: the names travel as one JSON array.
+	list, err := json.Marshal(names)
+	if err != nil {
+		return nil, fmt.Errorf("recently freed: %w", err)
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+grantCols+` FROM json_each(?) j
+		CROSS JOIN names n ON n.name = j.value JOIN grants g ON g.token = n.token`, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("recently freed: %w", w(err))
+	}
+	defer rows.Close()
 	var out []lease.State
-	for _, n := range names {
-		g, ok, err := current(ctx, s.r, n)
+	for rows.Next() {
+		g, err := scanGrant(rows)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("recently freed: %w", err)
 		}
-		if ok && !g.heldAt(now) {
+		if !g.heldAt(now) {
 			out = append(out, g.state(now))
 		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("recently freed: %w", w(err))
 	}
 	slices.SortFunc(out, func(a, b lease.State) int { return b.EndedAt.Compare(a.EndedAt) })
 	if len(out) > limit {
