@@ -26,12 +26,14 @@ import (
 
 // Defines values for EventType.
 const (
-	EventTypeAcquired EventType = "acquired"
-	EventTypeExpired  EventType = "expired"
-	EventTypeRejected EventType = "rejected"
-	EventTypeReleased EventType = "released"
-	EventTypeRenewed  EventType = "renewed"
-	EventTypeRevoked  EventType = "revoked"
+	EventTypeAcquired   EventType = "acquired"
+	EventTypeExpired    EventType = "expired"
+	EventTypeKeyCreated EventType = "key_created"
+	EventTypeKeyRevoked EventType = "key_revoked"
+	EventTypeRejected   EventType = "rejected"
+	EventTypeReleased   EventType = "released"
+	EventTypeRenewed    EventType = "renewed"
+	EventTypeRevoked    EventType = "revoked"
 )
 
 // Valid indicates whether the value is a known member of the EventType enum.
@@ -40,6 +42,10 @@ func (e EventType) Valid() bool {
 	case EventTypeAcquired:
 		return true
 	case EventTypeExpired:
+		return true
+	case EventTypeKeyCreated:
+		return true
+	case EventTypeKeyRevoked:
 		return true
 	case EventTypeRejected:
 		return true
@@ -77,6 +83,7 @@ func (e LeaseStateEnd) Valid() bool {
 
 // Defines values for ProblemCode.
 const (
+	ProblemCodeForbidden            ProblemCode = "forbidden"
 	ProblemCodeInternal             ProblemCode = "internal"
 	ProblemCodeInvalidRequest       ProblemCode = "invalid_request"
 	ProblemCodeLeaseHeld            ProblemCode = "lease_held"
@@ -85,15 +92,20 @@ const (
 	ProblemCodeNotFound             ProblemCode = "not_found"
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
 	ProblemCodePreconditionRequired ProblemCode = "precondition_required"
+	ProblemCodeRateLimited          ProblemCode = "rate_limited"
 	ProblemCodeStaleToken           ProblemCode = "stale_token"
+	ProblemCodeTooManyLeases        ProblemCode = "too_many_leases"
 	ProblemCodeTooManyWaiters       ProblemCode = "too_many_waiters"
 	ProblemCodeTooManyWatchers      ProblemCode = "too_many_watchers"
+	ProblemCodeUnauthenticated      ProblemCode = "unauthenticated"
 	ProblemCodeUnavailable          ProblemCode = "unavailable"
 )
 
 // Valid indicates whether the value is a known member of the ProblemCode enum.
 func (e ProblemCode) Valid() bool {
 	switch e {
+	case ProblemCodeForbidden:
+		return true
 	case ProblemCodeInternal:
 		return true
 	case ProblemCodeInvalidRequest:
@@ -110,11 +122,17 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodePreconditionRequired:
 		return true
+	case ProblemCodeRateLimited:
+		return true
 	case ProblemCodeStaleToken:
+		return true
+	case ProblemCodeTooManyLeases:
 		return true
 	case ProblemCodeTooManyWaiters:
 		return true
 	case ProblemCodeTooManyWatchers:
+		return true
+	case ProblemCodeUnauthenticated:
 		return true
 	case ProblemCodeUnavailable:
 		return true
@@ -135,6 +153,27 @@ func (e RejectionSource) Valid() bool {
 	case External:
 		return true
 	case Leasekeeper:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for Role.
+const (
+	Admin  Role = "admin"
+	Reader Role = "reader"
+	Writer Role = "writer"
+)
+
+// Valid indicates whether the value is a known member of the Role enum.
+func (e Role) Valid() bool {
+	switch e {
+	case Admin:
+		return true
+	case Reader:
+		return true
+	case Writer:
 		return true
 	default:
 		return false
@@ -183,8 +222,18 @@ type AcquireRequest struct {
 	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
 
+// CreatedKey defines model for CreatedKey.
+type CreatedKey struct {
+	// Key The API key itself. Shown only here; the server keeps only its hash.
+	Key    string `json:"key"`
+	Record Key    `json:"record"`
+}
+
 // Event One entry of a history. `at` is when it happened; for `expired`, the moment the lease expired.
 type Event struct {
+	// Actor For admin actions (`revoked`, `key_created`, `key_revoked`): the key that did it, as "label (key id)".
+	Actor *string `json:"actor,omitempty"`
+
 	// At An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
 	// Example: 2026-11-29T08:45:13.120Z
@@ -201,7 +250,7 @@ type Event struct {
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
 
-	// Name The lease name; empty for a `rejected` event whose lease is unknown.
+	// Name The lease name; empty for a `rejected` event whose lease is unknown and for the audit events of keys.
 	Name string `json:"name"`
 
 	// Resource For `rejected`: the resource that refused the write.
@@ -228,6 +277,48 @@ type EventList struct {
 type Health struct {
 	// Status Example: ok
 	Status string `json:"status"`
+}
+
+// Key defines model for Key.
+type Key struct {
+	// CreatedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	CreatedAt Timestamp `json:"created_at"`
+
+	// CreatedBy The key that created it; empty for the first admin key.
+	CreatedBy *string `json:"created_by,omitempty"`
+
+	// Id Example: key_mfrggzdfmztwq2lk
+	Id       string   `json:"id"`
+	Label    string   `json:"label"`
+	Prefixes []string `json:"prefixes"`
+
+	// RevokedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	RevokedAt *Timestamp `json:"revoked_at,omitempty"`
+	RevokedBy *string    `json:"revoked_by,omitempty"`
+
+	// Role `reader` reads; `writer` also acquires, renews, releases, writes resources and reports rejections; `admin` may do everything.
+	Role Role `json:"role"`
+}
+
+// KeyList defines model for KeyList.
+type KeyList struct {
+	Keys []Key `json:"keys"`
+}
+
+// KeyRequest defines model for KeyRequest.
+type KeyRequest struct {
+	// Label Who uses the key, for humans and audit records.
+	Label string `json:"label"`
+
+	// Prefixes Name prefixes the key may act on (lease and resource names alike); empty or absent for every name.
+	Prefixes *[]Name `json:"prefixes,omitempty"`
+
+	// Role `reader` reads; `writer` also acquires, renews, releases, writes resources and reports rejections; `admin` may do everything.
+	Role Role `json:"role"`
 }
 
 // Lease A grant, as its holder sees it.
@@ -457,6 +548,9 @@ type ResourceList struct {
 	Resources  []ResourceInfo `json:"resources"`
 }
 
+// Role `reader` reads; `writer` also acquires, renews, releases, writes resources and reports rejections; `admin` may do everything.
+type Role string
+
 // Timestamp An instant, RFC 3339 in UTC with exactly three fractional digits.
 //
 // Example: 2026-11-29T08:45:13.120Z
@@ -476,6 +570,11 @@ type Resource = Name
 // `presented_token` and `current_fence`.
 type BadRequest = Problem
 
+// Forbidden RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
+// expires) and `available_at` (when the name can be granted again); for `stale_token`,
+// `presented_token` and `current_fence`.
+type Forbidden = Problem
+
 // LeaseLost RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
 // expires) and `available_at` (when the name can be granted again); for `stale_token`,
 // `presented_token` and `current_fence`.
@@ -485,6 +584,16 @@ type LeaseLost = Problem
 // expires) and `available_at` (when the name can be granted again); for `stale_token`,
 // `presented_token` and `current_fence`.
 type NotFound = Problem
+
+// RateLimited RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
+// expires) and `available_at` (when the name can be granted again); for `stale_token`,
+// `presented_token` and `current_fence`.
+type RateLimited = Problem
+
+// Unauthorized RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
+// expires) and `available_at` (when the name can be granted again); for `stale_token`,
+// `presented_token` and `current_fence`.
+type Unauthorized = Problem
 
 // ListLeasesParams defines parameters for ListLeases.
 type ListLeasesParams struct {
@@ -515,6 +624,8 @@ type AcquireLeaseParams struct {
 	// IdempotencyKey A retry with the same key (within 24 h) returns the same grant (same token and
 	// lease_id) while it is current; once that grant has ended the retry answers
 	// `409 lease_lost`. The same key with a different request is `400 invalid_request`.
+	// Keys are 16 to 255 characters (use a random UUID or more) and belong to the API key
+	// that sent them and the lease name: another API key's retry never sees the grant.
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
@@ -562,6 +673,9 @@ type WatchParams struct {
 	Prefix      *string `form:"prefix,omitempty" json:"prefix,omitempty"`
 	LastEventID *string `json:"Last-Event-ID,omitempty"`
 }
+
+// CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
+type CreateKeyJSONRequestBody = KeyRequest
 
 // AcquireLeaseJSONRequestBody defines body for AcquireLease for application/json ContentType.
 type AcquireLeaseJSONRequestBody = AcquireRequest
@@ -658,6 +772,30 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListKeys Every API key, revoked ones included, oldest first (admin). Never the secrets.
+	//
+	// Corresponds with GET /v1/keys (the `ListKeys` operationId).
+	ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateKeyWithBody Create an API key (admin). The key is shown once, in this answer only.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+	CreateKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateKey Create an API key (admin). The key is shown once, in this answer only.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+	CreateKey(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeKey Revoke an API key (admin). It stops working at once, on every request, stream and dashboard session.
+	//
+	// Corresponds with DELETE /v1/keys/{id} (the `RevokeKey` operationId).
+	RevokeKey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListLeases List leases, ordered by name.
 	//
@@ -806,6 +944,70 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReadyzRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListKeys Every API key, revoked ones included, oldest first (admin). Never the secrets.
+//
+// Corresponds with GET /v1/keys (the `ListKeys` operationId).
+func (c *Client) ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListKeysRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateKeyWithBody Create an API key (admin). The key is shown once, in this answer only.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+func (c *Client) CreateKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateKeyRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateKey Create an API key (admin). The key is shown once, in this answer only.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+func (c *Client) CreateKey(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateKeyRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeKey Revoke an API key (admin). It stops working at once, on every request, stream and dashboard session.
+//
+// Corresponds with DELETE /v1/keys/{id} (the `RevokeKey` operationId).
+func (c *Client) RevokeKey(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeKeyRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -1159,6 +1361,107 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListKeysRequest constructs an http.Request for the ListKeys method
+func NewListKeysRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateKeyRequest calls the generic CreateKey builder with application/json body
+func NewCreateKeyRequest(server string, body CreateKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateKeyRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateKeyRequestWithBody constructs an http.Request for the CreateKey method, with any body, and a specified content type
+func NewCreateKeyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokeKeyRequest constructs an http.Request for the RevokeKey method
+func NewRevokeKeyRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/keys/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -2021,6 +2324,34 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
 
+	// ListKeysWithResponse Every API key, revoked ones included, oldest first (admin). Never the secrets.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/keys (the `ListKeys` operationId).
+	ListKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListKeysResponse, error)
+
+	// CreateKeyWithBodyWithResponse Create an API key (admin). The key is shown once, in this answer only.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+	CreateKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error)
+
+	// CreateKeyWithResponse Create an API key (admin). The key is shown once, in this answer only.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+	CreateKeyWithResponse(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error)
+
+	// RevokeKeyWithResponse Revoke an API key (admin). It stops working at once, on every request, stream and dashboard session.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/keys/{id} (the `RevokeKey` operationId).
+	RevokeKeyWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*RevokeKeyResponse, error)
+
 	// ListLeasesWithResponse List leases, ordered by name.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -2253,6 +2584,272 @@ func (r ReadyzResponse) ContentType() string {
 	return ""
 }
 
+// ListKeysResponse401Headers the declared response headers of an HTTP 401 response for ListKeys
+type ListKeysResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListKeysResponse429Headers the declared response headers of an HTTP 429 response for ListKeys
+type ListKeysResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *KeyList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListKeysResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListKeysResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListKeysResponse) GetJSON200() *KeyList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListKeysResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListKeysResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListKeysResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListKeysResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListKeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListKeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CreateKeyResponse401Headers the declared response headers of an HTTP 401 response for CreateKey
+type CreateKeyResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// CreateKeyResponse429Headers the declared response headers of an HTTP 429 response for CreateKey
+type CreateKeyResponse429Headers struct {
+	RetryAfter int
+}
+
+type CreateKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *CreatedKey
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CreateKeyResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CreateKeyResponse429Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateKeyResponse) GetJSON201() *CreatedKey {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CreateKeyResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CreateKeyResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CreateKeyResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CreateKeyResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CreateKeyResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RevokeKeyResponse401Headers the declared response headers of an HTTP 401 response for RevokeKey
+type RevokeKeyResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// RevokeKeyResponse429Headers the declared response headers of an HTTP 429 response for RevokeKey
+type RevokeKeyResponse429Headers struct {
+	RetryAfter int
+}
+
+type RevokeKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeKeyResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevokeKeyResponse429Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevokeKeyResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RevokeKeyResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RevokeKeyResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RevokeKeyResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RevokeKeyResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// ListLeasesResponse401Headers the declared response headers of an HTTP 401 response for ListLeases
+type ListLeasesResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListLeasesResponse429Headers the declared response headers of an HTTP 429 response for ListLeases
+type ListLeasesResponse429Headers struct {
+	RetryAfter int
+}
+
 type ListLeasesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2260,8 +2857,18 @@ type ListLeasesResponse struct {
 	JSON200 *LeaseList
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListLeasesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListLeasesResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2272,6 +2879,21 @@ func (r ListLeasesResponse) GetJSON200() *LeaseList {
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r ListLeasesResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListLeasesResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListLeasesResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListLeasesResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2308,15 +2930,45 @@ func (r ListLeasesResponse) ContentType() string {
 	return ""
 }
 
+// RevokeLeaseResponse401Headers the declared response headers of an HTTP 401 response for RevokeLease
+type RevokeLeaseResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// RevokeLeaseResponse429Headers the declared response headers of an HTTP 429 response for RevokeLease
+type RevokeLeaseResponse429Headers struct {
+	RetryAfter int
+}
+
 type RevokeLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *LeaseLost
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RevokeLeaseResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RevokeLeaseResponse429Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RevokeLeaseResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RevokeLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -2327,6 +2979,11 @@ func (r RevokeLeaseResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r RevokeLeaseResponse) GetApplicationproblemJSON409() *LeaseLost {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RevokeLeaseResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2363,15 +3020,35 @@ func (r RevokeLeaseResponse) ContentType() string {
 	return ""
 }
 
+// GetLeaseResponse401Headers the declared response headers of an HTTP 401 response for GetLease
+type GetLeaseResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetLeaseResponse429Headers the declared response headers of an HTTP 429 response for GetLease
+type GetLeaseResponse429Headers struct {
+	RetryAfter int
+}
+
 type GetLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *LeaseState
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetLeaseResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetLeaseResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2379,9 +3056,24 @@ func (r GetLeaseResponse) GetJSON200() *LeaseState {
 	return r.JSON200
 }
 
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetLeaseResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r GetLeaseResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetLeaseResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2423,6 +3115,11 @@ type AcquireLeaseResponse200Headers struct {
 	FencingToken int64
 }
 
+// AcquireLeaseResponse401Headers the declared response headers of an HTTP 401 response for AcquireLease
+type AcquireLeaseResponse401Headers struct {
+	WWWAuthenticate string
+}
+
 // AcquireLeaseResponse409Headers the declared response headers of an HTTP 409 response for AcquireLease
 type AcquireLeaseResponse409Headers struct {
 	RetryAfter int
@@ -2440,6 +3137,10 @@ type AcquireLeaseResponse struct {
 	JSON200 *Lease
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -2448,6 +3149,8 @@ type AcquireLeaseResponse struct {
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *AcquireLeaseResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AcquireLeaseResponse401Headers
 	// Headers409 the parsed response headers for an HTTP 409 response
 	Headers409 *AcquireLeaseResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -2462,6 +3165,16 @@ func (r AcquireLeaseResponse) GetJSON200() *Lease {
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r AcquireLeaseResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AcquireLeaseResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AcquireLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -2508,6 +3221,16 @@ func (r AcquireLeaseResponse) ContentType() string {
 	return ""
 }
 
+// ListLeaseEventsResponse401Headers the declared response headers of an HTTP 401 response for ListLeaseEvents
+type ListLeaseEventsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListLeaseEventsResponse429Headers the declared response headers of an HTTP 429 response for ListLeaseEvents
+type ListLeaseEventsResponse429Headers struct {
+	RetryAfter int
+}
+
 type ListLeaseEventsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2515,8 +3238,18 @@ type ListLeaseEventsResponse struct {
 	JSON200 *EventList
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListLeaseEventsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListLeaseEventsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2527,6 +3260,21 @@ func (r ListLeaseEventsResponse) GetJSON200() *EventList {
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r ListLeaseEventsResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListLeaseEventsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListLeaseEventsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListLeaseEventsResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2563,15 +3311,35 @@ func (r ListLeaseEventsResponse) ContentType() string {
 	return ""
 }
 
+// ReleaseLeaseResponse401Headers the declared response headers of an HTTP 401 response for ReleaseLease
+type ReleaseLeaseResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ReleaseLeaseResponse429Headers the declared response headers of an HTTP 429 response for ReleaseLease
+type ReleaseLeaseResponse429Headers struct {
+	RetryAfter int
+}
+
 type ReleaseLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *LeaseLost
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReleaseLeaseResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReleaseLeaseResponse429Headers
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -2579,9 +3347,24 @@ func (r ReleaseLeaseResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
 }
 
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReleaseLeaseResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReleaseLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r ReleaseLeaseResponse) GetApplicationproblemJSON409() *LeaseLost {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ReleaseLeaseResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2623,6 +3406,16 @@ type RenewLeaseResponse200Headers struct {
 	FencingToken int64
 }
 
+// RenewLeaseResponse401Headers the declared response headers of an HTTP 401 response for RenewLease
+type RenewLeaseResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// RenewLeaseResponse429Headers the declared response headers of an HTTP 429 response for RenewLease
+type RenewLeaseResponse429Headers struct {
+	RetryAfter int
+}
+
 type RenewLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2630,12 +3423,22 @@ type RenewLeaseResponse struct {
 	JSON200 *Lease
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *LeaseLost
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *RenewLeaseResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RenewLeaseResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RenewLeaseResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2648,9 +3451,24 @@ func (r RenewLeaseResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
 }
 
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RenewLeaseResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RenewLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r RenewLeaseResponse) GetApplicationproblemJSON409() *LeaseLost {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RenewLeaseResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2687,6 +3505,16 @@ func (r RenewLeaseResponse) ContentType() string {
 	return ""
 }
 
+// ListRejectionsResponse401Headers the declared response headers of an HTTP 401 response for ListRejections
+type ListRejectionsResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListRejectionsResponse429Headers the declared response headers of an HTTP 429 response for ListRejections
+type ListRejectionsResponse429Headers struct {
+	RetryAfter int
+}
+
 type ListRejectionsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2694,8 +3522,18 @@ type ListRejectionsResponse struct {
 	JSON200 *RejectionList
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListRejectionsResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListRejectionsResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2706,6 +3544,21 @@ func (r ListRejectionsResponse) GetJSON200() *RejectionList {
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r ListRejectionsResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListRejectionsResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListRejectionsResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListRejectionsResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2742,6 +3595,16 @@ func (r ListRejectionsResponse) ContentType() string {
 	return ""
 }
 
+// ReportRejectionResponse401Headers the declared response headers of an HTTP 401 response for ReportRejection
+type ReportRejectionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ReportRejectionResponse429Headers the declared response headers of an HTTP 429 response for ReportRejection
+type ReportRejectionResponse429Headers struct {
+	RetryAfter int
+}
+
 type ReportRejectionResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2749,8 +3612,18 @@ type ReportRejectionResponse struct {
 	JSON202 *Rejection
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ReportRejectionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ReportRejectionResponse429Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -2761,6 +3634,21 @@ func (r ReportRejectionResponse) GetJSON202() *Rejection {
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r ReportRejectionResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ReportRejectionResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReportRejectionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ReportRejectionResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2797,6 +3685,16 @@ func (r ReportRejectionResponse) ContentType() string {
 	return ""
 }
 
+// ListResourcesResponse401Headers the declared response headers of an HTTP 401 response for ListResources
+type ListResourcesResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListResourcesResponse429Headers the declared response headers of an HTTP 429 response for ListResources
+type ListResourcesResponse429Headers struct {
+	RetryAfter int
+}
+
 type ListResourcesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2804,8 +3702,18 @@ type ListResourcesResponse struct {
 	JSON200 *ResourceList
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListResourcesResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListResourcesResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2816,6 +3724,21 @@ func (r ListResourcesResponse) GetJSON200() *ResourceList {
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r ListResourcesResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListResourcesResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListResourcesResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListResourcesResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2858,20 +3781,55 @@ type GetResourceResponse200Headers struct {
 	FencingToken int64
 }
 
+// GetResourceResponse401Headers the declared response headers of an HTTP 401 response for GetResource
+type GetResourceResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetResourceResponse429Headers the declared response headers of an HTTP 429 response for GetResource
+type GetResourceResponse429Headers struct {
+	RetryAfter int
+}
+
 type GetResourceResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetResourceResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetResourceResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetResourceResponse429Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetResourceResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetResourceResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r GetResourceResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetResourceResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2913,6 +3871,16 @@ type PutResourceResponse200Headers struct {
 	ETag string
 }
 
+// PutResourceResponse401Headers the declared response headers of an HTTP 401 response for PutResource
+type PutResourceResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// PutResourceResponse429Headers the declared response headers of an HTTP 429 response for PutResource
+type PutResourceResponse429Headers struct {
+	RetryAfter int
+}
+
 type PutResourceResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2920,14 +3888,24 @@ type PutResourceResponse struct {
 	JSON200 *ResourceInfo
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON428 the response for an HTTP 428 `application/problem+json` response
 	ApplicationproblemJSON428 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PutResourceResponse200Headers
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *PutResourceResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *PutResourceResponse429Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2940,6 +3918,16 @@ func (r PutResourceResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
 }
 
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r PutResourceResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PutResourceResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r PutResourceResponse) GetApplicationproblemJSON409() *Problem {
 	return r.ApplicationproblemJSON409
@@ -2948,6 +3936,11 @@ func (r PutResourceResponse) GetApplicationproblemJSON409() *Problem {
 // GetApplicationproblemJSON428 returns the response for an HTTP 428 `application/problem+json` response
 func (r PutResourceResponse) GetApplicationproblemJSON428() *Problem {
 	return r.ApplicationproblemJSON428
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r PutResourceResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2984,18 +3977,53 @@ func (r PutResourceResponse) ContentType() string {
 	return ""
 }
 
+// WatchResponse401Headers the declared response headers of an HTTP 401 response for Watch
+type WatchResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// WatchResponse429Headers the declared response headers of an HTTP 429 response for Watch
+type WatchResponse429Headers struct {
+	RetryAfter int
+}
+
 type WatchResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *WatchResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *WatchResponse429Headers
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r WatchResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r WatchResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r WatchResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r WatchResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -3056,6 +4084,58 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 		return nil, err
 	}
 	return ParseReadyzResponse(rsp)
+}
+
+// ListKeysWithResponse Every API key, revoked ones included, oldest first (admin). Never the secrets.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/keys (the `ListKeys` operationId).
+func (c *ClientWithResponses) ListKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListKeysResponse, error) {
+	rsp, err := c.ListKeys(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListKeysResponse(rsp)
+}
+
+// CreateKeyWithBodyWithResponse Create an API key (admin). The key is shown once, in this answer only.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+func (c *ClientWithResponses) CreateKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error) {
+	rsp, err := c.CreateKeyWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateKeyResponse(rsp)
+}
+
+// CreateKeyWithResponse Create an API key (admin). The key is shown once, in this answer only.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/keys (the `CreateKey` operationId).
+func (c *ClientWithResponses) CreateKeyWithResponse(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error) {
+	rsp, err := c.CreateKey(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateKeyResponse(rsp)
+}
+
+// RevokeKeyWithResponse Revoke an API key (admin). It stops working at once, on every request, stream and dashboard session.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/keys/{id} (the `RevokeKey` operationId).
+func (c *ClientWithResponses) RevokeKeyWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*RevokeKeyResponse, error) {
+	rsp, err := c.RevokeKey(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeKeyResponse(rsp)
 }
 
 // ListLeasesWithResponse List leases, ordered by name.
@@ -3361,6 +4441,247 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 	return response, nil
 }
 
+// ParseListKeysResponse parses an HTTP response from a ListKeysWithResponse call
+func ParseListKeysResponse(rsp *http.Response) (*ListKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest KeyList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListKeysResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListKeysResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCreateKeyResponse parses an HTTP response from a CreateKeyWithResponse call
+func ParseCreateKeyResponse(rsp *http.Response) (*CreateKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest CreatedKey
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CreateKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CreateKeyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRevokeKeyResponse parses an HTTP response from a RevokeKeyWithResponse call
+func ParseRevokeKeyResponse(rsp *http.Response) (*RevokeKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RevokeKeyResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RevokeKeyResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseListLeasesResponse parses an HTTP response from a ListLeasesWithResponse call
 func ParseListLeasesResponse(rsp *http.Response) (*ListLeasesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -3389,6 +4710,27 @@ func ParseListLeasesResponse(rsp *http.Response) (*ListLeasesResponse, error) {
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3396,6 +4738,29 @@ func ParseListLeasesResponse(rsp *http.Response) (*ListLeasesResponse, error) {
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListLeasesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListLeasesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -3418,6 +4783,20 @@ func ParseRevokeLeaseResponse(rsp *http.Response) (*RevokeLeaseResponse, error) 
 	case rsp.StatusCode == 204:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3432,6 +4811,13 @@ func ParseRevokeLeaseResponse(rsp *http.Response) (*RevokeLeaseResponse, error) 
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3439,6 +4825,29 @@ func ParseRevokeLeaseResponse(rsp *http.Response) (*RevokeLeaseResponse, error) 
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RevokeLeaseResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RevokeLeaseResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -3465,12 +4874,33 @@ func ParseGetLeaseResponse(rsp *http.Response) (*GetLeaseResponse, error) {
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
@@ -3479,6 +4909,29 @@ func ParseGetLeaseResponse(rsp *http.Response) (*GetLeaseResponse, error) {
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetLeaseResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetLeaseResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -3511,6 +4964,20 @@ func ParseAcquireLeaseResponse(rsp *http.Response) (*AcquireLeaseResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Problem
@@ -3546,6 +5013,16 @@ func ParseAcquireLeaseResponse(rsp *http.Response) (*AcquireLeaseResponse, error
 			headers.FencingToken = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers AcquireLeaseResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
 	case rsp.StatusCode == 409:
 		var headers AcquireLeaseResponse409Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
@@ -3599,6 +5076,27 @@ func ParseListLeaseEventsResponse(rsp *http.Response) (*ListLeaseEventsResponse,
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3606,6 +5104,29 @@ func ParseListLeaseEventsResponse(rsp *http.Response) (*ListLeaseEventsResponse,
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListLeaseEventsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListLeaseEventsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -3635,12 +5156,33 @@ func ParseReleaseLeaseResponse(rsp *http.Response) (*ReleaseLeaseResponse, error
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest LeaseLost
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
@@ -3649,6 +5191,29 @@ func ParseReleaseLeaseResponse(rsp *http.Response) (*ReleaseLeaseResponse, error
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ReleaseLeaseResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ReleaseLeaseResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -3682,12 +5247,33 @@ func ParseRenewLeaseResponse(rsp *http.Response) (*RenewLeaseResponse, error) {
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest LeaseLost
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
@@ -3709,6 +5295,26 @@ func ParseRenewLeaseResponse(rsp *http.Response) (*RenewLeaseResponse, error) {
 			headers.FencingToken = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers RenewLeaseResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RenewLeaseResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -3742,6 +5348,27 @@ func ParseListRejectionsResponse(rsp *http.Response) (*ListRejectionsResponse, e
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3749,6 +5376,29 @@ func ParseListRejectionsResponse(rsp *http.Response) (*ListRejectionsResponse, e
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListRejectionsResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListRejectionsResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -3782,6 +5432,27 @@ func ParseReportRejectionResponse(rsp *http.Response) (*ReportRejectionResponse,
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3789,6 +5460,29 @@ func ParseReportRejectionResponse(rsp *http.Response) (*ReportRejectionResponse,
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ReportRejectionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ReportRejectionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -3822,6 +5516,27 @@ func ParseListResourcesResponse(rsp *http.Response) (*ListResourcesResponse, err
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3829,6 +5544,29 @@ func ParseListResourcesResponse(rsp *http.Response) (*ListResourcesResponse, err
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListResourcesResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListResourcesResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -3848,12 +5586,33 @@ func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) 
 	}
 
 	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
@@ -3882,6 +5641,26 @@ func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) 
 			headers.FencingToken = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers GetResourceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetResourceResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -3915,6 +5694,20 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3928,6 +5721,13 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON428 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
@@ -3949,6 +5749,26 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 			headers.ETag = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 401:
+		var headers PutResourceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers PutResourceResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -3975,6 +5795,27 @@ func ParseWatchResponse(rsp *http.Response) (*WatchResponse, error) {
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3982,6 +5823,29 @@ func ParseWatchResponse(rsp *http.Response) (*WatchResponse, error) {
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers WatchResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers WatchResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
@@ -3995,6 +5859,15 @@ type ServerInterface interface {
 	// Readyz Readiness (the database answers).
 	// (GET /readyz)
 	Readyz(w http.ResponseWriter, r *http.Request)
+	// ListKeys Every API key, revoked ones included, oldest first (admin). Never the secrets.
+	// (GET /v1/keys)
+	ListKeys(w http.ResponseWriter, r *http.Request)
+	// CreateKey Create an API key (admin). The key is shown once, in this answer only.
+	// (POST /v1/keys)
+	CreateKey(w http.ResponseWriter, r *http.Request)
+	// RevokeKey Revoke an API key (admin). It stops working at once, on every request, stream and dashboard session.
+	// (DELETE /v1/keys/{id})
+	RevokeKey(w http.ResponseWriter, r *http.Request, id string)
 	// ListLeases List leases, ordered by name.
 	// (GET /v1/leases)
 	ListLeases(w http.ResponseWriter, r *http.Request, params ListLeasesParams)
@@ -4049,6 +5922,24 @@ func (_ Unimplemented) Healthz(w http.ResponseWriter, r *http.Request) {
 // Readyz Readiness (the database answers).
 // (GET /readyz)
 func (_ Unimplemented) Readyz(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListKeys Every API key, revoked ones included, oldest first (admin). Never the secrets.
+// (GET /v1/keys)
+func (_ Unimplemented) ListKeys(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CreateKey Create an API key (admin). The key is shown once, in this answer only.
+// (POST /v1/keys)
+func (_ Unimplemented) CreateKey(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RevokeKey Revoke an API key (admin). It stops working at once, on every request, stream and dashboard session.
+// (DELETE /v1/keys/{id})
+func (_ Unimplemented) RevokeKey(w http.ResponseWriter, r *http.Request, id string) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -4158,6 +6049,60 @@ func (siw *ServerInterfaceWrapper) Readyz(w http.ResponseWriter, r *http.Request
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.Readyz(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ListKeys operation middleware
+func (siw *ServerInterfaceWrapper) ListKeys(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListKeys(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateKey operation middleware
+func (siw *ServerInterfaceWrapper) CreateKey(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateKey(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RevokeKey operation middleware
+func (siw *ServerInterfaceWrapper) RevokeKey(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", chi.URLParam(r, "id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RevokeKey(w, r, id)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -4928,6 +6873,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/watch", wrapper.Watch)
 	})
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/keys", wrapper.ListKeys)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/keys", wrapper.CreateKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/keys/{id}", wrapper.RevokeKey)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
 	})
 	r.Group(func(r chi.Router) {
@@ -4939,11 +6893,31 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 
 type BadRequestApplicationProblemPlusJSONResponse Problem
 
+type ForbiddenApplicationProblemPlusJSONResponse Problem
+
 type LeaseLostApplicationProblemPlusJSONResponse Problem
 
 type NotFoundApplicationProblemPlusJSONResponse Problem
 
 type ProblemApplicationProblemPlusJSONResponse Problem
+
+type RateLimitedResponseHeaders struct {
+	RetryAfter int
+}
+type RateLimitedApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers RateLimitedResponseHeaders
+}
+
+type UnauthorizedResponseHeaders struct {
+	WWWAuthenticate string
+}
+type UnauthorizedApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers UnauthorizedResponseHeaders
+}
 
 type HealthzRequestObject struct {
 }
@@ -5001,6 +6975,298 @@ func (response Readyz503ApplicationProblemPlusJSONResponse) VisitReadyzResponse(
 	return err
 }
 
+type ListKeysRequestObject struct {
+}
+
+type ListKeysResponseObject interface {
+	VisitListKeysResponse(w http.ResponseWriter) error
+}
+
+type ListKeys200JSONResponse KeyList
+
+func (response ListKeys200JSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListKeys401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListKeys401ApplicationProblemPlusJSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListKeys403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListKeys403ApplicationProblemPlusJSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListKeys429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response ListKeys429ApplicationProblemPlusJSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListKeysdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListKeysdefaultApplicationProblemPlusJSONResponse) VisitListKeysResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateKeyRequestObject struct {
+	Body *CreateKeyJSONRequestBody
+}
+
+type CreateKeyResponseObject interface {
+	VisitCreateKeyResponse(w http.ResponseWriter) error
+}
+
+type CreateKey201JSONResponse CreatedKey
+
+func (response CreateKey201JSONResponse) VisitCreateKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateKey400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CreateKey400ApplicationProblemPlusJSONResponse) VisitCreateKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateKey401ApplicationProblemPlusJSONResponse) VisitCreateKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CreateKey403ApplicationProblemPlusJSONResponse) VisitCreateKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateKey429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response CreateKey429ApplicationProblemPlusJSONResponse) VisitCreateKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CreateKeydefaultApplicationProblemPlusJSONResponse) VisitCreateKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeKeyRequestObject struct {
+	Id string `json:"id"`
+}
+
+type RevokeKeyResponseObject interface {
+	VisitRevokeKeyResponse(w http.ResponseWriter) error
+}
+
+type RevokeKey204Response struct {
+}
+
+func (response RevokeKey204Response) VisitRevokeKeyResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type RevokeKey401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeKey401ApplicationProblemPlusJSONResponse) VisitRevokeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeKey403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeKey403ApplicationProblemPlusJSONResponse) VisitRevokeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeKey404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeKey404ApplicationProblemPlusJSONResponse) VisitRevokeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeKey429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeKey429ApplicationProblemPlusJSONResponse) VisitRevokeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeKeydefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RevokeKeydefaultApplicationProblemPlusJSONResponse) VisitRevokeKeyResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListLeasesRequestObject struct {
 	Params ListLeasesParams
 }
@@ -5039,6 +7305,56 @@ func (response ListLeases400ApplicationProblemPlusJSONResponse) VisitListLeasesR
 	return err
 }
 
+type ListLeases401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListLeases401ApplicationProblemPlusJSONResponse) VisitListLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLeases403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListLeases403ApplicationProblemPlusJSONResponse) VisitListLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLeases429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response ListLeases429ApplicationProblemPlusJSONResponse) VisitListLeasesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListLeasesdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -5073,6 +7389,39 @@ func (response RevokeLease204Response) VisitRevokeLeaseResponse(w http.ResponseW
 	return nil
 }
 
+type RevokeLease401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeLease401ApplicationProblemPlusJSONResponse) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeLease403ApplicationProblemPlusJSONResponse) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RevokeLease404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
@@ -5101,6 +7450,23 @@ func (response RevokeLease409ApplicationProblemPlusJSONResponse) VisitRevokeLeas
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeLease429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeLease429ApplicationProblemPlusJSONResponse) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5144,6 +7510,39 @@ func (response GetLease200JSONResponse) VisitGetLeaseResponse(w http.ResponseWri
 	return err
 }
 
+type GetLease401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetLease401ApplicationProblemPlusJSONResponse) VisitGetLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetLease403ApplicationProblemPlusJSONResponse) VisitGetLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetLease404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
@@ -5156,6 +7555,23 @@ func (response GetLease404ApplicationProblemPlusJSONResponse) VisitGetLeaseRespo
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetLease429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response GetLease429ApplicationProblemPlusJSONResponse) VisitGetLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5221,6 +7637,39 @@ func (response AcquireLease400ApplicationProblemPlusJSONResponse) VisitAcquireLe
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLease401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLease401ApplicationProblemPlusJSONResponse) VisitAcquireLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLease403ApplicationProblemPlusJSONResponse) VisitAcquireLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5325,6 +7774,56 @@ func (response ListLeaseEvents400ApplicationProblemPlusJSONResponse) VisitListLe
 	return err
 }
 
+type ListLeaseEvents401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListLeaseEvents401ApplicationProblemPlusJSONResponse) VisitListLeaseEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLeaseEvents403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListLeaseEvents403ApplicationProblemPlusJSONResponse) VisitListLeaseEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListLeaseEvents429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response ListLeaseEvents429ApplicationProblemPlusJSONResponse) VisitListLeaseEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListLeaseEventsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -5375,6 +7874,39 @@ func (response ReleaseLease400ApplicationProblemPlusJSONResponse) VisitReleaseLe
 	return err
 }
 
+type ReleaseLease401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLease401ApplicationProblemPlusJSONResponse) VisitReleaseLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLease403ApplicationProblemPlusJSONResponse) VisitReleaseLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReleaseLease409ApplicationProblemPlusJSONResponse struct {
 	LeaseLostApplicationProblemPlusJSONResponse
 }
@@ -5387,6 +7919,23 @@ func (response ReleaseLease409ApplicationProblemPlusJSONResponse) VisitReleaseLe
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReleaseLease429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLease429ApplicationProblemPlusJSONResponse) VisitReleaseLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5455,6 +8004,39 @@ func (response RenewLease400ApplicationProblemPlusJSONResponse) VisitRenewLeaseR
 	return err
 }
 
+type RenewLease401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLease401ApplicationProblemPlusJSONResponse) VisitRenewLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLease403ApplicationProblemPlusJSONResponse) VisitRenewLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RenewLease409ApplicationProblemPlusJSONResponse struct {
 	LeaseLostApplicationProblemPlusJSONResponse
 }
@@ -5467,6 +8049,23 @@ func (response RenewLease409ApplicationProblemPlusJSONResponse) VisitRenewLeaseR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLease429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLease429ApplicationProblemPlusJSONResponse) VisitRenewLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5526,6 +8125,56 @@ func (response ListRejections400ApplicationProblemPlusJSONResponse) VisitListRej
 	return err
 }
 
+type ListRejections401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListRejections401ApplicationProblemPlusJSONResponse) VisitListRejectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRejections403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListRejections403ApplicationProblemPlusJSONResponse) VisitListRejectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListRejections429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response ListRejections429ApplicationProblemPlusJSONResponse) VisitListRejectionsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListRejectionsdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -5577,6 +8226,56 @@ func (response ReportRejection400ApplicationProblemPlusJSONResponse) VisitReport
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReportRejection401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ReportRejection401ApplicationProblemPlusJSONResponse) VisitReportRejectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReportRejection403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReportRejection403ApplicationProblemPlusJSONResponse) VisitReportRejectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReportRejection429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response ReportRejection429ApplicationProblemPlusJSONResponse) VisitReportRejectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5636,6 +8335,56 @@ func (response ListResources400ApplicationProblemPlusJSONResponse) VisitListReso
 	return err
 }
 
+type ListResources401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListResources401ApplicationProblemPlusJSONResponse) VisitListResourcesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListResources403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListResources403ApplicationProblemPlusJSONResponse) VisitListResourcesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListResources429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response ListResources429ApplicationProblemPlusJSONResponse) VisitListResourcesResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ListResourcesdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -5690,6 +8439,39 @@ func (response GetResource200AsteriskResponse) VisitGetResourceResponse(w http.R
 	return err
 }
 
+type GetResource401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetResource401ApplicationProblemPlusJSONResponse) VisitGetResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetResource403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetResource403ApplicationProblemPlusJSONResponse) VisitGetResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetResource404ApplicationProblemPlusJSONResponse struct {
 	NotFoundApplicationProblemPlusJSONResponse
 }
@@ -5702,6 +8484,23 @@ func (response GetResource404ApplicationProblemPlusJSONResponse) VisitGetResourc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetResource429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response GetResource429ApplicationProblemPlusJSONResponse) VisitGetResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5772,6 +8571,39 @@ func (response PutResource400ApplicationProblemPlusJSONResponse) VisitPutResourc
 	return err
 }
 
+type PutResource401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response PutResource401ApplicationProblemPlusJSONResponse) VisitPutResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutResource403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutResource403ApplicationProblemPlusJSONResponse) VisitPutResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PutResource409ApplicationProblemPlusJSONResponse Problem
 
 func (response PutResource409ApplicationProblemPlusJSONResponse) VisitPutResourceResponse(w http.ResponseWriter) error {
@@ -5796,6 +8628,23 @@ func (response PutResource428ApplicationProblemPlusJSONResponse) VisitPutResourc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(428)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutResource429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response PutResource429ApplicationProblemPlusJSONResponse) VisitPutResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5884,6 +8733,56 @@ func (response Watch400ApplicationProblemPlusJSONResponse) VisitWatchResponse(w 
 	return err
 }
 
+type Watch401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response Watch401ApplicationProblemPlusJSONResponse) VisitWatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Watch403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response Watch403ApplicationProblemPlusJSONResponse) VisitWatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type Watch429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response Watch429ApplicationProblemPlusJSONResponse) VisitWatchResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type WatchdefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -5909,6 +8808,15 @@ type StrictServerInterface interface {
 	// Readyz Readiness (the database answers).
 	// (GET /readyz)
 	Readyz(ctx context.Context, request ReadyzRequestObject) (ReadyzResponseObject, error)
+	// ListKeys Every API key, revoked ones included, oldest first (admin). Never the secrets.
+	// (GET /v1/keys)
+	ListKeys(ctx context.Context, request ListKeysRequestObject) (ListKeysResponseObject, error)
+	// CreateKey Create an API key (admin). The key is shown once, in this answer only.
+	// (POST /v1/keys)
+	CreateKey(ctx context.Context, request CreateKeyRequestObject) (CreateKeyResponseObject, error)
+	// RevokeKey Revoke an API key (admin). It stops working at once, on every request, stream and dashboard session.
+	// (DELETE /v1/keys/{id})
+	RevokeKey(ctx context.Context, request RevokeKeyRequestObject) (RevokeKeyResponseObject, error)
 	// ListLeases List leases, ordered by name.
 	// (GET /v1/leases)
 	ListLeases(ctx context.Context, request ListLeasesRequestObject) (ListLeasesResponseObject, error)
@@ -6030,6 +8938,87 @@ func (sh *strictHandler) Readyz(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(ReadyzResponseObject); ok {
 		if err := validResponse.VisitReadyzResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ListKeys operation middleware
+func (sh *strictHandler) ListKeys(w http.ResponseWriter, r *http.Request) {
+	var request ListKeysRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListKeys(ctx, request.(ListKeysRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListKeys")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListKeysResponseObject); ok {
+		if err := validResponse.VisitListKeysResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateKey operation middleware
+func (sh *strictHandler) CreateKey(w http.ResponseWriter, r *http.Request) {
+	var request CreateKeyRequestObject
+
+	var body CreateKeyJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateKey(ctx, request.(CreateKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateKeyResponseObject); ok {
+		if err := validResponse.VisitCreateKeyResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RevokeKey operation middleware
+func (sh *strictHandler) RevokeKey(w http.ResponseWriter, r *http.Request, id string) {
+	var request RevokeKeyRequestObject
+
+	request.Id = id
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RevokeKey(ctx, request.(RevokeKeyRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RevokeKey")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RevokeKeyResponseObject); ok {
+		if err := validResponse.VisitRevokeKeyResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -6413,85 +9402,107 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1Fx7c9u2lv8qGO6diX2Xethx2lj+Z9Nu0qZN067jO9m5tVeCxCMR1ySgAKBlJePvvnMOwDf1sJM4t+kf",
-	"lSUSODiP33mSn4KZSpdKgrQmGH0KllzzFCxo+uvHTBul8VMEZqbF0golg1FwEQObSLi14xldMWFqzmwM",
-	"bKnhRqjMsCVfQD8IA4GXf8hAr4MwkDyFYBS4e4IwMLMYUo7Lp/z2DciFjYPRs6PjMLDrJV5prBZyEdzd",
-	"hcEbkQrbpuQPvgBmxEcI2RGzih0Nh0N2EMGcZ4nFvw43UZHQgg0iRJqlwQgXCYNUSP9nQY+QFhagiaC3",
-	"tEwXZxLgBhhuU+y95DYut6b/hYGGD5nQEAUjqzOoUvI3DfNgFPzHoBTOwP1qBrQvEnAORmV6RkR0bKLz",
-	"nz9zozu83yyVNEA68QOPzuFDBoakMVPSgqSPfLlMxIwjIwZLraYJpP/5L4Nc+bTnjn+4u9ymdb5OhLzh",
-	"iYjG2u09GZG++b9YpMAwqSybqyRRK/oNSdN8ZvsBqg/K5I16ZKJJE8aJKuh1qgG3SxRHyFbcMA30ZRQy",
-	"DTfqGiKmNDPZErSBCL9Wurx1LCIm3EnpiJnWIC1TEuiUb5V9pTIZPeohpbLjOe46IRrySx+RhBeSgdZK",
-	"98ku/A243osZKX5FX3kUCbyLJ39otQRtBWr1nCcGwmBZ+epTEKskgg7wex8rhr8ZJmzI5kqzOEu5NGjs",
-	"cMvTZYLmt1L6GnTv6X/FytgeD8Iqxh0/+47wJf/7qIV4YZCo2fU4goSvx6lpU/FibgEVQ5iaUhl2gMqh",
-	"ZK5XhyFpCoJCrjkLzaWFiPEFF5IO4JZRcoFnmCudcuvQ7ruToAKEwzYQhkEKlkfc7pTfb/l1d2FgbdJ5",
-	"KLJSFmWaFIUJyVITspWwsZB0DAP6BvQTw6aocKaG9EPE/6ffDfHfYU0YR88I0FsHax9mxYXtpOxntSIG",
-	"4R54EdKWCAmefbllF/QMQxYp4jZefXhvvt5VUfvPXBcLzl0Vd6jpv2BmkfaXN97W6pT/LoGBtHqNPpqz",
-	"WBir9LrPJtxOUCNWMUgmLIv5cgkSojM60sRj1MSpT6pSxJkWhOG56lbD7S5FuBApGMvTJRLttXZ8z9tK",
-	"22zZzUP0Ue7hy88YpEu7Ju5wNtGAfIdowgD5zlaxMvnlwrBMXku1kv2gw7J1xXHXd3yFnC9Wzl2cu5rZ",
-	"mFumYZ4ZiOiXlRYWOncw8KG9+Gs500ieIYNCsvXaEX/mluN2FjNjNfD0iWETgYC+l9VYdQ1y12mcIhnL",
-	"E2B0AwaLBhCJ9t2GvvkUgESj+TPgM28gyFIJK//JudMg1y33JXlW+uTIqVhQJcismhzy0F8T5hGbO2hY",
-	"miO3m03xjXAup24fxHD6JCw4pNmmpc6oi8MHXGu+JpUto+8OM2icxW9av6uL8J+BJ+iQmlQby23m6C88",
-	"nLoOdvLQ3da1E0F9h1tz3ilkHN2rYY7TzADg3x1w43Vg/Ni4s83Tt325j926McbATIPN7VvCyjAuo9yB",
-	"mzOmZLJm3gNyaVbo+BXzR6+HHcn1+OmH4/TVMPqfk+wfz9X/Hk2fyV/096tgnxBjDyP8HHgtyZyKJBFy",
-	"0ZNiEdtk3Y2SZNL3lVCBRaX3//7UBQX+335YU0Qo944iGjbgoaP04B5D/A5hTYVrx65paVNaG22qG3ac",
-	"Ku0NO7TSO8st7IE9dY1+SV6Su2ABZNTfiRKett3oVKGqAziQ0U8MehgLZ95NzzU47+28T8KNzSEFTYxk",
-	"EdLHCciI2D4p/pxcyoMyO/PeBNMx704OMYi64SLh0wTG1XCqiLhnXLIp1CPuS3nAKXjn0i26DtkyyYyj",
-	"UM2uGQn5sH8pvxjcVcm8H07KqDsYLtjp40FJuWqD64RN3ltvdcxXHQCQC+RRcB2SqOJGp0olwOWOSPOx",
-	"4fOLQ+S9cHDP7MlXDusK4xNwQ8mQkIs8e+rvD58ooG0oWhdGSUsXjvxWEUJ3QcDVyZpVhjX75d3vb5lb",
-	"iNIpy1JlLDthv4ofQgb9RT/PkSJKU3kUaTD10gDtqYNRcDTs43/fj06Hw2EFZ0tC3+7hOJfcWtBI4P/9",
-	"+aL3T977OOydXpUf++NR7+rTMDw6Pb37W5ejrRRsGlJ79SM7PXn2PfMFGxaB5SIxfUaRvQtqUDCTkE2c",
-	"ZPBTaYITdlDAYV6qorsupb/o0IFtHUUPdmPooc9SKZ0YkzJMwks5KVIK/51b3u89noOcwaQTVx+KjzMV",
-	"1XKSRpkSnVpeHgvyONDrclkcDMKgchAiDmZKOsUcF9aAWq/GKZfrca7dta/sLHbfLfk6URx5oMYJ1ws0",
-	"oBRsrKIxUsOTRLlkKZPFwalSjYrEk040rvFwQ65XlcaeOZ1TqU50o5JeB5i8EpBEvQRuIMk10ilDs0RM",
-	"1fc82mkt3wxqPjsj6GBIxURGNStwd3Xm7kIayz2PWz829PvLycHzzOco7YJCO/87GZ52OgxhkwZmuaqe",
-	"1/oNcqhez6cqs6NpwuXuDNPn527Xgk5vl13Yf04FAOEqz59VupolAg3CgfmnPSxmDzFsrTlDEuVNNqcE",
-	"efxKeLm53uRkusfuSZ6T76N3eykV9yX+rTWwtrYVP+WwSpRdAyzJ+cPtFqDKDOgxX/ha6HbtES4GLRpl",
-	"zWM2hUgFn4K+rerVnYZtr9rk5Smh5P6pWqnQLVBrnLay+O5cq1j2HJZK37d3slv3tzcVCk2sNk2Gw/Bh",
-	"mrl9r1JLK5sdDY9PdpRum6Rt7ee0RLG3znULhxj0sL5WtRhVPfHx8/udoVinm0IJq0emb3Nf6QWTsGLW",
-	"JmdMpcIidCKYmLKh8cTgz3s5y/uxwcn5tZyrNhr4/ug4d4Gt83wJ13ERQ17y8EMalLZT8wBPvZcLSbqr",
-	"tbg2efceZirt9UMm5ozL9c42SNsFiI/7HjxbRtzePwu+AW18GHBfkVesN/cL+Wo1cvwxwrqgt+nJQ72G",
-	"u/s+TqOil7v9Rr78brdRsrhthJK52NaGDFPLp0+fnjIh2T8ufvQdqVs+s8ma2VgDsLnmM4cYLBILYRv9",
-	"9ePh8Xe9o6Pe8enF8Pno5Nno6Gn/6Hj4z6oFoyB6VrjWTY1pYXDbW6ie/3IlNOBl/Qt3bfFbT6S586Ph",
-	"mlGwEDbOpv2ZSgeVmKT2OV8tuKNRBeFNv6PTbZi6Ac1+vrj4Y0CVBWIDqpSgTvM1SOPaAtQBALx4odUq",
-	"pGsgKnqDptocvJSuyUYWaFx1kzPMKHWEJuoaf3QtT/qX8lKS0BjX0C2XVCSJMJSRYuw5E6jpZ0Wb3t3p",
-	"baV6selfypeuy4ipHBOGccmKqsJk00zIhEVqllHDmfbnzFhMUdkEo3qfvydiBtJhkh94erHksxh6x/0h",
-	"WqFOglEQW7s0o8FgtVr1Of3cV3ox8PeawZvXP758++4l3VPmLo1oswCKYNg/cheqJUi+FMEoeNof9p+6",
-	"KkxMVjeIqYX2ET8vgFQHTZlO+ToKRr7F9jFojFUdD4dbRmbuNyrju3gdkzIXlD6oGRjjZilMPkJl/PBM",
-	"lqZcr1FDxQ1IX7uyfGFoDMEtfIVXDjTwaL35nOfu529yTNqbppGeDZ8+5iTSW4VW6DavcRMpEshOdoAu",
-	"MuKWTzErdu08c7iRyzdHg7J308lo9Blv8hZKdX7zz/YoSLKmmprHC2O59jZmY2E2TUouNczF7aZ5za6w",
-	"/C7s3JoyWHcaGmsjVKNmgZJg+uz3VFgq5UyVjTdRQ/2dGjF5kugrDLhgZ3u/W6olxwZuxnSPC/1c7N3V",
-	"V9TuspnXoWe/S6ARW8Rzx1DS9hO3f9eyBZ2DygAnrUsDS7tvK7W+jhJ5C4hEGoGGiE3XRfcn12mvww2d",
-	"HnzC6+6ce0zAwrbw9YlhGH24Frlrw7nek7chNjkZnrLKyGWfuaagU3b0PgnZJqncpcxvOx6e9Nl7NIKJ",
-	"LyQ7xUQ7paJzbiHc1n0zLukbWCMMdG0Ml5I2jLlhqbqBiClJrXqpbEzOG5c7oJEx8upQ0ETdrsNqi1+Y",
-	"S9k8EjlzXAyJmMVcLsA4f9gEXyTLzVjsAAV3qZ8xmLtRQGHaNfsnpn76TfaZZ7Gllm/Ox7smq9s2ddLV",
-	"UCK2E4pUpeqt4GS3OhejsnTD6e4bygniz7caz/MWj1FduNPZAx6lQh522lCYO4KuFrhTrRU3jAbFUGGE",
-	"8S1ZtWKl1g+dXk+oPM0oFXdXW9PdKO+31OwnsLmOfV0c9KMI3QGNYx35hYfJ/zOleRH73RGN0ab9LKik",
-	"gJ3Y6WsEm8TZMNAd3scN5l91IenADwg0H+XYe9EwWPoh+Tqff0LkqtRLGnMOuYYdoLIsUXm4XFeHGcI8",
-	"lK9hyKVcaOBukJlLn5nk2GoydCUwVxpyfPbjuZPa7D9+afKOcsjmQht7KWcqBffZBbpRyDJpRVI5gjBF",
-	"U9EP8dJkr86kYSqzXbjqB8r3AtYXTIPV69x7ADPIqWtYswM/0Xx8wuJDvCrT0pSXeC9Bnx0zuIwuZaFE",
-	"bBWLBJggn+bx44wpmc+IuvvRB5FT8cxCUrzxt/1Kn11UCfSyisR8DoROOa8Fedkha7XaiFfkDmLqfZf+",
-	"4HUE6VJZkLN171dYbw0jt5cfr4o21Q8qWu8BMJWWe14d65rW80VDmu+62/fpmMajBXf1oonVGdx9bVDs",
-	"wsOfnEL32a8Ay7wBKfLpW3LyK4425sOoyqBhn8YsUHhE7itnqL2L7kYj6ks9GlI+eCD1O2MGyJdUh42L",
-	"geXNDyTtLsXdPSzO9T7+kR/98a1fo1KYKozy0Mm6h0cqDw0o7Y1ZSCMicC6jMghWF8w5mnKPnv9oi+Wd",
-	"q7xUsK4eYBRPiWh0fhCxbHm4XSLdAjh+XG42Bx/yx6nKJzCE8XN+FBEm9JMJqTQ1z5JkOw/vefrPjBc8",
-	"dFQ0oAj79k6ZBuUc+faiwMt89Pt+4cC/VSpcjtPvSIUdU75RKkyZqnu6xj1q4/UxidBzUijy1cM/D+Vf",
-	"IPxr5pO0bhns38cN7yfkRk9zL4famRm6MdOHKsE3yAUdBhRo0GcYOS6BWzZdl1Fh8fxnpW7hhuH2Bw3y",
-	"+V9BOSSsvq5qVJrJ/y6R1rkbvu3XBx7pEctVOc/tm8rb4qpvFww9npK/vLUYDrbiEffkmYsfjeXrMgva",
-	"ptT1KZmN/u+8Ou/S0PiuylWlrdsKAKpV5M63CXj1v/eNRsjGjnu0L/9yxez6WNQOL16K9xt58nP/kCCr",
-	"N1LR3rs8eUUdyZtvAMml0qVKfjWkrE9t7QWWx19++27AnCkdPdwzf7ZQkSOumZwL1dVLePmMrcosZWCV",
-	"DnD+yO1GiRegVBnC2IJJ5SzFHpD0sNbbXwsZKpMvO4HBM+9bNruaoxdb216lUrT1ZPAp/3i3UWV+gkJj",
-	"dtfY/z74e53vhSeZCsl1x1OW3fX0G55kEJZ1S78Fw5uposMNmY8FSRc1ApyXF3yxV1JdmSv8CkHR4/YA",
-	"zoFHvrpdUY4zKuXQl2ymUqAyde2sm5TlvklhoSUUpmdd3SE0UaRgPmeTGg0UtXIXkdnaOwd8zw/cEJGN",
-	"QTLNhQEXprlzWXUphQ3xZEoCs5pL4ya38qp9OSE4qYR7aWYs44lRbAqVr/0MoY8SL2Um8wcvi1IJgTZZ",
-	"GmVK7oUIDs99S7Rokfrul85dT0dJ/4+samJdmNysaNeV9V7VzO2v/NiwX8m/rQHm1vL4F8aG/MG3I/ab",
-	"+CGkcodc14DijF3D0jJu2ELcOD1/vKStPt7YPsl7h16fDVx/kVp09XmgUcXWhGFTyF+X5az5QOnW26WK",
-	"AWm86bDP8kAOhcvLaN055ePnj3q0ziflJiMmVR1nmZNz/wtA/XtCmhbW73D79Hhexc83Hprns5ilYAxG",
-	"OjE3bEKlzJEDTPeGGVS+kE1ENJqQWzHwwT3eGHHL/ZVUKUW5/PLu97f9Szl5w43t0be91/89QWIzmvX0",
-	"b4/ilpaZa5X617MohNriJUEv0G3RJCaV2gXuShtcSo4s1XYK3JbNYPf2GGplRAl0we174sNXDH67IbTK",
-	"ht0ouhWWLNxaV37vuePWNXkvGHU3fqMw9gVLxE0hq6Jsjmrzjt6v1XuHQn7pi+mlWjsdvqIzuTdxOeGV",
-	"w7ajweDo+Ht6rPlo9Hz4fEjxiL+/FZG4PkjoWpFhZZ4r8nNVLH8Dio1BaD9kgT/nCtoowJigPXn4qjkq",
-	"TX5puq7meKF/fZPL9F1oMuNar5sDC/12tahrz/dunTw2mcKMZ67EK7THXgyiCZdDFoMGpjRGUK2BbspZ",
-	"bQxpbeci+2xv/bJ8rVNIcg43y9Wv58TaXiqfAPYC8QOslRv9oOrd1d3/BwAA//8=",
+	"7H37chNJsverVPS3Edj7tWXZBmaQ//mYWZhlh2XmAyY4scjHXVKnpFp3V4mqagtBOOI8zXmw8yQnMrP6",
+	"JrUuZsDDbjDzB5K6quuW+ct7+WM0NvncaNDeRYOP0VxamYMHS99+LKwzFj+l4MZWzb0yOhpEr2cgEg3v",
+	"/eWYWiTCTISfgZhbuFamcGIup9CL4khh83cF2GUUR1rmEA0i7hPFkRvPIJf4+ly+fw566mfR4MHJaRz5",
+	"5RxbOm+VnkY3N3H0XOXKr8/kVzkF4dQHiMWJ8Eac9Pt9cZDCRBaZx2+Hm2aR0QtXJqHyIo8G+JI4ypUO",
+	"X6v5KO1hCpYm9IJe07UzGUgHAoepxp5LP6uHpn/iyMK7QllIo4G3BTRn8icLk2gQ/Z/j+nCO+ak7pnFx",
+	"Ai/BmcKOaRIdg9jy8e8c6Ab7u7nRDogmfpDpS3hXgKPTGBvtQdNHOZ9naixxI47n1owyyP/vPx3uysc9",
+	"R/yVe/Gg7X1NlL6WmUovLY+dDIjewjeRGnBCGy8mJsvMgp7h1Kwc+150E0dPjR2pNAV9p5OelKOG6V7B",
+	"UmRyfOV48iaDWBhLX/DUhHLCFN6pFITyDrlpot6DoxU8R6p6bu5424mWLzNT7TgTN7yfI0HFYiGdsEA/",
+	"prGwcG2uIMU1uWIO1kGKP4cl8rtUisvEs6JDKqwF7YXRQKt8YfxTU+j0Thepjb+c4KgJzaFseodTeKwF",
+	"WGssjf9SeiC4g7vdBis9XGY8cINgHZ5PbmzFbUi9UhOFYhchkeXcubDg7VLIiQcrkpf45egxfkmEg7HR",
+	"qUM4nIFMg3RpNMGvm1FqDX1x8r9pWfiZserDHW9TQQOD9jgE7ZQ24vGvz3CziNalFoW+0mah8VvFExpW",
+	"1v/mzZujx41X7bUJlUikqYX54vPHY+rZwGaZpgonLbNfrZmD9QoRfCIzB3E0b/z0MZqZLIUOQf9mZgQ+",
+	"c0L5WEyMFbMil5pOEt7LfJ7hnBbGXoE9Ovt/M+P8kYzipjw/ffCQZGn5/WRNusdRZsZXlylkcnmZu/VZ",
+	"EIkIP1OuBT9OHCCMGF0i0GHcglJ8OLVSe0iFnEqlaQH8GqOnuIaJsbn0TFsP70cNod9fF/pxlIOXqfQ7",
+	"yefvZbubOPI+61wU4blIC0t0KpQWuYvFQvmZ0rQMB/Ya7D0nRghNrqXV9FHXOXvYx/8OW4dx8oCUl7WF",
+	"rS9mIZXvnNlfzYI2CMfARji3TGkI21fKgGo+/VikhnYbWx/eel9vmhrK25IWq527qHqY0T9h7HHuP1pA",
+	"3vsZlqS0tmj5in9c18sCjyJwQTbpiVczYlGdLcUMLJw3dl1cAcwdP0Ocm0k360UdlGthbGy6ix5wnqvL",
+	"xGlW/bvW+OQ6wFl7Jb9oEKARac1ESDFTzhu77IlE+gSpfjEDxGYxk/M5aEjP6diSILETZpHc5IjqawId",
+	"19jeTTn2XRbAU8S5NFdayDH+5MRBEpAuiUVyBcvLMZ9R+bV8elhLFj+TXqSoEPhYSCeGUSZHkIkDOqX0",
+	"cBh17rn0u/b7tcrBeZnPsXkAi8tbdqshcW0CnwIDeg9z4VxAPvdLOjApEgtICpAmApAUxGJmXNlcuUrG",
+	"SJ1WnCmLVHlu7pA+rmDpNtBtbTysn2w9dKlmc2s+MQuTwkFKTxZWeegcwcG79Zc/00gVDhwBHU7ULnm6",
+	"zH0L6ccz4bwFmd9zIlGoku2FZt5csXK/bTVM/M7LDAR1QBUb9Rum/H2GoV8+RqARzN5Gchw4GrdUwyJ8",
+	"YoU4KomPfyT6p088nSiOGnwSvpXNLrqM4CZ+4P6GNnFpUfImxDWESr8ZWp4rVhPa/M60QzalB5YO20ic",
+	"QaramEhaK5dE77V3oEt7aa8lDNru1TXxv4LMUIlYnbXz0hc8/0orMVfRzj3kbl0jdYqWcFS3hZKy22iD",
+	"YKqwMDQUyjehAGl2oqzzAXGvYNnJcSptbwCSUz6x0+mHdJJ/8It3p9lVVz8C3U6gKw3QFjmstVo9+kDC",
+	"t92lshvv0jpimQx2ve8ltlk9ZIWsxWsMb2ksLG6e6QY66GYUhNa92YQUgNWdWlcINpLip2n11cGuK/UF",
+	"YnCQw03FnqQJSxFWTUh8NNT5k+Aa26bON8mmPfQLVM3Lx5UekMslqhGoyR+weMNZVEIHwc0JmakrOCz5",
+	"AiXkiCxTnDvLkcrjts+JsHeLlvaM25+ddpDypxJdi966DpXU/w5Thy0WUodI8SQkFw4Av3epZzzm5V0r",
+	"Rdusv3WECZ6fbvhzMLbgS91Cw8KF86du7jyo4WwVSe0WaAwaEZbeNkWzq8uzd6f50376/+8Xv31v/uNk",
+	"9ED/zX63iPYxO/dQAH6P7ldPc6SyTOnpkVbTmc+W3RoaqRO3PaFKD6otwu8esaEY/ttPz6ms1ltbliuc",
+	"EFST2qoLOkoYIW6RcGvZLSpdPa2NPNWN1kxKe+M1vemVlx720G3aFP2E8EmycQU67e3UQsLcdms/jVl1",
+	"AAdu9D2H2q2H82BDTCwwfrLmm0nnS0hBFqOziOljAjqlbU+qr8lQH9S+3aDJNlxah2h0XkuVyVEGl03z",
+	"s/LCjKUWI2h7YYb6gH2EUvNLl7GYZwWLAzxkQYd82BvqzwZ3zWneDid12u0gqbYz2M+aPN0ru07YFCyF",
+	"rUbBRQcAlAdyJ7gOWdrQukbGZCD1DjP4ruHzs0PkrXBwT49a8O22CeZl6TjHFkpPS49ab3/4xAPahqLt",
+	"w6jn0oUjf28cQrc6yc7n1RjFUvzt1S8vBL+I3E9e5MZ5cV/8rH6IBfSmvdKnlJLrUqapBdd2F9OYNhpE",
+	"J/0e/v/d4FG/32/gbD3RF3sIzrn0HixO8D/fPj76hzz60D96dFF/7F0Oji4+9uOTR49u/tQlaBvhnpVT",
+	"e/qjeHT/wXcixBBECl6qzPUEeRVYqcGDSWKR8Mngp5oFE3FQwWEZ6KJeQx0aHTLYtlH0YDeGHgavHrky",
+	"LokYkniok8qdEX7j14exLyegx5B04uqn4uPYpC1/yEqYFoVaGVyLSj0w0HIdWoziqLEQNs/GRjNhXlbc",
+	"gFRvLnOpl5cldbd+8uMZ/zaXy8xI3ANzmUk7RQbKwc9MeomzoXgVva/Q1cIpUo+EJDN+0IzxsG8oBJDj",
+	"qBkoa04hCPIuMG8dwQY3VfMw93RHMUV2giPFEzuw6KmCLD3K4BqykqCZllYj7C1TaqfR/7sNio4NaXDY",
+	"oMVE3KvbCaKdl2GPuwzTJnt8vnMIexZMnHVf6Lp76n7/Uae8UT5bgTwOFAWm2XAOzfZyZAo/GGVS73aA",
+	"Bfchj1rNM7B1l+h4Sb5LxbHUFQy5JXJkChmCZcHHPThmj2PYGsaELC1zlJgISvWX4JZ86VvcanuMnpUm",
+	"/T50txdRyRC03uq+X6e26lGJyjSzK4A56Q7wPuBcF1AVDuylnIbQ03bqUazCVnlGq8tcPUTyR1fz20pe",
+	"3Vbcdqdy6VlXRu9v6dUEvcs/13j5blOteu1LmBt7W8fdbtrfHqeuKLEZh+/340+jzO1j1VTa8hKe3t8R",
+	"dVqd2laf4tpR7E1z3YdDG/SJTtWGL6u54tPvb7eG6j3dM9SwuOP5bU5VeCw0LIT32bkwufIInRwfr+LH",
+	"9xw+3ktY3m4b+Jyf6YnpiMZwxs9lKQLX1vM5RMfrGZQek5DjSlY/xT1x1XuJkKzb2YvvJul+RH7xtffH",
+	"Qk2E1MudEdx1EaA+7LvwYp5+SkzrGqwLasBtj7zBvaVcKN/Wmk5YRtw+6G108qlSg3vfRmg06HK33Chf",
+	"v4fYCPGG1cw8sqcTgf+6c5EQddhEyMxVfnAXB+d5XHnOYyYjV4VSSsc6iiT8tRRo5yKh0GJCoZjUcEDF",
+	"zxRnSdUuLMneBx4f5Tn26tQjamJZhxMtWEv3sUAb++zs7JFQWvz2+seQFvBejn22FH5mAcTEcoqJzESq",
+	"psqvJJ+d9k8fHp2cHJ0+et3/fnD/weDkrHdy2v9HE4uQpI684hh5a6Zx9P5oao7CjwtlAZv1XnPb6tmR",
+	"yksxTlnWg2iq/KwY9cYmP25oV63P5ds4i9DBuLDKL18hDTGtjUBasI8LjmivbVLIVxqI5HHIdKRUsYH4",
+	"gfqJ7Orq8n/+67/JRiHKJAcJPavXOfN+zhNQAUQ70tCcMNdgxV9fv/71mFw8dAzInIrSwK5AO47PUCgG",
+	"qUNMrVnE1AbSBoE1MkSGmjMtmAjZzSxDWBHBjqN21FZmvaEeaiIaIS1000WuskxxLilq8WOFmHFe5dBx",
+	"z4A6zcauN9RPONUEjWKhkA9E5d5JNuWLJiI144IypWh8KZyXowxEgvZRQlN+EhbBeeijwovkeEZZCh+S",
+	"WCTHyDPLD8ERc2zmoOVc9ZYyzxIxltYqYsoqN026od5w3MOi3z8bX8GSPkDSE4+py0w63FaTAeVgyeCG",
+	"KjECLVpmbnY2IYePYKiD/0J4EwKszktLzklaqzONSO25yJTzjB6raTp4kq4Y4+5QtvDMLIaayGSBpKA8",
+	"jYjz6okXhtpsy5ENAT4nkvv9E7Gaa3su5FDjK3COpuAgi1XTmW/2OxN14j17uzI1Bs0iOJRHPJ7L8QyO",
+	"Tnt9FDo2C6ziBsfHi8WiJ+lxz9jpcejrjp8/+/HJi1dPqE9tqq8YV5VcjPq9E24YDj0aRGe9fu+MfZYz",
+	"QoCSVPDzFAhfUHLRwT9Lo0FIePkQrRRhnPb7W3Keb5frHHJqOlKdX5O1bMbgHOdFuioFvBc1MS0avL2I",
+	"I1fkubRLBBV1DTr4fb2cOkrr5GEusF/gio2rfsmP/5BF09iUh/+gf3aXieUvjCc2WW7fW5yfws0VB0j8",
+	"qfRyxCkTRP+HG/f8+uS4zFnp3HRUnn7GBl9w28tsmg3ExumKN3F0v3+y6VXV3I5bFQDU6Wx3p7oQCHuc",
+	"Ptrdo1mOQbOmrOfd/eqjbh4fy4uqXKCBfE4oPc4KrpjJUhQnnPV1QPB92BMvSPD6KmWixV+cPoQmfagR",
+	"ap8uZ0z/HJKOiYl/MOlyj5NtBG5CQlEZhRGc+uGaCVWDt1WMBvVCTqApFcabeH86Ka3fm7Y+7W0BN2sU",
+	"evLZKLSRWd5BpOFpT/wMMKe85qSVNu68sbCWN0602d9NMY3Sun9rHuBdbKo9FYmX6ZDKkSahhdFjtIM1",
+	"122E7B/c3w7ab6Dc8UeV3rC2mwHnS6yKGGS8kh9axHS/K4BLbMrlPRmhdMm6d4pXPLftPaoSuj/mcHmr",
+	"Og/3mUcGmTvCDcQPMijwfI2urAGi/7hULlHjTKWbjYy0qXDgULnqhr1G5fLbzorY4K7eVGDVCCRfwfLy",
+	"rTz6cHr03cXHk4ddceObi0BtdWbRRqn6vEzwWZnjamFHtgyqOBlRpI+zMo60v6mOmZF3UzV1l9f3Ju4c",
+	"mgIkpePAMJNxKgsKp574JVecbTkyfrZpNpR91JpM6TwIASx8YWdyeze11Tt2zBXgezQMVes3F19QkalT",
+	"zTqkxC8aqAAeTSPe0G8yYBUmcO8a1JaChVSM6iTekr/LmPpNi92OP2K7FYDf5Li954SG9yG3lM3NMsu4",
+	"MhkfiUalM1rWlHpBfIhiJ0A+Eu9Ql91O+/d74g3yZxIyMJhnUB+gbI2SeaVv+1LwlUF6DIQir+9Q04Bo",
+	"y+fmmhRCynHVxs/I2YKvO6BiAAJNqOZEaWKHzdxY5YZ6dUkEpPgynMR4JvUUHJvGXWKRk5N34FUAetZ1",
+	"JiyflVtPdrnn2qvfBB1l/KZmwM2RqK4rGS4+VZDjqX7dUry/B3vW9wP8oXJ/7fiRkiWzU6kIdLF3XIrP",
+	"rrRWpvqFdIIKz5CWlQtplmYhaobsM8sllDMiKD7Grb3rTn7trXHAT+BL8v+y0iOkF3dbwrx1JE2/KZht",
+	"Qns9CxuD4hWRMJQja7KO6aRDTHETpa3A2g51gitFLrrkz3GIvazenLP3S2trvU0CPyHeN+KrK2nVJfEf",
+	"IB3Pka6lXjZzp+PSYd1C3qGekuVl+QIH1rhLieQKFMAwMRZKqRYqxJPWVSv4oysTWGN2UQz12ORlkRqZ",
+	"wmksCu1V1liCclUOYyhqo+JyW2i69aRLGoU7DfYSR4/D/RNB5oJwuFNkf4Si+tP7YnaIrQqrXd0kyFb6",
+	"zJshdTrUFRGJxUxlIBRpAgHazsluYVji/ii5SRSHzaKrMBiX1qUx27nVBMNZpWoyAQLOcq8V6SZ9sZaa",
+	"N9Q/w5LjHScPUVE4ffAAxbqVY9wecVAg8AkrdWpy8dtvz/6Ce54bCxwEGEFZ4O/rwvihZrsjVIbnlbu/",
+	"rlAeVBpJ6HPPhbUy91GdUqX/8JGSrJ+VocMg7J+lkM+NBz1eHrER3m2+PHjQzlp42GGI/Q6HVhn17ypi",
+	"CskQVPayt+Nq5RaOvZxXn1mudImUn5jxSr9VSduhIJqjNRKxICjJjfqrlUtLnjKgHL3uTqBEum7ruiao",
+	"hkQR50hdKI6b9d9VDflm23x3isHN121gsQZ3x9c2hcxZZ3IYGTQVUB3i61wa13gYG7BN6ermqWYZztZL",
+	"e9rjvuJwawP626pgdW+LRf0BUlHMD7cffPc5n97tbq6mnZdXYdV3oigXqqzIrMjokYubcs5xq9Inlsul",
+	"mMlriAnDJ0WWnVOktnUH02e9L+l3al0B2BqEU+n1e5vrx/XlAtt9ZU/K+wBup1R9VR6i+o6FHR4i3pRv",
+	"HqIuPT/cbsNX3QQOa4TGvrh+H2TgZ9DvV90s9N7a0LyN/rIf/a0kue6liXQ6TLhs8Wunz38NFwkjZ4Wh",
+	"PYFWyxykF6NlbZFUFyU2PI1c97U/1JIe9wXoVsPiy1JtI/H5a9GeX3Kdaa9d20c3zC3q0uWQAL1NV/63",
+	"V3C/bv578t5DMGlbeimH8NlccV4ua+fANn5rF5tsVGheNstGuoKUK27wRnb05ssf4+6+WeDMW3d0Sq+M",
+	"uEfu7L9c0K5dXbRDLauP95tqti7I+AYz0U7wRZTsUs0anLI5QYkLpepyrC8lX9p1WXuJmNPPP3y3mBkb",
+	"m379qtYfQW94WJx/XdIbO19lfU1UeXN2Ix+3vKpwIzFWUN6oANmC5HUhxx5A/mmJGf9aeNoou9kJp2Hz",
+	"vlF3ZyrEaiHF1qSIml7XSfj4Y/nxZiM1/wQVMe8Oc/75+M9tkqhUg5HS0nZcXtUd0ryWWQFxHZ8JQwjs",
+	"TB5h6YizPWhqtKJMP3ktp7e7ITv+Egr4tzBsIw89BBgbdHtO7mP6UYxNTknNonUMm+j4tm6bioDJWi26",
+	"cgcQ2HAGk4lIWnMg402y9u9bN9yGZBWIy+CXFlaq8rJEXpc3Q608JaUaDcJbqR2XqJWB07qoM2mYFnnh",
+	"PJfsjaDxcyj7DBbJUBe6vGqr8rOSqCMQIIcBX7/LUjDk8lS5PSE3wpa6REdU9deiyf1dkmw1Wtfmo1sF",
+	"arZf/L1hvHr/thozWyN/nxm2yquOTsTf1Q8xOST1soVh5+IK5l5IJ6bqmun87nwX7YrU9ZW8YWD93Zj6",
+	"LczWDAw1b4oZNFhaOYqwLxqgcWDs2h89qUrnsdNhT5QGgOCKvlJRZY3p9Ps7XVrnFUz8ty5aaCCYnHp/",
+	"kBR6QyC4JoZ2KEtUv9jQjlZucJTjmcjBOVRdZ9KJhEI0A8Zyvosd+SIWiUoHCUk8B++4xDOVXoaWFAHC",
+	"s/zbq19e9IY6eS6dP6Jfj579JcHJFlTvGv68BeVevBMTa/JwT7lBKVDd8P8YJSpVo1LkUTlO1ZBuqCUe",
+	"g/UjkL5OFQop9MoJlWbQJQne0D58QWumG92b27Ab4Lcipof3nsOKR7zcNvXvhfDc8ZtdshbyFZm6hkaZ",
+	"b/i7AtKJV1TudPQK6e9JiF/WHMfsdXGzUsbYLnh/e4HHy3VTTHZ1Fe7g+Pjk9Du6HfBk8H3/+z4peeH1",
+	"a2oeR6bD9QdxI7s7DVnWorxI2M9A2ZA8iI9L1lrxoLpovUTi6WqhOwn70bLpbojDn2gIty6QvjeW1i5X",
+	"E/F66+7erjHflLc3sMI3grEsOHykbJA0aDSRFIrpb5gIY1EtXSvHJ/eJn0HeGrlyhKwP/aT+ywwxkUG8",
+	"+djD+/jU118VUh5cmeZGleqUjt66DJyTgykX6bDxVqrvWX9pWWEcTjmUxDb6hdLXm4ub/w0AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

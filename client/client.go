@@ -48,6 +48,7 @@ type Client struct {
 	attempts      int
 	httpClient    *http.Client
 	userAgent     string // sent with every request; rejections record it
+	apiKey        string // sent as a bearer token with every request
 
 	// noServerWait is set once the server refused wait_ms and accepted the same acquire
 	// without it: it has no waiting line, so waits happen here.
@@ -65,6 +66,18 @@ func WithUserAgent(ua string) Option {
 			return errors.New("WithUserAgent: empty")
 		}
 		c.userAgent = ua
+		return nil
+	}
+}
+
+// WithAPIKey sends key as "Authorization: Bearer <key>" with every request, watch streams
+// included. The client reads no environment: programs pass LEASEKEEPER_API_KEY themselves.
+func WithAPIKey(key string) Option {
+	return func(c *Client) error {
+		if key == "" {
+			return errors.New("WithAPIKey: empty key")
+		}
+		c.apiKey = key
 		return nil
 	}
 }
@@ -165,6 +178,9 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		api.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
 			if r.Header.Get("User-Agent") == "" {
 				r.Header.Set("User-Agent", c.userAgent)
+			}
+			if c.apiKey != "" && r.Header.Get("Authorization") == "" {
+				r.Header.Set("Authorization", "Bearer "+c.apiKey)
 			}
 			return nil
 		}))

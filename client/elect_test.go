@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/client"
+	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/service"
 	"github.com/leasekeeper/leasekeeper/service/servicetest"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
@@ -18,7 +19,7 @@ import (
 // watch stream, the expiry sweeper) on the real clock.
 func newFullServer(t *testing.T) string {
 	t.Helper()
-	srv, _ := servicetest.Start(t, service.Config{Watch: watch.Options{Heartbeat: time.Second}}, sqlite.Options{})
+	srv, _ := servicetest.Start(t, service.Config{Watch: watch.Options{Heartbeat: time.Second}, Auth: handlers.AuthConfig{Off: true}}, sqlite.Options{})
 	return srv.URL
 }
 

@@ -81,7 +81,7 @@ func TestAcquireLease(t *testing.T) {
 func TestIdempotencyKey(t *testing.T) {
 	e := newEnv(t)
 	body := api.AcquireRequest{Holder: "w1", TtlMs: 10000}
-	key := &api.AcquireLeaseParams{IdempotencyKey: ptr("retry-1")}
+	key := &api.AcquireLeaseParams{IdempotencyKey: ptr("retry-1-0123456789abcdef")}
 	first, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", key, body)
 	if err != nil || first.JSON200 == nil {
 		t.Fatalf("AcquireLease(key) = %v, %v", status(first), err)

@@ -24,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/watch"
@@ -48,6 +49,8 @@ type Config struct {
 	Version string
 	// MaxBody bounds request bodies; 0 means 1 MiB (+ a little for JSON framing).
 	MaxBody int64
+	// Auth configures API keys; its zero value requires one on every non-public request.
+	Auth AuthConfig
 }
 
 // server implements api.StrictServerInterface.
@@ -59,6 +62,7 @@ type server struct {
 	log      *slog.Logger
 	metrics  *Metrics
 	hub      *watch.Hub
+	auth     *authn
 }
 
 var _ api.StrictServerInterface = (*server)(nil)
@@ -74,7 +78,8 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Acquirer == nil {
 		cfg.Acquirer = noLine{cfg.Store}
 	}
-	s := &server{store: cfg.Store, acquirer: cfg.Acquirer, clock: cfg.Clock, limits: cfg.Limits, log: cfg.Logger, metrics: cfg.Metrics, hub: cfg.Hub}
+	s := &server{store: cfg.Store, acquirer: cfg.Acquirer, clock: cfg.Clock, limits: cfg.Limits, log: cfg.Logger, metrics: cfg.Metrics, hub: cfg.Hub,
+		auth: newAuthn(cfg.Auth, cfg.Store, cfg.Clock)}
 
 	spec, err := api.GetSpec()
 	if err != nil {
@@ -83,8 +88,9 @@ func New(cfg Config) (http.Handler, error) {
 	spec.Servers = nil // validate paths, not hosts
 
 	r := chi.NewRouter()
-	r.Use(withRequestID, s.accessLog, s.recoverer, limitBody(cfg.MaxBody))
-	dash := &dashboard{s: s, site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version}, csrfKey: []byte(lease.NewID())}
+	r.Use(withRequestID, s.accessLog, s.recoverer, limitBody(cfg.MaxBody), s.authenticate)
+	dash := &dashboard{s: s, site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version, AuthOff: cfg.Auth.Off},
+		csrfKey: auth.MAC(s.auth.cfg.Secret, "csrf")}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		if wantsHTML(r) {
 			dash.page(w, r, http.StatusNotFound, nil, web.ErrorInfo{Status: http.StatusNotFound,
@@ -105,7 +111,7 @@ func New(cfg Config) (http.Handler, error) {
 	dash.routes(r)
 	r.Group(func(r chi.Router) {
 		r.Use(s.jsonBody, s.validate(spec))
-		strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
+		strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{s.authorize}, api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  s.requestError,
 			ResponseErrorHandlerFunc: s.responseError,
 		})
@@ -123,11 +129,12 @@ func (s *server) validate(spec *openapi3.T) func(http.Handler) http.Handler {
 	}
 	full := validator.OapiRequestValidatorWithOptions(spec, &validator.Options{
 		ErrorHandlerWithOpts: onErr, DoNotValidateServers: true, SilenceServersWarning: true,
-		Options: openapi3filter.Options{MultiError: false},
+		// Keys are checked by s.authenticate and the strict middleware, not by the validator.
+		Options: openapi3filter.Options{MultiError: false, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
 	})
 	noBody := validator.OapiRequestValidatorWithOptions(spec, &validator.Options{
 		ErrorHandlerWithOpts: onErr, DoNotValidateServers: true, SilenceServersWarning: true,
-		Options: openapi3filter.Options{ExcludeRequestBody: true},
+		Options: openapi3filter.Options{ExcludeRequestBody: true, AuthenticationFunc: openapi3filter.NoopAuthenticationFunc},
 	})
 	return func(next http.Handler) http.Handler {
 		withBody, without := full(next), noBody(next)

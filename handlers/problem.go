@@ -28,6 +28,10 @@ var statusOf = map[lease.Code]int{
 	codeMethodNotAllowed:      http.StatusMethodNotAllowed,
 	lease.CodeUnavailable:     http.StatusServiceUnavailable,
 	lease.CodeInternal:        http.StatusInternalServerError,
+	lease.CodeUnauthenticated: http.StatusUnauthorized,
+	lease.CodeForbidden:       http.StatusForbidden,
+	lease.CodeRateLimited:     http.StatusTooManyRequests,
+	lease.CodeTooManyLeases:   http.StatusTooManyRequests,
 }
 
 const codeMethodNotAllowed lease.Code = "method_not_allowed"
@@ -81,8 +85,10 @@ func (s *server) toProblem(ctx context.Context, err error) problem {
 	case lease.CodeStale:
 		p.PresentedToken = ptr(le.PresentedToken)
 		p.CurrentFence = ptr(le.CurrentFence)
-	case lease.CodeTooManyWaiters, lease.CodeTooManyWatchers, lease.CodeUnavailable:
+	case lease.CodeTooManyWaiters, lease.CodeTooManyWatchers, lease.CodeUnavailable, lease.CodeTooManyLeases:
 		p.retryAfter = 1
+	case lease.CodeRateLimited:
+		p.retryAfter = s.auth.retryAfterRate()
 	}
 	return p
 }

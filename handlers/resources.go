@@ -78,12 +78,19 @@ func (s *server) GetResource(ctx context.Context, req api.GetResourceRequestObje
 
 // ListResources lists fenced resources.
 func (s *server) ListResources(ctx context.Context, req api.ListResourcesRequestObject) (api.ListResourcesResponseObject, error) {
-	page, err := s.store.ListResources(ctx, store.ResourceFilter{Prefix: deref(req.Params.Prefix), Limit: deref(req.Params.Limit), Cursor: deref(req.Params.Cursor)})
+	prefix, keep, none := scope(ctx, deref(req.Params.Prefix))
+	if none {
+		return api.ListResources200JSONResponse{Resources: []api.ResourceInfo{}}, nil
+	}
+	page, err := s.store.ListResources(ctx, store.ResourceFilter{Prefix: prefix, Limit: deref(req.Params.Limit), Cursor: deref(req.Params.Cursor)})
 	if err != nil {
 		return problemAs[api.ListResourcesdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	out := api.ListResources200JSONResponse{Resources: make([]api.ResourceInfo, 0, len(page.Items)), NextCursor: page.Next}
 	for _, r := range page.Items {
+		if keep != nil && !keep(r.Name) {
+			continue
+		}
 		out.Resources = append(out.Resources, wireResource(r))
 	}
 	return out, nil
@@ -97,7 +104,11 @@ func (s *server) ListRejections(ctx context.Context, req api.ListRejectionsReque
 		return problemAs[api.ListRejectionsdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	out := api.ListRejections200JSONResponse{Rejections: make([]api.Rejection, 0, len(page.Items)), NextCursor: page.Next}
+	who := principalOf(ctx)
 	for _, r := range page.Items {
+		if !who.InScope(r.Resource) && (r.Lease == "" || !who.InScope(r.Lease)) {
+			continue
+		}
 		out.Rejections = append(out.Rejections, wireRejection(r))
 	}
 	return out, nil

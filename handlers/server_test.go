@@ -20,6 +20,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
@@ -37,9 +38,17 @@ type env struct {
 	store   *sqlite.Store
 	reg     *prometheus.Registry
 	handler http.Handler
+	key     string       // an admin API key
+	hc      *http.Client // sends key
 }
 
 func newEnv(t testing.TB) *env {
+	t.Helper()
+	return newEnvWith(t, handlers.AuthConfig{})
+}
+
+// newEnvWith is newEnv with an authentication configuration.
+func newEnvWith(t testing.TB, ac handlers.AuthConfig) *env {
 	t.Helper()
 	clock := lease.NewFakeClock(t0)
 	var metrics atomic.Pointer[handlers.Metrics]
@@ -57,17 +66,19 @@ func newEnv(t testing.TB) *env {
 	m := handlers.NewMetrics(reg, st)
 	metrics.Store(m)
 	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: lease.DefaultLimits(), Registry: reg,
-		Metrics: m, Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI()})
+		Metrics: m, Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI(), Auth: ac})
 	if err != nil {
 		t.Fatalf("handlers.New() = %v", err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	c, err := api.NewClientWithResponses(srv.URL, api.WithHTTPClient(srv.Client()))
+	key := servicetest.AdminKey(t, st)
+	hc := servicetest.Bearer(key)
+	c, err := api.NewClientWithResponses(srv.URL, api.WithHTTPClient(hc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, ctx: context.Background(), url: srv.URL, c: c, clock: clock, store: st, reg: reg, handler: h}
+	return &env{t: t, ctx: context.Background(), url: srv.URL, c: c, clock: clock, store: st, reg: reg, handler: h, key: key, hc: hc}
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -148,7 +159,7 @@ func (e *env) do(method, path string, body io.Reader, header map[string]string) 
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.hc.Do(req)
 	if err != nil {
 		e.t.Fatalf("%s %s = %v", method, path, err)
 	}

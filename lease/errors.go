@@ -21,6 +21,10 @@ const (
 	CodeTooManyWatchers Code = "too_many_watchers"
 	CodeTooLarge        Code = "payload_too_large"
 	CodeUnavailable     Code = "unavailable"
+	CodeUnauthenticated Code = "unauthenticated"
+	CodeForbidden       Code = "forbidden"
+	CodeRateLimited     Code = "rate_limited"
+	CodeTooManyLeases   Code = "too_many_leases"
 	CodeInternal        Code = "internal"
 )
 

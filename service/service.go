@@ -51,6 +51,8 @@ type Config struct {
 	Logger    *slog.Logger    // default discards
 	Registry  *prometheus.Registry
 	Version   string
+	// Auth configures API keys; its zero value requires one on every non-public request.
+	Auth handlers.AuthConfig
 }
 
 // Service is an assembled server.
@@ -96,7 +98,7 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 			func() float64 { return float64(s.Hub.Watchers()) }),
 	)
 	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: cfg.Limits, Registry: cfg.Registry,
-		Metrics: metrics, Logger: cfg.Logger, Acquirer: s.Line, Hub: s.Hub, Spec: leasekeeper.OpenAPI(), Version: cfg.Version})
+		Metrics: metrics, Logger: cfg.Logger, Acquirer: s.Line, Hub: s.Hub, Spec: leasekeeper.OpenAPI(), Version: cfg.Version, Auth: cfg.Auth})
 	if err != nil {
 		return nil, err
 	}

@@ -28,8 +28,11 @@ func cli(t *testing.T, server string, args ...string) (string, string, int) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
 	getenv := func(k string) string {
-		if k == "LEASEKEEPER_SERVER" {
+		switch k {
+		case "LEASEKEEPER_SERVER":
 			return server
+		case "LEASEKEEPER_API_KEY":
+			return servicetest.KeyOf(server)
 		}
 		return ""
 	}

@@ -15,7 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/time/rate"
 
+	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/queue"
 	"github.com/leasekeeper/leasekeeper/service"
@@ -34,6 +36,9 @@ type serveConfig struct {
 	shutdownWait time.Duration
 	queue        queue.Limits
 	maxWatchers  int
+	auth         handlers.AuthConfig
+	adminKeyFile string
+	secretFile   string
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -68,8 +73,37 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.IntVar(&c.maxWatchers, "max-watchers", 1000, "most open watch streams")
 	level := fs.String("log-level", env("LEASEKEEPER_LOG_LEVEL", "info"), "debug, info, warn or error (env LEASEKEEPER_LOG_LEVEL)")
 	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
+	authMode := fs.String("auth", env("LEASEKEEPER_AUTH", "on"), "on: every request needs an API key; off: none do (loopback addresses only, for experiments) (env LEASEKEEPER_AUTH)")
+	fs.StringVar(&c.adminKeyFile, "admin-key-file", getenv("LEASEKEEPER_ADMIN_KEY_FILE"), "where the first admin key of a new database is written (default <db>.admin-key; env LEASEKEEPER_ADMIN_KEY_FILE)")
+	fs.StringVar(&c.secretFile, "secret-file", getenv("LEASEKEEPER_SECRET_FILE"), "the server's HMAC secret, created on first start (default <db>.secret; env LEASEKEEPER_SECRET_FILE)")
+	keyRate := fs.Float64("key-rate", 1000, "requests a second each non-admin API key may send (0: no limit)")
+	fs.IntVar(&c.auth.Burst, "key-burst", 2000, "burst of requests above -key-rate a non-admin key may send")
+	fs.IntVar(&c.auth.MaxHeldPerKey, "max-leases-per-key", 10000, "most unexpired leases one non-admin key may hold (0: no cap)")
+	fs.IntVar(&c.auth.MaxWaitsPerKey, "max-waiters-per-key", 100, "most acquires one non-admin key may have waiting in line (0: no cap)")
+	fs.IntVar(&c.auth.MaxWatchesPerKey, "max-watchers-per-key", 100, "most watch streams one non-admin key may have open (0: no cap)")
+	fs.BoolVar(&c.auth.PublicMetrics, "public-metrics", false, "serve /metrics without an API key")
 	if err := fs.Parse(args); err != nil {
 		return c, &exitError{code: 2, err: err}
+	}
+	c.auth.Rate = rate.Limit(*keyRate)
+	switch *authMode {
+	case "on":
+	case "off":
+		if !loopback(c.addr) {
+			return c, &exitError{code: 2, err: fmt.Errorf("-auth=off is for experiments on this machine only: listen on a loopback address (127.0.0.1:PORT), not %q", c.addr)}
+		}
+		c.auth.Off = true
+	default:
+		return c, &exitError{code: 2, err: fmt.Errorf("-auth must be on or off, not %q", *authMode)}
+	}
+	if *keyRate < 0 || c.auth.Burst < 0 || c.auth.MaxHeldPerKey < 0 || c.auth.MaxWaitsPerKey < 0 || c.auth.MaxWatchesPerKey < 0 {
+		return c, &exitError{code: 2, err: errors.New("per-key limits must not be negative")}
+	}
+	if c.adminKeyFile == "" {
+		c.adminKeyFile = c.db + ".admin-key"
+	}
+	if c.secretFile == "" {
+		c.secretFile = c.db + ".secret"
 	}
 	if fs.NArg() > 0 {
 		return c, &exitError{code: 2, err: fmt.Errorf("serve takes no arguments, got %q", fs.Args())}
@@ -123,9 +157,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer st.Close()
+	if cfg.auth.Secret, err = serverSecret(cfg.secretFile); err != nil {
+		return err
+	}
+	if cfg.auth.Off {
+		log.Warn("authentication is OFF: anyone who can reach this address can take, revoke and overwrite anything", "addr", cfg.addr)
+	} else if err := bootstrapAdmin(ctx, st, getenv("LEASEKEEPER_ADMIN_KEY"), cfg.adminKeyFile, log); err != nil {
+		return err
+	}
 	svc, err := service.New(st, &hooks, service.Config{Limits: cfg.limits, Queue: cfg.queue,
 		Watch: watch.Options{MaxWatchers: cfg.maxWatchers}, Retention: cfg.retention, Logger: log, Registry: reg,
-		Version: buildVersion()})
+		Version: buildVersion(), Auth: cfg.auth})
 	if err != nil {
 		return err
 	}
@@ -144,7 +186,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	log.Info("leasekeeper serving", "addr", "http://"+ln.Addr().String(), "db", cfg.db, "version", buildVersion(),
-		"min_ttl", cfg.limits.MinTTL, "max_ttl", cfg.limits.MaxTTL)
+		"min_ttl", cfg.limits.MinTTL, "max_ttl", cfg.limits.MaxTTL, "auth", !cfg.auth.Off)
 	fmt.Fprintf(stdout, "leasekeeper listening on http://%s\n", ln.Addr())
 
 	errc := make(chan error, 1)

@@ -42,7 +42,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if *name == "" {
 		return fmt.Errorf("-name is required")
 	}
-	c, err := client.New(*server)
+	var opts []client.Option
+	if k := os.Getenv("LEASEKEEPER_API_KEY"); k != "" {
+		opts = append(opts, client.WithAPIKey(k))
+	}
+	c, err := client.New(*server, opts...)
 	if err != nil {
 		return err
 	}

@@ -271,9 +271,9 @@ func (t *txn) record(ctx context.Context, e lease.Event) error {
 	if !e.ExpiresAt.IsZero() {
 		exp = sql.NullInt64{Int64: e.ExpiresAt.UnixMilli(), Valid: true}
 	}
-	err := t.tx.QueryRowContext(ctx, `INSERT INTO events (type, name, token, holder, at, expires_at, metadata, resource, recorded_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
-		string(e.Type), e.Name, e.Token, e.Holder, e.At.UnixMilli(), exp, nullText(e.Metadata), nullString(e.Resource), t.now).Scan(&e.Seq)
+	err := t.tx.QueryRowContext(ctx, `INSERT INTO events (type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
+		string(e.Type), e.Name, e.Token, e.Holder, e.At.UnixMilli(), exp, nullText(e.Metadata), nullString(e.Resource), t.now, e.Actor).Scan(&e.Seq)
 	if err != nil {
 		return fmt.Errorf("record %s event for %q: %w", e.Type, e.Name, w(err))
 	}

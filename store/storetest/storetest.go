@@ -127,6 +127,11 @@ func Run(t *testing.T, newDB NewDB) {
 		{"Resources/List", testResourceList},
 		{"Rejections/External", testExternalRejection},
 		{"Concurrent/Contenders", testContenders},
+		{"Keys/CreateFindRevoke", testKeys},
+		{"Keys/BootstrapOnlyIfNone", testKeyBootstrap},
+		{"Keys/Sessions", testSessions},
+		{"Keys/MaxHeldPerOwner", testMaxHeld},
+		{"Revoke/Actor", testRevokeActor},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -238,7 +243,7 @@ func testRenewExpired(t *testing.T, e *env) {
 
 func testRenewRevoked(t *testing.T, e *env) {
 	l := e.acquire("job", "w1", 10*time.Second)
-	if err := e.s.Revoke(e.ctx, "job", 0); err != nil {
+	if err := e.s.Revoke(e.ctx, "job", 0, "test admin"); err != nil {
 		t.Fatal(err)
 	}
 	_, err := e.s.Renew(e.ctx, "job", l.ID, 0)
@@ -294,12 +299,12 @@ func testStaleID(t *testing.T, e *env) {
 }
 
 func testRevoke(t *testing.T, e *env) {
-	wantCode(t, "Revoke(never used)", e.s.Revoke(e.ctx, "nope", 0), lease.CodeNotFound)
+	wantCode(t, "Revoke(never used)", e.s.Revoke(e.ctx, "nope", 0, "test admin"), lease.CodeNotFound)
 	e.acquire("job", "w1", 10*time.Second)
-	if err := e.s.Revoke(e.ctx, "job", 0); err != nil {
+	if err := e.s.Revoke(e.ctx, "job", 0, "test admin"); err != nil {
 		t.Fatalf("Revoke() = %v", err)
 	}
-	if err := e.s.Revoke(e.ctx, "job", 0); err != nil {
+	if err := e.s.Revoke(e.ctx, "job", 0, "test admin"); err != nil {
 		t.Errorf("Revoke(free) = %v, want nil", err)
 	}
 	if got := types(e.events("job")); !cmp.Equal(got, []lease.EventType{lease.EventAcquired, lease.EventRevoked}) {
@@ -442,7 +447,7 @@ func testLockDelay(t *testing.T, e *env) {
 		if end == "release" {
 			err = e.s.Release(e.ctx, name, l.ID)
 		} else {
-			err = e.s.Revoke(e.ctx, name, 0)
+			err = e.s.Revoke(e.ctx, name, 0, "test admin")
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -476,7 +481,7 @@ func testList(t *testing.T, e *env) {
 		e.acquire(n, "w-"+n, 10*time.Second)
 	}
 	e.clock.Advance(time.Second)
-	if err := e.s.Revoke(e.ctx, "a-2", 0); err != nil {
+	if err := e.s.Revoke(e.ctx, "a-2", 0, "test admin"); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
@@ -797,7 +802,7 @@ func testRecentlyFreed(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	e.clock.Advance(2 * time.Second) // b expires, not yet recorded by a sweep
-	if err := e.s.Revoke(e.ctx, "x-d", 0); err != nil {
+	if err := e.s.Revoke(e.ctx, "x-d", 0, "test admin"); err != nil {
 		t.Fatal(err)
 	}
 	got, err := e.s.RecentlyFreed(e.ctx, "", 10)
@@ -842,14 +847,14 @@ func testRevokeByToken(t *testing.T, e *env) {
 	a := e.acquire("job", "w1", time.Second)
 	e.clock.Advance(2 * time.Second)
 	b := e.acquire("job", "w2", time.Minute)
-	wantCode(t, "Revoke(the expired grant's token)", e.s.Revoke(e.ctx, "job", a.Token), lease.CodeLost)
+	wantCode(t, "Revoke(the expired grant's token)", e.s.Revoke(e.ctx, "job", a.Token, "test admin"), lease.CodeLost)
 	if st, _ := e.s.Get(e.ctx, "job"); !st.Held || st.Token != b.Token {
 		t.Fatalf("successor after a revoke aimed at its predecessor = %+v, want still held", st)
 	}
-	if err := e.s.Revoke(e.ctx, "job", b.Token); err != nil {
+	if err := e.s.Revoke(e.ctx, "job", b.Token, "test admin"); err != nil {
 		t.Fatalf("Revoke(current token) = %v", err)
 	}
-	wantCode(t, "Revoke(token already revoked)", e.s.Revoke(e.ctx, "job", b.Token), lease.CodeLost)
+	wantCode(t, "Revoke(token already revoked)", e.s.Revoke(e.ctx, "job", b.Token, "test admin"), lease.CodeLost)
 }
 
 func testPruneRows(t *testing.T, e *env) {

@@ -62,7 +62,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stdout, "[%s] %s\n", *holder, fmt.Sprintf(format, a...))
 	}
 
-	c, err := client.New(server)
+	var opts []client.Option
+	if k := getenv("LEASEKEEPER_API_KEY"); k != "" {
+		opts = append(opts, client.WithAPIKey(k))
+	}
+	c, err := client.New(server, opts...)
 	if err != nil {
 		fmt.Fprintln(stderr, "worker:", err)
 		return exitUsage
