@@ -47,8 +47,13 @@ type dashServer struct {
 // tests of what the pages render.
 func newDashServer(t *testing.T) *dashServer {
 	t.Helper()
+	return newDashServerAt(t, filepath.Join(t.TempDir(), "leasekeeper.db"))
+}
+
+// newDashServerAt is newDashServer with its database at path.
+func newDashServerAt(t *testing.T, path string) *dashServer {
+	t.Helper()
 	clock := lease.NewFakeClock(dashT0)
-	path := filepath.Join(t.TempDir(), "leasekeeper.db")
 	st, err := sqlite.Open(context.Background(), path, sqlite.Options{Clock: clock})
 	if err != nil {
 		t.Fatalf("sqlite.Open(%s) = %v", path, err)
