@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -68,7 +69,18 @@ func (m *Metrics) op(op string, err error) {
 }
 
 func (m *Metrics) observeRequest(method, route string, status int, d time.Duration) {
-	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Observe(d.Seconds())
+	m.requests.WithLabelValues(methodLabel(method), route, strconv.Itoa(status)).Observe(d.Seconds())
+}
+
+// methodLabel bounds the method label: a client may send any token as a method, and each one
+// would otherwise be a new series.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return method
+	}
+	return "other"
 }
 
 type heldCollector struct {
