@@ -77,6 +77,7 @@ func (e LeaseStateEnd) Valid() bool {
 
 // Defines values for ProblemCode.
 const (
+	ProblemCodeForbidden            ProblemCode = "forbidden"
 	ProblemCodeInternal             ProblemCode = "internal"
 	ProblemCodeInvalidRequest       ProblemCode = "invalid_request"
 	ProblemCodeLeaseHeld            ProblemCode = "lease_held"
@@ -94,6 +95,8 @@ const (
 // Valid indicates whether the value is a known member of the ProblemCode enum.
 func (e ProblemCode) Valid() bool {
 	switch e {
+	case ProblemCodeForbidden:
+		return true
 	case ProblemCodeInternal:
 		return true
 	case ProblemCodeInvalidRequest:
@@ -475,6 +478,11 @@ type Resource = Name
 // expires) and `available_at` (when the name can be granted again); for `stale_token`,
 // `presented_token` and `current_fence`.
 type BadRequest = Problem
+
+// Forbidden RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
+// expires) and `available_at` (when the name can be granted again); for `stale_token`,
+// `presented_token` and `current_fence`.
+type Forbidden = Problem
 
 // LeaseLost RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
 // expires) and `available_at` (when the name can be granted again); for `stale_token`,
@@ -2311,12 +2319,19 @@ func (r ListLeasesResponse) ContentType() string {
 type RevokeLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *LeaseLost
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RevokeLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
@@ -2440,6 +2455,8 @@ type AcquireLeaseResponse struct {
 	JSON200 *Lease
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -2462,6 +2479,11 @@ func (r AcquireLeaseResponse) GetJSON200() *Lease {
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r AcquireLeaseResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AcquireLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -2568,6 +2590,8 @@ type ReleaseLeaseResponse struct {
 	HTTPResponse *http.Response
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *LeaseLost
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
@@ -2577,6 +2601,11 @@ type ReleaseLeaseResponse struct {
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r ReleaseLeaseResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReleaseLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -2630,6 +2659,8 @@ type RenewLeaseResponse struct {
 	JSON200 *Lease
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *LeaseLost
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
@@ -2646,6 +2677,11 @@ func (r RenewLeaseResponse) GetJSON200() *Lease {
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r RenewLeaseResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RenewLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -2749,6 +2785,8 @@ type ReportRejectionResponse struct {
 	JSON202 *Rejection
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 }
@@ -2761,6 +2799,11 @@ func (r ReportRejectionResponse) GetJSON202() *Rejection {
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r ReportRejectionResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ReportRejectionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2920,6 +2963,8 @@ type PutResourceResponse struct {
 	JSON200 *ResourceInfo
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON428 the response for an HTTP 428 `application/problem+json` response
@@ -2938,6 +2983,11 @@ func (r PutResourceResponse) GetJSON200() *ResourceInfo {
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
 func (r PutResourceResponse) GetApplicationproblemJSON400() *BadRequest {
 	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r PutResourceResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
 }
 
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
@@ -3418,6 +3468,13 @@ func ParseRevokeLeaseResponse(rsp *http.Response) (*RevokeLeaseResponse, error) 
 	case rsp.StatusCode == 204:
 		break // No content-type
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest NotFound
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3511,6 +3568,13 @@ func ParseAcquireLeaseResponse(rsp *http.Response) (*AcquireLeaseResponse, error
 			return nil, err
 		}
 		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Problem
@@ -3635,6 +3699,13 @@ func ParseReleaseLeaseResponse(rsp *http.Response) (*ReleaseLeaseResponse, error
 		}
 		response.ApplicationproblemJSON400 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest LeaseLost
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3681,6 +3752,13 @@ func ParseRenewLeaseResponse(rsp *http.Response) (*RenewLeaseResponse, error) {
 			return nil, err
 		}
 		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest LeaseLost
@@ -3781,6 +3859,13 @@ func ParseReportRejectionResponse(rsp *http.Response) (*ReportRejectionResponse,
 			return nil, err
 		}
 		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
@@ -3914,6 +3999,13 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
 		var dest Problem
@@ -4939,6 +5031,8 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 
 type BadRequestApplicationProblemPlusJSONResponse Problem
 
+type ForbiddenApplicationProblemPlusJSONResponse Problem
+
 type LeaseLostApplicationProblemPlusJSONResponse Problem
 
 type NotFoundApplicationProblemPlusJSONResponse Problem
@@ -5071,6 +5165,22 @@ type RevokeLease204Response struct {
 func (response RevokeLease204Response) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
 	w.WriteHeader(204)
 	return nil
+}
+
+type RevokeLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeLease403ApplicationProblemPlusJSONResponse) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type RevokeLease404ApplicationProblemPlusJSONResponse struct {
@@ -5225,6 +5335,22 @@ func (response AcquireLease400ApplicationProblemPlusJSONResponse) VisitAcquireLe
 	return err
 }
 
+type AcquireLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLease403ApplicationProblemPlusJSONResponse) VisitAcquireLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AcquireLease409ResponseHeaders struct {
 	RetryAfter int
 }
@@ -5375,6 +5501,22 @@ func (response ReleaseLease400ApplicationProblemPlusJSONResponse) VisitReleaseLe
 	return err
 }
 
+type ReleaseLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLease403ApplicationProblemPlusJSONResponse) VisitReleaseLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReleaseLease409ApplicationProblemPlusJSONResponse struct {
 	LeaseLostApplicationProblemPlusJSONResponse
 }
@@ -5451,6 +5593,22 @@ func (response RenewLease400ApplicationProblemPlusJSONResponse) VisitRenewLeaseR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLease403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLease403ApplicationProblemPlusJSONResponse) VisitRenewLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5577,6 +5735,22 @@ func (response ReportRejection400ApplicationProblemPlusJSONResponse) VisitReport
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ReportRejection403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ReportRejection403ApplicationProblemPlusJSONResponse) VisitReportRejectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5768,6 +5942,22 @@ func (response PutResource400ApplicationProblemPlusJSONResponse) VisitPutResourc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutResource403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response PutResource403ApplicationProblemPlusJSONResponse) VisitPutResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6413,85 +6603,89 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"1Fx7c9u2lv8qGO6diX2Xethx2lj+Z9Nu0qZN067jO9m5tVeCxCMR1ySgAKBlJePvvnMOwDf1sJM4t+kf",
-	"lSUSODiP33mSn4KZSpdKgrQmGH0KllzzFCxo+uvHTBul8VMEZqbF0golg1FwEQObSLi14xldMWFqzmwM",
-	"bKnhRqjMsCVfQD8IA4GXf8hAr4MwkDyFYBS4e4IwMLMYUo7Lp/z2DciFjYPRs6PjMLDrJV5prBZyEdzd",
-	"hcEbkQrbpuQPvgBmxEcI2RGzih0Nh0N2EMGcZ4nFvw43UZHQgg0iRJqlwQgXCYNUSP9nQY+QFhagiaC3",
-	"tEwXZxLgBhhuU+y95DYut6b/hYGGD5nQEAUjqzOoUvI3DfNgFPzHoBTOwP1qBrQvEnAORmV6RkR0bKLz",
-	"nz9zozu83yyVNEA68QOPzuFDBoakMVPSgqSPfLlMxIwjIwZLraYJpP/5L4Nc+bTnjn+4u9ymdb5OhLzh",
-	"iYjG2u09GZG++b9YpMAwqSybqyRRK/oNSdN8ZvsBqg/K5I16ZKJJE8aJKuh1qgG3SxRHyFbcMA30ZRQy",
-	"DTfqGiKmNDPZErSBCL9Wurx1LCIm3EnpiJnWIC1TEuiUb5V9pTIZPeohpbLjOe46IRrySx+RhBeSgdZK",
-	"98ku/A243osZKX5FX3kUCbyLJ39otQRtBWr1nCcGwmBZ+epTEKskgg7wex8rhr8ZJmzI5kqzOEu5NGjs",
-	"cMvTZYLmt1L6GnTv6X/FytgeD8Iqxh0/+47wJf/7qIV4YZCo2fU4goSvx6lpU/FibgEVQ5iaUhl2gMqh",
-	"ZK5XhyFpCoJCrjkLzaWFiPEFF5IO4JZRcoFnmCudcuvQ7ruToAKEwzYQhkEKlkfc7pTfb/l1d2FgbdJ5",
-	"KLJSFmWaFIUJyVITspWwsZB0DAP6BvQTw6aocKaG9EPE/6ffDfHfYU0YR88I0FsHax9mxYXtpOxntSIG",
-	"4R54EdKWCAmefbllF/QMQxYp4jZefXhvvt5VUfvPXBcLzl0Vd6jpv2BmkfaXN97W6pT/LoGBtHqNPpqz",
-	"WBir9LrPJtxOUCNWMUgmLIv5cgkSojM60sRj1MSpT6pSxJkWhOG56lbD7S5FuBApGMvTJRLttXZ8z9tK",
-	"22zZzUP0Ue7hy88YpEu7Ju5wNtGAfIdowgD5zlaxMvnlwrBMXku1kv2gw7J1xXHXd3yFnC9Wzl2cu5rZ",
-	"mFumYZ4ZiOiXlRYWOncw8KG9+Gs500ieIYNCsvXaEX/mluN2FjNjNfD0iWETgYC+l9VYdQ1y12mcIhnL",
-	"E2B0AwaLBhCJ9t2GvvkUgESj+TPgM28gyFIJK//JudMg1y33JXlW+uTIqVhQJcismhzy0F8T5hGbO2hY",
-	"miO3m03xjXAup24fxHD6JCw4pNmmpc6oi8MHXGu+JpUto+8OM2icxW9av6uL8J+BJ+iQmlQby23m6C88",
-	"nLoOdvLQ3da1E0F9h1tz3ilkHN2rYY7TzADg3x1w43Vg/Ni4s83Tt325j926McbATIPN7VvCyjAuo9yB",
-	"mzOmZLJm3gNyaVbo+BXzR6+HHcn1+OmH4/TVMPqfk+wfz9X/Hk2fyV/096tgnxBjDyP8HHgtyZyKJBFy",
-	"0ZNiEdtk3Y2SZNL3lVCBRaX3//7UBQX+335YU0Qo944iGjbgoaP04B5D/A5hTYVrx65paVNaG22qG3ac",
-	"Ku0NO7TSO8st7IE9dY1+SV6Su2ABZNTfiRKett3oVKGqAziQ0U8MehgLZ95NzzU47+28T8KNzSEFTYxk",
-	"EdLHCciI2D4p/pxcyoMyO/PeBNMx704OMYi64SLh0wTG1XCqiLhnXLIp1CPuS3nAKXjn0i26DtkyyYyj",
-	"UM2uGQn5sH8pvxjcVcm8H07KqDsYLtjp40FJuWqD64RN3ltvdcxXHQCQC+RRcB2SqOJGp0olwOWOSPOx",
-	"4fOLQ+S9cHDP7MlXDusK4xNwQ8mQkIs8e+rvD58ooG0oWhdGSUsXjvxWEUJ3QcDVyZpVhjX75d3vb5lb",
-	"iNIpy1JlLDthv4ofQgb9RT/PkSJKU3kUaTD10gDtqYNRcDTs43/fj06Hw2EFZ0tC3+7hOJfcWtBI4P/9",
-	"+aL3T977OOydXpUf++NR7+rTMDw6Pb37W5ejrRRsGlJ79SM7PXn2PfMFGxaB5SIxfUaRvQtqUDCTkE2c",
-	"ZPBTaYITdlDAYV6qorsupb/o0IFtHUUPdmPooc9SKZ0YkzJMwks5KVIK/51b3u89noOcwaQTVx+KjzMV",
-	"1XKSRpkSnVpeHgvyONDrclkcDMKgchAiDmZKOsUcF9aAWq/GKZfrca7dta/sLHbfLfk6URx5oMYJ1ws0",
-	"oBRsrKIxUsOTRLlkKZPFwalSjYrEk040rvFwQ65XlcaeOZ1TqU50o5JeB5i8EpBEvQRuIMk10ilDs0RM",
-	"1fc82mkt3wxqPjsj6GBIxURGNStwd3Xm7kIayz2PWz829PvLycHzzOco7YJCO/87GZ52OgxhkwZmuaqe",
-	"1/oNcqhez6cqs6NpwuXuDNPn527Xgk5vl13Yf04FAOEqz59VupolAg3CgfmnPSxmDzFsrTlDEuVNNqcE",
-	"efxKeLm53uRkusfuSZ6T76N3eykV9yX+rTWwtrYVP+WwSpRdAyzJ+cPtFqDKDOgxX/ha6HbtES4GLRpl",
-	"zWM2hUgFn4K+rerVnYZtr9rk5Smh5P6pWqnQLVBrnLay+O5cq1j2HJZK37d3slv3tzcVCk2sNk2Gw/Bh",
-	"mrl9r1JLK5sdDY9PdpRum6Rt7ee0RLG3znULhxj0sL5WtRhVPfHx8/udoVinm0IJq0emb3Nf6QWTsGLW",
-	"JmdMpcIidCKYmLKh8cTgz3s5y/uxwcn5tZyrNhr4/ug4d4Gt83wJ13ERQ17y8EMalLZT8wBPvZcLSbqr",
-	"tbg2efceZirt9UMm5ozL9c42SNsFiI/7HjxbRtzePwu+AW18GHBfkVesN/cL+Wo1cvwxwrqgt+nJQ72G",
-	"u/s+TqOil7v9Rr78brdRsrhthJK52NaGDFPLp0+fnjIh2T8ufvQdqVs+s8ma2VgDsLnmM4cYLBILYRv9",
-	"9ePh8Xe9o6Pe8enF8Pno5Nno6Gn/6Hj4z6oFoyB6VrjWTY1pYXDbW6ie/3IlNOBl/Qt3bfFbT6S586Ph",
-	"mlGwEDbOpv2ZSgeVmKT2OV8tuKNRBeFNv6PTbZi6Ac1+vrj4Y0CVBWIDqpSgTvM1SOPaAtQBALx4odUq",
-	"pGsgKnqDptocvJSuyUYWaFx1kzPMKHWEJuoaf3QtT/qX8lKS0BjX0C2XVCSJMJSRYuw5E6jpZ0Wb3t3p",
-	"baV6selfypeuy4ipHBOGccmKqsJk00zIhEVqllHDmfbnzFhMUdkEo3qfvydiBtJhkh94erHksxh6x/0h",
-	"WqFOglEQW7s0o8FgtVr1Of3cV3ox8PeawZvXP758++4l3VPmLo1oswCKYNg/cheqJUi+FMEoeNof9p+6",
-	"KkxMVjeIqYX2ET8vgFQHTZlO+ToKRr7F9jFojFUdD4dbRmbuNyrju3gdkzIXlD6oGRjjZilMPkJl/PBM",
-	"lqZcr1FDxQ1IX7uyfGFoDMEtfIVXDjTwaL35nOfu529yTNqbppGeDZ8+5iTSW4VW6DavcRMpEshOdoAu",
-	"MuKWTzErdu08c7iRyzdHg7J308lo9Blv8hZKdX7zz/YoSLKmmprHC2O59jZmY2E2TUouNczF7aZ5za6w",
-	"/C7s3JoyWHcaGmsjVKNmgZJg+uz3VFgq5UyVjTdRQ/2dGjF5kugrDLhgZ3u/W6olxwZuxnSPC/1c7N3V",
-	"V9TuspnXoWe/S6ARW8Rzx1DS9hO3f9eyBZ2DygAnrUsDS7tvK7W+jhJ5C4hEGoGGiE3XRfcn12mvww2d",
-	"HnzC6+6ce0zAwrbw9YlhGH24Frlrw7nek7chNjkZnrLKyGWfuaagU3b0PgnZJqncpcxvOx6e9Nl7NIKJ",
-	"LyQ7xUQ7paJzbiHc1n0zLukbWCMMdG0Ml5I2jLlhqbqBiClJrXqpbEzOG5c7oJEx8upQ0ETdrsNqi1+Y",
-	"S9k8EjlzXAyJmMVcLsA4f9gEXyTLzVjsAAV3qZ8xmLtRQGHaNfsnpn76TfaZZ7Gllm/Ox7smq9s2ddLV",
-	"UCK2E4pUpeqt4GS3OhejsnTD6e4bygniz7caz/MWj1FduNPZAx6lQh522lCYO4KuFrhTrRU3jAbFUGGE",
-	"8S1ZtWKl1g+dXk+oPM0oFXdXW9PdKO+31OwnsLmOfV0c9KMI3QGNYx35hYfJ/zOleRH73RGN0ab9LKik",
-	"gJ3Y6WsEm8TZMNAd3scN5l91IenADwg0H+XYe9EwWPoh+Tqff0LkqtRLGnMOuYYdoLIsUXm4XFeHGcI8",
-	"lK9hyKVcaOBukJlLn5nk2GoydCUwVxpyfPbjuZPa7D9+afKOcsjmQht7KWcqBffZBbpRyDJpRVI5gjBF",
-	"U9EP8dJkr86kYSqzXbjqB8r3AtYXTIPV69x7ADPIqWtYswM/0Xx8wuJDvCrT0pSXeC9Bnx0zuIwuZaFE",
-	"bBWLBJggn+bx44wpmc+IuvvRB5FT8cxCUrzxt/1Kn11UCfSyisR8DoROOa8Fedkha7XaiFfkDmLqfZf+",
-	"4HUE6VJZkLN171dYbw0jt5cfr4o21Q8qWu8BMJWWe14d65rW80VDmu+62/fpmMajBXf1oonVGdx9bVDs",
-	"wsOfnEL32a8Ay7wBKfLpW3LyK4425sOoyqBhn8YsUHhE7itnqL2L7kYj6ks9GlI+eCD1O2MGyJdUh42L",
-	"geXNDyTtLsXdPSzO9T7+kR/98a1fo1KYKozy0Mm6h0cqDw0o7Y1ZSCMicC6jMghWF8w5mnKPnv9oi+Wd",
-	"q7xUsK4eYBRPiWh0fhCxbHm4XSLdAjh+XG42Bx/yx6nKJzCE8XN+FBEm9JMJqTQ1z5JkOw/vefrPjBc8",
-	"dFQ0oAj79k6ZBuUc+faiwMt89Pt+4cC/VSpcjtPvSIUdU75RKkyZqnu6xj1q4/UxidBzUijy1cM/D+Vf",
-	"IPxr5pO0bhns38cN7yfkRk9zL4famRm6MdOHKsE3yAUdBhRo0GcYOS6BWzZdl1Fh8fxnpW7hhuH2Bw3y",
-	"+V9BOSSsvq5qVJrJ/y6R1rkbvu3XBx7pEctVOc/tm8rb4qpvFww9npK/vLUYDrbiEffkmYsfjeXrMgva",
-	"ptT1KZmN/u+8Ou/S0PiuylWlrdsKAKpV5M63CXj1v/eNRsjGjnu0L/9yxez6WNQOL16K9xt58nP/kCCr",
-	"N1LR3rs8eUUdyZtvAMml0qVKfjWkrE9t7QWWx19++27AnCkdPdwzf7ZQkSOumZwL1dVLePmMrcosZWCV",
-	"DnD+yO1GiRegVBnC2IJJ5SzFHpD0sNbbXwsZKpMvO4HBM+9bNruaoxdb216lUrT1ZPAp/3i3UWV+gkJj",
-	"dtfY/z74e53vhSeZCsl1x1OW3fX0G55kEJZ1S78Fw5uposMNmY8FSRc1ApyXF3yxV1JdmSv8CkHR4/YA",
-	"zoFHvrpdUY4zKuXQl2ymUqAyde2sm5TlvklhoSUUpmdd3SE0UaRgPmeTGg0UtXIXkdnaOwd8zw/cEJGN",
-	"QTLNhQEXprlzWXUphQ3xZEoCs5pL4ya38qp9OSE4qYR7aWYs44lRbAqVr/0MoY8SL2Um8wcvi1IJgTZZ",
-	"GmVK7oUIDs99S7Rokfrul85dT0dJ/4+samJdmNysaNeV9V7VzO2v/NiwX8m/rQHm1vL4F8aG/MG3I/ab",
-	"+CGkcodc14DijF3D0jJu2ELcOD1/vKStPt7YPsl7h16fDVx/kVp09XmgUcXWhGFTyF+X5az5QOnW26WK",
-	"AWm86bDP8kAOhcvLaN055ePnj3q0ziflJiMmVR1nmZNz/wtA/XtCmhbW73D79Hhexc83Hprns5ilYAxG",
-	"OjE3bEKlzJEDTPeGGVS+kE1ENJqQWzHwwT3eGHHL/ZVUKUW5/PLu97f9Szl5w43t0be91/89QWIzmvX0",
-	"b4/ilpaZa5X617MohNriJUEv0G3RJCaV2gXuShtcSo4s1XYK3JbNYPf2GGplRAl0we174sNXDH67IbTK",
-	"ht0ouhWWLNxaV37vuePWNXkvGHU3fqMw9gVLxE0hq6Jsjmrzjt6v1XuHQn7pi+mlWjsdvqIzuTdxOeGV",
-	"w7ajweDo+Ht6rPlo9Hz4fEjxiL+/FZG4PkjoWpFhZZ4r8nNVLH8Dio1BaD9kgT/nCtoowJigPXn4qjkq",
-	"TX5puq7meKF/fZPL9F1oMuNar5sDC/12tahrz/dunTw2mcKMZ67EK7THXgyiCZdDFoMGpjRGUK2BbspZ",
-	"bQxpbeci+2xv/bJ8rVNIcg43y9Wv58TaXiqfAPYC8QOslRv9oOrd1d3/BwAA//8=",
+	"3Fx7c9s4kv8qKN5Wxd6jHn5kJpb/ucysM5OdTJJLvJWrHeUsiGyJWJOAAoBWlJS/+1U3wJdIPewkzs5l",
+	"/hhZIoBGo/vXT/BzEKlsoSRIa4LR52DBNc/Agqa/fs61URo/xWAiLRZWKBmMgssE2ETCR3sV0RMTpmbM",
+	"JsAWGm6Eyg1b8Dn0gzAQ+PiHHPQqCAPJMwhGgRsThIGJEsg4Tp/xjy9Azm0SjB4fHYeBXS3wSWO1kPPg",
+	"9jYMXohM2DYlr/kcmBGfIGRHzCp2NBwO2UEMM56nFv863ERFShOuESGyPAtGOEkYZEL6P0t6hLQwB00E",
+	"vaRpujiTAjfAcJly7QW3SbU0/S8MNHzIhYY4GFmdQ52Sv2iYBaPgPwbV4Qzcr2ZA6yIBb8CoXEdERMci",
+	"uvj5Cxe6xfFmoaQBkomfePwGPuRg6DQiJS1I+sgXi1REHBkxWGg1TSH7z38Z5MrnPVd87Ua5RZt8nQh5",
+	"w1MRX2m39mRE8ub/YrECw6SybKbSVC3pNyRN88j2g9sweKb0VMQxyAclelasOhkxziKtjOkZYYFNtVoa",
+	"0CX9NuGWLVWexixKuESZVhnYRMg5kf8CReqFemCekyBfpapkt5Ns+LhAaQrZkhumgb6MQ6bhRl1DzJRm",
+	"Jl+ANhDj10pXQ69EzIQ7KDqhXGuQlikJtMuXyj5TuYwfdJNS2asZrjohGopHH5CEp5KB1kr3Sa39AJzv",
+	"aUR6W1M3HscCR/H0tVYL0FagUs54aiAMFrWvPgeJSmPowO53iWL4m2HChmymNEvyjEuDWAUfebZIET2W",
+	"Sl+D7p38V6KM7fEgrEP08eMfCB6Lv49agB0GqYqur2JI+eoqM20qns4soGAI0xAqww5QOJQs5OowJElB",
+	"TCskZ665tBAzPudC0gbcNAp1JQxmSmfcOrD+4TSo4fiwjeNhkIHlMbc7z+/34rnbMLA27dwUaSmLc02C",
+	"woRkmQnZUqAe0zYM6BvQjwybosCZhqEaovk6+WGI/w4bh3H0mOxRa2PtzSy5sJ2U/aqWxCBcAx9C2lIh",
+	"wbOv0OySnmHIYkXcxqcP78zX27rR+aOQxZJz78sRavoviCzSfnHjda1J+SsJDKTVK3QxOEuEsUqv+mzC",
+	"7QQlYpmAZMKyhC8WICE+py1NPEZNnPhkKkOcaUEY7qupNdzuEoRLkYGxPFsg0V5qr+44rNLNlt7cRx7l",
+	"Hq7IOYNsYVfEHc4mGpDvEE8YIN/ZMlGmeFwYlstrqZayH3Rotq75Hc0VnyHny5kLC+2ediZOwyw3ENMv",
+	"Sy0sdK5g4EN78ucy0kieIYVCsvXKEX/upuM2SpixGnj2yLCJQEDfS2usunZ+wbbdOEEylqfAaAD6ugYQ",
+	"ifZdhr75HIBEpfkj4JFXEGSphKX/5MxpUMiW+5IsK31y5NQ0qOYj11UOeeifCQuH0200rNSR282q+EI4",
+	"k9PUD2I4fRIWHNJsk1Kn1OXmA641X5HIVsFDhxqs7cUv2hzVRfivwFM0SOtUG8tt7ugvLZy6Dnby0A3r",
+	"WomgvsOsOesUMo7m1TDHaWYA8O8OuPEycPXQuLPN0rdtuffdujHGQKTBFvotYWkYl3FhwM05UzJdMW8B",
+	"uTRLNPyK+a033Y70+urkw3H2bBj/92n+jyfqf46mj+Xf9Y/LYB8XYw8l/BJ4rcicijQVct6TYp7YdNWN",
+	"kqTSdz2hEosq6//jmXMK/L/9sKb0UO7sRazpgIeOyoJ7DPErhA0Rbmy7IaXrp7VRp7phx4nS3rBDM721",
+	"3MIe2NOU6Auyktw5CyDj/k6U8LTtRqcaVR3AgYx+ZNDCWDj3ZnqmwVlvZ31SbmwBKahidBYhfZyAjInt",
+	"k/LPyVgeVNGZtyYYjnlzcohO1A0XKZ+mcFV3p0qPO+KSTaHpcY/lASfnnUs36SpkizQ3jkIVXTM65MP+",
+	"WH41uKuTeTeclHG3M1yy0/uDkmLVNa4TNnlrvdUwv+8AgOJAHgTXIY1rZnSqVApc7vA0Hxo+vzpE3gkH",
+	"94yefOKzKTA+ADcUDAk5L6Kn/v7wiQe0DUWbh1HR0oUjv9cOoTsh4NJ861mGFfv721cvmZuIwinLMmUs",
+	"O2W/iZ9CBv15v4iRYgpTeRxrMM3UAK2pg1FwNOzjfz+OzobDYQ1nK0Jf7mE4F9xa0Ejg//7xtPdP3vs0",
+	"7J29rz72r0a995+H4dHZ2e1fugxtLWGzdmrPfmZnp49/ZD5hw2KwXKSmz8izd04NHswkZBN3MvipUsEJ",
+	"OyjhsEhV0aix9A8dOrBtoujBbgw99FEqhRNXJAyTcCwnZUjhv3PT+7WvZiAjmHTi6n3xMVJxIyZZy7Ki",
+	"USvSY0HhB3pZrpKDQRjUNkLEQaSkE8yrUhtQ6tVVxuXqqpDuxlc2Stx3C75KFUceqKuU6zkqUAY2UfEV",
+	"UsPTVLlgqUyvBmGQy5IJlHRHoeJpJzI3+Lkh7qufzJ7xnROvTqSj9F4HsDwTkMa9FG4gLaTTCcZ6tpsK",
+	"CYXn05p+3cH54uiggyE1dRk1NMKN6ozjhTSWex63flyT9a93Dp5nPl5pJxfaseDp8KzTeAibruGXy/B5",
+	"DdhwDvXn+VTldjRNudwdbfpY3a1a0ul1tMsOvKFkgHBZ6C9KY0WpQIVwwP55D43Z4xi25p8hjYt6oROC",
+	"wpcl7Nyce3JnusfqaRGf7yN3ewkV9+n+rfmwtrSVPxUQS5RdAyzIEYCPW4AqN6Cv+NznRbdLj3D+aFnz",
+	"W9/m+iFS8qekb6t4dYdk2zM4RapKKLl/2FYJdAvU1nZbm3x33FVO+wYWSt+1jrJb9rcXGEpJrBdQhsPw",
+	"fpK5fa1KSmuLHQ2PT3ekcddJ21rbaR3F3jLXfTjEoPvVuOqJqfqOj5/cbQ/lPN0USlg+MH2ba0xPmYQl",
+	"szY9ZyoTFqETwcRUxY1HBn/ey1jejQ3unJ/LmWqjga+VXhUmsLWfr2E6LhMo0h++34RCeCok4K73MiFp",
+	"d+YW5ybr3sOopT1/yMSMcbnaWRJpmwDxad+N54uY27tHxDegjXcD7nrkNe0t7EIxW4Mcv42wedDb5OS+",
+	"VsONvovRqMnlbrtRTL/bbFQsbiuhZM63tSHDMPPk5OSMCcn+cfmzr0595JFNV8wmGoDNNI8cYrBYzIVd",
+	"q7UfD49/6B0d9Y7PLodPRqePR0cn/aPj4T/rGowH0bPClXEaTAuDj7256vkvl0IDPta/dM+Wv/VEVhg/",
+	"6hMaBXNhk3zaj1Q2qPkkjc/FbMEttS0Ir/odVW/D1A1o9uvl5esBZRmIDShSgqrO1yCNKxFQNQDw4blW",
+	"y5CegbisE5p6oXAsXcGNNNC4TCdnGF3qGFXUFQHpWZ72x3Is6dAY19B9LplIU2EoOkXfMxIo6edlyd6N",
+	"9LpSf9j0x/LCVRwxlGPCMC5ZmWGYbOoPmbBYRTkVn2l9zozFEJVN0KufEMlPm11Arv8H519R/w874HLF",
+	"XPzLprllv1xchuzXi6d/I3a8en35/NXLty4TQRPwortoLA3I2DAl2RQSns4o5yOVTUAzakM6mLyFqPcM",
+	"bJT03goLo1qP0oRR/MUzcH9SJw+XbPJKi7mQk7GfyCZc1nuxHhmWKGMPkUdFuZf2PjkdnrCqI6rPfqao",
+	"wx84Ml4qO5aeeMOQeCZB0CoJpaScALgnGZ/NqBbqEiKpiEA6YPcNcE8XPEqgd9wfIpTpNBgFibULMxoM",
+	"lstln9PPfaXnAz/WDF48//ni5dsLGlMFgGsue4m2wbB/5B5UC5B8IYJRcNIf9k9cWish6BokVJP8hJ/n",
+	"QPqHeEii8jwORr5m+SlYa7M7Hg639CDdrffIl0U7Wo8uKQZTERjjmlNMcYzGdyPlWcb1CtVc3ID0yUDL",
+	"54b6OtzE7/HJgQYerzbv8437+btsk9am9q7Hw5OHbO16qRDK3OINbiJFAtnJDlB3Ym75lJuiPmoON3L5",
+	"5mhQFcM6GY2G90VRk6r38/7R7q1JV5Sk9DpoLNceqGwizKbO2YWGmfi4qX+3K7a5DTuXpjSA2w2hC5kG",
+	"qr4oCabPXmXCUj5sqmyyiRoqmDWIKSJtn6bBCTv7JbpPteLYwPUc7/Gg75O+ff8NpbuqjnbI2SsJ1HKN",
+	"CO8YStJ+6tbvmrakc1Br6KV5qQNs97BK6psoUdTU6Ehj0BCz6aospxUy7WV4TaYHn/G5W+djpGBhWwzw",
+	"yDB04VzPgatrumKe1yE0OGes1sPaZ67K6oQdTXhKukkiN5bFsOPhaZ+9I4vlM/NOMFFPKYtfaAi3TQfH",
+	"WTyqCI4wWrAJjCUtmHDDMnUDMdpiq0oj7KY7oB48co2gpInKh4f1nglhxnJ9S2QQcTIkwnsOzh6ugy+S",
+	"5ZpWdoCCe9Q3bcxcb6Uw7SLII9Pc/Sb9LFIBlZRvTmp0ddq3deq0q0JHbHc+Su1UvRac7BbnqkGcRpzu",
+	"HlF2K9OAs90DqibuL9czf0qtU0EB407KD3icCXnYqXVhYTq6uhB8Nzo3jJw3FDFhfFVcLVmlJ0Pv2FFV",
+	"gFEGxD1tTXevQr8lmL+ALaTy2yKn7wbpdoEc68iS9O91/l94mpeJXx3xG1HAt+NKipOInT41s+k411R6",
+	"h71yVzved2HvwPdorF8G2nvSMFj4ewpNPv+CWFdLU621mhQSdoDCskDhwbCn1k8SFhFUA3XGcq6B2yIO",
+	"cQFhgcYmR+MDM6WhQHTfIT1p3B7BL01R1A/ZTGhjxzJSGbjPzjWOQ5ZLK9LaFoQp67q+j5qaq3UuDVO5",
+	"7UJi39O/FxRjZGj1qrA3wDAaY9ewYge+qfz4lCWH+FSupake8XaFPjtmcBmPZSlEbJmIFJggK+jx45wp",
+	"WbTpuvFotcgMeWYhKV7525aozy7rBPqzisVsBoROBa8F2eUha1U4iVdkQFysV1mQ5zFkC2VBRqveb7Da",
+	"6nhuz/q+L6uDP6l4tQfA1LoeiqRkV8Okz9VSi93tvver1m533DZzVVbncPutQbELD39xAt1nvwEsirqv",
+	"KBqgyS1YctQx73jVej371OmCh0fkPnOK2rvsru+ivDT9J+XdDRK/c5cAELbe7132jG++0rY7A3p7P8/4",
+	"Pm7E2Xe4r+Vr9EZlMFXoSaJZdjd+ajc9lPbqL6QRMTgjU+veax7lG1T+Hl3aaR/kW5ciq6Fj0yUpr/Zo",
+	"NJcQs3xxuP0Mu4/s+GG5ud6tUtyBq67NCOObM8nrTOknE1KCapan6XYe3nH3X+hheLCpSUDpKO4dlg2q",
+	"5v/tiYeLol//bg7Ev1W4Xd2B2BFuO6Z8p3CbomF3Jcrdj/LymMZoa8l5+eYOowf/r+AwrsesNG8VHtzF",
+	"cO93yGvF571McGf06XqD7ysE97YsDxlvOtQo8aPP0DtdALdsuqo8z/Kaby2b4noe94cZ8iu+gThJWH5b",
+	"Yar1Cfy7eHNvXI91v9nXSjdpl1Xbvu8X2Oa7/ZkcrodTi4uPFmTc9nnclUTn1RrLV1Vstk0Nmi1TG23s",
+	"m3rz05qOdGXgajX+lpNRz4Z3viXDK8ydBxoh11bco5b9p0vKN3vkdngK1fF+J2/hjb89yppVdUSILm+h",
+	"Jo7kMWyA1YXSlUh+M2xttvDtBa/HX3/5boiNlI4f0vp/sRggD10vQiEGRetAeV1b5Zbiwlrtuyjnb5SR",
+	"EsZqPTxbUKxqxdkDxO5XdPxzYUmtcWonlHjmfc8y33rnztaCXyUUbTkZfC4+3m4UmV+glJjdtYK/Dv7a",
+	"5Htpe6ZCct1xYbe7LnDD0xzCKv/ql2A4mDJT3JD6WJD00JoTdXHJ53uF+rW21G/geD1sLeMN8Nhn6WvC",
+	"cU4JJvqSRSoDSrc39rpJWO4aqpZSQqFA3lXlQhVFCmYzNmnQQJ4xdz6cbby+wlc7IfR9ViCZ5sKAc+zc",
+	"vqwaS2FD3JmSwKzm0rjGv6L6UDWYTmoOYpYby3hqFJtC7Wvfgur9yrHMZXGHt0zgEGiTplE05putCM+L",
+	"NrKiOOyreLowVh2lidd5XcW6MHk9M98U1jtlZbe/PWbDehX/trqkW9P8XxkbijuUR+x38VPoOuxWDaA4",
+	"Z9ewsIwbNhc3Ts4fLjBsdse2d/LOodcXA9f/25x6/QLaqKadwrApFK+ac/p/oHTr1WZlRz4OOuyzwllE",
+	"ceBVRODM+PGTB91a5zXNyYhJ1URm33zZ/wrG4R1hU8s67HAU6G5ozTNYe2MDjxKWgTHoGyXcsAmlZEcO",
+	"Yt3rjVBcQzYR8WhChsjAB3e3NuaW+ycp44vn8ve3r172x3Lyghvbo297z/82QWJzai72ry7jlqaZaZX5",
+	"dwMpBOfyDVVP0dBR6y+VDAR1tOICY8mRpdpOgduqDO5eXUQlmTiFLoB+R3z4hu5yN+jW2bAbd7cCmYWP",
+	"1pURem67TUneC3jdwO/k+D5lqbgpz6pM/6PYvKWXu/Xe4iFf+KJAJdZOht/Tntxr4NzhVY3Jo8Hg6PhH",
+	"ulN/NHoyfDIkD8aPb/kwrp4TuiJsWOt9i30PGitev2MTENq3l+DPhYCuJXlM0O7SfLbem0+WbLqqR4Wh",
+	"f3eYyyY4ZybiWq/WWzX67YxU15rv3DyFNzOFiOcu8Sy0x150uwmXQ5aABqY0+lytGwQU5doEssbKZbza",
+	"XvqieqdYSOccbj5XP5871vZURbe0PxDf7Fsb6Jt6b9/f/l8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -104,7 +104,7 @@ func New(cfg Config) (http.Handler, error) {
 
 	dash.routes(r)
 	r.Group(func(r chi.Router) {
-		r.Use(s.jsonBody, s.validate(spec))
+		r.Use(s.sameOrigin(), s.jsonBody, s.validate(spec))
 		strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  s.requestError,
 			ResponseErrorHandlerFunc: s.responseError,
@@ -139,6 +139,18 @@ func (s *server) validate(spec *openapi3.T) func(http.Handler) http.Handler {
 			withBody.ServeHTTP(w, r)
 		})
 	}
+}
+
+// sameOrigin refuses state-changing API requests that a browser sends on behalf of another
+// site (a form post or a fetch from a page elsewhere), judged by Sec-Fetch-Site and Origin.
+// Clients that are not browsers send neither header and pass, and so do reads, whose answers
+// a page elsewhere cannot see anyway.
+func (s *server) sameOrigin() func(http.Handler) http.Handler {
+	p := http.NewCrossOriginProtection()
+	p.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.writeProblem(w, r, lease.Errorf(lease.CodeForbidden, "a cross-site browser request may not change anything here"))
+	}))
+	return p.Handler
 }
 
 // recoverer turns a panic into a logged 500 problem instead of a dropped connection.

@@ -25,6 +25,7 @@ var statusOf = map[lease.Code]int{
 	lease.CodeTooManyWaiters:  http.StatusTooManyRequests,
 	lease.CodeTooManyWatchers: http.StatusTooManyRequests,
 	lease.CodeTooLarge:        http.StatusRequestEntityTooLarge,
+	lease.CodeForbidden:       http.StatusForbidden,
 	codeMethodNotAllowed:      http.StatusMethodNotAllowed,
 	lease.CodeUnavailable:     http.StatusServiceUnavailable,
 	lease.CodeInternal:        http.StatusInternalServerError,

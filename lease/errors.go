@@ -20,6 +20,7 @@ const (
 	CodeTooManyWaiters  Code = "too_many_waiters"
 	CodeTooManyWatchers Code = "too_many_watchers"
 	CodeTooLarge        Code = "payload_too_large"
+	CodeForbidden       Code = "forbidden"
 	CodeUnavailable     Code = "unavailable"
 	CodeInternal        Code = "internal"
 )
