@@ -770,6 +770,10 @@ type ClientInterface interface {
 
 	// GetResource Read a fenced resource; its fence comes in Fencing-Token.
 	//
+	// The value comes with the content type it was written with, but a browser never renders
+	// it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
+	// written as `text/html` with a script in it cannot act as this server's dashboard).
+	//
 	// Corresponds with GET /v1/resources/{resource} (the `GetResource` operationId).
 	GetResource(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error)
 
@@ -1066,6 +1070,10 @@ func (c *Client) ListResources(ctx context.Context, params *ListResourcesParams,
 }
 
 // GetResource Read a fenced resource; its fence comes in Fencing-Token.
+//
+// The value comes with the content type it was written with, but a browser never renders
+// it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
+// written as `text/html` with a script in it cannot act as this server's dashboard).
 //
 // Corresponds with GET /v1/resources/{resource} (the `GetResource` operationId).
 func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2144,6 +2152,10 @@ type ClientWithResponsesInterface interface {
 
 	// GetResourceWithResponse Read a fenced resource; its fence comes in Fencing-Token.
 	//
+	// The value comes with the content type it was written with, but a browser never renders
+	// it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
+	// written as `text/html` with a script in it cannot act as this server's dashboard).
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /v1/resources/{resource} (the `GetResource` operationId).
@@ -2897,8 +2909,11 @@ func (r ListResourcesResponse) ContentType() string {
 
 // GetResourceResponse200Headers the declared response headers of an HTTP 200 response for GetResource
 type GetResourceResponse200Headers struct {
-	ETag         string
-	FencingToken int64
+	ContentDisposition    string
+	ContentSecurityPolicy string
+	ETag                  string
+	FencingToken          int64
+	XContentTypeOptions   string
 }
 
 type GetResourceResponse struct {
@@ -3306,6 +3321,10 @@ func (c *ClientWithResponses) ListResourcesWithResponse(ctx context.Context, par
 }
 
 // GetResourceWithResponse Read a fenced resource; its fence comes in Fencing-Token.
+//
+// The value comes with the content type it was written with, but a browser never renders
+// it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
+// written as `text/html` with a script in it cannot act as this server's dashboard).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -3952,6 +3971,20 @@ func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) 
 	switch {
 	case rsp.StatusCode == 200:
 		var headers GetResourceResponse200Headers
+		if values := rsp.Header.Values("Content-Disposition"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Disposition", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentDisposition = value
+		}
+		if values := rsp.Header.Values("Content-Security-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Security-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentSecurityPolicy = value
+		}
 		if values := rsp.Header.Values("ETag"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -3965,6 +3998,13 @@ func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) 
 				return nil, err
 			}
 			headers.FencingToken = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
 		}
 		response.Headers200 = &headers
 	}
@@ -5836,8 +5876,11 @@ type GetResourceResponseObject interface {
 }
 
 type GetResource200ResponseHeaders struct {
-	ETag         string
-	FencingToken int64
+	ContentDisposition    string
+	ContentSecurityPolicy string
+	ETag                  string
+	FencingToken          int64
+	XContentTypeOptions   string
 }
 
 type GetResource200AsteriskResponse struct {
@@ -5853,8 +5896,11 @@ func (response GetResource200AsteriskResponse) VisitGetResourceResponse(w http.R
 	if response.ContentLength != 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
 	}
+	w.Header().Set("Content-Disposition", fmt.Sprint(response.Headers.ContentDisposition))
+	w.Header().Set("Content-Security-Policy", fmt.Sprint(response.Headers.ContentSecurityPolicy))
 	w.Header().Set("ETag", fmt.Sprint(response.Headers.ETag))
 	w.Header().Set("Fencing-Token", fmt.Sprint(response.Headers.FencingToken))
+	w.Header().Set("X-Content-Type-Options", fmt.Sprint(response.Headers.XContentTypeOptions))
 	w.WriteHeader(200)
 
 	if closer, ok := response.Body.(io.ReadCloser); ok {
@@ -6603,89 +6649,93 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fx7c9s4kv8qKN5Wxd6jHn5kJpb/ucysM5OdTJJLvJWrHeUsiGyJWJOAAoBWlJS/+1U3wJdIPewkzs5l",
-	"/hhZIoBGo/vXT/BzEKlsoSRIa4LR52DBNc/Agqa/fs61URo/xWAiLRZWKBmMgssE2ETCR3sV0RMTpmbM",
-	"JsAWGm6Eyg1b8Dn0gzAQ+PiHHPQqCAPJMwhGgRsThIGJEsg4Tp/xjy9Azm0SjB4fHYeBXS3wSWO1kPPg",
-	"9jYMXohM2DYlr/kcmBGfIGRHzCp2NBwO2UEMM56nFv863ERFShOuESGyPAtGOEkYZEL6P0t6hLQwB00E",
-	"vaRpujiTAjfAcJly7QW3SbU0/S8MNHzIhYY4GFmdQ52Sv2iYBaPgPwbV4Qzcr2ZA6yIBb8CoXEdERMci",
-	"uvj5Cxe6xfFmoaQBkomfePwGPuRg6DQiJS1I+sgXi1REHBkxWGg1TSH7z38Z5MrnPVd87Ua5RZt8nQh5",
-	"w1MRX2m39mRE8ub/YrECw6SybKbSVC3pNyRN88j2g9sweKb0VMQxyAclelasOhkxziKtjOkZYYFNtVoa",
-	"0CX9NuGWLVWexixKuESZVhnYRMg5kf8CReqFemCekyBfpapkt5Ns+LhAaQrZkhumgb6MQ6bhRl1DzJRm",
-	"Jl+ANhDj10pXQ69EzIQ7KDqhXGuQlikJtMuXyj5TuYwfdJNS2asZrjohGopHH5CEp5KB1kr3Sa39AJzv",
-	"aUR6W1M3HscCR/H0tVYL0FagUs54aiAMFrWvPgeJSmPowO53iWL4m2HChmymNEvyjEuDWAUfebZIET2W",
-	"Sl+D7p38V6KM7fEgrEP08eMfCB6Lv49agB0GqYqur2JI+eoqM20qns4soGAI0xAqww5QOJQs5OowJElB",
-	"TCskZ665tBAzPudC0gbcNAp1JQxmSmfcOrD+4TSo4fiwjeNhkIHlMbc7z+/34rnbMLA27dwUaSmLc02C",
-	"woRkmQnZUqAe0zYM6BvQjwybosCZhqEaovk6+WGI/w4bh3H0mOxRa2PtzSy5sJ2U/aqWxCBcAx9C2lIh",
-	"wbOv0OySnmHIYkXcxqcP78zX27rR+aOQxZJz78sRavoviCzSfnHjda1J+SsJDKTVK3QxOEuEsUqv+mzC",
-	"7QQlYpmAZMKyhC8WICE+py1NPEZNnPhkKkOcaUEY7qupNdzuEoRLkYGxPFsg0V5qr+44rNLNlt7cRx7l",
-	"Hq7IOYNsYVfEHc4mGpDvEE8YIN/ZMlGmeFwYlstrqZayH3Rotq75Hc0VnyHny5kLC+2ediZOwyw3ENMv",
-	"Sy0sdK5g4EN78ucy0kieIYVCsvXKEX/upuM2SpixGnj2yLCJQEDfS2usunZ+wbbdOEEylqfAaAD6ugYQ",
-	"ifZdhr75HIBEpfkj4JFXEGSphKX/5MxpUMiW+5IsK31y5NQ0qOYj11UOeeifCQuH0200rNSR282q+EI4",
-	"k9PUD2I4fRIWHNJsk1Kn1OXmA641X5HIVsFDhxqs7cUv2hzVRfivwFM0SOtUG8tt7ugvLZy6Dnby0A3r",
-	"WomgvsOsOesUMo7m1TDHaWYA8O8OuPEycPXQuLPN0rdtuffdujHGQKTBFvotYWkYl3FhwM05UzJdMW8B",
-	"uTRLNPyK+a033Y70+urkw3H2bBj/92n+jyfqf46mj+Xf9Y/LYB8XYw8l/BJ4rcicijQVct6TYp7YdNWN",
-	"kqTSdz2hEosq6//jmXMK/L/9sKb0UO7sRazpgIeOyoJ7DPErhA0Rbmy7IaXrp7VRp7phx4nS3rBDM721",
-	"3MIe2NOU6Auyktw5CyDj/k6U8LTtRqcaVR3AgYx+ZNDCWDj3ZnqmwVlvZ31SbmwBKahidBYhfZyAjInt",
-	"k/LPyVgeVNGZtyYYjnlzcohO1A0XKZ+mcFV3p0qPO+KSTaHpcY/lASfnnUs36SpkizQ3jkIVXTM65MP+",
-	"WH41uKuTeTeclHG3M1yy0/uDkmLVNa4TNnlrvdUwv+8AgOJAHgTXIY1rZnSqVApc7vA0Hxo+vzpE3gkH",
-	"94yefOKzKTA+ADcUDAk5L6Kn/v7wiQe0DUWbh1HR0oUjv9cOoTsh4NJ861mGFfv721cvmZuIwinLMmUs",
-	"O2W/iZ9CBv15v4iRYgpTeRxrMM3UAK2pg1FwNOzjfz+OzobDYQ1nK0Jf7mE4F9xa0Ejg//7xtPdP3vs0",
-	"7J29rz72r0a995+H4dHZ2e1fugxtLWGzdmrPfmZnp49/ZD5hw2KwXKSmz8izd04NHswkZBN3MvipUsEJ",
-	"OyjhsEhV0aix9A8dOrBtoujBbgw99FEqhRNXJAyTcCwnZUjhv3PT+7WvZiAjmHTi6n3xMVJxIyZZy7Ki",
-	"USvSY0HhB3pZrpKDQRjUNkLEQaSkE8yrUhtQ6tVVxuXqqpDuxlc2Stx3C75KFUceqKuU6zkqUAY2UfEV",
-	"UsPTVLlgqUyvBmGQy5IJlHRHoeJpJzI3+Lkh7qufzJ7xnROvTqSj9F4HsDwTkMa9FG4gLaTTCcZ6tpsK",
-	"CYXn05p+3cH54uiggyE1dRk1NMKN6ozjhTSWex63flyT9a93Dp5nPl5pJxfaseDp8KzTeAibruGXy/B5",
-	"DdhwDvXn+VTldjRNudwdbfpY3a1a0ul1tMsOvKFkgHBZ6C9KY0WpQIVwwP55D43Z4xi25p8hjYt6oROC",
-	"wpcl7Nyce3JnusfqaRGf7yN3ewkV9+n+rfmwtrSVPxUQS5RdAyzIEYCPW4AqN6Cv+NznRbdLj3D+aFnz",
-	"W9/m+iFS8qekb6t4dYdk2zM4RapKKLl/2FYJdAvU1nZbm3x33FVO+wYWSt+1jrJb9rcXGEpJrBdQhsPw",
-	"fpK5fa1KSmuLHQ2PT3ekcddJ21rbaR3F3jLXfTjEoPvVuOqJqfqOj5/cbQ/lPN0USlg+MH2ba0xPmYQl",
-	"szY9ZyoTFqETwcRUxY1HBn/ey1jejQ3unJ/LmWqjga+VXhUmsLWfr2E6LhMo0h++34RCeCok4K73MiFp",
-	"d+YW5ybr3sOopT1/yMSMcbnaWRJpmwDxad+N54uY27tHxDegjXcD7nrkNe0t7EIxW4Mcv42wedDb5OS+",
-	"VsONvovRqMnlbrtRTL/bbFQsbiuhZM63tSHDMPPk5OSMCcn+cfmzr0595JFNV8wmGoDNNI8cYrBYzIVd",
-	"q7UfD49/6B0d9Y7PLodPRqePR0cn/aPj4T/rGowH0bPClXEaTAuDj7256vkvl0IDPta/dM+Wv/VEVhg/",
-	"6hMaBXNhk3zaj1Q2qPkkjc/FbMEttS0Ir/odVW/D1A1o9uvl5esBZRmIDShSgqrO1yCNKxFQNQDw4blW",
-	"y5CegbisE5p6oXAsXcGNNNC4TCdnGF3qGFXUFQHpWZ72x3Is6dAY19B9LplIU2EoOkXfMxIo6edlyd6N",
-	"9LpSf9j0x/LCVRwxlGPCMC5ZmWGYbOoPmbBYRTkVn2l9zozFEJVN0KufEMlPm11Arv8H519R/w874HLF",
-	"XPzLprllv1xchuzXi6d/I3a8en35/NXLty4TQRPwortoLA3I2DAl2RQSns4o5yOVTUAzakM6mLyFqPcM",
-	"bJT03goLo1qP0oRR/MUzcH9SJw+XbPJKi7mQk7GfyCZc1nuxHhmWKGMPkUdFuZf2PjkdnrCqI6rPfqao",
-	"wx84Ml4qO5aeeMOQeCZB0CoJpaScALgnGZ/NqBbqEiKpiEA6YPcNcE8XPEqgd9wfIpTpNBgFibULMxoM",
-	"lstln9PPfaXnAz/WDF48//ni5dsLGlMFgGsue4m2wbB/5B5UC5B8IYJRcNIf9k9cWish6BokVJP8hJ/n",
-	"QPqHeEii8jwORr5m+SlYa7M7Hg639CDdrffIl0U7Wo8uKQZTERjjmlNMcYzGdyPlWcb1CtVc3ID0yUDL",
-	"54b6OtzE7/HJgQYerzbv8437+btsk9am9q7Hw5OHbO16qRDK3OINbiJFAtnJDlB3Ym75lJuiPmoON3L5",
-	"5mhQFcM6GY2G90VRk6r38/7R7q1JV5Sk9DpoLNceqGwizKbO2YWGmfi4qX+3K7a5DTuXpjSA2w2hC5kG",
-	"qr4oCabPXmXCUj5sqmyyiRoqmDWIKSJtn6bBCTv7JbpPteLYwPUc7/Gg75O+ff8NpbuqjnbI2SsJ1HKN",
-	"CO8YStJ+6tbvmrakc1Br6KV5qQNs97BK6psoUdTU6Ehj0BCz6aospxUy7WV4TaYHn/G5W+djpGBhWwzw",
-	"yDB04VzPgatrumKe1yE0OGes1sPaZ67K6oQdTXhKukkiN5bFsOPhaZ+9I4vlM/NOMFFPKYtfaAi3TQfH",
-	"WTyqCI4wWrAJjCUtmHDDMnUDMdpiq0oj7KY7oB48co2gpInKh4f1nglhxnJ9S2QQcTIkwnsOzh6ugy+S",
-	"5ZpWdoCCe9Q3bcxcb6Uw7SLII9Pc/Sb9LFIBlZRvTmp0ddq3deq0q0JHbHc+Su1UvRac7BbnqkGcRpzu",
-	"HlF2K9OAs90DqibuL9czf0qtU0EB407KD3icCXnYqXVhYTq6uhB8Nzo3jJw3FDFhfFVcLVmlJ0Pv2FFV",
-	"gFEGxD1tTXevQr8lmL+ALaTy2yKn7wbpdoEc68iS9O91/l94mpeJXx3xG1HAt+NKipOInT41s+k411R6",
-	"h71yVzved2HvwPdorF8G2nvSMFj4ewpNPv+CWFdLU621mhQSdoDCskDhwbCn1k8SFhFUA3XGcq6B2yIO",
-	"cQFhgcYmR+MDM6WhQHTfIT1p3B7BL01R1A/ZTGhjxzJSGbjPzjWOQ5ZLK9LaFoQp67q+j5qaq3UuDVO5",
-	"7UJi39O/FxRjZGj1qrA3wDAaY9ewYge+qfz4lCWH+FSupake8XaFPjtmcBmPZSlEbJmIFJggK+jx45wp",
-	"WbTpuvFotcgMeWYhKV7525aozy7rBPqzisVsBoROBa8F2eUha1U4iVdkQFysV1mQ5zFkC2VBRqveb7Da",
-	"6nhuz/q+L6uDP6l4tQfA1LoeiqRkV8Okz9VSi93tvver1m533DZzVVbncPutQbELD39xAt1nvwEsirqv",
-	"KBqgyS1YctQx73jVej371OmCh0fkPnOK2rvsru+ivDT9J+XdDRK/c5cAELbe7132jG++0rY7A3p7P8/4",
-	"Pm7E2Xe4r+Vr9EZlMFXoSaJZdjd+ajc9lPbqL6QRMTgjU+veax7lG1T+Hl3aaR/kW5ciq6Fj0yUpr/Zo",
-	"NJcQs3xxuP0Mu4/s+GG5ud6tUtyBq67NCOObM8nrTOknE1KCapan6XYe3nH3X+hheLCpSUDpKO4dlg2q",
-	"5v/tiYeLol//bg7Ev1W4Xd2B2BFuO6Z8p3CbomF3Jcrdj/LymMZoa8l5+eYOowf/r+AwrsesNG8VHtzF",
-	"cO93yGvF571McGf06XqD7ysE97YsDxlvOtQo8aPP0DtdALdsuqo8z/Kaby2b4noe94cZ8iu+gThJWH5b",
-	"Yar1Cfy7eHNvXI91v9nXSjdpl1Xbvu8X2Oa7/ZkcrodTi4uPFmTc9nnclUTn1RrLV1Vstk0Nmi1TG23s",
-	"m3rz05qOdGXgajX+lpNRz4Z3viXDK8ydBxoh11bco5b9p0vKN3vkdngK1fF+J2/hjb89yppVdUSILm+h",
-	"Jo7kMWyA1YXSlUh+M2xttvDtBa/HX3/5boiNlI4f0vp/sRggD10vQiEGRetAeV1b5Zbiwlrtuyjnb5SR",
-	"EsZqPTxbUKxqxdkDxO5XdPxzYUmtcWonlHjmfc8y33rnztaCXyUUbTkZfC4+3m4UmV+glJjdtYK/Dv7a",
-	"5Htpe6ZCct1xYbe7LnDD0xzCKv/ql2A4mDJT3JD6WJD00JoTdXHJ53uF+rW21G/geD1sLeMN8Nhn6WvC",
-	"cU4JJvqSRSoDSrc39rpJWO4aqpZSQqFA3lXlQhVFCmYzNmnQQJ4xdz6cbby+wlc7IfR9ViCZ5sKAc+zc",
-	"vqwaS2FD3JmSwKzm0rjGv6L6UDWYTmoOYpYby3hqFJtC7Wvfgur9yrHMZXGHt0zgEGiTplE05putCM+L",
-	"NrKiOOyreLowVh2lidd5XcW6MHk9M98U1jtlZbe/PWbDehX/trqkW9P8XxkbijuUR+x38VPoOuxWDaA4",
-	"Z9ewsIwbNhc3Ts4fLjBsdse2d/LOodcXA9f/25x6/QLaqKadwrApFK+ac/p/oHTr1WZlRz4OOuyzwllE",
-	"ceBVRODM+PGTB91a5zXNyYhJ1URm33zZ/wrG4R1hU8s67HAU6G5ozTNYe2MDjxKWgTHoGyXcsAmlZEcO",
-	"Yt3rjVBcQzYR8WhChsjAB3e3NuaW+ycp44vn8ve3r172x3Lyghvbo297z/82QWJzai72ry7jlqaZaZX5",
-	"dwMpBOfyDVVP0dBR6y+VDAR1tOICY8mRpdpOgduqDO5eXUQlmTiFLoB+R3z4hu5yN+jW2bAbd7cCmYWP",
-	"1pURem67TUneC3jdwO/k+D5lqbgpz6pM/6PYvKWXu/Xe4iFf+KJAJdZOht/Tntxr4NzhVY3Jo8Hg6PhH",
-	"ulN/NHoyfDIkD8aPb/kwrp4TuiJsWOt9i30PGitev2MTENq3l+DPhYCuJXlM0O7SfLbem0+WbLqqR4Wh",
-	"f3eYyyY4ZybiWq/WWzX67YxU15rv3DyFNzOFiOcu8Sy0x150uwmXQ5aABqY0+lytGwQU5doEssbKZbza",
-	"XvqieqdYSOccbj5XP5871vZURbe0PxDf7Fsb6Jt6b9/f/l8AAAD//w==",
+	"3Fx7c9s4kv8qKN5Wxd6jHn5kJpbrqi6TdWaym0lysbeytaOcCZEtEWsSUADQsibl736FBsCHSL2cxNm5",
+	"zB8jSwTQaHT/+gl+DmKRzwUHrlUw+hzMqaQ5aJD414tCKiHNpwRULNlcM8GDUXCVAok43OnrGJ+IiJgS",
+	"nQKZS7hlolBkTmfQD8KAmcc/FSCXQRhwmkMwCuyYIAxUnEJOzfQ5vXsNfKbTYPT06DgM9HJunlRaMj4L",
+	"7u/D4DXLmW5T8o7OgCj2O4TkiGhBjobDITlIYEqLTJu/DtdRkeGEK0SwvMiDkZkkDHLG3Z8lPYxrmIFE",
+	"gt7gNF2cyYAqIGaZcu051Wm1NP4vDCR8KpiEJBhpWUCdkj9JmAaj4D8G1eEM7K9qgOsaAt6DEoWMkYiO",
+	"RaT/+QsXujfj1VxwBSgTP9HkPXwqQOFpxIJr4PiRzucZi6lhxGAuxSSD/D//pQxXPu+44js7yi7a5GvE",
+	"+C3NWHIt7drRCOXN/UUSAYpwoclUZJlY4G+GNElj3Q/uw+ClkBOWJMAfleipXzUaEUpiKZTqKaaBTKRY",
+	"KJAl/TqlmixEkSUkTik3Mi1y0CnjMyT/tRGp1+KReY6CfJ2Jkt1WsuFubqQpJAuqiAT8MgmJhFtxAwkR",
+	"kqhiDlJBYr4Wshp6zRLC7EHhCRVSAtdEcMBdvhH6pSh48qib5EJfT82qEdLgH31EEp5zAlIK2Ue1dgPM",
+	"fM9j1NuautEkYWYUzd5JMQepmVHKKc0UhMG89tXnIBVZAh3Y/SEVxPymCNMhmQpJ0iKnXBmsgjuazzOD",
+	"Hgshb0D2Tv47FUr3aBDWIfr46Q8Ij/7voxZgh0Em4pvrBDK6vM5Vm4rnUw1GMJhqCJUiB0Y4BPdydRii",
+	"pBhM85Izk5RrSAidUcZxA3YaYXQlDKZC5lRbsP7hNKjh+LCN42GQg6YJ1VvP71f/3H0YaJ11bgq1lCSF",
+	"REEhjJNchWTBjB7jNhTIW5BPFJkYgVMNQzU05uvkh6H5d9g4jKOnaI9aG2tvZkGZ7qTsF7FABpk1zEOG",
+	"toxxcOzzml3SMwxJIpDb5unDvfl6Xzc6v3lZLDn3sRwhJv+CWBvaL26drjUpf8uBANdyaVwMSlKmtJDL",
+	"PomojoxELFLghGmS0vkcOCTnuKXIYVRkxScXucGZFoSZfTW1huptgnDFclCa5nNDtJPa6z2HVbrZ0puH",
+	"yCPfwRU5J5DP9RK5Q0kkwfAdkoiA4TtZpEL5x5kiBb/hYsH7QYdmy5rf0VzxpeF8ObO30PZpa+IkTAsF",
+	"Cf6ykExD5woKPrUnf8VjachTqFCGbLm0xJ/b6aiOU6K0BJo/USRiBtB30hotbqxfsGk3VpCUphkQHGB8",
+	"XQUGiXZdBr/5HAA3SvNbQGOnIIalHBbukzWngZct+yVaVvxkyalpUM1Hrquc4aF7JvQOp91oWKkj1etV",
+	"8TWzJqepH8hw/MQ0WKTZJKVWqcvNB1RKukSRrYKHDjVY2YtbtDmqi/BfgGbGIK1SrTTVhaW/tHDiJtjK",
+	"QzusayWE+g6zZq1TSKgxr4pYThMFYP7ugBsnA9ePjTubLH3bljvfrRtjFMQStNdvDgtFKE+8AVfnRPBs",
+	"SZwFpFwtjOEXxG296XZkN9cnn47zl8Pkf06Lvz8T/ziaPOV/lT8ugl1cjB2U8EvgtSJzwrKM8VmPs1mq",
+	"s2U3SqJK73tCJRZV1v/HM+sUuH+7YU3poeztRazogIOOyoI7DHErhA0Rbmy7IaWrp7VWp7phx4rSzrCD",
+	"M11qqmEH7GlK9AVaSWqdBeBJfytKONq2o1ONqg7gMIx+ooyF0XDuzPRUgrXe1vpkVGkPKUbF8CxC/BgB",
+	"T5DtUflnNOYHVXTmrIkJx5w5OTRO1C1lGZ1kcF13p0qPO6acTKDpcY/5AUXnnXI76TIk86xQlkIR3xA8",
+	"5MP+mH81uKuTuR9O8qTbGS7Z6fxBjrHqCtcRm5y13miYP3YAgD+QR8F1yJKaGZ0IkQHlWzzNx4bPrw6R",
+	"e+HgjtGTS3w2BcYF4AqDIcZnPnrq7w6f5oA2oWjzMCpaunDk19ohdCcEbJpvNcuwJH+9fPuG2IkwnNIk",
+	"F0qTU/I39lNIoD/r+xgpwTCVJokE1UwN4JoyGAVHw77578fR2XA4rOFsReibHQznnGoN0hD4v7897/2T",
+	"9n4f9s4+Vh/716Pex8/D8Ojs7P5PXYa2lrBZObWXL8jZ6dMfiUvYkAQ0ZZnqE/TsrVNjDiYKSWRPxnyq",
+	"VDAiByUc+lQVjhpz99ChBdsmih5sx9BDF6ViOHGNwhCFYx6VIYX7zk7v1r6eAo8h6sTVh+JjLJJGTLKS",
+	"ZTVGzafHAu8HOlmukoNBGNQ2gsRBLLgVzOtSG4zUi+uc8uW1l+7GVzpO7XdzuswENTwQ1xmVM6NAOehU",
+	"JNeGGpplwgZLZXo1CIOCl0zApLsRKpp1InODn2vivvrJ7BjfWfHqRDpM73UAy0sGWdLL4BYyL51WMFaz",
+	"3VhI8J5Pa/pVB+eLo4MOhtTUZdTQCDuqM45nXGnqeNz6cUXWv945OJ65eKWdXGjHgqfDs07jwXS2gl82",
+	"w+c0YM051J+nE1Ho0SSjfHu06WJ1u2pJp9PRLjvwHpMBzGahvyiNFWfMKIQF9s87aMwOx7Ax/wxZ4uuF",
+	"Vgi8L4vYuT73ZM90h9UzH5/vInc7CRV16f6N+bC2tJU/eYhFym4A5ugIwN0GoCoUyGs6c3nRzdLDrD9a",
+	"1vxWt7l6iJj8KenbKF7dIdnmDI5PVTHBdw/bKoFugdrKbmuTb4+7ymnfw1zIfeso22V/c4GhlMR6AWU4",
+	"DB8mmZvXqqS0ttjR8Ph0Sxp3lbSNtZ3WUewsc92Hgwx6WI2rnpiq7/j42X57KOfpppDD4pHpW19jek44",
+	"LIjW2TkROdMGOg2YqKq48USZn3cylvuxwZ7zKz4VbTRwtdJrbwJb+/kapuMqBZ/+cP0mGMJjIcHseicT",
+	"knVnbs3caN17Jmppzx8SNiWUL7eWRNomgP2+68aLeUL1/hHxLUjl3IB9j7ymvd4u+Nka5LhthM2D3iQn",
+	"D7UadvQ+RqMml9vthp9+u9moWNxWQk6sb6tDYsLMk5OTM8I4+fvVC1eduqOxzpZEpxKATCWNLWKQhM2Y",
+	"Xqm1Hw+Pf+gdHfWOz66Gz0anT0dHJ/2j4+E/6xpsDqKnmS3jNJgWBne9mei5LxdMgnmsf2WfLX/rsdwb",
+	"P+wTGgUzptNi0o9FPqj5JI3PfrbgHtsWmFP9jqq3IuIWJPnl6urdALMMyAYjUgyrzjfAlS0RYDUAzMMz",
+	"KRYhPgNJWSdU9ULhmNuCG2qgsplOSkx0KROjorYIiM/SrD/mY46HRqiE7nPJWZYxhdGp8T1jZiT9vCzZ",
+	"25FOV+oPq/6YX9iKownlCFOEclJmGKJ1/SERSURcYPEZ16dEaROiksh49RGS/LzZBWT7f8z8S+z/IQeU",
+	"L4mNf8mk0OTni6uQ/HLx/C/Ijrfvrl69fXNpMxE4AfXdRWOugCeKCE4mkNJsijkfLnQKkmAb0kF0CXHv",
+	"Jeg47V0yDaNaj1JEMP6iOdg/sZOHchK9lWzGeDR2E+mU8nov1hNFUqH0oeGRL/fi3qPT4QmpOqL65AVG",
+	"He7ADeO50GPuiFfEEE84MFwlxZSUFQD7JKHTKdZCbUIkYzFwC+yuAe75nMYp9I77QwNlMgtGQar1XI0G",
+	"g8Vi0af4c1/I2cCNVYPXr15cvLm8wDFVALjispdoGwz7R/ZBMQdO5ywYBSf9Yf/EprVShK5BijXJ383n",
+	"GaD+GTxEUXmVBCNXs/w9WGmzOx4ON/Qg7dd75MqiHa1HVxiDiRiUss0pyh+jct1IRZ5TuTRqzm6Bu2Sg",
+	"pjOFfR124o/myYEEmizX7/O9/fm7bBPXxvaup8OTx2zteiMMlNnFG9w0FDHDTnJgdCehmk6o8vVRdbiW",
+	"y7dHg6oY1sloY3hf+5pUvZ/3t3ZvTbbEJKXTQaWpdEClU6bWdc7OJUzZ3br+3a7Y5j7sXBrTAHY3iC5o",
+	"GrD6IjioPnmbM435sInQ6TpqsGDWIMZH2i5NYybs7JfoPtWKYwPbc7zDg65P+v7jN5TuqjraIWdvOWDL",
+	"tUF4y1CU9lO7fte0JZ2DWkMvzosdYNuHVVLfRAlfU8MjTUBCQibLspzmZdrJ8IpMDz6b5+6tj5GBhk0x",
+	"wBNFjAtnew5sXdMW85wOGYNzRmo9rH1iq6xW2I0Jz1A3UeTG3A87Hp72yQe0WC4zbwXT6Clm8b2GUN10",
+	"cKzFw4rgyEQLOoUxxwVTqkgubiExtliL0gjb6Q6wBw9dIyhpwvLhYb1ngqkxX90SGkQzmSHCeQ7WHq6C",
+	"ryHLNq1sAQX7qGvamNreSqbaRZAnqrn7dfrpUwGVlK9PanR12rd16rSrQodstz5K7VSdFpxsF+eqQRxH",
+	"nG4fUXYr44Cz7QOqJu4v1zN3Sq1TMQJGrZQf0CRn/LBT60JvOrq6EFw3OlUEnTcjYky5qrhYkEpPhs6x",
+	"w6oAwQyIfVqr7l6FfkswfwbtpfLbIqfrBul2gSzr0JL0H3T+X3iaV6lb3eC3QQHXjssxTkJ2utTMuuNc",
+	"Uekt9spe7fjYhb0D16Oxehlo50nDYO7uKTT5/LPBulqaaqXVxEvYgRGWuREeE/bU+klCH0E1UGfMZxKo",
+	"9nGIDQg9GqvCGB+YCgke0V2HdNS4PWK+VL6oH5Ipk0qPeSxysJ+ta5yEpOCaZbUtMFXWdV0fNTZXy4Ir",
+	"IgrdhcSup38nKDaRoZZLb2+AmGiM3MCSHLim8uNTkh6apwrJVfWIsyv42TKD8mTMSyEii5RlQBhaQYcf",
+	"50Rw36ZrxxurhWbIMcuQ4pS/bYn65KpOoDurhE2ngOjkec3QLg9Jq8KJvEIDYmO9yoK8SiCfCw08Xvb+",
+	"BsuNjufmrO/Hsjr4k0iWOwBMrevBJyW7GiZdrhZb7O53vV+1crvjvpmr0rKA+28Nil14+LMV6D75G8Dc",
+	"132Zb4BGt2BBjY45x6vW69nHThdzeEjuS6uovavu+q6Rl6b/JJy7geJ3bhMATNf7vcue8fVX2rZnQO8f",
+	"5hk/xI04+w73tVyNXokcJsJ4ksYs2xs/tZseQjr1Z1yxBKyRqXXvNY/yvVH+Hl7aaR/kpU2R1dCx6ZKU",
+	"V3ukMZeQkGJ+uPkMu4/s+HG5udqt4u/AVddmmHLNmeh1ZviTCjFBNS2ybDMP99z9F3oYDmxqElA6ijuH",
+	"ZYOq+X9z4uHC9+vv50D8W4Xb1R2ILeG2Zcp3CrcxGrZXouz9KCePWWJsLTov39xhdOD/FRzG1ZgV563C",
+	"g30M926HvFJ83skEd0aftjf4oULwYMvymPGmRY0SP/rEeKdzoJpMlpXnWV7zrWVTbM/j7jCDfsU3ECcO",
+	"i28rTLU+gX8Xb+697bHuN/ta8Sbtomrbd/0Cm3y3P5LD9XhqcXGngSdtn8deSbRerdJ0WcVmm9Sg2TK1",
+	"1sa+rzc/rehIVwauVuNvORn1bHjnWzKcwuw9UDG+suIOtew/XFK+2SO3xVOojvc7eQvv3e1R0qyqG4To",
+	"8hZq4ogewxpYnQtZieQ3w9ZmC99O8Hr89ZfvhthYyOQxrf8Xi4Hhoe1F8GLgWwfK69qi0BgX1mrfvpy/",
+	"VkZKGKv18GxAsaoVZwcQe1jR8Y+FJbXGqa1Q4pj3Pct8q507Gwt+lVC05WTw2X+8r4lMO1t0S7MCSCxy",
+	"/xIA/5offLnDco4ZzQVVKNIaOD4UYtNM2RRDbE5dAk8wj8k0oYrQkrMY1dv3dIxchoRyQrWmcZoD16Gb",
+	"QHE2nUJie5IU5clE3EFCDqilcsw9DVSRSMOdHqQ6z6KyDQi3Rhi+uyKmHBtaYqSlRsETRRKq0omgMjns",
+	"yib/DKUeba+g/Hnw56Y0lhZ5wjiVHdeYu6sluMFw9xNYcS1f2Md7f2FqLhTzFxhWsi8Vx8/JlGVg5Om/",
+	"xsG4GA5PYi8u+BeMg2hEqrYhemvDFCstjCsNFLvFVCoWeHtP75R9qvUKe5IvIS4k08veO5GxeNlBtpOE",
+	"c+IUrKdkTJ5wweFJNEIKOKF8uaDLkPhKga/fGklKqfmbCOyx2pfMiys62ym1VBvzVR39MPhHz/PqajmH",
+	"3tt56c62XruEGhTtt8f771Cce2/Eh66i3TlmTPFLh0iMkwYz16HfvrmXUsExti26yrbG5hgKplMSNWjA",
+	"UI/aoEQ33sfiyvcQusZB4ERSpsBGKnZfWhh8DM3OBAeiJeXKdrL6clrVMR3VIp68UJrQTAkygdrXrqfa",
+	"BUpjXnB/Kb3MSKIXgqYD0wuuexAdFN8XWdcWbLhw3lcHOr4r6ujY5WSslpqa2rBXmWHz65DWrFfxb2OM",
+	"tbFu9ZVh3V8KPiK/sp9C2zK6bGD8ObmBOZqqGbuFDpS6fwQvybZ7t3fywRqeFZuzPzL+vy0S1W9Ujmra",
+	"yRSZgH93otX/AyFb7+orr5iYQYd94qMf60WV4YD1S4+fPerWOu8dRyNjUBuK7bqJ+1/BOHxAbGpZhy2e",
+	"L152XuvqXtA4JTkoZVxS4xBEWGMYWYi17+sy4hqSiCWjCA2Rgk/2snhCNXVPYgnDnMtfL9++6Y959Joq",
+	"3cNve6/+EhliC+yWd+/ioxqnmUqRu5ddCQPO5SvXnhtDh73sWANDLxUXGHNqWCr1BKiu+jrsu7iwxphk",
+	"0AXQH5AP3zD+6wbdOhu24+5GIEPPHo+kZ7fblOSdgNcO/E6R3HOSsdvyrMp6lhGbS4xBepfmkC9clasS",
+	"ayvDH3FPNlqxh1d12o8Gg6PjH/ElEUejZ8NnQ/Rg3PiWD2MLlKHtKghrzZyJa6ok/n1SOgUmXb8U+sxO",
+	"QFeylipotx2/XL1sgpZssqynOUL3MjybHrPOTEylXK72HvXbKdauNT/Yebw3M4GYFraSwqTDXhMxIS6H",
+	"JAUJREjjc7WuxGDaRqeQN1YuEzDtpS+ql+SFeM7h+nN189ljbU/l2//dgbju9dpA16V+//H+/wIAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -497,6 +497,13 @@ func TestResources(t *testing.T) {
 			t.Errorf("GetResource() = %q, Content-Type %q, Fencing-Token %q, ETag %q; want v1 untouched by the refused writes",
 				r.Body, h.Get("Content-Type"), h.Get("Fencing-Token"), h.Get("ETag"))
 		}
+		// A stored value is never a page of this origin (TestBrowser/StoredHTMLCannotRevoke).
+		for k, want := range map[string]string{"Content-Disposition": `attachment; filename="orders"`,
+			"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox; default-src 'none'"} {
+			if got := h.Get(k); got != want {
+				t.Errorf("GetResource() %s = %q, want %q", k, got, want)
+			}
+		}
 	})
 	t.Run("GetErrNotFound", func(t *testing.T) {
 		r, err := e.c.GetResourceWithResponse(e.ctx, "never")
