@@ -87,6 +87,7 @@ const (
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
 	ProblemCodePreconditionRequired ProblemCode = "precondition_required"
 	ProblemCodeStaleToken           ProblemCode = "stale_token"
+	ProblemCodeTokenNotIssued       ProblemCode = "token_not_issued"
 	ProblemCodeTooManyWaiters       ProblemCode = "too_many_waiters"
 	ProblemCodeTooManyWatchers      ProblemCode = "too_many_watchers"
 	ProblemCodeUnavailable          ProblemCode = "unavailable"
@@ -114,6 +115,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodePreconditionRequired:
 		return true
 	case ProblemCodeStaleToken:
+		return true
+	case ProblemCodeTokenNotIssued:
 		return true
 	case ProblemCodeTooManyWaiters:
 		return true
@@ -341,8 +344,8 @@ type Metadata map[string]interface{}
 type Name = string
 
 // Problem RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
-// expires) and `available_at` (when the name can be granted again); for `stale_token`,
-// `presented_token` and `current_fence`.
+// expires) and `available_at` (when the name can be granted again); for `stale_token` and
+// `token_not_issued`, `presented_token` and `current_fence`.
 type Problem struct {
 	// AvailableAt An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
@@ -350,7 +353,7 @@ type Problem struct {
 	AvailableAt *Timestamp  `json:"available_at,omitempty"`
 	Code        ProblemCode `json:"code"`
 
-	// CurrentFence For `stale_token`.
+	// CurrentFence For `stale_token` and `token_not_issued`.
 	CurrentFence *int64  `json:"current_fence,omitempty"`
 	Detail       *string `json:"detail,omitempty"`
 
@@ -366,7 +369,7 @@ type Problem struct {
 	Holder   *string `json:"holder,omitempty"`
 	Instance *string `json:"instance,omitempty"`
 
-	// PresentedToken For `stale_token`.
+	// PresentedToken For `stale_token` and `token_not_issued`.
 	PresentedToken *int64  `json:"presented_token,omitempty"`
 	RequestId      *string `json:"request_id,omitempty"`
 
@@ -475,23 +478,23 @@ type Limit = int
 type Resource = Name
 
 // BadRequest RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
-// expires) and `available_at` (when the name can be granted again); for `stale_token`,
-// `presented_token` and `current_fence`.
+// expires) and `available_at` (when the name can be granted again); for `stale_token` and
+// `token_not_issued`, `presented_token` and `current_fence`.
 type BadRequest = Problem
 
 // Forbidden RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
-// expires) and `available_at` (when the name can be granted again); for `stale_token`,
-// `presented_token` and `current_fence`.
+// expires) and `available_at` (when the name can be granted again); for `stale_token` and
+// `token_not_issued`, `presented_token` and `current_fence`.
 type Forbidden = Problem
 
 // LeaseLost RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
-// expires) and `available_at` (when the name can be granted again); for `stale_token`,
-// `presented_token` and `current_fence`.
+// expires) and `available_at` (when the name can be granted again); for `stale_token` and
+// `token_not_issued`, `presented_token` and `current_fence`.
 type LeaseLost = Problem
 
 // NotFound RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
-// expires) and `available_at` (when the name can be granted again); for `stale_token`,
-// `presented_token` and `current_fence`.
+// expires) and `available_at` (when the name can be granted again); for `stale_token` and
+// `token_not_issued`, `presented_token` and `current_fence`.
 type NotFound = Problem
 
 // ListLeasesParams defines parameters for ListLeases.
@@ -768,6 +771,14 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/resources (the `ListResources` operationId).
 	ListResources(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// DeleteResource Delete a fenced resource, its value and its fence (admin).
+	//
+	// The next write to the name starts the resource again at version 1, with any token this
+	// server issued. Its recorded rejections stay.
+	//
+	// Corresponds with DELETE /v1/resources/{resource} (the `DeleteResource` operationId).
+	DeleteResource(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetResource Read a fenced resource; its fence comes in Fencing-Token.
 	//
 	// The value comes with the content type it was written with, but a browser never renders
@@ -781,7 +792,9 @@ type ClientInterface interface {
 	//
 	// Applies iff `Fencing-Token` is at least the resource's fence, and then raises the fence to
 	// it, in one transaction. With `Lease-Name` the token must also be the token of the current
-	// unexpired lease on that name. A refused write changes nothing and is recorded.
+	// unexpired lease on that name. A token above every token this server has issued is
+	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
+	// A refused write changes nothing and is recorded.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1069,6 +1082,24 @@ func (c *Client) ListResources(ctx context.Context, params *ListResourcesParams,
 	return c.Client.Do(req)
 }
 
+// DeleteResource Delete a fenced resource, its value and its fence (admin).
+//
+// The next write to the name starts the resource again at version 1, with any token this
+// server issued. Its recorded rejections stay.
+//
+// Corresponds with DELETE /v1/resources/{resource} (the `DeleteResource` operationId).
+func (c *Client) DeleteResource(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteResourceRequest(c.Server, resource)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetResource Read a fenced resource; its fence comes in Fencing-Token.
 //
 // The value comes with the content type it was written with, but a browser never renders
@@ -1092,7 +1123,9 @@ func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors 
 //
 // Applies iff `Fencing-Token` is at least the resource's fence, and then raises the fence to
 // it, in one transaction. With `Lease-Name` the token must also be the token of the current
-// unexpired lease on that name. A refused write changes nothing and is recorded.
+// unexpired lease on that name. A token above every token this server has issued is
+// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
+// A refused write changes nothing and is recorded.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1816,6 +1849,40 @@ func NewListResourcesRequest(server string, params *ListResourcesParams) (*http.
 	return req, nil
 }
 
+// NewDeleteResourceRequest constructs an http.Request for the DeleteResource method
+func NewDeleteResourceRequest(server string, resource Resource) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "resource", resource, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/resources/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetResourceRequest constructs an http.Request for the GetResource method
 func NewGetResourceRequest(server string, resource Resource) (*http.Request, error) {
 	var err error
@@ -2150,6 +2217,16 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/resources (the `ListResources` operationId).
 	ListResourcesWithResponse(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*ListResourcesResponse, error)
 
+	// DeleteResourceWithResponse Delete a fenced resource, its value and its fence (admin).
+	//
+	// The next write to the name starts the resource again at version 1, with any token this
+	// server issued. Its recorded rejections stay.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/resources/{resource} (the `DeleteResource` operationId).
+	DeleteResourceWithResponse(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*DeleteResourceResponse, error)
+
 	// GetResourceWithResponse Read a fenced resource; its fence comes in Fencing-Token.
 	//
 	// The value comes with the content type it was written with, but a browser never renders
@@ -2165,7 +2242,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Applies iff `Fencing-Token` is at least the resource's fence, and then raises the fence to
 	// it, in one transaction. With `Lease-Name` the token must also be the token of the current
-	// unexpired lease on that name. A refused write changes nothing and is recorded.
+	// unexpired lease on that name. A token above every token this server has issued is
+	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
+	// A refused write changes nothing and is recorded.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2907,6 +2986,61 @@ func (r ListResourcesResponse) ContentType() string {
 	return ""
 }
 
+type DeleteResourceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteResourceResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteResourceResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DeleteResourceResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteResourceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteResourceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteResourceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteResourceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetResourceResponse200Headers the declared response headers of an HTTP 200 response for GetResource
 type GetResourceResponse200Headers struct {
 	ContentDisposition    string
@@ -3320,6 +3454,22 @@ func (c *ClientWithResponses) ListResourcesWithResponse(ctx context.Context, par
 	return ParseListResourcesResponse(rsp)
 }
 
+// DeleteResourceWithResponse Delete a fenced resource, its value and its fence (admin).
+//
+// The next write to the name starts the resource again at version 1, with any token this
+// server issued. Its recorded rejections stay.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/resources/{resource} (the `DeleteResource` operationId).
+func (c *ClientWithResponses) DeleteResourceWithResponse(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*DeleteResourceResponse, error) {
+	rsp, err := c.DeleteResource(ctx, resource, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteResourceResponse(rsp)
+}
+
 // GetResourceWithResponse Read a fenced resource; its fence comes in Fencing-Token.
 //
 // The value comes with the content type it was written with, but a browser never renders
@@ -3341,7 +3491,9 @@ func (c *ClientWithResponses) GetResourceWithResponse(ctx context.Context, resou
 //
 // Applies iff `Fencing-Token` is at least the resource's fence, and then raises the fence to
 // it, in one transaction. With `Lease-Name` the token must also be the token of the current
-// unexpired lease on that name. A refused write changes nothing and is recorded.
+// unexpired lease on that name. A token above every token this server has issued is
+// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
+// A refused write changes nothing and is recorded.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -3938,6 +4090,49 @@ func ParseListResourcesResponse(rsp *http.Response) (*ListResourcesResponse, err
 	return response, nil
 }
 
+// ParseDeleteResourceResponse parses an HTTP response from a DeleteResourceWithResponse call
+func ParseDeleteResourceResponse(rsp *http.Response) (*DeleteResourceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteResourceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseGetResourceResponse parses an HTTP response from a GetResourceWithResponse call
 func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -4157,6 +4352,9 @@ type ServerInterface interface {
 	// ListResources List fenced resources, ordered by name.
 	// (GET /v1/resources)
 	ListResources(w http.ResponseWriter, r *http.Request, params ListResourcesParams)
+	// DeleteResource Delete a fenced resource, its value and its fence (admin).
+	// (DELETE /v1/resources/{resource})
+	DeleteResource(w http.ResponseWriter, r *http.Request, resource Resource)
 	// GetResource Read a fenced resource; its fence comes in Fencing-Token.
 	// (GET /v1/resources/{resource})
 	GetResource(w http.ResponseWriter, r *http.Request, resource Resource)
@@ -4241,6 +4439,12 @@ func (_ Unimplemented) ReportRejection(w http.ResponseWriter, r *http.Request) {
 // ListResources List fenced resources, ordered by name.
 // (GET /v1/resources)
 func (_ Unimplemented) ListResources(w http.ResponseWriter, r *http.Request, params ListResourcesParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteResource Delete a fenced resource, its value and its fence (admin).
+// (DELETE /v1/resources/{resource})
+func (_ Unimplemented) DeleteResource(w http.ResponseWriter, r *http.Request, resource Resource) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -4754,6 +4958,32 @@ func (siw *ServerInterfaceWrapper) ListResources(w http.ResponseWriter, r *http.
 	handler.ServeHTTP(w, r)
 }
 
+// DeleteResource operation middleware
+func (siw *ServerInterfaceWrapper) DeleteResource(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "resource" -------------
+	var resource Resource
+
+	err = runtime.BindStyledParameterWithOptions("simple", "resource", chi.URLParam(r, "resource"), &resource, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "resource", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteResource(w, r, resource)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetResource operation middleware
 func (siw *ServerInterfaceWrapper) GetResource(w http.ResponseWriter, r *http.Request) {
 
@@ -5043,6 +5273,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/resources", wrapper.ListResources)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/resources/{resource}", wrapper.DeleteResource)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/resources/{resource}", wrapper.GetResource)
@@ -5867,6 +6100,71 @@ func (response ListResourcesdefaultApplicationProblemPlusJSONResponse) VisitList
 	return err
 }
 
+type DeleteResourceRequestObject struct {
+	Resource Resource `json:"resource"`
+}
+
+type DeleteResourceResponseObject interface {
+	VisitDeleteResourceResponse(w http.ResponseWriter) error
+}
+
+type DeleteResource204Response struct {
+}
+
+func (response DeleteResource204Response) VisitDeleteResourceResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteResource403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteResource403ApplicationProblemPlusJSONResponse) VisitDeleteResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteResource404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteResource404ApplicationProblemPlusJSONResponse) VisitDeleteResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteResourcedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response DeleteResourcedefaultApplicationProblemPlusJSONResponse) VisitDeleteResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetResourceRequestObject struct {
 	Resource Resource `json:"resource"`
 }
@@ -6175,6 +6473,9 @@ type StrictServerInterface interface {
 	// ListResources List fenced resources, ordered by name.
 	// (GET /v1/resources)
 	ListResources(ctx context.Context, request ListResourcesRequestObject) (ListResourcesResponseObject, error)
+	// DeleteResource Delete a fenced resource, its value and its fence (admin).
+	// (DELETE /v1/resources/{resource})
+	DeleteResource(ctx context.Context, request DeleteResourceRequestObject) (DeleteResourceResponseObject, error)
 	// GetResource Read a fenced resource; its fence comes in Fencing-Token.
 	// (GET /v1/resources/{resource})
 	GetResource(ctx context.Context, request GetResourceRequestObject) (GetResourceResponseObject, error)
@@ -6562,6 +6863,32 @@ func (sh *strictHandler) ListResources(w http.ResponseWriter, r *http.Request, p
 	}
 }
 
+// DeleteResource operation middleware
+func (sh *strictHandler) DeleteResource(w http.ResponseWriter, r *http.Request, resource Resource) {
+	var request DeleteResourceRequestObject
+
+	request.Resource = resource
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteResource(ctx, request.(DeleteResourceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteResource")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteResourceResponseObject); ok {
+		if err := validResponse.VisitDeleteResourceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetResource operation middleware
 func (sh *strictHandler) GetResource(w http.ResponseWriter, r *http.Request, resource Resource) {
 	var request GetResourceRequestObject
@@ -6649,93 +6976,97 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fx7c9s4kv8qKN5Wxd6jHn5kJpbrqi6TdWaym0lysbeytaOcCZEtEWsSUADQsibl736FBsCHSL2cxNm5",
-	"zB8jSwTQaHT/+gl+DmKRzwUHrlUw+hzMqaQ5aJD414tCKiHNpwRULNlcM8GDUXCVAok43OnrGJ+IiJgS",
-	"nQKZS7hlolBkTmfQD8KAmcc/FSCXQRhwmkMwCuyYIAxUnEJOzfQ5vXsNfKbTYPT06DgM9HJunlRaMj4L",
-	"7u/D4DXLmW5T8o7OgCj2O4TkiGhBjobDITlIYEqLTJu/DtdRkeGEK0SwvMiDkZkkDHLG3Z8lPYxrmIFE",
-	"gt7gNF2cyYAqIGaZcu051Wm1NP4vDCR8KpiEJBhpWUCdkj9JmAaj4D8G1eEM7K9qgOsaAt6DEoWMkYiO",
-	"RaT/+QsXujfj1VxwBSgTP9HkPXwqQOFpxIJr4PiRzucZi6lhxGAuxSSD/D//pQxXPu+44js7yi7a5GvE",
-	"+C3NWHIt7drRCOXN/UUSAYpwoclUZJlY4G+GNElj3Q/uw+ClkBOWJMAfleipXzUaEUpiKZTqKaaBTKRY",
-	"KJAl/TqlmixEkSUkTik3Mi1y0CnjMyT/tRGp1+KReY6CfJ2Jkt1WsuFubqQpJAuqiAT8MgmJhFtxAwkR",
-	"kqhiDlJBYr4Wshp6zRLC7EHhCRVSAtdEcMBdvhH6pSh48qib5EJfT82qEdLgH31EEp5zAlIK2Ue1dgPM",
-	"fM9j1NuautEkYWYUzd5JMQepmVHKKc0UhMG89tXnIBVZAh3Y/SEVxPymCNMhmQpJ0iKnXBmsgjuazzOD",
-	"Hgshb0D2Tv47FUr3aBDWIfr46Q8Ij/7voxZgh0Em4pvrBDK6vM5Vm4rnUw1GMJhqCJUiB0Y4BPdydRii",
-	"pBhM85Izk5RrSAidUcZxA3YaYXQlDKZC5lRbsP7hNKjh+LCN42GQg6YJ1VvP71f/3H0YaJ11bgq1lCSF",
-	"REEhjJNchWTBjB7jNhTIW5BPFJkYgVMNQzU05uvkh6H5d9g4jKOnaI9aG2tvZkGZ7qTsF7FABpk1zEOG",
-	"toxxcOzzml3SMwxJIpDb5unDvfl6Xzc6v3lZLDn3sRwhJv+CWBvaL26drjUpf8uBANdyaVwMSlKmtJDL",
-	"PomojoxELFLghGmS0vkcOCTnuKXIYVRkxScXucGZFoSZfTW1huptgnDFclCa5nNDtJPa6z2HVbrZ0puH",
-	"yCPfwRU5J5DP9RK5Q0kkwfAdkoiA4TtZpEL5x5kiBb/hYsH7QYdmy5rf0VzxpeF8ObO30PZpa+IkTAsF",
-	"Cf6ykExD5woKPrUnf8VjachTqFCGbLm0xJ/b6aiOU6K0BJo/USRiBtB30hotbqxfsGk3VpCUphkQHGB8",
-	"XQUGiXZdBr/5HAA3SvNbQGOnIIalHBbukzWngZct+yVaVvxkyalpUM1Hrquc4aF7JvQOp91oWKkj1etV",
-	"8TWzJqepH8hw/MQ0WKTZJKVWqcvNB1RKukSRrYKHDjVY2YtbtDmqi/BfgGbGIK1SrTTVhaW/tHDiJtjK",
-	"QzusayWE+g6zZq1TSKgxr4pYThMFYP7ugBsnA9ePjTubLH3bljvfrRtjFMQStNdvDgtFKE+8AVfnRPBs",
-	"SZwFpFwtjOEXxG296XZkN9cnn47zl8Pkf06Lvz8T/ziaPOV/lT8ugl1cjB2U8EvgtSJzwrKM8VmPs1mq",
-	"s2U3SqJK73tCJRZV1v/HM+sUuH+7YU3poeztRazogIOOyoI7DHErhA0Rbmy7IaWrp7VWp7phx4rSzrCD",
-	"M11qqmEH7GlK9AVaSWqdBeBJfytKONq2o1ONqg7gMIx+ooyF0XDuzPRUgrXe1vpkVGkPKUbF8CxC/BgB",
-	"T5DtUflnNOYHVXTmrIkJx5w5OTRO1C1lGZ1kcF13p0qPO6acTKDpcY/5AUXnnXI76TIk86xQlkIR3xA8",
-	"5MP+mH81uKuTuR9O8qTbGS7Z6fxBjrHqCtcRm5y13miYP3YAgD+QR8F1yJKaGZ0IkQHlWzzNx4bPrw6R",
-	"e+HgjtGTS3w2BcYF4AqDIcZnPnrq7w6f5oA2oWjzMCpaunDk19ohdCcEbJpvNcuwJH+9fPuG2IkwnNIk",
-	"F0qTU/I39lNIoD/r+xgpwTCVJokE1UwN4JoyGAVHw77578fR2XA4rOFsReibHQznnGoN0hD4v7897/2T",
-	"9n4f9s4+Vh/716Pex8/D8Ojs7P5PXYa2lrBZObWXL8jZ6dMfiUvYkAQ0ZZnqE/TsrVNjDiYKSWRPxnyq",
-	"VDAiByUc+lQVjhpz99ChBdsmih5sx9BDF6ViOHGNwhCFYx6VIYX7zk7v1r6eAo8h6sTVh+JjLJJGTLKS",
-	"ZTVGzafHAu8HOlmukoNBGNQ2gsRBLLgVzOtSG4zUi+uc8uW1l+7GVzpO7XdzuswENTwQ1xmVM6NAOehU",
-	"JNeGGpplwgZLZXo1CIOCl0zApLsRKpp1InODn2vivvrJ7BjfWfHqRDpM73UAy0sGWdLL4BYyL51WMFaz",
-	"3VhI8J5Pa/pVB+eLo4MOhtTUZdTQCDuqM45nXGnqeNz6cUXWv945OJ65eKWdXGjHgqfDs07jwXS2gl82",
-	"w+c0YM051J+nE1Ho0SSjfHu06WJ1u2pJp9PRLjvwHpMBzGahvyiNFWfMKIQF9s87aMwOx7Ax/wxZ4uuF",
-	"Vgi8L4vYuT73ZM90h9UzH5/vInc7CRV16f6N+bC2tJU/eYhFym4A5ugIwN0GoCoUyGs6c3nRzdLDrD9a",
-	"1vxWt7l6iJj8KenbKF7dIdnmDI5PVTHBdw/bKoFugdrKbmuTb4+7ymnfw1zIfeso22V/c4GhlMR6AWU4",
-	"DB8mmZvXqqS0ttjR8Ph0Sxp3lbSNtZ3WUewsc92Hgwx6WI2rnpiq7/j42X57KOfpppDD4pHpW19jek44",
-	"LIjW2TkROdMGOg2YqKq48USZn3cylvuxwZ7zKz4VbTRwtdJrbwJb+/kapuMqBZ/+cP0mGMJjIcHseicT",
-	"knVnbs3caN17Jmppzx8SNiWUL7eWRNomgP2+68aLeUL1/hHxLUjl3IB9j7ymvd4u+Nka5LhthM2D3iQn",
-	"D7UadvQ+RqMml9vthp9+u9moWNxWQk6sb6tDYsLMk5OTM8I4+fvVC1eduqOxzpZEpxKATCWNLWKQhM2Y",
-	"Xqm1Hw+Pf+gdHfWOz66Gz0anT0dHJ/2j4+E/6xpsDqKnmS3jNJgWBne9mei5LxdMgnmsf2WfLX/rsdwb",
-	"P+wTGgUzptNi0o9FPqj5JI3PfrbgHtsWmFP9jqq3IuIWJPnl6urdALMMyAYjUgyrzjfAlS0RYDUAzMMz",
-	"KRYhPgNJWSdU9ULhmNuCG2qgsplOSkx0KROjorYIiM/SrD/mY46HRqiE7nPJWZYxhdGp8T1jZiT9vCzZ",
-	"25FOV+oPq/6YX9iKownlCFOEclJmGKJ1/SERSURcYPEZ16dEaROiksh49RGS/LzZBWT7f8z8S+z/IQeU",
-	"L4mNf8mk0OTni6uQ/HLx/C/Ijrfvrl69fXNpMxE4AfXdRWOugCeKCE4mkNJsijkfLnQKkmAb0kF0CXHv",
-	"Jeg47V0yDaNaj1JEMP6iOdg/sZOHchK9lWzGeDR2E+mU8nov1hNFUqH0oeGRL/fi3qPT4QmpOqL65AVG",
-	"He7ADeO50GPuiFfEEE84MFwlxZSUFQD7JKHTKdZCbUIkYzFwC+yuAe75nMYp9I77QwNlMgtGQar1XI0G",
-	"g8Vi0af4c1/I2cCNVYPXr15cvLm8wDFVALjispdoGwz7R/ZBMQdO5ywYBSf9Yf/EprVShK5BijXJ383n",
-	"GaD+GTxEUXmVBCNXs/w9WGmzOx4ON/Qg7dd75MqiHa1HVxiDiRiUss0pyh+jct1IRZ5TuTRqzm6Bu2Sg",
-	"pjOFfR124o/myYEEmizX7/O9/fm7bBPXxvaup8OTx2zteiMMlNnFG9w0FDHDTnJgdCehmk6o8vVRdbiW",
-	"y7dHg6oY1sloY3hf+5pUvZ/3t3ZvTbbEJKXTQaWpdEClU6bWdc7OJUzZ3br+3a7Y5j7sXBrTAHY3iC5o",
-	"GrD6IjioPnmbM435sInQ6TpqsGDWIMZH2i5NYybs7JfoPtWKYwPbc7zDg65P+v7jN5TuqjraIWdvOWDL",
-	"tUF4y1CU9lO7fte0JZ2DWkMvzosdYNuHVVLfRAlfU8MjTUBCQibLspzmZdrJ8IpMDz6b5+6tj5GBhk0x",
-	"wBNFjAtnew5sXdMW85wOGYNzRmo9rH1iq6xW2I0Jz1A3UeTG3A87Hp72yQe0WC4zbwXT6Clm8b2GUN10",
-	"cKzFw4rgyEQLOoUxxwVTqkgubiExtliL0gjb6Q6wBw9dIyhpwvLhYb1ngqkxX90SGkQzmSHCeQ7WHq6C",
-	"ryHLNq1sAQX7qGvamNreSqbaRZAnqrn7dfrpUwGVlK9PanR12rd16rSrQodstz5K7VSdFpxsF+eqQRxH",
-	"nG4fUXYr44Cz7QOqJu4v1zN3Sq1TMQJGrZQf0CRn/LBT60JvOrq6EFw3OlUEnTcjYky5qrhYkEpPhs6x",
-	"w6oAwQyIfVqr7l6FfkswfwbtpfLbIqfrBul2gSzr0JL0H3T+X3iaV6lb3eC3QQHXjssxTkJ2utTMuuNc",
-	"Uekt9spe7fjYhb0D16Oxehlo50nDYO7uKTT5/LPBulqaaqXVxEvYgRGWuREeE/bU+klCH0E1UGfMZxKo",
-	"9nGIDQg9GqvCGB+YCgke0V2HdNS4PWK+VL6oH5Ipk0qPeSxysJ+ta5yEpOCaZbUtMFXWdV0fNTZXy4Ir",
-	"IgrdhcSup38nKDaRoZZLb2+AmGiM3MCSHLim8uNTkh6apwrJVfWIsyv42TKD8mTMSyEii5RlQBhaQYcf",
-	"50Rw36ZrxxurhWbIMcuQ4pS/bYn65KpOoDurhE2ngOjkec3QLg9Jq8KJvEIDYmO9yoK8SiCfCw08Xvb+",
-	"BsuNjufmrO/Hsjr4k0iWOwBMrevBJyW7GiZdrhZb7O53vV+1crvjvpmr0rKA+28Nil14+LMV6D75G8Dc",
-	"132Zb4BGt2BBjY45x6vW69nHThdzeEjuS6uovavu+q6Rl6b/JJy7geJ3bhMATNf7vcue8fVX2rZnQO8f",
-	"5hk/xI04+w73tVyNXokcJsJ4ksYs2xs/tZseQjr1Z1yxBKyRqXXvNY/yvVH+Hl7aaR/kpU2R1dCx6ZKU",
-	"V3ukMZeQkGJ+uPkMu4/s+HG5udqt4u/AVddmmHLNmeh1ZviTCjFBNS2ybDMP99z9F3oYDmxqElA6ijuH",
-	"ZYOq+X9z4uHC9+vv50D8W4Xb1R2ILeG2Zcp3CrcxGrZXouz9KCePWWJsLTov39xhdOD/FRzG1ZgV563C",
-	"g30M926HvFJ83skEd0aftjf4oULwYMvymPGmRY0SP/rEeKdzoJpMlpXnWV7zrWVTbM/j7jCDfsU3ECcO",
-	"i28rTLU+gX8Xb+697bHuN/ta8Sbtomrbd/0Cm3y3P5LD9XhqcXGngSdtn8deSbRerdJ0WcVmm9Sg2TK1",
-	"1sa+rzc/rehIVwauVuNvORn1bHjnWzKcwuw9UDG+suIOtew/XFK+2SO3xVOojvc7eQvv3e1R0qyqG4To",
-	"8hZq4ogewxpYnQtZieQ3w9ZmC99O8Hr89ZfvhthYyOQxrf8Xi4Hhoe1F8GLgWwfK69qi0BgX1mrfvpy/",
-	"VkZKGKv18GxAsaoVZwcQe1jR8Y+FJbXGqa1Q4pj3Pct8q507Gwt+lVC05WTw2X+8r4lMO1t0S7MCSCxy",
-	"/xIA/5offLnDco4ZzQVVKNIaOD4UYtNM2RRDbE5dAk8wj8k0oYrQkrMY1dv3dIxchoRyQrWmcZoD16Gb",
-	"QHE2nUJie5IU5clE3EFCDqilcsw9DVSRSMOdHqQ6z6KyDQi3Rhi+uyKmHBtaYqSlRsETRRKq0omgMjns",
-	"yib/DKUeba+g/Hnw56Y0lhZ5wjiVHdeYu6sluMFw9xNYcS1f2Md7f2FqLhTzFxhWsi8Vx8/JlGVg5Om/",
-	"xsG4GA5PYi8u+BeMg2hEqrYhemvDFCstjCsNFLvFVCoWeHtP75R9qvUKe5IvIS4k08veO5GxeNlBtpOE",
-	"c+IUrKdkTJ5wweFJNEIKOKF8uaDLkPhKga/fGklKqfmbCOyx2pfMiys62ym1VBvzVR39MPhHz/PqajmH",
-	"3tt56c62XruEGhTtt8f771Cce2/Eh66i3TlmTPFLh0iMkwYz16HfvrmXUsExti26yrbG5hgKplMSNWjA",
-	"UI/aoEQ33sfiyvcQusZB4ERSpsBGKnZfWhh8DM3OBAeiJeXKdrL6clrVMR3VIp68UJrQTAkygdrXrqfa",
-	"BUpjXnB/Kb3MSKIXgqYD0wuuexAdFN8XWdcWbLhw3lcHOr4r6ujY5WSslpqa2rBXmWHz65DWrFfxb2OM",
-	"tbFu9ZVh3V8KPiK/sp9C2zK6bGD8ObmBOZqqGbuFDpS6fwQvybZ7t3fywRqeFZuzPzL+vy0S1W9Ujmra",
-	"yRSZgH93otX/AyFb7+orr5iYQYd94qMf60WV4YD1S4+fPerWOu8dRyNjUBuK7bqJ+1/BOHxAbGpZhy2e",
-	"L152XuvqXtA4JTkoZVxS4xBEWGMYWYi17+sy4hqSiCWjCA2Rgk/2snhCNXVPYgnDnMtfL9++6Y959Joq",
-	"3cNve6/+EhliC+yWd+/ioxqnmUqRu5ddCQPO5SvXnhtDh73sWANDLxUXGHNqWCr1BKiu+jrsu7iwxphk",
-	"0AXQH5AP3zD+6wbdOhu24+5GIEPPHo+kZ7fblOSdgNcO/E6R3HOSsdvyrMp6lhGbS4xBepfmkC9clasS",
-	"ayvDH3FPNlqxh1d12o8Gg6PjH/ElEUejZ8NnQ/Rg3PiWD2MLlKHtKghrzZyJa6ok/n1SOgUmXb8U+sxO",
-	"QFeylipotx2/XL1sgpZssqynOUL3MjybHrPOTEylXK72HvXbKdauNT/Yebw3M4GYFraSwqTDXhMxIS6H",
-	"JAUJREjjc7WuxGDaRqeQN1YuEzDtpS+ql+SFeM7h+nN189ljbU/l2//dgbju9dpA16V+//H+/wIAAP//",
+	"3Fx7c9s4kv8qKN5Wxd6jHn5kJpbrqi6TcWaym01yibeytaOcCZEtEWsSYADQiibl736FBsCHSD3sJM7O",
+	"Zf4YWQKBBrr710/wcxCLvBAcuFbB5HNQUElz0CDxr2elVEKaTwmoWLJCM8GDSXCZAok4fNJXMY6IiJgT",
+	"nQIpJNwwUSpS0AUMgzBgZvjHEuQqCANOcwgmgX0mCAMVp5BTM31OP70EvtBpMHl8dBwGelWYkUpLxhfB",
+	"7W0YvGQ5011K3tAFEMV+h5AcES3I0Xg8JgcJzGmZafPX4SYqMpxwjQiWl3kwMZOEQc64+7Oih3ENC5BI",
+	"0Cucpu9kMqAKiFmmWrugOq2Xxv+FgYSPJZOQBBMtS2hS8icJ82AS/MeoZs7I/qpGuK4h4C0oUcoYiehZ",
+	"RPqfv3ChW/O8KgRXgDLxE03ewscSFHIjFlwDx4+0KDIWU3MQo0KKWQb5f/5LmVP5vOeKb+xTdtH2uUaM",
+	"39CMJVfSrh1NUN7cXyQRoAgXmsxFlokl/mZIkzTWw+A2DJ4LOWNJAvxBiZ77VaMJoSSWQqmBYhrITIql",
+	"AlnRr1OqyVKUWULilHIj0yIHnTK+QPJfGpF6KR74zFGQrzJRHbeVbPhUGGkKyZIqIgG/TEIi4UZcQ0KE",
+	"JKosQCpIzNdC1o9esYQwyyjkUCklcE0EB9zlK6Gfi5InD7pJLvTV3KwaIQ1+6AOS8JQTkFLIIaq1e8DM",
+	"9zRGvW2oG00SZp6i2RspCpCaGaWc00xBGBSNrz4HqcgS6MHu96kg5jdFmA7JXEiSljnlymAVfKJ5kRn0",
+	"WAp5DXJw8t+pUHpAg7AJ0cePf0B49H8fdQA7DDIRX18lkNHVVa66VDydazCCwVRLqBQ5MMIhuJerwxAl",
+	"xWCal5yFpFxDQuiCMo4bsNMIoythMBcyp9qC9Q+nQQPHx10cD4McNE2o3sm/v/lxt2Ggdda7KdRSkpQS",
+	"BYUwTnIVkiUzeozbUCBvQD5SZGYETrUM1diYr5MfxubfYYsZR4/RHnU21t3MkjLdS9mvYokHZNYwgwxt",
+	"GePgjs9rdkXPOCSJwNM2ow/vfK63TaPzm5fF6uQ+VE+I2b8g1ob2ixuna23KX3MgwLVcGReDkpQpLeRq",
+	"SCKqIyMRyxQ4YZqktCiAQ3KOW4ocRkVWfHKRG5zpQJjZV1trqN4lCJcsB6VpXhiindRe3fGxWjc7enMf",
+	"eeR7uCLnBPJCr/B0KIkkmHOHJCJgzp0sU6H8cKZIya+5WPJh0KPZsuF3tFd8bk6+mtlbaDvamjgJ81JB",
+	"gr8sJdPQu4KCj93JX/BYGvIUKpQhW64s8ed2OqrjlCgtgeaPFImYAfS9tEaLa+sXbNuNFSSlaQYEHzC+",
+	"rgKDRPsug998DoAbpfktoLFTEHOkHJbukzWngZct+yVaVvxkyWloUMNHbqqcOUM3JvQOp91oWKsj1ZtV",
+	"8SWzJqetH3jg+IlpsEizTUqtUlebD6iUdIUiWwcPPWqwthe3aPupPsJ/BZoZg7ROtdJUl5b+ysKJ62Dn",
+	"GdrH+lZCqO8xa9Y6hYQa86qIPWmiAMzfPXDjZODqoXFnm6Xv2nLnu/VjjIJYgvb6zWGpCOWJN+DqnAie",
+	"rYizgJSrpTH8gritt92O7Prq5ONx/nyc/M9p+fcn4h9Hs8f8L/LHZbCPi7GHEn4JvNZkzliWMb4YcLZI",
+	"dbbqR0lU6btyqMKi2vr/eGadAvdvP6ypPJQ7exFrOuCgo7bgDkPcCmFLhFvbbknpOrc26lQ/7FhR2ht2",
+	"cKZ3mmrYA3vaEn2BVpJaZwF4MtyJEo623ejUoKoHOMxBP1LGwmg4d2Z6LsFab2t9Mqq0hxSjYsiLED9G",
+	"wBM89qj6M5rygzo6c9bEhGPOnBwaJ+qGsozOMrhqulOVxx1TTmbQ9rin/ICi8065nXQVkiIrlaVQxNcE",
+	"mXw4nPKvBndNMu+Gkzzpd4ar43T+IMdYde3UEZuctd5qmD/0AIBnyIPgOmRJw4zOhMiA8h2e5kPD51eH",
+	"yDvh4J7Rk0t8tgXGBeAKgyHGFz56Gu4Pn4ZB21C0zYyalj4c+VuDCf0JAZvmW88yrMhf3r1+RexEGE5p",
+	"kgulySn5K/spJDBcDH2MlGCYSpNEgmqnBnBNGUyCo/HQ/Pfj5Gw8Hjdwtib01R6Gs6BagzQE/u9vTwf/",
+	"pIPfx4OzD/XH4dVk8OHzODw6O7v9U5+hbSRs1rj2/Bk5O338I3EJG5KApixTQ4KevXVqDGOikESWM+ZT",
+	"rYIROajg0Keq8Kkpd4MOLdi2UfRgN4YeuigVw4krFAbE7SmP8I8rLvQVU6rEwCOqIo3GUBI5kq7mwGOI",
+	"euH2vrAZi6QVqqwlX42t81mzwLuHTsTrnGEQBo39eaFvbA3phVhwK8JXld6YoeIqp3x15fWg9ZWOU/td",
+	"QVeZoOZYxFVG5cKoWg46FQkuQ7NM2LCqSsQGYVDy6lwwPW/Ej2a9GN464g0R4joPSZeFewaIVj57oRLz",
+	"gz3I9JxBlgwyuIHMi7eVrPV0OVYivOvUmX7dQ/ri8KLnnBr6NmmplH2qNxHAuNLUHX3nxzWt+ObscUfp",
+	"4qBu0qIbY56Oz3qNEtPZGi7azKFToQ3saY6nM1HqySyjfHcU63IAdtWKTqfkffblLSYZmM1uf1F6LM6Y",
+	"UR9rMD7voV97sGFrXhuyxNchrWx4HxkxeXNOy/J0j9UzH/fvI457CRV1ZYStebautFU/eYxGyq4BCnQw",
+	"4NMWWCsVyCu6cPnW7dLDrJ9b1RLXt7nOREwqVfRtFa/+UG97ZsinwJjg+4eDtUB3sG5tt43Jd8dz1bRv",
+	"oRDyrvWZ3bK/vXBRSWKzMDMeh/eTzO1r1VLaWOxofHy6Iz28TtrWmlGHFXvLXD9z8IDuVztrJryaOz5+",
+	"crc9VPP0U8hh+cD0ba5dPSUclkTr7JyInGkDnQZMVF00eaTMz3sZy7sdg+XzCz4XXTRwNdgrbwI7+/ka",
+	"puMyBZ9WcX0smBrAAoXZ9V4mJOvPCJu50boPTDTUnT8kbE4oX+0stXRNAPt9342XRUL13SPtG5DKuQF3",
+	"ZXlDe71d8LO1yHHbCNuM3iYn97Ua9um7GI2GXO62G3763WajPuKuEnJiXV4dEhO+npycnBHGyd8vn7mq",
+	"1yca62xFdCoByFzS2CIGSdiC6bUa/vH4+IfB0dHg+Oxy/GRy+nhydDI8Oh7/s6nBhhEDzWx5qHVoYfBp",
+	"sBAD9+WSSTDDhpd2bPXbgOXe+GH/0SRYMJ2Ws2Es8lHDJ2l99rMFt9gOwZzq91TTFRE3IMmvl5dvRpi9",
+	"wGMwIsWwmn0NXNnSA1YZwAxeSLEMcQwkVf1RNQuQU24LeaiBymZQKTGxqEyMitriIo6l2XDKpxyZRqiE",
+	"fr7kLMuYwljW+J4xM5J+XrUC2CedrjQHq+GUX9hKponwCFOEclJlLqJNfScRSURcYlEb16dEaRPQksh4",
+	"9RGS/LTdXWT7isz8K+wrIgeUr4iNlsms1OSXi8uQ/Hrx9Gc8jtdvLl+8fvXOZjhwAuq7lqZcAU8UEZzM",
+	"IKXZHHNJXOgUJMH2poPoHcSD56DjdPCOaZg0ep8igmEZzcH+iR1ClJPotWQLxqOpm0inlDd7vB4pkgql",
+	"D80Z+TIy7j06HZ+QutNqSJ5h1OEYbg6eCz3ljnhFDPGEA8NVUkx1WQGwIwmdz7HGajMqGYuBW2B3jXVP",
+	"CxqnMDgejg2UySyYBKnWhZqMRsvlckjx56GQi5F7Vo1evnh28erdBT5TB4BrLnuFtsF4eGQHigI4LVgw",
+	"CU6G4+GJTZelCF2jFGudv5vPC0D9M3iIovIiCSauFvp7sNa+dzweb+ltultPkyu39rQ0XWIMJmJQyja9",
+	"KM9G5bqcyjyncmXUnN0Ad0lGTRcK+0XsxB/MyJEEmqw27/Ot/fm7bBPXxraxx+OTh2wZeyUMlNnFW6dp",
+	"KGLmOMmB0Z2Eajqjytdd1eHGU745GtVFtt6DNob3pa91NfuEf+v27GQrTH46HVSaSgdUOmVqU0duIWHO",
+	"Pm3qC+6LbW7D3qUxDWB3g+iCpgGrOoKDGpLXOdOYJpsJnW6iBgtxLWJ8pO3SNGbC3j6Mfq7WJzayvcx7",
+	"DHT917cfvqF011XXHjl7zQFbuQ3C2wNFaT+16/dNW9E5ajQK47zYWbb7sVrq2yjha3XI0gQkJGS2qsp0",
+	"XqadDK/J9OizGXdrfYwMNGyLAR4pYlw428tg66W2SOh0yBicM9LojR0SW721wm5MeIa6iSI35f6x4/Hp",
+	"kLxHi2XTkaEVTKOnWB3wGkJ128GxFg8rjRMTLegUphwXTKkiubiBxNhiLSojbKc7wN4+dI2gognLkofN",
+	"Xgympnx9S2gQzWSGCOc5WHu4Dr6GLNsMswMU7FDXDDK3PZtMdYsrj1R795v006cCainfnNTo6+Dv6tRp",
+	"X+UPj936KA2uOi042S3OdeM5PnG6+4mqCxofONv9QN0c/uV65rjU4YoRMGql/IAmOeOHvVoXetPR193g",
+	"utypIui8GRFjylXbxZLUejJ2jh0WCwhmQOxorfp7IIYdwfwFtJfKb4ucrsuk3wWyR4eWZHgv/n8hNy9T",
+	"t7rBb4MCrs2XY5yEx+lSM5vYuabSO+yVvTLyoQ97R673Y/2S0d6ThkHh7j+0z/kXg3WNNNVaC4uXsAMj",
+	"LIURHhP2NPpUQh9BtVBnyhcSqPZxiA0IPRqr0hgfmAsJHtFd53XUupVivlS+WSAkcyaVnvJY5GA/W9c4",
+	"CUnJNcsaW2Cqqhe7/mxs2pYlV0SUug+J3V2BvaDYRIZarry9AWKiMXINK3LgmtWPT0l6aEaVkqt6iLMr",
+	"+NkeBhatKyEiy5RlQBhaQYcf50Rw3/5rnzdWC82QOyxDilP+riUakssmgY5XCZvPAdHJnzVDuzwmncIn",
+	"nhUaEBvr1RbkRQJ5ITTweDX4K6y2Op7bs74fqurgTyJZ7QEwjW4Kn5Tsa8R0uVps3bvd997W2q2R23au",
+	"SssSbr81KPbh4S9WoIfkrwCFLwcz31iNbsGSGh1zjlejh3SIHTSGeUjuc6uog8v+sq+Rl7b/JJy7geJ3",
+	"bhMATDf7yKte9M1X5XZnQG/v5xnfx404+w73wFzpXokcZsJ4ksYs25tEjRskQjr1Z1yxBKyRaXQFtln5",
+	"1ij/AC8DdRn5zqbIGujYdkmqK0PSmEtISFkcbudhP8uOH/Y013tb/N26+joOU67pE73ODH9SISao5mWW",
+	"bT/DO+7+Cz0MBzYNCagcxb3DslF9qWB74uHC3wO4mwPxbxVu13crdoTb9lC+U7iN0bC9amXvXTl5zBJj",
+	"a9F5+eYOowP/r+AwrsesOG8dHtzFcO/H5LXi814muDf6tD3H9xWCe1uWh4w3LWpU+DEkxjstgGoyW9We",
+	"Z3V9uJFNsb2U+8MM+hXfQJw4LL+tMDX6BP5dvLm3tnd72O6XxRu6y/o6gOsX2Oa7/ZEcrodTi4tPGnjS",
+	"9XnsVUfr1SpNV3Vstk0N2i1TG23s22bz05qO9GXgGjX+jpPRzIb3vn3DKcydH1SMr624Ry37D5eUb/fI",
+	"7fAUavZ+J2/hrbuVStpVdYMQfd5CQxzRY9gAq4WQtUh+M2xtt/DtBa/HX3/5foiNhUwe0vp/sRiYM7S9",
+	"CF4MfOtAdQ1clBrjwkbt25fzN8pIBWONHp4tKFa34uwBYvcrOv6xsKTROLUTStzhfc8y33rnztaCXy0U",
+	"XTkZffYfd5b+sOLnJFbU2WOsXKv2iwzse0eoJq5hgxz5FDL3KWITwk+5fduHyxcPyQutXIsRbs7LN9rx",
+	"vozuz0ju2+ZrnHYFDPaR5KGqU1/IbEuty7w3GB5i0uiGZmVd9sEhfaWnJv83VJ8Mf+1sscj9+yP8G6Lw",
+	"vSCrApPWS6pQBjRwHBRiX1TV90Rs2UQCTzBVzTShitBKeTBxY5k+cUkwagRF0zjNgevQTaA4m88hsW1n",
+	"ivJkJj5BQg6opXLKPQ1UkUjDJz1KdZ5FVacXbo0wfO1JTDn2LMVIS4OCR4okVKUzQWVy2Cdev4DeLFvr",
+	"6PPn0Z/bgFM5XTPGqey5Ad9fEMMNhvtzYC16eGaHD35mqhCK+Tsqawm2+sTPyZxlYDT5v6bBtByPT2Iv",
+	"L/gXTINoQurOMHpjI1ErLYwrDRQbAlUqlnjxU++VYGy0g3uS30FcSqZXgzciY/Gqh2wnCefEqdVAyZg8",
+	"4oLDo2iCFHADMUu6Mgpii0G+RG8kKaXmbyKwje6uZF5c0sVe2cPGM181lguDfwz8WV2uChi8LqqIpfPG",
+	"LtSg6G57vP0OCPfWiE8H384biGYRiXHSOszNAHe31EWl4Ji+KPsq88atMBTM5yRq0YDRPLVxp25ZQNeh",
+	"AaHrDQVOJGUKrJ20+9LC4GNodiY4EC0pV7ZZ2VdM66b4qBHU5qXShGZKkBk0vnZt8y4WnvKS+/cZVEln",
+	"dDTROyBPfXFyJm6gVbttACTqi6vlGmvte0oPuhcEDyeExjEU2oA28y/qwz03tozFZbuYrXNqgewd2lZc",
+	"17GKLobvxW2qL6u9gz64flM24brPsV0vb7bV806lre2v9tqwXs3QrXH91lrpV7Yz/oL7Efkb+ym0bcqr",
+	"ltE5J9dQoO1csBvogc3bB/DM7RWD7k7eW0u4ZgTvDtX/bwuTzcu9kwZcMEVm4N8D6lxHITvvnayuNZmH",
+	"Ds/7bt9PjEm16tz28OxVgxTxvYEtKVukQ3Jhm8strDiPH13Fyu13PtDeV/uxTvnkQQ+3926+PZAWtLge",
+	"+uFXsJfvER07BnNHvIcvBGjkBNZe6EPjlOSglPHSDeZHWFmbWKtj335nFCYkEUsmEdpmBR8tIxKqqRuJ",
+	"hTvDxb+8e/1qOOXRS6r0AL8dvPg5MsSWeEfEvdmSapxmLkXuXh0njL2qXmD41BgHvMGBlV8ULFxgyqk5",
+	"UqlnQHXdzWTfbIeV9SSDPhPxHs/hG2Y9+mG/eQy7kX8rlGKwgywZ2O22JXkv6LcPfqf8xVOSsZuKV1UV",
+	"14jNO4SNwTvD5AtX263F2srwB9yTBRjLvPp+yWQ0Ojr+EV+5cjR5Mn4yRqfOPd9x62xZPrS9NGGjhTlx",
+	"rcTEv51Np8Ck6xLEMMIJ6FquXgXdZvvn61es0JbOVs3kXuheLWmTwta/i6mUq/WOu2G3sNC35ns7j/en",
+	"ZhDT0rphTDogNkEkWoaQpCCBCGnc0M5FMExW6hTy1spV2rG79EX9yskQ+Rxu5qubz7K1O5W/9OIY4u5s",
+	"NB50dzNuP9z+XwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

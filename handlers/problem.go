@@ -21,6 +21,7 @@ var statusOf = map[lease.Code]int{
 	lease.CodeHeld:            http.StatusConflict,
 	lease.CodeLost:            http.StatusConflict,
 	lease.CodeStale:           http.StatusConflict,
+	lease.CodeNotIssued:       http.StatusConflict,
 	lease.CodePrecondition:    http.StatusPreconditionRequired,
 	lease.CodeTooManyWaiters:  http.StatusTooManyRequests,
 	lease.CodeTooManyWatchers: http.StatusTooManyRequests,
@@ -79,7 +80,7 @@ func (s *server) toProblem(ctx context.Context, err error) problem {
 			until = le.ExpiresAt
 		}
 		p.retryAfter = retryAfter(until.Sub(s.clock.Now()))
-	case lease.CodeStale:
+	case lease.CodeStale, lease.CodeNotIssued:
 		p.PresentedToken = ptr(le.PresentedToken)
 		p.CurrentFence = ptr(le.CurrentFence)
 	case lease.CodeTooManyWaiters, lease.CodeTooManyWatchers, lease.CodeUnavailable:

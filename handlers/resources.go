@@ -23,7 +23,7 @@ func (s *server) PutResource(ctx context.Context, req api.PutResourceRequestObje
 	r, err := s.putResource(ctx, req)
 	if err != nil {
 		pr := s.toProblem(ctx, err)
-		if pr.Code == api.ProblemCodeStaleToken {
+		if pr.Code == api.ProblemCodeStaleToken || pr.Code == api.ProblemCodeTokenNotIssued {
 			s.metrics.rejections.Inc()
 		}
 		return api.PutResourcedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
@@ -81,6 +81,18 @@ func (s *server) GetResource(ctx context.Context, req api.GetResourceRequestObje
 	return api.GetResource200AsteriskResponse{Body: bytes.NewReader(r.Value), ContentType: r.ContentType,
 		ContentLength: int64(len(r.Value)), Headers: api.GetResource200ResponseHeaders{ETag: etag(r), FencingToken: r.Fence,
 			ContentDisposition: `attachment; filename="` + r.Name + `"`, ContentSecurityPolicy: valueCSP, XContentTypeOptions: "nosniff"}}, nil
+}
+
+// DeleteResource deletes a fenced resource and its fence.
+func (s *server) DeleteResource(ctx context.Context, req api.DeleteResourceRequestObject) (api.DeleteResourceResponseObject, error) {
+	err := lease.ValidateName(req.Resource)
+	if err == nil {
+		err = s.store.DeleteResource(ctx, req.Resource)
+	}
+	if err != nil {
+		return problemAs[api.DeleteResourcedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
+	}
+	return api.DeleteResource204Response{}, nil
 }
 
 // ListResources lists fenced resources.

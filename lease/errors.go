@@ -16,6 +16,7 @@ const (
 	CodeHeld            Code = "lease_held"
 	CodeLost            Code = "lease_lost"
 	CodeStale           Code = "stale_token"
+	CodeNotIssued       Code = "token_not_issued"
 	CodePrecondition    Code = "precondition_required"
 	CodeTooManyWaiters  Code = "too_many_waiters"
 	CodeTooManyWatchers Code = "too_many_watchers"
@@ -37,7 +38,7 @@ type Error struct {
 	ExpiresAt   time.Time
 	AvailableAt time.Time
 
-	// For CodeStale: the token presented and the fence it fell below.
+	// For CodeStale and CodeNotIssued: the token presented and the resource's fence.
 	PresentedToken int64
 	CurrentFence   int64
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -150,7 +151,7 @@ func TestServeEndToEnd(t *testing.T) {
 	// A fenced write still sending its body when shutdown starts is finished and answered.
 	pr, pw := io.Pipe()
 	req, _ := http.NewRequest(http.MethodPut, s.url+"/v1/resources/report", pr)
-	req.Header.Set("Fencing-Token", "1")
+	req.Header.Set("Fencing-Token", strconv.FormatInt(b.JSON200.Token, 10))
 	req.Header.Set("Content-Type", "text/plain")
 	type answer struct {
 		status int
