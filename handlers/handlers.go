@@ -8,10 +8,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -48,6 +50,9 @@ type Config struct {
 	Version string
 	// MaxBody bounds request bodies; 0 means 1 MiB (+ a little for JSON framing).
 	MaxBody int64
+	// BodyTimeout bounds the time a request's body takes to arrive, counted from the end of
+	// its headers; a body still incomplete then is answered 408. 0 means 30 s.
+	BodyTimeout time.Duration
 }
 
 // server implements api.StrictServerInterface.
@@ -68,6 +73,9 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = lease.MaxValueLen
 	}
+	if cfg.BodyTimeout == 0 {
+		cfg.BodyTimeout = 30 * time.Second
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(cfg.Registry, cfg.Store)
 	}
@@ -83,7 +91,7 @@ func New(cfg Config) (http.Handler, error) {
 	spec.Servers = nil // validate paths, not hosts
 
 	r := chi.NewRouter()
-	r.Use(securityHeaders, withRequestID, s.accessLog, s.recoverer, limitBody(cfg.MaxBody))
+	r.Use(securityHeaders, withRequestID, s.accessLog, s.recoverer, bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody))
 	dash := &dashboard{s: s, site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version}, csrfKey: []byte(lease.NewID())}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		if wantsHTML(r) {
@@ -179,6 +187,59 @@ func securityHeaders(next http.Handler) http.Handler {
 		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; sandbox")
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bodyDeadline gives a request's body d to arrive: a body shorter than its Content-Length, or
+// one sent too slowly, ends in a read error that answers 408 (see bodyError) instead of holding
+// a handler. Requests without a body get no deadline: theirs would fall on the server's read
+// that notices the client leaving, and end a watch stream. (Once a body is read to its end,
+// net/http lifts the deadline itself before starting that read.)
+func bodyDeadline(d time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Body == nil || r.Body == http.NoBody {
+				next.ServeHTTP(w, r)
+				return
+			}
+			// A socket deadline is on the operating system's clock, not the server's.
+			if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(d)); err == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, timeout: d}
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// deadlineBody marks the read errors of a body read under a deadline.
+type deadlineBody struct {
+	io.ReadCloser
+	timeout time.Duration
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		err = &bodyError{err: err, timeout: b.timeout}
+	}
+	return n, err
+}
+
+// bodyError is a request body that did not arrive whole: the client was too slow (timeout) or
+// stopped sending before the end. It is the client's failure, answered 408 or 400.
+type bodyError struct {
+	err     error
+	timeout time.Duration
+}
+
+func (e *bodyError) Error() string { return "read request body: " + e.err.Error() }
+func (e *bodyError) Unwrap() error { return e.err }
+
+// problem turns the failure into the domain error that answers it.
+func (e *bodyError) problem() *lease.Error {
+	if errors.Is(e.err, os.ErrDeadlineExceeded) {
+		return lease.Errorf(codeRequestTimeout, "the request body did not arrive within %v", e.timeout)
+	}
+	return lease.Errorf(lease.CodeInvalid, "the request body was cut off (%v)", e.err)
 }
 
 func limitBody(n int64) func(http.Handler) http.Handler {

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -62,7 +63,10 @@ func (m *Metrics) ObserveEvents(evs []lease.Event) {
 
 func (m *Metrics) op(op string, err error) {
 	outcome := "ok"
-	if err != nil {
+	switch {
+	case errors.Is(err, context.Canceled):
+		outcome = string(codeCanceled) // the client left (a handler's context ends no other way)
+	case err != nil:
 		outcome = string(lease.ErrorCode(err))
 	}
 	m.ops.WithLabelValues(op, outcome).Inc()

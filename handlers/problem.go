@@ -28,11 +28,23 @@ var statusOf = map[lease.Code]int{
 	lease.CodeTooLarge:        http.StatusRequestEntityTooLarge,
 	lease.CodeForbidden:       http.StatusForbidden,
 	codeMethodNotAllowed:      http.StatusMethodNotAllowed,
+	codeRequestTimeout:        http.StatusRequestTimeout,
+	codeCanceled:              statusClientClosed,
 	lease.CodeUnavailable:     http.StatusServiceUnavailable,
 	lease.CodeInternal:        http.StatusInternalServerError,
 }
 
-const codeMethodNotAllowed lease.Code = "method_not_allowed"
+// Codes of the HTTP layer, beside the domain's.
+const (
+	codeMethodNotAllowed lease.Code = "method_not_allowed"
+	codeRequestTimeout   lease.Code = "request_timeout"
+	// codeCanceled is a request whose client left before the answer (e.g. a waiting acquire
+	// given up). No client reads it: it exists for the access log and the metrics.
+	codeCanceled lease.Code = "canceled"
+)
+
+// statusClientClosed is the status logged for a request whose client left (nginx's 499).
+const statusClientClosed = 499
 
 // problem is an RFC 9457 problem built from an error; Status and RetryAfter drive the headers.
 type problem struct {
@@ -45,10 +57,20 @@ type problem struct {
 func (s *server) toProblem(ctx context.Context, err error) problem {
 	var le *lease.Error
 	var tooBig *http.MaxBytesError
+	var body *bodyError
 	switch {
 	case errors.As(err, &tooBig):
 		le = lease.Errorf(lease.CodeTooLarge, "the request body is larger than %d bytes", tooBig.Limit)
+	case errors.As(err, &body):
+		// The client's failure, not the server's: worth a warning, never an error.
+		le = body.problem()
+		c := clientOf(ctx)
+		s.log.WarnContext(ctx, "request body not received", "err", body.err, "method", c.method, "path", c.path,
+			"remote", c.addr, "request_id", requestID(ctx))
 	case errors.As(err, &le):
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		le = lease.Errorf(codeCanceled, "the client went away")
+		s.log.DebugContext(ctx, "client went away", "err", err, "request_id", requestID(ctx))
 	default:
 		c := clientOf(ctx)
 		s.log.ErrorContext(ctx, "internal error", "err", err, "method", c.method, "path", c.path, "request_id", requestID(ctx))

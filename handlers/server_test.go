@@ -41,6 +41,13 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	return newEnvWith(t, nil)
+}
+
+// newEnvWith is newEnv with changes to the handler's configuration (a logger, an acquirer, a
+// body timeout); the store is cfg.Store, already open.
+func newEnvWith(t testing.TB, change func(cfg *handlers.Config)) *env {
+	t.Helper()
 	clock := lease.NewFakeClock(t0)
 	var metrics atomic.Pointer[handlers.Metrics]
 	path := filepath.Join(t.TempDir(), "leasekeeper.db")
@@ -56,8 +63,12 @@ func newEnv(t testing.TB) *env {
 	reg := prometheus.NewRegistry()
 	m := handlers.NewMetrics(reg, st)
 	metrics.Store(m)
-	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: lease.DefaultLimits(), Registry: reg,
-		Metrics: m, Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI()})
+	cfg := handlers.Config{Store: st, Clock: clock, Limits: lease.DefaultLimits(), Registry: reg,
+		Metrics: m, Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI()}
+	if change != nil {
+		change(&cfg)
+	}
+	h, err := handlers.New(cfg)
 	if err != nil {
 		t.Fatalf("handlers.New() = %v", err)
 	}

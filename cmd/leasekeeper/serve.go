@@ -32,6 +32,7 @@ type serveConfig struct {
 	logFormat    string
 	logLevel     slog.Level
 	shutdownWait time.Duration
+	bodyTimeout  time.Duration
 	queue        queue.Limits
 	maxWatchers  int
 }
@@ -68,6 +69,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.IntVar(&c.maxWatchers, "max-watchers", 1000, "most open watch streams")
 	level := fs.String("log-level", env("LEASEKEEPER_LOG_LEVEL", "info"), "debug, info, warn or error (env LEASEKEEPER_LOG_LEVEL)")
 	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
+	fs.DurationVar(&c.bodyTimeout, "body-timeout", envDur("LEASEKEEPER_BODY_TIMEOUT", 30*time.Second), "how long a request body may take to arrive, then 408 (env LEASEKEEPER_BODY_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		return c, &exitError{code: 2, err: err}
 	}
@@ -80,6 +82,9 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	l := c.limits
 	if l.MinTTL <= 0 || l.MaxTTL < l.MinTTL || l.MaxWait < 0 || l.MaxLockDelay < 0 {
 		return c, &exitError{code: 2, err: fmt.Errorf("ttl bounds must satisfy 0 < min-ttl ≤ max-ttl, got %v and %v", l.MinTTL, l.MaxTTL)}
+	}
+	if c.bodyTimeout <= 0 {
+		return c, &exitError{code: 2, err: fmt.Errorf("-body-timeout must be positive, got %v", c.bodyTimeout)}
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return c, &exitError{code: 2, err: fmt.Errorf("-log-format must be text or json, not %q", c.logFormat)}
@@ -125,7 +130,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	defer st.Close()
 	svc, err := service.New(st, &hooks, service.Config{Limits: cfg.limits, Queue: cfg.queue,
 		Watch: watch.Options{MaxWatchers: cfg.maxWatchers}, Retention: cfg.retention, Logger: log, Registry: reg,
-		Version: buildVersion()})
+		Version: buildVersion(), BodyTimeout: cfg.bodyTimeout})
 	if err != nil {
 		return err
 	}
@@ -134,11 +139,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	var wg sync.WaitGroup
 	wg.Go(func() { svc.Run(bg) })
 
+	// Headers must arrive within 10 s, then a body within --body-timeout (set by the handler,
+	// which answers a late body 408 problem+json; a ReadTimeout would also count the headers
+	// and end in a bare i/o error). Neither bounds what follows the body: waits and watch
+	// streams are long. No WriteTimeout for the same reason; the stream bounds each write.
 	srv := &http.Server{
 		Handler:           svc.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      0, // waits and watch streams are long; handlers bound their own time
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
