@@ -500,6 +500,11 @@ type LeaseLost = Problem
 // `token_not_issued`, `presented_token` and `current_fence`.
 type NotFound = Problem
 
+// Unavailable RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
+// expires) and `available_at` (when the name can be granted again); for `stale_token` and
+// `token_not_issued`, `presented_token` and `current_fence`.
+type Unavailable = Problem
+
 // ListLeasesParams defines parameters for ListLeases.
 type ListLeasesParams struct {
 	// Prefix Only names that start with this.
@@ -668,7 +673,7 @@ type ClientInterface interface {
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// Readyz Readiness (the database answers).
+	// Readyz Readiness (the database answers, and the last write to it did not fail).
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -829,7 +834,7 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
-// Readyz Readiness (the database answers).
+// Readyz Readiness (the database answers, and the last write to it did not fail).
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -2100,7 +2105,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
 
-	// ReadyzWithResponse Readiness (the database answers).
+	// ReadyzWithResponse Readiness (the database answers, and the last write to it did not fail).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2307,13 +2312,20 @@ func (r HealthzResponse) ContentType() string {
 	return ""
 }
 
+// ReadyzResponse503Headers the declared response headers of an HTTP 503 response for Readyz
+type ReadyzResponse503Headers struct {
+	RetryAfter int
+}
+
 type ReadyzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Health
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReadyzResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2322,7 +2334,7 @@ func (r ReadyzResponse) GetJSON200() *Health {
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r ReadyzResponse) GetApplicationproblemJSON503() *Problem {
+func (r ReadyzResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
@@ -2410,6 +2422,11 @@ func (r ListLeasesResponse) ContentType() string {
 	return ""
 }
 
+// RevokeLeaseResponse503Headers the declared response headers of an HTTP 503 response for RevokeLease
+type RevokeLeaseResponse503Headers struct {
+	RetryAfter int
+}
+
 type RevokeLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2419,8 +2436,12 @@ type RevokeLeaseResponse struct {
 	ApplicationproblemJSON404 *NotFound
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *LeaseLost
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RevokeLeaseResponse503Headers
 }
 
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
@@ -2436,6 +2457,11 @@ func (r RevokeLeaseResponse) GetApplicationproblemJSON404() *NotFound {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r RevokeLeaseResponse) GetApplicationproblemJSON409() *LeaseLost {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RevokeLeaseResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2542,6 +2568,11 @@ type AcquireLeaseResponse429Headers struct {
 	RetryAfter int
 }
 
+// AcquireLeaseResponse503Headers the declared response headers of an HTTP 503 response for AcquireLease
+type AcquireLeaseResponse503Headers struct {
+	RetryAfter int
+}
+
 type AcquireLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2555,6 +2586,8 @@ type AcquireLeaseResponse struct {
 	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -2563,6 +2596,8 @@ type AcquireLeaseResponse struct {
 	Headers409 *AcquireLeaseResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AcquireLeaseResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AcquireLeaseResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2588,6 +2623,11 @@ func (r AcquireLeaseResponse) GetApplicationproblemJSON409() *Problem {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r AcquireLeaseResponse) GetApplicationproblemJSON429() *Problem {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AcquireLeaseResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2679,6 +2719,11 @@ func (r ListLeaseEventsResponse) ContentType() string {
 	return ""
 }
 
+// ReleaseLeaseResponse503Headers the declared response headers of an HTTP 503 response for ReleaseLease
+type ReleaseLeaseResponse503Headers struct {
+	RetryAfter int
+}
+
 type ReleaseLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2688,8 +2733,12 @@ type ReleaseLeaseResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *LeaseLost
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReleaseLeaseResponse503Headers
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -2705,6 +2754,11 @@ func (r ReleaseLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r ReleaseLeaseResponse) GetApplicationproblemJSON409() *LeaseLost {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReleaseLeaseResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2746,6 +2800,11 @@ type RenewLeaseResponse200Headers struct {
 	FencingToken int64
 }
 
+// RenewLeaseResponse503Headers the declared response headers of an HTTP 503 response for RenewLease
+type RenewLeaseResponse503Headers struct {
+	RetryAfter int
+}
+
 type RenewLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2757,10 +2816,14 @@ type RenewLeaseResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *LeaseLost
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *RenewLeaseResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RenewLeaseResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2781,6 +2844,11 @@ func (r RenewLeaseResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r RenewLeaseResponse) GetApplicationproblemJSON409() *LeaseLost {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RenewLeaseResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2872,6 +2940,11 @@ func (r ListRejectionsResponse) ContentType() string {
 	return ""
 }
 
+// ReportRejectionResponse503Headers the declared response headers of an HTTP 503 response for ReportRejection
+type ReportRejectionResponse503Headers struct {
+	RetryAfter int
+}
+
 type ReportRejectionResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2881,8 +2954,12 @@ type ReportRejectionResponse struct {
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReportRejectionResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -2898,6 +2975,11 @@ func (r ReportRejectionResponse) GetApplicationproblemJSON400() *BadRequest {
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
 func (r ReportRejectionResponse) GetApplicationproblemJSON403() *Forbidden {
 	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReportRejectionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -2989,6 +3071,11 @@ func (r ListResourcesResponse) ContentType() string {
 	return ""
 }
 
+// DeleteResourceResponse503Headers the declared response headers of an HTTP 503 response for DeleteResource
+type DeleteResourceResponse503Headers struct {
+	RetryAfter int
+}
+
 type DeleteResourceResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2996,8 +3083,12 @@ type DeleteResourceResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
 	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteResourceResponse503Headers
 }
 
 // GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
@@ -3008,6 +3099,11 @@ func (r DeleteResourceResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
 func (r DeleteResourceResponse) GetApplicationproblemJSON404() *NotFound {
 	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeleteResourceResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -3108,6 +3204,11 @@ type PutResourceResponse200Headers struct {
 	ETag string
 }
 
+// PutResourceResponse503Headers the declared response headers of an HTTP 503 response for PutResource
+type PutResourceResponse503Headers struct {
+	RetryAfter int
+}
+
 type PutResourceResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3121,10 +3222,14 @@ type PutResourceResponse struct {
 	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON428 the response for an HTTP 428 `application/problem+json` response
 	ApplicationproblemJSON428 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PutResourceResponse200Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutResourceResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3150,6 +3255,11 @@ func (r PutResourceResponse) GetApplicationproblemJSON409() *Problem {
 // GetApplicationproblemJSON428 returns the response for an HTTP 428 `application/problem+json` response
 func (r PutResourceResponse) GetApplicationproblemJSON428() *Problem {
 	return r.ApplicationproblemJSON428
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PutResourceResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -3247,7 +3357,7 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 	return ParseHealthzResponse(rsp)
 }
 
-// ReadyzWithResponse Readiness (the database answers).
+// ReadyzWithResponse Readiness (the database answers, and the last write to it did not fail).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -3574,12 +3684,25 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ReadyzResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -3663,6 +3786,13 @@ func ParseRevokeLeaseResponse(rsp *http.Response) (*RevokeLeaseResponse, error) 
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3670,6 +3800,19 @@ func ParseRevokeLeaseResponse(rsp *http.Response) (*RevokeLeaseResponse, error) 
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers RevokeLeaseResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -3764,6 +3907,13 @@ func ParseAcquireLeaseResponse(rsp *http.Response) (*AcquireLeaseResponse, error
 		}
 		response.ApplicationproblemJSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3804,6 +3954,16 @@ func ParseAcquireLeaseResponse(rsp *http.Response) (*AcquireLeaseResponse, error
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers AcquireLeaseResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -3887,6 +4047,13 @@ func ParseReleaseLeaseResponse(rsp *http.Response) (*ReleaseLeaseResponse, error
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3894,6 +4061,19 @@ func ParseReleaseLeaseResponse(rsp *http.Response) (*ReleaseLeaseResponse, error
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ReleaseLeaseResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -3941,6 +4121,13 @@ func ParseRenewLeaseResponse(rsp *http.Response) (*RenewLeaseResponse, error) {
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -3961,6 +4148,16 @@ func ParseRenewLeaseResponse(rsp *http.Response) (*RenewLeaseResponse, error) {
 			headers.FencingToken = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers RenewLeaseResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4041,6 +4238,13 @@ func ParseReportRejectionResponse(rsp *http.Response) (*ReportRejectionResponse,
 		}
 		response.ApplicationproblemJSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4048,6 +4252,19 @@ func ParseReportRejectionResponse(rsp *http.Response) (*ReportRejectionResponse,
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ReportRejectionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4124,6 +4341,13 @@ func ParseDeleteResourceResponse(rsp *http.Response) (*DeleteResourceResponse, e
 		}
 		response.ApplicationproblemJSON404 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4131,6 +4355,19 @@ func ParseDeleteResourceResponse(rsp *http.Response) (*DeleteResourceResponse, e
 		}
 		response.ApplicationproblemJSONDefault = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers DeleteResourceResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4259,6 +4496,13 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 		}
 		response.ApplicationproblemJSON428 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4279,6 +4523,16 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 			headers.ETag = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 503:
+		var headers PutResourceResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4322,7 +4576,7 @@ type ServerInterface interface {
 	// Healthz Liveness.
 	// (GET /healthz)
 	Healthz(w http.ResponseWriter, r *http.Request)
-	// Readyz Readiness (the database answers).
+	// Readyz Readiness (the database answers, and the last write to it did not fail).
 	// (GET /readyz)
 	Readyz(w http.ResponseWriter, r *http.Request)
 	// ListLeases List leases, ordered by name.
@@ -4379,7 +4633,7 @@ func (_ Unimplemented) Healthz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// Readyz Readiness (the database answers).
+// Readyz Readiness (the database answers, and the last write to it did not fail).
 // (GET /readyz)
 func (_ Unimplemented) Readyz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -5315,6 +5569,15 @@ type NotFoundApplicationProblemPlusJSONResponse Problem
 
 type ProblemApplicationProblemPlusJSONResponse Problem
 
+type UnavailableResponseHeaders struct {
+	RetryAfter int
+}
+type UnavailableApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers UnavailableResponseHeaders
+}
+
 type HealthzRequestObject struct {
 }
 
@@ -5357,15 +5620,18 @@ func (response Readyz200JSONResponse) VisitReadyzResponse(w http.ResponseWriter)
 	return err
 }
 
-type Readyz503ApplicationProblemPlusJSONResponse Problem
+type Readyz503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
 
 func (response Readyz503ApplicationProblemPlusJSONResponse) VisitReadyzResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -5487,6 +5753,23 @@ func (response RevokeLease409ApplicationProblemPlusJSONResponse) VisitRevokeLeas
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RevokeLease503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeLease503ApplicationProblemPlusJSONResponse) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -5671,6 +5954,23 @@ func (response AcquireLease429ApplicationProblemPlusJSONResponse) VisitAcquireLe
 	return err
 }
 
+type AcquireLease503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLease503ApplicationProblemPlusJSONResponse) VisitAcquireLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AcquireLeasedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -5809,6 +6109,23 @@ func (response ReleaseLease409ApplicationProblemPlusJSONResponse) VisitReleaseLe
 	return err
 }
 
+type ReleaseLease503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLease503ApplicationProblemPlusJSONResponse) VisitReleaseLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReleaseLeasedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -5901,6 +6218,23 @@ func (response RenewLease409ApplicationProblemPlusJSONResponse) VisitRenewLeaseR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLease503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLease503ApplicationProblemPlusJSONResponse) VisitRenewLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6031,6 +6365,23 @@ func (response ReportRejection403ApplicationProblemPlusJSONResponse) VisitReport
 	return err
 }
 
+type ReportRejection503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReportRejection503ApplicationProblemPlusJSONResponse) VisitReportRejectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReportRejectiondefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -6147,6 +6498,23 @@ func (response DeleteResource404ApplicationProblemPlusJSONResponse) VisitDeleteR
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteResource503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteResource503ApplicationProblemPlusJSONResponse) VisitDeleteResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -6337,6 +6705,23 @@ func (response PutResource428ApplicationProblemPlusJSONResponse) VisitPutResourc
 	return err
 }
 
+type PutResource503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PutResource503ApplicationProblemPlusJSONResponse) VisitPutResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PutResourcedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -6443,7 +6828,7 @@ type StrictServerInterface interface {
 	// Healthz Liveness.
 	// (GET /healthz)
 	Healthz(ctx context.Context, request HealthzRequestObject) (HealthzResponseObject, error)
-	// Readyz Readiness (the database answers).
+	// Readyz Readiness (the database answers, and the last write to it did not fail).
 	// (GET /readyz)
 	Readyz(ctx context.Context, request ReadyzRequestObject) (ReadyzResponseObject, error)
 	// ListLeases List leases, ordered by name.
@@ -6979,98 +7364,100 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"3Fx7cxs3kv8qqLmtsrQ3fOjhxKLqqs5J5MS7XttnaytbG/o44EyTg9UMQAMY0YxL3/0KDWDefMgPeXPO",
-	"H6HIAdBAd//6ifkYxCJfCQ5cq2DyMVhRSXPQIPGvHwuphDSfElCxZCvNBA8mwXUKJOLwQc9ifCIiYkF0",
-	"CmQl4ZaJQpEVXcIwCANmHn9fgNwEYcBpDsEksGOCMFBxCjk10+f0wwvgS50Gk8cnp2GgNyvzpNKS8WVw",
-	"dxcGL1jOdJeS13QJRLHfISQnRAtyMh6PyVECC1pk2vx1vI2KDCdsEcHyIg8mZpIwyBl3f5b0MK5hCRIJ",
-	"eonT9J1MBlQBMcuUa6+oTqul8X9hIOF9wSQkwUTLAuqU/EnCIpgE/zGqmDOyv6oRrmsIeANKFDJGInoW",
-	"kf7nz1zozoxXK8EVoEz8QJM38L4AhdyIBdfA8SNdrTIWU3MQo5UU8wzy//yXMqfy8cAVX9tRdtHmuUaM",
-	"39KMJTNp144mKG/uL5IIUIQLTRYiy8QafzOkSRrrYXAXBs+EnLMkAf6gRC/8qtGEUBJLodRAMQ1kLsVa",
-	"gSzp1ynVZC2KLCFxSrmRaZGDThlfIvkvjEi9EA985ijIs0yUx20lGz6sjDSFZE0VkYBfJiGRcCtuICFC",
-	"ElWsQCpIzNdCVkNnLCHMMgo5VEgJXBPBAXf5UuhnouDJg26SCz1bmFUjpME/+oAkPOUEpBRyiGrtBpj5",
-	"nsaotzV1o0nCzCiavZZiBVIzo5QLmikIg1Xtq49BKrIEerD711QQ85siTIdkISRJi5xyZbAKPtB8lRn0",
-	"WAt5A3Jw9t+pUHpAg7AO0aePv0N49H+fdAA7DDIR38wSyOhmlqsuFU8XGoxgMNUQKkWOjHAI7uXqOERJ",
-	"MZjmJWcpKdeQELqkjOMG7DTC6EoYLITMqbZg/d15UMPxcRfHwyAHTROq9/Lvb/65uzDQOuvdFGopSQqJ",
-	"gkIYJ7kKyZoZPcZtKJC3IB8pMjcCpxqGamzM19l3Y/PvuMGMk8dojzob625mTZnupewXscYDMmuYhwxt",
-	"GePgjs9rdknPOCSJwNM2Tx/f+1zv6kbnNy+L5cm9K0eI+b8g1ob2q1una03KX3EgwLXcGBeDkpQpLeRm",
-	"SCKqIyMR6xQ4YZqkdLUCDsklbilyGBVZ8clFbnCmA2FmX02toXqfIFyzHJSm+coQ7aR2ds9hlW529OZT",
-	"5JEf4IpcEshXeoOnQ0kkwZw7JBEBc+5knQrlH2eKFPyGizUfBj2aLWt+R3PFZ+bky5m9hbZPWxMnYVEo",
-	"SPCXtWQaeldQ8L47+XMeS0OeQoUyZMuNJf7STkd1nBKlJdD8kSIRM4B+kNZocWP9gl27sYKkNM2A4ADj",
-	"6yowSHToMvjNxwC4UZrfAho7BTFHymHtPllzGnjZsl+iZcVPlpyaBtV85LrKmTN0z4Te4bQbDSt1pHq7",
-	"Kr5g1uQ09QMPHD8xDRZpdkmpVepy8wGVkm5QZKvgoUcNWntxizZH9RH+C9DMGKQ21UpTXVj6SwsnboK9",
-	"Z2iH9a2EUN9j1qx1Cgk15lURe9JEAZi/e+DGycDsoXFnl6Xv2nLnu/VjjIJYgvb6zWGtCOWJN+Dqkgie",
-	"bYizgJSrtTH8gritN92O7GZ29v40fzZO/ue8+PsT8Y+T+WP+F/n9OjjExThACT8HXisy5yzLGF8OOFum",
-	"Otv0oySq9H05VGJRZf2/v7BOgft3GNaUHsq9vYiWDjjoqCy4wxC3QtgQ4ca2G1La5tZWneqHHStKB8MO",
-	"zvRWUw0HYE9Toq/QSlLrLABPhntRwtG2H51qVPUAhznoR8pYGA2XzkwvJFjrba1PRpX2kGJUDHkR4scI",
-	"eILHHpV/RlN+VEVnzpqYcMyZk2PjRN1SltF5BrO6O1V63DHlZA5Nj3vKjyg675TbSTchWWWFshSK+IYg",
-	"k4+HU/7F4K5O5v1wkif9znB5nM4f5Birtk4dsclZ652G+V0PAHiGPAiuQ5bUzOhciAwo3+NpPjR8fnGI",
-	"vBcOHhg9ucRnU2BcAK4wGGJ86aOn4eHwaRi0C0WbzKho6cORv9WY0J8QsGm+dpZhQ/7y9tVLYifCcEqT",
-	"XChNzslf2Q8hgeFy6GOkBMNUmiQSVDM1gGvKYBKcjIfmv+8nF+PxuIazFaEvDzCcK6o1SEPg//72dPBP",
-	"Ovh9PLh4V30cziaDdx/H4cnFxd2f+gxtLWHT4tqzH8nF+ePviUvYkAQ0ZZkaEvTsrVNjGBOFJLKcMZ8q",
-	"FYzIUQmHPlWFo6bcPXRswbaJokf7MfTYRakYTsxQGBC3pzzCP2Zc6BlTqsDAIyojjdqjJHIkzRbAY4h6",
-	"4fZTYTMWSSNUaSVfja3zWbPAu4dOxKucYRAGtf15oa9tDemFWHArwrNSb8yjYpZTvpl5PWh8pePUfrei",
-	"m0xQcyxillG5NKqWg05FgsvQLBM+rELCZ5rlIAptAzaXEA6DgpcnhQl7I5A060X1xqFviRnbXCVdph4Y",
-	"MlqJ7QVPzBj2YNUzBlkyyOAWMi/wVtbaCXSsTXhnqjN922f67ICj55xqGjhpKJkd1ZsaYFxp6o6+82NL",
-	"T746e7xUsaSXnJ6o83x80WummM5aSGlziU6ptrCn/jydi0JP5hnl++NalxWwq5Z0OrXvszhvMO3AbL77",
-	"sxJmccaM+lgT8vEA/TqADTsz3ZAlvjJpZcN7zYjS27NclqcHrJ75TMAh4niQUFFXWNiZeetKW/mTR22k",
-	"7AZghS4HfNgBa4UCOaNLl4HdLT3MAmpZXWxvs81ETDOV9O0Ur/7gb3euyCfFmOCHB4iVQHewrrXb2uT7",
-	"I7xy2jewEvK+FZv9sr+7lFFKYr1UMx6HnyaZu9eqpLS22Mn49HxPwrhN2s4qUocVB8tcP3PwgD6tmlZP",
-	"gdV3fPrkfnso5+mnkMP6genbXs16SjisidbZJRE50wY6DZioqozySJmfDzKW9zsGy+fnfCG6aOCqsjNv",
-	"Ajv7+RKm4zoFn2hxnS2YLMCShdn1QSYk688Rm7nRug9MfNSdPyRsQSjf7C2+dE0A+/3QjRerhOr7x963",
-	"IJVzA+7L8pr2ervgZ2uQ47YRNhm9S04+1WrY0fcxGjW53G83/PT7zUZ1xF0l5MS6vDokJqA9Ozu7IIyT",
-	"v1//6OpgH2issw3RqQQgC0ljixgkYUumW1X90/Hpd4OTk8HpxfX4yeT88eTkbHhyOv5nXYMNIwYmTuqI",
-	"Xxh8GCzFwH25ZhLMY8Nr+2z524Dl3vhhR9IkWDKdFvNhLPJRzSdpfPazBXfYIMGc6vfU1xURtyDJL9fX",
-	"r0eYz8BjMCLFsL59A1zZYgTWHcA8vJRiHeIzkJQVSVUvSU65Le2hBiqbU6XERKcyMSpqy434LM2GUz7l",
-	"yDRCJfTzJWdZxhRGt8b3jJmR9MuyOcCOdLpSf1gNp/zK1jZNhEeYIpSTMpcRbetEiUgi4gLL3Lg+JUqb",
-	"gJZExquPkOSnzX4j22lk5t9gpxE5onxDbPxM5oUmP19dh+SXq6c/4XG8en39/NXLtzbngRNQ38c05Qp4",
-	"oojgZA4pzRaYXeJCpyAJNjwdRW8hHjwDHaeDt0zDpNYNFREMy2gO9k/sGaKcRK8kWzIeTd1EOqW83vX1",
-	"SJFUKH1szsgXlnHv0fn4jFS9V0PyI0YdjuHm4LnQU+6IV8QQTzgwXCXF5JcVAPskoYsFVl1bhzgXyYbk",
-	"hTJTSnYLZJ0KI0K9/R7JhrjkQ9VlcTYm6phQ1woDU27XVhMiuCuYl41tKAdqDRISs78npJXSiKzMmoFx",
-	"oYlYLMgcFsIImVZTHv1o0XRgPYHIzDEmnZwAJpEyFgO3lsv1Ej5d0TiFwelwbLBaZsEkSLVeqclotF6v",
-	"hxR/Hgq5HLmxavTi+Y9XL99e4Zgqwm3FJKU5CcbDE/ugWAGnKxZMgrPheHhmM4QpYvMoxfLu7+bzEhBg",
-	"DOCjLjxPgokr//4etDoWT8fjHe1c92vjchXmni6uawwyRQxKWb4rzyLlGruKPKdyY3CM3QJ3eVVNlwpb",
-	"ZOzE78yTIwk02Wzf5xv78zfZJq6NnXKPx2cP2SX3Uhistos3TtNQxMxxkiOjcwnVdE6VLzWr462nfHsy",
-	"quqKvQdtPIsXvrxXb43+rdumlG0w3+tARmkqHRLrlKltTcgrCQv2YVsrdF/wdhf2Lo15DrsbhE+0fVjI",
-	"EhzUkLzKmcY84FzodBs1WHtsEONTCS4PZSbsbT3p52p1YiPbvn3Ag67l/O7dV5TuqtDcI2evOGD3ujFh",
-	"9kBR2s/t+n3TlnSOar3ROC/C/P5hldQ3UcKXJ5GlCUL/fFNWJr1MOxluyfToo3nuzjpRGWjYFeQ8UsT4",
-	"qLZ9w5aIbV3U6ZCxFhek1g48JLZgbYXd2KYMdRNFbsr9sNPx+ZD8iibZ5ltDK5hGT7Eg4jWE6qYHZ006",
-	"FlcnJhxC64gLplSRXNyCMXXYRuKcAzvdEbYzou8HJU1YiT2ut58wYxFbW0LzaSYzRDjXyNrDNvgasmz/",
-	"zx5QsI+6/peFbVNlqltPeqSau9+mnz7XUUn59qxN36WFrk6d9xU78ditE1bjqtOCs/3iXPXa44jz/SPK",
-	"xm8ccLF/QNUP//l65rjU4YoRMGql/IgmOePHvVoXetPR19DhGvupIuidGhFjyjUYiDWp9GTsPFeshhBM",
-	"8dintepv+xh2BPNn0F4qvy5yusaafhfIHh1akuEn8f8zuXmdutUNfhsUcJ3NHANBPE6Xe9rGzpZK77FX",
-	"9pbMuz7sHbl2l/a9qoMnDYOVu/LRPOefDdbV8nCtrh0vYUdGWFZGeExcV2vNCX2I2ECdKV9KoNoHWjbi",
-	"9WisCmN8MKDwiO6azaPGRRzzpfL9ESFZMKn0lMciB/vZusZJSAquWVbbAlNlidy1pGOfuiy4IqLQfUjs",
-	"rkccBMUmatNy4+0NEBNukhvYkCMXr52ek/TYPFVIrqpHnF3Bz/YwsE5fChFZpywzQZbZgcOPSyK473i2",
-	"443VQjPkDsuQ4pS/a4mG5LpOoONVwhYLQHTyZ83UrigODYgNKCsL8jyBfCU08Hgz+Ctsdjqeu9Pa78ry",
-	"5w8i2RwAMLUGEp917es9dclo7Fa8O/SqWuuizF0zGadlAXdfGxT78PBnK9BD8leAla93M99Ljm7Bmhod",
-	"c45XrW12iE1DmA0wyz+zijq47q9rG3lp+k/CuRsofpc2w8F0vXW+bL/ffjtwf4r37tM8409xIy6+wdU3",
-	"15ugRA6YwQFjlu3lqdqlGSGd+jOuWALWyNQaIZusfGOUf4D3n7qMfGtzgDV0bLok5S0pacwlJKRYHe/m",
-	"YT/LTh/2NNvtPP46YXUDiSnX54peZ4Y/qRAzcIsiy3af4T13/5kehgObmgSUjuLBYdmoukexO/Fw5a8+",
-	"3M+B+LcKt6vrJHvCbXso3yjcxmjY3i6zV82cPGaJsbXovHx1h9GB/xdwGNsxK85bhQf3MdyHMblVXT/I",
-	"BPdGn7bN+lOF4JMty0PGmxY1SvwYEuOdroBqMt9Unmd5Y7qWTbHto4fDDPoVX0GcOKy/rjDVGiH+Xby5",
-	"N7ZdfdhsEcZLyevqBoRriNjlu/2RHK6HU4urDxp40vV57O1O69UqTTdVbLZLDZo9YVtt7Jt6d1dLR/oy",
-	"cLUmho6TUc+G975wxCnMvQcqxlsrHlCs/8Ml5ZtNgHs8hYq938hbeOMu4pJm24BBiD5voSaO6DFsgdWV",
-	"kJVIfjVsbfYoHgSvp19++X6IjYVMHtL6f7YYmDO0zRZeDHxvRHnzXRQa48Ja7dv3K2yVkRLGak1KO1Cs",
-	"6jU6AMQ+rej4x8KSWmfYXihxh/cty3zt1qSdBb9KKLpyMvroP+4t/WHFz0msqLLHWLlWzXc32FetUE1c",
-	"wwY58Slk7lPEJoSfctvw4vLFQ/JcK9dDhZvz8o12vC+j+xOS+6b+5qp9AYMdkjxUdeozmW2pdZn3GsND",
-	"TBrd0qyoyj74SF/pqc7/LdUnw187Wyxy/8oM/1IsfBXKZoVJ6zVVKAMaOD4UYuNX2dhFbNlEAk8wVc00",
-	"oYrQUnkwcWOZPnFJMGoERdM4zYHr0E2gOFssILE9SoryZC4+QEKOqKVyyj0NVJFIwwc9SnWeRWUrG26N",
-	"MHzTS0w5NmXFSEuNgkeKJFSlc0FlctwnXj+D3i5bbfT58+jPTcApna4541T2XPrvL4jhBsPDOdCKHnzf",
-	"1k9MrYRi/hJOK8FWnfglWbAMjCb/1zSYFuPxWezlBf+CaRBNSNX6Rm9tJGqlhXGlgWLHo0rFGu+66oMS",
-	"jLV+d0/yW4gLyfRm8FpkLN70kO0k4ZI4tRooGZNHXHB4FE2QAm4gZk03RkFsMciX6I0kpdT8TQT2Cd6X",
-	"zKtrujwoe1gb80VjuTD4x8Cf1fVmBYNXqzJi6bykDDUout8e774Bwr0x4tPBt8saollEYpw0DnM7wN0v",
-	"dVEqOKYvir7KvHErDAWLBYkaNGA0T23cqRsW0HVoQOiaX4ETSZkCayftvrQw+BianWH7pqRc2W5sXzGt",
-	"uv6jWlBrO0gzJcgcal+7ewEuFp7ygvtXOJRJZ3Q00TsgT31xci5uoVG7rQEk6our5Rpr7Ztmj7o3II8n",
-	"hMYxrLQBbebfTYh7rm0Zi8t2MVvn1ALZO7Rtsq4lF10M32xcV19WeQd9cP26qMN1n2PbLm821fNepa3d",
-	"bzPbsl7F0J1x/c5a6Re2M/5O/wn5G/shtH3Ym4bRuSQ3sELbuWS30AObdw/gmds7FN2d/GotYcsI3h+q",
-	"/98WJuu3lyc1uGCKzMG/+tS5jkJ2XrVZ3tsyg44v+144MDEm1apz08OzdylSxPcatqRsmQ7Jle2et7Di",
-	"PH50FUu33/lAB7/NAOuUTx70cHtfR2APpAEt7pLA8AvYy18RHTsGc0+8h+9AqOUEWu8wonFKclDKeOkG",
-	"8yOsrE2s1bEv/DMKE5KIJZMIbbOC95YRCdXUPYmFO8PFv7x99XI45dELqvQAvx08/ykyxBZ4CcbdYKAa",
-	"p1lIkbu35Qljr8p3Nj41xgGvqGDlFwULF5hyao5U6jlQXXUz2Zf5YWU9yaDPRPyK5/AVsx79sF8/hv3I",
-	"vxNKMdhBlgzsdpuSfBD024HfKH/xlGTstuRVWcU1YvMWYWPw1jD5ytV2K7G2MvwO92QBxjKvul8yGY1O",
-	"Tr/Ht8ycTJ6Mn4zRqXPjO26dLcuHtpcmrLUwJ66VmPgX0ukUmHRdghhGOAFt5epV0G22f9a+Q4a2dL6p",
-	"J/dC9zZNmxS2/l1Mpdy0O+6G3cJC35q/2nm8PzWHmBbWDWPSAbEJItEyhCQFCURI44Z2brphslKnkDdW",
-	"LtOO3aWvqrdshsjncDtf3XyWrd2p/KUXxxB3Z6M20N3NuHt3938BAAD//w==",
+	"3Fx7cxs3kv8qXXNbZWlv+NDDiUXVVZ2TyIl3vbZP1la2NvRpwJkmB6sZgAYwohmXvvsVGpgXOXxItuXs",
+	"OX+EFDFAA9396yfmUxDLfC4FCqOD0adgzhTL0aCibz8WSktlPyWoY8XnhksRjIKrFCES+NFcxzQiAjkF",
+	"kyLMFd5yWWiYsxn2gzDgdviHAtUyCAPBcgxGgXsmCAMdp5gzO33OPr5CMTNpMHp6dBwGZjm3I7VRXMyC",
+	"u7sweMVzbtYpectmCJr/jiEcgZFwNBwO4SDBKSsyY78dbqIiowlXiOB5kQcjO0kY5Fz4rxU9XBicoSKC",
+	"XtM0XSeTIdMIdplq7Tkzab00/S8MFH4ouMIkGBlVYJOSPymcBqPgPwY1cwbuVz2gdS0Bl6hloWIiomMR",
+	"Vf78mQvd2ef1XAqNJBM/sOQSPxSoiRuxFAYFfWTzecZjZg9iMFdykmH+n//S9lQ+7bniW/eUW7R9rhEX",
+	"tyzjybVya0cjkjf/DRKJGoQ0MJVZJhf0myVNsdj0g7sweCHVhCcJikclelquGo2AQayk1j3NDcJEyYVG",
+	"VdFvUmZgIYssgThlwsq0zNGkXMyI/FdWpF7JRz5zEuTrTFbH7SQbP86tNIWwYBoU0h+TEBTeyhtMQCrQ",
+	"xRyVxsT+War60WueAHeMIg4VSqEwIAXSLl9L80IWInnUTQpprqd21YhoKIc+IgnPBaBSUtH6fxfslvGM",
+	"TTJ81GMo6nU9sxNm2MTyO2aCOMZuEBaKG1K1BRwkXN/AtMiyEF4O3rg9hJDJ+AaTQ5BqLCq1ZEIvUPXh",
+	"Elmi4QZxDgupbriYnYNRS2AzxgWwqUEF0SUatew9t18i0BhLkej+WARhkCJLvGlqDLJfN0PcGnTT7v2R",
+	"2AHPY3q0AWosSbg9F5a9VXKOynALfVOWaQyDeeNPn4JUZgl2WMhfUwn2Nw3chDCVCtIiZ0Jbi4AfWT63",
+	"7A3sGaDqnfx3KrXpsSBsGsLjp9+RESq/H62ZxTCwh32dYMaW17lep4KOB0zKdUt1NRxYpkhRau9hSBy3",
+	"lqPUz5liwmDiOTOV5TTSIlIYTKXKmXHn+t1p0LCWw3VrGQY5GmblaZeE/q0cdxcGxmSdmyIshKRQpArA",
+	"BeQ6hAW3aEnb0KhuUT3RMLFqrVvuwNA6CSffDe2/wxYzjp6S1V/b2PpmFoybTsp+kQs6ILuGHWRpy7hA",
+	"f3wlflb0DENIJJ22HX1473O9a5r230pZrE7uffWEnPwLY2Npv7j1aNKm/I1AQGE1UU6BQcq1kWrZh4iZ",
+	"yErEIkUB3EDK5nMUmJzTliJvCSInPrnMLZqvGQq7r7bWMLNLEK54jtqwfG6J9lJ7fc/Hat1c05uHyKPY",
+	"w+E7B8znZkmnwyBSaM8dkwjQnjssUqnL4VxDIW6EXIh+0KHZquHdtVd8YU++mrn0g9xo50gonBYaE/qF",
+	"ALtzBY0f1id/KWJlydOkUJZstXTEn7vpmIlT0EYhy59oiLg1m3tpjZE3zvvathsnSNqwDIEesBGFRotE",
+	"+y5Df/kUoLBK81vAYq8g9kgFLvwn57QEpWy5P5L/Qp8cOQ0NakQiTZWzZ+jHhKVb7zYa1urIzGZVfMWd",
+	"yWnrBx04feIGHdJsk1Kn1NXmA6YUW5LI1iFahxqs7MUv2n6qi/BfkGXWIK1SrQ0zhaO/snDyJth5hu6x",
+	"rpUI6jvMmrNOITBrXjW4kwaNaL93wI2XgevHxp1tln7dlnsPuRtjNMYKTanfAhcamEhKA67PQYpsCd4C",
+	"OnfLmiG/9bbbkd1cn3w4zl8Mk/85Lf7+TP7jaPJU/EV9vwj2cTH2UMLPgdeazAnPMi5mPcFnqcmW3ShJ",
+	"Kn1fDlVYVFv/78+cU+D/7Yc1lYdyby9iRQc8dNQW3GOIXyFsiXBr2y0pXeXWRp3qhh0nSnvDDs30zjCD",
+	"e2BPW6IvyEoy5yygSPo7UcLTthudGlR1AIc96CfaWhiD595MTxU66+2sT8a0KSHFqhjxIqSPEYqEjj2q",
+	"vkZjcVDHwN6a2KDXm5ND60SVkdV1052qPO6YCZhg2+MeiwMXDTHhJl2GMM8K7SiU8Q0Qkw9dXPRl4K5J",
+	"5v1wUiTdznB1nN4fFJQRWDl1wiZvrbca5vcdAFAy5FFwHbOkYUYnUmbIxA5P87Hh84tD5L1wcM/oycfw",
+	"bYHxAbimYIiLWRk99feHT8ugbSjaZkZNSxeO/K3BhO6EgMs0rOZylvCXd29eg5uIwikDudQGTuGv/IcQ",
+	"sD/rlzFSQmEqSxKFup0aoDVVMAqOhn373/ejs+Fw2MDZmtDXexjOOTMGlSXwf3973vsn6/0+7J29rz/2",
+	"r0e995+G4dHZ2d2fugxtIy22wrUXP8LZ6dPvwaekIEHDeKb7QJ69c2osY6IQIscZ+6lWwQgOKjgsE4L0",
+	"1Fj4QYcObNsoerAbQw99lErhxDUJA+H2WET05VpIc821LijwiKpIozEUIk/S9RRFjFEn3D4UNmOZtEKV",
+	"lRS3tXVlbjIo3UMv4nVmNgiDxv5KoW9sjeilJBqJ8HWlN3aovM6ZWF6XetD6k4lT97c5W2aS2WOR1xlT",
+	"M6tqOZpUJrQMyzJZhlVE+LXhOcrCuIDNp93DoJFhpLKIFUiWdaJ669A3xIyrXIV1pu4ZMjqJ7QRPyml2",
+	"YNULjlnSy/AWs1LgnaytlimoAlQ6U2vTr/pMnx1wdJxTQwNHLSVzT3WmBrjQhvmjX/txRU++OntKqeJJ",
+	"JzkdUefp8KzTTHGTrSClyyV6pdrAnuZ4NpGFGU0yJnbHtT4r4Fat6PRq32VxLintwF1G/7MSZnHGrfo4",
+	"E/JpD/3agw1bM92YJWX918lG6TUTSm/Ocjme7rF6VmYC9hHHvYSK+dLJ1szburRVP5WoTZTdIM7J5cCP",
+	"W2Ct0Kiu2cxnYLdLD3eAWtVwV7e5ykRKM1X0bRWv7uBve66oTIpxKfYPEGuBXsO6ld02Jt8d4VXTXuJc",
+	"qvtWbHbL/vZSRiWJzVLNcBg+TDK3r1VLaWOxo+Hx6Y6E8SppW6tIa6zYW+a6mUMH9LBqWjMF1tzx8bP7",
+	"7aGap5tCgYtHpm9zNes5CFyAMdk5yJwbC50WTHRdRnmi7c97Gcv7HYPj80sxleto4OvO16UJXNvPlzAd",
+	"VymWiRbfP0TJAipZ2F3vZUKy7hyxnZuse8/GR+vzh8CnwMRyZ/Fl3QTw3/fdeDFPmLl/7H2LSns34L4s",
+	"b2hvaRfK2Vrk+G2EbUZvk5OHWg339H2MRkMud9uNcvrdZqM+4nUlFOBcXhOCDWhPTk7OgAv4+9WPvg72",
+	"kcUmW4JJFSJMFYsdYkDCZ9ysVPWPh8ff9Y6OesdnV8Nno9Ono6OT/tHx8J9NDbaM6Nk4aU38wuBjbyZ7",
+	"/o8LrtAO61+5sdVvPZ6Xxo/6vkbBjJu0mPRjmQ8aPknrczlb4JoguFf9jvq6BnmLCn65uno7oHwGHYMV",
+	"KU717RsU2hUjqO6AdvBMyUVIYzCpKpK6WZIcC1fac10kLqfKwEanKrEq6sqNNJZl/bEYC2IaMIXdfMl5",
+	"lnHXImJ9z5hbST+vmgPck15XmoN1fywuXG3TRnjANTABVS4j2tRrE0Ei44LK3LQ+A21sQAuR9eojIvl5",
+	"u6vL9XPZ+ZfUzwUHTCzBxc8wKQz8fHEVwi8Xz3+i43jz9urlm9fvXM6DJmBlt9hYaBSJBilgginLppRd",
+	"EtKkqIDayg6idxj3XqCJ0947bnDU6DmLgMIylqP7Sp1ZTED0RvEZF9HYT2RSJpq9dU80pFKbQ3tGZWGZ",
+	"9h6dDk+g7nDrw48UdXiG24MX0oyFJ16DJR4EclrFdfI4AXAjgU2nVHVdOcSJTJaQF9pOqfgtwiKVVoQ6",
+	"+z2SJfjkQ91lcTIEfeh7i0yKY+G7iEYghS+YV31KJAd6gQoTu79nsJLSiJzM2gfjwoCcTmGCU2mFzOix",
+	"iH50aNpznkBk5xjCWk6AkkgZj1E4y+U7Np/PWZxi77g/tFitsmAUpMbM9WgwWCwWfUY/96WaDfyzevDq",
+	"5Y8Xr99d0DN1hLsSk1TmJBj2j9xAOUfB5jwYBSf9Yf/EZQhTwuZBSuXd3+3nGRLAWMAnXXiZBCNf/v09",
+	"WOkLPR4OtzSs3a9RzVeYO/rUrijIlDFq7fiuSxbpPlkHXeQ5U0uLY/wWhc+rGjbT1CLjJn5vRw4UsmS5",
+	"eZ+X7udvsk1am/oBnw5PNk1T0TVoNg22D8FOxO0pwEGrp89JuYfgtmcERgI3kPDEddQynh1uPMPbo0Fd",
+	"New8Rus3vCqLd8328t/Wm5CyJWVzPYRow5THWZNyvamRe65wyj9uaifvCs3uws6lKYvhdkPgSJaNylRS",
+	"oO7Dm5wbyvJNpEk3UUOVxRYxZaLAZ5nshJ2NJd1Mrk9s4Frg9xjo2/bv3n9F2a3LyB3i+0Yg3QCwBsod",
+	"KMnyqVt/uyw3+stpXgLx3Y/Vva1tDCiLj8TShIB9sqzqjqVMexlekenBJzvuzrlIGRrcFsI80WA9UNec",
+	"4QrArurpVc3agjNotFT3wZWjnbBby5MRIpHIjUX52PHwtA+/ksF12dTQCaZVWip3lBrCTNs/cwabSqcj",
+	"G+yQ7aMFU6Yhl7doDRk1iXjT76Y7oGZF8uywoonqrIfN5hJu7d3KlghN7GSWCO/4OGu3Cq2WLNfdswMU",
+	"3FDf3TJ1Tahcr1eLnuj27jfpZ5nJqKV8c06m6+LHuk6ddpUy6didi9XgqteCPRC9vq9AT5zufqJqnqcH",
+	"znY/UN8peJCZ+Wzd9Jxd46QVSuY044AlOReHnZoaluamq8XDX6hgGshftWLJtW85kAuodWvofVmqjwAl",
+	"fdxoo7sbQfprwvwzmlKSvy7a+labbqfIHR1Zn/6DZOYzuXmV+tUt5lvk8L3OgkJDOk6fjdrEzhUY2GHj",
+	"3O2k9114PfANMKv32faeNAzm/qpN+5x/tvjYyMyt9PGUEnZghWVuhcdGeo1mnbAMGltINRYzhcyUoZeL",
+	"gUsE14U1WBRilFbAt59HrQtQ9o+67JgIYcqVNmMRyxzdZ+csJyEUwvCssQWuq6K5b1KnznVVCA2yMF3o",
+	"7S9M7AXfNo4zalnaKAQbgMINLuHAR3DHp5Ae2lGFEroe4m0RfXaHQZX7SohgkfLMhl12Bx4/zkGKsgfa",
+	"PW8tHZkuf1h018Qp/7r16sNVk0DPq4RPp0joVJ4119viOjI6LsSsrc7LBPO5NCjiZe+vuNzqrG5PdL+v",
+	"CqI/yGS5B8A0WkrKPGxXN6pPT1P/4t2+VwRXrs7ctdNzRhV497VBsQsPf3YC3Ye/Is7LCjgvu8vJlVgw",
+	"q2PeWWs00vbbt4xeOEXtXXVXuq28tH0u6V0UEr9zl/PgptlMXzXkb76ytDvpe/cwb/ohrsfZN7hy6LsV",
+	"tMyRcjpozbK7TtW4RiOVV38uNE/QGZlGa+TWC2Ptdd+5rGADHdsuSXVvSllziQkU88PtPOxm2fHjnuZq",
+	"g095jbO+k8S173wlTzWjn3RIOblpkWX9L3fp7pv4mB6gGlJTOZd7h3+D+jbG9gTHRXmB4n5Oxx8qrK8v",
+	"pewI692hfKOwnqJud0fNXVjzMpwl1j6Tw/PVnUxvML6Ak7kaG9O8dUhxH2O/H5NXavR7me3OKNc1az9U",
+	"CB5sjf7oca1Dmgpz+mC94DkyA5Nl7eFWN+IbmR7XuLo/NJH/8hVEUODi6wpgowXjj+I1XrpG+X67OZm7",
+	"y+7V3QvfirHNR/x3cuz+2Kp08dGgr0+0/DF3F9V53NqwZR03blOddgfbRlt+2exFW9Grroxio+VizQFq",
+	"Zvc7X0LjlezeD2ouVlbco7Xg367I0G5Z3OGR1Oz9Rl7Jpb82DO0mB4sqXV5JQxzJM9kAxXOpapH8anjc",
+	"7qjcC5KPv/zy3bAcS5U8ppfxTXwGe+6unaQUnbL7o7rbLwtDcW6jul92ZGyUqwr6Gm1YW5Cv7qbaA/ge",
+	"Vnj998KfRu/bTvjxh/ctS52rzVdbi561UKzLyeBT+XFn+ZOqnlXnQJUNp+q9br+dwr/mx4BvSYGjMiUu",
+	"ypS3SbkeC9fS4/PffXhptO8So82V8k22vytD/RORe9l8A9quYMY9kjxWhe4bYIzboa8+NIQkpMTZLcuK",
+	"uvRFQ7rKb02Z2VCBszLhZotlXr5IpHwhG70gZjmnxP2CaZIbg4IGhdQOV7W7gSsdKRQJpeu5AaaBVQpH",
+	"ySsnKCOfCGRWuAyL0xyFCf0EWvDpFBPX6qKZSCbyIyZwwByVY1HSwDREBj+aQWryLKoa/GhrwOn9N/5V",
+	"WCwmWhoUPNGQMJ1OJFPJYZdI/oxmszyuItafB39ug1Tl3E24YKrjVQjdRUHaYLg/B1Yim7Kb7Seu51Lz",
+	"8mrSSpKxPvFzmPIMrfb/1zgYF8PhSVzKC33DcRCNoG4IZLcuSnbSwoU2yKgPVKdyQTeAzV5J1sYtgJLk",
+	"dxgXiptl763MeLzsINtLwjl4teppFcMTIQU+iUZEgbCwtGBLqyCuIFa2NlhJSpn9DpK6J+9L5sUVm+2V",
+	"QW0880XjzDD4R688q6vlHHtv5lVktPaCPNKg6H57vPsGNehLKz5r+HbeQDSHSFxA6zA3A9z90iqVglNq",
+	"pejqTrCuiKVgOoWoRQNlGpiLb03LavrOFqx69QQoxjU62+r2ZaTFx9DujJpaFRPa9aiXVeP6LkTUCJ5d",
+	"X22mJUyw8Wd/W8LH3GNRiPLFFlUSnZxT8ijgeVmgnchbbNWvGwBJ+uLr2dbCl63EB+v3Qg9HwOIY58aC",
+	"Ni/fi0l7bmyZCuxuMVfrNZLY23fNw75RmdySsgW7qb689ii64Ppt0YTrLmd4tcTbVs97lfe2v+Ntw3o1",
+	"Q7fmD7bWi7+wnSnfdHAEf+M/hK47fdkyOudwg3OynTN+ix2wefcI3ry7WbK+k1+dJVwxgveH6v+3xdnm",
+	"ne5RAy64hgmWr931rqNUa695rW6z2YcOz7tewzCyJtWpc9vDczdMUsL3BrakfJb24cLdKXCw4qMEchWr",
+	"UMH7QHu/44Fqtc8e9XA7X9LgDqQFLf7qRP8bRRG/EqKuGdkdcSW9TaKRe1h5GxSLU8hRa+vZWzsRUXVx",
+	"5CyVe3WiVbIQIp6MIrLnGj845iXMMD+SipeW83959+Z1fyyiV0ybHv219/KnyBJb0HUifxeEGZpmqmTu",
+	"3zsorY2r3n753BoUuuxDFXMSRlpgLJhlgzITZKbuAnOvRaSOhCTDLrPyK53DV8yudJuK5jHsthZb4ZcC",
+	"JGJJz223Lf17mQv34DfKkzyHjN9WvKoq2VZs3hHU9N5ZJl/4+nYt1k6G37vXB9NIx7z6ps5oMDg6/p7e",
+	"13M0ejZ8NiRH0D+/5gq61oTQ9SCFjXbxxLdtQ/lqP5MiV767kkIPL6ArdQQdrF9seLF6G4/s72TZTCKG",
+	"/r2k/t3O5BPGTKnlaqdif73o0bXmr26e0gebYMwK57px5cHbBp5kTUJIUSFIZV3XtTuDlBQ1Keatlav0",
+	"5vrSF/X7SkPic7iZr34+x9b1qcrrQ54h/hpN40F/D+bu/d3/BQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,6 +109,11 @@ func (s *server) toProblem(ctx context.Context, err error) problem {
 	case lease.CodeTooManyWaiters, lease.CodeTooManyWatchers, lease.CodeUnavailable:
 		p.retryAfter = 1
 	}
+	// Typed responses of the strict server carry only the headers their operation declares:
+	// every answer that asks the client to come back says when, whatever carries it.
+	if h := responseHeader(ctx); h != nil && p.retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(p.retryAfter))
+	}
 	return p
 }
 
@@ -135,9 +141,6 @@ func problemAs[T ~struct {
 // the typed responses of the strict server.
 func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	p := s.toProblem(r.Context(), err)
-	if p.retryAfter > 0 {
-		w.Header().Set("Retry-After", fmt.Sprint(p.retryAfter))
-	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(p.Status)

@@ -48,14 +48,22 @@ func newEnv(t testing.TB) *env {
 // body timeout); the store is cfg.Store, already open.
 func newEnvWith(t testing.TB, change func(cfg *handlers.Config)) *env {
 	t.Helper()
+	return newEnvStore(t, sqlite.Options{}, change)
+}
+
+// newEnvStore is newEnvWith with options of the store (its clock and commit hook are set).
+func newEnvStore(t testing.TB, opts sqlite.Options, change func(cfg *handlers.Config)) *env {
+	t.Helper()
 	clock := lease.NewFakeClock(t0)
 	var metrics atomic.Pointer[handlers.Metrics]
 	path := filepath.Join(t.TempDir(), "leasekeeper.db")
-	st, err := sqlite.Open(context.Background(), path, sqlite.Options{Clock: clock, OnCommit: func(evs []lease.Event) {
+	opts.Clock = clock
+	opts.OnCommit = func(evs []lease.Event) {
 		if m := metrics.Load(); m != nil {
 			m.ObserveEvents(evs)
 		}
-	}})
+	}
+	st, err := sqlite.Open(context.Background(), path, opts)
 	if err != nil {
 		t.Fatalf("sqlite.Open(%s) = %v", path, err)
 	}
