@@ -2,60 +2,20 @@ package handlers_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/handlers"
+	"github.com/leasekeeper/leasekeeper/internal/logtest"
 	"github.com/leasekeeper/leasekeeper/queue"
 )
-
-// logSink collects a server's log as JSON lines, for tests of what is logged at which level.
-type logSink struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logSink) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logSink) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// records returns the logged records whose level is level ("" for all).
-func (l *logSink) records(t *testing.T, level string) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var r map[string]any
-		if err := json.Unmarshal([]byte(line), &r); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		if level == "" || r["level"] == level {
-			out = append(out, r)
-		}
-	}
-	return out
-}
 
 // rawExchange writes head and then body to a new connection with pause between the body's
 // bytes, half-closes the connection when cut is set, and reads the answer.
@@ -95,10 +55,10 @@ func rawExchange(t *testing.T, url, head, body string, pause time.Duration, cut 
 // the client's failure: 408 or 400 problem+json at once (not after the old 30 s), logged as a
 // warning, never a 500 logged as an error.
 func TestBodyNotReceived(t *testing.T) {
-	var log logSink
+	var log logtest.Sink
 	const timeout = 300 * time.Millisecond
 	e := newEnvWith(t, func(cfg *handlers.Config) {
-		cfg.Logger = log.logger()
+		cfg.Logger = log.Logger()
 		cfg.BodyTimeout = timeout
 	})
 	acquire := "POST /v1/leases/job/acquire HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n"
@@ -128,10 +88,10 @@ func TestBodyNotReceived(t *testing.T) {
 	if r, err := e.c.GetLeaseWithResponse(e.ctx, "job"); err != nil || r.StatusCode() != http.StatusNotFound {
 		t.Errorf("GetLease(job) = %v, %v; want 404: no partial body was acted on", status(r), err)
 	}
-	if errs := log.records(t, "ERROR"); len(errs) > 0 {
+	if errs := log.Records(t, "ERROR"); len(errs) > 0 {
 		t.Errorf("logged at ERROR: %v", errs)
 	}
-	if warns := log.records(t, "WARN"); len(warns) != 5 {
+	if warns := log.Records(t, "WARN"); len(warns) != 5 {
 		t.Errorf("logged at WARN: %d records %v, want one per request (5)", len(warns), warns)
 	}
 }
@@ -139,10 +99,10 @@ func TestBodyNotReceived(t *testing.T) {
 // TestWaitingAcquireLeft: a client that gives up a waiting acquire is neither an internal error
 // nor an ERROR in the log.
 func TestWaitingAcquireLeft(t *testing.T) {
-	var log logSink
+	var log logtest.Sink
 	var line *queue.Line
 	e := newEnvWith(t, func(cfg *handlers.Config) {
-		cfg.Logger = log.logger()
+		cfg.Logger = log.Logger()
 		line = queue.New(cfg.Store, cfg.Clock, queue.DefaultLimits())
 		cfg.Acquirer = line
 	})
@@ -165,17 +125,17 @@ func TestWaitingAcquireLeft(t *testing.T) {
 	if got := ops("internal"); got != 0 {
 		t.Errorf(`acquire outcome="internal" = %v, want 0`, got)
 	}
-	if errs := log.records(t, "ERROR"); len(errs) > 0 {
+	if errs := log.Records(t, "ERROR"); len(errs) > 0 {
 		t.Errorf("logged at ERROR: %v", errs)
 	}
 	var logged bool
-	for _, r := range log.records(t, "INFO") {
+	for _, r := range log.Records(t, "INFO") {
 		if r["msg"] == "request" && r["route"] == "/v1/leases/{name}/acquire" && fmt.Sprint(r["status"]) == "499" {
 			logged = true
 		}
 	}
 	if !logged {
-		t.Errorf("no access log line with status 499 for the abandoned acquire: %v", log.records(t, ""))
+		t.Errorf("no access log line with status 499 for the abandoned acquire: %v", log.Records(t, ""))
 	}
 }
 

@@ -13,41 +13,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekeeper/leasekeeper/internal/logtest"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
-// lines is a log destination that counts records by level.
-type lines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lines) at(t *testing.T, level string) []map[string]any {
+// openCapped opens a database capped at 64 pages of 4 KiB, holding the lease "job", on a fake
+// clock.
+func openCapped(t *testing.T, log *slog.Logger) (*sqlite.Store, *lease.FakeClock, string, lease.Lease) {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, s := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
-		var r map[string]any
-		if s == "" {
-			continue
-		}
-		if err := json.Unmarshal([]byte(s), &r); err != nil {
-			t.Fatalf("log line %q: %v", s, err)
-		}
-		if r["level"] == level {
-			out = append(out, r)
-		}
+	clock := lease.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	path := filepath.Join(t.TempDir(), "leasekeeper.db")
+	s, err := sqlite.Open(context.Background(), path, sqlite.Options{Clock: clock, MaxPageCount: 64, Logger: log})
+	if err != nil {
+		t.Fatalf("Open() = %v", err)
 	}
-	return out
+	t.Cleanup(func() { s.Close() })
+	l, err := s.Acquire(context.Background(), store.AcquireParams{Name: "job", Holder: "w1", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, clock, path, l
 }
 
 // TestDiskFull fills the database to its page cap, which SQLite answers as it answers a full
@@ -57,19 +44,8 @@ func (l *lines) at(t *testing.T, level string) []map[string]any {
 // restart.
 func TestDiskFull(t *testing.T) {
 	ctx := context.Background()
-	var log lines
-	clock := lease.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-	path := filepath.Join(t.TempDir(), "leasekeeper.db")
-	s, err := sqlite.Open(ctx, path, sqlite.Options{Clock: clock, MaxPageCount: 64,
-		Logger: slog.New(slog.NewJSONHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	if err != nil {
-		t.Fatalf("Open() = %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	l, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: "w1", TTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var log logtest.Sink
+	s, clock, path, l := openCapped(t, log.Logger())
 	put := func(name string, size int) error {
 		_, err := s.PutResource(ctx, store.ResourceWrite{Name: name, Token: l.Token, Value: bytes.Repeat([]byte("x"), size), ContentType: "text/plain"})
 		return err
@@ -123,17 +99,17 @@ func TestDiskFull(t *testing.T) {
 
 	// One ERROR for the episode, even if small writes fitted between the failures, no
 	// summary before its time, then one with the count.
-	if n := len(log.at(t, "ERROR")); n != 1 {
+	if n := len(log.Records(t, "ERROR")); n != 1 {
 		t.Errorf("ERROR lines after some 40 failed writes = %d, want 1", n)
 	}
-	if n := len(log.at(t, "WARN")); n != 0 {
+	if n := len(log.Records(t, "WARN")); n != 0 {
 		t.Errorf("WARN lines within 10 s of the first failure = %d, want 0", n)
 	}
 	clock.Advance(11 * time.Second)
 	if err := put("late", 8<<10); !lease.IsCode(err, lease.CodeUnavailable) {
 		t.Fatalf("PutResource(late) = %v, want unavailable", err)
 	}
-	if warns := log.at(t, "WARN"); len(warns) != 1 || warns[0]["failures"] == nil {
+	if warns := log.Records(t, "WARN"); len(warns) != 1 || warns[0]["failures"] == nil {
 		t.Errorf("WARN lines 11 s after the first failure = %v, want one summary with a count", warns)
 	}
 
@@ -153,7 +129,7 @@ func TestDiskFull(t *testing.T) {
 	if err := put("after", 8<<10); err != nil {
 		t.Errorf("PutResource() after space was freed = %v", err)
 	}
-	if infos := log.at(t, "INFO"); len(infos) != 1 || !strings.Contains(fmt.Sprint(infos[0]["msg"]), "succeed again") {
+	if infos := log.Records(t, "INFO"); len(infos) != 1 || !strings.Contains(fmt.Sprint(infos[0]["msg"]), "succeed again") {
 		t.Errorf("INFO lines = %v, want one saying writes succeed again", infos)
 	}
 }
@@ -163,17 +139,7 @@ func TestDiskFull(t *testing.T) {
 // there afterwards, one refused (unavailable, never an internal error) left nothing behind.
 func TestDiskFullGroupCommit(t *testing.T) {
 	ctx := context.Background()
-	clock := lease.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-	path := filepath.Join(t.TempDir(), "leasekeeper.db")
-	s, err := sqlite.Open(ctx, path, sqlite.Options{Clock: clock, MaxPageCount: 64})
-	if err != nil {
-		t.Fatalf("Open() = %v", err)
-	}
-	t.Cleanup(func() { s.Close() })
-	l, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: "w1", TTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _, _, l := openCapped(t, nil)
 	for i := 0; i < 1000; i++ {
 		_, err := s.PutResource(ctx, store.ResourceWrite{Name: fmt.Sprintf("fill-%d", i), Token: l.Token, Value: bytes.Repeat([]byte("x"), 2<<10)})
 		if err != nil {
