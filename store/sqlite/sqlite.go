@@ -62,6 +62,17 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if path == "" || path == ":memory:" {
 		return nil, errors.New("open sqlite: a file path is required")
 	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	created, err := createPrivate(path)
+	if err != nil {
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	if !created {
+		tighten(path, log)
+	}
 	q := url.Values{}
 	q.Set("_journal_mode", "WAL")
 	q.Set("_synchronous", "FULL")
@@ -87,10 +98,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(8)
-	s := &Store{w: w, r: r, onCommit: opts.OnCommit, log: opts.Logger, lock: make(chan struct{}, 1)}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
+	s := &Store{w: w, r: r, onCommit: opts.OnCommit, log: log, lock: make(chan struct{}, 1)}
 	if err := s.start(ctx, path, opts.Clock); err != nil {
 		w.Close()
 		r.Close()
