@@ -19,7 +19,8 @@ import (
 // exTempFail is EX_TEMPFAIL from sysexits.h: the lease cannot be had right now.
 const exTempFail = 75
 
-const clientUsage = `Client commands (flags before the name; --server or env LEASEKEEPER_SERVER):
+const clientUsage = `Client commands (flags before the name; --server or env LEASEKEEPER_SERVER, and for a
+server whose certificate a private authority signed, --ca-file or env LEASEKEEPER_CA_FILE):
   leasekeeper acquire [--ttl 30s] [--holder H] [--wait 0] [--lock-delay 0] [--metadata JSON] [--json] NAME
   leasekeeper renew   --lease-id ID [--ttl 0] [--json] NAME
   leasekeeper release --lease-id ID NAME
@@ -61,6 +62,7 @@ func clientCommand(ctx context.Context, name string, args []string, getenv func(
 type clientFlags struct {
 	fs     *flag.FlagSet
 	server string
+	caFile string
 	json   bool
 }
 
@@ -76,6 +78,7 @@ func newClientFlags(name string, getenv func(string) string, stderr io.Writer) *
 		server = "http://127.0.0.1:8080"
 	}
 	cf.fs.StringVar(&cf.server, "server", server, "leasekeeper server URL (env LEASEKEEPER_SERVER)")
+	cf.fs.StringVar(&cf.caFile, "ca-file", getenv("LEASEKEEPER_CA_FILE"), "trust the server's certificate if signed by one in this PEM file (env LEASEKEEPER_CA_FILE)")
 	if name != "release" {
 		cf.fs.BoolVar(&cf.json, "json", false, "print JSON instead of a table")
 	}
@@ -106,6 +109,13 @@ func (cf *clientFlags) parse(args []string, nameFlag *string) (string, error) {
 }
 
 func (cf *clientFlags) client(stderr io.Writer, opts ...client.Option) (*client.Client, error) {
+	if cf.caFile != "" {
+		hc, err := caClient(cf.caFile)
+		if err != nil {
+			return nil, &exitError{code: 2, err: err}
+		}
+		opts = append(opts, client.WithHTTPClient(hc))
+	}
 	if stderr != nil {
 		opts = append(opts, client.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	}

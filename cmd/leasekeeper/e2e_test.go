@@ -44,7 +44,7 @@ type addrWriter struct {
 	addr chan string
 }
 
-var listeningRE = regexp.MustCompile(`leasekeeper listening on (http://\S+)`)
+var listeningRE = regexp.MustCompile(`leasekeeper listening on (https?://\S+)`)
 
 func (a *addrWriter) Write(p []byte) (int, error) {
 	n, err := a.lockedBuffer.Write(p)

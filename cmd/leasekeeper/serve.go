@@ -33,6 +33,8 @@ type serveConfig struct {
 	logLevel     slog.Level
 	shutdownWait time.Duration
 	bodyTimeout  time.Duration
+	tlsCert      string // both or neither
+	tlsKey       string
 	queue        queue.Limits
 	maxWatchers  int
 }
@@ -69,6 +71,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.IntVar(&c.maxWatchers, "max-watchers", 1000, "most open watch streams")
 	level := fs.String("log-level", env("LEASEKEEPER_LOG_LEVEL", "info"), "debug, info, warn or error (env LEASEKEEPER_LOG_LEVEL)")
 	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
+	fs.StringVar(&c.tlsCert, "tls-cert", env("LEASEKEEPER_TLS_CERT", ""), "serve HTTPS with this PEM certificate (chain), reread when it changes; needs --tls-key (env LEASEKEEPER_TLS_CERT)")
+	fs.StringVar(&c.tlsKey, "tls-key", env("LEASEKEEPER_TLS_KEY", ""), "the PEM private key of --tls-cert (env LEASEKEEPER_TLS_KEY)")
 	fs.DurationVar(&c.bodyTimeout, "body-timeout", envDur("LEASEKEEPER_BODY_TIMEOUT", 30*time.Second), "how long a request body may take to arrive, then 408 (env LEASEKEEPER_BODY_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		return c, &exitError{code: 2, err: err}
@@ -82,6 +86,9 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	l := c.limits
 	if l.MinTTL <= 0 || l.MaxTTL < l.MinTTL || l.MaxWait < 0 || l.MaxLockDelay < 0 {
 		return c, &exitError{code: 2, err: fmt.Errorf("ttl bounds must satisfy 0 < min-ttl ≤ max-ttl, got %v and %v", l.MinTTL, l.MaxTTL)}
+	}
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return c, &exitError{code: 2, err: errors.New("-tls-cert and -tls-key go together: give both or neither")}
 	}
 	if c.bodyTimeout <= 0 {
 		return c, &exitError{code: 2, err: fmt.Errorf("-body-timeout must be positive, got %v", c.bodyTimeout)}
@@ -111,6 +118,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
 	defer ln.Close()
+	scheme := "http"
+	var certs *certReloader
+	if cfg.tlsCert != "" {
+		if certs, err = newCertReloader(cfg.tlsCert, cfg.tlsKey, log); err != nil {
+			return err
+		}
+		scheme = "https"
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -150,12 +165,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	log.Info("leasekeeper serving", "addr", "http://"+ln.Addr().String(), "db", cfg.db, "version", buildVersion(),
+	log.Info("leasekeeper serving", "addr", scheme+"://"+ln.Addr().String(), "db", cfg.db, "version", buildVersion(),
 		"min_ttl", cfg.limits.MinTTL, "max_ttl", cfg.limits.MaxTTL)
-	fmt.Fprintf(stdout, "leasekeeper listening on http://%s\n", ln.Addr())
+	fmt.Fprintf(stdout, "leasekeeper listening on %s://%s\n", scheme, ln.Addr())
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	if certs != nil {
+		srv.TLSConfig = serverTLS(certs)
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
 	select {
 	case err := <-errc:
 		stopBG()
