@@ -16,7 +16,7 @@ const (
 )
 
 // withRequestID takes a sane X-Request-Id from the client or makes one, echoes it, and puts it
-// in the context for logs and problems.
+// in the context for logs and problems, with the client and the response's header.
 func withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
