@@ -26,14 +26,15 @@ import (
 
 // Defines values for EventType.
 const (
-	EventTypeAcquired   EventType = "acquired"
-	EventTypeExpired    EventType = "expired"
-	EventTypeKeyCreated EventType = "key_created"
-	EventTypeKeyRevoked EventType = "key_revoked"
-	EventTypeRejected   EventType = "rejected"
-	EventTypeReleased   EventType = "released"
-	EventTypeRenewed    EventType = "renewed"
-	EventTypeRevoked    EventType = "revoked"
+	EventTypeAcquired        EventType = "acquired"
+	EventTypeExpired         EventType = "expired"
+	EventTypeKeyCreated      EventType = "key_created"
+	EventTypeKeyRevoked      EventType = "key_revoked"
+	EventTypeRejected        EventType = "rejected"
+	EventTypeReleased        EventType = "released"
+	EventTypeRenewed         EventType = "renewed"
+	EventTypeResourceDeleted EventType = "resource_deleted"
+	EventTypeRevoked         EventType = "revoked"
 )
 
 // Valid indicates whether the value is a known member of the EventType enum.
@@ -52,6 +53,8 @@ func (e EventType) Valid() bool {
 	case EventTypeReleased:
 		return true
 	case EventTypeRenewed:
+		return true
+	case EventTypeResourceDeleted:
 		return true
 	case EventTypeRevoked:
 		return true
@@ -93,7 +96,9 @@ const (
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
 	ProblemCodePreconditionRequired ProblemCode = "precondition_required"
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
+	ProblemCodeRequestTimeout       ProblemCode = "request_timeout"
 	ProblemCodeStaleToken           ProblemCode = "stale_token"
+	ProblemCodeTokenNotIssued       ProblemCode = "token_not_issued"
 	ProblemCodeTooManyLeases        ProblemCode = "too_many_leases"
 	ProblemCodeTooManyWaiters       ProblemCode = "too_many_waiters"
 	ProblemCodeTooManyWatchers      ProblemCode = "too_many_watchers"
@@ -124,7 +129,11 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodeRateLimited:
 		return true
+	case ProblemCodeRequestTimeout:
+		return true
 	case ProblemCodeStaleToken:
+		return true
+	case ProblemCodeTokenNotIssued:
 		return true
 	case ProblemCodeTooManyLeases:
 		return true
@@ -231,7 +240,7 @@ type CreatedKey struct {
 
 // Event One entry of a history. `at` is when it happened; for `expired`, the moment the lease expired.
 type Event struct {
-	// Actor For admin actions (`revoked`, `key_created`, `key_revoked`): the key that did it, as "label (key id)".
+	// Actor For admin actions (`revoked`, `key_created`, `key_revoked`, `resource_deleted`): the key that did it, as "label (key id)".
 	Actor *string `json:"actor,omitempty"`
 
 	// At An instant, RFC 3339 in UTC with exactly three fractional digits.
@@ -429,8 +438,8 @@ type Metadata map[string]interface{}
 type Name = string
 
 // Problem RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
-// expires) and `available_at` (when the name can be granted again); for `stale_token`,
-// `presented_token` and `current_fence`.
+// expires) and `available_at` (when the name can be granted again); for `stale_token` and
+// `token_not_issued`, `presented_token` and `current_fence`.
 type Problem struct {
 	// AvailableAt An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
@@ -438,7 +447,7 @@ type Problem struct {
 	AvailableAt *Timestamp  `json:"available_at,omitempty"`
 	Code        ProblemCode `json:"code"`
 
-	// CurrentFence For `stale_token`.
+	// CurrentFence For `stale_token` and `token_not_issued`.
 	CurrentFence *int64  `json:"current_fence,omitempty"`
 	Detail       *string `json:"detail,omitempty"`
 
@@ -454,7 +463,7 @@ type Problem struct {
 	Holder   *string `json:"holder,omitempty"`
 	Instance *string `json:"instance,omitempty"`
 
-	// PresentedToken For `stale_token`.
+	// PresentedToken For `stale_token` and `token_not_issued`.
 	PresentedToken *int64  `json:"presented_token,omitempty"`
 	RequestId      *string `json:"request_id,omitempty"`
 
@@ -566,34 +575,39 @@ type Limit = int
 type Resource = Name
 
 // BadRequest RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
-// expires) and `available_at` (when the name can be granted again); for `stale_token`,
-// `presented_token` and `current_fence`.
+// expires) and `available_at` (when the name can be granted again); for `stale_token` and
+// `token_not_issued`, `presented_token` and `current_fence`.
 type BadRequest = Problem
 
 // Forbidden RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
-// expires) and `available_at` (when the name can be granted again); for `stale_token`,
-// `presented_token` and `current_fence`.
+// expires) and `available_at` (when the name can be granted again); for `stale_token` and
+// `token_not_issued`, `presented_token` and `current_fence`.
 type Forbidden = Problem
 
 // LeaseLost RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
-// expires) and `available_at` (when the name can be granted again); for `stale_token`,
-// `presented_token` and `current_fence`.
+// expires) and `available_at` (when the name can be granted again); for `stale_token` and
+// `token_not_issued`, `presented_token` and `current_fence`.
 type LeaseLost = Problem
 
 // NotFound RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
-// expires) and `available_at` (when the name can be granted again); for `stale_token`,
-// `presented_token` and `current_fence`.
+// expires) and `available_at` (when the name can be granted again); for `stale_token` and
+// `token_not_issued`, `presented_token` and `current_fence`.
 type NotFound = Problem
 
 // RateLimited RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
-// expires) and `available_at` (when the name can be granted again); for `stale_token`,
-// `presented_token` and `current_fence`.
+// expires) and `available_at` (when the name can be granted again); for `stale_token` and
+// `token_not_issued`, `presented_token` and `current_fence`.
 type RateLimited = Problem
 
 // Unauthorized RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
-// expires) and `available_at` (when the name can be granted again); for `stale_token`,
-// `presented_token` and `current_fence`.
+// expires) and `available_at` (when the name can be granted again); for `stale_token` and
+// `token_not_issued`, `presented_token` and `current_fence`.
 type Unauthorized = Problem
+
+// Unavailable RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
+// expires) and `available_at` (when the name can be granted again); for `stale_token` and
+// `token_not_issued`, `presented_token` and `current_fence`.
+type Unavailable = Problem
 
 // ListLeasesParams defines parameters for ListLeases.
 type ListLeasesParams struct {
@@ -768,7 +782,7 @@ type ClientInterface interface {
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// Readyz Readiness (the database answers).
+	// Readyz Readiness (the database answers, and the last write to it did not fail).
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -898,7 +912,19 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/resources (the `ListResources` operationId).
 	ListResources(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// DeleteResource Delete a fenced resource, its value and its fence (admin).
+	//
+	// The next write to the name starts the resource again at version 1, with any token this
+	// server issued. Its recorded rejections stay.
+	//
+	// Corresponds with DELETE /v1/resources/{resource} (the `DeleteResource` operationId).
+	DeleteResource(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetResource Read a fenced resource; its fence comes in Fencing-Token.
+	//
+	// The value comes with the content type it was written with, but a browser never renders
+	// it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
+	// written as `text/html` with a script in it cannot act as this server's dashboard).
 	//
 	// Corresponds with GET /v1/resources/{resource} (the `GetResource` operationId).
 	GetResource(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -907,7 +933,9 @@ type ClientInterface interface {
 	//
 	// Applies iff `Fencing-Token` is at least the resource's fence, and then raises the fence to
 	// it, in one transaction. With `Lease-Name` the token must also be the token of the current
-	// unexpired lease on that name. A refused write changes nothing and is recorded.
+	// unexpired lease on that name. A token above every token this server has issued is
+	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
+	// A refused write changes nothing and is recorded.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -939,7 +967,7 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
-// Readyz Readiness (the database answers).
+// Readyz Readiness (the database answers, and the last write to it did not fail).
 //
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1259,7 +1287,29 @@ func (c *Client) ListResources(ctx context.Context, params *ListResourcesParams,
 	return c.Client.Do(req)
 }
 
+// DeleteResource Delete a fenced resource, its value and its fence (admin).
+//
+// The next write to the name starts the resource again at version 1, with any token this
+// server issued. Its recorded rejections stay.
+//
+// Corresponds with DELETE /v1/resources/{resource} (the `DeleteResource` operationId).
+func (c *Client) DeleteResource(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteResourceRequest(c.Server, resource)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetResource Read a fenced resource; its fence comes in Fencing-Token.
+//
+// The value comes with the content type it was written with, but a browser never renders
+// it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
+// written as `text/html` with a script in it cannot act as this server's dashboard).
 //
 // Corresponds with GET /v1/resources/{resource} (the `GetResource` operationId).
 func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1278,7 +1328,9 @@ func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors 
 //
 // Applies iff `Fencing-Token` is at least the resource's fence, and then raises the fence to
 // it, in one transaction. With `Lease-Name` the token must also be the token of the current
-// unexpired lease on that name. A refused write changes nothing and is recorded.
+// unexpired lease on that name. A token above every token this server has issued is
+// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
+// A refused write changes nothing and is recorded.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2103,6 +2155,40 @@ func NewListResourcesRequest(server string, params *ListResourcesParams) (*http.
 	return req, nil
 }
 
+// NewDeleteResourceRequest constructs an http.Request for the DeleteResource method
+func NewDeleteResourceRequest(server string, resource Resource) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "resource", resource, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/resources/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewGetResourceRequest constructs an http.Request for the GetResource method
 func NewGetResourceRequest(server string, resource Resource) (*http.Request, error) {
 	var err error
@@ -2317,7 +2403,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /healthz (the `Healthz` operationId).
 	HealthzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*HealthzResponse, error)
 
-	// ReadyzWithResponse Readiness (the database answers).
+	// ReadyzWithResponse Readiness (the database answers, and the last write to it did not fail).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2465,7 +2551,21 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/resources (the `ListResources` operationId).
 	ListResourcesWithResponse(ctx context.Context, params *ListResourcesParams, reqEditors ...RequestEditorFn) (*ListResourcesResponse, error)
 
+	// DeleteResourceWithResponse Delete a fenced resource, its value and its fence (admin).
+	//
+	// The next write to the name starts the resource again at version 1, with any token this
+	// server issued. Its recorded rejections stay.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /v1/resources/{resource} (the `DeleteResource` operationId).
+	DeleteResourceWithResponse(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*DeleteResourceResponse, error)
+
 	// GetResourceWithResponse Read a fenced resource; its fence comes in Fencing-Token.
+	//
+	// The value comes with the content type it was written with, but a browser never renders
+	// it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
+	// written as `text/html` with a script in it cannot act as this server's dashboard).
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2476,7 +2576,9 @@ type ClientWithResponsesInterface interface {
 	//
 	// Applies iff `Fencing-Token` is at least the resource's fence, and then raises the fence to
 	// it, in one transaction. With `Lease-Name` the token must also be the token of the current
-	// unexpired lease on that name. A refused write changes nothing and is recorded.
+	// unexpired lease on that name. A token above every token this server has issued is
+	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
+	// A refused write changes nothing and is recorded.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -2536,13 +2638,20 @@ func (r HealthzResponse) ContentType() string {
 	return ""
 }
 
+// ReadyzResponse503Headers the declared response headers of an HTTP 503 response for Readyz
+type ReadyzResponse503Headers struct {
+	RetryAfter int
+}
+
 type ReadyzResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *Health
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
-	ApplicationproblemJSON503 *Problem
+	ApplicationproblemJSON503 *Unavailable
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReadyzResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -2551,7 +2660,7 @@ func (r ReadyzResponse) GetJSON200() *Health {
 }
 
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
-func (r ReadyzResponse) GetApplicationproblemJSON503() *Problem {
+func (r ReadyzResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
 }
 
@@ -2940,6 +3049,11 @@ type RevokeLeaseResponse429Headers struct {
 	RetryAfter int
 }
 
+// RevokeLeaseResponse503Headers the declared response headers of an HTTP 503 response for RevokeLease
+type RevokeLeaseResponse503Headers struct {
+	RetryAfter int
+}
+
 type RevokeLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -2953,12 +3067,16 @@ type RevokeLeaseResponse struct {
 	ApplicationproblemJSON409 *LeaseLost
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *RevokeLeaseResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RevokeLeaseResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RevokeLeaseResponse503Headers
 }
 
 // GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
@@ -2984,6 +3102,11 @@ func (r RevokeLeaseResponse) GetApplicationproblemJSON409() *LeaseLost {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r RevokeLeaseResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RevokeLeaseResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -3130,6 +3253,11 @@ type AcquireLeaseResponse429Headers struct {
 	RetryAfter int
 }
 
+// AcquireLeaseResponse503Headers the declared response headers of an HTTP 503 response for AcquireLease
+type AcquireLeaseResponse503Headers struct {
+	RetryAfter int
+}
+
 type AcquireLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3145,6 +3273,8 @@ type AcquireLeaseResponse struct {
 	ApplicationproblemJSON409 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -3155,6 +3285,8 @@ type AcquireLeaseResponse struct {
 	Headers409 *AcquireLeaseResponse409Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *AcquireLeaseResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AcquireLeaseResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3185,6 +3317,11 @@ func (r AcquireLeaseResponse) GetApplicationproblemJSON409() *Problem {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r AcquireLeaseResponse) GetApplicationproblemJSON429() *Problem {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AcquireLeaseResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -3321,6 +3458,11 @@ type ReleaseLeaseResponse429Headers struct {
 	RetryAfter int
 }
 
+// ReleaseLeaseResponse503Headers the declared response headers of an HTTP 503 response for ReleaseLease
+type ReleaseLeaseResponse503Headers struct {
+	RetryAfter int
+}
+
 type ReleaseLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3334,12 +3476,16 @@ type ReleaseLeaseResponse struct {
 	ApplicationproblemJSON409 *LeaseLost
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ReleaseLeaseResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ReleaseLeaseResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReleaseLeaseResponse503Headers
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -3365,6 +3511,11 @@ func (r ReleaseLeaseResponse) GetApplicationproblemJSON409() *LeaseLost {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r ReleaseLeaseResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReleaseLeaseResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -3416,6 +3567,11 @@ type RenewLeaseResponse429Headers struct {
 	RetryAfter int
 }
 
+// RenewLeaseResponse503Headers the declared response headers of an HTTP 503 response for RenewLease
+type RenewLeaseResponse503Headers struct {
+	RetryAfter int
+}
+
 type RenewLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3431,6 +3587,8 @@ type RenewLeaseResponse struct {
 	ApplicationproblemJSON409 *LeaseLost
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -3439,6 +3597,8 @@ type RenewLeaseResponse struct {
 	Headers401 *RenewLeaseResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *RenewLeaseResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RenewLeaseResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3469,6 +3629,11 @@ func (r RenewLeaseResponse) GetApplicationproblemJSON409() *LeaseLost {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r RenewLeaseResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RenewLeaseResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -3605,6 +3770,11 @@ type ReportRejectionResponse429Headers struct {
 	RetryAfter int
 }
 
+// ReportRejectionResponse503Headers the declared response headers of an HTTP 503 response for ReportRejection
+type ReportRejectionResponse503Headers struct {
+	RetryAfter int
+}
+
 type ReportRejectionResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3618,12 +3788,16 @@ type ReportRejectionResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *ReportRejectionResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *ReportRejectionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *ReportRejectionResponse503Headers
 }
 
 // GetJSON202 returns the response for an HTTP 202 `application/json` response
@@ -3649,6 +3823,11 @@ func (r ReportRejectionResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r ReportRejectionResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r ReportRejectionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -3775,10 +3954,110 @@ func (r ListResourcesResponse) ContentType() string {
 	return ""
 }
 
+// DeleteResourceResponse401Headers the declared response headers of an HTTP 401 response for DeleteResource
+type DeleteResourceResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// DeleteResourceResponse429Headers the declared response headers of an HTTP 429 response for DeleteResource
+type DeleteResourceResponse429Headers struct {
+	RetryAfter int
+}
+
+// DeleteResourceResponse503Headers the declared response headers of an HTTP 503 response for DeleteResource
+type DeleteResourceResponse503Headers struct {
+	RetryAfter int
+}
+
+type DeleteResourceResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *DeleteResourceResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *DeleteResourceResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *DeleteResourceResponse503Headers
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r DeleteResourceResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r DeleteResourceResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r DeleteResourceResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r DeleteResourceResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r DeleteResourceResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r DeleteResourceResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteResourceResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteResourceResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteResourceResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteResourceResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // GetResourceResponse200Headers the declared response headers of an HTTP 200 response for GetResource
 type GetResourceResponse200Headers struct {
-	ETag         string
-	FencingToken int64
+	ContentDisposition    string
+	ContentSecurityPolicy string
+	ETag                  string
+	FencingToken          int64
+	XContentTypeOptions   string
 }
 
 // GetResourceResponse401Headers the declared response headers of an HTTP 401 response for GetResource
@@ -3881,6 +4160,11 @@ type PutResourceResponse429Headers struct {
 	RetryAfter int
 }
 
+// PutResourceResponse503Headers the declared response headers of an HTTP 503 response for PutResource
+type PutResourceResponse503Headers struct {
+	RetryAfter int
+}
+
 type PutResourceResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -3898,6 +4182,8 @@ type PutResourceResponse struct {
 	ApplicationproblemJSON428 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
 	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -3906,6 +4192,8 @@ type PutResourceResponse struct {
 	Headers401 *PutResourceResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
 	Headers429 *PutResourceResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *PutResourceResponse503Headers
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -3941,6 +4229,11 @@ func (r PutResourceResponse) GetApplicationproblemJSON428() *Problem {
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
 func (r PutResourceResponse) GetApplicationproblemJSON429() *RateLimited {
 	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r PutResourceResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -4073,7 +4366,7 @@ func (c *ClientWithResponses) HealthzWithResponse(ctx context.Context, reqEditor
 	return ParseHealthzResponse(rsp)
 }
 
-// ReadyzWithResponse Readiness (the database answers).
+// ReadyzWithResponse Readiness (the database answers, and the last write to it did not fail).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4335,7 +4628,27 @@ func (c *ClientWithResponses) ListResourcesWithResponse(ctx context.Context, par
 	return ParseListResourcesResponse(rsp)
 }
 
+// DeleteResourceWithResponse Delete a fenced resource, its value and its fence (admin).
+//
+// The next write to the name starts the resource again at version 1, with any token this
+// server issued. Its recorded rejections stay.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /v1/resources/{resource} (the `DeleteResource` operationId).
+func (c *ClientWithResponses) DeleteResourceWithResponse(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*DeleteResourceResponse, error) {
+	rsp, err := c.DeleteResource(ctx, resource, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteResourceResponse(rsp)
+}
+
 // GetResourceWithResponse Read a fenced resource; its fence comes in Fencing-Token.
+//
+// The value comes with the content type it was written with, but a browser never renders
+// it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
+// written as `text/html` with a script in it cannot act as this server's dashboard).
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4352,7 +4665,9 @@ func (c *ClientWithResponses) GetResourceWithResponse(ctx context.Context, resou
 //
 // Applies iff `Fencing-Token` is at least the resource's fence, and then raises the fence to
 // it, in one transaction. With `Lease-Name` the token must also be the token of the current
-// unexpired lease on that name. A refused write changes nothing and is recorded.
+// unexpired lease on that name. A token above every token this server has issued is
+// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
+// A refused write changes nothing and is recorded.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -4430,12 +4745,25 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 		response.JSON200 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
-		var dest Problem
+		var dest Unavailable
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
 
+	}
+
+	switch {
+	case rsp.StatusCode == 503:
+		var headers ReadyzResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4818,6 +5146,13 @@ func ParseRevokeLeaseResponse(rsp *http.Response) (*RevokeLeaseResponse, error) 
 		}
 		response.ApplicationproblemJSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -4848,6 +5183,16 @@ func ParseRevokeLeaseResponse(rsp *http.Response) (*RevokeLeaseResponse, error) 
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RevokeLeaseResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -4993,6 +5338,13 @@ func ParseAcquireLeaseResponse(rsp *http.Response) (*AcquireLeaseResponse, error
 		}
 		response.ApplicationproblemJSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5043,6 +5395,16 @@ func ParseAcquireLeaseResponse(rsp *http.Response) (*AcquireLeaseResponse, error
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers AcquireLeaseResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5184,6 +5546,13 @@ func ParseReleaseLeaseResponse(rsp *http.Response) (*ReleaseLeaseResponse, error
 		}
 		response.ApplicationproblemJSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5214,6 +5583,16 @@ func ParseReleaseLeaseResponse(rsp *http.Response) (*ReleaseLeaseResponse, error
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReleaseLeaseResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5275,6 +5654,13 @@ func ParseRenewLeaseResponse(rsp *http.Response) (*RenewLeaseResponse, error) {
 		}
 		response.ApplicationproblemJSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5315,6 +5701,16 @@ func ParseRenewLeaseResponse(rsp *http.Response) (*RenewLeaseResponse, error) {
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RenewLeaseResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5453,6 +5849,13 @@ func ParseReportRejectionResponse(rsp *http.Response) (*ReportRejectionResponse,
 		}
 		response.ApplicationproblemJSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5483,6 +5886,16 @@ func ParseReportRejectionResponse(rsp *http.Response) (*ReportRejectionResponse,
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers ReportRejectionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5572,6 +5985,103 @@ func ParseListResourcesResponse(rsp *http.Response) (*ListResourcesResponse, err
 	return response, nil
 }
 
+// ParseDeleteResourceResponse parses an HTTP response from a DeleteResourceWithResponse call
+func ParseDeleteResourceResponse(rsp *http.Response) (*DeleteResourceResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteResourceResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers DeleteResourceResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers DeleteResourceResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers DeleteResourceResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseGetResourceResponse parses an HTTP response from a GetResourceWithResponse call
 func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -5626,6 +6136,20 @@ func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) 
 	switch {
 	case rsp.StatusCode == 200:
 		var headers GetResourceResponse200Headers
+		if values := rsp.Header.Values("Content-Disposition"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Disposition", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentDisposition = value
+		}
+		if values := rsp.Header.Values("Content-Security-Policy"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Content-Security-Policy", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ContentSecurityPolicy = value
+		}
 		if values := rsp.Header.Values("ETag"); len(values) > 0 {
 			var value string
 			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
@@ -5639,6 +6163,13 @@ func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) 
 				return nil, err
 			}
 			headers.FencingToken = value
+		}
+		if values := rsp.Header.Values("X-Content-Type-Options"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "X-Content-Type-Options", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.XContentTypeOptions = value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
@@ -5729,6 +6260,13 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 		}
 		response.ApplicationproblemJSON429 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -5769,6 +6307,16 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers PutResourceResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -5856,7 +6404,7 @@ type ServerInterface interface {
 	// Healthz Liveness.
 	// (GET /healthz)
 	Healthz(w http.ResponseWriter, r *http.Request)
-	// Readyz Readiness (the database answers).
+	// Readyz Readiness (the database answers, and the last write to it did not fail).
 	// (GET /readyz)
 	Readyz(w http.ResponseWriter, r *http.Request)
 	// ListKeys Every API key, revoked ones included, oldest first (admin). Never the secrets.
@@ -5898,6 +6446,9 @@ type ServerInterface interface {
 	// ListResources List fenced resources, ordered by name.
 	// (GET /v1/resources)
 	ListResources(w http.ResponseWriter, r *http.Request, params ListResourcesParams)
+	// DeleteResource Delete a fenced resource, its value and its fence (admin).
+	// (DELETE /v1/resources/{resource})
+	DeleteResource(w http.ResponseWriter, r *http.Request, resource Resource)
 	// GetResource Read a fenced resource; its fence comes in Fencing-Token.
 	// (GET /v1/resources/{resource})
 	GetResource(w http.ResponseWriter, r *http.Request, resource Resource)
@@ -5919,7 +6470,7 @@ func (_ Unimplemented) Healthz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// Readyz Readiness (the database answers).
+// Readyz Readiness (the database answers, and the last write to it did not fail).
 // (GET /readyz)
 func (_ Unimplemented) Readyz(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -6000,6 +6551,12 @@ func (_ Unimplemented) ReportRejection(w http.ResponseWriter, r *http.Request) {
 // ListResources List fenced resources, ordered by name.
 // (GET /v1/resources)
 func (_ Unimplemented) ListResources(w http.ResponseWriter, r *http.Request, params ListResourcesParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// DeleteResource Delete a fenced resource, its value and its fence (admin).
+// (DELETE /v1/resources/{resource})
+func (_ Unimplemented) DeleteResource(w http.ResponseWriter, r *http.Request, resource Resource) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -6567,6 +7124,32 @@ func (siw *ServerInterfaceWrapper) ListResources(w http.ResponseWriter, r *http.
 	handler.ServeHTTP(w, r)
 }
 
+// DeleteResource operation middleware
+func (siw *ServerInterfaceWrapper) DeleteResource(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "resource" -------------
+	var resource Resource
+
+	err = runtime.BindStyledParameterWithOptions("simple", "resource", chi.URLParam(r, "resource"), &resource, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "resource", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.DeleteResource(w, r, resource)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // GetResource operation middleware
 func (siw *ServerInterfaceWrapper) GetResource(w http.ResponseWriter, r *http.Request) {
 
@@ -6858,6 +7441,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/resources", wrapper.ListResources)
 	})
 	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/resources/{resource}", wrapper.DeleteResource)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/resources/{resource}", wrapper.GetResource)
 	})
 	r.Group(func(r chi.Router) {
@@ -6919,6 +7505,15 @@ type UnauthorizedApplicationProblemPlusJSONResponse struct {
 	Headers UnauthorizedResponseHeaders
 }
 
+type UnavailableResponseHeaders struct {
+	RetryAfter int
+}
+type UnavailableApplicationProblemPlusJSONResponse struct {
+	Body Problem
+
+	Headers UnavailableResponseHeaders
+}
+
 type HealthzRequestObject struct {
 }
 
@@ -6961,15 +7556,18 @@ func (response Readyz200JSONResponse) VisitReadyzResponse(w http.ResponseWriter)
 	return err
 }
 
-type Readyz503ApplicationProblemPlusJSONResponse Problem
+type Readyz503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
 
 func (response Readyz503ApplicationProblemPlusJSONResponse) VisitReadyzResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
@@ -7471,6 +8069,23 @@ func (response RevokeLease429ApplicationProblemPlusJSONResponse) VisitRevokeLeas
 	return err
 }
 
+type RevokeLease503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RevokeLease503ApplicationProblemPlusJSONResponse) VisitRevokeLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type RevokeLeasedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -7718,6 +8333,23 @@ func (response AcquireLease429ApplicationProblemPlusJSONResponse) VisitAcquireLe
 	return err
 }
 
+type AcquireLease503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireLease503ApplicationProblemPlusJSONResponse) VisitAcquireLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type AcquireLeasedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -7940,6 +8572,23 @@ func (response ReleaseLease429ApplicationProblemPlusJSONResponse) VisitReleaseLe
 	return err
 }
 
+type ReleaseLease503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReleaseLease503ApplicationProblemPlusJSONResponse) VisitReleaseLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReleaseLeasedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -8066,6 +8715,23 @@ func (response RenewLease429ApplicationProblemPlusJSONResponse) VisitRenewLeaseR
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewLease503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RenewLease503ApplicationProblemPlusJSONResponse) VisitRenewLeaseResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -8280,6 +8946,23 @@ func (response ReportRejection429ApplicationProblemPlusJSONResponse) VisitReport
 	return err
 }
 
+type ReportRejection503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response ReportRejection503ApplicationProblemPlusJSONResponse) VisitReportRejectionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type ReportRejectiondefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -8402,6 +9085,122 @@ func (response ListResourcesdefaultApplicationProblemPlusJSONResponse) VisitList
 	return err
 }
 
+type DeleteResourceRequestObject struct {
+	Resource Resource `json:"resource"`
+}
+
+type DeleteResourceResponseObject interface {
+	VisitDeleteResourceResponse(w http.ResponseWriter) error
+}
+
+type DeleteResource204Response struct {
+}
+
+func (response DeleteResource204Response) VisitDeleteResourceResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type DeleteResource401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteResource401ApplicationProblemPlusJSONResponse) VisitDeleteResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteResource403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteResource403ApplicationProblemPlusJSONResponse) VisitDeleteResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteResource404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteResource404ApplicationProblemPlusJSONResponse) VisitDeleteResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteResource429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteResource429ApplicationProblemPlusJSONResponse) VisitDeleteResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteResource503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response DeleteResource503ApplicationProblemPlusJSONResponse) VisitDeleteResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type DeleteResourcedefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response DeleteResourcedefaultApplicationProblemPlusJSONResponse) VisitDeleteResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type GetResourceRequestObject struct {
 	Resource Resource `json:"resource"`
 }
@@ -8411,8 +9210,11 @@ type GetResourceResponseObject interface {
 }
 
 type GetResource200ResponseHeaders struct {
-	ETag         string
-	FencingToken int64
+	ContentDisposition    string
+	ContentSecurityPolicy string
+	ETag                  string
+	FencingToken          int64
+	XContentTypeOptions   string
 }
 
 type GetResource200AsteriskResponse struct {
@@ -8428,8 +9230,11 @@ func (response GetResource200AsteriskResponse) VisitGetResourceResponse(w http.R
 	if response.ContentLength != 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(response.ContentLength))
 	}
+	w.Header().Set("Content-Disposition", fmt.Sprint(response.Headers.ContentDisposition))
+	w.Header().Set("Content-Security-Policy", fmt.Sprint(response.Headers.ContentSecurityPolicy))
 	w.Header().Set("ETag", fmt.Sprint(response.Headers.ETag))
 	w.Header().Set("Fencing-Token", fmt.Sprint(response.Headers.FencingToken))
+	w.Header().Set("X-Content-Type-Options", fmt.Sprint(response.Headers.XContentTypeOptions))
 	w.WriteHeader(200)
 
 	if closer, ok := response.Body.(io.ReadCloser); ok {
@@ -8649,6 +9454,23 @@ func (response PutResource429ApplicationProblemPlusJSONResponse) VisitPutResourc
 	return err
 }
 
+type PutResource503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response PutResource503ApplicationProblemPlusJSONResponse) VisitPutResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PutResourcedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -8805,7 +9627,7 @@ type StrictServerInterface interface {
 	// Healthz Liveness.
 	// (GET /healthz)
 	Healthz(ctx context.Context, request HealthzRequestObject) (HealthzResponseObject, error)
-	// Readyz Readiness (the database answers).
+	// Readyz Readiness (the database answers, and the last write to it did not fail).
 	// (GET /readyz)
 	Readyz(ctx context.Context, request ReadyzRequestObject) (ReadyzResponseObject, error)
 	// ListKeys Every API key, revoked ones included, oldest first (admin). Never the secrets.
@@ -8847,6 +9669,9 @@ type StrictServerInterface interface {
 	// ListResources List fenced resources, ordered by name.
 	// (GET /v1/resources)
 	ListResources(ctx context.Context, request ListResourcesRequestObject) (ListResourcesResponseObject, error)
+	// DeleteResource Delete a fenced resource, its value and its fence (admin).
+	// (DELETE /v1/resources/{resource})
+	DeleteResource(ctx context.Context, request DeleteResourceRequestObject) (DeleteResourceResponseObject, error)
 	// GetResource Read a fenced resource; its fence comes in Fencing-Token.
 	// (GET /v1/resources/{resource})
 	GetResource(ctx context.Context, request GetResourceRequestObject) (GetResourceResponseObject, error)
@@ -9315,6 +10140,32 @@ func (sh *strictHandler) ListResources(w http.ResponseWriter, r *http.Request, p
 	}
 }
 
+// DeleteResource operation middleware
+func (sh *strictHandler) DeleteResource(w http.ResponseWriter, r *http.Request, resource Resource) {
+	var request DeleteResourceRequestObject
+
+	request.Resource = resource
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.DeleteResource(ctx, request.(DeleteResourceRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "DeleteResource")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(DeleteResourceResponseObject); ok {
+		if err := validResponse.VisitDeleteResourceResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // GetResource operation middleware
 func (sh *strictHandler) GetResource(w http.ResponseWriter, r *http.Request, resource Resource) {
 	var request GetResourceRequestObject
@@ -9402,107 +10253,121 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37chNJsverVPS3Edj7tWXZBmaQ//mYWZhlh2XmAyY4scjHXVKnpFp3V4mqagtBOOI8zXmw8yQnMrP6",
-	"JrUuZsDDbjDzB5K6quuW+ct7+WM0NvncaNDeRYOP0VxamYMHS99+LKwzFj+l4MZWzb0yOhpEr2cgEg3v",
-	"/eWYWiTCTISfgZhbuFamcGIup9CL4khh83cF2GUUR1rmEA0i7hPFkRvPIJf4+ly+fw566mfR4MHJaRz5",
-	"5RxbOm+VnkY3N3H0XOXKr8/kVzkF4dQHiMWJ8Eac9Pt9cZDCRBaZx2+Hm2aR0QtXJqHyIo8G+JI4ypUO",
-	"X6v5KO1hCpYm9IJe07UzGUgHAoepxp5LP6uHpn/iyMK7QllIo4G3BTRn8icLk2gQ/Z/j+nCO+ak7pnFx",
-	"Ai/BmcKOaRIdg9jy8e8c6Ab7u7nRDogmfpDpS3hXgKPTGBvtQdNHOZ9naixxI47n1owyyP/vPx3uysc9",
-	"R/yVe/Gg7X1NlL6WmUovLY+dDIjewjeRGnBCGy8mJsvMgp7h1Kwc+150E0dPjR2pNAV9p5OelKOG6V7B",
-	"UmRyfOV48iaDWBhLX/DUhHLCFN6pFITyDrlpot6DoxU8R6p6bu5424mWLzNT7TgTN7yfI0HFYiGdsEA/",
-	"prGwcG2uIMU1uWIO1kGKP4cl8rtUisvEs6JDKqwF7YXRQKt8YfxTU+j0Thepjb+c4KgJzaFseodTeKwF",
-	"WGssjf9SeiC4g7vdBis9XGY8cINgHZ5PbmzFbUi9UhOFYhchkeXcubDg7VLIiQcrkpf45egxfkmEg7HR",
-	"qUM4nIFMg3RpNMGvm1FqDX1x8r9pWfiZserDHW9TQQOD9jgE7ZQ24vGvz3CziNalFoW+0mah8VvFExpW",
-	"1v/mzZujx41X7bUJlUikqYX54vPHY+rZwGaZpgonLbNfrZmD9QoRfCIzB3E0b/z0MZqZLIUOQf9mZgQ+",
-	"c0L5WEyMFbMil5pOEt7LfJ7hnBbGXoE9Ovt/M+P8kYzipjw/ffCQZGn5/WRNusdRZsZXlylkcnmZu/VZ",
-	"EIkIP1OuBT9OHCCMGF0i0GHcglJ8OLVSe0iFnEqlaQH8GqOnuIaJsbn0TFsP70cNod9fF/pxlIOXqfQ7",
-	"yefvZbubOPI+61wU4blIC0t0KpQWuYvFQvmZ0rQMB/Ya7D0nRghNrqXV9FHXOXvYx/8OW4dx8oCUl7WF",
-	"rS9mIZXvnNlfzYI2CMfARji3TGkI21fKgGo+/VikhnYbWx/eel9vmhrK25IWq527qHqY0T9h7HHuP1pA",
-	"3vsZlqS0tmj5in9c18sCjyJwQTbpiVczYlGdLcUMLJw3dl1cAcwdP0Ocm0k360UdlGthbGy6ix5wnqvL",
-	"xGlW/bvW+OQ6wFl7Jb9oEKARac1ESDFTzhu77IlE+gSpfjEDxGYxk/M5aEjP6diSILETZpHc5IjqawId",
-	"19jeTTn2XRbAU8S5NFdayDH+5MRBEpAuiUVyBcvLMZ9R+bV8elhLFj+TXqSoEPhYSCeGUSZHkIkDOqX0",
-	"cBh17rn0u/b7tcrBeZnPsXkAi8tbdqshcW0CnwIDeg9z4VxAPvdLOjApEgtICpAmApAUxGJmXNlcuUrG",
-	"SJ1WnCmLVHlu7pA+rmDpNtBtbTysn2w9dKlmc2s+MQuTwkFKTxZWeegcwcG79Zc/00gVDhwBHU7ULnm6",
-	"zH0L6ccz4bwFmd9zIlGoku2FZt5csXK/bTVM/M7LDAR1QBUb9Rum/H2GoV8+RqARzN5Gchw4GrdUwyJ8",
-	"YoU4KomPfyT6p088nSiOGnwSvpXNLrqM4CZ+4P6GNnFpUfImxDWESr8ZWp4rVhPa/M60QzalB5YO20ic",
-	"QaramEhaK5dE77V3oEt7aa8lDNru1TXxv4LMUIlYnbXz0hc8/0orMVfRzj3kbl0jdYqWcFS3hZKy22iD",
-	"YKqwMDQUyjehAGl2oqzzAXGvYNnJcSptbwCSUz6x0+mHdJJ/8It3p9lVVz8C3U6gKw3QFjmstVo9+kDC",
-	"t92lshvv0jpimQx2ve8ltlk9ZIWsxWsMb2ksLG6e6QY66GYUhNa92YQUgNWdWlcINpLip2n11cGuK/UF",
-	"YnCQw03FnqQJSxFWTUh8NNT5k+Aa26bON8mmPfQLVM3Lx5UekMslqhGoyR+weMNZVEIHwc0JmakrOCz5",
-	"AiXkiCxTnDvLkcrjts+JsHeLlvaM25+ddpDypxJdi966DpXU/w5Thy0WUodI8SQkFw4Av3epZzzm5V0r",
-	"Rdusv3WECZ6fbvhzMLbgS91Cw8KF86du7jyo4WwVSe0WaAwaEZbeNkWzq8uzd6f50376/+8Xv31v/uNk",
-	"9ED/zX63iPYxO/dQAH6P7ldPc6SyTOnpkVbTmc+W3RoaqRO3PaFKD6otwu8esaEY/ttPz6ms1ltbliuc",
-	"EFST2qoLOkoYIW6RcGvZLSpdPa2NPNWN1kxKe+M1vemVlx720G3aFP2E8EmycQU67e3UQsLcdms/jVl1",
-	"AAdu9D2H2q2H82BDTCwwfrLmm0nnS0hBFqOziOljAjqlbU+qr8lQH9S+3aDJNlxah2h0XkuVyVEGl03z",
-	"s/LCjKUWI2h7YYb6gH2EUvNLl7GYZwWLAzxkQYd82BvqzwZ3zWneDid12u0gqbYz2M+aPN0ru07YFCyF",
-	"rUbBRQcAlAdyJ7gOWdrQukbGZCD1DjP4ruHzs0PkrXBwT49a8O22CeZl6TjHFkpPS49ab3/4xAPahqLt",
-	"w6jn0oUjf28cQrc6yc7n1RjFUvzt1S8vBL+I3E9e5MZ5cV/8rH6IBfSmvdKnlJLrUqapBdd2F9OYNhpE",
-	"J/0e/v/d4FG/32/gbD3RF3sIzrn0HixO8D/fPj76hzz60D96dFF/7F0Oji4+9uOTR49u/tQlaBvhnpVT",
-	"e/qjeHT/wXcixBBECl6qzPUEeRVYqcGDSWKR8Mngp5oFE3FQwWEZ6KJeQx0aHTLYtlH0YDeGHgavHrky",
-	"LokYkniok8qdEX7j14exLyegx5B04uqn4uPYpC1/yEqYFoVaGVyLSj0w0HIdWoziqLEQNs/GRjNhXlbc",
-	"gFRvLnOpl5cldbd+8uMZ/zaXy8xI3ANzmUk7RQbKwc9MeomzoXgVva/Q1cIpUo+EJDN+0IzxsG8oBJDj",
-	"qBkoa04hCPIuMG8dwQY3VfMw93RHMUV2giPFEzuw6KmCLD3K4BqykqCZllYj7C1TaqfR/7sNio4NaXDY",
-	"oMVE3KvbCaKdl2GPuwzTJnt8vnMIexZMnHVf6Lp76n7/Uae8UT5bgTwOFAWm2XAOzfZyZAo/GGVS73aA",
-	"Bfchj1rNM7B1l+h4Sb5LxbHUFQy5JXJkChmCZcHHPThmj2PYGsaELC1zlJgISvWX4JZ86VvcanuMnpUm",
-	"/T50txdRyRC03uq+X6e26lGJyjSzK4A56Q7wPuBcF1AVDuylnIbQ03bqUazCVnlGq8tcPUTyR1fz20pe",
-	"3Vbcdqdy6VlXRu9v6dUEvcs/13j5blOteu1LmBt7W8fdbtrfHqeuKLEZh+/340+jzO1j1VTa8hKe3t8R",
-	"dVqd2laf4tpR7E1z3YdDG/SJTtWGL6u54tPvb7eG6j3dM9SwuOP5bU5VeCw0LIT32bkwufIInRwfr+LH",
-	"9xw+3ktY3m4b+Jyf6YnpiMZwxs9lKQLX1vM5RMfrGZQek5DjSlY/xT1x1XuJkKzb2YvvJul+RH7xtffH",
-	"Qk2E1MudEdx1EaA+7LvwYp5+SkzrGqwLasBtj7zBvaVcKN/Wmk5YRtw+6G108qlSg3vfRmg06HK33Chf",
-	"v4fYCPGG1cw8sqcTgf+6c5EQddhEyMxVfnAXB+d5XHnOYyYjV4VSSsc6iiT8tRRo5yKh0GJCoZjUcEDF",
-	"zxRnSdUuLMneBx4f5Tn26tQjamJZhxMtWEv3sUAb++zs7JFQWvz2+seQFvBejn22FH5mAcTEcoqJzESq",
-	"psqvJJ+d9k8fHp2cHJ0+et3/fnD/weDkrHdy2v9HE4uQpI684hh5a6Zx9P5oao7CjwtlAZv1XnPb6tmR",
-	"yksxTlnWg2iq/KwY9cYmP25oV63P5ds4i9DBuLDKL18hDTGtjUBasI8LjmivbVLIVxqI5HHIdKRUsYH4",
-	"gfqJ7Orq8n/+67/JRiHKJAcJPavXOfN+zhNQAUQ70tCcMNdgxV9fv/71mFw8dAzInIrSwK5AO47PUCgG",
-	"qUNMrVnE1AbSBoE1MkSGmjMtmAjZzSxDWBHBjqN21FZmvaEeaiIaIS1000WuskxxLilq8WOFmHFe5dBx",
-	"z4A6zcauN9RPONUEjWKhkA9E5d5JNuWLJiI144IypWh8KZyXowxEgvZRQlN+EhbBeeijwovkeEZZCh+S",
-	"WCTHyDPLD8ERc2zmoOVc9ZYyzxIxltYqYsoqN026od5w3MOi3z8bX8GSPkDSE4+py0w63FaTAeVgyeCG",
-	"KjECLVpmbnY2IYePYKiD/0J4EwKszktLzklaqzONSO25yJTzjB6raTp4kq4Y4+5QtvDMLIaayGSBpKA8",
-	"jYjz6okXhtpsy5ENAT4nkvv9E7Gaa3su5FDjK3COpuAgi1XTmW/2OxN14j17uzI1Bs0iOJRHPJ7L8QyO",
-	"Tnt9FDo2C6ziBsfHi8WiJ+lxz9jpcejrjp8/+/HJi1dPqE9tqq8YV5VcjPq9E24YDj0aRGe9fu+MfZYz",
-	"QoCSVPDzFAhfUHLRwT9Lo0FIePkQrRRhnPb7W3Keb5frHHJqOlKdX5O1bMbgHOdFuioFvBc1MS0avL2I",
-	"I1fkubRLBBV1DTr4fb2cOkrr5GEusF/gio2rfsmP/5BF09iUh/+gf3aXieUvjCc2WW7fW5yfws0VB0j8",
-	"qfRyxCkTRP+HG/f8+uS4zFnp3HRUnn7GBl9w28tsmg3ExumKN3F0v3+y6VXV3I5bFQDU6Wx3p7oQCHuc",
-	"Ptrdo1mOQbOmrOfd/eqjbh4fy4uqXKCBfE4oPc4KrpjJUhQnnPV1QPB92BMvSPD6KmWixV+cPoQmfagR",
-	"ap8uZ0z/HJKOiYl/MOlyj5NtBG5CQlEZhRGc+uGaCVWDt1WMBvVCTqApFcabeH86Ka3fm7Y+7W0BN2sU",
-	"evLZKLSRWd5BpOFpT/wMMKe85qSVNu68sbCWN0602d9NMY3Sun9rHuBdbKo9FYmX6ZDKkSahhdFjtIM1",
-	"122E7B/c3w7ab6Dc8UeV3rC2mwHnS6yKGGS8kh9axHS/K4BLbMrlPRmhdMm6d4pXPLftPaoSuj/mcHmr",
-	"Og/3mUcGmTvCDcQPMijwfI2urAGi/7hULlHjTKWbjYy0qXDgULnqhr1G5fLbzorY4K7eVGDVCCRfwfLy",
-	"rTz6cHr03cXHk4ddceObi0BtdWbRRqn6vEzwWZnjamFHtgyqOBlRpI+zMo60v6mOmZF3UzV1l9f3Ju4c",
-	"mgIkpePAMJNxKgsKp574JVecbTkyfrZpNpR91JpM6TwIASx8YWdyeze11Tt2zBXgezQMVes3F19QkalT",
-	"zTqkxC8aqAAeTSPe0G8yYBUmcO8a1JaChVSM6iTekr/LmPpNi92OP2K7FYDf5Li954SG9yG3lM3NMsu4",
-	"MhkfiUalM1rWlHpBfIhiJ0A+Eu9Ql91O+/d74g3yZxIyMJhnUB+gbI2SeaVv+1LwlUF6DIQir+9Q04Bo",
-	"y+fmmhRCynHVxs/I2YKvO6BiAAJNqOZEaWKHzdxY5YZ6dUkEpPgynMR4JvUUHJvGXWKRk5N34FUAetZ1",
-	"JiyflVtPdrnn2qvfBB1l/KZmwM2RqK4rGS4+VZDjqX7dUry/B3vW9wP8oXJ/7fiRkiWzU6kIdLF3XIrP",
-	"rrRWpvqFdIIKz5CWlQtplmYhaobsM8sllDMiKD7Grb3rTn7trXHAT+BL8v+y0iOkF3dbwrx1JE2/KZht",
-	"Qns9CxuD4hWRMJQja7KO6aRDTHETpa3A2g51gitFLrrkz3GIvazenLP3S2trvU0CPyHeN+KrK2nVJfEf",
-	"IB3Pka6lXjZzp+PSYd1C3qGekuVl+QIH1rhLieQKFMAwMRZKqRYqxJPWVSv4oysTWGN2UQz12ORlkRqZ",
-	"wmksCu1V1liCclUOYyhqo+JyW2i69aRLGoU7DfYSR4/D/RNB5oJwuFNkf4Si+tP7YnaIrQqrXd0kyFb6",
-	"zJshdTrUFRGJxUxlIBRpAgHazsluYVji/ii5SRSHzaKrMBiX1qUx27nVBMNZpWoyAQLOcq8V6SZ9sZaa",
-	"N9Q/w5LjHScPUVE4ffAAxbqVY9wecVAg8AkrdWpy8dtvz/6Ce54bCxwEGEFZ4O/rwvihZrsjVIbnlbu/",
-	"rlAeVBpJ6HPPhbUy91GdUqX/8JGSrJ+VocMg7J+lkM+NBz1eHrER3m2+PHjQzlp42GGI/Q6HVhn17ypi",
-	"CskQVPayt+Nq5RaOvZxXn1mudImUn5jxSr9VSduhIJqjNRKxICjJjfqrlUtLnjKgHL3uTqBEum7ruiao",
-	"hkQR50hdKI6b9d9VDflm23x3isHN121gsQZ3x9c2hcxZZ3IYGTQVUB3i61wa13gYG7BN6ermqWYZztZL",
-	"e9rjvuJwawP626pgdW+LRf0BUlHMD7cffPc5n97tbq6mnZdXYdV3oigXqqzIrMjokYubcs5xq9Inlsul",
-	"mMlriAnDJ0WWnVOktnUH02e9L+l3al0B2BqEU+n1e5vrx/XlAtt9ZU/K+wBup1R9VR6i+o6FHR4i3pRv",
-	"HqIuPT/cbsNX3QQOa4TGvrh+H2TgZ9DvV90s9N7a0LyN/rIf/a0kue6liXQ6TLhs8Wunz38NFwkjZ4Wh",
-	"PYFWyxykF6NlbZFUFyU2PI1c97U/1JIe9wXoVsPiy1JtI/H5a9GeX3Kdaa9d20c3zC3q0uWQAL1NV/63",
-	"V3C/bv578t5DMGlbeimH8NlccV4ua+fANn5rF5tsVGheNstGuoKUK27wRnb05ssf4+6+WeDMW3d0Sq+M",
-	"uEfu7L9c0K5dXbRDLauP95tqti7I+AYz0U7wRZTsUs0anLI5QYkLpepyrC8lX9p1WXuJmNPPP3y3mBkb",
-	"m379qtYfQW94WJx/XdIbO19lfU1UeXN2Ix+3vKpwIzFWUN6oANmC5HUhxx5A/mmJGf9aeNoou9kJp2Hz",
-	"vlF3ZyrEaiHF1qSIml7XSfj4Y/nxZiM1/wQVMe8Oc/75+M9tkqhUg5HS0nZcXtUd0ryWWQFxHZ8JQwjs",
-	"TB5h6YizPWhqtKJMP3ktp7e7ITv+Egr4tzBsIw89BBgbdHtO7mP6UYxNTknNonUMm+j4tm6bioDJWi26",
-	"cgcQ2HAGk4lIWnMg402y9u9bN9yGZBWIy+CXFlaq8rJEXpc3Q608JaUaDcJbqR2XqJWB07qoM2mYFnnh",
-	"PJfsjaDxcyj7DBbJUBe6vGqr8rOSqCMQIIcBX7/LUjDk8lS5PSE3wpa6REdU9deiyf1dkmw1Wtfmo1sF",
-	"arZf/L1hvHr/thozWyN/nxm2yquOTsTf1Q8xOST1soVh5+IK5l5IJ6bqmun87nwX7YrU9ZW8YWD93Zj6",
-	"LczWDAw1b4oZNFhaOYqwLxqgcWDs2h89qUrnsdNhT5QGgOCKvlJRZY3p9Ps7XVrnFUz8ty5aaCCYnHp/",
-	"kBR6QyC4JoZ2KEtUv9jQjlZucJTjmcjBOVRdZ9KJhEI0A8Zyvosd+SIWiUoHCUk8B++4xDOVXoaWFAHC",
-	"s/zbq19e9IY6eS6dP6Jfj579JcHJFlTvGv68BeVevBMTa/JwT7lBKVDd8P8YJSpVo1LkUTlO1ZBuqCUe",
-	"g/UjkL5OFQop9MoJlWbQJQne0D58QWumG92b27Ab4Lcipof3nsOKR7zcNvXvhfDc8ZtdshbyFZm6hkaZ",
-	"b/i7AtKJV1TudPQK6e9JiF/WHMfsdXGzUsbYLnh/e4HHy3VTTHZ1Fe7g+Pjk9Du6HfBk8H3/+z4peeH1",
-	"a2oeR6bD9QdxI7s7DVnWorxI2M9A2ZA8iI9L1lrxoLpovUTi6WqhOwn70bLpbojDn2gIty6QvjeW1i5X",
-	"E/F66+7erjHflLc3sMI3grEsOHykbJA0aDSRFIrpb5gIY1EtXSvHJ/eJn0HeGrlyhKwP/aT+ywwxkUG8",
-	"+djD+/jU118VUh5cmeZGleqUjt66DJyTgykX6bDxVqrvWX9pWWEcTjmUxDb6hdLXm4ub/w0AAP//",
+	"7D3rchO5mq+i6j1VJGfbjhNgZnBqqzbDwAxnOMBCpjh1MJuWu2W3TtqSkeQYQ6Vqn2YfbJ9k6/s+qW9u",
+	"X8JA5lLM/CC2pdblu1/7Y5Tq2VwroZyNhh+jOTd8Jpww+Onhwlht4K9M2NTIuZNaRcPoPBcsUeK9u0hx",
+	"RML0hLlcsLkRV1IvLJvzqehHcSRh+LuFMKsojhSfiWgY0ZwojmyaixmHx8/4+6dCTV0eDe8fn8SRW81h",
+	"pHVGqml0fR1HT+VMuvWdvOBTwaz8IGJ2zJxmx4PBgB1kYsIXhYNPh5t2UeADW5uQs8UsGsJD4mgmlf9Y",
+	"7kcqJ6bC4Iae4WO6bqYQ3AoGy5Rrz7nLq6Xxnzgy4t1CGpFFQ2cWor6TvxgxiYbRvx1VwDmiX+0Rrgsb",
+	"eCmsXpgUN9GxiAk//8qFrmG+nWtlBeLE9zx7Kd4thEVopFo5ofBPPp8XMuVwEUdzo8eFmP37vyzcysc9",
+	"V3xBs2jR5r0mUl3xQmYXhtZOhohv/hPLtLBMaccmuij0En+DrRmeun50HUePtRnLLBPqVjc9Cav67V6K",
+	"FSt4emlp87oQTBv8G4DGpGV64azMBJPOAjFN5HthYxjE2djopRWGWaEc4+XRXc4dW+pFkbE05wrIQc+E",
+	"y6WaMq3YWOS8mAB9cqVdDvOlE3gnTwFPn+pbBiRSx0WhSxgSuYj3c0DRmC25ZUbgl1nMjLjSlyKDG7CL",
+	"uTBWZPC1vzV6lszg5gD6CPaFMXBDWtEpn2n3WC9UdquHVNpdTGDVBPcQht7iFs4UE8Zog+u/5E4gAxW3",
+	"ew2GO3FR0MI1EkAMnmlT0i/QA1eI9DCFcSBie8qMcGbF+MQJw5KX8KF3Bh8SZkWqVWaBweaCZ15e1YbA",
+	"x818b42fw+Z/UXzhcm3kh1u+pgUuLJSDJfCmlGZnL57AZRHxK7ZQl0ovFXwqaUKJ1vlfv37dO6s9aq9L",
+	"KIWsv4MrLgs+LsRtX0FY1yNKxh0fA2dIuULa5peCLY10yOmX7CCT9pJNFkURsydHzwnbY1bo9FJkh0yb",
+	"kSqlAld2KUyfvRQ8s+xSiDlbanMp1fSUIYZNuVRb8WykPh+mXYff8UlnKU6tyVSeZRLuhRcvjJ4L4yRI",
+	"3gkvrIijee2rj1Gui0x0KGivc83gN8uki9lEG5YvZlwhvYj3fDYH8EZwB8L07v5nrq3r8Siu62En979B",
+	"HSh8Pl7TyuIILvsiEwVfXczs+i7wepjLpW0wecsOAChaBT5/GDdkIPw4NVw5kXnITHR4jFZTOMNEmxl3",
+	"dK/f3ItqytpgXVmLo5lwHPBpF4b+PYy7jiPnis5DodRk2cIgKTCp2MzGbClB4uIxrDBXwtyxbAwCwDa0",
+	"0QHoqHe/GcB/hw1gHN9HpXPtYOuHWXLpOnf2k17iBcEaMAj2Vkgl/PUFSVvuZxCzTONtw+jDG9/rdV2z",
+	"fBNwsby5t+UMPf6XSB3s/aERwOF+Fis0Nhq4fElfruvTnhOCeBDFpM9e5cgIVbFiuTDitHbrSNuWfgNp",
+	"knOb96MOzDUi1SbbhQ+wz/YxYZvl/K4zPrryHLN5kudKMKGA24AuxnJpnTarPku4SwDrl7kACchyPp8L",
+	"JbJTBFvi9aKESGSmZyA719QmOGPzNnnquiy3xyBNshlwuxS+suwg8fIkiVlyKVYXKcEofKz9GkwKIHkB",
+	"Qw4rmY5qaAaqmIsZt2wUFXwsCnaAkMsOR1EnHLjbBYNzORPW8dkchnsGcnHDaRWbXNvAp7AGtYfpd8rE",
+	"bO5WCEQOVwfoIbKECUAPtsy1DcOlLaU7V1lJrXyRSUfDLeDMpVjZDbhcGYLr0K6WDiYTjSaIGTFZWJHh",
+	"LyhcO1ew4t36w58owBQrLDI/2KhZ0XaJIpfcpTmzzgg+u2NZIkEZ3ovDOX1Jhtq20xBBWMcLwXAC2Eug",
+	"WRI17LMMfvMxEgoY3JuIp57K4UqVWPq/yBSJAvLRl0gT+BdtJ4qjGu34T/VhTcqpMY6aj6POZuDK/Zg4",
+	"OAzoXuKK03K3mQM9laRNNNkCoRO6DJwgIbIN64mXlXcVcWP4Ckmgcv50qZLNs/hFm7O6Nv6T4AXoGu1d",
+	"W8fdgvZfKi/6Mtp5hzSta6VOCeShd1PuEqaNN8ivkj36gUy6OncANJ5IY51nzJdi1UmEMmteAGDYbGKm",
+	"0w/ZZPbBLd+dFJdd85APd/K+4GBooMPaqDboPVbf9JbCNLqldSamyeLY9ryXMKYNZAn0RWf0T6kdLK7D",
+	"dAMedBMKcNu9yQT1hPZNresNG1Hx05T/ErDruv8C2LIXzXX9HwUMCRbSYFCi1LT+Y+/53Kb119GmufQz",
+	"0ODDz6VqMOMr0DZA4T8giQe7KOUQMDfLeCEvxWGgCxCaY3QTwN5JtJQO1X0gQs5LPNoTGn/3pAOVPxXp",
+	"GvjWBVS0EjosIjJsUENC/RQ5ObNCwOcuLY7WvLhtPWmbkbjOYbwbrpv9WZEa4YK6ocTSevjjNHvqtXUy",
+	"nshSBwvGH71psRaXF3ffncweD7L/urf45Tv9j+PxffU38+0y2sc63UMn+DXqYLXNsSwKqaY9Jae5K1bd",
+	"ShtqGDeFUKkaVYbjtw/InvT/7af6lMbtjQ3QFiV41aQy/ryO4leIGyjcOHYDS9vQ2khT3dyaUGlvfo1P",
+	"euW4E3voNk2MfoT8iZMNJlTW36mF+L3t1n5qu+pgHHDRdywovE6cerNiYgTxT1KGC25dYClAYgiLGP9M",
+	"hMrw2pPyYzJSB5Wj3Su3Nf/iIdimwSl3UbdSS2dNyhUbi6azZqQOyJHGFT10FbN5sSBxAEBmCORDcql9",
+	"HnZX3+bN+KTKuv0o5XV6M1th2KF168ibvPGw1U5428EAAkBuha+LIqtpXWOtC8HVDsv4ttnnZ2eRN+KD",
+	"ezrevPu3iTAvQxQDRkg1DY63/v7sEwC0jYs2gVHtpYuP/L0GhG51kpzU7YDRiv3t1fNnjB6EXirHZto6",
+	"do/9LL+PmehP+8H1lKGHk2eZEbbpVcY1TTSMjgd9+P/b4YPBYFDjs9VGn+0hOOfcOWFgg//95qz3T977",
+	"MOg9eFv92b8Y9t5+HMTHDx5c/6VL0NZiby2oPX7IHty7/y3z0QyWCcdlYfsMHQ2k1ABgkpglBBn4qyLB",
+	"hB2U7DBEHXHWSPlBh8Rsm1z0YDcPPfTOP/RuXCAyIN8eqQQ/XCjtLqS1C/LLlY6P2lCW+C1dTIRKRdLJ",
+	"bj+VbaY6a3hOWsF5kHUhABoF9dCjeBX+jeKodr6A9LWjkSGXakUofFHSDQzVFzOuVheBDhpfuTSn7+Z8",
+	"VWgO16IvCm6mQGoz4XKd4TIYZvSMGjd+4eRM6IUj/5FPGIijWnAKEzoAIXlBP9QDd61p9ehnfYNeIegS",
+	"Cg2YbfCAtZGCrePEng4wQvhO3ovRtA5W91iKIusV4koUgV4IVdv5GQ1LbadP4VfbKx33VCPgYYNGaVa3",
+	"j0VZx/3Vd9m9dTL74uAJSCmzzu10OMXuDR50SjnpihajpSiWp8kN4KmP52O9cMNxwdVut5t3WtKq5T49",
+	"1+gSWC/RiSopltxiUTdkTIUE8iEJ9HEP+toDDFtjrKLIQuIb4UZQupHJo1N/izNvj9WL4EjYBx33Qiru",
+	"g/Zb4wjr2Fb+FJg+7uxSiDlqLOK954pdbG1hhbngUx8X2449su4vj9aP2QYiesHL/W1Fr27bcbsrO7j4",
+	"pVb725cVQu/yCtYevttALB/7Usy1uam7cDfubw+il5hYTxIYDOJPw8zta1VY2vBNntzbEf5qb22rJ3MN",
+	"FHvjXDdw8II+0ZVb86DVT3zy3c3OUD6ne4dKLG95f5vzKM6YEkvmXHHK9Ew6YJ0UvC+D23cs/LyXsLzZ",
+	"NRCcn6iJ7ogBUcbTRRCBa+f5HKLjPBfBT+MTp9HXgAFYOPVeIqTodjHDs1G699Abv/b8mMkJ42q1M5S8",
+	"LgLkh30PvphnnxJJuxLGejXgpiCvUW+QC+Fpje34Y8RNQG/Dk0+VGjT7JkKjhpe75UZ4/B5iw0c52smZ",
+	"aMUnDP61pyxB7DAJ44Utve829i77uPTXxyEJr9yCd+eDSIJvg0A7ZQkGNBMMAGWawjiYmNx0nHHyedD6",
+	"IM9hVqceUSHLOjtRjJR3FzOw7O/evfuAScV+OX/o8xPe89QVK+ZyIwSbGMp/4QXL5FS6VmbcyeDkm97x",
+	"ce/kwfngu+G9+8Pju/3jk8E/67wIUKoHBuMaIcXR+95U9/yXS2kEDOuf09jyt56cBTGOqfvDaCpdvhj3",
+	"Uz07qmlXjb/D0yiL0op0YaRbvQIcIlwbC26EOVtQHH3tknwy1ZAlZz7ZFfPYhux7nMeKy8uL//uf/0Ub",
+	"BTET3TL4W3XO3Lk5bUB6JtqRI2eZvhKG/XR+/uIIHUsIBiBOiTlql0JZigphAAiwg02NXsY4RmQ1BKul",
+	"qowUpXwQEpJzm/tgJjA7ihXiWF70R2qkEGkYN6IbL2ayKCSleYIWn0rgGadlgh/N9FynPtj2R+oR5byA",
+	"rcwk0AErnUrJpnzZhGU6XWAaF67PmXV8XAiWgH2U4JYf+UNQhv944VhylGNuxIckZskR0Mzqgzcvj/Rc",
+	"KD6X/RWfFQlLuTESibJMnON2pDaAe7QYDO6ml2KFf4ikz85wSs4tXKsuBCaIce/8CjwCDF0ibnJxAYWP",
+	"xUh5bwdz2od1reMGXaJ4Vqtr8eFTVkjriHu084UAknaRwu1gwniulyOFaLIEVJAOV4R99dkzjWO2pUn7",
+	"sKJlyb3BMWunW58yPlLwCNijXlBox8hp7urz7rKqmgOBdNYswaDiCzgO8Th2wNWKkbcJQfjjo/OY/fTo",
+	"7Ac88fMX50+eP3t16I/PXVXhMVJWqMxurt5gB8krkfYeC5fmvVfSiSFLjba2Bz8ScCyfCfoYEsiT50ZO",
+	"pUpG/kGYcV+robljWa6tOwREDllhCLT22dlDNLI9VQJ1KO1Gym/eMtg8U0LiKpQyTVRKIxmfTDBlqnWJ",
+	"Y52t2Gxh4ZFGXgm2zAH7uhNrsxXzrroqnfXugNlDn8TtcjFSPl17iBhA+YkhIRyJFUArMjjfd6zlAEyI",
+	"scDEdOGYnkzYWEy0wcKckUoekvLQI8U3gWcM2JoLDF2uhUyFIkXNV2adzXmai95JfwCqiSk8Q7XDo6Pl",
+	"ctnn+HNfm+mRn2uPnj55+OjZq0c4p3LotEzwUnuKBv1jGuhZQzSM7vYH/bvkT89RTgSGAn9PBUoh0G+Q",
+	"PTzJoqFPxvoQteq/TgaDLZUBN6sI8PleHQUB5+hT0amwluBuy1qRflSXfNHwzds4sovZjJsViB55JZSP",
+	"STg+tZiZTMu8hXmed2489Uv6+Tc5NK6NBTv3B3c3Pabc11G9VmPblcBjJdwJO2gUVnjmFpccuDISgIFL",
+	"yufFqjoui8ONN3p1fBSypTqvFBTon2HAF7zUkMe1AZUod/Y6ju4Njve62KoQCCftAY2qwhBmnDzYPaNe",
+	"lYW7Rj62e15VR1OHMukMZdVQTfpZJlVaLKhwrsiA2VK+4QGK8MM+e4bKlyuTdRrUQ4lr13E096WCTehS",
+	"Sv/PPiseSfR7na32gGwtZOhT2UL8j1HSka2n8g3flNFBsA0odSsYDdfx/ngSPCDXTZvKmYW4XsPQ48+G",
+	"obXShw4k9b/22c9CzDHxPmnUNVinjVgrbEDcHOzGmFrN7p+aBugW66pvieIhEVda1CYV0yoVMaWdldoA",
+	"3m8H7te43NFHmV2TxVMIytRpCxAgvEAPDWS615U6gGRKSlqBsimQ7q3yK9rb9hllJe1vA1y6qk7gPnFA",
+	"IHMbqvoYGpUAX61KixDxPw4GBsi8jNt8rLnJmBUWVKdutldrifCms9ReZluL7GspDJdidfGG9z6c9L59",
+	"+/H4m66Mheu3HtuqnLaNUvVpSC1r7bFdeVSsvDmGWjDaZKTbA+5vapBAnHdTm4Yuz/913Lk0BsmC80gT",
+	"kVESFQinPns+k5TnO9Yu37QbzHtrbCY4kHwQEx7YWVbRjW3VjR1Ra4k9Bvp2GNdvv6AiUyU5dkiJ50pg",
+	"Zw0wCOlCv8qANpuAu6thW4Y23rhKHw/0HbIwrhvkdvQRxrUY/Cbn/R3LlHjvs5rJ5RDy20u3wQNWa3jQ",
+	"Z5THSXQIYsezfEDekQrTTgb3+uw12t6URxATzYA+gHlCgXi5a/rTyHZH6TFkckJmMC6Yc8tm+goVQsyu",
+	"9l4AetwBlqEg0xTlnjBB8bCelS3B9G0dCRkpPAw24X0gZPh2iUVKi9/BrzyjJ11nQvJZ2vU0qzu2efpN",
+	"rCPE8CoC3ByN7Or18vZTBTlA9fctxQd7kGfVJuQTCfrmxuzn0hXWUAawnxMJBuWhiyXEQeR2JWH7jivc",
+	"MvSRAf5L65OC9ZJVRDzw/jNMQWIYV6XRznanavfXqOZH4QLJfFmJ45Phu61nujqUwF+V0iainef+YkAk",
+	"A/f0NfYKLWqEtI9Fb8K0FivcoYJQXdPbLpl15GN27TZeez+0svCbKPAjyIhaXL5VBBCQ/wDweA54zdWq",
+	"nukfh0BHg1uP1BStNe+JJi09SDG7AKGNHtcgCX3bg6TR9wm+tCHdOia3xkilehZKKtF8zmK2UE4WtSNI",
+	"W2bc+hJM7JhgFgp7MHVJMN+oYy8RduZb13g5LZiFm0KbxTu0T+6x/BBGLYyy1RAvj/FvugxM+y2RiC1z",
+	"WQgmUXvwrO0UbR1iSzQfpD2Kb39Z2OOE+NK6BCfbuNygh1UmJxOBjDPctbQb3dw/ixXFyY6/AeXi5P59",
+	"UAUMT+F62MECGB8zXGV6xn755ckPcOczbQRFP8YidK1wVbeHkSJbxbc7mFVOyrLEflhqMX7OHevPStSH",
+	"VXWlzkQgRf0gDyFnryA8ycRsrp1Q6apHhnu3yXP/fjPb5ZsO4+1XOMFCtkhXyZ1PosEirb2dXa3WMns5",
+	"vD6zXOkSKT8S4QVfV8BtX9FPUT4OvMAr1rVqwVa/o8fEUHrn3fm4gNdN/Vh7dRIx4pRCVdLVGxiUTRA2",
+	"2/O7U1Ouf99GGWl9t9zxzSdiWz0TGL8ToA5Rj6JabxptPG+TquyDVy8a29qFqbnuKwrT11h/UxUsmxEZ",
+	"0B9Exhbzw+2A74bzye3eZrv0IXTRqxr9SOtrAtEUKfAnG9flnKVRwY824yuW8ysRIw+fLIriFIPIjfZt",
+	"n7XV2m9gEnhmWEO20hbY2y1wVLXP2O6TexQ6XtxMEftdeaKqLiI7PFF0KV89UV22gW/zRD2fPFXWQnBf",
+	"3CbwcvMz2ARtdw4+tzJOb6Lz7Id/rYTqvbSXTscMFeb+3vHzz+uKIW5b8t0+A+toLrhj41Vl+ZS9XGte",
+	"UKqG3J89o774BXBdieWXxfRaYv7vRUt/SdXX/WbFq6Tmm2VBv0/Q36aT/+kV6T8fzT5674Q3txs6M6Uk",
+	"kCllHV9VjottNNosoNqoOL2sl0J1BV1bbv1axv/mnrZx99zCU/ONJ1qpWivukQ/+hwtCNivmdqh/FXi/",
+	"qoDrwo/aA7Jm0jpw1i4VsEYpmxOuqPivKjH8UjKpWWu4l1g6+fzLd4umVJvs96/S/VEUNAAw1SEEHA0Z",
+	"6WWTtvBeglrGccgS34jAJfuvVUJt4f5VQdMezP/TklP+WDy4Vn62kwX7y/vKgTvTQdoFRVsTQyp8XUfh",
+	"o4/hz50pIpgZUiZTl9EyTL6yzU68vv28Yz6Dnx2HkJkKITGXSztSPhmU4mN99gTr7YgX1sQwqmZdEawf",
+	"cLsv6y+G2WU905Q/Xy7ib8Bn6Sp9GLSGjTE6ua94sajSA3BIV4pCHTk3ZCkA8tHTUj0L3ZnDC3EwnLaa",
+	"YwRxyS0iqBMKB8VYplS9aIaiaEaoDOOG0jEsCgtMB13IhJFD77TngMWOp/lMKBeHMJySk4nIqMzAcpWN",
+	"9XuRsQNOuxypsAduWeLEe3eUu1mRlNVxeDQmsTm6fxcET3EvtR3csVU252EX7v8o3GbEb3Ptvx79tcmo",
+	"SyV/LBU3HQ0duxMn8IDx/hBomdKhyugHaefaytAhpRUQqG78lE1kIYDN/Mcoosq+gC9U3jeKkiGrCrX4",
+	"FbllCFuksk5wLKK0uV5iHzO3V0Ck1owgbPmVr0XpvdCFTDsaIyceE06ZJ6ueNSm7o7QSd5Khz9HmarXk",
+	"KyAQisyHPDPApJzDZ6axqu2m23x0zqc3ezlK/HkdG3H0j164q/PVXPSez0sLee1dQkhByc3OeP01T6dd",
+	"A7XOek9rzJaYpVSsAefNvPdmLsaS96CbcdGVXAaaIuxgMmFJYw/odePkgnENzcFnQIqyhEsxw2Xo/Uzn",
+	"chpYN1Y6YB2k4cpS7XvIrKm6RSQ1/w6VYhZWs7Gofe37SXi30EgtVOgcWgbV0HZArYqdhSSWsb4SjRyf",
+	"Gu9GUvY5P6DlhOrTg/XOWYdDxtNUzB3IExnee4Znrh0Zk5BoMcqHcRrB26d6U1/biqpZqNqtcxZZaVVd",
+	"kuTFoi5JumyVdn5Jk3PcKLVg+/tXNqxXAXSri2trrspnFoGhleQx+7v8PqaC5lVDHp6ySzFHsT6VV6KD",
+	"o1/fgrFFvTfWT/KahHRLPt9cinxNDGmoALVWecMaj5EWc8KWNZI+0GbtDX9lkyCYdHja1RwT36RGPKCp",
+	"sVK7iRyFQo0h5XKa99kjql0nXuTNK+qHEGwsr9Pt3XkThd53t3q5na0z6UIa/MiX6Pf/QJbUa2Tda9J8",
+	"hxGP/SVqPqhWX2+e5mwmrAXrBgRSgmkNQxKJ9NIeoOaYJTIbJqg4WPGOAJ5xx/1IzJoAbPnbq+fP+iOV",
+	"POXW9fDb3pMfEtjsAvuR+D4FmOP4jk2MnvkX2mgQpuXroc5AcmG3EMzwQQTGBUaKA+iMGwvuqpRcX94m",
+	"LZNZIbrk12u8hy/oZeuWSfVr2C2WtvJ5NBIRJD06bpNi9pJLNPGrv2wtTYoV8krU2rD4F1Bxy14h5+y9",
+	"Avx75HN+Kooj8np73epE0GxI9OYtgJdYMKFd1f9ieHR0fPIt9ow+Hn43+G6AurJ//Jq2TNlcvj1VXKu8",
+	"ynwFFAuvl3C5kMYn6aPh6EmrFQ200Xr54uN2IyJUUcaruhs89u/y8l2xUG1OuTGrdsJ7fz102bXm69Bd",
+	"i9TUsUj5grRbabyoWnJLzvoYX4DHtAHtfq1dErr1XS5mjZVLB/360o+qV3jFiAbxZrD75xHU1x/lUwtt",
+	"8OJgJyEsFWu8IoY8XJjze1h7Ktberj809PbwUPZdLWrzfFuK67fX/x8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

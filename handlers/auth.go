@@ -391,10 +391,11 @@ var rules = map[string]rule{
 		}
 		return []string{r.Body.Resource, deref(r.Body.Lease)}
 	})},
-	"watch":     {right: auth.Read},
-	"createKey": {right: auth.Manage},
-	"listKeys":  {right: auth.Manage},
-	"revokeKey": {right: auth.Manage},
+	"deleteResource": {right: auth.Manage},
+	"watch":          {right: auth.Read},
+	"createKey":      {right: auth.Manage},
+	"listKeys":       {right: auth.Manage},
+	"revokeKey":      {right: auth.Manage},
 }
 
 // Rules lists the operation ids that have an access rule (for tests that check every

@@ -58,6 +58,7 @@ func matrixOps(revokable string) map[string]matrixOp {
 		"listRejections":  {readAll, "GET", "/v1/rejections", "", nil},
 		"reportRejection": {writeNamed, "POST", "/v1/rejections", `{"resource":"in-res","presented_token":1,"current_fence":2}`, nil},
 		"watch":           {readAll, "GET", "/v1/watch", "", nil},
+		"deleteResource":  {adminOnly, "DELETE", "/v1/resources/in-res", "", nil},
 		"createKey":       {adminOnly, "POST", "/v1/keys", `{"label":"made by the matrix","role":"reader"}`, nil},
 		"listKeys":        {adminOnly, "GET", "/v1/keys", "", nil},
 		"revokeKey":       {adminOnly, "DELETE", "/v1/keys/" + revokable, "", nil},

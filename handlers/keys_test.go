@@ -201,7 +201,7 @@ func TestPerKeyLimits(t *testing.T) {
 				resp.Body.Close()
 			}
 		}()
-		waitFor(t, func() bool { return e.state("w-1").Waiters == 1 })
+		waitFor(t, "a waiter on w-1", func() bool { return e.state("w-1").Waiters == 1 })
 		resp, b := e.bearerDo(w, "POST", "/v1/leases/w-2/acquire", `{"holder":"x","ttl_ms":60000,"wait_ms":1000}`, nil)
 		wantProblem(t, "second wait of a key capped at 1", resp, b, http.StatusTooManyRequests, api.ProblemCodeTooManyWaiters)
 	})
@@ -218,15 +218,4 @@ func TestPerKeyLimits(t *testing.T) {
 		resp, b := e.bearerDo(w, "GET", "/v1/watch?prefix="+url.QueryEscape("w-"), "", nil)
 		wantProblem(t, "second watch of a key capped at 1", resp, b, http.StatusTooManyRequests, api.ProblemCodeTooManyWatchers)
 	})
-}
-
-// waitFor polls cond for up to 5 s.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatal("condition not met within 5 s")
 }

@@ -44,20 +44,29 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	return newEnvWith(t, handlers.AuthConfig{})
+	return newEnvWith(t, nil)
 }
 
-// newEnvWith is newEnv with an authentication configuration.
-func newEnvWith(t testing.TB, ac handlers.AuthConfig) *env {
+// newEnvWith is newEnv with changes to the handler's configuration (a logger, an acquirer, a
+// body timeout); the store is cfg.Store, already open.
+func newEnvWith(t testing.TB, change func(cfg *handlers.Config)) *env {
+	t.Helper()
+	return newEnvStore(t, sqlite.Options{}, change)
+}
+
+// newEnvStore is newEnvWith with options of the store (its clock and commit hook are set).
+func newEnvStore(t testing.TB, opts sqlite.Options, change func(cfg *handlers.Config)) *env {
 	t.Helper()
 	clock := lease.NewFakeClock(t0)
 	var metrics atomic.Pointer[handlers.Metrics]
 	path := filepath.Join(t.TempDir(), "leasekeeper.db")
-	st, err := sqlite.Open(context.Background(), path, sqlite.Options{Clock: clock, OnCommit: func(evs []lease.Event) {
+	opts.Clock = clock
+	opts.OnCommit = func(evs []lease.Event) {
 		if m := metrics.Load(); m != nil {
 			m.ObserveEvents(evs)
 		}
-	}})
+	}
+	st, err := sqlite.Open(context.Background(), path, opts)
 	if err != nil {
 		t.Fatalf("sqlite.Open(%s) = %v", path, err)
 	}
@@ -65,8 +74,12 @@ func newEnvWith(t testing.TB, ac handlers.AuthConfig) *env {
 	reg := prometheus.NewRegistry()
 	m := handlers.NewMetrics(reg, st)
 	metrics.Store(m)
-	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: lease.DefaultLimits(), Registry: reg,
-		Metrics: m, Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI(), Auth: ac})
+	cfg := handlers.Config{Store: st, Clock: clock, Limits: lease.DefaultLimits(), Registry: reg,
+		Metrics: m, Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI()}
+	if change != nil {
+		change(&cfg)
+	}
+	h, err := handlers.New(cfg)
 	if err != nil {
 		t.Fatalf("handlers.New() = %v", err)
 	}

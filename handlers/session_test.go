@@ -253,7 +253,7 @@ func TestSessionCookieSecureUnderTLS(t *testing.T) {
 
 // TestAuthOff checks the experiment mode: no key needed, and every page says so.
 func TestAuthOff(t *testing.T) {
-	e := newEnvWith(t, handlers.AuthConfig{Off: true})
+	e := newEnvWith(t, func(c *handlers.Config) { c.Auth.Off = true })
 	resp, body := e.do("POST", "/v1/leases/job/acquire", strings.NewReader(`{"holder":"w","ttl_ms":60000}`), map[string]string{"Authorization": ""})
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("acquire without a key, auth off = %d %s", resp.StatusCode, body)

@@ -65,6 +65,8 @@ const (
 	// Audit events of admin actions on API keys; their Name is empty and Actor says who.
 	EventKeyCreated EventType = "key_created"
 	EventKeyRevoked EventType = "key_revoked"
+	// EventResourceDeleted audits the deletion of a fenced resource; Resource names it.
+	EventResourceDeleted EventType = "resource_deleted"
 )
 
 // Event is one entry of a name's history. For expired, At is the moment the lease expired,

@@ -55,9 +55,17 @@ type Store interface {
 
 	// PutResource writes a fenced resource iff the token is at least its fence, and with a
 	// lease name also iff the token is that lease's current unexpired token (invariant 7). A
-	// refused write is recorded as a rejection and a rejected event, and changes nothing else.
-	// Codes: stale_token (with presented token and current fence).
+	// token above every token this store has issued is refused too: accepted, it would raise
+	// the fence past every grant to come. A refused write is recorded as a rejection and a
+	// rejected event, and changes nothing else.
+	// Codes: stale_token, token_not_issued (both with presented token and current fence).
 	PutResource(ctx context.Context, w ResourceWrite) (lease.Resource, error)
+
+	// DeleteResource deletes a fenced resource with its value and its fence: the next write
+	// to the name starts it again at version 1, with any issued token. Its rejections stay. A
+	// resource_deleted event records actor, who deleted it.
+	// Codes: not_found for a resource that does not exist.
+	DeleteResource(ctx context.Context, name, actor string) error
 
 	// GetResource returns a resource with its value. Codes: not_found.
 	GetResource(ctx context.Context, name string) (lease.Resource, error)

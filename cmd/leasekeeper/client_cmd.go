@@ -22,7 +22,8 @@ import (
 const exTempFail = 75
 
 const clientUsage = `Client commands (flags before the name; --server or env LEASEKEEPER_SERVER; the API key in
-env LEASEKEEPER_API_KEY or --api-key-file):
+env LEASEKEEPER_API_KEY or --api-key-file; for a server whose certificate a private authority
+signed, --ca-file or env LEASEKEEPER_CA_FILE):
   leasekeeper acquire [--ttl 30s] [--holder H] [--wait 0] [--lock-delay 0] [--metadata JSON] [--json] NAME
   leasekeeper renew   --lease-id ID [--ttl 0] [--json] NAME
   leasekeeper release --lease-id ID NAME
@@ -69,6 +70,7 @@ func clientCommand(ctx context.Context, name string, args []string, getenv func(
 type clientFlags struct {
 	fs      *flag.FlagSet
 	server  string
+	caFile  string
 	json    bool
 	key     string // LEASEKEEPER_API_KEY
 	keyFile string
@@ -88,6 +90,7 @@ func newClientFlags(name string, getenv func(string) string, stderr io.Writer) *
 	cf.fs.StringVar(&cf.server, "server", server, "leasekeeper server URL (env LEASEKEEPER_SERVER)")
 	cf.key = getenv("LEASEKEEPER_API_KEY")
 	cf.fs.StringVar(&cf.keyFile, "api-key-file", getenv("LEASEKEEPER_API_KEY_FILE"), "a file holding the API key (default: env LEASEKEEPER_API_KEY; env LEASEKEEPER_API_KEY_FILE)")
+	cf.fs.StringVar(&cf.caFile, "ca-file", getenv("LEASEKEEPER_CA_FILE"), "trust the server's certificate if signed by one in this PEM file (env LEASEKEEPER_CA_FILE)")
 	if name != "release" {
 		cf.fs.BoolVar(&cf.json, "json", false, "print JSON instead of a table")
 	}
@@ -148,13 +151,21 @@ func (cf *clientFlags) apiKey() (string, error) {
 	return k, nil
 }
 
-// httpClient is the HTTP client of every command: it sends the API key.
+// httpClient is the HTTP client of every command: it sends the API key, and trusts --ca-file.
 func (cf *clientFlags) httpClient() (*http.Client, error) {
 	key, err := cf.apiKey()
 	if err != nil {
 		return nil, err
 	}
-	return &http.Client{Transport: bearer{key: key, next: http.DefaultTransport}}, nil
+	next := http.DefaultTransport
+	if cf.caFile != "" {
+		hc, err := caClient(cf.caFile)
+		if err != nil {
+			return nil, &exitError{code: 2, err: err}
+		}
+		next = hc.Transport
+	}
+	return &http.Client{Transport: bearer{key: key, next: next}}, nil
 }
 
 // bearer adds "Authorization: Bearer <key>" to requests that carry no Authorization yet.

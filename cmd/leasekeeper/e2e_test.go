@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -44,7 +45,7 @@ type addrWriter struct {
 	addr chan string
 }
 
-var listeningRE = regexp.MustCompile(`leasekeeper listening on (http://\S+)`)
+var listeningRE = regexp.MustCompile(`leasekeeper listening on (https?://\S+)`)
 
 func (a *addrWriter) Write(p []byte) (int, error) {
 	n, err := a.lockedBuffer.Write(p)
@@ -161,7 +162,7 @@ func TestServeEndToEnd(t *testing.T) {
 	// A fenced write still sending its body when shutdown starts is finished and answered.
 	pr, pw := io.Pipe()
 	req, _ := http.NewRequest(http.MethodPut, s.url+"/v1/resources/report", pr)
-	req.Header.Set("Fencing-Token", "1")
+	req.Header.Set("Fencing-Token", strconv.FormatInt(b.JSON200.Token, 10))
 	req.Header.Set("Content-Type", "text/plain")
 	type answer struct {
 		status int
