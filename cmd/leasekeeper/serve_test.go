@@ -77,6 +77,11 @@ func TestParseServeErrors(t *testing.T) {
 		{"ErrUsage/EnvLogFormat", map[string]string{"LEASEKEEPER_LOG_FORMAT": "xml"}, nil},
 		{"ErrUsage/EnvLogLevel", map[string]string{"LEASEKEEPER_LOG_LEVEL": "chatty"}, nil},
 		{"ErrUsage/ZeroBodyTimeout", nil, []string{"--body-timeout", "0s"}},
+		{"ErrUsage/AuthOffOnEveryAddress", nil, []string{"--auth", "off", "--addr", "0.0.0.0:8080"}},
+		{"ErrUsage/AuthOffOnAnAddressOfThisHost", nil, []string{"--auth", "off", "--addr", ":8080"}},
+		{"ErrUsage/EnvAuthOffNotLoopback", map[string]string{"LEASEKEEPER_AUTH": "off", "LEASEKEEPER_ADDR": "10.1.2.3:80"}, nil},
+		{"ErrUsage/AuthMaybe", nil, []string{"--auth", "maybe"}},
+		{"ErrUsage/NegativeKeyRate", nil, []string{"--key-rate", "-1"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
