@@ -71,7 +71,7 @@ type authn struct {
 
 type cachedKey struct {
 	key  auth.Key
-	read time.Time // monotonic
+	read time.Time // by the server's clock
 }
 
 type keyLife struct {
@@ -196,7 +196,7 @@ func (a *authn) key(ctx context.Context, secret string) (auth.Key, error) {
 	a.mu.Lock()
 	c, ok := a.cache[h]
 	a.mu.Unlock()
-	if !ok || time.Since(c.read) > keyCacheTTL {
+	if !ok || a.clock.Now().Sub(c.read) > keyCacheTTL {
 		k, err := a.store.KeyByHash(ctx, h[:])
 		if lease.IsCode(err, lease.CodeNotFound) {
 			return auth.Key{}, lease.Errorf(lease.CodeUnauthenticated, "the API key is not known to this server")
@@ -204,7 +204,7 @@ func (a *authn) key(ctx context.Context, secret string) (auth.Key, error) {
 		if err != nil {
 			return auth.Key{}, fmt.Errorf("look up API key: %w", err)
 		}
-		c = cachedKey{key: k, read: time.Now()}
+		c = cachedKey{key: k, read: a.clock.Now()}
 		a.mu.Lock()
 		a.cache[h] = c
 		a.mu.Unlock()
