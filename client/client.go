@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/client/internal/wire"
 )
 
 // Clock is the client's source of time. Deadlines are measured with it, so it must be
@@ -39,7 +39,7 @@ func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterF
 
 // Client talks to one leasekeeper server. It is safe for concurrent use.
 type Client struct {
-	api           *api.ClientWithResponses
+	api           *wire.ClientWithResponses
 	baseURL       string
 	clock         Clock
 	log           *slog.Logger
@@ -161,8 +161,8 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 			return nil, fmt.Errorf("client: %w", err)
 		}
 	}
-	c.api, err = api.NewClientWithResponses(c.baseURL, api.WithHTTPClient(c.httpClient),
-		api.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+	c.api, err = wire.NewClientWithResponses(c.baseURL, wire.WithHTTPClient(c.httpClient),
+		wire.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
 			if r.Header.Get("User-Agent") == "" {
 				r.Header.Set("User-Agent", c.userAgent)
 			}
@@ -201,7 +201,7 @@ type Grant struct {
 	Metadata  map[string]any
 }
 
-func grantOf(l *api.Lease) Grant {
+func grantOf(l *wire.Lease) Grant {
 	g := Grant{Name: l.Name, Holder: l.Holder, LeaseID: deref(l.LeaseId), Token: l.Token,
 		TTL: time.Duration(l.TtlMs) * time.Millisecond, LockDelay: time.Duration(l.LockDelayMs) * time.Millisecond,
 		AcquiredAt: l.AcquiredAt.Time, RenewedAt: l.RenewedAt.Time, ExpiresAt: l.ExpiresAt.Time}
@@ -233,7 +233,7 @@ type State struct {
 	Waiters int
 }
 
-func stateOf(s *api.LeaseState) State {
+func stateOf(s *wire.LeaseState) State {
 	st := State{Name: s.Name, Held: s.Held, Holder: s.Holder, Token: s.Token,
 		TTL: time.Duration(s.TtlMs) * time.Millisecond, LockDelay: time.Duration(s.LockDelayMs) * time.Millisecond,
 		AcquiredAt: deref(s.AcquiredAt).Time, RenewedAt: deref(s.RenewedAt).Time, ExpiresAt: deref(s.ExpiresAt).Time,
@@ -277,12 +277,12 @@ type Page struct {
 
 // List returns one page of lease states, ordered by name.
 func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
-	p := &api.ListLeasesParams{}
+	p := &wire.ListLeasesParams{}
 	if o.Prefix != "" {
 		p.Prefix = &o.Prefix
 	}
 	if o.State != "" {
-		s := api.ListLeasesParamsState(o.State)
+		s := wire.ListLeasesParamsState(o.State)
 		p.State = &s
 	}
 	if o.Limit > 0 {
@@ -308,7 +308,7 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 // Renew extends the lease with this lease_id once, without any client-side bookkeeping (a
 // held *Lease renews itself). ttl 0 keeps the lease's ttl. A lease that ended is ErrLeaseLost.
 func (c *Client) Renew(ctx context.Context, name, leaseID string, ttl time.Duration) (Grant, error) {
-	body := api.RenewRequest{LeaseId: leaseID}
+	body := wire.RenewRequest{LeaseId: leaseID}
 	if ttl > 0 {
 		ms := ttl.Milliseconds()
 		body.TtlMs = &ms
@@ -326,7 +326,7 @@ func (c *Client) Renew(ctx context.Context, name, leaseID string, ttl time.Durat
 // Release ends the lease with this lease_id. Repeating it succeeds; a lease that had already
 // expired or been revoked is ErrLeaseLost.
 func (c *Client) Release(ctx context.Context, name, leaseID string) error {
-	resp, err := c.api.ReleaseLeaseWithResponse(ctx, name, api.ReleaseRequest{LeaseId: leaseID})
+	resp, err := c.api.ReleaseLeaseWithResponse(ctx, name, wire.ReleaseRequest{LeaseId: leaseID})
 	if err != nil {
 		return fmt.Errorf("release %q: %w", name, err)
 	}
@@ -349,7 +349,7 @@ func (c *Client) RevokeToken(ctx context.Context, name string, token int64) erro
 }
 
 func (c *Client) revoke(ctx context.Context, name string, token *int64) error {
-	resp, err := c.api.RevokeLeaseWithResponse(ctx, name, &api.RevokeLeaseParams{Token: token})
+	resp, err := c.api.RevokeLeaseWithResponse(ctx, name, &wire.RevokeLeaseParams{Token: token})
 	if err != nil {
 		return fmt.Errorf("revoke %q: %w", name, err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"encoding/json"
 
-	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/client/internal/wire"
 )
 
 // Sentinel errors; test for them with errors.Is.
@@ -59,13 +59,13 @@ func (e *APIError) Error() string {
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrLeaseLost:
-		return e.Code == string(api.ProblemCodeLeaseLost)
+		return e.Code == string(wire.ProblemCodeLeaseLost)
 	case ErrLeaseHeld:
-		return e.Code == string(api.ProblemCodeLeaseHeld)
+		return e.Code == string(wire.ProblemCodeLeaseHeld)
 	case ErrNotFound:
-		return e.Code == string(api.ProblemCodeNotFound)
+		return e.Code == string(wire.ProblemCodeNotFound)
 	case ErrStaleToken:
-		return e.Code == string(api.ProblemCodeStaleToken)
+		return e.Code == string(wire.ProblemCodeStaleToken)
 	}
 	return false
 }
@@ -73,7 +73,7 @@ func (e *APIError) Is(target error) bool {
 // transient reports whether repeating the request may succeed: the server or a proxy in
 // front of it is briefly unable to answer.
 func (e *APIError) transient() bool {
-	return e.Status >= 500 || e.Code == string(api.ProblemCodeUnavailable)
+	return e.Status >= 500 || e.Code == string(wire.ProblemCodeUnavailable)
 }
 
 // HeldError is the answer to an acquire of a lease somebody else holds.
@@ -120,7 +120,7 @@ func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken
 // when it is one; anything else (a proxy's HTML page) keeps its first line as the detail.
 func problemOf(status int, body []byte) *APIError {
 	e := &APIError{Status: status}
-	var p api.Problem
+	var p wire.Problem
 	if err := json.Unmarshal(body, &p); err == nil && p.Code != "" {
 		e.Code = string(p.Code)
 		e.Detail = deref(p.Detail)

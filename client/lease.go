@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/client/internal/wire"
 )
 
 // AcquireOptions describes the lease asked for.
@@ -108,13 +108,13 @@ func (c *Client) Acquire(ctx context.Context, name string, o AcquireOptions) (*L
 	if o.TTL <= margin {
 		return nil, fmt.Errorf("acquire %q: ttl %v must be longer than the safety margin %v", name, o.TTL, margin)
 	}
-	body := api.AcquireRequest{Holder: o.Holder, TtlMs: o.TTL.Milliseconds()}
+	body := wire.AcquireRequest{Holder: o.Holder, TtlMs: o.TTL.Milliseconds()}
 	if o.LockDelay > 0 {
 		ms := o.LockDelay.Milliseconds()
 		body.LockDelayMs = &ms
 	}
 	if o.Metadata != nil {
-		md := api.Metadata(o.Metadata)
+		md := wire.Metadata(o.Metadata)
 		body.Metadata = &md
 	}
 	var waitUntil time.Time
@@ -164,11 +164,11 @@ func (c *Client) Acquire(ctx context.Context, name string, o AcquireOptions) (*L
 // acquireOnce sends one acquire, retrying network failures with one Idempotency-Key. sent is
 // the client time the FIRST attempt was sent: a retry may be answered with the grant made for
 // an earlier attempt, so only the earliest send time bounds when the grant can have started.
-func (c *Client) acquireOnce(ctx context.Context, name, key string, body api.AcquireRequest) (Grant, time.Time, error) {
+func (c *Client) acquireOnce(ctx context.Context, name, key string, body wire.AcquireRequest) (Grant, time.Time, error) {
 	if key == "" {
 		key = newKey()
 	}
-	params := &api.AcquireLeaseParams{IdempotencyKey: &key}
+	params := &wire.AcquireLeaseParams{IdempotencyKey: &key}
 	var sent time.Time
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -185,7 +185,7 @@ func (c *Client) acquireOnce(ctx context.Context, name, key string, body api.Acq
 				}
 				return g, sent, nil
 			case resp.StatusCode() == http.StatusConflict && resp.ApplicationproblemJSON409 != nil &&
-				resp.ApplicationproblemJSON409.Code == api.ProblemCodeLeaseHeld:
+				resp.ApplicationproblemJSON409.Code == wire.ProblemCodeLeaseHeld:
 				p := resp.ApplicationproblemJSON409
 				h := &HeldError{Name: name, Holder: deref(p.Holder), ExpiresAt: deref(p.ExpiresAt).Time, AvailableAt: deref(p.AvailableAt).Time}
 				if resp.Headers409 != nil {

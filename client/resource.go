@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/client/internal/wire"
 )
 
 // ResourceInfo describes a fenced resource after a write.
@@ -28,7 +28,7 @@ type ResourceInfo struct {
 // The server makes the check, not the client: PutResource sends the write whatever the state
 // of any lease context, which is the point of fencing.
 func (c *Client) PutResource(ctx context.Context, resource string, token int64, leaseName, contentType string, value []byte) (ResourceInfo, error) {
-	p := &api.PutResourceParams{FencingToken: token}
+	p := &wire.PutResourceParams{FencingToken: token}
 	if leaseName != "" {
 		p.LeaseName = &leaseName
 	}
@@ -43,7 +43,7 @@ func (c *Client) PutResource(ctx context.Context, resource string, token int64, 
 		return ResourceInfo{Resource: r.Resource, Fence: r.Fence, Version: r.Version, UpdatedAt: r.UpdatedAt.Time,
 			Size: r.Size, ContentType: r.ContentType}, nil
 	}
-	if pr := resp.ApplicationproblemJSON409; resp.StatusCode() == http.StatusConflict && pr != nil && pr.Code == api.ProblemCodeStaleToken {
+	if pr := resp.ApplicationproblemJSON409; resp.StatusCode() == http.StatusConflict && pr != nil && pr.Code == wire.ProblemCodeStaleToken {
 		return ResourceInfo{}, &StaleTokenError{Resource: resource, PresentedToken: deref(pr.PresentedToken),
 			CurrentFence: deref(pr.CurrentFence), Detail: deref(pr.Detail)}
 	}

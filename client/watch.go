@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/client/internal/wire"
 )
 
 // Event is one entry of a name's history: acquired, renewed, released, expired, revoked or
@@ -32,7 +32,7 @@ type Event struct {
 	Resource string
 }
 
-func eventOf(e api.Event) Event {
+func eventOf(e wire.Event) Event {
 	out := Event{Seq: e.Seq, Type: string(e.Type), Name: e.Name, Token: e.Token, Holder: e.Holder, At: e.At.Time,
 		ExpiresAt: deref(e.ExpiresAt).Time, Resource: deref(e.Resource)}
 	if e.Metadata != nil {
@@ -88,7 +88,7 @@ func (e *callbackError) Error() string { return e.err.Error() }
 
 // watchOnce reads one connection of the stream; last holds the seq of the last event seen.
 func (c *Client) watchOnce(ctx context.Context, prefix string, last *string, opened func() error, fn func(Event) error) error {
-	params := &api.WatchParams{Prefix: &prefix}
+	params := &wire.WatchParams{Prefix: &prefix}
 	if *last != "" {
 		params.LastEventID = last
 	}
@@ -114,7 +114,7 @@ func (c *Client) watchOnce(ctx context.Context, prefix string, last *string, ope
 		switch {
 		case line == "":
 			if data != "" {
-				var e api.Event
+				var e wire.Event
 				if err := json.Unmarshal([]byte(data), &e); err != nil {
 					return fmt.Errorf("watch: event %s: %w", id, err)
 				}
