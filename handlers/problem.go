@@ -28,6 +28,8 @@ var statusOf = map[lease.Code]int{
 	codeMethodNotAllowed:      http.StatusMethodNotAllowed,
 	lease.CodeUnavailable:     http.StatusServiceUnavailable,
 	lease.CodeInternal:        http.StatusInternalServerError,
+
+	lease.CodeWaitingUnsupported: http.StatusBadRequest,
 }
 
 const codeMethodNotAllowed lease.Code = "method_not_allowed"

@@ -22,6 +22,10 @@ const (
 	CodeTooLarge        Code = "payload_too_large"
 	CodeUnavailable     Code = "unavailable"
 	CodeInternal        Code = "internal"
+
+	// CodeWaitingUnsupported refuses wait_ms on a server without a waiting line: the client
+	// waits on its side instead, asking again without wait_ms.
+	CodeWaitingUnsupported Code = "waiting_unsupported"
 )
 
 // Error is a domain error: a code, a human message, and the details some codes carry.

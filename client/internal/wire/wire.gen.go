@@ -83,6 +83,7 @@ const (
 	ProblemCodeTooManyWaiters       ProblemCode = "too_many_waiters"
 	ProblemCodeTooManyWatchers      ProblemCode = "too_many_watchers"
 	ProblemCodeUnavailable          ProblemCode = "unavailable"
+	ProblemCodeWaitingUnsupported   ProblemCode = "waiting_unsupported"
 )
 
 // Valid indicates whether the value is a known member of the ProblemCode enum.
@@ -111,6 +112,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeTooManyWatchers:
 		return true
 	case ProblemCodeUnavailable:
+		return true
+	case ProblemCodeWaitingUnsupported:
 		return true
 	default:
 		return false
@@ -173,7 +176,9 @@ type AcquireRequest struct {
 	// Example: 15000
 	TtlMs int64 `json:"ttl_ms"`
 
-	// WaitMs How long to wait in line for the lease (default 0, do not wait).
+	// WaitMs How long to wait in line for the lease (default 0, do not wait), up to the server's
+	// bound (default 300000). A server without a waiting line answers `400
+	// waiting_unsupported` to any wait: ask without `wait_ms` and wait on your side.
 	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
 
