@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 
 	"github.com/leasekeeper/leasekeeper/client/internal/wire"
+	"github.com/leasekeeper/leasekeeper/fence"
 )
 
 // Sentinel errors; test for them with errors.Is.
@@ -24,8 +25,9 @@ var (
 	// ErrNotFound means the server answered 404 not_found.
 	ErrNotFound = errors.New("not found")
 	// ErrStaleToken means a fenced write was refused because its token is stale; the error is
-	// a *StaleTokenError.
-	ErrStaleToken = errors.New("stale fencing token")
+	// a *StaleTokenError. It is fence.ErrStaleToken, so one test covers writes refused by
+	// leasekeeper and by resources of your own.
+	ErrStaleToken = fence.ErrStaleToken
 	// ErrReleased is the cause of a lease context that ended because Release was called.
 	ErrReleased = errors.New("lease released")
 )
@@ -97,24 +99,9 @@ func (e *HeldError) Error() string {
 // Is makes errors.Is(err, ErrLeaseHeld) true.
 func (e *HeldError) Is(target error) bool { return target == ErrLeaseHeld }
 
-// StaleTokenError is the answer to a fenced write whose token was refused.
-type StaleTokenError struct {
-	// Resource is the resource written.
-	Resource string
-	// PresentedToken is the token the write carried.
-	PresentedToken int64
-	// CurrentFence is the resource's fence (or the lease's current token) it fell below.
-	CurrentFence int64
-	// Detail is the server's explanation.
-	Detail string
-}
-
-func (e *StaleTokenError) Error() string {
-	return fmt.Sprintf("write to %q refused: token %d is stale (current fence %d): %s", e.Resource, e.PresentedToken, e.CurrentFence, e.Detail)
-}
-
-// Is makes errors.Is(err, ErrStaleToken) true.
-func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+// StaleTokenError is the answer to a fenced write whose token was refused: the one type the
+// fence package returns for refusals by resources of your own.
+type StaleTokenError = fence.StaleTokenError
 
 // problemOf turns a non-success answer into an *APIError. The body is decoded as a problem
 // when it is one; anything else (a proxy's HTML page) keeps its first line as the detail.

@@ -44,7 +44,7 @@ func (c *Client) PutResource(ctx context.Context, resource string, token int64, 
 			Size: r.Size, ContentType: r.ContentType}, nil
 	}
 	if pr := resp.ApplicationproblemJSON409; resp.StatusCode() == http.StatusConflict && pr != nil && pr.Code == wire.ProblemCodeStaleToken {
-		return ResourceInfo{}, &StaleTokenError{Resource: resource, PresentedToken: deref(pr.PresentedToken),
+		return ResourceInfo{}, &StaleTokenError{Resource: resource, Lease: leaseName, PresentedToken: deref(pr.PresentedToken),
 			CurrentFence: deref(pr.CurrentFence), Detail: deref(pr.Detail)}
 	}
 	return ResourceInfo{}, fmt.Errorf("put resource %q: %w", resource, problemOf(resp.StatusCode(), resp.Body))

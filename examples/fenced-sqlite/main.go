@@ -117,13 +117,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var stale *fence.StaleTokenError
 	switch {
 	case errors.As(err, &stale):
-		fmt.Fprintf(stdout, "refused: token %d is below the row's fence %d\n", stale.Presented, stale.Current)
+		fmt.Fprintf(stdout, "refused: token %d is below the row's fence %d\n", stale.PresentedToken, stale.CurrentFence)
 		rep := &fence.Reporter{BaseURL: lk.base, Client: lk.client, Timeout: 5 * time.Second}
 		rerr := rep.Report(ctx, fence.Rejection{
 			Resource:       *name,
 			Lease:          *name,
-			PresentedToken: stale.Presented,
-			CurrentFence:   stale.Current,
+			PresentedToken: stale.PresentedToken,
+			CurrentFence:   stale.CurrentFence,
 			Reason:         "stale write to table kv in " + *dbPath,
 		})
 		if rerr != nil {
