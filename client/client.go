@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,11 +12,15 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/client/internal/wire"
+	"github.com/leasekeeper/leasekeeper/fence"
+	"github.com/leasekeeper/leasekeeper/lease"
 )
 
 // Clock is the client's source of time. Deadlines are measured with it, so it must be
@@ -37,7 +43,11 @@ type realClock struct{}
 func (realClock) Now() time.Time                            { return time.Now() }
 func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
-// Client talks to one leasekeeper server. It is safe for concurrent use.
+// DefaultTTL is the lease duration of an acquire that asks for none.
+const DefaultTTL = 15 * time.Second
+
+// Client talks to one leasekeeper server. It is safe for concurrent use. Close it when done:
+// it stops the background work of the leases it holds.
 type Client struct {
 	api           *wire.ClientWithResponses
 	baseURL       string
@@ -48,97 +58,23 @@ type Client struct {
 	attempts      int
 	httpClient    *http.Client
 	userAgent     string // sent with every request; rejections record it
+	apiKey        string
+	tlsConfig     *tls.Config
+	rootCAs       *x509.CertPool
+	ownTransport  *http.Transport // the transport the TLS options made, closed by Close
+	holder        string          // the default holder: host and pid
 
-	// noServerWait is set once the server refused wait_ms and accepted the same acquire
-	// without it: it has no waiting line, so waits happen here.
-	noServerWait atomic.Bool
-}
+	// maxWait is the longest wait_ms asked of the server at once: the default bound of
+	// servers, lowered when a server refuses a wait as above its own bound.
+	maxWait atomic.Int64
 
-// Option configures a Client.
-type Option func(*Client) error
-
-// WithUserAgent sets the User-Agent of every request, e.g. "billing-worker/1.4". The server
-// records it with rejected stale writes, so a good one tells you who wrote late.
-func WithUserAgent(ua string) Option {
-	return func(c *Client) error {
-		if ua == "" {
-			return errors.New("WithUserAgent: empty")
-		}
-		c.userAgent = ua
-		return nil
-	}
-}
-
-// WithHTTPClient sets the HTTP client (timeouts, transport, proxies). The default is an
-// http.Client without an overall timeout: requests are bounded by their contexts.
-func WithHTTPClient(hc *http.Client) Option {
-	return func(c *Client) error {
-		if hc == nil {
-			return errors.New("WithHTTPClient: nil client")
-		}
-		c.httpClient = hc
-		return nil
-	}
-}
-
-// WithClock sets the clock that measures lease deadlines and paces renewals (tests).
-func WithClock(clk Clock) Option {
-	return func(c *Client) error {
-		if clk == nil {
-			return errors.New("WithClock: nil clock")
-		}
-		c.clock = clk
-		return nil
-	}
-}
-
-// WithLogger sets the logger for renewal failures and retries; the default discards.
-func WithLogger(l *slog.Logger) Option {
-	return func(c *Client) error {
-		if l == nil {
-			return errors.New("WithLogger: nil logger")
-		}
-		c.log = l
-		return nil
-	}
-}
-
-// WithRenewFraction sets when a lease is renewed, as a fraction of its ttl after the last
-// successful renewal was sent (default 1/3, leaving two more tries before the deadline).
-func WithRenewFraction(f float64) Option {
-	return func(c *Client) error {
-		if !(f > 0 && f < 1) {
-			return fmt.Errorf("WithRenewFraction: %v is not in (0, 1)", f)
-		}
-		c.renewFraction = f
-		return nil
-	}
-}
-
-// WithSafetyMargin sets how long before the earliest possible server-side expiry a lease
-// context ends (default a tenth of the ttl). It absorbs the difference in rate between the
-// client's and the server's clocks and the time work takes to notice that its context ended.
-// Acquire refuses a ttl that is not longer than the margin.
-func WithSafetyMargin(d time.Duration) Option {
-	return func(c *Client) error {
-		if d <= 0 {
-			return fmt.Errorf("WithSafetyMargin: %v is not positive", d)
-		}
-		c.margin = d
-		return nil
-	}
-}
-
-// WithAcquireAttempts sets how many times an acquire is sent when the network or the server
-// fails (default 4). Every attempt carries the same Idempotency-Key.
-func WithAcquireAttempts(n int) Option {
-	return func(c *Client) error {
-		if n < 1 {
-			return fmt.Errorf("WithAcquireAttempts: %d is below 1", n)
-		}
-		c.attempts = n
-		return nil
-	}
+	// closeCtx ends when Close is called; every background goroutine of the client ends
+	// with it and is counted in bg.
+	closeCtx context.Context
+	closeFn  context.CancelCauseFunc
+	mu       sync.Mutex
+	closed   bool
+	bg       sync.WaitGroup
 }
 
 // New returns a client of the server at baseURL, such as http://127.0.0.1:8080.
@@ -155,23 +91,94 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		attempts:      4,
 		httpClient:    &http.Client{},
 		userAgent:     "leasekeeper-client",
+		holder:        defaultHolder(),
 	}
+	c.maxWait.Store(int64(lease.DefaultLimits().MaxWait))
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, fmt.Errorf("client: %w", err)
 		}
+	}
+	if err := c.applyTLS(); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
 	}
 	c.api, err = wire.NewClientWithResponses(c.baseURL, wire.WithHTTPClient(c.httpClient),
 		wire.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
 			if r.Header.Get("User-Agent") == "" {
 				r.Header.Set("User-Agent", c.userAgent)
 			}
+			if c.apiKey != "" {
+				r.Header.Set("Authorization", "Bearer "+c.apiKey)
+			}
 			return nil
 		}))
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
+	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
 	return c, nil
+}
+
+// defaultHolder names this process for humans: "host (pid N)".
+func defaultHolder() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return fmt.Sprintf("%s (pid %d)", host, os.Getpid())
+}
+
+// Close stops the client's background work and waits for it to end: the renewals and watch
+// streams of every lease acquired through it, and every Observe. The context of each lease
+// still held ends with the cause ErrClosed.
+//
+// Close releases nothing: work under a lease may still be running when its context ends,
+// and releasing then would let another holder in beside it. Call Release once that work has
+// stopped (Release and the other one-off requests still work after Close), or let the
+// leases run out on the server after their ttl. Acquire, Campaign and Observe return
+// ErrClosed afterwards. Close is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.closeFn(ErrClosed)
+	c.bg.Wait()
+	if c.ownTransport != nil {
+		c.ownTransport.CloseIdleConnections()
+	}
+	return nil
+}
+
+// goBackground runs f in a goroutine that Close waits for, unless the client is closed.
+func (c *Client) goBackground(f func()) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		f()
+	}()
+	return nil
+}
+
+// isClosed reports whether Close has been called.
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// Reporter returns a fence.Reporter that reports rejections to this client's server with its
+// HTTP client, User-Agent and API key.
+func (c *Client) Reporter() *fence.Reporter {
+	return &fence.Reporter{BaseURL: c.baseURL, Client: c.httpClient, UserAgent: c.userAgent, APIKey: c.apiKey}
 }
 
 // BaseURL returns the server URL the client talks to.
@@ -248,10 +255,10 @@ func stateOf(s *wire.LeaseState) State {
 func (c *Client) Get(ctx context.Context, name string) (State, error) {
 	resp, err := c.api.GetLeaseWithResponse(ctx, name)
 	if err != nil {
-		return State{}, fmt.Errorf("get %q: %w", name, err)
+		return State{}, unanswered(ctx, fmt.Sprintf("get %q", name), err)
 	}
 	if resp.JSON200 == nil {
-		return State{}, fmt.Errorf("get %q: %w", name, problemOf(resp.StatusCode(), resp.Body))
+		return State{}, fmt.Errorf("get %q: %w", name, problemOf(resp.HTTPResponse, resp.Body))
 	}
 	return stateOf(resp.JSON200), nil
 }
@@ -293,10 +300,10 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	}
 	resp, err := c.api.ListLeasesWithResponse(ctx, p)
 	if err != nil {
-		return Page{}, fmt.Errorf("list leases: %w", err)
+		return Page{}, unanswered(ctx, "list leases", err)
 	}
 	if resp.JSON200 == nil {
-		return Page{}, fmt.Errorf("list leases: %w", problemOf(resp.StatusCode(), resp.Body))
+		return Page{}, fmt.Errorf("list leases: %w", problemOf(resp.HTTPResponse, resp.Body))
 	}
 	out := Page{NextCursor: resp.JSON200.NextCursor, Leases: make([]State, 0, len(resp.JSON200.Leases))}
 	for i := range resp.JSON200.Leases {
@@ -315,10 +322,10 @@ func (c *Client) Renew(ctx context.Context, name, leaseID string, ttl time.Durat
 	}
 	resp, err := c.api.RenewLeaseWithResponse(ctx, name, body)
 	if err != nil {
-		return Grant{}, fmt.Errorf("renew %q: %w", name, err)
+		return Grant{}, unanswered(ctx, fmt.Sprintf("renew %q", name), err)
 	}
 	if resp.JSON200 == nil {
-		return Grant{}, fmt.Errorf("renew %q: %w", name, problemOf(resp.StatusCode(), resp.Body))
+		return Grant{}, fmt.Errorf("renew %q: %w", name, problemOf(resp.HTTPResponse, resp.Body))
 	}
 	return grantOf(resp.JSON200), nil
 }
@@ -328,10 +335,10 @@ func (c *Client) Renew(ctx context.Context, name, leaseID string, ttl time.Durat
 func (c *Client) Release(ctx context.Context, name, leaseID string) error {
 	resp, err := c.api.ReleaseLeaseWithResponse(ctx, name, wire.ReleaseRequest{LeaseId: leaseID})
 	if err != nil {
-		return fmt.Errorf("release %q: %w", name, err)
+		return unanswered(ctx, fmt.Sprintf("release %q", name), err)
 	}
 	if resp.StatusCode() != http.StatusNoContent {
-		return fmt.Errorf("release %q: %w", name, problemOf(resp.StatusCode(), resp.Body))
+		return fmt.Errorf("release %q: %w", name, problemOf(resp.HTTPResponse, resp.Body))
 	}
 	return nil
 }
@@ -351,10 +358,10 @@ func (c *Client) RevokeToken(ctx context.Context, name string, token int64) erro
 func (c *Client) revoke(ctx context.Context, name string, token *int64) error {
 	resp, err := c.api.RevokeLeaseWithResponse(ctx, name, &wire.RevokeLeaseParams{Token: token})
 	if err != nil {
-		return fmt.Errorf("revoke %q: %w", name, err)
+		return unanswered(ctx, fmt.Sprintf("revoke %q", name), err)
 	}
 	if resp.StatusCode() != http.StatusNoContent {
-		return fmt.Errorf("revoke %q: %w", name, problemOf(resp.StatusCode(), resp.Body))
+		return fmt.Errorf("revoke %q: %w", name, problemOf(resp.HTTPResponse, resp.Body))
 	}
 	return nil
 }
@@ -395,7 +402,16 @@ func retryable(ctx context.Context, err error) bool {
 	}
 	var ae *APIError
 	if errors.As(err, &ae) {
-		return ae.transient()
+		return ae.retryable()
 	}
 	return true
+}
+
+// unanswered is the error of op when its request got no answer: ErrUnavailable, unless the
+// caller's own context ended.
+func unanswered(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s: %w", op, unreachable(err))
 }

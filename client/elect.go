@@ -141,12 +141,8 @@ func (l *Lease) abandon() {
 	if l.relDone {
 		return
 	}
-	l.mu.Lock()
-	if l.timer != nil {
-		l.timer.Stop()
-	}
-	l.cancel(errAbandoned)
-	l.mu.Unlock()
-	<-l.kaDone
+	l.end(errAbandoned)
+	l.bg.Wait()
+	l.stopClose()
 	l.relDone = true
 }

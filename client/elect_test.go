@@ -8,22 +8,10 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/client"
-	"github.com/leasekeeper/leasekeeper/service"
-	"github.com/leasekeeper/leasekeeper/service/servicetest"
-	"github.com/leasekeeper/leasekeeper/store/sqlite"
-	"github.com/leasekeeper/leasekeeper/watch"
 )
 
-// newFullServer starts a real leasekeeper with everything serve wires (the waiting line, the
-// watch stream, the expiry sweeper) on the real clock.
-func newFullServer(t *testing.T) string {
-	t.Helper()
-	srv, _ := servicetest.Start(t, service.Config{Watch: watch.Options{Heartbeat: time.Second}}, sqlite.Options{})
-	return srv.URL
-}
-
 func TestAcquireAfterLongServerWaitIsUsable(t *testing.T) {
-	url := newFullServer(t)
+	url := newServer(t)
 	c := newClient(t, url)
 	ctx := context.Background()
 	first, err := c.Acquire(ctx, "job", client.AcquireOptions{Holder: "a", TTL: time.Second, DisableKeepAlive: true})
@@ -45,7 +33,7 @@ func TestAcquireAfterLongServerWaitIsUsable(t *testing.T) {
 }
 
 func TestWatchDeliversEventsInOrder(t *testing.T) {
-	url := newFullServer(t)
+	url := newServer(t)
 	c := newClient(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -133,7 +121,7 @@ func TestElection(t *testing.T) {
 		releaseOnCancel bool
 	}{{"LeaderDies", false}, {"LeaderStepsDown", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			url := newFullServer(t)
+			url := newServer(t)
 			cands := []*candidate{}
 			for i := range 3 {
 				cands = append(cands, startCandidate(t, url, fmt.Sprintf("node-%d", i), tc.releaseOnCancel))

@@ -22,22 +22,55 @@ import (
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
+	"github.com/leasekeeper/leasekeeper/watch"
 )
 
 // base is where fake clocks start: a whole millisecond, as the server stores times.
 var base = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// newServer starts a real leasekeeper (SQLite in a temp dir, the real handlers) on clk, or on
-// the real anchored clock when clk is nil, and returns its URL.
-func newServer(t *testing.T, clk lease.Clock) string {
+// serverOptions shape the server newServer starts.
+type serverOptions struct {
+	clock  lease.Clock
+	noLine bool
+	limits lease.Limits
+}
+
+// serverOption is one choice of newServer.
+type serverOption func(*serverOptions)
+
+// onClock runs the server on clk instead of the real anchored clock.
+func onClock(clk lease.Clock) serverOption { return func(o *serverOptions) { o.clock = clk } }
+
+// withoutLine serves the bare handlers, as an embedding without the service would: no
+// waiting line (wait_ms is refused with waiting_unsupported) and no watch stream.
+func withoutLine() serverOption { return func(o *serverOptions) { o.noLine = true } }
+
+// withLimits sets the server's bounds on what clients ask.
+func withLimits(l lease.Limits) serverOption { return func(o *serverOptions) { o.limits = l } }
+
+// newServer starts a real leasekeeper (SQLite in a temp dir), by default assembled as
+// `leasekeeper serve` assembles it (waiting line, watch stream, expiry sweeper), and returns
+// its URL. It is the only place the client's tests build a server.
+func newServer(t *testing.T, opts ...serverOption) string {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lk.db"), sqlite.Options{Clock: clk})
+	o := serverOptions{limits: lease.DefaultLimits()}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if !o.noLine {
+		srv, _ := servicetest.Start(t, service.Config{Limits: o.limits, Watch: watch.Options{Heartbeat: time.Second}},
+			sqlite.Options{Clock: o.clock})
+		return srv.URL
+	}
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lk.db"), sqlite.Options{Clock: o.clock})
 	if err != nil {
 		t.Fatalf("sqlite.Open: %v", err)
 	}
 	t.Cleanup(func() { st.Close() })
-	h, err := handlers.New(handlers.Config{Store: st, Clock: st.Clock(), Limits: lease.DefaultLimits(),
+	h, err := handlers.New(handlers.Config{Store: st, Clock: st.Clock(), Limits: o.limits,
 		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI()})
 	if err != nil {
 		t.Fatalf("handlers.New: %v", err)
@@ -54,6 +87,7 @@ func newClient(t *testing.T, url string, opts ...client.Option) *client.Client {
 	if err != nil {
 		t.Fatalf("client.New(%q): %v", url, err)
 	}
+	t.Cleanup(func() { c.Close() }) // before the server closes: cleanups run last first
 	return c
 }
 
@@ -131,6 +165,9 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.status = code
 	s.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets the reverse proxy flush event streams through the recorder.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (s *statusRecorder) Write(b []byte) (int, error) {
 	if s.status == 0 {

@@ -37,7 +37,7 @@ func (c *Client) PutResource(ctx context.Context, resource string, token int64, 
 	}
 	resp, err := c.api.PutResourceWithBodyWithResponse(ctx, resource, p, contentType, bytes.NewReader(value))
 	if err != nil {
-		return ResourceInfo{}, fmt.Errorf("put resource %q: %w", resource, err)
+		return ResourceInfo{}, unanswered(ctx, fmt.Sprintf("put resource %q", resource), err)
 	}
 	if r := resp.JSON200; r != nil {
 		return ResourceInfo{Resource: r.Resource, Fence: r.Fence, Version: r.Version, UpdatedAt: r.UpdatedAt.Time,
@@ -47,5 +47,5 @@ func (c *Client) PutResource(ctx context.Context, resource string, token int64, 
 		return ResourceInfo{}, &StaleTokenError{Resource: resource, Lease: leaseName, PresentedToken: deref(pr.PresentedToken),
 			CurrentFence: deref(pr.CurrentFence), Detail: deref(pr.Detail)}
 	}
-	return ResourceInfo{}, fmt.Errorf("put resource %q: %w", resource, problemOf(resp.StatusCode(), resp.Body))
+	return ResourceInfo{}, fmt.Errorf("put resource %q: %w", resource, problemOf(resp.HTTPResponse, resp.Body))
 }

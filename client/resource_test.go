@@ -16,7 +16,7 @@ import (
 // error type, so one errors.Is or errors.As covers refusals by leasekeeper and by resources
 // of your own.
 func TestPutResourceStale(t *testing.T) {
-	c := newClient(t, newServer(t, nil))
+	c := newClient(t, newServer(t))
 	ctx := context.Background()
 	if _, err := c.PutResource(ctx, "ledger", 7, "", "text/plain", []byte("seven")); err != nil {
 		t.Fatalf("PutResource(7) = %v", err)

@@ -71,7 +71,7 @@ func (c *Client) Follow(ctx context.Context, prefix string, opened func() error,
 			return cbErr.err
 		}
 		var ae *APIError
-		if errors.As(err, &ae) && !ae.transient() && ae.Status != http.StatusTooManyRequests {
+		if errors.As(err, &ae) && !ae.retryable() && ae.Status != http.StatusTooManyRequests {
 			return fmt.Errorf("watch %q: %w", prefix, err)
 		}
 		c.log.DebugContext(ctx, "watch interrupted; reconnecting", "prefix", prefix, "err", err)
@@ -99,7 +99,7 @@ func (c *Client) watchOnce(ctx context.Context, prefix string, last *string, ope
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return problemOf(resp.StatusCode, body)
+		return problemOf(resp, body)
 	}
 	if opened != nil {
 		if err := opened(); err != nil {
