@@ -26,7 +26,7 @@ func settled(t *testing.T, tr *http.Transport, want int) {
 	}
 }
 
-// TestCloseStopsBackgroundWork holds a kept-alive, watched lease, closes
+// TestCloseStopsBackgroundWork holds a kept-alive, watched lease and an observer, closes
 // the client, and checks every goroutine it started is gone, the lease context ended with
 // ErrClosed, the lease was not released, and Acquire is refused afterwards.
 func TestCloseStopsBackgroundWork(t *testing.T) {
@@ -43,11 +43,18 @@ func TestCloseStopsBackgroundWork(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire = %v", err)
 	}
+	leaders, err := c.NewElection("leader", "").Observe(ctx)
+	if err != nil {
+		t.Fatalf("Observe = %v", err)
+	}
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close = %v", err)
 	}
 	if cause := context.Cause(l.Context()); !errors.Is(cause, client.ErrClosed) {
 		t.Errorf("lease context cause after Close = %v, want ErrClosed", cause)
+	}
+	if _, open := <-leaders; open {
+		t.Error("Observe's channel still open after Close")
 	}
 	if _, err := c.Acquire(ctx, "other", client.AcquireOptions{}); !errors.Is(err, client.ErrClosed) {
 		t.Errorf("Acquire after Close = %v, want ErrClosed", err)

@@ -50,8 +50,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	err = c.Elect(ctx, *election, *name, map[string]any{"addr": *addr}, client.ElectionConfig{
 		TTL:             *ttl,
 		ReleaseOnCancel: true,
-		OnStartedLeading: func(ctx context.Context, token int64) {
-			say("leading token=%d", token)
+		OnStartedLeading: func(ctx context.Context, term *client.Lease) {
+			say("leading token=%d", term.Token())
 			<-ctx.Done() // a real leader works here, sending token with every write
 		},
 		OnStoppedLeading: func() { say("stopped leading") },
