@@ -19,13 +19,15 @@ import (
 // exTempFail is EX_TEMPFAIL from sysexits.h: the lease cannot be had right now.
 const exTempFail = 75
 
-const clientUsage = `Client commands (flags before the name; --server or env LEASEKEEPER_SERVER):
+const clientUsage = `Client commands (flags before the name; --server or env LEASEKEEPER_SERVER; the API key
+from env LEASEKEEPER_API_KEY):
   leasekeeper acquire [--ttl 30s] [--holder H] [--wait 0] [--lock-delay 0] [--metadata JSON] [--json] NAME
   leasekeeper renew   --lease-id ID [--ttl 0] [--json] NAME
   leasekeeper release --lease-id ID NAME
   leasekeeper get     [--json] NAME
   leasekeeper list    [--prefix P] [--state held|free] [--limit N] [--json]
   leasekeeper run     --name N --ttl 30s [--holder H] [--wait 1m] [--grace 10s] -- CMD ARGS...
+                      exit status: CMD's; 75 lease held; 122 lease lost while CMD ran
   leasekeeper leader  [--watch] [--json] NAME
 `
 
@@ -57,15 +59,17 @@ func clientCommand(ctx context.Context, name string, args []string, getenv func(
 	return err
 }
 
-// clientFlags are the flags every client command takes.
+// clientFlags are the flags every client command takes, and the API key from the
+// environment (a flag would show it to every user of ps).
 type clientFlags struct {
 	fs     *flag.FlagSet
 	server string
+	apiKey string
 	json   bool
 }
 
 func newClientFlags(name string, getenv func(string) string, stderr io.Writer) *clientFlags {
-	cf := &clientFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
+	cf := &clientFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError), apiKey: getenv("LEASEKEEPER_API_KEY")}
 	cf.fs.SetOutput(stderr)
 	cf.fs.Usage = func() {
 		fmt.Fprint(stderr, clientUsage, "\nFlags of ", name, ":\n")
@@ -108,6 +112,9 @@ func (cf *clientFlags) parse(args []string, nameFlag *string) (string, error) {
 func (cf *clientFlags) client(stderr io.Writer, opts ...client.Option) (*client.Client, error) {
 	if stderr != nil {
 		opts = append(opts, client.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+	}
+	if cf.apiKey != "" {
+		opts = append(opts, client.WithAPIKey(cf.apiKey))
 	}
 	c, err := client.New(cf.server, opts...)
 	if err != nil {
