@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -23,7 +24,6 @@ import (
 	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/service"
-	"github.com/leasekeeper/leasekeeper/service/servicetest"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 	"github.com/leasekeeper/leasekeeper/watch"
 )
@@ -53,31 +53,69 @@ func withLimits(l lease.Limits) serverOption { return func(o *serverOptions) { o
 
 // newServer starts a real leasekeeper (SQLite in a temp dir), by default assembled as
 // `leasekeeper serve` assembles it (waiting line, watch stream, expiry sweeper), and returns
-// its URL. It is the only place the client's tests build a server.
+// its URL; the server stops when the test ends.
 func newServer(t *testing.T, opts ...serverOption) string {
 	t.Helper()
 	o := serverOptions{limits: lease.DefaultLimits()}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if !o.noLine {
-		srv, _ := servicetest.Start(t, service.Config{Limits: o.limits, Watch: watch.Options{Heartbeat: time.Second}},
-			sqlite.Options{Clock: o.clock})
-		return srv.URL
-	}
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lk.db"), sqlite.Options{Clock: o.clock})
+	url, stop, err := startServer(t.TempDir(), o)
 	if err != nil {
-		t.Fatalf("sqlite.Open: %v", err)
+		t.Fatalf("start a server: %v", err)
 	}
-	t.Cleanup(func() { st.Close() })
-	h, err := handlers.New(handlers.Config{Store: st, Clock: st.Clock(), Limits: o.limits,
-		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI()})
+	t.Cleanup(stop)
+	return url
+}
+
+// exampleServer starts a leasekeeper for a runnable example and returns its URL and how to
+// stop it.
+func exampleServer() (string, func()) {
+	dir, err := os.MkdirTemp("", "leasekeeper-example")
 	if err != nil {
-		t.Fatalf("handlers.New: %v", err)
+		log.Fatal(err)
 	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv.URL
+	url, stop, err := startServer(dir, serverOptions{limits: lease.DefaultLimits()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return url, func() { stop(); os.RemoveAll(dir) }
+}
+
+// startServer starts a leasekeeper over SQLite in dir and returns its URL and how to stop
+// it. It is the only place the client's tests and examples build a server.
+func startServer(dir string, o serverOptions) (url string, stop func(), err error) {
+	path := filepath.Join(dir, "lk.db")
+	if o.noLine {
+		st, err := sqlite.Open(context.Background(), path, sqlite.Options{Clock: o.clock})
+		if err != nil {
+			return "", nil, err
+		}
+		h, err := handlers.New(handlers.Config{Store: st, Clock: st.Clock(), Limits: o.limits,
+			Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI()})
+		if err != nil {
+			st.Close()
+			return "", nil, err
+		}
+		srv := httptest.NewServer(h)
+		return srv.URL, func() { srv.Close(); st.Close() }, nil
+	}
+	var hooks service.Hooks
+	st, err := sqlite.Open(context.Background(), path, sqlite.Options{Clock: o.clock, OnCommit: hooks.Publish})
+	if err != nil {
+		return "", nil, err
+	}
+	svc, err := service.New(st, &hooks, service.Config{Limits: o.limits, Watch: watch.Options{Heartbeat: time.Second}})
+	if err != nil {
+		st.Close()
+		return "", nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); svc.Run(ctx) }()
+	srv := httptest.NewServer(svc.Handler)
+	// In reverse order of construction: the long requests, the server, the loops, the store.
+	return srv.URL, func() { svc.Drain(); srv.Close(); cancel(); <-done; st.Close() }, nil
 }
 
 // newClient returns a client of url with opts.
