@@ -4,7 +4,7 @@
 //	go run ./examples/election -name node-1 -addr 10.0.0.1:9000
 //
 // It prints one line per change: "leading token=N", "stopped leading", "leader NAME token=N
-// addr=A".
+// addr=A". The API key, when the server needs one, comes from LEASEKEEPER_API_KEY.
 package main
 
 import (
@@ -42,10 +42,15 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if *name == "" {
 		return fmt.Errorf("-name is required")
 	}
-	c, err := client.New(*server)
+	var opts []client.Option
+	if key := os.Getenv("LEASEKEEPER_API_KEY"); key != "" {
+		opts = append(opts, client.WithAPIKey(key))
+	}
+	c, err := client.New(*server, opts...)
 	if err != nil {
 		return err
 	}
+	defer c.Close()
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 	err = c.Elect(ctx, *election, *name, map[string]any{"addr": *addr}, client.ElectionConfig{
 		TTL:             *ttl,

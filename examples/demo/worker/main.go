@@ -62,11 +62,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stdout, "[%s] %s\n", *holder, fmt.Sprintf(format, a...))
 	}
 
-	c, err := client.New(server)
+	var opts []client.Option
+	if key := getenv("LEASEKEEPER_API_KEY"); key != "" {
+		opts = append(opts, client.WithAPIKey(key))
+	}
+	c, err := client.New(server, opts...)
 	if err != nil {
 		fmt.Fprintln(stderr, "worker:", err)
 		return exitUsage
 	}
+	defer c.Close()
 	l, err := c.Acquire(ctx, *name, client.AcquireOptions{Holder: *holder, TTL: *ttl, Wait: *wait})
 	if err != nil {
 		say("could not get lease %q: %v", *name, err)
