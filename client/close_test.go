@@ -26,9 +26,9 @@ func settled(t *testing.T, tr *http.Transport, want int) {
 	}
 }
 
-// TestCloseStopsBackgroundWork holds a kept-alive, watched lease and an observer, closes
-// the client, and checks every goroutine it started is gone, the lease context ended with
-// ErrClosed, the lease was not released, and Acquire is refused afterwards.
+// TestCloseStopsBackgroundWork holds a kept-alive, watched lease, an observer and a watch,
+// closes the client, and checks every goroutine it started is gone, the lease context ended
+// with ErrClosed, the lease was not released, and Acquire is refused afterwards.
 func TestCloseStopsBackgroundWork(t *testing.T) {
 	url := newServer(t)
 	ctx := context.Background()
@@ -47,8 +47,13 @@ func TestCloseStopsBackgroundWork(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Observe = %v", err)
 	}
+	watched := make(chan error, 1)
+	go func() { watched <- c.Watch(ctx, "", func(client.Event) error { return nil }) }()
 	if err := c.Close(); err != nil {
 		t.Fatalf("Close = %v", err)
+	}
+	if err := <-watched; !errors.Is(err, client.ErrClosed) {
+		t.Errorf("Watch after Close = %v, want ErrClosed", err)
 	}
 	if cause := context.Cause(l.Context()); !errors.Is(cause, client.ErrClosed) {
 		t.Errorf("lease context cause after Close = %v, want ErrClosed", cause)

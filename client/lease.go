@@ -37,7 +37,9 @@ type AcquireOptions struct {
 	// ends at its deadline. Command-line tools that exit after acquiring set it.
 	DisableKeepAlive bool
 	// DisableWatch leaves noticing that somebody else ended the lease (a revoke, say) to the
-	// next renewal, saving the watch stream each kept-alive lease otherwise follows.
+	// next renewal, saving the watch stream each kept-alive lease otherwise follows. A process
+	// holding many leases at once may need it: the server bounds its open streams
+	// (serve --max-watchers, default 1000), and a lease refused one retries with backoff.
 	DisableWatch bool
 }
 

@@ -44,8 +44,8 @@ func eventOf(e wire.Event) Event {
 // errStop ends a watch from inside its callback without an error.
 var errStop = errors.New("stop watching")
 
-// Watch calls fn for every event on names that start with prefix, from now on, until ctx ends
-// or fn returns an error (which Watch returns). A dropped connection is reopened after a
+// Watch calls fn for every event on names that start with prefix, from now on, until ctx ends,
+// the client is closed (ErrClosed), or fn returns an error (which Watch returns). A dropped connection is reopened after a
 // jittered pause and resumes after the last event seen (Last-Event-ID), so no event is missed
 // or repeated while the server keeps its history.
 func (c *Client) Watch(ctx context.Context, prefix string, fn func(Event) error) error {
@@ -54,14 +54,22 @@ func (c *Client) Watch(ctx context.Context, prefix string, fn func(Event) error)
 
 // Follow is Watch with opened, called each time the stream is (re)connected and before any
 // event it carries: read the current state there, and nothing can happen unseen between that
-// read and the stream. An error from opened ends Follow with it.
+// read and the stream. An error from opened ends Follow with it. Client.Close ends it too,
+// with ErrClosed.
 func (c *Client) Follow(ctx context.Context, prefix string, opened func() error, fn func(Event) error) error {
+	outer := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(c.closeCtx, func() { cancel(ErrClosed) })()
 	var last string
 	pause := 100 * time.Millisecond
 	for {
 		err := c.watchOnce(ctx, prefix, &last, opened, fn)
 		if ctx.Err() != nil {
-			return ctx.Err()
+			if outer.Err() == nil {
+				return fmt.Errorf("watch %q: %w", prefix, ErrClosed)
+			}
+			return outer.Err()
 		}
 		var cbErr *callbackError
 		if errors.As(err, &cbErr) {
@@ -75,8 +83,11 @@ func (c *Client) Follow(ctx context.Context, prefix string, opened func() error,
 			return fmt.Errorf("watch %q: %w", prefix, err)
 		}
 		c.log.DebugContext(ctx, "watch interrupted; reconnecting", "prefix", prefix, "err", err)
-		if err := sleep(ctx, c.clock, jitter(pause)); err != nil {
-			return err
+		if sleep(ctx, c.clock, jitter(pause)) != nil {
+			if outer.Err() == nil {
+				return fmt.Errorf("watch %q: %w", prefix, ErrClosed)
+			}
+			return outer.Err()
 		}
 		pause = min(pause*2, 5*time.Second)
 	}

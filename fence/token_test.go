@@ -86,7 +86,7 @@ func TestStaleTokenError(t *testing.T) {
 	if !errors.Is(err, fence.ErrStaleToken) {
 		t.Errorf("errors.Is(%v, ErrStaleToken) = false, want true", err)
 	}
-	if !errors.Is(err, fence.ErrStale) { //lint:ignore SA1019 the deprecated name must keep matching
+	if !errors.Is(err, fence.ErrStale) { // the deprecated name keeps matching
 		t.Errorf("errors.Is(%v, ErrStale) = false, want true", err)
 	}
 	wrapped := errors.Join(errors.New("context"), err)
