@@ -22,9 +22,9 @@ import (
 	"github.com/leasekeeper/leasekeeper/fence"
 )
 
-// TestAPIKeyOnEveryRequest checks the key and the User-Agent go with every kind of request:
-// lease operations, reads, the watch stream a lease follows, and the reports of the
-// client's Reporter.
+// TestAPIKeyOnEveryRequest checks the key and the User-Agent go with every kind of request,
+// to a server that requires a key: lease operations, reads, the watch stream a lease
+// follows, and the reports of the client's Reporter.
 func TestAPIKeyOnEveryRequest(t *testing.T) {
 	p := newProxy(t, newServer(t))
 	var mu sync.Mutex
@@ -38,7 +38,7 @@ func TestAPIKeyOnEveryRequest(t *testing.T) {
 		}
 		seen[r.URL.Path] = [2]string{r.Header.Get("Authorization"), r.UserAgent()}
 	}
-	c := newClient(t, p.URL, client.WithAPIKey("lk_test-key"), client.WithUserAgent("billing/1.0"))
+	c := newClient(t, p.URL, client.WithUserAgent("billing/1.0")) // with the server's key
 	ctx := context.Background()
 	l, err := c.Acquire(ctx, "job", client.AcquireOptions{TTL: time.Minute})
 	if err != nil {
@@ -51,7 +51,7 @@ func TestAPIKeyOnEveryRequest(t *testing.T) {
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("Release = %v", err)
 	}
-	want := [2]string{"Bearer lk_test-key", "billing/1.0"}
+	want := [2]string{"Bearer " + keyOf(p.URL), "billing/1.0"}
 	mu.Lock()
 	defer mu.Unlock()
 	for _, path := range []string{"/v1/leases/job/acquire", "/v1/watch", "/v1/leases/job", "/v1/rejections", "/v1/leases/job/release"} {

@@ -107,7 +107,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 			if r.Header.Get("User-Agent") == "" {
 				r.Header.Set("User-Agent", c.userAgent)
 			}
-			if c.apiKey != "" {
+			if c.apiKey != "" && r.Header.Get("Authorization") == "" {
 				r.Header.Set("Authorization", "Bearer "+c.apiKey)
 			}
 			return nil

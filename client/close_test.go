@@ -42,10 +42,7 @@ func TestCloseStopsBackgroundWork(t *testing.T) {
 	tr := &http.Transport{}
 	before := runtime.NumGoroutine()
 
-	c, err := client.New(url, client.WithHTTPClient(&http.Client{Transport: tr}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := newClient(t, url, client.WithHTTPClient(&http.Client{Transport: tr}))
 	l, err := c.Acquire(ctx, "job", client.AcquireOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("Acquire = %v", err)
@@ -100,7 +97,7 @@ func TestDoLeavesNoGoroutines(t *testing.T) {
 	}
 	settled(t, tr, before)
 	err := client.Do(ctx, c, "job", client.AcquireOptions{TTL: time.Minute}, func(ctx context.Context, _ int64) error {
-		if err := admin.Revoke(ctx, "job"); err != nil {
+		if err := admin.Revoke(context.Background(), "job"); err != nil {
 			return err
 		}
 		<-ctx.Done()

@@ -18,9 +18,9 @@ import (
 // before the server could consider the lease expired, and releases the lease afterwards,
 // even if the work panics.
 func ExampleDo() {
-	url, stop := exampleServer() // a leasekeeper of the example's own
+	url, key, stop := exampleServer() // a leasekeeper of the example's own
 	defer stop()
-	c, err := client.New(url)
+	c, err := client.New(url, client.WithAPIKey(key))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -42,9 +42,9 @@ func ExampleDo() {
 // ends as soon as the lease is lost (here an administrator revokes it), and Release then
 // reports the loss: the work may have overlapped another holder's.
 func ExampleClient_Acquire() {
-	url, stop := exampleServer()
+	url, key, stop := exampleServer()
 	defer stop()
-	c, err := client.New(url)
+	c, err := client.New(url, client.WithAPIKey(key))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -76,9 +76,9 @@ func ExampleClient_Acquire() {
 // An election: Campaign waits until the candidate leads and returns its term's lease;
 // anybody can ask who leads; Resign hands over at once.
 func ExampleElection() {
-	url, stop := exampleServer()
+	url, key, stop := exampleServer()
 	defer stop()
-	c, err := client.New(url)
+	c, err := client.New(url, client.WithAPIKey(key))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -112,9 +112,9 @@ func ExampleElection() {
 // token and is refused when a newer holder has written. A write attempted after the lease
 // context ended is not sent, and its error, like context.Cause, says why the context ended.
 func ExampleDo_fencedTable() {
-	url, stop := exampleServer()
+	url, key, stop := exampleServer()
 	defer stop()
-	c, err := client.New(url, client.WithUserAgent("invoicer/1.0"))
+	c, err := client.New(url, client.WithAPIKey(key), client.WithUserAgent("invoicer/1.0"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func ExampleDo_fencedTable() {
 		fmt.Println("late write refused:", errors.Is(late, client.ErrStaleToken))
 
 		// An operator revokes the lease; its context ends, and the next write is not sent.
-		if err := c.Revoke(ctx, "invoicing"); err != nil {
+		if err := c.Revoke(context.Background(), "invoicing"); err != nil {
 			return err
 		}
 		<-ctx.Done()

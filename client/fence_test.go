@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -83,7 +84,10 @@ func TestStaleWriteUnderLostLeaseIsReported(t *testing.T) {
 		t.Errorf("StaleTokenError = %+v, want one naming the lease with a fence above the token", stale)
 	}
 
-	ac, err := api.NewClientWithResponses(url)
+	ac, err := api.NewClientWithResponses(url, api.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+		r.Header.Set("Authorization", "Bearer "+keyOf(url))
+		return nil
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/lease"
@@ -51,76 +52,108 @@ func withoutLine() serverOption { return func(o *serverOptions) { o.noLine = tru
 // withLimits sets the server's bounds on what clients ask.
 func withLimits(l lease.Limits) serverOption { return func(o *serverOptions) { o.limits = l } }
 
+// keys maps the host of each server (or proxy) the tests start to the admin key it takes,
+// so that newClient can send it knowing only the URL.
+var keys sync.Map
+
+// keyOf returns the API key of the server at rawURL, "" for a server the tests did not start.
+func keyOf(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	k, _ := keys.Load(u.Host)
+	s, _ := k.(string)
+	return s
+}
+
 // newServer starts a real leasekeeper (SQLite in a temp dir), by default assembled as
-// `leasekeeper serve` assembles it (waiting line, watch stream, expiry sweeper), and returns
-// its URL; the server stops when the test ends.
+// `leasekeeper serve` assembles it (waiting line, watch stream, expiry sweeper), requiring
+// API keys, and returns its URL; newClient sends its admin key. The server stops when the
+// test ends.
 func newServer(t *testing.T, opts ...serverOption) string {
 	t.Helper()
 	o := serverOptions{limits: lease.DefaultLimits()}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	url, stop, err := startServer(t.TempDir(), o)
+	srvURL, key, stop, err := startServer(t.TempDir(), o)
 	if err != nil {
 		t.Fatalf("start a server: %v", err)
 	}
 	t.Cleanup(stop)
-	return url
+	remember(t, srvURL, key)
+	return srvURL
 }
 
-// exampleServer starts a leasekeeper for a runnable example and returns its URL and how to
-// stop it.
-func exampleServer() (string, func()) {
+// remember makes newClient send key to the server at rawURL until the test ends.
+func remember(t *testing.T, rawURL, key string) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys.Store(u.Host, key)
+	t.Cleanup(func() { keys.Delete(u.Host) })
+}
+
+// exampleServer starts a leasekeeper for a runnable example and returns its URL, an API key
+// it accepts, and how to stop it.
+func exampleServer() (string, string, func()) {
 	dir, err := os.MkdirTemp("", "leasekeeper-example")
 	if err != nil {
 		log.Fatal(err)
 	}
-	url, stop, err := startServer(dir, serverOptions{limits: lease.DefaultLimits()})
+	srvURL, key, stop, err := startServer(dir, serverOptions{limits: lease.DefaultLimits()})
 	if err != nil {
 		log.Fatal(err)
 	}
-	return url, func() { stop(); os.RemoveAll(dir) }
+	return srvURL, key, func() { stop(); os.RemoveAll(dir) }
 }
 
-// startServer starts a leasekeeper over SQLite in dir and returns its URL and how to stop
-// it. It is the only place the client's tests and examples build a server.
-func startServer(dir string, o serverOptions) (url string, stop func(), err error) {
-	path := filepath.Join(dir, "lk.db")
+// startServer starts a leasekeeper over SQLite in dir, with an admin API key, and returns
+// its URL, the key, and how to stop it. It is the only place the client's tests and
+// examples build a server.
+func startServer(dir string, o serverOptions) (srvURL, key string, stop func(), err error) {
+	var hooks service.Hooks
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "lk.db"), sqlite.Options{Clock: o.clock, OnCommit: hooks.Publish})
+	if err != nil {
+		return "", "", nil, err
+	}
+	key = auth.NewSecret()
+	admin := auth.Key{ID: auth.NewKeyID(), Label: "client tests", Role: auth.Admin}
+	if _, err := st.CreateKey(context.Background(), admin, auth.Hash(key), false); err != nil {
+		st.Close()
+		return "", "", nil, err
+	}
 	if o.noLine {
-		st, err := sqlite.Open(context.Background(), path, sqlite.Options{Clock: o.clock})
-		if err != nil {
-			return "", nil, err
-		}
 		h, err := handlers.New(handlers.Config{Store: st, Clock: st.Clock(), Limits: o.limits,
 			Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI()})
 		if err != nil {
 			st.Close()
-			return "", nil, err
+			return "", "", nil, err
 		}
 		srv := httptest.NewServer(h)
-		return srv.URL, func() { srv.Close(); st.Close() }, nil
-	}
-	var hooks service.Hooks
-	st, err := sqlite.Open(context.Background(), path, sqlite.Options{Clock: o.clock, OnCommit: hooks.Publish})
-	if err != nil {
-		return "", nil, err
+		return srv.URL, key, func() { srv.Close(); st.Close() }, nil
 	}
 	svc, err := service.New(st, &hooks, service.Config{Limits: o.limits, Watch: watch.Options{Heartbeat: time.Second}})
 	if err != nil {
 		st.Close()
-		return "", nil, err
+		return "", "", nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); svc.Run(ctx) }()
 	srv := httptest.NewServer(svc.Handler)
 	// In reverse order of construction: the long requests, the server, the loops, the store.
-	return srv.URL, func() { svc.Drain(); srv.Close(); cancel(); <-done; st.Close() }, nil
+	return srv.URL, key, func() { svc.Drain(); srv.Close(); cancel(); <-done; st.Close() }, nil
 }
 
 // newClient returns a client of url with opts.
 func newClient(t *testing.T, url string, opts ...client.Option) *client.Client {
 	t.Helper()
+	if key := keyOf(url); key != "" {
+		opts = append([]client.Option{client.WithAPIKey(key)}, opts...)
+	}
 	c, err := client.New(url, opts...)
 	if err != nil {
 		t.Fatalf("client.New(%q): %v", url, err)
@@ -177,6 +210,7 @@ func newProxy(t *testing.T, target string) *proxy {
 	}))
 	t.Cleanup(srv.Close)
 	p.URL = srv.URL
+	remember(t, p.URL, keyOf(target))
 	return p
 }
 

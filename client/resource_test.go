@@ -18,25 +18,33 @@ import (
 func TestPutResourceStale(t *testing.T) {
 	c := newClient(t, newServer(t))
 	ctx := context.Background()
-	if _, err := c.PutResource(ctx, "ledger", 7, "", "text/plain", []byte("seven")); err != nil {
-		t.Fatalf("PutResource(7) = %v", err)
+	var tokens []int64 // the server refuses tokens it never issued: take two real ones
+	for range 2 {
+		l, err := c.Acquire(ctx, "billing", client.AcquireOptions{Holder: "a", TTL: time.Minute, DisableKeepAlive: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, l.Token())
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
-	_, err := c.PutResource(ctx, "ledger", 6, "", "text/plain", []byte("six"))
+	older, newer := tokens[0], tokens[1]
+	if _, err := c.PutResource(ctx, "ledger", newer, "", "text/plain", []byte("newer")); err != nil {
+		t.Fatalf("PutResource(newer) = %v", err)
+	}
+	_, err := c.PutResource(ctx, "ledger", older, "", "text/plain", []byte("older"))
 	if !errors.Is(err, fence.ErrStaleToken) || !errors.Is(err, client.ErrStaleToken) {
-		t.Errorf("PutResource(6) = %v, want fence.ErrStaleToken", err)
+		t.Errorf("PutResource(older) = %v, want fence.ErrStaleToken", err)
 	}
 	var stale *fence.StaleTokenError
 	if !errors.As(err, &stale) {
-		t.Fatalf("PutResource(6) = %T, want a *fence.StaleTokenError", err)
+		t.Fatalf("PutResource(older) = %T, want a *fence.StaleTokenError", err)
 	}
-	if diff := cmp.Diff([]int64{6, 7}, []int64{stale.PresentedToken, stale.CurrentFence}); diff != "" {
+	if diff := cmp.Diff([]int64{older, newer}, []int64{stale.PresentedToken, stale.CurrentFence}); diff != "" {
 		t.Errorf("presented and current fence (-want +got):\n%s", diff)
 	}
-	l, err := c.Acquire(ctx, "billing", client.AcquireOptions{Holder: "a", TTL: time.Minute, DisableKeepAlive: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.PutResource(ctx, "ledger", l.Token()-1, "billing", "text/plain", []byte("not the lease's token"))
+	_, err = c.PutResource(ctx, "ledger", older, "billing", "text/plain", []byte("with the lease's name"))
 	if !errors.As(err, &stale) || stale.Lease != "billing" {
 		t.Errorf("PutResource with Lease-Name = %v, want a StaleTokenError naming the lease", err)
 	}

@@ -56,6 +56,17 @@ func (s *Sweeper) ObserveEvents(evs []lease.Event) {
 	}
 }
 
+// logFailure logs a failed sweep. A store that cannot write (unavailable: a full disk, an I/O
+// error, a database locked) reports that itself, without repeating it every second as the
+// sweeps would.
+func (s *Sweeper) logFailure(what string, err error) {
+	level := slog.LevelWarn
+	if lease.IsCode(err, lease.CodeUnavailable) {
+		level = slog.LevelDebug
+	}
+	s.log.Log(context.Background(), level, what, "err", err)
+}
+
 // Run sweeps until ctx ends.
 func (s *Sweeper) Run(ctx context.Context) {
 	timer := time.NewTimer(0)
@@ -76,14 +87,14 @@ func (s *Sweeper) Run(ctx context.Context) {
 		}
 		n, next, err := s.store.ExpireDue(ctx)
 		if err != nil && ctx.Err() == nil {
-			s.log.Warn("sweep expiries", "err", err)
+			s.logFailure("sweep expiries", err)
 		} else if n > 0 {
 			s.log.Debug("recorded expiries", "count", n)
 		}
 		now := s.clock.Now()
 		if s.retention != (store.Retention{}) && now.Sub(lastPrune) >= s.pruneEvery {
 			if err := s.store.Prune(ctx, s.retention); err != nil && ctx.Err() == nil {
-				s.log.Warn("prune history", "err", err)
+				s.logFailure("prune history", err)
 			}
 			lastPrune = now
 		}

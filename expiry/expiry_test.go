@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -32,6 +33,7 @@ type fakeStore struct {
 	retained []time.Duration
 	sweeps   int
 	fail     bool
+	failWith error // the error of a failing sweep; nil for "database is locked"
 }
 
 func newFakeStore(expiries ...time.Time) *fakeStore {
@@ -49,6 +51,9 @@ func (s *fakeStore) ExpireDue(context.Context) (int, time.Time, error) {
 	defer s.mu.Unlock()
 	s.sweeps++
 	if s.fail {
+		if s.failWith != nil {
+			return 0, time.Time{}, s.failWith
+		}
 		return 0, time.Time{}, errors.New("database is locked")
 	}
 	now := time.Now()
@@ -237,6 +242,50 @@ func TestSweeperSurvivesErrorsAndStops(t *testing.T) {
 		}
 	})
 }
+
+// TestSweeperLeavesUnavailableToTheStore: a store that cannot write says so itself, at most
+// every few seconds; the sweeper, which tries every second, must not repeat it at WARN. Other
+// failures it still warns about.
+func TestSweeperLeavesUnavailableToTheStore(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		err   error
+		warns bool
+	}{
+		{"Unavailable", lease.Errorf(lease.CodeUnavailable, "the database cannot grow: the disk is full"), false},
+		{"Other", errors.New("no such table: grants"), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := newFakeStore()
+				st.fail, st.failWith = true, tt.err
+				var buf strings.Builder
+				var mu sync.Mutex
+				log := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					return buf.Write(p)
+				}), &slog.HandlerOptions{Level: slog.LevelInfo}))
+				sw := expiry.New(st, bubbleClock{}, store.Retention{}, log)
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { sw.Run(ctx); close(done) }()
+				time.Sleep(5 * time.Second)
+				cancel()
+				<-done
+				mu.Lock()
+				defer mu.Unlock()
+				if got := strings.Contains(buf.String(), "level=WARN"); got != tt.warns {
+					t.Errorf("5 s of failing sweeps (%v) logged a warning: %v, want %v; log:\n%s", tt.err, got, tt.warns, buf.String())
+				}
+			})
+		})
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // TestSweeperWithSQLite: the sweeper over the real store records the expiry in the history,
 // stamped at the moment of expiry, without any request touching the lease.

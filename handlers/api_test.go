@@ -81,7 +81,7 @@ func TestAcquireLease(t *testing.T) {
 func TestIdempotencyKey(t *testing.T) {
 	e := newEnv(t)
 	body := api.AcquireRequest{Holder: "w1", TtlMs: 10000}
-	key := &api.AcquireLeaseParams{IdempotencyKey: ptr("retry-1")}
+	key := &api.AcquireLeaseParams{IdempotencyKey: ptr("retry-1-0123456789abcdef")}
 	first, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", key, body)
 	if err != nil || first.JSON200 == nil {
 		t.Fatalf("AcquireLease(key) = %v, %v", status(first), err)
@@ -484,7 +484,8 @@ func TestResources(t *testing.T) {
 		}
 	})
 	t.Run("ErrStaleNotTheLeasesToken", func(t *testing.T) {
-		r := put(b.Token+1, ptr("job"), "not the lease's token")
+		other := e.acquire("other", "w3", time.Minute)
+		r := put(other.Token, ptr("job"), "not the lease's token")
 		wantProblem(t, "PutResource(token not the lease's)", r.HTTPResponse, r.Body, http.StatusConflict, api.ProblemCodeStaleToken)
 	})
 	t.Run("GetOK", func(t *testing.T) {
@@ -497,6 +498,13 @@ func TestResources(t *testing.T) {
 			t.Errorf("GetResource() = %q, Content-Type %q, Fencing-Token %q, ETag %q; want v1 untouched by the refused writes",
 				r.Body, h.Get("Content-Type"), h.Get("Fencing-Token"), h.Get("ETag"))
 		}
+		// A stored value is never a page of this origin (TestBrowser/StoredHTMLCannotRevoke).
+		for k, want := range map[string]string{"Content-Disposition": `attachment; filename="orders"`,
+			"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "sandbox; default-src 'none'"} {
+			if got := h.Get(k); got != want {
+				t.Errorf("GetResource() %s = %q, want %q", k, got, want)
+			}
+		}
 	})
 	t.Run("GetErrNotFound", func(t *testing.T) {
 		r, err := e.c.GetResourceWithResponse(e.ctx, "never")
@@ -504,6 +512,51 @@ func TestResources(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantProblem(t, "GetResource(never written)", r.HTTPResponse, r.Body, http.StatusNotFound, api.ProblemCodeNotFound)
+	})
+	t.Run("ErrTokenNotIssued", func(t *testing.T) {
+		// One such write used to raise the fence past every grant to come.
+		rejected := metric(t, e.reg, "leasekeeper_stale_writes_rejected_total", nil)
+		r, err := e.c.PutResourceWithBodyWithResponse(e.ctx, "bricked", &api.PutResourceParams{FencingToken: lease.MaxToken}, "text/plain", strings.NewReader("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := wantProblem(t, "PutResource(token never issued)", r.HTTPResponse, r.Body, http.StatusConflict, api.ProblemCodeTokenNotIssued)
+		if p.PresentedToken == nil || *p.PresentedToken != lease.MaxToken || p.CurrentFence == nil || *p.CurrentFence != 0 {
+			t.Errorf("problem tokens = %v / %v, want %d / 0", p.PresentedToken, p.CurrentFence, lease.MaxToken)
+		}
+		if got := metric(t, e.reg, "leasekeeper_stale_writes_rejected_total", nil); got != rejected+1 {
+			t.Errorf("stale writes rejected = %v, want %v", got, rejected+1)
+		}
+		list, err := e.c.ListRejectionsWithResponse(e.ctx, &api.ListRejectionsParams{Resource: ptr("bricked")})
+		if err != nil || list.JSON200 == nil || len(list.JSON200.Rejections) != 1 || list.JSON200.Rejections[0].Reason == nil ||
+			!strings.Contains(*list.JSON200.Rejections[0].Reason, "never issued") {
+			t.Errorf("ListRejections(bricked) = %v %s, %v; want the refusal, saying the token was never issued", status(list), list.Body, err)
+		}
+		if ok := writeValue(t, e, "bricked", b.Token); ok.JSON200 == nil {
+			t.Errorf("PutResource(an issued token) after the refusal = %v %s, want 200", status(ok), ok.Body)
+		}
+	})
+	t.Run("Delete", func(t *testing.T) {
+		if r := writeValue(t, e, "to-delete", b.Token); r.JSON200 == nil {
+			t.Fatalf("PutResource(to-delete) = %v %s", status(r), r.Body)
+		}
+		d, err := e.c.DeleteResourceWithResponse(e.ctx, "to-delete")
+		if err != nil || d.StatusCode() != http.StatusNoContent {
+			t.Fatalf("DeleteResource() = %v, %v; want 204", status(d), err)
+		}
+		g, err := e.c.GetResourceWithResponse(e.ctx, "to-delete")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantProblem(t, "GetResource(deleted)", g.HTTPResponse, g.Body, http.StatusNotFound, api.ProblemCodeNotFound)
+		d, err = e.c.DeleteResourceWithResponse(e.ctx, "to-delete")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantProblem(t, "DeleteResource(again)", d.HTTPResponse, d.Body, http.StatusNotFound, api.ProblemCodeNotFound)
+		if r := writeValue(t, e, "to-delete", a.Token); r.JSON200 == nil || r.JSON200.Version != 1 {
+			t.Errorf("PutResource(lower token after delete) = %v %s, want 200 at version 1", status(r), r.Body)
+		}
 	})
 	t.Run("ErrPreconditionWithoutToken", func(t *testing.T) {
 		resp, body := e.do(http.MethodPut, "/v1/resources/orders", strings.NewReader("x"), nil)
@@ -547,6 +600,16 @@ func TestResources(t *testing.T) {
 			t.Errorf("ListRejections(lease job, limit 1) = %v %s, %v; want the external one first, and a cursor", status(list), list.Body, err)
 		}
 	})
+}
+
+// writeValue makes a fenced write of "v" to resource with token.
+func writeValue(t *testing.T, e *env, resource string, token int64) *api.PutResourceResponse {
+	t.Helper()
+	r, err := e.c.PutResourceWithBodyWithResponse(e.ctx, resource, &api.PutResourceParams{FencingToken: token}, "text/plain", strings.NewReader("v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func TestServiceEndpoints(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/cdproto/page"
 	cdpruntime "github.com/chromedp/cdproto/runtime"
@@ -74,10 +75,15 @@ func dashBrowser(t *testing.T) context.Context {
 }
 
 // dashInstrument runs in every page before its scripts: it counts the watch streams that
-// opened and the fragment requests, so tests can wait for them instead of sleeping.
+// opened and the fragment requests, so tests can wait for them instead of sleeping, and keeps
+// what the page's Content-Security-Policy blocked.
 const dashInstrument = `(() => {
   window.__lkOpen = 0;
   window.__lkFragments = 0;
+  window.__lkBlocked = [];
+  document.addEventListener("securitypolicyviolation", (e) => {
+    window.__lkBlocked.push(e.effectiveDirective + " blocked " + (e.blockedURI || "inline"));
+  });
   const ES = window.EventSource;
   window.EventSource = class extends ES {
     constructor(...args) {
@@ -179,6 +185,14 @@ func dashOpen(t *testing.T, ctx context.Context, s *dashServer, path string, liv
 	start := time.Now()
 	if err := chromedp.Do(ctx, chromedp.Navigate(s.url+path), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {
 		t.Fatalf("open %s: %v", path, err)
+	}
+	if dashEval[bool](t, ctx, `document.querySelector("[data-testid=signin]") !== null`) {
+		// Not signed in yet: the server sent the browser to the sign-in page, which comes back
+		// to path with a session cookie.
+		if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("signin-key"), s.key), chromedp.Click(chromedp.ID("signin-submit")),
+			chromedp.WaitVisible(chromedp.CSS("[data-testid=whoami]"))); err != nil {
+			t.Fatalf("sign in on the way to %s: %v", path, err)
+		}
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Logf("opening %s took %v", path, d)
@@ -393,6 +407,61 @@ func TestBrowser(t *testing.T) {
 		}
 		if !s.state("guarded").Held {
 			t.Errorf("guarded is not held after a refused cross-site revoke")
+		}
+	})
+
+	t.Run("PagesWorkUnderTheirPolicy", func(t *testing.T) {
+		// The pages' policy allows no inline script or style: nothing they do may be blocked.
+		s.acquire("policy", "worker-1@host-a", time.Minute, `{"addr":"10.0.0.7:9000"}`)
+		ctx := dashTab(t, browser)
+		for _, path := range []string{"/", "/leases/policy", "/rejections", "/resources", "/leases/never-used"} {
+			dashOpen(t, ctx, s, path, path != "/resources" && path != "/leases/never-used")
+			if blocked := dashEval[[]string](t, ctx, `window.__lkBlocked`); len(blocked) > 0 {
+				t.Errorf("on %s the Content-Security-Policy blocked %q", path, blocked)
+			}
+		}
+	})
+
+	t.Run("StoredHTMLCannotRevoke", func(t *testing.T) {
+		// Anyone who may write a resource stores a page whose script reads the lease page's
+		// revoke form (its CSRF token included) and posts it, then lures an operator's browser
+		// to the value's URL. Served from this origin and rendered, the script would be a
+		// same-origin page of the dashboard.
+		victim := s.acquire("victim", "worker-1@host-a", time.Minute, "")
+		const attack = `<!doctype html><title>loading</title><script>
+(async () => {
+  try {
+    const page = await (await fetch("/leases/victim")).text();
+    const form = new DOMParser().parseFromString(page, "text/html").querySelector("form[data-testid=revoke-form]");
+    const res = await fetch(form.getAttribute("action"), { method: "POST", body: new URLSearchParams(new FormData(form)) });
+    document.title = "posted " + res.status;
+  } catch (e) {
+    document.title = "failed " + e;
+  }
+})();
+</script>`
+		if got := s.put("attack", victim.Token, attack, map[string]string{"Content-Type": "text/html; charset=utf-8"}); got != http.StatusOK {
+			t.Fatalf("PUT the attack page = %d, want 200", got)
+		}
+		ctx := dashTab(t, browser)
+		if _, err := chromedp.Call(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{Behavior: cdpbrowser.SetDownloadBehaviorBehaviorDeny}); err != nil {
+			t.Fatalf("deny downloads: %v", err)
+		}
+		// An attachment aborts the navigation; that is one of the outcomes wanted here.
+		if err := chromedp.Do(ctx, chromedp.Navigate(s.url+"/v1/resources/attack")); err != nil {
+			t.Logf("navigate to the stored page: %v", err)
+		}
+		// The script, had it run, needs a few milliseconds; give it far more.
+		deadline := time.Now().Add(3 * time.Second)
+		for time.Now().Before(deadline) {
+			if st := s.state("victim"); !st.Held {
+				title, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.title`))
+				t.Fatalf("the stored page revoked the lease (page title %q); want it still held", title)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if types := s.eventTypes("victim"); !slices.Equal(types, []string{"acquired"}) {
+			t.Errorf("victim's events = %q, want only acquired", types)
 		}
 	})
 

@@ -63,6 +63,9 @@ func wireEvent(e lease.Event) api.Event {
 	if e.Resource != "" {
 		out.Resource = ptr(e.Resource)
 	}
+	if e.Actor != "" {
+		out.Actor = ptr(e.Actor)
+	}
 	return out
 }
 

@@ -7,12 +7,15 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/a-h/templ"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/web"
@@ -37,16 +40,37 @@ func (d *dashboard) routes(r chi.Router) {
 	r.Get("/leases/{name}", d.lease)
 	r.Get("/rejections", d.rejections)
 	r.Get("/resources", d.resources)
-	// Revoking is the one state change the pages make: it must come from a page of this
-	// server (Go's cross-origin protection checks Sec-Fetch-Site and Origin) and carry the
-	// form's token.
+	r.Get("/signin", d.signInPage)
+	// Revoking, signing in and signing out are the state changes the pages make: they must
+	// come from a page of this server (Go's cross-origin protection checks Sec-Fetch-Site and
+	// Origin), and a revoke must carry the form's token.
 	protect := http.NewCrossOriginProtection()
 	protect.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		d.page(w, r, http.StatusForbidden, nil, web.ErrorInfo{Status: http.StatusForbidden, Title: "Cross-site request refused",
-			Detail: "Revoking must be done from leasekeeper's own lease page."})
+			Detail: "This form must be sent from leasekeeper's own pages."})
 	}))
 	r.With(protect.Handler).Post("/leases/{name}/revoke", d.revoke)
+	r.With(protect.Handler).Post("/signin", d.signIn)
+	r.With(protect.Handler).Post("/signout", d.signOut)
 }
+
+// siteFor is the site of one request: who is signed in.
+func (d *dashboard) siteFor(r *http.Request) web.Site {
+	site := d.site
+	if !site.AuthOff {
+		if p := principalOf(r.Context()); p.Role != "" {
+			site.User = p.Actor() + " · " + string(p.Role)
+			site.SignedIn = sessionOf(r.Context()) != nil
+		}
+	}
+	return site
+}
+
+// pageCSP is the policy of dashboard pages: their scripts, styles and images come from /static
+// (no inline script or style anywhere), they fetch fragments and the watch stream from here,
+// post only the revoke form here, and no site may frame them.
+const pageCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
+	"form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
 
 // page renders the full page or, for a fragment request, the live region alone. A nil live
 // component renders the error page for both.
@@ -54,13 +78,11 @@ func (d *dashboard) page(w http.ResponseWriter, r *http.Request, status int, liv
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Vary", web.FragmentHeader)
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Referrer-Policy", "same-origin")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'")
+	w.Header().Set("Content-Security-Policy", pageCSP)
 	c := live
 	if live == nil {
 		e.RequestID = requestID(r.Context())
-		c = web.ErrorPage(d.site, e)
+		c = web.ErrorPage(d.siteFor(r), e)
 	} else if !web.IsFragment(r) && len(full) > 0 {
 		c = full[0]
 	}
@@ -80,18 +102,27 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	o := web.Overview{Now: d.s.clock.Now(), Host: d.hostOf(r), Prefix: q.Get("prefix"), Cursor: q.Get("cursor")}
-	page, err := d.s.store.List(ctx, store.LeaseFilter{Prefix: o.Prefix, State: "held", Limit: 50, Cursor: o.Cursor})
-	if err == nil {
-		o.NextCursor = page.Next
-		for _, st := range page.Items {
-			st.Waiters = d.s.acquirer.Waiters(st.Name)
-			o.Held = append(o.Held, viewLease(st))
+	who := principalOf(ctx)
+	prefix, keep, none := scope(ctx, o.Prefix)
+	var err error
+	if !none {
+		var page store.Page[lease.State]
+		page, err = d.s.store.List(ctx, store.LeaseFilter{Prefix: prefix, State: "held", Limit: 50, Cursor: o.Cursor})
+		if err == nil {
+			o.NextCursor = page.Next
+			for _, st := range page.Items {
+				if keep != nil && !keep(st.Name) {
+					continue
+				}
+				st.Waiters = d.s.acquirer.Waiters(st.Name)
+				o.Held = append(o.Held, viewLease(st))
+			}
+			o.HeldCount, err = d.heldCount(ctx, who, prefix, keep != nil)
 		}
-		o.HeldCount, err = d.s.store.HeldCount(ctx, o.Prefix)
 	}
 	var freed []lease.State
-	if err == nil {
-		freed, err = d.s.store.RecentlyFreed(ctx, o.Prefix, 10)
+	if err == nil && !none {
+		freed, err = d.s.store.RecentlyFreed(ctx, prefix, 10)
 	}
 	var rej store.Page[lease.Rejection]
 	if err == nil {
@@ -102,18 +133,46 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, st := range freed {
-		o.Freed = append(o.Freed, viewLease(st))
+		if keep == nil || keep(st.Name) {
+			o.Freed = append(o.Freed, viewLease(st))
+		}
 	}
 	for _, x := range rej.Items {
-		o.Rejections = append(o.Rejections, viewRejection(x))
+		if who.InScope(x.Resource) || x.Lease != "" && who.InScope(x.Lease) {
+			o.Rejections = append(o.Rejections, viewRejection(x))
+		}
 	}
-	d.page(w, r, http.StatusOK, web.OverviewLive(o), web.ErrorInfo{}, web.OverviewPage(d.site, o))
+	d.page(w, r, http.StatusOK, web.OverviewLive(o), web.ErrorInfo{}, web.OverviewPage(d.siteFor(r), o))
+}
+
+// heldCount counts the held leases under prefix that the principal may see: with several of
+// its prefixes under the one asked for (check), the sum over those.
+func (d *dashboard) heldCount(ctx context.Context, who auth.Principal, prefix string, check bool) (int, error) {
+	if !check {
+		return d.s.store.HeldCount(ctx, prefix)
+	}
+	total := 0
+	for _, kp := range who.Prefixes {
+		if !strings.HasPrefix(kp, prefix) {
+			continue
+		}
+		n, err := d.s.store.HeldCount(ctx, kp)
+		if err != nil {
+			return 0, err
+		}
+		total += n
+	}
+	return total, nil
 }
 
 func (d *dashboard) lease(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
 	if err := lease.ValidateName(name); err != nil {
 		d.fail(w, r, lease.Errorf(lease.CodeNotFound, "%q is not a lease name", name))
+		return
+	}
+	if err := principalOf(r.Context()).Allow(auth.Read, name); err != nil {
+		d.fail(w, r, err)
 		return
 	}
 	detail, err := d.leaseDetail(r.Context(), name, r.URL.Query().Get("cursor"))
@@ -124,7 +183,7 @@ func (d *dashboard) lease(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("notice") == "revoked" {
 		detail.Notice = "Lease revoked."
 	}
-	d.page(w, r, http.StatusOK, web.LeaseLive(detail), web.ErrorInfo{}, web.LeasePage(d.site, detail))
+	d.page(w, r, http.StatusOK, web.LeaseLive(detail), web.ErrorInfo{}, web.LeasePage(d.siteFor(r), detail))
 }
 
 func (d *dashboard) leaseDetail(ctx context.Context, name, cursor string) (web.LeaseDetail, error) {
@@ -140,7 +199,8 @@ func (d *dashboard) leaseDetail(ctx context.Context, name, cursor string) (web.L
 	if err != nil {
 		return web.LeaseDetail{}, err
 	}
-	detail := web.LeaseDetail{Now: now, Lease: viewLease(st), NextCursor: evs.Next, CSRFToken: d.csrfToken(name, st.Token)}
+	detail := web.LeaseDetail{Now: now, Lease: viewLease(st), NextCursor: evs.Next, CSRFToken: d.csrfToken(ctx, name, st.Token),
+		CanRevoke: principalOf(ctx).IsAdmin()}
 	for i := len(evs.Items) - 1; i >= 0; i-- {
 		detail.Events = append(detail.Events, viewEvent(evs.Items[i]))
 	}
@@ -155,19 +215,24 @@ func (d *dashboard) revoke(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, lease.Errorf(lease.CodeNotFound, "%q is not a lease name", name))
 		return
 	}
+	who := principalOf(r.Context())
+	if err := who.Allow(auth.Manage); err != nil {
+		d.fail(w, r, err)
+		return
+	}
 	var token int64
 	err := r.ParseForm()
 	if err == nil {
 		token, err = strconv.ParseInt(r.PostForm.Get(web.RevokeTokenField), 10, 64)
 	}
-	if err != nil || !hmac.Equal([]byte(r.PostForm.Get(web.CSRFField)), []byte(d.csrfToken(name, token))) {
+	if err != nil || !hmac.Equal([]byte(r.PostForm.Get(web.CSRFField)), []byte(d.csrfToken(r.Context(), name, token))) {
 		d.page(w, r, http.StatusForbidden, nil, web.ErrorInfo{Status: http.StatusForbidden, Title: "Form expired",
 			Detail: "The revoke form's token does not match. Reload the lease page and try again."})
 		return
 	}
 	// The form names the grant the operator confirmed revoking; the store revokes it only if it
 	// is still the current one, in the same transaction, so a later holder's lease is never hit.
-	err = d.s.store.Revoke(r.Context(), name, token)
+	err = d.s.store.Revoke(r.Context(), name, token, who.Actor())
 	d.s.metrics.op("revoke", err)
 	if lease.IsCode(err, lease.CodeLost) {
 		var le *lease.Error
@@ -180,15 +245,16 @@ func (d *dashboard) revoke(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	d.s.log.InfoContext(r.Context(), "lease revoked from the dashboard", "name", name, "remote", r.RemoteAddr)
+	d.s.log.InfoContext(r.Context(), "lease revoked from the dashboard", "name", name, "by", who.Actor(), "remote", r.RemoteAddr)
 	http.Redirect(w, r, string(web.LeaseURL(name))+"?notice=revoked", http.StatusSeeOther)
 }
 
-// csrfToken binds the revoke form to its lease and grant (by fencing token) with a key that
-// lives as long as the process.
-func (d *dashboard) csrfToken(name string, token int64) string {
+// csrfToken binds the revoke form to its lease and grant (by fencing token) and to the viewer
+// (session, or key), with a key derived from the server's secret.
+func (d *dashboard) csrfToken(ctx context.Context, name string, token int64) string {
+	who := principalOf(ctx).KeyID + "\x00" + string(sessionOf(ctx))
 	m := hmac.New(sha256.New, d.csrfKey)
-	m.Write([]byte("revoke\x00" + name + "\x00" + strconv.FormatInt(token, 10)))
+	m.Write([]byte("revoke\x00" + name + "\x00" + strconv.FormatInt(token, 10) + "\x00" + who))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
@@ -201,25 +267,37 @@ func (d *dashboard) rejections(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	l.NextCursor = page.Next
+	who := principalOf(r.Context())
 	for _, x := range page.Items {
+		if !who.InScope(x.Resource) && (x.Lease == "" || !who.InScope(x.Lease)) {
+			continue
+		}
 		l.Rejections = append(l.Rejections, viewRejection(x))
 	}
-	d.page(w, r, http.StatusOK, web.RejectionsLive(l), web.ErrorInfo{}, web.RejectionsPage(d.site, l))
+	d.page(w, r, http.StatusOK, web.RejectionsLive(l), web.ErrorInfo{}, web.RejectionsPage(d.siteFor(r), l))
 }
 
 func (d *dashboard) resources(w http.ResponseWriter, r *http.Request) {
 	l := web.ResourceList{Now: d.s.clock.Now(), Cursor: r.URL.Query().Get("cursor")}
-	page, err := d.s.store.ListResources(r.Context(), store.ResourceFilter{Limit: 50, Cursor: l.Cursor})
-	if err != nil {
-		d.fail(w, r, err)
-		return
+	prefix, keep, none := scope(r.Context(), "")
+	var page store.Page[lease.Resource]
+	if !none {
+		var err error
+		page, err = d.s.store.ListResources(r.Context(), store.ResourceFilter{Prefix: prefix, Limit: 50, Cursor: l.Cursor})
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
 	}
 	l.NextCursor = page.Next
 	for _, x := range page.Items {
+		if keep != nil && !keep(x.Name) {
+			continue
+		}
 		l.Resources = append(l.Resources, web.Resource{Name: x.Name, Fence: x.Fence, Version: x.Version, Size: x.Size,
 			ContentType: x.ContentType, Lease: x.Lease, Holder: x.Holder, UpdatedAt: x.UpdatedAt})
 	}
-	d.page(w, r, http.StatusOK, web.ResourcesLive(l), web.ErrorInfo{}, web.ResourcesPage(d.site, l))
+	d.page(w, r, http.StatusOK, web.ResourcesLive(l), web.ErrorInfo{}, web.ResourcesPage(d.siteFor(r), l))
 }
 
 // hostOf is the address shown in the empty state's curl example.
@@ -250,11 +328,78 @@ func viewLease(st lease.State) web.Lease {
 
 func viewEvent(e lease.Event) web.Event {
 	return web.Event{Seq: e.Seq, Type: web.EventType(e.Type), Token: e.Token, Holder: e.Holder, At: e.At,
-		ExpiresAt: e.ExpiresAt, Resource: e.Resource}
+		ExpiresAt: e.ExpiresAt, Resource: e.Resource, Actor: e.Actor}
 }
 
 func viewRejection(x lease.Rejection) web.Rejection {
 	return web.Rejection{ID: x.ID, Resource: x.Resource, Lease: x.Lease, PresentedToken: x.PresentedToken,
 		CurrentFence: x.CurrentFence, Holder: x.Holder, ClientAddr: x.ClientAddr, UserAgent: x.UserAgent,
 		Reason: x.Reason, Source: web.Source(x.Source), At: x.At}
+}
+
+func (d *dashboard) signInPage(w http.ResponseWriter, r *http.Request) {
+	if d.site.AuthOff {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	d.page(w, r, http.StatusOK, web.SignInPage(d.site, web.SignIn{Next: localPath(r.URL.Query().Get("next"))}), web.ErrorInfo{})
+}
+
+// signIn checks a key and opens a dashboard session: a random secret in an HttpOnly,
+// SameSite=Strict cookie (Secure under TLS), kept by the store only as a hash.
+func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
+	if d.site.AuthOff {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	if err := r.ParseForm(); err != nil {
+		d.fail(w, r, lease.Errorf(lease.CodeInvalid, "the sign-in form could not be read"))
+		return
+	}
+	next := localPath(r.PostForm.Get("next"))
+	k, err := d.s.auth.key(r.Context(), strings.TrimSpace(r.PostForm.Get(web.KeyField)))
+	if err != nil {
+		msg := "That key is not valid: it is unknown or was revoked."
+		status := http.StatusUnauthorized
+		if !lease.IsCode(err, lease.CodeUnauthenticated) {
+			d.fail(w, r, err)
+			return
+		}
+		d.s.log.WarnContext(r.Context(), "dashboard sign-in refused", "remote", r.RemoteAddr)
+		d.page(w, r, status, web.SignInPage(d.site, web.SignIn{Next: next, Error: msg}), web.ErrorInfo{})
+		return
+	}
+	secret := auth.NewSessionID()
+	maxAge := d.s.auth.cfg.SessionMax
+	if err := d.s.store.CreateSession(r.Context(), auth.Hash(secret), k.ID, d.s.clock.Now().Add(maxAge)); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: secret, Path: "/", MaxAge: int(maxAge / time.Second),
+		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	d.s.log.InfoContext(r.Context(), "dashboard sign-in", "key_id", k.ID, "label", k.Label, "remote", r.RemoteAddr)
+	http.Redirect(w, r, next, http.StatusSeeOther)
+}
+
+// signOut ends the session of the request, if any, and clears its cookie.
+func (d *dashboard) signOut(w http.ResponseWriter, r *http.Request) {
+	if h := sessionOf(r.Context()); h != nil {
+		if err := d.s.store.DeleteSession(r.Context(), h); err != nil {
+			d.fail(w, r, err)
+			return
+		}
+	}
+	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
+		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+}
+
+// localPath keeps a redirect target on this server: a path starting with one slash, else "/".
+func localPath(p string) string {
+	u, err := url.Parse(p)
+	if err != nil || p == "" || !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") ||
+		u.Scheme != "" || u.Host != "" {
+		return "/"
+	}
+	return p
 }

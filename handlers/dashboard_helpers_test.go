@@ -24,6 +24,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
@@ -38,15 +39,21 @@ type dashServer struct {
 	url   string
 	clock *lease.FakeClock // nil when the server runs on the real clock
 	store *sqlite.Store
-	hc    *http.Client
+	hc    *http.Client // sends key
+	key   string       // an admin API key
 }
 
 // newDashServer starts a server on a fake clock, without waiting line or watch stream: for
 // tests of what the pages render.
 func newDashServer(t *testing.T) *dashServer {
 	t.Helper()
+	return newDashServerAt(t, filepath.Join(t.TempDir(), "leasekeeper.db"))
+}
+
+// newDashServerAt is newDashServer with its database at path.
+func newDashServerAt(t *testing.T, path string) *dashServer {
+	t.Helper()
 	clock := lease.NewFakeClock(dashT0)
-	path := filepath.Join(t.TempDir(), "leasekeeper.db")
 	st, err := sqlite.Open(context.Background(), path, sqlite.Options{Clock: clock})
 	if err != nil {
 		t.Fatalf("sqlite.Open(%s) = %v", path, err)
@@ -96,11 +103,13 @@ func dashServe(t *testing.T, h http.Handler, st *sqlite.Store, clock *lease.Fake
 		srv.CloseClientConnections()
 		srv.Close()
 	})
+	key := servicetest.AdminKey(t, st)
 	hc := &http.Client{
 		Timeout:       10 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport:     servicetest.BearerTransport{Key: key},
 	}
-	return &dashServer{t: t, url: srv.URL, clock: clock, store: st, hc: hc}
+	return &dashServer{t: t, url: srv.URL, clock: clock, store: st, hc: hc, key: key}
 }
 
 // do sends a request and returns the response with its body read.

@@ -30,8 +30,19 @@ func TestDashboardPagesAreHTML(t *testing.T) {
 			if got := resp.Header.Get("Cache-Control"); got != "no-store" {
 				t.Errorf("GET %s Cache-Control = %q, want no-store", path, got)
 			}
-			if got := resp.Header.Get("Content-Security-Policy"); !strings.Contains(got, "default-src 'self'") {
-				t.Errorf("GET %s Content-Security-Policy = %q, want default-src 'self'", path, got)
+			csp := resp.Header.Get("Content-Security-Policy")
+			for _, want := range []string{"default-src 'none'", "script-src 'self'", "frame-ancestors 'none'", "base-uri 'none'"} {
+				if !strings.Contains(csp, want) {
+					t.Errorf("GET %s Content-Security-Policy = %q, want %s", path, csp, want)
+				}
+			}
+			if strings.Contains(csp, "unsafe") {
+				t.Errorf("GET %s Content-Security-Policy = %q, want no unsafe-* source", path, csp)
+			}
+			for k, want := range map[string]string{"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin"} {
+				if got := resp.Header.Get(k); got != want {
+					t.Errorf("GET %s %s = %q, want %q", path, k, got, want)
+				}
 			}
 			live := dashOne(t, doc, "live")
 			if dashAttr(live, "id") != "live" {

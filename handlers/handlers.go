@@ -8,10 +8,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/watch"
@@ -48,6 +51,11 @@ type Config struct {
 	Version string
 	// MaxBody bounds request bodies; 0 means 1 MiB (+ a little for JSON framing).
 	MaxBody int64
+	// Auth configures API keys; its zero value requires one on every non-public request.
+	Auth AuthConfig
+	// BodyTimeout bounds the time a request's body takes to arrive, counted from the end of
+	// its headers; a body still incomplete then is answered 408. 0 means 30 s.
+	BodyTimeout time.Duration
 }
 
 // server implements api.StrictServerInterface.
@@ -59,6 +67,7 @@ type server struct {
 	log      *slog.Logger
 	metrics  *Metrics
 	hub      *watch.Hub
+	auth     *authn
 }
 
 var _ api.StrictServerInterface = (*server)(nil)
@@ -68,23 +77,36 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = lease.MaxValueLen
 	}
+	if cfg.BodyTimeout == 0 {
+		cfg.BodyTimeout = 30 * time.Second
+	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(cfg.Registry, cfg.Store)
 	}
 	if cfg.Acquirer == nil {
 		cfg.Acquirer = noLine{cfg.Store}
 	}
-	s := &server{store: cfg.Store, acquirer: cfg.Acquirer, clock: cfg.Clock, limits: cfg.Limits, log: cfg.Logger, metrics: cfg.Metrics, hub: cfg.Hub}
+	s := &server{store: cfg.Store, acquirer: cfg.Acquirer, clock: cfg.Clock, limits: cfg.Limits, log: cfg.Logger, metrics: cfg.Metrics, hub: cfg.Hub,
+		auth: newAuthn(cfg.Auth, cfg.Store, cfg.Clock)}
 
 	spec, err := api.GetSpec()
 	if err != nil {
 		return nil, fmt.Errorf("load embedded spec: %w", err)
 	}
 	spec.Servers = nil // validate paths, not hosts
+	// Keys are checked by s.authenticate and the strict middleware; the validator's own
+	// security check would only read ahead into the body.
+	spec.Security = nil
+	for _, item := range spec.Paths.Map() {
+		for _, op := range item.Operations() {
+			op.Security = nil
+		}
+	}
 
 	r := chi.NewRouter()
-	r.Use(withRequestID, s.accessLog, s.recoverer, limitBody(cfg.MaxBody))
-	dash := &dashboard{s: s, site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version}, csrfKey: []byte(lease.NewID())}
+	r.Use(securityHeaders, withRequestID, s.accessLog, s.recoverer, bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody), s.authenticate)
+	dash := &dashboard{s: s, site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version, AuthOff: cfg.Auth.Off},
+		csrfKey: auth.MAC(s.auth.cfg.Secret, "csrf")}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		if wantsHTML(r) {
 			dash.page(w, r, http.StatusNotFound, nil, web.ErrorInfo{Status: http.StatusNotFound,
@@ -104,8 +126,8 @@ func New(cfg Config) (http.Handler, error) {
 
 	dash.routes(r)
 	r.Group(func(r chi.Router) {
-		r.Use(s.jsonBody, s.validate(spec))
-		strict := api.NewStrictHandlerWithOptions(s, nil, api.StrictHTTPServerOptions{
+		r.Use(s.sameOrigin(), s.jsonBody, s.validate(spec))
+		strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{s.authorize}, api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  s.requestError,
 			ResponseErrorHandlerFunc: s.responseError,
 		})
@@ -141,6 +163,18 @@ func (s *server) validate(spec *openapi3.T) func(http.Handler) http.Handler {
 	}
 }
 
+// sameOrigin refuses state-changing API requests that a browser sends on behalf of another
+// site (a form post or a fetch from a page elsewhere), judged by Sec-Fetch-Site and Origin.
+// Clients that are not browsers send neither header and pass, and so do reads, whose answers
+// a page elsewhere cannot see anyway.
+func (s *server) sameOrigin() func(http.Handler) http.Handler {
+	p := http.NewCrossOriginProtection()
+	p.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.writeProblem(w, r, lease.Errorf(lease.CodeForbidden, "a cross-site browser request may not change anything here"))
+	}))
+	return p.Handler
+}
+
 // recoverer turns a panic into a logged 500 problem instead of a dropped connection.
 func (s *server) recoverer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -154,6 +188,72 @@ func (s *server) recoverer(next http.Handler) http.Handler {
 		}()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// securityHeaders gives every answer the headers that keep browsers from sniffing, framing or
+// running it. The policy allows nothing; dashboard pages replace it with their own.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; sandbox")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bodyDeadline gives a request's body d to arrive: a body shorter than its Content-Length, or
+// one sent too slowly, ends in a read error that answers 408 (see bodyError) instead of holding
+// a handler. Requests without a body get no deadline: theirs would fall on the server's read
+// that notices the client leaving, and end a watch stream. (Once a body is read to its end,
+// net/http lifts the deadline itself before starting that read.)
+func bodyDeadline(d time.Duration) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Body == nil || r.Body == http.NoBody {
+				next.ServeHTTP(w, r)
+				return
+			}
+			// A socket deadline is on the operating system's clock, not the server's.
+			if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(d)); err == nil {
+				r.Body = &deadlineBody{ReadCloser: r.Body, timeout: d}
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
+}
+
+// deadlineBody marks the read errors of a body read under a deadline.
+type deadlineBody struct {
+	io.ReadCloser
+	timeout time.Duration
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF {
+		err = &bodyError{err: err, timeout: b.timeout}
+	}
+	return n, err
+}
+
+// bodyError is a request body that did not arrive whole: the client was too slow (timeout) or
+// stopped sending before the end. It is the client's failure, answered 408 or 400.
+type bodyError struct {
+	err     error
+	timeout time.Duration
+}
+
+func (e *bodyError) Error() string { return "read request body: " + e.err.Error() }
+func (e *bodyError) Unwrap() error { return e.err }
+
+// problem turns the failure into the domain error that answers it.
+func (e *bodyError) problem() *lease.Error {
+	if errors.Is(e.err, os.ErrDeadlineExceeded) {
+		return lease.Errorf(codeRequestTimeout, "the request body did not arrive within %v", e.timeout)
+	}
+	return lease.Errorf(lease.CodeInvalid, "the request body was cut off (%v)", e.err)
 }
 
 func limitBody(n int64) func(http.Handler) http.Handler {

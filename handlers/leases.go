@@ -22,6 +22,17 @@ type Acquirer interface {
 func (s *server) AcquireLease(ctx context.Context, req api.AcquireLeaseRequestObject) (api.AcquireLeaseResponseObject, error) {
 	p, wait, err := s.acquireParams(req)
 	if err == nil {
+		who := principalOf(ctx)
+		p.Owner, p.MaxHeld = who.KeyID, s.auth.maxHeld(who)
+		p.IdempotencyKey, err = s.auth.idempotencyKey(who, p.Name, p.IdempotencyKey)
+	}
+	if err == nil && wait > 0 {
+		var done func()
+		if done, err = s.auth.hold(principalOf(ctx), holdWait); err == nil {
+			defer done()
+		}
+	}
+	if err == nil {
 		var l lease.Lease
 		l, err = s.acquirer.Acquire(ctx, p, wait)
 		if err == nil {
@@ -144,7 +155,7 @@ func (s *server) ReleaseLease(ctx context.Context, req api.ReleaseLeaseRequestOb
 func (s *server) RevokeLease(ctx context.Context, req api.RevokeLeaseRequestObject) (api.RevokeLeaseResponseObject, error) {
 	err := lease.ValidateName(req.Name)
 	if err == nil {
-		err = s.store.Revoke(ctx, req.Name, deref(req.Params.Token))
+		err = s.store.Revoke(ctx, req.Name, deref(req.Params.Token), principalOf(ctx).Actor())
 	}
 	s.metrics.op("revoke", err)
 	if err != nil {
@@ -169,7 +180,11 @@ func (s *server) GetLease(ctx context.Context, req api.GetLeaseRequestObject) (a
 
 // ListLeases lists leases by name.
 func (s *server) ListLeases(ctx context.Context, req api.ListLeasesRequestObject) (api.ListLeasesResponseObject, error) {
-	f := store.LeaseFilter{Prefix: deref(req.Params.Prefix), Limit: deref(req.Params.Limit), Cursor: deref(req.Params.Cursor)}
+	prefix, keep, none := scope(ctx, deref(req.Params.Prefix))
+	if none {
+		return api.ListLeases200JSONResponse{Leases: []api.LeaseState{}}, nil
+	}
+	f := store.LeaseFilter{Prefix: prefix, Limit: deref(req.Params.Limit), Cursor: deref(req.Params.Cursor)}
 	if req.Params.State != nil {
 		f.State = string(*req.Params.State)
 	}
@@ -179,6 +194,9 @@ func (s *server) ListLeases(ctx context.Context, req api.ListLeasesRequestObject
 	}
 	out := api.ListLeases200JSONResponse{Leases: make([]api.LeaseState, 0, len(page.Items)), NextCursor: page.Next}
 	for _, st := range page.Items {
+		if keep != nil && !keep(st.Name) {
+			continue
+		}
 		st.Waiters = s.acquirer.Waiters(st.Name)
 		out.Leases = append(out.Leases, wireState(st))
 	}

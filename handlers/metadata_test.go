@@ -2,9 +2,12 @@ package handlers_test
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 )
 
@@ -30,14 +33,21 @@ func TestMetadataKeptAsWritten(t *testing.T) {
 // rejections see it.
 func TestRejectionWithoutLeaseIsAnEvent(t *testing.T) {
 	e := newEnv(t)
-	for _, tok := range []string{"9", "5"} {
+	l := e.acquire("issuer", "w1", time.Minute) // a token at least as high as those written below
+	for _, tok := range []string{strconv.FormatInt(l.Token, 10), "5"} {
 		e.do(http.MethodPut, "/v1/resources/r", strings.NewReader("v"), map[string]string{"Fencing-Token": tok})
 	}
 	page, err := e.store.Events(e.ctx, store.EventFilter{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(page.Items) != 1 || page.Items[0].Type != "rejected" || page.Items[0].Name != "" || page.Items[0].Resource != "r" || page.Items[0].Token != 5 {
-		t.Errorf("events = %+v, want one rejected event of resource r with token 5", page.Items)
+	var rejected []lease.Event
+	for _, ev := range page.Items {
+		if ev.Type == lease.EventRejected {
+			rejected = append(rejected, ev)
+		}
+	}
+	if len(rejected) != 1 || rejected[0].Name != "" || rejected[0].Resource != "r" || rejected[0].Token != 5 {
+		t.Errorf("rejected events = %+v, want one, of resource r with token 5 and no lease", rejected)
 	}
 }

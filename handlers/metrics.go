@@ -2,6 +2,8 @@ package handlers
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -61,14 +63,28 @@ func (m *Metrics) ObserveEvents(evs []lease.Event) {
 
 func (m *Metrics) op(op string, err error) {
 	outcome := "ok"
-	if err != nil {
+	switch {
+	case errors.Is(err, context.Canceled):
+		outcome = string(codeCanceled) // the client left (a handler's context ends no other way)
+	case err != nil:
 		outcome = string(lease.ErrorCode(err))
 	}
 	m.ops.WithLabelValues(op, outcome).Inc()
 }
 
 func (m *Metrics) observeRequest(method, route string, status int, d time.Duration) {
-	m.requests.WithLabelValues(method, route, strconv.Itoa(status)).Observe(d.Seconds())
+	m.requests.WithLabelValues(methodLabel(method), route, strconv.Itoa(status)).Observe(d.Seconds())
+}
+
+// methodLabel bounds the method label: a client may send any token as a method, and each one
+// would otherwise be a new series.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return method
+	}
+	return "other"
 }
 
 type heldCollector struct {

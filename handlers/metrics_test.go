@@ -1,6 +1,9 @@
 package handlers_test
 
 import (
+	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,5 +112,50 @@ func TestMetricsMove(t *testing.T) {
 	}
 	if got := metric(t, e.reg, "leasekeeper_stale_writes_rejected_total", nil); got != 0 {
 		t.Errorf("stale writes rejected = %v, want 0", got)
+	}
+}
+
+// TestMetricsMethodLabelBounded sends made-up methods: each must not become a series of its own.
+func TestMetricsMethodLabelBounded(t *testing.T) {
+	e := newEnv(t)
+	const name = "leasekeeper_http_request_duration_seconds"
+	series := func() map[string]uint64 {
+		t.Helper()
+		mfs, err := e.reg.Gather()
+		if err != nil {
+			t.Fatalf("Gather() = %v", err)
+		}
+		out := map[string]uint64{}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				key := ""
+				for _, l := range m.GetLabel() {
+					key += l.GetName() + "=" + l.GetValue() + ","
+				}
+				out[key] = m.GetHistogram().GetSampleCount()
+			}
+		}
+		return out
+	}
+	e.do(http.MethodGet, "/healthz", nil, nil)
+	before := len(series())
+	for i := range 20 {
+		e.do(fmt.Sprintf("MADEUP%d", i), "/v1/leases/job", nil, nil)
+	}
+	after := series()
+	if len(after) > before+1 {
+		t.Errorf("%s has %d series after 20 made-up methods, want at most %d: %v", name, len(after), before+1, after)
+	}
+	var other uint64
+	for k, n := range after {
+		if strings.HasPrefix(k, "code=") && strings.Contains(k, "method=other,") {
+			other += n
+		}
+	}
+	if other != 20 {
+		t.Errorf("requests labelled method=other = %d, want 20 (series %v)", other, after)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -21,18 +22,35 @@ var statusOf = map[lease.Code]int{
 	lease.CodeHeld:            http.StatusConflict,
 	lease.CodeLost:            http.StatusConflict,
 	lease.CodeStale:           http.StatusConflict,
+	lease.CodeNotIssued:       http.StatusConflict,
 	lease.CodePrecondition:    http.StatusPreconditionRequired,
 	lease.CodeTooManyWaiters:  http.StatusTooManyRequests,
 	lease.CodeTooManyWatchers: http.StatusTooManyRequests,
 	lease.CodeTooLarge:        http.StatusRequestEntityTooLarge,
+	lease.CodeForbidden:       http.StatusForbidden,
 	codeMethodNotAllowed:      http.StatusMethodNotAllowed,
+	codeRequestTimeout:        http.StatusRequestTimeout,
+	codeCanceled:              statusClientClosed,
 	lease.CodeUnavailable:     http.StatusServiceUnavailable,
 	lease.CodeInternal:        http.StatusInternalServerError,
+	lease.CodeUnauthenticated: http.StatusUnauthorized,
+	lease.CodeRateLimited:     http.StatusTooManyRequests,
+	lease.CodeTooManyLeases:   http.StatusTooManyRequests,
 
 	lease.CodeWaitingUnsupported: http.StatusBadRequest,
 }
 
-const codeMethodNotAllowed lease.Code = "method_not_allowed"
+// Codes of the HTTP layer, beside the domain's.
+const (
+	codeMethodNotAllowed lease.Code = "method_not_allowed"
+	codeRequestTimeout   lease.Code = "request_timeout"
+	// codeCanceled is a request whose client left before the answer (e.g. a waiting acquire
+	// given up). No client reads it: it exists for the access log and the metrics.
+	codeCanceled lease.Code = "canceled"
+)
+
+// statusClientClosed is the status logged for a request whose client left (nginx's 499).
+const statusClientClosed = 499
 
 // problem is an RFC 9457 problem built from an error; Status and RetryAfter drive the headers.
 type problem struct {
@@ -45,10 +63,20 @@ type problem struct {
 func (s *server) toProblem(ctx context.Context, err error) problem {
 	var le *lease.Error
 	var tooBig *http.MaxBytesError
+	var body *bodyError
 	switch {
 	case errors.As(err, &tooBig):
 		le = lease.Errorf(lease.CodeTooLarge, "the request body is larger than %d bytes", tooBig.Limit)
+	case errors.As(err, &body):
+		// The client's failure, not the server's: worth a warning, never an error.
+		le = body.problem()
+		c := clientOf(ctx)
+		s.log.WarnContext(ctx, "request body not received", "err", body.err, "method", c.method, "path", c.path,
+			"remote", c.addr, "request_id", requestID(ctx))
 	case errors.As(err, &le):
+	case errors.Is(err, context.Canceled) && ctx.Err() != nil:
+		le = lease.Errorf(codeCanceled, "the client went away")
+		s.log.DebugContext(ctx, "client went away", "err", err, "request_id", requestID(ctx))
 	default:
 		c := clientOf(ctx)
 		s.log.ErrorContext(ctx, "internal error", "err", err, "method", c.method, "path", c.path, "request_id", requestID(ctx))
@@ -80,11 +108,18 @@ func (s *server) toProblem(ctx context.Context, err error) problem {
 			until = le.ExpiresAt
 		}
 		p.retryAfter = retryAfter(until.Sub(s.clock.Now()))
-	case lease.CodeStale:
+	case lease.CodeStale, lease.CodeNotIssued:
 		p.PresentedToken = ptr(le.PresentedToken)
 		p.CurrentFence = ptr(le.CurrentFence)
-	case lease.CodeTooManyWaiters, lease.CodeTooManyWatchers, lease.CodeUnavailable:
+	case lease.CodeTooManyWaiters, lease.CodeTooManyWatchers, lease.CodeUnavailable, lease.CodeTooManyLeases:
 		p.retryAfter = 1
+	case lease.CodeRateLimited:
+		p.retryAfter = s.auth.retryAfterRate()
+	}
+	// Typed responses of the strict server carry only the headers their operation declares:
+	// every answer that asks the client to come back says when, whatever carries it.
+	if h := responseHeader(ctx); h != nil && p.retryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(p.retryAfter))
 	}
 	return p
 }
@@ -113,9 +148,6 @@ func problemAs[T ~struct {
 // the typed responses of the strict server.
 func (s *server) writeProblem(w http.ResponseWriter, r *http.Request, err error) {
 	p := s.toProblem(r.Context(), err)
-	if p.retryAfter > 0 {
-		w.Header().Set("Retry-After", fmt.Sprint(p.retryAfter))
-	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(p.Status)

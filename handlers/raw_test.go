@@ -106,7 +106,9 @@ func TestMalformedRequests(t *testing.T) {
 		{"Acquire/MetadataArray", "POST", "/v1/leases/new/acquire", `{"holder":"w","ttl_ms":5000,"metadata":[1]}`, nil, bad, inv},
 		{"Acquire/MetadataString", "POST", "/v1/leases/new/acquire", `{"holder":"w","ttl_ms":5000,"metadata":"x"}`, nil, bad, inv},
 		{"Acquire/MetadataOver4KiB", "POST", "/v1/leases/new/acquire", bigMeta, nil, bad, inv},
-		{"Acquire/IdempotencyKeyTooLong", "POST", "/v1/leases/new/acquire", `{"holder":"w","ttl_ms":5000}`, map[string]string{"Idempotency-Key": strings.Repeat("k", 201)}, bad, inv},
+		{"Acquire/IdempotencyKeyTooLong", "POST", "/v1/leases/new/acquire", `{"holder":"w","ttl_ms":5000}`, map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}, bad, inv},
+		{"Acquire/IdempotencyKeyTooShort", "POST", "/v1/leases/new/acquire", `{"holder":"w","ttl_ms":5000}`, map[string]string{"Idempotency-Key": strings.Repeat("k", 15)}, bad, inv},
+		{"Acquire/IdempotencyKeyNotASCII", "POST", "/v1/leases/new/acquire", `{"holder":"w","ttl_ms":5000}`, map[string]string{"Idempotency-Key": "clé-" + strings.Repeat("k", 20)}, bad, inv},
 		{"Acquire/Oversized", "POST", "/v1/leases/new/acquire", bigJSON, nil, http.StatusRequestEntityTooLarge, api.ProblemCodePayloadTooLarge},
 		{"Acquire/HeldByAnother", "POST", "/v1/leases/job/acquire", `{"holder":"w2","ttl_ms":5000}`, nil, conf, api.ProblemCodeLeaseHeld},
 

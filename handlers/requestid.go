@@ -12,10 +12,11 @@ type ctxKey int
 const (
 	keyRequestID ctxKey = iota
 	keyClient
+	keyHeader
 )
 
 // withRequestID takes a sane X-Request-Id from the client or makes one, echoes it, and puts it
-// in the context for logs and problems.
+// in the context for logs and problems, with the client and the response's header.
 func withRequestID(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get("X-Request-Id")
@@ -27,6 +28,7 @@ func withRequestID(next http.Handler) http.Handler {
 		w.Header().Set("X-Request-Id", id)
 		ctx := context.WithValue(r.Context(), keyRequestID, id)
 		ctx = context.WithValue(ctx, keyClient, client{addr: r.RemoteAddr, userAgent: r.UserAgent(), method: r.Method, path: r.URL.Path})
+		ctx = context.WithValue(ctx, keyHeader, w.Header())
 		next.ServeHTTP(w, r.WithContext(ctx))
 	})
 }
@@ -41,6 +43,13 @@ func saneID(id string) bool {
 		}
 	}
 	return true
+}
+
+// responseHeader is the header of the response to the request of ctx, for answers built far
+// from the ResponseWriter (the strict server's typed responses), nil outside a request.
+func responseHeader(ctx context.Context) http.Header {
+	h, _ := ctx.Value(keyHeader).(http.Header)
+	return h
 }
 
 func requestID(ctx context.Context) string {

@@ -13,6 +13,9 @@ import (
 	"github.com/leasekeeper/leasekeeper/store"
 )
 
+// valueCSP is the policy of a stored value: sandboxed, no origin, nothing loads or runs.
+const valueCSP = "sandbox; default-src 'none'"
+
 func etag(r lease.Resource) string { return strconv.Quote(strconv.FormatInt(r.Version, 10)) }
 
 // PutResource is a fenced write.
@@ -20,7 +23,7 @@ func (s *server) PutResource(ctx context.Context, req api.PutResourceRequestObje
 	r, err := s.putResource(ctx, req)
 	if err != nil {
 		pr := s.toProblem(ctx, err)
-		if pr.Code == api.ProblemCodeStaleToken {
+		if pr.Code == api.ProblemCodeStaleToken || pr.Code == api.ProblemCodeTokenNotIssued {
 			s.metrics.rejections.Inc()
 		}
 		return api.PutResourcedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
@@ -72,18 +75,41 @@ func (s *server) GetResource(ctx context.Context, req api.GetResourceRequestObje
 	if err != nil {
 		return problemAs[api.GetResourcedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
+	// The value is whatever a writer sent, with the type it claimed: served from this origin and
+	// shown as a page, text/html could script the dashboard. Browsers save it instead, and a
+	// sandbox with no origin and nothing allowed covers one that shows it anyway.
 	return api.GetResource200AsteriskResponse{Body: bytes.NewReader(r.Value), ContentType: r.ContentType,
-		ContentLength: int64(len(r.Value)), Headers: api.GetResource200ResponseHeaders{ETag: etag(r), FencingToken: r.Fence}}, nil
+		ContentLength: int64(len(r.Value)), Headers: api.GetResource200ResponseHeaders{ETag: etag(r), FencingToken: r.Fence,
+			ContentDisposition: `attachment; filename="` + r.Name + `"`, ContentSecurityPolicy: valueCSP, XContentTypeOptions: "nosniff"}}, nil
+}
+
+// DeleteResource deletes a fenced resource and its fence.
+func (s *server) DeleteResource(ctx context.Context, req api.DeleteResourceRequestObject) (api.DeleteResourceResponseObject, error) {
+	err := lease.ValidateName(req.Resource)
+	if err == nil {
+		err = s.store.DeleteResource(ctx, req.Resource, principalOf(ctx).Actor())
+	}
+	if err != nil {
+		return problemAs[api.DeleteResourcedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
+	}
+	return api.DeleteResource204Response{}, nil
 }
 
 // ListResources lists fenced resources.
 func (s *server) ListResources(ctx context.Context, req api.ListResourcesRequestObject) (api.ListResourcesResponseObject, error) {
-	page, err := s.store.ListResources(ctx, store.ResourceFilter{Prefix: deref(req.Params.Prefix), Limit: deref(req.Params.Limit), Cursor: deref(req.Params.Cursor)})
+	prefix, keep, none := scope(ctx, deref(req.Params.Prefix))
+	if none {
+		return api.ListResources200JSONResponse{Resources: []api.ResourceInfo{}}, nil
+	}
+	page, err := s.store.ListResources(ctx, store.ResourceFilter{Prefix: prefix, Limit: deref(req.Params.Limit), Cursor: deref(req.Params.Cursor)})
 	if err != nil {
 		return problemAs[api.ListResourcesdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	out := api.ListResources200JSONResponse{Resources: make([]api.ResourceInfo, 0, len(page.Items)), NextCursor: page.Next}
 	for _, r := range page.Items {
+		if keep != nil && !keep(r.Name) {
+			continue
+		}
 		out.Resources = append(out.Resources, wireResource(r))
 	}
 	return out, nil
@@ -97,7 +123,11 @@ func (s *server) ListRejections(ctx context.Context, req api.ListRejectionsReque
 		return problemAs[api.ListRejectionsdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	out := api.ListRejections200JSONResponse{Rejections: make([]api.Rejection, 0, len(page.Items)), NextCursor: page.Next}
+	who := principalOf(ctx)
 	for _, r := range page.Items {
+		if !who.InScope(r.Resource) && (r.Lease == "" || !who.InScope(r.Lease)) {
+			continue
+		}
 		out.Rejections = append(out.Rejections, wireRejection(r))
 	}
 	return out, nil

@@ -20,6 +20,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
@@ -37,18 +38,35 @@ type env struct {
 	store   *sqlite.Store
 	reg     *prometheus.Registry
 	handler http.Handler
+	key     string       // an admin API key
+	hc      *http.Client // sends key
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	return newEnvWith(t, nil)
+}
+
+// newEnvWith is newEnv with changes to the handler's configuration (a logger, an acquirer, a
+// body timeout); the store is cfg.Store, already open.
+func newEnvWith(t testing.TB, change func(cfg *handlers.Config)) *env {
+	t.Helper()
+	return newEnvStore(t, sqlite.Options{}, change)
+}
+
+// newEnvStore is newEnvWith with options of the store (its clock and commit hook are set).
+func newEnvStore(t testing.TB, opts sqlite.Options, change func(cfg *handlers.Config)) *env {
+	t.Helper()
 	clock := lease.NewFakeClock(t0)
 	var metrics atomic.Pointer[handlers.Metrics]
 	path := filepath.Join(t.TempDir(), "leasekeeper.db")
-	st, err := sqlite.Open(context.Background(), path, sqlite.Options{Clock: clock, OnCommit: func(evs []lease.Event) {
+	opts.Clock = clock
+	opts.OnCommit = func(evs []lease.Event) {
 		if m := metrics.Load(); m != nil {
 			m.ObserveEvents(evs)
 		}
-	}})
+	}
+	st, err := sqlite.Open(context.Background(), path, opts)
 	if err != nil {
 		t.Fatalf("sqlite.Open(%s) = %v", path, err)
 	}
@@ -56,18 +74,24 @@ func newEnv(t testing.TB) *env {
 	reg := prometheus.NewRegistry()
 	m := handlers.NewMetrics(reg, st)
 	metrics.Store(m)
-	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: lease.DefaultLimits(), Registry: reg,
-		Metrics: m, Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI()})
+	cfg := handlers.Config{Store: st, Clock: clock, Limits: lease.DefaultLimits(), Registry: reg,
+		Metrics: m, Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI()}
+	if change != nil {
+		change(&cfg)
+	}
+	h, err := handlers.New(cfg)
 	if err != nil {
 		t.Fatalf("handlers.New() = %v", err)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	c, err := api.NewClientWithResponses(srv.URL, api.WithHTTPClient(srv.Client()))
+	key := servicetest.AdminKey(t, st)
+	hc := servicetest.Bearer(key)
+	c, err := api.NewClientWithResponses(srv.URL, api.WithHTTPClient(hc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &env{t: t, ctx: context.Background(), url: srv.URL, c: c, clock: clock, store: st, reg: reg, handler: h}
+	return &env{t: t, ctx: context.Background(), url: srv.URL, c: c, clock: clock, store: st, reg: reg, handler: h, key: key, hc: hc}
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -148,7 +172,7 @@ func (e *env) do(method, path string, body io.Reader, header map[string]string) 
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := e.hc.Do(req)
 	if err != nil {
 		e.t.Fatalf("%s %s = %v", method, path, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/watch"
 )
@@ -14,20 +15,40 @@ func (s *server) Watch(ctx context.Context, req api.WatchRequestObject) (api.Wat
 	if s.hub == nil {
 		return problemAs[api.WatchdefaultApplicationProblemPlusJSONResponse](s, ctx, lease.Errorf(lease.CodeUnavailable, "this server does not stream events")), nil
 	}
-	st, err := s.hub.Open(ctx, deref(req.Params.Prefix), deref(req.Params.LastEventID))
+	who := principalOf(ctx)
+	done, err := s.auth.hold(who, holdWatch)
 	if err != nil {
 		return problemAs[api.WatchdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
-	return stream{st: st, log: s}, nil
+	prefix, _, _ := scope(ctx, deref(req.Params.Prefix))
+	st, err := s.hub.Open(ctx, prefix, deref(req.Params.LastEventID))
+	if err != nil {
+		done()
+		return problemAs[api.WatchdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
+	}
+	st.Keep = func(e lease.Event) bool { return visible(who, e) }
+	return stream{st: st, log: s, done: done}, nil
+}
+
+// visible reports whether the principal may see an event: one on a name or resource in its
+// scope; the audit events of keys only for admins.
+func visible(p auth.Principal, e lease.Event) bool {
+	switch e.Type {
+	case lease.EventKeyCreated, lease.EventKeyRevoked:
+		return p.IsAdmin()
+	}
+	return e.Name != "" && p.InScope(e.Name) || e.Resource != "" && p.InScope(e.Resource)
 }
 
 // stream is the strict server's response for a watch: it writes until the client leaves.
 type stream struct {
-	st  *watch.Stream
-	log *server
+	st   *watch.Stream
+	log  *server
+	done func()
 }
 
 func (r stream) VisitWatchResponse(w http.ResponseWriter) error {
+	defer r.done()
 	if err := r.st.Serve(w, func(e lease.Event) any { return wireEvent(e) }); err != nil {
 		r.log.log.Debug("watcher dropped", "err", err)
 	}

@@ -16,11 +16,16 @@ const (
 	CodeHeld            Code = "lease_held"
 	CodeLost            Code = "lease_lost"
 	CodeStale           Code = "stale_token"
+	CodeNotIssued       Code = "token_not_issued"
 	CodePrecondition    Code = "precondition_required"
 	CodeTooManyWaiters  Code = "too_many_waiters"
 	CodeTooManyWatchers Code = "too_many_watchers"
 	CodeTooLarge        Code = "payload_too_large"
+	CodeForbidden       Code = "forbidden"
 	CodeUnavailable     Code = "unavailable"
+	CodeUnauthenticated Code = "unauthenticated"
+	CodeRateLimited     Code = "rate_limited"
+	CodeTooManyLeases   Code = "too_many_leases"
 	CodeInternal        Code = "internal"
 
 	// CodeWaitingUnsupported refuses wait_ms on a server without a waiting line: the client
@@ -40,7 +45,7 @@ type Error struct {
 	ExpiresAt   time.Time
 	AvailableAt time.Time
 
-	// For CodeStale: the token presented and the fence it fell below.
+	// For CodeStale and CodeNotIssued: the token presented and the resource's fence.
 	PresentedToken int64
 	CurrentFence   int64
 

@@ -61,6 +61,12 @@ const (
 	EventExpired  EventType = "expired"
 	EventRevoked  EventType = "revoked"
 	EventRejected EventType = "rejected"
+
+	// Audit events of admin actions on API keys; their Name is empty and Actor says who.
+	EventKeyCreated EventType = "key_created"
+	EventKeyRevoked EventType = "key_revoked"
+	// EventResourceDeleted audits the deletion of a fenced resource; Resource names it.
+	EventResourceDeleted EventType = "resource_deleted"
 )
 
 // Event is one entry of a name's history. For expired, At is the moment the lease expired,
@@ -75,4 +81,5 @@ type Event struct {
 	ExpiresAt time.Time // for acquired and renewed
 	Metadata  json.RawMessage
 	Resource  string // for rejected
+	Actor     string // who did it, for admin actions: "label (key id)"
 }

@@ -50,12 +50,18 @@ go build -o "$tmp/leasekeeper" ./cmd/leasekeeper
 go build -o "$tmp/worker" ./examples/demo/worker
 
 step "starting the server (database $db)"
-"$tmp/leasekeeper" serve --addr 127.0.0.1:0 --db "$db" >"$tmp/server.out" 2>"$tmp/server.log" &
+# Authentication is on: the server takes its first admin key from LEASEKEEPER_ADMIN_KEY, and the
+# demo gives the workers a writer key limited to names starting with "demo-".
+admin_key=${LEASEKEEPER_ADMIN_KEY:-lkk_demo-$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')}
+LEASEKEEPER_ADMIN_KEY=$admin_key "$tmp/leasekeeper" serve --addr 127.0.0.1:0 --db "$db" >"$tmp/server.out" 2>"$tmp/server.log" &
 server_pid=$!
 wait_for "$tmp/server.out" "listening on" 20
 url=$(sed -n 's/.*listening on \(http[^ ]*\).*/\1/p' "$tmp/server.out" | head -n1)
 export LEASEKEEPER_SERVER=$url
 echo "   server at $url (pid $server_pid)"
+LEASEKEEPER_API_KEY=$admin_key "$tmp/leasekeeper" keys create --label "demo workers" --role writer --prefix demo- --json >"$tmp/key.json"
+export LEASEKEEPER_API_KEY=$(jq -r .key "$tmp/key.json")
+echo "   workers use a writer key for demo-* ($(jq -r .record.id "$tmp/key.json"))"
 
 step "worker A acquires demo-lease (ttl $ttl) and checks that it holds it"
 "$tmp/worker" --holder worker-A --ttl "$ttl" --pause >"$tmp/a.log" 2>&1 &
@@ -93,15 +99,15 @@ if [[ $a_status != 4 ]]; then
 fi
 
 step "the server recorded the refusal: GET /v1/rejections"
-curl -fsS "$url/v1/rejections?resource=demo-resource" | jq . | show
+curl -fsS -H "Authorization: Bearer $LEASEKEEPER_API_KEY" "$url/v1/rejections?resource=demo-resource" | jq . | show
 
 step "the resource holds B's write"
-curl -fsS -D "$tmp/headers" "$url/v1/resources/demo-resource" | show
+curl -fsS -H "Authorization: Bearer $LEASEKEEPER_API_KEY" -D "$tmp/headers" "$url/v1/resources/demo-resource" | show
 grep -i '^fencing-token' "$tmp/headers" | show
 
 echo
 if [[ ${DEMO_KEEP:-} == 1 ]]; then
-	echo "Open the dashboard at $url/ (rejections at $url/rejections)."
+	echo "Open the dashboard at $url/ (rejections at $url/rejections) and sign in with the admin key $admin_key"
 	echo "The server keeps running (pid $server_pid, database $db); stop it with: kill $server_pid"
 	trap - EXIT
 else

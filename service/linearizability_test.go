@@ -66,7 +66,7 @@ func TestLinearizable(t *testing.T) {
 	now := func() int64 { return int64(time.Since(start)) }
 	call := func(method, path, body string) (int, map[string]any) {
 		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := servicetest.Client().Do(req)
 		if err != nil {
 			t.Error(err)
 			return 0, nil

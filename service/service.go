@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -51,6 +52,10 @@ type Config struct {
 	Logger    *slog.Logger    // default discards
 	Registry  *prometheus.Registry
 	Version   string
+	// Auth configures API keys; its zero value requires one on every non-public request.
+	Auth handlers.AuthConfig
+	// BodyTimeout bounds the time a request body takes to arrive (handlers.Config).
+	BodyTimeout time.Duration
 }
 
 // Service is an assembled server.
@@ -96,7 +101,8 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 			func() float64 { return float64(s.Hub.Watchers()) }),
 	)
 	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: cfg.Limits, Registry: cfg.Registry,
-		Metrics: metrics, Logger: cfg.Logger, Acquirer: s.Line, Hub: s.Hub, Spec: leasekeeper.OpenAPI(), Version: cfg.Version})
+		Metrics: metrics, Logger: cfg.Logger, Acquirer: s.Line, Hub: s.Hub, Spec: leasekeeper.OpenAPI(), Version: cfg.Version,
+		BodyTimeout: cfg.BodyTimeout, Auth: cfg.Auth})
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,7 @@ func newServiceWith(t *testing.T, cfg service.Config) *httptest.Server {
 
 func post(t *testing.T, url, body string) (int, map[string]any) {
 	t.Helper()
-	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	resp, err := servicetest.Client().Post(url, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestWiring(t *testing.T) {
 // waiters reads the waiters count of a lease.
 func waiters(t *testing.T, url, name string) float64 {
 	t.Helper()
-	resp, err := http.Get(url + "/v1/leases/" + name)
+	resp, err := servicetest.Client().Get(url + "/v1/leases/" + name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,12 +122,12 @@ func TestWaitingOverHTTP(t *testing.T) {
 	go func() {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/leases/job/acquire",
 			strings.NewReader(`{"holder":"gone","ttl_ms":60000,"wait_ms":60000}`))
-		_, err := http.DefaultClient.Do(req)
+		_, err := servicetest.Client().Do(req)
 		done <- err
 	}()
 	waitWaiters(t, srv.URL, "job", 1)
 
-	resp, err := http.Post(srv.URL+"/v1/leases/job/acquire", "application/json", strings.NewReader(`{"holder":"b","ttl_ms":60000,"wait_ms":1000}`))
+	resp, err := servicetest.Client().Post(srv.URL+"/v1/leases/job/acquire", "application/json", strings.NewReader(`{"holder":"b","ttl_ms":60000,"wait_ms":1000}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func TestWaitingOverHTTP(t *testing.T) {
 	cancel() // the waiting client disconnects
 	<-done
 	waitWaiters(t, srv.URL, "job", 0)
-	resp, err = http.Get(srv.URL + "/v1/leases/job/events")
+	resp, err = servicetest.Client().Get(srv.URL + "/v1/leases/job/events")
 	if err != nil {
 		t.Fatal(err)
 	}

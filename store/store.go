@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
 )
 
@@ -20,7 +21,8 @@ type Store interface {
 	// unrecorded lease is recorded as expired first, at its expiry. With an idempotency key, a
 	// retry of a grant that is still current returns it again, with the same lease ID.
 	// Codes: lease_held (with holder, expiry and availability), lease_lost (the key's grant has
-	// ended), invalid_request (key reused for another request).
+	// ended), invalid_request (key reused for another request), too_many_leases (Owner holds
+	// MaxHeld leases already).
 	Acquire(ctx context.Context, p AcquireParams) (lease.Lease, error)
 
 	// Renew extends the unexpired lease whose ID is id to now+ttl (ttl 0 keeps the lease's).
@@ -31,11 +33,12 @@ type Store interface {
 	// Codes: lease_lost when the lease had expired or was revoked, or id is not name's.
 	Release(ctx context.Context, name, id string) error
 
-	// Revoke ends the current lease on name, if any. With a non-zero token it ends the lease
-	// only if token is that lease's, so a revoke aimed at one holder never ends a successor's.
+	// Revoke ends the current lease on name, if any, recording actor (who revoked it) on the
+	// revoked event. With a non-zero token it ends the lease only if token is that lease's, so a
+	// revoke aimed at one holder never ends a successor's.
 	// Codes: not_found for a name never used; lease_lost when token is not the current
 	// unexpired lease's.
-	Revoke(ctx context.Context, name string, token int64) error
+	Revoke(ctx context.Context, name string, token int64, actor string) error
 
 	// Get returns the state of name. Codes: not_found for a name never used.
 	Get(ctx context.Context, name string) (lease.State, error)
@@ -52,9 +55,17 @@ type Store interface {
 
 	// PutResource writes a fenced resource iff the token is at least its fence, and with a
 	// lease name also iff the token is that lease's current unexpired token (invariant 7). A
-	// refused write is recorded as a rejection and a rejected event, and changes nothing else.
-	// Codes: stale_token (with presented token and current fence).
+	// token above every token this store has issued is refused too: accepted, it would raise
+	// the fence past every grant to come. A refused write is recorded as a rejection and a
+	// rejected event, and changes nothing else.
+	// Codes: stale_token, token_not_issued (both with presented token and current fence).
 	PutResource(ctx context.Context, w ResourceWrite) (lease.Resource, error)
+
+	// DeleteResource deletes a fenced resource with its value and its fence: the next write
+	// to the name starts it again at version 1, with any issued token. Its rejections stay. A
+	// resource_deleted event records actor, who deleted it.
+	// Codes: not_found for a resource that does not exist.
+	DeleteResource(ctx context.Context, name, actor string) error
 
 	// GetResource returns a resource with its value. Codes: not_found.
 	GetResource(ctx context.Context, name string) (lease.Resource, error)
@@ -74,8 +85,8 @@ type Store interface {
 	ExpireDue(ctx context.Context) (expired int, next time.Time, err error)
 
 	// Prune deletes history past the retention: events and rejections older than r.Age or
-	// beyond the newest r.Rows, ended grants older than r.Age other than each name's last, and
-	// idempotency keys older than 24 h.
+	// beyond the newest r.Rows, ended grants older than r.Age other than each name's last,
+	// idempotency keys older than 24 h, and expired dashboard sessions.
 	Prune(ctx context.Context, r Retention) error
 
 	// HeldCount returns how many leases whose names start with prefix are held now.
@@ -84,6 +95,36 @@ type Store interface {
 	// RecentlyFreed returns up to limit names (starting with prefix) that are free now, the
 	// most recently freed first, with their last holder and how their last lease ended.
 	RecentlyFreed(ctx context.Context, prefix string, limit int) ([]lease.State, error)
+
+	// CreateKey stores a new API key by the hash of its secret and records a key_created event
+	// naming k.CreatedBy. With onlyIfNone, it stores the key only while no key exists at all (the
+	// bootstrap admin key) and reports created false otherwise. Codes: invalid_request (an id or
+	// hash already in use).
+	CreateKey(ctx context.Context, k auth.Key, hash []byte, onlyIfNone bool) (created bool, err error)
+
+	// KeyByHash returns the key whose secret hashes to hash, revoked or not. Codes: not_found.
+	KeyByHash(ctx context.Context, hash []byte) (auth.Key, error)
+
+	// Keys returns every key, revoked ones included, oldest first.
+	Keys(ctx context.Context) ([]auth.Key, error)
+
+	// RevokeKey revokes a key at once, ends its dashboard sessions, and records a key_revoked
+	// event naming actor. Revoking a revoked key changes nothing. Codes: not_found.
+	RevokeKey(ctx context.Context, id, actor string) (auth.Key, error)
+
+	// CreateSession stores a dashboard session of key keyID by the hash of its secret, valid
+	// until expires at the latest.
+	CreateSession(ctx context.Context, hash []byte, keyID string, expires time.Time) error
+
+	// Session returns the session whose secret hashes to hash, with its key. Codes: not_found
+	// (also for a session past its expiry).
+	Session(ctx context.Context, hash []byte) (Session, error)
+
+	// TouchSession records that a session was used now, for its idle expiry.
+	TouchSession(ctx context.Context, hash []byte) error
+
+	// DeleteSession ends a session (sign-out). Deleting a missing session changes nothing.
+	DeleteSession(ctx context.Context, hash []byte) error
 
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
@@ -106,6 +147,18 @@ type AcquireParams struct {
 	LockDelay      time.Duration
 	Metadata       json.RawMessage
 	IdempotencyKey string
+	// Owner is the id of the API key acquiring; with MaxHeld > 0 the acquire is refused with
+	// too_many_leases when Owner already holds MaxHeld unexpired leases.
+	Owner   string
+	MaxHeld int
+}
+
+// Session is a dashboard session: the key that signed in and when it was last used.
+type Session struct {
+	Key       auth.Key
+	CreatedAt time.Time
+	LastSeen  time.Time
+	ExpiresAt time.Time
 }
 
 // LeaseFilter selects leases for List.

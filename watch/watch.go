@@ -131,6 +131,10 @@ type Stream struct {
 	ctx    context.Context
 	prefix string
 	after  int64
+
+	// Keep, when set before Serve, decides which events the watcher may see; the others are
+	// skipped (the stream's position still moves past them).
+	Keep func(lease.Event) bool
 }
 
 // Open reserves a watcher slot and fixes where the stream starts: after the seq in
@@ -197,6 +201,10 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 				evs, caughtUp = page.Items, page.Next == ""
 			}
 			for _, e := range evs {
+				if s.Keep != nil && !s.Keep(e) {
+					s.after = e.Seq
+					continue
+				}
 				data, err := json.Marshal(encode(e))
 				if err != nil {
 					return fmt.Errorf("encode event %d: %w", e.Seq, err)

@@ -35,7 +35,7 @@ func evilPages() []page {
 	o := Overview{Now: now, Host: evilName, Prefix: evilName, Cursor: evilCursor, HeldCount: 1,
 		Held: []Lease{l}, NextCursor: evilCursor, Freed: []Lease{freed}, Rejections: []Rejection{rej}}
 	d := LeaseDetail{Now: now, Lease: l, Timeline: NewTimeline(l, evs, at("-5m"), at("1m"), now), Events: evs,
-		NextCursor: evilCursor, CSRFToken: evilHolder, Notice: evilName}
+		NextCursor: evilCursor, CSRFToken: evilHolder, Notice: evilName, CanRevoke: true}
 	d.Timeline.Rejections = append(d.Timeline.Rejections, rej)
 	rl := RejectionList{Now: now, Resource: evilName, Lease: evilHolder, Cursor: evilCursor,
 		Rejections: []Rejection{rej}, NextCursor: evilCursor}

@@ -92,7 +92,7 @@ func overview() Overview {
 
 func leaseDetail() LeaseDetail {
 	return LeaseDetail{Now: now, Lease: heldLease(), Timeline: timeline(), Events: history(),
-		NextCursor: "seq:11", CSRFToken: "csrf-secret-123"}
+		NextCursor: "seq:11", CSRFToken: "csrf-secret-123", CanRevoke: true}
 }
 
 func resources() ResourceList {

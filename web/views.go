@@ -31,6 +31,12 @@ type Site struct {
 	AssetVersion string
 	// Version is the build version shown in the footer; empty hides it.
 	Version string
+	// AuthOff shows a warning banner: the server runs without API keys.
+	AuthOff bool
+	// User names the signed-in key ("label (key id)") in the header; empty shows nobody.
+	User string
+	// SignedIn offers the sign-out button (the page was opened with a dashboard session).
+	SignedIn bool
 }
 
 // End is how a lease ended.
@@ -104,6 +110,8 @@ type Event struct {
 	ExpiresAt time.Time
 	// Resource is the resource that refused the write, for rejected; otherwise empty.
 	Resource string
+	// Actor is who did an admin action (a revoke), "label (key id)"; otherwise empty.
+	Actor string
 }
 
 // Rejection is one refused stale write, as the API's Rejection.
@@ -173,6 +181,8 @@ type LeaseDetail struct {
 	NextCursor string
 	// CSRFToken is the value of the revoke form's hidden field [CSRFField].
 	CSRFToken string
+	// CanRevoke shows the revoke form: the viewer is an admin.
+	CanRevoke bool
 	// Notice is a one-line message shown above the state, e.g. "Lease revoked."; empty for none.
 	Notice string
 }
@@ -214,3 +224,14 @@ type ErrorInfo struct {
 	// RequestID identifies the request in the logs; empty hides it.
 	RequestID string
 }
+
+// SignIn is the sign-in page.
+type SignIn struct {
+	// Next is the local path to return to after signing in.
+	Next string
+	// Error says why the last attempt failed; empty for none.
+	Error string
+}
+
+// KeyField is the sign-in form's field for the API key.
+const KeyField = "key"

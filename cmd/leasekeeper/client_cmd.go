@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/user"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -19,8 +21,9 @@ import (
 // exTempFail is EX_TEMPFAIL from sysexits.h: the lease cannot be had right now.
 const exTempFail = 75
 
-const clientUsage = `Client commands (flags before the name; --server or env LEASEKEEPER_SERVER; the API key
-from env LEASEKEEPER_API_KEY):
+const clientUsage = `Client commands (flags before the name; --server or env LEASEKEEPER_SERVER; the API key in
+env LEASEKEEPER_API_KEY or --api-key-file; for a server whose certificate a private authority
+signed, --ca-file or env LEASEKEEPER_CA_FILE):
   leasekeeper acquire [--ttl 30s] [--holder H] [--wait 0] [--lock-delay 0] [--metadata JSON] [--json] NAME
   leasekeeper renew   --lease-id ID [--ttl 0] [--json] NAME
   leasekeeper release --lease-id ID NAME
@@ -29,6 +32,9 @@ from env LEASEKEEPER_API_KEY):
   leasekeeper run     --name N --ttl 30s [--holder H] [--wait 1m] [--grace 10s] -- CMD ARGS...
                       exit status: CMD's; 75 lease held; 122 lease lost while CMD ran
   leasekeeper leader  [--watch] [--json] NAME
+  leasekeeper keys create --label L --role reader|writer|admin [--prefix P]... [--json]
+  leasekeeper keys list [--json]
+  leasekeeper keys revoke ID
 `
 
 // clientCommand runs one of the client commands (acquire, renew, release, get, list, run,
@@ -53,23 +59,26 @@ func clientCommand(ctx context.Context, name string, args []string, getenv func(
 		err = listCommand(ctx, cf, args, stdout)
 	case "leader":
 		err = leaderCommand(ctx, cf, args, stdout)
+	case "keys":
+		err = keysCommand(ctx, cf, args, stdout)
 	default:
 		err = &exitError{code: 2, err: fmt.Errorf("unknown client command %q", name)}
 	}
 	return err
 }
 
-// clientFlags are the flags every client command takes, and the API key from the
-// environment (a flag would show it to every user of ps).
+// clientFlags are the flags every client command takes.
 type clientFlags struct {
-	fs     *flag.FlagSet
-	server string
-	apiKey string
-	json   bool
+	fs      *flag.FlagSet
+	server  string
+	caFile  string
+	json    bool
+	key     string // LEASEKEEPER_API_KEY
+	keyFile string
 }
 
 func newClientFlags(name string, getenv func(string) string, stderr io.Writer) *clientFlags {
-	cf := &clientFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError), apiKey: getenv("LEASEKEEPER_API_KEY")}
+	cf := &clientFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
 	cf.fs.SetOutput(stderr)
 	cf.fs.Usage = func() {
 		fmt.Fprint(stderr, clientUsage, "\nFlags of ", name, ":\n")
@@ -80,6 +89,9 @@ func newClientFlags(name string, getenv func(string) string, stderr io.Writer) *
 		server = "http://127.0.0.1:8080"
 	}
 	cf.fs.StringVar(&cf.server, "server", server, "leasekeeper server URL (env LEASEKEEPER_SERVER)")
+	cf.key = getenv("LEASEKEEPER_API_KEY")
+	cf.fs.StringVar(&cf.keyFile, "api-key-file", getenv("LEASEKEEPER_API_KEY_FILE"), "a file holding the API key (default: env LEASEKEEPER_API_KEY; env LEASEKEEPER_API_KEY_FILE)")
+	cf.fs.StringVar(&cf.caFile, "ca-file", getenv("LEASEKEEPER_CA_FILE"), "trust the server's certificate if signed by one in this PEM file (env LEASEKEEPER_CA_FILE)")
 	if name != "release" {
 		cf.fs.BoolVar(&cf.json, "json", false, "print JSON instead of a table")
 	}
@@ -113,14 +125,63 @@ func (cf *clientFlags) client(stderr io.Writer, opts ...client.Option) (*client.
 	if stderr != nil {
 		opts = append(opts, client.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	}
-	if cf.apiKey != "" {
-		opts = append(opts, client.WithAPIKey(cf.apiKey))
+	hc, err := cf.httpClient()
+	if err != nil {
+		return nil, err
 	}
-	c, err := client.New(cf.server, opts...)
+	c, err := client.New(cf.server, append([]client.Option{client.WithHTTPClient(hc)}, opts...)...)
 	if err != nil {
 		return nil, &exitError{code: 2, err: err}
 	}
 	return c, nil
+}
+
+// apiKey is the key every request sends: from --api-key-file, else LEASEKEEPER_API_KEY.
+func (cf *clientFlags) apiKey() (string, error) {
+	if cf.keyFile == "" {
+		return cf.key, nil
+	}
+	b, err := os.ReadFile(cf.keyFile)
+	if err != nil {
+		return "", &exitError{code: 2, err: fmt.Errorf("--api-key-file: %w", err)}
+	}
+	k := strings.TrimSpace(string(b))
+	if k == "" {
+		return "", &exitError{code: 2, err: fmt.Errorf("--api-key-file %s is empty", cf.keyFile)}
+	}
+	return k, nil
+}
+
+// httpClient is the HTTP client of every command: it sends the API key, and trusts --ca-file.
+func (cf *clientFlags) httpClient() (*http.Client, error) {
+	key, err := cf.apiKey()
+	if err != nil {
+		return nil, err
+	}
+	next := http.DefaultTransport
+	if cf.caFile != "" {
+		hc, err := caClient(cf.caFile)
+		if err != nil {
+			return nil, &exitError{code: 2, err: err}
+		}
+		next = hc.Transport
+	}
+	return &http.Client{Transport: bearer{key: key, next: next}}, nil
+}
+
+// bearer adds "Authorization: Bearer <key>" to requests that carry no Authorization yet.
+type bearer struct {
+	key  string
+	next http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.key == "" || r.Header.Get("Authorization") != "" {
+		return b.next.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.key)
+	return b.next.RoundTrip(r)
 }
 
 // defaultHolder names this process for humans: user@host (pid N).

@@ -25,25 +25,32 @@ func newTestServer(t *testing.T) string {
 	return srv.URL
 }
 
-// cli runs one command in-process against server and returns its stdout, stderr and exit code.
+// cli runs one command in-process against server, with its admin key, and returns its
+// stdout, stderr and exit code.
 func cli(t *testing.T, server string, args ...string) (string, string, int) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	getenv := func(k string) string {
-		if k == "LEASEKEEPER_SERVER" {
-			return server
-		}
-		return ""
+	key := servicetest.KeyOf(server)
+	if key == "" {
+		key = testAdminKey // a server of serveInProcess
 	}
+	return cliEnv(t, map[string]string{"LEASEKEEPER_SERVER": server, "LEASEKEEPER_API_KEY": key}, args...)
+}
+
+// cliEnv runs one command in-process with env as its environment.
+func cliEnv(t *testing.T, env map[string]string, args ...string) (string, string, int) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	code := 0
-	if err := run(ctx, args, getenv, &stdout, &stderr); err != nil {
+	if err := run(ctx, args, func(k string) string { return env[k] }, &stdout, &stderr); err != nil {
 		code = exitCode(err)
 		stderr.WriteString(err.Error())
 	}
 	return stdout.String(), stderr.String(), code
 }
+
+func jsonDecode(s string, v any) error { return json.Unmarshal([]byte(s), v) }
 
 func TestClientCommands(t *testing.T) {
 	srv := newTestServer(t)

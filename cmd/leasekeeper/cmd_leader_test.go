@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
 	"strings"
 	"sync"
 	"testing"
@@ -31,7 +32,7 @@ func (b *syncBuffer) lines() []string {
 
 func TestLeaderWatchFollowsChanges(t *testing.T) {
 	srv := newTestServer(t)
-	c, err := client.New(srv)
+	c, err := client.New(srv, client.WithHTTPClient(servicetest.Client()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,8 +48,11 @@ func TestLeaderWatchFollowsChanges(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		getenv := func(k string) string {
-			if k == "LEASEKEEPER_SERVER" {
+			switch k {
+			case "LEASEKEEPER_SERVER":
 				return srv
+			case "LEASEKEEPER_API_KEY":
+				return servicetest.KeyOf(srv)
 			}
 			return ""
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -123,7 +124,7 @@ func TestRun(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := newTestServer(t)
-			c, err := client.New(srv)
+			c, err := client.New(srv, client.WithHTTPClient(servicetest.Client()))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -208,7 +209,7 @@ func TestRunForwardsSignals(t *testing.T) {
 				sig, got, strings.ToUpper(sig), ready)
 			cmd := exec.Command(os.Args[0], "-test.run=^TestRunHelperProcess$", "--",
 				"run", "--server", srv, "--name", "sig-"+sig, "--ttl", "10s", "--", "sh", "-c", script)
-			cmd.Env = append(os.Environ(), "LEASEKEEPER_TEST_HELPER=1")
+			cmd.Env = append(os.Environ(), "LEASEKEEPER_TEST_HELPER=1", "LEASEKEEPER_API_KEY="+servicetest.KeyOf(srv))
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -43,7 +45,7 @@ type addrWriter struct {
 	addr chan string
 }
 
-var listeningRE = regexp.MustCompile(`leasekeeper listening on (http://\S+)`)
+var listeningRE = regexp.MustCompile(`leasekeeper listening on (https?://\S+)`)
 
 func (a *addrWriter) Write(p []byte) (int, error) {
 	n, err := a.lockedBuffer.Write(p)
@@ -60,7 +62,11 @@ type served struct {
 	done   chan error
 	stderr *lockedBuffer
 	c      *api.ClientWithResponses
+	hc     *http.Client // sends the admin key
 }
+
+// testAdminKey is the first admin key of the databases the tests serve (LEASEKEEPER_ADMIN_KEY).
+const testAdminKey = "lkk_test-admin-key-0123456789abcdefghijklmnopqrstuvwxyz"
 
 // serveInProcess calls the real run(ctx, ["serve", args…]) in a goroutine and waits until it
 // listens. It fails the test if run returns first.
@@ -69,7 +75,12 @@ func serveInProcess(t *testing.T, env map[string]string, args ...string) *served
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &addrWriter{addr: make(chan string, 1)}
 	s := &served{stop: cancel, done: make(chan error, 1), stderr: &lockedBuffer{}}
-	getenv := func(k string) string { return env[k] }
+	getenv := func(k string) string {
+		if v, ok := env[k]; ok || k != "LEASEKEEPER_ADMIN_KEY" {
+			return v
+		}
+		return testAdminKey
+	}
 	go func() { s.done <- run(ctx, append([]string{"serve"}, args...), getenv, out, s.stderr) }()
 	t.Cleanup(func() {
 		cancel()
@@ -87,7 +98,8 @@ func serveInProcess(t *testing.T, env map[string]string, args ...string) *served
 	case <-time.After(20 * time.Second):
 		t.Fatalf("run(serve %q) did not print its address; stderr:\n%s", args, s.stderr)
 	}
-	c, err := api.NewClientWithResponses(s.url, api.WithHTTPClient(&http.Client{Timeout: 10 * time.Second}))
+	s.hc = &http.Client{Timeout: 10 * time.Second, Transport: servicetest.BearerTransport{Key: testAdminKey}}
+	c, err := api.NewClientWithResponses(s.url, api.WithHTTPClient(s.hc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +150,7 @@ func TestServeEndToEnd(t *testing.T) {
 		t.Errorf("AcquireLease(after release) = %v, %v; want a grant with a larger token", b.Status(), err)
 	}
 	for _, path := range []string{"/healthz", "/readyz", "/metrics", "/openapi.yaml"} {
-		resp, err := http.Get(s.url + path)
+		resp, err := s.hc.Get(s.url + path)
 		if err != nil || resp.StatusCode != http.StatusOK {
 			t.Errorf("GET %s = %v, %v; want 200", path, resp, err)
 		}
@@ -150,7 +162,7 @@ func TestServeEndToEnd(t *testing.T) {
 	// A fenced write still sending its body when shutdown starts is finished and answered.
 	pr, pw := io.Pipe()
 	req, _ := http.NewRequest(http.MethodPut, s.url+"/v1/resources/report", pr)
-	req.Header.Set("Fencing-Token", "1")
+	req.Header.Set("Fencing-Token", strconv.FormatInt(b.JSON200.Token, 10))
 	req.Header.Set("Content-Type", "text/plain")
 	type answer struct {
 		status int
@@ -158,7 +170,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	answered := make(chan answer, 1)
 	go func() {
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := s.hc.Do(req)
 		if err != nil {
 			answered <- answer{0, err}
 			return
@@ -187,7 +199,7 @@ func TestServeEndToEnd(t *testing.T) {
 	if err := <-stopped; err != nil {
 		t.Errorf("run() after cancel = %v, want nil (clean shutdown); stderr:\n%s", err, s.stderr)
 	}
-	if _, err := http.Get(s.url + "/healthz"); err == nil {
+	if _, err := s.hc.Get(s.url + "/healthz"); err == nil {
 		t.Errorf("GET /healthz after shutdown succeeded, want the listener closed")
 	}
 

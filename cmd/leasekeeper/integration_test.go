@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
 	"io"
 	"net/http"
 	"os"
@@ -84,6 +85,7 @@ func needBinary(t *testing.T) {
 func startBinary(t *testing.T, db string) *proc {
 	t.Helper()
 	cmd := exec.Command(binary, "serve", "--addr", "127.0.0.1:0", "--db", db, "--log-level", "warn")
+	cmd.Env = append(os.Environ(), "LEASEKEEPER_ADMIN_KEY="+testAdminKey)
 	p := &proc{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	stdout, err := cmd.StdoutPipe()
@@ -114,7 +116,8 @@ func startBinary(t *testing.T, db string) *proc {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("%s serve did not print its address; stderr:\n%s", binary, p.stderr)
 	}
-	p.c, err = api.NewClientWithResponses(p.url, api.WithHTTPClient(&http.Client{Timeout: 5 * time.Second}))
+	p.c, err = api.NewClientWithResponses(p.url, api.WithHTTPClient(&http.Client{Timeout: 5 * time.Second,
+		Transport: servicetest.BearerTransport{Key: testAdminKey}}))
 	if err != nil {
 		t.Fatal(err)
 	}

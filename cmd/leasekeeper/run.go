@@ -19,6 +19,7 @@ Usage:
   leasekeeper serve [flags]      run the server (leasekeeper serve -h for flags)
   leasekeeper backup --out FILE  copy the database consistently, even while serve runs
   leasekeeper acquire|renew|release|get|list|leader|run …   client commands (-h on each)
+  leasekeeper keys create|list|revoke …                      manage API keys (admin)
   leasekeeper version            print the version
 `
 
@@ -56,7 +57,7 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], getenv, stdout, stderr)
-	case "acquire", "renew", "release", "get", "list", "run", "leader":
+	case "acquire", "renew", "release", "get", "list", "run", "leader", "keys":
 		return clientCommand(ctx, args[0], args[1:], getenv, stdout, stderr)
 	case "backup":
 		return backupCommand(ctx, args[1:], getenv, stdout, stderr)

@@ -15,7 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/time/rate"
 
+	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/queue"
 	"github.com/leasekeeper/leasekeeper/service"
@@ -32,8 +34,14 @@ type serveConfig struct {
 	logFormat    string
 	logLevel     slog.Level
 	shutdownWait time.Duration
+	bodyTimeout  time.Duration
+	tlsCert      string // both or neither
+	tlsKey       string
 	queue        queue.Limits
 	maxWatchers  int
+	auth         handlers.AuthConfig
+	adminKeyFile string
+	secretFile   string
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -68,8 +76,40 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.IntVar(&c.maxWatchers, "max-watchers", 1000, "most open watch streams")
 	level := fs.String("log-level", env("LEASEKEEPER_LOG_LEVEL", "info"), "debug, info, warn or error (env LEASEKEEPER_LOG_LEVEL)")
 	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
+	authMode := fs.String("auth", env("LEASEKEEPER_AUTH", "on"), "on: every request needs an API key; off: none do (loopback addresses only, for experiments) (env LEASEKEEPER_AUTH)")
+	fs.StringVar(&c.adminKeyFile, "admin-key-file", getenv("LEASEKEEPER_ADMIN_KEY_FILE"), "where the first admin key of a new database is written (default <db>.admin-key; env LEASEKEEPER_ADMIN_KEY_FILE)")
+	fs.StringVar(&c.secretFile, "secret-file", getenv("LEASEKEEPER_SECRET_FILE"), "the server's HMAC secret, created on first start (default <db>.secret; env LEASEKEEPER_SECRET_FILE)")
+	keyRate := fs.Float64("key-rate", 1000, "requests a second each non-admin API key may send (0: no limit)")
+	fs.IntVar(&c.auth.Burst, "key-burst", 2000, "burst of requests above -key-rate a non-admin key may send")
+	fs.IntVar(&c.auth.MaxHeldPerKey, "max-leases-per-key", 10000, "most unexpired leases one non-admin key may hold (0: no cap)")
+	fs.IntVar(&c.auth.MaxWaitsPerKey, "max-waiters-per-key", 100, "most acquires one non-admin key may have waiting in line (0: no cap)")
+	fs.IntVar(&c.auth.MaxWatchesPerKey, "max-watchers-per-key", 100, "most watch streams one non-admin key may have open (0: no cap)")
+	fs.BoolVar(&c.auth.PublicMetrics, "public-metrics", false, "serve /metrics without an API key")
+	fs.StringVar(&c.tlsCert, "tls-cert", env("LEASEKEEPER_TLS_CERT", ""), "serve HTTPS with this PEM certificate (chain), reread when it changes; needs --tls-key (env LEASEKEEPER_TLS_CERT)")
+	fs.StringVar(&c.tlsKey, "tls-key", env("LEASEKEEPER_TLS_KEY", ""), "the PEM private key of --tls-cert (env LEASEKEEPER_TLS_KEY)")
+	fs.DurationVar(&c.bodyTimeout, "body-timeout", envDur("LEASEKEEPER_BODY_TIMEOUT", 30*time.Second), "how long a request body may take to arrive, then 408 (env LEASEKEEPER_BODY_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		return c, &exitError{code: 2, err: err}
+	}
+	c.auth.Rate = rate.Limit(*keyRate)
+	switch *authMode {
+	case "on":
+	case "off":
+		if !loopback(c.addr) {
+			return c, &exitError{code: 2, err: fmt.Errorf("-auth=off is for experiments on this machine only: listen on a loopback address (127.0.0.1:PORT), not %q", c.addr)}
+		}
+		c.auth.Off = true
+	default:
+		return c, &exitError{code: 2, err: fmt.Errorf("-auth must be on or off, not %q", *authMode)}
+	}
+	if *keyRate < 0 || c.auth.Burst < 0 || c.auth.MaxHeldPerKey < 0 || c.auth.MaxWaitsPerKey < 0 || c.auth.MaxWatchesPerKey < 0 {
+		return c, &exitError{code: 2, err: errors.New("per-key limits must not be negative")}
+	}
+	if c.adminKeyFile == "" {
+		c.adminKeyFile = c.db + ".admin-key"
+	}
+	if c.secretFile == "" {
+		c.secretFile = c.db + ".secret"
 	}
 	if fs.NArg() > 0 {
 		return c, &exitError{code: 2, err: fmt.Errorf("serve takes no arguments, got %q", fs.Args())}
@@ -80,6 +120,12 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	l := c.limits
 	if l.MinTTL <= 0 || l.MaxTTL < l.MinTTL || l.MaxWait < 0 || l.MaxLockDelay < 0 {
 		return c, &exitError{code: 2, err: fmt.Errorf("ttl bounds must satisfy 0 < min-ttl ≤ max-ttl, got %v and %v", l.MinTTL, l.MaxTTL)}
+	}
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return c, &exitError{code: 2, err: errors.New("-tls-cert and -tls-key go together: give both or neither")}
+	}
+	if c.bodyTimeout <= 0 {
+		return c, &exitError{code: 2, err: fmt.Errorf("-body-timeout must be positive, got %v", c.bodyTimeout)}
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return c, &exitError{code: 2, err: fmt.Errorf("-log-format must be text or json, not %q", c.logFormat)}
@@ -106,6 +152,14 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return fmt.Errorf("listen on %s: %w", cfg.addr, err)
 	}
 	defer ln.Close()
+	scheme := "http"
+	var certs *certReloader
+	if cfg.tlsCert != "" {
+		if certs, err = newCertReloader(cfg.tlsCert, cfg.tlsKey, log); err != nil {
+			return err
+		}
+		scheme = "https"
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -123,9 +177,17 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		return err
 	}
 	defer st.Close()
+	if cfg.auth.Secret, err = serverSecret(cfg.secretFile); err != nil {
+		return err
+	}
+	if cfg.auth.Off {
+		log.Warn("authentication is OFF: anyone who can reach this address can take, revoke and overwrite anything", "addr", cfg.addr)
+	} else if err := bootstrapAdmin(ctx, st, getenv("LEASEKEEPER_ADMIN_KEY"), cfg.adminKeyFile, log); err != nil {
+		return err
+	}
 	svc, err := service.New(st, &hooks, service.Config{Limits: cfg.limits, Queue: cfg.queue,
 		Watch: watch.Options{MaxWatchers: cfg.maxWatchers}, Retention: cfg.retention, Logger: log, Registry: reg,
-		Version: buildVersion()})
+		Version: buildVersion(), BodyTimeout: cfg.bodyTimeout, Auth: cfg.auth})
 	if err != nil {
 		return err
 	}
@@ -134,21 +196,28 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	var wg sync.WaitGroup
 	wg.Go(func() { svc.Run(bg) })
 
+	// Headers must arrive within 10 s, then a body within --body-timeout (set by the handler,
+	// which answers a late body 408 problem+json; a ReadTimeout would also count the headers
+	// and end in a bare i/o error). Neither bounds what follows the body: waits and watch
+	// streams are long. No WriteTimeout for the same reason; the stream bounds each write.
 	srv := &http.Server{
 		Handler:           svc.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      0, // waits and watch streams are long; handlers bound their own time
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	log.Info("leasekeeper serving", "addr", "http://"+ln.Addr().String(), "db", cfg.db, "version", buildVersion(),
-		"min_ttl", cfg.limits.MinTTL, "max_ttl", cfg.limits.MaxTTL)
-	fmt.Fprintf(stdout, "leasekeeper listening on http://%s\n", ln.Addr())
+	log.Info("leasekeeper serving", "addr", scheme+"://"+ln.Addr().String(), "db", cfg.db, "version", buildVersion(),
+		"min_ttl", cfg.limits.MinTTL, "max_ttl", cfg.limits.MaxTTL, "auth", !cfg.auth.Off)
+	fmt.Fprintf(stdout, "leasekeeper listening on %s://%s\n", scheme, ln.Addr())
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	if certs != nil {
+		srv.TLSConfig = serverTLS(certs)
+		go func() { errc <- srv.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { errc <- srv.Serve(ln) }()
+	}
 	select {
 	case err := <-errc:
 		stopBG()

@@ -48,6 +48,23 @@ func TestParseServe(t *testing.T) {
 	}
 }
 
+func TestParseServeBodyTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		args []string
+		want time.Duration
+	}{
+		{nil, nil, 30 * time.Second},
+		{map[string]string{"LEASEKEEPER_BODY_TIMEOUT": "5s"}, nil, 5 * time.Second},
+		{map[string]string{"LEASEKEEPER_BODY_TIMEOUT": "5s"}, []string{"--body-timeout", "2s"}, 2 * time.Second},
+	} {
+		c, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+		if err != nil || c.bodyTimeout != tt.want {
+			t.Errorf("parseServe(%q) with env %v = body timeout %v, %v; want %v", tt.args, tt.env, c.bodyTimeout, err, tt.want)
+		}
+	}
+}
+
 func TestParseServeErrors(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -59,6 +76,12 @@ func TestParseServeErrors(t *testing.T) {
 		{"ErrUsage/NegativeLockDelay", nil, []string{"--max-lock-delay", "-1s"}},
 		{"ErrUsage/EnvLogFormat", map[string]string{"LEASEKEEPER_LOG_FORMAT": "xml"}, nil},
 		{"ErrUsage/EnvLogLevel", map[string]string{"LEASEKEEPER_LOG_LEVEL": "chatty"}, nil},
+		{"ErrUsage/ZeroBodyTimeout", nil, []string{"--body-timeout", "0s"}},
+		{"ErrUsage/AuthOffOnEveryAddress", nil, []string{"--auth", "off", "--addr", "0.0.0.0:8080"}},
+		{"ErrUsage/AuthOffOnAnAddressOfThisHost", nil, []string{"--auth", "off", "--addr", ":8080"}},
+		{"ErrUsage/EnvAuthOffNotLoopback", map[string]string{"LEASEKEEPER_AUTH": "off", "LEASEKEEPER_ADDR": "10.1.2.3:80"}, nil},
+		{"ErrUsage/AuthMaybe", nil, []string{"--auth", "maybe"}},
+		{"ErrUsage/NegativeKeyRate", nil, []string{"--key-rate", "-1"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard)

@@ -17,13 +17,13 @@ func TestShutdownEndsLongRequests(t *testing.T) {
 	s := serveInProcess(t, nil, "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "lk.db"), "--shutdown-timeout", "30s")
 	post := func(ctx context.Context, body string) (*http.Response, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/v1/leases/job/acquire", strings.NewReader(body))
-		return http.DefaultClient.Do(req)
+		return s.hc.Do(req)
 	}
 	ctx := context.Background()
 	if resp, err := post(ctx, `{"holder":"a","ttl_ms":60000}`); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("acquire = %v, %v", resp, err)
 	}
-	stream, err := http.Get(s.url + "/v1/watch")
+	stream, err := s.hc.Get(s.url + "/v1/watch")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,9 @@ func TestKillTheLeadersProcess(t *testing.T) {
 			t.Fatalf("go build %s: %v\n%s", b.pkg, err, out)
 		}
 	}
+	const key = "lkk_election-test-admin-key-0123456789abcdefghijkl"
 	srv := exec.Command(filepath.Join(dir, "leasekeeper"), "serve", "--addr", "127.0.0.1:0", "--db", filepath.Join(dir, "lk.db"))
+	srv.Env = append(os.Environ(), "LEASEKEEPER_ADMIN_KEY="+key)
 	stdout, _ := srv.StdoutPipe()
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -53,6 +55,7 @@ func TestKillTheLeadersProcess(t *testing.T) {
 		p.cmd = exec.Command(filepath.Join(dir, "election"), "-server", url, "-name", p.name, "-addr", p.name+":9000", "-ttl", "1s")
 		out, _ := p.cmd.StdoutPipe()
 		p.cmd.Stderr = os.Stderr
+		p.cmd.Env = append(os.Environ(), "LEASEKEEPER_API_KEY="+key)
 		if err := p.cmd.Start(); err != nil {
 			t.Fatal(err)
 		}

@@ -43,8 +43,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("-name is required")
 	}
 	var opts []client.Option
-	if key := os.Getenv("LEASEKEEPER_API_KEY"); key != "" {
-		opts = append(opts, client.WithAPIKey(key))
+	if k := os.Getenv("LEASEKEEPER_API_KEY"); k != "" {
+		opts = append(opts, client.WithAPIKey(k))
 	}
 	c, err := client.New(*server, opts...)
 	if err != nil {

@@ -27,8 +27,14 @@ func TestRun(t *testing.T) {
 	dbPath := filepath.Join(t.TempDir(), "demo.db")
 	ctx := context.Background()
 	common := []string{"-server", srv.URL, "-db", dbPath, "-name", "demo", "-holder", "tester"}
-	getenv := func(string) string { return "" }
-	c, err := client.New(srv.URL)
+	key := servicetest.KeyOf(srv.URL)
+	getenv := func(k string) string {
+		if k == "LEASEKEEPER_API_KEY" {
+			return key
+		}
+		return ""
+	}
+	c, err := client.New(srv.URL, client.WithAPIKey(key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +82,7 @@ func TestRun(t *testing.T) {
 		if !errors.Is(err, errStale) || !strings.Contains(out.String(), "rejection reported") {
 			t.Fatalf("run with a stale token = %v (output %q), want errStale, reported", err, out.String())
 		}
-		ac, err := api.NewClientWithResponses(srv.URL)
+		ac, err := api.NewClientWithResponses(srv.URL, api.WithHTTPClient(servicetest.Client()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,14 +5,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 )
 
-// Backup writes a consistent copy of the database at path to out (which must not exist), while
-// a server may be using it: SQLite's VACUUM INTO reads one snapshot in a read transaction. A
-// restored backup is safe to serve from: tokens keep growing past everything issued after it
-// was taken, because the token rule follows the clock (invariant 2).
+// Backup writes a consistent copy of the database at path to out (which must not exist, and is
+// created 0600 like the database), while a server may be using it: SQLite's VACUUM INTO reads
+// one snapshot in a read transaction. A restored backup is safe to serve from: tokens keep
+// growing past everything issued after it was taken, because the token rule follows the clock
+// (invariant 2).
 func Backup(ctx context.Context, path, out string) error {
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("backup %s: %w", path, err)
@@ -30,7 +32,12 @@ func Backup(ctx context.Context, path, out string) error {
 		return fmt.Errorf("backup %s: %w", path, err)
 	}
 	defer db.Close()
+	// VACUUM INTO fills an empty file as it is: created here, it is private from the start.
+	if created, err := createPrivate(out); err != nil || !created {
+		return fmt.Errorf("backup to %s: %w", out, errors.Join(err, fs.ErrExist))
+	}
 	if _, err := db.ExecContext(ctx, `VACUUM INTO ?`, out); err != nil {
+		os.Remove(out)
 		return fmt.Errorf("backup %s to %s: %w", path, out, w(err))
 	}
 	return nil

@@ -107,10 +107,16 @@ func current(ctx context.Context, q interface {
 
 // end closes a grant and records the event. For an expiry, at is the expiry itself.
 func end(ctx context.Context, t *txn, g grant, kind lease.End, at int64) error {
+	return endBy(ctx, t, g, kind, at, "")
+}
+
+// endBy is end with the actor who ended the grant (an admin's revoke).
+func endBy(ctx context.Context, t *txn, g grant, kind lease.End, at int64, actor string) error {
 	if _, err := t.tx.ExecContext(ctx, `UPDATE grants SET ended_at = ?, end_kind = ? WHERE token = ?`, at, string(kind), g.token); err != nil {
 		return fmt.Errorf("end lease %q token %d: %w", g.name, g.token, w(err))
 	}
-	return t.record(ctx, lease.Event{Type: lease.EventType(kind), Name: g.name, Token: g.token, Holder: g.holder, At: ms(at), Metadata: raw(g.metadata)})
+	return t.record(ctx, lease.Event{Type: lease.EventType(kind), Name: g.name, Token: g.token, Holder: g.holder, At: ms(at),
+		Metadata: raw(g.metadata), Actor: actor})
 }
 
 // expireBefore records as expired, at their expiry, all open grants that expired by cutoff.
@@ -194,6 +200,16 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 		if ok && (g.heldAt(t.now) || g.endKind.String == string(lease.EndExpired) && g.expires+g.lockDelay > t.now) {
 			return heldError(g, t.now)
 		}
+		if p.MaxHeld > 0 {
+			var n int
+			if err := t.tx.QueryRowContext(ctx, `SELECT count(*) FROM grants INDEXED BY grants_open_owner
+				WHERE owner = ? AND ended_at IS NULL AND expires_at > ?`, p.Owner, t.now).Scan(&n); err != nil {
+				return fmt.Errorf("count the key's leases: %w", w(err))
+			}
+			if n >= p.MaxHeld {
+				return lease.Errorf(lease.CodeTooManyLeases, "this API key holds %d leases, the most one key may hold", n)
+			}
+		}
 		var last int64
 		if err := t.tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&last); err != nil {
 			return fmt.Errorf("read last token: %w", w(err))
@@ -220,8 +236,8 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 			metadata: nullText(p.Metadata),
 		}
 		if _, err := t.tx.ExecContext(ctx, `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
-			acquired_at, renewed_at, expires_at, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			ng.token, ng.name, ng.holder, ng.idHash, ng.ttl, ng.lockDelay, ng.acquired, ng.renewed, ng.expires, ng.metadata); err != nil {
+			acquired_at, renewed_at, expires_at, metadata, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			ng.token, ng.name, ng.holder, ng.idHash, ng.ttl, ng.lockDelay, ng.acquired, ng.renewed, ng.expires, ng.metadata, p.Owner); err != nil {
 			return fmt.Errorf("insert grant %q: %w", p.Name, w(err))
 		}
 		if _, err := t.tx.ExecContext(ctx, `INSERT INTO names (name, token) VALUES (?, ?)
@@ -355,7 +371,7 @@ func (s *Store) Release(ctx context.Context, name, id string) error {
 }
 
 // Revoke ends the current lease on name. See store.Store.
-func (s *Store) Revoke(ctx context.Context, name string, token int64) error {
+func (s *Store) Revoke(ctx context.Context, name string, token int64, actor string) error {
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		g, ok, err := currentSettled(ctx, t, name)
 		if err != nil {
@@ -373,7 +389,7 @@ func (s *Store) Revoke(ctx context.Context, name string, token int64) error {
 		if !g.open() {
 			return nil
 		}
-		return end(ctx, t, g, lease.EndRevoked, t.now)
+		return endBy(ctx, t, g, lease.EndRevoked, t.now, actor)
 	})
 	if err != nil {
 		return fmt.Errorf("revoke %q: %w", name, err)
@@ -539,6 +555,9 @@ func (s *Store) Prune(ctx context.Context, r store.Retention) error {
 		}
 		if _, err := t.tx.ExecContext(ctx, `DELETE FROM idempotency WHERE created_at <= ?`, t.now-idempotencyTTL.Milliseconds()); err != nil {
 			return fmt.Errorf("prune idempotency keys: %w", w(err))
+		}
+		if _, err := t.tx.ExecContext(ctx, `DELETE FROM sessions WHERE expires_at <= ?`, t.now); err != nil {
+			return fmt.Errorf("prune sessions: %w", w(err))
 		}
 		t.dirty = true
 		return nil

@@ -19,22 +19,31 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("read fence: %w", w(err))
 		}
+		var last int64
+		if err := t.tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&last); err != nil {
+			return fmt.Errorf("read the last token: %w", w(err))
+		}
 		owner, known, err := tokenOwner(ctx, t.tx, wr.Token)
 		if err != nil {
 			return err
 		}
-		reject := func(reason string, current int64) error {
+		reject := func(code lease.Code, reason string, current int64) error {
 			r := lease.Rejection{Resource: wr.Name, Lease: wr.LeaseName, PresentedToken: wr.Token, CurrentFence: current,
 				ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: reason, Source: lease.RejectionSourceServer}
 			if _, err := recordRejection(ctx, t, r, owner, known); err != nil {
 				return err
 			}
-			e := lease.Errorf(lease.CodeStale, "%s", reason)
+			e := lease.Errorf(code, "%s", reason)
 			e.PresentedToken, e.CurrentFence = wr.Token, current
 			return e
 		}
+		// last_token is the high-water mark of issued tokens: a token above it was made up (or
+		// comes from before a restore of an older backup, whose lease this store never knew).
+		if wr.Token > last {
+			return reject(lease.CodeNotIssued, fmt.Sprintf("token %d was never issued by this server (the highest issued is %d)", wr.Token, last), fence)
+		}
 		if wr.Token < fence {
-			return reject(fmt.Sprintf("token %d is below the fence %d of resource %q", wr.Token, fence, wr.Name), fence)
+			return reject(lease.CodeStale, fmt.Sprintf("token %d is below the fence %d of resource %q", wr.Token, fence, wr.Name), fence)
 		}
 		if wr.LeaseName != "" {
 			g, ok, err := currentSettled(ctx, t, wr.LeaseName)
@@ -43,11 +52,11 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 			}
 			switch {
 			case !ok:
-				return reject(fmt.Sprintf("lease %q was never taken", wr.LeaseName), fence)
+				return reject(lease.CodeStale, fmt.Sprintf("lease %q was never taken", wr.LeaseName), fence)
 			case g.token != wr.Token:
-				return reject(fmt.Sprintf("token %d is not the current token %d of lease %q", wr.Token, g.token, wr.LeaseName), max(fence, g.token))
+				return reject(lease.CodeStale, fmt.Sprintf("token %d is not the current token %d of lease %q", wr.Token, g.token, wr.LeaseName), max(fence, g.token))
 			case !g.heldAt(t.now):
-				return reject(fmt.Sprintf("lease %q token %d has %s", wr.LeaseName, g.token, g.endKind.String), fence)
+				return reject(lease.CodeStale, fmt.Sprintf("lease %q token %d has %s", wr.LeaseName, g.token, g.endKind.String), fence)
 			}
 		}
 		holder := ""
@@ -70,6 +79,28 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 		return lease.Resource{}, fmt.Errorf("put resource %q: %w", wr.Name, err)
 	}
 	return out, nil
+}
+
+// DeleteResource deletes a fenced resource and its fence. See store.Store.
+func (s *Store) DeleteResource(ctx context.Context, name, actor string) error {
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		res, err := t.tx.ExecContext(ctx, `DELETE FROM resources WHERE name = ?`, name)
+		if err != nil {
+			return fmt.Errorf("delete resource: %w", w(err))
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("delete resource: %w", w(err))
+		}
+		if n == 0 {
+			return lease.Errorf(lease.CodeNotFound, "no resource named %q exists", name)
+		}
+		return t.record(ctx, lease.Event{Type: lease.EventResourceDeleted, Resource: name, At: ms(t.now), Actor: actor})
+	})
+	if err != nil {
+		return fmt.Errorf("delete resource %q: %w", name, err)
+	}
+	return nil
 }
 
 func nonNil(b []byte) []byte {

@@ -125,8 +125,16 @@ func Run(t *testing.T, newDB NewDB) {
 		{"Resources/LeaseName", testResourceLeaseName},
 		{"Resources/ConcurrentWriters", testResourceConcurrent},
 		{"Resources/List", testResourceList},
+		{"Resources/ErrTokenNotIssued", testResourceNotIssued},
+		{"Resources/Delete", testResourceDelete},
 		{"Rejections/External", testExternalRejection},
+		{"Rejections/ExternalClaimsNoToken", testExternalRejectionClaimsNothing},
 		{"Concurrent/Contenders", testContenders},
+		{"Keys/CreateFindRevoke", testKeys},
+		{"Keys/BootstrapOnlyIfNone", testKeyBootstrap},
+		{"Keys/Sessions", testSessions},
+		{"Keys/MaxHeldPerOwner", testMaxHeld},
+		{"Revoke/Actor", testRevokeActor},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -238,7 +246,7 @@ func testRenewExpired(t *testing.T, e *env) {
 
 func testRenewRevoked(t *testing.T, e *env) {
 	l := e.acquire("job", "w1", 10*time.Second)
-	if err := e.s.Revoke(e.ctx, "job", 0); err != nil {
+	if err := e.s.Revoke(e.ctx, "job", 0, "test admin"); err != nil {
 		t.Fatal(err)
 	}
 	_, err := e.s.Renew(e.ctx, "job", l.ID, 0)
@@ -294,12 +302,12 @@ func testStaleID(t *testing.T, e *env) {
 }
 
 func testRevoke(t *testing.T, e *env) {
-	wantCode(t, "Revoke(never used)", e.s.Revoke(e.ctx, "nope", 0), lease.CodeNotFound)
+	wantCode(t, "Revoke(never used)", e.s.Revoke(e.ctx, "nope", 0, "test admin"), lease.CodeNotFound)
 	e.acquire("job", "w1", 10*time.Second)
-	if err := e.s.Revoke(e.ctx, "job", 0); err != nil {
+	if err := e.s.Revoke(e.ctx, "job", 0, "test admin"); err != nil {
 		t.Fatalf("Revoke() = %v", err)
 	}
-	if err := e.s.Revoke(e.ctx, "job", 0); err != nil {
+	if err := e.s.Revoke(e.ctx, "job", 0, "test admin"); err != nil {
 		t.Errorf("Revoke(free) = %v, want nil", err)
 	}
 	if got := types(e.events("job")); !cmp.Equal(got, []lease.EventType{lease.EventAcquired, lease.EventRevoked}) {
@@ -442,7 +450,7 @@ func testLockDelay(t *testing.T, e *env) {
 		if end == "release" {
 			err = e.s.Release(e.ctx, name, l.ID)
 		} else {
-			err = e.s.Revoke(e.ctx, name, 0)
+			err = e.s.Revoke(e.ctx, name, 0, "test admin")
 		}
 		if err != nil {
 			t.Fatal(err)
@@ -476,7 +484,7 @@ func testList(t *testing.T, e *env) {
 		e.acquire(n, "w-"+n, 10*time.Second)
 	}
 	e.clock.Advance(time.Second)
-	if err := e.s.Revoke(e.ctx, "a-2", 0); err != nil {
+	if err := e.s.Revoke(e.ctx, "a-2", 0, "test admin"); err != nil {
 		t.Fatal(err)
 	}
 	var names []string
@@ -629,7 +637,8 @@ func testResourceLeaseName(t *testing.T, e *env) {
 	if _, err := e.put("r", a.Token, "job", "ok"); err != nil {
 		t.Fatalf("PutResource(current lease) = %v", err)
 	}
-	_, err := e.put("r", a.Token+1, "job", "not the lease's token")
+	b := e.acquire("job2", "w2", 10*time.Second)
+	_, err := e.put("r", b.Token, "job", "not the lease's token")
 	wantCode(t, "PutResource(token not the lease's)", err, lease.CodeStale)
 	_, err = e.put("r", a.Token, "other", "unknown lease")
 	wantCode(t, "PutResource(lease never taken)", err, lease.CodeStale)
@@ -645,6 +654,7 @@ func testResourceLeaseName(t *testing.T, e *env) {
 }
 
 func testResourceConcurrent(t *testing.T, e *env) {
+	e.acquire("issuer", "w", time.Second) // issues a token above all those written below
 	var wg sync.WaitGroup
 	const writers = 16
 	for i := range writers {
@@ -677,6 +687,7 @@ func testResourceConcurrent(t *testing.T, e *env) {
 }
 
 func testResourceList(t *testing.T, e *env) {
+	e.acquire("issuer", "w", time.Second)
 	for i, n := range []string{"r1", "r2", "x"} {
 		if _, err := e.put(n, int64(i+1), "", "v"); err != nil {
 			t.Fatal(err)
@@ -708,6 +719,117 @@ func testExternalRejection(t *testing.T, e *env) {
 	}
 	if p, _ := e.s.Rejections(e.ctx, store.RejectionFilter{Since: t0.Add(time.Hour)}); len(p.Items) != 0 {
 		t.Errorf("Rejections(since later) = %+v, want none", p.Items)
+	}
+}
+
+// testResourceNotIssued: a token above every token issued would raise the fence past every
+// grant to come, so the resource would refuse all of them: it is refused and recorded.
+func testResourceNotIssued(t *testing.T, e *env) {
+	a := e.acquire("job", "w1", 10*time.Second)
+	if _, err := e.put("db", a.Token, "", "v1"); err != nil {
+		t.Fatalf("PutResource(issued token) = %v", err)
+	}
+	for _, tok := range []int64{a.Token + 1, lease.MaxToken} {
+		_, err := e.put("db", tok, "", "bricks it")
+		le := wantCode(t, fmt.Sprintf("PutResource(token %d, never issued)", tok), err, lease.CodeNotIssued)
+		if le.PresentedToken != tok || le.CurrentFence != a.Token {
+			t.Errorf("error tokens = %d / %d, want %d / %d", le.PresentedToken, le.CurrentFence, tok, a.Token)
+		}
+		_, err = e.put("fresh", tok, "job", "with a lease name")
+		wantCode(t, fmt.Sprintf("PutResource(token %d, never issued, Lease-Name)", tok), err, lease.CodeNotIssued)
+	}
+	r, err := e.s.GetResource(e.ctx, "db")
+	if err != nil || string(r.Value) != "v1" || r.Fence != a.Token || r.Version != 1 {
+		t.Errorf("GetResource() = %+v, %v; want v1 at fence %d, untouched", r, err, a.Token)
+	}
+	if _, err := e.s.GetResource(e.ctx, "fresh"); !lease.IsCode(err, lease.CodeNotFound) {
+		t.Errorf("GetResource(fresh) = %v, want not_found: a refused first write creates nothing", err)
+	}
+	p, err := e.s.Rejections(e.ctx, store.RejectionFilter{Resource: "db"})
+	if err != nil || len(p.Items) != 2 {
+		t.Fatalf("Rejections(db) = %+v, %v; want 2", p, err)
+	}
+	if got := p.Items[0]; got.PresentedToken != lease.MaxToken || got.CurrentFence != a.Token || !strings.Contains(got.Reason, "never issued") {
+		t.Errorf("newest rejection = %+v, want token %d at fence %d, reason saying it was never issued", got, lease.MaxToken, a.Token)
+	}
+	var rejected int
+	all, _ := e.s.Events(e.ctx, store.EventFilter{Limit: store.MaxLimit})
+	for _, ev := range all.Items {
+		if ev.Type == lease.EventRejected && ev.Resource == "db" {
+			rejected++
+		}
+	}
+	if rejected != 2 {
+		t.Errorf("rejected events of db = %d, want 2", rejected)
+	}
+	// The next grant's token is issued: from then on it writes like any other.
+	e.clock.Advance(10 * time.Second)
+	b := e.acquire("job", "w2", 10*time.Second)
+	if r, err := e.put("db", b.Token, "job", "v2"); err != nil || r.Fence != b.Token {
+		t.Errorf("PutResource(the next grant's token) = %+v, %v; want accepted", r, err)
+	}
+	e.restart()
+	_, err = e.put("db", b.Token+1, "", "after a restart")
+	wantCode(t, "PutResource(never issued, after a restart)", err, lease.CodeNotIssued)
+}
+
+func testResourceDelete(t *testing.T, e *env) {
+	wantCode(t, "DeleteResource(never written)", e.s.DeleteResource(e.ctx, "db", "ops (key_1)"), lease.CodeNotFound)
+	a := e.acquire("job", "w1", time.Second)
+	e.clock.Advance(2 * time.Second)
+	b := e.acquire("job", "w2", time.Second)
+	if _, err := e.put("db", b.Token, "", "v1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.put("db", a.Token, "", "stale"); !lease.IsCode(err, lease.CodeStale) {
+		t.Fatalf("PutResource(stale) = %v, want stale_token", err)
+	}
+	if err := e.s.DeleteResource(e.ctx, "db", "ops (key_1)"); err != nil {
+		t.Fatalf("DeleteResource() = %v", err)
+	}
+	if _, err := e.s.GetResource(e.ctx, "db"); !lease.IsCode(err, lease.CodeNotFound) {
+		t.Errorf("GetResource(deleted) = %v, want not_found", err)
+	}
+	wantCode(t, "DeleteResource(again)", e.s.DeleteResource(e.ctx, "db", "ops (key_1)"), lease.CodeNotFound)
+	// The fence went with it: the lower token writes, and the resource starts again.
+	r, err := e.put("db", a.Token, "", "again")
+	if err != nil || r.Fence != a.Token || r.Version != 1 {
+		t.Errorf("PutResource(lower token after delete) = %+v, %v; want version 1 at fence %d", r, err, a.Token)
+	}
+	if p, _ := e.s.Rejections(e.ctx, store.RejectionFilter{Resource: "db"}); len(p.Items) != 1 {
+		t.Errorf("rejections of db after delete = %d, want the 1 recorded before", len(p.Items))
+	}
+	// The deletion is audited: who did it, on which resource.
+	p, err := e.s.Events(e.ctx, store.EventFilter{Newest: true, Limit: store.MaxLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var audit []string
+	for _, ev := range p.Items {
+		if ev.Type == lease.EventResourceDeleted {
+			audit = append(audit, ev.Resource+" by "+ev.Actor)
+		}
+	}
+	if len(audit) != 1 || audit[0] != "db by ops (key_1)" {
+		t.Errorf("resource_deleted events = %q, want one, of db by ops (key_1)", audit)
+	}
+}
+
+// testExternalRejectionClaimsNothing: a reported rejection is a record, not a write: tokens it
+// names, however high, raise no fence and move no token.
+func testExternalRejectionClaimsNothing(t *testing.T, e *env) {
+	a := e.acquire("job", "w1", time.Second)
+	if _, err := e.s.RecordRejection(e.ctx, lease.Rejection{Resource: "db", Lease: "job", PresentedToken: lease.MaxToken - 1,
+		CurrentFence: lease.MaxToken, Source: lease.RejectionSourceExternal}); err != nil {
+		t.Fatalf("RecordRejection(tokens never issued) = %v", err)
+	}
+	e.clock.Advance(2 * time.Second)
+	b := e.acquire("job", "w2", time.Second)
+	if b.Token <= a.Token || b.Token > t0.Add(2*time.Second).UnixMicro() {
+		t.Errorf("token after the report = %d, want the token rule's %d", b.Token, t0.Add(2*time.Second).UnixMicro())
+	}
+	if _, err := e.put("db", b.Token, "job", "v"); err != nil {
+		t.Errorf("PutResource(db) after the report = %v, want accepted", err)
 	}
 }
 
@@ -797,7 +919,7 @@ func testRecentlyFreed(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	e.clock.Advance(2 * time.Second) // b expires, not yet recorded by a sweep
-	if err := e.s.Revoke(e.ctx, "x-d", 0); err != nil {
+	if err := e.s.Revoke(e.ctx, "x-d", 0, "test admin"); err != nil {
 		t.Fatal(err)
 	}
 	got, err := e.s.RecentlyFreed(e.ctx, "", 10)
@@ -842,14 +964,14 @@ func testRevokeByToken(t *testing.T, e *env) {
 	a := e.acquire("job", "w1", time.Second)
 	e.clock.Advance(2 * time.Second)
 	b := e.acquire("job", "w2", time.Minute)
-	wantCode(t, "Revoke(the expired grant's token)", e.s.Revoke(e.ctx, "job", a.Token), lease.CodeLost)
+	wantCode(t, "Revoke(the expired grant's token)", e.s.Revoke(e.ctx, "job", a.Token, "test admin"), lease.CodeLost)
 	if st, _ := e.s.Get(e.ctx, "job"); !st.Held || st.Token != b.Token {
 		t.Fatalf("successor after a revoke aimed at its predecessor = %+v, want still held", st)
 	}
-	if err := e.s.Revoke(e.ctx, "job", b.Token); err != nil {
+	if err := e.s.Revoke(e.ctx, "job", b.Token, "test admin"); err != nil {
 		t.Fatalf("Revoke(current token) = %v", err)
 	}
-	wantCode(t, "Revoke(token already revoked)", e.s.Revoke(e.ctx, "job", b.Token), lease.CodeLost)
+	wantCode(t, "Revoke(token already revoked)", e.s.Revoke(e.ctx, "job", b.Token, "test admin"), lease.CodeLost)
 }
 
 func testPruneRows(t *testing.T, e *env) {

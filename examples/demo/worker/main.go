@@ -63,8 +63,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	}
 
 	var opts []client.Option
-	if key := getenv("LEASEKEEPER_API_KEY"); key != "" {
-		opts = append(opts, client.WithAPIKey(key))
+	if k := getenv("LEASEKEEPER_API_KEY"); k != "" {
+		opts = append(opts, client.WithAPIKey(k))
 	}
 	c, err := client.New(server, opts...)
 	if err != nil {

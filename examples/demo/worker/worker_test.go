@@ -6,9 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"github.com/leasekeeper/leasekeeper/auth"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -45,10 +46,10 @@ type worker struct {
 	done  chan struct{}
 }
 
-func startWorker(t *testing.T, server string, args ...string) *worker {
+func startWorker(t *testing.T, server, key string, args ...string) *worker {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], append([]string{"-test.run=^TestWorkerHelperProcess$", "--", "--server", server}, args...)...)
-	cmd.Env = append(os.Environ(), "LEASEKEEPER_WORKER_HELPER=1")
+	cmd.Env = append(os.Environ(), "LEASEKEEPER_WORKER_HELPER=1", "LEASEKEEPER_API_KEY="+key)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -126,14 +127,15 @@ func TestPausedWorkerStaleWriteRefused(t *testing.T) {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
+	key := servicetest.Key(t, st, auth.Writer, "demo-")
 
-	a := startWorker(t, srv.URL, "--holder", "worker-A", "--ttl", "1s", "--pause")
+	a := startWorker(t, srv.URL, key, "--holder", "worker-A", "--ttl", "1s", "--pause")
 	a.waitLine(t, "checked: the lease is still mine", 10*time.Second)
 	if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatalf("SIGSTOP A: %v", err)
 	}
 
-	b := startWorker(t, srv.URL, "--holder", "worker-B", "--ttl", "1s", "--wait", "5s")
+	b := startWorker(t, srv.URL, key, "--holder", "worker-B", "--ttl", "1s", "--wait", "5s")
 	if code := b.exit(t, 10*time.Second); code != exitWritten {
 		t.Fatalf("worker B exit %d, want %d (written)", code, exitWritten)
 	}
@@ -158,7 +160,7 @@ func TestPausedWorkerStaleWriteRefused(t *testing.T) {
 		t.Fatalf("tokens A %d, B %d: want B's above A's", tokens[0], tokens[1])
 	}
 
-	resp, err := http.Get(srv.URL + "/v1/rejections?resource=demo-resource")
+	resp, err := servicetest.Bearer(servicetest.AdminKey(t, st)).Get(srv.URL + "/v1/rejections?resource=demo-resource")
 	if err != nil {
 		t.Fatalf("GET /v1/rejections: %v", err)
 	}

@@ -1,0 +1,459 @@
+package handlers
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/auth"
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+// AuthConfig configures API keys, dashboard sessions and the limits each key lives within.
+// The zero value requires a key on every request but the public ones, with no rate limit or
+// per-key caps.
+type AuthConfig struct {
+	// Off lets every request act as an admin without a key: for loopback experiments only
+	// (the serve command refuses it on any other address).
+	Off bool
+	// Secret keys the HMACs of idempotency keys and CSRF tokens. Keep it outside the database
+	// so a copy of the database does not give it away; nil takes a random one per process.
+	Secret []byte
+	// Rate and Burst bound the requests of each non-admin key (golang.org/x/time/rate);
+	// Rate 0 does not limit.
+	Rate  rate.Limit
+	Burst int
+	// MaxHeldPerKey, MaxWaitsPerKey and MaxWatchesPerKey cap what one non-admin key may make
+	// the server hold: unexpired leases, acquires waiting in line, open watch streams. 0 does
+	// not cap.
+	MaxHeldPerKey, MaxWaitsPerKey, MaxWatchesPerKey int
+	// PublicMetrics serves /metrics without a key.
+	PublicMetrics bool
+	// SessionIdle and SessionMax end dashboard sessions unused for that long, and that long
+	// after sign-in whatever their use. Defaults: 1 h and 12 h.
+	SessionIdle, SessionMax time.Duration
+}
+
+// SessionCookie is the dashboard session's cookie.
+const SessionCookie = "lk_session"
+
+// keyCacheTTL bounds how long a key read from the store is trusted without reading it again.
+// A revocation through this process takes effect at once; one made through another process
+// sharing the database, within this time.
+const keyCacheTTL = 5 * time.Second
+
+// errKeyRevoked ends the requests and streams of a key when it is revoked.
+var errKeyRevoked = errors.New("the API key was revoked")
+
+// authn finds the principal of each request and enforces what one key may hold.
+type authn struct {
+	cfg   AuthConfig
+	store store.Store
+	clock lease.Clock
+
+	mu      sync.Mutex
+	cache   map[[32]byte]cachedKey
+	lives   map[string]*keyLife // key id → ends when the key is revoked
+	limiter map[string]*rate.Limiter
+	held    map[string]*[2]int // key id → waits, watches in progress
+}
+
+type cachedKey struct {
+	key  auth.Key
+	read time.Time // monotonic
+}
+
+type keyLife struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func newAuthn(cfg AuthConfig, st store.Store, clock lease.Clock) *authn {
+	if cfg.Secret == nil {
+		cfg.Secret = make([]byte, 32)
+		rand.Read(cfg.Secret)
+	}
+	if cfg.SessionIdle == 0 {
+		cfg.SessionIdle = time.Hour
+	}
+	if cfg.SessionMax == 0 {
+		cfg.SessionMax = 12 * time.Hour
+	}
+	return &authn{cfg: cfg, store: st, clock: clock, cache: map[[32]byte]cachedKey{}, lives: map[string]*keyLife{},
+		limiter: map[string]*rate.Limiter{}, held: map[string]*[2]int{}}
+}
+
+type principalKey struct{}
+
+type principalInfo struct {
+	p       auth.Principal
+	session []byte // the session's hash when the request came with a dashboard session
+}
+
+// principalOf returns the caller of a request that passed authentication.
+func principalOf(ctx context.Context) auth.Principal {
+	if pi, ok := ctx.Value(principalKey{}).(*principalInfo); ok {
+		return pi.p
+	}
+	return auth.Principal{} // no role: every check fails closed
+}
+
+func sessionOf(ctx context.Context) []byte {
+	if pi, ok := ctx.Value(principalKey{}).(*principalInfo); ok {
+		return pi.session
+	}
+	return nil
+}
+
+// public reports whether a path is served without a key.
+func (a *authn) public(r *http.Request) bool {
+	switch p := r.URL.Path; {
+	case p == "/healthz", p == "/readyz", p == "/openapi.yaml", p == "/signin", strings.HasPrefix(p, "/static/"):
+		return true
+	case p == "/metrics":
+		return a.cfg.PublicMetrics
+	}
+	return false
+}
+
+// middleware authenticates every request but the public ones, applies the key's rate limit,
+// and ends the request when its key is revoked.
+func (s *server) authenticate(next http.Handler) http.Handler {
+	a := s.auth
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.public(r) {
+			next.ServeHTTP(w, r)
+			return
+		}
+		pi, err := a.principal(r)
+		if err != nil {
+			s.deny(w, r, err)
+			return
+		}
+		if err := a.allowRate(pi.p); err != nil {
+			s.writeProblem(w, r, err)
+			return
+		}
+		ctx := context.WithValue(r.Context(), principalKey{}, pi)
+		if pi.p.KeyID != "" {
+			// A revoked key's long requests (watch streams, waits in line) end at once.
+			var cancel context.CancelCauseFunc
+			ctx, cancel = context.WithCancelCause(ctx)
+			stop := context.AfterFunc(a.life(pi.p.KeyID), func() { cancel(errKeyRevoked) })
+			defer func() { stop(); cancel(nil) }()
+		}
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// deny answers a request without a valid key: pages send browsers to sign in, everything else
+// gets 401 with a Bearer challenge.
+func (s *server) deny(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/v1/") && r.URL.Path != "/metrics" && r.Header.Get("LK-Fragment") == "" {
+		http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		return
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="leasekeeper"`)
+	s.writeProblem(w, r, err)
+}
+
+// principal finds who sent r: the bearer key, else the dashboard session cookie.
+func (a *authn) principal(r *http.Request) (*principalInfo, error) {
+	if a.cfg.Off {
+		return &principalInfo{p: auth.Anonymous}, nil
+	}
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, secret, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
+			return nil, lease.Errorf(lease.CodeUnauthenticated, "the Authorization header must be \"Bearer <API key>\"")
+		}
+		k, err := a.key(r.Context(), strings.TrimSpace(secret))
+		if err != nil {
+			return nil, err
+		}
+		return &principalInfo{p: k.Principal()}, nil
+	}
+	if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
+		return a.sessionPrincipal(r.Context(), c.Value)
+	}
+	return nil, lease.Errorf(lease.CodeUnauthenticated, "this request needs an API key: send \"Authorization: Bearer <key>\"")
+}
+
+// key returns the live key whose secret is given. Codes: unauthenticated.
+func (a *authn) key(ctx context.Context, secret string) (auth.Key, error) {
+	h := [32]byte(auth.Hash(secret))
+	a.mu.Lock()
+	c, ok := a.cache[h]
+	a.mu.Unlock()
+	if !ok || time.Since(c.read) > keyCacheTTL {
+		k, err := a.store.KeyByHash(ctx, h[:])
+		if lease.IsCode(err, lease.CodeNotFound) {
+			return auth.Key{}, lease.Errorf(lease.CodeUnauthenticated, "the API key is not known to this server")
+		}
+		if err != nil {
+			return auth.Key{}, fmt.Errorf("look up API key: %w", err)
+		}
+		c = cachedKey{key: k, read: time.Now()}
+		a.mu.Lock()
+		a.cache[h] = c
+		a.mu.Unlock()
+		if k.Revoked() {
+			a.ended(k.ID)
+		}
+	}
+	if c.key.Revoked() {
+		return auth.Key{}, lease.Errorf(lease.CodeUnauthenticated, "the API key %s was revoked", c.key.ID)
+	}
+	return c.key, nil
+}
+
+// sessionPrincipal returns the principal of a live dashboard session. Codes: unauthenticated.
+func (a *authn) sessionPrincipal(ctx context.Context, secret string) (*principalInfo, error) {
+	h := auth.Hash(secret)
+	ses, err := a.store.Session(ctx, h)
+	if lease.IsCode(err, lease.CodeNotFound) {
+		return nil, lease.Errorf(lease.CodeUnauthenticated, "the dashboard session has ended; sign in again")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up session: %w", err)
+	}
+	now := a.clock.Now()
+	if ses.Key.Revoked() || now.Sub(ses.LastSeen) > a.cfg.SessionIdle {
+		a.store.DeleteSession(context.WithoutCancel(ctx), h)
+		return nil, lease.Errorf(lease.CodeUnauthenticated, "the dashboard session has ended; sign in again")
+	}
+	// Record use for the idle expiry, at most once a minute: a write per page view would be
+	// wasteful.
+	if now.Sub(ses.LastSeen) > time.Minute {
+		if err := a.store.TouchSession(ctx, h); err != nil {
+			return nil, fmt.Errorf("touch session: %w", err)
+		}
+	}
+	return &principalInfo{p: ses.Key.Principal(), session: h}, nil
+}
+
+// life returns a context that ends when the key is revoked through this process.
+func (a *authn) life(id string) context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l, ok := a.lives[id]
+	if !ok {
+		ctx, cancel := context.WithCancel(context.Background())
+		l = &keyLife{ctx: ctx, cancel: cancel}
+		a.lives[id] = l
+	}
+	return l.ctx
+}
+
+// ended forgets a revoked key: cached lookups go, and its requests and streams end.
+func (a *authn) ended(id string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for h, c := range a.cache {
+		if c.key.ID == id {
+			delete(a.cache, h)
+		}
+	}
+	if l, ok := a.lives[id]; ok {
+		l.cancel()
+		delete(a.lives, id)
+	}
+	delete(a.limiter, id)
+}
+
+// allowRate applies the per-key request rate to non-admin keys. Codes: rate_limited.
+func (a *authn) allowRate(p auth.Principal) error {
+	if a.cfg.Rate == 0 || p.KeyID == "" || p.IsAdmin() {
+		return nil
+	}
+	a.mu.Lock()
+	l, ok := a.limiter[p.KeyID]
+	if !ok {
+		l = rate.NewLimiter(a.cfg.Rate, max(1, a.cfg.Burst))
+		a.limiter[p.KeyID] = l
+	}
+	a.mu.Unlock()
+	if l.Allow() {
+		return nil
+	}
+	return &lease.Error{Code: lease.CodeRateLimited, Message: fmt.Sprintf("API key %s sent more than %g requests a second (burst %d)", p.KeyID, float64(a.cfg.Rate), l.Burst())}
+}
+
+// Kinds of long requests a key may hold only so many of.
+const (
+	holdWait = iota
+	holdWatch
+)
+
+// hold reserves one long request of a kind for a non-admin key, within its cap. Call the
+// returned func when it ends. Codes: too_many_waiters, too_many_watchers.
+func (a *authn) hold(p auth.Principal, kind int) (func(), error) {
+	limit := a.cfg.MaxWaitsPerKey
+	if kind == holdWatch {
+		limit = a.cfg.MaxWatchesPerKey
+	}
+	if limit == 0 || p.KeyID == "" || p.IsAdmin() {
+		return func() {}, nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n, ok := a.held[p.KeyID]
+	if !ok {
+		n = new([2]int)
+		a.held[p.KeyID] = n
+	}
+	if n[kind] >= limit {
+		if kind == holdWatch {
+			return nil, lease.Errorf(lease.CodeTooManyWatchers, "API key %s has %d watch streams open, the most one key may have", p.KeyID, n[kind])
+		}
+		return nil, lease.Errorf(lease.CodeTooManyWaiters, "API key %s has %d acquires waiting, the most one key may have", p.KeyID, n[kind])
+	}
+	n[kind]++
+	return func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		n[kind]--
+		if n[0] == 0 && n[1] == 0 {
+			delete(a.held, p.KeyID)
+		}
+	}, nil
+}
+
+// maxHeld is the cap on unexpired leases the principal's key may hold; 0 for none.
+func (a *authn) maxHeld(p auth.Principal) int {
+	if p.KeyID == "" || p.IsAdmin() {
+		return 0
+	}
+	return a.cfg.MaxHeldPerKey
+}
+
+// idempotencyKey scopes a client's Idempotency-Key to the calling key and the lease name, and
+// keys it with the server's secret: what the store keeps cannot be guessed from public fields
+// nor recovered from a copy of the database.
+func (a *authn) idempotencyKey(p auth.Principal, name, key string) (string, error) {
+	if key == "" {
+		return "", nil
+	}
+	if len(key) < 16 || len(key) > 255 {
+		return "", lease.Errorf(lease.CodeInvalid, "Idempotency-Key must be 16 to 255 characters, got %d (use a random UUID)", len(key))
+	}
+	for _, c := range key {
+		if c < ' ' || c > '~' {
+			return "", lease.Errorf(lease.CodeInvalid, "Idempotency-Key must be printable ASCII")
+		}
+	}
+	return fmt.Sprintf("%x", auth.MAC(a.cfg.Secret, "idempotency", p.KeyID, name, key)), nil
+}
+
+// rule is who may call an operation: the right it needs and the names it acts on.
+type rule struct {
+	public bool
+	right  auth.Right
+	names  func(req any) []string
+}
+
+func named[T any](f func(T) []string) func(any) []string {
+	return func(req any) []string { return f(req.(T)) }
+}
+
+// rules is every operation of openapi.yaml with its access rule. An operation missing here is
+// refused to everyone (and fails the authorization matrix test).
+var rules = map[string]rule{
+	"healthz":         {public: true},
+	"readyz":          {public: true},
+	"listLeases":      {right: auth.Read},
+	"getLease":        {right: auth.Read, names: named(func(r api.GetLeaseRequestObject) []string { return []string{r.Name} })},
+	"listLeaseEvents": {right: auth.Read, names: named(func(r api.ListLeaseEventsRequestObject) []string { return []string{r.Name} })},
+	"acquireLease":    {right: auth.Write, names: named(func(r api.AcquireLeaseRequestObject) []string { return []string{r.Name} })},
+	"renewLease":      {right: auth.Write, names: named(func(r api.RenewLeaseRequestObject) []string { return []string{r.Name} })},
+	"releaseLease":    {right: auth.Write, names: named(func(r api.ReleaseLeaseRequestObject) []string { return []string{r.Name} })},
+	"revokeLease":     {right: auth.Manage},
+	"listResources":   {right: auth.Read},
+	"getResource":     {right: auth.Read, names: named(func(r api.GetResourceRequestObject) []string { return []string{r.Resource} })},
+	"putResource": {right: auth.Write, names: named(func(r api.PutResourceRequestObject) []string {
+		return []string{r.Resource, deref(r.Params.LeaseName)}
+	})},
+	"listRejections": {right: auth.Read},
+	"reportRejection": {right: auth.Write, names: named(func(r api.ReportRejectionRequestObject) []string {
+		if r.Body == nil {
+			return nil
+		}
+		return []string{r.Body.Resource, deref(r.Body.Lease)}
+	})},
+	"deleteResource": {right: auth.Manage},
+	"watch":          {right: auth.Read},
+	"createKey":      {right: auth.Manage},
+	"listKeys":       {right: auth.Manage},
+	"revokeKey":      {right: auth.Manage},
+}
+
+// Rules lists the operation ids that have an access rule (for tests that check every
+// operation of the spec has one).
+func Rules() []string {
+	out := make([]string, 0, len(rules))
+	for id := range rules {
+		out = append(out, id)
+	}
+	return out
+}
+
+// authorize is the strict server's middleware that checks each operation's rule.
+func (s *server) authorize(f api.StrictHandlerFunc, operationID string) api.StrictHandlerFunc {
+	// The generated code names operations in Go's style (AcquireLease); the spec and rules
+	// say acquireLease.
+	id := strings.ToLower(operationID[:1]) + operationID[1:]
+	rl, ok := rules[id]
+	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, req any) (any, error) {
+		if !ok {
+			return nil, lease.Errorf(lease.CodeForbidden, "operation %s has no access rule", operationID)
+		}
+		if !rl.public {
+			var names []string
+			if rl.names != nil {
+				names = rl.names(req)
+			}
+			if err := principalOf(ctx).Allow(rl.right, names...); err != nil {
+				return nil, err
+			}
+		}
+		return f(ctx, w, r, req)
+	}
+}
+
+// retryAfterRate is the Retry-After of a rate-limited request: the time one token takes.
+func (a *authn) retryAfterRate() int {
+	if a.cfg.Rate <= 0 {
+		return 1
+	}
+	return max(1, int(math.Ceil(1/float64(a.cfg.Rate))))
+}
+
+// scope narrows a list under prefix to what the caller may read: the prefix to ask the store
+// for, a check for each item's names (nil when every item is in scope), and none when nothing
+// under prefix is.
+func scope(ctx context.Context, prefix string) (narrowed string, keep func(names ...string) bool, none bool) {
+	p := principalOf(ctx)
+	narrowed, check, none := p.Narrow(prefix)
+	if check {
+		keep = func(names ...string) bool {
+			for _, n := range names {
+				if n != "" && p.InScope(n) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	return narrowed, keep, none
+}

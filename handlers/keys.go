@@ -1,0 +1,106 @@
+package handlers
+
+import (
+	"context"
+
+	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/auth"
+	"github.com/leasekeeper/leasekeeper/lease"
+)
+
+// CreateKey creates an API key and shows its secret once.
+func (s *server) CreateKey(ctx context.Context, req api.CreateKeyRequestObject) (api.CreateKeyResponseObject, error) {
+	out, err := s.createKey(ctx, req)
+	if err != nil {
+		return problemAs[api.CreateKeydefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
+	}
+	return out, nil
+}
+
+func (s *server) createKey(ctx context.Context, req api.CreateKeyRequestObject) (api.CreateKey201JSONResponse, error) {
+	if req.Body == nil {
+		return api.CreateKey201JSONResponse{}, lease.Errorf(lease.CodeInvalid, "the body is required")
+	}
+	k := auth.Key{ID: auth.NewKeyID(), Label: req.Body.Label, Role: auth.Role(req.Body.Role), CreatedBy: principalOf(ctx).Actor()}
+	if req.Body.Prefixes != nil {
+		k.Prefixes = append(k.Prefixes, *req.Body.Prefixes...)
+	}
+	if err := auth.ValidateKey(k.Label, k.Role, k.Prefixes); err != nil {
+		return api.CreateKey201JSONResponse{}, err
+	}
+	if k.Role == auth.Admin && len(k.Prefixes) > 0 {
+		return api.CreateKey201JSONResponse{}, lease.Errorf(lease.CodeInvalid, "an admin key reaches every name: prefixes apply to reader and writer keys only")
+	}
+	secret := auth.NewSecret()
+	if _, err := s.store.CreateKey(ctx, k, auth.Hash(secret), false); err != nil {
+		return api.CreateKey201JSONResponse{}, err
+	}
+	k.CreatedAt = s.clock.Now()
+	s.log.InfoContext(ctx, "API key created", "key_id", k.ID, "label", k.Label, "role", k.Role, "by", k.CreatedBy)
+	return api.CreateKey201JSONResponse{Key: secret, Record: wireKey(k)}, nil
+}
+
+// ListKeys lists every key, never a secret.
+func (s *server) ListKeys(ctx context.Context, _ api.ListKeysRequestObject) (api.ListKeysResponseObject, error) {
+	keys, err := s.store.Keys(ctx)
+	if err != nil {
+		return problemAs[api.ListKeysdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
+	}
+	out := api.ListKeys200JSONResponse{Keys: make([]api.Key, 0, len(keys))}
+	for _, k := range keys {
+		out.Keys = append(out.Keys, wireKey(k))
+	}
+	return out, nil
+}
+
+// RevokeKey revokes a key: it stops working at once, and its streams and sessions end.
+func (s *server) RevokeKey(ctx context.Context, req api.RevokeKeyRequestObject) (api.RevokeKeyResponseObject, error) {
+	if err := s.revokeKey(ctx, req.Id); err != nil {
+		return problemAs[api.RevokeKeydefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
+	}
+	return api.RevokeKey204Response{}, nil
+}
+
+func (s *server) revokeKey(ctx context.Context, id string) error {
+	keys, err := s.store.Keys(ctx)
+	if err != nil {
+		return err
+	}
+	admins, target := 0, auth.Key{}
+	for _, k := range keys {
+		if k.Role == auth.Admin && !k.Revoked() {
+			admins++
+		}
+		if k.ID == id {
+			target = k
+		}
+	}
+	if target.ID == "" {
+		return lease.Errorf(lease.CodeNotFound, "no key with id %q", id)
+	}
+	if target.Role == auth.Admin && !target.Revoked() && admins == 1 {
+		return lease.Errorf(lease.CodeInvalid, "key %s is the last admin key: create another admin key before revoking it", id)
+	}
+	who := principalOf(ctx).Actor()
+	if _, err := s.store.RevokeKey(ctx, id, who); err != nil {
+		return err
+	}
+	s.auth.ended(id)
+	s.log.InfoContext(ctx, "API key revoked", "key_id", id, "label", target.Label, "by", who)
+	return nil
+}
+
+func wireKey(k auth.Key) api.Key {
+	out := api.Key{Id: k.ID, Label: k.Label, Role: api.Role(k.Role), Prefixes: k.Prefixes, CreatedAt: wireTime(k.CreatedAt),
+		RevokedAt: optTime(k.RevokedAt)}
+	if out.Prefixes == nil {
+		out.Prefixes = []string{}
+	}
+	if k.CreatedBy != "" {
+		out.CreatedBy = ptr(k.CreatedBy)
+	}
+	if k.RevokedBy != "" {
+		out.RevokedBy = ptr(k.RevokedBy)
+	}
+	return out
+}

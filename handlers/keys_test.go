@@ -1,0 +1,221 @@
+package handlers_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/auth"
+	"github.com/leasekeeper/leasekeeper/handlers"
+	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
+)
+
+// TestKeysAPI creates, lists and revokes a key through HTTP, and checks a revoked key stops
+// working at once.
+func TestKeysAPI(t *testing.T) {
+	e := newServiceEnv(t, service.Config{})
+	r, err := e.c.CreateKeyWithResponse(e.ctx, api.KeyRequest{Label: "billing", Role: api.Writer, Prefixes: &[]string{"billing-"}})
+	if err != nil || r.JSON201 == nil {
+		t.Fatalf("CreateKey = %v, %v", status(r), err)
+	}
+	secret, rec := r.JSON201.Key, r.JSON201.Record
+	if !strings.HasPrefix(secret, auth.SecretPrefix) || len(secret) < 43 || rec.Role != api.Writer || rec.CreatedBy == nil {
+		t.Errorf("created key = %q %+v, want a 256-bit lkk_ key, writer, with its creator", secret, rec)
+	}
+	if resp, b := e.bearerDo(secret, "POST", "/v1/leases/billing-nightly/acquire", `{"holder":"w","ttl_ms":60000}`, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("acquire with the new key = %d %s", resp.StatusCode, b)
+	}
+	l, err := e.c.ListKeysWithResponse(e.ctx)
+	if err != nil || l.JSON200 == nil || len(l.JSON200.Keys) != 2 {
+		t.Fatalf("ListKeys = %v, %v; want the admin key and the new one", status(l), err)
+	}
+	if raw, _ := json.Marshal(l.JSON200); bytes.Contains(raw, []byte(secret)) {
+		t.Error("ListKeys shows a secret")
+	}
+	for _, bad := range []string{
+		`{"label":"","role":"reader"}`, `{"label":"x","role":"root"}`, `{"label":"x","role":"admin","prefixes":["a-"]}`,
+		`{"label":"x","role":"reader","prefixes":["a/b"]}`, `{"label":"x","role":"reader","extra":1}`,
+	} {
+		resp, b := e.bearerDo(e.key, "POST", "/v1/keys", bad, nil)
+		wantProblem(t, "CreateKey("+bad+")", resp, b, http.StatusBadRequest, api.ProblemCodeInvalidRequest)
+	}
+
+	// A watch stream open under the key ends as soon as the key is revoked.
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/v1/watch", nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != http.StatusOK {
+		t.Fatalf("watch = %v, %v", stream, err)
+	}
+	defer stream.Body.Close()
+	ended := make(chan time.Time, 1)
+	go func() {
+		sc := bufio.NewScanner(stream.Body)
+		for sc.Scan() {
+		}
+		ended <- time.Now()
+	}()
+	revokedAt := time.Now()
+	if d, err := e.c.RevokeKeyWithResponse(e.ctx, rec.Id); err != nil || d.StatusCode() != http.StatusNoContent {
+		t.Fatalf("RevokeKey = %v, %v", status(d), err)
+	}
+	select {
+	case at := <-ended:
+		if at.Sub(revokedAt) > 2*time.Second {
+			t.Errorf("the stream ended %v after the revocation", at.Sub(revokedAt))
+		}
+	case <-ctx.Done():
+		t.Fatal("the revoked key's watch stream is still open")
+	}
+	resp, b := e.bearerDo(secret, "GET", "/v1/leases", "", nil)
+	wantProblem(t, "list with a revoked key", resp, b, http.StatusUnauthorized, api.ProblemCodeUnauthenticated)
+
+	// The last admin key cannot be revoked: that would lock everyone out.
+	resp, b = e.bearerDo(e.key, "DELETE", "/v1/keys/"+keyID(t, e, e.key), "", nil)
+	wantProblem(t, "revoke the last admin key", resp, b, http.StatusBadRequest, api.ProblemCodeInvalidRequest)
+	resp, b = e.bearerDo(e.key, "DELETE", "/v1/keys/key_aaaaaaaaaaaaaaaa", "", nil)
+	wantProblem(t, "revoke an unknown key", resp, b, http.StatusNotFound, api.ProblemCodeNotFound)
+}
+
+// TestIdempotencyKeyBelongsToItsCaller replays a victim's Idempotency-Key and public fields
+// with another API key: the replay must not hand back the victim's lease_id.
+func TestIdempotencyKeyBelongsToItsCaller(t *testing.T) {
+	e := newEnv(t)
+	victim := servicetest.Key(t, e.store, auth.Writer)
+	attacker := servicetest.Key(t, e.store, auth.Writer)
+	body := `{"holder":"billing-worker","ttl_ms":60000}`
+	idem := map[string]string{"Idempotency-Key": "nightly-2026-12-01-run"}
+	resp, b := e.bearerDo(victim, "POST", "/v1/leases/job/acquire", body, idem)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("victim acquire = %d %s", resp.StatusCode, b)
+	}
+	var granted api.Lease
+	json.Unmarshal(b, &granted)
+	// The victim's own retry gets the grant back.
+	if resp, b := e.bearerDo(victim, "POST", "/v1/leases/job/acquire", body, idem); resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte(*granted.LeaseId)) {
+		t.Fatalf("victim retry = %d %s, want the same grant", resp.StatusCode, b)
+	}
+	resp, b = e.bearerDo(attacker, "POST", "/v1/leases/job/acquire", body, idem)
+	if bytes.Contains(b, []byte(*granted.LeaseId)) {
+		t.Fatalf("the attacker's replay got the victim's lease_id: %s", b)
+	}
+	wantProblem(t, "replay by another key", resp, b, http.StatusConflict, api.ProblemCodeLeaseHeld)
+}
+
+// TestSecretsAtRest reads the database files and finds no API key, lease_id, idempotency key
+// or dashboard session in plain text (nor their plain SHA-256 for idempotency keys).
+func TestSecretsAtRest(t *testing.T) {
+	dir := t.TempDir()
+	s := newDashServerAt(t, filepath.Join(dir, "lk.db"))
+	reader := servicetest.Key(t, s.store, auth.Reader)
+	idem := "idem-0123456789-abcdef-secret"
+	resp, body := s.do("POST", "/v1/leases/job/acquire", strings.NewReader(`{"holder":"w","ttl_ms":60000}`),
+		map[string]string{"Content-Type": "application/json", "Idempotency-Key": idem})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("acquire = %d %s", resp.StatusCode, body)
+	}
+	var l api.Lease
+	json.Unmarshal([]byte(body), &l)
+	other := s.acquire("other", "w", time.Minute, "")
+	b := newBrowser(t, s)
+	b.signIn(reader, "/")
+	if b.cookie == nil {
+		t.Fatal("no session")
+	}
+	secrets := map[string]string{"admin key": s.key, "reader key": reader, "lease_id": *l.LeaseId,
+		"second lease_id": other.LeaseID, "idempotency key": idem, "session": b.cookie.Value}
+	var all []byte
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		f, err := os.ReadFile(filepath.Join(dir, "lk.db"+suffix))
+		if err == nil {
+			all = append(all, f...)
+		}
+	}
+	if len(all) == 0 {
+		t.Fatal("read no database file")
+	}
+	for what, v := range secrets {
+		if bytes.Contains(all, []byte(v)) {
+			t.Errorf("the database holds the %s in plain text", what)
+		}
+	}
+	// The idempotency key is kept under the server's secret, not as a plain hash anyone could
+	// compute from a guess.
+	if bytes.Contains(all, auth.Hash(idem)) {
+		t.Error("the database holds the idempotency key's plain SHA-256")
+	}
+}
+
+// TestPerKeyLimits checks the request rate and the caps on what one key may hold.
+func TestPerKeyLimits(t *testing.T) {
+	t.Run("Rate", func(t *testing.T) {
+		e := newServiceEnv(t, service.Config{Auth: handlers.AuthConfig{Rate: rate.Limit(0.5), Burst: 3}})
+		key := servicetest.Key(t, e.store, auth.Reader)
+		for i := range 3 {
+			if resp, b := e.bearerDo(key, "GET", "/v1/leases", "", nil); resp.StatusCode != http.StatusOK {
+				t.Fatalf("request %d within the burst = %d %s", i+1, resp.StatusCode, b)
+			}
+		}
+		resp, b := e.bearerDo(key, "GET", "/v1/leases", "", nil)
+		wantProblem(t, "request over the rate", resp, b, http.StatusTooManyRequests, api.ProblemCodeRateLimited)
+		if resp.Header.Get("Retry-After") != "2" {
+			t.Errorf("Retry-After = %q, want 2 (one request every 2 s)", resp.Header.Get("Retry-After"))
+		}
+		// Admin keys and other keys are not slowed by it.
+		if resp, _ := e.bearerDo(e.key, "GET", "/v1/leases", "", nil); resp.StatusCode != http.StatusOK {
+			t.Errorf("admin request = %d while another key is limited", resp.StatusCode)
+		}
+	})
+	e := newServiceEnv(t, service.Config{Auth: handlers.AuthConfig{MaxHeldPerKey: 2, MaxWaitsPerKey: 1, MaxWatchesPerKey: 1}})
+	w := servicetest.Key(t, e.store, auth.Writer)
+	t.Run("Leases", func(t *testing.T) {
+		for _, n := range []string{"w-1", "w-2"} {
+			if resp, b := e.bearerDo(w, "POST", "/v1/leases/"+n+"/acquire", `{"holder":"w","ttl_ms":60000}`, nil); resp.StatusCode != http.StatusOK {
+				t.Fatalf("acquire %s = %d %s", n, resp.StatusCode, b)
+			}
+		}
+		resp, b := e.bearerDo(w, "POST", "/v1/leases/w-3/acquire", `{"holder":"w","ttl_ms":60000}`, nil)
+		wantProblem(t, "third lease of a key capped at 2", resp, b, http.StatusTooManyRequests, api.ProblemCodeTooManyLeases)
+	})
+	t.Run("Waits", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(e.ctx)
+		defer cancel()
+		go func() {
+			req, _ := http.NewRequestWithContext(ctx, "POST", e.url+"/v1/leases/w-1/acquire", strings.NewReader(`{"holder":"x","ttl_ms":60000,"wait_ms":60000}`))
+			req.Header.Set("Authorization", "Bearer "+w)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				resp.Body.Close()
+			}
+		}()
+		waitFor(t, "a waiter on w-1", func() bool { return e.state("w-1").Waiters == 1 })
+		resp, b := e.bearerDo(w, "POST", "/v1/leases/w-2/acquire", `{"holder":"x","ttl_ms":60000,"wait_ms":1000}`, nil)
+		wantProblem(t, "second wait of a key capped at 1", resp, b, http.StatusTooManyRequests, api.ProblemCodeTooManyWaiters)
+	})
+	t.Run("Watches", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(e.ctx)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/v1/watch", nil)
+		req.Header.Set("Authorization", "Bearer "+w)
+		first, err := http.DefaultClient.Do(req)
+		if err != nil || first.StatusCode != http.StatusOK {
+			t.Fatalf("first watch = %v, %v", first, err)
+		}
+		defer first.Body.Close()
+		resp, b := e.bearerDo(w, "GET", "/v1/watch?prefix="+url.QueryEscape("w-"), "", nil)
+		wantProblem(t, "second watch of a key capped at 1", resp, b, http.StatusTooManyRequests, api.ProblemCodeTooManyWatchers)
+	})
+}

@@ -1,0 +1,199 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
+
+	"github.com/leasekeeper/leasekeeper/auth"
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+const keyCols = `k.id, k.label, k.role, k.prefixes, k.created_at, k.created_by, k.revoked_at, k.revoked_by`
+
+// scanKey scans keyCols, after the columns that before points into.
+func scanKey(r scanner, before ...any) (auth.Key, error) {
+	var k auth.Key
+	var role, prefixes string
+	var created int64
+	var revoked sql.NullInt64
+	if err := r.Scan(append(before, &k.ID, &k.Label, &role, &prefixes, &created, &k.CreatedBy, &revoked, &k.RevokedBy)...); err != nil {
+		return k, err
+	}
+	k.Role, k.CreatedAt = auth.Role(role), ms(created)
+	if revoked.Valid {
+		k.RevokedAt = ms(revoked.Int64)
+	}
+	if err := json.Unmarshal([]byte(prefixes), &k.Prefixes); err != nil {
+		return k, fmt.Errorf("key %s prefixes: %w", k.ID, err)
+	}
+	if len(k.Prefixes) == 0 {
+		k.Prefixes = nil
+	}
+	return k, nil
+}
+
+// CreateKey stores a key by its hash. See store.Store.
+func (s *Store) CreateKey(ctx context.Context, k auth.Key, hash []byte, onlyIfNone bool) (bool, error) {
+	if k.Prefixes == nil {
+		k.Prefixes = []string{}
+	}
+	prefixes, err := json.Marshal(k.Prefixes)
+	if err != nil {
+		return false, fmt.Errorf("create key %s: %w", k.ID, err)
+	}
+	created := false
+	err = s.write(ctx, func(ctx context.Context, t *txn) error {
+		if onlyIfNone {
+			var n int
+			if err := t.tx.QueryRowContext(ctx, `SELECT count(*) FROM keys`).Scan(&n); err != nil {
+				return fmt.Errorf("count keys: %w", w(err))
+			}
+			if n > 0 {
+				return nil
+			}
+		}
+		_, err := t.tx.ExecContext(ctx, `INSERT INTO keys (id, hash, label, role, prefixes, created_at, created_by)
+			VALUES (?, ?, ?, ?, ?, ?, ?)`, k.ID, hash, k.Label, string(k.Role), string(prefixes), t.now, k.CreatedBy)
+		var se sqlite3.Error
+		if errors.As(err, &se) && se.Code == sqlite3.ErrConstraint {
+			return lease.Errorf(lease.CodeInvalid, "a key with this id or secret exists already")
+		}
+		if err != nil {
+			return fmt.Errorf("insert key: %w", w(err))
+		}
+		created = true
+		return t.record(ctx, lease.Event{Type: lease.EventKeyCreated, Holder: k.Label + " (" + k.ID + ", " + string(k.Role) + ")",
+			At: ms(t.now), Actor: k.CreatedBy})
+	})
+	if err != nil {
+		return false, fmt.Errorf("create key %s: %w", k.ID, err)
+	}
+	return created, nil
+}
+
+// KeyByHash finds a key by the hash of its secret. See store.Store.
+func (s *Store) KeyByHash(ctx context.Context, hash []byte) (auth.Key, error) {
+	k, err := scanKey(s.r.QueryRowContext(ctx, `SELECT `+keyCols+` FROM keys k WHERE k.hash = ?`, hash))
+	if errors.Is(err, sql.ErrNoRows) {
+		return k, lease.Errorf(lease.CodeNotFound, "no such key")
+	}
+	if err != nil {
+		return k, fmt.Errorf("read key: %w", w(err))
+	}
+	return k, nil
+}
+
+// Keys lists every key. See store.Store.
+func (s *Store) Keys(ctx context.Context) ([]auth.Key, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT `+keyCols+` FROM keys k ORDER BY k.created_at, k.id`)
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", w(err))
+	}
+	defer rows.Close()
+	var out []auth.Key
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list keys: %w", err)
+		}
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list keys: %w", w(err))
+	}
+	return out, nil
+}
+
+// RevokeKey revokes a key and ends its sessions. See store.Store.
+func (s *Store) RevokeKey(ctx context.Context, id, actor string) (auth.Key, error) {
+	var k auth.Key
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		var err error
+		k, err = scanKey(t.tx.QueryRowContext(ctx, `SELECT `+keyCols+` FROM keys k WHERE k.id = ?`, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return lease.Errorf(lease.CodeNotFound, "no key with id %q", id)
+		}
+		if err != nil {
+			return fmt.Errorf("read key: %w", w(err))
+		}
+		if k.Revoked() {
+			return nil
+		}
+		if _, err := t.tx.ExecContext(ctx, `UPDATE keys SET revoked_at = ?, revoked_by = ? WHERE id = ?`, t.now, actor, id); err != nil {
+			return fmt.Errorf("revoke key: %w", w(err))
+		}
+		if _, err := t.tx.ExecContext(ctx, `DELETE FROM sessions WHERE key_id = ?`, id); err != nil {
+			return fmt.Errorf("end the key's sessions: %w", w(err))
+		}
+		k.RevokedAt, k.RevokedBy = ms(t.now), actor
+		return t.record(ctx, lease.Event{Type: lease.EventKeyRevoked, Holder: k.Label + " (" + k.ID + ", " + string(k.Role) + ")",
+			At: ms(t.now), Actor: actor})
+	})
+	if err != nil {
+		return k, fmt.Errorf("revoke key %s: %w", id, err)
+	}
+	return k, nil
+}
+
+// CreateSession stores a dashboard session. See store.Store.
+func (s *Store) CreateSession(ctx context.Context, hash []byte, keyID string, expires time.Time) error {
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		_, err := t.tx.ExecContext(ctx, `INSERT INTO sessions (hash, key_id, created_at, last_seen_at, expires_at)
+			VALUES (?, ?, ?, ?, ?)`, hash, keyID, t.now, t.now, expires.UnixMilli())
+		if err != nil {
+			return fmt.Errorf("insert session: %w", w(err))
+		}
+		t.dirty = true
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("create session for key %s: %w", keyID, err)
+	}
+	return nil
+}
+
+// Session reads a live session with its key. See store.Store.
+func (s *Store) Session(ctx context.Context, hash []byte) (store.Session, error) {
+	var out store.Session
+	var created, seen, expires int64
+	now := s.clock.Now().UnixMilli()
+	row := s.r.QueryRowContext(ctx, `SELECT s.created_at, s.last_seen_at, s.expires_at, `+keyCols+`
+		FROM sessions s JOIN keys k ON k.id = s.key_id WHERE s.hash = ? AND s.expires_at > ?`, hash, now)
+	k, err := scanKey(row, &created, &seen, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return out, lease.Errorf(lease.CodeNotFound, "no such session")
+	}
+	if err != nil {
+		return out, fmt.Errorf("read session: %w", w(err))
+	}
+	return store.Session{Key: k, CreatedAt: ms(created), LastSeen: ms(seen), ExpiresAt: ms(expires)}, nil
+}
+
+// TouchSession records a session's use. See store.Store.
+func (s *Store) TouchSession(ctx context.Context, hash []byte) error {
+	return s.write(ctx, func(ctx context.Context, t *txn) error {
+		if _, err := t.tx.ExecContext(ctx, `UPDATE sessions SET last_seen_at = ? WHERE hash = ?`, t.now, hash); err != nil {
+			return fmt.Errorf("touch session: %w", w(err))
+		}
+		t.dirty = true
+		return nil
+	})
+}
+
+// DeleteSession ends a session. See store.Store.
+func (s *Store) DeleteSession(ctx context.Context, hash []byte) error {
+	return s.write(ctx, func(ctx context.Context, t *txn) error {
+		if _, err := t.tx.ExecContext(ctx, `DELETE FROM sessions WHERE hash = ?`, hash); err != nil {
+			return fmt.Errorf("delete session: %w", w(err))
+		}
+		t.dirty = true
+		return nil
+	})
+}

@@ -1,0 +1,173 @@
+package storetest
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/leasekeeper/leasekeeper/auth"
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+func (e *env) createKey(label string, role auth.Role, prefixes ...string) (auth.Key, string) {
+	e.t.Helper()
+	secret := auth.NewSecret()
+	k := auth.Key{ID: auth.NewKeyID(), Label: label, Role: role, Prefixes: prefixes, CreatedBy: "root (key_root)"}
+	created, err := e.s.CreateKey(e.ctx, k, auth.Hash(secret), false)
+	if err != nil || !created {
+		e.t.Fatalf("CreateKey(%q) = %v, %v; want created", label, created, err)
+	}
+	return k, secret
+}
+
+func testKeys(t *testing.T, e *env) {
+	k, secret := e.createKey("billing workers", auth.Writer, "billing-", "jobs:")
+	got, err := e.s.KeyByHash(e.ctx, auth.Hash(secret))
+	if err != nil {
+		t.Fatalf("KeyByHash() = %v", err)
+	}
+	want := k
+	want.CreatedAt = t0
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("KeyByHash() differs (-want +got):\n%s", diff)
+	}
+	wantCode(t, "KeyByHash(unknown)", func() error { _, err := e.s.KeyByHash(e.ctx, auth.Hash("nope")); return err }(), lease.CodeNotFound)
+
+	_, err = e.s.CreateKey(e.ctx, auth.Key{ID: k.ID, Label: "dup", Role: auth.Reader}, auth.Hash(auth.NewSecret()), false)
+	wantCode(t, "CreateKey(same id)", err, lease.CodeInvalid)
+
+	e.clock.Advance(time.Second)
+	r, err := e.s.RevokeKey(e.ctx, k.ID, "root (key_root)")
+	if err != nil || !r.Revoked() || r.RevokedBy != "root (key_root)" {
+		t.Fatalf("RevokeKey() = %+v, %v; want revoked by root", r, err)
+	}
+	got, err = e.s.KeyByHash(e.ctx, auth.Hash(secret))
+	if err != nil || !got.Revoked() || !got.RevokedAt.Equal(t0.Add(time.Second)) {
+		t.Errorf("KeyByHash(revoked) = %+v, %v; want revoked at %v", got, err, t0.Add(time.Second))
+	}
+	if _, err := e.s.RevokeKey(e.ctx, k.ID, "again"); err != nil {
+		t.Errorf("RevokeKey(revoked) = %v, want nil", err)
+	}
+	_, err = e.s.RevokeKey(e.ctx, "key_missing", "root")
+	wantCode(t, "RevokeKey(unknown)", err, lease.CodeNotFound)
+
+	keys, err := e.s.Keys(e.ctx)
+	if err != nil || len(keys) != 1 || keys[0].ID != k.ID || keys[0].RevokedBy != "root (key_root)" {
+		t.Errorf("Keys() = %+v, %v; want the one revoked key", keys, err)
+	}
+	// Creation and revocation are audited on the event history, naming who did it.
+	p, err := e.s.Events(e.ctx, store.EventFilter{Limit: store.MaxLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var audit []string
+	for _, ev := range p.Items {
+		audit = append(audit, string(ev.Type)+" by "+ev.Actor)
+	}
+	if diff := cmp.Diff([]string{"key_created by root (key_root)", "key_revoked by root (key_root)"}, audit); diff != "" {
+		t.Errorf("audit events differ (-want +got):\n%s", diff)
+	}
+}
+
+func testKeyBootstrap(t *testing.T, e *env) {
+	first := auth.Key{ID: auth.NewKeyID(), Label: "bootstrap admin", Role: auth.Admin}
+	created, err := e.s.CreateKey(e.ctx, first, auth.Hash(auth.NewSecret()), true)
+	if err != nil || !created {
+		t.Fatalf("CreateKey(onlyIfNone, empty) = %v, %v; want created", created, err)
+	}
+	created, err = e.s.CreateKey(e.ctx, auth.Key{ID: auth.NewKeyID(), Label: "second", Role: auth.Admin}, auth.Hash(auth.NewSecret()), true)
+	if err != nil || created {
+		t.Fatalf("CreateKey(onlyIfNone, one key) = %v, %v; want not created", created, err)
+	}
+	// Keys survive a restart.
+	e.restart()
+	keys, err := e.s.Keys(e.ctx)
+	if err != nil || len(keys) != 1 || keys[0].ID != first.ID {
+		t.Errorf("Keys() after restart = %+v, %v; want the bootstrap key alone", keys, err)
+	}
+}
+
+func testSessions(t *testing.T, e *env) {
+	k, _ := e.createKey("ops", auth.Reader)
+	h := auth.Hash(auth.NewSessionID())
+	if err := e.s.CreateSession(e.ctx, h, k.ID, t0.Add(time.Hour)); err != nil {
+		t.Fatalf("CreateSession() = %v", err)
+	}
+	ses, err := e.s.Session(e.ctx, h)
+	if err != nil || ses.Key.ID != k.ID || !ses.LastSeen.Equal(t0) || !ses.ExpiresAt.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("Session() = %+v, %v; want key %s seen at %v", ses, err, k.ID, t0)
+	}
+	e.clock.Advance(time.Minute)
+	if err := e.s.TouchSession(e.ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if ses, _ := e.s.Session(e.ctx, h); !ses.LastSeen.Equal(t0.Add(time.Minute)) {
+		t.Errorf("Session() after touch: last seen %v, want %v", ses.LastSeen, t0.Add(time.Minute))
+	}
+	// Past its expiry a session is gone, and Prune deletes it.
+	e.clock.Advance(time.Hour)
+	_, err = e.s.Session(e.ctx, h)
+	wantCode(t, "Session(expired)", err, lease.CodeNotFound)
+
+	// Sign-out and key revocation end sessions at once.
+	h2, h3 := auth.Hash(auth.NewSessionID()), auth.Hash(auth.NewSessionID())
+	for _, x := range [][]byte{h2, h3} {
+		if err := e.s.CreateSession(e.ctx, x, k.ID, e.clock.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.s.DeleteSession(e.ctx, h2); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.s.Session(e.ctx, h2)
+	wantCode(t, "Session(signed out)", err, lease.CodeNotFound)
+	if _, err := e.s.RevokeKey(e.ctx, k.ID, "root"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.s.Session(e.ctx, h3)
+	wantCode(t, "Session(key revoked)", err, lease.CodeNotFound)
+	if err := e.s.Prune(e.ctx, store.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(h, h2) {
+		t.Fatal("session hashes collide")
+	}
+}
+
+func testMaxHeld(t *testing.T, e *env) {
+	p := store.AcquireParams{Holder: "w", TTL: time.Minute, Owner: "key_a", MaxHeld: 2}
+	for _, n := range []string{"a1", "a2"} {
+		p.Name = n
+		if _, err := e.s.Acquire(e.ctx, p); err != nil {
+			t.Fatalf("Acquire(%q) = %v", n, err)
+		}
+	}
+	p.Name = "a3"
+	_, err := e.s.Acquire(e.ctx, p)
+	wantCode(t, "Acquire(third lease of a key capped at 2)", err, lease.CodeTooManyLeases)
+	// Another key is not affected; an expired lease no longer counts.
+	if _, err := e.s.Acquire(e.ctx, store.AcquireParams{Name: "b1", Holder: "w", TTL: time.Minute, Owner: "key_b", MaxHeld: 2}); err != nil {
+		t.Fatalf("Acquire(other key) = %v", err)
+	}
+	e.clock.Advance(2 * time.Minute)
+	if _, err := e.s.Acquire(e.ctx, p); err != nil {
+		t.Fatalf("Acquire(a3) after the key's leases expired = %v", err)
+	}
+}
+
+func testRevokeActor(t *testing.T, e *env) {
+	e.acquire("job", "w", time.Minute)
+	if err := e.s.Revoke(e.ctx, "job", 0, "ops (key_123)"); err != nil {
+		t.Fatal(err)
+	}
+	evs := e.events("job")
+	if last := evs[len(evs)-1]; last.Type != lease.EventRevoked || last.Actor != "ops (key_123)" {
+		t.Errorf("last event = %s by %q, want revoked by %q", last.Type, last.Actor, "ops (key_123)")
+	}
+	if evs[0].Actor != "" {
+		t.Errorf("acquired event actor = %q, want none", evs[0].Actor)
+	}
+}
