@@ -14,13 +14,14 @@ FUZZTIME ?= 50000x
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-generate: ## regenerate api/ from openapi.yaml and web/*_templ.go from web/*.templ (pinned tools)
+generate: ## regenerate api/ and client/internal/wire/ from openapi.yaml and web/*_templ.go from web/*.templ (pinned tools)
 	$(GO) tool oapi-codegen -config api/config.yaml openapi.yaml
+	$(GO) tool oapi-codegen -config client/internal/wire/config.yaml openapi.yaml
 	$(GO) tool templ generate -path web
 
 check-generated: generate ## fail when generated code drifts from its sources
-	@git diff --exit-code -- api web || { echo "generated code is out of date: run make generate and commit"; exit 1; }
-	@test -z "$$(git status --porcelain -- api web)" || { git status --porcelain -- api web; echo "untracked generated files: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- api web client/internal/wire || { echo "generated code is out of date: run make generate and commit"; exit 1; }
+	@test -z "$$(git status --porcelain -- api web client/internal/wire)" || { git status --porcelain -- api web client/internal/wire; echo "untracked generated files: run make generate and commit"; exit 1; }
 
 build: ## build the binary into bin/
 	CGO_ENABLED=1 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/leasekeeper
@@ -34,7 +35,7 @@ test: ## run every test with the race detector
 lint: ## go vet, gofmt and staticcheck (generated code excluded)
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v -e '\.gen\.go$$' -e '_templ\.go$$')); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
-	$(GO) tool staticcheck $$($(GO) list ./... | grep -v -e /api$$)
+	$(GO) tool staticcheck $$($(GO) list ./... | grep -v -e /api$$ -e /client/internal/wire$$)
 
 bench: ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...

@@ -3,6 +3,8 @@ package client
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,11 +12,15 @@ import (
 	mrand "math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/client/internal/wire"
+	"github.com/leasekeeper/leasekeeper/fence"
+	"github.com/leasekeeper/leasekeeper/lease"
 )
 
 // Clock is the client's source of time. Deadlines are measured with it, so it must be
@@ -37,9 +43,13 @@ type realClock struct{}
 func (realClock) Now() time.Time                            { return time.Now() }
 func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
 
-// Client talks to one leasekeeper server. It is safe for concurrent use.
+// DefaultTTL is the lease duration of an acquire that asks for none.
+const DefaultTTL = 15 * time.Second
+
+// Client talks to one leasekeeper server. It is safe for concurrent use. Close it when done:
+// it stops the background work of the leases it holds.
 type Client struct {
-	api           *api.ClientWithResponses
+	api           *wire.ClientWithResponses
 	baseURL       string
 	clock         Clock
 	log           *slog.Logger
@@ -48,110 +58,23 @@ type Client struct {
 	attempts      int
 	httpClient    *http.Client
 	userAgent     string // sent with every request; rejections record it
-	apiKey        string // sent as a bearer token with every request
+	apiKey        string
+	tlsConfig     *tls.Config
+	rootCAs       *x509.CertPool
+	ownTransport  *http.Transport // the transport the TLS options made, closed by Close
+	holder        string          // the default holder: host and pid
 
-	// noServerWait is set once the server refused wait_ms and accepted the same acquire
-	// without it: it has no waiting line, so waits happen here.
-	noServerWait atomic.Bool
-}
+	// maxWait is the longest wait_ms asked of the server at once: the default bound of
+	// servers, lowered when a server refuses a wait as above its own bound.
+	maxWait atomic.Int64
 
-// Option configures a Client.
-type Option func(*Client) error
-
-// WithUserAgent sets the User-Agent of every request, e.g. "billing-worker/1.4". The server
-// records it with rejected stale writes, so a good one tells you who wrote late.
-func WithUserAgent(ua string) Option {
-	return func(c *Client) error {
-		if ua == "" {
-			return errors.New("WithUserAgent: empty")
-		}
-		c.userAgent = ua
-		return nil
-	}
-}
-
-// WithAPIKey sends key as "Authorization: Bearer <key>" with every request, watch streams
-// included. The client reads no environment: programs pass LEASEKEEPER_API_KEY themselves.
-func WithAPIKey(key string) Option {
-	return func(c *Client) error {
-		if key == "" {
-			return errors.New("WithAPIKey: empty key")
-		}
-		c.apiKey = key
-		return nil
-	}
-}
-
-// WithHTTPClient sets the HTTP client (timeouts, transport, proxies). The default is an
-// http.Client without an overall timeout: requests are bounded by their contexts.
-func WithHTTPClient(hc *http.Client) Option {
-	return func(c *Client) error {
-		if hc == nil {
-			return errors.New("WithHTTPClient: nil client")
-		}
-		c.httpClient = hc
-		return nil
-	}
-}
-
-// WithClock sets the clock that measures lease deadlines and paces renewals (tests).
-func WithClock(clk Clock) Option {
-	return func(c *Client) error {
-		if clk == nil {
-			return errors.New("WithClock: nil clock")
-		}
-		c.clock = clk
-		return nil
-	}
-}
-
-// WithLogger sets the logger for renewal failures and retries; the default discards.
-func WithLogger(l *slog.Logger) Option {
-	return func(c *Client) error {
-		if l == nil {
-			return errors.New("WithLogger: nil logger")
-		}
-		c.log = l
-		return nil
-	}
-}
-
-// WithRenewFraction sets when a lease is renewed, as a fraction of its ttl after the last
-// successful renewal was sent (default 1/3, leaving two more tries before the deadline).
-func WithRenewFraction(f float64) Option {
-	return func(c *Client) error {
-		if !(f > 0 && f < 1) {
-			return fmt.Errorf("WithRenewFraction: %v is not in (0, 1)", f)
-		}
-		c.renewFraction = f
-		return nil
-	}
-}
-
-// WithSafetyMargin sets how long before the earliest possible server-side expiry a lease
-// context ends (default a tenth of the ttl). It absorbs the difference in rate between the
-// client's and the server's clocks and the time work takes to notice that its context ended.
-// Acquire refuses a ttl that is not longer than the margin.
-func WithSafetyMargin(d time.Duration) Option {
-	return func(c *Client) error {
-		if d <= 0 {
-			return fmt.Errorf("WithSafetyMargin: %v is not positive", d)
-		}
-		c.margin = d
-		return nil
-	}
-}
-
-// WithAcquireAttempts sets how many times an acquire is sent when the network or the server
-// fails (default 4). Every attempt carries the same Idempotency-Key.
-func WithAcquireAttempts(n int) Option {
-	return func(c *Client) error {
-		if n < 1 {
-			return fmt.Errorf("WithAcquireAttempts: %d is below 1", n)
-		}
-		c.attempts = n
-		return nil
-	}
+	// closeCtx ends when Close is called; every background goroutine of the client ends
+	// with it and is counted in bg.
+	closeCtx context.Context
+	closeFn  context.CancelCauseFunc
+	mu       sync.Mutex
+	closed   bool
+	bg       sync.WaitGroup
 }
 
 // New returns a client of the server at baseURL, such as http://127.0.0.1:8080.
@@ -168,14 +91,19 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		attempts:      4,
 		httpClient:    &http.Client{},
 		userAgent:     "leasekeeper-client",
+		holder:        defaultHolder(),
 	}
+	c.maxWait.Store(int64(lease.DefaultLimits().MaxWait))
 	for _, o := range opts {
 		if err := o(c); err != nil {
 			return nil, fmt.Errorf("client: %w", err)
 		}
 	}
-	c.api, err = api.NewClientWithResponses(c.baseURL, api.WithHTTPClient(c.httpClient),
-		api.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+	if err := c.applyTLS(); err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	c.api, err = wire.NewClientWithResponses(c.baseURL, wire.WithHTTPClient(c.httpClient),
+		wire.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
 			if r.Header.Get("User-Agent") == "" {
 				r.Header.Set("User-Agent", c.userAgent)
 			}
@@ -187,7 +115,70 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
+	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
 	return c, nil
+}
+
+// defaultHolder names this process for humans: "host (pid N)".
+func defaultHolder() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return fmt.Sprintf("%s (pid %d)", host, os.Getpid())
+}
+
+// Close stops the client's background work and waits for it to end: the renewals and watch
+// streams of every lease acquired through it, and every Observe. The context of each lease
+// still held ends with the cause ErrClosed.
+//
+// Close releases nothing: work under a lease may still be running when its context ends,
+// and releasing then would let another holder in beside it. Call Release once that work has
+// stopped (Release and the other one-off requests still work after Close), or let the
+// leases run out on the server after their ttl. Acquire, Campaign and Observe return
+// ErrClosed afterwards. Close is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	c.mu.Unlock()
+	c.closeFn(ErrClosed)
+	c.bg.Wait()
+	if c.ownTransport != nil {
+		c.ownTransport.CloseIdleConnections()
+	}
+	return nil
+}
+
+// goBackground runs f in a goroutine that Close waits for, unless the client is closed.
+func (c *Client) goBackground(f func()) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return ErrClosed
+	}
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		f()
+	}()
+	return nil
+}
+
+// isClosed reports whether Close has been called.
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// Reporter returns a fence.Reporter that reports rejections to this client's server with its
+// HTTP client, User-Agent and API key.
+func (c *Client) Reporter() *fence.Reporter {
+	return &fence.Reporter{BaseURL: c.baseURL, Client: c.httpClient, UserAgent: c.userAgent, APIKey: c.apiKey}
 }
 
 // BaseURL returns the server URL the client talks to.
@@ -217,7 +208,7 @@ type Grant struct {
 	Metadata  map[string]any
 }
 
-func grantOf(l *api.Lease) Grant {
+func grantOf(l *wire.Lease) Grant {
 	g := Grant{Name: l.Name, Holder: l.Holder, LeaseID: deref(l.LeaseId), Token: l.Token,
 		TTL: time.Duration(l.TtlMs) * time.Millisecond, LockDelay: time.Duration(l.LockDelayMs) * time.Millisecond,
 		AcquiredAt: l.AcquiredAt.Time, RenewedAt: l.RenewedAt.Time, ExpiresAt: l.ExpiresAt.Time}
@@ -249,7 +240,7 @@ type State struct {
 	Waiters int
 }
 
-func stateOf(s *api.LeaseState) State {
+func stateOf(s *wire.LeaseState) State {
 	st := State{Name: s.Name, Held: s.Held, Holder: s.Holder, Token: s.Token,
 		TTL: time.Duration(s.TtlMs) * time.Millisecond, LockDelay: time.Duration(s.LockDelayMs) * time.Millisecond,
 		AcquiredAt: deref(s.AcquiredAt).Time, RenewedAt: deref(s.RenewedAt).Time, ExpiresAt: deref(s.ExpiresAt).Time,
@@ -264,10 +255,10 @@ func stateOf(s *api.LeaseState) State {
 func (c *Client) Get(ctx context.Context, name string) (State, error) {
 	resp, err := c.api.GetLeaseWithResponse(ctx, name)
 	if err != nil {
-		return State{}, fmt.Errorf("get %q: %w", name, err)
+		return State{}, unanswered(ctx, fmt.Sprintf("get %q", name), err)
 	}
 	if resp.JSON200 == nil {
-		return State{}, fmt.Errorf("get %q: %w", name, problemOf(resp.StatusCode(), resp.Body))
+		return State{}, fmt.Errorf("get %q: %w", name, problemOf(resp.HTTPResponse, resp.Body))
 	}
 	return stateOf(resp.JSON200), nil
 }
@@ -293,12 +284,12 @@ type Page struct {
 
 // List returns one page of lease states, ordered by name.
 func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
-	p := &api.ListLeasesParams{}
+	p := &wire.ListLeasesParams{}
 	if o.Prefix != "" {
 		p.Prefix = &o.Prefix
 	}
 	if o.State != "" {
-		s := api.ListLeasesParamsState(o.State)
+		s := wire.ListLeasesParamsState(o.State)
 		p.State = &s
 	}
 	if o.Limit > 0 {
@@ -309,10 +300,10 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 	}
 	resp, err := c.api.ListLeasesWithResponse(ctx, p)
 	if err != nil {
-		return Page{}, fmt.Errorf("list leases: %w", err)
+		return Page{}, unanswered(ctx, "list leases", err)
 	}
 	if resp.JSON200 == nil {
-		return Page{}, fmt.Errorf("list leases: %w", problemOf(resp.StatusCode(), resp.Body))
+		return Page{}, fmt.Errorf("list leases: %w", problemOf(resp.HTTPResponse, resp.Body))
 	}
 	out := Page{NextCursor: resp.JSON200.NextCursor, Leases: make([]State, 0, len(resp.JSON200.Leases))}
 	for i := range resp.JSON200.Leases {
@@ -324,17 +315,17 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 // Renew extends the lease with this lease_id once, without any client-side bookkeeping (a
 // held *Lease renews itself). ttl 0 keeps the lease's ttl. A lease that ended is ErrLeaseLost.
 func (c *Client) Renew(ctx context.Context, name, leaseID string, ttl time.Duration) (Grant, error) {
-	body := api.RenewRequest{LeaseId: leaseID}
+	body := wire.RenewRequest{LeaseId: leaseID}
 	if ttl > 0 {
 		ms := ttl.Milliseconds()
 		body.TtlMs = &ms
 	}
 	resp, err := c.api.RenewLeaseWithResponse(ctx, name, body)
 	if err != nil {
-		return Grant{}, fmt.Errorf("renew %q: %w", name, err)
+		return Grant{}, unanswered(ctx, fmt.Sprintf("renew %q", name), err)
 	}
 	if resp.JSON200 == nil {
-		return Grant{}, fmt.Errorf("renew %q: %w", name, problemOf(resp.StatusCode(), resp.Body))
+		return Grant{}, fmt.Errorf("renew %q: %w", name, problemOf(resp.HTTPResponse, resp.Body))
 	}
 	return grantOf(resp.JSON200), nil
 }
@@ -342,12 +333,12 @@ func (c *Client) Renew(ctx context.Context, name, leaseID string, ttl time.Durat
 // Release ends the lease with this lease_id. Repeating it succeeds; a lease that had already
 // expired or been revoked is ErrLeaseLost.
 func (c *Client) Release(ctx context.Context, name, leaseID string) error {
-	resp, err := c.api.ReleaseLeaseWithResponse(ctx, name, api.ReleaseRequest{LeaseId: leaseID})
+	resp, err := c.api.ReleaseLeaseWithResponse(ctx, name, wire.ReleaseRequest{LeaseId: leaseID})
 	if err != nil {
-		return fmt.Errorf("release %q: %w", name, err)
+		return unanswered(ctx, fmt.Sprintf("release %q", name), err)
 	}
 	if resp.StatusCode() != http.StatusNoContent {
-		return fmt.Errorf("release %q: %w", name, problemOf(resp.StatusCode(), resp.Body))
+		return fmt.Errorf("release %q: %w", name, problemOf(resp.HTTPResponse, resp.Body))
 	}
 	return nil
 }
@@ -365,12 +356,12 @@ func (c *Client) RevokeToken(ctx context.Context, name string, token int64) erro
 }
 
 func (c *Client) revoke(ctx context.Context, name string, token *int64) error {
-	resp, err := c.api.RevokeLeaseWithResponse(ctx, name, &api.RevokeLeaseParams{Token: token})
+	resp, err := c.api.RevokeLeaseWithResponse(ctx, name, &wire.RevokeLeaseParams{Token: token})
 	if err != nil {
-		return fmt.Errorf("revoke %q: %w", name, err)
+		return unanswered(ctx, fmt.Sprintf("revoke %q", name), err)
 	}
 	if resp.StatusCode() != http.StatusNoContent {
-		return fmt.Errorf("revoke %q: %w", name, problemOf(resp.StatusCode(), resp.Body))
+		return fmt.Errorf("revoke %q: %w", name, problemOf(resp.HTTPResponse, resp.Body))
 	}
 	return nil
 }
@@ -411,7 +402,16 @@ func retryable(ctx context.Context, err error) bool {
 	}
 	var ae *APIError
 	if errors.As(err, &ae) {
-		return ae.transient()
+		return ae.retryable()
 	}
 	return true
+}
+
+// unanswered is the error of op when its request got no answer: ErrUnavailable, unless the
+// caller's own context ended.
+func unanswered(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return fmt.Errorf("%s: %w", op, unreachable(err))
 }

@@ -3,7 +3,11 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +19,7 @@ import (
 
 func TestTypedErrors(t *testing.T) {
 	srvClock := lease.NewFakeClock(base)
-	c := newClient(t, newServer(t, srvClock))
+	c := newClient(t, newServer(t, onClock(srvClock)))
 	ctx := context.Background()
 	held, err := c.Acquire(ctx, "taken", client.AcquireOptions{Holder: "owner", TTL: 30 * time.Second, DisableKeepAlive: true})
 	if err != nil {
@@ -42,18 +46,23 @@ func TestTypedErrors(t *testing.T) {
 			_, err := c.Get(ctx, "never-used")
 			return err
 		}, client.ErrNotFound, nil, &client.APIError{Status: http.StatusNotFound, Code: "not_found"}},
-		{"ErrInvalidName", func() error {
+		{"ErrInvalidNameCaughtBeforeSending", func() error {
 			_, err := c.Acquire(ctx, "bad/name", client.AcquireOptions{Holder: "x", TTL: time.Second})
 			return err
-		}, nil, nil, &client.APIError{Status: http.StatusBadRequest, Code: "invalid_request"}},
-		{"ErrInvalidTTL", func() error {
+		}, client.ErrInvalid, nil, nil},
+		{"ErrInvalidHolderCaughtBeforeSending", func() error {
+			_, err := c.Acquire(ctx, "ok", client.AcquireOptions{Holder: "bell\a", TTL: time.Second})
+			return err
+		}, client.ErrInvalid, nil, nil},
+		{"ErrInvalidTTLFromServer", func() error {
 			_, err := c.Acquire(ctx, "ok", client.AcquireOptions{Holder: "x", TTL: 2 * time.Hour})
 			return err
-		}, nil, nil, &client.APIError{Status: http.StatusBadRequest, Code: "invalid_request"}},
+		}, client.ErrInvalid, nil, &client.APIError{Status: http.StatusBadRequest, Code: "invalid_request"}},
 		{"ErrTTLNotAboveMargin", func() error {
-			_, err := c.Acquire(ctx, "ok", client.AcquireOptions{Holder: "x", TTL: 0})
+			c := newClient(t, c.BaseURL(), client.WithSafetyMargin(2*time.Second))
+			_, err := c.Acquire(ctx, "ok", client.AcquireOptions{Holder: "x", TTL: 2 * time.Second})
 			return err
-		}, nil, nil, nil},
+		}, client.ErrInvalid, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -98,7 +107,7 @@ func TestNewRejectsBadURL(t *testing.T) {
 }
 
 func TestListAndGet(t *testing.T) {
-	c := newClient(t, newServer(t, lease.NewFakeClock(base)))
+	c := newClient(t, newServer(t, onClock(lease.NewFakeClock(base))))
 	ctx := context.Background()
 	for _, n := range []string{"a-1", "a-2", "b-1"} {
 		l, err := c.Acquire(ctx, n, client.AcquireOptions{Holder: "h-" + n, TTL: time.Minute, DisableKeepAlive: true, Metadata: map[string]any{"n": n}})
@@ -134,5 +143,43 @@ func TestListAndGet(t *testing.T) {
 	}
 	if len(held.Leases) != 1 || held.NextCursor == "" {
 		t.Errorf("List(held, limit 1) = %d leases, cursor %q; want 1 and a cursor", len(held.Leases), held.NextCursor)
+	}
+}
+
+// TestAcquireDefaults acquires with zero options: DefaultTTL, and this host and process as
+// the holder.
+func TestAcquireDefaults(t *testing.T) {
+	c := newClient(t, newServer(t, onClock(lease.NewFakeClock(base))))
+	ctx := context.Background()
+	l, err := c.Acquire(ctx, "job", client.AcquireOptions{DisableKeepAlive: true})
+	if err != nil {
+		t.Fatalf("Acquire with zero options = %v", err)
+	}
+	host, _ := os.Hostname()
+	want := fmt.Sprintf("%s (pid %d)", host, os.Getpid())
+	if diff := cmp.Diff([]any{client.DefaultTTL, want}, []any{l.TTL(), l.Holder()}); diff != "" {
+		t.Errorf("TTL and holder (-want +got):\n%s", diff)
+	}
+}
+
+// TestErrorsSayWhatWasTried checks an error never retried names no attempt, and one
+// retried until giving up says how often, and matches ErrUnavailable.
+func TestErrorsSayWhatWasTried(t *testing.T) {
+	c := newClient(t, newServer(t))
+	ctx := context.Background()
+	_, err := c.Acquire(ctx, "job", client.AcquireOptions{TTL: 2 * time.Hour})
+	if err == nil || strings.Contains(err.Error(), "attempt") {
+		t.Errorf("Acquire(ttl above the bound) = %v, want an error that names no attempt", err)
+	}
+
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close()
+	c = newClient(t, down.URL, client.WithAcquireAttempts(2))
+	_, err = c.Acquire(ctx, "job", client.AcquireOptions{})
+	if !errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), "after 2 attempts") {
+		t.Errorf("Acquire from a server that is down = %v, want ErrUnavailable after 2 attempts", err)
+	}
+	if _, err := c.Get(ctx, "job"); !errors.Is(err, client.ErrUnavailable) {
+		t.Errorf("Get from a server that is down = %v, want ErrUnavailable", err)
 	}
 }

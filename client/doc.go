@@ -1,11 +1,18 @@
 // Package client is the Go client of leasekeeper: acquire, renew and release leases, keep them
 // alive, and know — before the server does — when a lease can no longer be relied on.
 //
-//	c, err := client.New("http://127.0.0.1:8080")
-//	err = client.Do(ctx, c, "billing-nightly", client.AcquireOptions{Holder: "worker-3", TTL: 15 * time.Second},
+//	c, err := client.New("https://leasekeeper.internal:8080", client.WithAPIKey(key))
+//	defer c.Close()
+//	err = client.Do(ctx, c, "billing-nightly", client.AcquireOptions{TTL: 15 * time.Second},
 //		func(ctx context.Context, token int64) error {
 //			// work under ctx; send token with every write
 //		})
+//
+// The client is explicit about its configuration: it reads no environment variable. The
+// leasekeeper command reads LEASEKEEPER_SERVER and LEASEKEEPER_API_KEY and passes them to
+// New and WithAPIKey; programs should do the same with their own configuration. TLS takes
+// WithTLSConfig or WithCAFile. Its imports stay light: the generated wire types and
+// client, and the standard library, but none of the server's dependencies.
 //
 // # The safety argument
 //
@@ -31,7 +38,10 @@
 //     date -s on the client changes nothing (the server does the same, invariant 4).
 //   - A refused renewal (lease_lost: revoked, expired, superseded) ends the context at once,
 //     and a renewal that keeps failing (network outage) lets the context end at the deadline:
-//     the holder stops first, before anybody else can be granted the name (invariant 8).
+//     the holder stops first, before anybody else can be granted the name (invariant 9).
+//   - A kept-alive lease also follows its name on the server's watch stream, so a revoke or
+//     a successor's grant ends the context within moments, not at the next renewal. The
+//     stream only ever ends a context sooner; without it, renewals guard the lease alone.
 //
 // # Why fencing tokens are still needed
 //
@@ -48,7 +58,15 @@
 // A held Lease renews itself at a fraction of its ttl (default 1/3, WithRenewFraction), with
 // jittered retries on network errors. Release stops the renewals, ends the context, and
 // releases the lease; it reports ErrLeaseLost when the lease had already been lost, so the
-// caller learns its work may have overlapped another holder's. Acquire answers *HeldError
-// (errors.Is ErrLeaseHeld) when somebody else holds the name; other server answers are
-// *APIError, matching ErrLeaseLost, ErrNotFound or ErrStaleToken by their code.
+// caller learns its work may have overlapped another holder's. Do releases on every path,
+// a panic included, and its error matches ErrLeaseLost whenever the lease was lost while
+// its function ran, whatever the function returned. Client.Close stops every lease's
+// renewals and watch but releases nothing (see Close).
+//
+// Acquire answers *HeldError (errors.Is ErrLeaseHeld) when somebody else holds the name.
+// Requests that break the contract match ErrInvalid (names, holders and ttls are checked
+// before sending, by the server's own rules) and are never retried; a server that cannot be
+// reached, or answers 502, 503 or 504, matches ErrUnavailable. Other server answers are
+// *APIError, matching ErrLeaseLost, ErrNotFound or ErrStaleToken by their code. A refused
+// fenced write is a *StaleTokenError, the same type the fence package returns.
 package client

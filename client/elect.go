@@ -4,12 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"sync"
 	"time"
+
+	"github.com/leasekeeper/leasekeeper/lease"
 )
 
-// Leader is who leads an election, as followers observe it.
+// ErrNoLeader is the answer of Leader when nobody leads the election.
+var ErrNoLeader = errors.New("no leader")
+
+// Leader is who leads an election: the holder of its lease.
 type Leader struct {
-	// Holder is the leading candidate's name, as it gave it to Elect.
+	// Holder is the leading candidate's name, as it gave it to its campaign.
 	Holder string
 	// Token is the fencing token of its term; a new term always has a higher one.
 	Token int64
@@ -17,93 +24,174 @@ type Leader struct {
 	Metadata map[string]any
 }
 
-// ElectionConfig tunes Elect. Only the callbacks you need must be set.
-type ElectionConfig struct {
-	// TTL is the lease duration of a term (default 15 s): after a leader's process dies, a
-	// follower takes over within about TTL.
-	TTL time.Duration
-	// ReleaseOnCancel releases the lease when ctx ends, so a follower takes over at once
-	// instead of after TTL (as client-go's leader election). Without it the term simply
-	// runs out.
-	ReleaseOnCancel bool
-	// OnStartedLeading runs, in its own goroutine, when this candidate becomes leader. ctx
-	// ends when the leadership ends (lease lost, context ended); do the leader's work under it
-	// and send token with every write. OnStoppedLeading is called only after it returns.
-	OnStartedLeading func(ctx context.Context, token int64)
-	// OnStoppedLeading is called when a term of this candidate's ends.
-	OnStoppedLeading func()
-	// OnNewLeader is called whenever a new term starts, this candidate's included, as observed
-	// through the watch stream (and once at the start if somebody leads).
-	OnNewLeader func(Leader)
+// Leader returns who leads the election on name, or ErrNoLeader when nobody does (the name
+// is free, or was never used).
+func (c *Client) Leader(ctx context.Context, name string) (Leader, error) {
+	st, err := c.Get(ctx, name)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return Leader{}, fmt.Errorf("leader of %q: %w", name, ErrNoLeader)
+	case err != nil:
+		return Leader{}, fmt.Errorf("leader of %q: %w", name, err)
+	case !st.Held:
+		return Leader{}, fmt.Errorf("leader of %q: %w (the last term, token %d, was %s)", name, ErrNoLeader, st.Token, st.End)
+	}
+	return Leader{Holder: st.Holder, Token: st.Token, Metadata: st.Metadata}, nil
 }
 
-// Elect campaigns for leadership of name as candidate, publishing metadata (such as its
-// address) with its lease, until ctx ends. It waits in the server's line for the lease, leads
-// while it holds it (the lease renews itself; its context ends before the server's expiry),
-// and campaigns again after a term ends. It returns ctx's error.
-func (c *Client) Elect(ctx context.Context, name, candidate string, metadata map[string]any, cfg ElectionConfig) error {
-	if cfg.TTL == 0 {
-		cfg.TTL = 15 * time.Second
+// Election is one candidate's part in the election on a name, in the manner of etcd's
+// concurrency.Election: the candidate that holds the name's lease leads, for as long as it
+// holds it. Set TTL and Metadata before the first Campaign. An Election that never
+// campaigns observes: Leader and Observe need no candidate. It is safe for concurrent use.
+type Election struct {
+	c         *Client
+	name      string
+	candidate string
+
+	// TTL is the lease duration of a term (zero means DefaultTTL): after a leader's process
+	// dies, another candidate takes over within about TTL.
+	TTL time.Duration
+	// Metadata is published with each term this candidate wins, such as its address.
+	Metadata map[string]any
+
+	mu   sync.Mutex
+	term *Lease // the lease of the current term, while this candidate leads
+}
+
+// NewElection returns candidate's part in the election on name. Nothing is sent until
+// Campaign, Leader or Observe.
+func (c *Client) NewElection(name, candidate string) *Election {
+	return &Election{c: c, name: name, candidate: candidate}
+}
+
+// Name returns the election's name: the lease the candidates compete for.
+func (e *Election) Name() string { return e.name }
+
+// check returns the configuration error of a campaign, if any, before anything is sent.
+func (e *Election) check() error {
+	op := fmt.Sprintf("campaign for %q", e.name)
+	if e.candidate == "" {
+		return fmt.Errorf("%s: %w: the candidate is empty", op, ErrInvalid)
 	}
-	if cfg.OnNewLeader != nil {
-		observed := make(chan struct{})
-		go func() {
-			defer close(observed)
-			c.observeLeader(ctx, name, cfg.OnNewLeader)
-		}()
-		defer func() { <-observed }()
+	for _, err := range []error{lease.ValidateName(e.name), lease.ValidateHolder(e.candidate)} {
+		if err != nil {
+			return invalid(op, err)
+		}
+	}
+	if e.TTL < 0 {
+		return fmt.Errorf("%s: %w: ttl %v is negative", op, ErrInvalid, e.TTL)
+	}
+	return nil
+}
+
+// Campaign waits in the server's line until this candidate leads, and returns the lease of
+// its term: do the leader's work under its Context (which ends when the term does) and send
+// its Token with every write. When this candidate already leads, it returns the current
+// term's lease.
+//
+// Configuration errors come back at once: an invalid name, an empty candidate, and every
+// answer of the server that says the request itself is wrong (a ttl outside its bounds, any
+// 4xx other than lease_held). Network failures and 5xx answers are retried, with growing
+// pauses, until ctx ends.
+func (e *Election) Campaign(ctx context.Context) (*Lease, error) {
+	if err := e.check(); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	term := e.term
+	e.mu.Unlock()
+	if term != nil && term.Context().Err() == nil {
+		return term, nil
 	}
 	pause := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		// Wait in line in chunks well inside the server's bound on waits.
-		l, err := c.Acquire(ctx, name, AcquireOptions{Holder: candidate, TTL: cfg.TTL, Wait: time.Minute, Metadata: metadata})
-		if err != nil {
-			if errors.Is(err, ErrLeaseHeld) || ctx.Err() != nil {
-				continue
-			}
-			c.log.WarnContext(ctx, "campaign failed; trying again", "name", name, "err", err)
-			if sleep(ctx, c.clock, jitter(pause)) != nil {
-				break
-			}
-			pause = min(pause*2, cfg.TTL)
+	for {
+		// A long wait is asked as successive turns in line; Acquire splits it.
+		l, err := e.c.Acquire(ctx, e.name, AcquireOptions{Holder: e.candidate, TTL: e.TTL, Wait: time.Hour, Metadata: e.Metadata})
+		switch {
+		case err == nil:
+			e.mu.Lock()
+			e.term = l
+			e.mu.Unlock()
+			return l, nil
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("campaign for %q: %w", e.name, context.Cause(ctx))
+		case errors.Is(err, ErrLeaseHeld):
 			continue
+		case !worthRetrying(err):
+			return nil, fmt.Errorf("campaign for %q: %w", e.name, err)
 		}
-		pause = 100 * time.Millisecond
-		c.lead(ctx, l, cfg)
-	}
-	return ctx.Err()
-}
-
-// lead runs one term: the callback under a context that ends with the lease or with ctx.
-func (c *Client) lead(ctx context.Context, l *Lease, cfg ElectionConfig) {
-	termCtx, cancel := context.WithCancelCause(l.Context())
-	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if cfg.OnStartedLeading != nil {
-			cfg.OnStartedLeading(termCtx, l.Token())
+		e.c.log.WarnContext(ctx, "campaign failed; trying again", "name", e.name, "err", err)
+		if sleep(ctx, e.c.clock, jitter(pause)) != nil {
+			return nil, fmt.Errorf("campaign for %q: %w (last error: %w)", e.name, context.Cause(ctx), err)
 		}
-	}()
-	<-termCtx.Done()
-	stop()
-	<-done // the work has stopped before anybody hears that the term ended
-	if ctx.Err() == nil || cfg.ReleaseOnCancel {
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		if err := l.Release(rctx); err != nil && !errors.Is(err, ErrLeaseLost) {
-			c.log.Warn("release after a term", "name", l.Name(), "err", err)
-		}
-		rcancel()
-	} else {
-		// Stop renewing but leave the lease to run out: a follower takes over after the ttl.
-		l.abandon()
-	}
-	if cfg.OnStoppedLeading != nil {
-		cfg.OnStoppedLeading()
+		pause = min(pause*2, 5*time.Second)
 	}
 }
 
-// observeLeader reports the current leader, then every new term seen on the watch stream.
+// worthRetrying reports whether a campaign's error may go away by itself: the server could
+// not be reached or could not answer, or asked to be asked later.
+func worthRetrying(err error) bool {
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return ae.retryable() || ae.Status == http.StatusTooManyRequests
+	}
+	return errors.Is(err, ErrUnavailable)
+}
+
+// Resign ends this candidate's term, if it leads: the lease is released, so that another
+// candidate leads at once instead of after the ttl. It returns ErrLeaseLost when the term
+// had already been lost.
+func (e *Election) Resign(ctx context.Context) error {
+	e.mu.Lock()
+	l := e.term
+	e.term = nil
+	e.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	if err := l.Release(ctx); err != nil {
+		return fmt.Errorf("resign from %q: %w", e.name, err)
+	}
+	return nil
+}
+
+// Leader returns who leads this election; see Client.Leader.
+func (e *Election) Leader(ctx context.Context) (Leader, error) { return e.c.Leader(ctx, e.name) }
+
+// Observe returns a channel that receives the election's leader whenever a new term starts,
+// starting with the current leader if somebody leads, as seen on the watch stream. It does
+// not report the gaps between terms (Leader answers ErrNoLeader then). A slow reader delays
+// later values but never misses the latest term. The channel is closed when ctx ends, when
+// the client is closed, or when the stream fails for good (logged). An invalid name is an
+// error at once.
+func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
+	if err := lease.ValidateName(e.name); err != nil {
+		return nil, invalid(fmt.Sprintf("observe %q", e.name), err)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(e.c.closeCtx, func() { cancel(ErrClosed) })
+	ch := make(chan Leader)
+	err := e.c.goBackground(func() {
+		defer close(ch)
+		defer cancel(nil)
+		defer stop()
+		e.c.observeLeader(ctx, e.name, func(l Leader) {
+			select {
+			case ch <- l:
+			case <-ctx.Done():
+			}
+		})
+	})
+	if err != nil {
+		stop()
+		cancel(nil)
+		return nil, fmt.Errorf("observe %q: %w", e.name, err)
+	}
+	return ch, nil
+}
+
+// observeLeader reports the current leader, then every new term seen on the watch stream,
+// until ctx ends or the stream fails for good.
 func (c *Client) observeLeader(ctx context.Context, name string, fn func(Leader)) {
 	var last int64
 	report := func(l Leader) {
@@ -126,7 +214,110 @@ func (c *Client) observeLeader(ctx context.Context, name string, fn func(Leader)
 		return nil
 	})
 	if err != nil && ctx.Err() == nil {
-		c.log.Warn("observing the leader stopped", "name", name, "err", fmt.Sprint(err))
+		c.log.Warn("observing the leader stopped", "name", name, "err", err)
+	}
+}
+
+// ElectionConfig tunes Elect. Only the callbacks you need must be set.
+type ElectionConfig struct {
+	// TTL is the lease duration of a term (zero means DefaultTTL): after a leader's process
+	// dies, a follower takes over within about TTL.
+	TTL time.Duration
+	// ReleaseOnCancel releases the lease when ctx ends, so a follower takes over at once
+	// instead of after TTL (as client-go's leader election). Without it the term simply
+	// runs out.
+	ReleaseOnCancel bool
+	// ObserveOnly makes Elect only report leaders (OnNewLeader) without campaigning.
+	ObserveOnly bool
+	// OnStartedLeading runs, in its own goroutine, when this candidate becomes leader, with
+	// the lease of its term. ctx ends when the leadership ends (lease lost, context ended); do
+	// the leader's work under it and send the lease's Token with every write.
+	// OnStoppedLeading is called only after it returns.
+	OnStartedLeading func(ctx context.Context, term *Lease)
+	// OnStoppedLeading is called when a term of this candidate's ends.
+	OnStoppedLeading func()
+	// OnNewLeader is called whenever a new term starts, this candidate's included, as observed
+	// through the watch stream (and once at the start if somebody leads).
+	OnNewLeader func(Leader)
+}
+
+// Elect campaigns for leadership of name as candidate, publishing metadata (such as its
+// address) with its lease, until ctx ends: it is a loop of Election.Campaign, leading while
+// the term lasts, with callbacks. It returns ctx's error when ctx ends, and a configuration
+// error (see Campaign) or ErrClosed at once.
+func (c *Client) Elect(ctx context.Context, name, candidate string, metadata map[string]any, cfg ElectionConfig) error {
+	e := c.NewElection(name, candidate)
+	e.TTL, e.Metadata = cfg.TTL, metadata
+	if cfg.ObserveOnly {
+		if err := lease.ValidateName(name); err != nil {
+			return invalid(fmt.Sprintf("observe %q", name), err)
+		}
+	} else if err := e.check(); err != nil {
+		return err
+	}
+	if cfg.OnNewLeader != nil {
+		leaders, err := e.Observe(ctx)
+		if err != nil {
+			return err
+		}
+		observed := make(chan struct{})
+		go func() {
+			defer close(observed)
+			for l := range leaders {
+				cfg.OnNewLeader(l)
+			}
+		}()
+		defer func() { <-observed }()
+	}
+	if cfg.ObserveOnly {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-c.closeCtx.Done():
+			return fmt.Errorf("observe %q: %w", name, ErrClosed)
+		}
+	}
+	for {
+		l, err := e.Campaign(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			return err
+		}
+		c.lead(ctx, e, l, cfg)
+	}
+}
+
+// lead runs one term: the callback under a context that ends with the lease or with ctx.
+func (c *Client) lead(ctx context.Context, e *Election, l *Lease, cfg ElectionConfig) {
+	termCtx, cancel := context.WithCancelCause(l.Context())
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if cfg.OnStartedLeading != nil {
+			cfg.OnStartedLeading(termCtx, l)
+		}
+	}()
+	<-termCtx.Done()
+	stop()
+	<-done // the work has stopped before anybody hears that the term ended
+	if ctx.Err() == nil || cfg.ReleaseOnCancel {
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if err := e.Resign(rctx); err != nil && !errors.Is(err, ErrLeaseLost) {
+			c.log.Warn("release after a term", "name", l.Name(), "err", err)
+		}
+		rcancel()
+	} else {
+		// Stop renewing but leave the lease to run out: a follower takes over after the ttl.
+		e.mu.Lock()
+		e.term = nil
+		e.mu.Unlock()
+		l.abandon()
+	}
+	if cfg.OnStoppedLeading != nil {
+		cfg.OnStoppedLeading()
 	}
 }
 
@@ -141,12 +332,8 @@ func (l *Lease) abandon() {
 	if l.relDone {
 		return
 	}
-	l.mu.Lock()
-	if l.timer != nil {
-		l.timer.Stop()
-	}
-	l.cancel(errAbandoned)
-	l.mu.Unlock()
-	<-l.kaDone
+	l.end(errAbandoned)
+	l.bg.Wait()
+	l.stopClose()
 	l.relDone = true
 }

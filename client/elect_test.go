@@ -2,29 +2,17 @@ package client_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/client"
-	"github.com/leasekeeper/leasekeeper/handlers"
-	"github.com/leasekeeper/leasekeeper/service"
-	"github.com/leasekeeper/leasekeeper/service/servicetest"
-	"github.com/leasekeeper/leasekeeper/store/sqlite"
-	"github.com/leasekeeper/leasekeeper/watch"
 )
 
-// newFullServer starts a real leasekeeper with everything serve wires (the waiting line, the
-// watch stream, the expiry sweeper) on the real clock.
-func newFullServer(t *testing.T) string {
-	t.Helper()
-	srv, _ := servicetest.Start(t, service.Config{Watch: watch.Options{Heartbeat: time.Second}, Auth: handlers.AuthConfig{Off: true}}, sqlite.Options{})
-	return srv.URL
-}
-
 func TestAcquireAfterLongServerWaitIsUsable(t *testing.T) {
-	url := newFullServer(t)
+	url := newServer(t)
 	c := newClient(t, url)
 	ctx := context.Background()
 	first, err := c.Acquire(ctx, "job", client.AcquireOptions{Holder: "a", TTL: time.Second, DisableKeepAlive: true})
@@ -46,7 +34,7 @@ func TestAcquireAfterLongServerWaitIsUsable(t *testing.T) {
 }
 
 func TestWatchDeliversEventsInOrder(t *testing.T) {
-	url := newFullServer(t)
+	url := newServer(t)
 	c := newClient(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -106,9 +94,9 @@ func startCandidate(t *testing.T, url, name string, releaseOnCancel bool) *candi
 		c.Elect(ctx, "leader", name, map[string]any{"addr": name + ":9000"}, client.ElectionConfig{
 			TTL:             time.Second,
 			ReleaseOnCancel: releaseOnCancel,
-			OnStartedLeading: func(ctx context.Context, token int64) {
+			OnStartedLeading: func(ctx context.Context, term *client.Lease) {
 				cand.mu.Lock()
-				cand.leading, cand.token = true, token
+				cand.leading, cand.token = true, term.Token()
 				cand.mu.Unlock()
 				<-ctx.Done()
 			},
@@ -134,7 +122,7 @@ func TestElection(t *testing.T) {
 		releaseOnCancel bool
 	}{{"LeaderDies", false}, {"LeaderStepsDown", true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			url := newFullServer(t)
+			url := newServer(t)
 			cands := []*candidate{}
 			for i := range 3 {
 				cands = append(cands, startCandidate(t, url, fmt.Sprintf("node-%d", i), tc.releaseOnCancel))
@@ -196,4 +184,121 @@ func TestElection(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCampaignConfigurationErrors checks that a campaign that cannot succeed says so at once
+// instead of retrying until its context ends.
+func TestCampaignConfigurationErrors(t *testing.T) {
+	c := newClient(t, newServer(t))
+	tests := []struct {
+		name, election, candidate string
+		ttl                       time.Duration
+	}{
+		{"ErrInvalidName", "bad/name", "node-1", time.Second},
+		{"ErrEmptyCandidate", "leader", "", time.Second},
+		{"ErrTTLBelowServerMinimum", "leader", "node-1", 10 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := c.Elect(ctx, tt.election, tt.candidate, nil, client.ElectionConfig{TTL: tt.ttl})
+			if !errors.Is(err, client.ErrInvalid) || ctx.Err() != nil {
+				t.Errorf("Elect = %v (context: %v), want ErrInvalid at once", err, ctx.Err())
+			}
+			e := c.NewElection(tt.election, tt.candidate)
+			e.TTL = tt.ttl
+			if l, err := e.Campaign(ctx); !errors.Is(err, client.ErrInvalid) || ctx.Err() != nil {
+				t.Errorf("Campaign = %v, %v (context: %v), want ErrInvalid at once", l, err, ctx.Err())
+			}
+		})
+	}
+}
+
+// TestElectionImperative runs two candidates through Campaign, Observe, Leader and Resign.
+func TestElectionImperative(t *testing.T) {
+	url := newServer(t)
+	a, b := newClient(t, url), newClient(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ea, eb := a.NewElection("leader", "node-a"), b.NewElection("leader", "node-b")
+	ea.Metadata = map[string]any{"addr": "a:9000"}
+	eb.Metadata = map[string]any{"addr": "b:9000"}
+	ea.TTL, eb.TTL = 10*time.Second, 10*time.Second
+
+	if _, err := a.Leader(ctx, "leader"); !errors.Is(err, client.ErrNoLeader) {
+		t.Errorf("Leader before any term = %v, want ErrNoLeader", err)
+	}
+	watcher := newClient(t, url)
+	seen, err := watcher.NewElection("leader", "").Observe(ctx)
+	if err != nil {
+		t.Fatalf("Observe = %v", err)
+	}
+	termA, err := ea.Campaign(ctx)
+	if err != nil {
+		t.Fatalf("Campaign a = %v", err)
+	}
+	if again, err := ea.Campaign(ctx); err != nil || again != termA {
+		t.Errorf("Campaign while leading = %p, %v; want the current term %p", again, err, termA)
+	}
+	won := make(chan *client.Lease, 1)
+	go func() {
+		l, err := eb.Campaign(ctx)
+		if err != nil {
+			t.Errorf("Campaign b = %v", err)
+		}
+		won <- l
+	}()
+	if l := <-seen; l.Holder != "node-a" || l.Token != termA.Token() || l.Metadata["addr"] != "a:9000" {
+		t.Errorf("observed %+v, want node-a's term %d", l, termA.Token())
+	}
+	if got, err := b.Leader(ctx, "leader"); err != nil || got.Holder != "node-a" {
+		t.Errorf("Leader = %+v, %v; want node-a", got, err)
+	}
+	waiters(t, a, "leader", 1)
+	if err := ea.Resign(ctx); err != nil {
+		t.Fatalf("Resign = %v", err)
+	}
+	if !isDone(termA.Context()) {
+		t.Error("a's term context still live after Resign")
+	}
+	termB := <-won
+	if termB == nil || termB.Token() <= termA.Token() {
+		t.Fatalf("b's term = %v, want a token above %d", termB, termA.Token())
+	}
+	if l := <-seen; l.Holder != "node-b" || l.Token != termB.Token() {
+		t.Errorf("observed %+v, want node-b's term %d", l, termB.Token())
+	}
+	if err := eb.Resign(ctx); err != nil {
+		t.Errorf("Resign b = %v", err)
+	}
+}
+
+// TestElectObserveOnly follows an election without campaigning.
+func TestElectObserveOnly(t *testing.T) {
+	url := newServer(t)
+	c := newClient(t, url)
+	ctx, cancel := context.WithCancel(context.Background())
+	seen := make(chan client.Leader, 4)
+	done := make(chan error, 1)
+	go func() {
+		done <- c.Elect(ctx, "leader", "", nil, client.ElectionConfig{ObserveOnly: true,
+			OnStartedLeading: func(context.Context, *client.Lease) { t.Error("an observer started leading") },
+			OnNewLeader:      func(l client.Leader) { seen <- l }})
+	}()
+	term, err := newClient(t, url).NewElection("leader", "node-1").Campaign(ctx)
+	if err != nil {
+		t.Fatalf("Campaign = %v", err)
+	}
+	if l := <-seen; l.Holder != "node-1" || l.Token != term.Token() {
+		t.Errorf("observed %+v, want node-1", l)
+	}
+	if st, err := c.Get(ctx, "leader"); err != nil || st.Waiters != 0 || st.Holder != "node-1" {
+		t.Errorf("state = %+v, %v; want node-1 holding and nobody waiting", st, err)
+	}
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Errorf("Elect(observe only) = %v, want context.Canceled", err)
+	}
+	term.Release(context.Background())
 }

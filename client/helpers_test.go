@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -19,43 +20,145 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasekeeper/leasekeeper"
+	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/client"
 	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/service"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
+	"github.com/leasekeeper/leasekeeper/watch"
 )
 
 // base is where fake clocks start: a whole millisecond, as the server stores times.
 var base = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// newServer starts a real leasekeeper (SQLite in a temp dir, the real handlers) on clk, or on
-// the real anchored clock when clk is nil, and returns its URL.
-func newServer(t *testing.T, clk lease.Clock) string {
+// serverOptions shape the server newServer starts.
+type serverOptions struct {
+	clock  lease.Clock
+	noLine bool
+	limits lease.Limits
+}
+
+// serverOption is one choice of newServer.
+type serverOption func(*serverOptions)
+
+// onClock runs the server on clk instead of the real anchored clock.
+func onClock(clk lease.Clock) serverOption { return func(o *serverOptions) { o.clock = clk } }
+
+// withoutLine serves the bare handlers, as an embedding without the service would: no
+// waiting line (wait_ms is refused with waiting_unsupported) and no watch stream.
+func withoutLine() serverOption { return func(o *serverOptions) { o.noLine = true } }
+
+// withLimits sets the server's bounds on what clients ask.
+func withLimits(l lease.Limits) serverOption { return func(o *serverOptions) { o.limits = l } }
+
+// keys maps the host of each server (or proxy) the tests start to the admin key it takes,
+// so that newClient can send it knowing only the URL.
+var keys sync.Map
+
+// keyOf returns the API key of the server at rawURL, "" for a server the tests did not start.
+func keyOf(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	k, _ := keys.Load(u.Host)
+	s, _ := k.(string)
+	return s
+}
+
+// newServer starts a real leasekeeper (SQLite in a temp dir), by default assembled as
+// `leasekeeper serve` assembles it (waiting line, watch stream, expiry sweeper), requiring
+// API keys, and returns its URL; newClient sends its admin key. The server stops when the
+// test ends.
+func newServer(t *testing.T, opts ...serverOption) string {
 	t.Helper()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lk.db"), sqlite.Options{Clock: clk})
-	if err != nil {
-		t.Fatalf("sqlite.Open: %v", err)
+	o := serverOptions{limits: lease.DefaultLimits()}
+	for _, opt := range opts {
+		opt(&o)
 	}
-	t.Cleanup(func() { st.Close() })
-	h, err := handlers.New(handlers.Config{Store: st, Clock: st.Clock(), Limits: lease.DefaultLimits(),
-		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI(),
-		// These tests are of the client's lease logic; API keys are tested in handlers and cmd.
-		Auth: handlers.AuthConfig{Off: true}})
+	srvURL, key, stop, err := startServer(t.TempDir(), o)
 	if err != nil {
-		t.Fatalf("handlers.New: %v", err)
+		t.Fatalf("start a server: %v", err)
 	}
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return srv.URL
+	t.Cleanup(stop)
+	remember(t, srvURL, key)
+	return srvURL
+}
+
+// remember makes newClient send key to the server at rawURL until the test ends.
+func remember(t *testing.T, rawURL, key string) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys.Store(u.Host, key)
+	t.Cleanup(func() { keys.Delete(u.Host) })
+}
+
+// exampleServer starts a leasekeeper for a runnable example and returns its URL, an API key
+// it accepts, and how to stop it.
+func exampleServer() (string, string, func()) {
+	dir, err := os.MkdirTemp("", "leasekeeper-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	srvURL, key, stop, err := startServer(dir, serverOptions{limits: lease.DefaultLimits()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return srvURL, key, func() { stop(); os.RemoveAll(dir) }
+}
+
+// startServer starts a leasekeeper over SQLite in dir, with an admin API key, and returns
+// its URL, the key, and how to stop it. It is the only place the client's tests and
+// examples build a server.
+func startServer(dir string, o serverOptions) (srvURL, key string, stop func(), err error) {
+	var hooks service.Hooks
+	st, err := sqlite.Open(context.Background(), filepath.Join(dir, "lk.db"), sqlite.Options{Clock: o.clock, OnCommit: hooks.Publish})
+	if err != nil {
+		return "", "", nil, err
+	}
+	key = auth.NewSecret()
+	admin := auth.Key{ID: auth.NewKeyID(), Label: "client tests", Role: auth.Admin}
+	if _, err := st.CreateKey(context.Background(), admin, auth.Hash(key), false); err != nil {
+		st.Close()
+		return "", "", nil, err
+	}
+	if o.noLine {
+		h, err := handlers.New(handlers.Config{Store: st, Clock: st.Clock(), Limits: o.limits,
+			Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI()})
+		if err != nil {
+			st.Close()
+			return "", "", nil, err
+		}
+		srv := httptest.NewServer(h)
+		return srv.URL, key, func() { srv.Close(); st.Close() }, nil
+	}
+	svc, err := service.New(st, &hooks, service.Config{Limits: o.limits, Watch: watch.Options{Heartbeat: time.Second}})
+	if err != nil {
+		st.Close()
+		return "", "", nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); svc.Run(ctx) }()
+	srv := httptest.NewServer(svc.Handler)
+	// In reverse order of construction: the long requests, the server, the loops, the store.
+	return srv.URL, key, func() { svc.Drain(); srv.Close(); cancel(); <-done; st.Close() }, nil
 }
 
 // newClient returns a client of url with opts.
 func newClient(t *testing.T, url string, opts ...client.Option) *client.Client {
 	t.Helper()
+	if key := keyOf(url); key != "" {
+		opts = append([]client.Option{client.WithAPIKey(key)}, opts...)
+	}
 	c, err := client.New(url, opts...)
 	if err != nil {
 		t.Fatalf("client.New(%q): %v", url, err)
 	}
+	t.Cleanup(func() { c.Close() }) // before the server closes: cleanups run last first
 	return c
 }
 
@@ -107,6 +210,7 @@ func newProxy(t *testing.T, target string) *proxy {
 	}))
 	t.Cleanup(srv.Close)
 	p.URL = srv.URL
+	remember(t, p.URL, keyOf(target))
 	return p
 }
 
@@ -133,6 +237,9 @@ func (s *statusRecorder) WriteHeader(code int) {
 	s.status = code
 	s.ResponseWriter.WriteHeader(code)
 }
+
+// Unwrap lets the reverse proxy flush event streams through the recorder.
+func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
 func (s *statusRecorder) Write(b []byte) (int, error) {
 	if s.status == 0 {

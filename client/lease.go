@@ -2,23 +2,29 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/client/internal/wire"
+	"github.com/leasekeeper/leasekeeper/lease"
 )
 
-// AcquireOptions describes the lease asked for.
+// AcquireOptions describes the lease asked for. The zero value asks for a lease of
+// DefaultTTL held by this process, without waiting.
 type AcquireOptions struct {
-	// Holder tells humans who holds the lease (required), e.g. "worker-3@host-a".
+	// Holder tells humans who holds the lease, e.g. "worker-3@host-a"; empty means this
+	// host and process ID.
 	Holder string
-	// TTL is the lease duration, within the server's bounds (default 1 s to 1 h).
+	// TTL is the lease duration, within the server's bounds (default 1 s to 1 h); zero means
+	// DefaultTTL. It must be longer than the safety margin.
 	TTL time.Duration
-	// Wait is how long to wait for a lease somebody else holds. The server waits in line when
-	// it can; a server without a waiting line is polled, honouring its Retry-After.
+	// Wait is how long to wait for a lease somebody else holds. The server waits in line,
+	// first come first served, in turns of at most its bound on one wait (5 min by default);
+	// only a server that answers waiting_unsupported is polled instead, honouring its
+	// Retry-After.
 	Wait time.Duration
 	// LockDelay keeps the name from being granted again for this long after this lease
 	// expires (not after a release).
@@ -30,6 +36,11 @@ type AcquireOptions struct {
 	// DisableKeepAlive leaves renewals to the caller (Lease.Renew): the lease context still
 	// ends at its deadline. Command-line tools that exit after acquiring set it.
 	DisableKeepAlive bool
+	// DisableWatch leaves noticing that somebody else ended the lease (a revoke, say) to the
+	// next renewal, saving the watch stream each kept-alive lease otherwise follows. A process
+	// holding many leases at once may need it: the server bounds its open streams
+	// (serve --max-watchers, default 1000), and a lease refused one retries with backoff.
+	DisableWatch bool
 }
 
 // Lease is a held lease. Its Context ends before the server can consider it expired; do the
@@ -44,9 +55,10 @@ type Lease struct {
 	margin   time.Duration
 	interval time.Duration // renew this long after the last successful renewal was sent
 
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	kaDone chan struct{} // closed when the keepalive goroutine has returned
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	stopClose func() bool    // unhooks the lease from Client.Close
+	bg        sync.WaitGroup // the keepalive and the watch
 
 	mu        sync.Mutex
 	lastSent  time.Time // client clock: when the acquire or last successful renewal was sent
@@ -94,81 +106,154 @@ func (l *Lease) Deadline() time.Time {
 }
 
 // Context returns a context that ends when the lease may no longer be relied on: at the
-// Deadline, at once when a renewal is refused, or on Release. context.Cause tells which: it
-// matches ErrLeaseLost for the first two and is ErrReleased for the last. Its Deadline method
-// reports none, because renewals move the deadline.
+// Deadline, at once when a renewal is refused or the watch stream shows the lease ending,
+// on Release, or on Client.Close. context.Cause tells which: it matches ErrLeaseLost for the
+// first three, and is ErrReleased or ErrClosed for the others. Its Deadline method reports
+// none, because renewals move the deadline.
 func (l *Lease) Context() context.Context { return l.ctx }
 
 // Acquire asks for the lease on name. A lease somebody else holds is a *HeldError (after
 // waiting up to o.Wait). Network failures and 5xx answers are retried with the same
 // Idempotency-Key, so a grant whose answer was lost is returned rather than refused as held
-// against ourselves. Unless o.DisableKeepAlive, the lease renews itself until released.
+// against ourselves; when they persist the error matches ErrUnavailable. A request that breaks
+// the contract (a bad name or holder, a ttl outside the server's bounds) matches ErrInvalid
+// and is never retried. Unless o.DisableKeepAlive, the lease renews itself, and follows its
+// name on the watch stream, until released.
 func (c *Client) Acquire(ctx context.Context, name string, o AcquireOptions) (*Lease, error) {
+	op := fmt.Sprintf("acquire %q", name)
+	if c.isClosed() {
+		return nil, fmt.Errorf("%s: %w", op, ErrClosed)
+	}
+	o, body, err := c.acquireRequest(name, o)
+	if err != nil {
+		return nil, invalid(op, err)
+	}
 	margin := c.marginFor(o.TTL)
 	if o.TTL <= margin {
-		return nil, fmt.Errorf("acquire %q: ttl %v must be longer than the safety margin %v", name, o.TTL, margin)
+		return nil, fmt.Errorf("%s: %w: ttl %v must be longer than the safety margin %v", op, ErrInvalid, o.TTL, margin)
 	}
-	body := api.AcquireRequest{Holder: o.Holder, TtlMs: o.TTL.Milliseconds()}
+	key := o.IdempotencyKey
+	if key == "" {
+		key = newKey()
+	}
+	var waitUntil time.Time
+	if o.Wait > 0 {
+		waitUntil = c.clock.Now().Add(o.Wait)
+	}
+	line := true // the server waits in line, until it answers that it has no line
+	for {
+		body.WaitMs = nil
+		if left := waitUntil.Sub(c.clock.Now()); line && left >= time.Millisecond {
+			ms := min(left, time.Duration(c.maxWait.Load())).Milliseconds()
+			body.WaitMs = &ms
+		}
+		g, sent, err := c.acquireOnce(ctx, name, key, body)
+		if err == nil {
+			return c.hold(ctx, g, sent, o, margin)
+		}
+		var held *HeldError
+		var ae *APIError
+		left := waitUntil.Sub(c.clock.Now())
+		switch {
+		case waitUntil.IsZero():
+			return nil, err
+		case errors.As(err, &ae) && ae.Code == string(wire.ProblemCodeWaitingUnsupported) && body.WaitMs != nil:
+			line = false // this server has no line: this acquire waits here, by polling
+			continue
+		case errors.As(err, &ae) && ae.Code == string(wire.ProblemCodeInvalidRequest) && ae.names("wait_ms") && body.WaitMs != nil:
+			// A server whose bound on one wait is below the one asked for: ask again for
+			// shorter turns in line, and remember the shorter bound.
+			if !c.lowerMaxWait(time.Duration(*body.WaitMs) * time.Millisecond) {
+				return nil, err
+			}
+			continue
+		case errors.As(err, &held) && body.WaitMs != nil && left > 0:
+			continue // one turn in line ran out: queue again for the rest of the wait
+		case errors.As(err, &held) && left > 0:
+			pause := min(max(held.RetryAfter, 50*time.Millisecond), left)
+			c.log.DebugContext(ctx, "lease held; waiting", "name", name, "holder", held.Holder, "pause", pause)
+			if serr := sleep(ctx, c.clock, pause); serr != nil {
+				return nil, fmt.Errorf("%s: waiting: %w (last answer: %w)", op, serr, err)
+			}
+			continue
+		case errors.As(err, &ae) && ae.Code == string(wire.ProblemCodeTooManyWaiters) && left > 0:
+			pause := min(max(ae.RetryAfter, 100*time.Millisecond), left)
+			c.log.DebugContext(ctx, "waiting line full; trying again", "name", name, "pause", pause)
+			if serr := sleep(ctx, c.clock, pause); serr != nil {
+				return nil, fmt.Errorf("%s: waiting: %w (last answer: %w)", op, serr, err)
+			}
+			continue
+		}
+		return nil, err
+	}
+}
+
+// minWaitTurn is the shortest turn in line the client asks for when a server refuses longer
+// ones.
+const minWaitTurn = time.Second
+
+// lowerMaxWait records that the server refused a wait of refused as above its bound, and
+// reports whether a shorter one is left to try.
+func (c *Client) lowerMaxWait(refused time.Duration) bool {
+	if refused <= minWaitTurn {
+		return false
+	}
+	next := max(refused/2, minWaitTurn)
+	for {
+		cur := c.maxWait.Load()
+		if int64(next) >= cur || c.maxWait.CompareAndSwap(cur, int64(next)) {
+			return true
+		}
+	}
+}
+
+// acquireRequest fills in o's defaults and checks it by the contract's fixed rules (the
+// server's configurable bounds are for the server to check), returning the request body.
+func (c *Client) acquireRequest(name string, o AcquireOptions) (AcquireOptions, wire.AcquireRequest, error) {
+	if o.Holder == "" {
+		o.Holder = c.holder
+	}
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	body := wire.AcquireRequest{Holder: o.Holder, TtlMs: o.TTL.Milliseconds()}
+	switch {
+	case o.TTL < time.Millisecond:
+		return o, body, fmt.Errorf("ttl %v is not a positive number of milliseconds", o.TTL)
+	case o.Wait < 0:
+		return o, body, fmt.Errorf("wait %v is negative", o.Wait)
+	case o.LockDelay < 0:
+		return o, body, fmt.Errorf("lock delay %v is negative", o.LockDelay)
+	}
+	if err := lease.ValidateName(name); err != nil {
+		return o, body, err
+	}
+	if err := lease.ValidateHolder(o.Holder); err != nil {
+		return o, body, err
+	}
 	if o.LockDelay > 0 {
 		ms := o.LockDelay.Milliseconds()
 		body.LockDelayMs = &ms
 	}
 	if o.Metadata != nil {
-		md := api.Metadata(o.Metadata)
+		raw, err := json.Marshal(o.Metadata)
+		if err != nil {
+			return o, body, fmt.Errorf("metadata: %w", err)
+		}
+		if _, err := lease.NormalizeMetadata(raw); err != nil {
+			return o, body, err
+		}
+		md := wire.Metadata(o.Metadata)
 		body.Metadata = &md
 	}
-	var waitUntil time.Time
-	if o.Wait > 0 {
-		waitUntil = c.clock.Now().Add(o.Wait)
-		if !c.noServerWait.Load() {
-			ms := o.Wait.Milliseconds()
-			body.WaitMs = &ms
-		}
-	}
-	triedWithoutWait := false
-	for {
-		g, sent, err := c.acquireOnce(ctx, name, o.IdempotencyKey, body)
-		var held *HeldError
-		var ae *APIError
-		switch {
-		case err == nil:
-			if triedWithoutWait {
-				c.noServerWait.Store(true)
-			}
-			return c.hold(ctx, g, sent, o, margin)
-		case errors.As(err, &ae) && ae.Status == http.StatusBadRequest && body.WaitMs != nil && !triedWithoutWait:
-			// Perhaps a server without a waiting line: ask again without wait_ms, and wait here.
-			triedWithoutWait = true
-			body.WaitMs = nil
-			continue
-		case errors.As(err, &held) && !waitUntil.IsZero():
-			if triedWithoutWait {
-				c.noServerWait.Store(true)
-			}
-			left := waitUntil.Sub(c.clock.Now())
-			if left <= 0 || body.WaitMs != nil {
-				return nil, err // the server already waited in line for us
-			}
-			pause := min(max(held.RetryAfter, 50*time.Millisecond), left)
-			c.log.DebugContext(ctx, "lease held; waiting", "name", name, "holder", held.Holder, "pause", pause)
-			if serr := sleep(ctx, c.clock, pause); serr != nil {
-				return nil, fmt.Errorf("acquire %q: waiting: %w (last answer: %w)", name, serr, err)
-			}
-			continue
-		default:
-			return nil, err
-		}
-	}
+	return o, body, nil
 }
 
 // acquireOnce sends one acquire, retrying network failures with one Idempotency-Key. sent is
 // the client time the FIRST attempt was sent: a retry may be answered with the grant made for
 // an earlier attempt, so only the earliest send time bounds when the grant can have started.
-func (c *Client) acquireOnce(ctx context.Context, name, key string, body api.AcquireRequest) (Grant, time.Time, error) {
-	if key == "" {
-		key = newKey()
-	}
-	params := &api.AcquireLeaseParams{IdempotencyKey: &key}
+func (c *Client) acquireOnce(ctx context.Context, name, key string, body wire.AcquireRequest) (Grant, time.Time, error) {
+	params := &wire.AcquireLeaseParams{IdempotencyKey: &key}
 	var sent time.Time
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -184,8 +269,7 @@ func (c *Client) acquireOnce(ctx context.Context, name, key string, body api.Acq
 					return Grant{}, sent, fmt.Errorf("acquire %q: the grant carries no lease_id", name)
 				}
 				return g, sent, nil
-			case resp.StatusCode() == http.StatusConflict && resp.ApplicationproblemJSON409 != nil &&
-				resp.ApplicationproblemJSON409.Code == api.ProblemCodeLeaseHeld:
+			case resp.ApplicationproblemJSON409 != nil && resp.ApplicationproblemJSON409.Code == wire.ProblemCodeLeaseHeld:
 				p := resp.ApplicationproblemJSON409
 				h := &HeldError{Name: name, Holder: deref(p.Holder), ExpiresAt: deref(p.ExpiresAt).Time, AvailableAt: deref(p.AvailableAt).Time}
 				if resp.Headers409 != nil {
@@ -193,9 +277,15 @@ func (c *Client) acquireOnce(ctx context.Context, name, key string, body api.Acq
 				}
 				return Grant{}, sent, h
 			}
-			err = problemOf(resp.StatusCode(), resp.Body)
+			err = problemOf(resp.HTTPResponse, resp.Body)
+		} else if ctx.Err() == nil {
+			err = unreachable(err)
 		}
-		err = fmt.Errorf("acquire %q (attempt %d): %w", name, attempt, err)
+		op := fmt.Sprintf("acquire %q", name)
+		if attempt > 1 {
+			op += fmt.Sprintf(" (after %d attempts)", attempt)
+		}
+		err = fmt.Errorf("%s: %w", op, err)
 		if attempt >= c.attempts || !retryable(ctx, err) {
 			return Grant{}, sent, err
 		}
@@ -207,14 +297,19 @@ func (c *Client) acquireOnce(ctx context.Context, name, key string, body api.Acq
 	}
 }
 
-// hold turns a grant into a held Lease with its deadline and keepalive.
+// hold turns a grant into a held Lease with its deadline, keepalive and watch.
 func (c *Client) hold(ctx context.Context, g Grant, sent time.Time, o AcquireOptions, margin time.Duration) (*Lease, error) {
 	l := &Lease{c: c, name: g.Name, holder: g.Holder, id: g.LeaseID, token: g.Token, ttl: o.TTL, margin: margin,
-		interval: time.Duration(float64(o.TTL) * c.renewFraction), kaDone: make(chan struct{}),
-		lastSent: sent, expiresAt: g.ExpiresAt}
+		interval: time.Duration(float64(o.TTL) * c.renewFraction), lastSent: sent, expiresAt: g.ExpiresAt}
 	// The lease context outlives the acquire's context (which often bounds only the asking),
 	// keeping its values.
 	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	giveBack := func(cause error) {
+		l.cancel(cause)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = c.Release(rctx, g.Name, g.LeaseID)
+	}
 
 	// An answer that came late (a server-side wait, a slow network) may leave nothing of the
 	// ttl by the reckoning from the send time, though the grant itself is fresh: renew before
@@ -223,10 +318,7 @@ func (c *Client) hold(ctx context.Context, g Grant, sent time.Time, o AcquireOpt
 		resent := c.clock.Now()
 		r, err := c.Renew(ctx, g.Name, g.LeaseID, 0)
 		if err != nil {
-			l.cancel(err)
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			_ = c.Release(rctx, g.Name, g.LeaseID)
+			giveBack(err)
 			return nil, fmt.Errorf("acquire %q: granted, but the answer came too late to rely on it and renewing failed: %w", g.Name, err)
 		}
 		l.lastSent, l.expiresAt = resent, r.ExpiresAt
@@ -235,12 +327,33 @@ func (c *Client) hold(ctx context.Context, g Grant, sent time.Time, o AcquireOpt
 	l.deadline = l.lastSent.Add(o.TTL - margin)
 	l.armLocked()
 	l.mu.Unlock()
-	if o.DisableKeepAlive {
-		close(l.kaDone)
-	} else {
-		go l.keepalive()
+	// No work runs under a lease nobody has received yet: one granted as the client closes is
+	// given back at once.
+	if c.isClosed() {
+		giveBack(ErrClosed)
+		return nil, fmt.Errorf("acquire %q: %w", g.Name, ErrClosed)
+	}
+	l.stopClose = context.AfterFunc(c.closeCtx, func() { l.end(ErrClosed) })
+	if !o.DisableKeepAlive {
+		// Closed meanwhile: the lease context has ended with ErrClosed, and nothing runs.
+		if l.spawn(l.keepalive) == nil && !o.DisableWatch {
+			_ = l.spawn(l.follow)
+		}
 	}
 	return l, nil
+}
+
+// spawn runs f in the background, counted for Release and for Client.Close.
+func (l *Lease) spawn(f func()) error {
+	l.bg.Add(1)
+	err := l.c.goBackground(func() {
+		defer l.bg.Done()
+		f()
+	})
+	if err != nil {
+		l.bg.Done()
+	}
+	return err
 }
 
 // armLocked (re)starts the timer that ends the context at the deadline. l.mu is held.
@@ -300,10 +413,14 @@ func (l *Lease) Renew(ctx context.Context) error {
 	return nil
 }
 
-// lose ends the context because the server refused the lease.
+// lose ends the context because the server refused the lease or showed it ending. A lease
+// its holder already stopped using (released, abandoned, closed) is not lost by what follows.
 func (l *Lease) lose(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if cause := context.Cause(l.ctx); cause != nil && !errors.Is(cause, ErrLeaseLost) {
+		return
+	}
 	if l.lost == nil {
 		l.lost = err
 	}
@@ -313,10 +430,19 @@ func (l *Lease) lose(err error) {
 	l.cancel(err)
 }
 
+// end stops using the lease: the deadline timer stops and the context ends with cause.
+func (l *Lease) end(cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.cancel(cause)
+}
+
 // keepalive renews at the renew fraction of the ttl; failed renewals are retried with
 // jittered pauses until one succeeds, the server refuses, or the context ends at its deadline.
 func (l *Lease) keepalive() {
-	defer close(l.kaDone)
 	clk := l.c.clock
 	for {
 		l.mu.Lock()
@@ -345,11 +471,50 @@ func (l *Lease) keepalive() {
 	}
 }
 
-// Release stops the keepalive, ends the context and releases the lease on the server. It is
-// idempotent: once it has had an answer, it returns that answer again. It returns an error
-// matching ErrLeaseLost when the lease had already been lost (refused renewal, or the server
-// says it expired or was revoked): the work done under it may have overlapped another holder's.
-// A network failure is returned as is, and a later Release tries again.
+// follow watches the lease's name and ends the context as soon as the stream shows the
+// lease ending by anybody else's hand (a revoke, an expiry the server recorded, a release
+// with its lease_id, a successor's grant), instead of at the next renewal. Each time the
+// stream (re)opens it reads the name's state, so an end in between is not missed either.
+// Without a stream (a server that has none, a network that cuts it) renewals still guard
+// the lease alone.
+func (l *Lease) follow() {
+	lost := func(how string) error {
+		l.lose(fmt.Errorf("%w: lease %q token %d %s", ErrLeaseLost, l.name, l.token, how))
+		return errStop
+	}
+	opened := func() error {
+		st, err := l.c.Get(l.ctx, l.name)
+		switch {
+		case err != nil:
+			return nil // unknown: the renewals decide
+		case !st.Held && st.Token == l.token && st.End != "":
+			return lost(fmt.Sprintf("was %s (seen on reading its state)", st.End))
+		case st.Token > l.token:
+			return lost(fmt.Sprintf("was superseded by token %d (seen on reading its state)", st.Token))
+		}
+		return nil
+	}
+	err := l.c.Follow(l.ctx, l.name, opened, func(e Event) error {
+		switch {
+		case e.Name != l.name:
+		case e.Token == l.token && (e.Type == "released" || e.Type == "expired" || e.Type == "revoked"):
+			return lost(fmt.Sprintf("was %s (seen on the watch stream)", e.Type))
+		case e.Type == "acquired" && e.Token > l.token:
+			return lost(fmt.Sprintf("was superseded by token %d (seen on the watch stream)", e.Token))
+		}
+		return nil
+	})
+	if err != nil && l.ctx.Err() == nil {
+		l.c.log.Warn("following the lease on the watch stream stopped; renewals alone guard it", "name", l.name, "err", err)
+	}
+}
+
+// Release stops the keepalive and the watch, ends the context and releases the lease on the
+// server. It is idempotent: once it has had an answer, it returns that answer again. It
+// returns an error matching ErrLeaseLost when the lease had already been lost (refused
+// renewal, an end seen on the watch stream, or the server says it expired or was revoked):
+// the work done under it may have overlapped another holder's. A network failure is
+// returned as is, and a later Release tries again.
 func (l *Lease) Release(ctx context.Context) error {
 	l.relMu.Lock()
 	defer l.relMu.Unlock()
@@ -357,13 +522,9 @@ func (l *Lease) Release(ctx context.Context) error {
 		return l.relErr
 	}
 	// Stop using the lease before giving it back.
-	l.mu.Lock()
-	if l.timer != nil {
-		l.timer.Stop()
-	}
-	l.cancel(ErrReleased)
-	l.mu.Unlock()
-	<-l.kaDone
+	l.end(ErrReleased)
+	l.bg.Wait()
+	l.stopClose()
 
 	l.mu.Lock()
 	lost := l.lost
@@ -373,10 +534,7 @@ func (l *Lease) Release(ctx context.Context) error {
 		return l.relErr
 	}
 	err := l.c.Release(ctx, l.name, l.id)
-	if err != nil && retryable(ctx, err) {
-		return err
-	}
-	if err != nil && ctx.Err() != nil {
+	if err != nil && (retryable(ctx, err) || ctx.Err() != nil) {
 		return err
 	}
 	l.relDone, l.relErr = true, err
@@ -384,20 +542,39 @@ func (l *Lease) Release(ctx context.Context) error {
 }
 
 // Do acquires the lease on name, runs fn with the lease context and the fencing token, and
-// releases the lease. fn's context also ends with ctx. The error joins fn's error and the
-// release's: one matching ErrLeaseLost says the lease was lost while fn ran.
-func Do(ctx context.Context, c *Client, name string, o AcquireOptions, fn func(ctx context.Context, token int64) error) error {
+// releases the lease, on every path: when fn returns, and when it panics (the panic then
+// goes on, after the release). fn's context also ends with ctx.
+//
+// The error joins fn's error and the release's, and matches ErrLeaseLost whenever the lease
+// was lost before fn returned, whatever fn returned (a plain ctx.Err(), or nil): the work may
+// then have overlapped another holder's.
+func Do(ctx context.Context, c *Client, name string, o AcquireOptions, fn func(ctx context.Context, token int64) error) (err error) {
 	l, err := c.Acquire(ctx, name, o)
 	if err != nil {
 		return err
 	}
 	runCtx, cancel := context.WithCancelCause(l.Context())
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-	ferr := fn(runCtx, l.Token())
-	stop()
-	cancel(nil)
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), max(o.TTL, 5*time.Second))
-	defer rcancel()
-	rerr := l.Release(rctx)
-	return errors.Join(ferr, rerr)
+	var ferr error
+	// Deferred, so that a panicking fn does not keep the lease: the release runs while the
+	// panic unwinds, and the panic carries on with its own stack.
+	defer func() {
+		stop()
+		cancel(nil)
+		// Read before Release, whose own cause (ErrReleased) would hide how the lease ended.
+		ended := context.Cause(l.Context())
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), max(l.TTL(), 5*time.Second))
+		defer rcancel()
+		rerr := l.Release(rctx)
+		errs := []error{ferr}
+		if ended != nil && !errors.Is(ferr, ended) {
+			errs = append(errs, fmt.Errorf("the lease context ended before the work returned: %w", ended))
+		}
+		if rerr != nil && !(errors.Is(rerr, ErrLeaseLost) && errors.Is(ended, ErrLeaseLost)) {
+			errs = append(errs, rerr)
+		}
+		err = errors.Join(errs...)
+	}()
+	ferr = fn(runCtx, l.Token())
+	return nil
 }

@@ -33,7 +33,7 @@ func TestContextEndsBeforeServerExpiry(t *testing.T) {
 			srvClock := lease.NewFakeClock(base)
 			cliClock := newFakeClock(base)
 			both := func(d time.Duration) { srvClock.Advance(d); cliClock.Advance(d) }
-			p := newProxy(t, newServer(t, srvClock))
+			p := newProxy(t, newServer(t, onClock(srvClock)))
 			p.before = func(r *http.Request) {
 				if strings.HasSuffix(r.URL.Path, "/acquire") {
 					both(tt.there)
@@ -78,7 +78,7 @@ func TestRenewalMovesDeadlineFromSendTime(t *testing.T) {
 	const ttl, margin = 9 * time.Second, 900 * time.Millisecond
 	srvClock := lease.NewFakeClock(base)
 	cliClock := newFakeClock(base)
-	c := newClient(t, newServer(t, srvClock), client.WithClock(cliClock), client.WithSafetyMargin(margin))
+	c := newClient(t, newServer(t, onClock(srvClock)), client.WithClock(cliClock), client.WithSafetyMargin(margin))
 	l, err := c.Acquire(context.Background(), "job", client.AcquireOptions{Holder: "a", TTL: ttl})
 	if err != nil {
 		t.Fatalf("Acquire = %v", err)
@@ -118,9 +118,10 @@ func TestRefusedRenewalEndsContextAtOnce(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srvClock := lease.NewFakeClock(base)
 			cliClock := newFakeClock(base)
-			c := newClient(t, newServer(t, srvClock), client.WithClock(cliClock))
+			c := newClient(t, newServer(t, onClock(srvClock)), client.WithClock(cliClock))
 			ctx := context.Background()
-			l, err := c.Acquire(ctx, "job", client.AcquireOptions{Holder: "a", TTL: ttl})
+			// Without the watch, which would notice the end before any renewal does.
+			l, err := c.Acquire(ctx, "job", client.AcquireOptions{Holder: "a", TTL: ttl, DisableWatch: true})
 			if err != nil {
 				t.Fatalf("Acquire = %v", err)
 			}
@@ -151,7 +152,7 @@ func TestRefusedRenewalEndsContextAtOnce(t *testing.T) {
 // were retried meanwhile, and that Release after the server's expiry reports the loss.
 func TestOutageLongerThanTTLEndsContext(t *testing.T) {
 	const ttl, margin = time.Second, 200 * time.Millisecond
-	srvURL := newServer(t, nil)
+	srvURL := newServer(t)
 	p := newProxy(t, srvURL)
 	c := newClient(t, p.URL, client.WithSafetyMargin(margin))
 	direct := newClient(t, srvURL)
@@ -196,7 +197,7 @@ func TestAcquireRetryReusesIdempotencyKey(t *testing.T) {
 	const ttl, margin = 10 * time.Second, time.Second
 	srvClock := lease.NewFakeClock(base)
 	cliClock := newFakeClock(base)
-	srvURL := newServer(t, srvClock)
+	srvURL := newServer(t, onClock(srvClock))
 	p := newProxy(t, srvURL)
 	dropped := false
 	p.dropAnswer = func(r *http.Request) bool {
@@ -246,7 +247,7 @@ func TestAcquireRetryReusesIdempotencyKey(t *testing.T) {
 // client falls back to polling with Retry-After, and gets the lease after the first holder's
 // context ended.
 func TestWaitPollsWhenServerHasNoLine(t *testing.T) {
-	c := newClient(t, newServer(t, nil), client.WithSafetyMargin(100*time.Millisecond))
+	c := newClient(t, newServer(t, withoutLine()), client.WithSafetyMargin(100*time.Millisecond))
 	ctx := context.Background()
 	a, err := c.Acquire(ctx, "job", client.AcquireOptions{Holder: "a", TTL: time.Second, DisableKeepAlive: true})
 	if err != nil {
@@ -291,7 +292,7 @@ func TestDo(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newClient(t, newServer(t, nil))
+			c := newClient(t, newServer(t))
 			var got int64
 			fn := tt.fn(c)
 			err := client.Do(context.Background(), c, "job", client.AcquireOptions{Holder: "a", TTL: time.Second},
@@ -317,7 +318,7 @@ func TestReleaseAfterDeadlineGivesLeaseBack(t *testing.T) {
 	const ttl, margin = 9 * time.Second, time.Second
 	srvClock := lease.NewFakeClock(base)
 	cliClock := newFakeClock(base)
-	srvURL := newServer(t, srvClock)
+	srvURL := newServer(t, onClock(srvClock))
 	p := newProxy(t, srvURL)
 	hang := make(chan struct{})
 	t.Cleanup(func() { close(hang) })
@@ -353,4 +354,47 @@ func TestReleaseAfterDeadlineGivesLeaseBack(t *testing.T) {
 	if st.Held || st.End != "released" {
 		t.Errorf("server state after Release: held %v end %q, want released", st.Held, st.End)
 	}
+}
+
+// TestRevokeNoticedFromWatch revokes a 30 s lease whose client clock never moves, so no
+// renewal can happen, and checks the lease context ends within two seconds all the same:
+// the lease follows its name on the watch stream. Without a stream (a server that has none)
+// renewals alone still end it.
+func TestRevokeNoticedFromWatch(t *testing.T) {
+	t.Run("ErrLostSeenOnStream", func(t *testing.T) {
+		c := newClient(t, newServer(t), client.WithClock(newFakeClock(base)))
+		l, err := c.Acquire(context.Background(), "job", client.AcquireOptions{TTL: 30 * time.Second})
+		if err != nil {
+			t.Fatalf("Acquire = %v", err)
+		}
+		start := time.Now()
+		if err := newClient(t, c.BaseURL()).Revoke(context.Background(), "job"); err != nil {
+			t.Fatalf("Revoke = %v", err)
+		}
+		waitDone(t, l.Context(), 2*time.Second)
+		t.Logf("lease context ended %v after the revoke", time.Since(start).Round(time.Millisecond))
+		if cause := context.Cause(l.Context()); !errors.Is(cause, client.ErrLeaseLost) || !strings.Contains(cause.Error(), "revoked") {
+			t.Errorf("Cause = %v, want ErrLeaseLost naming the revoke", cause)
+		}
+		if err := l.Release(context.Background()); !errors.Is(err, client.ErrLeaseLost) {
+			t.Errorf("Release = %v, want ErrLeaseLost", err)
+		}
+	})
+	t.Run("ErrLostByRenewalWithoutStream", func(t *testing.T) {
+		cliClock := newFakeClock(base)
+		c := newClient(t, newServer(t, withoutLine()), client.WithClock(cliClock))
+		l, err := c.Acquire(context.Background(), "job", client.AcquireOptions{TTL: 30 * time.Second})
+		if err != nil {
+			t.Fatalf("Acquire = %v", err)
+		}
+		if err := c.Revoke(context.Background(), "job"); err != nil {
+			t.Fatalf("Revoke = %v", err)
+		}
+		eventually(t, 2*time.Second, "the keepalive to wait", func() bool { return cliClock.pending() >= 2 })
+		cliClock.Advance(10 * time.Second)
+		waitDone(t, l.Context(), 2*time.Second)
+		if cause := context.Cause(l.Context()); !errors.Is(cause, client.ErrLeaseLost) {
+			t.Errorf("Cause = %v, want ErrLeaseLost", cause)
+		}
+	})
 }

@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/client/internal/wire"
 )
 
 // ResourceInfo describes a fenced resource after a write.
@@ -28,7 +28,7 @@ type ResourceInfo struct {
 // The server makes the check, not the client: PutResource sends the write whatever the state
 // of any lease context, which is the point of fencing.
 func (c *Client) PutResource(ctx context.Context, resource string, token int64, leaseName, contentType string, value []byte) (ResourceInfo, error) {
-	p := &api.PutResourceParams{FencingToken: token}
+	p := &wire.PutResourceParams{FencingToken: token}
 	if leaseName != "" {
 		p.LeaseName = &leaseName
 	}
@@ -37,15 +37,15 @@ func (c *Client) PutResource(ctx context.Context, resource string, token int64, 
 	}
 	resp, err := c.api.PutResourceWithBodyWithResponse(ctx, resource, p, contentType, bytes.NewReader(value))
 	if err != nil {
-		return ResourceInfo{}, fmt.Errorf("put resource %q: %w", resource, err)
+		return ResourceInfo{}, unanswered(ctx, fmt.Sprintf("put resource %q", resource), err)
 	}
 	if r := resp.JSON200; r != nil {
 		return ResourceInfo{Resource: r.Resource, Fence: r.Fence, Version: r.Version, UpdatedAt: r.UpdatedAt.Time,
 			Size: r.Size, ContentType: r.ContentType}, nil
 	}
-	if pr := resp.ApplicationproblemJSON409; resp.StatusCode() == http.StatusConflict && pr != nil && pr.Code == api.ProblemCodeStaleToken {
-		return ResourceInfo{}, &StaleTokenError{Resource: resource, PresentedToken: deref(pr.PresentedToken),
+	if pr := resp.ApplicationproblemJSON409; resp.StatusCode() == http.StatusConflict && pr != nil && pr.Code == wire.ProblemCodeStaleToken {
+		return ResourceInfo{}, &StaleTokenError{Resource: resource, Lease: leaseName, PresentedToken: deref(pr.PresentedToken),
 			CurrentFence: deref(pr.CurrentFence), Detail: deref(pr.Detail)}
 	}
-	return ResourceInfo{}, fmt.Errorf("put resource %q: %w", resource, problemOf(resp.StatusCode(), resp.Body))
+	return ResourceInfo{}, fmt.Errorf("put resource %q: %w", resource, problemOf(resp.HTTPResponse, resp.Body))
 }

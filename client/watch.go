@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/client/internal/wire"
 )
 
 // Event is one entry of a name's history: acquired, renewed, released, expired, revoked or
@@ -32,7 +32,7 @@ type Event struct {
 	Resource string
 }
 
-func eventOf(e api.Event) Event {
+func eventOf(e wire.Event) Event {
 	out := Event{Seq: e.Seq, Type: string(e.Type), Name: e.Name, Token: e.Token, Holder: e.Holder, At: e.At.Time,
 		ExpiresAt: deref(e.ExpiresAt).Time, Resource: deref(e.Resource)}
 	if e.Metadata != nil {
@@ -44,8 +44,8 @@ func eventOf(e api.Event) Event {
 // errStop ends a watch from inside its callback without an error.
 var errStop = errors.New("stop watching")
 
-// Watch calls fn for every event on names that start with prefix, from now on, until ctx ends
-// or fn returns an error (which Watch returns). A dropped connection is reopened after a
+// Watch calls fn for every event on names that start with prefix, from now on, until ctx ends,
+// the client is closed (ErrClosed), or fn returns an error (which Watch returns). A dropped connection is reopened after a
 // jittered pause and resumes after the last event seen (Last-Event-ID), so no event is missed
 // or repeated while the server keeps its history.
 func (c *Client) Watch(ctx context.Context, prefix string, fn func(Event) error) error {
@@ -54,14 +54,22 @@ func (c *Client) Watch(ctx context.Context, prefix string, fn func(Event) error)
 
 // Follow is Watch with opened, called each time the stream is (re)connected and before any
 // event it carries: read the current state there, and nothing can happen unseen between that
-// read and the stream. An error from opened ends Follow with it.
+// read and the stream. An error from opened ends Follow with it. Client.Close ends it too,
+// with ErrClosed.
 func (c *Client) Follow(ctx context.Context, prefix string, opened func() error, fn func(Event) error) error {
+	outer := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(c.closeCtx, func() { cancel(ErrClosed) })()
 	var last string
 	pause := 100 * time.Millisecond
 	for {
 		err := c.watchOnce(ctx, prefix, &last, opened, fn)
 		if ctx.Err() != nil {
-			return ctx.Err()
+			if outer.Err() == nil {
+				return fmt.Errorf("watch %q: %w", prefix, ErrClosed)
+			}
+			return outer.Err()
 		}
 		var cbErr *callbackError
 		if errors.As(err, &cbErr) {
@@ -71,12 +79,15 @@ func (c *Client) Follow(ctx context.Context, prefix string, opened func() error,
 			return cbErr.err
 		}
 		var ae *APIError
-		if errors.As(err, &ae) && !ae.transient() && ae.Status != http.StatusTooManyRequests {
+		if errors.As(err, &ae) && !ae.retryable() && ae.Status != http.StatusTooManyRequests {
 			return fmt.Errorf("watch %q: %w", prefix, err)
 		}
 		c.log.DebugContext(ctx, "watch interrupted; reconnecting", "prefix", prefix, "err", err)
-		if err := sleep(ctx, c.clock, jitter(pause)); err != nil {
-			return err
+		if sleep(ctx, c.clock, jitter(pause)) != nil {
+			if outer.Err() == nil {
+				return fmt.Errorf("watch %q: %w", prefix, ErrClosed)
+			}
+			return outer.Err()
 		}
 		pause = min(pause*2, 5*time.Second)
 	}
@@ -88,7 +99,7 @@ func (e *callbackError) Error() string { return e.err.Error() }
 
 // watchOnce reads one connection of the stream; last holds the seq of the last event seen.
 func (c *Client) watchOnce(ctx context.Context, prefix string, last *string, opened func() error, fn func(Event) error) error {
-	params := &api.WatchParams{Prefix: &prefix}
+	params := &wire.WatchParams{Prefix: &prefix}
 	if *last != "" {
 		params.LastEventID = last
 	}
@@ -99,7 +110,7 @@ func (c *Client) watchOnce(ctx context.Context, prefix string, last *string, ope
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		return problemOf(resp.StatusCode, body)
+		return problemOf(resp, body)
 	}
 	if opened != nil {
 		if err := opened(); err != nil {
@@ -114,7 +125,7 @@ func (c *Client) watchOnce(ctx context.Context, prefix string, last *string, ope
 		switch {
 		case line == "":
 			if data != "" {
-				var e api.Event
+				var e wire.Event
 				if err := json.Unmarshal([]byte(data), &e); err != nil {
 					return fmt.Errorf("watch: event %s: %w", id, err)
 				}

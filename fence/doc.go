@@ -37,7 +37,7 @@
 // # SQL
 //
 // [Exec] runs a conditional statement that you write and turns "zero rows
-// affected" into a *[StaleTokenError] (errors.Is(err, [ErrStale]) holds), or
+// affected" into a *[StaleTokenError] (errors.Is(err, [ErrStaleToken]) holds), or
 // into [ErrNoRow] when the key has no row at all. It works with any driver
 // whose RowsAffected counts matched rows (see [Exec] for the MySQL caveat).
 //
@@ -69,8 +69,17 @@
 //
 // Every refusal can be passed to a callback of type func(context.Context,
 // [Rejection]). [Reporter] sends rejections to leasekeeper's POST
-// /v1/rejections so that the dashboard shows them; [Reporter.Async] adapts it
-// into such a callback that never blocks the request that was refused.
+// /v1/rejections so that the dashboard shows them; the Report method of an
+// [Async] is such a callback that never blocks the request that was refused
+// ([Async.Flush] waits for the reports in flight). The Go client's Reporter
+// method returns a Reporter configured like the client.
+//
+// A write that has begun is finished and classified even when the caller's
+// context ends meanwhile (a lease context ending as its lease is lost is the
+// usual case): a refusal is always a *[StaleTokenError] and always reaches
+// the callback, with a context that is not cancelled. The same error type,
+// and the same [ErrStaleToken], come back from the client for writes that
+// leasekeeper refused.
 //
 // The package imports only the standard library.
 package fence

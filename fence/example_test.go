@@ -35,7 +35,7 @@ func ExampleTable_Upsert() {
 	fmt.Println(jobs.Upsert(ctx, db, "nightly", 42, map[string]any{"state": "running"}))
 	fmt.Println(jobs.Upsert(ctx, db, "nightly", 43, map[string]any{"state": "done"}))
 	err = jobs.Upsert(ctx, db, "nightly", 42, map[string]any{"state": "running"})
-	fmt.Println(errors.Is(err, fence.ErrStale), err)
+	fmt.Println(errors.Is(err, fence.ErrStaleToken), err)
 	// Output:
 	// <nil>
 	// <nil>

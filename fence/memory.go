@@ -39,7 +39,7 @@ func (m *Memory) Advance(ctx context.Context, key string, token int64) (int64, e
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cur, ok := m.marks[key]; ok && token < cur {
-		return cur, &StaleTokenError{Key: key, Presented: token, Current: cur}
+		return cur, &StaleTokenError{Resource: key, PresentedToken: token, CurrentFence: cur}
 	}
 	if m.marks == nil {
 		m.marks = make(map[string]int64)

@@ -27,7 +27,7 @@ func TestMemoryAdvance(t *testing.T) {
 		{"OK/ZeroToken", []step{{token: 0, want: 0}, {token: 0, want: 0}}},
 		{"OK/EqualToken", []step{{token: 7, want: 7}, {token: 7, want: 7}}},
 		{"OK/HigherToken", []step{{token: 7, want: 7}, {token: 8, want: 8}}},
-		{"ErrStale", []step{{token: 7, want: 7}, {token: 6, want: 7, wantErr: &fence.StaleTokenError{Key: "k", Presented: 6, Current: 7}}, {token: 7, want: 7}}},
+		{"ErrStale", []step{{token: 7, want: 7}, {token: 6, want: 7, wantErr: &fence.StaleTokenError{Resource: "k", PresentedToken: 6, CurrentFence: 7}}, {token: 7, want: 7}}},
 		{"ErrInvalid", []step{{token: -1, wantErr: fence.ErrInvalidToken}, {token: fence.MaxToken + 1, wantErr: fence.ErrInvalidToken}}},
 	}
 	for _, tt := range tests {
@@ -82,7 +82,7 @@ func TestMemoryConcurrent(t *testing.T) {
 				case err == nil && cur != token:
 					errs <- fmt.Errorf("Advance(%s, %d) = %d, nil; want the token", key, token, cur)
 					return
-				case errors.As(err, &stale) && (cur <= token || stale.Current != cur):
+				case errors.As(err, &stale) && (cur <= token || stale.CurrentFence != cur):
 					errs <- fmt.Errorf("Advance(%s, %d) = %d, %v; want a higher current", key, token, cur, err)
 					return
 				case err != nil && stale == nil:

@@ -40,8 +40,9 @@ func WithMethods(methods ...string) Option {
 }
 
 // WithOnReject sets a callback called for every request refused as stale,
-// before the 409 is written. It runs on the request path: give it something
-// that returns at once, such as Reporter.Async.
+// before the 409 is written, with the request's context detached from its
+// cancellation. It runs on the request path: give it something that returns
+// at once, such as the Report method of Reporter.Async.
 func WithOnReject(f func(context.Context, Rejection)) Option {
 	return func(c *config) { c.onReject = f }
 }
@@ -121,7 +122,7 @@ func Middleware(hw HighWater, opts ...Option) func(http.Handler) http.Handler {
 			}
 			current, err := hw.Advance(r.Context(), key, token)
 			if err != nil {
-				if !errors.Is(err, ErrStale) {
+				if !errors.Is(err, ErrStaleToken) {
 					if c.onError != nil {
 						c.onError(r, fmt.Errorf("fence %q: %w", key, err))
 					}
@@ -130,10 +131,11 @@ func Middleware(hw HighWater, opts ...Option) func(http.Handler) http.Handler {
 					return
 				}
 				if se, ok := errors.AsType[*StaleTokenError](err); ok {
-					current = se.Current
+					current = se.CurrentFence
 				}
 				if c.onReject != nil {
-					c.onReject(r.Context(), Rejection{
+					// The refusal is reported even when the client has gone away meanwhile.
+					c.onReject(context.WithoutCancel(r.Context()), Rejection{
 						Resource:       key,
 						Lease:          leaseName(r),
 						PresentedToken: token,

@@ -353,7 +353,7 @@ func (f failingHW) Advance(context.Context, string, int64) (int64, error) { retu
 type staleHW struct{ current int64 }
 
 func (s staleHW) Advance(context.Context, string, int64) (int64, error) {
-	return s.current, fmtErr{fence.ErrStale}
+	return s.current, fmtErr{fence.ErrStaleToken}
 }
 
 // fmtErr wraps an error without being a *StaleTokenError.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -30,9 +31,14 @@ type Rejection struct {
 // DefaultReportTimeout bounds a Report when Reporter.Timeout is zero.
 const DefaultReportTimeout = 2 * time.Second
 
+// DefaultUserAgent is the User-Agent of a Reporter that sets none.
+const DefaultUserAgent = "leasekeeper-fence"
+
 // Reporter sends rejections to a leasekeeper server, which records them and
 // shows them on its dashboard. The zero value is not usable: BaseURL is
-// required.
+// required. A program that uses the Go client gets one configured like its
+// client (URL, HTTP client, User-Agent, API key) from the client's Reporter
+// method.
 type Reporter struct {
 	// BaseURL is the server, e.g. "http://127.0.0.1:8080".
 	BaseURL string
@@ -40,6 +46,13 @@ type Reporter struct {
 	Client *http.Client
 	// Timeout bounds each Report; zero means DefaultReportTimeout.
 	Timeout time.Duration
+	// UserAgent is sent with every report and recorded with the rejection,
+	// so the dashboard tells which program wrote late; empty means
+	// DefaultUserAgent.
+	UserAgent string
+	// APIKey, when set, is sent as "Authorization: Bearer <APIKey>"; the
+	// server needs a writer key whose prefixes cover the resource.
+	APIKey string
 }
 
 // Report posts rej to {BaseURL}/v1/rejections and returns nil when the server
@@ -69,6 +82,14 @@ func (r *Reporter) Report(ctx context.Context, rej Rejection) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, application/problem+json")
+	ua := r.UserAgent
+	if ua == "" {
+		ua = DefaultUserAgent
+	}
+	req.Header.Set("User-Agent", ua)
+	if r.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+r.APIKey)
+	}
 	client := r.Client
 	if client == nil {
 		client = http.DefaultClient
@@ -107,37 +128,86 @@ func problemDetail(body []byte) string {
 	return truncate(strings.TrimSpace(string(body)))
 }
 
-// DefaultMaxInFlight bounds the reports an Async callback runs at once when
-// its max is zero.
+// DefaultMaxInFlight bounds the reports an Async runs at once when its max is
+// zero.
 const DefaultMaxInFlight = 16
 
-// Async returns a callback for WithOnReject, Table.OnReject or Write.OnReject
-// that reports each rejection in its own goroutine and returns at once, so a
-// slow or absent leasekeeper server never delays the refused request. The
-// report is detached from the request's cancellation but bounded by
-// r.Timeout. At most maxInFlight reports run at once (DefaultMaxInFlight when
-// zero); beyond that a rejection is dropped. Failures and drops are passed to
-// onErr, which may be nil and must be safe for concurrent use.
-func (r *Reporter) Async(maxInFlight int, onErr func(Rejection, error)) func(context.Context, Rejection) {
+// Async reports rejections in the background, so that a slow or absent
+// leasekeeper server never delays the refused write. Make one with
+// Reporter.Async and pass its Report method as the callback of WithOnReject,
+// Table.OnReject or Write.OnReject; call Flush before the program exits.
+type Async struct {
+	r     *Reporter
+	sem   chan struct{}
+	onErr func(Rejection, error)
+
+	mu       sync.Mutex
+	inFlight int
+	idle     chan struct{} // closed when inFlight drops to zero
+}
+
+// Async returns an Async that runs each report in its own goroutine,
+// detached from the refused request's cancellation but bounded by r.Timeout.
+// At most maxInFlight reports run at once (DefaultMaxInFlight when zero);
+// beyond that a rejection is dropped. Failures and drops are passed to onErr,
+// which may be nil and must be safe for concurrent use.
+func (r *Reporter) Async(maxInFlight int, onErr func(Rejection, error)) *Async {
 	if maxInFlight <= 0 {
 		maxInFlight = DefaultMaxInFlight
 	}
-	sem := make(chan struct{}, maxInFlight)
-	return func(ctx context.Context, rej Rejection) {
-		select {
-		case sem <- struct{}{}:
-		default:
-			if onErr != nil {
-				onErr(rej, fmt.Errorf("report rejection of %q: dropped, %d reports already in flight", rej.Resource, maxInFlight))
-			}
-			return
+	return &Async{r: r, sem: make(chan struct{}, maxInFlight), onErr: onErr}
+}
+
+// Report starts reporting rej and returns at once.
+func (a *Async) Report(ctx context.Context, rej Rejection) {
+	select {
+	case a.sem <- struct{}{}:
+	default:
+		if a.onErr != nil {
+			a.onErr(rej, fmt.Errorf("report rejection of %q: dropped, %d reports already in flight", rej.Resource, cap(a.sem)))
 		}
-		ctx = context.WithoutCancel(ctx)
-		go func() {
-			defer func() { <-sem }()
-			if err := r.Report(ctx, rej); err != nil && onErr != nil {
-				onErr(rej, err)
-			}
-		}()
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	a.mu.Lock()
+	if a.inFlight == 0 {
+		a.idle = make(chan struct{})
+	}
+	a.inFlight++
+	a.mu.Unlock()
+	go func() {
+		defer a.done()
+		defer func() { <-a.sem }()
+		if err := a.r.Report(ctx, rej); err != nil && a.onErr != nil {
+			a.onErr(rej, err)
+		}
+	}()
+}
+
+// done counts one report finished.
+func (a *Async) done() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.inFlight--
+	if a.inFlight == 0 {
+		close(a.idle)
+	}
+}
+
+// Flush waits until no report is in flight (each is bounded by the
+// Reporter's Timeout), or until ctx ends, and returns ctx's error then.
+func (a *Async) Flush(ctx context.Context) error {
+	a.mu.Lock()
+	if a.inFlight == 0 {
+		a.mu.Unlock()
+		return nil
+	}
+	idle := a.idle
+	a.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

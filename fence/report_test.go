@@ -154,7 +154,7 @@ func TestReporterAsync(t *testing.T) {
 	var failed []error
 	done := make(chan struct{}, 4)
 	r := &fence.Reporter{BaseURL: srv.URL, Client: srv.Client()}
-	report := r.Async(1, func(_ fence.Rejection, err error) {
+	async := r.Async(1, func(_ fence.Rejection, err error) {
 		mu.Lock()
 		failed = append(failed, err)
 		mu.Unlock()
@@ -163,11 +163,11 @@ func TestReporterAsync(t *testing.T) {
 
 	// The request that was refused has ended: the report must still go out.
 	ctx, cancel := context.WithCancel(context.Background())
-	report(ctx, fence.Rejection{Resource: "first", PresentedToken: 1, CurrentFence: 2})
+	async.Report(ctx, fence.Rejection{Resource: "first", PresentedToken: 1, CurrentFence: 2})
 	cancel()
 	<-arrived
 	// The only slot is busy, so this one is dropped, without waiting.
-	report(context.Background(), fence.Rejection{Resource: "second", PresentedToken: 1, CurrentFence: 2})
+	async.Report(context.Background(), fence.Rejection{Resource: "second", PresentedToken: 1, CurrentFence: 2})
 	<-done
 	mu.Lock()
 	if len(failed) != 1 || !strings.Contains(failed[0].Error(), "dropped") {
@@ -175,13 +175,50 @@ func TestReporterAsync(t *testing.T) {
 	}
 	mu.Unlock()
 
+	short, cancelShort := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancelShort()
+	if err := async.Flush(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Flush while a report hangs = %v, want context.DeadlineExceeded", err)
+	}
 	close(unblock)
-	deadline := time.Now().Add(10 * time.Second)
-	for len(fake.got()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
+	if err := async.Flush(context.Background()); err != nil {
+		t.Fatalf("Flush = %v", err)
 	}
 	want := []map[string]any{{"resource": "first", "presented_token": float64(1), "current_fence": float64(2)}}
 	if diff := cmp.Diff(want, fake.got()); diff != "" {
-		t.Errorf("reports received (-want +got):\n%s", diff)
+		t.Errorf("reports received by the time Flush returned (-want +got):\n%s", diff)
+	}
+	if err := async.Flush(context.Background()); err != nil {
+		t.Errorf("Flush with nothing in flight = %v", err)
+	}
+}
+
+func TestReporterHeaders(t *testing.T) {
+	tests := []struct {
+		name             string
+		r                fence.Reporter
+		wantUA, wantAuth string
+	}{
+		{"Default", fence.Reporter{}, fence.DefaultUserAgent, ""},
+		{"Set", fence.Reporter{UserAgent: "billing/2.0", APIKey: "lk_secret"}, "billing/2.0", "Bearer lk_secret"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := make(chan http.Header, 1)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				got <- r.Header.Clone()
+				w.WriteHeader(http.StatusAccepted)
+			}))
+			t.Cleanup(srv.Close)
+			r := tt.r
+			r.BaseURL, r.Client = srv.URL, srv.Client()
+			if err := r.Report(context.Background(), fence.Rejection{Resource: "x", PresentedToken: 1, CurrentFence: 2}); err != nil {
+				t.Fatalf("Report = %v", err)
+			}
+			h := <-got
+			if diff := cmp.Diff([]string{tt.wantUA, tt.wantAuth}, []string{h.Get("User-Agent"), h.Get("Authorization")}); diff != "" {
+				t.Errorf("User-Agent and Authorization (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // DB is what the SQL helpers need from a database handle. *sql.DB, *sql.Tx
@@ -37,6 +38,9 @@ type Stmt struct {
 type Write struct {
 	// Key names the fenced row in errors and rejections.
 	Key string
+	// Lease is the lease the token came from, for errors and rejections;
+	// optional.
+	Lease string
 	// Token is the fencing token the write carries.
 	Token int64
 	// Update is the conditional statement. It must change the row only when
@@ -53,15 +57,23 @@ type Write struct {
 	// missing row and to report the fence.
 	Current Stmt
 	// OnReject, when not nil, is called (before Exec returns) for every write
-	// refused as stale.
+	// refused as stale, with a context that the caller's cancellation does not
+	// end.
 	OnReject func(context.Context, Rejection)
+	// Timeout bounds a write once it has begun; zero means
+	// DefaultWriteTimeout. See Exec.
+	Timeout time.Duration
 }
+
+// DefaultWriteTimeout bounds a fenced SQL write, from its start to its
+// classification, when the Write or Table sets no Timeout.
+const DefaultWriteTimeout = 10 * time.Second
 
 // Exec runs w.Update on db and returns nil when it changed at least one row.
 // When it changed none, Exec runs w.Current and returns
 //
-//   - a *StaleTokenError (errors.Is(err, ErrStale)) when the fence is above
-//     w.Token, after calling w.OnReject;
+//   - a *StaleTokenError (errors.Is(err, ErrStaleToken)) when the fence is
+//     above w.Token, after calling w.OnReject;
 //   - an error wrapping ErrNoRow when the key has no row;
 //   - another error when the fence is not above w.Token, meaning Update's
 //     WHERE clause refused the write for another reason (or the row was
@@ -71,6 +83,15 @@ type Write struct {
 // explains it. Run both in one transaction (db a *sql.Tx) for the explanation
 // to be exact: outside one, a newer holder may raise the fence in between,
 // and the reported fence is then a later, higher one.
+//
+// ctx decides whether the write begins: when it has already ended, nothing is
+// sent and its error is returned. Once begun, the write, its explanation and
+// the OnReject call run to the end under ctx's values but not its
+// cancellation, bounded by w.Timeout, so that a caller whose context ends
+// mid-write (a lease context ending as the lease is lost, say) still learns
+// whether the database refused the write, and the refusal is still reported.
+// A transaction (db a *sql.Tx) is the exception: database/sql rolls it back
+// when the context it began with ends, whatever Exec does.
 //
 // Exec relies on RowsAffected counting the rows that matched the WHERE
 // clause. SQLite and PostgreSQL do; MySQL by default counts only rows whose
@@ -83,7 +104,17 @@ func Exec(ctx context.Context, db DB, w Write) error {
 	if strings.TrimSpace(w.Update.Query) == "" || strings.TrimSpace(w.Current.Query) == "" {
 		return fmt.Errorf("fence %q: Write needs both an Update and a Current statement", w.Key)
 	}
-	res, err := db.ExecContext(ctx, w.Update.Query, w.Update.Args...)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("fence %q: not written: %w", w.Key, context.Cause(ctx))
+	}
+	timeout := w.Timeout
+	if timeout <= 0 {
+		timeout = DefaultWriteTimeout
+	}
+	detached := context.WithoutCancel(ctx)
+	wctx, cancel := context.WithTimeout(detached, timeout)
+	defer cancel()
+	res, err := db.ExecContext(wctx, w.Update.Query, w.Update.Args...)
 	if err != nil {
 		return fmt.Errorf("fence %q: write: %w", w.Key, err)
 	}
@@ -95,7 +126,7 @@ func Exec(ctx context.Context, db DB, w Write) error {
 		return nil
 	}
 	var current int64
-	err = db.QueryRowContext(ctx, w.Current.Query, w.Current.Args...).Scan(&current)
+	err = db.QueryRowContext(wctx, w.Current.Query, w.Current.Args...).Scan(&current)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("fence %q: %w", w.Key, ErrNoRow)
@@ -104,14 +135,9 @@ func Exec(ctx context.Context, db DB, w Write) error {
 	case current <= w.Token:
 		return fmt.Errorf("fence %q: write changed no row although token %d is not below fence %d", w.Key, w.Token, current)
 	}
-	stale := &StaleTokenError{Key: w.Key, Presented: w.Token, Current: current}
+	stale := &StaleTokenError{Resource: w.Key, Lease: w.Lease, PresentedToken: w.Token, CurrentFence: current}
 	if w.OnReject != nil {
-		w.OnReject(ctx, Rejection{
-			Resource:       w.Key,
-			PresentedToken: w.Token,
-			CurrentFence:   current,
-			Reason:         "stale token on SQL write",
-		})
+		w.OnReject(detached, stale.Rejection("stale token on SQL write"))
 	}
 	return stale
 }
@@ -139,8 +165,14 @@ type Table struct {
 	KeyColumn string
 	// FenceColumn is the integer column holding the row's fence.
 	FenceColumn string
-	// OnReject, when not nil, is called for every write refused as stale.
+	// Lease, when set, is the lease whose tokens guard the table: rejections
+	// and errors name it, so the dashboard shows which lease was overrun.
+	Lease string
+	// OnReject, when not nil, is called for every write refused as stale; see
+	// Write.OnReject.
 	OnReject func(context.Context, Rejection)
+	// Timeout bounds each write once begun; see Write.Timeout.
+	Timeout time.Duration
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
@@ -265,7 +297,7 @@ func (t Table) currentStmt(name, keyCol, fenceCol, key string) Stmt {
 
 // Update sets values (column name → value) and the fence of key's row to
 // token, if and only if token is at least the row's fence, in one statement.
-// It returns a *StaleTokenError (errors.Is(err, ErrStale)) when the token is
+// It returns a *StaleTokenError (errors.Is(err, ErrStaleToken)) when the token is
 // stale, and an error wrapping ErrNoRow when key has no row; use Upsert to
 // create rows. values may be empty, to raise the fence alone.
 func (t Table) Update(ctx context.Context, db DB, key string, token int64, values map[string]any) error {
@@ -273,7 +305,7 @@ func (t Table) Update(ctx context.Context, db DB, key string, token int64, value
 	if err != nil {
 		return fmt.Errorf("fence %q: %w", key, err)
 	}
-	return Exec(ctx, db, Write{Key: key, Token: token, Update: update, Current: current, OnReject: t.OnReject})
+	return Exec(ctx, db, t.write(key, token, update, current))
 }
 
 // Upsert is Update for a row that may not exist yet: a missing row is
@@ -286,7 +318,12 @@ func (t Table) Upsert(ctx context.Context, db DB, key string, token int64, value
 	if err != nil {
 		return fmt.Errorf("fence %q: %w", key, err)
 	}
-	return Exec(ctx, db, Write{Key: key, Token: token, Update: upsert, Current: current, OnReject: t.OnReject})
+	return Exec(ctx, db, t.write(key, token, upsert, current))
+}
+
+// write is the Write of one Update or Upsert.
+func (t Table) write(key string, token int64, stmt, current Stmt) Write {
+	return Write{Key: key, Lease: t.Lease, Token: token, Update: stmt, Current: current, OnReject: t.OnReject, Timeout: t.Timeout}
 }
 
 // Current returns the fence of key's row, or an error wrapping ErrNoRow when

@@ -93,7 +93,7 @@ func checkErr(t *testing.T, call string, got, want error) {
 		if diff := cmp.Diff(wantStale, gotStale); diff != "" {
 			t.Errorf("%s: StaleTokenError mismatch (-want +got):\n%s", call, diff)
 		}
-		if !errors.Is(got, fence.ErrStale) {
+		if !errors.Is(got, fence.ErrStaleToken) {
 			t.Errorf("errors.Is(%v, ErrStale) = false, want true", got)
 		}
 	default:
@@ -110,7 +110,7 @@ func TestTableUpsert(t *testing.T) {
 		{name: "OK/EqualToken", seed: &account{"a", 10, 7}, token: 7, want: &account{Owner: "b", Balance: 20, Fence: 7}},
 		{name: "OK/HigherToken", seed: &account{"a", 10, 7}, token: 9, want: &account{Owner: "b", Balance: 20, Fence: 9}},
 		{name: "ErrStale/LowerToken", seed: &account{"a", 10, 7}, token: 6,
-			wantErr: &fence.StaleTokenError{Key: "acct-1", Presented: 6, Current: 7},
+			wantErr: &fence.StaleTokenError{Resource: "acct-1", PresentedToken: 6, CurrentFence: 7},
 			want:    &account{"a", 10, 7}},
 		{name: "ErrInvalid/Negative", token: -1, wantErr: fence.ErrInvalidToken},
 		{name: "ErrInvalid/TooLarge", token: fence.MaxToken + 1, wantErr: fence.ErrInvalidToken},
@@ -136,7 +136,7 @@ func TestTableUpdate(t *testing.T) {
 		{name: "OK/EqualToken", seed: &account{"a", 10, 7}, token: 7, want: &account{Owner: "b", Balance: 20, Fence: 7}},
 		{name: "OK/HigherToken", seed: &account{"a", 10, 7}, token: 9, want: &account{Owner: "b", Balance: 20, Fence: 9}},
 		{name: "ErrStale/LowerToken", seed: &account{"a", 10, 7}, token: 6,
-			wantErr: &fence.StaleTokenError{Key: "acct-1", Presented: 6, Current: 7},
+			wantErr: &fence.StaleTokenError{Resource: "acct-1", PresentedToken: 6, CurrentFence: 7},
 			want:    &account{"a", 10, 7}},
 	}
 	for _, tt := range tests {
@@ -182,7 +182,7 @@ func TestTableOnReject(t *testing.T) {
 	if err := tbl.Upsert(ctx, db, "acct-1", 50, nil); err != nil {
 		t.Fatalf("Upsert(equal) = %v, want nil", err)
 	}
-	if err := tbl.Upsert(ctx, db, "acct-1", 40, nil); !errors.Is(err, fence.ErrStale) {
+	if err := tbl.Upsert(ctx, db, "acct-1", 40, nil); !errors.Is(err, fence.ErrStaleToken) {
 		t.Fatalf("Upsert(lower) = %v, want ErrStale", err)
 	}
 	want := []fence.Rejection{{Resource: "acct-1", PresentedToken: 40, CurrentFence: 50, Reason: "stale token on SQL write"}}
@@ -279,7 +279,7 @@ func TestExec(t *testing.T) {
 		{name: "OK/EqualToken", token: 10, owner: "a", want: account{"a", 99, 10}},
 		{name: "OK/HigherToken", token: 11, owner: "a", want: account{"a", 99, 11}},
 		{name: "ErrStale", token: 9, owner: "a", want: account{"a", 1, 10},
-			wantErr:      &fence.StaleTokenError{Key: "acct-1", Presented: 9, Current: 10},
+			wantErr:      &fence.StaleTokenError{Resource: "acct-1", PresentedToken: 9, CurrentFence: 10},
 			wantRejected: []fence.Rejection{{Resource: "acct-1", PresentedToken: 9, CurrentFence: 10, Reason: "stale token on SQL write"}}},
 		{name: "ErrOtherCondition", token: 11, owner: "someone-else", wantErrText: true, want: account{"a", 1, 10}},
 		{name: "ErrNoCurrent", token: 11, owner: "a", noCurrent: true, wantErrText: true, want: account{"a", 1, 10}},
@@ -302,7 +302,7 @@ func TestExec(t *testing.T) {
 			}
 			err := fence.Exec(context.Background(), db, w)
 			if tt.wantErrText {
-				if err == nil || errors.Is(err, fence.ErrStale) || errors.Is(err, fence.ErrNoRow) {
+				if err == nil || errors.Is(err, fence.ErrStaleToken) || errors.Is(err, fence.ErrNoRow) {
 					t.Fatalf("Exec = %v, want an error that is neither ErrStale nor ErrNoRow", err)
 				}
 			} else {
@@ -332,7 +332,7 @@ func TestExecInTransaction(t *testing.T) {
 		t.Fatalf("Update(12) in tx = %v, want nil", err)
 	}
 	err = accounts.Update(ctx, tx, "acct-1", 11, map[string]any{"balance": 6})
-	checkErr(t, "Update(11) in tx", err, &fence.StaleTokenError{Key: "acct-1", Presented: 11, Current: 12})
+	checkErr(t, "Update(11) in tx", err, &fence.StaleTokenError{Resource: "acct-1", PresentedToken: 11, CurrentFence: 12})
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
 	}
@@ -389,8 +389,8 @@ func TestUpsertConcurrent(t *testing.T) {
 				switch {
 				case err == nil:
 				case errors.As(err, &stale):
-					if stale.Current <= token {
-						errs <- errors.New("stale error with current " + strconv.FormatInt(stale.Current, 10) + " <= token " + strconv.FormatInt(token, 10))
+					if stale.CurrentFence <= token {
+						errs <- errors.New("stale error with current " + strconv.FormatInt(stale.CurrentFence, 10) + " <= token " + strconv.FormatInt(token, 10))
 					}
 				default:
 					errs <- err
@@ -412,4 +412,75 @@ func TestUpsertConcurrent(t *testing.T) {
 	if diff := cmp.Diff(want, row(t, db, "hot")); diff != "" {
 		t.Errorf("final row (-want +got):\n%s", diff)
 	}
+}
+
+// cancelling is a DB whose caller's context ends while a statement runs: before the
+// statement reaches the database (before), or after it has run (after).
+type cancelling struct {
+	db     *sql.DB
+	cancel context.CancelFunc
+	after  bool
+}
+
+func (c cancelling) ExecContext(ctx context.Context, q string, args ...any) (sql.Result, error) {
+	if !c.after {
+		c.cancel()
+	}
+	res, err := c.db.ExecContext(ctx, q, args...)
+	if c.after {
+		c.cancel()
+	}
+	return res, err
+}
+
+func (c cancelling) QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row {
+	return c.db.QueryRowContext(ctx, q, args...)
+}
+
+// TestTableContextEndsMidWrite ends the caller's context while a stale write is in flight
+// and checks the write is still classified as stale and reported, with a context the
+// report can use, and that the lease name reaches the error and the rejection.
+func TestTableContextEndsMidWrite(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		after bool
+	}{{"ErrStale/EndsBeforeTheStatement", false}, {"ErrStale/EndsAfterTheStatement", true}} {
+		t.Run(tt.name, func(t *testing.T) {
+			db := openDB(t)
+			seed(t, db, "acct-1", account{"a", 1, 10})
+			var got []fence.Rejection
+			var reportCtxErr error
+			tbl := accounts
+			tbl.Lease = "billing"
+			tbl.OnReject = func(ctx context.Context, r fence.Rejection) {
+				reportCtxErr = ctx.Err()
+				got = append(got, r)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			err := tbl.Update(ctx, cancelling{db: db, cancel: cancel, after: tt.after}, "acct-1", 9, map[string]any{"balance": 2})
+			checkErr(t, "Update(stale) as the context ends", err,
+				&fence.StaleTokenError{Resource: "acct-1", Lease: "billing", PresentedToken: 9, CurrentFence: 10})
+			want := []fence.Rejection{{Resource: "acct-1", Lease: "billing", PresentedToken: 9, CurrentFence: 10, Reason: "stale token on SQL write"}}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("rejections (-want +got):\n%s", diff)
+			}
+			if reportCtxErr != nil {
+				t.Errorf("OnReject's context had ended: %v", reportCtxErr)
+			}
+		})
+	}
+	t.Run("ErrNotWrittenWhenAlreadyEnded", func(t *testing.T) {
+		db := openDB(t)
+		seed(t, db, "acct-1", account{"a", 1, 10})
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		err := accounts.Update(ctx, db, "acct-1", 11, map[string]any{"balance": 2})
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Update under an ended context = %v, want context.Canceled", err)
+		}
+		if diff := cmp.Diff(&account{"a", 1, 10}, row(t, db, "acct-1")); diff != "" {
+			t.Errorf("row (-want +got):\n%s", diff)
+		}
+	})
 }

@@ -15,8 +15,16 @@ const Header = "Fencing-Token"
 // JSON and JavaScript numbers.
 const MaxToken int64 = 1<<53 - 1
 
-// ErrStale matches (with errors.Is) every *StaleTokenError.
-var ErrStale = errors.New("stale fencing token")
+// ErrStaleToken matches (with errors.Is) every *StaleTokenError: a write
+// refused because its token is below the fence, by a resource of your own
+// (Table, Exec, Middleware) or by leasekeeper (the client's PutResource, whose
+// ErrStaleToken is this same value).
+var ErrStaleToken = errors.New("stale fencing token")
+
+// ErrStale is ErrStaleToken under its former name.
+//
+// Deprecated: use ErrStaleToken.
+var ErrStale = ErrStaleToken
 
 // ErrInvalidToken is returned for a token that is negative or above MaxToken,
 // and wrapped by ParseToken for a header value that is not a token.
@@ -27,24 +35,41 @@ var ErrInvalidToken = errors.New("invalid fencing token")
 var ErrNoRow = errors.New("no row for key")
 
 // StaleTokenError reports a write refused because its token is below the
-// key's fence. errors.Is(err, ErrStale) is true for it.
+// fence of what it wrote. errors.Is(err, ErrStaleToken) is true for it. The
+// client package returns this same type for writes leasekeeper refused.
 type StaleTokenError struct {
-	// Key is the fenced key (a row key, or a resource such as a URL path).
-	Key string
-	// Presented is the token the write carried.
-	Presented int64
-	// Current is the key's fence when the write was refused; it is greater
-	// than Presented.
-	Current int64
+	// Resource is what was written: a row key, a URL path, a leasekeeper
+	// resource.
+	Resource string
+	// Lease is the lease the token came from, when known.
+	Lease string
+	// PresentedToken is the token the write carried.
+	PresentedToken int64
+	// CurrentFence is the fence when the write was refused: greater than
+	// PresentedToken, or, for a write checked against a lease, that lease's
+	// current token.
+	CurrentFence int64
+	// Detail is the explanation of the side that refused, when it gave one.
+	Detail string
 }
 
 // Error describes the refusal.
 func (e *StaleTokenError) Error() string {
-	return fmt.Sprintf("fence %q: stale token %d, current fence is %d", e.Key, e.Presented, e.Current)
+	msg := fmt.Sprintf("fence %q: stale token %d, current fence is %d", e.Resource, e.PresentedToken, e.CurrentFence)
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	return msg
 }
 
-// Is reports whether target is ErrStale.
-func (e *StaleTokenError) Is(target error) bool { return target == ErrStale }
+// Is reports whether target is ErrStaleToken.
+func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+
+// Rejection returns the refusal in the form a Reporter sends, with reason as
+// its free text.
+func (e *StaleTokenError) Rejection(reason string) Rejection {
+	return Rejection{Resource: e.Resource, Lease: e.Lease, PresentedToken: e.PresentedToken, CurrentFence: e.CurrentFence, Reason: reason}
+}
 
 // ParseToken parses a Fencing-Token header value: decimal ASCII digits only
 // (no sign, no spaces, no commas), with a value of at most MaxToken. Every

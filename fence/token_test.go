@@ -82,12 +82,15 @@ func FuzzParseToken(f *testing.F) {
 }
 
 func TestStaleTokenError(t *testing.T) {
-	var err error = &fence.StaleTokenError{Key: "k", Presented: 1, Current: 2}
-	if !errors.Is(err, fence.ErrStale) {
+	var err error = &fence.StaleTokenError{Resource: "k", PresentedToken: 1, CurrentFence: 2}
+	if !errors.Is(err, fence.ErrStaleToken) {
+		t.Errorf("errors.Is(%v, ErrStaleToken) = false, want true", err)
+	}
+	if !errors.Is(err, fence.ErrStale) { // the deprecated name keeps matching
 		t.Errorf("errors.Is(%v, ErrStale) = false, want true", err)
 	}
 	wrapped := errors.Join(errors.New("context"), err)
-	if se, ok := errors.AsType[*fence.StaleTokenError](wrapped); !ok || se.Current != 2 {
+	if se, ok := errors.AsType[*fence.StaleTokenError](wrapped); !ok || se.CurrentFence != 2 {
 		t.Errorf("errors.AsType through wrapping = %v, %v, want the error", se, ok)
 	}
 	if errors.Is(err, fence.ErrNoRow) {
@@ -95,6 +98,10 @@ func TestStaleTokenError(t *testing.T) {
 	}
 	if got, want := err.Error(), `fence "k": stale token 1, current fence is 2`; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	detailed := &fence.StaleTokenError{Resource: "r", PresentedToken: 1, CurrentFence: 2, Detail: "below the fence"}
+	if got, want := detailed.Error(), `fence "r": stale token 1, current fence is 2: below the fence`; got != want {
+		t.Errorf("Error() with a detail = %q, want %q", got, want)
 	}
 }
 

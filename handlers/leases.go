@@ -225,7 +225,7 @@ type noLine struct{ store store.Store }
 
 func (n noLine) Acquire(ctx context.Context, p store.AcquireParams, wait time.Duration) (lease.Lease, error) {
 	if wait > 0 {
-		return lease.Lease{}, lease.Errorf(lease.CodeInvalid, "this server has no waiting line; send wait_ms 0")
+		return lease.Lease{}, lease.Errorf(lease.CodeWaitingUnsupported, "this server has no waiting line; send wait_ms 0 and ask again later")
 	}
 	return n.store.Acquire(ctx, p)
 }

@@ -36,6 +36,8 @@ var statusOf = map[lease.Code]int{
 	lease.CodeUnauthenticated: http.StatusUnauthorized,
 	lease.CodeRateLimited:     http.StatusTooManyRequests,
 	lease.CodeTooManyLeases:   http.StatusTooManyRequests,
+
+	lease.CodeWaitingUnsupported: http.StatusBadRequest,
 }
 
 // Codes of the HTTP layer, beside the domain's.

@@ -99,7 +99,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"Acquire/LockDelayNegative", "POST", "/v1/leases/new/acquire", `{"holder":"w","ttl_ms":5000,"lock_delay_ms":-1}`, nil, bad, inv},
 		{"Acquire/LockDelayAboveMax", "POST", "/v1/leases/new/acquire", `{"holder":"w","ttl_ms":5000,"lock_delay_ms":60001}`, nil, bad, inv},
 		{"Acquire/WaitNegative", "POST", "/v1/leases/new/acquire", `{"holder":"w","ttl_ms":5000,"wait_ms":-1}`, nil, bad, inv},
-		{"Acquire/WaitWithoutLine", "POST", "/v1/leases/new/acquire", `{"holder":"w","ttl_ms":5000,"wait_ms":10}`, nil, bad, inv},
+		{"Acquire/WaitWithoutLine", "POST", "/v1/leases/new/acquire", `{"holder":"w","ttl_ms":5000,"wait_ms":10}`, nil, bad, api.ProblemCodeWaitingUnsupported},
 		{"Acquire/HolderEmpty", "POST", "/v1/leases/new/acquire", `{"holder":"","ttl_ms":5000}`, nil, bad, inv},
 		{"Acquire/Holder257", "POST", "/v1/leases/new/acquire", `{"holder":"` + strings.Repeat("h", 257) + `","ttl_ms":5000}`, nil, bad, inv},
 		{"Acquire/HolderControl", "POST", "/v1/leases/new/acquire", `{"holder":"w\u0007","ttl_ms":5000}`, nil, bad, inv},

@@ -27,6 +27,10 @@ const (
 	CodeRateLimited     Code = "rate_limited"
 	CodeTooManyLeases   Code = "too_many_leases"
 	CodeInternal        Code = "internal"
+
+	// CodeWaitingUnsupported refuses wait_ms on a server without a waiting line: the client
+	// waits on its side instead, asking again without wait_ms.
+	CodeWaitingUnsupported Code = "waiting_unsupported"
 )
 
 // Error is a domain error: a code, a human message, and the details some codes carry.

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"os"
 	"os/user"
 	"strings"
@@ -30,6 +29,7 @@ signed, --ca-file or env LEASEKEEPER_CA_FILE):
   leasekeeper get     [--json] NAME
   leasekeeper list    [--prefix P] [--state held|free] [--limit N] [--json]
   leasekeeper run     --name N --ttl 30s [--holder H] [--wait 1m] [--grace 10s] -- CMD ARGS...
+                      exit status: CMD's; 75 lease held; 122 lease lost while CMD ran
   leasekeeper leader  [--watch] [--json] NAME
   leasekeeper keys create --label L --role reader|writer|admin [--prefix P]... [--json]
   leasekeeper keys list [--json]
@@ -124,11 +124,21 @@ func (cf *clientFlags) client(stderr io.Writer, opts ...client.Option) (*client.
 	if stderr != nil {
 		opts = append(opts, client.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
 	}
-	hc, err := cf.httpClient()
+	key, err := cf.apiKey()
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.New(cf.server, append([]client.Option{client.WithHTTPClient(hc)}, opts...)...)
+	if key != "" {
+		opts = append(opts, client.WithAPIKey(key))
+	}
+	if cf.caFile != "" {
+		hc, err := caClient(cf.caFile)
+		if err != nil {
+			return nil, &exitError{code: 2, err: err}
+		}
+		opts = append(opts, client.WithHTTPClient(hc))
+	}
+	c, err := client.New(cf.server, opts...)
 	if err != nil {
 		return nil, &exitError{code: 2, err: err}
 	}
@@ -149,38 +159,6 @@ func (cf *clientFlags) apiKey() (string, error) {
 		return "", &exitError{code: 2, err: fmt.Errorf("--api-key-file %s is empty", cf.keyFile)}
 	}
 	return k, nil
-}
-
-// httpClient is the HTTP client of every command: it sends the API key, and trusts --ca-file.
-func (cf *clientFlags) httpClient() (*http.Client, error) {
-	key, err := cf.apiKey()
-	if err != nil {
-		return nil, err
-	}
-	next := http.DefaultTransport
-	if cf.caFile != "" {
-		hc, err := caClient(cf.caFile)
-		if err != nil {
-			return nil, &exitError{code: 2, err: err}
-		}
-		next = hc.Transport
-	}
-	return &http.Client{Transport: bearer{key: key, next: next}}, nil
-}
-
-// bearer adds "Authorization: Bearer <key>" to requests that carry no Authorization yet.
-type bearer struct {
-	key  string
-	next http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	if b.key == "" || r.Header.Get("Authorization") != "" {
-		return b.next.RoundTrip(r)
-	}
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.key)
-	return b.next.RoundTrip(r)
 }
 
 // defaultHolder names this process for humans: user@host (pid N).

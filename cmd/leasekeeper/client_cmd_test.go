@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -121,5 +123,24 @@ func TestSplitDashDash(t *testing.T) {
 				t.Errorf("splitDashDash(%q) (-want +got):\n%s", tt.args, diff)
 			}
 		})
+	}
+}
+
+// TestAPIKeyFromEnvironment checks the client commands send LEASEKEEPER_API_KEY as a bearer
+// key: the library reads no environment, the command does.
+func TestAPIKeyFromEnvironment(t *testing.T) {
+	got := make(chan string, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- r.Header.Get("Authorization")
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(http.StatusNotFound)
+		w.Write([]byte(`{"type":"about:blank","title":"Not found","status":404,"code":"not_found"}`))
+	}))
+	t.Cleanup(srv.Close)
+	env := map[string]string{"LEASEKEEPER_SERVER": srv.URL, "LEASEKEEPER_API_KEY": "lk_from-env"}
+	var stdout, stderr bytes.Buffer
+	run(context.Background(), []string{"get", "job"}, func(k string) string { return env[k] }, &stdout, &stderr)
+	if auth := <-got; auth != "Bearer lk_from-env" {
+		t.Errorf("Authorization = %q, want the key from LEASEKEEPER_API_KEY", auth)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"text/tabwriter"
 
@@ -41,11 +42,21 @@ func keysCommand(ctx context.Context, cf *clientFlags, args []string, stdout io.
 	if err := cf.fs.Parse(args); err != nil {
 		return &exitError{code: 2, err: err}
 	}
-	hc, err := cf.httpClient()
+	key, err := cf.apiKey()
 	if err != nil {
 		return err
 	}
-	c, err := api.NewClientWithResponses(cf.server, api.WithHTTPClient(hc))
+	hc := http.DefaultClient
+	if cf.caFile != "" {
+		if hc, err = caClient(cf.caFile); err != nil {
+			return &exitError{code: 2, err: err}
+		}
+	}
+	c, err := api.NewClientWithResponses(cf.server, api.WithHTTPClient(hc),
+		api.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+			r.Header.Set("Authorization", "Bearer "+key)
+			return nil
+		}))
 	if err != nil {
 		return &exitError{code: 2, err: err}
 	}

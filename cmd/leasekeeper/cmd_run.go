@@ -21,11 +21,19 @@ func forwarded() []os.Signal {
 	return []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGUSR1, syscall.SIGUSR2}
 }
 
+// exLeaseLost is run's exit status when the lease ended before CMD did: CMD was stopped, or
+// finished after the lease had already ended, so its work may have overlapped another
+// holder's. It lies outside sysexits (64-78), timeout(1)'s 124-125 and the shell's 126-165,
+// though CMD could still return it by itself: stderr says which.
+const exLeaseLost = 122
+
 // runCommand is `leasekeeper run`: CMD runs only while the lease is held.
 //
-// CMD runs in its own process group, so that stopping it on lease loss reaches every process
-// it started; signals sent to run are passed on to that group. (A command in its own group
-// cannot read from the terminal.)
+// The lease renews itself and follows its name on the server's watch stream, so a revoke or
+// a successor's grant stops CMD within moments, not at the next renewal. CMD runs in its own
+// process group, so that stopping it on lease loss reaches every process it started; signals
+// sent to run are passed on to that group. (A command in its own group cannot read from the
+// terminal.)
 func runCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	// CMD's output is copied into these writers by exec's goroutines while run writes its own
 	// messages: one lock serializes both (they may be the same writer).
@@ -55,6 +63,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return err
 	}
+	defer c.Close()
 
 	l, err := c.Acquire(ctx, *name, client.AcquireOptions{Holder: *holder, TTL: *ttl, Wait: *wait})
 	if err != nil {
@@ -118,9 +127,9 @@ wait:
 	rerr := release(relCtx, l, stderr)
 	switch {
 	case lostCause != nil:
-		return &exitError{code: 1, err: fmt.Errorf("run: lease %q was lost while %s ran, so it was stopped (its status %d): %w", l.Name(), argv[0], code, lostCause)}
+		return &exitError{code: exLeaseLost, err: fmt.Errorf("run: lease %q was lost while %s ran, so it was stopped (its status %d): %w", l.Name(), argv[0], code, lostCause)}
 	case errors.Is(rerr, client.ErrLeaseLost):
-		return &exitError{code: 1, err: fmt.Errorf("run: %s finished (status %d), but the lease had ended first; its work may have overlapped another holder's: %w", argv[0], code, rerr)}
+		return &exitError{code: exLeaseLost, err: fmt.Errorf("run: %s finished (status %d), but the lease had ended first; its work may have overlapped another holder's: %w", argv[0], code, rerr)}
 	case code != 0:
 		return &exitError{code: code, err: fmt.Errorf("run: %s: %w", argv[0], werr)}
 	}

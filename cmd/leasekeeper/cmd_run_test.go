@@ -96,7 +96,18 @@ func TestRun(t *testing.T) {
 					t.Errorf("Revoke = %v", err)
 				}
 			},
-			wantCode: 1, wantErr: "was lost", within: 5 * time.Second,
+			wantCode: exLeaseLost, wantErr: "was lost", within: 5 * time.Second,
+		},
+		{
+			// The next renewal of a 30 s lease is 10 s away: the watch stream stops CMD.
+			name: "StoppedSoonWhenRevokedWithLongTTL", script: `echo started > "$OUT"; exec sleep 30`, flags: []string{"--ttl", "30s"},
+			during: func(t *testing.T, c *client.Client, out string) {
+				waitFile(t, out, 30*time.Second)
+				if err := c.Revoke(context.Background(), "job"); err != nil {
+					t.Errorf("Revoke = %v", err)
+				}
+			},
+			wantCode: exLeaseLost, wantErr: "revoked", within: 3 * time.Second,
 		},
 		{
 			name:   "KilledAfterGraceWhenTermIgnored",
@@ -107,7 +118,7 @@ func TestRun(t *testing.T) {
 					t.Errorf("Revoke = %v", err)
 				}
 			},
-			wantCode: 1, wantErr: "was lost", within: 5 * time.Second,
+			wantCode: exLeaseLost, wantErr: "was lost", within: 5 * time.Second,
 		},
 	}
 	for _, tt := range tests {

@@ -4,7 +4,7 @@
 //	go run ./examples/election -name node-1 -addr 10.0.0.1:9000
 //
 // It prints one line per change: "leading token=N", "stopped leading", "leader NAME token=N
-// addr=A".
+// addr=A". The API key, when the server needs one, comes from LEASEKEEPER_API_KEY.
 package main
 
 import (
@@ -50,12 +50,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	defer c.Close()
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
 	err = c.Elect(ctx, *election, *name, map[string]any{"addr": *addr}, client.ElectionConfig{
 		TTL:             *ttl,
 		ReleaseOnCancel: true,
-		OnStartedLeading: func(ctx context.Context, token int64) {
-			say("leading token=%d", token)
+		OnStartedLeading: func(ctx context.Context, term *client.Lease) {
+			say("leading token=%d", term.Token())
 			<-ctx.Done() // a real leader works here, sending token with every write
 		},
 		OnStoppedLeading: func() { say("stopped leading") },

@@ -3,154 +3,117 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/client"
+	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
+	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
-// fakeServer plays the leasekeeper endpoints the example calls.
-type fakeServer struct {
-	mu         sync.Mutex
-	next       int64
-	held       string // lease_id of the current lease, "" when free
-	releases   int
-	rejections []map[string]any
-}
-
-func (f *fakeServer) handler(t *testing.T) http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/leases/{name}/acquire", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			Holder string `json:"holder"`
-			TTLMs  int64  `json:"ttl_ms"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || req.Holder == "" || req.TTLMs <= 0 {
-			t.Errorf("acquire body: %+v, %v", req, err)
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if f.held != "" {
-			w.Header().Set("Content-Type", "application/problem+json")
-			w.WriteHeader(http.StatusConflict)
-			json.NewEncoder(w).Encode(map[string]any{"type": "about:blank", "title": "Conflict", "status": 409,
-				"code": "lease_held", "holder": "someone", "expires_at": "2030-01-01T00:00:00.000Z"})
-			return
-		}
-		f.next++
-		f.held = "lk_" + strconv.FormatInt(f.next, 10)
-		w.Header().Set("Fencing-Token", strconv.FormatInt(f.next*1000, 10))
-		json.NewEncoder(w).Encode(map[string]any{"name": r.PathValue("name"), "holder": req.Holder,
-			"token": f.next * 1000, "lease_id": f.held, "ttl_ms": req.TTLMs})
-	})
-	mux.HandleFunc("POST /v1/leases/{name}/release", func(w http.ResponseWriter, r *http.Request) {
-		var req struct {
-			LeaseID string `json:"lease_id"`
-		}
-		json.NewDecoder(r.Body).Decode(&req)
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if req.LeaseID != f.held {
-			t.Errorf("release with lease_id %q, want %q", req.LeaseID, f.held)
-		}
-		f.held = ""
-		f.releases++
-		w.WriteHeader(http.StatusNoContent)
-	})
-	mux.HandleFunc("POST /v1/rejections", func(w http.ResponseWriter, r *http.Request) {
-		var body map[string]any
-		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		f.mu.Lock()
-		f.rejections = append(f.rejections, body)
-		f.mu.Unlock()
-		w.WriteHeader(http.StatusAccepted)
-	})
-	return mux
-}
-
-// snapshot returns the release count and the rejections received so far.
-func (f *fakeServer) snapshot() (int, []map[string]any) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.releases, append([]map[string]any(nil), f.rejections...)
-}
-
-func (f *fakeServer) setHeld(id string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.held = id
-}
-
+// TestRun runs the program against a real leasekeeper: two holders write in turn, a forced
+// token equal to the fence is accepted, a stale one is refused and shows in the server's
+// rejections with the program's User-Agent, and a held lease is not written under.
 func TestRun(t *testing.T) {
-	fake := &fakeServer{}
-	srv := httptest.NewServer(fake.handler(t))
-	t.Cleanup(srv.Close)
+	srv, _ := servicetest.Start(t, service.Config{}, sqlite.Options{})
 	dbPath := filepath.Join(t.TempDir(), "demo.db")
 	ctx := context.Background()
 	common := []string{"-server", srv.URL, "-db", dbPath, "-name", "demo", "-holder", "tester"}
+	key := servicetest.KeyOf(srv.URL)
+	getenv := func(k string) string {
+		if k == "LEASEKEEPER_API_KEY" {
+			return key
+		}
+		return ""
+	}
+	c, err := client.New(srv.URL, client.WithAPIKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
 
 	runOK := func(t *testing.T, extra ...string) string {
 		t.Helper()
 		var out, errOut bytes.Buffer
-		if err := run(ctx, append(common, extra...), &out, &errOut); err != nil {
+		if err := run(ctx, append(common, extra...), getenv, &out, &errOut); err != nil {
 			t.Fatalf("run(%v) = %v; stderr %s", extra, err, errOut.String())
 		}
 		return out.String()
 	}
+	state := func(t *testing.T) client.State {
+		t.Helper()
+		st, err := c.Get(ctx, "demo")
+		if err != nil {
+			t.Fatalf("Get = %v", err)
+		}
+		return st
+	}
 
+	var fence int64
 	t.Run("OK/AcquireWriteRelease", func(t *testing.T) {
 		out := runOK(t, "-value", "one")
-		if !strings.Contains(out, "acquired \"demo\": token 1000") || !strings.Contains(out, "wrote row \"demo\" with token 1000") {
-			t.Errorf("output %q lacks the acquire and the write", out)
+		st := state(t)
+		want := "acquired \"demo\": token " + strconv.FormatInt(st.Token, 10)
+		if !strings.Contains(out, want) || !strings.Contains(out, "wrote row \"demo\"") {
+			t.Errorf("output %q lacks %q and the write", out, want)
 		}
-		if releases, _ := fake.snapshot(); releases != 1 {
-			t.Errorf("releases = %d, want 1", releases)
+		if st.Held || st.End != "released" {
+			t.Errorf("after run: held %v end %q, want released", st.Held, st.End)
 		}
 	})
-
 	t.Run("OK/SecondHolderHigherToken", func(t *testing.T) {
 		runOK(t, "-value", "two")
+		fence = state(t).Token
 	})
-
 	t.Run("OK/EqualForcedToken", func(t *testing.T) {
-		runOK(t, "-token", "2000", "-value", "three")
+		runOK(t, "-token", strconv.FormatInt(fence, 10), "-value", "three")
 	})
-
 	t.Run("ErrStale/Reported", func(t *testing.T) {
 		var out, errOut bytes.Buffer
-		err := run(ctx, append(common, "-token", "1000", "-value", "stale"), &out, &errOut)
-		if !errors.Is(err, errStale) {
-			t.Fatalf("run with a stale token = %v, want errStale", err)
+		err := run(ctx, append(common, "-token", "1000", "-value", "stale"), getenv, &out, &errOut)
+		if !errors.Is(err, errStale) || !strings.Contains(out.String(), "rejection reported") {
+			t.Fatalf("run with a stale token = %v (output %q), want errStale, reported", err, out.String())
 		}
-		want := []map[string]any{{
-			"resource": "demo", "lease": "demo", "presented_token": float64(1000), "current_fence": float64(2000),
-			"reason": "stale write to table kv in " + dbPath,
-		}}
-		_, got := fake.snapshot()
+		ac, err := api.NewClientWithResponses(srv.URL, api.WithHTTPClient(servicetest.Client()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resource := "demo"
+		resp, err := ac.ListRejectionsWithResponse(ctx, &api.ListRejectionsParams{Resource: &resource})
+		if err != nil || resp.JSON200 == nil {
+			t.Fatalf("ListRejections = %v, %v", resp.Status(), err)
+		}
+		type row struct {
+			Lease, UserAgent, Reason string
+			Presented, Current       int64
+		}
+		var got []row
+		for _, r := range resp.JSON200.Rejections {
+			got = append(got, row{deref(r.Lease), deref(r.UserAgent), deref(r.Reason), r.PresentedToken, r.CurrentFence})
+		}
+		want := []row{{"demo", userAgent, "stale write to table kv in " + dbPath, 1000, fence}}
 		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("rejections reported (-want +got):\n%s", diff)
+			t.Errorf("the server's rejections (-want +got):\n%s", diff)
 		}
 	})
-
 	t.Run("ErrLeaseHeld", func(t *testing.T) {
-		fake.setHeld("lk_other")
-		t.Cleanup(func() { fake.setHeld("") })
+		l, err := c.Acquire(ctx, "demo", client.AcquireOptions{Holder: "someone", TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Release(ctx) })
 		var out, errOut bytes.Buffer
-		err := run(ctx, common, &out, &errOut)
-		if err == nil || !strings.Contains(err.Error(), "lease_held") || !strings.Contains(err.Error(), "someone") {
-			t.Fatalf("run while held = %v, want a lease_held error naming the holder", err)
+		err = run(ctx, common, getenv, &out, &errOut)
+		if !errors.Is(err, client.ErrLeaseHeld) || !strings.Contains(err.Error(), "someone") {
+			t.Fatalf("run while held = %v, want ErrLeaseHeld naming the holder", err)
 		}
 	})
 
@@ -164,7 +127,15 @@ func TestRun(t *testing.T) {
 	if err := db.QueryRow(`SELECT value, fence FROM kv WHERE name = 'demo'`).Scan(&value, &f); err != nil {
 		t.Fatal(err)
 	}
-	if value != "three" || f != 2000 {
-		t.Errorf("row = %q, fence %d; want \"three\", fence 2000", value, f)
+	if value != "three" || f != fence {
+		t.Errorf("row = %q, fence %d; want \"three\", fence %d", value, f, fence)
 	}
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

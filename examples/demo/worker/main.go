@@ -71,6 +71,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintln(stderr, "worker:", err)
 		return exitUsage
 	}
+	defer c.Close()
 	l, err := c.Acquire(ctx, *name, client.AcquireOptions{Holder: *holder, TTL: *ttl, Wait: *wait})
 	if err != nil {
 		say("could not get lease %q: %v", *name, err)

@@ -1,0 +1,51 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/leasekeeper/leasekeeper/client"
+	"github.com/leasekeeper/leasekeeper/fence"
+)
+
+// TestPutResourceStale checks a write leasekeeper refuses comes back as the fence package's
+// error type, so one errors.Is or errors.As covers refusals by leasekeeper and by resources
+// of your own.
+func TestPutResourceStale(t *testing.T) {
+	c := newClient(t, newServer(t))
+	ctx := context.Background()
+	var tokens []int64 // the server refuses tokens it never issued: take two real ones
+	for range 2 {
+		l, err := c.Acquire(ctx, "billing", client.AcquireOptions{Holder: "a", TTL: time.Minute, DisableKeepAlive: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tokens = append(tokens, l.Token())
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	older, newer := tokens[0], tokens[1]
+	if _, err := c.PutResource(ctx, "ledger", newer, "", "text/plain", []byte("newer")); err != nil {
+		t.Fatalf("PutResource(newer) = %v", err)
+	}
+	_, err := c.PutResource(ctx, "ledger", older, "", "text/plain", []byte("older"))
+	if !errors.Is(err, fence.ErrStaleToken) || !errors.Is(err, client.ErrStaleToken) {
+		t.Errorf("PutResource(older) = %v, want fence.ErrStaleToken", err)
+	}
+	var stale *fence.StaleTokenError
+	if !errors.As(err, &stale) {
+		t.Fatalf("PutResource(older) = %T, want a *fence.StaleTokenError", err)
+	}
+	if diff := cmp.Diff([]int64{older, newer}, []int64{stale.PresentedToken, stale.CurrentFence}); diff != "" {
+		t.Errorf("presented and current fence (-want +got):\n%s", diff)
+	}
+	_, err = c.PutResource(ctx, "ledger", older, "billing", "text/plain", []byte("with the lease's name"))
+	if !errors.As(err, &stale) || stale.Lease != "billing" {
+		t.Errorf("PutResource with Lease-Name = %v, want a StaleTokenError naming the lease", err)
+	}
+}
