@@ -119,7 +119,7 @@ func sessionOf(ctx context.Context) []byte {
 // public reports whether a path is served without a key.
 func (a *authn) public(r *http.Request) bool {
 	switch p := r.URL.Path; {
-	case p == "/healthz", p == "/readyz", p == "/openapi.yaml", p == "/signin", strings.HasPrefix(p, "/static/"):
+	case p == "/healthz", p == "/readyz", p == "/signin", strings.HasPrefix(p, "/static/"):
 		return true
 	case p == "/metrics":
 		return a.cfg.PublicMetrics
@@ -157,10 +157,10 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// deny answers a request without a valid key: pages send browsers to sign in, everything else
-// gets 401 with a Bearer challenge.
+// deny answers a request without a valid key: a browser asking for a page is sent to sign in,
+// everything else gets 401 with a Bearer challenge.
 func (s *server) deny(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Method == http.MethodGet && !strings.HasPrefix(r.URL.Path, "/v1/") && r.URL.Path != "/metrics" && r.Header.Get("LK-Fragment") == "" {
+	if r.Method == http.MethodGet && wantsHTML(r) && r.Header.Get("LK-Fragment") == "" {
 		http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 		return
 	}

@@ -248,10 +248,16 @@ func TestAuthProblems(t *testing.T) {
 	// A fenced write naming a lease out of scope is refused too.
 	resp, b = e.bearerDo(scoped, "PUT", "/v1/resources/billing-out", "v", map[string]string{"Fencing-Token": "1", "Lease-Name": "payroll"})
 	wantProblem(t, "PUT with Lease-Name out of scope", resp, b, http.StatusForbidden, api.ProblemCodeForbidden)
-	// Public endpoints answer without a key.
-	for _, path := range []string{"/healthz", "/readyz", "/openapi.yaml"} {
-		if resp, _ := e.do("GET", path, nil, map[string]string{"Authorization": ""}); resp.StatusCode != http.StatusOK {
-			t.Errorf("GET %s without a key = %d, want 200", path, resp.StatusCode)
+	// Health answers without a key (DESIGN's invariant 8); everything else needs one.
+	plain := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/openapi.yaml": 401, "/metrics": 401, "/": 401, "/signin": 200} {
+		resp, err := plain.Get(e.url + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET %s without a key = %d, want %d", path, resp.StatusCode, want)
 		}
 	}
 	if resp, _ := e.do("GET", "/metrics", nil, map[string]string{"Authorization": "Bearer nope"}); resp.StatusCode != http.StatusUnauthorized {
