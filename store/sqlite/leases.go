@@ -40,11 +40,22 @@ func scanGrant(r scanner) (grant, error) {
 	return g, err
 }
 
-// open reports whether the grant has not been ended, whatever its expiry.
-func (g grant) open() bool { return !g.ended.Valid }
-
 // heldAt reports whether the grant is an unexpired lease at now.
-func (g grant) heldAt(now int64) bool { return g.open() && g.expires > now }
+func (g grant) heldAt(now int64) bool { return g.rule().HeldAt(ms(now)) }
+
+// rule is the grant as the lease rules see it.
+func (g grant) rule() lease.Grant {
+	r := lease.Grant{
+		Name: g.name, Holder: g.holder, Token: g.token,
+		TTL:        time.Duration(g.ttl) * time.Millisecond,
+		LockDelay:  time.Duration(g.lockDelay) * time.Millisecond,
+		AcquiredAt: ms(g.acquired), RenewedAt: ms(g.renewed), ExpiresAt: ms(g.expires),
+	}
+	if g.ended.Valid {
+		r.EndedAt, r.End = ms(g.ended.Int64), lease.End(g.endKind.String)
+	}
+	return r
+}
 
 func (g grant) lease() lease.Lease {
 	return lease.Lease{
@@ -59,28 +70,8 @@ func (g grant) lease() lease.Lease {
 // state is what anyone may see of the grant at now; an expired grant not yet recorded reads
 // as expired at its expiry.
 func (g grant) state(now int64) lease.State {
-	st := lease.State{
-		Name: g.name, Holder: g.holder, Token: g.token,
-		TTL:        time.Duration(g.ttl) * time.Millisecond,
-		AcquiredAt: ms(g.acquired), RenewedAt: ms(g.renewed), ExpiresAt: ms(g.expires),
-		LockDelay: time.Duration(g.lockDelay) * time.Millisecond,
-		Metadata:  raw(g.metadata),
-	}
-	switch {
-	case g.heldAt(now):
-		st.Held = true
-		st.AvailableAt = ms(g.expires + g.lockDelay)
-	case g.open():
-		st.End, st.EndedAt = lease.EndExpired, ms(g.expires)
-	default:
-		st.End, st.EndedAt = lease.End(g.endKind.String), ms(g.ended.Int64)
-	}
-	if !st.Held {
-		st.AvailableAt = st.EndedAt
-		if st.End == lease.EndExpired {
-			st.AvailableAt = ms(st.EndedAt.UnixMilli() + g.lockDelay)
-		}
-	}
+	st := g.rule().State(ms(now))
+	st.Metadata = raw(g.metadata)
 	return st
 }
 
@@ -160,7 +151,7 @@ func currentSettled(ctx context.Context, t *txn, name string) (grant, bool, erro
 // settle records the expiry of g if it is open but past expiry at t.now, and returns it
 // as it now stands.
 func settle(ctx context.Context, t *txn, g grant) (grant, error) {
-	if g.open() && g.expires <= t.now {
+	if _, expired := lease.Settle(g.rule(), ms(t.now)); expired {
 		if err := end(ctx, t, g, lease.EndExpired, g.expires); err != nil {
 			return g, err
 		}
@@ -168,16 +159,6 @@ func settle(ctx context.Context, t *txn, g grant) (grant, error) {
 		g.endKind = sql.NullString{String: string(lease.EndExpired), Valid: true}
 	}
 	return g, nil
-}
-
-func heldError(g grant, now int64) *lease.Error {
-	st := g.state(now)
-	e := lease.Errorf(lease.CodeHeld, "lease %q is held by %q until %s", g.name, g.holder, st.ExpiresAt.Format(time.RFC3339Nano))
-	if !st.Held {
-		e.Message = fmt.Sprintf("lease %q is in its lock delay until %s", g.name, st.AvailableAt.Format(time.RFC3339Nano))
-	}
-	e.Holder, e.ExpiresAt, e.AvailableAt = g.holder, st.ExpiresAt, st.AvailableAt
-	return e
 }
 
 // Acquire grants the lease on a free name. See store.Store.
@@ -197,8 +178,13 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 		if err != nil {
 			return err
 		}
-		if ok && (g.heldAt(t.now) || g.endKind.String == string(lease.EndExpired) && g.expires+g.lockDelay > t.now) {
-			return heldError(g, t.now)
+		var last int64
+		if err := t.tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&last); err != nil {
+			return fmt.Errorf("read last token: %w", w(err))
+		}
+		token, err := lease.DecideAcquire(g.rule(), ok, ms(t.now), last)
+		if err != nil {
+			return err
 		}
 		if p.MaxHeld > 0 {
 			var n int
@@ -206,17 +192,9 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 				WHERE owner = ? AND ended_at IS NULL AND expires_at > ?`, p.Owner, t.now).Scan(&n); err != nil {
 				return fmt.Errorf("count the key's leases: %w", w(err))
 			}
-			if n >= p.MaxHeld {
-				return lease.Errorf(lease.CodeTooManyLeases, "this API key holds %d leases, the most one key may hold", n)
+			if err := lease.CheckHeldCap(n, p.MaxHeld); err != nil {
+				return err
 			}
-		}
-		var last int64
-		if err := t.tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&last); err != nil {
-			return fmt.Errorf("read last token: %w", w(err))
-		}
-		token, err := lease.NextToken(last, ms(t.now))
-		if err != nil {
-			return err
 		}
 		id := lease.NewID()
 		if keyHash != nil {
@@ -316,10 +294,6 @@ func byID(ctx context.Context, t *txn, name, id string) (grant, error) {
 	return settle(ctx, t, g)
 }
 
-func lostError(g grant) *lease.Error {
-	return lease.Errorf(lease.CodeLost, "lease %q token %d %s at %s", g.name, g.token, g.endKind.String, ms(g.ended.Int64).Format(time.RFC3339Nano))
-}
-
 // Renew extends the current unexpired lease. See store.Store.
 func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration) (lease.Lease, error) {
 	var out lease.Lease
@@ -328,13 +302,11 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration) (
 		if err != nil {
 			return err
 		}
-		if !g.heldAt(t.now) {
-			return lostError(g)
+		r, err := lease.DecideRenew(g.rule(), ttl, ms(t.now))
+		if err != nil {
+			return err
 		}
-		if ttl > 0 {
-			g.ttl = ttl.Milliseconds()
-		}
-		g.renewed, g.expires = t.now, t.now+g.ttl
+		g.ttl, g.renewed, g.expires = r.TTL.Milliseconds(), r.RenewedAt.UnixMilli(), r.ExpiresAt.UnixMilli()
 		if _, err := t.tx.ExecContext(ctx, `UPDATE grants SET ttl_ms = ?, renewed_at = ?, expires_at = ? WHERE token = ?`,
 			g.ttl, g.renewed, g.expires, g.token); err != nil {
 			return fmt.Errorf("renew token %d: %w", g.token, w(err))
@@ -356,13 +328,10 @@ func (s *Store) Release(ctx context.Context, name, id string) error {
 		if err != nil {
 			return err
 		}
-		switch {
-		case g.heldAt(t.now):
-			return end(ctx, t, g, lease.EndReleased, t.now)
-		case g.endKind.String == string(lease.EndReleased):
-			return nil
+		if ended, err := lease.DecideRelease(g.rule(), ms(t.now)); !ended {
+			return err
 		}
-		return lostError(g)
+		return end(ctx, t, g, lease.EndReleased, t.now)
 	})
 	if err != nil {
 		return fmt.Errorf("release %q: %w", name, err)
@@ -377,17 +346,8 @@ func (s *Store) Revoke(ctx context.Context, name string, token int64, actor stri
 		if err != nil {
 			return err
 		}
-		if !ok {
-			return lease.Errorf(lease.CodeNotFound, "no lease named %q was ever taken", name)
-		}
-		if token != 0 && (g.token != token || !g.open()) {
-			if g.token != token {
-				return lease.Errorf(lease.CodeLost, "lease %q is now token %d held by %q, not token %d; nothing was revoked", name, g.token, g.holder, token)
-			}
-			return lease.Errorf(lease.CodeLost, "lease %q token %d has already %s; nothing was revoked", name, token, g.endKind.String)
-		}
-		if !g.open() {
-			return nil
+		if ended, err := lease.DecideRevoke(g.rule(), ok, name, token); !ended {
+			return err
 		}
 		return endBy(ctx, t, g, lease.EndRevoked, t.now, actor)
 	})

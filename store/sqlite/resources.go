@@ -27,37 +27,24 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 		if err != nil {
 			return err
 		}
-		reject := func(code lease.Code, reason string, current int64) error {
-			r := lease.Rejection{Resource: wr.Name, Lease: wr.LeaseName, PresentedToken: wr.Token, CurrentFence: current,
-				ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: reason, Source: lease.RejectionSourceServer}
+		reject := func(e *lease.Error) error {
+			r := lease.Rejection{Resource: wr.Name, Lease: wr.LeaseName, PresentedToken: wr.Token, CurrentFence: e.CurrentFence,
+				ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: e.Message, Source: lease.RejectionSourceServer}
 			if _, err := recordRejection(ctx, t, r, owner, known); err != nil {
 				return err
 			}
-			e := lease.Errorf(code, "%s", reason)
-			e.PresentedToken, e.CurrentFence = wr.Token, current
 			return e
 		}
-		// last_token is the high-water mark of issued tokens: a token above it was made up (or
-		// comes from before a restore of an older backup, whose lease this store never knew).
-		if wr.Token > last {
-			return reject(lease.CodeNotIssued, fmt.Sprintf("token %d was never issued by this server (the highest issued is %d)", wr.Token, last), fence)
-		}
-		if wr.Token < fence {
-			return reject(lease.CodeStale, fmt.Sprintf("token %d is below the fence %d of resource %q", wr.Token, fence, wr.Name), fence)
-		}
+		fw := lease.FencedWrite{Resource: wr.Name, Token: wr.Token, Fence: fence, LastToken: last, LeaseName: wr.LeaseName}
 		if wr.LeaseName != "" {
 			g, ok, err := currentSettled(ctx, t, wr.LeaseName)
 			if err != nil {
 				return err
 			}
-			switch {
-			case !ok:
-				return reject(lease.CodeStale, fmt.Sprintf("lease %q was never taken", wr.LeaseName), fence)
-			case g.token != wr.Token:
-				return reject(lease.CodeStale, fmt.Sprintf("token %d is not the current token %d of lease %q", wr.Token, g.token, wr.LeaseName), max(fence, g.token))
-			case !g.heldAt(t.now):
-				return reject(lease.CodeStale, fmt.Sprintf("lease %q token %d has %s", wr.LeaseName, g.token, g.endKind.String), fence)
-			}
+			fw.Lease, fw.LeaseExists = g.rule(), ok
+		}
+		if e := lease.DecideFencedWrite(fw, ms(t.now)); e != nil {
+			return reject(e)
 		}
 		holder := ""
 		if known {
