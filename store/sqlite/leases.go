@@ -103,8 +103,12 @@ func end(ctx context.Context, t *txn, g grant, kind lease.End, at int64) error {
 
 // endBy is end with the actor who ended the grant (an admin's revoke).
 func endBy(ctx context.Context, t *txn, g grant, kind lease.End, at int64, actor string) error {
-	if _, err := t.tx.ExecContext(ctx, `UPDATE grants SET ended_at = ?, end_kind = ? WHERE token = ?`, at, string(kind), g.token); err != nil {
+	if _, err := t.exec(ctx, stEnd, at, string(kind), g.token); err != nil {
 		return fmt.Errorf("end lease %q token %d: %w", g.name, g.token, w(err))
+	}
+	if c, ok := t.s.mem.names[g.name]; ok && c.token == g.token {
+		c.ended, c.end = at, kind
+		t.setName(g.name, c)
 	}
 	return t.record(ctx, lease.Event{Type: lease.EventType(kind), Name: g.name, Token: g.token, Holder: g.holder, At: ms(at),
 		Metadata: raw(g.metadata), Actor: actor})
@@ -137,10 +141,26 @@ func expireBefore(ctx context.Context, t *txn, cutoff int64) error {
 	return nil
 }
 
+// current is the current grant of name, from the writer's memory (and its metadata, when it
+// has some, from SQL); ok is false for a name never used.
+func (t *txn) current(ctx context.Context, name string) (grant, bool, error) {
+	c, ok := t.s.mem.names[name]
+	if !ok {
+		return grant{}, false, nil
+	}
+	g := c.grant(name)
+	if c.hasMeta {
+		if err := t.queryRow(ctx, stMetadata, c.token).Scan(&g.metadata); err != nil {
+			return g, true, fmt.Errorf("read metadata of %q: %w", name, w(err))
+		}
+	}
+	return g, true, nil
+}
+
 // currentSettled reads the current grant of name inside t, with a passed expiry recorded
 // first; ok is false for a name never used.
 func currentSettled(ctx context.Context, t *txn, name string) (grant, bool, error) {
-	g, ok, err := current(ctx, t.tx, name)
+	g, ok, err := t.current(ctx, name)
 	if err != nil || !ok {
 		return g, ok, err
 	}
@@ -178,18 +198,14 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 		if err != nil {
 			return err
 		}
-		var last int64
-		if err := t.tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&last); err != nil {
-			return fmt.Errorf("read last token: %w", w(err))
-		}
-		token, err := lease.DecideAcquire(g.rule(), ok, ms(t.now), last)
+		token, err := lease.DecideAcquire(g.rule(), ok, ms(t.now), t.s.mem.token)
 		if err != nil {
 			return err
 		}
-		if p.MaxHeld > 0 {
-			var n int
-			if err := t.tx.QueryRowContext(ctx, `SELECT count(*) FROM grants INDEXED BY grants_open_owner
-				WHERE owner = ? AND ended_at IS NULL AND expires_at > ?`, p.Owner, t.now).Scan(&n); err != nil {
+		// Memory counts the key's open grants, never fewer than its held leases: only at the
+		// cap does it take SQL to leave out the expired ones not yet recorded.
+		if n := t.s.mem.owners[p.Owner]; p.MaxHeld > 0 && n >= p.MaxHeld {
+			if err := t.queryRow(ctx, stCountOwned, p.Owner, t.now).Scan(&n); err != nil {
 				return fmt.Errorf("count the key's leases: %w", w(err))
 			}
 			if err := lease.CheckHeldCap(n, p.MaxHeld); err != nil {
@@ -213,18 +229,15 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 			acquired: t.now, renewed: t.now, expires: t.now + p.TTL.Milliseconds(),
 			metadata: nullText(p.Metadata),
 		}
-		if _, err := t.tx.ExecContext(ctx, `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
-			acquired_at, renewed_at, expires_at, metadata, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			ng.token, ng.name, ng.holder, ng.idHash, ng.ttl, ng.lockDelay, ng.acquired, ng.renewed, ng.expires, ng.metadata, p.Owner); err != nil {
+		if _, err := t.exec(ctx, stInsertGrant, ng.token, ng.name, ng.holder, ng.idHash, ng.ttl, ng.lockDelay, ng.acquired, ng.renewed, ng.expires, ng.metadata, p.Owner); err != nil {
 			return fmt.Errorf("insert grant %q: %w", p.Name, w(err))
 		}
-		if _, err := t.tx.ExecContext(ctx, `INSERT INTO names (name, token) VALUES (?, ?)
-			ON CONFLICT (name) DO UPDATE SET token = excluded.token`, p.Name, token); err != nil {
+		if _, err := t.exec(ctx, stPointName, p.Name, token); err != nil {
 			return fmt.Errorf("point %q at its grant: %w", p.Name, w(err))
 		}
-		if _, err := t.tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'last_token'`, token); err != nil {
-			return fmt.Errorf("persist last token: %w", w(err))
-		}
+		// meta.last_token is written once for the batch, in its transaction (see runBatch).
+		t.setToken(token)
+		t.setName(p.Name, curOf(ng, p.Owner))
 		out = ng.lease()
 		out.ID = id
 		return t.record(ctx, lease.Event{Type: lease.EventAcquired, Name: p.Name, Token: token, Holder: p.Holder,
@@ -265,7 +278,7 @@ func replay(ctx context.Context, t *txn, p store.AcquireParams, keyHash, fp []by
 	if name != p.Name || !bytes.Equal(storedFP, fp) {
 		return lease.Lease{}, true, lease.Errorf(lease.CodeInvalid, "Idempotency-Key was already used for a different request")
 	}
-	g, err := scanGrant(t.tx.QueryRowContext(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.token = ?`, token))
+	g, err := scanGrant(t.queryRow(ctx, stGrantByToken, token))
 	if err != nil {
 		return lease.Lease{}, true, fmt.Errorf("read grant %d of idempotency key: %w", token, w(err))
 	}
@@ -284,7 +297,16 @@ const idempotencyTTL = 24 * time.Hour
 
 // byID finds the grant whose lease ID is id and checks it belongs to name.
 func byID(ctx context.Context, t *txn, name, id string) (grant, error) {
-	g, err := scanGrant(t.tx.QueryRowContext(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.id_hash = ?`, lease.HashID(id)))
+	h := lease.HashID(id)
+	if c, ok := t.s.mem.names[name]; ok && c.ownsID(h) {
+		// The holder of the current grant (nearly every renew and release).
+		g, _, err := t.current(ctx, name)
+		if err != nil {
+			return g, err
+		}
+		return settle(ctx, t, g)
+	}
+	g, err := scanGrant(t.queryRow(ctx, stGrantByID, h))
 	if errors.Is(err, sql.ErrNoRows) || err == nil && g.name != name {
 		return grant{}, lease.Errorf(lease.CodeLost, "lease_id is not a lease on %q (unknown, or pruned after it ended)", name)
 	}
@@ -307,10 +329,12 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration) (
 			return err
 		}
 		g.ttl, g.renewed, g.expires = r.TTL.Milliseconds(), r.RenewedAt.UnixMilli(), r.ExpiresAt.UnixMilli()
-		if _, err := t.tx.ExecContext(ctx, `UPDATE grants SET ttl_ms = ?, renewed_at = ?, expires_at = ? WHERE token = ?`,
-			g.ttl, g.renewed, g.expires, g.token); err != nil {
+		if _, err := t.exec(ctx, stRenew, g.ttl, g.renewed, g.expires, g.token); err != nil {
 			return fmt.Errorf("renew token %d: %w", g.token, w(err))
 		}
+		c := t.s.mem.names[name]
+		c.ttl, c.renewed, c.expires = g.ttl, g.renewed, g.expires
+		t.setName(name, c)
 		out = g.lease()
 		return t.record(ctx, lease.Event{Type: lease.EventRenewed, Name: name, Token: g.token, Holder: g.holder,
 			At: ms(t.now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata)})
