@@ -44,10 +44,12 @@ type Hub struct {
 	once     sync.Once
 
 	// The newest committed events, so watchers that keep up are served from memory instead
-	// of each querying the store after every commit. Every event with seq > horizon is in
-	// recent; horizon is -1 until the first commit is observed.
-	recent  []lease.Event
-	horizon int64
+	// of each querying the store after every commit: a ring of recentCap events, the oldest at
+	// recent[start], n of them. Every event with seq > horizon is in the ring; horizon is -1
+	// until the first commit is observed.
+	recent   []lease.Event
+	start, n int
+	horizon  int64
 }
 
 // recentCap bounds the events kept in memory; a watcher further behind reads the store.
@@ -76,15 +78,27 @@ func (h *Hub) ObserveEvents(evs []lease.Event) {
 	defer h.mu.Unlock()
 	if h.horizon < 0 {
 		h.horizon = evs[0].Seq - 1
+		h.recent = make([]lease.Event, recentCap)
 	}
-	h.recent = append(h.recent, evs...)
-	if n := len(h.recent) - recentCap; n > 0 {
-		h.recent = append(h.recent[:0:0], h.recent[n:]...)
-		h.horizon = h.recent[0].Seq - 1
+	// Each event overwrites the oldest once the ring is full: no copy of the window.
+	for _, e := range evs {
+		if h.n < recentCap {
+			h.recent[(h.start+h.n)%recentCap] = e
+			h.n++
+			continue
+		}
+		h.recent[h.start] = e
+		h.start = (h.start + 1) % recentCap
+	}
+	if h.n == recentCap {
+		h.horizon = h.at(0).Seq - 1
 	}
 	close(h.changed)
 	h.changed = make(chan struct{})
 }
+
+// at returns the i-th oldest event of the ring. h.mu must be held.
+func (h *Hub) at(i int) *lease.Event { return &h.recent[(h.start+i)%recentCap] }
 
 // fromMemory returns the events after seq whose names start with prefix, the newest seq it
 // looked at (so a watcher of a quiet prefix keeps up with the others), and true, when memory
@@ -95,15 +109,15 @@ func (h *Hub) fromMemory(after int64, prefix string) ([]lease.Event, int64, bool
 	if h.horizon < 0 || after < h.horizon {
 		return nil, after, false
 	}
-	i := sort.Search(len(h.recent), func(i int) bool { return h.recent[i].Seq > after })
+	i := sort.Search(h.n, func(i int) bool { return h.at(i).Seq > after })
 	var out []lease.Event
-	for _, e := range h.recent[i:] {
-		if strings.HasPrefix(e.Name, prefix) {
-			out = append(out, e)
+	for ; i < h.n; i++ {
+		if e := h.at(i); strings.HasPrefix(e.Name, prefix) {
+			out = append(out, *e)
 		}
 	}
-	if n := len(h.recent); n > 0 && h.recent[n-1].Seq > after {
-		after = h.recent[n-1].Seq
+	if h.n > 0 && h.at(h.n-1).Seq > after {
+		after = h.at(h.n - 1).Seq
 	}
 	return out, after, true
 }
