@@ -130,3 +130,43 @@ func TestMemoryMatchesDatabase(t *testing.T) {
 		t.Errorf("memory holds %d names and %d fences, want some of each", len(live.names), len(live.fences))
 	}
 }
+
+// TestAnsweredAfterPublished: a write is answered only once OnCommit has had its events, even
+// when the writer lock passed on to the next batch's leader before that.
+func TestAnsweredAfterPublished(t *testing.T) {
+	ctx := context.Background()
+	var mu sync.Mutex
+	published := map[int64]bool{}
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "leasekeeper.db"), Options{OnCommit: func(evs []lease.Event) {
+		time.Sleep(300 * time.Microsecond) // a slow listener widens the window
+		mu.Lock()
+		defer mu.Unlock()
+		for _, e := range evs {
+			published[e.Token] = true
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Go(func() {
+			for i := range 40 {
+				l, err := s.Acquire(ctx, store.AcquireParams{Name: fmt.Sprintf("n%d-%d", g, i), Holder: "w", TTL: time.Minute})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				ok := published[l.Token]
+				mu.Unlock()
+				if !ok {
+					t.Errorf("Acquire() answered token %d before its event was published", l.Token)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -273,6 +273,12 @@ func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error)
 	batch := s.pending
 	s.pending = nil
 	s.pendMu.Unlock()
+	if len(batch) == 0 {
+		// o was taken by the previous batch, which is publishing now.
+		<-s.lock
+		<-o.done
+		return o.err
+	}
 	began := time.Now()
 	committed, failure := s.commit(batch)
 	took := time.Since(began)
@@ -302,6 +308,9 @@ func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error)
 	if s.onBatch != nil {
 		s.onBatch(len(batch), took, committed)
 	}
+	// o may have been in the previous batch, whose leader let the writer lock go before it
+	// answered: wait for that answer.
+	<-o.done
 	return o.err
 }
 
