@@ -100,6 +100,9 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 		cfg.Registry = prometheus.NewRegistry()
 	}
 	clock := st.Clock()
+	if cfg.Watch.Encode == nil {
+		cfg.Watch.Encode = handlers.EncodeEvent
+	}
 	metrics := handlers.NewMetrics(cfg.Registry, st)
 	s := &Service{
 		Line:    queue.New(st, clock, cfg.Queue),
