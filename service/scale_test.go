@@ -35,20 +35,20 @@ func TestScale(t *testing.T) {
 	if sizes == "" {
 		t.Skip("set LEASEKEEPER_SCALE=1000,100000,1000000 to run the scale measurements")
 	}
-	t.Logf("%10s %12s %12s %10s %12s %12s", "leases", "acquire p50", "renew p50", "RSS MB", "restart", "dashboard")
+	t.Logf("%10s %12s %12s %10s %10s %12s %12s", "leases", "acquire p50", "renew p50", "RSS MB", "heap MB", "restart", "dashboard")
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(s)
 		if err != nil {
 			t.Fatalf("LEASEKEEPER_SCALE: %v", err)
 		}
 		m := measureScale(t, n)
-		t.Logf("%10d %12s %12s %10.0f %12s %12s", n, m.acquire, m.renew, m.rssMB, m.restart, m.dashboard)
+		t.Logf("%10d %12s %12s %10.0f %10.0f %12s %12s", n, m.acquire, m.renew, m.rssMB, m.heapMB, m.restart, m.dashboard)
 	}
 }
 
 type scaleFigures struct {
 	acquire, renew, restart, dashboard time.Duration
-	rssMB                              float64
+	rssMB, heapMB                      float64
 }
 
 func measureScale(t *testing.T, n int) scaleFigures {
@@ -70,7 +70,9 @@ func measureScale(t *testing.T, n int) scaleFigures {
 	}
 	f.restart = time.Since(began)
 	runtime.GC()
-	f.rssMB = rssMB(t)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	f.rssMB, f.heapMB = rssMB(t), float64(ms.HeapInuse)/(1<<20)
 	srv := httptest.NewServer(svc.Handler)
 	defer srv.Close()
 	hc := &http.Client{Transport: servicetest.BearerTransport{Key: servicetest.AdminKey(t, st)}}

@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"database/sql"
 	"fmt"
+	"runtime/debug"
 
 	"github.com/leasekeeper/leasekeeper/lease"
 )
@@ -85,21 +86,29 @@ func (s *Store) load(ctx context.Context) error {
 		return err
 	}
 	m := s.mem
+	// Sized once: growing a map of a million entries step by step would leave its old tables
+	// behind as garbage, and the process's RSS at their peak.
+	var n int
+	if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM names`).Scan(&n); err != nil {
+		return fmt.Errorf("count leases: %w", err)
+	}
+	m.names = make(map[string]cur, n)
 	rows, err := s.w.QueryContext(ctx, `SELECT g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at,
 		g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata IS NOT NULL, g.owner FROM names n JOIN grants g ON g.token = n.token`)
 	if err != nil {
 		return fmt.Errorf("load leases: %w", err)
 	}
 	defer rows.Close()
+	var idHash sql.RawBytes // copied into the entry: no allocation per row
 	for rows.Next() {
 		var g grant
 		var hasMeta bool
 		var owner string
-		if err := rows.Scan(&g.token, &g.name, &g.holder, &g.idHash, &g.ttl, &g.lockDelay, &g.acquired, &g.renewed,
+		if err := rows.Scan(&g.token, &g.name, &g.holder, &idHash, &g.ttl, &g.lockDelay, &g.acquired, &g.renewed,
 			&g.expires, &g.ended, &g.endKind, &hasMeta, &owner); err != nil {
 			return fmt.Errorf("load leases: %w", err)
 		}
-		g.metadata.Valid = hasMeta
+		g.metadata.Valid, g.idHash = hasMeta, idHash
 		c := curOf(g, owner)
 		m.names[g.name] = c
 		if c.end == "" && owner != "" {
@@ -126,6 +135,11 @@ func (s *Store) load(ctx context.Context) error {
 		return fmt.Errorf("load fences: %w", err)
 	}
 	s.mem = m
+	if n > 100_000 {
+		// Loading left as much garbage as it kept: give it back to the system now rather
+		// than whenever the runtime gets to it.
+		debug.FreeOSMemory()
+	}
 	return nil
 }
 
