@@ -9,7 +9,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 50000x
 
 .DEFAULT_GOAL := help
-.PHONY: help generate check-generated build run test lint bench fuzz demo docker clean
+.PHONY: help generate check-generated build run test lint bench bench-http fuzz demo docker clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -39,6 +39,15 @@ lint: ## go vet, gofmt and staticcheck (generated code excluded)
 
 bench: ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
+
+BENCH_ADDR  ?= 127.0.0.1:18090
+BENCH_FLAGS ?= --baseline -c 64 -d 8s --mode cycle,renew,fenced,acquire,contend,contend-wait,watchers
+
+bench-http: build ## start a server on a fresh database (auth on, admin key) and run leasekeeper bench against it
+	@dir=$$(mktemp -d); trap 'kill $$pid 2>/dev/null; wait $$pid 2>/dev/null; rm -rf $$dir' EXIT; \
+	$(BIN) serve --addr $(BENCH_ADDR) --db $$dir/bench.db --log-level warn & pid=$$!; \
+	for i in $$(seq 50); do test -s $$dir/bench.db.admin-key && break; sleep 0.1; done; \
+	LEASEKEEPER_API_KEY=$$(cat $$dir/bench.db.admin-key) $(BIN) bench --server http://$(BENCH_ADDR) $(BENCH_FLAGS)
 
 fuzz: ## run each fuzz target for $(FUZZTIME) (executions)
 	@set -e; for f in $$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz'); do \

@@ -22,10 +22,23 @@ import (
 )
 
 // Hooks fans a store's committed events out to the parts built after the store opened. Give
-// Publish to the store as its commit hook; New sets the listeners.
+// Publish to the store as its commit hook (and Batch as its batch hook, if it has one); New sets
+// the listeners.
 type Hooks struct {
 	mu    sync.RWMutex
 	funcs []func([]lease.Event)
+	batch func(ops int, took time.Duration)
+}
+
+// Batch records a group commit of the store's writer: how many operations it held and how
+// long it took. It never blocks.
+func (h *Hooks) Batch(ops int, took time.Duration, committed bool) {
+	h.mu.RLock()
+	f := h.batch
+	h.mu.RUnlock()
+	if f != nil && committed {
+		f(ops, took)
+	}
 }
 
 // Publish hands committed events to every listener. It never blocks.
@@ -87,6 +100,9 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 		cfg.Registry = prometheus.NewRegistry()
 	}
 	clock := st.Clock()
+	if cfg.Watch.Encode == nil {
+		cfg.Watch.Encode = handlers.EncodeEvent
+	}
 	metrics := handlers.NewMetrics(cfg.Registry, st)
 	s := &Service{
 		Line:    queue.New(st, clock, cfg.Queue),
@@ -94,6 +110,7 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 		sweeper: expiry.New(st, clock, cfg.Retention, cfg.Logger),
 	}
 	hooks.set(metrics.ObserveEvents, s.sweeper.ObserveEvents, s.Line.ObserveEvents, s.Hub.ObserveEvents)
+	registerStoreMetrics(cfg.Registry, st, hooks)
 	cfg.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_waiters", Help: "Acquire requests waiting in line."},
 			func() float64 { return float64(s.Line.Total()) }),
@@ -119,3 +136,30 @@ func (s *Service) Drain() {
 
 // Run runs the background loops (the expiry sweeper) until ctx ends.
 func (s *Service) Run(ctx context.Context) { s.sweeper.Run(ctx) }
+
+// registerStoreMetrics registers the metrics of the store's group commits, fed by hooks.Batch,
+// and the depth of the writer's queue when the store tells it.
+func registerStoreMetrics(reg prometheus.Registerer, st Store, hooks *Hooks) {
+	commit := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "leasekeeper_store_commit_seconds",
+		Help:    "Time of each group commit of the store's writer, from its start to the end of its fsync.",
+		Buckets: []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512, 1},
+	})
+	ops := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "leasekeeper_store_batch_operations",
+		Help:    "Operations committed together in each group commit of the store's writer.",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+	})
+	reg.MustRegister(commit, ops)
+	hooks.mu.Lock()
+	hooks.batch = func(n int, took time.Duration) {
+		commit.Observe(took.Seconds())
+		ops.Observe(float64(n))
+	}
+	hooks.mu.Unlock()
+	if q, ok := st.(interface{ QueueDepth() int }); ok {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_store_queue_depth",
+			Help: "Write operations waiting for the store's next group commit."},
+			func() float64 { return float64(q.QueueDepth()) }))
+	}
+}

@@ -85,6 +85,19 @@ func TestWiring(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("metric %s: %s", p.Metric, p.Text)
 	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, mf := range mfs {
+		have[mf.GetName()] = true
+	}
+	for _, name := range []string{"leasekeeper_store_commit_seconds", "leasekeeper_store_batch_operations", "leasekeeper_store_queue_depth"} {
+		if !have[name] {
+			t.Errorf("metric %s is not registered", name)
+		}
+	}
 }
 
 // waiters reads the waiters count of a lease.

@@ -5,8 +5,10 @@
 package watch
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -30,6 +32,13 @@ type Options struct {
 	MaxWatchers  int           // default 1000
 	Heartbeat    time.Duration // default 15 s
 	WriteTimeout time.Duration // default 10 s
+	// Encode, when set, is the encoder of streams served with a nil one: the hub then encodes
+	// each recent event once, for all of them, instead of once per watcher.
+	Encode Encoder
+	// Coalesce is the least time between two writes to one watcher (default 20 ms): events
+	// committed meanwhile go out together, so a thousand watchers cost a bounded number of
+	// wake-ups and writes a second, however many commits there are.
+	Coalesce time.Duration
 }
 
 // Hub wakes watchers when events commit and bounds how many there are.
@@ -37,17 +46,20 @@ type Hub struct {
 	store Store
 	opts  Options
 
-	mu       sync.Mutex
+	mu       sync.RWMutex
 	changed  chan struct{} // closed and replaced at every commit
 	watchers int
 	closed   chan struct{} // closed by Close: every stream ends
 	once     sync.Once
 
 	// The newest committed events, so watchers that keep up are served from memory instead
-	// of each querying the store after every commit. Every event with seq > horizon is in
-	// recent; horizon is -1 until the first commit is observed.
-	recent  []lease.Event
-	horizon int64
+	// of each querying the store after every commit: a ring of recentCap events, the oldest at
+	// recent[start], n of them. Every event with seq > horizon is in the ring; horizon is -1
+	// until the first commit is observed.
+	recent   []lease.Event
+	frames   [][]byte // recent[i] as a stream message, by opts.Encode; nil if not encoded
+	start, n int
+	horizon  int64
 }
 
 // recentCap bounds the events kept in memory; a watcher further behind reads the store.
@@ -64,6 +76,9 @@ func NewHub(st Store, opts Options) *Hub {
 	if opts.WriteTimeout == 0 {
 		opts.WriteTimeout = 10 * time.Second
 	}
+	if opts.Coalesce == 0 {
+		opts.Coalesce = 20 * time.Millisecond
+	}
 	return &Hub{store: st, opts: opts, changed: make(chan struct{}), closed: make(chan struct{}), horizon: -1}
 }
 
@@ -76,41 +91,72 @@ func (h *Hub) ObserveEvents(evs []lease.Event) {
 	defer h.mu.Unlock()
 	if h.horizon < 0 {
 		h.horizon = evs[0].Seq - 1
+		h.recent, h.frames = make([]lease.Event, recentCap), make([][]byte, recentCap)
 	}
-	h.recent = append(h.recent, evs...)
-	if n := len(h.recent) - recentCap; n > 0 {
-		h.recent = append(h.recent[:0:0], h.recent[n:]...)
-		h.horizon = h.recent[0].Seq - 1
+	// Each event overwrites the oldest once the ring is full: no copy of the window.
+	for _, e := range evs {
+		i := h.start
+		if h.n < recentCap {
+			i = (h.start + h.n) % recentCap
+			h.n++
+		} else {
+			h.start = (h.start + 1) % recentCap
+		}
+		h.recent[i], h.frames[i] = e, nil
+		if h.watchers > 0 && h.opts.Encode != nil {
+			h.frames[i], _ = message(e, h.opts.Encode)
+		}
+	}
+	if h.n == recentCap {
+		h.horizon = h.at(0).Seq - 1
 	}
 	close(h.changed)
 	h.changed = make(chan struct{})
 }
 
+// at returns the i-th oldest event of the ring. h.mu must be held.
+func (h *Hub) at(i int) *lease.Event { return &h.recent[(h.start+i)%recentCap] }
+
+// message is the stream message of e.
+func message(e lease.Event, encode Encoder) ([]byte, error) {
+	data, err := json.Marshal(encode(e))
+	if err != nil {
+		return nil, fmt.Errorf("encode event %d: %w", e.Seq, err)
+	}
+	return fmt.Appendf(nil, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, data), nil
+}
+
+// item is an event for a stream, with its message when the hub has encoded it.
+type item struct {
+	ev  lease.Event
+	msg []byte
+}
+
 // fromMemory returns the events after seq whose names start with prefix, the newest seq it
 // looked at (so a watcher of a quiet prefix keeps up with the others), and true, when memory
 // holds all of them; otherwise the caller reads the store.
-func (h *Hub) fromMemory(after int64, prefix string) ([]lease.Event, int64, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+func (h *Hub) fromMemory(after int64, prefix string) ([]item, int64, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
 	if h.horizon < 0 || after < h.horizon {
 		return nil, after, false
 	}
-	i := sort.Search(len(h.recent), func(i int) bool { return h.recent[i].Seq > after })
-	var out []lease.Event
-	for _, e := range h.recent[i:] {
-		if strings.HasPrefix(e.Name, prefix) {
-			out = append(out, e)
+	i := sort.Search(h.n, func(i int) bool { return h.at(i).Seq > after })
+	var out []item
+	for ; i < h.n; i++ {
+		if e := h.at(i); strings.HasPrefix(e.Name, prefix) {
+			out = append(out, item{*e, h.frames[(h.start+i)%recentCap]})
 		}
 	}
-	if n := len(h.recent); n > 0 && h.recent[n-1].Seq > after {
-		after = h.recent[n-1].Seq
+	if h.n > 0 && h.at(h.n-1).Seq > after {
+		after = h.at(h.n - 1).Seq
 	}
 	return out, after, true
 }
 
 func (h *Hub) wait() <-chan struct{} {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.mu.RLock()
+	defer h.mu.RUnlock()
 	return h.changed
 }
 
@@ -172,7 +218,13 @@ func (h *Hub) Open(ctx context.Context, prefix, lastEventID string) (*Stream, er
 type Encoder func(lease.Event) any
 
 // Serve writes the stream until the client leaves, a write times out, or the store fails.
+//
+// With a nil encode, the stream uses the hub's Options.Encode and the messages it keeps.
 func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
+	shared := encode == nil
+	if shared {
+		encode = s.hub.opts.Encode
+	}
 	defer func() {
 		s.hub.mu.Lock()
 		s.hub.watchers--
@@ -184,11 +236,13 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	if err := s.write(w, rc, "retry: 2000\n\n"); err != nil {
+	if err := s.write(w, rc, []byte("retry: 2000\n\n")); err != nil {
 		return err
 	}
 	heartbeat := time.NewTicker(s.hub.opts.Heartbeat)
 	defer heartbeat.Stop()
+	var buf bytes.Buffer
+	var last time.Time
 	for {
 		changed := s.hub.wait() // take the signal before reading, so no commit is missed
 		for {
@@ -198,21 +252,34 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 				if err != nil {
 					return err
 				}
-				evs, caughtUp = page.Items, page.Next == ""
+				evs, caughtUp = make([]item, len(page.Items)), page.Next == ""
+				for i, e := range page.Items {
+					evs[i].ev = e
+				}
 			}
-			for _, e := range evs {
+			for _, it := range evs {
+				e := it.ev
 				if s.Keep != nil && !s.Keep(e) {
 					s.after = e.Seq
 					continue
 				}
-				data, err := json.Marshal(encode(e))
-				if err != nil {
-					return fmt.Errorf("encode event %d: %w", e.Seq, err)
+				msg := it.msg
+				if msg == nil || !shared {
+					var err error
+					if msg, err = message(e, encode); err != nil {
+						return err
+					}
 				}
-				if err := s.write(w, rc, fmt.Sprintf("id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, data)); err != nil {
+				buf.Write(msg)
+				s.after = e.Seq
+			}
+			// One write and one flush for all the events of this wake-up.
+			if buf.Len() > 0 {
+				if err := s.write(w, rc, buf.Bytes()); err != nil {
 					return err
 				}
-				s.after = e.Seq
+				buf.Reset()
+				last = time.Now()
 			}
 			if caughtUp {
 				s.after = max(s.after, seen)
@@ -225,19 +292,41 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 		case <-s.hub.closed:
 			return nil
 		case <-changed:
+			if err := s.pause(last); err != nil {
+				return nil
+			}
 		case <-heartbeat.C:
-			if err := s.write(w, rc, ": heartbeat\n\n"); err != nil {
+			if err := s.write(w, rc, []byte(": heartbeat\n\n")); err != nil {
 				return err
 			}
 		}
 	}
 }
 
+// pause waits out what is left of the coalescing interval since the last write, so that the
+// commits of that time are sent together; it returns an error when the stream should end.
+func (s *Stream) pause(last time.Time) error {
+	d := s.hub.opts.Coalesce - time.Since(last)
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-s.ctx.Done():
+		return s.ctx.Err()
+	case <-s.hub.closed:
+		return errors.New("hub closed")
+	case <-t.C:
+		return nil
+	}
+}
+
 // write sends one message and flushes it, dropping the watcher if the client does not take
 // it within the write timeout.
-func (s *Stream) write(w http.ResponseWriter, rc *http.ResponseController, msg string) error {
+func (s *Stream) write(w http.ResponseWriter, rc *http.ResponseController, msg []byte) error {
 	rc.SetWriteDeadline(time.Now().Add(s.hub.opts.WriteTimeout))
-	if _, err := fmt.Fprint(w, msg); err != nil {
+	if _, err := w.Write(msg); err != nil {
 		return fmt.Errorf("write to watcher: %w", err)
 	}
 	if err := rc.Flush(); err != nil {

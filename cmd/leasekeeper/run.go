@@ -20,6 +20,7 @@ Usage:
   leasekeeper backup --out FILE  copy the database consistently, even while serve runs
   leasekeeper acquire|renew|release|get|list|leader|run …   client commands (-h on each)
   leasekeeper keys create|list|revoke …                      manage API keys (admin)
+  leasekeeper bench --server URL [--baseline]                load-test a server on this machine
   leasekeeper version            print the version
 `
 
@@ -61,6 +62,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return clientCommand(ctx, args[0], args[1:], getenv, stdout, stderr)
 	case "backup":
 		return backupCommand(ctx, args[1:], getenv, stdout, stderr)
+	case "bench":
+		return benchCommand(ctx, args[1:], getenv, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, "leasekeeper", buildVersion())
 		return nil

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"runtime"
 	"sync"
 	"time"
@@ -42,6 +43,7 @@ type serveConfig struct {
 	auth         handlers.AuthConfig
 	adminKeyFile string
 	secretFile   string
+	debugAddr    string
 }
 
 func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
@@ -87,6 +89,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.BoolVar(&c.auth.PublicMetrics, "public-metrics", false, "serve /metrics without an API key")
 	fs.StringVar(&c.tlsCert, "tls-cert", env("LEASEKEEPER_TLS_CERT", ""), "serve HTTPS with this PEM certificate (chain), reread when it changes; needs --tls-key (env LEASEKEEPER_TLS_CERT)")
 	fs.StringVar(&c.tlsKey, "tls-key", env("LEASEKEEPER_TLS_KEY", ""), "the PEM private key of --tls-cert (env LEASEKEEPER_TLS_KEY)")
+	fs.StringVar(&c.debugAddr, "debug-addr", "", "serve Go's profiler (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060 (default: off)")
 	fs.DurationVar(&c.bodyTimeout, "body-timeout", envDur("LEASEKEEPER_BODY_TIMEOUT", 30*time.Second), "how long a request body may take to arrive, then 408 (env LEASEKEEPER_BODY_TIMEOUT)")
 	if err := fs.Parse(args); err != nil {
 		return c, &exitError{code: 2, err: err}
@@ -104,6 +107,9 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	}
 	if *keyRate < 0 || c.auth.Burst < 0 || c.auth.MaxHeldPerKey < 0 || c.auth.MaxWaitsPerKey < 0 || c.auth.MaxWatchesPerKey < 0 {
 		return c, &exitError{code: 2, err: errors.New("per-key limits must not be negative")}
+	}
+	if c.debugAddr != "" && !loopback(c.debugAddr) {
+		return c, &exitError{code: 2, err: fmt.Errorf("-debug-addr must be a loopback address (127.0.0.1:PORT), not %q", c.debugAddr)}
 	}
 	if c.adminKeyFile == "" {
 		c.adminKeyFile = c.db + ".admin-key"
@@ -172,7 +178,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// The store's commit hook fans events out to the parts the service builds after it, before
 	// the server accepts its first request.
 	var hooks service.Hooks
-	st, err := sqlite.Open(ctx, cfg.db, sqlite.Options{OnCommit: hooks.Publish, Logger: log})
+	st, err := sqlite.Open(ctx, cfg.db, sqlite.Options{OnCommit: hooks.Publish, OnBatch: hooks.Batch, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -195,6 +201,15 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	bg, stopBG := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { svc.Run(bg) })
+	if cfg.debugAddr != "" {
+		stopDebug, err := serveDebug(cfg.debugAddr, log)
+		if err != nil {
+			stopBG()
+			wg.Wait()
+			return err
+		}
+		defer stopDebug()
+	}
 
 	// Headers must arrive within 10 s, then a body within --body-timeout (set by the handler,
 	// which answers a late body 408 problem+json; a ReadTimeout would also count the headers
@@ -242,4 +257,22 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	log.Info("stopped")
 	return nil
+}
+
+// serveDebug serves the profiler on a loopback address of its own, never on the API's.
+func serveDebug(addr string, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (debug): %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	log.Warn("the profiler is served", "addr", "http://"+ln.Addr().String()+"/debug/pprof/")
+	return func() { srv.Close() }, nil
 }

@@ -23,7 +23,7 @@ import (
 func Start(t testing.TB, cfg service.Config, opts sqlite.Options) (*httptest.Server, *sqlite.Store) {
 	t.Helper()
 	var hooks service.Hooks
-	opts.OnCommit = hooks.Publish
+	opts.OnCommit, opts.OnBatch = hooks.Publish, hooks.Batch
 	path := filepath.Join(t.TempDir(), "leasekeeper.db")
 	st, err := sqlite.Open(context.Background(), path, opts)
 	if err != nil {

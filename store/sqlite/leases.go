@@ -40,11 +40,22 @@ func scanGrant(r scanner) (grant, error) {
 	return g, err
 }
 
-// open reports whether the grant has not been ended, whatever its expiry.
-func (g grant) open() bool { return !g.ended.Valid }
-
 // heldAt reports whether the grant is an unexpired lease at now.
-func (g grant) heldAt(now int64) bool { return g.open() && g.expires > now }
+func (g grant) heldAt(now int64) bool { return g.rule().HeldAt(ms(now)) }
+
+// rule is the grant as the lease rules see it.
+func (g grant) rule() lease.Grant {
+	r := lease.Grant{
+		Name: g.name, Holder: g.holder, Token: g.token,
+		TTL:        time.Duration(g.ttl) * time.Millisecond,
+		LockDelay:  time.Duration(g.lockDelay) * time.Millisecond,
+		AcquiredAt: ms(g.acquired), RenewedAt: ms(g.renewed), ExpiresAt: ms(g.expires),
+	}
+	if g.ended.Valid {
+		r.EndedAt, r.End = ms(g.ended.Int64), lease.End(g.endKind.String)
+	}
+	return r
+}
 
 func (g grant) lease() lease.Lease {
 	return lease.Lease{
@@ -59,28 +70,8 @@ func (g grant) lease() lease.Lease {
 // state is what anyone may see of the grant at now; an expired grant not yet recorded reads
 // as expired at its expiry.
 func (g grant) state(now int64) lease.State {
-	st := lease.State{
-		Name: g.name, Holder: g.holder, Token: g.token,
-		TTL:        time.Duration(g.ttl) * time.Millisecond,
-		AcquiredAt: ms(g.acquired), RenewedAt: ms(g.renewed), ExpiresAt: ms(g.expires),
-		LockDelay: time.Duration(g.lockDelay) * time.Millisecond,
-		Metadata:  raw(g.metadata),
-	}
-	switch {
-	case g.heldAt(now):
-		st.Held = true
-		st.AvailableAt = ms(g.expires + g.lockDelay)
-	case g.open():
-		st.End, st.EndedAt = lease.EndExpired, ms(g.expires)
-	default:
-		st.End, st.EndedAt = lease.End(g.endKind.String), ms(g.ended.Int64)
-	}
-	if !st.Held {
-		st.AvailableAt = st.EndedAt
-		if st.End == lease.EndExpired {
-			st.AvailableAt = ms(st.EndedAt.UnixMilli() + g.lockDelay)
-		}
-	}
+	st := g.rule().State(ms(now))
+	st.Metadata = raw(g.metadata)
 	return st
 }
 
@@ -112,8 +103,12 @@ func end(ctx context.Context, t *txn, g grant, kind lease.End, at int64) error {
 
 // endBy is end with the actor who ended the grant (an admin's revoke).
 func endBy(ctx context.Context, t *txn, g grant, kind lease.End, at int64, actor string) error {
-	if _, err := t.tx.ExecContext(ctx, `UPDATE grants SET ended_at = ?, end_kind = ? WHERE token = ?`, at, string(kind), g.token); err != nil {
+	if _, err := t.exec(ctx, stEnd, at, string(kind), g.token); err != nil {
 		return fmt.Errorf("end lease %q token %d: %w", g.name, g.token, w(err))
+	}
+	if c, ok := t.s.mem.names[g.name]; ok && c.token == g.token {
+		c.ended, c.end = at, kind
+		t.setName(g.name, c)
 	}
 	return t.record(ctx, lease.Event{Type: lease.EventType(kind), Name: g.name, Token: g.token, Holder: g.holder, At: ms(at),
 		Metadata: raw(g.metadata), Actor: actor})
@@ -146,10 +141,26 @@ func expireBefore(ctx context.Context, t *txn, cutoff int64) error {
 	return nil
 }
 
+// current is the current grant of name, from the writer's memory (and its metadata, when it
+// has some, from SQL); ok is false for a name never used.
+func (t *txn) current(ctx context.Context, name string) (grant, bool, error) {
+	c, ok := t.s.mem.names[name]
+	if !ok {
+		return grant{}, false, nil
+	}
+	g := c.grant(name)
+	if c.hasMeta {
+		if err := t.queryRow(ctx, stMetadata, c.token).Scan(&g.metadata); err != nil {
+			return g, true, fmt.Errorf("read metadata of %q: %w", name, w(err))
+		}
+	}
+	return g, true, nil
+}
+
 // currentSettled reads the current grant of name inside t, with a passed expiry recorded
 // first; ok is false for a name never used.
 func currentSettled(ctx context.Context, t *txn, name string) (grant, bool, error) {
-	g, ok, err := current(ctx, t.tx, name)
+	g, ok, err := t.current(ctx, name)
 	if err != nil || !ok {
 		return g, ok, err
 	}
@@ -160,7 +171,7 @@ func currentSettled(ctx context.Context, t *txn, name string) (grant, bool, erro
 // settle records the expiry of g if it is open but past expiry at t.now, and returns it
 // as it now stands.
 func settle(ctx context.Context, t *txn, g grant) (grant, error) {
-	if g.open() && g.expires <= t.now {
+	if _, expired := lease.Settle(g.rule(), ms(t.now)); expired {
 		if err := end(ctx, t, g, lease.EndExpired, g.expires); err != nil {
 			return g, err
 		}
@@ -168,16 +179,6 @@ func settle(ctx context.Context, t *txn, g grant) (grant, error) {
 		g.endKind = sql.NullString{String: string(lease.EndExpired), Valid: true}
 	}
 	return g, nil
-}
-
-func heldError(g grant, now int64) *lease.Error {
-	st := g.state(now)
-	e := lease.Errorf(lease.CodeHeld, "lease %q is held by %q until %s", g.name, g.holder, st.ExpiresAt.Format(time.RFC3339Nano))
-	if !st.Held {
-		e.Message = fmt.Sprintf("lease %q is in its lock delay until %s", g.name, st.AvailableAt.Format(time.RFC3339Nano))
-	}
-	e.Holder, e.ExpiresAt, e.AvailableAt = g.holder, st.ExpiresAt, st.AvailableAt
-	return e
 }
 
 // Acquire grants the lease on a free name. See store.Store.
@@ -197,26 +198,19 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 		if err != nil {
 			return err
 		}
-		if ok && (g.heldAt(t.now) || g.endKind.String == string(lease.EndExpired) && g.expires+g.lockDelay > t.now) {
-			return heldError(g, t.now)
-		}
-		if p.MaxHeld > 0 {
-			var n int
-			if err := t.tx.QueryRowContext(ctx, `SELECT count(*) FROM grants INDEXED BY grants_open_owner
-				WHERE owner = ? AND ended_at IS NULL AND expires_at > ?`, p.Owner, t.now).Scan(&n); err != nil {
-				return fmt.Errorf("count the key's leases: %w", w(err))
-			}
-			if n >= p.MaxHeld {
-				return lease.Errorf(lease.CodeTooManyLeases, "this API key holds %d leases, the most one key may hold", n)
-			}
-		}
-		var last int64
-		if err := t.tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&last); err != nil {
-			return fmt.Errorf("read last token: %w", w(err))
-		}
-		token, err := lease.NextToken(last, ms(t.now))
+		token, err := lease.DecideAcquire(g.rule(), ok, ms(t.now), t.s.mem.token)
 		if err != nil {
 			return err
+		}
+		// Memory counts the key's open grants, never fewer than its held leases: only at the
+		// cap does it take SQL to leave out the expired ones not yet recorded.
+		if n := t.s.mem.owners[p.Owner]; p.MaxHeld > 0 && n >= p.MaxHeld {
+			if err := t.queryRow(ctx, stCountOwned, p.Owner, t.now).Scan(&n); err != nil {
+				return fmt.Errorf("count the key's leases: %w", w(err))
+			}
+			if err := lease.CheckHeldCap(n, p.MaxHeld); err != nil {
+				return err
+			}
 		}
 		id := lease.NewID()
 		if keyHash != nil {
@@ -235,18 +229,15 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 			acquired: t.now, renewed: t.now, expires: t.now + p.TTL.Milliseconds(),
 			metadata: nullText(p.Metadata),
 		}
-		if _, err := t.tx.ExecContext(ctx, `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
-			acquired_at, renewed_at, expires_at, metadata, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			ng.token, ng.name, ng.holder, ng.idHash, ng.ttl, ng.lockDelay, ng.acquired, ng.renewed, ng.expires, ng.metadata, p.Owner); err != nil {
+		if _, err := t.exec(ctx, stInsertGrant, ng.token, ng.name, ng.holder, ng.idHash, ng.ttl, ng.lockDelay, ng.acquired, ng.renewed, ng.expires, ng.metadata, p.Owner); err != nil {
 			return fmt.Errorf("insert grant %q: %w", p.Name, w(err))
 		}
-		if _, err := t.tx.ExecContext(ctx, `INSERT INTO names (name, token) VALUES (?, ?)
-			ON CONFLICT (name) DO UPDATE SET token = excluded.token`, p.Name, token); err != nil {
+		if _, err := t.exec(ctx, stPointName, p.Name, token); err != nil {
 			return fmt.Errorf("point %q at its grant: %w", p.Name, w(err))
 		}
-		if _, err := t.tx.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'last_token'`, token); err != nil {
-			return fmt.Errorf("persist last token: %w", w(err))
-		}
+		// meta.last_token is written once for the batch, in its transaction (see runBatch).
+		t.setToken(token)
+		t.setName(p.Name, curOf(ng, p.Owner))
 		out = ng.lease()
 		out.ID = id
 		return t.record(ctx, lease.Event{Type: lease.EventAcquired, Name: p.Name, Token: token, Holder: p.Holder,
@@ -287,7 +278,7 @@ func replay(ctx context.Context, t *txn, p store.AcquireParams, keyHash, fp []by
 	if name != p.Name || !bytes.Equal(storedFP, fp) {
 		return lease.Lease{}, true, lease.Errorf(lease.CodeInvalid, "Idempotency-Key was already used for a different request")
 	}
-	g, err := scanGrant(t.tx.QueryRowContext(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.token = ?`, token))
+	g, err := scanGrant(t.queryRow(ctx, stGrantByToken, token))
 	if err != nil {
 		return lease.Lease{}, true, fmt.Errorf("read grant %d of idempotency key: %w", token, w(err))
 	}
@@ -306,7 +297,16 @@ const idempotencyTTL = 24 * time.Hour
 
 // byID finds the grant whose lease ID is id and checks it belongs to name.
 func byID(ctx context.Context, t *txn, name, id string) (grant, error) {
-	g, err := scanGrant(t.tx.QueryRowContext(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.id_hash = ?`, lease.HashID(id)))
+	h := lease.HashID(id)
+	if c, ok := t.s.mem.names[name]; ok && c.ownsID(h) {
+		// The holder of the current grant (nearly every renew and release).
+		g, _, err := t.current(ctx, name)
+		if err != nil {
+			return g, err
+		}
+		return settle(ctx, t, g)
+	}
+	g, err := scanGrant(t.queryRow(ctx, stGrantByID, h))
 	if errors.Is(err, sql.ErrNoRows) || err == nil && g.name != name {
 		return grant{}, lease.Errorf(lease.CodeLost, "lease_id is not a lease on %q (unknown, or pruned after it ended)", name)
 	}
@@ -314,10 +314,6 @@ func byID(ctx context.Context, t *txn, name, id string) (grant, error) {
 		return grant{}, fmt.Errorf("find lease by id: %w", w(err))
 	}
 	return settle(ctx, t, g)
-}
-
-func lostError(g grant) *lease.Error {
-	return lease.Errorf(lease.CodeLost, "lease %q token %d %s at %s", g.name, g.token, g.endKind.String, ms(g.ended.Int64).Format(time.RFC3339Nano))
 }
 
 // Renew extends the current unexpired lease. See store.Store.
@@ -328,17 +324,17 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration) (
 		if err != nil {
 			return err
 		}
-		if !g.heldAt(t.now) {
-			return lostError(g)
+		r, err := lease.DecideRenew(g.rule(), ttl, ms(t.now))
+		if err != nil {
+			return err
 		}
-		if ttl > 0 {
-			g.ttl = ttl.Milliseconds()
-		}
-		g.renewed, g.expires = t.now, t.now+g.ttl
-		if _, err := t.tx.ExecContext(ctx, `UPDATE grants SET ttl_ms = ?, renewed_at = ?, expires_at = ? WHERE token = ?`,
-			g.ttl, g.renewed, g.expires, g.token); err != nil {
+		g.ttl, g.renewed, g.expires = r.TTL.Milliseconds(), r.RenewedAt.UnixMilli(), r.ExpiresAt.UnixMilli()
+		if _, err := t.exec(ctx, stRenew, g.ttl, g.renewed, g.expires, g.token); err != nil {
 			return fmt.Errorf("renew token %d: %w", g.token, w(err))
 		}
+		c := t.s.mem.names[name]
+		c.ttl, c.renewed, c.expires = g.ttl, g.renewed, g.expires
+		t.setName(name, c)
 		out = g.lease()
 		return t.record(ctx, lease.Event{Type: lease.EventRenewed, Name: name, Token: g.token, Holder: g.holder,
 			At: ms(t.now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata)})
@@ -356,13 +352,10 @@ func (s *Store) Release(ctx context.Context, name, id string) error {
 		if err != nil {
 			return err
 		}
-		switch {
-		case g.heldAt(t.now):
-			return end(ctx, t, g, lease.EndReleased, t.now)
-		case g.endKind.String == string(lease.EndReleased):
-			return nil
+		if ended, err := lease.DecideRelease(g.rule(), ms(t.now)); !ended {
+			return err
 		}
-		return lostError(g)
+		return end(ctx, t, g, lease.EndReleased, t.now)
 	})
 	if err != nil {
 		return fmt.Errorf("release %q: %w", name, err)
@@ -377,17 +370,8 @@ func (s *Store) Revoke(ctx context.Context, name string, token int64, actor stri
 		if err != nil {
 			return err
 		}
-		if !ok {
-			return lease.Errorf(lease.CodeNotFound, "no lease named %q was ever taken", name)
-		}
-		if token != 0 && (g.token != token || !g.open()) {
-			if g.token != token {
-				return lease.Errorf(lease.CodeLost, "lease %q is now token %d held by %q, not token %d; nothing was revoked", name, g.token, g.holder, token)
-			}
-			return lease.Errorf(lease.CodeLost, "lease %q token %d has already %s; nothing was revoked", name, token, g.endKind.String)
-		}
-		if !g.open() {
-			return nil
+		if ended, err := lease.DecideRevoke(g.rule(), ok, name, token); !ended {
+			return err
 		}
 		return endBy(ctx, t, g, lease.EndRevoked, t.now, actor)
 	})

@@ -14,50 +14,30 @@ import (
 func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.Resource, error) {
 	var out lease.Resource
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
-		var fence, version int64
-		err := t.tx.QueryRowContext(ctx, `SELECT fence, version FROM resources WHERE name = ?`, wr.Name).Scan(&fence, &version)
-		if err != nil && !errors.Is(err, sql.ErrNoRows) {
-			return fmt.Errorf("read fence: %w", w(err))
-		}
-		var last int64
-		if err := t.tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&last); err != nil {
-			return fmt.Errorf("read the last token: %w", w(err))
-		}
-		owner, known, err := tokenOwner(ctx, t.tx, wr.Token)
+		f := t.s.mem.fences[wr.Name]
+		fence, version, last := f.fence, f.version, t.s.mem.token
+		owner, known, err := tokenOwner(ctx, t, wr.Token, wr.LeaseName)
 		if err != nil {
 			return err
 		}
-		reject := func(code lease.Code, reason string, current int64) error {
-			r := lease.Rejection{Resource: wr.Name, Lease: wr.LeaseName, PresentedToken: wr.Token, CurrentFence: current,
-				ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: reason, Source: lease.RejectionSourceServer}
+		reject := func(e *lease.Error) error {
+			r := lease.Rejection{Resource: wr.Name, Lease: wr.LeaseName, PresentedToken: wr.Token, CurrentFence: e.CurrentFence,
+				ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: e.Message, Source: lease.RejectionSourceServer}
 			if _, err := recordRejection(ctx, t, r, owner, known); err != nil {
 				return err
 			}
-			e := lease.Errorf(code, "%s", reason)
-			e.PresentedToken, e.CurrentFence = wr.Token, current
 			return e
 		}
-		// last_token is the high-water mark of issued tokens: a token above it was made up (or
-		// comes from before a restore of an older backup, whose lease this store never knew).
-		if wr.Token > last {
-			return reject(lease.CodeNotIssued, fmt.Sprintf("token %d was never issued by this server (the highest issued is %d)", wr.Token, last), fence)
-		}
-		if wr.Token < fence {
-			return reject(lease.CodeStale, fmt.Sprintf("token %d is below the fence %d of resource %q", wr.Token, fence, wr.Name), fence)
-		}
+		fw := lease.FencedWrite{Resource: wr.Name, Token: wr.Token, Fence: fence, LastToken: last, LeaseName: wr.LeaseName}
 		if wr.LeaseName != "" {
 			g, ok, err := currentSettled(ctx, t, wr.LeaseName)
 			if err != nil {
 				return err
 			}
-			switch {
-			case !ok:
-				return reject(lease.CodeStale, fmt.Sprintf("lease %q was never taken", wr.LeaseName), fence)
-			case g.token != wr.Token:
-				return reject(lease.CodeStale, fmt.Sprintf("token %d is not the current token %d of lease %q", wr.Token, g.token, wr.LeaseName), max(fence, g.token))
-			case !g.heldAt(t.now):
-				return reject(lease.CodeStale, fmt.Sprintf("lease %q token %d has %s", wr.LeaseName, g.token, g.endKind.String), fence)
-			}
+			fw.Lease, fw.LeaseExists = g.rule(), ok
+		}
+		if e := lease.DecideFencedWrite(fw, ms(t.now)); e != nil {
+			return reject(e)
 		}
 		holder := ""
 		if known {
@@ -65,13 +45,10 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 		}
 		out = lease.Resource{Name: wr.Name, Fence: wr.Token, Version: version + 1, UpdatedAt: ms(t.now),
 			Size: int64(len(wr.Value)), ContentType: wr.ContentType, Lease: wr.LeaseName, Holder: holder}
-		if _, err := t.tx.ExecContext(ctx, `INSERT INTO resources (name, fence, version, value, content_type, updated_at, lease, holder)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET fence = excluded.fence, version = excluded.version,
-			value = excluded.value, content_type = excluded.content_type, updated_at = excluded.updated_at,
-			lease = excluded.lease, holder = excluded.holder`,
-			out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, t.now, out.Lease, out.Holder); err != nil {
+		if _, err := t.exec(ctx, stPutResource, out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, t.now, out.Lease, out.Holder); err != nil {
 			return fmt.Errorf("write resource: %w", w(err))
 		}
+		t.setFence(wr.Name, fenceRow{fence: out.Fence, version: out.Version}, true)
 		t.dirty = true
 		return nil
 	})
@@ -84,7 +61,7 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 // DeleteResource deletes a fenced resource and its fence. See store.Store.
 func (s *Store) DeleteResource(ctx context.Context, name, actor string) error {
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
-		res, err := t.tx.ExecContext(ctx, `DELETE FROM resources WHERE name = ?`, name)
+		res, err := t.exec(ctx, stDeleteResource, name)
 		if err != nil {
 			return fmt.Errorf("delete resource: %w", w(err))
 		}
@@ -95,6 +72,7 @@ func (s *Store) DeleteResource(ctx context.Context, name, actor string) error {
 		if n == 0 {
 			return lease.Errorf(lease.CodeNotFound, "no resource named %q exists", name)
 		}
+		t.setFence(name, fenceRow{}, false)
 		return t.record(ctx, lease.Event{Type: lease.EventResourceDeleted, Resource: name, At: ms(t.now), Actor: actor})
 	})
 	if err != nil {
@@ -110,9 +88,13 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-// tokenOwner finds the grant that was given token, if it is still in the history.
-func tokenOwner(ctx context.Context, tx *sql.Tx, token int64) (grant, bool, error) {
-	g, err := scanGrant(tx.QueryRowContext(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.token = ?`, token))
+// tokenOwner finds the grant that was given token, if it is still in the history: from memory
+// when it is the current grant of the lease named with the write.
+func tokenOwner(ctx context.Context, t *txn, token int64, leaseName string) (grant, bool, error) {
+	if c, ok := t.s.mem.names[leaseName]; ok && c.token == token {
+		return t.current(ctx, leaseName)
+	}
+	g, err := scanGrant(t.queryRow(ctx, stGrantByToken, token))
 	if errors.Is(err, sql.ErrNoRows) {
 		return grant{}, false, nil
 	}
@@ -134,9 +116,7 @@ func recordRejection(ctx context.Context, t *txn, r lease.Rejection, owner grant
 		}
 	}
 	r.At = ms(t.now)
-	err := t.tx.QueryRowContext(ctx, `INSERT INTO rejections (resource, lease, presented_token, current_fence, holder,
-		client_addr, user_agent, reason, source, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
-		r.Resource, r.Lease, r.PresentedToken, r.CurrentFence, r.Holder, r.ClientAddr, r.UserAgent, r.Reason, r.Source, t.now).Scan(&r.ID)
+	err := t.queryRow(ctx, stRejection, r.Resource, r.Lease, r.PresentedToken, r.CurrentFence, r.Holder, r.ClientAddr, r.UserAgent, r.Reason, r.Source, t.now).Scan(&r.ID)
 	if err != nil {
 		return r, fmt.Errorf("record rejection: %w", w(err))
 	}
@@ -154,7 +134,7 @@ func recordRejection(ctx context.Context, t *txn, r lease.Rejection, owner grant
 func (s *Store) RecordRejection(ctx context.Context, r lease.Rejection) (lease.Rejection, error) {
 	var out lease.Rejection
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
-		owner, known, err := tokenOwner(ctx, t.tx, r.PresentedToken)
+		owner, known, err := tokenOwner(ctx, t, r.PresentedToken, r.Lease)
 		if err != nil {
 			return err
 		}

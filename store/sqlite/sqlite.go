@@ -31,8 +31,12 @@ type Options struct {
 	// lease.AnchoredClock to the wall clock, never earlier than the newest persisted time.
 	Clock lease.Clock
 	// OnCommit is called after every committed write with the events it recorded, in commit
-	// order, under the writer lock: it must not block.
+	// order, before the write is answered. It runs after the writer lock is let go (the next
+	// batch may be committing meanwhile) but one batch at a time: it must not block.
 	OnCommit func([]lease.Event)
+	// OnBatch, when set, is told of every batch the writer ran: how many operations it held,
+	// how long it took from BEGIN to the end of COMMIT, and whether it committed (metrics).
+	OnBatch func(ops int, took time.Duration, committed bool)
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
 	// MaxPageCount caps the database file at this many pages (SQLite's max_page_count) on
@@ -48,7 +52,12 @@ type Store struct {
 	onCommit func([]lease.Event)
 	log      *slog.Logger
 
-	lock    chan struct{} // the writer lock: held from BEGIN to the end of OnCommit
+	onBatch func(ops int, took time.Duration, committed bool)
+	stmts   [numStmts]*sql.Stmt
+
+	lock    chan struct{} // the writer lock: held from BEGIN to the end of the commit
+	mem     mem           // owned by the holder of lock
+	pubMu   sync.Mutex    // taken before lock is let go: batches publish in commit order
 	pendMu  sync.Mutex
 	pending []*op // operations waiting for the next group commit
 	health  writeHealth
@@ -98,7 +107,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(8)
-	s := &Store{w: w, r: r, onCommit: opts.OnCommit, log: log, lock: make(chan struct{}, 1)}
+	s := &Store{w: w, r: r, onCommit: opts.OnCommit, onBatch: opts.OnBatch, log: log, lock: make(chan struct{}, 1)}
 	if err := s.start(ctx, path, opts.Clock); err != nil {
 		w.Close()
 		r.Close()
@@ -126,7 +135,14 @@ func (s *Store) start(ctx context.Context, path string, clock lease.Clock) error
 		clock = lease.NewAnchoredClock(time.Now(), time.UnixMilli(hwm), lease.SinceStart())
 	}
 	s.clock = clock
-	return s.write(ctx, func(ctx context.Context, t *txn) error {
+	if err := s.prepare(ctx); err != nil {
+		return err
+	}
+	// The start-up write records events: it needs the counters, not yet the leases.
+	if err := s.loadCounters(ctx); err != nil {
+		return err
+	}
+	err = s.write(ctx, func(ctx context.Context, t *txn) error {
 		// The leases open at the crash: those already past expiry by the newest persisted
 		// time had ended before the crash; the others may still be believed held.
 		if err := expireBefore(ctx, t, hwm); err != nil {
@@ -137,6 +153,10 @@ func (s *Store) start(ctx context.Context, path string, clock lease.Clock) error
 		t.dirty = true
 		return err
 	})
+	if err != nil {
+		return err
+	}
+	return s.load(ctx)
 }
 
 // connector opens the writer's connections with its own driver value, so that a connection
@@ -169,15 +189,49 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	s.lock <- struct{}{}
 	defer func() { <-s.lock }()
-	return errors.Join(s.r.Close(), s.w.Close())
+	var errs []error
+	for _, st := range s.stmts {
+		if st != nil {
+			errs = append(errs, st.Close())
+		}
+	}
+	return errors.Join(append(errs, s.r.Close(), s.w.Close())...)
 }
 
-// txn is one write transaction: the time it decides with, read once, and what it recorded.
+// txn is one operation inside a batch's transaction: the time it decides with, read once, what
+// it recorded, and how to undo what it changed in the writer's memory.
 type txn struct {
+	s      *Store
+	b      *batchTx
 	tx     *sql.Tx
 	now    int64 // server time, ms
 	events []lease.Event
 	dirty  bool
+	undo   []func()
+}
+
+// batchTx is a batch's transaction with the prepared statements it has bound so far.
+type batchTx struct {
+	tx    *sql.Tx
+	bound [numStmts]*sql.Stmt
+}
+
+// exec runs a prepared statement inside the batch's transaction; binding a statement prepared
+// on the writer's pool to the transaction reuses its preparation (the pool has one connection).
+func (t *txn) exec(ctx context.Context, id stmtID, args ...any) (sql.Result, error) {
+	return t.stmt(ctx, id).ExecContext(ctx, args...)
+}
+
+func (t *txn) queryRow(ctx context.Context, id stmtID, args ...any) *sql.Row {
+	return t.stmt(ctx, id).QueryRowContext(ctx, args...)
+}
+
+func (t *txn) stmt(ctx context.Context, id stmtID) *sql.Stmt {
+	b := t.b
+	if b.bound[id] == nil {
+		b.bound[id] = b.tx.StmtContext(ctx, t.s.stmts[id])
+	}
+	return b.bound[id]
 }
 
 // op is one write operation waiting for a group commit.
@@ -191,10 +245,14 @@ type op struct {
 
 // write runs fn as one operation and answers after it is committed. Operations that arrive
 // while a commit is under way are committed together in the next transaction (group commit),
-// each inside its own savepoint, so throughput is not one fsync per operation while every
-// operation still sees and keeps the invariants alone. A domain error from fn still commits
-// what fn wrote (an expiry it recorded, a rejection) and is then returned; any other error
-// rolls back that operation only.
+// so throughput is not one fsync per operation while every operation still sees and keeps the
+// invariants alone. A domain error from fn still commits what fn wrote (an expiry it recorded,
+// a rejection) and is then returned; any other error rolls back that operation only (see
+// commit).
+//
+// The leader of a batch holds the writer lock from BEGIN to the end of the commit, then takes
+// the publishing lock before it lets the writer lock go: the next batch is decided and synced
+// while this one's events fan out, and events still reach OnCommit in commit order.
 func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error) error {
 	o := &op{ctx: ctx, fn: fn, done: make(chan struct{})}
 	s.pendMu.Lock()
@@ -205,9 +263,9 @@ func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error)
 		return o.err
 	case s.lock <- struct{}{}: // lead the next batch
 	}
-	defer func() { <-s.lock }()
 	select {
 	case <-o.done:
+		<-s.lock
 		return o.err
 	default:
 	}
@@ -215,7 +273,15 @@ func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error)
 	batch := s.pending
 	s.pending = nil
 	s.pendMu.Unlock()
+	if len(batch) == 0 {
+		// o was taken by the previous batch, which is publishing now.
+		<-s.lock
+		<-o.done
+		return o.err
+	}
+	began := time.Now()
 	committed, failure := s.commit(batch)
+	took := time.Since(began)
 	switch {
 	case failure != nil:
 		if s.health.fail(s.clock.Now(), failure, s.log) {
@@ -224,7 +290,35 @@ func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error)
 	case committed:
 		s.health.ok(s.clock.Now(), s.log)
 	}
+	s.pubMu.Lock()
+	<-s.lock
+	defer s.pubMu.Unlock()
+	if committed && s.onCommit != nil {
+		var evs []lease.Event
+		for _, o := range batch {
+			evs = append(evs, o.events...)
+		}
+		if len(evs) > 0 {
+			s.onCommit(evs)
+		}
+	}
+	for _, o := range batch {
+		close(o.done)
+	}
+	if s.onBatch != nil {
+		s.onBatch(len(batch), took, committed)
+	}
+	// o may have been in the previous batch, whose leader let the writer lock go before it
+	// answered: wait for that answer.
+	<-o.done
 	return o.err
+}
+
+// QueueDepth returns how many operations wait for the next group commit.
+func (s *Store) QueueDepth() int {
+	s.pendMu.Lock()
+	defer s.pendMu.Unlock()
+	return len(s.pending)
 }
 
 // checkpoint copies the WAL into the database and truncates it, after a write failed: when the
@@ -240,37 +334,70 @@ func (s *Store) checkpoint() {
 	s.log.Debug("checkpointed the WAL after a failed write", "frames", frames)
 }
 
-// commit runs a batch of operations in one transaction and publishes their events in order.
-// It reports whether it committed, and the first failure of the database (see writeFailure).
-// It is called only by the holder of s.lock.
+// commit runs a batch of operations in one transaction. It reports whether it committed, and
+// the first failure of the database (see writeFailure). It is called only by the holder of
+// s.lock.
+//
+// Operations run first without savepoints: the writer decides from memory, so an operation
+// fails for SQLite's reasons only rarely (a full disk, a broken constraint). When one does, the
+// whole transaction is rolled back, memory with it, and the batch runs again with a savepoint
+// around each operation, so that such a failure still rolls back that operation only, as
+// before. Every operation decides again on the second run, from the state it finds then.
 func (s *Store) commit(batch []*op) (committed bool, failure error) {
-	defer func() {
-		for _, o := range batch {
-			close(o.done)
-			if failure == nil {
-				failure = writeFailure(o.err)
-			}
+	committed, retry := s.runBatch(batch, false)
+	if retry {
+		committed, _ = s.runBatch(batch, true)
+	}
+	for _, o := range batch {
+		if failure == nil {
+			failure = writeFailure(o.err)
 		}
-	}()
+	}
+	return committed, failure
+}
+
+// failed reports whether err makes an operation roll back: any error but a domain decision,
+// and a domain error the driver's code made (busy, full).
+func failed(err error) bool {
+	var domain *lease.Error
+	var driver sqlite3.Error
+	return err != nil && (!errors.As(err, &domain) || errors.As(err, &driver))
+}
+
+// runBatch runs the batch in one transaction, each operation in a savepoint when savepoints is
+// true. Without savepoints, it stops at the first operation that failed, rolls everything back
+// and asks for a retry.
+func (s *Store) runBatch(batch []*op, savepoints bool) (committed, retry bool) {
 	tx, err := s.w.BeginTx(context.Background(), nil)
 	if err != nil {
 		for _, o := range batch {
 			o.err = fmt.Errorf("begin: %w", w(err))
 		}
-		return false, nil
+		return false, false
 	}
 	defer tx.Rollback()
-	var last int64
-	dirty := false
+	b := &batchTx{tx: tx}
+	var done []*txn // what to undo in memory if the transaction does not commit
+	undoAll := func() {
+		for i := len(done) - 1; i >= 0; i-- {
+			done[i].rollback()
+		}
+	}
 	fail := func(err error) {
+		undoAll()
 		for _, o := range batch {
 			var domain *lease.Error
+			o.events = nil
 			if o.err == nil || errors.As(o.err, &domain) {
 				o.err = err
 			}
 		}
 	}
+	var last int64
+	dirty := false
+	token := s.mem.token
 	for _, o := range batch {
+		o.err, o.events = nil, nil
 		if err := o.ctx.Err(); err != nil {
 			o.err = err
 			continue
@@ -278,54 +405,61 @@ func (s *Store) commit(batch []*op) (committed bool, failure error) {
 		// An operation must not be interrupted mid-statement: SQLite would roll back the
 		// whole transaction, taking the batch's other operations with it.
 		ctx := context.WithoutCancel(o.ctx)
-		if _, err := tx.ExecContext(ctx, `SAVEPOINT op`); err != nil {
-			o.err = fmt.Errorf("savepoint: %w", w(err))
-			continue
+		t := &txn{s: s, b: b, tx: tx, now: s.clock.Now().UnixMilli()}
+		if savepoints {
+			if _, err := t.exec(ctx, stSavepoint); err != nil {
+				o.err = fmt.Errorf("savepoint: %w", w(err))
+				continue
+			}
 		}
-		t := &txn{tx: tx, now: s.clock.Now().UnixMilli()}
 		o.err = o.fn(ctx, t)
-		var domain *lease.Error
-		var driver sqlite3.Error
-		// A domain decision keeps what fn recorded (an expiry, a rejection); a failure does not,
-		// even one the driver's code makes a domain error (busy, full).
-		if o.err != nil && (!errors.As(o.err, &domain) || errors.As(o.err, &driver)) {
-			if _, err := tx.ExecContext(ctx, `ROLLBACK TO op`); err != nil {
+		if failed(o.err) {
+			if !savepoints {
+				t.rollback()
+				undoAll()
+				return false, true
+			}
+			t.rollback()
+			if _, err := t.exec(ctx, stRollbackTo); err != nil {
 				// SQLite may end the whole transaction on an error such as SQLITE_FULL: then
 				// nothing of the batch is written, whatever its operations were told.
 				fail(fmt.Errorf("%w (and the transaction with it: roll back operation: %v)", o.err, err))
-				return false, nil
+				return false, false
 			}
 			t.events = nil
-		} else if t.dirty {
-			dirty, last = true, max(last, t.now)
+		} else {
+			done = append(done, t)
+			if t.dirty {
+				dirty, last = true, max(last, t.now)
+			}
 		}
-		if _, err := tx.ExecContext(ctx, `RELEASE op`); err != nil {
-			o.err = errors.Join(o.err, fmt.Errorf("release savepoint: %w", w(err)))
+		if savepoints {
+			if _, err := t.exec(ctx, stRelease); err != nil {
+				o.err = errors.Join(o.err, fmt.Errorf("release savepoint: %w", w(err)))
+			}
 		}
 		o.events = t.events
 	}
 	if !dirty {
-		return false, nil
+		return false, false
 	}
-	if _, err := tx.Exec(`UPDATE meta SET value = max(value, ?) WHERE key = 'clock_hwm'`, last); err != nil {
+	// The clock's high-water mark and the last token, once for the whole batch, in the same
+	// transaction as the grants (invariants 2 and 4).
+	if _, err := b.tx.Stmt(s.stmts[stHWM]).Exec(last); err != nil {
 		fail(fmt.Errorf("persist clock: %w", w(err)))
-		return false, nil
+		return false, false
+	}
+	if s.mem.token != token {
+		if _, err := b.tx.Stmt(s.stmts[stLastToken]).Exec(s.mem.token); err != nil {
+			fail(fmt.Errorf("persist last token: %w", w(err)))
+			return false, false
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		fail(fmt.Errorf("commit: %w", w(err)))
-		return false, nil
+		return false, false
 	}
-	if s.onCommit == nil {
-		return true, nil
-	}
-	var evs []lease.Event
-	for _, o := range batch {
-		evs = append(evs, o.events...)
-	}
-	if len(evs) > 0 {
-		s.onCommit(evs)
-	}
-	return true, nil
+	return true, false
 }
 
 // record inserts an event and keeps it for OnCommit.
@@ -334,14 +468,77 @@ func (t *txn) record(ctx context.Context, e lease.Event) error {
 	if !e.ExpiresAt.IsZero() {
 		exp = sql.NullInt64{Int64: e.ExpiresAt.UnixMilli(), Valid: true}
 	}
-	err := t.tx.QueryRowContext(ctx, `INSERT INTO events (type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
-		string(e.Type), e.Name, e.Token, e.Holder, e.At.UnixMilli(), exp, nullText(e.Metadata), nullString(e.Resource), t.now, e.Actor).Scan(&e.Seq)
+	e.Seq = t.nextSeq()
+	_, err := t.exec(ctx, stEvent, e.Seq, string(e.Type), e.Name, e.Token, e.Holder, e.At.UnixMilli(), exp,
+		nullText(e.Metadata), nullString(e.Resource), t.now, e.Actor)
 	if err != nil {
 		return fmt.Errorf("record %s event for %q: %w", e.Type, e.Name, w(err))
 	}
 	t.events = append(t.events, e)
 	t.dirty = true
+	return nil
+}
+
+// stmtID names a statement the writer prepares once, at open.
+type stmtID int
+
+const (
+	stSavepoint stmtID = iota
+	stRollbackTo
+	stRelease
+	stHWM
+	stLastToken
+	stEvent
+	stInsertGrant
+	stPointName
+	stRenew
+	stEnd
+	stMetadata
+	stGrantByID
+	stGrantByToken
+	stCountOwned
+	stPutResource
+	stDeleteResource
+	stRejection
+	numStmts
+)
+
+var stmtSQL = [numStmts]string{
+	stSavepoint:  `SAVEPOINT op`,
+	stRollbackTo: `ROLLBACK TO op`,
+	stRelease:    `RELEASE op`,
+	stHWM:        `UPDATE meta SET value = max(value, ?) WHERE key = 'clock_hwm'`,
+	stLastToken:  `UPDATE meta SET value = ? WHERE key = 'last_token'`,
+	stEvent: `INSERT INTO events (seq, type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	stInsertGrant: `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
+		acquired_at, renewed_at, expires_at, metadata, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	stPointName:    `INSERT INTO names (name, token) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET token = excluded.token`,
+	stRenew:        `UPDATE grants SET ttl_ms = ?, renewed_at = ?, expires_at = ? WHERE token = ?`,
+	stEnd:          `UPDATE grants SET ended_at = ?, end_kind = ? WHERE token = ?`,
+	stMetadata:     `SELECT metadata FROM grants WHERE token = ?`,
+	stGrantByID:    `SELECT ` + grantCols + ` FROM grants g WHERE g.id_hash = ?`,
+	stGrantByToken: `SELECT ` + grantCols + ` FROM grants g WHERE g.token = ?`,
+	stCountOwned: `SELECT count(*) FROM grants INDEXED BY grants_open_owner
+		WHERE owner = ? AND ended_at IS NULL AND expires_at > ?`,
+	stPutResource: `INSERT INTO resources (name, fence, version, value, content_type, updated_at, lease, holder)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET fence = excluded.fence, version = excluded.version,
+		value = excluded.value, content_type = excluded.content_type, updated_at = excluded.updated_at,
+		lease = excluded.lease, holder = excluded.holder`,
+	stDeleteResource: `DELETE FROM resources WHERE name = ?`,
+	stRejection: `INSERT INTO rejections (resource, lease, presented_token, current_fence, holder,
+		client_addr, user_agent, reason, source, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+}
+
+// prepare prepares the writer's statements once.
+func (s *Store) prepare(ctx context.Context) error {
+	for id, q := range stmtSQL {
+		st, err := s.w.PrepareContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", q, err)
+		}
+		s.stmts[id] = st
+	}
 	return nil
 }
 

@@ -1,0 +1,486 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const benchUsage = `leasekeeper bench --server URL [flags]
+
+Drives a running server on this machine (loopback only) with -c keep-alive clients for -d per
+mode and prints ops/s, latency percentiles and errors. With --baseline it first runs the same
+clients against a trivial JSON handler in this process and prints each result as a ratio to it.
+
+With authentication on, set LEASEKEEPER_API_KEY to an admin key: admin keys are exempt from the
+per-key rate limit (--key-rate, default 1000/s) and caps; a writer key is throttled by them, so
+the figures would measure the limiter (or start the server with --key-rate 0).
+
+Modes (comma-separated with --mode):
+  cycle     acquire then release one name per client (one op = the pair)
+  renew     renew one lease per client
+  fenced    a 100-byte fenced write per client, with Fencing-Token and Lease-Name
+  acquire   acquire a new name every time (ttl 60 s)
+  contend   all clients acquire (and then release) among --names names; refusals count apart
+  contend-wait  the same with wait_ms (--wait)
+  watchers  cycle without, then with --watchers SSE watchers and --waiters waiting acquires
+`
+
+type benchConfig struct {
+	server   *url.URL
+	modes    []string
+	clients  int
+	dur      time.Duration
+	baseline bool
+	names    int
+	wait     time.Duration
+	watchers int
+	waiters  int
+	key      string
+}
+
+func benchCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, benchUsage); fs.PrintDefaults() }
+	server := fs.String("server", "", "the server's URL, e.g. http://127.0.0.1:8080 (loopback only)")
+	mode := fs.String("mode", "cycle,renew,fenced,acquire", "modes to run, comma-separated")
+	var c benchConfig
+	fs.IntVar(&c.clients, "c", 64, "concurrent clients")
+	fs.DurationVar(&c.dur, "d", 8*time.Second, "duration of each run")
+	fs.BoolVar(&c.baseline, "baseline", false, "first run the clients against a trivial in-process JSON handler and print ratios to it")
+	fs.IntVar(&c.names, "names", 4, "names the contend modes share")
+	fs.DurationVar(&c.wait, "wait", 2*time.Second, "wait_ms of contend-wait")
+	fs.IntVar(&c.watchers, "watchers", 1000, "SSE watchers attached in the watchers mode")
+	fs.IntVar(&c.waiters, "waiters", 1000, "acquires waiting in line in the watchers mode")
+	if err := fs.Parse(args); err != nil {
+		return &exitError{code: 2, err: err}
+	}
+	u, err := url.Parse(*server)
+	if err != nil || *server == "" || u.Scheme != "http" {
+		return &exitError{code: 2, err: fmt.Errorf("--server must be an http:// URL, got %q", *server)}
+	}
+	if !loopback(u.Host) {
+		return &exitError{code: 2, err: fmt.Errorf("bench drives servers on this machine only: %q is not a loopback address", u.Host)}
+	}
+	if c.clients < 1 || c.dur <= 0 {
+		return &exitError{code: 2, err: errors.New("-c and -d must be positive")}
+	}
+	c.server, c.modes, c.key = u, strings.Split(*mode, ","), getenv("LEASEKEEPER_API_KEY")
+	for _, m := range c.modes {
+		if benchModes[m] == nil && m != "watchers" {
+			return &exitError{code: 2, err: fmt.Errorf("unknown mode %q", m)}
+		}
+	}
+	hc := &http.Client{Transport: &http.Transport{
+		MaxIdleConns: 0, MaxIdleConnsPerHost: c.clients + c.watchers + c.waiters + 16,
+		IdleConnTimeout: time.Minute, DisableCompression: true,
+	}}
+	defer hc.CloseIdleConnections()
+	fmt.Fprintf(stdout, "%-14s %7s %10s %9s %9s %9s %9s %8s %7s\n", "mode", "clients", "ops/s", "p50", "p90", "p99", "max", "errors", "ratio")
+	var base float64
+	if c.baseline {
+		r, err := benchBaseline(ctx, hc, c)
+		if err != nil {
+			return err
+		}
+		base = r.rate()
+		r.print(stdout, "baseline", c.clients, 0)
+	}
+	run := 0
+	for _, m := range c.modes {
+		run++
+		b := &bench{hc: hc, cfg: c, tag: fmt.Sprintf("b%d-%d-%s", time.Now().UnixNano()%1e9, run, m)}
+		if m == "watchers" {
+			if err := b.watchersMode(ctx, stdout, base); err != nil {
+				return err
+			}
+			continue
+		}
+		r, err := b.run(ctx, benchModes[m])
+		if err != nil {
+			return fmt.Errorf("%s: %w", m, err)
+		}
+		r.print(stdout, m, c.clients, base)
+		if r.note != "" {
+			fmt.Fprintf(stdout, "%-14s %s\n", "", r.note)
+		}
+	}
+	return nil
+}
+
+// bench is one mode's run against the server.
+type bench struct {
+	hc  *http.Client
+	cfg benchConfig
+	tag string // makes this run's names its own
+}
+
+// worker is one client's loop body: setup once, then op until the run ends. op reports
+// whether the operation was refused as expected under contention (counted apart, not an error).
+type worker interface {
+	setup(ctx context.Context) error
+	op(ctx context.Context) (refused bool, err error)
+}
+
+var benchModes = map[string]func(b *bench, i int) worker{
+	"cycle":        func(b *bench, i int) worker { return &cycleWorker{b: b, name: fmt.Sprintf("%s-%d", b.tag, i)} },
+	"renew":        func(b *bench, i int) worker { return &renewWorker{b: b, name: fmt.Sprintf("%s-%d", b.tag, i)} },
+	"fenced":       func(b *bench, i int) worker { return &fencedWorker{b: b, name: fmt.Sprintf("%s-%d", b.tag, i)} },
+	"acquire":      func(b *bench, i int) worker { return &acquireWorker{b: b, prefix: fmt.Sprintf("%s-%d-", b.tag, i)} },
+	"contend":      func(b *bench, i int) worker { return &contendWorker{b: b} },
+	"contend-wait": func(b *bench, i int) worker { return &contendWorker{b: b, wait: b.cfg.wait} },
+}
+
+type result struct {
+	ops, errs, refused int
+	lat                []time.Duration
+	elapsed            time.Duration
+	firstErr           error
+	note               string
+}
+
+func (r result) rate() float64 { return float64(r.ops) / r.elapsed.Seconds() }
+
+func (r result) print(w io.Writer, mode string, clients int, base float64) {
+	slices.Sort(r.lat)
+	pct := func(p float64) string {
+		if len(r.lat) == 0 {
+			return "-"
+		}
+		return fmtDur(r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))])
+	}
+	ratio := "-"
+	if base > 0 {
+		ratio = fmt.Sprintf("%.2f", r.rate()/base)
+	}
+	fmt.Fprintf(w, "%-14s %7d %10.0f %9s %9s %9s %9s %8d %7s\n", mode, clients, r.rate(), pct(.5), pct(.9), pct(.99), pct(1), r.errs, ratio)
+	if r.refused > 0 {
+		fmt.Fprintf(w, "%-14s %d of the ops were refused (lease_held): %.0f grants/s\n", "", r.refused, float64(r.ops-r.refused)/r.elapsed.Seconds())
+	}
+	if r.firstErr != nil {
+		fmt.Fprintf(w, "%-14s first error: %v\n", "", r.firstErr)
+	}
+}
+
+func fmtDur(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 2, 64) + "ms"
+}
+
+// run sets every worker up, then runs them together for the configured duration.
+func (b *bench) run(ctx context.Context, mk func(b *bench, i int) worker) (result, error) {
+	ws := make([]worker, b.cfg.clients)
+	for i := range ws {
+		ws[i] = mk(b, i)
+		if err := ws[i].setup(ctx); err != nil {
+			return result{}, fmt.Errorf("setup: %w", err)
+		}
+	}
+	return runWorkers(ctx, ws, b.cfg.dur), nil
+}
+
+func runWorkers(ctx context.Context, ws []worker, dur time.Duration) result {
+	ctx, cancel := context.WithTimeout(ctx, dur)
+	defer cancel()
+	parts := make([]result, len(ws))
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i, w := range ws {
+		wg.Go(func() {
+			r := &parts[i]
+			r.lat = make([]time.Duration, 0, 1<<14)
+			for ctx.Err() == nil {
+				t := time.Now()
+				refused, err := w.op(context.WithoutCancel(ctx))
+				r.lat = append(r.lat, time.Since(t))
+				r.ops++
+				if refused {
+					r.refused++
+				}
+				if err != nil {
+					r.errs++
+					if r.firstErr == nil {
+						r.firstErr = err
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	out := result{elapsed: time.Since(start)}
+	for _, p := range parts {
+		out.ops += p.ops
+		out.errs += p.errs
+		out.refused += p.refused
+		out.lat = append(out.lat, p.lat...)
+		if out.firstErr == nil {
+			out.firstErr = p.firstErr
+		}
+	}
+	return out
+}
+
+// call sends one request and decodes a JSON answer into out (when not nil). A status other
+// than want is an error carrying the status and the problem's code.
+func (b *bench) call(ctx context.Context, method, path string, body []byte, hdr map[string]string, want int, out any) (int, error) {
+	req, err := http.NewRequestWithContext(ctx, method, b.cfg.server.String()+path, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if b.cfg.key != "" {
+		req.Header.Set("Authorization", "Bearer "+b.cfg.key)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := b.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return resp.StatusCode, err
+	}
+	if resp.StatusCode != want {
+		var p struct{ Code string }
+		json.Unmarshal(data, &p)
+		return resp.StatusCode, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, p.Code)
+	}
+	if out != nil {
+		return resp.StatusCode, json.Unmarshal(data, out)
+	}
+	return resp.StatusCode, nil
+}
+
+type grantJSON struct {
+	LeaseID string `json:"lease_id"`
+	Token   int64  `json:"token"`
+}
+
+func (b *bench) acquire(ctx context.Context, name string, ttl, wait time.Duration) (grantJSON, int, error) {
+	body := fmt.Sprintf(`{"holder":"bench","ttl_ms":%d`, ttl.Milliseconds())
+	if wait > 0 {
+		body += fmt.Sprintf(`,"wait_ms":%d`, wait.Milliseconds())
+	}
+	var g grantJSON
+	code, err := b.call(ctx, http.MethodPost, "/v1/leases/"+name+"/acquire", []byte(body+"}"), nil, http.StatusOK, &g)
+	return g, code, err
+}
+
+func (b *bench) release(ctx context.Context, name, id string) error {
+	_, err := b.call(ctx, http.MethodPost, "/v1/leases/"+name+"/release", []byte(`{"lease_id":"`+id+`"}`), nil, http.StatusNoContent, nil)
+	return err
+}
+
+type cycleWorker struct {
+	b    *bench
+	name string
+}
+
+func (w *cycleWorker) setup(context.Context) error { return nil }
+func (w *cycleWorker) op(ctx context.Context) (bool, error) {
+	g, _, err := w.b.acquire(ctx, w.name, 10*time.Second, 0)
+	if err != nil {
+		return false, err
+	}
+	return false, w.b.release(ctx, w.name, g.LeaseID)
+}
+
+type renewWorker struct {
+	b    *bench
+	name string
+	id   string
+}
+
+func (w *renewWorker) setup(ctx context.Context) error {
+	g, _, err := w.b.acquire(ctx, w.name, time.Minute, 0)
+	w.id = g.LeaseID
+	return err
+}
+
+func (w *renewWorker) op(ctx context.Context) (bool, error) {
+	_, err := w.b.call(ctx, http.MethodPost, "/v1/leases/"+w.name+"/renew", []byte(`{"lease_id":"`+w.id+`"}`), nil, http.StatusOK, nil)
+	return false, err
+}
+
+type fencedWorker struct {
+	b     *bench
+	name  string
+	token string
+}
+
+var fencedValue = bytes.Repeat([]byte("v"), 100)
+
+func (w *fencedWorker) setup(ctx context.Context) error {
+	g, _, err := w.b.acquire(ctx, w.name, time.Hour, 0)
+	w.token = strconv.FormatInt(g.Token, 10)
+	return err
+}
+
+func (w *fencedWorker) op(ctx context.Context) (bool, error) {
+	_, err := w.b.call(ctx, http.MethodPut, "/v1/resources/"+w.name, fencedValue,
+		map[string]string{"Fencing-Token": w.token, "Lease-Name": w.name, "Content-Type": "application/octet-stream"}, http.StatusOK, nil)
+	return false, err
+}
+
+type acquireWorker struct {
+	b      *bench
+	prefix string
+	n      int
+}
+
+func (w *acquireWorker) setup(context.Context) error { return nil }
+func (w *acquireWorker) op(ctx context.Context) (bool, error) {
+	w.n++
+	_, _, err := w.b.acquire(ctx, w.prefix+strconv.Itoa(w.n), time.Minute, 0)
+	return false, err
+}
+
+type contendWorker struct {
+	b    *bench
+	wait time.Duration
+}
+
+func (w *contendWorker) setup(context.Context) error { return nil }
+func (w *contendWorker) op(ctx context.Context) (bool, error) {
+	name := fmt.Sprintf("%s-%d", w.b.tag, rand.IntN(w.b.cfg.names))
+	g, code, err := w.b.acquire(ctx, name, 10*time.Second, w.wait)
+	if code == http.StatusConflict {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return false, w.b.release(ctx, name, g.LeaseID)
+}
+
+// watchersMode runs cycle alone, then again with watchers streaming every event and waiters
+// queued on held names, and reports what they cost the writers.
+func (b *bench) watchersMode(ctx context.Context, stdout io.Writer, base float64) error {
+	alone, err := b.run(ctx, benchModes["cycle"])
+	if err != nil {
+		return err
+	}
+	alone.print(stdout, "cycle", b.cfg.clients, base)
+	bg, stop := context.WithCancel(ctx)
+	defer stop()
+	var events atomic.Int64
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer stop()
+	ready := make(chan error, b.cfg.watchers)
+	for range b.cfg.watchers {
+		wg.Go(func() { b.watch(bg, ready, &events) })
+	}
+	for range b.cfg.watchers {
+		if err := <-ready; err != nil {
+			return fmt.Errorf("attach watcher: %w", err)
+		}
+	}
+	// Waiters line up on names held for the whole run (at most 1,000 per name by default).
+	holders, tag := max(1, (b.cfg.waiters+499)/500), b.tag
+	for i := range holders {
+		if _, _, err := b.acquire(ctx, fmt.Sprintf("%s-held-%d", tag, i), time.Hour, 0); err != nil {
+			return fmt.Errorf("hold a name for the waiters: %w", err)
+		}
+	}
+	for i := range b.cfg.waiters {
+		wg.Go(func() {
+			name := fmt.Sprintf("%s-held-%d", tag, i%holders)
+			for bg.Err() == nil {
+				b.acquire(bg, name, time.Hour, time.Minute)
+			}
+		})
+	}
+	time.Sleep(time.Second) // let the waiters reach the line
+	wb := *b
+	wb.tag += "-w"
+	with, err := wb.run(ctx, benchModes["cycle"])
+	if err != nil {
+		return err
+	}
+	with.print(stdout, fmt.Sprintf("cycle+%dw+%dq", b.cfg.watchers, b.cfg.waiters), b.cfg.clients, base)
+	fmt.Fprintf(stdout, "%-14s with watchers and waiters: %.2f of the writers' throughput alone; %d events streamed\n", "",
+		with.rate()/alone.rate(), events.Load())
+	return nil
+}
+
+// watch holds one SSE stream open, counting the events it receives.
+func (b *bench) watch(ctx context.Context, ready chan<- error, events *atomic.Int64) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.cfg.server.String()+"/v1/watch?prefix="+b.tag, nil)
+	if err != nil {
+		ready <- err
+		return
+	}
+	if b.cfg.key != "" {
+		req.Header.Set("Authorization", "Bearer "+b.cfg.key)
+	}
+	resp, err := b.hc.Do(req)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		err = fmt.Errorf("GET /v1/watch: %d", resp.StatusCode)
+	}
+	ready <- err
+	if err != nil {
+		return
+	}
+	defer resp.Body.Close()
+	// Count messages cheaply: this process shares the machine with the server it measures.
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		events.Add(int64(bytes.Count(buf[:n], []byte("\nid: "))))
+		if err != nil {
+			return
+		}
+	}
+}
+
+// benchBaseline runs the same number of clients against a trivial JSON handler served by this
+// process on loopback: the ceiling of HTTP here, to which the other figures are compared.
+func benchBaseline(ctx context.Context, hc *http.Client, c benchConfig) (result, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return result{}, err
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var v map[string]any
+		json.NewDecoder(r.Body).Decode(&v)
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(map[string]any{"ok": true, "token": 1})
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	defer srv.Close()
+	u, _ := url.Parse("http://" + ln.Addr().String())
+	c.server = u
+	b := &bench{hc: hc, cfg: c}
+	ws := make([]worker, c.clients)
+	for i := range ws {
+		ws[i] = &trivialWorker{b: b}
+	}
+	return runWorkers(ctx, ws, c.dur), nil
+}
+
+type trivialWorker struct{ b *bench }
+
+func (w *trivialWorker) setup(context.Context) error { return nil }
+func (w *trivialWorker) op(ctx context.Context) (bool, error) {
+	_, err := w.b.call(ctx, http.MethodPost, "/trivial", []byte(`{"holder":"bench","ttl_ms":10000}`), nil, http.StatusOK, nil)
+	return false, err
+}

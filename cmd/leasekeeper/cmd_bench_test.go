@@ -1,0 +1,57 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
+	"github.com/leasekeeper/leasekeeper/store/sqlite"
+)
+
+// TestBench runs every mode briefly against a server with authentication on, with the key
+// from LEASEKEEPER_API_KEY, and checks that each one ran without errors.
+func TestBench(t *testing.T) {
+	srv, st := servicetest.Start(t, service.Config{}, sqlite.Options{})
+	key := servicetest.AdminKey(t, st)
+	getenv := func(k string) string {
+		if k == "LEASEKEEPER_API_KEY" {
+			return key
+		}
+		return ""
+	}
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"bench", "--server", srv.URL, "-c", "4", "-d", "200ms", "--baseline",
+		"--mode", "cycle,renew,fenced,acquire,contend,contend-wait,watchers", "--watchers", "5", "--waiters", "5", "--wait", "50ms"},
+		getenv, &out, &errb)
+	if err != nil {
+		t.Fatalf("bench = %v\n%s%s", err, out.String(), errb.String())
+	}
+	for _, mode := range []string{"baseline", "cycle", "renew", "fenced", "acquire", "contend", "contend-wait", "cycle+5w+5q"} {
+		found := false
+		for line := range strings.Lines(out.String()) {
+			if f := strings.Fields(line); len(f) >= 8 && f[0] == mode {
+				found = true
+				if f[7] != "0" {
+					t.Errorf("mode %s: %s errors", mode, f[7])
+				}
+			}
+		}
+		if !found {
+			t.Errorf("no result line for mode %s in:\n%s", mode, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "first error") {
+		t.Errorf("bench reported errors:\n%s", out.String())
+	}
+}
+
+// TestBenchRefusesRemote: bench drives servers on this machine only.
+func TestBenchRefusesRemote(t *testing.T) {
+	err := run(context.Background(), []string{"bench", "--server", "http://192.0.2.1:8080"}, func(string) string { return "" }, &bytes.Buffer{}, &bytes.Buffer{})
+	if exitCode(err) != 2 {
+		t.Errorf("bench --server on another host = %v, want a usage error", err)
+	}
+}

@@ -1,0 +1,173 @@
+package service_test
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3"
+
+	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
+	"github.com/leasekeeper/leasekeeper/store/sqlite"
+)
+
+// TestScale measures what must stay flat as the number of held leases grows: acquire and
+// renew latency (p50, one client, so each is one fsync plus the work), the process's RSS, the
+// time a restart takes to be ready (open, conservative restart, the writer's memory loaded),
+// and the dashboard's first page. It runs only when LEASEKEEPER_SCALE lists the sizes, e.g.
+//
+//	LEASEKEEPER_SCALE=1000,100000,1000000 go test -run TestScale -v -timeout 30m ./service
+func TestScale(t *testing.T) {
+	sizes := os.Getenv("LEASEKEEPER_SCALE")
+	if sizes == "" {
+		t.Skip("set LEASEKEEPER_SCALE=1000,100000,1000000 to run the scale measurements")
+	}
+	t.Logf("%10s %12s %12s %10s %10s %12s %12s", "leases", "acquire p50", "renew p50", "RSS MB", "heap MB", "restart", "dashboard")
+	for _, s := range strings.Split(sizes, ",") {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			t.Fatalf("LEASEKEEPER_SCALE: %v", err)
+		}
+		m := measureScale(t, n)
+		t.Logf("%10d %12s %12s %10.0f %10.0f %12s %12s", n, m.acquire, m.renew, m.rssMB, m.heapMB, m.restart, m.dashboard)
+	}
+}
+
+type scaleFigures struct {
+	acquire, renew, restart, dashboard time.Duration
+	rssMB, heapMB                      float64
+}
+
+func measureScale(t *testing.T, n int) scaleFigures {
+	path := filepath.Join(t.TempDir(), "scale.db")
+	seedHeld(t, path, n)
+	var f scaleFigures
+
+	// The restart: from opening the file to a handler ready to serve.
+	began := time.Now()
+	var hooks service.Hooks
+	st, err := sqlite.Open(context.Background(), path, sqlite.Options{OnCommit: hooks.Publish, OnBatch: hooks.Batch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	svc, err := service.New(st, &hooks, service.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.restart = time.Since(began)
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	f.rssMB, f.heapMB = rssMB(t), float64(ms.HeapInuse)/(1<<20)
+	srv := httptest.NewServer(svc.Handler)
+	defer srv.Close()
+	hc := &http.Client{Transport: servicetest.BearerTransport{Key: servicetest.AdminKey(t, st)}}
+
+	do := func(method, path, body string, header ...string) (time.Duration, string) {
+		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		began := time.Now()
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		took := time.Since(began)
+		if resp.StatusCode >= 300 {
+			t.Fatalf("%s %s = %d %s", method, path, resp.StatusCode, b)
+		}
+		return took, string(b)
+	}
+	const ops = 200
+	var acq, ren []time.Duration
+	for i := range ops {
+		took, body := do(http.MethodPost, fmt.Sprintf("/v1/leases/new-%d/acquire", i), `{"holder":"scale","ttl_ms":60000}`)
+		acq = append(acq, took)
+		id := body[strings.Index(body, `"lease_id":"`)+len(`"lease_id":"`):]
+		id = id[:strings.IndexByte(id, '"')]
+		took, _ = do(http.MethodPost, fmt.Sprintf("/v1/leases/new-%d/renew", i), `{"lease_id":"`+id+`"}`)
+		ren = append(ren, took)
+	}
+	f.acquire, f.renew = median(acq), median(ren)
+	var dash []time.Duration
+	for range 5 {
+		took, _ := do(http.MethodGet, "/", "", "Accept", "text/html")
+		dash = append(dash, took)
+	}
+	f.dashboard = median(dash)
+	return f
+}
+
+func median(d []time.Duration) time.Duration {
+	slices.Sort(d)
+	return d[len(d)/2]
+}
+
+// seedHeld writes n held leases (one hour left) straight into a migrated database: going
+// through Acquire would take minutes at a million.
+func seedHeld(t *testing.T, path string, n int) {
+	t.Helper()
+	st, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_synchronous=FULL")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	now := time.Now()
+	at, first := now.UnixMilli(), now.UnixMicro()-int64(n)-1000
+	for _, q := range []string{
+		`WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < ` + strconv.Itoa(n-1) + `)
+		INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms, acquired_at, renewed_at, expires_at, owner)
+		SELECT ` + strconv.FormatInt(first, 10) + ` + i, printf('job-%07d', i), 'worker-' || (i % 64), randomblob(32), 3600000, 0, ` +
+			strconv.FormatInt(at, 10) + `, ` + strconv.FormatInt(at, 10) + `, ` + strconv.FormatInt(at+3600000, 10) + `, '' FROM c`,
+		`INSERT INTO names (name, token) SELECT name, token FROM grants`,
+		`UPDATE meta SET value = ` + strconv.FormatInt(first+int64(n), 10) + ` WHERE key = 'last_token'`,
+		`PRAGMA wal_checkpoint(TRUNCATE)`,
+	} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("seed %d leases: %v", n, err)
+		}
+	}
+}
+
+// rssMB reads this process's resident set size.
+func rssMB(t *testing.T) float64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		t.Skipf("no /proc/self/status: %v", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}

@@ -1,0 +1,211 @@
+package sqlite
+
+import (
+	"context"
+	"crypto/subtle"
+	"database/sql"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+)
+
+// mem is the writer's view of the current state, loaded at open and changed only by the
+// holder of the writer lock, in step with the transaction it belongs to: the current grant of
+// every name, the fence of every resource, the last token issued and the last event seq. It lets
+// the writer decide without reading SQL; readers still read SQL (what is committed).
+type mem struct {
+	names  map[string]cur
+	owners map[string]int // open grants per owning key, an upper bound of its held leases
+	fences map[string]fenceRow
+	token  int64 // the last token issued (meta.last_token)
+	seq    int64 // the last event seq given
+}
+
+// cur is a name's current grant, kept small (a million names fit in ~200 MB): no metadata (read
+// from SQL when the grant has some), and only the first half of the lease ID's SHA-256, which is
+// enough to recognise the current holder (a forged match needs a 128-bit preimage); any other
+// ID is looked up by its whole hash in SQL.
+type cur struct {
+	token, ttl, lockDelay      int64
+	acquired, renewed, expires int64
+	ended                      int64 // 0 while open
+	idHash                     [16]byte
+	holder, owner              string
+	end                        lease.End
+	hasMeta                    bool
+}
+
+type fenceRow struct{ fence, version int64 }
+
+func curOf(g grant, owner string) cur {
+	c := cur{token: g.token, ttl: g.ttl, lockDelay: g.lockDelay, acquired: g.acquired, renewed: g.renewed,
+		expires: g.expires, holder: g.holder, owner: owner, hasMeta: g.metadata.Valid}
+	copy(c.idHash[:], g.idHash)
+	if g.ended.Valid {
+		c.ended, c.end = g.ended.Int64, lease.End(g.endKind.String)
+	}
+	return c
+}
+
+// grant is c as a grants row of name, without its metadata.
+func (c cur) grant(name string) grant {
+	g := grant{token: c.token, name: name, holder: c.holder, idHash: c.idHash[:], ttl: c.ttl, lockDelay: c.lockDelay,
+		acquired: c.acquired, renewed: c.renewed, expires: c.expires}
+	if c.end != "" {
+		g.ended = sql.NullInt64{Int64: c.ended, Valid: true}
+		g.endKind = sql.NullString{String: string(c.end), Valid: true}
+	}
+	return g
+}
+
+// ownsID reports, in constant time, whether idHash is the hash of c's lease ID.
+func (c cur) ownsID(idHash []byte) bool {
+	return subtle.ConstantTimeCompare(c.idHash[:], idHash[:len(c.idHash)]) == 1
+}
+
+// loadCounters reads the last token and event seq into an otherwise empty memory.
+func (s *Store) loadCounters(ctx context.Context) error {
+	m := mem{names: map[string]cur{}, owners: map[string]int{}, fences: map[string]fenceRow{}}
+	if err := s.w.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&m.token); err != nil {
+		return fmt.Errorf("read the last token: %w", err)
+	}
+	// AUTOINCREMENT never gives a seq twice, even after the newest events were pruned:
+	// sqlite_sequence keeps the largest ever given.
+	err := s.w.QueryRowContext(ctx, `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`).Scan(&m.seq)
+	if err != nil {
+		return fmt.Errorf("read the last event seq: %w", err)
+	}
+	s.mem = m
+	return nil
+}
+
+// load reads the state the writer keeps in memory.
+func (s *Store) load(ctx context.Context) error {
+	if err := s.loadCounters(ctx); err != nil {
+		return err
+	}
+	m := s.mem
+	// Sized once: growing a map of a million entries step by step would leave its old tables
+	// behind as garbage, and the process's RSS at their peak.
+	var n int
+	if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM names`).Scan(&n); err != nil {
+		return fmt.Errorf("count leases: %w", err)
+	}
+	m.names = make(map[string]cur, n)
+	rows, err := s.w.QueryContext(ctx, `SELECT g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at,
+		g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata IS NOT NULL, g.owner FROM names n JOIN grants g ON g.token = n.token`)
+	if err != nil {
+		return fmt.Errorf("load leases: %w", err)
+	}
+	defer rows.Close()
+	var idHash sql.RawBytes // copied into the entry: no allocation per row
+	for rows.Next() {
+		var g grant
+		var hasMeta bool
+		var owner string
+		if err := rows.Scan(&g.token, &g.name, &g.holder, &idHash, &g.ttl, &g.lockDelay, &g.acquired, &g.renewed,
+			&g.expires, &g.ended, &g.endKind, &hasMeta, &owner); err != nil {
+			return fmt.Errorf("load leases: %w", err)
+		}
+		g.metadata.Valid, g.idHash = hasMeta, idHash
+		c := curOf(g, owner)
+		m.names[g.name] = c
+		if c.end == "" && owner != "" {
+			m.owners[owner]++
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("load leases: %w", err)
+	}
+	fr, err := s.w.QueryContext(ctx, `SELECT name, fence, version FROM resources`)
+	if err != nil {
+		return fmt.Errorf("load fences: %w", err)
+	}
+	defer fr.Close()
+	for fr.Next() {
+		var name string
+		var f fenceRow
+		if err := fr.Scan(&name, &f.fence, &f.version); err != nil {
+			return fmt.Errorf("load fences: %w", err)
+		}
+		m.fences[name] = f
+	}
+	if err := fr.Err(); err != nil {
+		return fmt.Errorf("load fences: %w", err)
+	}
+	s.mem = m
+	if n > 100_000 {
+		// Loading left as much garbage as it kept: give it back to the system now rather
+		// than whenever the runtime gets to it.
+		debug.FreeOSMemory()
+	}
+	return nil
+}
+
+// The changes an operation makes to mem, each with its undo, so that an operation (or a
+// batch) that SQLite rolls back leaves mem as it found it.
+
+func (t *txn) setName(name string, c cur) {
+	m := &t.s.mem
+	old, had := m.names[name]
+	m.names[name] = c
+	t.undo = append(t.undo, func() {
+		if had {
+			m.names[name] = old
+		} else {
+			delete(m.names, name)
+		}
+	})
+	t.countOwner(old, had, -1)
+	t.countOwner(c, true, 1)
+}
+
+// countOwner adds d to the open grants of c's owner when c is open.
+func (t *txn) countOwner(c cur, ok bool, d int) {
+	if !ok || c.owner == "" || c.end != "" {
+		return
+	}
+	m := &t.s.mem
+	m.owners[c.owner] += d
+	t.undo = append(t.undo, func() { m.owners[c.owner] -= d })
+}
+
+func (t *txn) setToken(token int64) {
+	m := &t.s.mem
+	old := m.token
+	m.token = token
+	t.undo = append(t.undo, func() { m.token = old })
+}
+
+func (t *txn) setFence(name string, f fenceRow, keep bool) {
+	m := &t.s.mem
+	old, had := m.fences[name]
+	if keep {
+		m.fences[name] = f
+	} else {
+		delete(m.fences, name)
+	}
+	t.undo = append(t.undo, func() {
+		if had {
+			m.fences[name] = old
+		} else {
+			delete(m.fences, name)
+		}
+	})
+}
+
+func (t *txn) nextSeq() int64 {
+	m := &t.s.mem
+	m.seq++
+	t.undo = append(t.undo, func() { m.seq-- })
+	return m.seq
+}
+
+// rollback undoes what t changed in mem, newest first.
+func (t *txn) rollback() {
+	for i := len(t.undo) - 1; i >= 0; i-- {
+		t.undo[i]()
+	}
+	t.undo = nil
+}
