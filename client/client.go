@@ -315,10 +315,19 @@ func (c *Client) List(ctx context.Context, o ListOptions) (Page, error) {
 // Renew extends the lease with this lease_id once, without any client-side bookkeeping (a
 // held *Lease renews itself). ttl 0 keeps the lease's ttl. A lease that ended is ErrLeaseLost.
 func (c *Client) Renew(ctx context.Context, name, leaseID string, ttl time.Duration) (Grant, error) {
+	return c.renew(ctx, name, leaseID, ttl, nil)
+}
+
+// renew is Renew that, with metadata, also replaces the lease's metadata.
+func (c *Client) renew(ctx context.Context, name, leaseID string, ttl time.Duration, metadata map[string]any) (Grant, error) {
 	body := wire.RenewRequest{LeaseId: leaseID}
 	if ttl > 0 {
 		ms := ttl.Milliseconds()
 		body.TtlMs = &ms
+	}
+	if metadata != nil {
+		md := wire.Metadata(metadata)
+		body.Metadata = &md
 	}
 	resp, err := c.api.RenewLeaseWithResponse(ctx, name, body)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"reflect"
 	"sync"
 	"time"
 
@@ -155,11 +156,35 @@ func (e *Election) Resign(ctx context.Context) error {
 	return nil
 }
 
+// Proclaim publishes new metadata (such as a new address) for the current term without a new
+// election, as etcd's Proclaim: the lease keeps its token, and observers see the change. It
+// returns ErrNotLeader when this candidate does not lead, and ErrLeaseLost when its term
+// ended meanwhile.
+func (e *Election) Proclaim(ctx context.Context, metadata map[string]any) error {
+	if metadata == nil {
+		metadata = map[string]any{}
+	}
+	e.mu.Lock()
+	l := e.term
+	e.mu.Unlock()
+	if l == nil {
+		return fmt.Errorf("proclaim on %q: %w", e.name, ErrNotLeader)
+	}
+	if _, err := e.c.renew(ctx, e.name, l.ID(), 0, metadata); err != nil {
+		return fmt.Errorf("proclaim on %q: %w", e.name, err)
+	}
+	e.mu.Lock()
+	e.Metadata = metadata
+	e.mu.Unlock()
+	return nil
+}
+
 // Leader returns who leads this election; see Client.Leader.
 func (e *Election) Leader(ctx context.Context) (Leader, error) { return e.c.Leader(ctx, e.name) }
 
-// Observe returns a channel that receives the election's leader whenever a new term starts,
-// starting with the current leader if somebody leads, as seen on the watch stream. It does
+// Observe returns a channel that receives the election's leader whenever a new term starts or
+// the leader proclaims new metadata, starting with the current leader if somebody leads, as
+// seen on the watch stream. It does
 // not report the gaps between terms (Leader answers ErrNoLeader then). A slow reader delays
 // later values but never misses the latest term. The channel is closed when ctx ends, when
 // the client is closed, or when the stream fails for good (logged). An invalid name is an
@@ -190,13 +215,13 @@ func (e *Election) Observe(ctx context.Context) (<-chan Leader, error) {
 	return ch, nil
 }
 
-// observeLeader reports the current leader, then every new term seen on the watch stream,
-// until ctx ends or the stream fails for good.
+// observeLeader reports the current leader, then every new term seen on the watch stream and
+// every new metadata a leader proclaims, until ctx ends or the stream fails for good.
 func (c *Client) observeLeader(ctx context.Context, name string, fn func(Leader)) {
-	var last int64
+	var last Leader
 	report := func(l Leader) {
-		if l.Token > last {
-			last = l.Token
+		if l.Token > last.Token || l.Token == last.Token && !reflect.DeepEqual(l.Metadata, last.Metadata) {
+			last = l
 			fn(l)
 		}
 	}
@@ -208,7 +233,7 @@ func (c *Client) observeLeader(ctx context.Context, name string, fn func(Leader)
 		return nil
 	}
 	err := c.Follow(ctx, name, current, func(e Event) error {
-		if e.Name == name && e.Type == "acquired" {
+		if e.Name == name && (e.Type == "acquired" || e.Type == "renewed") {
 			report(Leader{Holder: e.Holder, Token: e.Token, Metadata: e.Metadata})
 		}
 		return nil

@@ -255,6 +255,19 @@ func TestElectionImperative(t *testing.T) {
 	if got, err := b.Leader(ctx, "leader"); err != nil || got.Holder != "node-a" {
 		t.Errorf("Leader = %+v, %v; want node-a", got, err)
 	}
+	// The leader proclaims a new address: same term, and observers see it.
+	if err := eb.Proclaim(ctx, map[string]any{"addr": "b:9999"}); !errors.Is(err, client.ErrNotLeader) {
+		t.Errorf("Proclaim by a follower = %v, want ErrNotLeader", err)
+	}
+	if err := ea.Proclaim(ctx, map[string]any{"addr": "a:9100"}); err != nil {
+		t.Fatalf("Proclaim = %v", err)
+	}
+	if l := <-seen; l.Holder != "node-a" || l.Token != termA.Token() || l.Metadata["addr"] != "a:9100" {
+		t.Errorf("observed after Proclaim %+v, want node-a's term %d at a:9100", l, termA.Token())
+	}
+	if got, err := b.Leader(ctx, "leader"); err != nil || got.Token != termA.Token() || got.Metadata["addr"] != "a:9100" {
+		t.Errorf("Leader after Proclaim = %+v, %v; want the same term at a:9100", got, err)
+	}
 	waiters(t, a, "leader", 1)
 	if err := ea.Resign(ctx); err != nil {
 		t.Fatalf("Resign = %v", err)

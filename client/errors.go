@@ -42,6 +42,9 @@ var (
 	// ErrClosed is returned by operations that start background work (Acquire, Campaign,
 	// Observe) on a closed Client, and is the cause of the lease contexts Close ended.
 	ErrClosed = errors.New("client closed")
+
+	// ErrNotLeader is Proclaim by a candidate that does not lead the election.
+	ErrNotLeader = errors.New("not the leader")
 )
 
 // StaleTokenError is the answer to a fenced write whose token was refused: the one type the

@@ -15,7 +15,7 @@ func TestLeasePageShowsTheRecentEnd(t *testing.T) {
 	l := s.acquire("busy", "w1", time.Minute, "")
 	for range 1005 {
 		s.clock.Advance(10 * time.Millisecond)
-		if _, err := s.store.Renew(context.Background(), "busy", l.LeaseID, 0); err != nil {
+		if _, err := s.store.Renew(context.Background(), "busy", l.LeaseID, 0, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -72,18 +72,7 @@ func (s *server) acquireParams(req api.AcquireLeaseRequestObject) (store.Acquire
 		return store.AcquireParams{}, 0, err
 	}
 	p := store.AcquireParams{Name: req.Name, Holder: b.Holder, TTL: ttl, LockDelay: delay, IdempotencyKey: deref(req.Params.IdempotencyKey)}
-	var raw json.RawMessage
-	if b.Metadata != nil {
-		// Kept as the client wrote it: no HTML escaping of <, > and & (pages escape on output).
-		var buf bytes.Buffer
-		enc := json.NewEncoder(&buf)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(b.Metadata); err != nil {
-			return p, 0, lease.Errorf(lease.CodeInvalid, "metadata: %v", err)
-		}
-		raw = buf.Bytes()
-	}
-	md, err := lease.NormalizeMetadata(raw)
+	md, err := metadataParam(b.Metadata)
 	if err != nil {
 		return p, 0, err
 	}
@@ -97,6 +86,21 @@ func (s *server) acquireParams(req api.AcquireLeaseRequestObject) (store.Acquire
 		}
 	}
 	return p, wait, nil
+}
+
+// metadataParam turns a request's metadata into its stored form; nil for none.
+func metadataParam(m *api.Metadata) (json.RawMessage, error) {
+	if m == nil {
+		return nil, nil
+	}
+	// Kept as the client wrote it: no HTML escaping of <, > and & (pages escape on output).
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(*m); err != nil {
+		return nil, lease.Errorf(lease.CodeInvalid, "metadata: %v", err)
+	}
+	return lease.NormalizeMetadata(buf.Bytes())
 }
 
 // ttlParam converts an optional ttl_ms, 0 meaning "keep the lease's".
@@ -132,7 +136,11 @@ func (s *server) renew(ctx context.Context, req api.RenewLeaseRequestObject) (le
 	if err != nil {
 		return lease.Lease{}, err
 	}
-	return s.store.Renew(ctx, req.Name, req.Body.LeaseId, ttl)
+	md, err := metadataParam(req.Body.Metadata)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	return s.store.Renew(ctx, req.Name, req.Body.LeaseId, ttl, md)
 }
 
 // ReleaseLease releases a lease.

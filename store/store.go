@@ -27,7 +27,9 @@ type Store interface {
 
 	// Renew extends the unexpired lease whose ID is id to now+ttl (ttl 0 keeps the lease's).
 	// Codes: lease_lost when id is not the current unexpired lease of name (invariant 6).
-	Renew(ctx context.Context, name, id string, ttl time.Duration) (lease.Lease, error)
+	// With metadata (a normalized JSON object) it also replaces the lease's metadata and the
+	// renewed event carries it (a leader proclaiming a new value); nil keeps it.
+	Renew(ctx context.Context, name, id string, ttl time.Duration, metadata json.RawMessage) (lease.Lease, error)
 
 	// Release ends the lease whose ID is id. A repeat by the same ID answers nil.
 	// Codes: lease_lost when the lease had expired or was revoked, or id is not name's.

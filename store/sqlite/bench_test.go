@@ -52,7 +52,7 @@ func BenchmarkRenew(b *testing.B) {
 	ctx := context.Background()
 	b.ResetTimer()
 	for range b.N {
-		if _, err := s.Renew(ctx, "job", l.ID, 0); err != nil {
+		if _, err := s.Renew(ctx, "job", l.ID, 0, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -317,7 +317,7 @@ func byID(ctx context.Context, t *txn, name, id string) (grant, error) {
 }
 
 // Renew extends the current unexpired lease. See store.Store.
-func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration) (lease.Lease, error) {
+func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, metadata json.RawMessage) (lease.Lease, error) {
 	var out lease.Lease
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		g, err := byID(ctx, t, name, id)
@@ -329,11 +329,20 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration) (
 			return err
 		}
 		g.ttl, g.renewed, g.expires = r.TTL.Milliseconds(), r.RenewedAt.UnixMilli(), r.ExpiresAt.UnixMilli()
-		if _, err := t.exec(ctx, stRenew, g.ttl, g.renewed, g.expires, g.token); err != nil {
+		if metadata == nil {
+			_, err = t.exec(ctx, stRenew, g.ttl, g.renewed, g.expires, g.token)
+		} else {
+			g.metadata = nullText(metadata)
+			_, err = t.exec(ctx, stRenewMetadata, g.ttl, g.renewed, g.expires, g.metadata, g.token)
+		}
+		if err != nil {
 			return fmt.Errorf("renew token %d: %w", g.token, w(err))
 		}
 		c := t.s.mem.names[name]
 		c.ttl, c.renewed, c.expires = g.ttl, g.renewed, g.expires
+		if metadata != nil {
+			c.hasMeta = g.metadata.Valid
+		}
 		t.setName(name, c)
 		out = g.lease()
 		return t.record(ctx, lease.Event{Type: lease.EventRenewed, Name: name, Token: g.token, Holder: g.holder,

@@ -83,7 +83,7 @@ func TestMemoryMatchesDatabase(t *testing.T) {
 				}
 				switch i % 5 {
 				case 0:
-					_, err = s.Renew(ctx, name, l.ID, 0)
+					_, err = s.Renew(ctx, name, l.ID, 0, nil)
 				case 1:
 					err = s.Release(ctx, name, l.ID)
 				case 2:

@@ -492,6 +492,7 @@ const (
 	stInsertGrant
 	stPointName
 	stRenew
+	stRenewMetadata
 	stEnd
 	stMetadata
 	stGrantByID
@@ -513,12 +514,13 @@ var stmtSQL = [numStmts]string{
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	stInsertGrant: `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
 		acquired_at, renewed_at, expires_at, metadata, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-	stPointName:    `INSERT INTO names (name, token) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET token = excluded.token`,
-	stRenew:        `UPDATE grants SET ttl_ms = ?, renewed_at = ?, expires_at = ? WHERE token = ?`,
-	stEnd:          `UPDATE grants SET ended_at = ?, end_kind = ? WHERE token = ?`,
-	stMetadata:     `SELECT metadata FROM grants WHERE token = ?`,
-	stGrantByID:    `SELECT ` + grantCols + ` FROM grants g WHERE g.id_hash = ?`,
-	stGrantByToken: `SELECT ` + grantCols + ` FROM grants g WHERE g.token = ?`,
+	stPointName:     `INSERT INTO names (name, token) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET token = excluded.token`,
+	stRenew:         `UPDATE grants SET ttl_ms = ?, renewed_at = ?, expires_at = ? WHERE token = ?`,
+	stRenewMetadata: `UPDATE grants SET ttl_ms = ?, renewed_at = ?, expires_at = ?, metadata = ? WHERE token = ?`,
+	stEnd:           `UPDATE grants SET ended_at = ?, end_kind = ? WHERE token = ?`,
+	stMetadata:      `SELECT metadata FROM grants WHERE token = ?`,
+	stGrantByID:     `SELECT ` + grantCols + ` FROM grants g WHERE g.id_hash = ?`,
+	stGrantByToken:  `SELECT ` + grantCols + ` FROM grants g WHERE g.token = ?`,
 	stCountOwned: `SELECT count(*) FROM grants INDEXED BY grants_open_owner
 		WHERE owner = ? AND ended_at IS NULL AND expires_at > ?`,
 	stPutResource: `INSERT INTO resources (name, fence, version, value, content_type, updated_at, lease, holder)

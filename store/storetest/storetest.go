@@ -99,6 +99,7 @@ func Run(t *testing.T, newDB NewDB) {
 		{"Acquire/AfterExpiry", testAcquireAfterExpiry},
 		{"Acquire/Metadata", testMetadata},
 		{"Renew/OK", testRenewOK},
+		{"Renew/Metadata", testRenewMetadata},
 		{"Renew/ErrLostWrongID", testRenewWrongID},
 		{"Renew/ErrLostExpired", testRenewExpired},
 		{"Renew/ErrLostRevoked", testRenewRevoked},
@@ -208,25 +209,54 @@ func testMetadata(t *testing.T, e *env) {
 func testRenewOK(t *testing.T, e *env) {
 	l := e.acquire("job", "w1", 10*time.Second)
 	e.clock.Advance(9 * time.Second)
-	r, err := e.s.Renew(e.ctx, "job", l.ID, 0)
+	r, err := e.s.Renew(e.ctx, "job", l.ID, 0, nil)
 	if err != nil {
 		t.Fatalf("Renew() = %v", err)
 	}
 	if r.Token != l.Token || !r.ExpiresAt.Equal(t0.Add(19*time.Second)) || r.ID != "" {
 		t.Errorf("Renew() = token %d expires %v id %q, want token %d expires %v and no id", r.Token, r.ExpiresAt, r.ID, l.Token, t0.Add(19*time.Second))
 	}
-	r, err = e.s.Renew(e.ctx, "job", l.ID, 30*time.Second)
+	r, err = e.s.Renew(e.ctx, "job", l.ID, 30*time.Second, nil)
 	if err != nil || r.TTL != 30*time.Second || !r.ExpiresAt.Equal(t0.Add(39*time.Second)) {
 		t.Errorf("Renew(ttl 30s) = %+v, %v", r, err)
+	}
+}
+
+// testRenewMetadata: a renewal with metadata replaces the lease's (a leader proclaiming a new
+// address) and its renewed event carries it; one without keeps it.
+func testRenewMetadata(t *testing.T, e *env) {
+	l, err := e.s.Acquire(e.ctx, store.AcquireParams{Name: "leader", Holder: "n1", TTL: time.Minute, Metadata: json.RawMessage(`{"addr":"a:1"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Renew(e.ctx, "leader", l.ID, 0, json.RawMessage(`{"addr":"a:2"}`)); err != nil {
+		t.Fatalf("Renew(metadata) = %v", err)
+	}
+	r, err := e.s.Renew(e.ctx, "leader", l.ID, 0, nil)
+	if err != nil || string(r.Metadata) != `{"addr":"a:2"}` || r.Token != l.Token {
+		t.Errorf("Renew() after new metadata = %s token %d, %v; want {\"addr\":\"a:2\"} and the same token", r.Metadata, r.Token, err)
+	}
+	st, _ := e.s.Get(e.ctx, "leader")
+	evs := e.events("leader")
+	if string(st.Metadata) != `{"addr":"a:2"}` || string(evs[1].Metadata) != `{"addr":"a:2"}` || string(evs[2].Metadata) != `{"addr":"a:2"}` {
+		t.Errorf("state metadata %s, renewed events %s and %s; want {\"addr\":\"a:2\"} in all", st.Metadata, evs[1].Metadata, evs[2].Metadata)
+	}
+	// Metadata on a lease acquired without any.
+	l2 := e.acquire("bare", "n1", time.Minute)
+	if _, err := e.s.Renew(e.ctx, "bare", l2.ID, 0, json.RawMessage(`{"k":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := e.s.Get(e.ctx, "bare"); string(st.Metadata) != `{"k":1}` {
+		t.Errorf("metadata of a bare lease after Renew(metadata) = %s", st.Metadata)
 	}
 }
 
 func testRenewWrongID(t *testing.T, e *env) {
 	a := e.acquire("a", "w1", 10*time.Second)
 	e.acquire("b", "w2", 10*time.Second)
-	_, err := e.s.Renew(e.ctx, "a", "lk_notanid", 0)
+	_, err := e.s.Renew(e.ctx, "a", "lk_notanid", 0, nil)
 	wantCode(t, "Renew(unknown id)", err, lease.CodeLost)
-	_, err = e.s.Renew(e.ctx, "b", a.ID, 0)
+	_, err = e.s.Renew(e.ctx, "b", a.ID, 0, nil)
 	wantCode(t, "Renew(id of another name)", err, lease.CodeLost)
 	wantCode(t, "Release(id of another name)", e.s.Release(e.ctx, "b", a.ID), lease.CodeLost)
 	if st, _ := e.s.Get(e.ctx, "b"); !st.Held || st.Holder != "w2" {
@@ -237,7 +267,7 @@ func testRenewWrongID(t *testing.T, e *env) {
 func testRenewExpired(t *testing.T, e *env) {
 	l := e.acquire("job", "w1", 10*time.Second)
 	e.clock.Advance(10 * time.Second)
-	_, err := e.s.Renew(e.ctx, "job", l.ID, 0)
+	_, err := e.s.Renew(e.ctx, "job", l.ID, 0, nil)
 	wantCode(t, "Renew(expired)", err, lease.CodeLost)
 	if got := types(e.events("job")); !cmp.Equal(got, []lease.EventType{lease.EventAcquired, lease.EventExpired}) {
 		t.Errorf("events = %v, want [acquired expired]", got)
@@ -249,7 +279,7 @@ func testRenewRevoked(t *testing.T, e *env) {
 	if err := e.s.Revoke(e.ctx, "job", 0, "test admin"); err != nil {
 		t.Fatal(err)
 	}
-	_, err := e.s.Renew(e.ctx, "job", l.ID, 0)
+	_, err := e.s.Renew(e.ctx, "job", l.ID, 0, nil)
 	wantCode(t, "Renew(revoked)", err, lease.CodeLost)
 	wantCode(t, "Release(revoked)", e.s.Release(e.ctx, "job", l.ID), lease.CodeLost)
 }
@@ -292,7 +322,7 @@ func testStaleID(t *testing.T, e *env) {
 	a := e.acquire("job", "w1", 2*time.Second)
 	e.clock.Advance(3 * time.Second)
 	b := e.acquire("job", "w2", 10*time.Second)
-	_, err := e.s.Renew(e.ctx, "job", a.ID, 0)
+	_, err := e.s.Renew(e.ctx, "job", a.ID, 0, nil)
 	wantCode(t, "Renew(stale id)", err, lease.CodeLost)
 	wantCode(t, "Release(stale id)", e.s.Release(e.ctx, "job", a.ID), lease.CodeLost)
 	st, err := e.s.Get(e.ctx, "job")
@@ -369,7 +399,7 @@ func testRestartConservative(t *testing.T, e *env) {
 	if err != nil || !st.Held || st.Token != l.Token {
 		t.Fatalf("Get() 9 s after restart = %+v, %v; want still held", st, err)
 	}
-	if _, err := e.s.Renew(e.ctx, "job", l.ID, 0); err != nil {
+	if _, err := e.s.Renew(e.ctx, "job", l.ID, 0, nil); err != nil {
 		t.Errorf("Renew() after restart = %v, want the holder to keep its lease", err)
 	}
 }
@@ -403,7 +433,7 @@ func testIdempotency(t *testing.T, e *env) {
 	if err != nil || b.Token != a.Token || b.ID != a.ID {
 		t.Fatalf("retry = %+v, %v; want the first grant %d %q", b, err, a.Token, a.ID)
 	}
-	if _, err := e.s.Renew(e.ctx, "job", b.ID, 0); err != nil {
+	if _, err := e.s.Renew(e.ctx, "job", b.ID, 0, nil); err != nil {
 		t.Errorf("Renew(replayed id) = %v", err)
 	}
 	q := p
@@ -524,7 +554,7 @@ func testList(t *testing.T, e *env) {
 func testEventsPagination(t *testing.T, e *env) {
 	l := e.acquire("job", "w", 10*time.Second)
 	for range 4 {
-		if _, err := e.s.Renew(e.ctx, "job", l.ID, 0); err != nil {
+		if _, err := e.s.Renew(e.ctx, "job", l.ID, 0, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -855,7 +885,7 @@ func testContenders(t *testing.T, e *env) {
 				if i%3 == 0 {
 					e.s.Release(e.ctx, name, l.ID)
 				} else if i%3 == 1 {
-					e.s.Renew(e.ctx, name, l.ID, 0)
+					e.s.Renew(e.ctx, name, l.ID, 0, nil)
 				}
 			}
 		}()
@@ -951,7 +981,7 @@ func testRecentlyFreed(t *testing.T, e *env) {
 func testEventsSince(t *testing.T, e *env) {
 	l := e.acquire("job", "w", time.Hour)
 	e.clock.Advance(30 * time.Minute)
-	if _, err := e.s.Renew(e.ctx, "job", l.ID, 0); err != nil {
+	if _, err := e.s.Renew(e.ctx, "job", l.ID, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	p, err := e.s.Events(e.ctx, store.EventFilter{Name: "job", Since: t0.Add(time.Minute)})

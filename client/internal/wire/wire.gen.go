@@ -526,6 +526,11 @@ type ReleaseRequest struct {
 type RenewRequest struct {
 	LeaseId string `json:"lease_id"`
 
+	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
+	//
+	// Example: {"addr":"10.0.0.7:9000"}
+	Metadata *Metadata `json:"metadata,omitempty"`
+
 	// TtlMs A new ttl; omitted keeps the lease's ttl.
 	TtlMs *int64 `json:"ttl_ms,omitempty"`
 }
