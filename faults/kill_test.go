@@ -50,6 +50,7 @@ func TestKill9LoopCatchesLostRelease(t *testing.T) {
 		repl: "_ = s.store.Release"})
 	w := killLoop(t, bin, 2)
 	t.Logf("kill -9 with releases not made: %s", &w.fig)
+	w.logFirst(t, 3)
 	if w.fig.lost.Load() == 0 {
 		t.Fatal("the kill -9 check found no lost release against a server that makes none")
 	}

@@ -117,12 +117,21 @@ func (w *workload) drive(ctx context.Context, s *server, c *worker) {
 			w.fig.unknown.Add(1)
 			return
 		}
-		w.ack(c, o, rep, floor)
+		if w.ack(c, o, rep, floor); c.pending != nil {
+			return
+		}
 	}
 }
 
 // ack applies one answered operation to the model.
 func (w *workload) ack(c *worker, o op, rep reply, floor int64) {
+	if rep.status >= 500 {
+		// The server failed (e.g. its disk went away): it did not acknowledge, so it may or
+		// may not have acted.
+		c.pending = &o
+		w.fig.unknown.Add(1)
+		return
+	}
 	want := http.StatusOK
 	if o.kind == "release" {
 		want = http.StatusNoContent
@@ -270,5 +279,15 @@ func (w *workload) report(t testing.TB, what string) {
 	defer w.mu.Unlock()
 	for _, f := range w.failures {
 		t.Error(f)
+	}
+}
+
+// logFirst logs the first n failures the checks found (for negative controls, which must find some).
+func (w *workload) logFirst(t testing.TB, n int) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, f := range w.failures[:min(n, len(w.failures))] {
+		t.Log("found: " + f)
 	}
 }
