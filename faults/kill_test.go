@@ -8,11 +8,10 @@ import (
 	"time"
 )
 
-// killLoop runs the workload of 32 clients against bin, kills the server with SIGKILL at a
-// random moment of each cycle, restarts it on the same database and verifies every
-// acknowledged operation (invariants 2, 3 and 5).
-func killLoop(t *testing.T, bin string, n int) *workload {
-	db := filepath.Join(t.TempDir(), "lk.db")
+// loop runs the workload of 32 clients against bin over db for n cycles: each cycle restarts
+// the server, verifies every acknowledged operation, drives the clients and calls fault at a
+// random moment; fault must leave the server stopped. A last restart verifies the last cycle.
+func loop(t *testing.T, bin, db string, n int, fault func(*server)) *workload {
 	w := newWorkload(t, 32)
 	ctx := context.Background()
 	for range n {
@@ -22,17 +21,22 @@ func killLoop(t *testing.T, bin string, n int) *workload {
 		done := make(chan struct{})
 		go func() { w.run(cctx, s); close(done) }()
 		time.Sleep(time.Duration(50+rand.IntN(400)) * time.Millisecond) // the fault's random moment
-		s.kill()
+		fault(s)
 		cancel()
 		select {
 		case <-done:
 		case <-time.After(30 * time.Second):
-			t.Fatal("clients still running 30 s after the kill")
+			t.Fatal("clients still running 30 s after the fault")
 		}
 		w.fig.cycles.Add(1)
 	}
 	w.verify(ctx, start(t, bin, db))
 	return w
+}
+
+// killLoop kills the server with SIGKILL in each cycle (invariants 2, 3 and 5).
+func killLoop(t *testing.T, bin string, n int) *workload {
+	return loop(t, bin, filepath.Join(t.TempDir(), "lk.db"), n, func(s *server) { s.kill() })
 }
 
 // TestKill9Loop: no acknowledged grant, renewal, release or fenced write is lost across kill -9,

@@ -1,11 +1,8 @@
 package faults
 
 import (
-	"context"
-	"math/rand/v2"
 	"path/filepath"
 	"testing"
-	"time"
 )
 
 // powerLoop runs the workload against bin with its database on a disk that loses everything
@@ -13,34 +10,17 @@ import (
 // only its durable content, restarts the server and verifies every acknowledged operation.
 func powerLoop(t *testing.T, bin string, n int) (*workload, int) {
 	dir := t.TempDir()
-	db := filepath.Join(dir, "lk.db")
-	w := newWorkload(t, 32)
-	ctx := context.Background()
 	d := newDisk(nil)
 	unmount := mountDisk(t, dir, d)
 	unsyncedAtCut := 0
-	for range n {
-		s := start(t, bin, db)
-		w.verify(ctx, s)
-		cctx, cancel := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() { w.run(cctx, s); close(done) }()
-		time.Sleep(time.Duration(100+rand.IntN(400)) * time.Millisecond) // the fault's random moment
+	w := loop(t, bin, filepath.Join(dir, "lk.db"), n, func(s *server) {
 		unsyncedAtCut += d.unsynced()
 		kept := d.cut()
 		s.kill()
-		cancel()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			t.Fatal("clients still running 30 s after the power cut")
-		}
 		unmount()
 		d = newDisk(kept)
 		unmount = mountDisk(t, dir, d)
-		w.fig.cycles.Add(1)
-	}
-	w.verify(ctx, start(t, bin, db))
+	})
 	return w, unsyncedAtCut
 }
 

@@ -22,7 +22,7 @@ type figures struct {
 }
 
 func (f *figures) String() string {
-	return fmt.Sprintf("cycles=%d acknowledged=%d checked=%d unknown_outcomes=%d lost=%d regressions=%d",
+	return fmt.Sprintf("cycles=%d acknowledged=%d state_checks=%d unknown_outcomes=%d lost=%d regressions=%d",
 		f.cycles.Load(), f.acked.Load(), f.checked.Load(), f.unknown.Load(), f.lost.Load(), f.regressions.Load())
 }
 
