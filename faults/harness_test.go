@@ -80,8 +80,20 @@ func binary(t testing.TB, muts ...mutation) string {
 			return
 		}
 		args := []string{"build", "-o", filepath.Join(dir, "leasekeeper")}
-		if len(muts) > 0 {
-			overlay := map[string]map[string]string{"Replace": {}}
+		// The mutation check (internal/mutants) runs this suite with one file of the module
+		// replaced; the binary gets the same replacement.
+		overlay := map[string]map[string]string{"Replace": {}}
+		if p := os.Getenv("LEASEKEEPER_FAULTS_OVERLAY"); p != "" {
+			j, err := os.ReadFile(p)
+			if err == nil {
+				err = json.Unmarshal(j, &overlay)
+			}
+			if err != nil {
+				b.err = fmt.Errorf("LEASEKEEPER_FAULTS_OVERLAY: %w", err)
+				return
+			}
+		}
+		if len(overlay["Replace"]) > 0 || len(muts) > 0 {
 			for i, m := range muts {
 				src, err := os.ReadFile(filepath.Join(root, m.file))
 				if err != nil {
@@ -153,6 +165,8 @@ func start(t testing.TB, bin, db string, wrapper ...string) *server {
 		"--log-level", "warn", "--min-ttl", "100ms")
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "LEASEKEEPER_ADMIN_KEY="+adminKey)
+	// Its own process group, so that a kill reaches the server under a wrapper too.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	s := &server{t: t, cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan struct{})}
 	cmd.Stderr = s.stderr
 	stdout, err := cmd.StdoutPipe()
@@ -184,13 +198,20 @@ func start(t testing.TB, bin, db string, wrapper ...string) *server {
 	return s
 }
 
-// kill stops the server with SIGKILL (no shutdown, no checkpoint) and waits for it to go.
+// kill stops the server (and its wrapper) with SIGKILL: no shutdown, no checkpoint; it waits
+// until the server's process has gone.
 func (s *server) kill() {
-	s.cmd.Process.Signal(syscall.SIGKILL)
+	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	select {
 	case <-s.exited:
 	case <-time.After(30 * time.Second):
 		s.t.Errorf("server %d still running 30 s after SIGKILL", s.cmd.Process.Pid)
+	}
+	// Under a wrapper the server is a grandchild, reaped by someone else.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if syscall.Kill(-s.cmd.Process.Pid, 0) == syscall.ESRCH {
+			return
+		}
 	}
 }
 
