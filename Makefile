@@ -9,7 +9,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 50000x
 
 .DEFAULT_GOAL := help
-.PHONY: help generate check-generated build run test lint bench fuzz faults demo docker clean
+.PHONY: help generate check-generated build run test lint bench fuzz faults mutants demo docker clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -39,6 +39,9 @@ lint: ## go vet, gofmt and staticcheck (generated code excluded)
 
 faults: ## the long fault suite: kill -9, power loss, pauses, clocks (see FAULTS.md)
 	LEASEKEEPER_FAULTS=long $(GO) test -count=1 -timeout 30m -v ./faults/
+
+mutants: ## the mutation check: each mechanism in internal/mutants/mutants.txt switched off must fail its tests
+	$(GO) run ./internal/mutants
 
 bench: ## run the benchmarks
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./...
