@@ -42,7 +42,7 @@ func killLoop(t *testing.T, bin string, n int) *workload {
 // TestKill9Loop: no acknowledged grant, renewal, release or fenced write is lost across kill -9,
 // and every grant's token is above every token acknowledged before it.
 func TestKill9Loop(t *testing.T) {
-	w := killLoop(t, binary(t), cycles(3, 30))
+	w := killLoop(t, binary(t), cycles(3, 200))
 	w.report(t, "kill -9")
 }
 

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -230,6 +231,9 @@ type linClient struct {
 	mu      *sync.Mutex
 	history *[]porcupine.Operation
 	start   time.Time
+	// retriedGrants counts acquires granted after a lost answer, over all clients: the test
+	// goes on until it has seen a few, so that every run tests the Idempotency-Key.
+	retriedGrants *atomic.Int64
 }
 
 var linHTTP = &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -328,6 +332,9 @@ func (c *linClient) do(in linInput, method, path string, body any, hdr ...string
 			out.at, out.expires = v.Updated.UnixMilli(), 0
 		}
 	}
+	if in.op == "acquire" && out.retried && (out.status == http.StatusOK || out.token != 0) {
+		c.retriedGrants.Add(1)
+	}
 	c.record(in, call, out, ret)
 	var id struct {
 		LeaseID string `json:"lease_id"`
@@ -350,9 +357,10 @@ type grant struct {
 // run drives the client for d: acquire with a short ttl, then renew, write, release, or keep
 // still past the ttl; now and then a stale lease_id or token, or a revoke.
 func (c *linClient) run(d time.Duration, ttl time.Duration) {
+	minEnd, maxEnd := time.Now().Add(d), time.Now().Add(d+30*time.Second)
 	var cur *grant
 	var old []grant
-	for deadline := time.Now().Add(d); time.Now().Before(deadline); {
+	for now := time.Now(); now.Before(minEnd) || (now.Before(maxEnd) && c.retriedGrants.Load() < 3); now = time.Now() {
 		r := mrand.IntN(100)
 		stale := grant{}
 		if len(old) > 0 {
@@ -408,11 +416,12 @@ func lostAnswers(t *testing.T, bin string, d time.Duration) (porcupine.CheckResu
 	var history []porcupine.Operation
 	start := time.Now()
 	var wg sync.WaitGroup
+	var retried atomic.Int64
 	for i := range 6 {
-		c := &linClient{id: i, proxy: via, direct: s, mu: &mu, history: &history, start: start}
+		c := &linClient{id: i, proxy: via, direct: s, mu: &mu, history: &history, start: start, retriedGrants: &retried}
 		wg.Go(func() { c.run(d, 300*time.Millisecond) })
 	}
-	waitGroup(t, &wg, d+time.Minute)
+	waitGroup(t, &wg, d+2*time.Minute)
 	var unknown, acquires, granted int
 	for _, op := range history {
 		o := op.Output.(linOutput)
@@ -434,8 +443,8 @@ func lostAnswers(t *testing.T, bin string, d time.Duration) (porcupine.CheckResu
 		}
 		explain(t, history, info)
 	}
-	return res, fmt.Sprintf("operations=%d unknown_outcomes=%d acquires=%d granted=%d answers_dropped=%d delayed=%d result=%s",
-		len(history), unknown, acquires, granted, p.dropped.Load(), p.delayed.Load(), res)
+	return res, fmt.Sprintf("operations=%d unknown_outcomes=%d acquires=%d granted=%d acquires_retried=%d answers_dropped=%d delayed=%d result=%s",
+		len(history), unknown, acquires, granted, retried.Load(), p.dropped.Load(), p.delayed.Load(), res)
 }
 
 // TestLostAnswers: with answers dropped and delayed after the server acted, and retries with
@@ -443,7 +452,7 @@ func lostAnswers(t *testing.T, bin string, d time.Duration) (porcupine.CheckResu
 func TestLostAnswers(t *testing.T) {
 	d := 3 * time.Second
 	if long() {
-		d = 30 * time.Second
+		d = 60 * time.Second
 	}
 	res, fig := lostAnswers(t, binary(t), d)
 	t.Log(fig)

@@ -26,7 +26,7 @@ func powerLoop(t *testing.T, bin string, n int) (*workload, int) {
 
 // TestPowerLoss: with synchronous=FULL no acknowledged operation is lost when the power goes.
 func TestPowerLoss(t *testing.T) {
-	w, unsynced := powerLoop(t, binary(t), cycles(3, 30))
+	w, unsynced := powerLoop(t, binary(t), cycles(3, 100))
 	t.Logf("files with unsynced data at the cuts: %d", unsynced)
 	w.report(t, "power loss")
 }
