@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/client"
+	"github.com/leasekeeper/leasekeeper/internal/testwait"
 )
 
 func TestAcquireAfterLongServerWaitIsUsable(t *testing.T) {
@@ -38,9 +39,30 @@ func TestWatchDeliversEventsInOrder(t *testing.T) {
 	c := newClient(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	got := make(chan client.Event, 10)
-	go c.Watch(ctx, "w.", func(e client.Event) error { got <- e; return nil })
-	time.Sleep(200 * time.Millisecond) // let the stream open: it starts at the newest event
+	got, probed := make(chan client.Event, 10), make(chan client.Event, 100)
+	go c.Watch(ctx, "w.", func(e client.Event) error {
+		if e.Name == "w.probe" {
+			probed <- e
+		} else {
+			got <- e
+		}
+		return nil
+	})
+	// The stream starts at the newest event: it is open once an event made after it arrives.
+	for open := false; !open; {
+		p, err := c.Acquire(ctx, "w.probe", client.AcquireOptions{TTL: 2 * time.Second, DisableKeepAlive: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Release(ctx)
+		select {
+		case <-probed:
+			open = true
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			t.Fatal("the watch stream did not open")
+		}
+	}
 	l, err := c.Acquire(ctx, "w.job", client.AcquireOptions{Holder: "a", TTL: 2 * time.Second, Metadata: map[string]any{"addr": "x:1"}, DisableKeepAlive: true})
 	if err != nil {
 		t.Fatal(err)
@@ -112,7 +134,7 @@ func startCandidate(t *testing.T, url, name string, releaseOnCancel bool) *candi
 			},
 		})
 	}()
-	t.Cleanup(func() { cancel(); <-cand.done })
+	t.Cleanup(func() { cancel(); testwait.Receive(t, cand.done, 10*time.Second) })
 	return cand
 }
 
@@ -149,7 +171,7 @@ func TestElection(t *testing.T) {
 			})
 
 			leader.cancel() // the leader goes away: dies (lease runs out) or steps down (release)
-			<-leader.done
+			testwait.Receive(t, leader.done, 10*time.Second)
 			var next *candidate
 			eventually(t, 5*time.Second, "a new leader", func() bool {
 				for _, c := range cands {
@@ -249,7 +271,7 @@ func TestElectionImperative(t *testing.T) {
 		}
 		won <- l
 	}()
-	if l := <-seen; l.Holder != "node-a" || l.Token != termA.Token() || l.Metadata["addr"] != "a:9000" {
+	if l := testwait.Receive(t, seen, 10*time.Second); l.Holder != "node-a" || l.Token != termA.Token() || l.Metadata["addr"] != "a:9000" {
 		t.Errorf("observed %+v, want node-a's term %d", l, termA.Token())
 	}
 	if got, err := b.Leader(ctx, "leader"); err != nil || got.Holder != "node-a" {
@@ -275,11 +297,11 @@ func TestElectionImperative(t *testing.T) {
 	if !isDone(termA.Context()) {
 		t.Error("a's term context still live after Resign")
 	}
-	termB := <-won
+	termB := testwait.Receive(t, won, 10*time.Second)
 	if termB == nil || termB.Token() <= termA.Token() {
 		t.Fatalf("b's term = %v, want a token above %d", termB, termA.Token())
 	}
-	if l := <-seen; l.Holder != "node-b" || l.Token != termB.Token() {
+	if l := testwait.Receive(t, seen, 10*time.Second); l.Holder != "node-b" || l.Token != termB.Token() {
 		t.Errorf("observed %+v, want node-b's term %d", l, termB.Token())
 	}
 	if err := eb.Resign(ctx); err != nil {
@@ -303,14 +325,14 @@ func TestElectObserveOnly(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Campaign = %v", err)
 	}
-	if l := <-seen; l.Holder != "node-1" || l.Token != term.Token() {
+	if l := testwait.Receive(t, seen, 10*time.Second); l.Holder != "node-1" || l.Token != term.Token() {
 		t.Errorf("observed %+v, want node-1", l)
 	}
 	if st, err := c.Get(ctx, "leader"); err != nil || st.Waiters != 0 || st.Holder != "node-1" {
 		t.Errorf("state = %+v, %v; want node-1 holding and nobody waiting", st, err)
 	}
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := testwait.Receive(t, done, 10*time.Second); !errors.Is(err, context.Canceled) {
 		t.Errorf("Elect(observe only) = %v, want context.Canceled", err)
 	}
 	term.Release(context.Background())

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekeeper/leasekeeper/internal/testwait"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/queue"
 	"github.com/leasekeeper/leasekeeper/store"
@@ -71,12 +72,13 @@ func TestFIFOOrderOfThreeWaiters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results := make([]chan result, 3)
-	for i := range results {
-		results[i] = make(chan result, 1)
+	// Every waiter answers on one channel, so that a grant out of order shows at once instead
+	// of leaving the test waiting for the waiter that should have been served.
+	granted := make(chan result, 3)
+	for i := range 3 {
 		go func() {
 			l, err := f.line.Acquire(ctx, params("job", fmt.Sprintf("w%d", i), time.Minute), time.Minute)
-			results[i] <- result{l, err}
+			granted <- result{l, err}
 		}()
 		waitFor(t, fmt.Sprintf("waiter %d in line", i), func() bool { return f.line.Waiters("job") == i+1 })
 	}
@@ -84,11 +86,11 @@ func TestFIFOOrderOfThreeWaiters(t *testing.T) {
 		t.Errorf("Acquire(no wait, others in line) = %v, want lease_held", err)
 	}
 	prev := first
-	for i := range results {
+	for i := range 3 {
 		if err := f.st.Release(ctx, "job", prev.ID); err != nil {
 			t.Fatalf("Release(%s) = %v", prev.Holder, err)
 		}
-		r := <-results[i]
+		r := testwait.Receive(t, granted, 5*time.Second)
 		if r.err != nil || r.l.Holder != fmt.Sprintf("w%d", i) {
 			t.Fatalf("grant %d = %+v, %v; want w%d (first come first served)", i, r.l, r.err, i)
 		}
@@ -138,7 +140,7 @@ func TestCancelledWaiterLeavesLine(t *testing.T) {
 	}()
 	waitFor(t, "the waiter in line", func() bool { return f.line.Waiters("job") == 1 })
 	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
+	if err := testwait.Receive(t, done, 5*time.Second); !errors.Is(err, context.Canceled) {
 		t.Errorf("Acquire(cancelled) = %v, want context.Canceled", err)
 	}
 	if n := f.line.Waiters("job"); n != 0 {
@@ -198,7 +200,7 @@ func TestLimits(t *testing.T) {
 				t.Errorf("Acquire(line full) = %v, want too_many_waiters", err)
 			}
 			cancel()
-			<-done
+			testwait.Receive(t, done, 5*time.Second)
 		})
 	}
 }

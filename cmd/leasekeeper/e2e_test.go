@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"github.com/leasekeeper/leasekeeper/service/servicetest"
 	"io"
 	"net"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/internal/testwait"
 )
 
 // lockedBuffer is a bytes.Buffer safe for the server goroutine to write while a test reads.
@@ -164,13 +166,18 @@ func TestServeEndToEnd(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPut, s.url+"/v1/resources/report", pr)
 	req.Header.Set("Fencing-Token", strconv.FormatInt(b.JSON200.Token, 10))
 	req.Header.Set("Content-Type", "text/plain")
+	// With Expect: 100-continue the body is sent only once the handler reads it: the write of
+	// the first half returns when the request is in the server's hands.
+	req.Header.Set("Expect", "100-continue")
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: servicetest.BearerTransport{Key: testAdminKey,
+		Next: &http.Transport{ExpectContinueTimeout: time.Minute}}}
 	type answer struct {
 		status int
 		err    error
 	}
 	answered := make(chan answer, 1)
 	go func() {
-		resp, err := s.hc.Do(req)
+		resp, err := hc.Do(req)
 		if err != nil {
 			answered <- answer{0, err}
 			return
@@ -182,10 +189,9 @@ func TestServeEndToEnd(t *testing.T) {
 	if _, err := pw.Write([]byte("first half, ")); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // let the server start the handler
 	stopped := make(chan error, 1)
 	go func() { stopped <- s.shutdown(t) }()
-	time.Sleep(200 * time.Millisecond)
+	waitLog(t, s.stderr, "shutting down", 10*time.Second)
 	select {
 	case err := <-stopped:
 		t.Fatalf("run returned %v with a request in flight, want it to wait", err)
@@ -193,10 +199,10 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 	pw.Write([]byte("second half"))
 	pw.Close()
-	if got := <-answered; got.err != nil || got.status != http.StatusOK {
+	if got := testwait.Receive(t, answered, 10*time.Second); got.err != nil || got.status != http.StatusOK {
 		t.Errorf("in-flight PUT = %d, %v; want 200 after shutdown began", got.status, got.err)
 	}
-	if err := <-stopped; err != nil {
+	if err := testwait.Receive(t, stopped, 15*time.Second); err != nil {
 		t.Errorf("run() after cancel = %v, want nil (clean shutdown); stderr:\n%s", err, s.stderr)
 	}
 	if _, err := s.hc.Get(s.url + "/healthz"); err == nil {
@@ -302,4 +308,15 @@ func TestUsageErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// waitLog waits until the log holds text.
+func waitLog(t *testing.T, log fmt.Stringer, text string, d time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if strings.Contains(log.String(), text) {
+			return
+		}
+	}
+	t.Fatalf("no %q in the log after %v:\n%s", text, d, log)
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasekeeper/leasekeeper/internal/testwait"
 )
 
 // TestShutdownEndsLongRequests: an open watch stream and a request waiting in line do not hold
@@ -45,7 +47,7 @@ func TestShutdownEndsLongRequests(t *testing.T) {
 		resp.Body.Close()
 		waiter <- resp.StatusCode
 	}()
-	time.Sleep(300 * time.Millisecond) // let the waiter join the line
+	waitWaiters(t, s, "job", 1)
 
 	start := time.Now()
 	if err := s.shutdown(t); err != nil {
@@ -59,7 +61,19 @@ func TestShutdownEndsLongRequests(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("the watch stream was not ended by the shutdown")
 	}
-	if code := <-waiter; code != http.StatusServiceUnavailable {
+	if code := testwait.Receive(t, waiter, 10*time.Second); code != http.StatusServiceUnavailable {
 		t.Errorf("waiter = %d, want 503 (the server is shutting down)", code)
 	}
+}
+
+// waitWaiters waits until n acquires wait in name's line (the lease state's waiters).
+func waitWaiters(t *testing.T, s *served, name string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		r, err := s.c.GetLeaseWithResponse(context.Background(), name)
+		if err == nil && r.JSON200 != nil && r.JSON200.Waiters >= n {
+			return
+		}
+	}
+	t.Fatalf("fewer than %d waiters in line for %s after 10 s", n, name)
 }
