@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 )
@@ -111,21 +109,7 @@ func TestMemoryMatchesDatabase(t *testing.T) {
 		t.Errorf("no operation failed on a full disk: the test does not reach the rollbacks")
 	}
 
-	s.lock <- struct{}{}
-	defer func() { <-s.lock }()
-	live := s.mem
-	if err := s.load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for o, n := range live.owners {
-		if n == 0 {
-			delete(live.owners, o)
-		}
-	}
-	opt := cmp.AllowUnexported(mem{}, cur{}, fenceRow{})
-	if diff := cmp.Diff(s.mem, live, opt); diff != "" {
-		t.Errorf("the writer's memory differs from the database (-database +memory):\n%s", diff)
-	}
+	live := checkMemory(t, s)
 	if len(live.names) == 0 || len(live.fences) == 0 {
 		t.Errorf("memory holds %d names and %d fences, want some of each", len(live.names), len(live.fences))
 	}

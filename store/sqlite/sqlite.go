@@ -42,6 +42,10 @@ type Options struct {
 	// MaxPageCount caps the database file at this many pages (SQLite's max_page_count) on
 	// the writer connection; writes beyond it fail as on a full disk. 0 leaves SQLite's cap.
 	MaxPageCount int
+	// Fault, when set, is asked before each step of a write ("begin", "exec" for every
+	// statement, "commit") and a non-nil answer makes that step fail with it, as a failing
+	// disk would (an fsync error surfaces as COMMIT's). For fault-injection tests only.
+	Fault func(step string) error
 }
 
 // Store is the SQLite store.
@@ -53,6 +57,7 @@ type Store struct {
 	log      *slog.Logger
 
 	onBatch func(ops int, took time.Duration, committed bool)
+	fault   func(step string) error
 	stmts   [numStmts]*sql.Stmt
 
 	lock    chan struct{} // the writer lock: held from BEGIN to the end of the commit
@@ -107,7 +112,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(8)
-	s := &Store{w: w, r: r, onCommit: opts.OnCommit, onBatch: opts.OnBatch, log: log, lock: make(chan struct{}, 1)}
+	s := &Store{w: w, r: r, onCommit: opts.OnCommit, onBatch: opts.OnBatch, fault: opts.Fault, log: log, lock: make(chan struct{}, 1)}
 	if err := s.start(ctx, path, opts.Clock); err != nil {
 		w.Close()
 		r.Close()
@@ -219,7 +224,18 @@ type batchTx struct {
 // exec runs a prepared statement inside the batch's transaction; binding a statement prepared
 // on the writer's pool to the transaction reuses its preparation (the pool has one connection).
 func (t *txn) exec(ctx context.Context, id stmtID, args ...any) (sql.Result, error) {
+	if err := t.s.inject("exec"); err != nil {
+		return nil, err
+	}
 	return t.stmt(ctx, id).ExecContext(ctx, args...)
+}
+
+// inject returns the fault Options.Fault injects at step, if any.
+func (s *Store) inject(step string) error {
+	if s.fault == nil {
+		return nil
+	}
+	return s.fault(step)
 }
 
 func (t *txn) queryRow(ctx context.Context, id stmtID, args ...any) *sql.Row {
@@ -368,7 +384,11 @@ func failed(err error) bool {
 // true. Without savepoints, it stops at the first operation that failed, rolls everything back
 // and asks for a retry.
 func (s *Store) runBatch(batch []*op, savepoints bool) (committed, retry bool) {
-	tx, err := s.w.BeginTx(context.Background(), nil)
+	err := s.inject("begin")
+	var tx *sql.Tx
+	if err == nil {
+		tx, err = s.w.BeginTx(context.Background(), nil)
+	}
 	if err != nil {
 		for _, o := range batch {
 			o.err = fmt.Errorf("begin: %w", w(err))
@@ -455,7 +475,11 @@ func (s *Store) runBatch(batch []*op, savepoints bool) (committed, retry bool) {
 			return false, false
 		}
 	}
-	if err := tx.Commit(); err != nil {
+	err = s.inject("commit")
+	if err == nil {
+		err = tx.Commit()
+	}
+	if err != nil {
 		fail(fmt.Errorf("commit: %w", w(err)))
 		return false, false
 	}

@@ -687,17 +687,39 @@ func testResourceConcurrent(t *testing.T, e *env) {
 	e.acquire("issuer", "w", time.Second) // issues a token above all those written below
 	var wg sync.WaitGroup
 	const writers = 16
+	var mu sync.Mutex
+	applied := map[int64]int64{} // version → token of each accepted write
 	for i := range writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for j := range 5 {
 				tok := int64((j*writers+i*7)%80 + 1)
-				e.put("shared", tok, "", fmt.Sprint(tok))
+				if r, err := e.put("shared", tok, "", fmt.Sprint(tok)); err == nil {
+					mu.Lock()
+					if prev, dup := applied[r.Version]; dup {
+						t.Errorf("two writes answered version %d (tokens %d and %d)", r.Version, prev, tok)
+					}
+					applied[r.Version] = tok
+					mu.Unlock()
+				}
 			}
 		}()
 	}
 	wg.Wait()
+	// In version order, the accepted writes' tokens never go down (invariant 7).
+	var last int64
+	for v := int64(1); v <= int64(len(applied)); v++ {
+		tok, ok := applied[v]
+		if !ok {
+			t.Errorf("no accepted write answered version %d of %d", v, len(applied))
+			continue
+		}
+		if tok < last {
+			t.Errorf("version %d applied token %d after token %d", v, tok, last)
+		}
+		last = tok
+	}
 	r, err := e.s.GetResource(e.ctx, "shared")
 	if err != nil {
 		t.Fatal(err)
