@@ -93,7 +93,7 @@ func TestWallClockBehindHighWaterMark(t *testing.T) {
 func TestMonotonicOffsets(t *testing.T) {
 	bin := binary(t)
 	if out, err := exec.Command("unshare", "--time", "--fork", "--monotonic=1", "true").CombinedOutput(); err != nil {
-		t.Skipf("SKIP: time namespaces unavailable (needs root and unshare --time): %v %s", err, out)
+		skipUnlessRequired(t, fmt.Sprintf("time namespaces unavailable (needs root and unshare --time): %v %s", err, out))
 	}
 	up, err := uptime()
 	if err != nil {

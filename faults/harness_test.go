@@ -60,6 +60,16 @@ func moduleRoot(t testing.TB) string {
 	return strings.TrimSpace(string(out))
 }
 
+// skipUnlessRequired skips a test whose machine lacks what it needs, loudly, unless
+// LEASEKEEPER_FAULT_TESTS=required (as in CI), where it fails instead.
+func skipUnlessRequired(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("LEASEKEEPER_FAULT_TESTS") == "required" {
+		t.Fatalf("LEASEKEEPER_FAULT_TESTS=required, but: %s", why)
+	}
+	t.Skipf("SKIP %s (set LEASEKEEPER_FAULT_TESTS=required to make this a failure)", why)
+}
+
 // binary builds cmd/leasekeeper once per set of mutations and returns its path.
 func binary(t testing.TB, muts ...mutation) string {
 	t.Helper()

@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"sync"
 	"syscall"
@@ -211,10 +212,10 @@ func (f *file) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn
 func mountDisk(t testing.TB, dir string, d *disk) func() {
 	t.Helper()
 	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skipf("SKIP power-loss test: %v", err)
+		skipUnlessRequired(t, fmt.Sprintf("power-loss test: %v", err))
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("SKIP power-loss test: mounting the test filesystem directly needs root")
+		skipUnlessRequired(t, "power-loss test: mounting the test filesystem directly needs root")
 	}
 	srv, err := fs.Mount(dir, d, &fs.Options{MountOptions: fuse.MountOptions{
 		DirectMountStrict: true, FsName: "powerloss", Name: "powerloss", MaxWrite: 1 << 20}})
