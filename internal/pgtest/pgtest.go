@@ -1,0 +1,209 @@
+// Package pgtest gives tests a PostgreSQL server: the one LEASEKEEPER_TEST_POSTGRES names, or a
+// throwaway cluster (initdb and pg_ctl, in a temporary folder, reached only by its unix socket)
+// that lives as long as the test binary. Each test gets a fresh database on it.
+//
+// Without PostgreSQL the tests skip, saying so, unless LEASEKEEPER_POSTGRES_TESTS=required
+// (CI), where they fail.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Server is a PostgreSQL server for tests.
+type Server struct {
+	url  string // of the maintenance database
+	stop func()
+	skip string // why there is no server
+}
+
+// Main starts a server for the test binary, runs the tests and stops it. Call it from TestMain:
+//
+//	func TestMain(m *testing.M) { pgtest.Main(m, &srv) }
+func Main(m *testing.M, srv **Server) {
+	s := start()
+	*srv = s
+	code := m.Run()
+	if s.stop != nil {
+		s.stop()
+	}
+	os.Exit(code)
+}
+
+// Required reports whether the environment requires the PostgreSQL tests to run (CI).
+func Required() bool { return os.Getenv("LEASEKEEPER_POSTGRES_TESTS") == "required" }
+
+// NewDatabase makes a fresh, empty database for t and returns its URL; the database is dropped
+// when t ends. It skips t (or fails it, when required) without a server.
+func (s *Server) NewDatabase(t testing.TB) string {
+	t.Helper()
+	if s == nil || s.url == "" {
+		why := "no PostgreSQL server"
+		if s != nil {
+			why = s.skip
+		}
+		if Required() {
+			t.Fatalf("PostgreSQL tests are required (LEASEKEEPER_POSTGRES_TESTS=required): %s", why)
+		}
+		t.Skipf("SKIPPED: PostgreSQL tests need a server: %s (set LEASEKEEPER_TEST_POSTGRES, or install PostgreSQL)", why)
+	}
+	var b [6]byte
+	rand.Read(b[:])
+	name := "lk_test_" + hex.EncodeToString(b[:])
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.url)
+	if err != nil {
+		t.Fatalf("connect to the test server: %v", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+name); err != nil {
+		t.Fatalf("create test database: %v", err)
+	}
+	t.Cleanup(func() {
+		conn, err := pgx.Connect(ctx, s.url)
+		if err != nil {
+			return
+		}
+		defer conn.Close(ctx)
+		conn.Exec(ctx, `DROP DATABASE IF EXISTS `+name+` WITH (FORCE)`)
+	})
+	return withDatabase(s.url, name)
+}
+
+// URL returns the URL of the server's maintenance database (empty without a server).
+func (s *Server) URL() string { return s.url }
+
+func withDatabase(base, name string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		panic(err) // made by this package or checked at start
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func start() *Server {
+	if u := os.Getenv("LEASEKEEPER_TEST_POSTGRES"); u != "" {
+		if _, err := url.Parse(u); err != nil {
+			return &Server{skip: "LEASEKEEPER_TEST_POSTGRES: " + err.Error()}
+		}
+		return &Server{url: u}
+	}
+	bin, err := findBin()
+	if err != nil {
+		return &Server{skip: err.Error()}
+	}
+	s, err := startCluster(bin)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: cannot start a throwaway PostgreSQL: %v\n", err)
+		return &Server{skip: err.Error()}
+	}
+	return s
+}
+
+// findBin finds the folder of initdb, pg_ctl and postgres: on PATH, or in Debian's place.
+func findBin() (string, error) {
+	if p, err := exec.LookPath("pg_ctl"); err == nil {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Dir(r), nil
+		}
+	}
+	found, _ := filepath.Glob("/usr/lib/postgresql/*/bin/pg_ctl")
+	if len(found) == 0 {
+		return "", errors.New("pg_ctl not found (Debian: apt-get install postgresql)")
+	}
+	return filepath.Dir(found[len(found)-1]), nil
+}
+
+// startCluster makes a cluster in a temporary folder and starts it, as the postgres user when
+// run as root (PostgreSQL refuses to run as root). It listens only on a unix socket in that
+// folder, so nobody else on the machine reaches its trust authentication.
+func startCluster(bin string) (*Server, error) {
+	dir, err := os.MkdirTemp("", "lk-pg-")
+	if err != nil {
+		return nil, err
+	}
+	run := func(name string, args ...string) *exec.Cmd { return exec.Command(filepath.Join(bin, name), args...) }
+	if os.Geteuid() == 0 {
+		u, err := user.Lookup("postgres")
+		if err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("running as root needs a postgres user: %w", err)
+		}
+		uid, _ := strconv.Atoi(u.Uid)
+		gid, _ := strconv.Atoi(u.Gid)
+		if err := os.Chown(dir, uid, gid); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		run = func(name string, args ...string) *exec.Cmd {
+			return exec.Command("runuser", append([]string{"-u", "postgres", "--", filepath.Join(bin, name)}, args...)...)
+		}
+	}
+	data := filepath.Join(dir, "data")
+	if out, err := run("initdb", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("initdb: %v: %s", err, out)
+	}
+	port, err := freePort()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	// Durability settings off: the cluster is thrown away with the test binary.
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses= -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300", port, dir)
+	stop := func() {
+		run("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop").Run()
+		os.RemoveAll(dir)
+	}
+	if out, err := run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start").CombinedOutput(); err != nil {
+		log, _ := os.ReadFile(filepath.Join(dir, "log"))
+		stop()
+		return nil, fmt.Errorf("pg_ctl start: %v: %s\n%s", err, out, log)
+	}
+	u := fmt.Sprintf("postgres://postgres@/postgres?host=%s&port=%d", url.QueryEscape(dir), port)
+	if err := ping(u); err != nil {
+		stop()
+		return nil, err
+	}
+	return &Server{url: u, stop: stop}, nil
+}
+
+func ping(u string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		return fmt.Errorf("connect to the throwaway cluster: %w", err)
+	}
+	return conn.Close(ctx)
+}
+
+// freePort returns a TCP port free now: the cluster names its socket after it, and a port of
+// its own keeps it apart from any other cluster on the machine.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// Bin returns the folder of the PostgreSQL programs (pg_dump, psql), for tests that run them.
+func Bin() (string, error) { return findBin() }
