@@ -19,30 +19,37 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 )
 
-// Server is a PostgreSQL server for tests.
+// Server is a PostgreSQL server for tests, started on first use.
 type Server struct {
+	once sync.Once
 	url  string // of the maintenance database
 	stop func()
 	skip string // why there is no server
 }
 
-// Main starts a server for the test binary, runs the tests and stops it. Call it from TestMain:
+// Main runs the tests with srv, a server started by the first test that needs one, and stops it
+// at the end. Call it from TestMain:
 //
-//	func TestMain(m *testing.M) { pgtest.Main(m, &srv) }
-func Main(m *testing.M, srv **Server) {
-	s := start()
-	*srv = s
+//	var srv = new(pgtest.Server)
+//	func TestMain(m *testing.M) { pgtest.Main(m, srv) }
+func Main(m *testing.M, srv *Server) {
 	code := m.Run()
+	srv.Stop()
+	os.Exit(code)
+}
+
+// Stop stops the throwaway cluster, if one was started, and removes its folder.
+func (s *Server) Stop() {
 	if s.stop != nil {
 		s.stop()
 	}
-	os.Exit(code)
 }
 
 // Required reports whether the environment requires the PostgreSQL tests to run (CI).
@@ -52,15 +59,12 @@ func Required() bool { return os.Getenv("LEASEKEEPER_POSTGRES_TESTS") == "requir
 // when t ends. It skips t (or fails it, when required) without a server.
 func (s *Server) NewDatabase(t testing.TB) string {
 	t.Helper()
-	if s == nil || s.url == "" {
-		why := "no PostgreSQL server"
-		if s != nil {
-			why = s.skip
-		}
+	s.once.Do(s.start)
+	if s.url == "" {
 		if Required() {
-			t.Fatalf("PostgreSQL tests are required (LEASEKEEPER_POSTGRES_TESTS=required): %s", why)
+			t.Fatalf("PostgreSQL tests are required (LEASEKEEPER_POSTGRES_TESTS=required): %s", s.skip)
 		}
-		t.Skipf("SKIPPED: PostgreSQL tests need a server: %s (set LEASEKEEPER_TEST_POSTGRES, or install PostgreSQL)", why)
+		t.Skipf("SKIPPED: PostgreSQL tests need a server: %s (set LEASEKEEPER_TEST_POSTGRES, or install PostgreSQL)", s.skip)
 	}
 	var b [6]byte
 	rand.Read(b[:])
@@ -97,23 +101,24 @@ func withDatabase(base, name string) string {
 	return u.String()
 }
 
-func start() *Server {
+func (s *Server) start() {
 	if u := os.Getenv("LEASEKEEPER_TEST_POSTGRES"); u != "" {
 		if _, err := url.Parse(u); err != nil {
-			return &Server{skip: "LEASEKEEPER_TEST_POSTGRES: " + err.Error()}
+			s.skip = "LEASEKEEPER_TEST_POSTGRES: " + err.Error()
+			return
 		}
-		return &Server{url: u}
+		s.url = u
+		return
 	}
 	bin, err := findBin()
 	if err != nil {
-		return &Server{skip: err.Error()}
+		s.skip = err.Error()
+		return
 	}
-	s, err := startCluster(bin)
-	if err != nil {
+	if s.url, s.stop, err = startCluster(bin); err != nil {
 		fmt.Fprintf(os.Stderr, "pgtest: cannot start a throwaway PostgreSQL: %v\n", err)
-		return &Server{skip: err.Error()}
+		s.skip = err.Error()
 	}
-	return s
 }
 
 // findBin finds the folder of initdb, pg_ctl and postgres: on PATH, or in Debian's place.
@@ -133,23 +138,23 @@ func findBin() (string, error) {
 // startCluster makes a cluster in a temporary folder and starts it, as the postgres user when
 // run as root (PostgreSQL refuses to run as root). It listens only on a unix socket in that
 // folder, so nobody else on the machine reaches its trust authentication.
-func startCluster(bin string) (*Server, error) {
+func startCluster(bin string) (u string, stop func(), err error) {
 	dir, err := os.MkdirTemp("", "lk-pg-")
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	run := func(name string, args ...string) *exec.Cmd { return exec.Command(filepath.Join(bin, name), args...) }
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
 			os.RemoveAll(dir)
-			return nil, fmt.Errorf("running as root needs a postgres user: %w", err)
+			return "", nil, fmt.Errorf("running as root needs a postgres user: %w", err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
 		if err := os.Chown(dir, uid, gid); err != nil {
 			os.RemoveAll(dir)
-			return nil, err
+			return "", nil, err
 		}
 		run = func(name string, args ...string) *exec.Cmd {
 			return exec.Command("runuser", append([]string{"-u", "postgres", "--", filepath.Join(bin, name)}, args...)...)
@@ -158,30 +163,30 @@ func startCluster(bin string) (*Server, error) {
 	data := filepath.Join(dir, "data")
 	if out, err := run("initdb", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("initdb: %v: %s", err, out)
+		return "", nil, fmt.Errorf("initdb: %v: %s", err, out)
 	}
 	port, err := freePort()
 	if err != nil {
 		os.RemoveAll(dir)
-		return nil, err
+		return "", nil, err
 	}
 	// Durability settings off: the cluster is thrown away with the test binary.
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses= -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300", port, dir)
-	stop := func() {
+	stop = func() {
 		run("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop").Run()
 		os.RemoveAll(dir)
 	}
 	if out, err := run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start").CombinedOutput(); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "log"))
 		stop()
-		return nil, fmt.Errorf("pg_ctl start: %v: %s\n%s", err, out, log)
+		return "", nil, fmt.Errorf("pg_ctl start: %v: %s\n%s", err, out, log)
 	}
-	u := fmt.Sprintf("postgres://postgres@/postgres?host=%s&port=%d", url.QueryEscape(dir), port)
+	u = fmt.Sprintf("postgres://postgres@/postgres?host=%s&port=%d", url.QueryEscape(dir), port)
 	if err := ping(u); err != nil {
 		stop()
-		return nil, err
+		return "", nil, err
 	}
-	return &Server{url: u, stop: stop}, nil
+	return u, stop, nil
 }
 
 func ping(u string) error {

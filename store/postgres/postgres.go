@@ -57,9 +57,14 @@ type Store struct {
 	clock    lease.Clock
 	onCommit func([]lease.Event)
 	log      *slog.Logger
-	// pubMu is held from taking the event seq to the end of OnCommit: the database's seq lock
-	// already serializes those steps, so this only keeps this replica's OnCommit in seq order.
-	pubMu sync.Mutex
+	// pubMu is held from taking the event seq to the end of OnCommit (the database's seq lock
+	// serializes those steps anyway), and while the listener publishes other replicas' events:
+	// OnCommit sees every event once, in seq order, without gaps.
+	pubMu     sync.Mutex
+	published int64 // the last seq handed to OnCommit
+
+	stopListen context.CancelFunc
+	listening  chan struct{} // closed when the listener has stopped
 }
 
 // Open connects to the database at url (postgres:// or postgresql://), applies the migrations
@@ -118,6 +123,14 @@ func (s *Store) start(ctx context.Context) error {
 	if _, _, err := s.ExpireDue(ctx); err != nil {
 		return err
 	}
+	if s.onCommit != nil {
+		if s.published, err = s.LatestSeq(ctx); err != nil {
+			return err
+		}
+		lctx, stop := context.WithCancel(context.Background())
+		s.stopListen, s.listening = stop, make(chan struct{})
+		go s.listen(lctx)
+	}
 	return nil
 }
 
@@ -133,8 +146,12 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the connection pool.
+// Close stops the listener and closes the connection pool.
 func (s *Store) Close() error {
+	if s.stopListen != nil {
+		s.stopListen()
+		<-s.listening
+	}
 	s.pool.Close()
 	return nil
 }
@@ -231,7 +248,7 @@ func (s *Store) try(ctx context.Context, fn func(context.Context, *txn) error) e
 		return fmt.Errorf("commit: %w", err)
 	}
 	if s.onCommit != nil {
-		s.onCommit(t.events)
+		s.publish(context.WithoutCancel(ctx), t.events)
 	}
 	return result
 }

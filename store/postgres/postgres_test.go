@@ -11,9 +11,9 @@ import (
 	"github.com/leasekeeper/leasekeeper/store/storetest"
 )
 
-var srv *pgtest.Server
+var srv = new(pgtest.Server)
 
-func TestMain(m *testing.M) { pgtest.Main(m, &srv) }
+func TestMain(m *testing.M) { pgtest.Main(m, srv) }
 
 // open opens a store on url, closed when t ends; clock nil decides by the database's clock.
 func open(t *testing.T, url string, clock lease.Clock, opts postgres.Options) *postgres.Store {

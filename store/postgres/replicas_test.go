@@ -178,3 +178,69 @@ func TestUnreachable(t *testing.T) {
 		t.Errorf("Open(unreachable) = %v, want code unavailable", err)
 	}
 }
+
+// collector keeps the events a store's OnCommit was given.
+type collector struct {
+	mu   sync.Mutex
+	seqs []int64
+}
+
+func (c *collector) observe(evs []lease.Event) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range evs {
+		c.seqs = append(c.seqs, e.Seq)
+	}
+}
+
+func (c *collector) snapshot() []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]int64(nil), c.seqs...)
+}
+
+// TestOnCommitSeesEveryReplica: each replica's commit hook (which feeds its watchers and its
+// line of waiters) is given every replica's events, once each, in seq order.
+func TestOnCommitSeesEveryReplica(t *testing.T) {
+	url := srv.NewDatabase(t)
+	cs := []*collector{{}, {}}
+	replicas := []*postgres.Store{
+		open(t, url, nil, postgres.Options{OnCommit: cs[0].observe}),
+		open(t, url, nil, postgres.Options{OnCommit: cs[1].observe}),
+	}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for g := range 6 {
+		s := replicas[g%2]
+		wg.Go(func() {
+			for i := range 20 {
+				l, err := s.Acquire(ctx, store.AcquireParams{Name: fmt.Sprintf("n%d-%d", g, i), Holder: "w", TTL: time.Minute})
+				if err != nil {
+					t.Errorf("Acquire() = %v", err)
+					return
+				}
+				s.Release(ctx, l.Name, l.ID)
+			}
+		})
+	}
+	wg.Wait()
+	want := 6 * 20 * 2
+	deadline := time.Now().Add(10 * time.Second)
+	for i, c := range cs {
+		var got []int64
+		for {
+			if got = c.snapshot(); len(got) >= want || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if len(got) != want {
+			t.Errorf("replica %d was given %d events, want %d", i, len(got), want)
+		}
+		for j, seq := range got {
+			if seq != int64(j+1) {
+				t.Fatalf("replica %d was given seq %d at position %d, want %d (every seq once, in order)", i, seq, j, j+1)
+			}
+		}
+	}
+}

@@ -1,0 +1,98 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+)
+
+// Every replica's OnCommit sees every replica's events, in seq order: its own right after their
+// commit, and the others' when a NOTIFY (sent by each commit that recorded events) wakes its
+// listener, which reads them from the events table by seq. Seqs become visible in order (see
+// insertEvents), so reading up to the newest committed seq never leaves a hole behind.
+
+// publish hands this replica's just-committed events to OnCommit, after any other replica's
+// events that came before them and were not published yet. s.pubMu is held.
+func (s *Store) publish(ctx context.Context, evs []lease.Event) {
+	if err := s.fill(ctx, evs[0].Seq); err != nil {
+		s.log.Warn("read other replicas' events", "err", err)
+	}
+	s.onCommit(evs)
+	s.published = evs[len(evs)-1].Seq
+}
+
+// fill hands OnCommit the committed events with seqs after the last published and before
+// before, oldest first. s.pubMu is held.
+func (s *Store) fill(ctx context.Context, before int64) error {
+	const page = 1000
+	for s.published+1 < before {
+		rows, err := s.pool.Query(ctx, `SELECT `+eventCols+` FROM events WHERE seq > $1 AND seq < $2 ORDER BY seq LIMIT $3`,
+			s.published, before, page)
+		if err != nil {
+			return translate(err)
+		}
+		evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (lease.Event, error) { return scanEvent(r) })
+		if err != nil {
+			return translate(err)
+		}
+		if len(evs) == 0 {
+			return nil
+		}
+		s.onCommit(evs)
+		s.published = evs[len(evs)-1].Seq
+		if len(evs) < page {
+			return nil
+		}
+	}
+	return nil
+}
+
+// catchUp publishes every committed event not published yet.
+func (s *Store) catchUp(ctx context.Context) error {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	return s.fill(ctx, math.MaxInt64)
+}
+
+// listen keeps a connection that LISTENs for other replicas' commits until ctx ends,
+// reconnecting after a failure; after each (re)connection it catches up, so a notification
+// missed while disconnected loses nothing.
+func (s *Store) listen(ctx context.Context) {
+	defer close(s.listening)
+	for {
+		err := s.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("listening for other replicas' events; reconnecting", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `LISTEN `+Channel); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	for {
+		if err := s.catchUp(ctx); err != nil {
+			return fmt.Errorf("catch up: %w", err)
+		}
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return fmt.Errorf("wait: %w", err)
+		}
+	}
+}
