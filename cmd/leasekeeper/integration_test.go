@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 )
 
 // binDir holds the leasekeeper binary of the integration tests; TestMain removes it.
@@ -32,12 +33,16 @@ var (
 	binaryBuildErrOutput []byte
 )
 
+// pg is the PostgreSQL server of the tests that serve on PostgreSQL, started by the first.
+var pg = new(pgtest.Server)
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
+	pg.Stop()
 	os.Exit(code)
 }
 
