@@ -61,20 +61,23 @@ func TestDatabaseClock(t *testing.T) {
 	}
 }
 
-// TestReplicasContend: clients on two replicas (stores on one database, deciding by its
+// TestReplicasContend: 48 clients on three replicas (stores on one database, deciding by its
 // clock) contend on a few names with short leases; every name's history has strictly growing
 // tokens and no overlap, and tokens grow across names in seq order too.
 func TestReplicasContend(t *testing.T) {
 	url := srv.NewDatabase(t)
-	replicas := []*postgres.Store{open(t, url, nil, postgres.Options{}), open(t, url, nil, postgres.Options{})}
+	var replicas []*postgres.Store
+	for range 3 {
+		replicas = append(replicas, open(t, url, nil, postgres.Options{}))
+	}
 	ctx := context.Background()
 	names := []string{"x", "y", "z"}
 	var grants atomic.Int64
 	var wg sync.WaitGroup
-	for g := range 16 {
+	for g := range 48 {
 		s := replicas[g%len(replicas)]
 		wg.Go(func() {
-			for i := range 30 {
+			for i := range 15 {
 				name := names[(g+i)%len(names)]
 				l, err := s.Acquire(ctx, store.AcquireParams{Name: name, Holder: fmt.Sprintf("g%d", g), TTL: 20 * time.Millisecond})
 				if err != nil {
