@@ -83,15 +83,23 @@ func deref(s *string) string {
 	return *s
 }
 
-// lockName locks name's row (making it if the name was never used) and reads its current grant,
-// locked too; ok is false while the name has no grant. The name's row is its lock: acquire,
-// revoke and fenced writes naming the lease take it first, so they decide one at a time.
-func lockName(ctx context.Context, t *txn, name string) (g grant, ok bool, err error) {
-	if _, err := t.tx.Exec(ctx, `INSERT INTO names (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, name); err != nil {
-		return grant{}, false, fmt.Errorf("lock lease %q: %w", name, err)
+// lockName locks name's row and reads its current grant, locked too; ok is false while the
+// name has no grant. The name's row is its lock: acquire, revoke and fenced writes naming the
+// lease take it first, so they decide one at a time. With create, a name never used gets its
+// row (acquire); without, it stays unlocked and unknown: nothing can be decided on it that a
+// concurrent first acquire would change.
+func lockName(ctx context.Context, t *txn, name string, create bool) (g grant, ok bool, err error) {
+	if create {
+		if _, err := t.tx.Exec(ctx, `INSERT INTO names (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, name); err != nil {
+			return grant{}, false, fmt.Errorf("lock lease %q: %w", name, err)
+		}
 	}
 	var token *int64
-	if err := t.tx.QueryRow(ctx, `SELECT token FROM names WHERE name = $1 FOR UPDATE`, name).Scan(&token); err != nil {
+	err = t.tx.QueryRow(ctx, `SELECT token FROM names WHERE name = $1 FOR UPDATE`, name).Scan(&token)
+	if errors.Is(err, pgx.ErrNoRows) && !create {
+		return grant{}, false, nil
+	}
+	if err != nil {
 		return grant{}, false, fmt.Errorf("lock lease %q: %w", name, err)
 	}
 	if token == nil {
@@ -155,7 +163,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 				return err
 			}
 		}
-		g, ok, err := lockName(ctx, t, p.Name)
+		g, ok, err := lockName(ctx, t, p.Name, true)
 		if err != nil {
 			return err
 		}
@@ -348,7 +356,7 @@ func (s *Store) Release(ctx context.Context, name, id string) error {
 // Revoke ends the current lease on name. See store.Store.
 func (s *Store) Revoke(ctx context.Context, name string, token int64, actor string) error {
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
-		g, ok, err := lockName(ctx, t, name)
+		g, ok, err := lockName(ctx, t, name, false)
 		if err != nil {
 			return err
 		}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
@@ -18,28 +17,15 @@ import (
 func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.Resource, error) {
 	var out lease.Resource
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
-		var fence, version int64
-		err := t.tx.QueryRow(ctx, `SELECT fence, version FROM resources WHERE name = $1 FOR UPDATE`, wr.Name).Scan(&fence, &version)
-		if errors.Is(err, pgx.ErrNoRows) {
-			// A new resource: the first writers of a name meet at its primary key, and the
-			// one that waited locks the row the other made.
-			var tag pgconn.CommandTag
-			if tag, err = t.tx.Exec(ctx, `INSERT INTO resources (name, fence, version, value, content_type, updated_at)
-				VALUES ($1, 0, 0, '', '', 0) ON CONFLICT (name) DO NOTHING`, wr.Name); err != nil {
-				return fmt.Errorf("make resource: %w", err)
-			}
-			if tag.RowsAffected() == 0 {
-				err = t.tx.QueryRow(ctx, `SELECT fence, version FROM resources WHERE name = $1 FOR UPDATE`, wr.Name).Scan(&fence, &version)
-			}
-		}
+		fence, version, err := lockResource(ctx, t, wr.Name)
 		if err != nil {
-			return fmt.Errorf("lock resource: %w", err)
+			return err
 		}
 		fw := lease.FencedWrite{Resource: wr.Name, Token: wr.Token, Fence: fence, LeaseName: wr.LeaseName}
 		var leaseGrant grant
 		if wr.LeaseName != "" {
 			var ok bool
-			if leaseGrant, ok, err = lockName(ctx, t, wr.LeaseName); err != nil {
+			if leaseGrant, ok, err = lockName(ctx, t, wr.LeaseName, false); err != nil {
 				return err
 			}
 			fw.LeaseExists = ok
@@ -94,6 +80,26 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 		return lease.Resource{}, fmt.Errorf("put resource %q: %w", wr.Name, err)
 	}
 	return out, nil
+}
+
+// lockResource locks the resource's row, making it (version 0, nothing written) for a name
+// never written: the first writers of a name meet at its primary key. A row made that way and
+// dropped again by a rejected first write, while this one waited for it, is made again.
+func lockResource(ctx context.Context, t *txn, name string) (fence, version int64, err error) {
+	for range 3 {
+		if _, err := t.tx.Exec(ctx, `INSERT INTO resources (name, fence, version, value, content_type, updated_at)
+			VALUES ($1, 0, 0, '', '', 0) ON CONFLICT (name) DO NOTHING`, name); err != nil {
+			return 0, 0, fmt.Errorf("make resource: %w", err)
+		}
+		err = t.tx.QueryRow(ctx, `SELECT fence, version FROM resources WHERE name = $1 FOR UPDATE`, name).Scan(&fence, &version)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			break
+		}
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("lock resource: %w", err)
+	}
+	return fence, version, nil
 }
 
 // DeleteResource deletes a fenced resource and its fence. See store.Store.
