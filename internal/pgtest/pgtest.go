@@ -19,7 +19,9 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,29 +137,42 @@ func findBin() (string, error) {
 	return filepath.Dir(found[len(found)-1]), nil
 }
 
+// pgCommand runs one of PostgreSQL's programs, as the postgres user when the tests run as root
+// (PostgreSQL refuses to run as root).
+func pgCommand(bin, name string, args ...string) *exec.Cmd {
+	if os.Geteuid() == 0 {
+		return exec.Command("runuser", append([]string{"-u", "postgres", "--", filepath.Join(bin, name)}, args...)...)
+	}
+	return exec.Command(filepath.Join(bin, name), args...)
+}
+
 // startCluster makes a cluster in a temporary folder and starts it, as the postgres user when
 // run as root (PostgreSQL refuses to run as root). It listens only on a unix socket in that
 // folder, so nobody else on the machine reaches its trust authentication.
 func startCluster(bin string) (u string, stop func(), err error) {
+	reapOrphans(bin)
 	dir, err := os.MkdirTemp("", "lk-pg-")
 	if err != nil {
 		return "", nil, err
 	}
-	run := func(name string, args ...string) *exec.Cmd { return exec.Command(filepath.Join(bin, name), args...) }
+	// The test binary that owns the cluster, so that a later one can stop it if this one is
+	// killed (a timeout, a signal) before it stops the cluster itself.
+	if err := os.WriteFile(filepath.Join(dir, "owner"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	run := func(name string, args ...string) *exec.Cmd { return pgCommand(bin, name, args...) }
 	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
+		pu, err := user.Lookup("postgres")
 		if err != nil {
 			os.RemoveAll(dir)
 			return "", nil, fmt.Errorf("running as root needs a postgres user: %w", err)
 		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
+		uid, _ := strconv.Atoi(pu.Uid)
+		gid, _ := strconv.Atoi(pu.Gid)
 		if err := os.Chown(dir, uid, gid); err != nil {
 			os.RemoveAll(dir)
 			return "", nil, err
-		}
-		run = func(name string, args ...string) *exec.Cmd {
-			return exec.Command("runuser", append([]string{"-u", "postgres", "--", filepath.Join(bin, name)}, args...)...)
 		}
 	}
 	data := filepath.Join(dir, "data")
@@ -187,6 +202,23 @@ func startCluster(bin string) (u string, stop func(), err error) {
 		return "", nil, err
 	}
 	return u, stop, nil
+}
+
+// reapOrphans stops and removes the clusters of test binaries that no longer run.
+func reapOrphans(bin string) {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "lk-pg-*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, "owner"))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || !errors.Is(syscall.Kill(pid, 0), syscall.ESRCH) {
+			continue // its owner still runs, or cannot be told apart from one that does
+		}
+		pgCommand(bin, "pg_ctl", "-D", filepath.Join(dir, "data"), "-m", "immediate", "-w", "stop").Run()
+		os.RemoveAll(dir)
+	}
 }
 
 func ping(u string) error {

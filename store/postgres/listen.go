@@ -16,47 +16,39 @@ import (
 // listener, which reads them from the events table by seq. Seqs become visible in order (see
 // insertEvents), so reading up to the newest committed seq never leaves a hole behind.
 
-// publish hands this replica's just-committed events to OnCommit, after any other replica's
-// events that came before them and were not published yet. s.pubMu is held.
-func (s *Store) publish(ctx context.Context, evs []lease.Event) {
-	if err := s.fill(ctx, evs[0].Seq); err != nil {
-		s.log.Warn("read other replicas' events", "err", err)
+// publish hands events, the next ones after the last published, to OnCommit. s.pubMu is held.
+func (s *Store) publish(evs []lease.Event) {
+	if len(evs) == 0 {
+		return
 	}
 	s.onCommit(evs)
 	s.published = evs[len(evs)-1].Seq
 }
 
-// fill hands OnCommit the committed events with seqs after the last published and before
-// before, oldest first. s.pubMu is held.
-func (s *Store) fill(ctx context.Context, before int64) error {
-	const page = 1000
-	for s.published+1 < before {
-		rows, err := s.pool.Query(ctx, `SELECT `+eventCols+` FROM events WHERE seq > $1 AND seq < $2 ORDER BY seq LIMIT $3`,
-			s.published, before, page)
-		if err != nil {
-			return translate(err)
-		}
-		evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (lease.Event, error) { return scanEvent(r) })
-		if err != nil {
-			return translate(err)
-		}
-		if len(evs) == 0 {
-			return nil
-		}
-		s.onCommit(evs)
-		s.published = evs[len(evs)-1].Seq
-		if len(evs) < page {
-			return nil
-		}
+// unpublished reads, on q, the committed events after the last published and before before,
+// oldest first. s.pubMu is held; q must not be the pool (see try).
+func (s *Store) unpublished(ctx context.Context, q queryer, before int64) ([]lease.Event, error) {
+	if s.published+1 >= before {
+		return nil, nil
 	}
-	return nil
+	rows, err := q.Query(ctx, `SELECT `+eventCols+` FROM events WHERE seq > $1 AND seq < $2 ORDER BY seq`, s.published, before)
+	if err != nil {
+		return nil, translate(err)
+	}
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (lease.Event, error) { return scanEvent(r) })
+	if err != nil {
+		return nil, translate(err)
+	}
+	return evs, nil
 }
 
-// catchUp publishes every committed event not published yet.
-func (s *Store) catchUp(ctx context.Context) error {
+// catchUp publishes every committed event not published yet, reading them on conn.
+func (s *Store) catchUp(ctx context.Context, conn *pgx.Conn) error {
 	s.pubMu.Lock()
 	defer s.pubMu.Unlock()
-	return s.fill(ctx, math.MaxInt64)
+	evs, err := s.unpublished(ctx, conn, math.MaxInt64)
+	s.publish(evs)
+	return err
 }
 
 // listen keeps a connection that LISTENs for other replicas' commits until ctx ends,
@@ -88,7 +80,7 @@ func (s *Store) listenOnce(ctx context.Context) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	for {
-		if err := s.catchUp(ctx); err != nil {
+		if err := s.catchUp(ctx, conn); err != nil {
 			return fmt.Errorf("catch up: %w", err)
 		}
 		if _, err := conn.WaitForNotification(ctx); err != nil {

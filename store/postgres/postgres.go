@@ -244,11 +244,25 @@ func (s *Store) try(ctx context.Context, fn func(context.Context, *txn) error) e
 	if err := t.insertEvents(ctx); err != nil {
 		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
+	// Other replicas' events before this transaction's are read on its own connection: a
+	// holder of pubMu must never wait for the pool, whose connections may all be held by
+	// transactions waiting for pubMu.
+	var before []lease.Event
 	if s.onCommit != nil {
-		s.publish(context.WithoutCancel(ctx), t.events)
+		var err error
+		if before, err = s.unpublished(ctx, tx, t.events[0].Seq); err != nil {
+			s.log.Warn("read other replicas' events", "err", err)
+		}
+	}
+	err = tx.Commit(ctx)
+	if s.onCommit != nil {
+		s.publish(before)
+		if err == nil {
+			s.publish(t.events)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("commit: %w", err)
 	}
 	return result
 }

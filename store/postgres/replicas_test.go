@@ -203,9 +203,11 @@ func (c *collector) snapshot() []int64 {
 }
 
 // TestOnCommitSeesEveryReplica: each replica's commit hook (which feeds its watchers and its
-// line of waiters) is given every replica's events, once each, in seq order.
+// line of waiters) is given every replica's events, once each, in seq order. The pools are
+// smaller than the writers: publishing must never wait for a connection that a writer waiting
+// to publish holds.
 func TestOnCommitSeesEveryReplica(t *testing.T) {
-	url := srv.NewDatabase(t)
+	url := srv.NewDatabase(t) + "&pool_max_conns=2"
 	cs := []*collector{{}, {}}
 	replicas := []*postgres.Store{
 		open(t, url, nil, postgres.Options{OnCommit: cs[0].observe}),
@@ -226,7 +228,13 @@ func TestOnCommitSeesEveryReplica(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("writers stuck for 30 s: a deadlock between publishing and the pool")
+	}
 	want := 6 * 20 * 2
 	deadline := time.Now().Add(10 * time.Second)
 	for i, c := range cs {
