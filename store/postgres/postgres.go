@@ -46,6 +46,9 @@ type Options struct {
 	// OnCommit is called after every committed write of this store with the events it
 	// recorded, in seq order, before the write is answered. It must not block.
 	OnCommit func([]lease.Event)
+	// OnBatch, when set, is told of every write transaction: one operation, how long it took
+	// from BEGIN to the end of COMMIT (retries included), and whether it committed (metrics).
+	OnBatch func(ops int, took time.Duration, committed bool)
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
 }
@@ -56,6 +59,7 @@ type Store struct {
 	test     lease.Clock
 	clock    lease.Clock
 	onCommit func([]lease.Event)
+	onBatch  func(ops int, took time.Duration, committed bool)
 	log      *slog.Logger
 	// pubMu is held from taking the event seq to the end of OnCommit (the database's seq lock
 	// serializes those steps anyway), and while the listener publishes other replicas' events:
@@ -83,7 +87,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	s := &Store{pool: pool, test: opts.TestClock, onCommit: opts.OnCommit, log: log}
+	s := &Store{pool: pool, test: opts.TestClock, onCommit: opts.OnCommit, onBatch: opts.OnBatch, log: log}
 	if err := s.start(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -203,8 +207,14 @@ const maxAttempts = 4
 // error from fn still commits what fn wrote (an expiry it recorded, a rejection) and is then
 // returned; any other error rolls back. A deadlock or serialization failure runs fn again; when
 // they persist, or the database cannot be reached, the error is unavailable.
-func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error) error {
-	var err error
+func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error) (err error) {
+	if s.onBatch != nil {
+		began := time.Now()
+		defer func() {
+			var domain *lease.Error
+			s.onBatch(1, time.Since(began), err == nil || errors.As(err, &domain) && lease.ErrorCode(err) != lease.CodeUnavailable)
+		}()
+	}
 	for attempt := range maxAttempts {
 		if attempt > 0 {
 			select {

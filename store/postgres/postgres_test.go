@@ -2,7 +2,9 @@ package postgres_test
 
 import (
 	"context"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/lease"
@@ -33,3 +35,27 @@ func newDB(t *testing.T) storetest.Opener {
 }
 
 func TestConformance(t *testing.T) { storetest.Run(t, newDB, storetest.DatabaseClock()) }
+
+// TestOnBatch: every write is reported for the commit metrics, one operation each.
+func TestOnBatch(t *testing.T) {
+	type batch struct {
+		ops       int
+		committed bool
+	}
+	var got []batch
+	s := open(t, srv.NewDatabase(t), nil, postgres.Options{OnBatch: func(ops int, took time.Duration, committed bool) {
+		if took <= 0 {
+			t.Errorf("OnBatch took %v, want > 0", took)
+		}
+		got = append(got, batch{ops, committed})
+	}})
+	got = nil // the start-up sweep
+	ctx := context.Background()
+	if _, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: "w1", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: "w2", TTL: time.Minute}) // lease_held: decided, committed
+	if want := []batch{{1, true}, {1, true}}; !slices.Equal(got, want) {
+		t.Errorf("OnBatch calls = %v, want %v", got, want)
+	}
+}
