@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/store/postgres"
@@ -18,13 +17,7 @@ import (
 // database's clock), and refuses a fenced write carrying a token the dump never saw.
 func TestRestoreOldDump(t *testing.T) {
 	url := srv.NewDatabase(t)
-	bin, err := pgtest.Bin()
-	if err != nil {
-		if pgtest.Required() {
-			t.Fatalf("pg_dump not found: %v", err)
-		}
-		t.Skipf("SKIPPED: pg_dump not found: %v", err)
-	}
+	bin := pgBin(t)
 	ctx := context.Background()
 	s := open(t, url, nil, postgres.Options{})
 	a, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: "w1", TTL: time.Minute})

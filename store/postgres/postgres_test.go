@@ -59,3 +59,17 @@ func TestOnBatch(t *testing.T) {
 		t.Errorf("OnBatch calls = %v, want %v", got, want)
 	}
 }
+
+// pgBin returns the folder of pg_dump and pg_restore, skipping t (failing it when the tests are
+// required) without them.
+func pgBin(t *testing.T) string {
+	t.Helper()
+	bin, err := pgtest.Bin()
+	if err != nil {
+		if pgtest.Required() {
+			t.Fatalf("pg_dump not found: %v", err)
+		}
+		t.Skipf("SKIPPED: pg_dump not found: %v", err)
+	}
+	return bin
+}

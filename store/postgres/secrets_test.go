@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/auth"
-	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/store/postgres"
 )
@@ -19,13 +18,7 @@ import (
 // idempotency key and no API key or session secret in plain text, only their hashes.
 func TestNoSecretsStored(t *testing.T) {
 	url := srv.NewDatabase(t)
-	bin, err := pgtest.Bin()
-	if err != nil {
-		if pgtest.Required() {
-			t.Fatalf("pg_dump not found: %v", err)
-		}
-		t.Skipf("SKIPPED: pg_dump not found: %v", err)
-	}
+	bin := pgBin(t)
 	s := open(t, url, nil, postgres.Options{})
 	ctx := context.Background()
 	plain, err := s.Acquire(ctx, store.AcquireParams{Name: "a", Holder: "w", TTL: time.Minute})
