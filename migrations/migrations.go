@@ -7,14 +7,19 @@ import (
 	"io/fs"
 )
 
-//go:embed sqlite/*.sql
+//go:embed sqlite/*.sql postgres/*.sql
 var files embed.FS
 
 // SQLite returns the SQLite migrations.
-func SQLite() fs.FS {
-	sub, err := fs.Sub(files, "sqlite")
+func SQLite() fs.FS { return dir("sqlite") }
+
+// Postgres returns the PostgreSQL migrations.
+func Postgres() fs.FS { return dir("postgres") }
+
+func dir(name string) fs.FS {
+	sub, err := fs.Sub(files, name)
 	if err != nil {
-		panic(err) // the directory is embedded above; this cannot fail
+		panic(err) // the directories are embedded above; this cannot fail
 	}
 	return sub
 }

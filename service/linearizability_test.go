@@ -1,12 +1,14 @@
 package service_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/service"
 	"github.com/leasekeeper/leasekeeper/service/servicetest"
+	"github.com/leasekeeper/leasekeeper/store/postgres"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
@@ -62,10 +65,35 @@ var lockModel = porcupine.Model{
 // that every answer they saw fits one sequential order of the model above.
 func TestLinearizable(t *testing.T) {
 	srv, _ := servicetest.Start(t, service.Config{}, sqlite.Options{})
+	checkLinearizable(t, []string{srv.URL})
+}
+
+// TestLinearizablePostgresReplicas: the same on three replicas over one PostgreSQL database,
+// each client sending every request to the next replica in turn.
+func TestLinearizablePostgresReplicas(t *testing.T) {
+	url := pg.NewDatabase(t)
+	var urls []string
+	for range 3 {
+		var hooks service.Hooks
+		st, err := postgres.Open(context.Background(), url, postgres.Options{OnCommit: hooks.Publish})
+		if err != nil {
+			t.Fatalf("postgres.Open() = %v", err)
+		}
+		t.Cleanup(func() { st.Close() })
+		urls = append(urls, servicetest.Serve(t, st, &hooks, service.Config{}).URL)
+	}
+	checkLinearizable(t, urls)
+}
+
+// checkLinearizable runs the clients against the servers at urls (one request to each in turn)
+// and checks their history.
+func checkLinearizable(t *testing.T, urls []string) {
 	start := time.Now()
 	now := func() int64 { return int64(time.Since(start)) }
+	var turn atomic.Int64
 	call := func(method, path, body string) (int, map[string]any) {
-		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+		base := urls[int(turn.Add(1))%len(urls)]
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
 		resp, err := servicetest.Client().Do(req)
 		if err != nil {
 			t.Error(err)
@@ -117,5 +145,5 @@ func TestLinearizable(t *testing.T) {
 	if res := porcupine.CheckOperationsTimeout(lockModel, history, 30*time.Second); res != porcupine.Ok {
 		t.Fatalf("the history of %d operations is %s, want linearizable: %v", len(history), res, history)
 	}
-	t.Logf("%d operations from 6 clients: linearizable", len(history))
+	t.Logf("%d operations from 6 clients on %d servers: linearizable", len(history), len(urls))
 }

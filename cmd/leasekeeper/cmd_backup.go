@@ -29,6 +29,9 @@ func backupCommand(ctx context.Context, args []string, getenv func(string) strin
 	case *out == "":
 		return &exitError{code: 2, err: errors.New("backup: --out is required")}
 	}
+	if isPostgres(db) {
+		return &exitError{code: 2, err: errors.New("backup copies a SQLite database; back up PostgreSQL with pg_dump (see README)")}
+	}
 	if err := sqlite.Backup(ctx, db, *out); err != nil {
 		return err
 	}

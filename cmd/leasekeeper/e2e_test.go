@@ -123,9 +123,31 @@ func (s *served) shutdown(t *testing.T) error {
 	}
 }
 
+// backend is a database `serve` runs on: the flags that select it for one test.
+type backend struct {
+	name string
+	args func(t *testing.T) []string
+	// clockInDatabase: the database's clock decides, so a restart changes no lease and there
+	// is no conservative restart (invariant 5) to check.
+	clockInDatabase bool
+}
+
+// backends are the databases the tests of a whole server run on.
+var backends = []backend{
+	{name: "SQLite", args: func(t *testing.T) []string { return []string{"--db", filepath.Join(t.TempDir(), "lk.db")} }},
+	{name: "PostgreSQL", clockInDatabase: true, args: func(t *testing.T) []string {
+		return []string{"--db", pg.NewDatabase(t), "--secret-file", filepath.Join(t.TempDir(), "secret")}
+	}},
+}
+
 func TestServeEndToEnd(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "lk.db")
-	s := serveInProcess(t, nil, "--addr", "127.0.0.1:0", "--db", db)
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { testServeEndToEnd(t, b.args(t)) })
+	}
+}
+
+func testServeEndToEnd(t *testing.T, db []string) {
+	s := serveInProcess(t, nil, append([]string{"--addr", "127.0.0.1:0"}, db...)...)
 	ctx := context.Background()
 
 	a, err := s.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "w1", TtlMs: 10000})
@@ -210,7 +232,7 @@ func TestServeEndToEnd(t *testing.T) {
 	}
 
 	// The write made during shutdown, and every grant, are on disk for the next run.
-	s2 := serveInProcess(t, nil, "--addr", "127.0.0.1:0", "--db", db)
+	s2 := serveInProcess(t, nil, append([]string{"--addr", "127.0.0.1:0"}, db...)...)
 	g, err := s2.c.GetResourceWithResponse(ctx, "report")
 	if err != nil || string(g.Body) != "first half, second half" {
 		t.Errorf("GetResource(report) after restart = %v %q, %v", g.Status(), g.Body, err)

@@ -23,7 +23,6 @@ import (
 	"github.com/leasekeeper/leasekeeper/queue"
 	"github.com/leasekeeper/leasekeeper/service"
 	"github.com/leasekeeper/leasekeeper/store"
-	"github.com/leasekeeper/leasekeeper/store/sqlite"
 	"github.com/leasekeeper/leasekeeper/watch"
 )
 
@@ -65,7 +64,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		return def
 	}
 	fs.StringVar(&c.addr, "addr", env("LEASEKEEPER_ADDR", "127.0.0.1:8080"), "listen address (env LEASEKEEPER_ADDR)")
-	fs.StringVar(&c.db, "db", env("LEASEKEEPER_DB", "./leasekeeper.db"), "SQLite database file (env LEASEKEEPER_DB)")
+	fs.StringVar(&c.db, "db", env("LEASEKEEPER_DB", "./leasekeeper.db"), "SQLite database file, or a postgres:// URL for PostgreSQL (env LEASEKEEPER_DB)")
 	fs.DurationVar(&c.limits.MinTTL, "min-ttl", envDur("LEASEKEEPER_MIN_TTL", c.limits.MinTTL), "shortest ttl a client may ask for (env LEASEKEEPER_MIN_TTL)")
 	fs.DurationVar(&c.limits.MaxTTL, "max-ttl", envDur("LEASEKEEPER_MAX_TTL", c.limits.MaxTTL), "longest ttl a client may ask for (env LEASEKEEPER_MAX_TTL)")
 	fs.DurationVar(&c.limits.MaxWait, "max-wait", envDur("LEASEKEEPER_MAX_WAIT", c.limits.MaxWait), "longest wait_ms a client may ask for (env LEASEKEEPER_MAX_WAIT)")
@@ -110,6 +109,15 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	}
 	if c.debugAddr != "" && !loopback(c.debugAddr) {
 		return c, &exitError{code: 2, err: fmt.Errorf("-debug-addr must be a loopback address (127.0.0.1:PORT), not %q", c.debugAddr)}
+	}
+	if isPostgres(c.db) {
+		// Replicas share the database, not a folder: the files cannot default to one beside it.
+		if c.secretFile == "" {
+			return c, &exitError{code: 2, err: errors.New("with a PostgreSQL -db, give -secret-file (env LEASEKEEPER_SECRET_FILE): the same secret on every replica")}
+		}
+		if c.adminKeyFile == "" && getenv("LEASEKEEPER_ADMIN_KEY") == "" && !c.auth.Off {
+			return c, &exitError{code: 2, err: errors.New("with a PostgreSQL -db, give -admin-key-file (env LEASEKEEPER_ADMIN_KEY_FILE) or LEASEKEEPER_ADMIN_KEY for the first admin key")}
+		}
 	}
 	if c.adminKeyFile == "" {
 		c.adminKeyFile = c.db + ".admin-key"
@@ -178,7 +186,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// The store's commit hook fans events out to the parts the service builds after it, before
 	// the server accepts its first request.
 	var hooks service.Hooks
-	st, err := sqlite.Open(ctx, cfg.db, sqlite.Options{OnCommit: hooks.Publish, OnBatch: hooks.Batch, Logger: log})
+	st, err := openStore(ctx, cfg.db, &hooks, log)
 	if err != nil {
 		return err
 	}
@@ -222,7 +230,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	log.Info("leasekeeper serving", "addr", scheme+"://"+ln.Addr().String(), "db", cfg.db, "version", buildVersion(),
+	log.Info("leasekeeper serving", "addr", scheme+"://"+ln.Addr().String(), "db", redactDB(cfg.db), "version", buildVersion(),
 		"min_ttl", cfg.limits.MinTTL, "max_ttl", cfg.limits.MaxTTL, "auth", !cfg.auth.Off)
 	fmt.Fprintf(stdout, "leasekeeper listening on %s://%s\n", scheme, ln.Addr())
 

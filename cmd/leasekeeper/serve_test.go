@@ -82,6 +82,8 @@ func TestParseServeErrors(t *testing.T) {
 		{"ErrUsage/EnvAuthOffNotLoopback", map[string]string{"LEASEKEEPER_AUTH": "off", "LEASEKEEPER_ADDR": "10.1.2.3:80"}, nil},
 		{"ErrUsage/AuthMaybe", nil, []string{"--auth", "maybe"}},
 		{"ErrUsage/NegativeKeyRate", nil, []string{"--key-rate", "-1"}},
+		{"ErrUsage/PostgresWithoutSecretFile", map[string]string{"LEASEKEEPER_ADMIN_KEY": testAdminKey}, []string{"--db", "postgres://db.example/lk"}},
+		{"ErrUsage/PostgresWithoutAdminKey", nil, []string{"--db", "postgresql://db.example/lk", "--secret-file", "/tmp/s"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
@@ -89,5 +91,17 @@ func TestParseServeErrors(t *testing.T) {
 				t.Errorf("parseServe(%q) with env %v = %v (exit %d), want exit 2", tt.args, tt.env, err, exitCode(err))
 			}
 		})
+	}
+}
+
+func TestRedactDB(t *testing.T) {
+	for _, tt := range []struct{ db, want string }{
+		{"./leasekeeper.db", "./leasekeeper.db"},
+		{"postgres://lk:hunter2@db.example:5432/lk?sslmode=require", "postgres://lk:xxxxx@db.example:5432/lk?sslmode=require"},
+		{"postgresql://db.example/lk?password=hunter2&sslmode=require", "postgresql://db.example/lk?password=xxxxx&sslmode=require"},
+	} {
+		if got := redactDB(tt.db); got != tt.want {
+			t.Errorf("redactDB(%q) = %q, want %q", tt.db, got, tt.want)
+		}
 	}
 }

@@ -30,7 +30,15 @@ func Start(t testing.TB, cfg service.Config, opts sqlite.Options) (*httptest.Ser
 		t.Fatalf("sqlite.Open(%s) = %v", path, err)
 	}
 	t.Cleanup(func() { st.Close() })
-	svc, err := service.New(st, &hooks, cfg)
+	return Serve(t, st, &hooks, cfg), st
+}
+
+// Serve runs a server assembled as `leasekeeper serve` assembles it over st, an open store
+// whose commit hook is hooks.Publish, until the test ends. Unless cfg turns authentication off,
+// the server gets an admin key of its own that srv.Client(), Client() and KeyOf send.
+func Serve(t testing.TB, st service.Store, hooks *service.Hooks, cfg service.Config) *httptest.Server {
+	t.Helper()
+	svc, err := service.New(st, hooks, cfg)
 	if err != nil {
 		t.Fatalf("service.New() = %v", err)
 	}
@@ -48,7 +56,7 @@ func Start(t testing.TB, cfg service.Config, opts sqlite.Options) (*httptest.Ser
 	// Cleanups run last-in first-out: the server closes, then the loops stop, then the store.
 	t.Cleanup(func() { cancel(); <-done })
 	t.Cleanup(srv.Close)
-	return srv, st
+	return srv
 }
 
 // AdminKey creates an admin API key in st for the test and returns the key.

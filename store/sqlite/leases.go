@@ -3,9 +3,7 @@ package sqlite
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"database/sql"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -187,7 +185,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		var keyHash, fp []byte
 		if p.IdempotencyKey != "" {
-			keyHash, fp = lease.HashID(p.IdempotencyKey), fingerprint(p)
+			keyHash, fp = lease.HashID(p.IdempotencyKey), store.Fingerprint(p)
 			l, done, err := replay(ctx, t, p, keyHash, fp)
 			if done || err != nil {
 				out = l
@@ -249,18 +247,6 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 	return out, nil
 }
 
-// fingerprint identifies what an idempotent acquire asked for, so a key reused for another
-// request is refused rather than answered with the wrong grant.
-func fingerprint(p store.AcquireParams) []byte {
-	h := sha256.New()
-	for _, s := range []string{p.Name, p.Holder, string(p.Metadata)} {
-		binary.Write(h, binary.BigEndian, int64(len(s)))
-		h.Write([]byte(s))
-	}
-	binary.Write(h, binary.BigEndian, [2]int64{p.TTL.Milliseconds(), p.LockDelay.Milliseconds()})
-	return h.Sum(nil)
-}
-
 // replay answers a retry of an idempotent acquire: done is true when the key was seen within
 // 24 h, with the grant it made (still current) or an error saying why not.
 func replay(ctx context.Context, t *txn, p store.AcquireParams, keyHash, fp []byte) (lease.Lease, bool, error) {
@@ -269,7 +255,7 @@ func replay(ctx context.Context, t *txn, p store.AcquireParams, keyHash, fp []by
 	var token, created int64
 	err := t.tx.QueryRowContext(ctx, `SELECT name, fingerprint, salt, token, created_at FROM idempotency WHERE key_hash = ?`, keyHash).
 		Scan(&name, &storedFP, &salt, &token, &created)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && created <= t.now-idempotencyTTL.Milliseconds() {
+	if errors.Is(err, sql.ErrNoRows) || err == nil && created <= t.now-store.IdempotencyTTL.Milliseconds() {
 		return lease.Lease{}, false, nil
 	}
 	if err != nil {
@@ -292,8 +278,6 @@ func replay(ctx context.Context, t *txn, p store.AcquireParams, keyHash, fp []by
 	l.ID = lease.IdempotentID(p.IdempotencyKey, salt)
 	return l, true, nil
 }
-
-const idempotencyTTL = 24 * time.Hour
 
 // byID finds the grant whose lease ID is id and checks it belongs to name.
 func byID(ctx context.Context, t *txn, name, id string) (grant, error) {
@@ -440,7 +424,7 @@ func (s *Store) HeldCount(ctx context.Context, prefix string) (int, error) {
 	if prefix == "" {
 		err = s.r.QueryRowContext(ctx, `SELECT count(*) FROM grants WHERE ended_at IS NULL AND expires_at > ?`, now).Scan(&n)
 	} else {
-		lo, hi := prefixRange(prefix)
+		lo, hi := store.PrefixRange(prefix)
 		err = s.r.QueryRowContext(ctx, `SELECT count(*) FROM grants INDEXED BY grants_open_name
 			WHERE ended_at IS NULL AND name >= ? AND name < ? AND expires_at > ?`, lo, hi, now).Scan(&n)
 	}
@@ -456,7 +440,7 @@ func (s *Store) HeldCount(ctx context.Context, prefix string) (int, error) {
 func (s *Store) RecentlyFreed(ctx context.Context, prefix string, limit int) ([]lease.State, error) {
 	limit = store.ClampLimit(limit)
 	now := s.clock.Now().UnixMilli()
-	lo, hi := prefixRange(prefix)
+	lo, hi := store.PrefixRange(prefix)
 	var names []string
 	seen := map[string]bool{}
 	collect := func(q string, args ...any) error {
@@ -546,7 +530,7 @@ func (s *Store) Prune(ctx context.Context, r store.Retention) error {
 				}
 			}
 		}
-		if _, err := t.tx.ExecContext(ctx, `DELETE FROM idempotency WHERE created_at <= ?`, t.now-idempotencyTTL.Milliseconds()); err != nil {
+		if _, err := t.tx.ExecContext(ctx, `DELETE FROM idempotency WHERE created_at <= ?`, t.now-store.IdempotencyTTL.Milliseconds()); err != nil {
 			return fmt.Errorf("prune idempotency keys: %w", w(err))
 		}
 		if _, err := t.tx.ExecContext(ctx, `DELETE FROM sessions WHERE expires_at <= ?`, t.now); err != nil {

@@ -3,39 +3,11 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"fmt"
-	"strconv"
 
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 )
-
-// Cursors are opaque to clients: the last key of the page, base64url-encoded.
-func encodeCursor(key string) string { return base64.RawURLEncoding.EncodeToString([]byte(key)) }
-
-func decodeCursor(c string) (string, error) {
-	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
-		return "", lease.Errorf(lease.CodeInvalid, "cursor %q is not one this server gave out", c)
-	}
-	return string(b), nil
-}
-
-func decodeSeqCursor(c string) (int64, error) {
-	if c == "" {
-		return 0, nil
-	}
-	s, err := decodeCursor(c)
-	if err != nil {
-		return 0, err
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n < 0 {
-		return 0, lease.Errorf(lease.CodeInvalid, "cursor %q is not one this server gave out", c)
-	}
-	return n, nil
-}
 
 // collect reads up to limit items from rows (queried with LIMIT limit+1) into a page whose Next
 // is the cursor of its last item's key when more remain.
@@ -54,20 +26,9 @@ func collect[T any](rows *sql.Rows, limit int, scan func(scanner) (T, error), ke
 	}
 	if len(page.Items) > limit {
 		page.Items = page.Items[:limit]
-		page.Next = encodeCursor(key(page.Items[limit-1]))
+		page.Next = store.EncodeCursor(key(page.Items[limit-1]))
 	}
 	return page, nil
-}
-
-func seqKey(n int64) string { return strconv.FormatInt(n, 10) }
-
-// prefixRange returns bounds [lo, hi) of the names that start with prefix. Names use only
-// bytes below '~', so prefix+"~" bounds them.
-func prefixRange(prefix string) (lo, hi string) {
-	if prefix == "" {
-		return "", "~"
-	}
-	return prefix, prefix + "~"
 }
 
 // List returns leases ordered by name. See store.Store.
@@ -75,13 +36,13 @@ func (s *Store) List(ctx context.Context, f store.LeaseFilter) (store.Page[lease
 	after := ""
 	if f.Cursor != "" {
 		var err error
-		if after, err = decodeCursor(f.Cursor); err != nil {
+		if after, err = store.DecodeCursor(f.Cursor); err != nil {
 			return store.Page[lease.State]{}, err
 		}
 	}
 	limit := store.ClampLimit(f.Limit)
 	now := s.clock.Now().UnixMilli()
-	lo, hi := prefixRange(f.Prefix)
+	lo, hi := store.PrefixRange(f.Prefix)
 	q := `SELECT ` + grantCols + ` FROM names n JOIN grants g ON g.token = n.token
 		WHERE n.name > ? AND n.name >= ? AND n.name < ?`
 	switch f.State {
@@ -133,7 +94,7 @@ func scanEvent(r scanner) (lease.Event, error) {
 
 // Events returns events oldest first, or newest first. See store.Store.
 func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lease.Event], error) {
-	after, err := decodeSeqCursor(f.Cursor)
+	after, err := store.DecodeSeqCursor(f.Cursor)
 	if err != nil {
 		return store.Page[lease.Event]{}, err
 	}
@@ -156,14 +117,14 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lea
 		rows, err = s.r.QueryContext(ctx, `SELECT `+eventCols+` FROM events WHERE name = ? AND seq `+cmpSeq+` ? AND at >= ? ORDER BY seq`+order+` LIMIT ?`,
 			f.Name, bound, since, limit+1)
 	} else {
-		lo, hi := prefixRange(f.Prefix)
+		lo, hi := store.PrefixRange(f.Prefix)
 		rows, err = s.r.QueryContext(ctx, `SELECT `+eventCols+` FROM events WHERE seq `+cmpSeq+` ? AND name >= ? AND name < ? AND at >= ? ORDER BY seq`+order+` LIMIT ?`,
 			bound, lo, hi, since, limit+1)
 	}
 	if err != nil {
 		return store.Page[lease.Event]{}, fmt.Errorf("list events: %w", w(err))
 	}
-	page, err := collect(rows, limit, scanEvent, func(e lease.Event) string { return seqKey(e.Seq) })
+	page, err := collect(rows, limit, scanEvent, func(e lease.Event) string { return store.SeqKey(e.Seq) })
 	if err != nil {
 		return page, fmt.Errorf("list events: %w", err)
 	}

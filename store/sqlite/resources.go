@@ -179,12 +179,12 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) (stor
 	after := ""
 	if f.Cursor != "" {
 		var err error
-		if after, err = decodeCursor(f.Cursor); err != nil {
+		if after, err = store.DecodeCursor(f.Cursor); err != nil {
 			return store.Page[lease.Resource]{}, err
 		}
 	}
 	limit := store.ClampLimit(f.Limit)
-	lo, hi := prefixRange(f.Prefix)
+	lo, hi := store.PrefixRange(f.Prefix)
 	rows, err := s.r.QueryContext(ctx, `SELECT `+resourceCols+` FROM resources WHERE name > ? AND name >= ? AND name < ?
 		ORDER BY name LIMIT ?`, after, lo, hi, limit+1)
 	if err != nil {
@@ -201,7 +201,7 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) (stor
 func (s *Store) Rejections(ctx context.Context, f store.RejectionFilter) (store.Page[lease.Rejection], error) {
 	before := int64(1<<63 - 1)
 	if f.Cursor != "" {
-		c, err := decodeSeqCursor(f.Cursor)
+		c, err := store.DecodeSeqCursor(f.Cursor)
 		if err != nil {
 			return store.Page[lease.Rejection]{}, err
 		}
@@ -227,7 +227,7 @@ func (s *Store) Rejections(ctx context.Context, f store.RejectionFilter) (store.
 	if err != nil {
 		return store.Page[lease.Rejection]{}, fmt.Errorf("list rejections: %w", w(err))
 	}
-	page, err := collect(rows, limit, scanRejection, func(r lease.Rejection) string { return seqKey(r.ID) })
+	page, err := collect(rows, limit, scanRejection, func(r lease.Rejection) string { return store.SeqKey(r.ID) })
 	if err != nil {
 		return page, fmt.Errorf("list rejections: %w", err)
 	}

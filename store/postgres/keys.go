@@ -1,0 +1,211 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasekeeper/leasekeeper/auth"
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+const keyCols = `k.id, k.label, k.role, k.prefixes, k.created_at, k.created_by, k.revoked_at, k.revoked_by`
+
+// scanKey scans keyCols, after the columns that before points into.
+func scanKey(r pgx.Row, before ...any) (auth.Key, error) {
+	var k auth.Key
+	var role, prefixes string
+	var created int64
+	var revoked *int64
+	if err := r.Scan(append(before, &k.ID, &k.Label, &role, &prefixes, &created, &k.CreatedBy, &revoked, &k.RevokedBy)...); err != nil {
+		return k, err
+	}
+	k.Role, k.CreatedAt = auth.Role(role), ms(created)
+	if revoked != nil {
+		k.RevokedAt = ms(*revoked)
+	}
+	if err := json.Unmarshal([]byte(prefixes), &k.Prefixes); err != nil {
+		return k, fmt.Errorf("key %s prefixes: %w", k.ID, err)
+	}
+	if len(k.Prefixes) == 0 {
+		k.Prefixes = nil
+	}
+	return k, nil
+}
+
+// CreateKey stores a key by its hash. The bootstrap (onlyIfNone) takes an advisory lock, so
+// replicas starting together on an empty database make one admin key. See store.Store.
+func (s *Store) CreateKey(ctx context.Context, k auth.Key, hash []byte, onlyIfNone bool) (bool, error) {
+	if k.Prefixes == nil {
+		k.Prefixes = []string{}
+	}
+	prefixes, err := json.Marshal(k.Prefixes)
+	if err != nil {
+		return false, fmt.Errorf("create key %s: %w", k.ID, err)
+	}
+	created := false
+	err = s.write(ctx, func(ctx context.Context, t *txn) error {
+		created = false
+		if onlyIfNone {
+			if err := advisory(ctx, t, "bootstrap", nil); err != nil {
+				return err
+			}
+			var any bool
+			if err := t.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM keys)`).Scan(&any); err != nil {
+				return fmt.Errorf("count keys: %w", err)
+			}
+			if any {
+				return nil
+			}
+		}
+		now, err := t.now(ctx)
+		if err != nil {
+			return err
+		}
+		tag, err := t.tx.Exec(ctx, `INSERT INTO keys (id, hash, label, role, prefixes, created_at, created_by)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`, k.ID, hash, k.Label, string(k.Role), string(prefixes), now, k.CreatedBy)
+		if err != nil {
+			return fmt.Errorf("insert key: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return lease.Errorf(lease.CodeInvalid, "a key with this id or secret exists already")
+		}
+		created = true
+		t.record(lease.Event{Type: lease.EventKeyCreated, Holder: k.Label + " (" + k.ID + ", " + string(k.Role) + ")",
+			At: ms(now), Actor: k.CreatedBy})
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("create key %s: %w", k.ID, err)
+	}
+	return created, nil
+}
+
+// KeyByHash finds a key by the hash of its secret. See store.Store.
+func (s *Store) KeyByHash(ctx context.Context, hash []byte) (auth.Key, error) {
+	k, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyCols+` FROM keys k WHERE k.hash = $1`, hash))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return k, lease.Errorf(lease.CodeNotFound, "no such key")
+	}
+	if err != nil {
+		return k, fmt.Errorf("read key: %w", translate(err))
+	}
+	return k, nil
+}
+
+// Keys lists every key. See store.Store.
+func (s *Store) Keys(ctx context.Context) ([]auth.Key, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+keyCols+` FROM keys k ORDER BY k.created_at, k.id`)
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", translate(err))
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (auth.Key, error) { return scanKey(r) })
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", translate(err))
+	}
+	return out, nil
+}
+
+// RevokeKey revokes a key and ends its sessions. See store.Store.
+func (s *Store) RevokeKey(ctx context.Context, id, actor string) (auth.Key, error) {
+	var k auth.Key
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		var err error
+		k, err = scanKey(t.tx.QueryRow(ctx, `SELECT `+keyCols+` FROM keys k WHERE k.id = $1 FOR UPDATE`, id))
+		if errors.Is(err, pgx.ErrNoRows) {
+			return lease.Errorf(lease.CodeNotFound, "no key with id %q", id)
+		}
+		if err != nil {
+			return fmt.Errorf("read key: %w", err)
+		}
+		if k.Revoked() {
+			return nil
+		}
+		now, err := t.now(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := t.tx.Exec(ctx, `UPDATE keys SET revoked_at = $1, revoked_by = $2 WHERE id = $3`, now, actor, id); err != nil {
+			return fmt.Errorf("revoke key: %w", err)
+		}
+		if _, err := t.tx.Exec(ctx, `DELETE FROM sessions WHERE key_id = $1`, id); err != nil {
+			return fmt.Errorf("end the key's sessions: %w", err)
+		}
+		k.RevokedAt, k.RevokedBy = ms(now), actor
+		t.record(lease.Event{Type: lease.EventKeyRevoked, Holder: k.Label + " (" + k.ID + ", " + string(k.Role) + ")",
+			At: ms(now), Actor: actor})
+		return nil
+	})
+	if err != nil {
+		return k, fmt.Errorf("revoke key %s: %w", id, err)
+	}
+	return k, nil
+}
+
+// CreateSession stores a dashboard session. See store.Store.
+func (s *Store) CreateSession(ctx context.Context, hash []byte, keyID string, expires time.Time) error {
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		now, err := t.now(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := t.tx.Exec(ctx, `INSERT INTO sessions (hash, key_id, created_at, last_seen_at, expires_at)
+			VALUES ($1, $2, $3, $3, $4)`, hash, keyID, now, expires.UnixMilli()); err != nil {
+			return fmt.Errorf("insert session: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("create session for key %s: %w", keyID, err)
+	}
+	return nil
+}
+
+// Session reads a live session with its key. See store.Store.
+func (s *Store) Session(ctx context.Context, hash []byte) (store.Session, error) {
+	var out store.Session
+	var created, seen, expires int64
+	now, err := s.now(ctx, s.pool)
+	if err != nil {
+		return out, err
+	}
+	row := s.pool.QueryRow(ctx, `SELECT s.created_at, s.last_seen_at, s.expires_at, `+keyCols+`
+		FROM sessions s JOIN keys k ON k.id = s.key_id WHERE s.hash = $1 AND s.expires_at > $2`, hash, now)
+	k, err := scanKey(row, &created, &seen, &expires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return out, lease.Errorf(lease.CodeNotFound, "no such session")
+	}
+	if err != nil {
+		return out, fmt.Errorf("read session: %w", translate(err))
+	}
+	return store.Session{Key: k, CreatedAt: ms(created), LastSeen: ms(seen), ExpiresAt: ms(expires)}, nil
+}
+
+// TouchSession records a session's use. See store.Store.
+func (s *Store) TouchSession(ctx context.Context, hash []byte) error {
+	return s.write(ctx, func(ctx context.Context, t *txn) error {
+		now, err := t.now(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := t.tx.Exec(ctx, `UPDATE sessions SET last_seen_at = $1 WHERE hash = $2`, now, hash); err != nil {
+			return fmt.Errorf("touch session: %w", err)
+		}
+		return nil
+	})
+}
+
+// DeleteSession ends a session. See store.Store.
+func (s *Store) DeleteSession(ctx context.Context, hash []byte) error {
+	return s.write(ctx, func(ctx context.Context, t *txn) error {
+		if _, err := t.tx.Exec(ctx, `DELETE FROM sessions WHERE hash = $1`, hash); err != nil {
+			return fmt.Errorf("delete session: %w", err)
+		}
+		return nil
+	})
+}

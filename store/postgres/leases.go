@@ -1,0 +1,545 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+// grant is a row of the grants table.
+type grant struct {
+	token                      int64
+	name, holder               string
+	idHash                     []byte
+	ttl, lockDelay             int64
+	acquired, renewed, expires int64
+	ended                      *int64
+	endKind                    *string
+	metadata                   *string
+}
+
+const grantCols = `g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at,
+	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata`
+
+func scanGrant(r pgx.Row) (grant, error) {
+	var g grant
+	err := r.Scan(&g.token, &g.name, &g.holder, &g.idHash, &g.ttl, &g.lockDelay, &g.acquired,
+		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata)
+	return g, err
+}
+
+// rule is the grant as the lease rules see it.
+func (g grant) rule() lease.Grant {
+	r := lease.Grant{
+		Name: g.name, Holder: g.holder, Token: g.token,
+		TTL:        time.Duration(g.ttl) * time.Millisecond,
+		LockDelay:  time.Duration(g.lockDelay) * time.Millisecond,
+		AcquiredAt: ms(g.acquired), RenewedAt: ms(g.renewed), ExpiresAt: ms(g.expires),
+	}
+	if g.ended != nil {
+		r.EndedAt, r.End = ms(*g.ended), lease.End(deref(g.endKind))
+	}
+	return r
+}
+
+func (g grant) lease() lease.Lease {
+	return lease.Lease{
+		Name: g.name, Holder: g.holder, Token: g.token,
+		TTL:        time.Duration(g.ttl) * time.Millisecond,
+		AcquiredAt: ms(g.acquired), RenewedAt: ms(g.renewed), ExpiresAt: ms(g.expires),
+		LockDelay: time.Duration(g.lockDelay) * time.Millisecond,
+		Metadata:  raw(g.metadata),
+	}
+}
+
+// state is what anyone may see of the grant at now.
+func (g grant) state(now int64) lease.State {
+	st := g.rule().State(ms(now))
+	st.Metadata = raw(g.metadata)
+	return st
+}
+
+func raw(s *string) []byte {
+	if s == nil {
+		return nil
+	}
+	return []byte(*s)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// lockName locks name's row and reads its current grant, locked too; ok is false while the
+// name has no grant. The name's row is its lock: acquire, revoke and fenced writes naming the
+// lease take it first, so they decide one at a time. With create, a name never used gets its
+// row (acquire); without, it stays unlocked and unknown: nothing can be decided on it that a
+// concurrent first acquire would change.
+func lockName(ctx context.Context, t *txn, name string, create bool) (g grant, ok bool, err error) {
+	if create {
+		if _, err := t.tx.Exec(ctx, `INSERT INTO names (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, name); err != nil {
+			return grant{}, false, fmt.Errorf("lock lease %q: %w", name, err)
+		}
+	}
+	var token *int64
+	err = t.tx.QueryRow(ctx, `SELECT token FROM names WHERE name = $1 FOR UPDATE`, name).Scan(&token)
+	if errors.Is(err, pgx.ErrNoRows) && !create {
+		return grant{}, false, nil
+	}
+	if err != nil {
+		return grant{}, false, fmt.Errorf("lock lease %q: %w", name, err)
+	}
+	if token == nil {
+		return grant{}, false, nil
+	}
+	g, err = scanGrant(t.tx.QueryRow(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.token = $1 FOR UPDATE`, *token))
+	if err != nil {
+		return grant{}, false, fmt.Errorf("read lease %q: %w", name, err)
+	}
+	return g, true, nil
+}
+
+// end closes a grant and records the event, by actor (an admin's revoke) if any. For an expiry,
+// at is the expiry itself.
+func end(ctx context.Context, t *txn, g grant, kind lease.End, at, now int64, actor string) error {
+	if _, err := t.tx.Exec(ctx, `UPDATE grants SET ended_at = $1, end_kind = $2 WHERE token = $3`, at, string(kind), g.token); err != nil {
+		return fmt.Errorf("end lease %q token %d: %w", g.name, g.token, err)
+	}
+	t.record(lease.Event{Type: lease.EventType(kind), Name: g.name, Token: g.token, Holder: g.holder, At: ms(at),
+		Metadata: raw(g.metadata), Actor: actor})
+	return nil
+}
+
+// settle records the expiry of g, locked by the caller, if it is open but past expiry at now,
+// and returns it as it now stands.
+func settle(ctx context.Context, t *txn, g grant, now int64) (grant, error) {
+	if _, expired := lease.Settle(g.rule(), ms(now)); expired {
+		if err := end(ctx, t, g, lease.EndExpired, g.expires, now, ""); err != nil {
+			return g, err
+		}
+		kind := string(lease.EndExpired)
+		g.ended, g.endKind = &g.expires, &kind
+	}
+	return g, nil
+}
+
+// lockToken locks the last issued token; every grant holds it to its commit.
+func lockToken(ctx context.Context, t *txn) (int64, error) {
+	var last int64
+	if err := t.tx.QueryRow(ctx, `SELECT last FROM tokens FOR UPDATE`).Scan(&last); err != nil {
+		return 0, fmt.Errorf("lock the last token: %w", err)
+	}
+	return last, nil
+}
+
+// Acquire grants the lease on a free name. Locks, in this order: the idempotency key (advisory),
+// the owner's cap (advisory), the name's row and its grant, the last token; then the database's
+// clock is read, and lease.DecideAcquire decides. See store.Store.
+func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease, error) {
+	var out lease.Lease
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		var keyHash, fp []byte
+		if p.IdempotencyKey != "" {
+			keyHash, fp = lease.HashID(p.IdempotencyKey), store.Fingerprint(p)
+			if err := advisory(ctx, t, "idempotency", keyHash); err != nil {
+				return err
+			}
+		}
+		if p.MaxHeld > 0 {
+			if err := advisory(ctx, t, "owner", []byte(p.Owner)); err != nil {
+				return err
+			}
+		}
+		g, ok, err := lockName(ctx, t, p.Name, true)
+		if err != nil {
+			return err
+		}
+		now, err := t.now(ctx)
+		if err != nil {
+			return err
+		}
+		if keyHash != nil {
+			l, done, err := replay(ctx, t, p, keyHash, fp, now)
+			if done || err != nil {
+				out = l
+				return err
+			}
+		}
+		if ok {
+			if g, err = settle(ctx, t, g, now); err != nil {
+				return err
+			}
+		}
+		// A held name is refused before the last token is locked: contention on one name
+		// does not queue every other grant behind it.
+		if _, err := lease.DecideAcquire(g.rule(), ok, ms(now), 0); err != nil {
+			return err
+		}
+		last, err := lockToken(ctx, t)
+		if err != nil {
+			return err
+		}
+		// Decide again at the clock read after the last lock: the name's row is still
+		// locked, so only time has moved, and the token is above now's microseconds.
+		if now, err = t.now(ctx); err != nil {
+			return err
+		}
+		token, err := lease.DecideAcquire(g.rule(), ok, ms(now), last)
+		if err != nil {
+			return err
+		}
+		if p.MaxHeld > 0 {
+			var n int
+			if err := t.tx.QueryRow(ctx, `SELECT count(*) FROM grants WHERE owner = $1 AND ended_at IS NULL AND expires_at > $2`,
+				p.Owner, now).Scan(&n); err != nil {
+				return fmt.Errorf("count the key's leases: %w", err)
+			}
+			if err := lease.CheckHeldCap(n, p.MaxHeld); err != nil {
+				return err
+			}
+		}
+		id := lease.NewID()
+		if keyHash != nil {
+			salt := lease.NewSalt()
+			id = lease.IdempotentID(p.IdempotencyKey, salt)
+			if _, err := t.tx.Exec(ctx, `INSERT INTO idempotency (key_hash, name, fingerprint, salt, token, created_at)
+				VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key_hash) DO UPDATE SET name = excluded.name,
+				fingerprint = excluded.fingerprint, salt = excluded.salt, token = excluded.token, created_at = excluded.created_at`,
+				keyHash, p.Name, fp, salt, token, now); err != nil {
+				return fmt.Errorf("keep idempotency key: %w", err)
+			}
+		}
+		ng := lease.NewGrant(p.Name, p.Holder, token, p.TTL, p.LockDelay, ms(now))
+		if _, err := t.tx.Exec(ctx, `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
+			acquired_at, renewed_at, expires_at, metadata, owner) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+			token, p.Name, p.Holder, lease.HashID(id), p.TTL.Milliseconds(), p.LockDelay.Milliseconds(),
+			now, now, ng.ExpiresAt.UnixMilli(), nullText(p.Metadata), p.Owner); err != nil {
+			return fmt.Errorf("insert grant %q: %w", p.Name, err)
+		}
+		if _, err := t.tx.Exec(ctx, `UPDATE names SET token = $2 WHERE name = $1`, p.Name, token); err != nil {
+			return fmt.Errorf("point %q at its grant: %w", p.Name, err)
+		}
+		if _, err := t.tx.Exec(ctx, `UPDATE tokens SET last = $1`, token); err != nil {
+			return fmt.Errorf("persist the last token: %w", err)
+		}
+		out = lease.Lease{Name: p.Name, Holder: p.Holder, ID: id, Token: token, TTL: ng.TTL, AcquiredAt: ng.AcquiredAt,
+			RenewedAt: ng.RenewedAt, ExpiresAt: ng.ExpiresAt, LockDelay: ng.LockDelay, Metadata: p.Metadata}
+		t.record(lease.Event{Type: lease.EventAcquired, Name: p.Name, Token: token, Holder: p.Holder,
+			At: ms(now), ExpiresAt: out.ExpiresAt, Metadata: p.Metadata})
+		return nil
+	})
+	if err != nil {
+		return lease.Lease{}, fmt.Errorf("acquire %q: %w", p.Name, err)
+	}
+	return out, nil
+}
+
+// advisory takes a transaction-scoped advisory lock on (kind, key).
+func advisory(ctx context.Context, t *txn, kind string, key []byte) error {
+	h := sha256.Sum256(append([]byte(kind+"\x00"), key...))
+	if _, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(binary.BigEndian.Uint64(h[:8]))); err != nil {
+		return fmt.Errorf("lock %s: %w", kind, err)
+	}
+	return nil
+}
+
+// replay answers a retry of an idempotent acquire: done is true when the key was seen within
+// 24 h, with the grant it made (still current) or an error saying why not.
+func replay(ctx context.Context, t *txn, p store.AcquireParams, keyHash, fp []byte, now int64) (lease.Lease, bool, error) {
+	var name string
+	var storedFP, salt []byte
+	var token, created int64
+	err := t.tx.QueryRow(ctx, `SELECT name, fingerprint, salt, token, created_at FROM idempotency WHERE key_hash = $1`, keyHash).
+		Scan(&name, &storedFP, &salt, &token, &created)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && created <= now-store.IdempotencyTTL.Milliseconds() {
+		return lease.Lease{}, false, nil
+	}
+	if err != nil {
+		return lease.Lease{}, false, fmt.Errorf("read idempotency key: %w", err)
+	}
+	if name != p.Name || !bytes.Equal(storedFP, fp) {
+		return lease.Lease{}, true, lease.Errorf(lease.CodeInvalid, "Idempotency-Key was already used for a different request")
+	}
+	g, err := scanGrant(t.tx.QueryRow(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.token = $1 FOR UPDATE`, token))
+	if err != nil {
+		return lease.Lease{}, true, fmt.Errorf("read grant %d of idempotency key: %w", token, err)
+	}
+	if g, err = settle(ctx, t, g, now); err != nil {
+		return lease.Lease{}, true, err
+	}
+	if !g.rule().HeldAt(ms(now)) {
+		return lease.Lease{}, true, lease.Errorf(lease.CodeLost, "the lease granted to this Idempotency-Key (token %d) has %s", token, deref(g.endKind))
+	}
+	l := g.lease()
+	l.ID = lease.IdempotentID(p.IdempotencyKey, salt)
+	return l, true, nil
+}
+
+// byID locks the grant whose lease ID is id, checks it belongs to name, reads the clock and
+// settles the grant at it.
+func byID(ctx context.Context, t *txn, name, id string) (grant, int64, error) {
+	g, err := scanGrant(t.tx.QueryRow(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.id_hash = $1 FOR UPDATE`, lease.HashID(id)))
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && g.name != name {
+		return grant{}, 0, lease.Errorf(lease.CodeLost, "lease_id is not a lease on %q (unknown, or pruned after it ended)", name)
+	}
+	if err != nil {
+		return grant{}, 0, fmt.Errorf("find lease by id: %w", err)
+	}
+	now, err := t.now(ctx)
+	if err != nil {
+		return grant{}, 0, err
+	}
+	g, err = settle(ctx, t, g, now)
+	return g, now, err
+}
+
+// Renew extends the current unexpired lease. A grant that is held is its name's current one
+// (a new grant needs the old one ended), so the grant's row is the only lock. See store.Store.
+func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, metadata json.RawMessage) (lease.Lease, error) {
+	var out lease.Lease
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		g, now, err := byID(ctx, t, name, id)
+		if err != nil {
+			return err
+		}
+		r, err := lease.DecideRenew(g.rule(), ttl, ms(now))
+		if err != nil {
+			return err
+		}
+		g.ttl, g.renewed, g.expires = r.TTL.Milliseconds(), r.RenewedAt.UnixMilli(), r.ExpiresAt.UnixMilli()
+		if metadata != nil {
+			g.metadata = nullText(metadata)
+		}
+		// With no new metadata, the lease keeps its own (COALESCE).
+		if _, err := t.tx.Exec(ctx, `UPDATE grants SET ttl_ms = $1, renewed_at = $2, expires_at = $3,
+			metadata = COALESCE($5, metadata) WHERE token = $4`,
+			g.ttl, g.renewed, g.expires, g.token, nullText(metadata)); err != nil {
+			return fmt.Errorf("renew token %d: %w", g.token, err)
+		}
+		out = g.lease()
+		t.record(lease.Event{Type: lease.EventRenewed, Name: name, Token: g.token, Holder: g.holder,
+			At: ms(now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata)})
+		return nil
+	})
+	if err != nil {
+		return lease.Lease{}, fmt.Errorf("renew %q: %w", name, err)
+	}
+	return out, nil
+}
+
+// Release ends the lease. See store.Store.
+func (s *Store) Release(ctx context.Context, name, id string) error {
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		g, now, err := byID(ctx, t, name, id)
+		if err != nil {
+			return err
+		}
+		if ended, err := lease.DecideRelease(g.rule(), ms(now)); !ended {
+			return err
+		}
+		return end(ctx, t, g, lease.EndReleased, now, now, "")
+	})
+	if err != nil {
+		return fmt.Errorf("release %q: %w", name, err)
+	}
+	return nil
+}
+
+// Revoke ends the current lease on name. See store.Store.
+func (s *Store) Revoke(ctx context.Context, name string, token int64, actor string) error {
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		g, ok, err := lockName(ctx, t, name, false)
+		if err != nil {
+			return err
+		}
+		now, err := t.now(ctx)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if g, err = settle(ctx, t, g, now); err != nil {
+				return err
+			}
+		}
+		if ended, err := lease.DecideRevoke(g.rule(), ok, name, token); !ended {
+			return err
+		}
+		return end(ctx, t, g, lease.EndRevoked, now, now, actor)
+	})
+	if err != nil {
+		return fmt.Errorf("revoke %q: %w", name, err)
+	}
+	return nil
+}
+
+// current reads the current grant of name without locks; ok is false for a name never used.
+func current(ctx context.Context, q queryer, name string) (grant, bool, error) {
+	g, err := scanGrant(q.QueryRow(ctx, `SELECT `+grantCols+` FROM names n JOIN grants g ON g.token = n.token WHERE n.name = $1`, name))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return grant{}, false, nil
+	}
+	if err != nil {
+		return grant{}, false, fmt.Errorf("read lease %q: %w", name, translate(err))
+	}
+	return g, true, nil
+}
+
+// Get returns the state of name. See store.Store.
+func (s *Store) Get(ctx context.Context, name string) (lease.State, error) {
+	g, ok, err := current(ctx, s.pool, name)
+	if err != nil {
+		return lease.State{}, err
+	}
+	if !ok {
+		return lease.State{}, lease.Errorf(lease.CodeNotFound, "no lease named %q was ever taken", name)
+	}
+	// The clock is read after the row: a lease read as held was held at a time no earlier
+	// than the one it is judged at.
+	now, err := s.now(ctx, s.pool)
+	if err != nil {
+		return lease.State{}, err
+	}
+	return g.state(now), nil
+}
+
+// ExpireDue records passed expiries. Replicas sweeping at once skip each other's rows (SKIP
+// LOCKED), so each expiry is recorded once. See store.Store.
+func (s *Store) ExpireDue(ctx context.Context) (int, time.Time, error) {
+	var n int
+	var next time.Time
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		now, err := t.now(ctx)
+		if err != nil {
+			return err
+		}
+		rows, err := t.tx.Query(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.ended_at IS NULL AND g.expires_at <= $1
+			ORDER BY g.expires_at FOR UPDATE SKIP LOCKED`, now)
+		if err != nil {
+			return fmt.Errorf("find expired leases: %w", err)
+		}
+		due, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (grant, error) { return scanGrant(r) })
+		if err != nil {
+			return fmt.Errorf("find expired leases: %w", err)
+		}
+		for _, g := range due {
+			if err := end(ctx, t, g, lease.EndExpired, g.expires, now, ""); err != nil {
+				return err
+			}
+		}
+		n = len(due)
+		var nx *int64
+		if err := t.tx.QueryRow(ctx, `SELECT min(expires_at) FROM grants WHERE ended_at IS NULL AND expires_at > $1`, now).Scan(&nx); err != nil {
+			return fmt.Errorf("next expiry: %w", err)
+		}
+		if nx != nil {
+			next = ms(*nx)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("expire due leases: %w", err)
+	}
+	return n, next, nil
+}
+
+// HeldCount counts leases held now. See store.Store.
+func (s *Store) HeldCount(ctx context.Context, prefix string) (int, error) {
+	now, err := s.now(ctx, s.pool)
+	if err != nil {
+		return 0, err
+	}
+	lo, hi := store.PrefixRange(prefix)
+	var n int
+	if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM grants WHERE ended_at IS NULL AND expires_at > $1
+		AND name >= $2 AND name < $3`, now, lo, hi).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count held leases: %w", translate(err))
+	}
+	return n, nil
+}
+
+// RecentlyFreed lists names freed lately, newest first: the newest end events and the expiries
+// no sweep has recorded yet, kept when the name is still free. See store.Store.
+func (s *Store) RecentlyFreed(ctx context.Context, prefix string, limit int) ([]lease.State, error) {
+	limit = store.ClampLimit(limit)
+	now, err := s.now(ctx, s.pool)
+	if err != nil {
+		return nil, err
+	}
+	lo, hi := store.PrefixRange(prefix)
+	rows, err := s.pool.Query(ctx, `WITH cand AS (
+			(SELECT name FROM grants WHERE ended_at IS NULL AND expires_at <= $1 AND name >= $2 AND name < $3 LIMIT $4)
+			UNION
+			(SELECT name FROM events WHERE type IN ('released', 'expired', 'revoked') AND name >= $2 AND name < $3
+				ORDER BY seq DESC LIMIT $4 * 8))
+		SELECT `+grantCols+` FROM cand JOIN names n ON n.name = cand.name JOIN grants g ON g.token = n.token
+		WHERE NOT (g.ended_at IS NULL AND g.expires_at > $1)`, now, lo, hi, limit)
+	if err != nil {
+		return nil, fmt.Errorf("recently freed: %w", translate(err))
+	}
+	gs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (grant, error) { return scanGrant(r) })
+	if err != nil {
+		return nil, fmt.Errorf("recently freed: %w", translate(err))
+	}
+	var out []lease.State
+	for _, g := range gs {
+		out = append(out, g.state(now))
+	}
+	slices.SortFunc(out, func(a, b lease.State) int { return b.EndedAt.Compare(a.EndedAt) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Prune deletes old history. See store.Store.
+func (s *Store) Prune(ctx context.Context, r store.Retention) error {
+	return s.write(ctx, func(ctx context.Context, t *txn) error {
+		now, err := t.now(ctx)
+		if err != nil {
+			return err
+		}
+		if r.Age > 0 {
+			cut := now - r.Age.Milliseconds()
+			for _, q := range []struct{ what, sql string }{
+				{"events", `DELETE FROM events WHERE recorded_at < $1`},
+				{"rejections", `DELETE FROM rejections WHERE at < $1`},
+				{"grants", `DELETE FROM grants g WHERE ended_at < $1 AND NOT EXISTS (SELECT 1 FROM names n WHERE n.token = g.token)`},
+			} {
+				if _, err := t.tx.Exec(ctx, q.sql, cut); err != nil {
+					return fmt.Errorf("prune %s: %w", q.what, err)
+				}
+			}
+		}
+		if r.Rows > 0 {
+			for _, q := range []struct{ what, sql string }{
+				{"events", `DELETE FROM events WHERE seq <= (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET $1)`},
+				{"rejections", `DELETE FROM rejections WHERE id <= (SELECT id FROM rejections ORDER BY id DESC LIMIT 1 OFFSET $1)`},
+			} {
+				if _, err := t.tx.Exec(ctx, q.sql, r.Rows); err != nil {
+					return fmt.Errorf("prune %s beyond %d rows: %w", q.what, r.Rows, err)
+				}
+			}
+		}
+		if _, err := t.tx.Exec(ctx, `DELETE FROM idempotency WHERE created_at <= $1`, now-store.IdempotencyTTL.Milliseconds()); err != nil {
+			return fmt.Errorf("prune idempotency keys: %w", err)
+		}
+		if _, err := t.tx.Exec(ctx, `DELETE FROM sessions WHERE expires_at <= $1`, now); err != nil {
+			return fmt.Errorf("prune sessions: %w", err)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,90 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+)
+
+// Every replica's OnCommit sees every replica's events, in seq order: its own right after their
+// commit, and the others' when a NOTIFY (sent by each commit that recorded events) wakes its
+// listener, which reads them from the events table by seq. Seqs become visible in order (see
+// insertEvents), so reading up to the newest committed seq never leaves a hole behind.
+
+// publish hands events, the next ones after the last published, to OnCommit. s.pubMu is held.
+func (s *Store) publish(evs []lease.Event) {
+	if len(evs) == 0 {
+		return
+	}
+	s.onCommit(evs)
+	s.published = evs[len(evs)-1].Seq
+}
+
+// unpublished reads, on q, the committed events after the last published and before before,
+// oldest first. s.pubMu is held; q must not be the pool (see try).
+func (s *Store) unpublished(ctx context.Context, q queryer, before int64) ([]lease.Event, error) {
+	if s.published+1 >= before {
+		return nil, nil
+	}
+	rows, err := q.Query(ctx, `SELECT `+eventCols+` FROM events WHERE seq > $1 AND seq < $2 ORDER BY seq`, s.published, before)
+	if err != nil {
+		return nil, translate(err)
+	}
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (lease.Event, error) { return scanEvent(r) })
+	if err != nil {
+		return nil, translate(err)
+	}
+	return evs, nil
+}
+
+// catchUp publishes every committed event not published yet, reading them on conn.
+func (s *Store) catchUp(ctx context.Context, conn *pgx.Conn) error {
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	evs, err := s.unpublished(ctx, conn, math.MaxInt64)
+	s.publish(evs)
+	return err
+}
+
+// listen keeps a connection that LISTENs for other replicas' commits until ctx ends,
+// reconnecting after a failure; after each (re)connection it catches up, so a notification
+// missed while disconnected loses nothing.
+func (s *Store) listen(ctx context.Context) {
+	defer close(s.listening)
+	for {
+		err := s.listenOnce(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("listening for other replicas' events; reconnecting", "err", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, `LISTEN `+Channel); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	for {
+		if err := s.catchUp(ctx, conn); err != nil {
+			return fmt.Errorf("catch up: %w", err)
+		}
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return fmt.Errorf("wait: %w", err)
+		}
+	}
+}

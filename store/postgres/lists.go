@@ -1,0 +1,143 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+// collect reads up to limit items from rows (queried with LIMIT limit+1) into a page whose Next
+// is the cursor of its last item's key when more remain.
+func collect[T any](rows pgx.Rows, limit int, scan func(pgx.Row) (T, error), key func(T) string) (store.Page[T], error) {
+	defer rows.Close()
+	var page store.Page[T]
+	for rows.Next() {
+		item, err := scan(rows)
+		if err != nil {
+			return store.Page[T]{}, err
+		}
+		page.Items = append(page.Items, item)
+	}
+	if err := rows.Err(); err != nil {
+		return store.Page[T]{}, translate(err)
+	}
+	if len(page.Items) > limit {
+		page.Items = page.Items[:limit]
+		page.Next = store.EncodeCursor(key(page.Items[limit-1]))
+	}
+	return page, nil
+}
+
+// List returns leases ordered by name. See store.Store.
+func (s *Store) List(ctx context.Context, f store.LeaseFilter) (store.Page[lease.State], error) {
+	after := ""
+	if f.Cursor != "" {
+		var err error
+		if after, err = store.DecodeCursor(f.Cursor); err != nil {
+			return store.Page[lease.State]{}, err
+		}
+	}
+	q := `SELECT ` + grantCols + ` FROM names n JOIN grants g ON g.token = n.token
+		WHERE n.name > $1 AND n.name >= $2 AND n.name < $3`
+	switch f.State {
+	case "held":
+		q += ` AND g.ended_at IS NULL AND g.expires_at > $4`
+	case "free":
+		q += ` AND NOT (g.ended_at IS NULL AND g.expires_at > $4)`
+	case "":
+		q += ` AND $4::bigint IS NOT NULL`
+	default:
+		return store.Page[lease.State]{}, lease.Errorf(lease.CodeInvalid, "state must be held or free, not %q", f.State)
+	}
+	now, err := s.now(ctx, s.pool)
+	if err != nil {
+		return store.Page[lease.State]{}, err
+	}
+	limit := store.ClampLimit(f.Limit)
+	lo, hi := store.PrefixRange(f.Prefix)
+	rows, err := s.pool.Query(ctx, q+` ORDER BY n.name LIMIT $5`, after, lo, hi, now, limit+1)
+	if err != nil {
+		return store.Page[lease.State]{}, fmt.Errorf("list leases: %w", translate(err))
+	}
+	page, err := collect(rows, limit, func(r pgx.Row) (lease.State, error) {
+		g, err := scanGrant(r)
+		return g.state(now), err
+	}, func(st lease.State) string { return st.Name })
+	if err != nil {
+		return page, fmt.Errorf("list leases: %w", err)
+	}
+	return page, nil
+}
+
+const eventCols = `seq, type, name, token, holder, at, expires_at, metadata, resource, actor`
+
+func scanEvent(r pgx.Row) (lease.Event, error) {
+	var e lease.Event
+	var typ string
+	var at int64
+	var exp *int64
+	var md, res *string
+	if err := r.Scan(&e.Seq, &typ, &e.Name, &e.Token, &e.Holder, &at, &exp, &md, &res, &e.Actor); err != nil {
+		return e, err
+	}
+	e.Type, e.At, e.Metadata, e.Resource = lease.EventType(typ), ms(at), raw(md), deref(res)
+	if exp != nil {
+		e.ExpiresAt = ms(*exp)
+	}
+	return e, nil
+}
+
+// Events returns events oldest first, or newest first. Seqs become visible in order (see
+// insertEvents), so a reader resuming after seq n misses nothing. See store.Store.
+func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lease.Event], error) {
+	after, err := store.DecodeSeqCursor(f.Cursor)
+	if err != nil {
+		return store.Page[lease.Event]{}, err
+	}
+	after = max(after, f.AfterSeq)
+	limit := store.ClampLimit(f.Limit)
+	var since int64 = -1 << 62
+	if !f.Since.IsZero() {
+		since = f.Since.UnixMilli()
+	}
+	cmpSeq, order, bound := ">", "", after
+	if f.Newest {
+		cmpSeq, order = "<", " DESC"
+		if f.Cursor == "" {
+			bound = 1<<63 - 1
+		}
+	}
+	var rows pgx.Rows
+	if f.Name != "" {
+		rows, err = s.pool.Query(ctx, `SELECT `+eventCols+` FROM events WHERE name = $1 AND seq `+cmpSeq+` $2 AND at >= $3
+			ORDER BY seq`+order+` LIMIT $4`, f.Name, bound, since, limit+1)
+	} else {
+		lo, hi := store.PrefixRange(f.Prefix)
+		rows, err = s.pool.Query(ctx, `SELECT `+eventCols+` FROM events WHERE seq `+cmpSeq+` $1 AND name >= $2 AND name < $3
+			AND at >= $4 ORDER BY seq`+order+` LIMIT $5`, bound, lo, hi, since, limit+1)
+	}
+	if err != nil {
+		return store.Page[lease.Event]{}, fmt.Errorf("list events: %w", translate(err))
+	}
+	page, err := collect(rows, limit, scanEvent, func(e lease.Event) string { return store.SeqKey(e.Seq) })
+	if err != nil {
+		return page, fmt.Errorf("list events: %w", err)
+	}
+	return page, nil
+}
+
+// LatestSeq returns the newest event's seq. See store.Store.
+func (s *Store) LatestSeq(ctx context.Context) (int64, error) {
+	var seq *int64
+	if err := s.pool.QueryRow(ctx, `SELECT max(seq) FROM events`).Scan(&seq); err != nil {
+		return 0, fmt.Errorf("latest event: %w", translate(err))
+	}
+	if seq == nil {
+		return 0, nil
+	}
+	return *seq, nil
+}

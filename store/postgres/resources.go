@@ -1,0 +1,274 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+// PutResource writes a fenced resource. Locks, in this order: the resource's row (made if new),
+// the lease's name row and grant when the write names one; then the clock is read and
+// lease.DecideFencedWrite decides (invariant 7). See store.Store.
+func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.Resource, error) {
+	var out lease.Resource
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		fence, version, err := lockResource(ctx, t, wr.Name)
+		if err != nil {
+			return err
+		}
+		fw := lease.FencedWrite{Resource: wr.Name, Token: wr.Token, Fence: fence, LeaseName: wr.LeaseName}
+		var leaseGrant grant
+		if wr.LeaseName != "" {
+			var ok bool
+			if leaseGrant, ok, err = lockName(ctx, t, wr.LeaseName, false); err != nil {
+				return err
+			}
+			fw.LeaseExists = ok
+		}
+		// Tokens are issued with the tokens row locked to commit: a token a client presents
+		// was committed before, so the committed last token bounds it without a lock.
+		if err := t.tx.QueryRow(ctx, `SELECT last FROM tokens`).Scan(&fw.LastToken); err != nil {
+			return fmt.Errorf("read the last token: %w", err)
+		}
+		now, err := t.now(ctx)
+		if err != nil {
+			return err
+		}
+		if fw.LeaseExists {
+			if leaseGrant, err = settle(ctx, t, leaseGrant, now); err != nil {
+				return err
+			}
+			fw.Lease = leaseGrant.rule()
+		}
+		owner, known, err := tokenOwner(ctx, t, wr.Token)
+		if err != nil {
+			return err
+		}
+		if e := lease.DecideFencedWrite(fw, ms(now)); e != nil {
+			if version == 0 {
+				// The row made only to lock a new name goes again: nothing was written.
+				if _, err := t.tx.Exec(ctx, `DELETE FROM resources WHERE name = $1`, wr.Name); err != nil {
+					return fmt.Errorf("drop resource: %w", err)
+				}
+			}
+			r := lease.Rejection{Resource: wr.Name, Lease: wr.LeaseName, PresentedToken: wr.Token, CurrentFence: e.CurrentFence,
+				ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: e.Message, Source: lease.RejectionSourceServer}
+			if _, err := recordRejection(ctx, t, r, owner, known, now); err != nil {
+				return err
+			}
+			return e
+		}
+		holder := ""
+		if known {
+			holder = owner.holder
+		}
+		out = lease.Resource{Name: wr.Name, Fence: wr.Token, Version: version + 1, UpdatedAt: ms(now),
+			Size: int64(len(wr.Value)), ContentType: wr.ContentType, Lease: wr.LeaseName, Holder: holder}
+		if _, err := t.tx.Exec(ctx, `UPDATE resources SET fence = $2, version = $3, value = $4, content_type = $5,
+			updated_at = $6, lease = $7, holder = $8 WHERE name = $1`,
+			out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, now, out.Lease, out.Holder); err != nil {
+			return fmt.Errorf("write resource: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return lease.Resource{}, fmt.Errorf("put resource %q: %w", wr.Name, err)
+	}
+	return out, nil
+}
+
+// lockResource locks the resource's row, making it (version 0, nothing written) for a name
+// never written: the first writers of a name meet at its primary key. A row made that way and
+// dropped again by a rejected first write, while this one waited for it, is made again.
+func lockResource(ctx context.Context, t *txn, name string) (fence, version int64, err error) {
+	for range 3 {
+		if _, err := t.tx.Exec(ctx, `INSERT INTO resources (name, fence, version, value, content_type, updated_at)
+			VALUES ($1, 0, 0, '', '', 0) ON CONFLICT (name) DO NOTHING`, name); err != nil {
+			return 0, 0, fmt.Errorf("make resource: %w", err)
+		}
+		err = t.tx.QueryRow(ctx, `SELECT fence, version FROM resources WHERE name = $1 FOR UPDATE`, name).Scan(&fence, &version)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			break
+		}
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("lock resource: %w", err)
+	}
+	return fence, version, nil
+}
+
+// DeleteResource deletes a fenced resource and its fence. See store.Store.
+func (s *Store) DeleteResource(ctx context.Context, name, actor string) error {
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		tag, err := t.tx.Exec(ctx, `DELETE FROM resources WHERE name = $1 AND version > 0`, name)
+		if err != nil {
+			return fmt.Errorf("delete resource: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return lease.Errorf(lease.CodeNotFound, "no resource named %q exists", name)
+		}
+		now, err := t.now(ctx)
+		if err != nil {
+			return err
+		}
+		t.record(lease.Event{Type: lease.EventResourceDeleted, Resource: name, At: ms(now), Actor: actor})
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("delete resource %q: %w", name, err)
+	}
+	return nil
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// tokenOwner finds the grant that was given token, if it is still in the history.
+func tokenOwner(ctx context.Context, t *txn, token int64) (grant, bool, error) {
+	g, err := scanGrant(t.tx.QueryRow(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.token = $1`, token))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return grant{}, false, nil
+	}
+	if err != nil {
+		return grant{}, false, fmt.Errorf("find the grant of token %d: %w", token, err)
+	}
+	return g, true, nil
+}
+
+// recordRejection inserts a rejection, filling lease and holder from the token's grant, and a
+// rejected event (with an empty name when the lease is unknown, so watchers see every refusal).
+func recordRejection(ctx context.Context, t *txn, r lease.Rejection, owner grant, known bool, now int64) (lease.Rejection, error) {
+	if known {
+		if r.Lease == "" {
+			r.Lease = owner.name
+		}
+		if r.Holder == "" {
+			r.Holder = owner.holder
+		}
+	}
+	r.At = ms(now)
+	err := t.tx.QueryRow(ctx, `INSERT INTO rejections (resource, lease, presented_token, current_fence, holder,
+		client_addr, user_agent, reason, source, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
+		r.Resource, r.Lease, r.PresentedToken, r.CurrentFence, r.Holder, r.ClientAddr, r.UserAgent, r.Reason, r.Source, now).Scan(&r.ID)
+	if err != nil {
+		return r, fmt.Errorf("record rejection: %w", err)
+	}
+	t.record(lease.Event{Type: lease.EventRejected, Name: r.Lease, Token: r.PresentedToken,
+		Holder: r.Holder, At: r.At, Resource: r.Resource})
+	return r, nil
+}
+
+// RecordRejection records a rejection made outside leasekeeper. See store.Store.
+func (s *Store) RecordRejection(ctx context.Context, r lease.Rejection) (lease.Rejection, error) {
+	var out lease.Rejection
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		owner, known, err := tokenOwner(ctx, t, r.PresentedToken)
+		if err != nil {
+			return err
+		}
+		now, err := t.now(ctx)
+		if err != nil {
+			return err
+		}
+		out, err = recordRejection(ctx, t, r, owner, known, now)
+		return err
+	})
+	if err != nil {
+		return lease.Rejection{}, fmt.Errorf("record rejection on %q: %w", r.Resource, err)
+	}
+	return out, nil
+}
+
+const resourceCols = `name, fence, version, updated_at, length(value), content_type, lease, holder`
+
+func scanResource(r pgx.Row, extra ...any) (lease.Resource, error) {
+	var res lease.Resource
+	var at int64
+	err := r.Scan(append([]any{&res.Name, &res.Fence, &res.Version, &at, &res.Size, &res.ContentType, &res.Lease, &res.Holder}, extra...)...)
+	res.UpdatedAt = ms(at)
+	return res, err
+}
+
+// GetResource returns a resource with its value. See store.Store.
+func (s *Store) GetResource(ctx context.Context, name string) (lease.Resource, error) {
+	var value []byte
+	res, err := scanResource(s.pool.QueryRow(ctx, `SELECT `+resourceCols+`, value FROM resources WHERE name = $1 AND version > 0`, name), &value)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return lease.Resource{}, lease.Errorf(lease.CodeNotFound, "no resource named %q was ever written", name)
+	}
+	if err != nil {
+		return lease.Resource{}, fmt.Errorf("get resource %q: %w", name, translate(err))
+	}
+	res.Value = value
+	return res, nil
+}
+
+// ListResources returns resources ordered by name. See store.Store.
+func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) (store.Page[lease.Resource], error) {
+	after := ""
+	if f.Cursor != "" {
+		var err error
+		if after, err = store.DecodeCursor(f.Cursor); err != nil {
+			return store.Page[lease.Resource]{}, err
+		}
+	}
+	limit := store.ClampLimit(f.Limit)
+	lo, hi := store.PrefixRange(f.Prefix)
+	rows, err := s.pool.Query(ctx, `SELECT `+resourceCols+` FROM resources WHERE version > 0 AND name > $1 AND name >= $2 AND name < $3
+		ORDER BY name LIMIT $4`, after, lo, hi, limit+1)
+	if err != nil {
+		return store.Page[lease.Resource]{}, fmt.Errorf("list resources: %w", translate(err))
+	}
+	page, err := collect(rows, limit, func(r pgx.Row) (lease.Resource, error) { return scanResource(r) },
+		func(r lease.Resource) string { return r.Name })
+	if err != nil {
+		return page, fmt.Errorf("list resources: %w", err)
+	}
+	return page, nil
+}
+
+// Rejections returns rejections newest first. See store.Store.
+func (s *Store) Rejections(ctx context.Context, f store.RejectionFilter) (store.Page[lease.Rejection], error) {
+	before := int64(1<<63 - 1)
+	if f.Cursor != "" {
+		c, err := store.DecodeSeqCursor(f.Cursor)
+		if err != nil {
+			return store.Page[lease.Rejection]{}, err
+		}
+		before = c
+	}
+	limit := store.ClampLimit(f.Limit)
+	var since int64 = -1 << 62
+	if !f.Since.IsZero() {
+		since = f.Since.UnixMilli()
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, resource, lease, presented_token, current_fence, holder, client_addr,
+		user_agent, reason, source, at FROM rejections WHERE id < $1 AND ($2 = '' OR resource = $2) AND ($3 = '' OR lease = $3)
+		AND at >= $4 ORDER BY id DESC LIMIT $5`, before, f.Resource, f.Lease, since, limit+1)
+	if err != nil {
+		return store.Page[lease.Rejection]{}, fmt.Errorf("list rejections: %w", translate(err))
+	}
+	page, err := collect(rows, limit, scanRejection, func(r lease.Rejection) string { return store.SeqKey(r.ID) })
+	if err != nil {
+		return page, fmt.Errorf("list rejections: %w", err)
+	}
+	return page, nil
+}
+
+func scanRejection(r pgx.Row) (lease.Rejection, error) {
+	var x lease.Rejection
+	var at int64
+	err := r.Scan(&x.ID, &x.Resource, &x.Lease, &x.PresentedToken, &x.CurrentFence, &x.Holder,
+		&x.ClientAddr, &x.UserAgent, &x.Reason, &x.Source, &at)
+	x.At = ms(at)
+	return x, err
+}

@@ -1,0 +1,69 @@
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"strconv"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+)
+
+// What every backend encodes the same way, so that a client cannot tell them apart.
+
+// EncodeCursor makes the opaque cursor of a page whose last key is key.
+func EncodeCursor(key string) string { return base64.RawURLEncoding.EncodeToString([]byte(key)) }
+
+// DecodeCursor returns the key of a cursor made by EncodeCursor. Codes: invalid_request.
+func DecodeCursor(c string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return "", lease.Errorf(lease.CodeInvalid, "cursor %q is not one this server gave out", c)
+	}
+	return string(b), nil
+}
+
+// SeqKey is the cursor key of a seq or id.
+func SeqKey(n int64) string { return strconv.FormatInt(n, 10) }
+
+// DecodeSeqCursor returns the seq of a cursor made from SeqKey, 0 for none. Codes:
+// invalid_request.
+func DecodeSeqCursor(c string) (int64, error) {
+	if c == "" {
+		return 0, nil
+	}
+	s, err := DecodeCursor(c)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, lease.Errorf(lease.CodeInvalid, "cursor %q is not one this server gave out", c)
+	}
+	return n, nil
+}
+
+// PrefixRange returns bounds [lo, hi) of the names that start with prefix, in byte order. Names
+// use only bytes below '~', so prefix+"~" bounds them.
+func PrefixRange(prefix string) (lo, hi string) {
+	if prefix == "" {
+		return "", "~"
+	}
+	return prefix, prefix + "~"
+}
+
+// IdempotencyTTL is how long an acquire's Idempotency-Key is remembered.
+const IdempotencyTTL = 24 * time.Hour
+
+// Fingerprint identifies what an idempotent acquire asked for, so a key reused for another
+// request is refused rather than answered with the wrong grant.
+func Fingerprint(p AcquireParams) []byte {
+	h := sha256.New()
+	for _, s := range []string{p.Name, p.Holder, string(p.Metadata)} {
+		binary.Write(h, binary.BigEndian, int64(len(s)))
+		h.Write([]byte(s))
+	}
+	binary.Write(h, binary.BigEndian, [2]int64{p.TTL.Milliseconds(), p.LockDelay.Milliseconds()})
+	return h.Sum(nil)
+}
