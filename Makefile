@@ -1,8 +1,10 @@
 # leasekeeper — run `make` for the list of targets.
 GO      ?= go
 BIN     ?= bin/leasekeeper
-ADDR    ?= 127.0.0.1:8080
-DB      ?= ./leasekeeper.db
+# Empty ADDR and DB leave serve's own defaults and the environment (LEASEKEEPER_ADDR,
+# LEASEKEEPER_DB) in charge: a flag passed here would silently win over them.
+ADDR    ?=
+DB      ?=
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # A count, not a duration: duration-based -fuzztime can fail with a spurious "context deadline
 # exceeded" at its end on a busy machine (golang/go#75804, fixed in Go 1.27).
@@ -26,8 +28,8 @@ check-generated: generate ## fail when generated code drifts from its sources
 build: ## build the binary into bin/
 	CGO_ENABLED=1 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/leasekeeper
 
-run: build ## build and serve on $(ADDR) with the SQLite file $(DB)
-	$(BIN) serve --addr $(ADDR) --db $(DB)
+run: build ## build and serve (ADDR=host:port or env LEASEKEEPER_ADDR, default 127.0.0.1:8080; DB= or LEASEKEEPER_DB)
+	$(BIN) serve $(if $(ADDR),--addr $(ADDR)) $(if $(DB),--db $(DB))
 
 test: ## run every test with the race detector
 	$(GO) test -race -count=1 ./...
@@ -55,14 +57,14 @@ bench-http: build ## start a server on a fresh database (auth on, admin key) and
 	for i in $$(seq 50); do test -s $$dir/bench.db.admin-key && break; sleep 0.1; done; \
 	LEASEKEEPER_API_KEY=$$(cat $$dir/bench.db.admin-key) $(BIN) bench --server http://$(BENCH_ADDR) $(BENCH_FLAGS)
 
-fuzz: ## run each fuzz target for $(FUZZTIME) (executions)
+fuzz: ## run each fuzz target FUZZTIME times (executions; default 50000x)
 	@set -e; for f in $$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz'); do \
 	  for t in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$f | cut -d' ' -f2); do \
 	    echo "fuzz ./$$(dirname $$f) $$t"; $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) ./$$(dirname $$f); \
 	  done; \
 	done
 
-demo: ## the paused-worker demonstration: a stale write refused and shown
+demo: ## the paused-worker demonstration: a stale write refused and shown (needs jq)
 	bash scripts/demo.sh
 
 docker: ## build the container image
