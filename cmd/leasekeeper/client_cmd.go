@@ -20,7 +20,7 @@ import (
 // exTempFail is EX_TEMPFAIL from sysexits.h: the lease cannot be had right now.
 const exTempFail = 75
 
-const clientUsage = `Client commands (flags before the name; --server or env LEASEKEEPER_SERVER; the API key in
+const clientUsage = `Client commands (--server, --json, --api-key-file and --ca-file before or after the command name; --server or env LEASEKEEPER_SERVER; the API key in
 env LEASEKEEPER_API_KEY or --api-key-file; for a server whose certificate a private authority
 signed, --ca-file or env LEASEKEEPER_CA_FILE):
   leasekeeper acquire [--ttl 30s] [--holder H] [--wait 0] [--lock-delay 0] [--metadata JSON] [--json] NAME
@@ -91,19 +91,18 @@ func newClientFlags(name string, getenv func(string) string, stderr io.Writer) *
 	cf.key = getenv("LEASEKEEPER_API_KEY")
 	cf.fs.StringVar(&cf.keyFile, "api-key-file", getenv("LEASEKEEPER_API_KEY_FILE"), "a file holding the API key (default: env LEASEKEEPER_API_KEY; env LEASEKEEPER_API_KEY_FILE)")
 	cf.fs.StringVar(&cf.caFile, "ca-file", getenv("LEASEKEEPER_CA_FILE"), "trust the server's certificate if signed by one in this PEM file (env LEASEKEEPER_CA_FILE)")
-	if name != "release" {
-		cf.fs.BoolVar(&cf.json, "json", false, "print JSON instead of a table")
-	}
+	// release prints no lease, but takes --json like the others, so a global flag never fails it.
+	cf.fs.BoolVar(&cf.json, "json", false, "print JSON instead of a table")
 	return cf
 }
 
 // parse parses args and returns the lease name: the one positional argument (or the value
 // of a --name flag the command defined).
 func (cf *clientFlags) parse(args []string, nameFlag *string) (string, error) {
-	if err := cf.fs.Parse(args); err != nil {
-		return "", &exitError{code: 2, err: err}
+	rest, err := cf.parseAll(args)
+	if err != nil {
+		return "", err
 	}
-	rest := cf.fs.Args()
 	name := ""
 	if nameFlag != nil {
 		name = *nameFlag
@@ -112,12 +111,29 @@ func (cf *clientFlags) parse(args []string, nameFlag *string) (string, error) {
 	case len(rest) == 1 && name == "":
 		name = rest[0]
 	case len(rest) > 1 || len(rest) == 1 && name != "":
-		return "", &exitError{code: 2, err: fmt.Errorf("%s: one lease name expected (flags go before it), got %q", cf.fs.Name(), rest)}
+		return "", &exitError{code: 2, err: fmt.Errorf("%s: one lease name expected, got %q", cf.fs.Name(), rest)}
 	}
 	if name == "" && nameFlag != nil {
 		return "", &exitError{code: 2, err: fmt.Errorf("%s: a lease name is required", cf.fs.Name())}
 	}
 	return name, nil
+}
+
+// parseAll parses args with flags before, between or after the positional arguments, as
+// `leasekeeper get job --json` is written, and returns the positional ones. After a literal
+// "--" everything is positional.
+func (cf *clientFlags) parseAll(args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := cf.fs.Parse(args); err != nil {
+			return nil, &exitError{code: 2, err: err}
+		}
+		rest := cf.fs.Args()
+		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" || len(rest) == 0 {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
 }
 
 func (cf *clientFlags) client(stderr io.Writer, opts ...client.Option) (*client.Client, error) {
@@ -300,11 +316,10 @@ func listCommand(ctx context.Context, cf *clientFlags, args []string, stdout io.
 	prefix := cf.fs.String("prefix", "", "only names that start with this")
 	state := cf.fs.String("state", "", "held or free; empty for both")
 	limit := cf.fs.Int("limit", 0, "at most this many (one page); 0 lists all")
-	if err := cf.fs.Parse(args); err != nil {
-		return &exitError{code: 2, err: err}
-	}
-	if cf.fs.NArg() > 0 {
-		return &exitError{code: 2, err: fmt.Errorf("list takes no arguments, got %q", cf.fs.Args())}
+	if rest, err := cf.parseAll(args); err != nil {
+		return err
+	} else if len(rest) > 0 {
+		return &exitError{code: 2, err: fmt.Errorf("list takes no arguments, got %q", rest)}
 	}
 	if *state != "" && *state != "held" && *state != "free" {
 		return &exitError{code: 2, err: fmt.Errorf("--state must be held or free, not %q", *state)}

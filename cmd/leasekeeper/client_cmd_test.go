@@ -144,3 +144,34 @@ func TestAPIKeyFromEnvironment(t *testing.T) {
 		t.Errorf("Authorization = %q, want the key from LEASEKEEPER_API_KEY", auth)
 	}
 }
+
+func TestGlobalFlagsAnywhere(t *testing.T) {
+	srv := newTestServer(t)
+	env := map[string]string{"LEASEKEEPER_API_KEY": servicetest.KeyOf(srv)} // no LEASEKEEPER_SERVER: --server must count
+	if _, errOut, code := cliEnv(t, env, "--server", srv, "acquire", "--ttl", "1m", "--holder", "alice", "job"); code != 0 {
+		t.Fatalf("--server URL acquire: exit %d: %s", code, errOut)
+	}
+	for _, args := range [][]string{
+		{"--server", srv, "--json", "get", "job"},
+		{"--server=" + srv, "get", "--json", "job"},
+		{"get", "--server", srv, "job", "--json"},
+		{"get", "job", "--json", "--server", srv},
+		{"--json", "list", "--server", srv},
+		{"--server", srv, "keys", "list", "--json"},
+	} {
+		out, errOut, code := cliEnv(t, env, args...)
+		if code != 0 || !strings.HasPrefix(strings.TrimSpace(out), "{") {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want JSON", args, code, out, errOut)
+		}
+	}
+	for _, args := range [][]string{
+		{"--server", srv, "serve"},
+		{"--server"},
+		{"--server", srv},
+		{"get", "job", "extra", "--server", srv},
+	} {
+		if _, _, code := cliEnv(t, env, args...); code != 2 {
+			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+	}
+}

@@ -39,8 +39,9 @@ func keysCommand(ctx context.Context, cf *clientFlags, args []string, stdout io.
 	default:
 		return &exitError{code: 2, err: fmt.Errorf("keys: unknown subcommand %q (create, list or revoke)", sub)}
 	}
-	if err := cf.fs.Parse(args); err != nil {
-		return &exitError{code: 2, err: err}
+	rest, err := cf.parseAll(args)
+	if err != nil {
+		return err
 	}
 	key, err := cf.apiKey()
 	if err != nil {
@@ -62,7 +63,7 @@ func keysCommand(ctx context.Context, cf *clientFlags, args []string, stdout io.
 	}
 	switch sub {
 	case "create":
-		if label == "" || role == "" || cf.fs.NArg() > 0 {
+		if label == "" || role == "" || len(rest) > 0 {
 			return &exitError{code: 2, err: errors.New("keys create: --label and --role are required, and nothing else")}
 		}
 		body := api.KeyRequest{Label: label, Role: api.Role(role)}
@@ -104,10 +105,10 @@ func keysCommand(ctx context.Context, cf *clientFlags, args []string, stdout io.
 		}
 		return tw.Flush()
 	default: // revoke
-		if cf.fs.NArg() != 1 {
+		if len(rest) != 1 {
 			return &exitError{code: 2, err: errors.New("keys revoke: one key id expected")}
 		}
-		r, err := c.RevokeKeyWithResponse(ctx, cf.fs.Arg(0))
+		r, err := c.RevokeKeyWithResponse(ctx, rest[0])
 		if err != nil {
 			return cliError(err)
 		}

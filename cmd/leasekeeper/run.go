@@ -55,11 +55,26 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprint(stderr, usage)
 		return &exitError{code: 2, err: errors.New("no command given")}
 	}
+	global, args, err := splitGlobal(args)
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return &exitError{code: 2, err: errors.New("no command given")}
+	}
+	switch args[0] {
+	case "acquire", "renew", "release", "get", "list", "run", "leader", "keys":
+	default:
+		if len(global) > 0 {
+			return &exitError{code: 2, err: fmt.Errorf("%s belongs to the client commands, not %q", global[0], args[0])}
+		}
+	}
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], getenv, stdout, stderr)
 	case "acquire", "renew", "release", "get", "list", "run", "leader", "keys":
-		return clientCommand(ctx, args[0], args[1:], getenv, stdout, stderr)
+		return clientCommand(ctx, args[0], withGlobal(args[0], global, args[1:]), getenv, stdout, stderr)
 	case "backup":
 		return backupCommand(ctx, args[1:], getenv, stdout, stderr)
 	case "bench":
@@ -83,4 +98,48 @@ func buildVersion() string {
 		return strings.TrimPrefix(bi.Main.Version, "v")
 	}
 	return version
+}
+
+// globalFlag reports whether name is a client flag that may also come before the command
+// name, and whether it takes a value.
+func globalFlag(name string) (ok, takesValue bool) {
+	switch name {
+	case "server", "api-key-file", "ca-file":
+		return true, true
+	case "json":
+		return true, false
+	}
+	return false, false
+}
+
+// splitGlobal takes the client flags that come before the command name off args, so that
+// `leasekeeper --server URL get job` means `leasekeeper get --server URL job`.
+func splitGlobal(args []string) (global, rest []string, err error) {
+	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[0], "-"), "=")
+		ok, takesValue := globalFlag(name)
+		if !ok {
+			break
+		}
+		global, args = append(global, args[0]), args[1:]
+		if takesValue && !hasValue {
+			if len(args) == 0 {
+				return nil, nil, &exitError{code: 2, err: fmt.Errorf("flag needs an argument: -%s", name)}
+			}
+			global, args = append(global, args[0]), args[1:]
+		}
+	}
+	return global, args, nil
+}
+
+// withGlobal puts the global flags given before the command name where the command parses
+// its flags: after keys' subcommand, else first.
+func withGlobal(cmd string, global, args []string) []string {
+	if len(global) == 0 {
+		return args
+	}
+	if cmd == "keys" && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return append([]string{args[0]}, append(global, args[1:]...)...)
+	}
+	return append(append([]string(nil), global...), args...)
 }
