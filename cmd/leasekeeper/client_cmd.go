@@ -209,10 +209,10 @@ func cliError(err error) error {
 }
 
 func acquireCommand(ctx context.Context, cf *clientFlags, args []string, getenv func(string) string, stdout io.Writer) error {
-	ttl := cf.fs.Duration("ttl", 30*time.Second, "lease duration")
+	ttl := duration(cf.fs, "ttl", 30*time.Second, "lease duration")
 	holder := cf.fs.String("holder", defaultHolder(getenv), "who holds it, for humans (env LEASEKEEPER_HOLDER)")
-	wait := cf.fs.Duration("wait", 0, "how long to wait for a lease somebody else holds")
-	lockDelay := cf.fs.Duration("lock-delay", 0, "after this lease expires, keep the name from others this long")
+	wait := duration(cf.fs, "wait", 0, "how long to wait for a lease somebody else holds")
+	lockDelay := duration(cf.fs, "lock-delay", 0, "after this lease expires, keep the name from others this long")
 	metadata := cf.fs.String("metadata", "", "a JSON object shown with the lease")
 	key := cf.fs.String("idempotency-key", "", "a key that makes retries of this acquire return the first grant")
 	name, err := cf.parse(args, new(string))
@@ -247,7 +247,7 @@ func acquireCommand(ctx context.Context, cf *clientFlags, args []string, getenv 
 
 func renewCommand(ctx context.Context, cf *clientFlags, args []string, getenv func(string) string, stdout io.Writer) error {
 	id := cf.fs.String("lease-id", getenv("LEASEKEEPER_LEASE_ID"), "the lease_id from acquire (env LEASEKEEPER_LEASE_ID)")
-	ttl := cf.fs.Duration("ttl", 0, "a new ttl; 0 keeps the lease's")
+	ttl := duration(cf.fs, "ttl", 0, "a new ttl; 0 keeps the lease's")
 	name, err := cf.parse(args, new(string))
 	if err != nil {
 		return err
@@ -284,9 +284,8 @@ func releaseCommand(ctx context.Context, cf *clientFlags, args []string, getenv 
 		return err
 	}
 	if err := c.Release(ctx, name, *id); err != nil {
-		if errors.Is(err, client.ErrLeaseLost) {
-			return &exitError{code: 1, err: fmt.Errorf("%w (the lease had already ended: work done under it may have overlapped another holder's)", err)}
-		}
+		// lease_lost answers both a lease that ended and a lease_id the server never issued;
+		// the server's detail says which, so nothing is added here that might be untrue.
 		return cliError(err)
 	}
 	fmt.Fprintf(stdout, "released %s\n", name)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -172,6 +173,46 @@ func TestGlobalFlagsAnywhere(t *testing.T) {
 	} {
 		if _, _, code := cliEnv(t, env, args...); code != 2 {
 			t.Errorf("%q: exit %d, want 2", args, code)
+		}
+	}
+}
+
+func TestReleaseBogusLeaseID(t *testing.T) {
+	srv := newTestServer(t)
+	for _, name := range []string{"free", "held"} {
+		if name == "held" {
+			if _, errOut, code := cli(t, srv, "acquire", "--ttl", "1m", name); code != 0 {
+				t.Fatalf("acquire: exit %d: %s", code, errOut)
+			}
+		}
+		_, errOut, code := cli(t, srv, "release", "--lease-id", "lk_bogus", name)
+		if code != 1 || !strings.Contains(errOut, "lease_lost") || strings.Contains(errOut, "overlap") {
+			t.Errorf("release --lease-id lk_bogus %s: exit %d, %q; want exit 1, lease_lost and no claim of overlap", name, code, errOut)
+		}
+	}
+}
+
+func TestDurationNeedsUnit(t *testing.T) {
+	for _, args := range [][]string{
+		{"acquire", "--ttl", "30", "job"},
+		{"renew", "--lease-id", "lk_x", "--ttl", "30", "job"},
+		{"run", "--name", "job", "--ttl", "30", "--", "true"},
+		{"serve", "--max-ttl", "30"},
+	} {
+		_, errOut, code := cliEnv(t, nil, args...)
+		if code != 2 || !strings.Contains(errOut, "add a unit, e.g. 30s") {
+			t.Errorf("%q: exit %d, %q; want exit 2 asking for a unit", args, code, errOut)
+		}
+	}
+}
+
+func TestServeBadEnvironment(t *testing.T) {
+	for _, name := range []string{"LEASEKEEPER_MIN_TTL", "LEASEKEEPER_MAX_TTL", "LEASEKEEPER_MAX_WAIT",
+		"LEASEKEEPER_MAX_LOCK_DELAY", "LEASEKEEPER_RETENTION", "LEASEKEEPER_BODY_TIMEOUT"} {
+		env := map[string]string{name: "30", "LEASEKEEPER_DB": filepath.Join(t.TempDir(), "lk.db"), "LEASEKEEPER_ADDR": "127.0.0.1:0"}
+		_, errOut, code := cliEnv(t, env, "serve")
+		if code != 2 || !strings.Contains(errOut, name+"=30") || !strings.Contains(errOut, "add a unit") {
+			t.Errorf("%s=30 serve: exit %d, %q; want exit 2 naming it", name, code, errOut)
 		}
 	}
 }

@@ -41,10 +41,10 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	stdout, stderr = &lockedWriter{mu: &mu, w: stdout}, &lockedWriter{mu: &mu, w: stderr}
 	cf := newClientFlags("run", getenv, stderr)
 	name := cf.fs.String("name", "", "the lease to hold while CMD runs (required)")
-	ttl := cf.fs.Duration("ttl", 30*time.Second, "lease duration; renewed at a third of it")
+	ttl := duration(cf.fs, "ttl", 30*time.Second, "lease duration; renewed at a third of it")
 	holder := cf.fs.String("holder", defaultHolder(getenv), "who holds it, for humans (env LEASEKEEPER_HOLDER)")
-	wait := cf.fs.Duration("wait", 0, "how long to wait for the lease before giving up (exit 75)")
-	grace := cf.fs.Duration("grace", 10*time.Second, "after SIGTERM on lease loss, how long CMD has before SIGKILL")
+	wait := duration(cf.fs, "wait", 0, "how long to wait for the lease before giving up (exit 75)")
+	grace := duration(cf.fs, "grace", 10*time.Second, "after SIGTERM on lease loss, how long CMD has before SIGKILL")
 	flagArgs, argv, found := splitDashDash(args)
 	if err := cf.fs.Parse(flagArgs); err != nil {
 		return &exitError{code: 2, err: err}

@@ -55,28 +55,35 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 		}
 		return def
 	}
+	// A bad value in the environment fails the start, as a bad flag does: ignored, it would
+	// leave the server running on a limit nobody chose.
+	var envErr error
 	envDur := func(name string, def time.Duration) time.Duration {
-		if v := getenv(name); v != "" {
-			if d, err := time.ParseDuration(v); err == nil {
-				return d
-			}
+		v := getenv(name)
+		if v == "" {
+			return def
 		}
-		return def
+		d, err := parseDuration(v)
+		if err != nil {
+			envErr = errors.Join(envErr, fmt.Errorf("%s=%s: %w", name, v, err))
+			return def
+		}
+		return d
 	}
 	fs.StringVar(&c.addr, "addr", env("LEASEKEEPER_ADDR", "127.0.0.1:8080"), "listen address (env LEASEKEEPER_ADDR)")
 	fs.StringVar(&c.db, "db", env("LEASEKEEPER_DB", "./leasekeeper.db"), "SQLite database file, or a postgres:// URL for PostgreSQL (env LEASEKEEPER_DB)")
-	fs.DurationVar(&c.limits.MinTTL, "min-ttl", envDur("LEASEKEEPER_MIN_TTL", c.limits.MinTTL), "shortest ttl a client may ask for (env LEASEKEEPER_MIN_TTL)")
-	fs.DurationVar(&c.limits.MaxTTL, "max-ttl", envDur("LEASEKEEPER_MAX_TTL", c.limits.MaxTTL), "longest ttl a client may ask for (env LEASEKEEPER_MAX_TTL)")
-	fs.DurationVar(&c.limits.MaxWait, "max-wait", envDur("LEASEKEEPER_MAX_WAIT", c.limits.MaxWait), "longest wait_ms a client may ask for (env LEASEKEEPER_MAX_WAIT)")
-	fs.DurationVar(&c.limits.MaxLockDelay, "max-lock-delay", envDur("LEASEKEEPER_MAX_LOCK_DELAY", c.limits.MaxLockDelay), "longest lock_delay_ms a client may ask for (env LEASEKEEPER_MAX_LOCK_DELAY)")
-	fs.DurationVar(&c.retention.Age, "retention", envDur("LEASEKEEPER_RETENTION", 7*24*time.Hour), "how long history and rejections are kept (env LEASEKEEPER_RETENTION)")
+	durationVar(fs, &c.limits.MinTTL, "min-ttl", envDur("LEASEKEEPER_MIN_TTL", c.limits.MinTTL), "shortest ttl a client may ask for (env LEASEKEEPER_MIN_TTL)")
+	durationVar(fs, &c.limits.MaxTTL, "max-ttl", envDur("LEASEKEEPER_MAX_TTL", c.limits.MaxTTL), "longest ttl a client may ask for (env LEASEKEEPER_MAX_TTL)")
+	durationVar(fs, &c.limits.MaxWait, "max-wait", envDur("LEASEKEEPER_MAX_WAIT", c.limits.MaxWait), "longest wait_ms a client may ask for (env LEASEKEEPER_MAX_WAIT)")
+	durationVar(fs, &c.limits.MaxLockDelay, "max-lock-delay", envDur("LEASEKEEPER_MAX_LOCK_DELAY", c.limits.MaxLockDelay), "longest lock_delay_ms a client may ask for (env LEASEKEEPER_MAX_LOCK_DELAY)")
+	durationVar(fs, &c.retention.Age, "retention", envDur("LEASEKEEPER_RETENTION", 7*24*time.Hour), "how long history and rejections are kept (env LEASEKEEPER_RETENTION)")
 	fs.IntVar(&c.retention.Rows, "max-history", 1_000_000, "most events, and most rejections, kept (older ones are pruned)")
 	fs.StringVar(&c.logFormat, "log-format", env("LEASEKEEPER_LOG_FORMAT", "text"), "text or json (env LEASEKEEPER_LOG_FORMAT)")
 	fs.IntVar(&c.queue.PerName, "max-waiters-per-name", c.queue.PerName, "most acquire requests waiting for one name")
 	fs.IntVar(&c.queue.Total, "max-waiters", c.queue.Total, "most acquire requests waiting for any name")
 	fs.IntVar(&c.maxWatchers, "max-watchers", 1000, "most open watch streams")
 	level := fs.String("log-level", env("LEASEKEEPER_LOG_LEVEL", "info"), "debug, info, warn or error (env LEASEKEEPER_LOG_LEVEL)")
-	fs.DurationVar(&c.shutdownWait, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
+	durationVar(fs, &c.shutdownWait, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
 	authMode := fs.String("auth", env("LEASEKEEPER_AUTH", "on"), "on: every request needs an API key; off: none do (loopback addresses only, for experiments) (env LEASEKEEPER_AUTH)")
 	fs.StringVar(&c.adminKeyFile, "admin-key-file", getenv("LEASEKEEPER_ADMIN_KEY_FILE"), "where the first admin key of a new database is written (default <db>.admin-key; env LEASEKEEPER_ADMIN_KEY_FILE)")
 	fs.StringVar(&c.secretFile, "secret-file", getenv("LEASEKEEPER_SECRET_FILE"), "the server's HMAC secret, created on first start (default <db>.secret; env LEASEKEEPER_SECRET_FILE)")
@@ -89,7 +96,10 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	fs.StringVar(&c.tlsCert, "tls-cert", env("LEASEKEEPER_TLS_CERT", ""), "serve HTTPS with this PEM certificate (chain), reread when it changes; needs --tls-key (env LEASEKEEPER_TLS_CERT)")
 	fs.StringVar(&c.tlsKey, "tls-key", env("LEASEKEEPER_TLS_KEY", ""), "the PEM private key of --tls-cert (env LEASEKEEPER_TLS_KEY)")
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "serve Go's profiler (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060 (default: off)")
-	fs.DurationVar(&c.bodyTimeout, "body-timeout", envDur("LEASEKEEPER_BODY_TIMEOUT", 30*time.Second), "how long a request body may take to arrive, then 408 (env LEASEKEEPER_BODY_TIMEOUT)")
+	durationVar(fs, &c.bodyTimeout, "body-timeout", envDur("LEASEKEEPER_BODY_TIMEOUT", 30*time.Second), "how long a request body may take to arrive, then 408 (env LEASEKEEPER_BODY_TIMEOUT)")
+	if envErr != nil {
+		return c, &exitError{code: 2, err: envErr}
+	}
 	if err := fs.Parse(args); err != nil {
 		return c, &exitError{code: 2, err: err}
 	}
