@@ -5,6 +5,7 @@ BIN     ?= bin/leasekeeper
 # LEASEKEEPER_DB) in charge: a flag passed here would silently win over them.
 ADDR    ?=
 DB      ?=
+IMAGE   ?= leasekeeper
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # A count, not a duration: duration-based -fuzztime can fail with a spurious "context deadline
 # exceeded" at its end on a busy machine (golang/go#75804, fixed in Go 1.27).
@@ -67,8 +68,8 @@ fuzz: ## run each fuzz target FUZZTIME times (executions; default 50000x)
 demo: ## the paused-worker demonstration: a stale write refused and shown (needs jq)
 	bash scripts/demo.sh
 
-docker: ## build the container image
-	docker build -t leasekeeper:$(VERSION) .
+docker: ## build the container image, tagged leasekeeper:latest and with the version
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) -t $(IMAGE):latest .
 
 clean: ## remove build output
 	rm -rf bin

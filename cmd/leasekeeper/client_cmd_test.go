@@ -216,3 +216,24 @@ func TestServeBadEnvironment(t *testing.T) {
 		}
 	}
 }
+
+func TestHealth(t *testing.T) {
+	srv := newTestServer(t)
+	if out, errOut, code := cliEnv(t, nil, "health", "--server", srv); code != 0 || out != "ready\n" {
+		t.Errorf("health --server %s: exit %d, %q, %q; want 0, ready", srv, code, out, errOut)
+	}
+	if _, _, code := cliEnv(t, nil, "--server", srv, "health"); code != 0 {
+		t.Errorf("--server %s health: exit %d, want 0", srv, code)
+	}
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "not ready", http.StatusServiceUnavailable)
+	}))
+	defer down.Close()
+	if _, errOut, code := cliEnv(t, nil, "health", "--server", down.URL); code != 1 || !strings.Contains(errOut, "503") {
+		t.Errorf("health of a server answering 503: exit %d, %q; want 1", code, errOut)
+	}
+	down.Close()
+	if _, _, code := cliEnv(t, nil, "health", "--server", down.URL, "--timeout", "2s"); code != 1 {
+		t.Errorf("health of a stopped server: exit %d, want 1", code)
+	}
+}
