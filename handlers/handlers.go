@@ -104,7 +104,7 @@ func New(cfg Config) (http.Handler, error) {
 	}
 
 	r := chi.NewRouter()
-	r.Use(securityHeaders, withRequestID, s.accessLog, s.recoverer, bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody), s.authenticate)
+	r.Use(securityHeaders, withRequestID, s.accessLog, s.recoverer, headAsGet(r), bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody), s.authenticate)
 	dash := &dashboard{s: s, site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version, AuthOff: cfg.Auth.Off},
 		csrfKey: auth.MAC(s.auth.cfg.Secret, "csrf")}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -115,8 +115,9 @@ func New(cfg Config) (http.Handler, error) {
 		}
 		s.writeProblem(w, r, lease.Errorf(lease.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
 	})
-	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		s.writeProblem(w, r, lease.Errorf(codeMethodNotAllowed, "%s is not allowed on %s", r.Method, r.URL.Path))
+	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", allowed(r, req.URL.Path))
+		s.writeProblem(w, req, lease.Errorf(codeMethodNotAllowed, "%s is not allowed on %s", req.Method, req.URL.Path))
 	})
 	r.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {

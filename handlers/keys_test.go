@@ -190,6 +190,7 @@ func TestPerKeyLimits(t *testing.T) {
 		}
 		resp, b := e.bearerDo(w, "POST", "/v1/leases/w-3/acquire", `{"holder":"w","ttl_ms":60000}`, nil)
 		wantProblem(t, "third lease of a key capped at 2", resp, b, http.StatusTooManyRequests, api.ProblemCodeTooManyLeases)
+		wantRetryAfter(t, "third lease of a key capped at 2", resp)
 	})
 	t.Run("Waits", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(e.ctx)
@@ -204,6 +205,7 @@ func TestPerKeyLimits(t *testing.T) {
 		waitFor(t, "a waiter on w-1", func() bool { return e.state("w-1").Waiters == 1 })
 		resp, b := e.bearerDo(w, "POST", "/v1/leases/w-2/acquire", `{"holder":"x","ttl_ms":60000,"wait_ms":1000}`, nil)
 		wantProblem(t, "second wait of a key capped at 1", resp, b, http.StatusTooManyRequests, api.ProblemCodeTooManyWaiters)
+		wantRetryAfter(t, "second wait of a key capped at 1", resp)
 	})
 	t.Run("Watches", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(e.ctx)
@@ -217,5 +219,6 @@ func TestPerKeyLimits(t *testing.T) {
 		defer first.Body.Close()
 		resp, b := e.bearerDo(w, "GET", "/v1/watch?prefix="+url.QueryEscape("w-"), "", nil)
 		wantProblem(t, "second watch of a key capped at 1", resp, b, http.StatusTooManyRequests, api.ProblemCodeTooManyWatchers)
+		wantRetryAfter(t, "second watch of a key capped at 1", resp)
 	})
 }

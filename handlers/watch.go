@@ -21,13 +21,19 @@ func (s *server) Watch(ctx context.Context, req api.WatchRequestObject) (api.Wat
 		return problemAs[api.WatchdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	prefix, _, _ := scope(ctx, deref(req.Params.Prefix))
-	st, err := s.hub.Open(ctx, prefix, deref(req.Params.LastEventID))
+	sctx, cancel := context.WithCancel(ctx)
+	st, err := s.hub.Open(sctx, prefix, deref(req.Params.LastEventID))
 	if err != nil {
+		cancel()
 		done()
 		return problemAs[api.WatchdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
+	if clientOf(ctx).method == http.MethodHead {
+		// A HEAD gets the stream's headers and its end: the stream stops at its first wait.
+		cancel()
+	}
 	st.Keep = func(e lease.Event) bool { return visible(who, e) }
-	return stream{st: st, log: s, done: done}, nil
+	return stream{st: st, log: s, done: func() { cancel(); done() }}, nil
 }
 
 // visible reports whether the principal may see an event: one on a name or resource in its

@@ -11,22 +11,25 @@ type Code string
 
 // The error codes of the contract.
 const (
-	CodeInvalid         Code = "invalid_request"
-	CodeNotFound        Code = "not_found"
-	CodeHeld            Code = "lease_held"
-	CodeLost            Code = "lease_lost"
-	CodeStale           Code = "stale_token"
-	CodeNotIssued       Code = "token_not_issued"
-	CodePrecondition    Code = "precondition_required"
-	CodeTooManyWaiters  Code = "too_many_waiters"
-	CodeTooManyWatchers Code = "too_many_watchers"
-	CodeTooLarge        Code = "payload_too_large"
-	CodeForbidden       Code = "forbidden"
-	CodeUnavailable     Code = "unavailable"
-	CodeUnauthenticated Code = "unauthenticated"
-	CodeRateLimited     Code = "rate_limited"
-	CodeTooManyLeases   Code = "too_many_leases"
-	CodeInternal        Code = "internal"
+	CodeInvalid      Code = "invalid_request"
+	CodeNotFound     Code = "not_found"
+	CodeHeld         Code = "lease_held"
+	CodeLost         Code = "lease_lost"
+	CodeStale        Code = "stale_token"
+	CodeNotIssued    Code = "token_not_issued"
+	CodePrecondition Code = "precondition_required"
+	// CodePreconditionFailed is a conditional write whose condition (the resource's version,
+	// or that it does not exist) did not hold.
+	CodePreconditionFailed Code = "precondition_failed"
+	CodeTooManyWaiters     Code = "too_many_waiters"
+	CodeTooManyWatchers    Code = "too_many_watchers"
+	CodeTooLarge           Code = "payload_too_large"
+	CodeForbidden          Code = "forbidden"
+	CodeUnavailable        Code = "unavailable"
+	CodeUnauthenticated    Code = "unauthenticated"
+	CodeRateLimited        Code = "rate_limited"
+	CodeTooManyLeases      Code = "too_many_leases"
+	CodeInternal           Code = "internal"
 
 	// CodeWaitingUnsupported refuses wait_ms on a server without a waiting line: the client
 	// waits on its side instead, asking again without wait_ms.

@@ -197,3 +197,19 @@ func DecideFencedWrite(w FencedWrite, now time.Time) *Error {
 	}
 	return nil
 }
+
+// DecideWriteCondition checks a conditional write's condition against the resource's current
+// version (0 when it does not exist): ifVersion above 0 must equal it, and ifAbsent needs none.
+// It runs after DecideFencedWrite, which a stale token fails whatever the condition.
+func DecideWriteCondition(ifVersion int64, ifAbsent bool, version int64) *Error {
+	switch {
+	case ifAbsent && version > 0:
+		return Errorf(CodePreconditionFailed, "the resource exists (version %d) and the write required that it did not", version)
+	case ifVersion > 0 && ifVersion != version:
+		if version == 0 {
+			return Errorf(CodePreconditionFailed, "the write required version %d; the resource does not exist", ifVersion)
+		}
+		return Errorf(CodePreconditionFailed, "the write required version %d; the resource is at version %d", ifVersion, version)
+	}
+	return nil
+}

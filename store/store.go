@@ -60,7 +60,11 @@ type Store interface {
 	// token above every token this store has issued is refused too: accepted, it would raise
 	// the fence past every grant to come. A refused write is recorded as a rejection and a
 	// rejected event, and changes nothing else.
-	// Codes: stale_token, token_not_issued (both with presented token and current fence).
+	// A write whose token passes but whose IfVersion or IfAbsent does not hold changes nothing
+	// and is no rejection: the fence is checked first, so a stale token is always refused and
+	// recorded as one, whatever the condition.
+	// Codes: stale_token, token_not_issued (both with presented token and current fence),
+	// precondition_failed.
 	PutResource(ctx context.Context, w ResourceWrite) (lease.Resource, error)
 
 	// DeleteResource deletes a fenced resource with its value and its fence: the next write
@@ -193,6 +197,11 @@ type ResourceWrite struct {
 	ContentType string
 	ClientAddr  string
 	UserAgent   string
+	// IfVersion, when above 0, applies the write only while the resource is at that version
+	// (HTTP If-Match); IfAbsent only while it does not exist (If-None-Match: *). Both are
+	// checked after the fence, in the write's transaction.
+	IfVersion int64
+	IfAbsent  bool
 }
 
 // ResourceFilter selects resources.

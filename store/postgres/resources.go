@@ -50,15 +50,18 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 			return err
 		}
 		if e := lease.DecideFencedWrite(fw, ms(now)); e != nil {
-			if version == 0 {
-				// The row made only to lock a new name goes again: nothing was written.
-				if _, err := t.tx.Exec(ctx, `DELETE FROM resources WHERE name = $1`, wr.Name); err != nil {
-					return fmt.Errorf("drop resource: %w", err)
-				}
+			if err := dropUnwritten(ctx, t, wr.Name, version); err != nil {
+				return err
 			}
 			r := lease.Rejection{Resource: wr.Name, Lease: wr.LeaseName, PresentedToken: wr.Token, CurrentFence: e.CurrentFence,
 				ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: e.Message, Source: lease.RejectionSourceServer}
 			if _, err := recordRejection(ctx, t, r, owner, known, now); err != nil {
+				return err
+			}
+			return e
+		}
+		if e := lease.DecideWriteCondition(wr.IfVersion, wr.IfAbsent, version); e != nil {
+			if err := dropUnwritten(ctx, t, wr.Name, version); err != nil {
 				return err
 			}
 			return e
@@ -80,6 +83,18 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 		return lease.Resource{}, fmt.Errorf("put resource %q: %w", wr.Name, err)
 	}
 	return out, nil
+}
+
+// dropUnwritten deletes the row lockResource made for a new name (version 0) when the write
+// is refused: a domain error commits the transaction, and nothing was written.
+func dropUnwritten(ctx context.Context, t *txn, name string, version int64) error {
+	if version != 0 {
+		return nil
+	}
+	if _, err := t.tx.Exec(ctx, `DELETE FROM resources WHERE name = $1`, name); err != nil {
+		return fmt.Errorf("drop resource: %w", err)
+	}
+	return nil
 }
 
 // lockResource locks the resource's row, making it (version 0, nothing written) for a name

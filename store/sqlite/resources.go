@@ -39,6 +39,9 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 		if e := lease.DecideFencedWrite(fw, ms(t.now)); e != nil {
 			return reject(e)
 		}
+		if e := lease.DecideWriteCondition(wr.IfVersion, wr.IfAbsent, version); e != nil {
+			return e
+		}
 		holder := ""
 		if known {
 			holder = owner.holder

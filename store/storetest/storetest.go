@@ -142,6 +142,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Resources/List", testResourceList},
 		{"Resources/ErrTokenNotIssued", testResourceNotIssued},
 		{"Resources/Delete", testResourceDelete},
+		{"Resources/Conditional", testResourceConditional},
 		{"Rejections/External", testExternalRejection},
 		{"Rejections/ExternalClaimsNoToken", testExternalRejectionClaimsNothing},
 		{"Concurrent/Contenders", testContenders},
@@ -677,6 +678,46 @@ func testResourceFence(t *testing.T, e *env) {
 	}
 	_, err = e.s.GetResource(e.ctx, "nope")
 	wantCode(t, "GetResource(never written)", err, lease.CodeNotFound)
+}
+
+// testResourceConditional: IfVersion and IfAbsent hold in the write's transaction, after the
+// fence: a stale token is stale_token (and recorded) whatever the condition, and a failed
+// condition writes nothing and records no rejection.
+func testResourceConditional(t *testing.T, e *env) {
+	a := e.acquire("job", "w1", time.Second)
+	e.clock.Advance(2 * time.Second)
+	b := e.acquire("job", "w2", time.Minute)
+	put := func(token, ifVersion int64, ifAbsent bool, value string) (lease.Resource, error) {
+		return e.s.PutResource(e.ctx, store.ResourceWrite{Name: "cond", Token: token, Value: []byte(value),
+			ContentType: "text/plain", IfVersion: ifVersion, IfAbsent: ifAbsent})
+	}
+	_, err := put(b.Token, 1, false, "x")
+	wantCode(t, "PutResource(IfVersion 1, absent)", err, lease.CodePreconditionFailed)
+	if _, err := e.s.GetResource(e.ctx, "cond"); !lease.IsCode(err, lease.CodeNotFound) {
+		t.Fatalf("GetResource() after a failed condition = %v, want not_found", err)
+	}
+	if r, err := put(b.Token, 0, true, "v1"); err != nil || r.Version != 1 {
+		t.Fatalf("PutResource(IfAbsent, absent) = %+v, %v; want version 1", r, err)
+	}
+	_, err = put(b.Token, 0, true, "again")
+	wantCode(t, "PutResource(IfAbsent, exists)", err, lease.CodePreconditionFailed)
+	_, err = put(b.Token, 2, false, "x")
+	wantCode(t, "PutResource(IfVersion 2, at 1)", err, lease.CodePreconditionFailed)
+	_, err = put(a.Token, 1, false, "stale")
+	wantCode(t, "PutResource(stale token, matching IfVersion)", err, lease.CodeStale)
+	_, err = put(a.Token, 2, false, "stale")
+	wantCode(t, "PutResource(stale token, failing IfVersion)", err, lease.CodeStale)
+	if r, err := put(b.Token, 1, false, "v2"); err != nil || r.Version != 2 {
+		t.Fatalf("PutResource(IfVersion 1, at 1) = %+v, %v; want version 2", r, err)
+	}
+	r, err := e.s.GetResource(e.ctx, "cond")
+	if err != nil || string(r.Value) != "v2" || r.Version != 2 {
+		t.Errorf("GetResource() = %+v, %v; want v2 at version 2", r, err)
+	}
+	p, err := e.s.Rejections(e.ctx, store.RejectionFilter{Resource: "cond"})
+	if err != nil || len(p.Items) != 2 {
+		t.Errorf("Rejections() = %d, %v; want the 2 stale writes only", len(p.Items), err)
+	}
 }
 
 func testResourceLeaseName(t *testing.T, e *env) {

@@ -1,0 +1,97 @@
+package handlers_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/service"
+)
+
+// wantRetryAfter checks that a 429 or 503 answer says when to come back (RFC 9110 §10.2.3):
+// a whole number of seconds, at least 1.
+func wantRetryAfter(t *testing.T, what string, resp *http.Response) {
+	t.Helper()
+	v := resp.Header.Get("Retry-After")
+	if n, err := strconv.Atoi(v); err != nil || n < 1 {
+		t.Errorf("%s: Retry-After = %q, want a number of seconds ≥ 1", what, v)
+	}
+}
+
+// TestRetryAfterUnavailable sweeps the 503 answers: a server without a watch hub, and readyz
+// over a store that no longer answers. (The 429s are swept in TestPerKeyLimits.)
+func TestRetryAfterUnavailable(t *testing.T) {
+	e := newEnv(t)
+	resp, b := e.do("GET", "/v1/watch", nil, nil)
+	wantProblem(t, "GET /v1/watch without a hub", resp, b, http.StatusServiceUnavailable, api.ProblemCodeUnavailable)
+	wantRetryAfter(t, "GET /v1/watch without a hub", resp)
+
+	e.store.Close()
+	resp, b = e.do("GET", "/readyz", nil, nil)
+	wantProblem(t, "GET /readyz over a closed store", resp, b, http.StatusServiceUnavailable, api.ProblemCodeUnavailable)
+	wantRetryAfter(t, "GET /readyz over a closed store", resp)
+}
+
+// TestMethodNotAllowedAllow: a 405 lists the route's methods in Allow, HEAD with GET.
+func TestMethodNotAllowedAllow(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct{ method, path, want string }{
+		{"GET", "/v1/leases/job/acquire", "POST"},
+		{"PATCH", "/v1/leases/job", "GET, HEAD, DELETE"},
+		{"DELETE", "/v1/leases", "GET, HEAD"},
+		{"POST", "/v1/resources/r", "GET, HEAD, PUT, DELETE"},
+		{"POST", "/healthz", "GET, HEAD"},
+		{"DELETE", "/openapi.yaml", "GET, HEAD"},
+	} {
+		resp, b := e.do(c.method, c.path, nil, nil)
+		wantProblem(t, c.method+" "+c.path, resp, b, http.StatusMethodNotAllowed, "method_not_allowed")
+		if got := resp.Header.Get("Allow"); got != c.want {
+			t.Errorf("%s %s: Allow = %q, want %q", c.method, c.path, got, c.want)
+		}
+	}
+}
+
+// TestHead: HEAD answers wherever GET does, with GET's status and headers and no body.
+func TestHead(t *testing.T) {
+	e := newEnv(t)
+	l := e.acquire("job", "w", time.Minute)
+	if resp, b := e.do("PUT", "/v1/resources/r", strings.NewReader("v"), map[string]string{"Fencing-Token": strconv.FormatInt(l.Token, 10)}); resp.StatusCode/100 != 2 {
+		t.Fatalf("PUT /v1/resources/r = %d %s", resp.StatusCode, b)
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/openapi.yaml", "/metrics", "/v1/leases", "/v1/leases/job",
+		"/v1/leases/job/events", "/v1/resources", "/v1/resources/r", "/v1/rejections", "/v1/keys", "/v1/leases/absent"} {
+		get, gb := e.do("GET", path, nil, nil)
+		head, hb := e.do("HEAD", path, nil, nil)
+		if head.StatusCode != get.StatusCode || len(hb) != 0 {
+			t.Errorf("HEAD %s = %d with %d bytes, want %d (GET's status) and no body", path, head.StatusCode, len(hb), get.StatusCode)
+		}
+		for _, h := range []string{"Content-Type", "ETag", "Fencing-Token", "Cache-Control"} {
+			if head.Header.Get(h) != get.Header.Get(h) {
+				t.Errorf("HEAD %s: %s = %q, GET's = %q", path, h, head.Header.Get(h), get.Header.Get(h))
+			}
+		}
+		if cl := head.Header.Get("Content-Length"); cl != "" && cl != strconv.Itoa(len(gb)) && path != "/metrics" {
+			t.Errorf("HEAD %s: Content-Length = %s, GET's body is %d bytes", path, cl, len(gb))
+		}
+	}
+}
+
+// TestHeadWatch: HEAD on the event stream answers its headers and ends instead of streaming.
+func TestHeadWatch(t *testing.T) {
+	e := newServiceEnv(t, service.Config{})
+	ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
+	defer cancel()
+	e.ctx = ctx
+	resp, b := e.do("HEAD", "/v1/watch", nil, nil)
+	if resp.StatusCode != http.StatusOK || len(b) != 0 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Errorf("HEAD /v1/watch = %d %q with %d bytes, want 200 text/event-stream and no body", resp.StatusCode, resp.Header.Get("Content-Type"), len(b))
+	}
+	// The client reuses the connection: a handler still streaming would never read this.
+	if resp, _ := e.do("GET", "/healthz", nil, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("GET /healthz after HEAD /v1/watch = %d, want 200", resp.StatusCode)
+	}
+}
