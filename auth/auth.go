@@ -177,6 +177,16 @@ func ValidateKey(label string, role Role, prefixes []string) error {
 	return nil
 }
 
+// CheckRevoke decides whether key k may be revoked while liveAdmins unrevoked admin keys exist
+// (k among them if it is one): never the last admin key, which would lock every operator out.
+// Codes: invalid_request.
+func CheckRevoke(k Key, liveAdmins int) error {
+	if k.Role == Admin && !k.Revoked() && liveAdmins <= 1 {
+		return lease.Errorf(lease.CodeInvalid, "key %s is the last admin key: create another admin key before revoking it", k.ID)
+	}
+	return nil
+}
+
 // Principal is the caller of a request: the key it presented, or the anonymous admin of a
 // server running with authentication off.
 type Principal struct {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -294,6 +295,27 @@ func TestScopedKeySeesOnlyItsNames(t *testing.T) {
 	}
 	if resp, _ := e.bearerDo(one, "GET", "/v1/leases/a-1", "", nil); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("get a-1 as a b- key = %d, want 403", resp.StatusCode)
+	}
+	// Rejections are shown to a key whose prefixes cover their resource (or their lease).
+	for _, res := range []string{"a-res", "c-res"} {
+		l := e.acquire(res+"-lease", "w", time.Minute)
+		tok := strconv.FormatInt(l.Token, 10)
+		e.do("PUT", "/v1/resources/"+res, strings.NewReader("v"), map[string]string{"Fencing-Token": tok})
+		e.do("PUT", "/v1/resources/"+res, strings.NewReader("late"), map[string]string{"Fencing-Token": "1"})
+	}
+	for key, want := range map[string]string{two: "a-res", one: "", e.key: "c-res,a-res"} {
+		resp, b := e.bearerDo(key, "GET", "/v1/rejections", "", nil)
+		var list api.RejectionList
+		if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &list) != nil {
+			t.Fatalf("list rejections = %d %s", resp.StatusCode, b)
+		}
+		var got []string
+		for _, r := range list.Rejections {
+			got = append(got, r.Resource)
+		}
+		if strings.Join(got, ",") != want {
+			t.Errorf("rejections seen by a key = %q, want %q", strings.Join(got, ","), want)
+		}
 	}
 }
 

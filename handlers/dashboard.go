@@ -138,7 +138,7 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for _, x := range rej.Items {
-		if who.InScope(x.Resource) || x.Lease != "" && who.InScope(x.Lease) {
+		if sees(who, x) {
 			o.Rejections = append(o.Rejections, viewRejection(x))
 		}
 	}
@@ -269,7 +269,7 @@ func (d *dashboard) rejections(w http.ResponseWriter, r *http.Request) {
 	l.NextCursor = page.Next
 	who := principalOf(r.Context())
 	for _, x := range page.Items {
-		if !who.InScope(x.Resource) && (x.Lease == "" || !who.InScope(x.Lease)) {
+		if !sees(who, x) {
 			continue
 		}
 		l.Rejections = append(l.Rejections, viewRejection(x))

@@ -62,31 +62,13 @@ func (s *server) RevokeKey(ctx context.Context, req api.RevokeKeyRequestObject) 
 }
 
 func (s *server) revokeKey(ctx context.Context, id string) error {
-	keys, err := s.store.Keys(ctx)
+	who := principalOf(ctx).Actor()
+	k, err := s.store.RevokeKey(ctx, id, who)
 	if err != nil {
 		return err
 	}
-	admins, target := 0, auth.Key{}
-	for _, k := range keys {
-		if k.Role == auth.Admin && !k.Revoked() {
-			admins++
-		}
-		if k.ID == id {
-			target = k
-		}
-	}
-	if target.ID == "" {
-		return lease.Errorf(lease.CodeNotFound, "no key with id %q", id)
-	}
-	if target.Role == auth.Admin && !target.Revoked() && admins == 1 {
-		return lease.Errorf(lease.CodeInvalid, "key %s is the last admin key: create another admin key before revoking it", id)
-	}
-	who := principalOf(ctx).Actor()
-	if _, err := s.store.RevokeKey(ctx, id, who); err != nil {
-		return err
-	}
 	s.auth.ended(id)
-	s.log.InfoContext(ctx, "API key revoked", "key_id", id, "label", target.Label, "by", who)
+	s.log.InfoContext(ctx, "API key revoked", "key_id", id, "label", k.Label, "by", who)
 	return nil
 }
 

@@ -125,7 +125,7 @@ func (s *server) ListRejections(ctx context.Context, req api.ListRejectionsReque
 	out := api.ListRejections200JSONResponse{Rejections: make([]api.Rejection, 0, len(page.Items)), NextCursor: page.Next}
 	who := principalOf(ctx)
 	for _, r := range page.Items {
-		if !who.InScope(r.Resource) && (r.Lease == "" || !who.InScope(r.Lease)) {
+		if !sees(who, r) {
 			continue
 		}
 		out.Rejections = append(out.Rejections, wireRejection(r))

@@ -46,6 +46,12 @@ func visible(p auth.Principal, e lease.Event) bool {
 	return e.Name != "" && p.InScope(e.Name) || e.Resource != "" && p.InScope(e.Resource)
 }
 
+// sees reports whether the principal may see a rejection: one of a resource, or of a lease,
+// in its scope.
+func sees(p auth.Principal, r lease.Rejection) bool {
+	return p.InScope(r.Resource) || r.Lease != "" && p.InScope(r.Lease)
+}
+
 // stream is the strict server's response for a watch: it writes until the client leaves.
 type stream struct {
 	st   *watch.Stream

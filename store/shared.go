@@ -15,6 +15,15 @@ import (
 // EncodeCursor makes the opaque cursor of a page whose last key is key.
 func EncodeCursor(key string) string { return base64.RawURLEncoding.EncodeToString([]byte(key)) }
 
+// PageOf makes a page of items read with one more than limit: at most limit items, and the
+// cursor of the last one's key when more remain.
+func PageOf[T any](items []T, limit int, key func(T) string) Page[T] {
+	if len(items) <= limit {
+		return Page[T]{Items: items}
+	}
+	return Page[T]{Items: items[:limit], Next: EncodeCursor(key(items[limit-1]))}
+}
+
 // DecodeCursor returns the key of a cursor made by EncodeCursor. Codes: invalid_request.
 func DecodeCursor(c string) (string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)

@@ -115,7 +115,8 @@ type Store interface {
 	Keys(ctx context.Context) ([]auth.Key, error)
 
 	// RevokeKey revokes a key at once, ends its dashboard sessions, and records a key_revoked
-	// event naming actor. Revoking a revoked key changes nothing. Codes: not_found.
+	// event naming actor. Revoking a revoked key changes nothing. Codes: not_found,
+	// invalid_request for the last unrevoked admin key (checked in the same transaction).
 	RevokeKey(ctx context.Context, id, actor string) (auth.Key, error)
 
 	// CreateSession stores a dashboard session of key keyID by the hash of its secret, valid

@@ -115,7 +115,20 @@ func (s *Store) Keys(ctx context.Context) ([]auth.Key, error) {
 func (s *Store) RevokeKey(ctx context.Context, id, actor string) (auth.Key, error) {
 	var k auth.Key
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
-		var err error
+		// Lock the live admin keys first, always in id order: two revocations racing to leave
+		// no admin wait for each other here instead of both counting two admins.
+		rows, err := t.tx.Query(ctx, `SELECT id FROM keys WHERE role = 'admin' AND revoked_at IS NULL ORDER BY id FOR UPDATE`)
+		if err != nil {
+			return fmt.Errorf("lock admin keys: %w", err)
+		}
+		admins := 0
+		for rows.Next() {
+			admins++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("lock admin keys: %w", err)
+		}
 		k, err = scanKey(t.tx.QueryRow(ctx, `SELECT `+keyCols+` FROM keys k WHERE k.id = $1 FOR UPDATE`, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return lease.Errorf(lease.CodeNotFound, "no key with id %q", id)
@@ -125,6 +138,9 @@ func (s *Store) RevokeKey(ctx context.Context, id, actor string) (auth.Key, erro
 		}
 		if k.Revoked() {
 			return nil
+		}
+		if err := auth.CheckRevoke(k, admins); err != nil {
+			return err
 		}
 		now, err := t.now(ctx)
 		if err != nil {

@@ -14,22 +14,18 @@ import (
 // is the cursor of its last item's key when more remain.
 func collect[T any](rows pgx.Rows, limit int, scan func(pgx.Row) (T, error), key func(T) string) (store.Page[T], error) {
 	defer rows.Close()
-	var page store.Page[T]
+	var items []T
 	for rows.Next() {
 		item, err := scan(rows)
 		if err != nil {
 			return store.Page[T]{}, err
 		}
-		page.Items = append(page.Items, item)
+		items = append(items, item)
 	}
 	if err := rows.Err(); err != nil {
 		return store.Page[T]{}, translate(err)
 	}
-	if len(page.Items) > limit {
-		page.Items = page.Items[:limit]
-		page.Next = store.EncodeCursor(key(page.Items[limit-1]))
-	}
-	return page, nil
+	return store.PageOf(items, limit, key), nil
 }
 
 // List returns leases ordered by name. See store.Store.

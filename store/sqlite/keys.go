@@ -126,6 +126,13 @@ func (s *Store) RevokeKey(ctx context.Context, id, actor string) (auth.Key, erro
 		if k.Revoked() {
 			return nil
 		}
+		var admins int
+		if err := t.tx.QueryRowContext(ctx, `SELECT count(*) FROM keys WHERE role = 'admin' AND revoked_at IS NULL`).Scan(&admins); err != nil {
+			return fmt.Errorf("count admin keys: %w", w(err))
+		}
+		if err := auth.CheckRevoke(k, admins); err != nil {
+			return err
+		}
 		if _, err := t.tx.ExecContext(ctx, `UPDATE keys SET revoked_at = ?, revoked_by = ? WHERE id = ?`, t.now, actor, id); err != nil {
 			return fmt.Errorf("revoke key: %w", w(err))
 		}

@@ -90,6 +90,53 @@ func testKeyBootstrap(t *testing.T, e *env) {
 	}
 }
 
+// testLastAdmin: the last unrevoked admin key cannot be revoked (every operator would be locked
+// out), decided in the revocation's own transaction.
+func testLastAdmin(t *testing.T, e *env) {
+	a, _ := e.createKey("admin a", auth.Admin)
+	b, _ := e.createKey("admin b", auth.Admin)
+	r, _ := e.createKey("reader", auth.Reader)
+	if _, err := e.s.RevokeKey(e.ctx, r.ID, "a"); err != nil {
+		t.Fatalf("RevokeKey(reader) = %v", err)
+	}
+	if _, err := e.s.RevokeKey(e.ctx, a.ID, "b"); err != nil {
+		t.Fatalf("RevokeKey(one of two admins) = %v", err)
+	}
+	_, err := e.s.RevokeKey(e.ctx, b.ID, "b")
+	wantCode(t, "RevokeKey(the last admin)", err, lease.CodeInvalid)
+	// Two admins revoking each other at once: exactly one succeeds.
+	c, _ := e.createKey("admin c", auth.Admin)
+	errs := make(chan error, 2)
+	for _, id := range []string{b.ID, c.ID} {
+		go func() {
+			_, err := e.s.RevokeKey(e.ctx, id, "race")
+			errs <- err
+		}()
+	}
+	failed := 0
+	for range 2 {
+		select {
+		case err := <-errs:
+			if err != nil {
+				wantCode(t, "RevokeKey(racing for the last admin)", err, lease.CodeInvalid)
+				failed++
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("RevokeKey did not return within 10 s")
+		}
+	}
+	live := 0
+	keys, _ := e.s.Keys(e.ctx)
+	for _, k := range keys {
+		if k.Role == auth.Admin && !k.Revoked() {
+			live++
+		}
+	}
+	if failed != 1 || live != 1 {
+		t.Errorf("two racing revocations of the last two admins: %d refused, %d admins left; want 1 and 1", failed, live)
+	}
+}
+
 func testSessions(t *testing.T, e *env) {
 	k, _ := e.createKey("ops", auth.Reader)
 	h := auth.Hash(auth.NewSessionID())

@@ -149,6 +149,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Keys/CreateFindRevoke", testKeys},
 		{"Keys/BootstrapOnlyIfNone", testKeyBootstrap},
 		{"Keys/Sessions", testSessions},
+		{"Keys/ErrLastAdmin", testLastAdmin},
 		{"Keys/MaxHeldPerOwner", testMaxHeld},
 		{"Revoke/Actor", testRevokeActor},
 	}
