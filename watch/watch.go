@@ -36,9 +36,14 @@ type Options struct {
 	// each recent event once, for all of them, instead of once per watcher.
 	Encode Encoder
 	// Coalesce is the least time between two writes to one watcher (default 20 ms): events
-	// committed meanwhile go out together, so a thousand watchers cost a bounded number of
-	// wake-ups and writes a second, however many commits there are.
+	// committed meanwhile go out together, so a watcher costs a bounded number of wake-ups and
+	// writes a second, however many commits there are.
 	Coalesce time.Duration
+	// WriteBudget bounds the writes a second to all watchers together (default 5,000): with
+	// many watchers each one's interval stretches to watchers/WriteBudget (1,000 watchers:
+	// 200 ms), so their cost to the writers stays bounded while each still sees every event,
+	// in order, a little later. Heartbeats are not counted.
+	WriteBudget int
 }
 
 // Hub wakes watchers when events commit and bounds how many there are.
@@ -78,6 +83,9 @@ func NewHub(st Store, opts Options) *Hub {
 	}
 	if opts.Coalesce == 0 {
 		opts.Coalesce = 20 * time.Millisecond
+	}
+	if opts.WriteBudget == 0 {
+		opts.WriteBudget = 5000
 	}
 	return &Hub{store: st, opts: opts, changed: make(chan struct{}), closed: make(chan struct{}), horizon: -1}
 }
@@ -303,10 +311,19 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 	}
 }
 
+// interval is the least time between two writes to one watcher now: Coalesce, stretched so
+// that all the watchers together stay within WriteBudget writes a second.
+func (h *Hub) interval() time.Duration {
+	h.mu.RLock()
+	n := h.watchers
+	h.mu.RUnlock()
+	return max(h.opts.Coalesce, time.Duration(n)*time.Second/time.Duration(h.opts.WriteBudget))
+}
+
 // pause waits out what is left of the coalescing interval since the last write, so that the
 // commits of that time are sent together; it returns an error when the stream should end.
 func (s *Stream) pause(last time.Time) error {
-	d := s.hub.opts.Coalesce - time.Since(last)
+	d := s.hub.interval() - time.Since(last)
 	if d <= 0 {
 		return nil
 	}
