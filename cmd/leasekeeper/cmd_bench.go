@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -12,6 +13,8 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,7 +40,10 @@ Modes (comma-separated with --mode):
   acquire   acquire a new name every time (ttl 60 s)
   contend   all clients acquire (and then release) among --names names; refusals count apart
   contend-wait  the same with wait_ms (--wait)
-  watchers  cycle without, then with --watchers SSE watchers and --waiters waiting acquires
+  watchers  cycle without, then with --watchers SSE watchers and --waiters waiting acquires;
+            with --watchers-apart they are held by a second bench process at the lowest CPU
+            priority (nice 19), so that reading their streams costs the writers' load
+            generator less of this machine
 `
 
 type benchConfig struct {
@@ -50,6 +56,7 @@ type benchConfig struct {
 	wait     time.Duration
 	watchers int
 	waiters  int
+	apart    bool
 	key      string
 }
 
@@ -67,6 +74,8 @@ func benchCommand(ctx context.Context, args []string, getenv func(string) string
 	fs.DurationVar(&c.wait, "wait", 2*time.Second, "wait_ms of contend-wait")
 	fs.IntVar(&c.watchers, "watchers", 1000, "SSE watchers attached in the watchers mode")
 	fs.IntVar(&c.waiters, "waiters", 1000, "acquires waiting in line in the watchers mode")
+	fs.BoolVar(&c.apart, "watchers-apart", false, "hold the watchers mode's watchers and waiters in a second process at nice 19")
+	attach := fs.String("attach", "", "") // internal: hold watchers of this tag for a parent bench
 	if err := fs.Parse(args); err != nil {
 		return &exitError{code: 2, err: err}
 	}
@@ -91,6 +100,9 @@ func benchCommand(ctx context.Context, args []string, getenv func(string) string
 		IdleConnTimeout: time.Minute, DisableCompression: true,
 	}}
 	defer hc.CloseIdleConnections()
+	if *attach != "" {
+		return (&bench{hc: hc, cfg: c, tag: *attach}).holdAttached(ctx, os.Stdin, stdout)
+	}
 	fmt.Fprintf(stdout, "%-14s %7s %10s %9s %9s %9s %9s %8s %7s\n", "mode", "clients", "ops/s", "p50", "p90", "p99", "max", "errors", "ratio")
 	var base float64
 	if c.baseline {
@@ -378,26 +390,70 @@ func (b *bench) watchersMode(ctx context.Context, stdout io.Writer, base float64
 		return err
 	}
 	alone.print(stdout, "cycle", b.cfg.clients, base)
-	bg, stop := context.WithCancel(ctx)
-	defer stop()
+	wb := *b
+	wb.tag += "-w"
+	var events func() int64
+	if b.cfg.apart {
+		child, err := b.attachApart(ctx)
+		if err != nil {
+			return err
+		}
+		defer child.stop()
+		events = child.stop
+	} else {
+		a, err := b.attach(ctx)
+		if err != nil {
+			return err
+		}
+		defer a.stop()
+		events = a.stop
+	}
+	with, err := wb.run(ctx, benchModes["cycle"])
+	if err != nil {
+		return err
+	}
+	with.print(stdout, fmt.Sprintf("cycle+%dw+%dq", b.cfg.watchers, b.cfg.waiters), b.cfg.clients, base)
+	where := "in this process"
+	if b.cfg.apart {
+		where = "in a second process at nice 19"
+	}
+	fmt.Fprintf(stdout, "%-14s with watchers and waiters (%s): %.2f of the writers' throughput alone; %d events streamed\n", "",
+		where, with.rate()/alone.rate(), events())
+	return nil
+}
+
+// attached is a set of watchers and waiters held open until stop, which returns how many
+// events the watchers received.
+type attached struct {
+	stop func() int64
+}
+
+// attach opens the watchers of the tag b.tag+"-w" and the waiters on names held for the whole
+// run (at most 1,000 per name by default), and returns once they are in place.
+func (b *bench) attach(ctx context.Context) (attached, error) {
+	bg, cancel := context.WithCancel(ctx)
 	var events atomic.Int64
 	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer stop()
+	stop := func() int64 {
+		cancel()
+		wg.Wait()
+		return events.Load()
+	}
 	ready := make(chan error, b.cfg.watchers)
 	for range b.cfg.watchers {
-		wg.Go(func() { b.watch(bg, ready, &events) })
+		wg.Go(func() { b.watch(bg, b.tag+"-w", ready, &events) })
 	}
 	for range b.cfg.watchers {
 		if err := <-ready; err != nil {
-			return fmt.Errorf("attach watcher: %w", err)
+			stop()
+			return attached{}, fmt.Errorf("attach watcher: %w", err)
 		}
 	}
-	// Waiters line up on names held for the whole run (at most 1,000 per name by default).
 	holders, tag := max(1, (b.cfg.waiters+499)/500), b.tag
 	for i := range holders {
 		if _, _, err := b.acquire(ctx, fmt.Sprintf("%s-held-%d", tag, i), time.Hour, 0); err != nil {
-			return fmt.Errorf("hold a name for the waiters: %w", err)
+			stop()
+			return attached{}, fmt.Errorf("hold a name for the waiters: %w", err)
 		}
 	}
 	for i := range b.cfg.waiters {
@@ -409,21 +465,73 @@ func (b *bench) watchersMode(ctx context.Context, stdout io.Writer, base float64
 		})
 	}
 	time.Sleep(time.Second) // let the waiters reach the line
-	wb := *b
-	wb.tag += "-w"
-	with, err := wb.run(ctx, benchModes["cycle"])
+	return attached{stop: stop}, nil
+}
+
+// holdAttached is the second process of --watchers-apart: it attaches, says "attached", holds
+// until its standard input closes, then prints how many events its watchers received.
+func (b *bench) holdAttached(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	a, err := b.attach(ctx)
 	if err != nil {
 		return err
 	}
-	with.print(stdout, fmt.Sprintf("cycle+%dw+%dq", b.cfg.watchers, b.cfg.waiters), b.cfg.clients, base)
-	fmt.Fprintf(stdout, "%-14s with watchers and waiters: %.2f of the writers' throughput alone; %d events streamed\n", "",
-		with.rate()/alone.rate(), events.Load())
+	fmt.Fprintln(stdout, "attached")
+	io.Copy(io.Discard, stdin)
+	fmt.Fprintf(stdout, "events %d\n", a.stop())
 	return nil
 }
 
+// attachApart starts this program again as a bench --attach process at nice 19 (nice(1) sets
+// it before the Go runtime starts its threads, which inherit it) and waits until it is attached.
+func (b *bench) attachApart(ctx context.Context) (attached, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return attached{}, fmt.Errorf("find this program for --watchers-apart: %w", err)
+	}
+	nice, err := exec.LookPath("nice")
+	if err != nil {
+		return attached{}, fmt.Errorf("--watchers-apart needs nice(1): %w (or pass --watchers-apart=false)", err)
+	}
+	cmd := exec.CommandContext(ctx, nice, "-n", "19", self, "bench", "--server", b.cfg.server.String(), "--attach", b.tag,
+		"--watchers", strconv.Itoa(b.cfg.watchers), "--waiters", strconv.Itoa(b.cfg.waiters))
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return attached{}, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return attached{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return attached{}, fmt.Errorf("start the watchers' process: %w", err)
+	}
+	lines := bufio.NewScanner(out)
+	fail := func(err error) (attached, error) {
+		in.Close()
+		cmd.Wait()
+		return attached{}, err
+	}
+	if !lines.Scan() || lines.Text() != "attached" {
+		return fail(fmt.Errorf("the watchers' process did not attach (%q)", lines.Text()))
+	}
+	var once sync.Once
+	var n int64
+	return attached{stop: func() int64 {
+		once.Do(func() {
+			in.Close()
+			if lines.Scan() {
+				fmt.Sscanf(lines.Text(), "events %d", &n)
+			}
+			cmd.Wait()
+		})
+		return n
+	}}, nil
+}
+
 // watch holds one SSE stream open, counting the events it receives.
-func (b *bench) watch(ctx context.Context, ready chan<- error, events *atomic.Int64) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.cfg.server.String()+"/v1/watch?prefix="+b.tag, nil)
+func (b *bench) watch(ctx context.Context, prefix string, ready chan<- error, events *atomic.Int64) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.cfg.server.String()+"/v1/watch?prefix="+url.QueryEscape(prefix), nil)
 	if err != nil {
 		ready <- err
 		return

@@ -3,6 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -45,6 +50,27 @@ func TestBench(t *testing.T) {
 	}
 	if strings.Contains(out.String(), "first error") {
 		t.Errorf("bench reported errors:\n%s", out.String())
+	}
+}
+
+// TestBenchWatchersApart runs the watchers mode of the real binary, whose watchers and waiters
+// are held by a second bench process: it attaches, their events are counted, and it ends.
+func TestBenchWatchersApart(t *testing.T) {
+	needBinary(t)
+	p := startBinary(t, "--db", filepath.Join(t.TempDir(), "lk.db"))
+	cmd := exec.Command(binary, "bench", "--server", p.url, "-c", "2", "-d", "300ms", "--mode", "watchers",
+		"--watchers", "3", "--waiters", "2", "--watchers-apart")
+	cmd.Env = append(os.Environ(), "LEASEKEEPER_API_KEY="+testAdminKey)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench --mode watchers: %v\n%s", err, out)
+	}
+	m := regexp.MustCompile(`in a second process at nice 19\): [0-9.]+ of the writers' throughput alone; ([0-9]+) events streamed`).FindSubmatch(out)
+	if m == nil {
+		t.Fatalf("no result of the watchers held apart in:\n%s", out)
+	}
+	if n, _ := strconv.Atoi(string(m[1])); n == 0 {
+		t.Errorf("the watchers held apart received no events:\n%s", out)
 	}
 }
 
