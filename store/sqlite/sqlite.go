@@ -42,6 +42,9 @@ type Options struct {
 	// MaxPageCount caps the database file at this many pages (SQLite's max_page_count) on
 	// the writer connection; writes beyond it fail as on a full disk. 0 leaves SQLite's cap.
 	MaxPageCount int
+	// CheckpointEvery is how often the WAL is copied into the database in the background
+	// (default 250 ms); the writer never checkpoints.
+	CheckpointEvery time.Duration
 	// Fault, when set, is asked before each step of a write ("begin", "exec" for every
 	// statement, "commit") and a non-nil answer makes that step fail with it, as a failing
 	// disk would (an fsync error surfaces as COMMIT's). For fault-injection tests only.
@@ -66,6 +69,7 @@ type Store struct {
 	pendMu  sync.Mutex
 	pending []*op // operations waiting for the next group commit
 	health  writeHealth
+	cp      *checkpointer
 }
 
 // Open opens (creating if needed) the database at path, applies the migrations, anchors the
@@ -93,13 +97,19 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	q.Set("_busy_timeout", "10000")
 	q.Set("_foreign_keys", "on")
 	q.Set("_txlock", "immediate")
-	drv := &sqlite3.SQLiteDriver{}
-	if n := opts.MaxPageCount; n > 0 {
-		drv.ConnectHook = func(c *sqlite3.SQLiteConn) error {
-			_, err := c.Exec(fmt.Sprintf("PRAGMA max_page_count = %d", n), nil)
+	drv := &sqlite3.SQLiteDriver{ConnectHook: func(c *sqlite3.SQLiteConn) error {
+		// The writer never checkpoints: the checkpointer does, on a connection of its own, so
+		// that no commit waits for the WAL to be copied into the database and synced.
+		if _, err := c.Exec("PRAGMA wal_autocheckpoint = 0", nil); err != nil {
 			return err
 		}
-	}
+		if n := opts.MaxPageCount; n > 0 {
+			if _, err := c.Exec(fmt.Sprintf("PRAGMA max_page_count = %d", n), nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
 	w := sql.OpenDB(connector{drv: drv, dsn: "file:" + path + "?" + q.Encode()})
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxLifetime(0)
@@ -112,12 +122,26 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(8)
+	q.Del("_query_only")
+	cp, err := sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
+	}
+	cp.SetMaxOpenConns(1)
 	s := &Store{w: w, r: r, onCommit: opts.OnCommit, onBatch: opts.OnBatch, fault: opts.Fault, log: log, lock: make(chan struct{}, 1)}
 	if err := s.start(ctx, path, opts.Clock); err != nil {
 		w.Close()
 		r.Close()
+		cp.Close()
 		return nil, err
 	}
+	every := opts.CheckpointEvery
+	if every <= 0 {
+		every = 250 * time.Millisecond
+	}
+	s.cp = startCheckpointer(cp, every, log)
 	return s, nil
 }
 
@@ -195,6 +219,9 @@ func (s *Store) Close() error {
 	s.lock <- struct{}{}
 	defer func() { <-s.lock }()
 	var errs []error
+	if s.cp != nil {
+		errs = append(errs, s.cp.close())
+	}
 	for _, st := range s.stmts {
 		if st != nil {
 			errs = append(errs, st.Close())
@@ -305,6 +332,10 @@ func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error)
 		}
 	case committed:
 		s.health.ok(s.clock.Now(), s.log)
+		if s.cp != nil {
+			s.cp.wrote()
+			s.cp.finish(s.w)
+		}
 	}
 	s.pubMu.Lock()
 	<-s.lock
