@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -359,4 +360,66 @@ func TestInUnitOf(t *testing.T) {
 			t.Errorf("inUnitOf(%v, %q) = %q, want %q", tt.d, tt.typed, got, tt.want)
 		}
 	}
+}
+
+// TestReadmeCommandLines checks that every command line of the README's command-line section
+// takes the flags it shows: each is parsed with -h added after its flags (before run's --).
+func TestReadmeCommandLines(t *testing.T) {
+	n := 0
+	for _, block := range readmeSection(t, "## The command line") {
+		for _, line := range strings.Split(block, "\n") {
+			line, _, _ = strings.Cut(line, "  #") // a comment after the command
+			if !strings.HasPrefix(line, "leasekeeper ") {
+				continue
+			}
+			args := shellWords(t, strings.TrimPrefix(line, "leasekeeper "))
+			if i := slices.Index(args, "--"); i >= 0 {
+				args = slices.Insert(args, i, "-h")
+			} else {
+				args = append(args, "-h")
+			}
+			var stdout, stderr bytes.Buffer
+			if err := run(context.Background(), args, func(string) string { return "" }, &stdout, &stderr); err != nil || stdout.Len() == 0 {
+				t.Errorf("README: %s\n-h after its flags: %v (exit %d), stderr %q", line, err, exitCode(err), stderr.String())
+			}
+			n++
+		}
+	}
+	if n < 10 {
+		t.Errorf("found %d command lines in the README's command-line section, want at least 10", n)
+	}
+}
+
+// shellWords splits s as a shell would, for the quoting the README uses: single quotes and
+// double quotes, no escapes.
+func shellWords(t *testing.T, s string) []string {
+	t.Helper()
+	var words []string
+	var cur strings.Builder
+	inWord, quote := false, rune(0)
+	for _, r := range s {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '\'' || r == '"':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t':
+			if inWord {
+				words, inWord = append(words, cur.String()), false
+				cur.Reset()
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quote != 0 {
+		t.Fatalf("unbalanced quote in %q", s)
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words
 }
