@@ -20,7 +20,10 @@ func lockCommand(ctx context.Context, cf *clientFlags, args []string, getenv fun
 		return err
 	}
 	c, l, err := lf.acquire(ctx, cf, name, stderr, nil)
-	if err != nil {
+	switch {
+	case ctx.Err() != nil && err != nil:
+		return nil // interrupted while waiting: nothing to give back
+	case err != nil:
 		return err
 	}
 	defer c.Close()

@@ -142,6 +142,26 @@ func TestLock(t *testing.T) {
 			t.Errorf("lock of a held lease: exit %d %q, want %d naming the holder", code, errOut, exTempFail)
 		}
 	})
+	t.Run("InterruptedWhileWaiting", func(t *testing.T) {
+		srv := newTestServer(t)
+		c := newAdminClient(t, srv)
+		if _, err := c.Acquire(ctx, "job", client.AcquireOptions{Holder: "other", TTL: time.Minute, DisableKeepAlive: true}); err != nil {
+			t.Fatal(err)
+		}
+		h := start(t, srv, "lock", "--wait", "1m", "job")
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			if st, err := c.Get(ctx, "job"); err == nil && st.Waiters > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("lock never waited in line")
+			}
+		}
+		h.stop()
+		if code := h.exit(t, 10*time.Second); code != 0 || h.stdout.lines()[0] != "" {
+			t.Errorf("lock interrupted while waiting: exit %d, stdout %q; want 0 and nothing", code, h.stdout.lines())
+		}
+	})
 	t.Run("UsageErrors", func(t *testing.T) {
 		srv := newTestServer(t)
 		for _, args := range [][]string{{"lock"}, {"lock", "a", "b"}, {"lock", "--metadata", "[1]", "job"}, {"lock", "--ttl", "30", "job"}} {
