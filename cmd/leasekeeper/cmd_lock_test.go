@@ -70,6 +70,17 @@ func (h *held) exit(t *testing.T, within time.Duration) int {
 	}
 }
 
+// waitInLine waits until somebody waits in line for name.
+func waitInLine(t *testing.T, c *client.Client, name string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if st, err := c.Get(context.Background(), name); err == nil && st.Waiters > 0 {
+			return
+		}
+	}
+	t.Fatalf("nobody waited in line for %q", name)
+}
+
 func newAdminClient(t *testing.T, srv string) *client.Client {
 	t.Helper()
 	c, err := client.New(srv, client.WithHTTPClient(servicetest.Client()), client.WithAPIKey(servicetest.KeyOf(srv)))
@@ -149,14 +160,7 @@ func TestLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := start(t, srv, "lock", "--wait", "1m", "job")
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-			if st, err := c.Get(ctx, "job"); err == nil && st.Waiters > 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("lock never waited in line")
-			}
-		}
+		waitInLine(t, c, "job")
 		h.stop()
 		if code := h.exit(t, 10*time.Second); code != 0 || h.stdout.lines()[0] != "" {
 			t.Errorf("lock interrupted while waiting: exit %d, stdout %q; want 0 and nothing", code, h.stdout.lines())
@@ -223,15 +227,7 @@ func TestElect(t *testing.T) {
 		if err != nil || st.Holder != "node-1" || st.Metadata["addr"] != "a:1" {
 			t.Fatalf("state %+v, %v; want node-1 leading with its metadata", st, err)
 		}
-		waitWaiters := func() {
-			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-				if st, err := c.Get(ctx, "sched"); err == nil && st.Waiters > 0 {
-					return
-				}
-			}
-			t.Fatal("node-2 never waited in line")
-		}
-		waitWaiters()
+		waitInLine(t, c, "sched")
 		if len(second.stdout.lines()) > 1 || second.stdout.lines()[0] != "" {
 			t.Fatalf("node-2 printed %q while node-1 led", second.stdout.lines())
 		}
