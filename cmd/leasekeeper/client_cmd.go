@@ -31,6 +31,13 @@ signed, --ca-file or env LEASEKEEPER_CA_FILE):
   leasekeeper run     --name N --ttl 30s [--holder H] [--wait 1m] [--grace 10s] -- CMD ARGS...
                       exit status: CMD's; 75 lease held; 122 lease lost while CMD ran
   leasekeeper leader  [--watch] [--json] NAME
+  leasekeeper lock    [--ttl 30s] [--holder H] [--wait 0] [--lock-delay 0] [--metadata JSON] [--json] NAME
+                      holds the lease until Ctrl-C (SIGINT, SIGTERM), then releases it
+                      exit status: 0 released; 75 lease held; 122 lease lost while held
+  leasekeeper elect   [--ttl 30s] [--metadata JSON] [--json] NAME PROPOSAL
+                      campaigns as PROPOSAL and leads until Ctrl-C, then resigns
+                      exit status: 0 resigned; 122 leadership lost
+  leasekeeper elect   --listen [--json] NAME     print the leader and every change
   leasekeeper keys create --label L --role reader|writer|admin [--prefix P]... [--json]
   leasekeeper keys list [--json]
   leasekeeper keys revoke ID
@@ -43,7 +50,7 @@ func clientCommand(ctx context.Context, name string, args []string, getenv func(
 	case "run":
 		return runCommand(ctx, args, getenv, stdout, stderr)
 	}
-	cf := newClientFlags(name, getenv, stderr)
+	cf := newClientFlags(name, getenv, stdout, stderr)
 	var err error
 	switch name {
 	case "acquire":
@@ -58,6 +65,10 @@ func clientCommand(ctx context.Context, name string, args []string, getenv func(
 		err = listCommand(ctx, cf, args, stdout)
 	case "leader":
 		err = leaderCommand(ctx, cf, args, stdout)
+	case "lock":
+		err = lockCommand(ctx, cf, args, getenv, stdout, stderr)
+	case "elect":
+		err = electCommand(ctx, cf, args, stdout, stderr)
 	case "keys":
 		err = keysCommand(ctx, cf, args, stdout)
 	default:
@@ -69,6 +80,8 @@ func clientCommand(ctx context.Context, name string, args []string, getenv func(
 // clientFlags are the flags every client command takes.
 type clientFlags struct {
 	fs      *flag.FlagSet
+	stdout  io.Writer // for -h
+	stderr  io.Writer // for usage errors
 	server  string
 	caFile  string
 	json    bool
@@ -76,11 +89,10 @@ type clientFlags struct {
 	keyFile string
 }
 
-func newClientFlags(name string, getenv func(string) string, stderr io.Writer) *clientFlags {
-	cf := &clientFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError)}
-	cf.fs.SetOutput(stderr)
+func newClientFlags(name string, getenv func(string) string, stdout, stderr io.Writer) *clientFlags {
+	cf := &clientFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError), stdout: stdout, stderr: stderr}
 	cf.fs.Usage = func() {
-		fmt.Fprint(stderr, clientUsage, "\nFlags of ", name, ":\n")
+		fmt.Fprint(cf.fs.Output(), clientUsage, "\nFlags of ", name, ":\n")
 		cf.fs.PrintDefaults()
 	}
 	server := getenv("LEASEKEEPER_SERVER")
@@ -125,8 +137,8 @@ func (cf *clientFlags) parse(args []string, nameFlag *string) (string, error) {
 func (cf *clientFlags) parseAll(args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := cf.fs.Parse(args); err != nil {
-			return nil, &exitError{code: 2, err: err}
+		if err := parseFlags(cf.fs, args, cf.stdout, cf.stderr); err != nil {
+			return nil, err
 		}
 		rest := cf.fs.Args()
 		if n := len(args) - len(rest); n > 0 && args[n-1] == "--" || len(rest) == 0 {
@@ -190,11 +202,21 @@ func defaultHolder(getenv func(string) string) string {
 	return fmt.Sprintf("%s@%s (pid %d)", name, host, os.Getpid())
 }
 
+// fail is cliError for a command's request, a duration outside the server's bounds reported
+// in the unit the user typed.
+func (cf *clientFlags) fail(err error) error { return cliError(inUserUnits(err, cf.fs)) }
+
 // cliError gives a client error its exit code: 75 when the lease cannot be had now (held, or
-// the server cannot be reached), 1 otherwise.
+// the server cannot be reached), 2 for a request that breaks the contract's rules (a bad
+// name, a ttl outside the bounds), 1 otherwise. An error that has its code keeps it.
 func cliError(err error) error {
 	var ae *client.APIError
+	var ee *exitError
 	switch {
+	case errors.As(err, &ee):
+		return err
+	case errors.Is(err, client.ErrInvalid):
+		return &exitError{code: 2, err: err}
 	case errors.Is(err, client.ErrLeaseHeld):
 		return &exitError{code: exTempFail, err: err}
 	case errors.As(err, &ae):
@@ -208,41 +230,94 @@ func cliError(err error) error {
 	return &exitError{code: exTempFail, err: err} // the network: try again later
 }
 
+// leaseFlags are the flags of the commands that acquire a lease: acquire, run and lock.
+type leaseFlags struct {
+	ttl       *time.Duration
+	holder    *string
+	wait      *time.Duration
+	lockDelay *time.Duration
+	metadata  *string
+}
+
+func addLeaseFlags(fs *flag.FlagSet, getenv func(string) string, ttlUsage string) *leaseFlags {
+	return &leaseFlags{
+		ttl:       duration(fs, "ttl", 30*time.Second, ttlUsage),
+		holder:    fs.String("holder", defaultHolder(getenv), "who holds it, for humans (env LEASEKEEPER_HOLDER)"),
+		wait:      duration(fs, "wait", 0, "how long to wait for a lease somebody else holds (then exit 75)"),
+		lockDelay: duration(fs, "lock-delay", 0, "after this lease expires, keep the name from others this long"),
+		metadata:  fs.String("metadata", "", "a JSON object shown with the lease"),
+	}
+}
+
+// options are the acquire options the flags ask for, after parsing.
+func (lf *leaseFlags) options() (client.AcquireOptions, error) {
+	md, err := parseMetadata(*lf.metadata)
+	return client.AcquireOptions{Holder: *lf.holder, TTL: *lf.ttl, Wait: *lf.wait, LockDelay: *lf.lockDelay, Metadata: md}, err
+}
+
+// acquire connects and acquires name with the options the flags ask for, changed by edit if
+// it is not nil. On success the caller closes the client; on failure it is closed, and the
+// error has its exit code.
+func (lf *leaseFlags) acquire(ctx context.Context, cf *clientFlags, name string, logTo io.Writer, edit func(*client.AcquireOptions)) (*client.Client, *client.Lease, error) {
+	o, err := lf.options()
+	if err != nil {
+		return nil, nil, err
+	}
+	if edit != nil {
+		edit(&o)
+	}
+	c, err := cf.client(logTo)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := c.Acquire(ctx, name, o)
+	if err != nil {
+		c.Close()
+		return nil, nil, cf.fail(err)
+	}
+	return c, l, nil
+}
+
+// parseMetadata reads a --metadata flag: empty for none, else a JSON object.
+func parseMetadata(s string) (map[string]any, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var md map[string]any
+	if err := json.Unmarshal([]byte(s), &md); err != nil {
+		return nil, &exitError{code: 2, err: fmt.Errorf("--metadata must be a JSON object: %w", err)}
+	}
+	return md, nil
+}
+
+// writeGrant prints a grant as JSON or as a table.
+func writeGrant(w io.Writer, l *client.Lease, asJSON bool) error {
+	out := leaseJSON{Name: l.Name(), Holder: l.Holder(), LeaseID: l.ID(), Token: l.Token(), TTLMs: l.TTL().Milliseconds(),
+		ExpiresAt: l.ExpiresAt()}
+	if asJSON {
+		return writeJSON(w, out)
+	}
+	return writeKV(w, [][2]string{
+		{"lease_id", out.LeaseID}, {"token", fmt.Sprint(out.Token)}, {"name", out.Name}, {"holder", out.Holder},
+		{"expires_at", fmtTime(out.ExpiresAt)},
+	})
+}
+
 func acquireCommand(ctx context.Context, cf *clientFlags, args []string, getenv func(string) string, stdout io.Writer) error {
-	ttl := duration(cf.fs, "ttl", 30*time.Second, "lease duration")
-	holder := cf.fs.String("holder", defaultHolder(getenv), "who holds it, for humans (env LEASEKEEPER_HOLDER)")
-	wait := duration(cf.fs, "wait", 0, "how long to wait for a lease somebody else holds")
-	lockDelay := duration(cf.fs, "lock-delay", 0, "after this lease expires, keep the name from others this long")
-	metadata := cf.fs.String("metadata", "", "a JSON object shown with the lease")
+	lf := addLeaseFlags(cf.fs, getenv, "lease duration")
 	key := cf.fs.String("idempotency-key", "", "a key that makes retries of this acquire return the first grant")
 	name, err := cf.parse(args, new(string))
 	if err != nil {
 		return err
 	}
-	o := client.AcquireOptions{Holder: *holder, TTL: *ttl, Wait: *wait, LockDelay: *lockDelay,
-		IdempotencyKey: *key, DisableKeepAlive: true}
-	if *metadata != "" {
-		if err := json.Unmarshal([]byte(*metadata), &o.Metadata); err != nil {
-			return &exitError{code: 2, err: fmt.Errorf("--metadata must be a JSON object: %w", err)}
-		}
-	}
-	c, err := cf.client(nil)
+	c, l, err := lf.acquire(ctx, cf, name, nil, func(o *client.AcquireOptions) {
+		o.IdempotencyKey, o.DisableKeepAlive = *key, true
+	})
 	if err != nil {
 		return err
 	}
-	l, err := c.Acquire(ctx, name, o)
-	if err != nil {
-		return cliError(err)
-	}
-	out := leaseJSON{Name: l.Name(), Holder: l.Holder(), LeaseID: l.ID(), Token: l.Token(), TTLMs: l.TTL().Milliseconds(),
-		ExpiresAt: l.ExpiresAt()}
-	if cf.json {
-		return writeJSON(stdout, out)
-	}
-	return writeKV(stdout, [][2]string{
-		{"lease_id", out.LeaseID}, {"token", fmt.Sprint(out.Token)}, {"name", out.Name}, {"holder", out.Holder},
-		{"expires_at", fmtTime(out.ExpiresAt)},
-	})
+	defer c.Close()
+	return writeGrant(stdout, l, cf.json)
 }
 
 func renewCommand(ctx context.Context, cf *clientFlags, args []string, getenv func(string) string, stdout io.Writer) error {
@@ -261,7 +336,7 @@ func renewCommand(ctx context.Context, cf *clientFlags, args []string, getenv fu
 	}
 	g, err := c.Renew(ctx, name, *id, *ttl)
 	if err != nil {
-		return cliError(err)
+		return cf.fail(err)
 	}
 	out := leaseJSON{Name: g.Name, Holder: g.Holder, Token: g.Token, TTLMs: g.TTL.Milliseconds(), ExpiresAt: g.ExpiresAt}
 	if cf.json {

@@ -62,8 +62,7 @@ type benchConfig struct {
 
 func benchCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, benchUsage); fs.PrintDefaults() }
+	fs.Usage = func() { fmt.Fprint(fs.Output(), benchUsage); fs.PrintDefaults() }
 	server := fs.String("server", "", "the server's URL, e.g. http://127.0.0.1:8080 (loopback only)")
 	mode := fs.String("mode", "cycle,renew,fenced,acquire", "modes to run, comma-separated")
 	var c benchConfig
@@ -76,8 +75,8 @@ func benchCommand(ctx context.Context, args []string, getenv func(string) string
 	fs.IntVar(&c.waiters, "waiters", 1000, "acquires waiting in line in the watchers mode")
 	fs.BoolVar(&c.apart, "watchers-apart", false, "hold the watchers mode's watchers and waiters in a second process at nice 19")
 	attach := fs.String("attach", "", "") // internal: hold watchers of this tag for a parent bench
-	if err := fs.Parse(args); err != nil {
-		return &exitError{code: 2, err: err}
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		return err
 	}
 	u, err := url.Parse(*server)
 	if err != nil || *server == "" || u.Scheme != "http" {

@@ -12,7 +12,7 @@ import (
 // healthCommand asks a server whether it is ready (GET /readyz) and exits 0 when it is, 1 when
 // it is not or cannot be reached: a container HEALTHCHECK for an image without curl.
 func healthCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cf := newClientFlags("health", getenv, stderr)
+	cf := newClientFlags("health", getenv, stdout, stderr)
 	timeout := duration(cf.fs, "timeout", 5*time.Second, "how long to wait for the answer")
 	rest, err := cf.parseAll(args)
 	if err != nil {

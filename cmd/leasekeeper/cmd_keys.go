@@ -27,6 +27,11 @@ func keysCommand(ctx context.Context, cf *clientFlags, args []string, stdout io.
 	if len(args) == 0 {
 		return &exitError{code: 2, err: errors.New("keys: say create, list or revoke")}
 	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		_, err := cf.parseAll([]string{"-h"})
+		return err
+	}
 	sub, args := args[0], args[1:]
 	var label, role string
 	var prefixes prefixList

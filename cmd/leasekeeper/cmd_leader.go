@@ -60,34 +60,42 @@ func leaderCommand(ctx context.Context, cf *clientFlags, args []string, stdout i
 	if err != nil {
 		return err
 	}
-	current := func() error {
-		st, err := c.Get(ctx, name)
-		if errors.Is(err, client.ErrNotFound) {
-			return leaderView{Name: name}.write(stdout, cf.json)
-		}
-		if err != nil {
-			return cliError(err)
-		}
-		v := leaderView{Name: name, Leading: st.Held, Holder: st.Holder, Token: st.Token, Metadata: st.Metadata}
-		if st.Held {
-			v.Since = &st.AcquiredAt
-		} else {
-			v.Ended = st.End
-		}
-		return v.write(stdout, cf.json)
-	}
 	if !*follow {
-		return current()
+		return printLeader(ctx, c, name, stdout, cf.json)
 	}
+	return watchLeader(ctx, c, name, cf.json, stdout)
+}
+
+// printLeader prints who leads the election on name now.
+func printLeader(ctx context.Context, c *client.Client, name string, w io.Writer, asJSON bool) error {
+	st, err := c.Get(ctx, name)
+	if errors.Is(err, client.ErrNotFound) {
+		return leaderView{Name: name}.write(w, asJSON)
+	}
+	if err != nil {
+		return cliError(err)
+	}
+	v := leaderView{Name: name, Leading: st.Held, Holder: st.Holder, Token: st.Token, Metadata: st.Metadata}
+	if st.Held {
+		v.Since = &st.AcquiredAt
+	} else {
+		v.Ended = st.End
+	}
+	return v.write(w, asJSON)
+}
+
+// watchLeader prints who leads the election on name, then a line at every change, until ctx
+// ends (nil: the normal way to stop).
+func watchLeader(ctx context.Context, c *client.Client, name string, asJSON bool, stdout io.Writer) error {
 	// The state is printed each time the stream (re)opens, before its events, so no change
 	// falls between the two.
 	var printed bool
-	err = c.Follow(ctx, name, func() error {
+	err := c.Follow(ctx, name, func() error {
 		if printed {
 			return nil
 		}
 		printed = true
-		return current()
+		return printLeader(ctx, c, name, stdout, asJSON)
 	}, func(e client.Event) error {
 		if e.Name != name {
 			return nil
@@ -95,9 +103,9 @@ func leaderCommand(ctx context.Context, cf *clientFlags, args []string, stdout i
 		switch e.Type {
 		case "acquired":
 			at := e.At
-			return leaderView{Name: name, Leading: true, Holder: e.Holder, Token: e.Token, Since: &at, Metadata: e.Metadata}.write(stdout, cf.json)
+			return leaderView{Name: name, Leading: true, Holder: e.Holder, Token: e.Token, Since: &at, Metadata: e.Metadata}.write(stdout, asJSON)
 		case "released", "expired", "revoked":
-			return leaderView{Name: name, Holder: e.Holder, Token: e.Token, Ended: e.Type}.write(stdout, cf.json)
+			return leaderView{Name: name, Holder: e.Holder, Token: e.Token, Ended: e.Type}.write(stdout, asJSON)
 		}
 		return nil
 	})

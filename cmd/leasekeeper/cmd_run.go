@@ -39,15 +39,13 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	// messages: one lock serializes both (they may be the same writer).
 	var mu sync.Mutex
 	stdout, stderr = &lockedWriter{mu: &mu, w: stdout}, &lockedWriter{mu: &mu, w: stderr}
-	cf := newClientFlags("run", getenv, stderr)
+	cf := newClientFlags("run", getenv, stdout, stderr)
 	name := cf.fs.String("name", "", "the lease to hold while CMD runs (required)")
-	ttl := duration(cf.fs, "ttl", 30*time.Second, "lease duration; renewed at a third of it")
-	holder := cf.fs.String("holder", defaultHolder(getenv), "who holds it, for humans (env LEASEKEEPER_HOLDER)")
-	wait := duration(cf.fs, "wait", 0, "how long to wait for the lease before giving up (exit 75)")
+	lf := addLeaseFlags(cf.fs, getenv, "lease duration; renewed at a third of it")
 	grace := duration(cf.fs, "grace", 10*time.Second, "after SIGTERM on lease loss, how long CMD has before SIGKILL")
 	flagArgs, argv, found := splitDashDash(args)
-	if err := cf.fs.Parse(flagArgs); err != nil {
-		return &exitError{code: 2, err: err}
+	if err := parseFlags(cf.fs, flagArgs, stdout, stderr); err != nil {
+		return err
 	}
 	switch {
 	case !found || len(argv) == 0:
@@ -59,20 +57,14 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	case *grace < 0:
 		return &exitError{code: 2, err: errors.New("run: --grace must not be negative")}
 	}
-	c, err := cf.client(stderr)
+	c, l, err := lf.acquire(ctx, cf, *name, stderr, nil)
 	if err != nil {
-		return err
-	}
-	defer c.Close()
-
-	l, err := c.Acquire(ctx, *name, client.AcquireOptions{Holder: *holder, TTL: *ttl, Wait: *wait})
-	if err != nil {
-		err = cliError(err)
 		if exitCode(err) == exTempFail {
 			return &exitError{code: exTempFail, err: fmt.Errorf("run: not starting %s: %w", argv[0], err)}
 		}
 		return err
 	}
+	defer c.Close()
 	relCtx := context.WithoutCancel(ctx) // release even after a signal ended ctx
 
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -89,7 +81,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	defer signal.Stop(sigs)
 
 	if err := cmd.Start(); err != nil {
-		release(relCtx, l, stderr)
+		release(relCtx, "run", l.Name(), l.Release, stderr)
 		return &exitError{code: 127, err: fmt.Errorf("run: start %s: %w", argv[0], err)}
 	}
 	pgid := cmd.Process.Pid
@@ -124,7 +116,7 @@ wait:
 	}
 	code := statusOf(cmd.ProcessState)
 
-	rerr := release(relCtx, l, stderr)
+	rerr := release(relCtx, "run", l.Name(), l.Release, stderr)
 	switch {
 	case lostCause != nil:
 		return &exitError{code: exLeaseLost, err: fmt.Errorf("run: lease %q was lost while %s ran, so it was stopped (its status %d): %w", l.Name(), argv[0], code, lostCause)}
@@ -136,13 +128,14 @@ wait:
 	return nil
 }
 
-// release gives the lease back, bounded in time; a failure other than loss is only reported.
-func release(ctx context.Context, l *client.Lease, stderr io.Writer) error {
+// release gives the lease on name back with giveBack (a Lease's Release, an Election's
+// Resign), bounded in time; a failure other than loss is only reported.
+func release(ctx context.Context, cmd, name string, giveBack func(context.Context) error, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	err := l.Release(ctx)
+	err := giveBack(ctx)
 	if err != nil && !errors.Is(err, client.ErrLeaseLost) {
-		fmt.Fprintf(stderr, "leasekeeper run: release %q: %v (it will expire on its own)\n", l.Name(), err)
+		fmt.Fprintf(stderr, "leasekeeper %s: release %q: %v (it will expire on its own)\n", cmd, name, err)
 	}
 	return err
 }

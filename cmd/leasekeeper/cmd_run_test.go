@@ -99,8 +99,10 @@ func TestRun(t *testing.T) {
 			wantCode: exLeaseLost, wantErr: "was lost", within: 5 * time.Second,
 		},
 		{
-			// The next renewal of a 30 s lease is 10 s away: the watch stream stops CMD.
-			name: "StoppedSoonWhenRevokedWithLongTTL", script: `echo started > "$OUT"; exec sleep 30`, flags: []string{"--ttl", "30s"},
+			// The next renewal of a 30 s lease is 10 s away: the watch stream stops CMD, with
+			// SIGTERM.
+			name:   "StoppedSoonWhenRevokedWithLongTTL",
+			script: `trap 'echo TERM > "$OUT.sig"; exit 0' TERM; echo started > "$OUT"; while :; do sleep 0.05; done`, flags: []string{"--ttl", "30s"},
 			during: func(t *testing.T, c *client.Client, out string) {
 				waitFile(t, out, 30*time.Second)
 				if err := c.Revoke(context.Background(), "job"); err != nil {
@@ -108,6 +110,11 @@ func TestRun(t *testing.T) {
 				}
 			},
 			wantCode: exLeaseLost, wantErr: "revoked", within: 3 * time.Second,
+			wantOut: func(t *testing.T, _ *client.Client, out string) {
+				if s := waitFile(t, out+".sig", time.Second); s != "TERM" {
+					t.Errorf("CMD's trap wrote %q, want TERM", s)
+				}
+			},
 		},
 		{
 			name:   "KilledAfterGraceWhenTermIgnored",

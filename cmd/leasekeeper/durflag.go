@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -21,24 +22,33 @@ func parseDuration(s string) (time.Duration, error) {
 	return 0, errors.New("not a duration: write it like 30s, 1m or 1h30m")
 }
 
-// durationValue is a flag.Value for durations parsed by parseDuration.
-type durationValue time.Duration
+// durationValue is a flag.Value for durations parsed by parseDuration. It keeps the text the
+// user typed, so that answers about the value can speak in the user's unit.
+type durationValue struct {
+	d     *time.Duration
+	typed string
+}
 
-func (d *durationValue) Set(s string) error {
-	v, err := parseDuration(s)
+func (v *durationValue) Set(s string) error {
+	d, err := parseDuration(s)
 	if err != nil {
 		return err
 	}
-	*d = durationValue(v)
+	*v.d, v.typed = d, s
 	return nil
 }
 
-func (d *durationValue) String() string { return time.Duration(*d).String() }
+func (v *durationValue) String() string {
+	if v.d == nil {
+		return "0s"
+	}
+	return v.d.String()
+}
 
 // durationVar defines a duration flag like fs.DurationVar whose errors ask for a unit.
 func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
 	*p = def
-	fs.Var((*durationValue)(p), name, usage)
+	fs.Var(&durationValue{d: p}, name, usage)
 }
 
 // duration defines a duration flag like fs.Duration whose errors ask for a unit.
@@ -46,4 +56,41 @@ func duration(fs *flag.FlagSet, name string, def time.Duration, usage string) *t
 	p := new(time.Duration)
 	durationVar(fs, p, name, def, usage)
 	return p
+}
+
+// typedDuration is the duration flag name of fs as the user typed it, or its value written
+// by Go when the user gave none.
+func typedDuration(fs *flag.FlagSet, name string) string {
+	f := fs.Lookup(name)
+	if f == nil {
+		return ""
+	}
+	if v, ok := f.Value.(*durationValue); ok && v.typed != "" {
+		return v.typed
+	}
+	return f.Value.String()
+}
+
+// units are the units time.ParseDuration reads.
+var units = map[string]time.Duration{
+	"ns": time.Nanosecond, "us": time.Microsecond, "µs": time.Microsecond, "μs": time.Microsecond,
+	"ms": time.Millisecond, "s": time.Second, "m": time.Minute, "h": time.Hour,
+}
+
+// inUnitOf writes d in the last unit of typed ("1h30m": minutes), as the user would have
+// written it ("60m", "1.5h"); when d is less than one of that unit or not a round number of it
+// (to three decimals), in the largest unit it is a round number of.
+func inUnitOf(d time.Duration, typed string) string {
+	unit := typed[len(strings.TrimRight(typed, "nsuµμmh")):]
+	if u, ok := units[unit]; ok && d >= u {
+		if f := float64(d) / float64(u); f*1000 == float64(int64(f*1000)) {
+			return strconv.FormatFloat(f, 'f', -1, 64) + unit
+		}
+	}
+	for _, unit := range []string{"h", "m", "s", "ms", "µs"} {
+		if d%units[unit] == 0 {
+			return strconv.FormatInt(int64(d/units[unit]), 10) + unit
+		}
+	}
+	return d.String()
 }

@@ -45,10 +45,9 @@ type serveConfig struct {
 	debugAddr    string
 }
 
-func parseServe(args []string, getenv func(string) string, stderr io.Writer) (serveConfig, error) {
+func parseServe(args []string, getenv func(string) string, stdout, stderr io.Writer) (serveConfig, error) {
 	c := serveConfig{limits: lease.DefaultLimits(), queue: queue.DefaultLimits()}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
 	env := func(name, def string) string {
 		if v := getenv(name); v != "" {
 			return v
@@ -100,8 +99,8 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 	if envErr != nil {
 		return c, &exitError{code: 2, err: envErr}
 	}
-	if err := fs.Parse(args); err != nil {
-		return c, &exitError{code: 2, err: err}
+	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+		return c, err
 	}
 	c.auth.Rate = rate.Limit(*keyRate)
 	switch *authMode {
@@ -158,7 +157,7 @@ func parseServe(args []string, getenv func(string) string, stderr io.Writer) (se
 }
 
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, err := parseServe(args, getenv, stderr)
+	cfg, err := parseServe(args, getenv, stdout, stderr)
 	if err != nil {
 		return err
 	}

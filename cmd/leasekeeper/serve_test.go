@@ -31,7 +31,7 @@ func TestParseServe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+			c, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
 			if err != nil {
 				t.Fatalf("parseServe(%q) = %v", tt.args, err)
 			}
@@ -57,7 +57,7 @@ func TestParseServeBodyTimeout(t *testing.T) {
 		{map[string]string{"LEASEKEEPER_BODY_TIMEOUT": "5s"}, nil, 5 * time.Second},
 		{map[string]string{"LEASEKEEPER_BODY_TIMEOUT": "5s"}, []string{"--body-timeout", "2s"}, 2 * time.Second},
 	} {
-		c, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+		c, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
 		if err != nil || c.bodyTimeout != tt.want {
 			t.Errorf("parseServe(%q) with env %v = body timeout %v, %v; want %v", tt.args, tt.env, c.bodyTimeout, err, tt.want)
 		}
@@ -85,7 +85,7 @@ func TestParseServeErrors(t *testing.T) {
 		{"ErrUsage/PostgresWithoutAdminKey", nil, []string{"--db", "postgresql://db.example/lk", "--secret-file", "/tmp/s"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+			_, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
 			if exitCode(err) != 2 || err == nil {
 				t.Errorf("parseServe(%q) with env %v = %v (exit %d), want exit 2", tt.args, tt.env, err, exitCode(err))
 			}

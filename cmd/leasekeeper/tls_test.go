@@ -144,7 +144,7 @@ func TestParseServeTLS(t *testing.T) {
 		{"ErrUsage/CertWithoutKey", map[string]string{"LEASEKEEPER_TLS_CERT": "c.pem"}, nil, "", "", true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard)
+			c, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
 			if tt.wantUsage {
 				if exitCode(err) != 2 || err == nil {
 					t.Errorf("parseServe(%q) with env %v = %v, want a usage error (exit 2)", tt.args, tt.env, err)
