@@ -7427,6 +7427,21 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	}
 
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/readyz", wrapper.Readyz)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/keys", wrapper.ListKeys)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/keys", wrapper.CreateKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/keys/{id}", wrapper.RevokeKey)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/leases", wrapper.ListLeases)
 	})
 	r.Group(func(r chi.Router) {
@@ -7439,13 +7454,19 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/v1/leases/{name}/acquire", wrapper.AcquireLease)
 	})
 	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/v1/leases/{name}/renew", wrapper.RenewLease)
+		r.Get(options.BaseURL+"/v1/leases/{name}/events", wrapper.ListLeaseEvents)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/leases/{name}/release", wrapper.ReleaseLease)
 	})
 	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/v1/leases/{name}/events", wrapper.ListLeaseEvents)
+		r.Post(options.BaseURL+"/v1/leases/{name}/renew", wrapper.RenewLease)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/rejections", wrapper.ListRejections)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/rejections", wrapper.ReportRejection)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/resources", wrapper.ListResources)
@@ -7460,28 +7481,7 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Put(options.BaseURL+"/v1/resources/{resource}", wrapper.PutResource)
 	})
 	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/v1/rejections", wrapper.ListRejections)
-	})
-	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/v1/rejections", wrapper.ReportRejection)
-	})
-	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/watch", wrapper.Watch)
-	})
-	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/v1/keys", wrapper.ListKeys)
-	})
-	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/v1/keys", wrapper.CreateKey)
-	})
-	r.Group(func(r chi.Router) {
-		r.Delete(options.BaseURL+"/v1/keys/{id}", wrapper.RevokeKey)
-	})
-	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
-	})
-	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/readyz", wrapper.Readyz)
 	})
 
 	return r
