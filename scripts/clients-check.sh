@@ -74,15 +74,16 @@ oapi=$(go list -m -f '{{.Version}}' github.com/oapi-codegen/oapi-codegen/v2)
 mkdir -p "$tmp/go/lkclient"
 sed '/^\/\/go:build ignore$/d' scripts/clients/go/main.go >"$tmp/go/main.go"
 cp "$tmp/openapi.yaml" "$tmp/go/openapi.yaml"
+# (Each step is chained with &&: set -e does not apply on the left of ||.)
 (
-	cd "$tmp/go"
-	export GOWORK=off GOFLAGS=
-	go mod init example.com/lkcheck
-	printf 'package: lkclient\noutput: lkclient/client.gen.go\ngenerate:\n  models: true\n  client: true\n' >oapi-codegen.yaml
-	go run "github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@$oapi" -config oapi-codegen.yaml openapi.yaml
-	go mod tidy
-	go vet ./...
-	go run .
+	cd "$tmp/go" &&
+		export GOWORK=off GOFLAGS= &&
+		go mod init example.com/lkcheck &&
+		printf 'package: lkclient\noutput: lkclient/client.gen.go\ngenerate:\n  models: true\n  client: true\n' >oapi-codegen.yaml &&
+		go run "github.com/oapi-codegen/oapi-codegen/v2/cmd/oapi-codegen@$oapi" -config oapi-codegen.yaml openapi.yaml &&
+		go mod tidy &&
+		go vet ./... &&
+		go run .
 ) || fail "the Go client generated from the served spec failed"
 
 if [[ $node_ok == 1 ]]; then
@@ -103,10 +104,10 @@ if [[ $node_ok == 1 ]]; then
 	cp scripts/clients/package.json scripts/clients/ts/* "$tmp/ts/"
 	ln -s "$modules/node_modules" "$tmp/ts/node_modules"
 	(
-		cd "$tmp/ts"
-		./node_modules/.bin/openapi-typescript "$tmp/openapi.yaml" -o schema.ts
-		./node_modules/.bin/tsc -p .
-		node dist/cycle.js
+		cd "$tmp/ts" &&
+			./node_modules/.bin/openapi-typescript "$tmp/openapi.yaml" -o schema.ts &&
+			./node_modules/.bin/tsc -p . &&
+			node dist/cycle.js
 	) || fail "the TypeScript client generated from the served spec failed"
 
 	step "Prism: the README's curl tour through a validating proxy"
