@@ -204,6 +204,7 @@ func TestReadmeTourThroughPrism(t *testing.T) {
 	started := len(log.String())
 
 	runTour(t, proxy, host)
+	retryAfterRevoke(t, "http://"+proxy)
 
 	var violations []string
 	for _, l := range strings.Split(log.String()[started:], "\n") {
@@ -217,5 +218,43 @@ func TestReadmeTourThroughPrism(t *testing.T) {
 	}
 	if !strings.Contains(log.String()[started:], "Forwarding") {
 		t.Errorf("Prism forwarded nothing:\n%s", log)
+	}
+}
+
+// retryAfterRevoke sends what the tour does not: an idempotent acquire retried after its grant
+// was revoked, which answers 409 lease_lost (and no Retry-After: waiting does not help).
+func retryAfterRevoke(t *testing.T, base string) {
+	t.Helper()
+	send := func(method, path, idem string, want int) string {
+		t.Helper()
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader(`{"holder":"me","ttl_ms":30000}`)
+		}
+		req, err := http.NewRequest(method, base+path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+testAdminKey)
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", idem)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != want {
+			t.Errorf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
+		}
+		return string(b)
+	}
+	const idem = "retry-after-revoke-0123456789"
+	send(http.MethodPost, "/v1/leases/revoked/acquire", idem, http.StatusOK)
+	send(http.MethodDelete, "/v1/leases/revoked", "", http.StatusNoContent)
+	if b := send(http.MethodPost, "/v1/leases/revoked/acquire", idem, http.StatusConflict); !strings.Contains(b, `"lease_lost"`) {
+		t.Errorf("the retry after the revoke answered %s, want lease_lost", b)
 	}
 }
