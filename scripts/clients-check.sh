@@ -11,15 +11,14 @@
 #      openapi-typescript, scripts/clients/ts/cycle.ts with openapi-fetch, type-checked by
 #      tsc --strict and run with Node: the same cycle
 #   4. Stoplight Prism as a validating proxy (--errors) in front of a server while the README's
-#      curl tour runs through it (cmd/leasekeeper TestReadmeTourThroughPrism): any request or
-#      answer the spec does not allow fails
+#      curl tour, and an idempotent retry after a revoke, run through it (cmd/leasekeeper
+#      TestReadmeTourThroughPrism): any request or answer the spec does not allow fails
 #
 # Needs the Go module proxy and the npm registry (or warm caches). Without node or npm, steps 3
 # and 4 are skipped loudly, unless LEASEKEEPER_CLIENT_TESTS=required (CI), where that fails.
 # CLIENTS_KEEP=1 keeps the work directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasekeeper-clients.XXXXXX")
 server_pid=
