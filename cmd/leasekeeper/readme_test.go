@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,8 +31,9 @@ func needShellTools(t *testing.T, tools ...string) {
 }
 
 var (
-	shBlockRE    = regexp.MustCompile("(?s)```sh\n(.*?)```")
-	statusLineRE = regexp.MustCompile(`(?m)(^|[}\]])204$`)
+	shBlockRE        = regexp.MustCompile("(?s)```sh\n(.*?)```")
+	statusLineRE     = regexp.MustCompile(`(?m)(^|[}\]])204$`)
+	prismListeningRE = regexp.MustCompile(`Prism is listening on http://(127\.0\.0\.1:[0-9]+)`)
 )
 
 // readmeSection returns the ```sh blocks of the README section under heading, in order.
@@ -172,17 +172,9 @@ func TestReadmeTourThroughPrism(t *testing.T) {
 	if err := os.WriteFile(spec, served, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := ln.Addr().String()
-	ln.Close()
-	_, port, _ := net.SplitHostPort(proxy)
-
 	ctx, cancel := context.WithCancel(context.Background())
 	log := &lockedBuffer{}
-	cmd := exec.CommandContext(ctx, prism, "proxy", "--errors", spec, s.url, "--host", "127.0.0.1", "--port", port)
+	cmd := exec.CommandContext(ctx, prism, "proxy", "--errors", spec, s.url, "--host", "127.0.0.1", "--port", "0")
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = append(os.Environ(), "NO_COLOR=1", "FORCE_COLOR=0")
 	if err := cmd.Start(); err != nil {
@@ -191,7 +183,9 @@ func TestReadmeTourThroughPrism(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() { cancel(); <-exited })
-	for deadline := time.After(60 * time.Second); !strings.Contains(log.String(), "Prism is listening"); {
+	var proxy string // Prism says where it listens: "Prism is listening on http://127.0.0.1:PORT"
+	deadline := time.After(60 * time.Second)
+	for proxy == "" {
 		select {
 		case err := <-exited:
 			exited <- err
@@ -199,6 +193,9 @@ func TestReadmeTourThroughPrism(t *testing.T) {
 		case <-deadline:
 			t.Fatalf("Prism did not start listening within 60 s:\n%s", log)
 		case <-time.After(100 * time.Millisecond):
+		}
+		if m := prismListeningRE.FindStringSubmatch(log.String()); m != nil {
+			proxy = m[1]
 		}
 	}
 	started := len(log.String())
