@@ -3255,7 +3255,7 @@ type AcquireLeaseResponse401Headers struct {
 
 // AcquireLeaseResponse409Headers the declared response headers of an HTTP 409 response for AcquireLease
 type AcquireLeaseResponse409Headers struct {
-	RetryAfter int
+	RetryAfter *int
 }
 
 // AcquireLeaseResponse429Headers the declared response headers of an HTTP 429 response for AcquireLease
@@ -5389,10 +5389,10 @@ func ParseAcquireLeaseResponse(rsp *http.Response) (*AcquireLeaseResponse, error
 		var headers AcquireLeaseResponse409Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RetryAfter = value
+			headers.RetryAfter = &value
 		}
 		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
@@ -7427,6 +7427,21 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	}
 
 	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/readyz", wrapper.Readyz)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/keys", wrapper.ListKeys)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/keys", wrapper.CreateKey)
+	})
+	r.Group(func(r chi.Router) {
+		r.Delete(options.BaseURL+"/v1/keys/{id}", wrapper.RevokeKey)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/leases", wrapper.ListLeases)
 	})
 	r.Group(func(r chi.Router) {
@@ -7439,13 +7454,19 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Post(options.BaseURL+"/v1/leases/{name}/acquire", wrapper.AcquireLease)
 	})
 	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/v1/leases/{name}/renew", wrapper.RenewLease)
+		r.Get(options.BaseURL+"/v1/leases/{name}/events", wrapper.ListLeaseEvents)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/leases/{name}/release", wrapper.ReleaseLease)
 	})
 	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/v1/leases/{name}/events", wrapper.ListLeaseEvents)
+		r.Post(options.BaseURL+"/v1/leases/{name}/renew", wrapper.RenewLease)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/rejections", wrapper.ListRejections)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/rejections", wrapper.ReportRejection)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/resources", wrapper.ListResources)
@@ -7460,28 +7481,7 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Put(options.BaseURL+"/v1/resources/{resource}", wrapper.PutResource)
 	})
 	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/v1/rejections", wrapper.ListRejections)
-	})
-	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/v1/rejections", wrapper.ReportRejection)
-	})
-	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/watch", wrapper.Watch)
-	})
-	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/v1/keys", wrapper.ListKeys)
-	})
-	r.Group(func(r chi.Router) {
-		r.Post(options.BaseURL+"/v1/keys", wrapper.CreateKey)
-	})
-	r.Group(func(r chi.Router) {
-		r.Delete(options.BaseURL+"/v1/keys/{id}", wrapper.RevokeKey)
-	})
-	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/healthz", wrapper.Healthz)
-	})
-	r.Group(func(r chi.Router) {
-		r.Get(options.BaseURL+"/readyz", wrapper.Readyz)
 	})
 
 	return r
@@ -8300,7 +8300,7 @@ func (response AcquireLease403ApplicationProblemPlusJSONResponse) VisitAcquireLe
 }
 
 type AcquireLease409ResponseHeaders struct {
-	RetryAfter int
+	RetryAfter *int
 }
 
 type AcquireLease409ApplicationProblemPlusJSONResponse struct {
@@ -8315,7 +8315,9 @@ func (response AcquireLease409ApplicationProblemPlusJSONResponse) VisitAcquireLe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10263,123 +10265,124 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7D3tctu2lq+C4d6Z2HcpWXaStpFnZ9ZNkza3uUk2cSd3bpQ1IRIScU0BCgFaUTKe2afZB9sn2TnnACQo",
-	"UR9OE/dj0v6IZAEEcHC+v/gxSvVsrpVQ1kTDj9Gcl3wmrCjx28OqNLqET5kwaSnnVmoVDaPzXLBEiff2",
-	"IsURCdMTZnPB5qW4kroybM6noh/FkYTh7ypRLqM4UnwmomFEc6I4MmkuZhweP+Pvnwo1tXk0vH98Ekd2",
-	"OYeRxpZSTaPr6zh6KmfSru/kBZ8KZuQHEbNjZjU7HgwG7CATE14VFr4dbtpFgQ9c2YScVbNoCA+Jo5lU",
-	"7mu9H6msmIoSN/QMH9MFmUJwIxgsU6895zZvlsZ/4qgU7ypZiiwa2rIS4U7+UopJNIz+7ai5nCP61Rzh",
-	"urCBl8LoqkxxEx2LlP7nX7nQNcw3c62MQJz4nmcvxbtKGLyNVCsrFH7k83khUw6AOJqXelyI2b//ywBU",
-	"Pu654guaRYu24ZpIdcULmV2UtHYyRHxz31imhWFKWzbRRaEX+BtsreSpZQfJgksr1fSiUqaaz3VpRZaw",
-	"iS4ZZ/AT4+ZSZIDDnBlRXomSLaTNdWXdAKmmrJBKHPaj6zh6rMuxzDKhbhUAE7+qO/qlWLKCp5eGAKEL",
-	"wXSJnwEBmDRMV9bITDBpDRDmRL4XJmZ46nGpF0aUzAgFZ/RgtDm3bKGrImNpzhWQlp4Jm8P5tWJjkfNi",
-	"gnBS2uYwX1qBMHkKOP9U3zJSIKVdFLrGByI98X4O6B6zBTesFPjHLGaluNJ4zyUz1VyURmTwZwc1epbM",
-	"AHKASYhCVVkChLSiUz7T9rGuVHarh1TaXkxg1QT34Ife4hbOFBNlqUtc/yW3ApmxuF0wlNyKi4IWDkgA",
-	"MXimy5oXAD1whUgPUxgHhmBOWSlsuWR8YkXJkpfwpXcGXxJmRKpVZoBZ54JnTvYFQ+DrZh66Jhtg878o",
-	"Xtlcl/LDLYOpwoWFsrAEQkppdvbiCQCLiF+xSl0qvVDwraYJJVbO//r1695Z8Ki9gFALbAeDKy4LPi7E",
-	"bYPAr+sQJeOWj4EzpFwhbfNLwRaltCg1Fuwgk+aSTaqiiNmTo+eE7TErdHopskOmy5GqJQxXZiHKPnsp",
-	"eGbYpRBzttDlpVTTU4YYNuVSbcWzkfp8mHbtf8cnnaU4NZDPPMskwIUXL0o9F6WVIMUnvDAijubBnz5G",
-	"uS4y0aHsvc41g98MkzZGqZlXM66QXsR7PpvD9UYAA1H27v5nro3t8SgOdbqT+9+gPuW/H69peHEEwL7I",
-	"RMGXFzOzvgsED7O5NC0mb9gBXIpWns8fxi0ZCD9OS66syNzNTLR/jFZTOMNElzNuCa7f3IsCxW+wrvjF",
-	"0UxYDvi0C0P/7sddx5G1ReehUGqyrCqRFJhUbGZi1D2kwmOQNnLHsDEIANPSbAeg7979ZgD/HbYu4/g+",
-	"KrBrB1s/DCg3nTv7SS8QQLAGqkhSoQbkwOclbb2fQcwyjdCG0Ycxq+YwNTzDSOEhmjl33dbZ2Xaty5Gc",
-	"Ycm9wWCkOpU5qxlXS5w2BHWuflTijpgwrjI6ilZsqStQXjJBxHgjFLgOFeo3nmzqS35bz9Djf4nUApgf",
-	"lgKY8c9iiTZWi+wu6Y/rZoRj2iDJRDHps1c58mxVLFkuSnEaABfZkKHfQPDl3OT9qIPISpHqMtuFurDP",
-	"1WPCNuv5XWd8dOWYe/skz5VgQgFjRPU6l8bqctlnCbcJEOgiFyCsWc7nc6FEdooYljgVLiFqnukZiPk1",
-	"DQ/O2IYmT22XwfoYBF82A8acwp8MO0ic6EtillyK5UVKd+S/Br96Swq4k4Ahh436gRpzBlqjjRk3bBQV",
-	"fCwKdoA3lx2Oos574HbXHZzLmTCWz+Yw3PG6ixtOazj62gY+hYupPSzeUyZmc7t0xlVSCkAPIFAB6MEW",
-	"uTZ+uDS1IgKk6RkLrzJpabgBnLkUS7MBlxv7d/22m6W9pUij6cZKMamMyPAX1AM6VzDi3frDnyjAFCMM",
-	"shjYaLmk7RJFLrhNc2ZsKfjsjmGJBL19L2Zs9SXZlNtOQwRhLC8Ewwlg2oESTNSwzzL4l4+RUMDg3kQ8",
-	"dVQOIFVi4T6R1RR55KM/Ik3gJ9pOFEcB7bhv4bA25QSMI3DthGwGQO7GxN5PQnCJG07L7WYO9FSS4tNm",
-	"C4RO6CmxguTdNqwnXlbDKuJlyZdIAo3Pq0vrbZ/FLdqe1bXxnwQvQC1a3bWx3Fa0/1rP0pfRThjStK6V",
-	"OiWQu72bchc/bbxBftXs0Q1k0obcAdB4IktjHWO+FMtOIpRZGwCAYbNJOZ1+yCazD3bx7qS47JqHfLiT",
-	"93lfSAsd1katXr3D6ptCyU8jKK0zMU3G0bbnvYQxq5csgb7ojO4pwcHi8E434EE3oQC33ZtMUE9YhdS6",
-	"3rARFT/NTqkvdt1MqYAtO9EcmiooYEiwkAaDEiUwUI6dw3ebgRKiTXvpZ2Bs+J9r1WDGl6BtgLp5QBIP",
-	"dlHLIWBuhvFCXopDTxcgNMfo0YC9k2ip/cj73Aj5bPFoT2j83ZMOVP5UpGvhW9elokHTYbyRDYYaEuqn",
-	"yMmZEQK+d2lxtObFbetJ2+zZdQ7jPIbd7M+ItBTWqxtKLIy7f5xmTp22TnYeWThoxdDR28Z1cXlx993J",
-	"7PEg+6971S/f6X8cj++rv5XfLqJ9DOk9dIJfow422xzLopBq2lNymtti2a20oYZx0xuqVaPGxv32AZm+",
-	"7r/9VJ/aDr+xrbxCCU41aYw/p6O4FeIWCreO3cLS1dvaSFPd3JpQaW9+jU96ZbkVe+g2bYx+hPyJkw0m",
-	"VNbfqYW4ve3WfoJddTAOAPQdAwqvFafOrJiUgvgnKcMFN9azFCAxvIsYPyZCZQj2pP6ajNRBExNwym3g",
-	"Cj0E29T7Dy9CK7X2K6VcsbFo+5VG6oB8flzRQ5cxmxcViQO4ZIaXfEgOh8/D7sJt3oxPqqzb5VOD05nZ",
-	"CiMkK1BH3uSMh612wtsOBuAv5Fb4uiiyQOsaa10IrnZYxrfNPj87i7wRH9zTR+g81W2EeekDLt5Z53yE",
-	"/f3ZJ1zQNi7avoxmL1185O/BJXSrk+RPX41tLdnfXj1/xuhB6KWybKaNZffYz/L7mIn+tO9dTxk6Y3mW",
-	"lcK0HeC4ZhkNo+NBH/7/dvhgMBgEfLbZ6LM9BOecWytK2OB/vznr/ZP3Pgx6D942H/sXw97bj4P4+MGD",
-	"6790CdogTLhya48fsgf37n/LXOCFZcJyWZg+Q0cDKTVwMUnMEroZ+NSQYMIOanboA6Q4a6TcoENitm0u",
-	"erCbhx465x96Ny4QGZBvj1SCXy6UthfSmIr8crXjIxjKEreli4lQqUg62e2nss1UZy3PyUpOAsg6H6uN",
-	"vHroULyJVEdxFJzPI31wNDLkUq0IhS9quoGh+mLG1fLC0wFRxIo3vD3QpjmNnPNloTkAS18UvJwCAc6E",
-	"zXWGi2Oc1LFvPM6FlTOhK0teJZfxEEdBdA2zWwBNeUE/hJFHeFAQsg035VSDLvHQur0NvrBV9GDr2LGn",
-	"K4xQv5MLYwiwg+k9lqLIeoW4EoWnHELa1QSVls2207vwqy2XDjgFpDxsUSvN6va2KGO5A32XBRwS3Be/",
-	"Ho+IMuvcTod77N7gQae8k7ZYYbkUenPUueF6wvF8rCs7HBdc7XbAOfclrVrv0/GPLtH1Et2pkgLgK8zq",
-	"hiyqkEA+JIs+7kFfe1zD1sCwKDKf+Ue44dVvZPfo3t/i1ttj9cK7FPZBx72QirtMg60RhXVsq3/y7B93",
-	"dinEHHUX8d5xwi62VhlRXvCpi5Btxx4Zes6j9WOuXiL6w+v9bUWvbityu1PbO/ulVvtbmg1C7/IPBg/f",
-	"bSrWj30pQNTd0HG4G/e3R/5rTAwzGwaD+NMwc/taDZa2vJQn93YEwla3ttWnuXYVe+Nc9+UggD7RqRv4",
-	"0sITn3x3szPUz+neoRKLW97f500YOWNKLJi1xSnTM2mB3VLovw6N3zHw814C9magI9x4oia6I4JEqV0X",
-	"XmyuweBziJvzXHgvj8s2R08Fhm/h1HuJnaLbQQ3PRo2gh778tefHTE4YV8udgeh1sSE/7Hvwap59Shzu",
-	"SpTGqQ43vfKA4r0s8U9rbccdI25f9DY8+VRJQ7NvImgCvNwta/zj9xA1LkaymoWKPoCEwb/mlCWIHWXC",
-	"eGFq372JncM/rr39sc82rLfgggEgxuCvXgiesgTDoQmGjzJNQSDMwG673Th5TGh90AFgVqfu0SDLOjtR",
-	"jBR+G7OXjx+yu3fvPmBSsV/OH7rshvc8tcWS2bwUgk1Kyp7hBcvkVNqVFMCTwck3vePj3smD88F3w3v3",
-	"h8d3+8cng3+GvAhQqgeG5RohxdH73lT33B8XshQwrH9OY+vfenLmRT/WOwyjqbR5Ne6nenYUaGStz/5p",
-	"lC5qRFqV0i5fAQ4Rro0FL0V5VlEUfg1ILhVryJIzl9WLCXtD9j3OY8Xl5cX//c//ol2DmIlOHfytOWdu",
-	"7Zw2IB0T7UgGNExfiZL9dH7+4gjdUngNQJwSk/EuhTIUU8LwEWAHm5Z6EeMYkQUIFiS6jBQljBASkmuc",
-	"u1AoMDuKNOJYXvRHaqQQaRgvRTdezGRRSMpnBc0/lcAzTutMRprpuE442PRH6hFlzIB9zSTQAatdUsmm",
-	"xOCEZTqtMAkM1+fMWD4uBEvApkpwy4/cIaiUYVxZlhzlmFnxwdmhR0A2yw8JO8AE0PqRHIbquVB8LvtL",
-	"PisSJlVaVJnIDlnKy1IivdYZedyM1AZMGFWDwd30Uizxg0j67Ayn5NwAxHUhMPOMO6+aZx9gNxPdk+8M",
-	"iH8sRso5T5jVLl5sLC/R14pgMDoIPJ+yQhpLjGU1EQku2VQpAA6T5nO9GCnEoAVgibS4Iuyrz55pHLMt",
-	"VTzMyDxmqynnp4yPFDzC52Bi/pWc5jacd5c1FS14f2ftMhQqQIHjEPtjB1wtGTms8HZ/fHQes58enf2A",
-	"J37+4vzJ82evDt3xuW2qXEbKCJWZzRUs7CB5JdLeY2HTvPdKWjFkaamN6cGPdDmGzwR99Un0yfNSTqVK",
-	"Ru5BWHUQ1CTdMSzXxh4Cjvt0M7y01bOzh2izO4IFwlHajpTbvGGweaaExFUobZwImEYyPplgLtYKEMc6",
-	"W7JZZeCRpbwSbJED9nUnF2dL5rx9YXouM4cukd3mYqRcyvoQMYASH31SPNIxXK3I4HzfsRUfYkI8Byam",
-	"lWV6MmFjMdElFieNVPKQ9Ioe6dEJZvqyNY8a+nILmQpFOpyrdDub8zQXvZP+ALSWsnC81gyPjhaLRZ/j",
-	"z31dTo/cXHP09MnDR89ePcI5jX9oxaKvFato0D+mgY5JRMPobn/Qv0uO+hxFiOc18HkqUECB6oPs4UkW",
-	"DV2W14dopZ7uZDDYUh1xs6oIl0jWURRxji4anQpj6N5NXS/Tj0KhGA3fvI0jU81mvFyCVJJXQrlgh+VT",
-	"gynPtMxbmOd46sZTv6Sff5ND49pYtHR/cHfTY+p9HYX1KttAAo+VABOQI0FxiWNucc2BG/sBGLikRGGs",
-	"UuSyONwI0avjI5+G1QlS0K1/hgFfEKg+QWwDKlFS7nUc3Rsc7wXYphgKJ+1xG02VJcw4ebB7RliZhrtG",
-	"PrZ7XlNLFN4yqRN15VQg/UytHcQM7FFjXSLjAYrwwz57hnqZrbOAWtRDGXHXcTR35ZLt26VagZ9duj2S",
-	"6Pc6W+5xs0Es0uXI+cAio2wmE+YIDt/UYUcwGygnzNsT1/H+eOIdKtdtc8uWlbhew9Djz4ahQU1FB5K6",
-	"X/vsZyHmmNGftAomjNWlWKuYQNwc7MaYoAb6T00DBMVQ9a1R3Gf4SoPapGJapSKmfLZaG0D4duB+wOWO",
-	"PsrsmoyhQlAK0KoAAcLz9NBCpntdOQlIpqSkFSibPOneKr+ivW2fUVcT/zaXS6DqvNwnFghkbnxlI0N7",
-	"E+5Xq9pYRPyPvYEBMi/jJh9rXmbMCAOqUzfbC1pMvOlsXSCzrU0LgtyIS7G8eMN7H0563779ePxNVyrE",
-	"9VuHbU2y3Eap+tTnrK3scbWkqVg6cwy1YLTJSLcH3N/UcII476a2F12BhOu4c2mMuXm/kiYio+wsEE59",
-	"9nwmKYF4rG2+aTeYUNfajPctuZgoPLCzXqMb2xqIHVGrjj0GuvYi12+/oCLTZE92SInnSmCnEjAICaBf",
-	"ZcAqmwDYBdiWoY03bvLSPX37pI7rFrkdfYRxKwx+k1//jmFKvHfp0uRy8InztdvgAQuaPvQZJYgSHYLY",
-	"cSwfkHek/LSTwb0+e422N6UlxEQzoA9gApInXm7brjay3VF6DJmckBmMC+bcsJm+QoWQik/JC0CPO8D6",
-	"FmSaot4TZj4ehuneEkzflSMhI4WHwSacD4QM3y6xSPn2O/iVY/Sk60xIPkuznr91x7RPv4l1+JBgQ4Cb",
-	"g5tdvXPefqogh1v9fUvxwR7k2bRK+USCvrkx+7l0hTWUAeznRIJeeehiCbEXuV3Z3a7rDDcMfWSA/9K4",
-	"bGO9YA0RD5z/DDOaGIZpabQ13Tng/TWq+VFYTzJfVuK4LPtu65lAhxL4q1LaRrTz3AEGRDJwT9dnQKFF",
-	"jTftwtSbMG2FFe5QQahg6m2XzDpy4bzVtmh7P7Sx8Nso8CPIiCBkv1Jd4JH/APB4DnjN1TIsIYh9DKTF",
-	"rUdqitaa80STlu6lmKlAaKPH1UvCui9C2EcL/mh8HndMbo2RSvXM12qi+ZzFrFJWFsERpKlTeV1tJ7Za",
-	"KCuFfai6JJhrVrKXCDtz7XucnBbMAKTQZnEO7ZN7LD+EUVWpTDPEyWP8TMDAfOIaidgil4VgErUHx9pO",
-	"0dYhtkTzQdqj+HbAwj4vxJfWJTjZxvUG3V1lcjIRyDg9rKXZ6Ob+WSwphHb8DSgXJ/fvgypQ8hTAww4q",
-	"YHys5CrTM/bLL09+AJjPdCko+jEWvnOHbdpIjBTZKq6PwqxxUta1+8Nai3Fz7hh3VqI+LNerdSa6UtQP",
-	"ch+NdgrCk0zM5toKlS57ZLh3mzz377eTZ77pMN5+hRPMJ5J01fK5/Bqs/trb2bXSXmcvh9dnlitdIuVH",
-	"Ijzv6/K47VoFUJSPAy9winVQhrjS8+kxMZTeeXd6L+B1Wz/WTp1EjDilUJW0YWeEurvCZnt+d9bK9e/b",
-	"KCOt75a73rm8bqNnAuN3AtQh6tMU9OfRpeNtUtW9AMNqtK2dqNrrvqIIfsD626pg3ZCpBP1BZKyaH26/",
-	"+O57PrldaK7WVPhOgk2zI2lcsSGaIgX+ZOJQzhka5f1oM75kOb8SMfLwSVUUpxhEbrWw+6zt5n4Dk8Ax",
-	"wwDZaltgb7fAUdOXY7tP7pFvpXEzRex35Ylq2pPs8EQRUL56orpsA9c/ippJOaoMQnBf3CZwcvMz2ASr",
-	"7hx8bmOc3kTn2Q//VvKz99JeOh0zVPH7e8fPP68rhrhtzXf7DKyjueCWjZeN5VP3sw28oFRmuT97Rn3x",
-	"C+C6Eosvi+lBnv/vRUt/SWXd/XYpraQGpHWnAJe7v00n/9Mr0n8+mn303gpnbrd0ZkpJIFPKWL5sHBfb",
-	"aLRdj7VRcXoZVlZ1BV1X3PpBMcDmvr5x99zCUfONJxqpVlbcI1X8DxeEbBfg7VD/muv9qgKuCz/qO8ja",
-	"+ezAWbtUwIBSNidcUS1hU7H4pWRSu3RxL7F08vmX7xZNqS6z379K90dR0OCCqUTB46jPSK+7v/l3MwQZ",
-	"xz5LfCMC1+w/KJLawv2bWqc9mP+nJaf8sXhwUJm2kwU74H3lwJ3pIKu1RlsTQxp8XUfho4/+484UEcwM",
-	"qZOp62gZJl+Zdotf14LfMpfBz459yEz5kJjNpRkplwxK8bE+e4KleMQLAzGMqllXBOsH3O7L8EU7u6xn",
-	"mvLny0X8DfgsgdKFQQNsjNHJfcWLqkkPwCFdKQohcm7IUgDko6eleubbPvsXDGE4bTnHCOKCG0RQKxQO",
-	"irFMqXnZDkXRSqEyjBvie4cYr5kOupAJI4fOac8Biy1P85lQNvZhOCUnE5FRmYHhKhvr9yJjB5x2OVJ+",
-	"D9ywxIr39ii3syKpC+fwaExi13X3Pgye4l6CHdwxTTbnYRfu/yjsZsRf5dp/Pfprm1HXSv5YKl52dIrs",
-	"TpzAA8b738CKKe2rjH6QZq6N9A1XVgICDcRP2UQWAtjMf4wiquzz+ELlfaMoGbKmUItfkVuGsEUqYwXH",
-	"+kqT6wU2SLN7BUSC3gZ+y69cLUrvhS5k2tFxOXGYcMocWfVMmbI7SitxJxm6HG2ulgu+BAKhyLzPMwNM",
-	"yjl8Zxqr2m66zUfnfHqzF8TEn9exEUf/6HlYnS/novd8XlvIa+9TQgpKbnbG6695Oqs1UOus9zRgtsQs",
-	"pWKte97Me2/mYqx5D7oZq67kMtAUYQeTCUtae0CvGycXjG1pDi4DUtQlXIqVXPqm0nQuq4F1Y6UD1kGW",
-	"XBkqi/eZNU0jiSTw71ApZmE0G4vgz67VhHMLjVSlfEvSOqiGtgNqVezMJ7GM9ZVo5fgEvBtJ2eX8gJbj",
-	"q08P1htxHQ4ZT1MxtyBPpH/3G545ODImIdFilA9jNV5vn+pNXW0rqma+ajfkLLLRqrokyYsqlCRdtspq",
-	"fkmbc9wotWD7i102rNdc6FYX19Zclc8sAn2PymP2d/l9TAXNy5Y8PGWXYo5ifSqvRAdHv74FY4vacqyf",
-	"5DUJ6RX5fHMp8jUxpKUCBJ33hgGPkQZzwhYBSR/ocu0th3X/IJh0eNrVdRPfJkc8oK2xUieKHIVCwJBy",
-	"Oc377BHVrhMvcuYV9UPwNpbT6fZu6YlC77tbBW5nT04CSIsfuRL9/h/IknqNrHtNmu8w4rG/ROCDWmkY",
-	"ztOczYQxYN2AQEowrWFIIpHeBgTUHLNEZsMEFQcj3tGFZ9xyNxKzJgBb/vbq+bP+SCVPubE9/GvvyQ8J",
-	"bLbCViWuTwHmOL5jk1LP3JtyNAjT+r1TZyC5sOsHZvggAuMCI8Xh6ko7Ftw2KbmuvE0aJrNCdMmv1wiH",
-	"L+hl65ZJIRh2i6WtfB6NRLySHh23TTF7ySWa+NVftpYmxQp5JYI2LO7NVtywV8g5e68A/x65nJ+G4oi8",
-	"3l6vdCJo9yp68xaul1gwoV3T/2J4dHR88i02oz4efjf4boC6snv8mrZM2Vyuc1UcVF5lrgKK+fdW2FzI",
-	"0iXpo+HoSGslGmii9fLFx6s9ilBFGS9DN3jsXhLmGmah2pzyslyuJrz310OXXWu+9o23SE0di5RXpN3K",
-	"0omqBTfkrI/xzXpMl6Ddr3VSQre+zcWstXLtoF9f+lHzbrAY0SDefO3ueXTr649yqYXGe3GwkxCWirXe",
-	"PUMeLsz5PQyeirW36w/1vT3cLbuuFsE815bi+u31/wcAAP//",
+	"7D3tctu2lq+C4d6Z2HcpWXaStpFnZ9ZNkza3uUk2cSd3bpQ1IREScU0BCgFaUTKe2afZB9sn2TnnACRI",
+	"UR9OE/dj0v6IZAEEcHC+v/gxmuj5QiuhrImGH6MFL/hcWFHgt4dlYXQBn1JhJoVcWKlVNIzOM8ESJd7b",
+	"iwmOSJieMpsJtijEldSlYQs+E/0ojiQMf1eKYhXFkeJzEQ0jmhPFkZlkYs7h8XP+/qlQM5tFw/vHJ3Fk",
+	"VwsYaWwh1Sy6vo6jp3Iu7fpOXvCZYEZ+EDE7Zlaz48FgwA5SMeVlbuHb4aZd5PjA1ibkvJxHQ3hIHM2l",
+	"cl+r/UhlxUwUuKFn+JguyOSCG8FgmWrtBbdZvTT+E0eFeFfKQqTR0BalCHfyl0JMo2H0b0f15RzRr+YI",
+	"14UNvBRGl8UEN9GxSOF//pULXcN8s9DKCMSJ73n6UrwrhcHbmGhlhcKPfLHI5YQDII4WhR7nYv7v/zIA",
+	"lY97rviCZtGiTbgmUl3xXKYXBa2dDBHf3DeWamGY0pZNdZ7rJf4GWyv4xLKDZMmllWp2USpTLha6sCJN",
+	"2FQXjDP4iXFzKVLAYc6MKK5EwZbSZrq0boBUM5ZLJQ770XUcPdbFWKapULcKgKlf1R39UqxYzieXhgCh",
+	"c8F0gZ8BAZg0TJfWyFQwaQ0Q5lS+FyZmeOpxoZdGFMwIBWf0YLQZt2ypyzxlk4wrIC09FzaD82vFxiLj",
+	"+RThpLTNYL60AmHyFHD+qb5lpEBKu8h1hQ9EeuL9AtA9ZktuWCHwj2nMCnGl8Z4LZsqFKIxI4c8OavQs",
+	"mQLkAJMQhcqiAAhpRad8pu1jXar0Vg+ptL2YwqoJ7sEPvcUtnCkmikIXuP5LbgUyY3G7YCi4FRc5LRyQ",
+	"AGLwXBcVLwB64AqRHqYwDgzBnLJC2GLF+NSKgiUv4UvvDL4kzIiJVqkBZp0JnjrZFwyBr5t56JpsgM3/",
+	"onhpM13ID7cMphIXFsrCEggppdnZiycALCJ+xUp1qfRSwbeKJpRonf/169e9s+BRewGhEtgOBldc5nyc",
+	"i9sGgV/XIUrKLR8DZ5hwhbTNLwVbFtKi1Fiyg1SaSzYt8zxmT46eE7bHLNeTS5EeMl2MVCVhuDJLUfTZ",
+	"S8FTwy6FWLClLi6lmp0yxLAZl2orno3U58O0a/87PulsglMD+czTVAJceP6i0AtRWAlSfMpzI+JoEfzp",
+	"Y5TpPBUdyt7rTDP4zTBpY5SaWTnnCulFvOfzBVxvBDAQRe/uf2ba2B6P4lCnO7n/DepT/vvxmoYXRwDs",
+	"i1TkfHUxN+u7QPAwm0nTYPKGHcClaOX5/GHckIHw46zgyorU3cxU+8doNYMzTHUx55bg+s29KFD8BuuK",
+	"XxzNheWAT7sw9O9+3HUcWZt3HgqlJkvLAkmBScXmJkbdQyo8BmkjdwwbgwAwDc12APru3W8G8N9h4zKO",
+	"76MCu3aw9cOActO5s5/0EgEEa6CKJBVqQA58XtJW+xnELNUIbRh9GLNyAVPDM4wUHqKec9dtnZ1t17oc",
+	"yRmW3BsMRqpTmbOacbXCaUNQ56pHJe6ICeMqpaNoxVa6BOUlFUSMN0KB61ChfuPJprrkt9UMPf6XmFgA",
+	"88NCADP+WazQxmqQ3SX9cd2McEwbJJnIp332KkOerfIVy0QhTgPgIhsy9BsIvoybrB91EFkhJrpId6Eu",
+	"7LN9TNhmNb/rjI+uHHNvnuS5EkwoYIyoXmfSWF2s+izhNgECXWYChDXL+GIhlEhPEcMSp8IlRM1zPQcx",
+	"v6bhwRmb0OQT22WwPgbBl86BMU/gT4YdJE70JTFLLsXqYkJ35L8Gv3pLCriTgCGHtfqBGnMKWqONGTds",
+	"FOV8LHJ2gDeXHo6iznvgdtcdnMu5MJbPFzDc8bqLG06rOfraBj6Fi6k9LN5TJuYLu3LGVVIIQA8gUAHo",
+	"wZaZNn64NJUiAqTpGQsvU2lpuAGcuRQrswGXa/t3/bbrpb2lSKPpxgoxLY1I8RfUAzpXMOLd+sOfKMAU",
+	"IwyyGNhosaLtEkUuuZ1kzNhC8PkdwxIJevtezNjqS7Ipt52GCMJYnguGE8C0AyWYqGGfZfAvHyOhgMG9",
+	"ifjEUTmAVIml+0RWU+SRj/6INIGfaDtRHAW0476Fw5qUEzCOwLUTshkAuRsTez8JwSWuOS23mznQU0mK",
+	"T5MtEDqhp8QKknfbsJ54WQWriBcFXyEJ1D6vLq23eRa3aHNW18Z/EjwHtai9a2O5LWn/lZ6lL6OdMKRp",
+	"XSt1SiB3ezflLn7aeIP8qtijG8ikDbkDoPFUFsY6xnwpVp1EKNMmAADD5tNiNvuQTucf7PLdSX7ZNQ/5",
+	"cCfv876QBjqsjWpfvcPqm0LJTyMorTMxTcbRtue9hDHtS5ZAX3RG95TgYHF4pxvwoJtQgNvuTSaoJ7Qh",
+	"ta43bETFT7NTqotdN1NKYMtONIemCgoYEiykwaBECQyUY+fw3WaghGjTXPoZGBv+50o1mPMVaBugbh6Q",
+	"xINdVHIImJthPJeX4tDTBQjNMXo0YO8kWio/8j43Qj5bPNoTGn/3pAOVPxXpGvjWdalo0HQYb2SDoYaE",
+	"+ilycmaEgO9dWhyteXHbetI2e3adwziPYTf7M2JSCOvVDSWWxt0/TjOnTlsnO48sHLRi6OhN4zq/vLj7",
+	"7mT+eJD+173yl+/0P47H99Xfim+X0T6G9B46wa9RB+ttjmWeSzXrKTnLbL7qVtpQw7jpDVWqUW3jfvuA",
+	"TF/3336qT2WH39hWblGCU01q48/pKG6FuIHCjWM3sLR9WxtpqptbEyrtza/xSa8st2IP3aaJ0Y+QP3Gy",
+	"wYRK+zu1ELe33dpPsKsOxgGAvmNA4bXi1JkV00IQ/yRlOOfGepYCJIZ3EePHRKgUwZ5UX5OROqhjAk65",
+	"DVyhh2Cbev/hRWilVn6lCVdsLJp+pZE6IJ8fV/TQVcwWeUniAC6Z4SUfksPh87C7cJs345Mq7Xb5VOB0",
+	"ZrbCCEkL6sibnPGw1U5428EA/IXcCl8XeRpoXWOtc8HVDsv4ttnnZ2eRN+KDe/oInae6iTAvfcDFO+uc",
+	"j7C/P/uEC9rGRZuXUe+li4/8PbiEbnWS/Ont2NaK/e3V82eMHoReKsvm2lh2j/0sv4+Z6M/63vWUojOW",
+	"p2khTNMBjmsW0TA6HvTh/2+HDwaDQcBn640+20NwLri1ooAN/vebs94/ee/DoPfgbf2xfzHsvf04iI8f",
+	"PLj+S5egDcKErVt7/JA9uHf/W+YCLywVlsvc9Bk6GkipgYtJYpbQzcCnmgQTdlCxQx8gxVkj5QYdErNt",
+	"ctGD3Tz00Dn/0LtxgciAfHukEvxyobS9kMaU5JerHB/BUJa4LV1MhZqIpJPdfirbnOi04Tlp5SSArPOx",
+	"2sirhw7F60h1FEfB+TzSB0cjQ26iFaHwRUU3MFRfzLlaXXg6IIpoecObA+0ko5ELvso1B2Dpi5wXMyDA",
+	"ubCZTnFxjJM69o3HubByLnRpyavkMh7iKIiuYXYLoCnP6Ycw8ggPCkK24aacatAlHhq3t8EX1kYPto4d",
+	"e7rCCPU7uTCGADuY3mMp8rSXiyuRe8ohpG0nqDRstp3ehV9tuXTAKSDlYYNaaVa3t0UZyx3ouyzgkOC+",
+	"+PV4RJRp53Y63GP3Bg865Z20eYvlUujNUeeG6wnH87Eu7XCcc7XbAefcl7RqtU/HP7pE10t0p0oKgLeY",
+	"1Q1ZVC6BfEgWfdyDvva4hq2BYZGnPvOPcMOr38ju0b2/xa23x+q5dynsg457IRV3mQZbIwrr2Fb95Nk/",
+	"7uxSiAXqLuK944RdbK00orjgMxch2449MvScR+vHbF8i+sOr/W1Fr24rcrtT2zv7pVb7W5o1Qu/yDwYP",
+	"320qVo99KUDU3dBxuBv3t0f+K0wMMxsGg/jTMHP7WjWWNryUJ/d2BMLaW9vq01y7ir1xrvtyEECf6NQN",
+	"fGnhiU++u9kZqud071CJ5S3v7/MmjJwxJZbM2vyU6bm0wG4p9F+Fxu8Y+HkvAXsz0BFuPFFT3RFBotSu",
+	"Cy8212DwOcTNeSa8l8dlm6OnAsO3cOq9xE7e7aCGZ6NG0ENf/trzYyanjKvVzkD0utiQH/Y9eLlIPyUO",
+	"dyUK41SHm155QPFelvinNbbjjhE3L3obnnyqpKHZNxE0AV7uljX+8XuIGhcjaWehog8gYfCvOWUJYkeR",
+	"MJ6byndvYufwjytvf+yzDastuGAAiDH4qxeCpyzBcGiC4aNUUxAIM7CbbjdOHhNaH3QAmNWpe9TIss5O",
+	"FCOF38bs5eOH7O7duw+YVOyX84cuu+E9n9h8xWxWCMGmBWXP8JylciZtKwXwZHDyTe/4uHfy4Hzw3fDe",
+	"/eHx3f7xyeCfIS8ClOqBYblGSHH0vjfTPffHpSwEDOuf09jqt56ce9GP9Q7DaCZtVo77Ez0/CjSyxmf/",
+	"NEoXNWJSFtKuXgEOEa6NBS9EcVZSFH4NSC4Va8iSM5fViwl7Q/Y9zmP55eXF//3P/6Jdg5iJTh38rT5n",
+	"Zu2CNiAdE+1IBjRMX4mC/XR+/uII3VJ4DUCcEpPxLoUyFFPC8BFgB5sVehnjGJEGCBYkuowUJYwQEpJr",
+	"nLtQKDA7ijTiWJ73R2qkEGkYL0Q3XsxlnkvKZwXNfyKBZ5xWmYw003GdcLDpj9QjypgB+5pJoANWuaSS",
+	"TYnBCUv1pMQkMFyfM2P5OBcsAZsqwS0/coegUoZxaVlylGFmxQdnhx4B2aw+JOwAE0CrR3IYqhdC8YXs",
+	"r/g8T5hUk7xMRXrIJrwoJNJrlZHHzUhtwIRRORjcnVyKFX4QSZ+d4ZSMG4C4zgVmnnHnVfPsA+xmonvy",
+	"nQHxj8VIOecJs9rFi43lBfpaEQxGB4HnU5ZLY4mxtBOR4JJNOQHAYdJ8ppcjhRi0BCyRFleEffXZM41j",
+	"tqWKhxmZx6ydcn7K+EjBI3wOJuZfyVlmw3l3WV3Rgvd31ixDoQIUOA6xP3bA1YqRwwpv98dH5zH76dHZ",
+	"D3ji5y/Onzx/9urQHZ/busplpIxQqdlcwcIOkldi0nss7CTrvZJWDNmk0Mb04Ee6HMPngr76JPrkeSFn",
+	"UiUj9yCsOghqku4YlmljDwHHfboZXlr77Owh2uyOYIFwlLYj5TZvGGyeKSFxFUobJwKmkYxPp5iL1QLi",
+	"WKcrNi8NPLKQV4ItM8C+7uTidMWcty9Mz2Xm0CWy20yMlEtZHyIGUOKjT4pHOoarFSmc7zvW8iEmxHNg",
+	"4qS0TE+nbCymusDipJFKHpJe0SM9OsFMX7bmUUNfbi4nQpEO5yrdzhZ8koneSX8AWkuRO15rhkdHy+Wy",
+	"z/Hnvi5mR26uOXr65OGjZ68e4ZzaP9Sy6CvFKhr0j2mgYxLRMLrbH/TvkqM+QxHieQ18ngkUUKD6IHt4",
+	"kkZDl+X1IWrV050MBluqI25WFeESyTqKIs7RRaMnwhi6d1PVy/SjUChGwzdv48iU8zkvViCV5JVQLthh",
+	"+cxgyjMt8xbmOZ668dQv6eff5NC4NhYt3R/c3fSYal9HYb3KNpDAYyXABORIUFzimFtcceDafgAGLilR",
+	"GKsUucwPN0L06vjIp2F1ghR0659hwBcEqk8Q24BKlJR7HUf3Bsd7AbYuhsJJe9xGXWUJM04e7J4RVqbh",
+	"rpGP7Z5X1xKFt0zqRFU5FUg/U2kHMQN71FiXyHiAIvywz56hXmarLKAG9VBG3HUcLVy5ZPN2qVbgZ5du",
+	"jyT6vU5Xe9xsEIt0OXI+sMgom8mEOYLDN1XYEcwGygnz9sR1vD+eeIfKddPcskUprtcw9PizYWhQU9GB",
+	"pO7XPvtZiAVm9CeNggljdSHWKiYQNwe7MSaogf5T0wBBMVR9KxT3Gb7SoDapmFYTEVM+W6UNIHw7cD/g",
+	"ckcfZXpNxlAuKAWoLUCA8Dw9NJDpXldOApIpKWk5yiZPurfKr2hv22dU1cS/zeUSqDov94kFAlkYX9nI",
+	"0N6E+9WqMhYR/2NvYIDMS7nJxpoXKTPCgOrUzfaCFhNvOlsXyHRr04IgN+JSrC7e8N6Hk963bz8ef9OV",
+	"CnH91mFbnSy3Uao+9TlrrT22S5rylTPHUAtGm4x0e8D9TQ0niPNuanvRFUi4jjuXxpib9ytpIjLKzgLh",
+	"1GfP55ISiMfaZpt2gwl1jc1435KLicIDO+s1urGthtgRterYY6BrL3L99gsqMnX2ZIeUeK4EdioBg5AA",
+	"+lUGtNkEwC7AthRtvHGdl+7p2yd1XDfI7egjjGsx+E1+/TuGKfHepUuTy8EnzldugwcsaPrQZ5QgSnQI",
+	"YsexfEDekfLTTgb3+uw12t6UlhATzYA+gAlInni5bbrayHZH6TFkckpmMC6YccPm+goVQio+JS8APe4A",
+	"61uQaYpqT5j5eBime0swfVtHQkYKD4NNOB8IGb5dYpHy7XfwK8foSdeZknyWZj1/645pnn4T6/AhwZoA",
+	"Nwc3u3rnvP1UQQ63+vuW4oM9yLNulfKJBH1zY/Zz6QprKAPYz4kEvfLQxRJiL3K7srtd1xluGPrIAP+l",
+	"cdnGeslqIh44/xlmNDEM09Joa7pzwPtrVPOjsJ5kvqzEcVn23dYzgQ4l8FeltIlo55kDDIhk4J6uz4BC",
+	"ixpv2oWpN2FaixXuUEGoYOptl8w6cuG8dlu0vR9aW/hNFPgRZEQQsm9VF3jkPwA8XgBec7UKSwhiHwNp",
+	"cOuRmqG15jzRpKV7KWZKENrocfWSsOqLEPbRgj8an8cdk1tjpCZ67ms10XxOY1YqK/PgCNJUqbyuthNb",
+	"LRSlwj5UXRLMNSvZS4SdufY9Tk4LZgBSaLM4h/bJPZYdwqiyUKYe4uQxfiZgYD5xhURsmclcMInag2Nt",
+	"p2jrEFui+SDtUXw7YGGfF+JL6xKcbONqg+6uUjmdCmScHtbSbHRz/yxWFEI7/gaUi5P790EVKPgEwMMO",
+	"SmB8rOAq1XP2yy9PfgCYz3UhKPoxFr5zh63bSIwU2Squj8K8dlJWtfvDSotxc+4Yd1aiPizXq3QmulLU",
+	"DzIfjXYKwpNUzBfaCjVZ9chw7zZ57t9vJs9802G8/QonmE8k6arlc/k1WP21t7Or1V5nL4fXZ5YrXSLl",
+	"RyI87+vyuO1aBVCUjwMvcIp1UIbY6vn0mBhK77w7vRfwuqkfa6dOIkacUqhK2rAzQtVdYbM9vztr5fr3",
+	"bZSR1nfLXe9cXrfRc4HxOwHqEPVpCvrz6MLxNqmqXoBromSkGo2q+qzZWI+HzJcrlrToO3FtPVq8cled",
+	"XVz36AlXH1blRFV0MRP5YlfXrFZqMoq4Ri2LS0AIJFdTk636SRWg/oiUlYvDfrSz0ZvTkW7t8tslIL7x",
+	"Yd2bSRpXG4mWU44/mTgUy4ZGebffnK9Yxq9EjCJnWub5Kca8Gx33Pmt3vN/AgnG8O6CNynTZ24txVLcR",
+	"2e5CfOQ7f9xMb/xdOc7qbio7HGcElK+Osy5TxrW7ot5XjiqDiOEXN2EcA/4MJkzb+4TPrW3pm6ho++Ff",
+	"K518L2Wr049EIuj3jp9/Xs8RcduK7/YZGHMLwS0br2pDrWq/GzhtqSp0f/aM6u0XwHUlll8W04OyhN+L",
+	"UfGSqtD7zcpfSf1Sq8YGrtRgmwnxp9f7/3w0++i9Fc470NCRKYOCLD9j+ar2s2yj0Wb52EbF6WVYCNYV",
+	"I25FIYLahc1tiOPuubmj5htPNFK1Vtwjs/0PFzNt1gvuUP/q6/2qAq4LP2qTyJrp98BZu1TAgFI254dR",
+	"6WNdYPmlZFKz0nIvsXTy+ZfvFk0TXaS/f5Xuj6KgwQVTRYXHUZ9AXzWr86+SCBKkfVL7RgSu2H9Q07WF",
+	"+9elWXsw/0/Lpflj8eCgkG4nC3bA+8qBO7NX2qVRW/NYanxdR+Gjj/7jzowWTGSpcr+r4B7miplmR2L3",
+	"xgDLXMEBO/YRPuUjeDaTZqRc7iqF8/rsCVYOEi8MxDCqZl0Btx9wuy/D9wLtsp5pyp8vdfI34LMEShe1",
+	"DbAxRp/8Fc/LOpsBh3RlVITIuSGpApCPnjbRc9+l2r8PCaN/qwUGPJfcIIJaoXBQjFVV9buBKOhXCJVi",
+	"mBNfk8R4xXTQhUwYOXQxBg5YbPkkmwtlYx81VHI6FSlVRRiu0rF+L1J2wGmXI+X3wA1LrHhvjzI7z5Oq",
+	"zg+PxiQ2iXev7+AT3EuwgzumTj497ML9H4XdjPhtrv3Xo782GXWl5I+l4kVHY8vuPA88YLz/DbRMaV8U",
+	"9YM0C22k7w/TCgjUED9lU5kLYDP/MYqoENHjC1UjjqJkyOq6Mn5FbhnCFqmMFRzLQU2ml9jPzW4P3K23",
+	"YvBbfuVKZ3ovdC4nHQ2iE4cJp8yRVc8UE3ZHaSXuJEOXUs7VaslXQCCUSODT4gCTMg7fmcYivJtu89E5",
+	"n93sfTbx53VsxNE/eh5W56uF6D1fVBby2uufkIKSm53x+mtaUbtka531ngbMlpilVKxxz5t5781cjBXv",
+	"QTdj2ZULB5oi7GA6ZUljD+h14+SCsQ3NwSVsiqriTLGCS98Dm85lNbBuLMzAss2CK0NV/D4RqO57kQT+",
+	"HaoczY1mYxH82XXGcG6hkSqVj+xWQTW0HVCrYmc+52asr0QjJSng3UjKLkUJtBxfLHuw3jfscMj4ZCIW",
+	"FuSJ9K+qwzMHR8acKVqMQtJW4/X2qTzWleKiauaLjEPOImutqkuSvChDSdJlq7TTYZqc40aZENvfQ7Nh",
+	"vfpCt7q4tqbWfGYR6FtqHrO/y+9jqr9eNeThKbsUCxTrM3klOjj69S0YW9RFZP0kr0lIt+TzzaXI1zyW",
+	"hgoQNAocBjxGGkxhWwYkfaCLtZcyVu2OYNLhaVeTUHz5HfGApsZKjTMyFAoBQ8rkLOuzR1RqT7zImVfU",
+	"vsHbWE6n27sDKQq9724VuJ0tRAkgDX7kOgr0/0CW1Gtk3WvSfIcRj+0wAh9Uq785n2RsLowB6wYEUoJp",
+	"DUMSifTyIqDmmCUyHSaoOBjxji485Za7kZg1Adjyt1fPn/VHKnnKje3hX3tPfkhgsyV2VnFtFTAl8x2b",
+	"FnruXuyjQZhWr8k6A8mFTUowwwcRGBcYKQ5XV9ix4LbOIHbVeNIwmeaiS369Rjh8QS9bt0wKwbBbLG3l",
+	"82gk4pX06LhNitlLLtHEr/6ytTQplssrEXSNcS/i4oa9Qs7ZewX498jl/NQUR+T19rrVOKHZWunNW7he",
+	"YsGEdnW7juHR0fHJt9g7+3j43eC7AerK7vFr2jJlc7lGW3FQKJa6/ELmX7NhMyELV1OAhqMjrVY00ETr",
+	"1ZaP2y2VUEUZr0I3eOySH11/L1SbJ7woVu38/P566LJrzde+TxipqWMx4SVpt7JwomrJDTnrY3wRINMF",
+	"aPdrjZ/QrW8zMW+sXDno15d+VL/KLEY0iDdfu3se3fr6o1xqofFeHGx8hJVtjVflkIcLU5QPg6diqfD6",
+	"Q30rEnfLrglHMM910bh+e/3/AQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

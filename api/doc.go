@@ -3,4 +3,4 @@
 // `make generate`.
 package api
 
-//go:generate go tool oapi-codegen -config config.yaml ../openapi.yaml
+//go:generate sh -c "cd .. && go tool oapi-codegen -config api/config.yaml openapi.yaml"

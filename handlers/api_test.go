@@ -46,7 +46,7 @@ func TestAcquireLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := wantProblem(t, "AcquireLease(held)", r.HTTPResponse, r.Body, http.StatusConflict, api.ProblemCodeLeaseHeld)
-		if r.Headers409 == nil || r.Headers409.RetryAfter != 8 {
+		if r.Headers409 == nil || r.Headers409.RetryAfter == nil || *r.Headers409.RetryAfter != 8 {
 			t.Errorf("Retry-After = %q, want 8 (7.5 s rounded up)", r.HTTPResponse.Header.Get("Retry-After"))
 		}
 		if p.Holder == nil || *p.Holder != "w1" || p.ExpiresAt == nil || !p.ExpiresAt.Equal(first.ExpiresAt.Time) {
@@ -123,6 +123,9 @@ func TestIdempotencyKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantProblem(t, "AcquireLease(retry after release)", r.HTTPResponse, r.Body, http.StatusConflict, api.ProblemCodeLeaseLost)
+		if ra := r.HTTPResponse.Header.Get("Retry-After"); ra != "" {
+			t.Errorf("lease_lost has Retry-After %q: waiting does not help, the spec says none", ra)
+		}
 	})
 	if got := len(e.events("job")); got != 2 {
 		t.Errorf("events = %d, want 2 (one grant, one release): retries must not grant again", got)

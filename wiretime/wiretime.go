@@ -1,7 +1,8 @@
 // Package wiretime is the wire form of an instant in leasekeeper's API: RFC 3339 in UTC with
 // exactly three fractional digits ("2026-11-29T08:45:13.120Z"), as the contract promises.
 // encoding/json's time.Time drops trailing zeros ("…13.12Z", "…13Z"); this type does not.
-// It is referenced from openapi.yaml (x-go-type), so it imports nothing from the project.
+// The generated code uses it through api/go-types.overlay.yaml (x-go-type), so it imports
+// nothing from the project.
 package wiretime
 
 import (

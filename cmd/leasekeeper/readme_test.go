@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +30,11 @@ func needShellTools(t *testing.T, tools ...string) {
 	}
 }
 
-var shBlockRE = regexp.MustCompile("(?s)```sh\n(.*?)```")
+var (
+	shBlockRE        = regexp.MustCompile("(?s)```sh\n(.*?)```")
+	statusLineRE     = regexp.MustCompile(`(?m)(^|[}\]])204$`)
+	prismListeningRE = regexp.MustCompile(`Prism is listening on http://(127\.0\.0\.1:[0-9]+)`)
+)
 
 // readmeSection returns the ```sh blocks of the README section under heading, in order.
 func readmeSection(t *testing.T, heading string) []string {
@@ -61,15 +67,25 @@ func readmeSection(t *testing.T, heading string) []string {
 // the port is changed.
 func TestReadmeTour(t *testing.T) {
 	needShellTools(t, "bash", "curl", "jq")
-	blocks := readmeSection(t, "## A tour with curl")
 	s := serveInProcess(t, nil, "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "lk.db"), "--log-level", "warn")
 	host := strings.TrimPrefix(s.url, "http://")
+	runTour(t, host, host)
+}
+
+// runTour runs the README's curl tour with its requests sent to host, but the watch stream's
+// to watchHost, and checks what it printed.
+func runTour(t *testing.T, host, watchHost string) {
+	t.Helper()
+	blocks := readmeSection(t, "## A tour with curl")
 	dir := t.TempDir()
 
 	var script strings.Builder
 	script.WriteString("set -euo pipefail\n")
 	var bg []string // output files of the second-terminal blocks
 	for _, b := range blocks {
+		if strings.Contains(b, " -N ") {
+			b = strings.ReplaceAll(b, "localhost:8080", watchHost)
+		}
 		b = strings.ReplaceAll(b, "localhost:8080", host)
 		if !strings.HasPrefix(b, "# second terminal") {
 			script.WriteString(b + "\n")
@@ -101,23 +117,19 @@ func TestReadmeTour(t *testing.T) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("the tour took %v: something waited for a lease to expire", d)
 	}
-	for _, want := range []string{`"holder":"me"`, `"lease_held"`, `"stale_token"`, "Fencing-Token:"} {
-		if !strings.Contains(out, want) {
+	for _, want := range []string{`"holder":"me"`, `"lease_held"`, `"stale_token"`, "fencing-token:"} {
+		if !strings.Contains(strings.ToLower(out), want) { // header names in any case (Prism lowers them)
 			t.Errorf("tour output has no %s:\n%s", want, out)
 		}
 	}
-	for _, bad := range []string{`"lease_lost"`, `"not_found"`, `"invalid_request"`, `"unauthenticated"`, `"forbidden"`} {
+	for _, bad := range []string{`"lease_lost"`, `"not_found"`, `"invalid_request"`, `"unauthenticated"`, `"forbidden"`, "stoplight.io/prism/errors"} {
 		if strings.Contains(out, bad) {
 			t.Errorf("tour output has %s:\n%s", bad, out)
 		}
 	}
-	n := 0
-	for _, l := range strings.Split(out, "\n") {
-		if l == "204" {
-			n++
-		}
-	}
-	if n != 3 {
+	// A status printed by -w '%{http_code}\n' ends a line, maybe after a body without a final
+	// newline (Prism sends JSON without one).
+	if n := len(statusLineRE.FindAllString(out, -1)); n != 3 {
 		t.Errorf("tour output has %d lines 204, want 3 (release, delete resource, revoke):\n%s", n, out)
 	}
 	if len(bg) != 2 {
@@ -130,5 +142,116 @@ func TestReadmeTour(t *testing.T) {
 	watch, _ := os.ReadFile(bg[1])
 	if !strings.Contains(string(watch), "data:") {
 		t.Errorf("the watch stream printed %q, want events", watch)
+	}
+}
+
+// TestReadmeTourThroughPrism runs the README's curl tour through Stoplight Prism as a
+// validating proxy with --errors, given the spec the server serves: a request or an answer
+// that openapi.yaml does not allow fails it. Prism buffers a response until it ends, so the
+// watch stream (which never ends) goes to the server directly. LEASEKEEPER_PRISM is the prism
+// command; scripts/clients-check.sh installs it from npm and runs this test.
+func TestReadmeTourThroughPrism(t *testing.T) {
+	prism := os.Getenv("LEASEKEEPER_PRISM")
+	if prism == "" {
+		t.Skip("LEASEKEEPER_PRISM is not set; scripts/clients-check.sh runs this test with Prism")
+	}
+	needShellTools(t, "bash", "curl", "jq")
+	s := serveInProcess(t, nil, "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "lk.db"), "--log-level", "warn")
+	host := strings.TrimPrefix(s.url, "http://")
+
+	resp, err := s.hc.Get(s.url + "/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /openapi.yaml = %d, %v", resp.StatusCode, err)
+	}
+	spec := filepath.Join(t.TempDir(), "openapi.yaml")
+	if err := os.WriteFile(spec, served, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	log := &lockedBuffer{}
+	cmd := exec.CommandContext(ctx, prism, "proxy", "--errors", spec, s.url, "--host", "127.0.0.1", "--port", "0")
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Env = append(os.Environ(), "NO_COLOR=1", "FORCE_COLOR=0")
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", prism, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() { cancel(); <-exited })
+	var proxy string // Prism says where it listens: "Prism is listening on http://127.0.0.1:PORT"
+	deadline := time.After(60 * time.Second)
+	for proxy == "" {
+		select {
+		case err := <-exited:
+			exited <- err
+			t.Fatalf("Prism exited (%v) before listening:\n%s", err, log)
+		case <-deadline:
+			t.Fatalf("Prism did not start listening within 60 s:\n%s", log)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if m := prismListeningRE.FindStringSubmatch(log.String()); m != nil {
+			proxy = m[1]
+		}
+	}
+	started := len(log.String())
+
+	runTour(t, proxy, host)
+	retryAfterRevoke(t, "http://"+proxy)
+
+	var violations []string
+	for _, l := range strings.Split(log.String()[started:], "\n") {
+		if low := strings.ToLower(l); strings.Contains(l, "✖") || strings.Contains(l, "⚠") ||
+			strings.Contains(low, "violation") || strings.Contains(low, "warning") {
+			violations = append(violations, l)
+		}
+	}
+	if len(violations) > 0 {
+		t.Errorf("Prism found requests or answers the spec does not allow:\n%s", strings.Join(violations, "\n"))
+	}
+	if !strings.Contains(log.String()[started:], "Forwarding") {
+		t.Errorf("Prism forwarded nothing:\n%s", log)
+	}
+}
+
+// retryAfterRevoke sends what the tour does not: an idempotent acquire retried after its grant
+// was revoked, which answers 409 lease_lost (and no Retry-After: waiting does not help).
+func retryAfterRevoke(t *testing.T, base string) {
+	t.Helper()
+	send := func(method, path, idem string, want int) string {
+		t.Helper()
+		var body io.Reader
+		if method == http.MethodPost {
+			body = strings.NewReader(`{"holder":"me","ttl_ms":30000}`)
+		}
+		req, err := http.NewRequest(method, base+path, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+testAdminKey)
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Idempotency-Key", idem)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != want {
+			t.Errorf("%s %s = %d %s, want %d", method, path, resp.StatusCode, b, want)
+		}
+		return string(b)
+	}
+	const idem = "retry-after-revoke-0123456789"
+	send(http.MethodPost, "/v1/leases/revoked/acquire", idem, http.StatusOK)
+	send(http.MethodDelete, "/v1/leases/revoked", "", http.StatusNoContent)
+	if b := send(http.MethodPost, "/v1/leases/revoked/acquire", idem, http.StatusConflict); !strings.Contains(b, `"lease_lost"`) {
+		t.Errorf("the retry after the revoke answered %s, want lease_lost", b)
 	}
 }
