@@ -94,6 +94,7 @@ const (
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
 	ProblemCodeNotFound             ProblemCode = "not_found"
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
+	ProblemCodePreconditionFailed   ProblemCode = "precondition_failed"
 	ProblemCodePreconditionRequired ProblemCode = "precondition_required"
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
 	ProblemCodeRequestTimeout       ProblemCode = "request_timeout"
@@ -125,6 +126,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeNotFound:
 		return true
 	case ProblemCodePayloadTooLarge:
+		return true
+	case ProblemCodePreconditionFailed:
 		return true
 	case ProblemCodePreconditionRequired:
 		return true
@@ -690,6 +693,12 @@ type ListResourcesParams struct {
 type PutResourceParams struct {
 	FencingToken int64   `json:"Fencing-Token"`
 	LeaseName    *string `json:"Lease-Name,omitempty"`
+
+	// IfMatch One ETag of this resource, as GET and PUT answer it.
+	IfMatch *string `json:"If-Match,omitempty"`
+
+	// IfNoneMatch `*`: write only if the resource does not exist.
+	IfNoneMatch *string `json:"If-None-Match,omitempty"`
 }
 
 // WatchParams defines parameters for Watch.
@@ -935,6 +944,9 @@ type ClientInterface interface {
 	// The value comes with the content type it was written with, but a browser never renders
 	// it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
 	// written as `text/html` with a script in it cannot act as this server's dashboard).
+	// It is `Cache-Control: no-cache`: a cache revalidates with the ETag, and
+	// `If-None-Match` with the current ETag answers 304 without the value. (If-None-Match is
+	// not declared as a parameter: it is HTTP's own, and clients and caches send it unasked.)
 	//
 	// Corresponds with GET /v1/resources/{resource} (the `GetResource` operationId).
 	GetResource(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -946,6 +958,12 @@ type ClientInterface interface {
 	// unexpired lease on that name. A token above every token this server has issued is
 	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 	// A refused write changes nothing and is recorded.
+	//
+	// `If-Match: <etag>` applies the write only while the resource is at that version, and
+	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
+	// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
+	// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
+	// whatever the condition.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1320,6 +1338,9 @@ func (c *Client) DeleteResource(ctx context.Context, resource Resource, reqEdito
 // The value comes with the content type it was written with, but a browser never renders
 // it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
 // written as `text/html` with a script in it cannot act as this server's dashboard).
+// It is `Cache-Control: no-cache`: a cache revalidates with the ETag, and
+// `If-None-Match` with the current ETag answers 304 without the value. (If-None-Match is
+// not declared as a parameter: it is HTTP's own, and clients and caches send it unasked.)
 //
 // Corresponds with GET /v1/resources/{resource} (the `GetResource` operationId).
 func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1341,6 +1362,12 @@ func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors 
 // unexpired lease on that name. A token above every token this server has issued is
 // refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 // A refused write changes nothing and is recorded.
+//
+// `If-Match: <etag>` applies the write only while the resource is at that version, and
+// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
+// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
+// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
+// whatever the condition.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2288,6 +2315,28 @@ func NewPutResourceRequestWithBody(server string, resource Resource, params *Put
 			req.Header.Set("Lease-Name", headerParam1)
 		}
 
+		if params.IfMatch != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam2)
+		}
+
+		if params.IfNoneMatch != nil {
+			var headerParam3 string
+
+			headerParam3, err = runtime.StyleParamWithOptions("simple", false, "If-None-Match", *params.IfNoneMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-None-Match", headerParam3)
+		}
+
 	}
 
 	return req, nil
@@ -2576,6 +2625,9 @@ type ClientWithResponsesInterface interface {
 	// The value comes with the content type it was written with, but a browser never renders
 	// it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
 	// written as `text/html` with a script in it cannot act as this server's dashboard).
+	// It is `Cache-Control: no-cache`: a cache revalidates with the ETag, and
+	// `If-None-Match` with the current ETag answers 304 without the value. (If-None-Match is
+	// not declared as a parameter: it is HTTP's own, and clients and caches send it unasked.)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2589,6 +2641,12 @@ type ClientWithResponsesInterface interface {
 	// unexpired lease on that name. A token above every token this server has issued is
 	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 	// A refused write changes nothing and is recorded.
+	//
+	// `If-Match: <etag>` applies the write only while the resource is at that version, and
+	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
+	// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
+	// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
+	// whatever the condition.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4070,6 +4128,11 @@ type GetResourceResponse200Headers struct {
 	XContentTypeOptions   string
 }
 
+// GetResourceResponse304Headers the declared response headers of an HTTP 304 response for GetResource
+type GetResourceResponse304Headers struct {
+	ETag string
+}
+
 // GetResourceResponse401Headers the declared response headers of an HTTP 401 response for GetResource
 type GetResourceResponse401Headers struct {
 	WWWAuthenticate string
@@ -4095,6 +4158,8 @@ type GetResourceResponse struct {
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetResourceResponse200Headers
+	// Headers304 the parsed response headers for an HTTP 304 response
+	Headers304 *GetResourceResponse304Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetResourceResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4160,6 +4225,12 @@ type PutResourceResponse200Headers struct {
 	ETag string
 }
 
+// PutResourceResponse201Headers the declared response headers of an HTTP 201 response for PutResource
+type PutResourceResponse201Headers struct {
+	ETag     string
+	Location string
+}
+
 // PutResourceResponse401Headers the declared response headers of an HTTP 401 response for PutResource
 type PutResourceResponse401Headers struct {
 	WWWAuthenticate string
@@ -4180,6 +4251,8 @@ type PutResourceResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *ResourceInfo
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ResourceInfo
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -4188,6 +4261,8 @@ type PutResourceResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *Problem
 	// ApplicationproblemJSON428 the response for an HTTP 428 `application/problem+json` response
 	ApplicationproblemJSON428 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -4198,6 +4273,8 @@ type PutResourceResponse struct {
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PutResourceResponse200Headers
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *PutResourceResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PutResourceResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4209,6 +4286,11 @@ type PutResourceResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r PutResourceResponse) GetJSON200() *ResourceInfo {
 	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutResourceResponse) GetJSON201() *ResourceInfo {
+	return r.JSON201
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -4229,6 +4311,11 @@ func (r PutResourceResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r PutResourceResponse) GetApplicationproblemJSON409() *Problem {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r PutResourceResponse) GetApplicationproblemJSON412() *Problem {
+	return r.ApplicationproblemJSON412
 }
 
 // GetApplicationproblemJSON428 returns the response for an HTTP 428 `application/problem+json` response
@@ -4659,6 +4746,9 @@ func (c *ClientWithResponses) DeleteResourceWithResponse(ctx context.Context, re
 // The value comes with the content type it was written with, but a browser never renders
 // it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
 // written as `text/html` with a script in it cannot act as this server's dashboard).
+// It is `Cache-Control: no-cache`: a cache revalidates with the ETag, and
+// `If-None-Match` with the current ETag answers 304 without the value. (If-None-Match is
+// not declared as a parameter: it is HTTP's own, and clients and caches send it unasked.)
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4678,6 +4768,12 @@ func (c *ClientWithResponses) GetResourceWithResponse(ctx context.Context, resou
 // unexpired lease on that name. A token above every token this server has issued is
 // refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 // A refused write changes nothing and is recorded.
+//
+// `If-Match: <etag>` applies the write only while the resource is at that version, and
+// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
+// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
+// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
+// whatever the condition.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6106,6 +6202,9 @@ func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 304:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6182,6 +6281,16 @@ func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) 
 			headers.XContentTypeOptions = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 304:
+		var headers GetResourceResponse304Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = value
+		}
+		response.Headers304 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetResourceResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -6228,6 +6337,13 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ResourceInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest BadRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6255,6 +6371,13 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 428:
 		var dest Problem
@@ -6297,6 +6420,23 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 			headers.ETag = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 201:
+		var headers PutResourceResponse201Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers201 = &headers
 	case rsp.StatusCode == 401:
 		var headers PutResourceResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -7245,6 +7385,44 @@ func (siw *ServerInterfaceWrapper) PutResource(w http.ResponseWriter, r *http.Re
 		}
 
 		params.LeaseName = &LeaseName
+
+	}
+
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "If-Match", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "If-Match", Err: err})
+			return
+		}
+
+		params.IfMatch = &IfMatch
+
+	}
+
+	// ------------- Optional header parameter "If-None-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-None-Match")]; found {
+		var IfNoneMatch string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "If-None-Match", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-None-Match", valueList[0], &IfNoneMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "If-None-Match", Err: err})
+			return
+		}
+
+		params.IfNoneMatch = &IfNoneMatch
 
 	}
 
@@ -9254,6 +9432,20 @@ func (response GetResource200AsteriskResponse) VisitGetResourceResponse(w http.R
 	return err
 }
 
+type GetResource304ResponseHeaders struct {
+	ETag string
+}
+
+type GetResource304Response struct {
+	Headers GetResource304ResponseHeaders
+}
+
+func (response GetResource304Response) VisitGetResourceResponse(w http.ResponseWriter) error {
+	w.Header().Set("ETag", fmt.Sprint(response.Headers.ETag))
+	w.WriteHeader(304)
+	return nil
+}
+
 type GetResource401ApplicationProblemPlusJSONResponse struct {
 	UnauthorizedApplicationProblemPlusJSONResponse
 }
@@ -9370,6 +9562,30 @@ func (response PutResource200JSONResponse) VisitPutResourceResponse(w http.Respo
 	return err
 }
 
+type PutResource201ResponseHeaders struct {
+	ETag     string
+	Location string
+}
+
+type PutResource201JSONResponse struct {
+	Body    ResourceInfo
+	Headers PutResource201ResponseHeaders
+}
+
+func (response PutResource201JSONResponse) VisitPutResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("ETag", fmt.Sprint(response.Headers.ETag))
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PutResource400ApplicationProblemPlusJSONResponse struct {
 	BadRequestApplicationProblemPlusJSONResponse
 }
@@ -9429,6 +9645,20 @@ func (response PutResource409ApplicationProblemPlusJSONResponse) VisitPutResourc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutResource412ApplicationProblemPlusJSONResponse Problem
+
+func (response PutResource412ApplicationProblemPlusJSONResponse) VisitPutResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(412)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10263,123 +10493,130 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7D3tctu2lq+C4d6Z2HcpWXaStpFnZ9ZNkza3uUk2cSd3bpQ1IRIScU0BCgFaUTKe2afZB9sn2TnnACQo",
-	"UR9OE/dj0v6IZAEEcHC+v/gxSvVsrpVQ1kTDj9Gcl3wmrCjx28OqNLqET5kwaSnnVmoVDaPzXLBEiff2",
-	"IsURCdMTZnPB5qW4kroybM6noh/FkYTh7ypRLqM4UnwmomFEc6I4MmkuZhweP+Pvnwo1tXk0vH98Ekd2",
-	"OYeRxpZSTaPr6zh6KmfSru/kBZ8KZuQHEbNjZjU7HgwG7CATE14VFr4dbtpFgQ9c2YScVbNoCA+Jo5lU",
-	"7mu9H6msmIoSN/QMH9MFmUJwIxgsU6895zZvlsZ/4qgU7ypZiiwa2rIS4U7+UopJNIz+7ai5nCP61Rzh",
-	"urCBl8LoqkxxEx2LlP7nX7nQNcw3c62MQJz4nmcvxbtKGLyNVCsrFH7k83khUw6AOJqXelyI2b//ywBU",
-	"Pu654guaRYu24ZpIdcULmV2UtHYyRHxz31imhWFKWzbRRaEX+BtsreSpZQfJgksr1fSiUqaaz3VpRZaw",
-	"iS4ZZ/AT4+ZSZIDDnBlRXomSLaTNdWXdAKmmrJBKHPaj6zh6rMuxzDKhbhUAE7+qO/qlWLKCp5eGAKEL",
-	"wXSJnwEBmDRMV9bITDBpDRDmRL4XJmZ46nGpF0aUzAgFZ/RgtDm3bKGrImNpzhWQlp4Jm8P5tWJjkfNi",
-	"gnBS2uYwX1qBMHkKOP9U3zJSIKVdFLrGByI98X4O6B6zBTesFPjHLGaluNJ4zyUz1VyURmTwZwc1epbM",
-	"AHKASYhCVVkChLSiUz7T9rGuVHarh1TaXkxg1QT34Ife4hbOFBNlqUtc/yW3ApmxuF0wlNyKi4IWDkgA",
-	"MXimy5oXAD1whUgPUxgHhmBOWSlsuWR8YkXJkpfwpXcGXxJmRKpVZoBZ54JnTvYFQ+DrZh66Jhtg878o",
-	"Xtlcl/LDLYOpwoWFsrAEQkppdvbiCQCLiF+xSl0qvVDwraYJJVbO//r1695Z8Ki9gFALbAeDKy4LPi7E",
-	"bYPAr+sQJeOWj4EzpFwhbfNLwRaltCg1Fuwgk+aSTaqiiNmTo+eE7TErdHopskOmy5GqJQxXZiHKPnsp",
-	"eGbYpRBzttDlpVTTU4YYNuVSbcWzkfp8mHbtf8cnnaU4NZDPPMskwIUXL0o9F6WVIMUnvDAijubBnz5G",
-	"uS4y0aHsvc41g98MkzZGqZlXM66QXsR7PpvD9UYAA1H27v5nro3t8SgOdbqT+9+gPuW/H69peHEEwL7I",
-	"RMGXFzOzvgsED7O5NC0mb9gBXIpWns8fxi0ZCD9OS66syNzNTLR/jFZTOMNElzNuCa7f3IsCxW+wrvjF",
-	"0UxYDvi0C0P/7sddx5G1ReehUGqyrCqRFJhUbGZi1D2kwmOQNnLHsDEIANPSbAeg7979ZgD/HbYu4/g+",
-	"KrBrB1s/DCg3nTv7SS8QQLAGqkhSoQbkwOclbb2fQcwyjdCG0Ycxq+YwNTzDSOEhmjl33dbZ2Xaty5Gc",
-	"Ycm9wWCkOpU5qxlXS5w2BHWuflTijpgwrjI6ilZsqStQXjJBxHgjFLgOFeo3nmzqS35bz9Djf4nUApgf",
-	"lgKY8c9iiTZWi+wu6Y/rZoRj2iDJRDHps1c58mxVLFkuSnEaABfZkKHfQPDl3OT9qIPISpHqMtuFurDP",
-	"1WPCNuv5XWd8dOWYe/skz5VgQgFjRPU6l8bqctlnCbcJEOgiFyCsWc7nc6FEdooYljgVLiFqnukZiPk1",
-	"DQ/O2IYmT22XwfoYBF82A8acwp8MO0ic6EtillyK5UVKd+S/Br96Swq4k4Ahh436gRpzBlqjjRk3bBQV",
-	"fCwKdoA3lx2Oos574HbXHZzLmTCWz+Yw3PG6ixtOazj62gY+hYupPSzeUyZmc7t0xlVSCkAPIFAB6MEW",
-	"uTZ+uDS1IgKk6RkLrzJpabgBnLkUS7MBlxv7d/22m6W9pUij6cZKMamMyPAX1AM6VzDi3frDnyjAFCMM",
-	"shjYaLmk7RJFLrhNc2ZsKfjsjmGJBL19L2Zs9SXZlNtOQwRhLC8Ewwlg2oESTNSwzzL4l4+RUMDg3kQ8",
-	"dVQOIFVi4T6R1RR55KM/Ik3gJ9pOFEcB7bhv4bA25QSMI3DthGwGQO7GxN5PQnCJG07L7WYO9FSS4tNm",
-	"C4RO6CmxguTdNqwnXlbDKuJlyZdIAo3Pq0vrbZ/FLdqe1bXxnwQvQC1a3bWx3Fa0/1rP0pfRThjStK6V",
-	"OiWQu72bchc/bbxBftXs0Q1k0obcAdB4IktjHWO+FMtOIpRZGwCAYbNJOZ1+yCazD3bx7qS47JqHfLiT",
-	"93lfSAsd1katXr3D6ptCyU8jKK0zMU3G0bbnvYQxq5csgb7ojO4pwcHi8E434EE3oQC33ZtMUE9YhdS6",
-	"3rARFT/NTqkvdt1MqYAtO9EcmiooYEiwkAaDEiUwUI6dw3ebgRKiTXvpZ2Bs+J9r1WDGl6BtgLp5QBIP",
-	"dlHLIWBuhvFCXopDTxcgNMfo0YC9k2ip/cj73Aj5bPFoT2j83ZMOVP5UpGvhW9elokHTYbyRDYYaEuqn",
-	"yMmZEQK+d2lxtObFbetJ2+zZdQ7jPIbd7M+ItBTWqxtKLIy7f5xmTp22TnYeWThoxdDR28Z1cXlx993J",
-	"7PEg+6971S/f6X8cj++rv5XfLqJ9DOk9dIJfow422xzLopBq2lNymtti2a20oYZx0xuqVaPGxv32AZm+",
-	"7r/9VJ/aDr+xrbxCCU41aYw/p6O4FeIWCreO3cLS1dvaSFPd3JpQaW9+jU96ZbkVe+g2bYx+hPyJkw0m",
-	"VNbfqYW4ve3WfoJddTAOAPQdAwqvFafOrJiUgvgnKcMFN9azFCAxvIsYPyZCZQj2pP6ajNRBExNwym3g",
-	"Cj0E29T7Dy9CK7X2K6VcsbFo+5VG6oB8flzRQ5cxmxcViQO4ZIaXfEgOh8/D7sJt3oxPqqzb5VOD05nZ",
-	"CiMkK1BH3uSMh612wtsOBuAv5Fb4uiiyQOsaa10IrnZYxrfNPj87i7wRH9zTR+g81W2EeekDLt5Z53yE",
-	"/f3ZJ1zQNi7avoxmL1185O/BJXSrk+RPX41tLdnfXj1/xuhB6KWybKaNZffYz/L7mIn+tO9dTxk6Y3mW",
-	"lcK0HeC4ZhkNo+NBH/7/dvhgMBgEfLbZ6LM9BOecWytK2OB/vznr/ZP3Pgx6D942H/sXw97bj4P4+MGD",
-	"6790CdogTLhya48fsgf37n/LXOCFZcJyWZg+Q0cDKTVwMUnMEroZ+NSQYMIOanboA6Q4a6TcoENitm0u",
-	"erCbhx465x96Ny4QGZBvj1SCXy6UthfSmIr8crXjIxjKEreli4lQqUg62e2nss1UZy3PyUpOAsg6H6uN",
-	"vHroULyJVEdxFJzPI31wNDLkUq0IhS9quoGh+mLG1fLC0wFRxIo3vD3QpjmNnPNloTkAS18UvJwCAc6E",
-	"zXWGi2Oc1LFvPM6FlTOhK0teJZfxEEdBdA2zWwBNeUE/hJFHeFAQsg035VSDLvHQur0NvrBV9GDr2LGn",
-	"K4xQv5MLYwiwg+k9lqLIeoW4EoWnHELa1QSVls2207vwqy2XDjgFpDxsUSvN6va2KGO5A32XBRwS3Be/",
-	"Ho+IMuvcTod77N7gQae8k7ZYYbkUenPUueF6wvF8rCs7HBdc7XbAOfclrVrv0/GPLtH1Et2pkgLgK8zq",
-	"hiyqkEA+JIs+7kFfe1zD1sCwKDKf+Ue44dVvZPfo3t/i1ttj9cK7FPZBx72QirtMg60RhXVsq3/y7B93",
-	"dinEHHUX8d5xwi62VhlRXvCpi5Btxx4Zes6j9WOuXiL6w+v9bUWvbityu1PbO/ulVvtbmg1C7/IPBg/f",
-	"bSrWj30pQNTd0HG4G/e3R/5rTAwzGwaD+NMwc/taDZa2vJQn93YEwla3ttWnuXYVe+Nc9+UggD7RqRv4",
-	"0sITn3x3szPUz+neoRKLW97f500YOWNKLJi1xSnTM2mB3VLovw6N3zHw814C9magI9x4oia6I4JEqV0X",
-	"XmyuweBziJvzXHgvj8s2R08Fhm/h1HuJnaLbQQ3PRo2gh778tefHTE4YV8udgeh1sSE/7Hvwap59Shzu",
-	"SpTGqQ43vfKA4r0s8U9rbccdI25f9DY8+VRJQ7NvImgCvNwta/zj9xA1LkaymoWKPoCEwb/mlCWIHWXC",
-	"eGFq372JncM/rr39sc82rLfgggEgxuCvXgiesgTDoQmGjzJNQSDMwG673Th5TGh90AFgVqfu0SDLOjtR",
-	"jBR+G7OXjx+yu3fvPmBSsV/OH7rshvc8tcWS2bwUgk1Kyp7hBcvkVNqVFMCTwck3vePj3smD88F3w3v3",
-	"h8d3+8cng3+GvAhQqgeG5RohxdH73lT33B8XshQwrH9OY+vfenLmRT/WOwyjqbR5Ne6nenYUaGStz/5p",
-	"lC5qRFqV0i5fAQ4Rro0FL0V5VlEUfg1ILhVryJIzl9WLCXtD9j3OY8Xl5cX//c//ol2DmIlOHfytOWdu",
-	"7Zw2IB0T7UgGNExfiZL9dH7+4gjdUngNQJwSk/EuhTIUU8LwEWAHm5Z6EeMYkQUIFiS6jBQljBASkmuc",
-	"u1AoMDuKNOJYXvRHaqQQaRgvRTdezGRRSMpnBc0/lcAzTutMRprpuE442PRH6hFlzIB9zSTQAatdUsmm",
-	"xOCEZTqtMAkM1+fMWD4uBEvApkpwy4/cIaiUYVxZlhzlmFnxwdmhR0A2yw8JO8AE0PqRHIbquVB8LvtL",
-	"PisSJlVaVJnIDlnKy1IivdYZedyM1AZMGFWDwd30Uizxg0j67Ayn5NwAxHUhMPOMO6+aZx9gNxPdk+8M",
-	"iH8sRso5T5jVLl5sLC/R14pgMDoIPJ+yQhpLjGU1EQku2VQpAA6T5nO9GCnEoAVgibS4Iuyrz55pHLMt",
-	"VTzMyDxmqynnp4yPFDzC52Bi/pWc5jacd5c1FS14f2ftMhQqQIHjEPtjB1wtGTms8HZ/fHQes58enf2A",
-	"J37+4vzJ82evDt3xuW2qXEbKCJWZzRUs7CB5JdLeY2HTvPdKWjFkaamN6cGPdDmGzwR99Un0yfNSTqVK",
-	"Ru5BWHUQ1CTdMSzXxh4Cjvt0M7y01bOzh2izO4IFwlHajpTbvGGweaaExFUobZwImEYyPplgLtYKEMc6",
-	"W7JZZeCRpbwSbJED9nUnF2dL5rx9YXouM4cukd3mYqRcyvoQMYASH31SPNIxXK3I4HzfsRUfYkI8Byam",
-	"lWV6MmFjMdElFieNVPKQ9Ioe6dEJZvqyNY8a+nILmQpFOpyrdDub8zQXvZP+ALSWsnC81gyPjhaLRZ/j",
-	"z31dTo/cXHP09MnDR89ePcI5jX9oxaKvFato0D+mgY5JRMPobn/Qv0uO+hxFiOc18HkqUECB6oPs4UkW",
-	"DV2W14dopZ7uZDDYUh1xs6oIl0jWURRxji4anQpj6N5NXS/Tj0KhGA3fvI0jU81mvFyCVJJXQrlgh+VT",
-	"gynPtMxbmOd46sZTv6Sff5ND49pYtHR/cHfTY+p9HYX1KttAAo+VABOQI0FxiWNucc2BG/sBGLikRGGs",
-	"UuSyONwI0avjI5+G1QlS0K1/hgFfEKg+QWwDKlFS7nUc3Rsc7wXYphgKJ+1xG02VJcw4ebB7RliZhrtG",
-	"PrZ7XlNLFN4yqRN15VQg/UytHcQM7FFjXSLjAYrwwz57hnqZrbOAWtRDGXHXcTR35ZLt26VagZ9duj2S",
-	"6Pc6W+5xs0Es0uXI+cAio2wmE+YIDt/UYUcwGygnzNsT1/H+eOIdKtdtc8uWlbhew9Djz4ahQU1FB5K6",
-	"X/vsZyHmmNGftAomjNWlWKuYQNwc7MaYoAb6T00DBMVQ9a1R3Gf4SoPapGJapSKmfLZaG0D4duB+wOWO",
-	"PsrsmoyhQlAK0KoAAcLz9NBCpntdOQlIpqSkFSibPOneKr+ivW2fUVcT/zaXS6DqvNwnFghkbnxlI0N7",
-	"E+5Xq9pYRPyPvYEBMi/jJh9rXmbMCAOqUzfbC1pMvOlsXSCzrU0LgtyIS7G8eMN7H0563779ePxNVyrE",
-	"9VuHbU2y3Eap+tTnrK3scbWkqVg6cwy1YLTJSLcH3N/UcII476a2F12BhOu4c2mMuXm/kiYio+wsEE59",
-	"9nwmKYF4rG2+aTeYUNfajPctuZgoPLCzXqMb2xqIHVGrjj0GuvYi12+/oCLTZE92SInnSmCnEjAICaBf",
-	"ZcAqmwDYBdiWoY03bvLSPX37pI7rFrkdfYRxKwx+k1//jmFKvHfp0uRy8InztdvgAQuaPvQZJYgSHYLY",
-	"cSwfkHek/LSTwb0+e422N6UlxEQzoA9gApInXm7brjay3VF6DJmckBmMC+bcsJm+QoWQik/JC0CPO8D6",
-	"FmSaot4TZj4ehuneEkzflSMhI4WHwSacD4QM3y6xSPn2O/iVY/Sk60xIPkuznr91x7RPv4l1+JBgQ4Cb",
-	"g5tdvXPefqogh1v9fUvxwR7k2bRK+USCvrkx+7l0hTWUAeznRIJeeehiCbEXuV3Z3a7rDDcMfWSA/9K4",
-	"bGO9YA0RD5z/DDOaGIZpabQ13Tng/TWq+VFYTzJfVuK4LPtu65lAhxL4q1LaRrTz3AEGRDJwT9dnQKFF",
-	"jTftwtSbMG2FFe5QQahg6m2XzDpy4bzVtmh7P7Sx8Nso8CPIiCBkv1Jd4JH/APB4DnjN1TIsIYh9DKTF",
-	"rUdqitaa80STlu6lmKlAaKPH1UvCui9C2EcL/mh8HndMbo2RSvXM12qi+ZzFrFJWFsERpKlTeV1tJ7Za",
-	"KCuFfai6JJhrVrKXCDtz7XucnBbMAKTQZnEO7ZN7LD+EUVWpTDPEyWP8TMDAfOIaidgil4VgErUHx9pO",
-	"0dYhtkTzQdqj+HbAwj4vxJfWJTjZxvUG3V1lcjIRyDg9rKXZ6Ob+WSwphHb8DSgXJ/fvgypQ8hTAww4q",
-	"YHys5CrTM/bLL09+AJjPdCko+jEWvnOHbdpIjBTZKq6PwqxxUta1+8Nai3Fz7hh3VqI+LNerdSa6UtQP",
-	"ch+NdgrCk0zM5toKlS57ZLh3mzz377eTZ77pMN5+hRPMJ5J01fK5/Bqs/trb2bXSXmcvh9dnlitdIuVH",
-	"Ijzv6/K47VoFUJSPAy9winVQhrjS8+kxMZTeeXd6L+B1Wz/WTp1EjDilUJW0YWeEurvCZnt+d9bK9e/b",
-	"KCOt75a73rm8bqNnAuN3AtQh6tMU9OfRpeNtUtW9AMNqtK2dqNrrvqIIfsD626pg3ZCpBP1BZKyaH26/",
-	"+O57PrldaK7WVPhOgk2zI2lcsSGaIgX+ZOJQzhka5f1oM75kOb8SMfLwSVUUpxhEbrWw+6zt5n4Dk8Ax",
-	"wwDZaltgb7fAUdOXY7tP7pFvpXEzRex35Ylq2pPs8EQRUL56orpsA9c/ippJOaoMQnBf3CZwcvMz2ASr",
-	"7hx8bmOc3kTn2Q//VvKz99JeOh0zVPH7e8fPP68rhrhtzXf7DKyjueCWjZeN5VP3sw28oFRmuT97Rn3x",
-	"C+C6Eosvi+lBnv/vRUt/SWXd/XYpraQGpHWnAJe7v00n/9Mr0n8+mn303gpnbrd0ZkpJIFPKWL5sHBfb",
-	"aLRdj7VRcXoZVlZ1BV1X3PpBMcDmvr5x99zCUfONJxqpVlbcI1X8DxeEbBfg7VD/muv9qgKuCz/qO8ja",
-	"+ezAWbtUwIBSNidcUS1hU7H4pWRSu3RxL7F08vmX7xZNqS6z379K90dR0OCCqUTB46jPSK+7v/l3MwQZ",
-	"xz5LfCMC1+w/KJLawv2bWqc9mP+nJaf8sXhwUJm2kwU74H3lwJ3pIKu1RlsTQxp8XUfho4/+484UEcwM",
-	"qZOp62gZJl+Zdotf14LfMpfBz459yEz5kJjNpRkplwxK8bE+e4KleMQLAzGMqllXBOsH3O7L8EU7u6xn",
-	"mvLny0X8DfgsgdKFQQNsjNHJfcWLqkkPwCFdKQohcm7IUgDko6eleubbPvsXDGE4bTnHCOKCG0RQKxQO",
-	"irFMqXnZDkXRSqEyjBvie4cYr5kOupAJI4fOac8Biy1P85lQNvZhOCUnE5FRmYHhKhvr9yJjB5x2OVJ+",
-	"D9ywxIr39ii3syKpC+fwaExi13X3Pgye4l6CHdwxTTbnYRfu/yjsZsRf5dp/Pfprm1HXSv5YKl52dIrs",
-	"TpzAA8b738CKKe2rjH6QZq6N9A1XVgICDcRP2UQWAtjMf4wiquzz+ELlfaMoGbKmUItfkVuGsEUqYwXH",
-	"+kqT6wU2SLN7BUSC3gZ+y69cLUrvhS5k2tFxOXGYcMocWfVMmbI7SitxJxm6HG2ulgu+BAKhyLzPMwNM",
-	"yjl8Zxqr2m66zUfnfHqzF8TEn9exEUf/6HlYnS/novd8XlvIa+9TQgpKbnbG6695Oqs1UOus9zRgtsQs",
-	"pWKte97Me2/mYqx5D7oZq67kMtAUYQeTCUtae0CvGycXjG1pDi4DUtQlXIqVXPqm0nQuq4F1Y6UD1kGW",
-	"XBkqi/eZNU0jiSTw71ApZmE0G4vgz67VhHMLjVSlfEvSOqiGtgNqVezMJ7GM9ZVo5fgEvBtJ2eX8gJbj",
-	"q08P1htxHQ4ZT1MxtyBPpH/3G545ODImIdFilA9jNV5vn+pNXW0rqma+ajfkLLLRqrokyYsqlCRdtspq",
-	"fkmbc9wotWD7i102rNdc6FYX19Zclc8sAn2PymP2d/l9TAXNy5Y8PGWXYo5ifSqvRAdHv74FY4vacqyf",
-	"5DUJ6RX5fHMp8jUxpKUCBJ33hgGPkQZzwhYBSR/ocu0th3X/IJh0eNrVdRPfJkc8oK2xUieKHIVCwJBy",
-	"Oc377BHVrhMvcuYV9UPwNpbT6fZu6YlC77tbBW5nT04CSIsfuRL9/h/IknqNrHtNmu8w4rG/ROCDWmkY",
-	"ztOczYQxYN2AQEowrWFIIpHeBgTUHLNEZsMEFQcj3tGFZ9xyNxKzJgBb/vbq+bP+SCVPubE9/GvvyQ8J",
-	"bLbCViWuTwHmOL5jk1LP3JtyNAjT+r1TZyC5sOsHZvggAuMCI8Xh6ko7Ftw2KbmuvE0aJrNCdMmv1wiH",
-	"L+hl65ZJIRh2i6WtfB6NRLySHh23TTF7ySWa+NVftpYmxQp5JYI2LO7NVtywV8g5e68A/x65nJ+G4oi8",
-	"3l6vdCJo9yp68xaul1gwoV3T/2J4dHR88i02oz4efjf4boC6snv8mrZM2Vyuc1UcVF5lrgKK+fdW2FzI",
-	"0iXpo+HoSGslGmii9fLFx6s9ilBFGS9DN3jsXhLmGmah2pzyslyuJrz310OXXWu+9o23SE0di5RXpN3K",
-	"0omqBTfkrI/xzXpMl6Ddr3VSQre+zcWstXLtoF9f+lHzbrAY0SDefO3ueXTr649yqYXGe3GwkxCWirXe",
-	"PUMeLsz5PQyeirW36w/1vT3cLbuuFsE815bi+u31/wcAAP//",
+	"7H37ctu21+CrYLjfTOzfUrJsJ20jz86smyZtfs0vySbu5JsvypoQCYn4TAEKAVlRMp7Zp9l9j32UfZKd",
+	"cw5AghR1cZq4l0n7RywJIICDc7/xU5Tq2VwroayJhp+iOS/5TFhR4qdHi9LoEv7KhElLObdSq2gYXeSC",
+	"JUp8sJcpjkiYnjCbCzYvxbXUC8PmfCr6URxJGP5+IcpVFEeKz0Q0jGhOFEcmzcWMw+Nn/MMzoaY2j4YP",
+	"jk/iyK7mMNLYUqppdHMTR8/kTNr1nbzkU8GM/ChidsysZseDwYAdZGLCF4WFT4ebdlHgA1ubkLPFLBrC",
+	"Q+JoJpX7WO1HKiumosQNPcfHdEGmENwIBstUa8+5zeul8Z84KsX7hSxFFg1tuRDhTv6tFJNoGP2Xo/py",
+	"juhXc4TrwgZeCaMXZYqb6Fik9D//zoVuYL6Za2UE4sSPPHsl3i+EwdtItbJC4Z98Pi9kygEQR/NSjwsx",
+	"+6//aQAqn/Zc8SXNokWbcE2kuuaFzC5LWjsZIr65TyzTwjClLZvootBL/A22VvLUsoNkyaWVanq5UGYx",
+	"n+vSiixhE10yzuAnxs2VyACHOTOivBYlW0qb64V1A6SaskIqcdiPbuLoiS7HMsuEulMATPyq7uhXYsUK",
+	"nl4ZAoQuBNMl/g0IwKRhemGNzAST1gBhTuQHYWKGpx6XemlEyYxQcEYPRptzy5Z6UWQszbkC0tIzYXM4",
+	"v1ZsLHJeTBBOStsc5ksrECbPAOef6TtGCqS0y0JX+ECkJz7MAd1jtuSGlQK/zGJWimuN91wys5iL0ogM",
+	"vnZQo2fJDCAHmIQotChLgJBWdMrn2j7RC5Xd6SGVtpcTWDXBPfihd7iFc8VEWeoS13/FrUBmLO4WDCW3",
+	"4rKghQMSQAye6bLiBUAPXCHSwxTGgSGYM1YKW64Yn1hRsuQVfOidw4eEGZFqlRlg1rngmZN9wRD4uJmH",
+	"rskG2Pxvii9srkv58Y7BtMCFhbKwBEJKaXb+8ikAi4hfsYW6Unqp4FNFE0q0zv/mzZveefCovYBQCWwH",
+	"g2suCz4uxF2DwK/rECXjlo+BM6RcIW3zK8GWpbQoNZbsIJPmik0WRRGzp0cvCNtjVuj0SmSHTJcjVUkY",
+	"rsxSlH32SvDMsCsh5mypyyuppmcMMWzKpdqKZyP15TDtxv+OTzpPcWogn3mWSYALL16Wei5KK0GKT3hh",
+	"RBzNg68+RbkuMtGh7L3JNYPfDJM2RqmZL2ZcIb2ID3w2h+uNAAai7J3+91wb2+NRHOp0Jw++Q33Kfz5e",
+	"0/DiCIB9mYmCry5nZn0XCB5mc2kaTN6wA7gUrTyfP4wbMhB+nJZcWZG5m5lo/xitpnCGiS5n3BJcv7sf",
+	"BYrfYF3xi6OZsBzwaReG/suPu4kja4vOQ6HUZNmiRFJgUrGZiVH3kAqPQdrIPcPGIABMQ7MdgL57+t0A",
+	"/jtsXMbxA1Rg1w62fhhQbjp39oteIoBgDVSRpEINyIHPS9pqP4OYZRqhDaMPY7aYw9TwDCOFh6jnnLqt",
+	"s/PtWpcjOcOS+4PBSHUqc1YzrlY4bQjqXPWoxB0xYVxldBSt2EovQHnJBBHjrVDgJlSo33qyqS75XTVD",
+	"j/9TpBbA/KgUwIx/FSu0sRpkd0VfrpsRjmmDJBPFpM9e58izVbFiuSjFWQBcZEOGfgPBl3OT96MOIitF",
+	"qstsF+rCPtvHhG1W87vO+PjaMffmSV4owYQCxojqdS6N1eWqzxJuEyDQZS5AWLOcz+dCiewMMSxxKlxC",
+	"1DzTMxDzaxoenLEJTZ7aLoP1CQi+bAaMOYWvDDtInOhLYpZcidVlSnfkPwa/eksKuJOAIYe1+oEacwZa",
+	"o40ZN2wUFXwsCnaAN5cdjqLOe+B21x1cyJkwls/mMNzxustbTqs5+toGPoeLqT0s3jMmZnO7csZVUgpA",
+	"DyBQAejBlrk2frg0lSICpOkZC19k0tJwAzhzJVZmAy7X9u/6bddLe0uRRtONlWKyMCLDX1AP6FzBiPfr",
+	"D3+qAFOMMMhiYKPlirZLFLnkNs2ZsaXgs3uGJRL09r2YsdVXZFNuOw0RhLG8EAwngGkHSjBRwz7L4Def",
+	"IqGAwb2NeOqoHECqxNL9RVZT5JGPvkSawL9oO1EcBbTjPoXDmpQTMI7AtROyGQC5GxN7PwnBJa45Lbeb",
+	"OdAzSYpPky0QOqGnxAqSd9uwnnhZBauIlyVfIQnUPq8urbd5Frdoc1bXxn8RvAC1qL1rY7ld0P4rPUtf",
+	"RTthSNO6VuqUQO72bstd/LTxBvlVsUc3kEkbcgdA44ksjXWM+UqsOolQZk0AAIbNJuV0+jGbzD7a5fuT",
+	"4qprHvLhTt7nfSENdFgb1b56h9W3hZKfRlBaZ2KajKNtz3sFY9qXLIG+6IzuKcHB4vBON+BBN6EAt92b",
+	"TFBPaENqXW/YiIqfZ6dUF7tupiyALTvRHJoqKGBIsJAGgxIlMFCOncN3m4ESok1z6edgbPifK9Vgxleg",
+	"bYC6eUASD3ZRySFgbobxQl6JQ08XIDTH6NGAvZNoqfzI+9wI+WzxaE9p/OlJByp/LtI18K3rUtGg6TDe",
+	"yAZDDQn1U+TkzAgBn7u0OFrz8q71pG327DqHcR7DbvZnRFoK69UNJZbG3T9OM2dOWyc7jywctGLo6E3j",
+	"uri6PH1/MnsyyP7H/cVvP+h/Px4/UP8sv19G+xjSe+gEv0cdrLc5lkUh1bSn5DS3xapbaUMN47Y3VKlG",
+	"tY37/UMyfd1/+6k+lR1+a1u5RQlONamNP6ejuBXiBgo3jt3A0vZtbaSpbm5NqLQ3v8Ynvbbcij10myZG",
+	"P0b+xMkGEyrr79RC3N52az/BrjoYBwD6ngGF14ozZ1ZMSkH8k5ThghvrWQqQGN5FjH8mQmUI9qT6mIzU",
+	"QR0TcMpt4Ao9BNvU+w8vQyu18iulXLGxaPqVRuqAfH5c0UNXMZsXCxIHcMkML/mQHA5fht2F27wdn1RZ",
+	"t8unAqczsxVGSFpQR97kjIetdsK7DgbgL+RO+LooskDrGmtdCK52WMZ3zT6/OIu8FR/c00foPNVNhHnl",
+	"Ay7eWed8hP392Sdc0DYu2ryMei9dfORfwSV0q5PkT2/Htlbsn69fPGf0IPRSWTbTxrL77Ff5Y8xEf9r3",
+	"rqcMnbE8y0phmg5wXLOMhtHxoA//fz98OBgMAj5bb/T5HoJzzq0VJWzwf7497/0H730c9B6+q//sXw57",
+	"7z4N4uOHD2/+rUvQBmHC1q09ecQe3n/wPXOBF5YJy2Vh+gwdDaTUwMUkMUvoZuCvmgQTdlCxQx8gxVkj",
+	"5QYdErNtctGD3Tz00Dn/0LtxiciAfHukEvxwqbS9lMYsyC9XOT6CoSxxW7qcCJWKpJPdfi7bTHXW8Jy0",
+	"chJA1vlYbeTVQ4fidaQ6iqPgfB7pg6ORIZdqRSh8WdFN6/sJlwV+a7W+nHG1uvTUQXTS8pE3B9o0p5Fz",
+	"vio0BxDqy4KXUyDLmbC5znBLGD11TB0PeWnlTOiFJV+Ty4OIoyDmhjkvgLy8oB/CeCQ8KAjkhptyCkOX",
+	"0Gjc6QYPWRtp2DrO7OkgI4Lo5M0YGOxghU+kKLJeIa5F4emJULmdttKw5Hb6HH63PdMBp4DAhw0aplnd",
+	"PhhlLHeg77KLQzL86tfjEVFmndvpcJrdHzzslILSFi1GTAE5R7Mbriccz8d6YYfjgqvdbjnn1KRVq306",
+	"rtIl0F6hk1VSWLzFwm7JuAoJ5EMS6tMe9LXHNWwNF4si8/mAhBteKUchgE7/Lc6+PVYvvKNhH3TcC6m4",
+	"yz/YGmdYx7bqJy8UcGdXQsxRoxEfHCfsYmsLI8pLPnVxs+3YI0N/erR+zPYlope82t9W9Oq2Lbe7un0I",
+	"QGq1v/1ZI/Qur2Hw8N0GZPXYVwJE3S3dibtxf3s+QIWJYb7DYBB/HmZuX6vG0obv8uT+jvBYe2tbPZ1r",
+	"V7E3znVfDgLoM129gYctPPHJD7c7Q/Wc7h0qsbzj/X3ZNJJzpsSSWVucMT2TFtgtJQRUAfN7Bn7eS8De",
+	"DnSEG0/VRHfElSjh69KLzTUYfAlxc5EL7/txOejov8CgLpx6L7FTdLut4dmoEfTQw7/2/JjJCeNqtTM8",
+	"vS425Md9D76YZ58TnbsWpXGqw22vPKB4L0v80xrbcceImxe9DU8+V9LQ7NsImgAvd8sa//g9RI2LnLRz",
+	"U9EzkDD415yxBLGjTBgvTOXRN7ELA8RVDCD2OYjVFlyIAMQYfOuF4BlLMEiaYFAp0xQawrzspjOOkx+F",
+	"1gcdAGZ16h41sqyzE8VI4bcxe/XkETs9PX3IpGK/XTxyOQ8feGqLFbN5KQSblJRTwwuWyam0rcTAk8HJ",
+	"d73j497Jw4vBD8P7D4bHp/3jk8F/hLwIUKoHhuUaIcXRh95U99yXS1kKGNa/oLHVbz0586IfqyCG0VTa",
+	"fDHup3p2FGhkjb/90yiJ1Ih0UUq7eg04RLg2FrwU5fmCYvNrQHIJWkOWnLtcX0zjG7IfcR4rrq4u/9//",
+	"+t9o1yBmoqsHf6vPmVs7pw1Ix0Q7UgQN09eiZL9cXLw8QmcVXgMQp8QUvSuhDEWaMKgE2MGmpV7GOEZk",
+	"AYIF6S8jRWkkhITkMOcuQArMjuKPOJYX/ZEaKUQaxkvRjRczWRSSslxB808l8IyzKr+RZjquEw42/ZF6",
+	"THk0YF8zCXTAKkdVsildOGGZTheYGobrc2YsHxeCJWBTJbjlx+4QVOAwXliWHOWYb/HR2aFHQDarjwk7",
+	"wLTQ6pEchuq5UHwu+ys+KxImVVosMpEdspSXpUR6rfL0uBmpDZgwWgwGp+mVWOEfIumzc5yScwMQ14XA",
+	"fDTufG2efYDdTHRPHjUg/rEYKec8YVa7KLKxvEQPLILB6CAcfcYKaSwxlnZ6ElyyWaQAOEylz/VypBCD",
+	"loAl0uKKsK8+e65xzLYE8jBP85i1E9HPGB8peITPzMSsLDnNbTjvlNV1Lnh/583iFCpLgeMQ+2MHXK0Y",
+	"Oazwdn9+fBGzXx6f/4QnfvHy4umL568P3fG5rWtfRsoIlZnNdS3sIHkt0t4TYdO891paMWRpqY3pwY90",
+	"OYbPBH30qfXJi1JOpUpG7kFYixBUKt0zLNfGHgKO+yQ0vLT22dkjtNkdwQLhKG1Hym3eMNg8U0LiKpRM",
+	"TgRMIxmfTDBDqwXEsc5WbLYw8MhSXgu2zAH7ulOOsxVz3r4waZeZQ5febnMxUi6RfYgYQOmQPlUe6Riu",
+	"VmRwvh9Yy4eYEM+BienCMj2ZsLGY6BJLlkYqeUR6RY/06ATzf9maRw09vIVMhSIdztW/nc95moveSX8A",
+	"WktZOF5rhkdHy+Wyz/Hnvi6nR26uOXr29NHj568f45zaP9Sy6CvFKhr0j2mgYxLRMDrtD/qn5L7PUYR4",
+	"XgN/TwUKKFB9kD08zaKhy/36GLWq7E4Ggy01E7erlXDpZR2lEhfootGpMIbu3VRVNP0oFIrR8O27ODKL",
+	"2YyXK5BK8looFwKxfGowEZqWeQfzHE/deOpX9PMfcmhcG0uZHgxONz2m2tdRWMWyDSTwWAkwATkSlJw4",
+	"5hZXHLi2H4CBS0ofxtpFLovDjRC9Pj7yyVmdIAXd+lcY8BWB6tPGNqASperexNH9wfFegK1LpHDSHrdR",
+	"117CjJOHu2eE9Wq4a+Rju+fVFUbhLZM6UdVTBdLPVNpBzMAeNdalNx6gCD/ss+eol9kqN6hBPZQndxNH",
+	"c1dE2bxdqiD41SXhI4n+qLPVHjcbRChd5pwPNzLKcTJh5uDwbRWMBLOBMsW8PXET748n3qFy0zS3bLkQ",
+	"N2sYevzFMDSotOhAUvdrn/0qxBzz/JNGGYWxuhRrdRSIm4PdGBNURv+taYCgGKq+FYr7vF9pUJtUTKtU",
+	"xJTlVmkDCN8O3A+43NEnmd2QMVQISgxqCxAgPE8PDWS635WpgGRKSlqBssmT7p3yK9rb9hlVjfEfc7kE",
+	"qs7LfWqBQObG1zsytDfhfrWqjEXE/9gbGCDzMm7yseZlxowwoDp1s72g8cTbzoYGMtvayiDImLgSq8u3",
+	"vPfxpPf9u0/H33UlSNy8c9hWp9BtlKrPfCZba4/tQqdi5cwx1ILRJiPdHnB/UxsK4rybmmF0BRJu4s6l",
+	"Mebm/UqaiIxytkA49dmLmaS04rG2+abdYJpdYzPet+RiovDAziqObmyrIXZEDTz2GOiajty8+4qKTJ1T",
+	"2SElXiiB/UvAICSAfpMBbTYBsAuwLUMbb1xnq3v69kkdNw1yO/oE41oMfpNf/55hSnxwSdTkcvDp9JXb",
+	"4CELWkH0GaWNEh2C2HEsH5B3pPy0k8H9PnuDtjelJcREM6APYFqSJ15um642st1RegyZnJAZjAvm3LCZ",
+	"vkaFkEpSyQtAjzvAqhdkmqLaE+ZDHoZJ4BJM39aRkJHCw2ATzgdChm+XWKQs/B38yjF60nUmJJ+lWc/q",
+	"umeap9/EOnxIsCbAzcHNro467z5XkMOt/rml+GAP8qwbqHwmQd/emP1SusIaygD2cyJBrzx0sYTYi9yu",
+	"nG/Xi4Ybhj4ywH9pXA6yXrKaiAfOf4YZTQzDtDTamu7M8P4a1fwsrCeZrytxXO59t/VMoEMJ/E0pbSLa",
+	"Re4AAyIZuKfrPqDQosabdmHqTZjWYoU7VBAqo3rXJbOOXDiv3Sxt74fWFn4TBX4GGRGE7Fs1Bx75DwCP",
+	"54DXXK3CwoLYx0Aa3HqkpmitOU80aeleipkFCG30uHpJWHVLCLtrwZfGZ3fH5NYYqVTPfAUnms9ZzBbK",
+	"yiI4gjRVgq+r+MQGDOVCYXeqLgnmWpjsJcLOXVMfJ6cFMwAptFmcQ/vkPssPYdSiVKYe4uQx/k3AwCzj",
+	"ConYMpeFYBK1B8faztDWIbZE80Hao/h2wMLuL8SX1iU42cbVBt1dZXIyEcg4Payl2ejm/lWsKIR2/B0o",
+	"FycPHoAqUPIUwMMOFsD4WMlVpmfst9+e/gQwn+lSUPRjLHw/D1s3lxgpslVcd4VZ7aSsKvqHlRbj5twz",
+	"7qxEfVjEV+lMdKWoH+Q+Gu0UhKeZmM21FSpd9chw7zZ5HjxoJs9812G8/Q4nmE8k6arwc/k1WBO2t7Or",
+	"1XRnL4fXF5YrXSLlZyI87+vyuO0aCFCUjwMvcIp1UJzY6gT1hBhK76I7vRfwuqkfa6dOIkacUahK2rBf",
+	"QtVzYbM9vztr5ebPbZSR1nfHvfBcXrfRM4HxOwHqEHVvCrr26NLxNqmqDoFhjdrW/lTNdV9TBD9g/U1V",
+	"sGrTVIL+IDK2mB9uv/juez65W2i2ayp8f8G6BZI0rgQRTZECfzJxKOcMjfJ+tBlfsZxfixh5+GRRFGcY",
+	"RG40tvuiTej+AJPAMcMA2SpbYG+3wFHdrWO7T+6xb7BxO0XsT+WJqpuW7PBEEVC+eaK6bAPXVYpaTDmq",
+	"DEJwX90mcHLzC9gEbXcOPrc2Tm+j8+yHf6387L20l07HDNUB/9nx8+/riiFuW/HdPgPraC64ZeNVbflU",
+	"XW4DLygVX+7PnlFf/Aq4rsTy62J6kOf/Z9HSX1Gxd79ZYCupLWnVP8Dl7m/Tyf/2ivTfj2Yff7DCmdsN",
+	"nZlSEsiUMpavasfFNhpt1mNtVJxehZVVXUHXlls/KAbY3O037p5bOGq+9UQjVWvFPVLF/3JByGYB3g71",
+	"r77ebyrguvCjboSsmc8OnLVLBQwoZXPCFdUS1hWLX0smNUsX9xJLJ19++W7RlOoy+/OrdH8VBQ0umEoU",
+	"PI76jPSqJ5x/Y0OQceyzxDcicMX+gyKpLdy/rnXag/l/XnLKX4sHB5VpO1mwA943DtyZDtKuNdqaGFLj",
+	"6zoKH33yf+5MEcHMkCqZuoqWYfKVaTb+dY35LXMZ/OzYh8yUD4nZXJqRcsmgFB/rs6dYike8MBDDqJp1",
+	"RbB+wu2+Cl+/s8t6pil/v1zEP4DPEihdGDTAxhid3Ne8WNTpATikK0UhRM4NWQqAfPS0VM98M2j/2iEM",
+	"p63mGEFccoMIaoXCQTGWKdWv4KEoWilUhnFDfBsR4xXTQRcyYeTQOe05YLHlaT4TysY+DKfkZCIyKjMw",
+	"XGVj/UFk7IDTLkfK74EblljxwR7ldlYkVeEcHo1J7MXu3pLBU9xLsIN7ps7mPOyP1FOKVz7CSptHWtlS",
+	"F0OmdC+Fb5Ih4wz/YqXAaCa3IaQeX/Bp7Po7PZ30nmslev/iNs2TAJrOMIKxlc/idHC/UUWGJ+yzg8ZD",
+	"MI8KjpGJtODAhRxcnXzx0Pzl4uLlPcP00rUMTF3dFf4NmzdVAGuh8EVR/cMOqv9Z2M0k35ZX/zj6R1NE",
+	"VebNWCpednTO7E4ZwYPH++Ney4ng66t+kmaujfStZlqhkBrXzthEFgIY7H8bRVTT6CmFChtHUTJkdYka",
+	"vxb1/WBNseBYWWpyvcSGcXavUFDQ1cFv+bWrwum91IVMOzpQJ44GzphjKD1Tpuye0krcS4YuO52r1ZKv",
+	"gDVQToLPsIO7zzl8Zhrr+W67TUDX270wJ/6yLp04+veeh9XFai56L+aVb2Dt/VLIO5LbnRGWOO2SZc+1",
+	"ZTOdyYkU2VlTAgMfsbIofB9RL4j1hLUYQAtRbw/Om28JVO3itHWZeBZIQZJiUrEGGm4Wirfz/VasEf2/",
+	"i66sP1DhYQeTCUsae0B3KCffmG0glEtNFVVtnWIll74HOJ3LapCpWIKCBaolV4b6FfiUp7rDRxI43qhG",
+	"tjCajUXwtesB4sTSSC2U7yBbRTvRqEN1l5377KKxvhaN5KtAqCKncclYILN8WfDBeoe0wyHjaSrmFgS9",
+	"9K/qwzMHR8bsMFqMEpWsxuvtUyGwKzpGndmXU4eMT9bqLhYPA2kiVQ5dHbuwfOoK2Rl311a9SMNllmD+",
+	"VJv4uSvidnTfKfuH7B9J+AwZ1BOLD2BmHGBjgOPjAfu//+f49PCMYXbS0sMgyKK+f3yCXSLbPROb6dSy",
+	"lpGYXO6Ozi4qgErD0lykVyIbKfQmxb5vN2WQ1Tg1rAz8KlP8/uBhs/td7FJtaJ14pJY5t1VpYLXXLtPi",
+	"5SJUMroM+HbSVVOo3CrfZvs7kDasVxPTLr/vup2NOp5XeWu9nRv28+MLBNrL3y6q+7X9jYlmDl9vt4Pk",
+	"H8kwRGFK7K/xt4mF2xavkXnrDrYmsX1hDdG3tD1m/5I/xtTpYNVQF8/YlZijvj+V16JD4bm5Ay8M9etZ",
+	"P8kbT5/XvsG2NNjvwt/OF9EXvmQd6q4TuUpUqhWvccxVguP5Dn/3oeLomabdf47y9C2xzhkSAe8eBqqA",
+	"NJhTuwwk74Eu194dW/Vfg0mHZ129jPEdnSSqmxY/dfLJUXcL9IZcTvM+e0y9P0hlcO4p6ifjfVTOMty7",
+	"UTIA9/jkToHbJZ2HrFI5qM1KyzngqSTXhXOZnfzwx23akxXdYkPeur4s/b+Q++wNCsA1S2GH5xabCgWB",
+	"h9a7I3ias5kwhk+pRC7BXLYhqdv0YjhgQTFLZDZM0Cgx4j1hacYtdyMxVQ5Q/J+vXzzvj1TyjBvbw297",
+	"T39KYLML7E/lmtNgYvt7Nin1zL00TYOiXr2C8By0Ymz1hGmdSHW4wEhxuLrSjgW3dR2Gq2mWhsmsEF36",
+	"2Rsn9L9aaKVb5wrBsFvl2CrD0TOIV9Kj4zYpZi+dgyZ+C5Ks5cayQl6LoPeWe8khN+w1svvea3R1ukTP",
+	"muKIvN7dtNrPNBvUvX0H10tyg9Cubno0PDo6Pvke30twPPxh8MMA7XD3+DVLnFJ4XbvCOCi3zVzZK/Ov",
+	"MLK5kKWrzEKfmSOtVgqIidbV7SftxnSofo5XYewzdu+LdF0S0SRPeVmu2lVO/fV8la413/hui2QCj0XK",
+	"F2Q1ytLJ1yU3ZMDF+JJVED9SrbfPw1iuzcWssXIVlV1f+nH9msgY0SDefO3ueXTr649y+eTGu+6xfRwa",
+	"tI3XkFFYA22Zw+Cp2HBh/aG+oZO7ZdfKKJjnehHdvLv5/wEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -127,7 +127,7 @@ func New(cfg Config) (http.Handler, error) {
 
 	dash.routes(r)
 	r.Group(func(r chi.Router) {
-		r.Use(s.sameOrigin(), s.jsonBody, s.validate(spec))
+		r.Use(noStore, s.sameOrigin(), s.jsonBody, s.validate(spec))
 		strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{s.authorize}, api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  s.requestError,
 			ResponseErrorHandlerFunc: s.responseError,
@@ -162,6 +162,15 @@ func (s *server) validate(spec *openapi3.T) func(http.Handler) http.Handler {
 			withBody.ServeHTTP(w, r)
 		})
 	}
+}
+
+// noStore keeps API answers out of caches: lease state is stale the moment it is sent. A
+// resource's value, which has a validator, replaces it with no-cache.
+func noStore(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
 }
 
 // sameOrigin refuses state-changing API requests that a browser sends on behalf of another

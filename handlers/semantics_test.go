@@ -95,3 +95,55 @@ func TestHeadWatch(t *testing.T) {
 		t.Errorf("GET /healthz after HEAD /v1/watch = %d, want 200", resp.StatusCode)
 	}
 }
+
+// TestResourceConditions: If-Match and If-None-Match on PUT (412), a conditional GET (304),
+// 201 with Location on create, and the cache headers of API answers.
+func TestResourceConditions(t *testing.T) {
+	e := newEnv(t)
+	old := e.acquire("old", "w", time.Minute)
+	l := e.acquire("job", "w", time.Minute)
+	tok := map[string]string{"Fencing-Token": strconv.FormatInt(l.Token, 10)}
+	with := func(h map[string]string, k, v string) map[string]string {
+		out := map[string]string{k: v}
+		for k, v := range h {
+			out[k] = v
+		}
+		return out
+	}
+	resp, b := e.do("PUT", "/v1/resources/r", strings.NewReader("v1"), with(tok, "If-Match", `"1"`))
+	wantProblem(t, "PUT If-Match on an absent resource", resp, b, http.StatusPreconditionFailed, "precondition_failed")
+	resp, b = e.do("PUT", "/v1/resources/r", strings.NewReader("v1"), with(tok, "If-None-Match", "*"))
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Location") != "/v1/resources/r" || resp.Header.Get("ETag") != `"1"` {
+		t.Fatalf("PUT If-None-Match: * (create) = %d Location %q ETag %q %s, want 201 /v1/resources/r \"1\"",
+			resp.StatusCode, resp.Header.Get("Location"), resp.Header.Get("ETag"), b)
+	}
+	resp, b = e.do("PUT", "/v1/resources/r", strings.NewReader("v2"), with(tok, "If-None-Match", "*"))
+	wantProblem(t, "PUT If-None-Match: * on an existing resource", resp, b, http.StatusPreconditionFailed, "precondition_failed")
+	resp, b = e.do("PUT", "/v1/resources/r", strings.NewReader("v2"), with(tok, "If-Match", `"7"`))
+	wantProblem(t, "PUT If-Match of another version", resp, b, http.StatusPreconditionFailed, "precondition_failed")
+	// The fence first: a stale token is stale_token whatever the condition says.
+	resp, b = e.do("PUT", "/v1/resources/r", strings.NewReader("v2"), map[string]string{
+		"Fencing-Token": strconv.FormatInt(old.Token, 10), "If-Match": `"7"`})
+	wantProblem(t, "PUT with a stale token and a failing If-Match", resp, b, http.StatusConflict, "stale_token")
+	resp, b = e.do("PUT", "/v1/resources/r", strings.NewReader("v2"), with(tok, "If-Match", `"1"`))
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("ETag") != `"2"` || resp.Header.Get("Location") != "" {
+		t.Fatalf("PUT If-Match \"1\" = %d ETag %q %s, want 200 \"2\"", resp.StatusCode, resp.Header.Get("ETag"), b)
+	}
+
+	resp, b = e.do("GET", "/v1/resources/r", nil, nil)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("ETag") != `"2"` || resp.Header.Get("Cache-Control") != "no-cache" {
+		t.Errorf("GET /v1/resources/r = %d ETag %q Cache-Control %q, want 200 \"2\" no-cache", resp.StatusCode, resp.Header.Get("ETag"), resp.Header.Get("Cache-Control"))
+	}
+	resp, b = e.do("GET", "/v1/resources/r", nil, map[string]string{"If-None-Match": `"1", W/"2"`})
+	if resp.StatusCode != http.StatusNotModified || len(b) != 0 || resp.Header.Get("ETag") != `"2"` {
+		t.Errorf("GET If-None-Match current = %d %q ETag %q, want 304 without a body", resp.StatusCode, b, resp.Header.Get("ETag"))
+	}
+	if resp, b := e.do("GET", "/v1/resources/r", nil, map[string]string{"If-None-Match": `"1"`}); resp.StatusCode != http.StatusOK || string(b) != "v2" {
+		t.Errorf("GET If-None-Match stale = %d %q, want 200 v2", resp.StatusCode, b)
+	}
+	for _, path := range []string{"/v1/leases", "/v1/leases/job", "/v1/leases/job/events", "/v1/resources"} {
+		if resp, _ := e.do("GET", path, nil, nil); resp.Header.Get("Cache-Control") != "no-store" {
+			t.Errorf("GET %s: Cache-Control = %q, want no-store", path, resp.Header.Get("Cache-Control"))
+		}
+	}
+}
