@@ -290,6 +290,10 @@ type EventList struct {
 	NextCursor string  `json:"next_cursor"`
 }
 
+// Grant The answer to an acquire: a Lease whose `lease_id` is always present. (In Go the
+// generated type stays Lease, whose `lease_id` is optional, for the code written to it.)
+type Grant = Lease
+
 // Health defines model for Health.
 type Health struct {
 	// Status Example: ok
@@ -338,7 +342,7 @@ type KeyRequest struct {
 	Role Role `json:"role"`
 }
 
-// Lease A grant, as its holder sees it.
+// Lease A grant, as its holder sees it (renew answers it without `lease_id`).
 type Lease struct {
 	// AcquiredAt An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
@@ -3313,7 +3317,7 @@ type AcquireLeaseResponse401Headers struct {
 
 // AcquireLeaseResponse409Headers the declared response headers of an HTTP 409 response for AcquireLease
 type AcquireLeaseResponse409Headers struct {
-	RetryAfter int
+	RetryAfter *int
 }
 
 // AcquireLeaseResponse429Headers the declared response headers of an HTTP 429 response for AcquireLease
@@ -3330,7 +3334,7 @@ type AcquireLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Lease
+	JSON200 *Grant
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -3358,7 +3362,7 @@ type AcquireLeaseResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r AcquireLeaseResponse) GetJSON200() *Lease {
+func (r AcquireLeaseResponse) GetJSON200() *Grant {
 	return r.JSON200
 }
 
@@ -5403,7 +5407,7 @@ func ParseAcquireLeaseResponse(rsp *http.Response) (*AcquireLeaseResponse, error
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Lease
+		var dest Grant
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -5485,10 +5489,10 @@ func ParseAcquireLeaseResponse(rsp *http.Response) (*AcquireLeaseResponse, error
 		var headers AcquireLeaseResponse409Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RetryAfter = value
+			headers.RetryAfter = &value
 		}
 		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
@@ -8411,7 +8415,7 @@ type AcquireLease200ResponseHeaders struct {
 }
 
 type AcquireLease200JSONResponse struct {
-	Body    Lease
+	Body    Grant
 	Headers AcquireLease200ResponseHeaders
 }
 
@@ -8478,7 +8482,7 @@ func (response AcquireLease403ApplicationProblemPlusJSONResponse) VisitAcquireLe
 }
 
 type AcquireLease409ResponseHeaders struct {
-	RetryAfter int
+	RetryAfter *int
 }
 
 type AcquireLease409ApplicationProblemPlusJSONResponse struct {
@@ -8493,7 +8497,9 @@ func (response AcquireLease409ApplicationProblemPlusJSONResponse) VisitAcquireLe
 		return err
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
-	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
 	w.WriteHeader(409)
 	_, err := buf.WriteTo(w)
 	return err
@@ -10493,130 +10499,136 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37ctu21+CrYLjfTOzfUrJsJ20jz86smyZtfs0vySbu5JsvypoQCYn4TAEKAVlRMp7Zp9l9j32UfZKd",
-	"cw5AghR1cZq4l0n7RywJIICDc7/xU5Tq2VwroayJhp+iOS/5TFhR4qdHi9LoEv7KhElLObdSq2gYXeSC",
-	"JUp8sJcpjkiYnjCbCzYvxbXUC8PmfCr6URxJGP5+IcpVFEeKz0Q0jGhOFEcmzcWMw+Nn/MMzoaY2j4YP",
-	"jk/iyK7mMNLYUqppdHMTR8/kTNr1nbzkU8GM/ChidsysZseDwYAdZGLCF4WFT4ebdlHgA1ubkLPFLBrC",
-	"Q+JoJpX7WO1HKiumosQNPcfHdEGmENwIBstUa8+5zeul8Z84KsX7hSxFFg1tuRDhTv6tFJNoGP2Xo/py",
-	"juhXc4TrwgZeCaMXZYqb6Fik9D//zoVuYL6Za2UE4sSPPHsl3i+EwdtItbJC4Z98Pi9kygEQR/NSjwsx",
-	"+6//aQAqn/Zc8SXNokWbcE2kuuaFzC5LWjsZIr65TyzTwjClLZvootBL/A22VvLUsoNkyaWVanq5UGYx",
-	"n+vSiixhE10yzuAnxs2VyACHOTOivBYlW0qb64V1A6SaskIqcdiPbuLoiS7HMsuEulMATPyq7uhXYsUK",
-	"nl4ZAoQuBNMl/g0IwKRhemGNzAST1gBhTuQHYWKGpx6XemlEyYxQcEYPRptzy5Z6UWQszbkC0tIzYXM4",
-	"v1ZsLHJeTBBOStsc5ksrECbPAOef6TtGCqS0y0JX+ECkJz7MAd1jtuSGlQK/zGJWimuN91wys5iL0ogM",
-	"vnZQo2fJDCAHmIQotChLgJBWdMrn2j7RC5Xd6SGVtpcTWDXBPfihd7iFc8VEWeoS13/FrUBmLO4WDCW3",
-	"4rKghQMSQAye6bLiBUAPXCHSwxTGgSGYM1YKW64Yn1hRsuQVfOidw4eEGZFqlRlg1rngmZN9wRD4uJmH",
-	"rskG2Pxvii9srkv58Y7BtMCFhbKwBEJKaXb+8ikAi4hfsYW6Unqp4FNFE0q0zv/mzZveefCovYBQCWwH",
-	"g2suCz4uxF2DwK/rECXjlo+BM6RcIW3zK8GWpbQoNZbsIJPmik0WRRGzp0cvCNtjVuj0SmSHTJcjVUkY",
-	"rsxSlH32SvDMsCsh5mypyyuppmcMMWzKpdqKZyP15TDtxv+OTzpPcWogn3mWSYALL16Wei5KK0GKT3hh",
-	"RBzNg68+RbkuMtGh7L3JNYPfDJM2RqmZL2ZcIb2ID3w2h+uNAAai7J3+91wb2+NRHOp0Jw++Q33Kfz5e",
-	"0/DiCIB9mYmCry5nZn0XCB5mc2kaTN6wA7gUrTyfP4wbMhB+nJZcWZG5m5lo/xitpnCGiS5n3BJcv7sf",
-	"BYrfYF3xi6OZsBzwaReG/suPu4kja4vOQ6HUZNmiRFJgUrGZiVH3kAqPQdrIPcPGIABMQ7MdgL57+t0A",
-	"/jtsXMbxA1Rg1w62fhhQbjp39oteIoBgDVSRpEINyIHPS9pqP4OYZRqhDaMPY7aYw9TwDCOFh6jnnLqt",
-	"s/PtWpcjOcOS+4PBSHUqc1YzrlY4bQjqXPWoxB0xYVxldBSt2EovQHnJBBHjrVDgJlSo33qyqS75XTVD",
-	"j/9TpBbA/KgUwIx/FSu0sRpkd0VfrpsRjmmDJBPFpM9e58izVbFiuSjFWQBcZEOGfgPBl3OT96MOIitF",
-	"qstsF+rCPtvHhG1W87vO+PjaMffmSV4owYQCxojqdS6N1eWqzxJuEyDQZS5AWLOcz+dCiewMMSxxKlxC",
-	"1DzTMxDzaxoenLEJTZ7aLoP1CQi+bAaMOYWvDDtInOhLYpZcidVlSnfkPwa/eksKuJOAIYe1+oEacwZa",
-	"o40ZN2wUFXwsCnaAN5cdjqLOe+B21x1cyJkwls/mMNzxustbTqs5+toGPoeLqT0s3jMmZnO7csZVUgpA",
-	"DyBQAejBlrk2frg0lSICpOkZC19k0tJwAzhzJVZmAy7X9u/6bddLe0uRRtONlWKyMCLDX1AP6FzBiPfr",
-	"D3+qAFOMMMhiYKPlirZLFLnkNs2ZsaXgs3uGJRL09r2YsdVXZFNuOw0RhLG8EAwngGkHSjBRwz7L4Def",
-	"IqGAwb2NeOqoHECqxNL9RVZT5JGPvkSawL9oO1EcBbTjPoXDmpQTMI7AtROyGQC5GxN7PwnBJa45Lbeb",
-	"OdAzSYpPky0QOqGnxAqSd9uwnnhZBauIlyVfIQnUPq8urbd5Frdoc1bXxn8RvAC1qL1rY7ld0P4rPUtf",
-	"RTthSNO6VuqUQO72bstd/LTxBvlVsUc3kEkbcgdA44ksjXWM+UqsOolQZk0AAIbNJuV0+jGbzD7a5fuT",
-	"4qprHvLhTt7nfSENdFgb1b56h9W3hZKfRlBaZ2KajKNtz3sFY9qXLIG+6IzuKcHB4vBON+BBN6EAt92b",
-	"TFBPaENqXW/YiIqfZ6dUF7tupiyALTvRHJoqKGBIsJAGgxIlMFCOncN3m4ESok1z6edgbPifK9Vgxleg",
-	"bYC6eUASD3ZRySFgbobxQl6JQ08XIDTH6NGAvZNoqfzI+9wI+WzxaE9p/OlJByp/LtI18K3rUtGg6TDe",
-	"yAZDDQn1U+TkzAgBn7u0OFrz8q71pG327DqHcR7DbvZnRFoK69UNJZbG3T9OM2dOWyc7jywctGLo6E3j",
-	"uri6PH1/MnsyyP7H/cVvP+h/Px4/UP8sv19G+xjSe+gEv0cdrLc5lkUh1bSn5DS3xapbaUMN47Y3VKlG",
-	"tY37/UMyfd1/+6k+lR1+a1u5RQlONamNP6ejuBXiBgo3jt3A0vZtbaSpbm5NqLQ3v8Ynvbbcij10myZG",
-	"P0b+xMkGEyrr79RC3N52az/BrjoYBwD6ngGF14ozZ1ZMSkH8k5ThghvrWQqQGN5FjH8mQmUI9qT6mIzU",
-	"QR0TcMpt4Ao9BNvU+w8vQyu18iulXLGxaPqVRuqAfH5c0UNXMZsXCxIHcMkML/mQHA5fht2F27wdn1RZ",
-	"t8unAqczsxVGSFpQR97kjIetdsK7DgbgL+RO+LooskDrGmtdCK52WMZ3zT6/OIu8FR/c00foPNVNhHnl",
-	"Ay7eWed8hP392Sdc0DYu2ryMei9dfORfwSV0q5PkT2/Htlbsn69fPGf0IPRSWTbTxrL77Ff5Y8xEf9r3",
-	"rqcMnbE8y0phmg5wXLOMhtHxoA//fz98OBgMAj5bb/T5HoJzzq0VJWzwf7497/0H730c9B6+q//sXw57",
-	"7z4N4uOHD2/+rUvQBmHC1q09ecQe3n/wPXOBF5YJy2Vh+gwdDaTUwMUkMUvoZuCvmgQTdlCxQx8gxVkj",
-	"5QYdErNtctGD3Tz00Dn/0LtxiciAfHukEvxwqbS9lMYsyC9XOT6CoSxxW7qcCJWKpJPdfi7bTHXW8Jy0",
-	"chJA1vlYbeTVQ4fidaQ6iqPgfB7pg6ORIZdqRSh8WdFN6/sJlwV+a7W+nHG1uvTUQXTS8pE3B9o0p5Fz",
-	"vio0BxDqy4KXUyDLmbC5znBLGD11TB0PeWnlTOiFJV+Ty4OIoyDmhjkvgLy8oB/CeCQ8KAjkhptyCkOX",
-	"0Gjc6QYPWRtp2DrO7OkgI4Lo5M0YGOxghU+kKLJeIa5F4emJULmdttKw5Hb6HH63PdMBp4DAhw0aplnd",
-	"PhhlLHeg77KLQzL86tfjEVFmndvpcJrdHzzslILSFi1GTAE5R7Mbriccz8d6YYfjgqvdbjnn1KRVq306",
-	"rtIl0F6hk1VSWLzFwm7JuAoJ5EMS6tMe9LXHNWwNF4si8/mAhBteKUchgE7/Lc6+PVYvvKNhH3TcC6m4",
-	"yz/YGmdYx7bqJy8UcGdXQsxRoxEfHCfsYmsLI8pLPnVxs+3YI0N/erR+zPYlope82t9W9Oq2Lbe7un0I",
-	"QGq1v/1ZI/Qur2Hw8N0GZPXYVwJE3S3dibtxf3s+QIWJYb7DYBB/HmZuX6vG0obv8uT+jvBYe2tbPZ1r",
-	"V7E3znVfDgLoM129gYctPPHJD7c7Q/Wc7h0qsbzj/X3ZNJJzpsSSWVucMT2TFtgtJQRUAfN7Bn7eS8De",
-	"DnSEG0/VRHfElSjh69KLzTUYfAlxc5EL7/txOejov8CgLpx6L7FTdLut4dmoEfTQw7/2/JjJCeNqtTM8",
-	"vS425Md9D76YZ58TnbsWpXGqw22vPKB4L0v80xrbcceImxe9DU8+V9LQ7NsImgAvd8sa//g9RI2LnLRz",
-	"U9EzkDD415yxBLGjTBgvTOXRN7ELA8RVDCD2OYjVFlyIAMQYfOuF4BlLMEiaYFAp0xQawrzspjOOkx+F",
-	"1gcdAGZ16h41sqyzE8VI4bcxe/XkETs9PX3IpGK/XTxyOQ8feGqLFbN5KQSblJRTwwuWyam0rcTAk8HJ",
-	"d73j497Jw4vBD8P7D4bHp/3jk8F/hLwIUKoHhuUaIcXRh95U99yXS1kKGNa/oLHVbz0586IfqyCG0VTa",
-	"fDHup3p2FGhkjb/90yiJ1Ih0UUq7eg04RLg2FrwU5fmCYvNrQHIJWkOWnLtcX0zjG7IfcR4rrq4u/9//",
-	"+t9o1yBmoqsHf6vPmVs7pw1Ix0Q7UgQN09eiZL9cXLw8QmcVXgMQp8QUvSuhDEWaMKgE2MGmpV7GOEZk",
-	"AYIF6S8jRWkkhITkMOcuQArMjuKPOJYX/ZEaKUQaxkvRjRczWRSSslxB808l8IyzKr+RZjquEw42/ZF6",
-	"THk0YF8zCXTAKkdVsildOGGZTheYGobrc2YsHxeCJWBTJbjlx+4QVOAwXliWHOWYb/HR2aFHQDarjwk7",
-	"wLTQ6pEchuq5UHwu+ys+KxImVVosMpEdspSXpUR6rfL0uBmpDZgwWgwGp+mVWOEfIumzc5yScwMQ14XA",
-	"fDTufG2efYDdTHRPHjUg/rEYKec8YVa7KLKxvEQPLILB6CAcfcYKaSwxlnZ6ElyyWaQAOEylz/VypBCD",
-	"loAl0uKKsK8+e65xzLYE8jBP85i1E9HPGB8peITPzMSsLDnNbTjvlNV1Lnh/583iFCpLgeMQ+2MHXK0Y",
-	"Oazwdn9+fBGzXx6f/4QnfvHy4umL568P3fG5rWtfRsoIlZnNdS3sIHkt0t4TYdO891paMWRpqY3pwY90",
-	"OYbPBH30qfXJi1JOpUpG7kFYixBUKt0zLNfGHgKO+yQ0vLT22dkjtNkdwQLhKG1Hym3eMNg8U0LiKpRM",
-	"TgRMIxmfTDBDqwXEsc5WbLYw8MhSXgu2zAH7ulOOsxVz3r4waZeZQ5febnMxUi6RfYgYQOmQPlUe6Riu",
-	"VmRwvh9Yy4eYEM+BienCMj2ZsLGY6BJLlkYqeUR6RY/06ATzf9maRw09vIVMhSIdztW/nc95moveSX8A",
-	"WktZOF5rhkdHy+Wyz/Hnvi6nR26uOXr29NHj568f45zaP9Sy6CvFKhr0j2mgYxLRMDrtD/qn5L7PUYR4",
-	"XgN/TwUKKFB9kD08zaKhy/36GLWq7E4Ggy01E7erlXDpZR2lEhfootGpMIbu3VRVNP0oFIrR8O27ODKL",
-	"2YyXK5BK8looFwKxfGowEZqWeQfzHE/deOpX9PMfcmhcG0uZHgxONz2m2tdRWMWyDSTwWAkwATkSlJw4",
-	"5hZXHLi2H4CBS0ofxtpFLovDjRC9Pj7yyVmdIAXd+lcY8BWB6tPGNqASperexNH9wfFegK1LpHDSHrdR",
-	"117CjJOHu2eE9Wq4a+Rju+fVFUbhLZM6UdVTBdLPVNpBzMAeNdalNx6gCD/ss+eol9kqN6hBPZQndxNH",
-	"c1dE2bxdqiD41SXhI4n+qLPVHjcbRChd5pwPNzLKcTJh5uDwbRWMBLOBMsW8PXET748n3qFy0zS3bLkQ",
-	"N2sYevzFMDSotOhAUvdrn/0qxBzz/JNGGYWxuhRrdRSIm4PdGBNURv+taYCgGKq+FYr7vF9pUJtUTKtU",
-	"xJTlVmkDCN8O3A+43NEnmd2QMVQISgxqCxAgPE8PDWS635WpgGRKSlqBssmT7p3yK9rb9hlVjfEfc7kE",
-	"qs7LfWqBQObG1zsytDfhfrWqjEXE/9gbGCDzMm7yseZlxowwoDp1s72g8cTbzoYGMtvayiDImLgSq8u3",
-	"vPfxpPf9u0/H33UlSNy8c9hWp9BtlKrPfCZba4/tQqdi5cwx1ILRJiPdHnB/UxsK4rybmmF0BRJu4s6l",
-	"Mebm/UqaiIxytkA49dmLmaS04rG2+abdYJpdYzPet+RiovDAziqObmyrIXZEDTz2GOiajty8+4qKTJ1T",
-	"2SElXiiB/UvAICSAfpMBbTYBsAuwLUMbb1xnq3v69kkdNw1yO/oE41oMfpNf/55hSnxwSdTkcvDp9JXb",
-	"4CELWkH0GaWNEh2C2HEsH5B3pPy0k8H9PnuDtjelJcREM6APYFqSJ15um642st1RegyZnJAZjAvm3LCZ",
-	"vkaFkEpSyQtAjzvAqhdkmqLaE+ZDHoZJ4BJM39aRkJHCw2ATzgdChm+XWKQs/B38yjF60nUmJJ+lWc/q",
-	"umeap9/EOnxIsCbAzcHNro467z5XkMOt/rml+GAP8qwbqHwmQd/emP1SusIaygD2cyJBrzx0sYTYi9yu",
-	"nG/Xi4Ybhj4ywH9pXA6yXrKaiAfOf4YZTQzDtDTamu7M8P4a1fwsrCeZrytxXO59t/VMoEMJ/E0pbSLa",
-	"Re4AAyIZuKfrPqDQosabdmHqTZjWYoU7VBAqo3rXJbOOXDiv3Sxt74fWFn4TBX4GGRGE7Fs1Bx75DwCP",
-	"54DXXK3CwoLYx0Aa3HqkpmitOU80aeleipkFCG30uHpJWHVLCLtrwZfGZ3fH5NYYqVTPfAUnms9ZzBbK",
-	"yiI4gjRVgq+r+MQGDOVCYXeqLgnmWpjsJcLOXVMfJ6cFMwAptFmcQ/vkPssPYdSiVKYe4uQx/k3AwCzj",
-	"ConYMpeFYBK1B8faztDWIbZE80Hao/h2wMLuL8SX1iU42cbVBt1dZXIyEcg4Payl2ejm/lWsKIR2/B0o",
-	"FycPHoAqUPIUwMMOFsD4WMlVpmfst9+e/gQwn+lSUPRjLHw/D1s3lxgpslVcd4VZ7aSsKvqHlRbj5twz",
-	"7qxEfVjEV+lMdKWoH+Q+Gu0UhKeZmM21FSpd9chw7zZ5HjxoJs9812G8/Q4nmE8k6arwc/k1WBO2t7Or",
-	"1XRnL4fXF5YrXSLlZyI87+vyuO0aCFCUjwMvcIp1UJzY6gT1hBhK76I7vRfwuqkfa6dOIkacUahK2rBf",
-	"QtVzYbM9vztr5ebPbZSR1nfHvfBcXrfRM4HxOwHqEHVvCrr26NLxNqmqDoFhjdrW/lTNdV9TBD9g/U1V",
-	"sGrTVIL+IDK2mB9uv/juez65W2i2ayp8f8G6BZI0rgQRTZECfzJxKOcMjfJ+tBlfsZxfixh5+GRRFGcY",
-	"RG40tvuiTej+AJPAMcMA2SpbYG+3wFHdrWO7T+6xb7BxO0XsT+WJqpuW7PBEEVC+eaK6bAPXVYpaTDmq",
-	"DEJwX90mcHLzC9gEbXcOPrc2Tm+j8+yHf6387L20l07HDNUB/9nx8+/riiFuW/HdPgPraC64ZeNVbflU",
-	"XW4DLygVX+7PnlFf/Aq4rsTy62J6kOf/Z9HSX1Gxd79ZYCupLWnVP8Dl7m/Tyf/2ivTfj2Yff7DCmdsN",
-	"nZlSEsiUMpavasfFNhpt1mNtVJxehZVVXUHXlls/KAbY3O037p5bOGq+9UQjVWvFPVLF/3JByGYB3g71",
-	"r77ebyrguvCjboSsmc8OnLVLBQwoZXPCFdUS1hWLX0smNUsX9xJLJ19++W7RlOoy+/OrdH8VBQ0umEoU",
-	"PI76jPSqJ5x/Y0OQceyzxDcicMX+gyKpLdy/rnXag/l/XnLKX4sHB5VpO1mwA943DtyZDtKuNdqaGFLj",
-	"6zoKH33yf+5MEcHMkCqZuoqWYfKVaTb+dY35LXMZ/OzYh8yUD4nZXJqRcsmgFB/rs6dYike8MBDDqJp1",
-	"RbB+wu2+Cl+/s8t6pil/v1zEP4DPEihdGDTAxhid3Ne8WNTpATikK0UhRM4NWQqAfPS0VM98M2j/2iEM",
-	"p63mGEFccoMIaoXCQTGWKdWv4KEoWilUhnFDfBsR4xXTQRcyYeTQOe05YLHlaT4TysY+DKfkZCIyKjMw",
-	"XGVj/UFk7IDTLkfK74EblljxwR7ldlYkVeEcHo1J7MXu3pLBU9xLsIN7ps7mPOyP1FOKVz7CSptHWtlS",
-	"F0OmdC+Fb5Ih4wz/YqXAaCa3IaQeX/Bp7Po7PZ30nmslev/iNs2TAJrOMIKxlc/idHC/UUWGJ+yzg8ZD",
-	"MI8KjpGJtODAhRxcnXzx0Pzl4uLlPcP00rUMTF3dFf4NmzdVAGuh8EVR/cMOqv9Z2M0k35ZX/zj6R1NE",
-	"VebNWCpednTO7E4ZwYPH++Ney4ng66t+kmaujfStZlqhkBrXzthEFgIY7H8bRVTT6CmFChtHUTJkdYka",
-	"vxb1/WBNseBYWWpyvcSGcXavUFDQ1cFv+bWrwum91IVMOzpQJ44GzphjKD1Tpuye0krcS4YuO52r1ZKv",
-	"gDVQToLPsIO7zzl8Zhrr+W67TUDX270wJ/6yLp04+veeh9XFai56L+aVb2Dt/VLIO5LbnRGWOO2SZc+1",
-	"ZTOdyYkU2VlTAgMfsbIofB9RL4j1hLUYQAtRbw/Om28JVO3itHWZeBZIQZJiUrEGGm4Wirfz/VasEf2/",
-	"i66sP1DhYQeTCUsae0B3KCffmG0glEtNFVVtnWIll74HOJ3LapCpWIKCBaolV4b6FfiUp7rDRxI43qhG",
-	"tjCajUXwtesB4sTSSC2U7yBbRTvRqEN1l5377KKxvhaN5KtAqCKncclYILN8WfDBeoe0wyHjaSrmFgS9",
-	"9K/qwzMHR8bsMFqMEpWsxuvtUyGwKzpGndmXU4eMT9bqLhYPA2kiVQ5dHbuwfOoK2Rl311a9SMNllmD+",
-	"VJv4uSvidnTfKfuH7B9J+AwZ1BOLD2BmHGBjgOPjAfu//+f49PCMYXbS0sMgyKK+f3yCXSLbPROb6dSy",
-	"lpGYXO6Ozi4qgErD0lykVyIbKfQmxb5vN2WQ1Tg1rAz8KlP8/uBhs/td7FJtaJ14pJY5t1VpYLXXLtPi",
-	"5SJUMroM+HbSVVOo3CrfZvs7kDasVxPTLr/vup2NOp5XeWu9nRv28+MLBNrL3y6q+7X9jYlmDl9vt4Pk",
-	"H8kwRGFK7K/xt4mF2xavkXnrDrYmsX1hDdG3tD1m/5I/xtTpYNVQF8/YlZijvj+V16JD4bm5Ay8M9etZ",
-	"P8kbT5/XvsG2NNjvwt/OF9EXvmQd6q4TuUpUqhWvccxVguP5Dn/3oeLomabdf47y9C2xzhkSAe8eBqqA",
-	"NJhTuwwk74Eu194dW/Vfg0mHZ129jPEdnSSqmxY/dfLJUXcL9IZcTvM+e0y9P0hlcO4p6ifjfVTOMty7",
-	"UTIA9/jkToHbJZ2HrFI5qM1KyzngqSTXhXOZnfzwx23akxXdYkPeur4s/b+Q++wNCsA1S2GH5xabCgWB",
-	"h9a7I3ias5kwhk+pRC7BXLYhqdv0YjhgQTFLZDZM0Cgx4j1hacYtdyMxVQ5Q/J+vXzzvj1TyjBvbw297",
-	"T39KYLML7E/lmtNgYvt7Nin1zL00TYOiXr2C8By0Ymz1hGmdSHW4wEhxuLrSjgW3dR2Gq2mWhsmsEF36",
-	"2Rsn9L9aaKVb5wrBsFvl2CrD0TOIV9Kj4zYpZi+dgyZ+C5Ks5cayQl6LoPeWe8khN+w1svvea3R1ukTP",
-	"muKIvN7dtNrPNBvUvX0H10tyg9Cubno0PDo6Pvke30twPPxh8MMA7XD3+DVLnFJ4XbvCOCi3zVzZK/Ov",
-	"MLK5kKWrzEKfmSOtVgqIidbV7SftxnSofo5XYewzdu+LdF0S0SRPeVmu2lVO/fV8la413/hui2QCj0XK",
-	"F2Q1ytLJ1yU3ZMDF+JJVED9SrbfPw1iuzcWssXIVlV1f+nH9msgY0SDefO3ueXTr649y+eTGu+6xfRwa",
-	"tI3XkFFYA22Zw+Cp2HBh/aG+oZO7ZdfKKJjnehHdvLv5/wEAAP//",
+	"7H3rctu2GuCrYLhnJlaXkmU7aRt5dmbdNGl9mibZxJ2cOVHWhEhIxDEFKARkRcl4Zp9m9z32UfZJdr7v",
+	"A0hQoi5OE/cyaX/Ekojbh+9+48co1dOZVkJZEw0+RjNe8qmwosRPj+al0SX8lQmTlnJmpVbRILrIBUuU",
+	"eG8vU3wiYXrMbC7YrBTXUs8Nm/GJ6EVxJOHxd3NRLqM4UnwqokFEY6I4Mmkuphymn/L3T4Wa2DwaPDg6",
+	"jiO7nMGTxpZSTaKbmzh6KqfSru/kBZ8IZuQHEbMjZjU76vf77CATYz4vLHzqbNpFgROubEJO59NoAJPE",
+	"0VQq97Haj1RWTESJG3qG07RBphDcCAbLVGvPuM3rpfGfOCrFu7ksRRYNbDkX4U7+UYpxNIj+y2F9OYf0",
+	"qznEdWEDL4XR8zLFTbQsUvqff+dCNzDezLQyAnHiB569FO/mwuBtpFpZofBPPpsVMuUAiMNZqUeFmP7X",
+	"/xiAysc9V3xBo2jRJlwTqa55IbPLktZOBohv7hPLtDBMacvGuij0An+DrZU8tewgWXBppZpczpWZz2a6",
+	"tCJL2FiXjDP4iXFzJTLAYc6MKK9FyRbS5npu3QNSTVghlej0ops4eqLLkcwyoe4UAGO/qjv6lViygqdX",
+	"hgChC8F0iX8DAjBpmJ5bIzPBpDVAmGP5XpiY4alHpV4YUTIjFJzRg9Hm3LKFnhcZS3OugLT0VNgczq8V",
+	"G4mcF2OEk9I2h/HSCoTJU8D5p/qOkQIp7bLQFT4Q6Yn3M0D3mC24YaXAL7OYleJa4z2XzMxnojQig68d",
+	"1GgumQHkAJMQheZlCRDSik75TNsneq6yOz2k0vZyDKsmuAf/6B1u4UwxUZa6xPVfciuQGYu7BUPJrbgs",
+	"aOGABBCDp7qseAHQA1eI9DCEcWAI5pSVwpZLxsdWlCx5CR+6Z/AhYUakWmUGmHUueOZkX/AIfNzMQ9dk",
+	"A2z+N8XnNtel/HDHYJrjwkJZWAIhpTQ7e3EOwCLiV2yurpReKPhU0YQSK+d//fp19yyYai8gVALbweCa",
+	"y4KPCnHXIPDrOkTJuOUj4AwpV0jb/EqwRSktSo0FO8ikuWLjeVHE7PzwOWF7zAqdXomsw3Q5VJWE4cos",
+	"RNljLwXPDLsSYsYWurySanLKEMMmXKqteDZUnw/TbvzvONNZikMD+cyzTAJcePGi1DNRWglSfMwLI+Jo",
+	"Fnz1Mcp1kYkWZe91rhn8Zpi0MUrNfD7lCulFvOfTGVxvBDAQZffkv+fa2C6P4lCnO37wLepT/vPRmoYX",
+	"RwDsy0wUfHk5Neu7QPAwm0vTYPKGHcClaOX5fCduyED4cVJyZUXmbmas/TRaTeAMY11OuSW4fns/ChS/",
+	"/rriF0dTYTng0y4M/dU/dxNH1hath0KpybJ5iaTApGJTE6PuIRUeg7SRe4aNQACYhmbbB3335Ns+/Ndp",
+	"XMbRA1Rg1w62fhhQblp39rNeIIBgDVSRpEINyIHPS9pqP/2YZRqhDU93YjafwdDwDEOFh6jHnLits7Pt",
+	"WpcjOcOS+/3+ULUqc1YzrpY4bADqXDVV4o6YMK4yOopWbKnnoLxkgojxVihwEyrUbzzZVJf8thqhR/8R",
+	"qQUwPyoFMONfxBJtrAbZXdGX62aEY9ogyUQx7rFXOfJsVSxZLkpxGgAX2ZCh30Dw5dzkvaiFyEqR6jLb",
+	"hbqwz9Vjwjar8W1nfHztmHvzJM+VYEIBY0T1OpfG6nLZYwm3CRDoIhcgrFnOZzOhRHaKGJY4FS4hap7q",
+	"KYj5NQ0PztiEJk9tm8H6BARfNgXGnMJXhh0kTvQlMUuuxPIypTvyH4NfvSUF3EnAI51a/UCNOQOt0caM",
+	"GzaMCj4SBTvAm8s6w6j1HrjddQcXciqM5dMZPO543eUth9UcfW0Dn8LF1B4W7ykT05ldOuMqKQWgBxCo",
+	"APRgi1wb/7g0lSICpOkZC59n0tLjBnDmSizNBlyu7d/1266X9pYiPU03Vorx3IgMf0E9oHUFI96tT36u",
+	"AFOMMMhiYKPlkrZLFLngNs2ZsaXg03uGJRL09r2YsdVXZFNuOw0RhLG8EAwHgGkHSjBRwz7L4DcfI6GA",
+	"wb2JeOqoHECqxML9RVZT5JGPvkSawL9oO1EcBbTjPoWPNSknYByBaydkMwBy90zs/SQEl7jmtNxu5kBP",
+	"JSk+TbZA6ISeEitI3m3DeuJlFawiXpZ8iSRQ+7zatN7mWdyizVFtG/8JFBTkXkXxfBwN3mzfHWoN0U38",
+	"sbGat19bVngbt9AsCVUSnMzhwIBxRjoJEWriJ0VWzYsFXxqPbz12cK7YTyjjh2oilABzK2OwNuDn0tBU",
+	"cetcekZaaVzRfaozokUrFOxK2l4HhfP77kR33Yn80aOfBS9Ak1y9aGO5ndOVV6qpvop2oh0Na7ucVqHt",
+	"EP62DNkPG20Q+ZVEcQ8yaUOGCmAay9JYJ8uuxLKVb8msCQAgyum4nEw+ZOPpB7t4d1xctY1D0dUqLrz7",
+	"qEFBa0+tUotjBLeFkh9GUFrn+5rsyW3zvYRnVi9ZAkuiM7pZgoPF4Z1uwIN23gICam/OgqrVKqTWVa2N",
+	"qPhppl11seuW3RwkmdNmQusOZTLJYlL6UAgHNt2R85Fvs+lCtGku/QzsM/9zpU1N+RIUNNDQD0hJgF1U",
+	"ohvkAbAheSU6ni5AzxihEwj2TtK4cr3vcyPk5sajndPzJ8ctqPypSNfAt7ZLJZa2bu+S2YpKJar0KPyY",
+	"EQI+swMU1ZVlJG1t8FR8ttOmHtPOLu9aAd3mKFjnQ16UtTJJI9JSWK/HKbEwDktwmDl1ZhAZ0IGUo6M3",
+	"vRbF1eXJu+Ppk372P+7Pf/te/+to9ED9s/xuEe3jodhD2fo9ena9zZEsCqkmXSUnuS2W7dowqm63vaFK",
+	"56ydB989JJ+C+28/nbJycNzaCbFCL07nq61qp/y5FeIGCjeO3cDS1dvaSHntPJ1QaW+ujjO9styKPZTG",
+	"JkY/Ri7GybgVKuvt1FXc3narlcGuWtgLAPqeAU3NilNnr41LQVyWrIyCG+sZD5AY3kWMfyZCZQj2pPqY",
+	"DNVBHWxxVkPgY+6A0e8ds5eh+V857FKu2Eg0HXZDdUDOVK5o0mXMZsWchAZcMsNL7pAn5/Owu3Cbt+OT",
+	"Kmv3pVXgdP4LhaGnFagjb3JW2VYD7G0LA/AXcid8XRRZoJuNtC4EVztcDnfNPj87i7wVH9zT+epCAE2E",
+	"eekjWd4L6pyvvf3ZJ1zQNi7avIx6L2185NfgEtqVTgpUrAYNl+yfr54/YzQRuv8sm2pj2X32i/whZqI3",
+	"6XmfXoZebp5lpTDNyAKuWUaD6Kjfg/+/Gzzs9/sBn603+mwPwTnj1ooSNvg/35x1/827H/rdh2/rP3uX",
+	"g+7bj/346OHDm3+0Cdog/rpya08esYf3H3zHXESLZcJyWZgeQw8OKTVwMUnMEroZ+KsmwYQdVOzQR55x",
+	"1FC5hzrEbJtc9GA3D+04ryq6jS4RGZBvD1WCHy6VtpfSmDk5PCuPUvAoS9yWLsdCpSJpZbefyjbB9g9d",
+	"UivJHiDrfBA88uqhQ/E6BSCKo+B8HumDo5G5l2pFKHxZ0c3K92MuC/zWan055Wp56amD6GQl+NB80KY5",
+	"PTnjy0JzAKG+LHg5AbKcCpvrDLeEYWnH1PGQl1ZOhZ5bcuK5BJM4CoKZmEwEyMsL+iEM9MJEQYQ83JRT",
+	"GNqERuNON7geV5GGrePMnp5HIohW3owR1xZW+ESKIusW4loUnp4IlVfzgRr23k7PxO+2Z1rgFBD4oEHD",
+	"NKrdU6OM5Q70bdZzSIZf/Ho8IsqsdTstrrX7/YetUlDaYoURk1fR0eyG6wmf5yM9t4NRwdVu553zFtOq",
+	"1T4dV2kTaC/Rey0p32CFhd2ScRUSyIck1Mc96GuPa9gahxdF5hMtCTe8Uo5CAKMpW1yCe6xeeHfEPui4",
+	"F1Jxl9ixNYCzjm3VT14o4M6uhJihRiPeO07YxtbmRpSXfOICktuxR4aBimj9mKuXiOGHan9b0avdttwe",
+	"Q/CxFanV/vZnjdC7fIvB5LsNyGralwJE3S2djrtxf3uiRYWJYSJJvx9/GmZuX6vG0oaH8/j+jrjj6ta2",
+	"+kPXrmJvnGu/HATQJzqEAw9beOLj7293hi1BJ9ihEos73t/nzc85Y0osmLXFKdNTaYHdUqZFlYlwz8DP",
+	"ewnY24GOcONcjXVL9Iky6S692FyDwecQNxe58L4fl9yP/guMlsOp9xI7RbtzG+ZGjaCLcYC1+WMmx4yr",
+	"5c64/7rYkB/2Pfh8ln1KDO9alMapDre98oDivSzxszW2444RNy96G558qqSh0bcRNAFe7pY1fvo9RI2L",
+	"r6wm/aJnIGHwrzllCWJHmTBemMqjb2IXBoirGEDskzurLbgQAYgx+NYLwVOWYCg1wdBTpimAhAnvTWcc",
+	"Jz8KrQ86AIxq1T1qZFlnJ4qRwm9j9vLJI3ZycvKQScV+u3jkkkne89QWS2bzUgg2LilZiRcskxNpVzIu",
+	"j/vH33aPjrrHDy/63w/uPxgcnfSOjvv/DnkRoFQXDMs1QmrG1ReyFPBY74KerX7ryqkX/VheMogm0ubz",
+	"US/V08NAI2v87Wej7Fwj0nkp7fIV4BDh2kjwUpRnc4rgrwHJZb4NWHLmkqgxP3LAfsBxrLi6uvx//+t/",
+	"o12DmImuHvytPmdu7Yw2IB0Tbcm9NExfi5L9fHHx4hCdVXgNQJwScx+vhDIUacKgEmAHm5R6EeMzIgsQ",
+	"LMgrGirKzyEkJIc5d2FUYHYUpcRnedEbqqFCpGG8FO14MZVFISl9GDT/VALPOK0SR2mk4zrhw6Y3VI8p",
+	"QQnsa0ziUKxyVCWb8rATlul0jjl3uD5nxvJRIVgCNlWCW37sDkGVI6O5ZclhjlkZH5wdeghks/yQsAPM",
+	"t62m5PCongnFZ7K35NMiYVKlxTwTWYelvCwl0muVAMnNUG3AhOG83z9Jr8QS/xBJj53hkJwbgLguBCb6",
+	"cedr8+wD7Gaie/KoAfGPxFA55wmz2sWajeUlemARDEYHQetTVkhjibGs5n3BJZt5CoDDGoVcL4YKMWgB",
+	"WCItrgj76rFnGp/ZlpkfJsAesdUM/1PGhwqm8BFgTHeTk9yG405YXUCE93fWrPqheh84DrE/dsDVkpHD",
+	"Cm/3p8cXMfv58dmPeOLnLy7Onz971XHH57YuKhoqI1RmNhcMsYPklUi7T4RN8+4racWApaU2pgs/0uUY",
+	"PhX00dcsJM9LOZEqGbqJsMgjKAG7Z1iuje0AjvvsPry01bOzR2izO4IFwlHaDpXbvGGweaaExFUoS58I",
+	"mJ5kfDzG1LcVII50tmTTuYEpS3mNGVTAAlpzubMlc96+MBuamY6rG8CUKlchMEAMoDxTX4OAdAxXKzI4",
+	"3/dsxYeYEM+BgencMj0es5EY6xJrwYYqeUR6RZf06AQTq9maRw09vIVMhSIdzhUWns14movuca8PWktZ",
+	"OF5rBoeHi8Wix/Hnni4nh26sOXx6/ujxs1ePcUztH1qx6CvFKur3juhBxySiQXTS6/dOyH2fowjxvAb+",
+	"nggUUKD6IHs4z6KByxD7EK2ULx73+1uKUW5XhOKS0FpqUC7QRaNTYQzdu6nKk3pRKBSjwZu3cWTm0ykv",
+	"lyCV5LVQLgRi+cRghjkt8xbGOZ668dQv6ec/5NC4NtaIPeifbJqm2tdhWB60DSQwrQSYgBwJankcc4sr",
+	"DlzbD5Q/iHnZWBTKZdHZCNHro0OfwtUKUtCtf4EHviBQfXLZBlSiHOibOLrfP9oLsHXtGQ7a4zbqolYY",
+	"cfxw94iwEBB3jXxs97i6dCu8ZVInqkK1QPqZSjuIGdijxrokyAMU4Z0ee4Z6ma1ygxrUQ9l0N3E0c9Wp",
+	"zdul0oxfXHUDkugPOlvucbNBhNLl1/lwI6McJxPmFw7eVMFIMBson8zbEzfx/njiHSo3TXPLlnNxs4ah",
+	"R58NQ4MSlhYkdb/22C9CzLCAImnUpxirS7FWoIK42d+NMUHJ+d+aBgiKoepbobjPDpYGtUnFtEpFTFlu",
+	"lTaA8G3B/YDLHX6U2Q0ZQ4WgxKBVAQKE5+mhgUz32zIVkExJSStQNnnSvVN+RXvbPqIq3v5jLpdA1Xq5",
+	"5xYIZGZ8ISlDexPuV6vKWET8j72BATIv4yYfaV5mzAgDqlM72ws6erxp7RQhs609IoKMiSuxvHzDux+O",
+	"u9+9/Xj0bVuCxM1bh211Ct1GqfrUZ7Kt7HG1gqxYOnMMtWC0yUi3B9zf1N+DOO+mLiNtgYSbuHVpjLl5",
+	"v5ImIqOcLRBOPfZ8Kin5eKRtvmk3mGbX2Iz3LbmYKEzYWh7Tjm01xA6pM8oeD7puLjdvv6AiU+dUtkiJ",
+	"50pgYxgwCAmgX2XAKpsA2AXYlqGNN6pz2j19+6SOmwa5HX6E51YY/Ca//j3DlHjvkqjJ5eCT7iu3wUMW",
+	"9NjoMUobJTrEiiBi+YC8Q+WHHffv99hrtL0pLSEmmgF9ANOSPPFy23S1ke2O0mPA5JjMYFww54ZN9TUq",
+	"hFSyRF4Amu4Aa2OQaYpqT5gP2QmTwCWYvitHQkYKk8EmnA+EDN82sUi5+jv4lWP0pOuMST5Ls57Vdc80",
+	"T7+JdfiQYE2Am4Obba2K3n6qIIdb/XNL8f4e5Fl3pvlEgr69Mfu5dIU1lAHs50SCXnloYwmxF7ltOd+u",
+	"yQ83DH1kgP/SuBxkXVeUHPf7zn+GGU0Mw7T0tDXtmeG9Nar5SVhPMl9W4rjc+3brmUCHEvirUtpEtIvc",
+	"AQZEMnBP19ZBoUWNN+3C1JswbYUV7lBBqNjqbZvMOnThvNUudHtPWlv4TRTA6togZL9Sc+CR/wDweAZ4",
+	"zdUyLCyIfQykwa2HaoLWmvNEk5bupZiZg9BGj6uXhFUbirBtGXxpfHZ3TG6NoUr11Nd5ovmcxWyurCyC",
+	"I0hTJfi6ulDsbFHOFbb9apNgrjfMXiLszHVLcnJaMAOQQpvFObSP77O8A0/NS2XqR5w8xr8JGJhlXCER",
+	"W+SyEEyi9uBY2ynaOsSWaDxIexTfDljYVof40roEJ9u42qC7q0yOxwIZp4e1NBvd3L+IJYXQjr4F5eL4",
+	"wQNQBUqeAnjYwRwYHyu5yvSU/fbb+Y8A86kuBUU/RsI3SrF1146hIlvFta2Y1k7KqlXCoNJi3Jh7xp2V",
+	"qA9L/Sqdia4U9YPcR6OdgnCeielMW6HSZZcM93aT58GDZvLMty3G2+9wgvlEkrYKP5dfgzVhezu7VroZ",
+	"7eXw+nxyhYryW0TKT0R43tdVlVtSzRRF+TjwAuZrNKvixJUWW0+IoXQv2tN7Aa+b+rF26iRixCmFqlzp",
+	"p+NAVTOLzfb87qyVmz+3UUZa3x03GXR53UZPBcbvBKhD1BYraIekS8fbpKpaL66JkqFq9AXrsWYfQ77K",
+	"fJMVAk+olQ7xSmQzOTdDRRxzewneKbXaMUzpZnOymBkJXDjVU0C3EU+vhqpA+VZFHUtxLa9DRj3wKTiu",
+	"tZbjvYD0V2K5q8/ZrhR6l8IQyL6mLlw1ACtBgRIZm886PXZWF4OHYO1FO1v2OfXrzvBqtbrEt7Csu2xJ",
+	"44ox0Sgr8CcThxLf0FPeozjlS5bzaxGjNBvPi+IUw+mN3omftc/hH2AcObEQkF1lFe3tIDmsG8Js904+",
+	"9j1cbqeS/ql8cnVfnB0+OQLKV59cm5XkGpcR63VUGQQjv7h15Nj6Z7COVh1bOG9tpt9G+9sP/1Yy1ffS",
+	"41pdVCTY/uz4+fd1ShG3rfhuj4GdOBPcstGytgGrRsqBP5gUhP3ZM2rOXwDXlVh8WUwPKh7u2F5xrbHa",
+	"0nKw7L3XLDWW1Pm26qTgqhi2WSd/e5Pi70ezj99b4RwPDeWZkjPIqKRebZ58t9FoszJto+L0Mqwxaws/",
+	"rwQ4grKIzQ2l4/axhaPmWw9Ec6c9qrI5af4vF45tliLuUP/q6/2qAq4LP2p4yZqZ/cBZ21TAgFI2p55R",
+	"VWVdu/mlZFKziHMvsXT8+ZdvF02pLrM/v0r3V1HQ4IKpWMPjqM/Nr3ro+ZeCBLnXPl9+IwJX7D8oF9vC",
+	"/euqrz2Y/6el6fy1eHBQo7eTBTvgfeXArYkxq1VXW1NkanxdR+HDj/7PnckymCNTpZVXcUNMQzPN3tLu",
+	"3Q+WuVoGduSDh8oHB20uzVC5tFiKFPbYORYlEi8MxDCqZm2xvB9xuy/DNzztsp5pyN8vK/MP4LMEShcQ",
+	"DrAxRnf/NS/mdaIEPtKWrBEi54Z8DUA+mi3VU99v3L/ZCgOLyxnGUhfcVJ2T4aEYC7bqtzxRPLEUKsMI",
+	"Kr7wivGK6aALmTBy4MIXHLDY8jSfCmVjH5BUcjwWGRVcGK6ykX4vMnbAaZdD5ffADUuseG8PczstkqqE",
+	"EI/GJLb7dy9i4SnuJdjBPVPntXZ6Q3VOkdtHWHP0SCtb6mLAlO6m8A2GS/AvVgqM63IbQurxBZ/ErtPV",
+	"+bj7TCvR/ZXbNE8CaDrDCJ6tfBYn/fuNejo8YY8dNCbBjDI4RibSggMXcnB18sVD8+eLixf3DNML1zwx",
+	"dRVo+Dds3lShvLnCd5G51tdr2TSbSX5VXn1z+E1TRK13ZxstqTq1Qp5GG4ORVIDuG3JqEB7x/ii54lvw",
+	"BWg/SjPTRvpePCsRkhoFT9lYFgL47n8bRlT06QmIKj+HUTJgdQ0fvxb1tWHRteBYemtyvcCOenZ7kHS9",
+	"7YXf8itXptR9oQuZtjTyThxpnDLHZ7qmTNk9pZW4lwxc+j5XywVfAsegpA2fgggo4eJzGgseb7tNwOLb",
+	"vaop/ryenjj6V9fD6mI5E93ns8plsPZmM2Qpye3OCEuctIm4Z9qyqc7kWIrstCmYgb1YWRS+0aqXz3rM",
+	"VvjCCqLeHpw3XzPMVqv31kXlaSAcSbhJxRpouFlW3s4lXHFMdAvP29IiQbOHHYzHLGnsgd56QC4z20Ao",
+	"l7srquJDxUoufSt1OpfVIGqxRgcreEuuDDV08DlhdQuUJPDHURFxYTQbieBr1yTFSauhmisf36+CoGjr",
+	"oRbMznz61Uhfi0Z2WiBrkdO4bDUQZb5u+mC9hVxnwHiaipkF+S/9SyLxzMGRMX2OFnPZCRqvt0eV0q4q",
+	"G1VpX28eMj5Za8FYXQ2kiVQ5cIX+wvKJq/Rn3F1b9QoXl3qDCWarxM9dooSj+1aVYMC+ScI5ZFBwLd6D",
+	"9XGAnROOjvrs//6fo5POKcP0rYWHQZBmfv/oGNtorjaVbOaby1pGYo6GOzq7qAAqDUtzkV6JbKjQyRT7",
+	"xuaUYlfj1KCy+6tU+vv9h832gLHLRaJ14qFa5NxWtZPVXtssjhfzUPdos+tXs9KaQuVWCUnb3761Yb2a",
+	"mHa5g9fNb1T9vCZcq/PcsJ8eXyDQXvx2Ud2v7W3MxHP4ersdJN8kgxCFqfKhxt8mFm5bvEbmrTvYmuW3",
+	"r+J4W2VxgEaw1zldJ+Aj9qv8IaYGEcuGEhmzKzFD42AirymPlMyQoZrx0pDdgS1bnI5nqMg08y9McCtV",
+	"KA7fmZzPRKfHzpR7ewSmcgHBunas9JI46h3E2QdR6m6BrihvAGCuKYIGVqRJDrhadgYsgW0PGEE5GSpi",
+	"kVN+hQAAy0SXroQNT0C7H+lMCt+ygvGwZTLQ4c0dOKaomdP61b32vOnad1+XBpuheMz8LLrS5yxS3nUi",
+	"V6ZMjQRq+nJtAvB8nd99qDh6qmn3n6I4fs26dEZUILcGgRokDSZcLwKt40CXa29srprzwaDOaVuja3wz",
+	"LqkpTScItXnKUW8NdKZcTvIee0yNYUhdch47ajbk3XbOKt67izYA9+j4ToHbppkMWKVuUQ+eFX+Jp5Jc",
+	"F86LePz9H7dpT1Z0iw1dwzXt6f2FPIqvUfivWUk7nNnYcSqIxay8WISnOZsKY/iE6icTTO8bkKlBr2Mk",
+	"QZvIbJCQfBTvCEszbrl7ErMHAcVBMvWGKnnKje3it93zHxPY7Bybl7nORVj18I6NSz11rypEqVy9+PMM",
+	"LALsA4aZrkh1uMBQcbi60o4Et3WRjit4l4bJrBBtuulrp/B8sWhTu74ZgmG3urVVhqOzFK+kS8dtUsya",
+	"pGhTsmjg17jRWrowK+S1CBqzuVeLcsNeIbvvvkLvr8t9rSmOyOvtzUpvomb3wjdv4XpJbhDa1R2xBoeH",
+	"R8ff4Usrjgbf97/vow/CTb+mV1NWs+tlGQe12JnL3mf+/VY2F7J0ZXvoL3SktZIVY6J1U+PJatdCVLJH",
+	"yzAc7F/Y6NRgdEekvCyXqyVwvfUUnrY1X/tWnGT+j0TK52Qxy9LJ1wU3ZLzG+GpjED9SrfdWxPC2zcW0",
+	"sXIVqF5f+nH9ctYY0SDefO1uPrr19alcir3x0QzsLYhGSeNNdhTpQTuuE8yK3TjWJ/Xdvtwtuz5XwTjX",
+	"qOrm7c3/DwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

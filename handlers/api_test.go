@@ -46,7 +46,7 @@ func TestAcquireLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		p := wantProblem(t, "AcquireLease(held)", r.HTTPResponse, r.Body, http.StatusConflict, api.ProblemCodeLeaseHeld)
-		if r.Headers409 == nil || r.Headers409.RetryAfter != 8 {
+		if r.Headers409 == nil || r.Headers409.RetryAfter == nil || *r.Headers409.RetryAfter != 8 {
 			t.Errorf("Retry-After = %q, want 8 (7.5 s rounded up)", r.HTTPResponse.Header.Get("Retry-After"))
 		}
 		if p.Holder == nil || *p.Holder != "w1" || p.ExpiresAt == nil || !p.ExpiresAt.Equal(first.ExpiresAt.Time) {

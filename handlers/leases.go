@@ -44,7 +44,7 @@ func (s *server) AcquireLease(ctx context.Context, req api.AcquireLeaseRequestOb
 	pr := s.toProblem(ctx, err)
 	switch pr.Code {
 	case api.ProblemCodeLeaseHeld:
-		return api.AcquireLease409ApplicationProblemPlusJSONResponse{Body: pr.Problem, Headers: api.AcquireLease409ResponseHeaders{RetryAfter: pr.retryAfter}}, nil
+		return api.AcquireLease409ApplicationProblemPlusJSONResponse{Body: pr.Problem, Headers: api.AcquireLease409ResponseHeaders{RetryAfter: &pr.retryAfter}}, nil
 	case api.ProblemCodeTooManyWaiters:
 		return api.AcquireLease429ApplicationProblemPlusJSONResponse{Body: pr.Problem, Headers: api.AcquireLease429ResponseHeaders{RetryAfter: pr.retryAfter}}, nil
 	}

@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -144,6 +145,36 @@ func TestResourceConditions(t *testing.T) {
 	for _, path := range []string{"/v1/leases", "/v1/leases/job", "/v1/leases/job/events", "/v1/resources"} {
 		if resp, _ := e.do("GET", path, nil, nil); resp.Header.Get("Cache-Control") != "no-store" {
 			t.Errorf("GET %s: Cache-Control = %q, want no-store", path, resp.Header.Get("Cache-Control"))
+		}
+	}
+}
+
+// TestSpecAnswers: the acquire 409 lease_lost has no Retry-After; a resource body is any
+// bytes (a JSON object passes the validator untouched) and may be empty.
+func TestSpecAnswers(t *testing.T) {
+	e := newEnv(t)
+	idem := map[string]string{"Content-Type": "application/json", "Idempotency-Key": "spec-answers-0001"}
+	resp, b := e.do("POST", "/v1/leases/job/acquire", strings.NewReader(`{"holder":"w","ttl_ms":1000}`), idem)
+	var g api.Grant
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &g) != nil || g.LeaseId == nil || *g.LeaseId == "" {
+		t.Fatalf("acquire = %d %s, want 200 with a lease_id", resp.StatusCode, b)
+	}
+	e.clock.Advance(2 * time.Second)
+	resp, b = e.do("POST", "/v1/leases/job/acquire", strings.NewReader(`{"holder":"w","ttl_ms":1000}`), idem)
+	wantProblem(t, "acquire retried after its grant expired", resp, b, http.StatusConflict, api.ProblemCodeLeaseLost)
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		t.Errorf("lease_lost: Retry-After = %q, want none", v)
+	}
+
+	l := e.acquire("w", "w", time.Minute)
+	tok := strconv.FormatInt(l.Token, 10)
+	for _, c := range []struct{ body, ct string }{{`{"a":[1,2]}`, "application/json"}, {"", "text/plain"}} {
+		resp, b := e.do("PUT", "/v1/resources/any", strings.NewReader(c.body), map[string]string{"Fencing-Token": tok, "Content-Type": c.ct})
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("PUT %q (%s) = %d %s, want written", c.body, c.ct, resp.StatusCode, b)
+		}
+		if _, got := e.do("GET", "/v1/resources/any", nil, nil); string(got) != c.body {
+			t.Errorf("GET after PUT %q = %q", c.body, got)
 		}
 	}
 }

@@ -284,6 +284,10 @@ type EventList struct {
 	NextCursor string  `json:"next_cursor"`
 }
 
+// Grant The answer to an acquire: a Lease whose `lease_id` is always present. (In Go the
+// generated type stays Lease, whose `lease_id` is optional, for the code written to it.)
+type Grant = Lease
+
 // Health defines model for Health.
 type Health struct {
 	// Status Example: ok
@@ -332,7 +336,7 @@ type KeyRequest struct {
 	Role Role `json:"role"`
 }
 
-// Lease A grant, as its holder sees it.
+// Lease A grant, as its holder sees it (renew answers it without `lease_id`).
 type Lease struct {
 	// AcquiredAt An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
@@ -3307,7 +3311,7 @@ type AcquireLeaseResponse401Headers struct {
 
 // AcquireLeaseResponse409Headers the declared response headers of an HTTP 409 response for AcquireLease
 type AcquireLeaseResponse409Headers struct {
-	RetryAfter int
+	RetryAfter *int
 }
 
 // AcquireLeaseResponse429Headers the declared response headers of an HTTP 429 response for AcquireLease
@@ -3324,7 +3328,7 @@ type AcquireLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Lease
+	JSON200 *Grant
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -3352,7 +3356,7 @@ type AcquireLeaseResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r AcquireLeaseResponse) GetJSON200() *Lease {
+func (r AcquireLeaseResponse) GetJSON200() *Grant {
 	return r.JSON200
 }
 
@@ -5397,7 +5401,7 @@ func ParseAcquireLeaseResponse(rsp *http.Response) (*AcquireLeaseResponse, error
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Lease
+		var dest Grant
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -5479,10 +5483,10 @@ func ParseAcquireLeaseResponse(rsp *http.Response) (*AcquireLeaseResponse, error
 		var headers AcquireLeaseResponse409Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
-			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.RetryAfter = value
+			headers.RetryAfter = &value
 		}
 		response.Headers409 = &headers
 	case rsp.StatusCode == 429:
