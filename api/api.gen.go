@@ -4226,13 +4226,8 @@ func (r GetResourceResponse) ContentType() string {
 
 // PutResourceResponse200Headers the declared response headers of an HTTP 200 response for PutResource
 type PutResourceResponse200Headers struct {
-	ETag string
-}
-
-// PutResourceResponse201Headers the declared response headers of an HTTP 201 response for PutResource
-type PutResourceResponse201Headers struct {
 	ETag     string
-	Location string
+	Location *string
 }
 
 // PutResourceResponse401Headers the declared response headers of an HTTP 401 response for PutResource
@@ -4255,8 +4250,6 @@ type PutResourceResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *ResourceInfo
-	// JSON201 the response for an HTTP 201 `application/json` response
-	JSON201 *ResourceInfo
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -4277,8 +4270,6 @@ type PutResourceResponse struct {
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PutResourceResponse200Headers
-	// Headers201 the parsed response headers for an HTTP 201 response
-	Headers201 *PutResourceResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PutResourceResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4290,11 +4281,6 @@ type PutResourceResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r PutResourceResponse) GetJSON200() *ResourceInfo {
 	return r.JSON200
-}
-
-// GetJSON201 returns the response for an HTTP 201 `application/json` response
-func (r PutResourceResponse) GetJSON201() *ResourceInfo {
-	return r.JSON201
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -6341,13 +6327,6 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 		}
 		response.JSON200 = &dest
 
-	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
-		var dest ResourceInfo
-		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
-			return nil, err
-		}
-		response.JSON201 = &dest
-
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest BadRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6423,24 +6402,14 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 			}
 			headers.ETag = value
 		}
-		response.Headers200 = &headers
-	case rsp.StatusCode == 201:
-		var headers PutResourceResponse201Headers
-		if values := rsp.Header.Values("ETag"); len(values) > 0 {
-			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
-				return nil, err
-			}
-			headers.ETag = value
-		}
 		if values := rsp.Header.Values("Location"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.Location = value
+			headers.Location = &value
 		}
-		response.Headers201 = &headers
+		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
 		var headers PutResourceResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -9547,7 +9516,8 @@ type PutResourceResponseObject interface {
 }
 
 type PutResource200ResponseHeaders struct {
-	ETag string
+	ETag     string
+	Location *string
 }
 
 type PutResource200JSONResponse struct {
@@ -9563,31 +9533,10 @@ func (response PutResource200JSONResponse) VisitPutResourceResponse(w http.Respo
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("ETag", fmt.Sprint(response.Headers.ETag))
-	w.WriteHeader(200)
-	_, err := buf.WriteTo(w)
-	return err
-}
-
-type PutResource201ResponseHeaders struct {
-	ETag     string
-	Location string
-}
-
-type PutResource201JSONResponse struct {
-	Body    ResourceInfo
-	Headers PutResource201ResponseHeaders
-}
-
-func (response PutResource201JSONResponse) VisitPutResourceResponse(w http.ResponseWriter) error {
-
-	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
-		return err
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("ETag", fmt.Sprint(response.Headers.ETag))
-	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
-	w.WriteHeader(201)
+	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10618,17 +10567,18 @@ var swaggerSpec = []string{
 	"mHa5g9fNb1T9vCZcq/PcsJ8eXyDQXvx2Ud2v7W3MxHP4ersdJN8kgxCFqfKhxt8mFm5bvEbmrTvYmuW3",
 	"r+J4W2VxgEaw1zldJ+Aj9qv8IaYGEcuGEhmzKzFD42AirymPlMyQoZrx0pDdgS1bnI5nqMg08y9McCtV",
 	"KA7fmZzPRKfHzpR7ewSmcgHBunas9JI46h3E2QdR6m6BrihvAGCuKYIGVqRJDrhadgYsgW0PGEE5GSpi",
-	"kVN+hQAAy0SXroQNT0C7H+lMCt+ygvGwZTLQ4c0dOKaomdP61b32vOnad1+XBpuheMz8LLrS5yxS3nUi",
-	"V6ZMjQRq+nJtAvB8nd99qDh6qmn3n6I4fs26dEZUILcGgRokDSZcLwKt40CXa29srprzwaDOaVuja3wz",
-	"LqkpTScItXnKUW8NdKZcTvIee0yNYUhdch47ajbk3XbOKt67izYA9+j4ToHbppkMWKVuUQ+eFX+Jp5Jc",
-	"F86LePz9H7dpT1Z0iw1dwzXt6f2FPIqvUfivWUk7nNnYcSqIxay8WISnOZsKY/iE6icTTO8bkKlBr2Mk",
-	"QZvIbJCQfBTvCEszbrl7ErMHAcVBMvWGKnnKje3it93zHxPY7Bybl7nORVj18I6NSz11rypEqVy9+PMM",
-	"LALsA4aZrkh1uMBQcbi60o4Et3WRjit4l4bJrBBtuulrp/B8sWhTu74ZgmG3urVVhqOzFK+kS8dtUsya",
-	"pGhTsmjg17jRWrowK+S1CBqzuVeLcsNeIbvvvkLvr8t9rSmOyOvtzUpvomb3wjdv4XpJbhDa1R2xBoeH",
-	"R8ff4Usrjgbf97/vow/CTb+mV1NWs+tlGQe12JnL3mf+/VY2F7J0ZXvoL3SktZIVY6J1U+PJatdCVLJH",
-	"yzAc7F/Y6NRgdEekvCyXqyVwvfUUnrY1X/tWnGT+j0TK52Qxy9LJ1wU3ZLzG+GpjED9SrfdWxPC2zcW0",
-	"sXIVqF5f+nH9ctYY0SDefO1uPrr19alcir3x0QzsLYhGSeNNdhTpQTuuE8yK3TjWJ/Xdvtwtuz5XwTjX",
-	"qOrm7c3/DwAA//8=",
+	"kVN+hQAAy0SXroQNT0C7H+lMCt+ygvGwZTLQ4c0dOKaomdP61b12VgE7C32J/tU0DRQ9qBweHRJdvo1L",
+	"8lTT3hIQ+WGNUJ8V8sqLJsqDdb2/ANWP+0cxG4mUzx1zrd7mjK1d6E1EhsuM8aFyykVNozR/aGo1XixE",
+	"PJVeGFJ1XOJ2LWHtU3Rpf952cz7QH357+TQmoS3awEtcZpea+TVH05lcgZQbBEqTNJievQh0lANdrr3f",
+	"uWrlB4M6p21tsfE9uqTUNF0m1BQqRy030LByOcl77DG1kSHlyvn3qDWRd/I5G3rvntsA3KPjOwVumx4z",
+	"YJVyRh17VrwrvvVGrgvnczz+/o/btCdgusWGZuJa/PT+Qv7H18gt1myqHa5v7E8VRG5WXkPC05xNhTF8",
+	"QtWWCSYDDsgwoZc3klhOZDZISJqKd4SlGbfcPYm5hoDiIMd6Q5U85cZ28dvu+Y8JbHaOrc5cnyOskXjH",
+	"xqWeuhcbogyvXhN6BvYDdg3DvFikOlxgqDhcXWlHgtu6pMeVx0vDZFaINk32tVOPvlhsql07DcGwWznb",
+	"KvHRtYpX0qXjNilmTVK0qWQ08GuUaS25mBXyWgRt3NyLSLlhr5Ddd1+hr9hlytYUR+T19malk1Gz1+Gb",
+	"t3C9JDcI7er+WYPDw6Pj7/AVF0eD7/vf99Fj4aZf08IpB9p1voyDyu3M5foz/zYsmwtZuiI/9C460lrJ",
+	"oTHRumHyZLXHIarko2UYPPavd3RKMzovQPlbrhbM9dYTftrWfO0bd5KzIFABZenk64IbMnVjfBEyiB+p",
+	"1jsxYjDc5mLaWLkKa68v/bh+lWuMaBBvvnY3H936+lQuId/42Ad2IkQTpvHeO4oLodXXCWbF3h3rk/re",
+	"YO6WXVesYJxra3Xz9ub/BwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -39,11 +39,7 @@ func (c *Client) PutResource(ctx context.Context, resource string, token int64, 
 	if err != nil {
 		return ResourceInfo{}, unanswered(ctx, fmt.Sprintf("put resource %q", resource), err)
 	}
-	r := resp.JSON200
-	if r == nil {
-		r = resp.JSON201 // created
-	}
-	if r != nil {
+	if r := resp.JSON200; r != nil {
 		return ResourceInfo{Resource: r.Resource, Fence: r.Fence, Version: r.Version, UpdatedAt: r.UpdatedAt.Time,
 			Size: r.Size, ContentType: r.ContentType}, nil
 	}

@@ -464,12 +464,12 @@ func TestResources(t *testing.T) {
 	}
 	t.Run("OK", func(t *testing.T) {
 		r := put(b.Token, ptr("job"), "v1")
-		if r.JSON201 == nil || r.HTTPResponse.Header.Get("Location") != "/v1/resources/orders" {
-			t.Fatalf("PutResource() = %v %s, want 201 with Location", status(r), r.Body)
+		if r.JSON200 == nil || r.HTTPResponse.Header.Get("Location") != "/v1/resources/orders" {
+			t.Fatalf("PutResource() = %v %s, want 200 with Location", status(r), r.Body)
 		}
 		want := api.ResourceInfo{Resource: "orders", Fence: b.Token, Version: 1, UpdatedAt: wiretime.From(t0.Add(time.Second)), Size: 2,
 			ContentType: "text/plain; charset=utf-8", Lease: ptr("job"), Holder: ptr("w2")}
-		if diff := cmp.Diff(want, *r.JSON201); diff != "" {
+		if diff := cmp.Diff(want, *r.JSON200); diff != "" {
 			t.Errorf("PutResource() mismatch (-want +got):\n%s", diff)
 		}
 		if r.HTTPResponse.Header.Get("ETag") != `"1"` {
@@ -532,12 +532,12 @@ func TestResources(t *testing.T) {
 			!strings.Contains(*list.JSON200.Rejections[0].Reason, "never issued") {
 			t.Errorf("ListRejections(bricked) = %v %s, %v; want the refusal, saying the token was never issued", status(list), list.Body, err)
 		}
-		if ok := writeValue(t, e, "bricked", b.Token); ok.JSON201 == nil {
-			t.Errorf("PutResource(an issued token) after the refusal = %v %s, want 201", status(ok), ok.Body)
+		if ok := writeValue(t, e, "bricked", b.Token); ok.JSON200 == nil {
+			t.Errorf("PutResource(an issued token) after the refusal = %v %s, want 200", status(ok), ok.Body)
 		}
 	})
 	t.Run("Delete", func(t *testing.T) {
-		if r := writeValue(t, e, "to-delete", b.Token); r.JSON201 == nil {
+		if r := writeValue(t, e, "to-delete", b.Token); r.JSON200 == nil {
 			t.Fatalf("PutResource(to-delete) = %v %s", status(r), r.Body)
 		}
 		d, err := e.c.DeleteResourceWithResponse(e.ctx, "to-delete")
@@ -554,8 +554,8 @@ func TestResources(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantProblem(t, "DeleteResource(again)", d.HTTPResponse, d.Body, http.StatusNotFound, api.ProblemCodeNotFound)
-		if r := writeValue(t, e, "to-delete", a.Token); r.JSON201 == nil || r.JSON201.Version != 1 {
-			t.Errorf("PutResource(lower token after delete) = %v %s, want 201 at version 1", status(r), r.Body)
+		if r := writeValue(t, e, "to-delete", a.Token); r.JSON200 == nil || r.JSON200.Version != 1 {
+			t.Errorf("PutResource(lower token after delete) = %v %s, want 200 at version 1", status(r), r.Body)
 		}
 	})
 	t.Run("ErrPreconditionWithoutToken", func(t *testing.T) {
