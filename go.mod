@@ -17,6 +17,7 @@ require (
 	github.com/oapi-codegen/runtime v1.9.0
 	github.com/pressly/goose/v3 v3.30.1
 	github.com/prometheus/client_golang v1.25.0
+	github.com/rs/cors v1.11.1
 	golang.org/x/net v0.62.0
 	golang.org/x/time v0.16.0
 )
