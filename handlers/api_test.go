@@ -515,7 +515,7 @@ func TestResources(t *testing.T) {
 	})
 	t.Run("ErrTokenNotIssued", func(t *testing.T) {
 		// One such write used to raise the fence past every grant to come.
-		rejected := metric(t, e.reg, "leasekeeper_stale_writes_rejected_total", nil)
+		rejected := metric(t, e.reg, "leasekeeper_stale_writes_rejected_total", map[string]string{"source": "resource"})
 		r, err := e.c.PutResourceWithBodyWithResponse(e.ctx, "bricked", &api.PutResourceParams{FencingToken: lease.MaxToken}, "text/plain", strings.NewReader("x"))
 		if err != nil {
 			t.Fatal(err)
@@ -524,7 +524,7 @@ func TestResources(t *testing.T) {
 		if p.PresentedToken == nil || *p.PresentedToken != lease.MaxToken || p.CurrentFence == nil || *p.CurrentFence != 0 {
 			t.Errorf("problem tokens = %v / %v, want %d / 0", p.PresentedToken, p.CurrentFence, lease.MaxToken)
 		}
-		if got := metric(t, e.reg, "leasekeeper_stale_writes_rejected_total", nil); got != rejected+1 {
+		if got := metric(t, e.reg, "leasekeeper_stale_writes_rejected_total", map[string]string{"source": "resource"}); got != rejected+1 {
 			t.Errorf("stale writes rejected = %v, want %v", got, rejected+1)
 		}
 		list, err := e.c.ListRejectionsWithResponse(e.ctx, &api.ListRejectionsParams{Resource: ptr("bricked")})

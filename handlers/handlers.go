@@ -301,12 +301,13 @@ func limitBody(n int64) func(http.Handler) http.Handler {
 }
 
 // accessLog logs one line per request with the route pattern, never the raw path alone, and
-// observes the request duration by route.
+// observes the request duration by route (long-lived requests apart).
 func (s *server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		next.ServeHTTP(ww, r)
+		long := new(bool) // set by markLong, in this goroutine
+		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), keyLong, long)))
 		route := "unmatched"
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 			route = rc.RoutePattern()
@@ -316,7 +317,7 @@ func (s *server) accessLog(next http.Handler) http.Handler {
 			status = http.StatusOK
 		}
 		d := time.Since(start)
-		s.metrics.observeRequest(r.Method, route, status, d)
+		s.metrics.observeRequest(r.Method, route, status, d, *long)
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("method", r.Method), slog.String("route", route), slog.Int("status", status),
 			slog.Duration("duration", d), slog.Int("bytes", ww.BytesWritten()),

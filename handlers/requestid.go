@@ -13,6 +13,7 @@ const (
 	keyRequestID ctxKey = iota
 	keyClient
 	keyHeader
+	keyLong
 )
 
 // withRequestID takes a sane X-Request-Id from the client or makes one, echoes it, and puts it
@@ -66,4 +67,13 @@ type client struct{ addr, userAgent, method, path, ifNoneMatch string }
 func clientOf(ctx context.Context) client {
 	c, _ := ctx.Value(keyClient).(client)
 	return c
+}
+
+// markLong notes that the request of ctx lasts as long as its client or the waiting line
+// makes it (a watch stream, an acquire that waits), so its duration goes to the histogram of
+// long requests. Outside a request it does nothing.
+func markLong(ctx context.Context) {
+	if p, ok := ctx.Value(keyLong).(*bool); ok {
+		*p = true
+	}
 }

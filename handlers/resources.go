@@ -27,7 +27,7 @@ func (s *server) PutResource(ctx context.Context, req api.PutResourceRequestObje
 	if err != nil {
 		pr := s.toProblem(ctx, err)
 		if pr.Code == api.ProblemCodeStaleToken || pr.Code == api.ProblemCodeTokenNotIssued {
-			s.metrics.rejections.Inc()
+			s.metrics.rejections.WithLabelValues(sourceResource).Inc()
 		}
 		return api.PutResourcedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
 	}
@@ -197,7 +197,7 @@ func (s *server) ReportRejection(ctx context.Context, req api.ReportRejectionReq
 	if err != nil {
 		return problemAs[api.ReportRejectiondefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
-	s.metrics.rejections.Inc()
+	s.metrics.rejections.WithLabelValues(sourceReported).Inc()
 	return api.ReportRejection202JSONResponse(wireRejection(r)), nil
 }
 

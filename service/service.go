@@ -106,6 +106,9 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 		cfg.Watch.Encode = handlers.EncodeEvent
 	}
 	metrics := handlers.NewMetrics(cfg.Registry, st)
+	if cfg.Watch.OnDeliver == nil {
+		cfg.Watch.OnDeliver, cfg.Watch.Clock = metrics.ObserveDelivery, clock
+	}
 	s := &Service{
 		Line:    queue.New(st, clock, cfg.Queue),
 		Hub:     watch.NewHub(st, cfg.Watch),

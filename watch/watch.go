@@ -39,6 +39,12 @@ type Options struct {
 	// committed meanwhile go out together, so a thousand watchers cost a bounded number of
 	// wake-ups and writes a second, however many commits there are.
 	Coalesce time.Duration
+	// OnDeliver, when set with Clock, is told the age of every event a stream writes (Clock's
+	// now at the write less the event's time), for the events committed after the stream
+	// opened: how far watchers lag. History replayed after a Last-Event-ID is not counted.
+	OnDeliver func(age time.Duration)
+	// Clock is the clock events are stamped by (the store's).
+	Clock lease.Clock
 }
 
 // Hub wakes watchers when events commit and bounds how many there are.
@@ -177,6 +183,7 @@ type Stream struct {
 	ctx    context.Context
 	prefix string
 	after  int64
+	live   int64 // the newest seq when the stream opened: later events count for OnDeliver
 
 	// Keep, when set before Serve, decides which events the watcher may see; the others are
 	// skipped (the stream's position still moves past them).
@@ -193,12 +200,13 @@ func (h *Hub) Open(ctx context.Context, prefix, lastEventID string) (*Stream, er
 		if after, err = strconv.ParseInt(lastEventID, 10, 64); err != nil || after < 0 {
 			return nil, lease.Errorf(lease.CodeInvalid, "Last-Event-ID %q is not an event seq", lastEventID)
 		}
-	} else {
-		seq, err := h.store.LatestSeq(ctx)
-		if err != nil {
-			return nil, err
-		}
-		after = seq
+	}
+	live, err := h.store.LatestSeq(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if lastEventID == "" {
+		after = live
 	}
 	select {
 	case <-h.closed:
@@ -211,7 +219,7 @@ func (h *Hub) Open(ctx context.Context, prefix, lastEventID string) (*Stream, er
 		return nil, lease.Errorf(lease.CodeTooManyWatchers, "%d watchers are connected, the most this server allows", h.watchers)
 	}
 	h.watchers++
-	return &Stream{hub: h, ctx: ctx, prefix: prefix, after: after}, nil
+	return &Stream{hub: h, ctx: ctx, prefix: prefix, after: after, live: live}, nil
 }
 
 // Encoder turns an event into its JSON form on the stream; the HTTP layer supplies it.
@@ -243,6 +251,7 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 	defer heartbeat.Stop()
 	var buf bytes.Buffer
 	var last time.Time
+	var sent []time.Time // the times of the live events in buf, for OnDeliver
 	for {
 		changed := s.hub.wait() // take the signal before reading, so no commit is missed
 		for {
@@ -272,6 +281,9 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 				}
 				buf.Write(msg)
 				s.after = e.Seq
+				if e.Seq > s.live {
+					sent = append(sent, e.At)
+				}
 			}
 			// One write and one flush for all the events of this wake-up.
 			if buf.Len() > 0 {
@@ -280,6 +292,8 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 				}
 				buf.Reset()
 				last = time.Now()
+				s.delivered(sent)
+				sent = sent[:0]
 			}
 			if caughtUp {
 				s.after = max(s.after, seen)
@@ -300,6 +314,18 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 				return err
 			}
 		}
+	}
+}
+
+// delivered reports the age of the events just written to OnDeliver.
+func (s *Stream) delivered(at []time.Time) {
+	o := s.hub.opts
+	if o.OnDeliver == nil || o.Clock == nil || len(at) == 0 {
+		return
+	}
+	now := o.Clock.Now()
+	for _, t := range at {
+		o.OnDeliver(now.Sub(t))
 	}
 }
 
