@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/leasekeeper/leasekeeper/internal/promcheck"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/service"
 )
@@ -48,16 +50,26 @@ func (s *liveService) post(ctx context.Context, path, body string) (int, map[str
 	return resp.StatusCode, out
 }
 
-// scrape reads /metrics as Prometheus would, and parses it.
-func (s *liveService) scrape() scraped {
+// scrapeText reads /metrics as Prometheus would.
+func (s *liveService) scrapeText() []byte {
 	s.t.Helper()
 	resp, err := s.hc.Get(s.url + "/metrics")
 	if err != nil {
 		s.t.Fatalf("GET /metrics: %v", err)
 	}
 	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		s.t.Fatalf("GET /metrics = %d, %v", resp.StatusCode, err)
+	}
+	return b
+}
+
+// scrape reads /metrics and parses it.
+func (s *liveService) scrape() scraped {
+	s.t.Helper()
 	p := expfmt.NewTextParser(model.LegacyValidation)
-	mfs, err := p.TextToMetricFamilies(resp.Body)
+	mfs, err := p.TextToMetricFamilies(bytes.NewReader(s.scrapeText()))
 	if err != nil {
 		s.t.Fatalf("parse /metrics: %v", err)
 	}
@@ -100,7 +112,7 @@ func (m scraped) counter(name string, labels map[string]string) float64 {
 // TestMetricsScrape drives waiting acquires, a watch stream and stale writes through a live
 // server and checks, on its /metrics, that the series about them move: the acquire wait
 // histogram by outcome, long requests apart from the others, the watchers' delivery delay,
-// and stale writes by source.
+// and stale writes by source. Then promtool lints the scrape, every series present.
 func TestMetricsScrape(t *testing.T) {
 	s := newLiveService(t)
 	ctx := context.Background()
@@ -224,4 +236,6 @@ func TestMetricsScrape(t *testing.T) {
 	if got := m.find(short, map[string]string{"route": "/v1/watch"}); got != nil {
 		t.Errorf("%s has a /v1/watch series (%v), want watch streams only in %s", short, got, long)
 	}
+
+	t.Run("Promtool", func(t *testing.T) { promcheck.Check(t, s.scrapeText()) })
 }
