@@ -133,8 +133,8 @@ func TestResourceConditions(t *testing.T) {
 	}
 
 	resp, b = e.do("GET", "/v1/resources/r", nil, nil)
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("ETag") != `"2"` || resp.Header.Get("Cache-Control") != "no-cache" {
-		t.Errorf("GET /v1/resources/r = %d ETag %q Cache-Control %q, want 200 \"2\" no-cache", resp.StatusCode, resp.Header.Get("ETag"), resp.Header.Get("Cache-Control"))
+	if resp.StatusCode != http.StatusOK || string(b) != "v2" || resp.Header.Get("ETag") != `"2"` || resp.Header.Get("Cache-Control") != "no-cache" {
+		t.Errorf("GET /v1/resources/r = %d %q ETag %q Cache-Control %q, want 200 v2 \"2\" no-cache", resp.StatusCode, b, resp.Header.Get("ETag"), resp.Header.Get("Cache-Control"))
 	}
 	resp, b = e.do("GET", "/v1/resources/r", nil, map[string]string{"If-None-Match": `"1", W/"2"`})
 	if resp.StatusCode != http.StatusNotModified || len(b) != 0 || resp.Header.Get("ETag") != `"2"` {
