@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/rs/cors"
 )
 
@@ -63,11 +64,16 @@ func withCORS(origins []string) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		}))
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if strings.HasPrefix(r.URL.Path, "/v1/") {
-				api.ServeHTTP(w, r)
+			if !strings.HasPrefix(r.URL.Path, "/v1/") {
+				next.ServeHTTP(w, r)
 				return
 			}
-			next.ServeHTTP(w, r)
+			// A preflight is answered here, before routing: name its route for the access log
+			// and metrics, which would otherwise call it unmatched.
+			if rc := chi.RouteContext(r.Context()); rc != nil && r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != "" {
+				rc.RoutePatterns = append(rc.RoutePatterns[:0], "/v1/*")
+			}
+			api.ServeHTTP(w, r)
 		})
 	}
 }

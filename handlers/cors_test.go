@@ -77,6 +77,9 @@ func TestCORS(t *testing.T) {
 		if resp := preflight(t, e, "/v1/leases/job/acquire", appOrigin, "POST", "x-unknown"); resp.Header.Get("Access-Control-Allow-Origin") != "" {
 			t.Errorf("preflight with a header not on the list = %v, want no CORS headers", corsHeaders(resp.Header))
 		}
+		if n := gathered(t, e.reg).count("leasekeeper_http_request_duration_seconds", map[string]string{"method": "OPTIONS", "route": "/v1/*"}); n == 0 {
+			t.Errorf("no request-duration series for preflights under route /v1/*")
+		}
 	})
 
 	t.Run("AllowedOrigin", func(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 	"github.com/leasekeeper/leasekeeper/api"
 )
 
-// metric returns the value of the series of name whose labels include labels, 0 if absent.
-func metric(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
+// gathered is what reg holds now, by name.
+func gathered(t *testing.T, reg prometheus.Gatherer) scraped {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -24,7 +24,13 @@ func metric(t *testing.T, reg prometheus.Gatherer, name string, labels map[strin
 	for _, mf := range mfs {
 		m[mf.GetName()] = mf
 	}
-	s := m.find(name, labels)
+	return m
+}
+
+// metric returns the value of the series of name whose labels include labels, 0 if absent.
+func metric(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	s := gathered(t, reg).find(name, labels)
 	if g := s.GetGauge(); g != nil {
 		return g.GetValue()
 	}
