@@ -67,7 +67,7 @@ func NewMetrics(reg prometheus.Registerer, held heldCounter) *Metrics {
 		}, []string{"outcome"}),
 		delivery: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "leasekeeper_watch_delivery_delay_seconds",
-			Help:    "Age of each event when a watch stream wrote it (from its commit to the write), for the events committed after the stream opened: how far watchers lag.",
+			Help:    "Age of the oldest event in each write to a watch stream (from its commit to the write), among the events committed after the stream opened: how far watchers lag.",
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}),
 	}
@@ -79,8 +79,8 @@ func NewMetrics(reg prometheus.Registerer, held heldCounter) *Metrics {
 	return m
 }
 
-// ObserveDelivery records how old an event was when a watch stream wrote it; give it to the
-// hub as watch.Options.OnDeliver.
+// ObserveDelivery records how old the oldest event of a write to a watch stream was; give it
+// to the hub as watch.Options.OnDeliver.
 func (m *Metrics) ObserveDelivery(age time.Duration) { m.delivery.Observe(max(age, 0).Seconds()) }
 
 func (m *Metrics) observeAcquireWait(err error, d time.Duration) {

@@ -39,9 +39,11 @@ type Options struct {
 	// committed meanwhile go out together, so a thousand watchers cost a bounded number of
 	// wake-ups and writes a second, however many commits there are.
 	Coalesce time.Duration
-	// OnDeliver, when set with Clock, is told the age of every event a stream writes (Clock's
-	// now at the write less the event's time), for the events committed after the stream
-	// opened: how far watchers lag. History replayed after a Last-Event-ID is not counted.
+	// OnDeliver, when set with Clock, is told after each write to a stream how old the oldest
+	// event in it was (Clock's now at the write less the event's time): how far watchers lag.
+	// Once a write, not once an event, so its cost is bounded by Coalesce whatever the commit
+	// rate. Only events committed after the stream opened count: history replayed after a
+	// Last-Event-ID is not lag.
 	OnDeliver func(age time.Duration)
 	// Clock is the clock events are stamped by (the store's).
 	Clock lease.Clock
@@ -251,7 +253,7 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 	defer heartbeat.Stop()
 	var buf bytes.Buffer
 	var last time.Time
-	var sent []time.Time // the times of the live events in buf, for OnDeliver
+	var oldest time.Time // of the live events in buf, for OnDeliver; zero if none
 	for {
 		changed := s.hub.wait() // take the signal before reading, so no commit is missed
 		for {
@@ -281,8 +283,8 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 				}
 				buf.Write(msg)
 				s.after = e.Seq
-				if e.Seq > s.live {
-					sent = append(sent, e.At)
+				if e.Seq > s.live && (oldest.IsZero() || e.At.Before(oldest)) {
+					oldest = e.At
 				}
 			}
 			// One write and one flush for all the events of this wake-up.
@@ -292,8 +294,8 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 				}
 				buf.Reset()
 				last = time.Now()
-				s.delivered(sent)
-				sent = sent[:0]
+				s.delivered(oldest)
+				oldest = time.Time{}
 			}
 			if caughtUp {
 				s.after = max(s.after, seen)
@@ -317,16 +319,13 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 	}
 }
 
-// delivered reports the age of the events just written to OnDeliver.
-func (s *Stream) delivered(at []time.Time) {
+// delivered reports to OnDeliver the age of the oldest live event just written.
+func (s *Stream) delivered(oldest time.Time) {
 	o := s.hub.opts
-	if o.OnDeliver == nil || o.Clock == nil || len(at) == 0 {
+	if o.OnDeliver == nil || o.Clock == nil || oldest.IsZero() {
 		return
 	}
-	now := o.Clock.Now()
-	for _, t := range at {
-		o.OnDeliver(now.Sub(t))
-	}
+	o.OnDeliver(o.Clock.Now().Sub(oldest))
 }
 
 // pause waits out what is left of the coalescing interval since the last write, so that the
