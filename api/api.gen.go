@@ -94,6 +94,7 @@ const (
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
 	ProblemCodeNotFound             ProblemCode = "not_found"
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
+	ProblemCodePreconditionFailed   ProblemCode = "precondition_failed"
 	ProblemCodePreconditionRequired ProblemCode = "precondition_required"
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
 	ProblemCodeRequestTimeout       ProblemCode = "request_timeout"
@@ -125,6 +126,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeNotFound:
 		return true
 	case ProblemCodePayloadTooLarge:
+		return true
+	case ProblemCodePreconditionFailed:
 		return true
 	case ProblemCodePreconditionRequired:
 		return true
@@ -287,6 +290,10 @@ type EventList struct {
 	NextCursor string  `json:"next_cursor"`
 }
 
+// Grant The answer to an acquire: a Lease whose `lease_id` is always present. (In Go the
+// generated type stays Lease, whose `lease_id` is optional, for the code written to it.)
+type Grant = Lease
+
 // Health defines model for Health.
 type Health struct {
 	// Status Example: ok
@@ -335,7 +342,7 @@ type KeyRequest struct {
 	Role Role `json:"role"`
 }
 
-// Lease A grant, as its holder sees it.
+// Lease A grant, as its holder sees it (renew answers it without `lease_id`).
 type Lease struct {
 	// AcquiredAt An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
@@ -690,6 +697,12 @@ type ListResourcesParams struct {
 type PutResourceParams struct {
 	FencingToken int64   `json:"Fencing-Token"`
 	LeaseName    *string `json:"Lease-Name,omitempty"`
+
+	// IfMatch One ETag of this resource, as GET and PUT answer it.
+	IfMatch *string `json:"If-Match,omitempty"`
+
+	// IfNoneMatch `*`: write only if the resource does not exist.
+	IfNoneMatch *string `json:"If-None-Match,omitempty"`
 }
 
 // WatchParams defines parameters for Watch.
@@ -935,6 +948,9 @@ type ClientInterface interface {
 	// The value comes with the content type it was written with, but a browser never renders
 	// it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
 	// written as `text/html` with a script in it cannot act as this server's dashboard).
+	// It is `Cache-Control: no-cache`: a cache revalidates with the ETag, and
+	// `If-None-Match` with the current ETag answers 304 without the value. (If-None-Match is
+	// not declared as a parameter: it is HTTP's own, and clients and caches send it unasked.)
 	//
 	// Corresponds with GET /v1/resources/{resource} (the `GetResource` operationId).
 	GetResource(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -946,6 +962,12 @@ type ClientInterface interface {
 	// unexpired lease on that name. A token above every token this server has issued is
 	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 	// A refused write changes nothing and is recorded.
+	//
+	// `If-Match: <etag>` applies the write only while the resource is at that version, and
+	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
+	// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
+	// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
+	// whatever the condition.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1320,6 +1342,9 @@ func (c *Client) DeleteResource(ctx context.Context, resource Resource, reqEdito
 // The value comes with the content type it was written with, but a browser never renders
 // it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
 // written as `text/html` with a script in it cannot act as this server's dashboard).
+// It is `Cache-Control: no-cache`: a cache revalidates with the ETag, and
+// `If-None-Match` with the current ETag answers 304 without the value. (If-None-Match is
+// not declared as a parameter: it is HTTP's own, and clients and caches send it unasked.)
 //
 // Corresponds with GET /v1/resources/{resource} (the `GetResource` operationId).
 func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1341,6 +1366,12 @@ func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors 
 // unexpired lease on that name. A token above every token this server has issued is
 // refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 // A refused write changes nothing and is recorded.
+//
+// `If-Match: <etag>` applies the write only while the resource is at that version, and
+// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
+// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
+// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
+// whatever the condition.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2288,6 +2319,28 @@ func NewPutResourceRequestWithBody(server string, resource Resource, params *Put
 			req.Header.Set("Lease-Name", headerParam1)
 		}
 
+		if params.IfMatch != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam2)
+		}
+
+		if params.IfNoneMatch != nil {
+			var headerParam3 string
+
+			headerParam3, err = runtime.StyleParamWithOptions("simple", false, "If-None-Match", *params.IfNoneMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-None-Match", headerParam3)
+		}
+
 	}
 
 	return req, nil
@@ -2576,6 +2629,9 @@ type ClientWithResponsesInterface interface {
 	// The value comes with the content type it was written with, but a browser never renders
 	// it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
 	// written as `text/html` with a script in it cannot act as this server's dashboard).
+	// It is `Cache-Control: no-cache`: a cache revalidates with the ETag, and
+	// `If-None-Match` with the current ETag answers 304 without the value. (If-None-Match is
+	// not declared as a parameter: it is HTTP's own, and clients and caches send it unasked.)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2589,6 +2645,12 @@ type ClientWithResponsesInterface interface {
 	// unexpired lease on that name. A token above every token this server has issued is
 	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 	// A refused write changes nothing and is recorded.
+	//
+	// `If-Match: <etag>` applies the write only while the resource is at that version, and
+	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
+	// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
+	// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
+	// whatever the condition.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3272,7 +3334,7 @@ type AcquireLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Lease
+	JSON200 *Grant
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -3300,7 +3362,7 @@ type AcquireLeaseResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r AcquireLeaseResponse) GetJSON200() *Lease {
+func (r AcquireLeaseResponse) GetJSON200() *Grant {
 	return r.JSON200
 }
 
@@ -4070,6 +4132,11 @@ type GetResourceResponse200Headers struct {
 	XContentTypeOptions   string
 }
 
+// GetResourceResponse304Headers the declared response headers of an HTTP 304 response for GetResource
+type GetResourceResponse304Headers struct {
+	ETag string
+}
+
 // GetResourceResponse401Headers the declared response headers of an HTTP 401 response for GetResource
 type GetResourceResponse401Headers struct {
 	WWWAuthenticate string
@@ -4095,6 +4162,8 @@ type GetResourceResponse struct {
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetResourceResponse200Headers
+	// Headers304 the parsed response headers for an HTTP 304 response
+	Headers304 *GetResourceResponse304Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetResourceResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4157,7 +4226,8 @@ func (r GetResourceResponse) ContentType() string {
 
 // PutResourceResponse200Headers the declared response headers of an HTTP 200 response for PutResource
 type PutResourceResponse200Headers struct {
-	ETag string
+	ETag     string
+	Location *string
 }
 
 // PutResourceResponse401Headers the declared response headers of an HTTP 401 response for PutResource
@@ -4188,6 +4258,8 @@ type PutResourceResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *Problem
 	// ApplicationproblemJSON428 the response for an HTTP 428 `application/problem+json` response
 	ApplicationproblemJSON428 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -4229,6 +4301,11 @@ func (r PutResourceResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r PutResourceResponse) GetApplicationproblemJSON409() *Problem {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r PutResourceResponse) GetApplicationproblemJSON412() *Problem {
+	return r.ApplicationproblemJSON412
 }
 
 // GetApplicationproblemJSON428 returns the response for an HTTP 428 `application/problem+json` response
@@ -4659,6 +4736,9 @@ func (c *ClientWithResponses) DeleteResourceWithResponse(ctx context.Context, re
 // The value comes with the content type it was written with, but a browser never renders
 // it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
 // written as `text/html` with a script in it cannot act as this server's dashboard).
+// It is `Cache-Control: no-cache`: a cache revalidates with the ETag, and
+// `If-None-Match` with the current ETag answers 304 without the value. (If-None-Match is
+// not declared as a parameter: it is HTTP's own, and clients and caches send it unasked.)
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4678,6 +4758,12 @@ func (c *ClientWithResponses) GetResourceWithResponse(ctx context.Context, resou
 // unexpired lease on that name. A token above every token this server has issued is
 // refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 // A refused write changes nothing and is recorded.
+//
+// `If-Match: <etag>` applies the write only while the resource is at that version, and
+// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
+// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
+// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
+// whatever the condition.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5307,7 +5393,7 @@ func ParseAcquireLeaseResponse(rsp *http.Response) (*AcquireLeaseResponse, error
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Lease
+		var dest Grant
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -6106,6 +6192,9 @@ func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 304:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6182,6 +6271,16 @@ func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) 
 			headers.XContentTypeOptions = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 304:
+		var headers GetResourceResponse304Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = value
+		}
+		response.Headers304 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetResourceResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -6256,6 +6355,13 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 428:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6295,6 +6401,13 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 				return nil, err
 			}
 			headers.ETag = value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
@@ -7245,6 +7358,44 @@ func (siw *ServerInterfaceWrapper) PutResource(w http.ResponseWriter, r *http.Re
 		}
 
 		params.LeaseName = &LeaseName
+
+	}
+
+	// ------------- Optional header parameter "If-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-Match")]; found {
+		var IfMatch string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "If-Match", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-Match", valueList[0], &IfMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "If-Match", Err: err})
+			return
+		}
+
+		params.IfMatch = &IfMatch
+
+	}
+
+	// ------------- Optional header parameter "If-None-Match" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("If-None-Match")]; found {
+		var IfNoneMatch string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "If-None-Match", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "If-None-Match", valueList[0], &IfNoneMatch, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "If-None-Match", Err: err})
+			return
+		}
+
+		params.IfNoneMatch = &IfNoneMatch
 
 	}
 
@@ -8233,7 +8384,7 @@ type AcquireLease200ResponseHeaders struct {
 }
 
 type AcquireLease200JSONResponse struct {
-	Body    Lease
+	Body    Grant
 	Headers AcquireLease200ResponseHeaders
 }
 
@@ -9256,6 +9407,20 @@ func (response GetResource200AsteriskResponse) VisitGetResourceResponse(w http.R
 	return err
 }
 
+type GetResource304ResponseHeaders struct {
+	ETag string
+}
+
+type GetResource304Response struct {
+	Headers GetResource304ResponseHeaders
+}
+
+func (response GetResource304Response) VisitGetResourceResponse(w http.ResponseWriter) error {
+	w.Header().Set("ETag", fmt.Sprint(response.Headers.ETag))
+	w.WriteHeader(304)
+	return nil
+}
+
 type GetResource401ApplicationProblemPlusJSONResponse struct {
 	UnauthorizedApplicationProblemPlusJSONResponse
 }
@@ -9351,7 +9516,8 @@ type PutResourceResponseObject interface {
 }
 
 type PutResource200ResponseHeaders struct {
-	ETag string
+	ETag     string
+	Location *string
 }
 
 type PutResource200JSONResponse struct {
@@ -9367,6 +9533,9 @@ func (response PutResource200JSONResponse) VisitPutResourceResponse(w http.Respo
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("ETag", fmt.Sprint(response.Headers.ETag))
+	if response.Headers.Location != nil {
+		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
+	}
 	w.WriteHeader(200)
 	_, err := buf.WriteTo(w)
 	return err
@@ -9431,6 +9600,20 @@ func (response PutResource409ApplicationProblemPlusJSONResponse) VisitPutResourc
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutResource412ApplicationProblemPlusJSONResponse Problem
+
+func (response PutResource412ApplicationProblemPlusJSONResponse) VisitPutResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(412)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -10265,124 +10448,139 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7D3tctu2lq+C4d6Z2HcpWXaStpFnZ9ZNkza3uUk2cSd3bpQ1IREScU0BCgFaUTKe2afZB9sn2TnnACRI",
-	"UR9OE/dj0v6IZAEEcHC+v/gxmuj5QiuhrImGH6MFL/hcWFHgt4dlYXQBn1JhJoVcWKlVNIzOM8ESJd7b",
-	"iwmOSJieMpsJtijEldSlYQs+E/0ojiQMf1eKYhXFkeJzEQ0jmhPFkZlkYs7h8XP+/qlQM5tFw/vHJ3Fk",
-	"VwsYaWwh1Sy6vo6jp3Iu7fpOXvCZYEZ+EDE7Zlaz48FgwA5SMeVlbuHb4aZd5PjA1ibkvJxHQ3hIHM2l",
-	"cl+r/UhlxUwUuKFn+JguyOSCG8FgmWrtBbdZvTT+E0eFeFfKQqTR0BalCHfyl0JMo2H0b0f15RzRr+YI",
-	"14UNvBRGl8UEN9GxSOF//pULXcN8s9DKCMSJ73n6UrwrhcHbmGhlhcKPfLHI5YQDII4WhR7nYv7v/zIA",
-	"lY97rviCZtGiTbgmUl3xXKYXBa2dDBHf3DeWamGY0pZNdZ7rJf4GWyv4xLKDZMmllWp2USpTLha6sCJN",
-	"2FQXjDP4iXFzKVLAYc6MKK5EwZbSZrq0boBUM5ZLJQ770XUcPdbFWKapULcKgKlf1R39UqxYzieXhgCh",
-	"c8F0gZ8BAZg0TJfWyFQwaQ0Q5lS+FyZmeOpxoZdGFMwIBWf0YLQZt2ypyzxlk4wrIC09FzaD82vFxiLj",
-	"+RThpLTNYL60AmHyFHD+qb5lpEBKu8h1hQ9EeuL9AtA9ZktuWCHwj2nMCnGl8Z4LZsqFKIxI4c8OavQs",
-	"mQLkAJMQhcqiAAhpRad8pu1jXar0Vg+ptL2YwqoJ7sEPvcUtnCkmikIXuP5LbgUyY3G7YCi4FRc5LRyQ",
-	"AGLwXBcVLwB64AqRHqYwDgzBnLJC2GLF+NSKgiUv4UvvDL4kzIiJVqkBZp0JnjrZFwyBr5t56JpsgM3/",
-	"onhpM13ID7cMphIXFsrCEggppdnZiycALCJ+xUp1qfRSwbeKJpRonf/169e9s+BRewGhEtgOBldc5nyc",
-	"i9sGgV/XIUrKLR8DZ5hwhbTNLwVbFtKi1Fiyg1SaSzYt8zxmT46eE7bHLNeTS5EeMl2MVCVhuDJLUfTZ",
-	"S8FTwy6FWLClLi6lmp0yxLAZl2orno3U58O0a/87PulsglMD+czTVAJceP6i0AtRWAlSfMpzI+JoEfzp",
-	"Y5TpPBUdyt7rTDP4zTBpY5SaWTnnCulFvOfzBVxvBDAQRe/uf2ba2B6P4lCnO7n/DepT/vvxmoYXRwDs",
-	"i1TkfHUxN+u7QPAwm0nTYPKGHcClaOX5/GHckIHw46zgyorU3cxU+8doNYMzTHUx55bg+s29KFD8BuuK",
-	"XxzNheWAT7sw9O9+3HUcWZt3HgqlJkvLAkmBScXmJkbdQyo8BmkjdwwbgwAwDc12APru3W8G8N9h4zKO",
-	"76MCu3aw9cOActO5s5/0EgEEa6CKJBVqQA58XtJW+xnELNUIbRh9GLNyAVPDM4wUHqKec9dtnZ1t17oc",
-	"yRmW3BsMRqpTmbOacbXCaUNQ56pHJe6ICeMqpaNoxVa6BOUlFUSMN0KB61ChfuPJprrkt9UMPf6XmFgA",
-	"88NCADP+WazQxmqQ3SX9cd2McEwbJJnIp332KkOerfIVy0QhTgPgIhsy9BsIvoybrB91EFkhJrpId6Eu",
-	"7LN9TNhmNb/rjI+uHHNvnuS5EkwoYIyoXmfSWF2s+izhNgECXWYChDXL+GIhlEhPEcMSp8IlRM1zPQcx",
-	"v6bhwRmb0OQT22WwPgbBl86BMU/gT4YdJE70JTFLLsXqYkJ35L8Gv3pLCriTgCGHtfqBGnMKWqONGTds",
-	"FOV8LHJ2gDeXHo6iznvgdtcdnMu5MJbPFzDc8bqLG06rOfraBj6Fi6k9LN5TJuYLu3LGVVIIQA8gUAHo",
-	"wZaZNn64NJUiAqTpGQsvU2lpuAGcuRQrswGXa/t3/bbrpb2lSKPpxgoxLY1I8RfUAzpXMOLd+sOfKMAU",
-	"IwyyGNhosaLtEkUuuZ1kzNhC8PkdwxIJevtezNjqS7Ipt52GCMJYnguGE8C0AyWYqGGfZfAvHyOhgMG9",
-	"ifjEUTmAVIml+0RWU+SRj/6INIGfaDtRHAW0476Fw5qUEzCOwLUTshkAuRsTez8JwSWuOS23mznQU0mK",
-	"T5MtEDqhp8QKknfbsJ54WQWriBcFXyEJ1D6vLq23eRa3aHNW18Z/EjwHtai9a2O5LWn/lZ6lL6OdMKRp",
-	"XSt1SiB3ezflLn7aeIP8qtijG8ikDbkDoPFUFsY6xnwpVp1EKNMmAADD5tNiNvuQTucf7PLdSX7ZNQ/5",
-	"cCfv876QBjqsjWpfvcPqm0LJTyMorTMxTcbRtue9hDHtS5ZAX3RG95TgYHF4pxvwoJtQgNvuTSaoJ7Qh",
-	"ta43bETFT7NTqotdN1NKYMtONIemCgoYEiykwaBECQyUY+fw3WaghGjTXPoZGBv+50o1mPMVaBugbh6Q",
-	"xINdVHIImJthPJeX4tDTBQjNMXo0YO8kWio/8j43Qj5bPNoTGn/3pAOVPxXpGvjWdalo0HQYb2SDoYaE",
-	"+ilycmaEgO9dWhyteXHbetI2e3adwziPYTf7M2JSCOvVDSWWxt0/TjOnTlsnO48sHLRi6OhN4zq/vLj7",
-	"7mT+eJD+173yl+/0P47H99Xfim+X0T6G9B46wa9RB+ttjmWeSzXrKTnLbL7qVtpQw7jpDVWqUW3jfvuA",
-	"TF/3336qT2WH39hWblGCU01q48/pKG6FuIHCjWM3sLR9WxtpqptbEyrtza/xSa8st2IP3aaJ0Y+QP3Gy",
-	"wYRK+zu1ELe33dpPsKsOxgGAvmNA4bXi1JkV00IQ/yRlOOfGepYCJIZ3EePHRKgUwZ5UX5OROqhjAk65",
-	"DVyhh2Cbev/hRWilVn6lCVdsLJp+pZE6IJ8fV/TQVcwWeUniAC6Z4SUfksPh87C7cJs345Mq7Xb5VOB0",
-	"ZrbCCEkL6sibnPGw1U5428EA/IXcCl8XeRpoXWOtc8HVDsv4ttnnZ2eRN+KDe/oInae6iTAvfcDFO+uc",
-	"j7C/P/uEC9rGRZuXUe+li4/8PbiEbnWS/Ont2NaK/e3V82eMHoReKsvm2lh2j/0sv4+Z6M/63vWUojOW",
-	"p2khTNMBjmsW0TA6HvTh/2+HDwaDQcBn640+20NwLri1ooAN/vebs94/ee/DoPfgbf2xfzHsvf04iI8f",
-	"PLj+S5egDcKErVt7/JA9uHf/W+YCLywVlsvc9Bk6GkipgYtJYpbQzcCnmgQTdlCxQx8gxVkj5QYdErNt",
-	"ctGD3Tz00Dn/0LtxgciAfHukEvxyobS9kMaU5JerHB/BUJa4LV1MhZqIpJPdfirbnOi04Tlp5SSArPOx",
-	"2sirhw7F60h1FEfB+TzSB0cjQ26iFaHwRUU3MFRfzLlaXXg6IIpoecObA+0ko5ELvso1B2Dpi5wXMyDA",
-	"ubCZTnFxjJM69o3HubByLnRpyavkMh7iKIiuYXYLoCnP6Ycw8ggPCkK24aacatAlHhq3t8EX1kYPto4d",
-	"e7rCCPU7uTCGADuY3mMp8rSXiyuRe8ohpG0nqDRstp3ehV9tuXTAKSDlYYNaaVa3t0UZyx3ouyzgkOC+",
-	"+PV4RJRp53Y63GP3Bg865Z20eYvlUujNUeeG6wnH87Eu7XCcc7XbAefcl7RqtU/HP7pE10t0p0oKgLeY",
-	"1Q1ZVC6BfEgWfdyDvva4hq2BYZGnPvOPcMOr38ju0b2/xa23x+q5dynsg457IRV3mQZbIwrr2Fb95Nk/",
-	"7uxSiAXqLuK944RdbK00orjgMxch2449MvScR+vHbF8i+sOr/W1Fr24rcrtT2zv7pVb7W5o1Qu/yDwYP",
-	"320qVo99KUDU3dBxuBv3t0f+K0wMMxsGg/jTMHP7WjWWNryUJ/d2BMLaW9vq01y7ir1xrvtyEECf6NQN",
-	"fGnhiU++u9kZqud071CJ5S3v7/MmjJwxJZbM2vyU6bm0wG4p9F+Fxu8Y+HkvAXsz0BFuPFFT3RFBotSu",
-	"Cy8212DwOcTNeSa8l8dlm6OnAsO3cOq9xE7e7aCGZ6NG0ENf/trzYyanjKvVzkD0utiQH/Y9eLlIPyUO",
-	"dyUK41SHm155QPFelvinNbbjjhE3L3obnnyqpKHZNxE0AV7uljX+8XuIGhcjaWehog8gYfCvOWUJYkeR",
-	"MJ6byndvYufwjytvf+yzDastuGAAiDH4qxeCpyzBcGiC4aNUUxAIM7CbbjdOHhNaH3QAmNWpe9TIss5O",
-	"FCOF38bs5eOH7O7duw+YVOyX84cuu+E9n9h8xWxWCMGmBWXP8JylciZtKwXwZHDyTe/4uHfy4Hzw3fDe",
-	"/eHx3f7xyeCfIS8ClOqBYblGSHH0vjfTPffHpSwEDOuf09jqt56ce9GP9Q7DaCZtVo77Ez0/CjSyxmf/",
-	"NEoXNWJSFtKuXgEOEa6NBS9EcVZSFH4NSC4Va8iSM5fViwl7Q/Y9zmP55eXF//3P/6Jdg5iJTh38rT5n",
-	"Zu2CNiAdE+1IBjRMX4mC/XR+/uII3VJ4DUCcEpPxLoUyFFPC8BFgB5sVehnjGJEGCBYkuowUJYwQEpJr",
-	"nLtQKDA7ijTiWJ73R2qkEGkYL0Q3XsxlnkvKZwXNfyKBZ5xWmYw003GdcLDpj9QjypgB+5pJoANWuaSS",
-	"TYnBCUv1pMQkMFyfM2P5OBcsAZsqwS0/coegUoZxaVlylGFmxQdnhx4B2aw+JOwAE0CrR3IYqhdC8YXs",
-	"r/g8T5hUk7xMRXrIJrwoJNJrlZHHzUhtwIRRORjcnVyKFX4QSZ+d4ZSMG4C4zgVmnnHnVfPsA+xmonvy",
-	"nQHxj8VIOecJs9rFi43lBfpaEQxGB4HnU5ZLY4mxtBOR4JJNOQHAYdJ8ppcjhRi0BCyRFleEffXZM41j",
-	"tqWKhxmZx6ydcn7K+EjBI3wOJuZfyVlmw3l3WV3Rgvd31ixDoQIUOA6xP3bA1YqRwwpv98dH5zH76dHZ",
-	"D3ji5y/Onzx/9urQHZ/busplpIxQqdlcwcIOkldi0nss7CTrvZJWDNmk0Mb04Ee6HMPngr76JPrkeSFn",
-	"UiUj9yCsOghqku4YlmljDwHHfboZXlr77Owh2uyOYIFwlLYj5TZvGGyeKSFxFUobJwKmkYxPp5iL1QLi",
-	"WKcrNi8NPLKQV4ItM8C+7uTidMWcty9Mz2Xm0CWy20yMlEtZHyIGUOKjT4pHOoarFSmc7zvW8iEmxHNg",
-	"4qS0TE+nbCymusDipJFKHpJe0SM9OsFMX7bmUUNfbi4nQpEO5yrdzhZ8koneSX8AWkuRO15rhkdHy+Wy",
-	"z/Hnvi5mR26uOXr65OGjZ68e4ZzaP9Sy6CvFKhr0j2mgYxLRMLrbH/TvkqM+QxHieQ18ngkUUKD6IHt4",
-	"kkZDl+X1IWrV050MBluqI25WFeESyTqKIs7RRaMnwhi6d1PVy/SjUChGwzdv48iU8zkvViCV5JVQLthh",
-	"+cxgyjMt8xbmOZ668dQv6eff5NC4NhYt3R/c3fSYal9HYb3KNpDAYyXABORIUFzimFtcceDafgAGLilR",
-	"GKsUucwPN0L06vjIp2F1ghR0659hwBcEqk8Q24BKlJR7HUf3Bsd7AbYuhsJJe9xGXWUJM04e7J4RVqbh",
-	"rpGP7Z5X1xKFt0zqRFU5FUg/U2kHMQN71FiXyHiAIvywz56hXmarLKAG9VBG3HUcLVy5ZPN2qVbgZ5du",
-	"jyT6vU5Xe9xsEIt0OXI+sMgom8mEOYLDN1XYEcwGygnz9sR1vD+eeIfKddPcskUprtcw9PizYWhQU9GB",
-	"pO7XPvtZiAVm9CeNggljdSHWKiYQNwe7MSaogf5T0wBBMVR9KxT3Gb7SoDapmFYTEVM+W6UNIHw7cD/g",
-	"ckcfZXpNxlAuKAWoLUCA8Dw9NJDpXldOApIpKWk5yiZPurfKr2hv22dU1cS/zeUSqDov94kFAlkYX9nI",
-	"0N6E+9WqMhYR/2NvYIDMS7nJxpoXKTPCgOrUzfaCFhNvOlsXyHRr04IgN+JSrC7e8N6Hk963bz8ef9OV",
-	"CnH91mFbnSy3Uao+9TlrrT22S5rylTPHUAtGm4x0e8D9TQ0niPNuanvRFUi4jjuXxpib9ytpIjLKzgLh",
-	"1GfP55ISiMfaZpt2gwl1jc1435KLicIDO+s1urGthtgRterYY6BrL3L99gsqMnX2ZIeUeK4EdioBg5AA",
-	"+lUGtNkEwC7AthRtvHGdl+7p2yd1XDfI7egjjGsx+E1+/TuGKfHepUuTy8EnzldugwcsaPrQZ5QgSnQI",
-	"YsexfEDekfLTTgb3+uw12t6UlhATzYA+gAlInni5bbrayHZH6TFkckpmMC6YccPm+goVQio+JS8APe4A",
-	"61uQaYpqT5j5eBime0swfVtHQkYKD4NNOB8IGb5dYpHy7XfwK8foSdeZknyWZj1/645pnn4T6/AhwZoA",
-	"Nwc3u3rnvP1UQQ63+vuW4oM9yLNulfKJBH1zY/Zz6QprKAPYz4kEvfLQxRJiL3K7srtd1xluGPrIAP+l",
-	"cdnGeslqIh44/xlmNDEM09Joa7pzwPtrVPOjsJ5kvqzEcVn23dYzgQ4l8FeltIlo55kDDIhk4J6uz4BC",
-	"ixpv2oWpN2FaixXuUEGoYOptl8w6cuG8dlu0vR9aW/hNFPgRZEQQsm9VF3jkPwA8XgBec7UKSwhiHwNp",
-	"cOuRmqG15jzRpKV7KWZKENrocfWSsOqLEPbRgj8an8cdk1tjpCZ67ms10XxOY1YqK/PgCNJUqbyuthNb",
-	"LRSlwj5UXRLMNSvZS4SdufY9Tk4LZgBSaLM4h/bJPZYdwqiyUKYe4uQxfiZgYD5xhURsmclcMInag2Nt",
-	"p2jrEFui+SDtUXw7YGGfF+JL6xKcbONqg+6uUjmdCmScHtbSbHRz/yxWFEI7/gaUi5P790EVKPgEwMMO",
-	"SmB8rOAq1XP2yy9PfgCYz3UhKPoxFr5zh63bSIwU2Squj8K8dlJWtfvDSotxc+4Yd1aiPizXq3QmulLU",
-	"DzIfjXYKwpNUzBfaCjVZ9chw7zZ57t9vJs9802G8/QonmE8k6arlc/k1WP21t7Or1V5nL4fXZ5YrXSLl",
-	"RyI87+vyuO1aBVCUjwMvcIp1UIbY6vn0mBhK77w7vRfwuqkfa6dOIkacUqhK2rAzQtVdYbM9vztr5fr3",
-	"bZSR1nfLXe9cXrfRc4HxOwHqEPVpCvrz6MLxNqmqXoBromSkGo2q+qzZWI+HzJcrlrToO3FtPVq8cled",
-	"XVz36AlXH1blRFV0MRP5YlfXrFZqMoq4Ri2LS0AIJFdTk636SRWg/oiUlYvDfrSz0ZvTkW7t8tslIL7x",
-	"Yd2bSRpXG4mWU44/mTgUy4ZGebffnK9Yxq9EjCJnWub5Kca8Gx33Pmt3vN/AgnG8O6CNynTZ24txVLcR",
-	"2e5CfOQ7f9xMb/xdOc7qbio7HGcElK+Osy5TxrW7ot5XjiqDiOEXN2EcA/4MJkzb+4TPrW3pm6ho++Ff",
-	"K518L2Wr049EIuj3jp9/Xs8RcduK7/YZGHMLwS0br2pDrWq/GzhtqSp0f/aM6u0XwHUlll8W04OyhN+L",
-	"UfGSqtD7zcpfSf1Sq8YGrtRgmwnxp9f7/3w0++i9Fc470NCRKYOCLD9j+ar2s2yj0Wb52EbF6WVYCNYV",
-	"I25FIYLahc1tiOPuubmj5htPNFK1Vtwjs/0PFzNt1gvuUP/q6/2qAq4LP2qTyJrp98BZu1TAgFI254dR",
-	"6WNdYPmlZFKz0nIvsXTy+ZfvFk0TXaS/f5Xuj6KgwQVTRYXHUZ9AXzWr86+SCBKkfVL7RgSu2H9Q07WF",
-	"+9elWXsw/0/Lpflj8eCgkG4nC3bA+8qBO7NX2qVRW/NYanxdR+Gjj/7jzowWTGSpcr+r4B7miplmR2L3",
-	"xgDLXMEBO/YRPuUjeDaTZqRc7iqF8/rsCVYOEi8MxDCqZl0Btx9wuy/D9wLtsp5pyp8vdfI34LMEShe1",
-	"DbAxRp/8Fc/LOpsBh3RlVITIuSGpApCPnjbRc9+l2r8PCaN/qwUGPJfcIIJaoXBQjFVV9buBKOhXCJVi",
-	"mBNfk8R4xXTQhUwYOXQxBg5YbPkkmwtlYx81VHI6FSlVRRiu0rF+L1J2wGmXI+X3wA1LrHhvjzI7z5Oq",
-	"zg+PxiQ2iXev7+AT3EuwgzumTj497ML9H4XdjPhtrv3Xo782GXWl5I+l4kVHY8vuPA88YLz/DbRMaV8U",
-	"9YM0C22k7w/TCgjUED9lU5kLYDP/MYqoENHjC1UjjqJkyOq6Mn5FbhnCFqmMFRzLQU2ml9jPzW4P3K23",
-	"YvBbfuVKZ3ovdC4nHQ2iE4cJp8yRVc8UE3ZHaSXuJEOXUs7VaslXQCCUSODT4gCTMg7fmcYivJtu89E5",
-	"n93sfTbx53VsxNE/eh5W56uF6D1fVBby2uufkIKSm53x+mtaUbtka531ngbMlpilVKxxz5t5781cjBXv",
-	"QTdj2ZULB5oi7GA6ZUljD+h14+SCsQ3NwSVsiqriTLGCS98Dm85lNbBuLMzAss2CK0NV/D4RqO57kQT+",
-	"HaoczY1mYxH82XXGcG6hkSqVj+xWQTW0HVCrYmc+52asr0QjJSng3UjKLkUJtBxfLHuw3jfscMj4ZCIW",
-	"FuSJ9K+qwzMHR8acKVqMQtJW4/X2qTzWleKiauaLjEPOImutqkuSvChDSdJlq7TTYZqc40aZENvfQ7Nh",
-	"vfpCt7q4tqbWfGYR6FtqHrO/y+9jqr9eNeThKbsUCxTrM3klOjj69S0YW9RFZP0kr0lIt+TzzaXI1zyW",
-	"hgoQNAocBjxGGkxhWwYkfaCLtZcyVu2OYNLhaVeTUHz5HfGApsZKjTMyFAoBQ8rkLOuzR1RqT7zImVfU",
-	"vsHbWE6n27sDKQq9724VuJ0tRAkgDX7kOgr0/0CW1Gtk3WvSfIcRj+0wAh9Uq785n2RsLowB6wYEUoJp",
-	"DUMSifTyIqDmmCUyHSaoOBjxji485Za7kZg1Adjyt1fPn/VHKnnKje3hX3tPfkhgsyV2VnFtFTAl8x2b",
-	"FnruXuyjQZhWr8k6A8mFTUowwwcRGBcYKQ5XV9ix4LbOIHbVeNIwmeaiS369Rjh8QS9bt0wKwbBbLG3l",
-	"82gk4pX06LhNitlLLtHEr/6ytTQplssrEXSNcS/i4oa9Qs7ZewX498jl/NQUR+T19rrVOKHZWunNW7he",
-	"YsGEdnW7juHR0fHJt9g7+3j43eC7AerK7vFr2jJlc7lGW3FQKJa6/ELmX7NhMyELV1OAhqMjrVY00ETr",
-	"1ZaP2y2VUEUZr0I3eOySH11/L1SbJ7woVu38/P566LJrzde+TxipqWMx4SVpt7JwomrJDTnrY3wRINMF",
-	"aPdrjZ/QrW8zMW+sXDno15d+VL/KLEY0iDdfu3se3fr6o1xqofFeHGx8hJVtjVflkIcLU5QPg6diqfD6",
-	"Q30rEnfLrglHMM910bh+e/3/AQAA//8=",
+	"7H3rctu2GuCrYLhnJlaXkmU7aRt5dmbdNGl9mibZxJ2cOVHWhEhIxDEFKARkRcl4Zp9m9z32UfZJdr7v",
+	"A0hQoi5OE/cyaX/Ekojbh+9+48co1dOZVkJZEw0+RjNe8qmwosRPj+al0SX8lQmTlnJmpVbRILrIBUuU",
+	"eG8vU3wiYXrMbC7YrBTXUs8Nm/GJ6EVxJOHxd3NRLqM4UnwqokFEY6I4Mmkuphymn/L3T4Wa2DwaPDg6",
+	"jiO7nMGTxpZSTaKbmzh6KqfSru/kBZ8IZuQHEbMjZjU76vf77CATYz4vLHzqbNpFgROubEJO59NoAJPE",
+	"0VQq97Haj1RWTESJG3qG07RBphDcCAbLVGvPuM3rpfGfOCrFu7ksRRYNbDkX4U7+UYpxNIj+y2F9OYf0",
+	"qznEdWEDL4XR8zLFTbQsUvqff+dCNzDezLQyAnHiB569FO/mwuBtpFpZofBPPpsVMuUAiMNZqUeFmP7X",
+	"/xiAysc9V3xBo2jRJlwTqa55IbPLktZOBohv7hPLtDBMacvGuij0An+DrZU8tewgWXBppZpczpWZz2a6",
+	"tCJL2FiXjDP4iXFzJTLAYc6MKK9FyRbS5npu3QNSTVghlej0ops4eqLLkcwyoe4UAGO/qjv6lViygqdX",
+	"hgChC8F0iX8DAjBpmJ5bIzPBpDVAmGP5XpiY4alHpV4YUTIjFJzRg9Hm3LKFnhcZS3OugLT0VNgczq8V",
+	"G4mcF2OEk9I2h/HSCoTJU8D5p/qOkQIp7bLQFT4Q6Yn3M0D3mC24YaXAL7OYleJa4z2XzMxnojQig68d",
+	"1GgumQHkAJMQheZlCRDSik75TNsneq6yOz2k0vZyDKsmuAf/6B1u4UwxUZa6xPVfciuQGYu7BUPJrbgs",
+	"aOGABBCDp7qseAHQA1eI9DCEcWAI5pSVwpZLxsdWlCx5CR+6Z/AhYUakWmUGmHUueOZkX/AIfNzMQ9dk",
+	"A2z+N8XnNtel/HDHYJrjwkJZWAIhpTQ7e3EOwCLiV2yurpReKPhU0YQSK+d//fp19yyYai8gVALbweCa",
+	"y4KPCnHXIPDrOkTJuOUj4AwpV0jb/EqwRSktSo0FO8ikuWLjeVHE7PzwOWF7zAqdXomsw3Q5VJWE4cos",
+	"RNljLwXPDLsSYsYWurySanLKEMMmXKqteDZUnw/TbvzvONNZikMD+cyzTAJcePGi1DNRWglSfMwLI+Jo",
+	"Fnz1Mcp1kYkWZe91rhn8Zpi0MUrNfD7lCulFvOfTGVxvBDAQZffkv+fa2C6P4lCnO37wLepT/vPRmoYX",
+	"RwDsy0wUfHk5Neu7QPAwm0vTYPKGHcClaOX5fCduyED4cVJyZUXmbmas/TRaTeAMY11OuSW4fns/ChS/",
+	"/rriF0dTYTng0y4M/dU/dxNH1hath0KpybJ5iaTApGJTE6PuIRUeg7SRe4aNQACYhmbbB3335Ns+/Ndp",
+	"XMbRA1Rg1w62fhhQblp39rNeIIBgDVSRpEINyIHPS9pqP/2YZRqhDU93YjafwdDwDEOFh6jHnLits7Pt",
+	"WpcjOcOS+/3+ULUqc1YzrpY4bADqXDVV4o6YMK4yOopWbKnnoLxkgojxVihwEyrUbzzZVJf8thqhR/8R",
+	"qQUwPyoFMONfxBJtrAbZXdGX62aEY9ogyUQx7rFXOfJsVSxZLkpxGgAX2ZCh30Dw5dzkvaiFyEqR6jLb",
+	"hbqwz9Vjwjar8W1nfHztmHvzJM+VYEIBY0T1OpfG6nLZYwm3CRDoIhcgrFnOZzOhRHaKGJY4FS4hap7q",
+	"KYj5NQ0PztiEJk9tm8H6BARfNgXGnMJXhh0kTvQlMUuuxPIypTvyH4NfvSUF3EnAI51a/UCNOQOt0caM",
+	"GzaMCj4SBTvAm8s6w6j1HrjddQcXciqM5dMZPO543eUth9UcfW0Dn8LF1B4W7ykT05ldOuMqKQWgBxCo",
+	"APRgi1wb/7g0lSICpOkZC59n0tLjBnDmSizNBlyu7d/1266X9pYiPU03Vorx3IgMf0E9oHUFI96tT36u",
+	"AFOMMMhiYKPlkrZLFLngNs2ZsaXg03uGJRL09r2YsdVXZFNuOw0RhLG8EAwHgGkHSjBRwz7L4DcfI6GA",
+	"wb2JeOqoHECqxML9RVZT5JGPvkSawL9oO1EcBbTjPoWPNSknYByBaydkMwBy90zs/SQEl7jmtNxu5kBP",
+	"JSk+TbZA6ISeEitI3m3DeuJlFawiXpZ8iSRQ+7zatN7mWdyizVFtG/8JFBTkXkXxfBwN3mzfHWoN0U38",
+	"sbGat19bVngbt9AsCVUSnMzhwIBxRjoJEWriJ0VWzYsFXxqPbz12cK7YTyjjh2oilABzK2OwNuDn0tBU",
+	"cetcekZaaVzRfaozokUrFOxK2l4HhfP77kR33Yn80aOfBS9Ak1y9aGO5ndOVV6qpvop2oh0Na7ucVqHt",
+	"EP62DNkPG20Q+ZVEcQ8yaUOGCmAay9JYJ8uuxLKVb8msCQAgyum4nEw+ZOPpB7t4d1xctY1D0dUqLrz7",
+	"qEFBa0+tUotjBLeFkh9GUFrn+5rsyW3zvYRnVi9ZAkuiM7pZgoPF4Z1uwIN23gICam/OgqrVKqTWVa2N",
+	"qPhppl11seuW3RwkmdNmQusOZTLJYlL6UAgHNt2R85Fvs+lCtGku/QzsM/9zpU1N+RIUNNDQD0hJgF1U",
+	"ohvkAbAheSU6ni5AzxihEwj2TtK4cr3vcyPk5sajndPzJ8ctqPypSNfAt7ZLJZa2bu+S2YpKJar0KPyY",
+	"EQI+swMU1ZVlJG1t8FR8ttOmHtPOLu9aAd3mKFjnQ16UtTJJI9JSWK/HKbEwDktwmDl1ZhAZ0IGUo6M3",
+	"vRbF1eXJu+Ppk372P+7Pf/te/+to9ED9s/xuEe3jodhD2fo9ena9zZEsCqkmXSUnuS2W7dowqm63vaFK",
+	"56ydB989JJ+C+28/nbJycNzaCbFCL07nq61qp/y5FeIGCjeO3cDS1dvaSHntPJ1QaW+ujjO9styKPZTG",
+	"JkY/Ri7GybgVKuvt1FXc3narlcGuWtgLAPqeAU3NilNnr41LQVyWrIyCG+sZD5AY3kWMfyZCZQj2pPqY",
+	"DNVBHWxxVkPgY+6A0e8ds5eh+V857FKu2Eg0HXZDdUDOVK5o0mXMZsWchAZcMsNL7pAn5/Owu3Cbt+OT",
+	"Kmv3pVXgdP4LhaGnFagjb3JW2VYD7G0LA/AXcid8XRRZoJuNtC4EVztcDnfNPj87i7wVH9zT+epCAE2E",
+	"eekjWd4L6pyvvf3ZJ1zQNi7avIx6L2185NfgEtqVTgpUrAYNl+yfr54/YzQRuv8sm2pj2X32i/whZqI3",
+	"6XmfXoZebp5lpTDNyAKuWUaD6Kjfg/+/Gzzs9/sBn603+mwPwTnj1ooSNvg/35x1/827H/rdh2/rP3uX",
+	"g+7bj/346OHDm3+0Cdog/rpya08esYf3H3zHXESLZcJyWZgeQw8OKTVwMUnMEroZ+KsmwYQdVOzQR55x",
+	"1FC5hzrEbJtc9GA3D+04ryq6jS4RGZBvD1WCHy6VtpfSmDk5PCuPUvAoS9yWLsdCpSJpZbefyjbB9g9d",
+	"UivJHiDrfBA88uqhQ/E6BSCKo+B8HumDo5G5l2pFKHxZ0c3K92MuC/zWan055Wp56amD6GQl+NB80KY5",
+	"PTnjy0JzAKG+LHg5AbKcCpvrDLeEYWnH1PGQl1ZOhZ5bcuK5BJM4CoKZmEwEyMsL+iEM9MJEQYQ83JRT",
+	"GNqERuNON7geV5GGrePMnp5HIohW3owR1xZW+ESKIusW4loUnp4IlVfzgRr23k7PxO+2Z1rgFBD4oEHD",
+	"NKrdU6OM5Q70bdZzSIZf/Ho8IsqsdTstrrX7/YetUlDaYoURk1fR0eyG6wmf5yM9t4NRwdVu553zFtOq",
+	"1T4dV2kTaC/Rey0p32CFhd2ScRUSyIck1Mc96GuPa9gahxdF5hMtCTe8Uo5CAKMpW1yCe6xeeHfEPui4",
+	"F1Jxl9ixNYCzjm3VT14o4M6uhJihRiPeO07YxtbmRpSXfOICktuxR4aBimj9mKuXiOGHan9b0avdttwe",
+	"Q/CxFanV/vZnjdC7fIvB5LsNyGralwJE3S2djrtxf3uiRYWJYSJJvx9/GmZuX6vG0oaH8/j+jrjj6ta2",
+	"+kPXrmJvnGu/HATQJzqEAw9beOLj7293hi1BJ9ihEos73t/nzc85Y0osmLXFKdNTaYHdUqZFlYlwz8DP",
+	"ewnY24GOcONcjXVL9Iky6S692FyDwecQNxe58L4fl9yP/guMlsOp9xI7RbtzG+ZGjaCLcYC1+WMmx4yr",
+	"5c64/7rYkB/2Pfh8ln1KDO9alMapDre98oDivSzxszW2444RNy96G558qqSh0bcRNAFe7pY1fvo9RI2L",
+	"r6wm/aJnIGHwrzllCWJHmTBemMqjb2IXBoirGEDskzurLbgQAYgx+NYLwVOWYCg1wdBTpimAhAnvTWcc",
+	"Jz8KrQ86AIxq1T1qZFlnJ4qRwm9j9vLJI3ZycvKQScV+u3jkkkne89QWS2bzUgg2LilZiRcskxNpVzIu",
+	"j/vH33aPjrrHDy/63w/uPxgcnfSOjvv/DnkRoFQXDMs1QmrG1ReyFPBY74KerX7ryqkX/VheMogm0ubz",
+	"US/V08NAI2v87Wej7Fwj0nkp7fIV4BDh2kjwUpRnc4rgrwHJZb4NWHLmkqgxP3LAfsBxrLi6uvx//+t/",
+	"o12DmImuHvytPmdu7Yw2IB0Tbcm9NExfi5L9fHHx4hCdVXgNQJwScx+vhDIUacKgEmAHm5R6EeMzIgsQ",
+	"LMgrGirKzyEkJIc5d2FUYHYUpcRnedEbqqFCpGG8FO14MZVFISl9GDT/VALPOK0SR2mk4zrhw6Y3VI8p",
+	"QQnsa0ziUKxyVCWb8rATlul0jjl3uD5nxvJRIVgCNlWCW37sDkGVI6O5ZclhjlkZH5wdeghks/yQsAPM",
+	"t62m5PCongnFZ7K35NMiYVKlxTwTWYelvCwl0muVAMnNUG3AhOG83z9Jr8QS/xBJj53hkJwbgLguBCb6",
+	"cedr8+wD7Gaie/KoAfGPxFA55wmz2sWajeUlemARDEYHQetTVkhjibGs5n3BJZt5CoDDGoVcL4YKMWgB",
+	"WCItrgj76rFnGp/ZlpkfJsAesdUM/1PGhwqm8BFgTHeTk9yG405YXUCE93fWrPqheh84DrE/dsDVkpHD",
+	"Cm/3p8cXMfv58dmPeOLnLy7Onz971XHH57YuKhoqI1RmNhcMsYPklUi7T4RN8+4racWApaU2pgs/0uUY",
+	"PhX00dcsJM9LOZEqGbqJsMgjKAG7Z1iuje0AjvvsPry01bOzR2izO4IFwlHaDpXbvGGweaaExFUoS58I",
+	"mJ5kfDzG1DcE4gsOMNO0E407NGFeLqEI7aPbTXVpuvRUwg4U3OxoyVw6dAdXwGQq8T4VM8Jzm7u0iJQX",
+	"BUsOr48SNi71NKjhwtkfPX/5ih0AbhZw88ZdvchOWfKE2Fn3An1E8VAljy/4BOihUZ6ANPtUEztImHg/",
+	"00ZknRghAhhRk2TMjFSYSylkyVKtrySxr6GSE6VLkfUY8Qe6LDozmwhrmNK0WVcAsYKLI50t2XRu4GZK",
+	"eY2JaMBJW1PisyVzTtMwqZyZjiu/QGC6dQZISJSu60s5ZA0mQJPv2YorNiHWDQPTuWV6PGYjMdYlltQN",
+	"VfKI1LMumSMJ5qezNcckOsoLmQpFqrCrzzyb8TQX3eNeH5S/snAiywwODxeLRY/jzz1dTg7dWHP49PzR",
+	"42evHuOY2s224hip9NOo3zuiBx2vjQbRSa/fO6EoSI6S2LNs+HsiUM6DBok4cJ5FA5do9yFaqQI97ve3",
+	"1PTcrpbH5fK1lPJcoKdLp8IYundTVXn1olC3iAZv3saRmU+nvFyCcJfXQrlIkuUTg4n6tMxbGOdE08ZT",
+	"v6Sf/5BD49pYavegf7Jpmmpfh2GV1TaQwLQSYALiOCiJcjIirgRZbYZRGiamt2NtLZdFZyNEr48OfSZc",
+	"K0jBRPkFHviCQPU5ehtQiVLJb+Lofv9oL8DWJXw4aI/bqGuDYcTxw90jwnpK3DXysd3j6gq48JaJ61Zs",
+	"OlAiTKVkxQzMemNdLukBakKdHnuG6q2tUqwa1ENJiTdxNHNFvs3bpQqXX1yRCJLoDzpb7nGzQaDXpSn6",
+	"qC2jVDETpmkO3lQxXbC+KC3Pm2U38f544v1SN02r1ZZzcbOGoUefDUODSqAWJHW/9tgvQsywDiVplPkY",
+	"q0uxVueDuNnfjTFB5f7fmgYIiqEFUaG4T7KWBpVyxbRKRUzJgpU2gPBtwf2Ayx1+lNkN2ZSFoPyqVQEC",
+	"hOfpoYFM99sSPpBMSdctUDZ50r1TfkV72z6iqoH/Yy6XQNV6uecWCGRmfD0uQ7Md7leryuZG/I+9nQYy",
+	"L+MmH2leZswIA6pTO9sLGqO8aW24IbOtrTaCxJMrsbx8w7sfjrvfvf149G1bnsnNW4dtdSbiRqn61CcE",
+	"ruxxtRCvWDqrFrVgNG3JeADc39QmhTjvpmYtbfGYm7h1aQxdevecJiKj1DcQTj32fCoph3ukbb5pN5it",
+	"2NiMd9G50DJM2Fpl1I5tNcQOqcHMHg+6pjg3b7+gIlOnprZIiedKYH8dsKsJoF9lwCqbANgF2JahjTeq",
+	"SwM8ffvcmJsGuR1+hOdWGPym8Mg9w5R473LRyXPjaxcq78tDFrQq6THKviU6xMIqYvmAvEPlhx337/fY",
+	"a3QdUHZHTDQD+gBmd3ni5bbpsSQXCEqPAZNjMoNxwZwbNtXXqBBS5RfZ5zTdAZYYIdMU1Z4wrbQT5tJL",
+	"MH1XjoSMFCaDTThXEhm+bWKRSh528CvH6EnXGZN8lmY9Oe6eaZ5+E+vwkdWaADfHiNs6Pr39VEEOt/rn",
+	"luL9PcizbvDziQR9e2P2c+kKaygD2M+JBL3y0MYSYi9y21LnXa8kbhi6GgH/pXGp3LouzDnu9537DxPD",
+	"GEa76Wlr2hPse2tU85OwnmS+rMRxJQzt1jOBDiXwV6W0iWgXuQMMiGTgnq47hkKLGm/aRfs3YdoKK9yh",
+	"glDN2ts2mXXooqKrzfz2nrS28JsogEXKQebDSumGR/4DwOMZ4DVXy7A+I/ahpAa3HqoJWmvOoU9aupdi",
+	"Zg5CGz2uXhJW3TzC7m/wpfFJ8jG5NYYq1VNfLovmcxazubKyCI4gTZUn7cprsUFIOVfYPa1NgrkWO3uJ",
+	"sDPXdMrJacEMQAptFufQPr7P8g48NS994AAecfIY/yZgYLJ2hURskctCMInag2Ntp2jrEFui8SDtUXw7",
+	"YGF3IuJL6xKcbONqg+6uMjkeC2ScHtbSbHRz/yKWFIk8+haUi+MHD0AVKHkK4GEHc2B8rOQq01P222/n",
+	"PwLMp7oUFEQaCd9vxtbNT4aKbBXX/WNaOymrjhODSotxY+4Zd1aiPqyYrHQmulLUD3If1HcKwnkmpjNt",
+	"hUqXXTLc202eBw+aOUjfthhvv8MJ5vNx2golXZoSltbt7exaaQq1l8Pr88kV6m3QIlJ+IsLzvq6qapVK",
+	"zyhYyoEXMF/qWtV4rnQqa8S32jX1pn6snTqJGHFKET9XQes4UNUTZLM9vzv55+bPbZSR1nfHvRpderzR",
+	"U4HxOwHqEHUXC7pK6dLxNqmqDpZromSoGvHLHmu2g+SrzDdZIfCEOhIRr0Q2k3MzVMQxt1cynlLHIgxm",
+	"NjbhA6OpngK6jXh6NVQFyrcq6liKa3kdMuqBz2RyHcoc7wWkvxLLXe3idlUiuEyQQPY1deGqj1oJCpTI",
+	"2HzW6bGzuqY+BGsv2tn50Klfd4ZXq0U6vhNo3axMGlfTikZZgT+ZOJT4hp7yHsUpX7KcX4sYpdl4XhSn",
+	"mJXQaEH5WdtF/gHGkRMLAdlVVtHeDpLDuq/Odu/kY98K53Yq6Z/KJ1e3F9rhkyOgfPXJtVlJrv8bsV5H",
+	"lUEw8otbR46tfwbraNWxhfPWZvpttL/98G8l4X8vPa7VRUWC7c+On39fpxRx24rv9hjYiTPBLRstaxuw",
+	"6kcd+INJQdifPaPm/AVwXYnFl8X0oHDkju0V12GsLS0Huwf0mhXbkhoIVw0pXDHINuvkb29S/P1o9vF7",
+	"K5zjoaE8U3IGGZXU8s6T7zYabRb4bVScXoalem3h55UAR1Bdsrkvd9w+tnDUfOuBaO60R1U21x785cKx",
+	"zYrOHepffb1fVcB14Ud9Q1mzQAI4a5sKGFDK5tQzKk6tS2C/lExq1sLuJZaOP//y7aIp1WX251fp/ioK",
+	"Glww1bx4HPUlDlUrQv9ulSD32pcdbETgiv0HVXdbuH9dPLcH8/+0NJ2/Fg8OSh13smAHvK8cuDUxZrV4",
+	"bWuKTI2v6yh8+NH/uTNZBnNkqrTyKm6IaWim2aLbvULDMlfLwI588FD54KDNpRkqlxZLkcIeO8faTuKF",
+	"gRhG1awtlvcjbvdl+KKsXdYzDfn7ZWX+AXyWQOkCwgE2xujuv+bFvE6UwEfakjVC5NyQrwHIR7Oleurb",
+	"tvsXhGFgcTnDWOqCm6oBNTwUY91bXWhF8cRSqAwjqPjeMMYrpoMuZMLIgQtfcMBiy9N8KpSNfUBSyfFY",
+	"ZFRwYbjKRvq9yNgBp10Old8DNyyx4r09zO20SKpKTDwak/jWBPc+G57iXoId3DN1XmunN1TnFLl9hDVH",
+	"j7SypS4GTOluCt9guAT/YqXAuC63IaQeX/BJ7BqGnY+7z7QS3V+5TfMkgKYzjODZymdx0r/fKEvEE/bY",
+	"QWMSzCiDY2QiLThwIQdXJ188NH++uHhxzzC9cD0oU1fIh3/D5k0VypsrfKWb6yC+lk2zmeRX5dU3h980",
+	"RdR6k7vRkop8K+RpdIMYSQXoviGnBuER74+SK74FX4D2ozQzbaRvabQSIalR8JSNZSGA7/63YUS1s56A",
+	"qIB2GCUDVpdC8mtRXxvWrguOFcwm1wtsTGi3B0nXu4f4Lb9yZUrdF7qQaUs/9MSRxqkvkOyaMmX3lFbi",
+	"XjJw6ftcLRd8CRyDkjZ8CiKghIvPUe3hbbcJWHy7N17Fn9fTE0f/6npYXSxnovt8VrkM1l4Qhywlud0Z",
+	"YYmTNhH3TFs21ZkcS5GdNgUzsBcri8L3q/XyWY/ZCl9YQdTbg/Pma4bZavXeuqg8DYQjCTepWAMNN8vK",
+	"27mEK46JbuF5W1okaPawg/F4teQYRSG5zGwDoVzurqiKDxUrufQd6elcVoOoxRodrOAtuTLUF8PnhNWd",
+	"ZJLAH0dFxIXRbCSCr12vGSethmqufHy/CoKirYdaMDvz6VcjfS0a2WmBrEVO47LVQJT58vOD9U58nQHj",
+	"aSpmFuS/9O/axDMHR8b0OVrMZSdovN4eVUq74nZUpX3Zfsj4ZK0FY3U1kCZS5cD1SxCWT1zDBMbdtVVv",
+	"wnGpN5hgtkr83CVKOLpvVQkG7JsknEMGBdfiPVgfB9iA4uioz/7v/zk66ZxSkfjCwyBIM79/dIzdSFd7",
+	"czbzzWUtIzFHwx2dXVQAlYaluUivRDZU6GSKfX94SrGrcWpQ2f1VKv39/sNml8XY5SLROvFQLXJuq9rJ",
+	"aq9tFseLeah7tNn1q1lpTaFyq4Sk7S8x27BeTUy73MHr5jeqfl4TrtV5bthPjy8QaC9+u6ju1/Y2ZuI5",
+	"fL3dDpJvkkGIwlT5UONvEwu3LV4j89YdbM3y21dxvK2yOEAj2OucrqHyEftV/hBTn41lQ4mM2ZWYoXEw",
+	"kdeUR0pmyFDNeGnI7sDON07HM1Rkmvn3TriVKhSH70zOZ6LTY2fKvYQDU7mAYF1XW3rXHrVg4uyDKHW3",
+	"QFeUNwAw1xRBAyvSJAdcLTsDlsC2B4ygnAwVscgpv0IAgGWiS1fChieg3Y90JoXv/MF42Hka6PDmDhxT",
+	"1BNr/epeO6uAnYW+RP+GnwaKHlQOjw6JLt8Np+7LASI/rBHqs0JeedFEebCuhRqg+nH/KGYjkfK5Y67V",
+	"S7GxQw690MlwmTE+VE65qGmU5g9Nrcb7mYin0ntXqsZV3K4lrH2KLu3P227OB/rDby+fxr4BSwt4icvs",
+	"UjO/5mg6kyuQcoNAaZIG07MXgY5yoMu112RXHRFhUOe0rbs4vo6YlJqmy4R6a+Wo5QYaVi4neY89pm48",
+	"pFw5/x51ePJOPmdD7926HIB7dHynwG3TYwasUs6o8dGKd8W33sh14XyOx9//cZv2BEy32NBMXDuf3l/I",
+	"//gaucWaTbXD9Y1tvoLIzcrbXHias6kwhk+o2jLBZMABGSb0DkwSy4nMBglJU/GOsDTjlrsnMdcQUBzk",
+	"WG+okqfc2C5+2z3/MYHNzrFjnOtzhDUS76gzFL0fEmV49bbVM7AfsPka5sUi1eECQ8Xh6ko7EtzWJT2u",
+	"PF4aJrNCtGmyr5169MViU+3aaQiG3crZVomPrlW8ki4dt0kxa5KiTSWjgV+jTGvJxayQ1yLohufe58oN",
+	"e4XsvvsKfcUuU7amOCKvtzcrnYyaLSPfvIXrJblBaFf3zxocHh4df4dvCjkafN//vo8eCzf9mhZOOdCu",
+	"gWgcVG5nLtef+ZeKUaszKvJD76IjrZUcGhOtGyZPVltFoko+WobBY/+WTKc0o/MClL/lasFcbz3hp23N",
+	"177/KTkLAhVQlk6+LrghUzfG90mD+JFqvaElBsNtLqaNlauw9vrSj+s34saIBvHma3fz0a2vT+US8o2P",
+	"fWBDRzRhGq8PpLgQWn2dYFbs3bE+qe8N5m7ZdcUKxrm2Vjdvb/5/AAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -272,8 +272,8 @@ func (c *Client) acquireOnce(ctx context.Context, name, key string, body wire.Ac
 			case resp.ApplicationproblemJSON409 != nil && resp.ApplicationproblemJSON409.Code == wire.ProblemCodeLeaseHeld:
 				p := resp.ApplicationproblemJSON409
 				h := &HeldError{Name: name, Holder: deref(p.Holder), ExpiresAt: deref(p.ExpiresAt).Time, AvailableAt: deref(p.AvailableAt).Time}
-				if resp.Headers409 != nil && resp.Headers409.RetryAfter != nil {
-					h.RetryAfter = time.Duration(*resp.Headers409.RetryAfter) * time.Second
+				if resp.Headers409 != nil {
+					h.RetryAfter = time.Duration(deref(resp.Headers409.RetryAfter)) * time.Second
 				}
 				return Grant{}, sent, h
 			}

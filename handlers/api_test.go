@@ -467,8 +467,8 @@ func TestResources(t *testing.T) {
 	}
 	t.Run("OK", func(t *testing.T) {
 		r := put(b.Token, ptr("job"), "v1")
-		if r.JSON200 == nil {
-			t.Fatalf("PutResource() = %v %s, want 200", status(r), r.Body)
+		if r.JSON200 == nil || r.HTTPResponse.Header.Get("Location") != "/v1/resources/orders" {
+			t.Fatalf("PutResource() = %v %s, want 200 with Location", status(r), r.Body)
 		}
 		want := api.ResourceInfo{Resource: "orders", Fence: b.Token, Version: 1, UpdatedAt: wiretime.From(t0.Add(time.Second)), Size: 2,
 			ContentType: "text/plain; charset=utf-8", Lease: ptr("job"), Holder: ptr("w2")}
@@ -518,7 +518,7 @@ func TestResources(t *testing.T) {
 	})
 	t.Run("ErrTokenNotIssued", func(t *testing.T) {
 		// One such write used to raise the fence past every grant to come.
-		rejected := metric(t, e.reg, "leasekeeper_stale_writes_rejected_total", nil)
+		rejected := metric(t, e.reg, "leasekeeper_stale_writes_rejected_total", map[string]string{"source": "resource"})
 		r, err := e.c.PutResourceWithBodyWithResponse(e.ctx, "bricked", &api.PutResourceParams{FencingToken: lease.MaxToken}, "text/plain", strings.NewReader("x"))
 		if err != nil {
 			t.Fatal(err)
@@ -527,7 +527,7 @@ func TestResources(t *testing.T) {
 		if p.PresentedToken == nil || *p.PresentedToken != lease.MaxToken || p.CurrentFence == nil || *p.CurrentFence != 0 {
 			t.Errorf("problem tokens = %v / %v, want %d / 0", p.PresentedToken, p.CurrentFence, lease.MaxToken)
 		}
-		if got := metric(t, e.reg, "leasekeeper_stale_writes_rejected_total", nil); got != rejected+1 {
+		if got := metric(t, e.reg, "leasekeeper_stale_writes_rejected_total", map[string]string{"source": "resource"}); got != rejected+1 {
 			t.Errorf("stale writes rejected = %v, want %v", got, rejected+1)
 		}
 		list, err := e.c.ListRejectionsWithResponse(e.ctx, &api.ListRejectionsParams{Resource: ptr("bricked")})

@@ -72,14 +72,26 @@ func newDashServerAt(t *testing.T, path string) *dashServer {
 // the store's commit hook). The browser tests use it, since live updates need the watch stream.
 func newDashLiveServer(t *testing.T) *dashServer {
 	t.Helper()
+	s, _ := newServiceServer(t, nil, nil)
+	return s
+}
+
+// newServiceServer is newDashLiveServer on clock (nil: the real anchored one) with the metrics
+// on reg (nil: a registry of its own); it also returns the service.
+func newServiceServer(t *testing.T, clock *lease.FakeClock, reg *prometheus.Registry) (*dashServer, *service.Service) {
+	t.Helper()
 	var hooks service.Hooks
 	path := filepath.Join(t.TempDir(), "leasekeeper.db")
-	st, err := sqlite.Open(context.Background(), path, sqlite.Options{OnCommit: hooks.Publish})
+	opts := sqlite.Options{OnCommit: hooks.Publish}
+	if clock != nil {
+		opts.Clock = clock
+	}
+	st, err := sqlite.Open(context.Background(), path, opts)
 	if err != nil {
 		t.Fatalf("sqlite.Open(%s) = %v", path, err)
 	}
 	t.Cleanup(func() { st.Close() })
-	svc, err := service.New(st, &hooks, service.Config{Retention: store.Retention{Age: time.Hour}, Version: "test"})
+	svc, err := service.New(st, &hooks, service.Config{Retention: store.Retention{Age: time.Hour}, Version: "test", Registry: reg})
 	if err != nil {
 		t.Fatalf("service.New() = %v", err)
 	}
@@ -87,7 +99,7 @@ func newDashLiveServer(t *testing.T) *dashServer {
 	var wg sync.WaitGroup
 	wg.Go(func() { svc.Run(bg) })
 	t.Cleanup(func() { stop(); wg.Wait() })
-	return dashServe(t, svc.Handler, st, nil)
+	return dashServe(t, svc.Handler, st, clock), svc
 }
 
 // dashServe serves h on a local port until the test ends. Watch streams are long requests:

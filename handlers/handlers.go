@@ -56,6 +56,9 @@ type Config struct {
 	// BodyTimeout bounds the time a request's body takes to arrive, counted from the end of
 	// its headers; a body still incomplete then is answered 408. 0 means 30 s.
 	BodyTimeout time.Duration
+	// CORSOrigins are the browser origins (scheme://host[:port]) whose pages may call the API;
+	// none by default. See withCORS.
+	CORSOrigins []string
 }
 
 // server implements api.StrictServerInterface.
@@ -74,6 +77,14 @@ var _ api.StrictServerInterface = (*server)(nil)
 
 // New returns the HTTP handler of the whole service.
 func New(cfg Config) (http.Handler, error) {
+	origins := make([]string, len(cfg.CORSOrigins))
+	for i, o := range cfg.CORSOrigins {
+		n, err := NormalizeOrigin(o)
+		if err != nil {
+			return nil, err
+		}
+		origins[i] = n
+	}
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = lease.MaxValueLen
 	}
@@ -88,6 +99,11 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	s := &server{store: cfg.Store, acquirer: cfg.Acquirer, clock: cfg.Clock, limits: cfg.Limits, log: cfg.Logger, metrics: cfg.Metrics, hub: cfg.Hub,
 		auth: newAuthn(cfg.Auth, cfg.Store, cfg.Clock)}
+
+	sameOrigin, err := s.sameOrigin(origins)
+	if err != nil {
+		return nil, err
+	}
 
 	spec, err := api.GetSpec()
 	if err != nil {
@@ -104,7 +120,8 @@ func New(cfg Config) (http.Handler, error) {
 	}
 
 	r := chi.NewRouter()
-	r.Use(securityHeaders, withRequestID, s.accessLog, s.recoverer, headAsGet(r), bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody), s.authenticate)
+	r.Use(securityHeaders, withRequestID, s.accessLog, s.recoverer, headAsGet(r), bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody),
+		withCORS(origins), s.authenticate)
 	dash := &dashboard{s: s, site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version, AuthOff: cfg.Auth.Off},
 		csrfKey: auth.MAC(s.auth.cfg.Secret, "csrf")}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
@@ -127,7 +144,7 @@ func New(cfg Config) (http.Handler, error) {
 
 	dash.routes(r)
 	r.Group(func(r chi.Router) {
-		r.Use(s.sameOrigin(), s.jsonBody, s.validate(spec))
+		r.Use(noStore, sameOrigin, s.jsonBody, s.validate(spec))
 		strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{s.authorize}, api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  s.requestError,
 			ResponseErrorHandlerFunc: s.responseError,
@@ -164,16 +181,31 @@ func (s *server) validate(spec *openapi3.T) func(http.Handler) http.Handler {
 	}
 }
 
+// noStore keeps API answers out of caches: lease state is stale the moment it is sent. A
+// resource's value, which has a validator, replaces it with no-cache.
+func noStore(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-store")
+		next.ServeHTTP(w, r)
+	})
+}
+
 // sameOrigin refuses state-changing API requests that a browser sends on behalf of another
 // site (a form post or a fetch from a page elsewhere), judged by Sec-Fetch-Site and Origin.
 // Clients that are not browsers send neither header and pass, and so do reads, whose answers
-// a page elsewhere cannot see anyway.
-func (s *server) sameOrigin() func(http.Handler) http.Handler {
+// a page elsewhere cannot see anyway. Pages on the CORS origins are trusted: they are the
+// browser apps the operator listed to use the API.
+func (s *server) sameOrigin(trusted []string) (func(http.Handler) http.Handler, error) {
 	p := http.NewCrossOriginProtection()
+	for _, o := range trusted {
+		if err := p.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("CORS origin %q: %w", o, err)
+		}
+	}
 	p.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.writeProblem(w, r, lease.Errorf(lease.CodeForbidden, "a cross-site browser request may not change anything here"))
 	}))
-	return p.Handler
+	return p.Handler, nil
 }
 
 // recoverer turns a panic into a logged 500 problem instead of a dropped connection.
@@ -269,12 +301,13 @@ func limitBody(n int64) func(http.Handler) http.Handler {
 }
 
 // accessLog logs one line per request with the route pattern, never the raw path alone, and
-// observes the request duration by route.
+// observes the request duration by route (long-lived requests apart).
 func (s *server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		next.ServeHTTP(ww, r)
+		long := new(bool) // set by markLong, in this goroutine
+		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), keyLong, long)))
 		route := "unmatched"
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 			route = rc.RoutePattern()
@@ -284,7 +317,7 @@ func (s *server) accessLog(next http.Handler) http.Handler {
 			status = http.StatusOK
 		}
 		d := time.Since(start)
-		s.metrics.observeRequest(r.Method, route, status, d)
+		s.metrics.observeRequest(r.Method, route, status, d, *long)
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("method", r.Method), slog.String("route", route), slog.Int("status", status),
 			slog.Duration("duration", d), slog.Int("bytes", ww.BytesWritten()),

@@ -34,7 +34,12 @@ func (s *server) AcquireLease(ctx context.Context, req api.AcquireLeaseRequestOb
 	}
 	if err == nil {
 		var l lease.Lease
+		start := s.clock.Now()
 		l, err = s.acquirer.Acquire(ctx, p, wait)
+		if wait > 0 {
+			markLong(ctx)
+			s.metrics.observeAcquireWait(err, s.clock.Now().Sub(start))
+		}
 		if err == nil {
 			s.metrics.op("acquire", nil)
 			return api.AcquireLease200JSONResponse{Body: wireLease(l), Headers: api.AcquireLease200ResponseHeaders{FencingToken: l.Token}}, nil

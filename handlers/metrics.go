@@ -14,11 +14,20 @@ import (
 
 // Metrics are leasekeeper's Prometheus metrics, registered on one registry made by the caller.
 type Metrics struct {
-	ops         *prometheus.CounterVec
-	expirations prometheus.Counter
-	rejections  prometheus.Counter
-	requests    *prometheus.HistogramVec
+	ops          *prometheus.CounterVec
+	expirations  prometheus.Counter
+	rejections   *prometheus.CounterVec
+	requests     *prometheus.HistogramVec
+	longRequests *prometheus.HistogramVec
+	acquireWait  *prometheus.HistogramVec
+	delivery     prometheus.Histogram
 }
+
+// Sources of a stale-write rejection, the source label of leasekeeper_stale_writes_rejected_total.
+const (
+	sourceResource = "resource" // a fenced write to a resource this server keeps
+	sourceReported = "reported" // reported by a resource elsewhere (POST /v1/rejections)
+)
 
 // heldCounter counts the leases held now.
 type heldCounter interface {
@@ -37,19 +46,45 @@ func NewMetrics(reg prometheus.Registerer, held heldCounter) *Metrics {
 			Name: "leasekeeper_lease_expirations_total",
 			Help: "Leases that ended by expiring.",
 		}),
-		rejections: prometheus.NewCounter(prometheus.CounterOpts{
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasekeeper_stale_writes_rejected_total",
-			Help: "Writes refused because their fencing token was stale, here or reported by external resources.",
-		}),
+			Help: "Writes refused because their fencing token was stale or never issued, by source: resource (a fenced write here) or reported (by a resource elsewhere).",
+		}, []string{"source"}),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "leasekeeper_http_request_duration_seconds",
-			Help:    "HTTP request durations by method, route pattern and status code.",
+			Help:    "HTTP request durations by method, route pattern and status code; watch streams and acquires that wait are in leasekeeper_http_long_request_duration_seconds.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"method", "route", "code"}),
+		longRequests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "leasekeeper_http_long_request_duration_seconds",
+			Help:    "Durations of the requests that last as long as the client or the line makes them (watch streams, acquires with wait_ms), by method, route pattern and status code.",
+			Buckets: []float64{.01, .1, 1, 10, 30, 60, 300, 900, 3600, 14400},
+		}, []string{"method", "route", "code"}),
+		acquireWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "leasekeeper_acquire_wait_seconds",
+			Help:    "Time an acquire with wait_ms spent before its answer, in line or granted at once, by outcome (ok or an error code; lease_held is a wait that ran out).",
+			Buckets: []float64{.001, .01, .1, .5, 1, 2.5, 5, 10, 30, 60, 120, 300},
+		}, []string{"outcome"}),
+		delivery: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "leasekeeper_watch_delivery_delay_seconds",
+			Help:    "Age of the oldest event in each write to a watch stream (from its commit to the write), among the events committed after the stream opened: how far watchers lag.",
+			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}),
 	}
-	reg.MustRegister(m.ops, m.expirations, m.rejections, m.requests, &heldCollector{held: held,
-		desc: prometheus.NewDesc("leasekeeper_leases_held", "Leases held now.", nil, nil)})
+	for _, src := range []string{sourceResource, sourceReported} {
+		m.rejections.WithLabelValues(src) // both series exist from the start, at 0
+	}
+	reg.MustRegister(m.ops, m.expirations, m.rejections, m.requests, m.longRequests, m.acquireWait, m.delivery,
+		&heldCollector{held: held, desc: prometheus.NewDesc("leasekeeper_leases_held", "Leases held now.", nil, nil)})
 	return m
+}
+
+// ObserveDelivery records how old the oldest event of a write to a watch stream was; give it
+// to the hub as watch.Options.OnDeliver.
+func (m *Metrics) ObserveDelivery(age time.Duration) { m.delivery.Observe(max(age, 0).Seconds()) }
+
+func (m *Metrics) observeAcquireWait(err error, d time.Duration) {
+	m.acquireWait.WithLabelValues(outcome(err)).Observe(max(d, 0).Seconds())
 }
 
 // ObserveEvents counts committed events; wire it to the store's commit hook.
@@ -61,19 +96,27 @@ func (m *Metrics) ObserveEvents(evs []lease.Event) {
 	}
 }
 
-func (m *Metrics) op(op string, err error) {
-	outcome := "ok"
+func (m *Metrics) op(op string, err error) { m.ops.WithLabelValues(op, outcome(err)).Inc() }
+
+// outcome labels how an operation ended: ok or an error code.
+func outcome(err error) string {
 	switch {
+	case err == nil:
+		return "ok"
 	case errors.Is(err, context.Canceled):
-		outcome = string(codeCanceled) // the client left (a handler's context ends no other way)
-	case err != nil:
-		outcome = string(lease.ErrorCode(err))
+		return string(codeCanceled) // the client left (a handler's context ends no other way)
 	}
-	m.ops.WithLabelValues(op, outcome).Inc()
+	return string(lease.ErrorCode(err))
 }
 
-func (m *Metrics) observeRequest(method, route string, status int, d time.Duration) {
-	m.requests.WithLabelValues(methodLabel(method), route, strconv.Itoa(status)).Observe(d.Seconds())
+// observeRequest records a request's duration: a long-lived one (see markLong) in its own
+// histogram, so its minutes do not drown the milliseconds of the others.
+func (m *Metrics) observeRequest(method, route string, status int, d time.Duration, long bool) {
+	h := m.requests
+	if long {
+		h = m.longRequests
+	}
+	h.WithLabelValues(methodLabel(method), route, strconv.Itoa(status)).Observe(d.Seconds())
 }
 
 // methodLabel bounds the method label: a client may send any token as a method, and each one

@@ -13,37 +13,28 @@ import (
 	"github.com/leasekeeper/leasekeeper/api"
 )
 
-// metric returns the value of the series of name whose labels include labels, 0 if absent.
-func metric(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
+// gathered is what reg holds now, by name.
+func gathered(t *testing.T, reg prometheus.Gatherer) scraped {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatalf("Gather() = %v", err)
 	}
+	m := scraped{}
 	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	series:
-		for _, m := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, l := range m.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range labels {
-				if have[k] != v {
-					continue series
-				}
-			}
-			switch {
-			case m.GetCounter() != nil:
-				return m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				return m.GetGauge().GetValue()
-			}
-		}
+		m[mf.GetName()] = mf
 	}
-	return 0
+	return m
+}
+
+// metric returns the value of the series of name whose labels include labels, 0 if absent.
+func metric(t *testing.T, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	s := gathered(t, reg).find(name, labels)
+	if g := s.GetGauge(); g != nil {
+		return g.GetValue()
+	}
+	return s.GetCounter().GetValue()
 }
 
 func TestMetricsLint(t *testing.T) {
@@ -110,7 +101,7 @@ func TestMetricsMove(t *testing.T) {
 			t.Errorf("leasekeeper_lease_operations_total{op=%q,outcome=%q} = %v, want %v", tt.op, tt.outcome, got, tt.want)
 		}
 	}
-	if got := metric(t, e.reg, "leasekeeper_stale_writes_rejected_total", nil); got != 0 {
+	if got := metric(t, e.reg, "leasekeeper_stale_writes_rejected_total", map[string]string{"source": "resource"}); got != 0 {
 		t.Errorf("stale writes rejected = %v, want 0", got)
 	}
 }

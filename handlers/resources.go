@@ -5,8 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"mime"
+	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/lease"
@@ -24,11 +27,55 @@ func (s *server) PutResource(ctx context.Context, req api.PutResourceRequestObje
 	if err != nil {
 		pr := s.toProblem(ctx, err)
 		if pr.Code == api.ProblemCodeStaleToken || pr.Code == api.ProblemCodeTokenNotIssued {
-			s.metrics.rejections.Inc()
+			s.metrics.rejections.WithLabelValues(sourceResource).Inc()
 		}
 		return api.PutResourcedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
 	}
-	return api.PutResource200JSONResponse{Body: wireResource(r), Headers: api.PutResource200ResponseHeaders{ETag: etag(r)}}, nil
+	h := api.PutResource200ResponseHeaders{ETag: etag(r)}
+	// A write that created the resource says where it lives, but still answers 200, not the
+	// 201 RFC 9110 suggests: the API contract (DESIGN.md's table, which outside clients check)
+	// has always promised 200 for a fenced PUT, and clients test for exactly that.
+	if r.Version == 1 {
+		loc := "/v1/resources/" + url.PathEscape(r.Name)
+		h.Location = &loc
+	}
+	return api.PutResource200JSONResponse{Body: wireResource(r), Headers: h}, nil
+}
+
+// writeCondition turns If-Match and If-None-Match into the store's condition. If-Match takes
+// one strong ETag: one this server never made matches no version, so the write fails with
+// precondition_failed as RFC 9110 §13.1.1 asks. If-None-Match takes only `*`.
+func writeCondition(p api.PutResourceParams) (ifVersion int64, ifAbsent bool, err error) {
+	if m := deref(p.IfMatch); m != "" {
+		if m == "*" || strings.Contains(m, ",") {
+			return 0, false, lease.Errorf(lease.CodeInvalid, "If-Match takes one ETag of the resource")
+		}
+		ifVersion = math.MaxInt64
+		if s, err := strconv.Unquote(m); err == nil {
+			if v, err := strconv.ParseInt(s, 10, 64); err == nil && v > 0 {
+				ifVersion = v
+			}
+		}
+	}
+	if m := deref(p.IfNoneMatch); m != "" {
+		if m != "*" {
+			return 0, false, lease.Errorf(lease.CodeInvalid, "If-None-Match on a write takes only *")
+		}
+		ifAbsent = true
+	}
+	return ifVersion, ifAbsent, nil
+}
+
+// matchesNone reports whether an If-None-Match list names tag, by weak comparison (RFC 9110
+// §13.1.2).
+func matchesNone(list, tag string) bool {
+	for _, t := range strings.Split(list, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == "*" || t == tag {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *server) putResource(ctx context.Context, req api.PutResourceRequestObject) (lease.Resource, error) {
@@ -60,9 +107,13 @@ func (s *server) putResource(ctx context.Context, req api.PutResourceRequestObje
 	if buf.Len() > lease.MaxValueLen {
 		return lease.Resource{}, lease.Errorf(lease.CodeTooLarge, "the value is larger than %d bytes", lease.MaxValueLen)
 	}
+	ifVersion, ifAbsent, err := writeCondition(req.Params)
+	if err != nil {
+		return lease.Resource{}, err
+	}
 	c := clientOf(ctx)
 	return s.store.PutResource(ctx, store.ResourceWrite{Name: req.Resource, Token: token, LeaseName: leaseName,
-		Value: buf.Bytes(), ContentType: ct, ClientAddr: c.addr, UserAgent: c.userAgent})
+		Value: buf.Bytes(), ContentType: ct, ClientAddr: c.addr, UserAgent: c.userAgent, IfVersion: ifVersion, IfAbsent: ifAbsent})
 }
 
 // GetResource returns a resource's value with its fence.
@@ -74,6 +125,13 @@ func (s *server) GetResource(ctx context.Context, req api.GetResourceRequestObje
 	}
 	if err != nil {
 		return problemAs[api.GetResourcedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
+	}
+	// Caches may keep the value but must ask again each time; the ETag makes asking cheap.
+	if h := responseHeader(ctx); h != nil {
+		h.Set("Cache-Control", "no-cache")
+	}
+	if m := clientOf(ctx).ifNoneMatch; m != "" && matchesNone(m, etag(r)) {
+		return api.GetResource304Response{Headers: api.GetResource304ResponseHeaders{ETag: etag(r)}}, nil
 	}
 	// The value is whatever a writer sent, with the type it claimed: served from this origin and
 	// shown as a page, text/html could script the dashboard. Browsers save it instead, and a
@@ -139,7 +197,7 @@ func (s *server) ReportRejection(ctx context.Context, req api.ReportRejectionReq
 	if err != nil {
 		return problemAs[api.ReportRejectiondefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
-	s.metrics.rejections.Inc()
+	s.metrics.rejections.WithLabelValues(sourceReported).Inc()
 	return api.ReportRejection202JSONResponse(wireRejection(r)), nil
 }
 

@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -93,5 +94,88 @@ func TestHeadWatch(t *testing.T) {
 	// The client reuses the connection: a handler still streaming would never read this.
 	if resp, _ := e.do("GET", "/healthz", nil, nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("GET /healthz after HEAD /v1/watch = %d, want 200", resp.StatusCode)
+	}
+}
+
+// TestResourceConditions: If-Match and If-None-Match on PUT (412), a conditional GET (304),
+// 200 with Location on create (200, not 201: the contract promises 200 for every fenced PUT),
+// and the cache headers of API answers.
+func TestResourceConditions(t *testing.T) {
+	e := newEnv(t)
+	old := e.acquire("old", "w", time.Minute)
+	l := e.acquire("job", "w", time.Minute)
+	tok := map[string]string{"Fencing-Token": strconv.FormatInt(l.Token, 10)}
+	with := func(h map[string]string, k, v string) map[string]string {
+		out := map[string]string{k: v}
+		for k, v := range h {
+			out[k] = v
+		}
+		return out
+	}
+	resp, b := e.do("PUT", "/v1/resources/r", strings.NewReader("v1"), with(tok, "If-Match", `"1"`))
+	wantProblem(t, "PUT If-Match on an absent resource", resp, b, http.StatusPreconditionFailed, "precondition_failed")
+	resp, b = e.do("PUT", "/v1/resources/r", strings.NewReader("v1"), with(tok, "If-None-Match", "*"))
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Location") != "/v1/resources/r" || resp.Header.Get("ETag") != `"1"` {
+		t.Fatalf("PUT If-None-Match: * (create) = %d Location %q ETag %q %s, want 200 /v1/resources/r \"1\"",
+			resp.StatusCode, resp.Header.Get("Location"), resp.Header.Get("ETag"), b)
+	}
+	resp, b = e.do("PUT", "/v1/resources/r", strings.NewReader("v2"), with(tok, "If-None-Match", "*"))
+	wantProblem(t, "PUT If-None-Match: * on an existing resource", resp, b, http.StatusPreconditionFailed, "precondition_failed")
+	resp, b = e.do("PUT", "/v1/resources/r", strings.NewReader("v2"), with(tok, "If-Match", `"7"`))
+	wantProblem(t, "PUT If-Match of another version", resp, b, http.StatusPreconditionFailed, "precondition_failed")
+	// The fence first: a stale token is stale_token whatever the condition says.
+	resp, b = e.do("PUT", "/v1/resources/r", strings.NewReader("v2"), map[string]string{
+		"Fencing-Token": strconv.FormatInt(old.Token, 10), "If-Match": `"7"`})
+	wantProblem(t, "PUT with a stale token and a failing If-Match", resp, b, http.StatusConflict, "stale_token")
+	resp, b = e.do("PUT", "/v1/resources/r", strings.NewReader("v2"), with(tok, "If-Match", `"1"`))
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("ETag") != `"2"` || resp.Header.Get("Location") != "" {
+		t.Fatalf("PUT If-Match \"1\" = %d ETag %q %s, want 200 \"2\"", resp.StatusCode, resp.Header.Get("ETag"), b)
+	}
+
+	resp, b = e.do("GET", "/v1/resources/r", nil, nil)
+	if resp.StatusCode != http.StatusOK || string(b) != "v2" || resp.Header.Get("ETag") != `"2"` || resp.Header.Get("Cache-Control") != "no-cache" {
+		t.Errorf("GET /v1/resources/r = %d %q ETag %q Cache-Control %q, want 200 v2 \"2\" no-cache", resp.StatusCode, b, resp.Header.Get("ETag"), resp.Header.Get("Cache-Control"))
+	}
+	resp, b = e.do("GET", "/v1/resources/r", nil, map[string]string{"If-None-Match": `"1", W/"2"`})
+	if resp.StatusCode != http.StatusNotModified || len(b) != 0 || resp.Header.Get("ETag") != `"2"` {
+		t.Errorf("GET If-None-Match current = %d %q ETag %q, want 304 without a body", resp.StatusCode, b, resp.Header.Get("ETag"))
+	}
+	if resp, b := e.do("GET", "/v1/resources/r", nil, map[string]string{"If-None-Match": `"1"`}); resp.StatusCode != http.StatusOK || string(b) != "v2" {
+		t.Errorf("GET If-None-Match stale = %d %q, want 200 v2", resp.StatusCode, b)
+	}
+	for _, path := range []string{"/v1/leases", "/v1/leases/job", "/v1/leases/job/events", "/v1/resources"} {
+		if resp, _ := e.do("GET", path, nil, nil); resp.Header.Get("Cache-Control") != "no-store" {
+			t.Errorf("GET %s: Cache-Control = %q, want no-store", path, resp.Header.Get("Cache-Control"))
+		}
+	}
+}
+
+// TestSpecAnswers: the acquire 409 lease_lost has no Retry-After; a resource body is any
+// bytes (a JSON object passes the validator untouched) and may be empty.
+func TestSpecAnswers(t *testing.T) {
+	e := newEnv(t)
+	idem := map[string]string{"Content-Type": "application/json", "Idempotency-Key": "spec-answers-0001"}
+	resp, b := e.do("POST", "/v1/leases/job/acquire", strings.NewReader(`{"holder":"w","ttl_ms":1000}`), idem)
+	var g api.Grant
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(b, &g) != nil || g.LeaseId == nil || *g.LeaseId == "" {
+		t.Fatalf("acquire = %d %s, want 200 with a lease_id", resp.StatusCode, b)
+	}
+	e.clock.Advance(2 * time.Second)
+	resp, b = e.do("POST", "/v1/leases/job/acquire", strings.NewReader(`{"holder":"w","ttl_ms":1000}`), idem)
+	wantProblem(t, "acquire retried after its grant expired", resp, b, http.StatusConflict, api.ProblemCodeLeaseLost)
+	if v := resp.Header.Get("Retry-After"); v != "" {
+		t.Errorf("lease_lost: Retry-After = %q, want none", v)
+	}
+
+	l := e.acquire("w", "w", time.Minute)
+	tok := strconv.FormatInt(l.Token, 10)
+	for _, c := range []struct{ body, ct string }{{`{"a":[1,2]}`, "application/json"}, {"", "text/plain"}} {
+		resp, b := e.do("PUT", "/v1/resources/any", strings.NewReader(c.body), map[string]string{"Fencing-Token": tok, "Content-Type": c.ct})
+		if resp.StatusCode/100 != 2 {
+			t.Fatalf("PUT %q (%s) = %d %s, want written", c.body, c.ct, resp.StatusCode, b)
+		}
+		if _, got := e.do("GET", "/v1/resources/any", nil, nil); string(got) != c.body {
+			t.Errorf("GET after PUT %q = %q", c.body, got)
+		}
 	}
 }

@@ -80,6 +80,16 @@ func (b *browser) signIn(key, next string) *http.Response {
 	return resp
 }
 
+// sessionCookie is the session cookie resp sets, or nil.
+func sessionCookie(resp *http.Response) *http.Cookie {
+	for _, c := range resp.Cookies() {
+		if c.Name == handlers.SessionCookie {
+			return c
+		}
+	}
+	return nil
+}
+
 // signedIn reports whether the overview opens (rather than sending the browser to sign in).
 func (b *browser) signedIn() bool {
 	b.t.Helper()
@@ -240,12 +250,7 @@ func TestSessionCookieSecureUnderTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	var c *http.Cookie
-	for _, x := range resp.Cookies() {
-		if x.Name == handlers.SessionCookie {
-			c = x
-		}
-	}
+	c := sessionCookie(resp)
 	if c == nil || !c.Secure || !c.HttpOnly || c.SameSite != http.SameSiteStrictMode {
 		t.Errorf("session cookie over TLS = %+v, want Secure, HttpOnly, SameSite=Strict", c)
 	}

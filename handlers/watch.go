@@ -15,6 +15,7 @@ func (s *server) Watch(ctx context.Context, req api.WatchRequestObject) (api.Wat
 	if s.hub == nil {
 		return problemAs[api.WatchdefaultApplicationProblemPlusJSONResponse](s, ctx, lease.Errorf(lease.CodeUnavailable, "this server does not stream events")), nil
 	}
+	markLong(ctx)
 	who := principalOf(ctx)
 	done, err := s.auth.hold(who, holdWatch)
 	if err != nil {

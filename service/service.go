@@ -69,6 +69,8 @@ type Config struct {
 	Auth handlers.AuthConfig
 	// BodyTimeout bounds the time a request body takes to arrive (handlers.Config).
 	BodyTimeout time.Duration
+	// CORSOrigins are the browser origins whose pages may call the API (handlers.Config).
+	CORSOrigins []string
 }
 
 // Service is an assembled server.
@@ -104,6 +106,9 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 		cfg.Watch.Encode = handlers.EncodeEvent
 	}
 	metrics := handlers.NewMetrics(cfg.Registry, st)
+	if cfg.Watch.OnDeliver == nil {
+		cfg.Watch.OnDeliver, cfg.Watch.Clock = metrics.ObserveDelivery, clock
+	}
 	s := &Service{
 		Line:    queue.New(st, clock, cfg.Queue),
 		Hub:     watch.NewHub(st, cfg.Watch),
@@ -119,7 +124,7 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 	)
 	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: cfg.Limits, Registry: cfg.Registry,
 		Metrics: metrics, Logger: cfg.Logger, Acquirer: s.Line, Hub: s.Hub, Spec: leasekeeper.OpenAPI(), Version: cfg.Version,
-		BodyTimeout: cfg.BodyTimeout, Auth: cfg.Auth})
+		BodyTimeout: cfg.BodyTimeout, Auth: cfg.Auth, CORSOrigins: cfg.CORSOrigins})
 	if err != nil {
 		return nil, err
 	}

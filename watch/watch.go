@@ -44,6 +44,14 @@ type Options struct {
 	// 200 ms), so their cost to the writers stays bounded while each still sees every event,
 	// in order, a little later. Heartbeats are not counted.
 	WriteBudget int
+	// OnDeliver, when set with Clock, is told after each write to a stream how old the oldest
+	// event in it was (Clock's now at the write less the event's time): how far watchers lag.
+	// Once a write, not once an event, so its cost is bounded by Coalesce whatever the commit
+	// rate. Only events committed after the stream opened count: history replayed after a
+	// Last-Event-ID is not lag.
+	OnDeliver func(age time.Duration)
+	// Clock is the clock events are stamped by (the store's).
+	Clock lease.Clock
 }
 
 // Hub wakes watchers when events commit and bounds how many there are.
@@ -185,6 +193,7 @@ type Stream struct {
 	ctx    context.Context
 	prefix string
 	after  int64
+	live   int64 // the newest seq when the stream opened: later events count for OnDeliver
 
 	// Keep, when set before Serve, decides which events the watcher may see; the others are
 	// skipped (the stream's position still moves past them).
@@ -201,12 +210,13 @@ func (h *Hub) Open(ctx context.Context, prefix, lastEventID string) (*Stream, er
 		if after, err = strconv.ParseInt(lastEventID, 10, 64); err != nil || after < 0 {
 			return nil, lease.Errorf(lease.CodeInvalid, "Last-Event-ID %q is not an event seq", lastEventID)
 		}
-	} else {
-		seq, err := h.store.LatestSeq(ctx)
-		if err != nil {
-			return nil, err
-		}
-		after = seq
+	}
+	live, err := h.store.LatestSeq(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if lastEventID == "" {
+		after = live
 	}
 	select {
 	case <-h.closed:
@@ -219,7 +229,7 @@ func (h *Hub) Open(ctx context.Context, prefix, lastEventID string) (*Stream, er
 		return nil, lease.Errorf(lease.CodeTooManyWatchers, "%d watchers are connected, the most this server allows", h.watchers)
 	}
 	h.watchers++
-	return &Stream{hub: h, ctx: ctx, prefix: prefix, after: after}, nil
+	return &Stream{hub: h, ctx: ctx, prefix: prefix, after: after, live: live}, nil
 }
 
 // Encoder turns an event into its JSON form on the stream; the HTTP layer supplies it.
@@ -251,6 +261,7 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 	defer heartbeat.Stop()
 	var buf bytes.Buffer
 	var last time.Time
+	var oldest time.Time // of the live events in buf, for OnDeliver; zero if none
 	for {
 		changed := s.hub.wait() // take the signal before reading, so no commit is missed
 		for {
@@ -280,6 +291,9 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 				}
 				buf.Write(msg)
 				s.after = e.Seq
+				if e.Seq > s.live && (oldest.IsZero() || e.At.Before(oldest)) {
+					oldest = e.At
+				}
 			}
 			// One write and one flush for all the events of this wake-up.
 			if buf.Len() > 0 {
@@ -288,6 +302,8 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 				}
 				buf.Reset()
 				last = time.Now()
+				s.delivered(oldest)
+				oldest = time.Time{}
 			}
 			if caughtUp {
 				s.after = max(s.after, seen)
@@ -318,6 +334,15 @@ func (h *Hub) interval() time.Duration {
 	n := h.watchers
 	h.mu.RUnlock()
 	return max(h.opts.Coalesce, time.Duration(n)*time.Second/time.Duration(h.opts.WriteBudget))
+}
+
+// delivered reports to OnDeliver the age of the oldest live event just written.
+func (s *Stream) delivered(oldest time.Time) {
+	o := s.hub.opts
+	if o.OnDeliver == nil || o.Clock == nil || oldest.IsZero() {
+		return
+	}
+	o.OnDeliver(o.Clock.Now().Sub(oldest))
 }
 
 // pause waits out what is left of the coalescing interval since the last write, so that the

@@ -359,3 +359,64 @@ func TestLiveWatchersReadMemory(t *testing.T) {
 		t.Error("a watcher resuming from before memory's horizon did not read the store")
 	}
 }
+
+// TestOnDeliver: each write of live events is reported once, with the age of its oldest
+// event by the store's clock; history replayed after a Last-Event-ID is not.
+func TestOnDeliver(t *testing.T) {
+	clock := lease.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	committed := make(chan []lease.Event, 10)
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "w.db"), sqlite.Options{Clock: clock,
+		OnCommit: func(evs []lease.Event) { committed <- evs }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	var mu sync.Mutex
+	var ages []time.Duration
+	hub := watch.NewHub(st, watch.Options{Clock: clock, OnDeliver: func(age time.Duration) {
+		mu.Lock()
+		ages = append(ages, age)
+		mu.Unlock()
+	}})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, err := hub.Open(r.Context(), "", r.Header.Get("Last-Event-ID"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		s.Serve(w, func(e lease.Event) any { return e.Seq })
+	}))
+	t.Cleanup(srv.Close)
+	f := &fixture{st: st, hub: hub, srv: srv}
+
+	f.acquire(t, "history") // seq 1, committed before the stream opens
+	<-committed
+	c := open(t, srv.URL, "0")
+	if m := next(t, c); m.id != "1" {
+		t.Fatalf("replayed event id = %s, want 1", m.id)
+	}
+	f.acquire(t, "live") // seq 2, at the clock's now
+	evs := <-committed
+	clock.Advance(time.Second)
+	f.acquire(t, "live-2") // seq 3, a second later
+	evs = append(evs, <-committed...)
+	clock.Advance(4 * time.Second) // the hub hears of both 5 s after the first
+	hub.ObserveEvents(evs)
+	for _, want := range []string{"2", "3"} {
+		if m := next(t, c); m.id != want {
+			t.Fatalf("live event id = %s, want %s", m.id, want)
+		}
+	}
+	// The stream reports after its write returns, which may be after the client has read it.
+	got := func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Duration(nil), ages...)
+	}
+	for deadline := time.Now().Add(3 * time.Second); len(got()) == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if ages := got(); len(ages) != 1 || ages[0] != 5*time.Second {
+		t.Errorf("OnDeliver ages = %v, want [5s] (one write, its oldest live event)", ages)
+	}
+}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/internal/promcheck"
 	"github.com/leasekeeper/leasekeeper/internal/testwait"
 )
 
@@ -179,7 +180,12 @@ func testServeEndToEnd(t *testing.T, db []string) {
 			t.Errorf("GET %s = %v, %v; want 200", path, resp, err)
 		}
 		if resp != nil {
+			body, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
+			if path == "/metrics" {
+				// The whole process's scrape: build info, Go and process collectors, the store's.
+				t.Run("Promtool", func(t *testing.T) { promcheck.Check(t, body) })
+			}
 		}
 	}
 

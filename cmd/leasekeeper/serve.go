@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"runtime"
+	"strings"
 	"sync"
 	"time"
 
@@ -43,6 +44,7 @@ type serveConfig struct {
 	adminKeyFile string
 	secretFile   string
 	debugAddr    string
+	corsOrigins  []string
 }
 
 func parseServe(args []string, getenv func(string) string, stdout, stderr io.Writer) (serveConfig, error) {
@@ -96,6 +98,11 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	fs.StringVar(&c.tlsKey, "tls-key", env("LEASEKEEPER_TLS_KEY", ""), "the PEM private key of --tls-cert (env LEASEKEEPER_TLS_KEY)")
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "serve Go's profiler (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060 (default: off)")
 	durationVar(fs, &c.bodyTimeout, "body-timeout", envDur("LEASEKEEPER_BODY_TIMEOUT", 30*time.Second), "how long a request body may take to arrive, then 408 (env LEASEKEEPER_BODY_TIMEOUT)")
+	corsFlag, corsEnv := &originList{}, &originList{}
+	if err := corsEnv.Set(getenv("LEASEKEEPER_CORS_ORIGIN")); err != nil {
+		envErr = errors.Join(envErr, fmt.Errorf("LEASEKEEPER_CORS_ORIGIN: %w", err))
+	}
+	fs.Var(corsFlag, "cors-origin", "a browser origin (scheme://host[:port]) whose pages may call the API; repeat it or separate origins with commas (default: none; env LEASEKEEPER_CORS_ORIGIN)")
 	if envErr != nil {
 		return c, &exitError{code: 2, err: envErr}
 	}
@@ -103,6 +110,11 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 		return c, err
 	}
 	c.auth.Rate = rate.Limit(*keyRate)
+	// The flag, when given, replaces the environment's list, as every other flag does.
+	c.corsOrigins = corsFlag.origins
+	if len(c.corsOrigins) == 0 {
+		c.corsOrigins = corsEnv.origins
+	}
 	switch *authMode {
 	case "on":
 	case "off":
@@ -210,7 +222,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	svc, err := service.New(st, &hooks, service.Config{Limits: cfg.limits, Queue: cfg.queue,
 		Watch: watch.Options{MaxWatchers: cfg.maxWatchers}, Retention: cfg.retention, Logger: log, Registry: reg,
-		Version: buildVersion(), BodyTimeout: cfg.bodyTimeout, Auth: cfg.auth})
+		Version: buildVersion(), BodyTimeout: cfg.bodyTimeout, Auth: cfg.auth,
+		CORSOrigins: cfg.corsOrigins})
 	if err != nil {
 		return err
 	}
@@ -292,4 +305,24 @@ func serveDebug(addr string, log *slog.Logger) (stop func(), err error) {
 	go srv.Serve(ln)
 	log.Warn("the profiler is served", "addr", "http://"+ln.Addr().String()+"/debug/pprof/")
 	return func() { srv.Close() }, nil
+}
+
+// originList is --cors-origin: repeatable, each a comma-separated list of origins, checked
+// as they are parsed so a typo fails the start.
+type originList struct{ origins []string }
+
+func (l *originList) String() string { return strings.Join(l.origins, ",") }
+
+func (l *originList) Set(v string) error {
+	for _, o := range strings.Split(v, ",") {
+		if strings.TrimSpace(o) == "" {
+			continue
+		}
+		n, err := handlers.NormalizeOrigin(o)
+		if err != nil {
+			return err
+		}
+		l.origins = append(l.origins, n)
+	}
+	return nil
 }

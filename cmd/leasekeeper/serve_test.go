@@ -64,6 +64,30 @@ func TestParseServeBodyTimeout(t *testing.T) {
 	}
 }
 
+func TestParseServeCORS(t *testing.T) {
+	for _, tt := range []struct {
+		env  string
+		args []string
+		want []string
+	}{
+		{"", nil, nil},
+		{"https://a.example, http://localhost:3000", nil, []string{"https://a.example", "http://localhost:3000"}},
+		{"", []string{"--cors-origin", "https://A.example", "--cors-origin=https://b.example,https://c.example:8443"},
+			[]string{"https://a.example", "https://b.example", "https://c.example:8443"}},
+		{"https://env.example", []string{"--cors-origin", "https://flag.example"}, []string{"https://flag.example"}},
+	} {
+		c, err := parseServe(tt.args, func(k string) string {
+			if k == "LEASEKEEPER_CORS_ORIGIN" {
+				return tt.env
+			}
+			return ""
+		}, io.Discard, io.Discard)
+		if err != nil || !cmp.Equal(c.corsOrigins, tt.want) {
+			t.Errorf("parseServe(%q) with LEASEKEEPER_CORS_ORIGIN=%q = CORS origins %q, %v; want %q", tt.args, tt.env, c.corsOrigins, err, tt.want)
+		}
+	}
+}
+
 func TestParseServeErrors(t *testing.T) {
 	for _, tt := range []struct {
 		name string
@@ -82,6 +106,9 @@ func TestParseServeErrors(t *testing.T) {
 		{"ErrUsage/AuthMaybe", nil, []string{"--auth", "maybe"}},
 		{"ErrUsage/NegativeKeyRate", nil, []string{"--key-rate", "-1"}},
 		{"ErrUsage/PostgresWithoutSecretFile", map[string]string{"LEASEKEEPER_ADMIN_KEY": testAdminKey}, []string{"--db", "postgres://db.example/lk"}},
+		{"ErrUsage/CORSWildcard", nil, []string{"--cors-origin", "*"}},
+		{"ErrUsage/CORSPath", nil, []string{"--cors-origin", "https://a.example/app"}},
+		{"ErrUsage/EnvCORSNoScheme", map[string]string{"LEASEKEEPER_CORS_ORIGIN": "a.example"}, []string{"--cors-origin", "https://b.example"}},
 		{"ErrUsage/PostgresWithoutAdminKey", nil, []string{"--db", "postgresql://db.example/lk", "--secret-file", "/tmp/s"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

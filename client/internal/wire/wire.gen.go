@@ -88,6 +88,7 @@ const (
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
 	ProblemCodeNotFound             ProblemCode = "not_found"
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
+	ProblemCodePreconditionFailed   ProblemCode = "precondition_failed"
 	ProblemCodePreconditionRequired ProblemCode = "precondition_required"
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
 	ProblemCodeRequestTimeout       ProblemCode = "request_timeout"
@@ -119,6 +120,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeNotFound:
 		return true
 	case ProblemCodePayloadTooLarge:
+		return true
+	case ProblemCodePreconditionFailed:
 		return true
 	case ProblemCodePreconditionRequired:
 		return true
@@ -281,6 +284,10 @@ type EventList struct {
 	NextCursor string  `json:"next_cursor"`
 }
 
+// Grant The answer to an acquire: a Lease whose `lease_id` is always present. (In Go the
+// generated type stays Lease, whose `lease_id` is optional, for the code written to it.)
+type Grant = Lease
+
 // Health defines model for Health.
 type Health struct {
 	// Status Example: ok
@@ -329,7 +336,7 @@ type KeyRequest struct {
 	Role Role `json:"role"`
 }
 
-// Lease A grant, as its holder sees it.
+// Lease A grant, as its holder sees it (renew answers it without `lease_id`).
 type Lease struct {
 	// AcquiredAt An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
@@ -684,6 +691,12 @@ type ListResourcesParams struct {
 type PutResourceParams struct {
 	FencingToken int64   `json:"Fencing-Token"`
 	LeaseName    *string `json:"Lease-Name,omitempty"`
+
+	// IfMatch One ETag of this resource, as GET and PUT answer it.
+	IfMatch *string `json:"If-Match,omitempty"`
+
+	// IfNoneMatch `*`: write only if the resource does not exist.
+	IfNoneMatch *string `json:"If-None-Match,omitempty"`
 }
 
 // WatchParams defines parameters for Watch.
@@ -929,6 +942,9 @@ type ClientInterface interface {
 	// The value comes with the content type it was written with, but a browser never renders
 	// it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
 	// written as `text/html` with a script in it cannot act as this server's dashboard).
+	// It is `Cache-Control: no-cache`: a cache revalidates with the ETag, and
+	// `If-None-Match` with the current ETag answers 304 without the value. (If-None-Match is
+	// not declared as a parameter: it is HTTP's own, and clients and caches send it unasked.)
 	//
 	// Corresponds with GET /v1/resources/{resource} (the `GetResource` operationId).
 	GetResource(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -940,6 +956,12 @@ type ClientInterface interface {
 	// unexpired lease on that name. A token above every token this server has issued is
 	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 	// A refused write changes nothing and is recorded.
+	//
+	// `If-Match: <etag>` applies the write only while the resource is at that version, and
+	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
+	// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
+	// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
+	// whatever the condition.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1314,6 +1336,9 @@ func (c *Client) DeleteResource(ctx context.Context, resource Resource, reqEdito
 // The value comes with the content type it was written with, but a browser never renders
 // it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
 // written as `text/html` with a script in it cannot act as this server's dashboard).
+// It is `Cache-Control: no-cache`: a cache revalidates with the ETag, and
+// `If-None-Match` with the current ETag answers 304 without the value. (If-None-Match is
+// not declared as a parameter: it is HTTP's own, and clients and caches send it unasked.)
 //
 // Corresponds with GET /v1/resources/{resource} (the `GetResource` operationId).
 func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1335,6 +1360,12 @@ func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors 
 // unexpired lease on that name. A token above every token this server has issued is
 // refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 // A refused write changes nothing and is recorded.
+//
+// `If-Match: <etag>` applies the write only while the resource is at that version, and
+// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
+// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
+// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
+// whatever the condition.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2282,6 +2313,28 @@ func NewPutResourceRequestWithBody(server string, resource Resource, params *Put
 			req.Header.Set("Lease-Name", headerParam1)
 		}
 
+		if params.IfMatch != nil {
+			var headerParam2 string
+
+			headerParam2, err = runtime.StyleParamWithOptions("simple", false, "If-Match", *params.IfMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-Match", headerParam2)
+		}
+
+		if params.IfNoneMatch != nil {
+			var headerParam3 string
+
+			headerParam3, err = runtime.StyleParamWithOptions("simple", false, "If-None-Match", *params.IfNoneMatch, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("If-None-Match", headerParam3)
+		}
+
 	}
 
 	return req, nil
@@ -2570,6 +2623,9 @@ type ClientWithResponsesInterface interface {
 	// The value comes with the content type it was written with, but a browser never renders
 	// it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
 	// written as `text/html` with a script in it cannot act as this server's dashboard).
+	// It is `Cache-Control: no-cache`: a cache revalidates with the ETag, and
+	// `If-None-Match` with the current ETag answers 304 without the value. (If-None-Match is
+	// not declared as a parameter: it is HTTP's own, and clients and caches send it unasked.)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -2583,6 +2639,12 @@ type ClientWithResponsesInterface interface {
 	// unexpired lease on that name. A token above every token this server has issued is
 	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 	// A refused write changes nothing and is recorded.
+	//
+	// `If-Match: <etag>` applies the write only while the resource is at that version, and
+	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
+	// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
+	// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
+	// whatever the condition.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3266,7 +3328,7 @@ type AcquireLeaseResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *Lease
+	JSON200 *Grant
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -3294,7 +3356,7 @@ type AcquireLeaseResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r AcquireLeaseResponse) GetJSON200() *Lease {
+func (r AcquireLeaseResponse) GetJSON200() *Grant {
 	return r.JSON200
 }
 
@@ -4064,6 +4126,11 @@ type GetResourceResponse200Headers struct {
 	XContentTypeOptions   string
 }
 
+// GetResourceResponse304Headers the declared response headers of an HTTP 304 response for GetResource
+type GetResourceResponse304Headers struct {
+	ETag string
+}
+
 // GetResourceResponse401Headers the declared response headers of an HTTP 401 response for GetResource
 type GetResourceResponse401Headers struct {
 	WWWAuthenticate string
@@ -4089,6 +4156,8 @@ type GetResourceResponse struct {
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *GetResourceResponse200Headers
+	// Headers304 the parsed response headers for an HTTP 304 response
+	Headers304 *GetResourceResponse304Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *GetResourceResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -4151,7 +4220,8 @@ func (r GetResourceResponse) ContentType() string {
 
 // PutResourceResponse200Headers the declared response headers of an HTTP 200 response for PutResource
 type PutResourceResponse200Headers struct {
-	ETag string
+	ETag     string
+	Location *string
 }
 
 // PutResourceResponse401Headers the declared response headers of an HTTP 401 response for PutResource
@@ -4182,6 +4252,8 @@ type PutResourceResponse struct {
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
 	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON412 the response for an HTTP 412 `application/problem+json` response
+	ApplicationproblemJSON412 *Problem
 	// ApplicationproblemJSON428 the response for an HTTP 428 `application/problem+json` response
 	ApplicationproblemJSON428 *Problem
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
@@ -4223,6 +4295,11 @@ func (r PutResourceResponse) GetApplicationproblemJSON403() *Forbidden {
 // GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
 func (r PutResourceResponse) GetApplicationproblemJSON409() *Problem {
 	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON412 returns the response for an HTTP 412 `application/problem+json` response
+func (r PutResourceResponse) GetApplicationproblemJSON412() *Problem {
+	return r.ApplicationproblemJSON412
 }
 
 // GetApplicationproblemJSON428 returns the response for an HTTP 428 `application/problem+json` response
@@ -4653,6 +4730,9 @@ func (c *ClientWithResponses) DeleteResourceWithResponse(ctx context.Context, re
 // The value comes with the content type it was written with, but a browser never renders
 // it as a page of this server: it is an attachment, never sniffed, and sandboxed (a value
 // written as `text/html` with a script in it cannot act as this server's dashboard).
+// It is `Cache-Control: no-cache`: a cache revalidates with the ETag, and
+// `If-None-Match` with the current ETag answers 304 without the value. (If-None-Match is
+// not declared as a parameter: it is HTTP's own, and clients and caches send it unasked.)
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -4672,6 +4752,12 @@ func (c *ClientWithResponses) GetResourceWithResponse(ctx context.Context, resou
 // unexpired lease on that name. A token above every token this server has issued is
 // refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 // A refused write changes nothing and is recorded.
+//
+// `If-Match: <etag>` applies the write only while the resource is at that version, and
+// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
+// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
+// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
+// whatever the condition.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5301,7 +5387,7 @@ func ParseAcquireLeaseResponse(rsp *http.Response) (*AcquireLeaseResponse, error
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest Lease
+		var dest Grant
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -6100,6 +6186,9 @@ func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 304:
+		break // No content-type
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
 		var dest Unauthorized
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6176,6 +6265,16 @@ func ParseGetResourceResponse(rsp *http.Response) (*GetResourceResponse, error) 
 			headers.XContentTypeOptions = value
 		}
 		response.Headers200 = &headers
+	case rsp.StatusCode == 304:
+		var headers GetResourceResponse304Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.ETag = value
+		}
+		response.Headers304 = &headers
 	case rsp.StatusCode == 401:
 		var headers GetResourceResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -6250,6 +6349,13 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 		}
 		response.ApplicationproblemJSON409 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 412:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON412 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 428:
 		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6289,6 +6395,13 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 				return nil, err
 			}
 			headers.ETag = value
+		}
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = &value
 		}
 		response.Headers200 = &headers
 	case rsp.StatusCode == 401:
