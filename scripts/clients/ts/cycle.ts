@@ -44,7 +44,7 @@ async function write(token: number, value: string, want: "written" | "stale"): P
   const { data, error, response } = await client.PUT("/v1/resources/{resource}", {
     params: { path: { resource }, header: { "Fencing-Token": token } },
     body: value,
-    bodySerializer: (v: string) => v,
+    bodySerializer: (v: unknown) => String(v),
     headers: { "Content-Type": "text/plain" },
   });
   if (want === "written" && data !== undefined && data.fence === token && data.resource === resource) {
