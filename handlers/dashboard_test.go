@@ -418,16 +418,16 @@ func TestDashboardRejections(t *testing.T) {
 		if diff := cmp.Diff([]string{"res-2", "res-2", "res-1"}, res(rows)); diff != "" {
 			t.Errorf("rejections, newest first (-want +got):\n%s", diff)
 		}
-		last := rows[2] // resource, lease, presented, fence, holder, client, user agent, source, time
-		if len(last) != 9 {
-			t.Fatalf("a rejection row has %d cells, want 9: %q", len(last), last)
+		last := rows[2] // resource, lease, holder, presented and fence, how stale, client and user agent, time
+		if len(last) != 7 {
+			t.Fatalf("a rejection row has %d cells, want 7: %q", len(last), last)
 		}
-		want := []string{"lock-a", strconv.FormatInt(a.Token, 10), strconv.FormatInt(b.Token, 10), "worker-a"}
-		if diff := cmp.Diff(want, last[1:5]); diff != "" {
+		want := []string{"lock-a", "worker-a", strconv.FormatInt(a.Token, 10) + " fence " + strconv.FormatInt(b.Token, 10)}
+		if diff := cmp.Diff(want, last[1:4]); diff != "" {
 			t.Errorf("the res-1 rejection (-want +got):\n%s", diff)
 		}
-		if last[6] != "stale-client/1.0" || !strings.HasPrefix(last[5], "127.0.0.1") || last[7] != "leasekeeper" {
-			t.Errorf("the res-1 rejection's client, user agent, source = %q, %q, %q", last[5], last[6], last[7])
+		if !strings.HasSuffix(last[5], "stale-client/1.0") || !strings.HasPrefix(last[5], "127.0.0.1") || strings.Contains(last[0], "external") {
+			t.Errorf("the res-1 rejection's resource, client = %q, %q", last[0], last[5])
 		}
 	})
 	t.Run("ByResource", func(t *testing.T) {
@@ -477,7 +477,7 @@ func TestDashboardResources(t *testing.T) {
 		t.Fatalf("resource rows = %d, want 2", len(rows))
 	}
 	cells := dashTexts(dashFind(rows[0], func(n *html.Node) bool { return n.Data == "td" || n.Data == "th" }))
-	want := []string{"alpha", strconv.FormatInt(l.Token, 10), "2", "11 B", "text/plain", "lock-a · worker-a@host", "now"}
+	want := []string{"alpha", strconv.FormatInt(l.Token, 10), "2", "lock-a · worker-a@host", "now 12:00:00 UTC", "11 B", "text/plain"}
 	if diff := cmp.Diff(want, cells); diff != "" {
 		t.Errorf("alpha row (-want +got):\n%s", diff)
 	}
