@@ -72,6 +72,14 @@ func newDashServerAt(t *testing.T, path string) *dashServer {
 // the store's commit hook). The browser tests use it, since live updates need the watch stream.
 func newDashLiveServer(t *testing.T) *dashServer {
 	t.Helper()
+	h, st := newDashLiveHandler(t)
+	return dashServe(t, h, st, nil)
+}
+
+// newDashLiveHandler is the handler of newDashLiveServer and its store, for tests that serve
+// it themselves.
+func newDashLiveHandler(t *testing.T) (http.Handler, *sqlite.Store) {
+	t.Helper()
 	var hooks service.Hooks
 	path := filepath.Join(t.TempDir(), "leasekeeper.db")
 	st, err := sqlite.Open(context.Background(), path, sqlite.Options{OnCommit: hooks.Publish})
@@ -87,7 +95,7 @@ func newDashLiveServer(t *testing.T) *dashServer {
 	var wg sync.WaitGroup
 	wg.Go(func() { svc.Run(bg) })
 	t.Cleanup(func() { stop(); wg.Wait() })
-	return dashServe(t, svc.Handler, st, nil)
+	return svc.Handler, st
 }
 
 // dashServe serves h on a local port until the test ends. Watch streams are long requests:
