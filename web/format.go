@@ -167,9 +167,13 @@ func staleness(r Rejection) string {
 	return strings.Join(parts, ", ")
 }
 
-// lateText is a lateness with one decimal below a minute ("8.3 s"), else as FormatDuration.
+// lateText is a lateness: milliseconds below a second ("40 ms"), seconds with one decimal
+// below a minute ("8.3 s"), else as FormatDuration.
 func lateText(d time.Duration) string {
-	if d < time.Minute {
+	switch {
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
+	case d < time.Minute:
 		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
 	}
 	return FormatDuration(d.Truncate(time.Second))

@@ -172,7 +172,7 @@ func TestLeasePage(t *testing.T) {
 	}
 
 	status := findAll(state, func(n *html.Node) bool { return attr(n, "class") == "status-line" })[0]
-	if got, want := text(status), "held by worker-1@host-a, expires in 30 s 12:00:30 UTC"; got != want {
+	if got, want := text(status), "held by worker-1@host-a · expires in 30 s 12:00:30 UTC"; got != want {
 		t.Errorf("status line = %q, want %q", got, want)
 	}
 

@@ -129,9 +129,15 @@
   function enhance() {
     for (const b of document.querySelectorAll("button.copy[hidden]")) b.hidden = false;
     absTimes();
-    // On a narrow screen the timeline scrolls sideways: show its right end, where now is.
+    // On a narrow screen the timeline scrolls sideways: bring now into view, at two thirds of
+    // the width, so that the recent past and what comes next both show.
     for (const w of document.querySelectorAll(".svg-wrap")) {
-      if (!w.dataset.scrolled) { w.scrollLeft = w.scrollWidth; w.dataset.scrolled = "1"; }
+      if (w.dataset.scrolled) continue;
+      w.dataset.scrolled = "1";
+      const svg = w.querySelector("svg"), now = w.querySelector(".tl-now line");
+      if (!svg || !now || w.scrollWidth <= w.clientWidth) continue;
+      const x = parseFloat(now.getAttribute("x1")) / svg.viewBox.baseVal.width * svg.getBoundingClientRect().width;
+      w.scrollLeft = Math.max(0, x - w.clientWidth * 2 / 3);
     }
   }
 
