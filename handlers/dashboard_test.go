@@ -710,3 +710,55 @@ func TestDashboardRevoke(t *testing.T) {
 		}
 	})
 }
+
+func TestDashboardResourcePage(t *testing.T) {
+	s := newDashServer(t)
+	l := s.acquire("lock-a", "worker-a@host", time.Minute, "")
+	s.put("alpha", l.Token, "hello", map[string]string{"Lease-Name": "lock-a"})
+	s.put("alpha", l.Token-1, "stale", nil)
+	_, doc := s.page("/resources/alpha", http.StatusOK, nil)
+	state := dashOne(t, doc, "resource-state")
+	if got := dashText(dashOne(t, state, "fence")); got != strconv.FormatInt(l.Token, 10) {
+		t.Errorf("fence = %q, want %d", got, l.Token)
+	}
+	link := dashOne(t, state, "resource-rejections")
+	if got, want := dashAttr(link, "href"), "/rejections?resource=alpha"; got != want || dashText(link) != "1 rejection" {
+		t.Errorf("rejections link = %q %q, want %q and 1 rejection", dashText(link), got, want)
+	}
+	if rows := dashByTestID(doc, "rejection-row"); len(rows) != 1 {
+		t.Errorf("rejection rows = %d, want 1", len(rows))
+	}
+	_, doc = s.page("/resources", http.StatusOK, nil)
+	if got := dashAttr(dashOne(t, doc, "resource-link"), "href"); got != "/resources/alpha" {
+		t.Errorf("resource link = %q", got)
+	}
+	s.page("/resources/never-written", http.StatusNotFound, nil)
+}
+
+func TestDashboardOverviewSortAndFilter(t *testing.T) {
+	s := newDashServer(t)
+	s.acquire("b-job", "zed", 3*time.Minute, "")
+	s.acquire("a-job", "amy", 2*time.Minute, "")
+	s.acquire("c-task", "bob", time.Minute, "")
+	names := func(path string) []string {
+		t.Helper()
+		_, doc := s.page(path, http.StatusOK, nil)
+		return dashTexts(dashByTestID(dashOne(t, doc, "held-table"), "lease-link"))
+	}
+	for path, want := range map[string][]string{
+		"/":                    {"a-job", "b-job", "c-task"},
+		"/?sort=expiry":        {"c-task", "a-job", "b-job"},
+		"/?sort=holder":        {"a-job", "c-task", "b-job"},
+		"/?q=job":              {"a-job", "b-job"},
+		"/?holder=b&sort=name": {"c-task"},
+		"/?sort=bogus":         {"a-job", "b-job", "c-task"},
+	} {
+		if diff := cmp.Diff(want, names(path)); diff != "" {
+			t.Errorf("GET %s held leases (-want +got):\n%s", path, diff)
+		}
+	}
+	_, doc := s.page("/?holder=nobody", http.StatusOK, nil)
+	if got := dashText(dashOne(t, doc, "no-held")); got != "No held lease matches this filter." {
+		t.Errorf("no-held = %q", got)
+	}
+}
