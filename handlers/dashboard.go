@@ -115,7 +115,7 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 	var err error
 	if !none {
 		var held []lease.State
-		held, o.NextCursor, o.Truncated, err = d.held(ctx, o, prefix, keep)
+		held, o.NextCursor, o.Matched, o.Truncated, err = d.held(ctx, o, prefix, keep)
 		for _, st := range held {
 			st.Waiters = d.s.acquirer.Waiters(st.Name)
 			o.Held = append(o.Held, viewLease(st))
@@ -160,14 +160,18 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 	d.page(w, r, http.StatusOK, web.OverviewLive(o), web.ErrorInfo{}, web.OverviewPage(d.siteFor(r), o))
 }
 
-// overviewMax bounds a sorted or filtered overview: it reads the held leases under the prefix
-// into memory to order them, so it stops there and says so.
-const overviewMax = 1000
+// A sorted or filtered overview reads the held leases under the prefix into memory to order
+// them: it reads at most overviewScan of them (then says that it stopped) and shows the first
+// overviewRows matches.
+const (
+	overviewScan = 10 * store.MaxLimit
+	overviewRows = 200
+)
 
 // held is the overview's page of held leases. In name order without filters it is one page of
-// the store's list; sorted otherwise or filtered, it is every match up to overviewMax, in the
-// order asked for, with truncated set when more matched.
-func (d *dashboard) held(ctx context.Context, o web.Overview, prefix string, keep func(...string) bool) (out []lease.State, next string, truncated bool, err error) {
+// the store's list; sorted otherwise or filtered, it is the first overviewRows matches in the
+// order asked for, with how many matched and whether the scan stopped short.
+func (d *dashboard) held(ctx context.Context, o web.Overview, prefix string, keep func(...string) bool) (out []lease.State, next string, matched int, truncated bool, err error) {
 	visible := func(st lease.State) bool {
 		return (keep == nil || keep(st.Name)) && strings.Contains(st.Name, o.Contains) && strings.Contains(st.Holder, o.Holder)
 	}
@@ -178,25 +182,25 @@ func (d *dashboard) held(ctx context.Context, o web.Overview, prefix string, kee
 				out = append(out, st)
 			}
 		}
-		return out, page.Next, false, err
+		return out, page.Next, len(out), false, err
 	}
 	cursor := ""
-	for {
+	for read := 0; ; {
 		page, err := d.s.store.List(ctx, store.LeaseFilter{Prefix: prefix, State: "held", Limit: store.MaxLimit, Cursor: cursor})
 		if err != nil {
-			return nil, "", false, err
+			return nil, "", 0, false, err
 		}
+		read += len(page.Items)
 		for _, st := range page.Items {
-			if !visible(st) {
-				continue
+			if visible(st) {
+				out = append(out, st)
 			}
-			if len(out) == overviewMax {
-				truncated = true
-				break
-			}
-			out = append(out, st)
 		}
-		if truncated || page.Next == "" {
+		if page.Next == "" {
+			break
+		}
+		if read >= overviewScan {
+			truncated = true
 			break
 		}
 		cursor = page.Next
@@ -207,7 +211,7 @@ func (d *dashboard) held(ctx context.Context, o web.Overview, prefix string, kee
 	case web.SortHolder:
 		slices.SortStableFunc(out, func(a, b lease.State) int { return cmp.Compare(a.Holder, b.Holder) })
 	}
-	return out, "", truncated, nil
+	return out[:min(len(out), overviewRows)], "", len(out), truncated, nil
 }
 
 // heldCount counts the held leases under prefix that the principal may see: with several of

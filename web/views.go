@@ -155,7 +155,11 @@ type Overview struct {
 	HeldCount int
 	// Held is this page of held leases, in the order of Sort.
 	Held []Lease
-	// Truncated is true when a sorted or filtered list stopped at its limit.
+	// Matched is how many held leases matched the filters; more than len(Held) when a sorted
+	// or filtered list shows only its first rows.
+	Matched int
+	// Truncated is true when a sorted or filtered list read only part of the held leases (the
+	// first ones by name) and ordered those.
 	Truncated bool
 	// NextCursor is the cursor of the next page of held leases; empty on the last page.
 	NextCursor string
