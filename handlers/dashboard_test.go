@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -760,5 +761,20 @@ func TestDashboardOverviewSortAndFilter(t *testing.T) {
 	_, doc := s.page("/?holder=nobody", http.StatusOK, nil)
 	if got := dashText(dashOne(t, doc, "no-held")); got != "No held lease matches this filter." {
 		t.Errorf("no-held = %q", got)
+	}
+}
+
+func TestDashboardOverviewSortedShowsFirstRows(t *testing.T) {
+	s := newDashServer(t)
+	for i := range 205 {
+		s.acquire(fmt.Sprintf("job-%03d", i), "w", time.Duration(300-i)*time.Second, "")
+	}
+	_, doc := s.page("/?sort=expiry", http.StatusOK, nil)
+	links := dashTexts(dashByTestID(dashOne(t, doc, "held-table"), "lease-link"))
+	if len(links) != 200 || links[0] != "job-204" {
+		t.Errorf("sorted by expiry: %d rows starting %q, want 200 starting with job-204 (the soonest)", len(links), links[:1])
+	}
+	if got := dashText(dashOne(t, doc, "more-matches")); !strings.Contains(got, "200 of 205") {
+		t.Errorf("more-matches = %q, want it to say 200 of 205", got)
 	}
 }
