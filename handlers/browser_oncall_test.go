@@ -570,6 +570,9 @@ func TestBrowserOnCall(t *testing.T) {
 					dashViewport(t, ctx, v.w, v.h, v.mobile, v.dark)
 					dashOpen(t, ctx, s.dashServer, p.path, false)
 					dashShot(t, ctx, shots, "oncall-"+p.name+"-"+v.suffix)
+					if blocked := dashEval[[]string](t, ctx, `window.__lkBlocked`); len(blocked) > 0 {
+						t.Errorf("on %s the Content-Security-Policy blocked %q", p.path, blocked)
+					}
 				})
 			}
 		}
