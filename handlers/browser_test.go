@@ -42,7 +42,7 @@ func dashBrowser(t *testing.T) context.Context {
 		t.Skip(msg)
 	}
 	// The browser lives as long as the context of its first Run, so that context bounds it.
-	life, cancelLife := context.WithTimeout(context.Background(), 2*time.Minute)
+	life, cancelLife := context.WithTimeout(context.Background(), 5*time.Minute)
 	alloc, cancelAlloc := chromedp.NewExecAllocator(life,
 		chromedp.ExecPath(path),
 		chromedp.Headless,

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/queue"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/web"
 )
@@ -40,6 +43,7 @@ func (d *dashboard) routes(r chi.Router) {
 	r.Get("/leases/{name}", d.lease)
 	r.Get("/rejections", d.rejections)
 	r.Get("/resources", d.resources)
+	r.Get("/resources/{name}", d.resource)
 	r.Get("/signin", d.signInPage)
 	// Revoking, signing in and signing out are the state changes the pages make: they must
 	// come from a page of this server (Go's cross-origin protection checks Sec-Fetch-Site and
@@ -101,22 +105,22 @@ func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
-	o := web.Overview{Now: d.s.clock.Now(), Host: d.hostOf(r), Prefix: q.Get("prefix"), Cursor: q.Get("cursor")}
+	o := web.Overview{Now: d.s.clock.Now(), Host: d.hostOf(r), Prefix: q.Get("prefix"), Cursor: q.Get("cursor"),
+		Contains: q.Get("q"), Holder: q.Get("holder"), Sort: q.Get("sort")}
+	if o.Sort != web.SortExpiry && o.Sort != web.SortHolder {
+		o.Sort = web.SortName
+	}
 	who := principalOf(ctx)
 	prefix, keep, none := scope(ctx, o.Prefix)
 	var err error
 	if !none {
-		var page store.Page[lease.State]
-		page, err = d.s.store.List(ctx, store.LeaseFilter{Prefix: prefix, State: "held", Limit: 50, Cursor: o.Cursor})
+		var held []lease.State
+		held, o.NextCursor, o.Matched, o.Truncated, err = d.held(ctx, o, prefix, keep)
+		for _, st := range held {
+			st.Waiters = d.s.acquirer.Waiters(st.Name)
+			o.Held = append(o.Held, viewLease(st))
+		}
 		if err == nil {
-			o.NextCursor = page.Next
-			for _, st := range page.Items {
-				if keep != nil && !keep(st.Name) {
-					continue
-				}
-				st.Waiters = d.s.acquirer.Waiters(st.Name)
-				o.Held = append(o.Held, viewLease(st))
-			}
 			o.HeldCount, err = d.heldCount(ctx, who, prefix, keep != nil)
 		}
 	}
@@ -124,9 +128,10 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 	if err == nil && !none {
 		freed, err = d.s.store.RecentlyFreed(ctx, prefix, 10)
 	}
+	// The newest rejections the store keeps, for the table and for each held lease's count.
 	var rej store.Page[lease.Rejection]
 	if err == nil {
-		rej, err = d.s.store.Rejections(ctx, store.RejectionFilter{Limit: 10})
+		rej, err = d.s.store.Rejections(ctx, store.RejectionFilter{Limit: store.MaxLimit})
 	}
 	if err != nil {
 		d.fail(w, r, err)
@@ -137,12 +142,76 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 			o.Freed = append(o.Freed, viewLease(st))
 		}
 	}
+	perLease := map[string]int{}
+	var shown []lease.Rejection
 	for _, x := range rej.Items {
-		if sees(who, x) {
-			o.Rejections = append(o.Rejections, viewRejection(x))
+		if !sees(who, x) {
+			continue
+		}
+		perLease[x.Lease]++
+		if len(shown) < 10 {
+			shown = append(shown, x)
 		}
 	}
+	for i := range o.Held {
+		o.Held[i].Rejections = perLease[o.Held[i].Name]
+	}
+	o.Rejections = d.rejectionViews(ctx, shown)
 	d.page(w, r, http.StatusOK, web.OverviewLive(o), web.ErrorInfo{}, web.OverviewPage(d.siteFor(r), o))
+}
+
+// A sorted or filtered overview reads the held leases under the prefix into memory to order
+// them: it reads at most overviewScan of them (then says that it stopped) and shows the first
+// overviewRows matches.
+const (
+	overviewScan = 10 * store.MaxLimit
+	overviewRows = 200
+)
+
+// held is the overview's page of held leases. In name order without filters it is one page of
+// the store's list; sorted otherwise or filtered, it is the first overviewRows matches in the
+// order asked for, with how many matched and whether the scan stopped short.
+func (d *dashboard) held(ctx context.Context, o web.Overview, prefix string, keep func(...string) bool) (out []lease.State, next string, matched int, truncated bool, err error) {
+	visible := func(st lease.State) bool {
+		return (keep == nil || keep(st.Name)) && strings.Contains(st.Name, o.Contains) && strings.Contains(st.Holder, o.Holder)
+	}
+	if o.Sort == web.SortName && o.Contains == "" && o.Holder == "" {
+		page, err := d.s.store.List(ctx, store.LeaseFilter{Prefix: prefix, State: "held", Limit: 50, Cursor: o.Cursor})
+		for _, st := range page.Items {
+			if visible(st) {
+				out = append(out, st)
+			}
+		}
+		return out, page.Next, len(out), false, err
+	}
+	cursor := ""
+	for read := 0; ; {
+		page, err := d.s.store.List(ctx, store.LeaseFilter{Prefix: prefix, State: "held", Limit: store.MaxLimit, Cursor: cursor})
+		if err != nil {
+			return nil, "", 0, false, err
+		}
+		read += len(page.Items)
+		for _, st := range page.Items {
+			if visible(st) {
+				out = append(out, st)
+			}
+		}
+		if page.Next == "" {
+			break
+		}
+		if read >= overviewScan {
+			truncated = true
+			break
+		}
+		cursor = page.Next
+	}
+	switch o.Sort {
+	case web.SortExpiry:
+		slices.SortStableFunc(out, func(a, b lease.State) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
+	case web.SortHolder:
+		slices.SortStableFunc(out, func(a, b lease.State) int { return cmp.Compare(a.Holder, b.Holder) })
+	}
+	return out[:min(len(out), overviewRows)], "", len(out), truncated, nil
 }
 
 // heldCount counts the held leases under prefix that the principal may see: with several of
@@ -175,7 +244,7 @@ func (d *dashboard) lease(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	detail, err := d.leaseDetail(r.Context(), name, r.URL.Query().Get("cursor"))
+	detail, err := d.leaseDetail(r.Context(), name, r.URL.Query().Get("cursor"), r.URL.Query().Get("range"))
 	if err != nil {
 		d.fail(w, r, err)
 		return
@@ -186,27 +255,56 @@ func (d *dashboard) lease(w http.ResponseWriter, r *http.Request) {
 	d.page(w, r, http.StatusOK, web.LeaseLive(detail), web.ErrorInfo{}, web.LeasePage(d.siteFor(r), detail))
 }
 
-func (d *dashboard) leaseDetail(ctx context.Context, name, cursor string) (web.LeaseDetail, error) {
+func (d *dashboard) leaseDetail(ctx context.Context, name, cursor, rng string) (web.LeaseDetail, error) {
 	now := d.s.clock.Now()
 	st, err := d.s.store.Get(ctx, name)
 	if err != nil {
 		return web.LeaseDetail{}, err
 	}
 	st.Waiters = d.s.acquirer.Waiters(name)
+	span, ok := web.RangeSpan(rng)
+	if !ok {
+		rng = ""
+	}
+	reach := web.TimelineSpan
+	if span > 0 {
+		reach = span
+	}
 	// The recent end of the history: the newest events of the window, shown oldest first; the
 	// next page goes further back.
-	evs, err := d.s.store.Events(ctx, store.EventFilter{Name: name, Since: now.Add(-web.TimelineSpan), Limit: store.MaxLimit, Cursor: cursor, Newest: true})
+	evs, err := d.s.store.Events(ctx, store.EventFilter{Name: name, Since: now.Add(-reach), Limit: store.MaxLimit, Cursor: cursor, Newest: true})
 	if err != nil {
 		return web.LeaseDetail{}, err
 	}
-	detail := web.LeaseDetail{Now: now, Lease: viewLease(st), NextCursor: evs.Next, CSRFToken: d.csrfToken(ctx, name, st.Token),
-		CanRevoke: principalOf(ctx).IsAdmin()}
+	rej, err := d.s.store.Rejections(ctx, store.RejectionFilter{Lease: name, Limit: store.MaxLimit})
+	if err != nil {
+		return web.LeaseDetail{}, err
+	}
+	detail := web.LeaseDetail{Now: now, Lease: viewLease(st), NextCursor: evs.Next, Range: rng,
+		CSRFToken: d.csrfToken(ctx, name, st.Token), CanRevoke: principalOf(ctx).IsAdmin()}
+	detail.Lease.Rejections = len(rej.Items)
+	if l, ok := d.s.acquirer.(waitingLine); ok {
+		for _, w := range l.Line(name) {
+			detail.Waiters = append(detail.Waiters, web.Waiter{Holder: w.Holder, Since: w.Since})
+		}
+	}
+	oldest := make([]lease.Event, 0, len(evs.Items))
 	for i := len(evs.Items) - 1; i >= 0; i-- {
+		oldest = append(oldest, evs.Items[i])
 		detail.Events = append(detail.Events, viewEvent(evs.Items[i]))
 	}
-	start, end := web.TimelineWindow(detail.Lease, detail.Events, now)
-	detail.Timeline = web.NewTimeline(detail.Lease, detail.Events, start, end, now)
+	var first time.Time
+	if len(oldest) > 0 {
+		first = oldest[0].At
+	}
+	start, end := web.TimelineWindow(detail.Lease, first, span, now)
+	detail.Timeline = timelineOf(st, oldest, start, end, now)
 	return detail, nil
+}
+
+// waitingLine is an Acquirer that can say who waits for a name (the server's queue.Line).
+type waitingLine interface {
+	Line(name string) []queue.Waiting
 }
 
 func (d *dashboard) revoke(w http.ResponseWriter, r *http.Request) {
@@ -260,20 +358,42 @@ func (d *dashboard) csrfToken(ctx context.Context, name string, token int64) str
 
 func (d *dashboard) rejections(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	l := web.RejectionList{Now: d.s.clock.Now(), Resource: q.Get("resource"), Lease: q.Get("lease"), Cursor: q.Get("cursor")}
-	page, err := d.s.store.Rejections(r.Context(), store.RejectionFilter{Resource: l.Resource, Lease: l.Lease, Limit: 50, Cursor: l.Cursor})
-	if err != nil {
-		d.fail(w, r, err)
-		return
+	l := web.RejectionList{Now: d.s.clock.Now(), Resource: q.Get("resource"), Lease: q.Get("lease"), Holder: q.Get("holder"),
+		Source: q.Get("source"), Range: q.Get("range"), Cursor: q.Get("cursor")}
+	if l.Source != lease.RejectionSourceServer && l.Source != lease.RejectionSourceExternal {
+		l.Source = ""
 	}
-	l.NextCursor = page.Next
+	f := store.RejectionFilter{Resource: l.Resource, Lease: l.Lease, Limit: 50, Cursor: l.Cursor}
+	if span, ok := web.RangeSpan(l.Range); ok {
+		f.Since = l.Now.Add(-span)
+	} else {
+		l.Range = ""
+	}
 	who := principalOf(r.Context())
-	for _, x := range page.Items {
-		if !sees(who, x) {
-			continue
-		}
-		l.Rejections = append(l.Rejections, viewRejection(x))
+	keep := func(x lease.Rejection) bool {
+		return sees(who, x) && strings.Contains(x.Holder, l.Holder) && (l.Source == "" || x.Source == l.Source)
 	}
+	// Holder and source are filtered here, so a page may take several of the store's: read on
+	// until it is full or a few pages were read, and go on from there next time.
+	var items []lease.Rejection
+	for range 20 {
+		page, err := d.s.store.Rejections(r.Context(), f)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		for _, x := range page.Items {
+			if keep(x) {
+				items = append(items, x)
+			}
+		}
+		l.NextCursor = page.Next
+		if page.Next == "" || len(items) >= f.Limit || l.Holder == "" && l.Source == "" {
+			break
+		}
+		f.Cursor = page.Next
+	}
+	l.Rejections = d.rejectionViews(r.Context(), items)
 	d.page(w, r, http.StatusOK, web.RejectionsLive(l), web.ErrorInfo{}, web.RejectionsPage(d.siteFor(r), l))
 }
 
@@ -281,23 +401,54 @@ func (d *dashboard) resources(w http.ResponseWriter, r *http.Request) {
 	l := web.ResourceList{Now: d.s.clock.Now(), Cursor: r.URL.Query().Get("cursor")}
 	prefix, keep, none := scope(r.Context(), "")
 	var page store.Page[lease.Resource]
+	var rej store.Page[lease.Rejection]
 	if !none {
 		var err error
 		page, err = d.s.store.ListResources(r.Context(), store.ResourceFilter{Prefix: prefix, Limit: 50, Cursor: l.Cursor})
+		if err == nil {
+			rej, err = d.s.store.Rejections(r.Context(), store.RejectionFilter{Limit: store.MaxLimit})
+		}
 		if err != nil {
 			d.fail(w, r, err)
 			return
 		}
+	}
+	perResource := map[string]int{}
+	for _, x := range rej.Items {
+		perResource[x.Resource]++
 	}
 	l.NextCursor = page.Next
 	for _, x := range page.Items {
 		if keep != nil && !keep(x.Name) {
 			continue
 		}
-		l.Resources = append(l.Resources, web.Resource{Name: x.Name, Fence: x.Fence, Version: x.Version, Size: x.Size,
-			ContentType: x.ContentType, Lease: x.Lease, Holder: x.Holder, UpdatedAt: x.UpdatedAt})
+		v := viewResource(x)
+		v.Rejections = perResource[x.Name]
+		l.Resources = append(l.Resources, v)
 	}
 	d.page(w, r, http.StatusOK, web.ResourcesLive(l), web.ErrorInfo{}, web.ResourcesPage(d.siteFor(r), l))
+}
+
+func (d *dashboard) resource(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	name := chi.URLParam(r, "name")
+	if err := principalOf(ctx).Allow(auth.Read, name); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	x, err := d.s.store.GetResource(ctx, name)
+	var rej store.Page[lease.Rejection]
+	if err == nil {
+		rej, err = d.s.store.Rejections(ctx, store.RejectionFilter{Resource: name, Limit: store.MaxLimit})
+	}
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	v := web.ResourceDetail{Now: d.s.clock.Now(), Resource: viewResource(x)}
+	v.Resource.Rejections = len(rej.Items)
+	v.Rejections = d.rejectionViews(ctx, rej.Items[:min(len(rej.Items), 20)])
+	d.page(w, r, http.StatusOK, web.ResourceLive(v), web.ErrorInfo{}, web.ResourcePage(d.siteFor(r), v))
 }
 
 // hostOf is the address shown in the empty state's curl example.
@@ -314,27 +465,6 @@ func (d *dashboard) hostOf(r *http.Request) string {
 // wantsHTML reports whether an error for r should be a page rather than problem+json.
 func wantsHTML(r *http.Request) bool {
 	return !strings.HasPrefix(r.URL.Path, "/v1/") && strings.Contains(r.Header.Get("Accept"), "text/html")
-}
-
-func viewLease(st lease.State) web.Lease {
-	v := web.Lease{Name: st.Name, Held: st.Held, Holder: st.Holder, Token: st.Token, AcquiredAt: st.AcquiredAt,
-		RenewedAt: st.RenewedAt, ExpiresAt: st.ExpiresAt, TTL: st.TTL, LockDelay: st.LockDelay, EndedAt: st.EndedAt,
-		End: web.End(st.End), Waiters: st.Waiters, Metadata: st.Metadata}
-	if !st.Held && st.AvailableAt.After(st.EndedAt) {
-		v.AvailableAt = st.AvailableAt
-	}
-	return v
-}
-
-func viewEvent(e lease.Event) web.Event {
-	return web.Event{Seq: e.Seq, Type: web.EventType(e.Type), Token: e.Token, Holder: e.Holder, At: e.At,
-		ExpiresAt: e.ExpiresAt, Resource: e.Resource, Actor: e.Actor}
-}
-
-func viewRejection(x lease.Rejection) web.Rejection {
-	return web.Rejection{ID: x.ID, Resource: x.Resource, Lease: x.Lease, PresentedToken: x.PresentedToken,
-		CurrentFence: x.CurrentFence, Holder: x.Holder, ClientAddr: x.ClientAddr, UserAgent: x.UserAgent,
-		Reason: x.Reason, Source: web.Source(x.Source), At: x.At}
 }
 
 func (d *dashboard) signInPage(w http.ResponseWriter, r *http.Request) {

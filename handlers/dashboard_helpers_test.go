@@ -80,6 +80,21 @@ func newDashLiveServer(t *testing.T) *dashServer {
 // on reg (nil: a registry of its own); it also returns the service.
 func newServiceServer(t *testing.T, clock *lease.FakeClock, reg *prometheus.Registry) (*dashServer, *service.Service) {
 	t.Helper()
+	svc, st := newService(t, clock, reg)
+	return dashServe(t, svc.Handler, st, clock), svc
+}
+
+// newDashLiveHandler is the handler of newDashLiveServer and its store, for tests that serve
+// it themselves.
+func newDashLiveHandler(t *testing.T) (http.Handler, *sqlite.Store) {
+	t.Helper()
+	svc, st := newService(t, nil, nil)
+	return svc.Handler, st
+}
+
+// newService assembles a running service as `leasekeeper serve` does, on a store of its own.
+func newService(t *testing.T, clock *lease.FakeClock, reg *prometheus.Registry) (*service.Service, *sqlite.Store) {
+	t.Helper()
 	var hooks service.Hooks
 	path := filepath.Join(t.TempDir(), "leasekeeper.db")
 	opts := sqlite.Options{OnCommit: hooks.Publish}
@@ -99,7 +114,7 @@ func newServiceServer(t *testing.T, clock *lease.FakeClock, reg *prometheus.Regi
 	var wg sync.WaitGroup
 	wg.Go(func() { svc.Run(bg) })
 	t.Cleanup(func() { stop(); wg.Wait() })
-	return dashServe(t, svc.Handler, st, clock), svc
+	return svc, st
 }
 
 // dashServe serves h on a local port until the test ends. Watch streams are long requests:

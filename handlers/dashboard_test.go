@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -418,16 +419,16 @@ func TestDashboardRejections(t *testing.T) {
 		if diff := cmp.Diff([]string{"res-2", "res-2", "res-1"}, res(rows)); diff != "" {
 			t.Errorf("rejections, newest first (-want +got):\n%s", diff)
 		}
-		last := rows[2] // resource, lease, presented, fence, holder, client, user agent, source, time
-		if len(last) != 9 {
-			t.Fatalf("a rejection row has %d cells, want 9: %q", len(last), last)
+		last := rows[2] // resource, lease, holder, presented and fence, how stale, client and user agent, time
+		if len(last) != 7 {
+			t.Fatalf("a rejection row has %d cells, want 7: %q", len(last), last)
 		}
-		want := []string{"lock-a", strconv.FormatInt(a.Token, 10), strconv.FormatInt(b.Token, 10), "worker-a"}
-		if diff := cmp.Diff(want, last[1:5]); diff != "" {
+		want := []string{"lock-a", "worker-a", strconv.FormatInt(a.Token, 10) + " fence " + strconv.FormatInt(b.Token, 10)}
+		if diff := cmp.Diff(want, last[1:4]); diff != "" {
 			t.Errorf("the res-1 rejection (-want +got):\n%s", diff)
 		}
-		if last[6] != "stale-client/1.0" || !strings.HasPrefix(last[5], "127.0.0.1") || last[7] != "leasekeeper" {
-			t.Errorf("the res-1 rejection's client, user agent, source = %q, %q, %q", last[5], last[6], last[7])
+		if !strings.HasSuffix(last[5], "stale-client/1.0") || !strings.HasPrefix(last[5], "127.0.0.1") || strings.Contains(last[0], "external") {
+			t.Errorf("the res-1 rejection's resource, client = %q, %q", last[0], last[5])
 		}
 	})
 	t.Run("ByResource", func(t *testing.T) {
@@ -477,7 +478,7 @@ func TestDashboardResources(t *testing.T) {
 		t.Fatalf("resource rows = %d, want 2", len(rows))
 	}
 	cells := dashTexts(dashFind(rows[0], func(n *html.Node) bool { return n.Data == "td" || n.Data == "th" }))
-	want := []string{"alpha", strconv.FormatInt(l.Token, 10), "2", "11 B", "text/plain", "lock-a · worker-a@host", "now"}
+	want := []string{"alpha", strconv.FormatInt(l.Token, 10), "2", "lock-a · worker-a@host", "now 12:00:00 UTC", "11 B", "text/plain"}
 	if diff := cmp.Diff(want, cells); diff != "" {
 		t.Errorf("alpha row (-want +got):\n%s", diff)
 	}
@@ -709,4 +710,71 @@ func TestDashboardRevoke(t *testing.T) {
 			t.Errorf("after a stale revoke form: held %v token %d, want worker-2's token %d still held", st.Held, st.Token, next.Token)
 		}
 	})
+}
+
+func TestDashboardResourcePage(t *testing.T) {
+	s := newDashServer(t)
+	l := s.acquire("lock-a", "worker-a@host", time.Minute, "")
+	s.put("alpha", l.Token, "hello", map[string]string{"Lease-Name": "lock-a"})
+	s.put("alpha", l.Token-1, "stale", nil)
+	_, doc := s.page("/resources/alpha", http.StatusOK, nil)
+	state := dashOne(t, doc, "resource-state")
+	if got := dashText(dashOne(t, state, "fence")); got != strconv.FormatInt(l.Token, 10) {
+		t.Errorf("fence = %q, want %d", got, l.Token)
+	}
+	link := dashOne(t, state, "resource-rejections")
+	if got, want := dashAttr(link, "href"), "/rejections?resource=alpha"; got != want || dashText(link) != "1 rejection" {
+		t.Errorf("rejections link = %q %q, want %q and 1 rejection", dashText(link), got, want)
+	}
+	if rows := dashByTestID(doc, "rejection-row"); len(rows) != 1 {
+		t.Errorf("rejection rows = %d, want 1", len(rows))
+	}
+	_, doc = s.page("/resources", http.StatusOK, nil)
+	if got := dashAttr(dashOne(t, doc, "resource-link"), "href"); got != "/resources/alpha" {
+		t.Errorf("resource link = %q", got)
+	}
+	s.page("/resources/never-written", http.StatusNotFound, nil)
+}
+
+func TestDashboardOverviewSortAndFilter(t *testing.T) {
+	s := newDashServer(t)
+	s.acquire("b-job", "zed", 3*time.Minute, "")
+	s.acquire("a-job", "amy", 2*time.Minute, "")
+	s.acquire("c-task", "bob", time.Minute, "")
+	names := func(path string) []string {
+		t.Helper()
+		_, doc := s.page(path, http.StatusOK, nil)
+		return dashTexts(dashByTestID(dashOne(t, doc, "held-table"), "lease-link"))
+	}
+	for path, want := range map[string][]string{
+		"/":                    {"a-job", "b-job", "c-task"},
+		"/?sort=expiry":        {"c-task", "a-job", "b-job"},
+		"/?sort=holder":        {"a-job", "c-task", "b-job"},
+		"/?q=job":              {"a-job", "b-job"},
+		"/?holder=b&sort=name": {"c-task"},
+		"/?sort=bogus":         {"a-job", "b-job", "c-task"},
+	} {
+		if diff := cmp.Diff(want, names(path)); diff != "" {
+			t.Errorf("GET %s held leases (-want +got):\n%s", path, diff)
+		}
+	}
+	_, doc := s.page("/?holder=nobody", http.StatusOK, nil)
+	if got := dashText(dashOne(t, doc, "no-held")); got != "No held lease matches this filter." {
+		t.Errorf("no-held = %q", got)
+	}
+}
+
+func TestDashboardOverviewSortedShowsFirstRows(t *testing.T) {
+	s := newDashServer(t)
+	for i := range 205 {
+		s.acquire(fmt.Sprintf("job-%03d", i), "w", time.Duration(300-i)*time.Second, "")
+	}
+	_, doc := s.page("/?sort=expiry", http.StatusOK, nil)
+	links := dashTexts(dashByTestID(dashOne(t, doc, "held-table"), "lease-link"))
+	if len(links) != 200 || links[0] != "job-204" {
+		t.Errorf("sorted by expiry: %d rows starting %q, want 200 starting with job-204 (the soonest)", len(links), links[:1])
+	}
+	if got := dashText(dashOne(t, doc, "more-matches")); !strings.Contains(got, "200 of 205") {
+		t.Errorf("more-matches = %q, want it to say 200 of 205", got)
+	}
 }

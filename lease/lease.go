@@ -79,6 +79,10 @@ type Event struct {
 	Holder    string
 	At        time.Time
 	ExpiresAt time.Time // for acquired and renewed
+	// LockDelay is the grant's lock delay, for acquired: how long after an expiry of this
+	// grant the name stays unavailable. Each grant keeps its own, so a history shows the
+	// gap before every successor, not only the latest grant's.
+	LockDelay time.Duration
 	Metadata  json.RawMessage
 	Resource  string // for rejected
 	Actor     string // who did it, for admin actions: "label (key id)"

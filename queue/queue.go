@@ -47,7 +47,15 @@ type Line struct {
 }
 
 type waiter struct {
-	turn chan struct{} // signalled when the waiter should try again
+	turn   chan struct{} // signalled when the waiter should try again
+	holder string
+	since  time.Time
+}
+
+// Waiting is one request in a name's line, for people to see who waits and since when.
+type Waiting struct {
+	Holder string
+	Since  time.Time
 }
 
 // New returns an empty line.
@@ -67,6 +75,22 @@ func (l *Line) Waiters(name string) int {
 		return q.Len()
 	}
 	return 0
+}
+
+// Line returns the requests waiting for name, oldest first.
+func (l *Line) Line(name string) []Waiting {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.lines[name]
+	if q == nil {
+		return nil
+	}
+	out := make([]Waiting, 0, q.Len())
+	for e := q.Front(); e != nil; e = e.Next() {
+		w := e.Value.(*waiter)
+		out = append(out, Waiting{Holder: w.holder, Since: w.since})
+	}
+	return out
 }
 
 // Total returns how many requests wait for any name.
@@ -118,7 +142,7 @@ func (l *Line) Acquire(ctx context.Context, p store.AcquireParams, wait time.Dur
 		return lease.Lease{}, l.heldByLine(ctx, p.Name)
 	}
 
-	w, el, err := l.join(p.Name)
+	w, el, err := l.join(p.Name, p.Holder)
 	if err != nil {
 		return lease.Lease{}, err
 	}
@@ -169,7 +193,7 @@ func (l *Line) Acquire(ctx context.Context, p store.AcquireParams, wait time.Dur
 	}
 }
 
-func (l *Line) join(name string) (*waiter, *list.Element, error) {
+func (l *Line) join(name, holder string) (*waiter, *list.Element, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	q := l.lines[name]
@@ -183,7 +207,7 @@ func (l *Line) join(name string) (*waiter, *list.Element, error) {
 	if l.total >= l.limits.Total {
 		return nil, nil, lease.Errorf(lease.CodeTooManyWaiters, "%d requests already wait on this server", l.total)
 	}
-	w := &waiter{turn: make(chan struct{}, 1)}
+	w := &waiter{turn: make(chan struct{}, 1), holder: holder, since: l.clock.Now()}
 	el := q.PushBack(w)
 	l.total++
 	return w, el, nil

@@ -82,6 +82,16 @@ func TestFIFOOrderOfThreeWaiters(t *testing.T) {
 		}()
 		waitFor(t, fmt.Sprintf("waiter %d in line", i), func() bool { return f.line.Waiters("job") == i+1 })
 	}
+	var holders []string
+	for _, w := range f.line.Line("job") {
+		holders = append(holders, w.Holder)
+		if !w.Since.Equal(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
+			t.Errorf("waiter %s since %v, want the clock's time when it joined", w.Holder, w.Since)
+		}
+	}
+	if want := []string{"w0", "w1", "w2"}; fmt.Sprint(holders) != fmt.Sprint(want) {
+		t.Errorf("Line() holders = %v, want %v, oldest first", holders, want)
+	}
 	if _, err := f.line.Acquire(ctx, params("job", "barger", time.Minute), 0); !lease.IsCode(err, lease.CodeHeld) {
 		t.Errorf("Acquire(no wait, others in line) = %v, want lease_held", err)
 	}

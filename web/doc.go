@@ -17,6 +17,7 @@
 //	/leases/x  LeaseDetail    LeasePage(site, d)             LeaseLive(d)
 //	/rejections RejectionList RejectionsPage(site, l)        RejectionsLive(l)
 //	/resources ResourceList   ResourcesPage(site, l)         ResourcesLive(l)
+//	/resources/x ResourceDetail ResourcePage(site, d)        ResourceLive(d)
 //	errors     ErrorInfo      ErrorPage(site, e)             —
 //
 // Site carries what every full page needs besides its content (the asset version for cache
@@ -31,7 +32,19 @@
 //     default) and of <time data-rel> elements (relative times), using the same rules as
 //     [RelativeTime] and [Countdown]. It corrects for the browser's clock by comparing it with
 //     the server's render time, found in the data-now attribute of the live region's content.
-//  2. If the live region (<div id="live">) has a data-watch-prefix attribute, it opens
+//     A countdown with data-ttl-ms sets data-soon="true" on its nearest [data-soon] ancestor
+//     while less than a fifth of the ttl is left. Elements with data-abs (an RFC 3339 time)
+//     show it absolute, in UTC as rendered or in the browser's zone when the reader chose
+//     so with the #tz-toggle button (kept in localStorage "lk-tz").
+//  2. It keeps the header's #conn line: "live · updated N s ago" while the data is known to
+//     be current (the watch stream is open, or the last poll answered), else "disconnected —
+//     data may be stale", with body.is-stale set and every countdown stopped. A disconnected
+//     page retries a fragment request every 3 seconds (and the stream reconnects); the first
+//     that succeeds makes it live again. Changes of state, and of the live region's
+//     data-summary sentence after a refresh, are announced in the polite #announce region;
+//     #conn itself is not a live region (it changes every second).
+//  3. Buttons of class copy copy their data-copy text (they are hidden without the script).
+//  4. If the live region (<div id="live">) has a data-watch-prefix attribute, it opens
 //     EventSource("/v1/watch?prefix=" + that prefix), refreshes once when the stream opens
 //     (the stream starts at its opening, not at the render), and closes it when the page is
 //     left (pagehide), reopening it if the page comes back from the back-forward cache:

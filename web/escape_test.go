@@ -28,17 +28,25 @@ func evilPages() []page {
 		evs = append(evs, e)
 	}
 	rej := Rejection{Resource: evilName, Lease: evilName, Holder: evilHolder, ClientAddr: evilHolder,
-		UserAgent: evilHolder, Reason: evilName, Source: Source(evilHolder), At: at("-5s")}
+		UserAgent: evilHolder, Reason: evilName, External: true, At: at("-5s")}
 	freed := l
-	freed.Held, freed.End, freed.EndedAt = false, End(evilHolder), at("-1m")
+	freed.Held, freed.Ended, freed.EndedAt = false, evilHolder, at("-1m")
 
-	o := Overview{Now: now, Host: evilName, Prefix: evilName, Cursor: evilCursor, HeldCount: 1,
+	o := Overview{Now: now, Host: evilName, Prefix: evilName, Contains: evilHolder, Holder: evilName, Sort: evilHolder, Cursor: evilCursor, HeldCount: 1,
 		Held: []Lease{l}, NextCursor: evilCursor, Freed: []Lease{freed}, Rejections: []Rejection{rej}}
-	d := LeaseDetail{Now: now, Lease: l, Timeline: NewTimeline(l, evs, at("-5m"), at("1m"), now), Events: evs,
-		NextCursor: evilCursor, CSRFToken: evilHolder, Notice: evilName, CanRevoke: true}
-	d.Timeline.Rejections = append(d.Timeline.Rejections, rej)
-	rl := RejectionList{Now: now, Resource: evilName, Lease: evilHolder, Cursor: evilCursor,
-		Rejections: []Rejection{rej}, NextCursor: evilCursor}
+	tl := timeline()
+	tl.Name = evilName
+	for i := range tl.Grants {
+		tl.Grants[i].Holder = evilHolder
+	}
+	tl.Rejections = append(tl.Rejections, rej)
+	d := LeaseDetail{Now: now, Lease: l, Timeline: tl, Events: evs, Waiters: []Waiter{{Holder: evilHolder, Since: at("-3s")}},
+		NextCursor: evilCursor, CSRFToken: evilHolder, Notice: evilName, CanRevoke: true, Range: evilCursor}
+	for i := range evs {
+		evs[i].Kind = evilHolder
+	}
+	rl := RejectionList{Now: now, Resource: evilName, Lease: evilHolder, Holder: evilName, Source: evilHolder, Range: evilName,
+		Cursor: evilCursor, Rejections: []Rejection{rej}, NextCursor: evilCursor}
 	res := ResourceList{Now: now, Resources: []Resource{{Name: evilName, ContentType: evilHolder, Lease: evilName,
 		Holder: evilHolder, UpdatedAt: at("-1s")}}, NextCursor: evilCursor}
 	evilSite := Site{AssetVersion: evilCursor, Version: evilName}
@@ -49,6 +57,7 @@ func evilPages() []page {
 		{"Timeline", TimelineSVG(d.Timeline), nil},
 		{"Rejections", RejectionsPage(evilSite, rl), nil},
 		{"Resources", ResourcesPage(evilSite, res), nil},
+		{"Resource", ResourcePage(evilSite, ResourceDetail{Now: now, Resource: res.Resources[0], Rejections: []Rejection{rej}}), nil},
 		{"Error", ErrorPage(evilSite, ErrorInfo{Status: 404, Title: evilName, Detail: evilHolder, RequestID: evilName}), nil},
 	}
 }

@@ -44,36 +44,45 @@ func heldLease() Lease {
 // and the current grant, with two stale writes refused on the way.
 func history() []Event {
 	return []Event{
-		{Seq: 1, Type: EventAcquired, Token: tok1, Holder: "worker-1@host-a", At: at("-6m"), ExpiresAt: at("-5m20s")},
-		{Seq: 2, Type: EventReleased, Token: tok1, Holder: "worker-1@host-a", At: at("-4m20s")},
-		{Seq: 3, Type: EventAcquired, Token: tok2, Holder: "worker-2@host-b", At: at("-4m"), ExpiresAt: at("-3m20s")},
-		{Seq: 4, Type: EventRenewed, Token: tok2, Holder: "worker-2@host-b", At: at("-3m20s"), ExpiresAt: at("-2m30s")},
-		{Seq: 5, Type: EventExpired, Token: tok2, Holder: "worker-2@host-b", At: at("-2m30s")},
-		{Seq: 6, Type: EventAcquired, Token: tok3, Holder: "worker-3@host-c", At: at("-2m10s"), ExpiresAt: at("-1m30s")},
-		{Seq: 7, Type: EventRejected, Token: tok2, Holder: "worker-2@host-b", At: at("-2m5s"), Resource: "orders-db"},
-		{Seq: 8, Type: EventRevoked, Token: tok3, Holder: "worker-3@host-c", At: at("-1m20s")},
-		{Seq: 9, Type: EventAcquired, Token: tok4, Holder: "worker-1@host-a", At: at("-1m"), ExpiresAt: at("-20s")},
-		{Seq: 10, Type: EventRejected, Token: tok3, Holder: "worker-3@host-c", At: at("-50s"), Resource: "orders-db"},
-		{Seq: 11, Type: EventRenewed, Token: tok4, Holder: "worker-1@host-a", At: at("-10s"), ExpiresAt: at("30s")},
+		{Seq: 1, Kind: "acquired", Token: tok1, Holder: "worker-1@host-a", At: at("-6m")},
+		{Seq: 2, Kind: "released", Token: tok1, Holder: "worker-1@host-a", At: at("-4m20s")},
+		{Seq: 3, Kind: "acquired", Token: tok2, Holder: "worker-2@host-b", At: at("-4m"), LockDelay: 15 * time.Second},
+		{Seq: 4, Kind: "renewed", Token: tok2, Holder: "worker-2@host-b", At: at("-3m20s")},
+		{Seq: 5, Kind: "expired", Token: tok2, Holder: "worker-2@host-b", At: at("-2m30s")},
+		{Seq: 6, Kind: "acquired", Token: tok3, Holder: "worker-3@host-c", At: at("-2m10s")},
+		{Seq: 7, Kind: "rejected", Token: tok2, Holder: "worker-2@host-b", At: at("-2m5s"), Resource: "orders-db"},
+		{Seq: 8, Kind: "revoked", Token: tok3, Holder: "worker-3@host-c", At: at("-1m20s")},
+		{Seq: 9, Kind: "acquired", Token: tok4, Holder: "worker-1@host-a", At: at("-1m")},
+		{Seq: 10, Kind: "rejected", Token: tok3, Holder: "worker-3@host-c", At: at("-50s"), Resource: "orders-db"},
+		{Seq: 11, Kind: "renewed", Token: tok4, Holder: "worker-1@host-a", At: at("-10s")},
 	}
 }
 
-// timeline is the fixture of the golden picture: a window from 5 minutes ago to a minute
-// ahead, so the first grant starts before it.
+// timeline is the fixture of the golden picture: the grants of history() in a window from 5
+// minutes ago to a minute ahead, so the first grant starts before it.
 func timeline() Timeline {
-	tl := NewTimeline(heldLease(), history(), at("-5m"), at("1m"), now)
-	tl.Grants[1].LockDelay = 15 * time.Second // the events do not carry past lock delays
-	tl.Rejections[0].CurrentFence = tok3
-	return tl
+	return Timeline{Name: "billing-nightly", Start: at("-5m"), End: at("1m"), Now: now,
+		Grants: []Grant{
+			{Token: tok1, Holder: "worker-1@host-a", AcquiredAt: at("-6m"), ExpiresAt: at("-5m20s"), EndedAt: at("-4m20s"), End: "released"},
+			{Token: tok2, Holder: "worker-2@host-b", AcquiredAt: at("-4m"), ExpiresAt: at("-2m30s"), EndedAt: at("-2m30s"), End: "expired",
+				LockDelay: 15 * time.Second},
+			{Token: tok3, Holder: "worker-3@host-c", AcquiredAt: at("-2m10s"), ExpiresAt: at("-1m30s"), EndedAt: at("-1m20s"), End: "revoked"},
+			{Token: tok4, Holder: "worker-1@host-a", AcquiredAt: at("-1m"), ExpiresAt: at("30s"), LockDelay: 15 * time.Second},
+		},
+		Rejections: []Rejection{
+			{ID: 7, Resource: "orders-db", Lease: "billing-nightly", PresentedToken: tok2, CurrentFence: tok3, Holder: "worker-2@host-b", At: at("-2m5s")},
+			{ID: 10, Resource: "orders-db", Lease: "billing-nightly", PresentedToken: tok3, Holder: "worker-3@host-c", At: at("-50s")},
+		},
+	}
 }
 
 func rejections() []Rejection {
 	return []Rejection{
 		{ID: 2, Resource: "orders-db", Lease: "billing-nightly", PresentedToken: tok3, CurrentFence: tok4,
 			Holder: "worker-3@host-c", ClientAddr: "10.0.0.9:51234", UserAgent: "leasekeeper-go/0.1 (linux; worker-3)",
-			Source: SourceLeasekeeper, At: at("-50s")},
+			At: at("-50s"), GrantsBehind: 1, Late: 8300 * time.Millisecond},
 		{ID: 1, Resource: "ledger", PresentedToken: tok2, CurrentFence: tok3, Reason: "fence check in UPDATE",
-			Source: SourceExternal, At: at("-2m5s")},
+			External: true, At: at("-2m5s"), GrantsBehind: -1},
 	}
 }
 
@@ -83,8 +92,8 @@ func overview() Overview {
 	return Overview{
 		Now: now, Host: "localhost:8080", HeldCount: 3, Held: []Lease{heldLease(), other}, NextCursor: "b:reports/weekly=",
 		Freed: []Lease{
-			{Name: "import", Holder: "worker-9", Token: tok2, EndedAt: at("-2m30s"), End: EndExpired},
-			{Name: "compact", Holder: "worker-8", Token: tok1, EndedAt: at("-4m20s"), End: EndReleased},
+			{Name: "import", Holder: "worker-9", Token: tok2, EndedAt: at("-2m30s"), Ended: "expired"},
+			{Name: "compact", Holder: "worker-8", Token: tok1, EndedAt: at("-4m20s"), Ended: "released"},
 		},
 		Rejections: rejections(),
 	}

@@ -92,6 +92,12 @@ func LeaseURL(name string) templ.SafeURL {
 	return templ.URL("/leases/" + url.PathEscape(name))
 }
 
+// ResourceURL is the dashboard path of a resource's page, with the name escaped as one path
+// segment.
+func ResourceURL(name string) templ.SafeURL {
+	return templ.URL("/resources/" + url.PathEscape(name))
+}
+
 // revokeURL is where the revoke form posts.
 func revokeURL(name string) templ.SafeURL {
 	return templ.URL("/leases/" + url.PathEscape(name) + "/revoke")
@@ -128,6 +134,77 @@ func isoTime(t time.Time) string {
 // absTime is t for people, in UTC with milliseconds.
 func absTime(t time.Time) string {
 	return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
+}
+
+// absShort is t for a table cell, in UTC: the time to the second, with the date when it is
+// not now's day, e.g. "12:00:30 UTC" or "Nov 28 23:59:01 UTC". static/app.js writes the same
+// in the browser's time zone when the reader asks for local times.
+func absShort(t, now time.Time) string {
+	t, now = t.UTC(), now.UTC()
+	switch {
+	case t.Year() != now.Year():
+		return t.Format("Jan 2, 2006 15:04:05 UTC")
+	case t.YearDay() != now.YearDay():
+		return t.Format("Jan 2 15:04:05 UTC")
+	default:
+		return t.Format("15:04:05 UTC")
+	}
+}
+
+// staleness says how far behind a refused write was, e.g. "3 grants behind, 8.3 s late";
+// "" when nothing is known.
+func staleness(r Rejection) string {
+	var parts []string
+	switch {
+	case r.GrantsBehind == 1:
+		parts = append(parts, "1 grant behind")
+	case r.GrantsBehind > 1:
+		parts = append(parts, strconv.Itoa(r.GrantsBehind)+" grants behind")
+	}
+	if r.Late > 0 {
+		parts = append(parts, lateText(r.Late)+" late")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// lateText is a lateness: milliseconds below a second ("40 ms"), seconds with one decimal
+// below a minute ("8.3 s"), else as FormatDuration.
+func lateText(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return strconv.FormatInt(d.Milliseconds(), 10) + " ms"
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 1, 64) + " s"
+	}
+	return FormatDuration(d.Truncate(time.Second))
+}
+
+// countText is a capped count: "1000+" at [CountCap].
+func countText(n int) string {
+	if n >= CountCap {
+		return itoa(CountCap) + "+"
+	}
+	return itoa(n)
+}
+
+// plural is n and the noun, with an s unless n is 1: "1 rejection", "3 rejections".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return countText(n) + " " + noun + "s"
+}
+
+// soon reports whether less than a fifth of l's ttl is left at now: the overview highlights it.
+func soon(l Lease, now time.Time) bool {
+	left := l.ExpiresAt.Sub(now)
+	return l.Held && l.TTL > 0 && left > 0 && left < l.TTL/5
+}
+
+// renewalLate reports whether l's holder has not renewed for more than half its ttl: clients
+// renew well before that, so it is likely paused, partitioned or gone.
+func renewalLate(l Lease, now time.Time) bool {
+	return l.Held && l.TTL > 0 && now.Sub(l.RenewedAt) > l.TTL/2
 }
 
 // compactJSON is raw without insignificant space; "" for no metadata. Invalid JSON is shown
@@ -222,4 +299,29 @@ func fenceText(f int64) string {
 		return "—"
 	}
 	return itoa(f)
+}
+
+// boolText is "true" or "false", for data attributes.
+func boolText(b bool) string { return strconv.FormatBool(b) }
+
+// filtered reports whether any filter of the rejections page is set.
+func (l RejectionList) filtered() bool {
+	return l.Resource != "" || l.Lease != "" || l.Holder != "" || l.Source != "" || l.Range != ""
+}
+
+// url is the rejections page with l's filters and the cursor.
+func (l RejectionList) url(cursor string) templ.SafeURL {
+	return pageURL("/rejections", "resource", l.Resource, "lease", l.Lease, "holder", l.Holder, "source", l.Source,
+		"range", l.Range, "cursor", cursor)
+}
+
+// leaseSummary is what the lease page announces politely when it changes.
+func leaseSummary(l Lease) string {
+	if l.Held {
+		return l.Name + " is held by " + l.Holder + " with token " + itoa(l.Token)
+	}
+	if l.Ended != "" {
+		return l.Name + " is free: " + l.Ended
+	}
+	return l.Name + " is free"
 }

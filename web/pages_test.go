@@ -49,8 +49,8 @@ func TestOverviewPage(t *testing.T) {
 	cells := texts(findAll(row, func(n *html.Node) bool { return n.Data == "td" || n.Data == "th" }))
 	// Expires comes right after the holder: it is what operators look for, and it stays in view
 	// on a phone, where the table scrolls sideways.
-	wantCells := []string{"billing-nightly", "worker-1@host-a", "in 30 s", strconv.FormatInt(tok4, 10), "1 min ago", "10 s ago",
-		"15 s", "2", `{"addr":"10.0.0.7:9000","pid":4242}`}
+	wantCells := []string{"billing-nightly", "worker-1@host-a", "in 30 s 12:00:30 UTC", strconv.FormatInt(tok4, 10), "40 s delay 15 s",
+		"10 s ago 11:59:50 UTC", "2", `{"addr":"10.0.0.7:9000","pid":4242}`}
 	if diff := cmp.Diff(wantCells, cells); diff != "" {
 		t.Errorf("first held row (-want +got):\n%s", diff)
 	}
@@ -172,7 +172,7 @@ func TestLeasePage(t *testing.T) {
 	}
 
 	status := findAll(state, func(n *html.Node) bool { return attr(n, "class") == "status-line" })[0]
-	if got, want := text(status), "held by worker-1@host-a, expires in 30 s"; got != want {
+	if got, want := text(status), "held by worker-1@host-a · expires in 30 s 12:00:30 UTC"; got != want {
 		t.Errorf("status line = %q, want %q", got, want)
 	}
 
@@ -205,7 +205,7 @@ func TestLeasePage(t *testing.T) {
 		t.Fatalf("event rows = %d, want %d", len(rows), len(history()))
 	}
 	cells := texts(findAll(rows[6], func(n *html.Node) bool { return n.Data == "td" || n.Data == "th" }))
-	want := []string{"7", "rejected", strconv.FormatInt(tok2, 10), "worker-2@host-b", "orders-db", "2 min ago"}
+	want := []string{"7", "rejected", "worker-2@host-b", strconv.FormatInt(tok2, 10), "orders-db", "2 min ago 11:57:55 UTC"}
 	if diff := cmp.Diff(want, cells); diff != "" {
 		t.Errorf("event row 7 (-want +got):\n%s", diff)
 	}
@@ -217,21 +217,21 @@ func TestLeasePage(t *testing.T) {
 func TestLeasePageFree(t *testing.T) {
 	d := leaseDetail()
 	d.Lease = Lease{Name: "import", Holder: "worker-9", Token: tok2, AcquiredAt: at("-4m"), ExpiresAt: at("-2m30s"),
-		EndedAt: at("-2m30s"), End: EndExpired, LockDelay: 3 * time.Minute, AvailableAt: at("30s")}
+		EndedAt: at("-2m30s"), Ended: "expired", LockDelay: 3 * time.Minute, AvailableAt: at("30s")}
 	d.Notice = "Lease revoked."
 	doc := parse(t, LeaseLive(d))
 	if n := len(byTestID(doc, "revoke")); n != 0 {
 		t.Errorf("revoke forms on a free lease = %d, want 0", n)
 	}
 	status := findAll(doc, func(n *html.Node) bool { return attr(n, "class") == "status-line" })[0]
-	if got, want := text(status), "free last held by worker-9 expired 2 min ago"; got != want {
+	if got, want := text(status), "free last held by worker-9 expired 2 min ago 11:57:30 UTC"; got != want {
 		t.Errorf("status line = %q, want %q", got, want)
 	}
 	for id, want := range map[string]string{
 		"state":     "free",
 		"end":       "expired",
 		"holder":    "worker-9",
-		"available": "in 30 s",
+		"available": "in 30 s 12:00:30 UTC",
 		"notice":    "Lease revoked.",
 	} {
 		if got := text(one(t, doc, id)); got != want {
@@ -248,11 +248,11 @@ func TestRejectionsPage(t *testing.T) {
 	for _, in := range byTag(form, "input") {
 		names = append(names, attr(in, "name")+"="+attr(in, "value"))
 	}
-	if diff := cmp.Diff([]string{"resource=orders-db", "lease="}, names); diff != "" {
+	if diff := cmp.Diff([]string{"resource=orders-db", "lease=", "holder="}, names); diff != "" {
 		t.Errorf("filter inputs (-want +got):\n%s", diff)
 	}
 	heads := texts(byTag(byTag(one(t, doc, "rejections-table"), "thead")[0], "th"))
-	wantHeads := []string{"Resource", "Lease", "Presented token", "Current fence", "Holder", "Client", "User agent", "Source", "Time"}
+	wantHeads := []string{"Resource", "Lease", "Holder", "Presented token, fence", "How stale", "Client", "Time"}
 	if diff := cmp.Diff(wantHeads, heads); diff != "" {
 		t.Errorf("rejection columns (-want +got):\n%s", diff)
 	}
@@ -261,14 +261,14 @@ func TestRejectionsPage(t *testing.T) {
 		t.Fatalf("rejection rows = %d, want 2", len(rows))
 	}
 	cells := texts(findAll(rows[0], func(n *html.Node) bool { return n.Data == "td" || n.Data == "th" }))
-	want := []string{"orders-db", "billing-nightly", strconv.FormatInt(tok3, 10), strconv.FormatInt(tok4, 10), "worker-3@host-c",
-		"10.0.0.9:51234", "leasekeeper-go/0.1 (linux; worker-3)", "leasekeeper", "50 s ago"}
+	want := []string{"orders-db", "billing-nightly", "worker-3@host-c", strconv.FormatInt(tok3, 10) + " fence " + strconv.FormatInt(tok4, 10),
+		"1 grant behind, 8.3 s late", "10.0.0.9:51234 leasekeeper-go/0.1 (linux; worker-3)", "50 s ago 11:59:10 UTC"}
 	if diff := cmp.Diff(want, cells); diff != "" {
 		t.Errorf("first rejection row (-want +got):\n%s", diff)
 	}
 	cells = texts(findAll(rows[1], func(n *html.Node) bool { return n.Data == "td" || n.Data == "th" }))
-	want = []string{"ledger fence check in UPDATE", "—", strconv.FormatInt(tok2, 10), strconv.FormatInt(tok3, 10), "—",
-		"—", "—", "external", "2 min ago"}
+	want = []string{"ledger external fence check in UPDATE", "—", "—", strconv.FormatInt(tok2, 10) + " fence " + strconv.FormatInt(tok3, 10),
+		"—", "—", "2 min ago 11:57:55 UTC"}
 	if diff := cmp.Diff(want, cells); diff != "" {
 		t.Errorf("second rejection row (-want +got):\n%s", diff)
 	}
@@ -297,8 +297,8 @@ func TestResourcesPage(t *testing.T) {
 		got = append(got, texts(findAll(r, func(n *html.Node) bool { return n.Data == "td" || n.Data == "th" })))
 	}
 	want := [][]string{
-		{"orders-db", strconv.FormatInt(tok4, 10), "17", "1.5 KiB", "application/json", "billing-nightly · worker-1@host-a", "5 s ago"},
-		{"ledger", strconv.FormatInt(tok3, 10), "3", "12 B", "text/plain", "—", "3 h ago"},
+		{"orders-db", strconv.FormatInt(tok4, 10), "17", "billing-nightly · worker-1@host-a", "5 s ago 11:59:55 UTC", "1.5 KiB", "application/json"},
+		{"ledger", strconv.FormatInt(tok3, 10), "3", "—", "3 h ago 09:00:00 UTC", "12 B", "text/plain"},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("resource rows (-want +got):\n%s", diff)

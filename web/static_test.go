@@ -49,8 +49,8 @@ func TestScriptContract(t *testing.T) {
 			t.Errorf("app.js does not contain %s", want)
 		}
 	}
-	for _, typ := range []EventType{EventAcquired, EventRenewed, EventReleased, EventExpired, EventRevoked, EventRejected} {
-		if !strings.Contains(js, `"`+string(typ)+`"`) {
+	for _, typ := range []string{"acquired", "renewed", "released", "expired", "revoked", "rejected"} {
+		if !strings.Contains(js, `"`+typ+`"`) {
 			t.Errorf("app.js does not listen for %q", typ)
 		}
 	}

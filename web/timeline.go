@@ -1,17 +1,16 @@
 package web
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
 
 // Timeline is the props of the timeline picture on a lease's page: the grants of one name and
-// the stale writes refused meanwhile, over the window from Start to End. Build it with
-// [NewTimeline], or fill it yourself.
+// the stale writes refused meanwhile, over the window from Start to End.
 type Timeline struct {
 	// Name is the lease name, used in the picture's accessible title.
 	Name string
@@ -35,98 +34,65 @@ type Grant struct {
 	AcquiredAt time.Time
 	// ExpiresAt is its last known expiry, set by the acquire or the latest renewal.
 	ExpiresAt time.Time
-	// EndedAt and End say when and how it ended; both are zero while it is held.
+	// EndedAt and End say when and how it ended: End is "released", "expired" or "revoked",
+	// or empty when the way is not known; both are zero while it is held.
 	EndedAt time.Time
-	End     End
+	End     string
 	// LockDelay is shaded after an expiry: the name is not granted again until EndedAt plus it.
 	LockDelay time.Duration
 }
 
+// The ends of a grant the picture draws differently.
+const (
+	endExpired = "expired"
+	endRevoked = "revoked"
+)
+
 // held reports whether g has not ended.
 func (g Grant) held() bool { return g.End == "" && g.EndedAt.IsZero() }
 
-// NewTimeline builds a timeline of the window [start, end] from a name's state and a page of
-// its events (oldest first, as the API answers them). Each acquired event starts a grant,
-// renewed events move its expiry, and released, expired and revoked events end it; rejected
-// events become ✕ marks. The lease's lock delay is given to its latest grant (the events do
-// not carry it); when the lease is held and its grant is not among the events, it is added
-// from the state. Events are not modified.
-func NewTimeline(l Lease, events []Event, start, end, now time.Time) Timeline {
-	tl := Timeline{Name: l.Name, Start: start, End: end, Now: now}
-	evs := slices.Clone(events)
-	slices.SortStableFunc(evs, func(a, b Event) int { return cmp.Compare(a.Seq, b.Seq) })
-
-	index := map[int64]int{} // token → position in tl.Grants
-	grant := func(e Event) *Grant {
-		i, ok := index[e.Token]
-		if !ok {
-			i = len(tl.Grants)
-			index[e.Token] = i
-			tl.Grants = append(tl.Grants, Grant{Token: e.Token, Holder: e.Holder})
-		}
-		return &tl.Grants[i]
-	}
-	for _, e := range evs {
-		switch e.Type {
-		case EventAcquired:
-			g := grant(e)
-			g.AcquiredAt, g.ExpiresAt = e.At, e.ExpiresAt
-		case EventRenewed:
-			grant(e).ExpiresAt = e.ExpiresAt
-		case EventReleased, EventExpired, EventRevoked:
-			g := grant(e)
-			g.EndedAt, g.End = e.At, End(e.Type)
-		case EventRejected:
-			tl.Rejections = append(tl.Rejections, Rejection{
-				ID: e.Seq, Resource: e.Resource, Lease: l.Name,
-				PresentedToken: e.Token, Holder: e.Holder, At: e.At,
-			})
-		}
-	}
-
-	if _, ok := index[l.Token]; !ok && l.Held {
-		index[l.Token] = len(tl.Grants)
-		tl.Grants = append(tl.Grants, Grant{Token: l.Token, Holder: l.Holder, AcquiredAt: l.AcquiredAt, ExpiresAt: l.ExpiresAt})
-	}
-	if i, ok := index[l.Token]; ok {
-		g := &tl.Grants[i]
-		g.LockDelay = l.LockDelay
-		if l.Held {
-			g.ExpiresAt = l.ExpiresAt
-		}
-	}
-	slices.SortStableFunc(tl.Grants, func(a, b Grant) int { return cmp.Compare(a.Token, b.Token) })
-	// A grant whose end is missing from this page of events, followed by a later one, ended
-	// no later than its successor began; only the last grant can still be held.
-	for i := 0; i+1 < len(tl.Grants); i++ {
-		if g := &tl.Grants[i]; g.held() {
-			g.EndedAt = tl.Grants[i+1].AcquiredAt
-		}
-	}
-	return tl
-}
-
-// TimelineSpan is how far back a lease's timeline reaches at most.
+// TimelineSpan is how far back a lease's timeline reaches by default.
 const TimelineSpan = 6 * time.Hour
 
-// TimelineWindow suggests the window for a name's timeline: from its oldest event (at most
-// TimelineSpan, at least one minute before now) to a little after the latest of now, the
-// lease's expiry and its available_at, so that a held lease's expected end is in view.
-func TimelineWindow(l Lease, events []Event, now time.Time) (start, end time.Time) {
+// TimelineRanges are the spans a lease page offers besides the default, by their query value.
+var TimelineRanges = []struct {
+	Value string
+	Span  time.Duration
+}{{"15m", 15 * time.Minute}, {"1h", time.Hour}, {"6h", 6 * time.Hour}, {"24h", 24 * time.Hour}}
+
+// RangeSpan is the span of a range's query value, and false for an unknown one.
+func RangeSpan(value string) (time.Duration, bool) {
+	for _, r := range TimelineRanges {
+		if r.Value == value {
+			return r.Span, true
+		}
+	}
+	return 0, false
+}
+
+// TimelineWindow suggests the window for a name's timeline. Without a span: from its oldest
+// known event (at most TimelineSpan, at least one minute before now); with one, that span
+// before now. It ends a little after the latest of now, a held lease's expiry and its
+// available_at, so that a held lease's expected end is in view; an ended lease's cancelled
+// expiry is not.
+func TimelineWindow(l Lease, oldest time.Time, span time.Duration, now time.Time) (start, end time.Time) {
 	end = now
-	for _, t := range []time.Time{l.ExpiresAt, l.AvailableAt} {
-		if t.After(end) {
-			end = t
-		}
+	if l.Held && l.ExpiresAt.After(end) {
+		end = l.ExpiresAt
 	}
-	start = now.Add(-time.Minute)
-	for _, e := range events {
-		if e.At.Before(start) {
-			start = e.At
-		}
+	if l.AvailableAt.After(end) {
+		end = l.AvailableAt
 	}
-	if earliest := now.Add(-TimelineSpan); start.Before(earliest) {
-		start = earliest
+	if span > 0 {
+		start = now.Add(-span)
+	} else {
+		start = now.Add(-time.Minute)
+		if !oldest.IsZero() && oldest.Before(start) {
+			start = oldest
+		}
+		if earliest := now.Add(-TimelineSpan); start.Before(earliest) {
+			start = earliest
+		}
 	}
 	end = end.Add(end.Sub(start) / 20)
 	return start, end
@@ -135,7 +101,7 @@ func TimelineWindow(l Lease, events []Event, now time.Time) (start, end time.Tim
 // The geometry of the picture, in viewBox units.
 const (
 	tlWidth     = 960.0
-	tlHeight    = 128.0
+	tlHeight    = 142.0
 	tlLeft      = 12.0
 	tlRight     = tlWidth - 12.0
 	tlLabelY0   = 30.0 // baseline of the first row of grant labels
@@ -145,8 +111,9 @@ const (
 	tlMarkY     = 90.0 // centre of the ✕ marks
 	tlAxisY     = 104.0
 	tlTickLabel = 120.0
-	tlCharW     = 6.5  // estimated width of one character of a label
-	tlHatchW    = 10.0 // width of the hatched end of an expired grant
+	tlZoneY     = 137.0 // baseline of the date and time zone under the axis
+	tlCharW     = 6.5   // estimated width of one character of a label
+	tlHatchW    = 10.0  // width of the hatched end of an expired grant
 )
 
 // tlLayout is a Timeline turned into shapes, every coordinate already formatted, so that the
@@ -165,6 +132,8 @@ type tlLayout struct {
 	AxisFrom   string
 	AxisTo     string
 	EmptyTextX string
+	// Zone is the date of the window and the time zone of the axis, e.g. "Nov 29, 2026 · UTC".
+	Zone string
 }
 
 type tlBox struct {
@@ -196,7 +165,10 @@ type tlGrant struct {
 }
 
 type tlMark struct {
-	Title  string
+	Title string
+	// Count is the number of rejections drawn as this one ✕, shown beside it when above 1.
+	Count  string
+	CountX string
 	Path   string
 	X      string
 	StemY1 string
@@ -253,7 +225,7 @@ func (tl Timeline) layout() tlLayout {
 		}
 		if to.Before(start) || from.After(end) || to.Before(from) {
 			// Not in the window; its lock delay may still be.
-			if g.End == EndExpired && g.LockDelay > 0 {
+			if g.End == endExpired && g.LockDelay > 0 {
 				out.addDelay(g, xOf, start, end)
 			}
 			continue
@@ -282,17 +254,17 @@ func (tl Timeline) layout() tlLayout {
 				Title: "expected expiry " + absTime(g.ExpiresAt)}
 		}
 		endsInWindow := !g.held() && inWindow(g.EndedAt)
-		if endsInWindow && g.End == EndExpired {
+		if endsInWindow && g.End == endExpired {
 			hw := min(tlHatchW, w)
 			lg.HasHatch = true
 			lg.Hatch = tlBox{X: f1(v.xFrom + w - hw), Y: f1(tlLaneY), W: f1(hw), H: f1(tlLaneH)}
 		}
-		if endsInWindow && (g.End == EndExpired || g.End == EndRevoked) {
+		if endsInWindow && (g.End == endExpired || g.End == endRevoked) {
 			lg.HasCap = true
 			lg.CapX = f1(v.xTo)
-			lg.CapClass = "tl-cap tl-cap-" + string(g.End)
+			lg.CapClass = "tl-cap tl-cap-" + g.End
 			lg.CapColor = "#c0392b"
-			if g.End == EndRevoked {
+			if g.End == endRevoked {
 				lg.CapColor = "#d9822b"
 			}
 		}
@@ -318,26 +290,47 @@ func (tl Timeline) layout() tlLayout {
 		}
 		out.Grants = append(out.Grants, lg)
 
-		if g.End == EndExpired && g.LockDelay > 0 {
+		if g.End == endExpired && g.LockDelay > 0 {
 			out.addDelay(g, xOf, start, end)
 		}
 	}
 	out.Empty = len(vis) == 0
 
-	for _, r := range tl.Rejections {
+	// Marks closer than a mark's width are drawn as one ✕ with their count beside it.
+	const s = 4.0
+	var groups [][]Rejection
+	var groupX []float64
+	for _, r := range sortedByTime(tl.Rejections) {
 		if !inWindow(r.At) {
 			continue
 		}
 		x := xOf(r.At)
-		const s = 4.0
-		out.Marks = append(out.Marks, tlMark{
-			Title: rejectionTitle(r),
+		if n := len(groups); n > 0 && x-groupX[n-1] < 2*s+2 {
+			groups[n-1] = append(groups[n-1], r)
+			continue
+		}
+		groups = append(groups, []Rejection{r})
+		groupX = append(groupX, x)
+	}
+	for i, g := range groups {
+		x := groupX[i]
+		titles := make([]string, len(g))
+		for j, r := range g {
+			titles[j] = rejectionTitle(r)
+		}
+		m := tlMark{
+			Title: strings.Join(titles, "\n"),
 			X:     f1(x),
 			Path: "M" + f1(x-s) + " " + f1(tlMarkY-s) + "L" + f1(x+s) + " " + f1(tlMarkY+s) +
 				"M" + f1(x+s) + " " + f1(tlMarkY-s) + "L" + f1(x-s) + " " + f1(tlMarkY+s),
 			StemY1: f1(tlLaneY + tlLaneH),
 			StemY2: f1(tlMarkY - s - 2),
-		})
+		}
+		if len(g) > 1 {
+			m.Title = strconv.Itoa(len(g)) + " rejected stale writes:\n" + m.Title
+			m.Count, m.CountX = "×"+strconv.Itoa(len(g)), f1(x+s+2)
+		}
+		out.Marks = append(out.Marks, m)
 	}
 
 	if inWindow(tl.Now) && !tl.Now.IsZero() {
@@ -363,8 +356,13 @@ func (tl Timeline) layout() tlLayout {
 		out.Ticks = append(out.Ticks, tlTick{X: f1(x), Label: t.Format(layout), Anchor: edgeAnchor(x)})
 	}
 
+	out.Zone = start.UTC().Format("Jan 2, 2006")
+	if e := end.UTC().Format("Jan 2, 2006"); e != out.Zone {
+		out.Zone += " – " + e
+	}
+	out.Zone += " · times in UTC"
 	out.Title = fmt.Sprintf("Timeline of %s from %s to %s: %d grants, %d rejected writes",
-		tl.Name, absTime(start), absTime(end), len(vis), len(out.Marks))
+		tl.Name, absTime(start), absTime(end), len(vis), countIn(tl.Rejections, inWindow))
 	return out
 }
 
@@ -390,7 +388,7 @@ func grantState(g Grant) string {
 	case g.End == "":
 		return "ended"
 	default:
-		return string(g.End)
+		return g.End
 	}
 }
 
@@ -408,7 +406,7 @@ func grantTitle(g Grant) string {
 	case g.End == "":
 		s += ", ended by " + absTime(g.EndedAt)
 	default:
-		s += ", " + string(g.End) + " " + absTime(g.EndedAt)
+		s += ", " + g.End + " " + absTime(g.EndedAt)
 	}
 	return s
 }
@@ -451,4 +449,22 @@ func tickStep(span time.Duration) time.Duration {
 		}
 	}
 	return 7 * day * (span/(8*7*day) + 1)
+}
+
+// sortedByTime is a copy of rs ordered by time.
+func sortedByTime(rs []Rejection) []Rejection {
+	out := append([]Rejection(nil), rs...)
+	slices.SortStableFunc(out, func(a, b Rejection) int { return a.At.Compare(b.At) })
+	return out
+}
+
+// countIn counts the rejections whose time in is true of.
+func countIn(rs []Rejection, in func(time.Time) bool) int {
+	n := 0
+	for _, r := range rs {
+		if in(r.At) {
+			n++
+		}
+	}
+	return n
 }

@@ -90,59 +90,8 @@ func TestTimelineSVGEmpty(t *testing.T) {
 	}
 }
 
-func TestNewTimeline(t *testing.T) {
-	tl := NewTimeline(heldLease(), history(), at("-5m"), at("1m"), now)
-	want := []Grant{
-		{Token: tok1, Holder: "worker-1@host-a", AcquiredAt: at("-6m"), ExpiresAt: at("-5m20s"), EndedAt: at("-4m20s"), End: EndReleased},
-		{Token: tok2, Holder: "worker-2@host-b", AcquiredAt: at("-4m"), ExpiresAt: at("-2m30s"), EndedAt: at("-2m30s"), End: EndExpired},
-		{Token: tok3, Holder: "worker-3@host-c", AcquiredAt: at("-2m10s"), ExpiresAt: at("-1m30s"), EndedAt: at("-1m20s"), End: EndRevoked},
-		{Token: tok4, Holder: "worker-1@host-a", AcquiredAt: at("-1m"), ExpiresAt: at("30s"), LockDelay: 15 * time.Second},
-	}
-	if diff := cmp.Diff(want, tl.Grants); diff != "" {
-		t.Errorf("NewTimeline().Grants (-want +got):\n%s", diff)
-	}
-	wantRej := []Rejection{
-		{ID: 7, Resource: "orders-db", Lease: "billing-nightly", PresentedToken: tok2, Holder: "worker-2@host-b", At: at("-2m5s")},
-		{ID: 10, Resource: "orders-db", Lease: "billing-nightly", PresentedToken: tok3, Holder: "worker-3@host-c", At: at("-50s")},
-	}
-	if diff := cmp.Diff(wantRej, tl.Rejections); diff != "" {
-		t.Errorf("NewTimeline().Rejections (-want +got):\n%s", diff)
-	}
-
-	t.Run("HeldWithoutEvents", func(t *testing.T) {
-		tl := NewTimeline(heldLease(), nil, at("-5m"), at("1m"), now)
-		want := []Grant{{Token: tok4, Holder: "worker-1@host-a", AcquiredAt: at("-1m"), ExpiresAt: at("30s"), LockDelay: 15 * time.Second}}
-		if diff := cmp.Diff(want, tl.Grants); diff != "" {
-			t.Errorf("NewTimeline(held, no events).Grants (-want +got):\n%s", diff)
-		}
-	})
-	t.Run("MissingEnd", func(t *testing.T) {
-		evs := []Event{
-			{Seq: 1, Type: EventRenewed, Token: 5, Holder: "a", At: at("-3m"), ExpiresAt: at("-2m")},
-			{Seq: 2, Type: EventAcquired, Token: 6, Holder: "b", At: at("-1m"), ExpiresAt: at("1m")},
-		}
-		tl := NewTimeline(Lease{Name: "n", Held: true, Token: 6, Holder: "b", ExpiresAt: at("1m")}, evs, at("-5m"), at("1m"), now)
-		want := []Grant{
-			{Token: 5, Holder: "a", ExpiresAt: at("-2m"), EndedAt: at("-1m")},
-			{Token: 6, Holder: "b", AcquiredAt: at("-1m"), ExpiresAt: at("1m")},
-		}
-		if diff := cmp.Diff(want, tl.Grants); diff != "" {
-			t.Errorf("NewTimeline(missing end).Grants (-want +got):\n%s", diff)
-		}
-	})
-	t.Run("DoesNotReorderInput", func(t *testing.T) {
-		evs := history()
-		evs[0], evs[1] = evs[1], evs[0]
-		before := append([]Event(nil), evs...)
-		NewTimeline(heldLease(), evs, at("-5m"), at("1m"), now)
-		if diff := cmp.Diff(before, evs); diff != "" {
-			t.Errorf("NewTimeline changed its events (-before +after):\n%s", diff)
-		}
-	})
-}
-
 func TestTimelineWindow(t *testing.T) {
-	start, end := TimelineWindow(heldLease(), history(), now)
+	start, end := TimelineWindow(heldLease(), at("-6m"), 0, now)
 	if want := at("-6m"); !start.Equal(want) {
 		t.Errorf("TimelineWindow() start = %v, want %v", start, want)
 	}
@@ -150,9 +99,42 @@ func TestTimelineWindow(t *testing.T) {
 	if want := at("30s").Add(6*time.Minute/20 + 30*time.Second/20); !end.Equal(want) {
 		t.Errorf("TimelineWindow() end = %v, want %v", end, want)
 	}
-	start, _ = TimelineWindow(Lease{}, []Event{{At: at("-24h")}}, now)
+	start, _ = TimelineWindow(Lease{}, at("-24h"), 0, now)
 	if want := at("-6h"); !start.Equal(want) {
 		t.Errorf("TimelineWindow(old history) start = %v, want %v", start, want)
+	}
+	start, _ = TimelineWindow(Lease{}, at("-24h"), 15*time.Minute, now)
+	if want := at("-15m"); !start.Equal(want) {
+		t.Errorf("TimelineWindow(15 min range) start = %v, want %v", start, want)
+	}
+	t.Run("EndedLeaseStopsAtNow", func(t *testing.T) {
+		// A revoked lease's expiry was cancelled: the window must not stretch to it.
+		l := heldLease()
+		l.Held, l.Ended, l.EndedAt, l.ExpiresAt = false, "revoked", at("-1m"), at("8m")
+		start, end := TimelineWindow(l, at("-2m"), 0, now)
+		if want := now.Add(2 * time.Minute / 20); !end.Equal(want) || !start.Equal(at("-2m")) {
+			t.Errorf("TimelineWindow(revoked) = %v – %v, want %v – %v", start, end, at("-2m"), want)
+		}
+	})
+}
+
+func TestTimelineStackedMarks(t *testing.T) {
+	tl := timeline()
+	tl.Rejections = nil
+	for i := range 3 {
+		tl.Rejections = append(tl.Rejections, Rejection{Resource: "db", PresentedToken: tok1, At: at("-30s").Add(time.Duration(i) * 100 * time.Millisecond)})
+	}
+	tl.Rejections = append(tl.Rejections, Rejection{Resource: "db", PresentedToken: tok2, At: at("-3m")})
+	doc := parse(t, TimelineSVG(tl))
+	marks := findAll(doc, func(n *html.Node) bool { return attr(n, "class") == "tl-reject" })
+	if len(marks) != 2 {
+		t.Fatalf("✕ marks = %d, want 2 (three close together drawn as one)", len(marks))
+	}
+	if got := texts(byTestID(doc, "reject-count")); !cmp.Equal(got, []string{"×3"}) {
+		t.Errorf("counts = %q, want [×3]", got)
+	}
+	if got := text(one(t, doc, "timeline-zone")); got != "Mar 1, 2026 · times in UTC" {
+		t.Errorf("zone = %q", got)
 	}
 }
 
@@ -163,7 +145,7 @@ func TestTimelineLabelsDoNotOverlap(t *testing.T) {
 	for i := range 40 {
 		from := at("-1m").Add(time.Duration(i) * 1500 * time.Millisecond)
 		grants = append(grants, Grant{Token: tok1 + int64(i), Holder: "a-rather-long-holder-name-" + strconv.Itoa(i),
-			AcquiredAt: from, EndedAt: from.Add(time.Second), End: EndReleased})
+			AcquiredAt: from, EndedAt: from.Add(time.Second), End: "released"})
 	}
 	l := Timeline{Start: at("-1m"), End: now, Now: now, Grants: grants}.layout()
 	type span struct{ from, to float64 }

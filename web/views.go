@@ -39,39 +39,7 @@ type Site struct {
 	SignedIn bool
 }
 
-// End is how a lease ended.
-type End string
-
-// The ways a lease ends.
-const (
-	EndReleased End = "released" // its holder released it
-	EndExpired  End = "expired"  // its ttl ran out; the lock delay applies after it
-	EndRevoked  End = "revoked"  // an administrator revoked it
-)
-
-// EventType is the type of a lease event, as in the API and the watch stream.
-type EventType string
-
-// The event types.
-const (
-	EventAcquired EventType = "acquired"
-	EventRenewed  EventType = "renewed"
-	EventReleased EventType = "released"
-	EventExpired  EventType = "expired"
-	EventRevoked  EventType = "revoked"
-	EventRejected EventType = "rejected"
-)
-
-// Source says who refused a stale write.
-type Source string
-
-// The sources of rejections.
-const (
-	SourceLeasekeeper Source = "leasekeeper" // a fenced resource kept by leasekeeper
-	SourceExternal    Source = "external"    // a resource elsewhere that reported it (POST /v1/rejections)
-)
-
-// Lease is the state of one name, held or free, as the API's LeaseState.
+// Lease is the state of one name, held or free, on its page and in the overview's tables.
 type Lease struct {
 	// Name is the lease name. It is escaped wherever it is shown or put in a URL.
 	Name string
@@ -81,7 +49,8 @@ type Lease struct {
 	Holder string
 	// Token is the fencing token of the current, or last, grant.
 	Token int64
-	// AcquiredAt, RenewedAt and ExpiresAt are the times of the current, or last, grant.
+	// AcquiredAt, RenewedAt and ExpiresAt are the times of the current, or last, grant. A free
+	// name's ExpiresAt is the expiry its grant had when it ended; it is never counted down.
 	AcquiredAt, RenewedAt, ExpiresAt time.Time
 	// TTL is the lease duration.
 	TTL time.Duration
@@ -89,32 +58,46 @@ type Lease struct {
 	LockDelay time.Duration
 	// AvailableAt is when the name can be granted again; zero when it can be now.
 	AvailableAt time.Time
-	// EndedAt and End say when and how the last grant ended, for a free name.
+	// EndedAt and Ended say when and how the last grant ended, for a free name: Ended is the
+	// word shown in its badge ("released", "expired", "revoked").
 	EndedAt time.Time
-	End     End
+	Ended   string
 	// Waiters is the number of acquire requests waiting in line.
 	Waiters int
 	// Metadata is the lease's metadata as JSON, shown compacted; nil or "null" for none.
 	Metadata json.RawMessage
+	// Rejections counts the refused writes that named this lease, up to [CountCap].
+	Rejections int
 }
 
-// Event is one entry of a name's history, as the API's Event.
+// CountCap is where counts of rejections stop: beyond it the page says "1000+".
+const CountCap = 1000
+
+// Waiter is one acquire request waiting in line for a name.
+type Waiter struct {
+	Holder string
+	Since  time.Time
+}
+
+// Event is one row of a name's history table.
 type Event struct {
-	Seq    int64
-	Type   EventType
+	Seq int64
+	// Kind is the event's type as shown in its badge ("acquired", "renewed", "released",
+	// "expired", "revoked", "rejected").
+	Kind   string
 	Token  int64
 	Holder string
-	// At is when it happened; for EventExpired, the moment the lease expired.
+	// At is when it happened; for an expiry, the moment the lease expired.
 	At time.Time
-	// ExpiresAt is the expiry the event set, for acquired and renewed; otherwise zero.
-	ExpiresAt time.Time
-	// Resource is the resource that refused the write, for rejected; otherwise empty.
+	// Resource is the resource that refused the write, for a rejection; otherwise empty.
 	Resource string
 	// Actor is who did an admin action (a revoke), "label (key id)"; otherwise empty.
 	Actor string
+	// LockDelay is the grant's lock delay, for an acquire; otherwise zero.
+	LockDelay time.Duration
 }
 
-// Rejection is one refused stale write, as the API's Rejection.
+// Rejection is one refused stale write.
 type Rejection struct {
 	ID       int64
 	Resource string
@@ -128,11 +111,17 @@ type Rejection struct {
 	ClientAddr string
 	UserAgent  string
 	Reason     string
-	Source     Source
-	At         time.Time
+	// External is true for a rejection reported by a resource outside leasekeeper.
+	External bool
+	At       time.Time
+	// GrantsBehind counts the grants of Lease after the presented token up to the fence; -1
+	// when unknown.
+	GrantsBehind int
+	// Late is how long after the presented grant ended the write came; zero when unknown.
+	Late time.Duration
 }
 
-// Resource is one fenced resource, as the API's ResourceInfo.
+// Resource is one fenced resource.
 type Resource struct {
 	Name        string
 	Fence       int64
@@ -142,6 +131,8 @@ type Resource struct {
 	// Lease and Holder name the last writer, when known.
 	Lease, Holder string
 	UpdatedAt     time.Time
+	// Rejections counts the refused writes to it, up to [CountCap].
+	Rejections int
 }
 
 // Overview is the props of the overview page (/).
@@ -152,19 +143,38 @@ type Overview struct {
 	Host string
 	// Prefix is the name prefix searched for (query parameter prefix); empty for all.
 	Prefix string
+	// Contains and Holder filter the held leases (query parameters q and holder): names that
+	// contain Contains, holders that contain Holder; empty for all.
+	Contains, Holder string
+	// Sort orders the held leases (query parameter sort): [SortName] (the default),
+	// [SortExpiry] or [SortHolder].
+	Sort string
 	// Cursor is the cursor of this page (query parameter cursor); empty on the first page.
 	Cursor string
 	// HeldCount is the number of held leases matching Prefix, over all pages.
 	HeldCount int
-	// Held is this page of held leases, ordered by name.
+	// Held is this page of held leases, in the order of Sort.
 	Held []Lease
+	// Matched is how many held leases matched the filters; more than len(Held) when a sorted
+	// or filtered list shows only its first rows.
+	Matched int
+	// Truncated is true when a sorted or filtered list read only part of the held leases (the
+	// first ones by name) and ordered those.
+	Truncated bool
 	// NextCursor is the cursor of the next page of held leases; empty on the last page.
 	NextCursor string
-	// Freed are recently freed names, newest first (Held false, with EndedAt and End).
+	// Freed are recently freed names, newest first (Held false, with EndedAt and Ended).
 	Freed []Lease
 	// Rejections are the newest rejected stale writes, newest first.
 	Rejections []Rejection
 }
+
+// The orders of the overview's held leases.
+const (
+	SortName   = "name"
+	SortExpiry = "expiry" // soonest expiry first
+	SortHolder = "holder"
+)
 
 // LeaseDetail is the props of a lease's page (/leases/{name}).
 type LeaseDetail struct {
@@ -172,7 +182,12 @@ type LeaseDetail struct {
 	Now time.Time
 	// Lease is the state of the name.
 	Lease Lease
-	// Timeline is the picture of recent grants; see [TimelineFromEvents].
+	// Waiters are the acquires waiting in line, oldest first, as far as this server knows.
+	Waiters []Waiter
+	// Range is the timeline's span (query parameter range), one of [TimelineRanges]; empty
+	// for the default, which fits the recent history.
+	Range string
+	// Timeline is the picture of recent grants.
 	Timeline Timeline
 	// Events is a page of the name's history, oldest first.
 	Events []Event
@@ -191,8 +206,15 @@ type LeaseDetail struct {
 type RejectionList struct {
 	// Now is the time the page is rendered for.
 	Now time.Time
-	// Resource and Lease are the filters (query parameters resource and lease); empty for all.
-	Resource, Lease string
+	// Resource, Lease and Holder are the filters (query parameters resource, lease and
+	// holder); empty for all.
+	Resource, Lease, Holder string
+	// Source keeps only rejections made by leasekeeper ("leasekeeper") or reported by other
+	// resources ("external"); empty for both.
+	Source string
+	// Range keeps only rejections of the last 15m, 1h, 6h or 24h (query parameter range; the
+	// API's since); empty for all.
+	Range string
 	// Cursor is the cursor of this page; empty on the first page.
 	Cursor string
 	// Rejections is this page, newest first.
@@ -211,6 +233,16 @@ type ResourceList struct {
 	Resources []Resource
 	// NextCursor is the cursor of the next page; empty on the last page.
 	NextCursor string
+}
+
+// ResourceDetail is the props of a resource's page (/resources/{name}).
+type ResourceDetail struct {
+	// Now is the time the page is rendered for.
+	Now time.Time
+	// Resource is its fence, version, size and last writer.
+	Resource Resource
+	// Rejections are the newest refused writes to it, newest first.
+	Rejections []Rejection
 }
 
 // ErrorInfo is the props of the error page, for not found and every other failure.

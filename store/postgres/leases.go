@@ -239,7 +239,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 		out = lease.Lease{Name: p.Name, Holder: p.Holder, ID: id, Token: token, TTL: ng.TTL, AcquiredAt: ng.AcquiredAt,
 			RenewedAt: ng.RenewedAt, ExpiresAt: ng.ExpiresAt, LockDelay: ng.LockDelay, Metadata: p.Metadata}
 		t.record(lease.Event{Type: lease.EventAcquired, Name: p.Name, Token: token, Holder: p.Holder,
-			At: ms(now), ExpiresAt: out.ExpiresAt, Metadata: p.Metadata})
+			At: ms(now), ExpiresAt: out.ExpiresAt, LockDelay: p.LockDelay, Metadata: p.Metadata})
 		return nil
 	})
 	if err != nil {

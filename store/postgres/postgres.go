@@ -299,11 +299,16 @@ func (t *txn) insertEvents(ctx context.Context) error {
 			v := e.ExpiresAt.UnixMilli()
 			exp = &v
 		}
+		var delay *int64
+		if e.Type == lease.EventAcquired {
+			v := e.LockDelay.Milliseconds()
+			delay = &v
+		}
 		rows[i] = []any{e.Seq, string(e.Type), e.Name, e.Token, e.Holder, e.At.UnixMilli(), exp,
-			nullText(e.Metadata), nullString(e.Resource), now, e.Actor}
+			nullText(e.Metadata), nullString(e.Resource), now, e.Actor, delay}
 	}
 	_, err = t.tx.CopyFrom(ctx, pgx.Identifier{"events"},
-		[]string{"seq", "type", "name", "token", "holder", "at", "expires_at", "metadata", "resource", "recorded_at", "actor"},
+		[]string{"seq", "type", "name", "token", "holder", "at", "expires_at", "metadata", "resource", "recorded_at", "actor", "lock_delay_ms"},
 		pgx.CopyFromRows(rows))
 	if err != nil {
 		return fmt.Errorf("record events: %w", err)

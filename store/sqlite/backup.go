@@ -27,7 +27,7 @@ func Backup(ctx context.Context, path, out string) error {
 	q := url.Values{}
 	q.Set("_busy_timeout", "10000")
 	q.Set("mode", "ro")
-	db, err := sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
+	db, err := sql.Open("sqlite3", fileURI(path, q))
 	if err != nil {
 		return fmt.Errorf("backup %s: %w", path, err)
 	}

@@ -103,3 +103,25 @@ func TestFileModesUnderUmask022(t *testing.T) {
 		}
 	})
 }
+
+// TestPathWithURICharacters: a database path with the characters SQLite's URIs give a meaning
+// to opens that file, not another one ("a#b.db" would otherwise be "a").
+func TestPathWithURICharacters(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "a#b?c=1%20.db")
+	s, err := sqlite.Open(context.Background(), path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Errorf("no database at %q: %v", path, err)
+	}
+	for _, other := range []string{"a", "a#b", "a#b?c=1 .db"} {
+		if _, err := os.Stat(filepath.Join(dir, other)); err == nil {
+			t.Errorf("a database was opened at %q instead of %q", other, path)
+		}
+	}
+}

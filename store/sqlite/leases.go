@@ -239,7 +239,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 		out = ng.lease()
 		out.ID = id
 		return t.record(ctx, lease.Event{Type: lease.EventAcquired, Name: p.Name, Token: token, Holder: p.Holder,
-			At: ms(t.now), ExpiresAt: out.ExpiresAt, Metadata: p.Metadata})
+			At: ms(t.now), ExpiresAt: out.ExpiresAt, LockDelay: p.LockDelay, Metadata: p.Metadata})
 	})
 	if err != nil {
 		return lease.Lease{}, fmt.Errorf("acquire %q: %w", p.Name, err)

@@ -1,6 +1,8 @@
 package sqlite
 
 import (
+	"time"
+
 	"context"
 	"database/sql"
 	"fmt"
@@ -70,18 +72,19 @@ func (s *Store) List(ctx context.Context, f store.LeaseFilter) (store.Page[lease
 	return page, nil
 }
 
-const eventCols = `seq, type, name, token, holder, at, expires_at, metadata, resource, actor`
+const eventCols = `seq, type, name, token, holder, at, expires_at, metadata, resource, actor, lock_delay_ms`
 
 func scanEvent(r scanner) (lease.Event, error) {
 	var e lease.Event
 	var typ string
 	var at int64
-	var exp sql.NullInt64
+	var exp, delay sql.NullInt64
 	var md, res sql.NullString
-	if err := r.Scan(&e.Seq, &typ, &e.Name, &e.Token, &e.Holder, &at, &exp, &md, &res, &e.Actor); err != nil {
+	if err := r.Scan(&e.Seq, &typ, &e.Name, &e.Token, &e.Holder, &at, &exp, &md, &res, &e.Actor, &delay); err != nil {
 		return e, err
 	}
 	e.Type, e.At, e.Metadata, e.Resource = lease.EventType(typ), ms(at), raw(md), res.String
+	e.LockDelay = time.Duration(delay.Int64) * time.Millisecond
 	if exp.Valid {
 		e.ExpiresAt = ms(exp.Int64)
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -110,20 +111,20 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		}
 		return nil
 	}}
-	w := sql.OpenDB(connector{drv: drv, dsn: "file:" + path + "?" + q.Encode()})
+	w := sql.OpenDB(connector{drv: drv, dsn: fileURI(path, q)})
 	w.SetMaxOpenConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 	q.Set("_txlock", "deferred")
 	q.Set("_query_only", "true")
-	r, err := sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
+	r, err := sql.Open("sqlite3", fileURI(path, q))
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	r.SetMaxOpenConns(8)
 	q.Del("_query_only")
-	cp, err := sql.Open("sqlite3", "file:"+path+"?"+q.Encode())
+	cp, err := sql.Open("sqlite3", fileURI(path, q))
 	if err != nil {
 		w.Close()
 		r.Close()
@@ -186,6 +187,12 @@ func (s *Store) start(ctx context.Context, path string, clock lease.Clock) error
 		return err
 	}
 	return s.load(ctx)
+}
+
+// fileURI is the SQLite URI of the file at path with the query q. The path is escaped: SQLite
+// reads '?' as the start of the query and '#' as a fragment, so "a#b.db" would open "a".
+func fileURI(path string, q url.Values) string {
+	return "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path) + "?" + q.Encode()
 }
 
 // connector opens the writer's connections with its own driver value, so that a connection
@@ -523,9 +530,13 @@ func (t *txn) record(ctx context.Context, e lease.Event) error {
 	if !e.ExpiresAt.IsZero() {
 		exp = sql.NullInt64{Int64: e.ExpiresAt.UnixMilli(), Valid: true}
 	}
+	var delay sql.NullInt64
+	if e.Type == lease.EventAcquired {
+		delay = sql.NullInt64{Int64: e.LockDelay.Milliseconds(), Valid: true}
+	}
 	e.Seq = t.nextSeq()
 	_, err := t.exec(ctx, stEvent, e.Seq, string(e.Type), e.Name, e.Token, e.Holder, e.At.UnixMilli(), exp,
-		nullText(e.Metadata), nullString(e.Resource), t.now, e.Actor)
+		nullText(e.Metadata), nullString(e.Resource), t.now, e.Actor, delay)
 	if err != nil {
 		return fmt.Errorf("record %s event for %q: %w", e.Type, e.Name, w(err))
 	}
@@ -565,8 +576,8 @@ var stmtSQL = [numStmts]string{
 	stRelease:    `RELEASE op`,
 	stHWM:        `UPDATE meta SET value = max(value, ?) WHERE key = 'clock_hwm'`,
 	stLastToken:  `UPDATE meta SET value = ? WHERE key = 'last_token'`,
-	stEvent: `INSERT INTO events (seq, type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	stEvent: `INSERT INTO events (seq, type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor, lock_delay_ms)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	stInsertGrant: `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
 		acquired_at, renewed_at, expires_at, metadata, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	stPointName:     `INSERT INTO names (name, token) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET token = excluded.token`,

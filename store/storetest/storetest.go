@@ -129,6 +129,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Restart/ExpiredBeforeCrash", testRestartExpiredBefore},
 		{"Idempotency", testIdempotency},
 		{"LockDelay", testLockDelay},
+		{"LockDelay/PerGrantInEvents", testLockDelayPerGrant},
 		{"ExpireDue", testExpireDue},
 		{"List", testList},
 		{"RecentlyFreed", testRecentlyFreed},
@@ -505,6 +506,32 @@ func testLockDelay(t *testing.T, e *env) {
 			t.Fatal(err)
 		}
 		e.acquire(name, "w2", time.Second)
+	}
+}
+
+// testLockDelayPerGrant: every acquired event carries its own grant's lock delay, so an earlier
+// grant's delay is still known after a later grant with another one; other events carry none.
+func testLockDelayPerGrant(t *testing.T, e *env) {
+	for i, d := range []time.Duration{3 * time.Second, 0, 1500 * time.Millisecond} {
+		if _, err := e.s.Acquire(e.ctx, store.AcquireParams{Name: "job", Holder: fmt.Sprintf("w%d", i), TTL: time.Second, LockDelay: d}); err != nil {
+			t.Fatalf("Acquire(lock delay %v) = %v", d, err)
+		}
+		e.clock.Advance(time.Second + d)
+		if _, _, err := e.s.ExpireDue(e.ctx); err != nil {
+			t.Fatalf("ExpireDue() = %v", err)
+		}
+	}
+	var got []time.Duration
+	for _, ev := range e.events("job") {
+		switch {
+		case ev.Type == lease.EventAcquired:
+			got = append(got, ev.LockDelay)
+		case ev.LockDelay != 0:
+			t.Errorf("%s event has lock delay %v, want none", ev.Type, ev.LockDelay)
+		}
+	}
+	if want := []time.Duration{3 * time.Second, 0, 1500 * time.Millisecond}; !cmp.Equal(got, want) {
+		t.Errorf("lock delays of the acquired events = %v, want %v", got, want)
 	}
 }
 
