@@ -44,6 +44,9 @@ func (s *Store) unpublished(ctx context.Context, q queryer, before int64) ([]lea
 
 // catchUp publishes every committed event not published yet, reading them on conn.
 func (s *Store) catchUp(ctx context.Context, conn *pgx.Conn) error {
+	if s.onCommit == nil {
+		return nil
+	}
 	s.pubMu.Lock()
 	defer s.pubMu.Unlock()
 	evs, err := s.unpublished(ctx, conn, math.MaxInt64)
@@ -51,13 +54,38 @@ func (s *Store) catchUp(ctx context.Context, conn *pgx.Conn) error {
 	return err
 }
 
-// listen keeps a connection that LISTENs for other replicas' commits until ctx ends,
-// reconnecting after a failure; after each (re)connection it catches up, so a notification
-// missed while disconnected loses nothing.
-func (s *Store) listen(ctx context.Context) {
+// connectListener opens the listener's connection: it holds this replica's presence lock and
+// listens for other replicas' commits and changes to waiting lines.
+func (s *Store) connectListener(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if err := s.takePresence(ctx, conn); err != nil {
+		conn.Close(context.Background())
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, `LISTEN `+Channel+`; LISTEN `+LineChannel); err != nil {
+		conn.Close(context.Background())
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	return conn, nil
+}
+
+// listen serves the listener's connection conn until ctx ends, reconnecting after a failure;
+// after each (re)connection it catches up, so a notification missed while disconnected loses
+// nothing.
+func (s *Store) listen(ctx context.Context, conn *pgx.Conn) {
 	defer close(s.listening)
 	for {
-		err := s.listenOnce(ctx)
+		var err error
+		if conn == nil {
+			conn, err = s.connectListener(ctx)
+		}
+		if conn != nil {
+			err = s.listenOn(ctx, conn)
+			conn = nil
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -70,20 +98,22 @@ func (s *Store) listen(ctx context.Context) {
 	}
 }
 
-func (s *Store) listenOnce(ctx context.Context) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return fmt.Errorf("connect: %w", err)
-	}
+// listenOn catches up and waits for notifications on conn until it fails or ctx ends, and
+// closes it.
+func (s *Store) listenOn(ctx context.Context, conn *pgx.Conn) error {
 	defer conn.Close(context.Background())
-	if _, err := conn.Exec(ctx, `LISTEN `+Channel); err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
 	for {
 		if err := s.catchUp(ctx, conn); err != nil {
 			return fmt.Errorf("catch up: %w", err)
 		}
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		for err == nil && n.Channel == LineChannel {
+			if s.onLine != nil {
+				s.onLine(n.Payload)
+			}
+			n, err = conn.WaitForNotification(ctx)
+		}
+		if err != nil {
 			return fmt.Errorf("wait: %w", err)
 		}
 	}

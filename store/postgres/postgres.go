@@ -18,6 +18,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,6 +50,10 @@ type Options struct {
 	// OnBatch, when set, is told of every write transaction: one operation, how long it took
 	// from BEGIN to the end of COMMIT (retries included), and whether it committed (metrics).
 	OnBatch func(ops int, took time.Duration, committed bool)
+	// OnLine, when set, is called with a name whose waiting line changed on some replica in a
+	// way no event tells (a waiter left; dead replicas' waiters were removed), so the next
+	// waiter here tries at once. It must not block.
+	OnLine func(name string)
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
 }
@@ -60,7 +65,11 @@ type Store struct {
 	clock    lease.Clock
 	onCommit func([]lease.Event)
 	onBatch  func(ops int, took time.Duration, committed bool)
+	onLine   func(name string)
 	log      *slog.Logger
+	// replica is this replica's id, whose presence lock its listener's connection holds while
+	// it lives (see line.go).
+	replica atomic.Int32
 	// pubMu is held from taking the event seq to the end of OnCommit (the database's seq lock
 	// serializes those steps anyway), and while the listener publishes other replicas' events:
 	// OnCommit sees every event once, in seq order, without gaps.
@@ -87,7 +96,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	s := &Store{pool: pool, test: opts.TestClock, onCommit: opts.OnCommit, onBatch: opts.OnBatch, log: log}
+	s := &Store{pool: pool, test: opts.TestClock, onCommit: opts.OnCommit, onBatch: opts.OnBatch, onLine: opts.OnLine, log: log}
 	if err := s.start(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -131,10 +140,16 @@ func (s *Store) start(ctx context.Context) error {
 		if s.published, err = s.LatestSeq(ctx); err != nil {
 			return err
 		}
-		lctx, stop := context.WithCancel(context.Background())
-		s.stopListen, s.listening = stop, make(chan struct{})
-		go s.listen(lctx)
 	}
+	// The listener's connection holds this replica's presence lock before any request can
+	// join a line.
+	conn, err := s.connectListener(ctx)
+	if err != nil {
+		return fmt.Errorf("open postgres: %w", translate(err))
+	}
+	lctx, stop := context.WithCancel(context.Background())
+	s.stopListen, s.listening = stop, make(chan struct{})
+	go s.listen(lctx, conn)
 	return nil
 }
 
