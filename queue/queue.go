@@ -189,11 +189,17 @@ func (l *Line) waitShared(ctx context.Context, p store.AcquireParams, wait time.
 		return lease.Lease{}, err
 	}
 	defer l.leave(p.Name, el)
-	id, err := l.shared.JoinLine(ctx, p.Name)
+	join := func(ctx context.Context) (int64, error) {
+		id, err := l.shared.JoinLine(ctx, p.Name)
+		if err == nil {
+			l.place(p.Name, el, id)
+		}
+		return id, err
+	}
+	id, err := join(ctx)
 	if err != nil {
 		return lease.Lease{}, err
 	}
-	l.place(p.Name, el, id)
 	granted := false
 	defer func() {
 		if !granted { // a grant took the waiter out of line in its transaction
@@ -204,6 +210,14 @@ func (l *Line) waitShared(ctx context.Context, p store.AcquireParams, wait time.
 	}()
 	return l.wait(ctx, p, wait, w, el, func(ctx context.Context) (lease.Lease, int, error) {
 		got, ahead, err := l.shared.AcquireInLine(ctx, p, id)
+		if errors.Is(err, store.ErrPlaceLost) {
+			// The others took this server for dead (its database session ended, as in a
+			// database restart): wait on, from the end of the line.
+			if id, err = join(ctx); err != nil {
+				return lease.Lease{}, 0, err
+			}
+			got, ahead, err = l.shared.AcquireInLine(ctx, p, id)
+		}
 		granted = err == nil
 		return got, ahead, err
 	})

@@ -112,14 +112,7 @@ func TestWiring(t *testing.T) {
 // waiters reads the waiters count of a lease.
 func waiters(t *testing.T, url, name string) float64 {
 	t.Helper()
-	resp, err := servicetest.Client().Get(url + "/v1/leases/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var st map[string]any
-	json.NewDecoder(resp.Body).Decode(&st)
-	n, _ := st["waiters"].(float64)
+	n, _ := getState(t, url, name)["waiters"].(float64)
 	return n
 }
 

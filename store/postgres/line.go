@@ -89,8 +89,8 @@ func checkLine(ctx context.Context, t *txn, name string, waiter int64, g grant, 
 	}
 	pos := slices.Index(ids, waiter)
 	if waiter != 0 && pos < 0 {
-		return 0, lease.Errorf(lease.CodeUnavailable,
-			"this request's place in line for %q was lost (its server's database session ended); ask again", name)
+		return 0, fmt.Errorf("%w: %w", lease.Errorf(lease.CodeUnavailable,
+			"this request's place in line for %q was lost (its server's database session ended); ask again", name), store.ErrPlaceLost)
 	}
 	if len(ids) == 0 || pos == 0 {
 		return 0, nil

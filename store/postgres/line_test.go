@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -91,7 +92,7 @@ func TestLostPlace(t *testing.T) {
 	if err := a.LeaveLine(ctx, "job", id); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := dying.AcquireInLine(ctx, store.AcquireParams{Name: "job", Holder: "w", TTL: time.Minute}, id); !lease.IsCode(err, lease.CodeUnavailable) {
-		t.Errorf("AcquireInLine(place removed, name free) = %v, want unavailable", err)
+	if _, _, err := dying.AcquireInLine(ctx, store.AcquireParams{Name: "job", Holder: "w", TTL: time.Minute}, id); !lease.IsCode(err, lease.CodeUnavailable) || !errors.Is(err, store.ErrPlaceLost) {
+		t.Errorf("AcquireInLine(place removed, name free) = %v, want unavailable, ErrPlaceLost", err)
 	}
 }

@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
+	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/store/postgres"
+	"github.com/leasekeeper/leasekeeper/store/storetest"
+)
+
+// startReplicas runs n real `leasekeeper serve` processes on one new PostgreSQL database, with
+// one shared secret, and returns them with the database's URL.
+func startReplicas(t *testing.T, n int) ([]*proc, string) {
+	t.Helper()
+	url := pg.NewDatabase(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	var ps []*proc
+	for range n {
+		ps = append(ps, startBinary(t, "--db", url, "--secret-file", secret))
+	}
+	return ps, url
+}
+
+// waitAcquire starts an acquire that waits in line on p, answering on the returned channel
+// (nil when the request failed, as when p dies).
+func waitAcquire(t *testing.T, p *proc, name, holder string, wait time.Duration) <-chan *api.AcquireLeaseResponse {
+	t.Helper()
+	c, err := api.NewClientWithResponses(p.url, api.WithHTTPClient(&http.Client{Timeout: wait + 10*time.Second,
+		Transport: servicetest.BearerTransport{Key: testAdminKey}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan *api.AcquireLeaseResponse, 1)
+	go func() {
+		r, err := c.AcquireLeaseWithResponse(context.Background(), name, nil,
+			api.AcquireRequest{Holder: holder, TtlMs: 60000, WaitMs: ptrTo(wait.Milliseconds())})
+		if err != nil {
+			r = nil
+		}
+		out <- r
+	}()
+	return out
+}
+
+// waitWaitersOn waits until p counts want waiters for name.
+func waitWaitersOn(t *testing.T, p *proc, name string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := p.c.GetLeaseWithResponse(context.Background(), name)
+		if err == nil && r.JSON200 != nil && r.JSON200.Waiters == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never had %d waiters (%v, %v)", name, want, r, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestReplicasKill9: three real replicas on one PostgreSQL database serve 48 clients that
+// contend on a few names; one replica is killed with SIGKILL mid-run. The clients of the other
+// two see no error, those of the dead one move to the next replica (as a load balancer would),
+// every acknowledged operation is in the history, which shows no overlap and strictly growing
+// tokens; and the dead replica's waiter leaves the line, so the waiter behind it, on another
+// replica, is granted the name when it is released.
+func TestReplicasKill9(t *testing.T) {
+	needBinary(t)
+	ps, url := startReplicas(t, 3)
+	ctx := context.Background()
+	victim := ps[2]
+
+	// The line of "line": held through ps[0]; first in line on the victim, then on ps[1].
+	holder := ps[0].acquire(t, "line", time.Minute)
+	doomed := waitAcquire(t, victim, "line", "on-victim", 30*time.Second)
+	waitWaitersOn(t, ps[0], "line", 1)
+	survivor := waitAcquire(t, ps[1], "line", "on-survivor", 30*time.Second)
+	waitWaitersOn(t, ps[0], "line", 2)
+
+	names := []string{"hot-0", "hot-1", "hot-2", "hot-3"}
+	var mu sync.Mutex
+	var acks []ack
+	record := func(a ack) {
+		mu.Lock()
+		acks = append(acks, a)
+		mu.Unlock()
+	}
+	var killed atomic.Bool
+	var survivorErrs, moved atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for c := range 48 {
+		wg.Go(func() {
+			home := c % 3
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				p := ps[home]
+				name := names[(c+i)%len(names)]
+				// A failed request was never acknowledged; on the victim after the kill the
+				// client moves on, anywhere else it is an error.
+				failed := func(err error, status int) bool {
+					if err == nil && status < 500 {
+						return false
+					}
+					if p == victim && killed.Load() {
+						home = (home + 1) % 3
+						moved.Add(1)
+						return true
+					}
+					if p != victim {
+						survivorErrs.Add(1)
+						t.Errorf("client %d on a surviving replica: %v, status %d", c, err, status)
+					}
+					return true
+				}
+				r, err := p.c.AcquireLeaseWithResponse(ctx, name, nil, api.AcquireRequest{Holder: fmt.Sprintf("c%d", c), TtlMs: 5000})
+				if failed(err, httpStatus(r, err)) || r.JSON200 == nil {
+					continue
+				}
+				l := r.JSON200
+				record(ack{"acquire", name, l.Token, l.ExpiresAt.Time})
+				rn, err := p.c.RenewLeaseWithResponse(ctx, name, api.RenewRequest{LeaseId: *l.LeaseId})
+				if failed(err, httpStatus(rn, err)) {
+					continue
+				}
+				if rn.JSON200 != nil {
+					record(ack{"renew", name, l.Token, rn.JSON200.ExpiresAt.Time})
+				}
+				rel, err := p.c.ReleaseLeaseWithResponse(ctx, name, api.ReleaseRequest{LeaseId: *l.LeaseId})
+				if failed(err, httpStatus(rel, err)) {
+					continue
+				}
+				if rel.StatusCode() == http.StatusNoContent {
+					record(ack{"release", name, l.Token, time.Time{}})
+				}
+			}
+		})
+	}
+	time.Sleep(1500 * time.Millisecond)
+	killed.Store(true)
+	victim.kill9(t)
+	killedAt := time.Now()
+	time.Sleep(1500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+
+	if r := <-doomed; r != nil && r.StatusCode() == http.StatusOK {
+		t.Errorf("the waiter on the killed replica was granted the lease: %s", r.Body)
+	}
+	rel, err := ps[0].c.ReleaseLeaseWithResponse(ctx, "line", api.ReleaseRequest{LeaseId: *holder.LeaseId})
+	if err != nil || rel.StatusCode() != http.StatusNoContent {
+		t.Fatalf("release line = %v, %v", rel, err)
+	}
+	released := time.Now()
+	select {
+	case r := <-survivor:
+		if r == nil || r.JSON200 == nil || r.JSON200.Holder != "on-survivor" {
+			t.Fatalf("the waiter behind the dead replica's = %v; want granted", r)
+		}
+		t.Logf("the waiter behind the dead replica's was granted %v after the release", time.Since(released))
+	case <-time.After(15 * time.Second):
+		t.Fatal("the waiter behind the dead replica's waiter was not granted 15 s after the release")
+	}
+
+	counts := map[string]int{}
+	for _, a := range acks {
+		counts[a.op]++
+	}
+	t.Logf("%d operations acknowledged (%v); %d requests moved off the killed replica in the %v after the kill; %d errors on the survivors",
+		len(acks), counts, moved.Load(), time.Since(killedAt).Round(time.Millisecond), survivorErrs.Load())
+	if counts["acquire"] < 50 {
+		t.Errorf("only %d grants: not contention", counts["acquire"])
+	}
+	checkReplicaHistory(t, url, names, acks)
+}
+
+func httpStatus(r interface{ StatusCode() int }, err error) int {
+	if err != nil {
+		return 0
+	}
+	return r.StatusCode()
+}
+
+// checkReplicaHistory reads the history of names from the database: each name's shows no
+// overlap and growing tokens, every grant's token is above all granted before it in commit
+// order, and every acknowledged operation is there.
+func checkReplicaHistory(t *testing.T, url string, names []string, acks []ack) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	type key struct {
+		typ   lease.EventType
+		token int64
+	}
+	seen := map[key]lease.Event{}
+	for _, n := range names {
+		evs := allEvents(t, st, store.EventFilter{Name: n})
+		if err := storetest.CheckHistory(evs); err != nil {
+			t.Errorf("history of %s: %v", n, err)
+		}
+		for _, e := range evs {
+			seen[key{e.Type, e.Token}] = e
+		}
+	}
+	var last int64
+	for _, e := range allEvents(t, st, store.EventFilter{}) {
+		if e.Type == lease.EventAcquired {
+			if e.Token <= last {
+				t.Errorf("seq %d granted token %d after token %d", e.Seq, e.Token, last)
+			}
+			last = e.Token
+		}
+	}
+	want := map[string]lease.EventType{"acquire": lease.EventAcquired, "renew": lease.EventRenewed, "release": lease.EventReleased}
+	for _, a := range acks {
+		e, ok := seen[key{want[a.op], a.token}]
+		if !ok {
+			t.Errorf("%s of %s token %d was acknowledged but is not in the history", a.op, a.name, a.token)
+			continue
+		}
+		if a.op == "renew" && !e.ExpiresAt.Equal(a.expiresAt) {
+			t.Errorf("renew of %s token %d acknowledged until %v, history says %v", a.name, a.token, a.expiresAt, e.ExpiresAt)
+		}
+	}
+}
+
+// allEvents reads every page of the events f selects.
+func allEvents(t *testing.T, st store.Store, f store.EventFilter) []lease.Event {
+	t.Helper()
+	f.Limit = store.MaxLimit
+	var out []lease.Event
+	for {
+		p, err := st.Events(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p.Items...)
+		if p.Next == "" {
+			return out
+		}
+		f.Cursor = p.Next
+	}
+}
