@@ -259,3 +259,98 @@ func allEvents(t *testing.T, st store.Store, f store.EventFilter) []lease.Event 
 		f.Cursor = p.Next
 	}
 }
+
+// TestDatabaseRestart measures what holders and waiters see while the database restarts under
+// two real replicas, and checks what must hold: the holder renewing every 200 ms through one
+// replica keeps its lease and its token (its renews fail with 503 during the restart, nothing
+// else), the replicas serve again without a restart of their own, and the waiter on the other
+// replica is granted the name after the holder releases it.
+func TestDatabaseRestart(t *testing.T) {
+	for _, mode := range []string{"fast", "immediate"} {
+		t.Run(mode, func(t *testing.T) { testDatabaseRestart(t, mode) })
+	}
+}
+
+func testDatabaseRestart(t *testing.T, mode string) {
+	needBinary(t)
+	ps, _ := startReplicas(t, 2)
+	ctx := context.Background()
+	held := ps[0].acquire(t, "held", 10*time.Second)
+	waiter := waitAcquire(t, ps[1], "held", "waiter", 60*time.Second)
+	waitWaitersOn(t, ps[0], "held", 1)
+
+	type try struct {
+		at     time.Time
+		status int
+	}
+	var mu sync.Mutex
+	var renews []try
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			r, err := ps[0].c.RenewLeaseWithResponse(ctx, "held", api.RenewRequest{LeaseId: *held.LeaseId})
+			mu.Lock()
+			renews = append(renews, try{time.Now(), httpStatus(r, err)})
+			mu.Unlock()
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	began := time.Now()
+	pg.Restart(t, mode)
+	restarted := time.Since(began)
+	// Serving again: the first renew that succeeds after the restart.
+	var back time.Duration
+	for deadline := time.Now().Add(20 * time.Second); back == 0; time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		for _, r := range renews {
+			if r.at.After(began) && r.status == http.StatusOK && r.at.Sub(began) > restarted {
+				back = r.at.Sub(began)
+				break
+			}
+		}
+		mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("no renew succeeded 20 s after the database restarted: %v", renews)
+		}
+	}
+	time.Sleep(time.Second)
+	close(stop)
+	<-done
+	codes := map[int]int{}
+	for _, r := range renews {
+		if r.at.After(began) {
+			codes[r.status]++
+		}
+	}
+	for code := range codes {
+		if code != http.StatusOK && code != http.StatusServiceUnavailable {
+			t.Errorf("renews during the restart answered %d (%v), want only 200 and 503", code, codes)
+		}
+	}
+	st, err := ps[1].c.GetLeaseWithResponse(ctx, "held")
+	if err != nil || st.JSON200 == nil || !st.JSON200.Held || st.JSON200.Token != held.Token {
+		t.Fatalf("after the restart, held = %v, %v; want held by token %d", st, err, held.Token)
+	}
+	rel, err := ps[0].c.ReleaseLeaseWithResponse(ctx, "held", api.ReleaseRequest{LeaseId: *held.LeaseId})
+	if err != nil || rel.StatusCode() != http.StatusNoContent {
+		t.Fatalf("release after the restart = %v, %v", rel, err)
+	}
+	released := time.Now()
+	select {
+	case r := <-waiter:
+		if r == nil || r.JSON200 == nil || r.JSON200.Holder != "waiter" {
+			t.Fatalf("the waiter after the restart = %v; want granted", r)
+		}
+		t.Logf("restart (%s) took %v; renews every 200 ms answered %v from its start, the first 200 %v after it; the waiter was granted %v after the release",
+			mode, restarted.Round(time.Millisecond), codes, back.Round(time.Millisecond), time.Since(released).Round(time.Millisecond))
+	case <-time.After(15 * time.Second):
+		t.Fatal("the waiter was not granted 15 s after the release")
+	}
+}
