@@ -182,7 +182,7 @@ func TestReplicasKill9(t *testing.T) {
 	}
 	t.Logf("%d operations acknowledged (%v); %d requests moved off the killed replica in the %v after the kill; %d errors on the survivors",
 		len(acks), counts, moved.Load(), time.Since(killedAt).Round(time.Millisecond), survivorErrs.Load())
-	if counts["acquire"] < 50 {
+	if counts["acquire"] < 20 {
 		t.Errorf("only %d grants: not contention", counts["acquire"])
 	}
 	checkReplicaHistory(t, url, names, acks)

@@ -292,13 +292,20 @@ func (s *Store) try(ctx context.Context, fn func(context.Context, *txn) error) e
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	// Committed, locks released, not yet durable: flush, then publish.
-	if _, err := conn.Exec(ctx, flushSQL); err != nil {
+	// Committed, locks released, not yet durable: flush, then publish. The flush runs even if
+	// the caller has gone: what committed is answered, so that a caller that still listens (a
+	// waiter's line, which gives back a grant nobody received) learns of it.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+	defer cancel()
+	if _, err := conn.Exec(fctx, flushSQL); err != nil {
 		return fmt.Errorf("flush the commit: %w", err)
 	}
-	s.publishUpTo(ctx, conn.Conn(), t.events)
+	s.publishUpTo(fctx, conn.Conn(), t.events)
 	return result
 }
+
+// flushTimeout bounds the flush after a commit.
+const flushTimeout = 10 * time.Second
 
 // flushSQL commits a one-record transaction synchronously (the session's default), which
 // returns once the WAL is flushed through its commit record, so through every commit before it.
