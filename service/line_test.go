@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/leasekeeper/leasekeeper/internal/testwait"
 	"github.com/leasekeeper/leasekeeper/service"
 	"github.com/leasekeeper/leasekeeper/service/servicetest"
@@ -16,7 +18,12 @@ import (
 // wires them, and returns their URLs.
 func pgReplicas(t *testing.T, n int) []string {
 	t.Helper()
-	url := pg.NewDatabase(t)
+	return pgReplicasOn(t, pg.NewDatabase(t), n)
+}
+
+// pgReplicasOn serves n replicas over the database at url and returns their URLs.
+func pgReplicasOn(t *testing.T, url string, n int) []string {
+	t.Helper()
 	var urls []string
 	for range n {
 		var hooks service.Hooks
@@ -70,4 +77,48 @@ func TestLineAcrossReplicas(t *testing.T) {
 		prev = r.body
 	}
 	waitWaiters(t, urls[0], "job", 0)
+}
+
+// TestWaiterRejoinsAfterLostSession: a replica whose database sessions are cut for a moment
+// (as in a database restart) is taken for dead meanwhile, and its waiter is removed from the
+// line; the name goes to another request. The waiter is not failed: it joins the line again
+// and is granted the name when it is released.
+func TestWaiterRejoinsAfterLostSession(t *testing.T) {
+	url := pg.NewDatabase(t)
+	urls := pgReplicasOn(t, url, 2)
+	held := mustAcquire(t, urls[0], "job", "holder")
+	waited := make(chan answer, 1)
+	go func() {
+		c, b := post(t, urls[1]+"/v1/leases/job/acquire", `{"holder":"waiter","ttl_ms":60000,"wait_ms":20000}`)
+		waited <- answer{c, b}
+	}()
+	waitWaiters(t, urls[0], "job", 1)
+
+	// Cut every replica's listening session, which holds its presence lock.
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `SELECT pg_terminate_backend(pid) FROM pg_locks
+		WHERE locktype = 'advisory' AND classid = 1280005968 AND objsubid = 2 AND pid <> pg_backend_pid()`); err != nil {
+		t.Fatal(err)
+	}
+	waitWaiters(t, urls[0], "job", 0) // the waiter looks dead
+	if code, b := post(t, urls[0]+"/v1/leases/job/release", `{"lease_id":"`+held["lease_id"].(string)+`"}`); code != 204 {
+		t.Fatalf("release = %d %v", code, b)
+	}
+	barger := mustAcquire(t, urls[0], "job", "barger") // removes the waiter from the line
+	select {
+	case r := <-waited:
+		t.Fatalf("the waiter answered %d %v while the name was held, want it waiting still", r.code, r.body)
+	case <-time.After(1500 * time.Millisecond): // its replica reconnects within a second
+	}
+	if code, b := post(t, urls[0]+"/v1/leases/job/release", `{"lease_id":"`+barger["lease_id"].(string)+`"}`); code != 204 {
+		t.Fatalf("release = %d %v", code, b)
+	}
+	r := testwait.Receive(t, waited, 10*time.Second)
+	if r.code != 200 || r.body["holder"] != "waiter" {
+		t.Errorf("the waiter whose place was lost = %d %v, want granted after the release", r.code, r.body)
+	}
 }
