@@ -237,13 +237,14 @@ func TestServeBadEnvironment(t *testing.T) {
 }
 
 func TestHealth(t *testing.T) {
-	srv := newTestServer(t)
-	if out, errOut, code := cliEnv(t, nil, "health", "--server", srv); code != 0 || out != "ready\n" {
-		t.Errorf("health --server %s: exit %d, %q, %q; want 0, ready", srv, code, out, errOut)
-	}
-	if _, _, code := cliEnv(t, nil, "--server", srv, "health"); code != 0 {
-		t.Errorf("--server %s health: exit %d, want 0", srv, code)
-	}
+	onBackends(t, func(t *testing.T, srv string) {
+		if out, errOut, code := cliEnv(t, nil, "health", "--server", srv); code != 0 || out != "ready\n" {
+			t.Errorf("health --server %s: exit %d, %q, %q; want 0, ready", srv, code, out, errOut)
+		}
+		if _, _, code := cliEnv(t, nil, "--server", srv, "health"); code != 0 {
+			t.Errorf("--server %s health: exit %d, want 0", srv, code)
+		}
+	})
 	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not ready", http.StatusServiceUnavailable)
 	}))

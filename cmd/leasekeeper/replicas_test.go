@@ -301,6 +301,29 @@ func testDatabaseRestart(t *testing.T, mode string) {
 			mu.Unlock()
 		}
 	}()
+	// A balancer's health check on the other replica, every 50 ms.
+	ready := map[int]int{}
+	checking := make(chan struct{})
+	go func() {
+		defer close(checking)
+		hc := &http.Client{Timeout: 2 * time.Second}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			resp, err := hc.Get(ps[1].url + "/readyz")
+			code := 0
+			if err == nil {
+				code = resp.StatusCode
+				resp.Body.Close()
+			}
+			mu.Lock()
+			ready[code]++
+			mu.Unlock()
+		}
+	}()
 	time.Sleep(500 * time.Millisecond)
 	began := time.Now()
 	pg.Restart(t, mode)
@@ -323,6 +346,10 @@ func testDatabaseRestart(t *testing.T, mode string) {
 	time.Sleep(time.Second)
 	close(stop)
 	<-done
+	<-checking
+	if ready[http.StatusServiceUnavailable] == 0 || ready[http.StatusOK] == 0 {
+		t.Errorf("/readyz of the other replica answered %v across the restart, want 503 while the database was away and 200 otherwise", ready)
+	}
 	codes := map[int]int{}
 	for _, r := range renews {
 		if r.at.After(began) {
@@ -348,8 +375,8 @@ func testDatabaseRestart(t *testing.T, mode string) {
 		if r == nil || r.JSON200 == nil || r.JSON200.Holder != "waiter" {
 			t.Fatalf("the waiter after the restart = %v; want granted", r)
 		}
-		t.Logf("restart (%s) took %v; renews every 200 ms answered %v from its start, the first 200 %v after it; the waiter was granted %v after the release",
-			mode, restarted.Round(time.Millisecond), codes, back.Round(time.Millisecond), time.Since(released).Round(time.Millisecond))
+		t.Logf("restart (%s) took %v; renews every 200 ms answered %v from its start, the first 200 %v after it; /readyz answered %v; the waiter was granted %v after the release",
+			mode, restarted.Round(time.Millisecond), codes, back.Round(time.Millisecond), ready, time.Since(released).Round(time.Millisecond))
 	case <-time.After(15 * time.Second):
 		t.Fatal("the waiter was not granted 15 s after the release")
 	}
