@@ -2,6 +2,11 @@
 // line up per name, first come first served. When the lease is released, revoked or expires,
 // the oldest live waiter is woken at once (by the store's commit hook, not by polling) and
 // tries to take it with a fresh token; a lock delay is waited out with a timer to its end.
+//
+// On a store shared by several servers (a SharedStore), the line itself is kept in the store,
+// so that it is one line across servers: each server keeps only its own waiters, in the
+// store's order, and wakes the first of them; the store grants a free name only to the first
+// live waiter of all.
 package queue
 
 import (
@@ -23,6 +28,26 @@ type Store interface {
 	Get(ctx context.Context, name string) (lease.State, error)
 }
 
+// SharedStore is a store that keeps the waiting line itself, shared by every server on it.
+// Its Acquire refuses a free name (lease_held) while anyone waits for it in line.
+type SharedStore interface {
+	Store
+	// JoinLine puts a request at the end of name's line and returns its place.
+	JoinLine(ctx context.Context, name string) (int64, error)
+	// LeaveLine takes the request at place id out of name's line.
+	LeaveLine(ctx context.Context, name string, id int64) error
+	// AcquireInLine grants the name to the request at place id when it is first in line and
+	// the name is free, and takes it out of the line. Refused with lease_held, it returns how
+	// many live requests wait ahead of it (0 when it is first, or when the name is held).
+	AcquireInLine(ctx context.Context, p store.AcquireParams, id int64) (lease.Lease, int, error)
+	// LineLength returns how many requests wait for name on every server.
+	LineLength(ctx context.Context, name string) (int, error)
+}
+
+// HeadCheck is how often a waiter that is not first in a shared line checks the line again,
+// for the case nobody announces: the first waiter's server died while the name was free.
+const HeadCheck = time.Second
+
 // Limits bound the line.
 type Limits struct {
 	PerName int // waiters on one name
@@ -35,6 +60,7 @@ func DefaultLimits() Limits { return Limits{PerName: 1000, Total: 10000} }
 // Line is the waiting line of every name.
 type Line struct {
 	store  Store
+	shared SharedStore // nil: the line is this server's alone
 	clock  lease.Clock
 	limits Limits
 
@@ -48,6 +74,7 @@ type Line struct {
 
 type waiter struct {
 	turn   chan struct{} // signalled when the waiter should try again
+	id     int64         // its place in a shared line; 0 before it has one, or in a line of its own
 	holder string
 	since  time.Time
 }
@@ -58,17 +85,26 @@ type Waiting struct {
 	Since  time.Time
 }
 
-// New returns an empty line.
+// New returns an empty line. On a SharedStore, the line is the store's, shared by every server.
 func New(st Store, clock lease.Clock, limits Limits) *Line {
-	return &Line{store: st, clock: clock, limits: limits, lines: map[string]*list.List{}, closed: make(chan struct{})}
+	l := &Line{store: st, clock: clock, limits: limits, lines: map[string]*list.List{}, closed: make(chan struct{})}
+	l.shared, _ = st.(SharedStore)
+	return l
 }
 
 // Close makes every waiter give up with unavailable, so a shutting-down server is not held
 // up by long waits. It is safe to call more than once.
 func (l *Line) Close() { l.once.Do(func() { close(l.closed) }) }
 
-// Waiters returns how many requests wait for name.
+// Waiters returns how many requests wait for name (on every server, with a shared line).
 func (l *Line) Waiters(name string) int {
+	if l.shared != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if n, err := l.shared.LineLength(ctx, name); err == nil {
+			return n
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if q := l.lines[name]; q != nil {
@@ -113,6 +149,14 @@ func (l *Line) ObserveEvents(evs []lease.Event) {
 	}
 }
 
+// LineChanged wakes the first waiter of name here: the shared line changed in a way no event
+// tells (a waiter left, on any server). Wire it to the store's line hook. It never blocks.
+func (l *Line) LineChanged(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.wakeHead(name)
+}
+
 // wakeHead signals the oldest waiter of name. l.mu must be held.
 func (l *Line) wakeHead(name string) {
 	if q := l.lines[name]; q != nil && q.Len() > 0 {
@@ -130,6 +174,14 @@ func (l *Line) wakeHead(name string) {
 // Codes: lease_held (the wait ran out), too_many_waiters, unavailable (the line was closed),
 // and those of store.Acquire.
 func (l *Line) Acquire(ctx context.Context, p store.AcquireParams, wait time.Duration) (lease.Lease, error) {
+	if l.shared != nil {
+		// The store refuses a free name while anyone, on any server, waits for it.
+		got, err := l.store.Acquire(ctx, p)
+		if err == nil || !lease.IsCode(err, lease.CodeHeld) || wait <= 0 {
+			return got, err
+		}
+		return l.waitShared(ctx, p, wait)
+	}
 	l.mu.Lock()
 	queued := l.lines[p.Name] != nil && l.lines[p.Name].Len() > 0
 	l.mu.Unlock()
@@ -147,7 +199,59 @@ func (l *Line) Acquire(ctx context.Context, p store.AcquireParams, wait time.Dur
 		return lease.Lease{}, err
 	}
 	defer l.leave(p.Name, el)
+	return l.wait(ctx, p, wait, w, el, func(ctx context.Context) (lease.Lease, int, error) {
+		got, err := l.store.Acquire(ctx, p)
+		return got, 0, err
+	})
+}
 
+// waitShared waits in the store's line, shared by every server, and in this server's line of
+// the same waiters in the store's order.
+func (l *Line) waitShared(ctx context.Context, p store.AcquireParams, wait time.Duration) (lease.Lease, error) {
+	w, el, err := l.join(p.Name, p.Holder)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	defer l.leave(p.Name, el)
+	join := func(ctx context.Context) (int64, error) {
+		id, err := l.shared.JoinLine(ctx, p.Name)
+		if err == nil {
+			l.place(p.Name, el, id)
+		}
+		return id, err
+	}
+	id, err := join(ctx)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	granted := false
+	defer func() {
+		if !granted { // a grant took the waiter out of line in its transaction
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			l.shared.LeaveLine(lctx, p.Name, id)
+			cancel()
+		}
+	}()
+	return l.wait(ctx, p, wait, w, el, func(ctx context.Context) (lease.Lease, int, error) {
+		got, ahead, err := l.shared.AcquireInLine(ctx, p, id)
+		if errors.Is(err, store.ErrPlaceLost) {
+			// The others took this server for dead (its database session ended, as in a
+			// database restart): wait on, from the end of the line.
+			if id, err = join(ctx); err != nil {
+				return lease.Lease{}, 0, err
+			}
+			got, ahead, err = l.shared.AcquireInLine(ctx, p, id)
+		}
+		granted = err == nil
+		return got, ahead, err
+	})
+}
+
+// wait waits in line until try, called whenever the waiter is first in this server's line and
+// may have its turn, grants the lease. try answers how many wait ahead in a shared line when
+// it is refused.
+func (l *Line) wait(ctx context.Context, p store.AcquireParams, wait time.Duration, w *waiter, el *list.Element,
+	try func(context.Context) (lease.Lease, int, error)) (lease.Lease, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	retry := time.NewTimer(0) // the first try happens at once if this waiter is the head
@@ -167,7 +271,7 @@ func (l *Line) Acquire(ctx context.Context, p store.AcquireParams, wait time.Dur
 		if !l.isHead(p.Name, el) {
 			continue
 		}
-		got, err := l.store.Acquire(ctx, p)
+		got, ahead, err := try(ctx)
 		if err == nil {
 			if ctx.Err() != nil {
 				// The requester left while the grant committed: give it back.
@@ -183,6 +287,12 @@ func (l *Line) Acquire(ctx context.Context, p store.AcquireParams, wait time.Dur
 			return lease.Lease{}, err
 		}
 		lastErr = err
+		if ahead > 0 {
+			// Others, on other servers, are first: their leaving wakes this waiter, and so
+			// does their server's death, seen only when someone looks at the line.
+			retry.Reset(HeadCheck)
+			continue
+		}
 		// Expiries and releases wake the head through ObserveEvents; a lock delay ends
 		// silently, so also wake at the moment the name becomes available.
 		until := le.AvailableAt
@@ -191,6 +301,23 @@ func (l *Line) Acquire(ctx context.Context, p store.AcquireParams, wait time.Dur
 		}
 		retry.Reset(max(time.Millisecond, until.Sub(l.clock.Now())+time.Millisecond))
 	}
+}
+
+// place moves a waiter to its place in this server's line: in the order of the shared line,
+// ahead of those without a place yet. It wakes the head, which may have changed.
+func (l *Line) place(name string, el *list.Element, id int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	q := l.lines[name]
+	el.Value.(*waiter).id = id
+	q.MoveToBack(el)
+	for e := q.Front(); e != nil; e = e.Next() {
+		if o := e.Value.(*waiter).id; e != el && (o == 0 || o > id) {
+			q.MoveBefore(el, e)
+			break
+		}
+	}
+	l.wakeHead(name)
 }
 
 func (l *Line) join(name, holder string) (*waiter, *list.Element, error) {

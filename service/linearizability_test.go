@@ -1,7 +1,6 @@
 package service_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/service"
 	"github.com/leasekeeper/leasekeeper/service/servicetest"
-	"github.com/leasekeeper/leasekeeper/store/postgres"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
@@ -71,18 +69,7 @@ func TestLinearizable(t *testing.T) {
 // TestLinearizablePostgresReplicas: the same on three replicas over one PostgreSQL database,
 // each client sending every request to the next replica in turn.
 func TestLinearizablePostgresReplicas(t *testing.T) {
-	url := pg.NewDatabase(t)
-	var urls []string
-	for range 3 {
-		var hooks service.Hooks
-		st, err := postgres.Open(context.Background(), url, postgres.Options{OnCommit: hooks.Publish})
-		if err != nil {
-			t.Fatalf("postgres.Open() = %v", err)
-		}
-		t.Cleanup(func() { st.Close() })
-		urls = append(urls, servicetest.Serve(t, st, &hooks, service.Config{}).URL)
-	}
-	checkLinearizable(t, urls)
+	checkLinearizable(t, pgReplicas(t, 3))
 }
 
 // checkLinearizable runs the clients against the servers at urls (one request to each in turn)

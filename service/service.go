@@ -28,6 +28,19 @@ type Hooks struct {
 	mu    sync.RWMutex
 	funcs []func([]lease.Event)
 	batch func(ops int, took time.Duration)
+	line  func(name string)
+}
+
+// LineChanged tells the waiting line that name's line, shared through the store, changed on
+// some server in a way no event tells (give it to a store with a shared line as its line
+// hook). It never blocks.
+func (h *Hooks) LineChanged(name string) {
+	h.mu.RLock()
+	f := h.line
+	h.mu.RUnlock()
+	if f != nil {
+		f(name)
+	}
 }
 
 // Batch records a group commit of the store's writer: how many operations it held and how
@@ -115,6 +128,9 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 		sweeper: expiry.New(st, clock, cfg.Retention, cfg.Logger),
 	}
 	hooks.set(metrics.ObserveEvents, s.sweeper.ObserveEvents, s.Line.ObserveEvents, s.Hub.ObserveEvents)
+	hooks.mu.Lock()
+	hooks.line = s.Line.LineChanged
+	hooks.mu.Unlock()
 	registerStoreMetrics(cfg.Registry, st, hooks)
 	cfg.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_waiters", Help: "Acquire requests waiting in line."},

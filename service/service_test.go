@@ -43,23 +43,32 @@ func post(t *testing.T, url, body string) (int, map[string]any) {
 	return resp.StatusCode, out
 }
 
+// answer is the status and body of a request.
+type answer struct {
+	code int
+	body map[string]any
+}
+
+// mustAcquire acquires name for holder for a minute.
+func mustAcquire(t *testing.T, url, name, holder string) map[string]any {
+	t.Helper()
+	code, b := post(t, url+"/v1/leases/"+name+"/acquire", `{"holder":"`+holder+`","ttl_ms":60000}`)
+	if code != 200 {
+		t.Fatalf("acquire %s = %d %v", name, code, b)
+	}
+	return b
+}
+
 // TestWiring checks that the commit hook reaches every part: a release wakes a waiter through
 // the line, the waiter gauge moves, and the metrics pass the linter.
 func TestWiring(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	srv := newService(t, reg)
-	code, first := post(t, srv.URL+"/v1/leases/job/acquire", `{"holder":"a","ttl_ms":60000}`)
-	if code != 200 {
-		t.Fatalf("acquire = %d %v", code, first)
-	}
-	type res struct {
-		code int
-		body map[string]any
-	}
-	waited := make(chan res, 1)
+	first := mustAcquire(t, srv.URL, "job", "a")
+	waited := make(chan answer, 1)
 	go func() {
 		c, b := post(t, srv.URL+"/v1/leases/job/acquire", `{"holder":"b","ttl_ms":60000,"wait_ms":10000}`)
-		waited <- res{c, b}
+		waited <- answer{c, b}
 	}()
 	oneWaiter := "# HELP leasekeeper_waiters Acquire requests waiting in line.\n# TYPE leasekeeper_waiters gauge\nleasekeeper_waiters 1\n"
 	for deadline := time.Now().Add(5 * time.Second); testutil.GatherAndCompare(reg, strings.NewReader(oneWaiter), "leasekeeper_waiters") != nil; time.Sleep(5 * time.Millisecond) {
@@ -103,14 +112,7 @@ func TestWiring(t *testing.T) {
 // waiters reads the waiters count of a lease.
 func waiters(t *testing.T, url, name string) float64 {
 	t.Helper()
-	resp, err := servicetest.Client().Get(url + "/v1/leases/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var st map[string]any
-	json.NewDecoder(resp.Body).Decode(&st)
-	n, _ := st["waiters"].(float64)
+	n, _ := getState(t, url, name)["waiters"].(float64)
 	return n
 }
 

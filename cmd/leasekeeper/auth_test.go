@@ -91,8 +91,9 @@ func TestBadAdminKey(t *testing.T) {
 
 // TestKeysCommand creates, lists and revokes a key with the CLI; the new key acts within its
 // scope and stops at once when revoked.
-func TestKeysCommand(t *testing.T) {
-	srv := newTestServer(t)
+func TestKeysCommand(t *testing.T) { onBackends(t, testKeysCommand) }
+
+func testKeysCommand(t *testing.T, srv string) {
 	out, errOut, code := cli(t, srv, "keys", "create", "--label", "billing", "--role", "writer", "--prefix", "billing-", "--json")
 	if code != 0 {
 		t.Fatalf("keys create: exit %d: %s", code, errOut)
@@ -127,7 +128,7 @@ func TestKeysCommand(t *testing.T) {
 	}
 	// The key can come from a file too.
 	file := filepath.Join(t.TempDir(), "key")
-	os.WriteFile(file, []byte(servicetest.KeyOf(srv)+"\n"), 0o600)
+	os.WriteFile(file, []byte(adminKeyOf(srv)+"\n"), 0o600)
 	if _, errOut, code := cliEnv(t, map[string]string{"LEASEKEEPER_SERVER": srv}, "get", "--api-key-file", file, "billing-nightly"); code != 0 {
 		t.Errorf("get --api-key-file: exit %d: %s", code, errOut)
 	}

@@ -26,15 +26,32 @@ func newTestServer(t *testing.T) string {
 	return srv.URL
 }
 
+// newTestServerOn runs the real `serve` in-process on backend b and returns its URL.
+func newTestServerOn(t *testing.T, b backend) string {
+	t.Helper()
+	return serveInProcess(t, nil, append([]string{"--addr", "127.0.0.1:0", "--log-level", "warn"}, b.args(t)...)...).url
+}
+
+// onBackends runs test on a whole server on each backend.
+func onBackends(t *testing.T, test func(t *testing.T, server string)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { test(t, newTestServerOn(t, b)) })
+	}
+}
+
+// adminKeyOf returns the admin key of a server of servicetest or serveInProcess.
+func adminKeyOf(server string) string {
+	if key := servicetest.KeyOf(server); key != "" {
+		return key
+	}
+	return testAdminKey
+}
+
 // cli runs one command in-process against server, with its admin key, and returns its
 // stdout, stderr and exit code.
 func cli(t *testing.T, server string, args ...string) (string, string, int) {
 	t.Helper()
-	key := servicetest.KeyOf(server)
-	if key == "" {
-		key = testAdminKey // a server of serveInProcess
-	}
-	return cliEnv(t, map[string]string{"LEASEKEEPER_SERVER": server, "LEASEKEEPER_API_KEY": key}, args...)
+	return cliEnv(t, map[string]string{"LEASEKEEPER_SERVER": server, "LEASEKEEPER_API_KEY": adminKeyOf(server)}, args...)
 }
 
 // cliEnv runs one command in-process with env as its environment.
@@ -53,8 +70,10 @@ func cliEnv(t *testing.T, env map[string]string, args ...string) (string, string
 
 func jsonDecode(s string, v any) error { return json.Unmarshal([]byte(s), v) }
 
-func TestClientCommands(t *testing.T) {
-	srv := newTestServer(t)
+// TestClientCommands runs the commands against a whole server on each backend.
+func TestClientCommands(t *testing.T) { onBackends(t, testClientCommands) }
+
+func testClientCommands(t *testing.T, srv string) {
 	out, errOut, code := cli(t, srv, "acquire", "--ttl", "1m", "--holder", "alice", "--metadata", `{"addr":"x"}`, "--json", "job")
 	if code != 0 {
 		t.Fatalf("acquire: exit %d: %s", code, errOut)
@@ -218,13 +237,14 @@ func TestServeBadEnvironment(t *testing.T) {
 }
 
 func TestHealth(t *testing.T) {
-	srv := newTestServer(t)
-	if out, errOut, code := cliEnv(t, nil, "health", "--server", srv); code != 0 || out != "ready\n" {
-		t.Errorf("health --server %s: exit %d, %q, %q; want 0, ready", srv, code, out, errOut)
-	}
-	if _, _, code := cliEnv(t, nil, "--server", srv, "health"); code != 0 {
-		t.Errorf("--server %s health: exit %d, want 0", srv, code)
-	}
+	onBackends(t, func(t *testing.T, srv string) {
+		if out, errOut, code := cliEnv(t, nil, "health", "--server", srv); code != 0 || out != "ready\n" {
+			t.Errorf("health --server %s: exit %d, %q, %q; want 0, ready", srv, code, out, errOut)
+		}
+		if _, _, code := cliEnv(t, nil, "--server", srv, "health"); code != 0 {
+			t.Errorf("--server %s health: exit %d, want 0", srv, code)
+		}
+	})
 	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not ready", http.StatusServiceUnavailable)
 	}))

@@ -23,10 +23,12 @@ import (
 	"time"
 )
 
-const benchUsage = `leasekeeper bench --server URL [flags]
+const benchUsage = `leasekeeper bench --server URL[,URL…] [flags]
 
 Drives a running server on this machine (loopback only) with -c keep-alive clients for -d per
-mode and prints ops/s, latency percentiles and errors. With --baseline it first runs the same
+mode and prints ops/s, latency percentiles and errors. Given several URLs (replicas on one
+PostgreSQL database), it sends each request to the next of them in turn, as a round-robin load
+balancer would. With --baseline it first runs the same
 clients against a trivial JSON handler in this process and prints each result as a ratio to it.
 
 With authentication on, set LEASEKEEPER_API_KEY to an admin key: admin keys are exempt from the
@@ -47,7 +49,8 @@ Modes (comma-separated with --mode):
 `
 
 type benchConfig struct {
-	server   *url.URL
+	servers  []*url.URL
+	next     *atomic.Uint64 // the request count, which picks the server
 	modes    []string
 	clients  int
 	dur      time.Duration
@@ -63,7 +66,7 @@ type benchConfig struct {
 func benchCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), benchUsage); fs.PrintDefaults() }
-	server := fs.String("server", "", "the server's URL, e.g. http://127.0.0.1:8080 (loopback only)")
+	server := fs.String("server", "", "the server's URL, e.g. http://127.0.0.1:8080 (loopback only); several, comma-separated, take turns")
 	mode := fs.String("mode", "cycle,renew,fenced,acquire", "modes to run, comma-separated")
 	var c benchConfig
 	fs.IntVar(&c.clients, "c", 64, "concurrent clients")
@@ -78,17 +81,20 @@ func benchCommand(ctx context.Context, args []string, getenv func(string) string
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
 		return err
 	}
-	u, err := url.Parse(*server)
-	if err != nil || *server == "" || u.Scheme != "http" {
-		return &exitError{code: 2, err: fmt.Errorf("--server must be an http:// URL, got %q", *server)}
-	}
-	if !loopback(u.Host) {
-		return &exitError{code: 2, err: fmt.Errorf("bench drives servers on this machine only: %q is not a loopback address", u.Host)}
+	for _, s := range strings.Split(*server, ",") {
+		u, err := url.Parse(s)
+		if err != nil || s == "" || u.Scheme != "http" {
+			return &exitError{code: 2, err: fmt.Errorf("--server must be an http:// URL, got %q", s)}
+		}
+		if !loopback(u.Host) {
+			return &exitError{code: 2, err: fmt.Errorf("bench drives servers on this machine only: %q is not a loopback address", u.Host)}
+		}
+		c.servers = append(c.servers, u)
 	}
 	if c.clients < 1 || c.dur <= 0 {
 		return &exitError{code: 2, err: errors.New("-c and -d must be positive")}
 	}
-	c.server, c.modes, c.key = u, strings.Split(*mode, ","), getenv("LEASEKEEPER_API_KEY")
+	c.next, c.modes, c.key = new(atomic.Uint64), strings.Split(*mode, ","), getenv("LEASEKEEPER_API_KEY")
 	for _, m := range c.modes {
 		if benchModes[m] == nil && m != "watchers" {
 			return &exitError{code: 2, err: fmt.Errorf("unknown mode %q", m)}
@@ -132,6 +138,20 @@ func benchCommand(ctx context.Context, args []string, getenv func(string) string
 		}
 	}
 	return nil
+}
+
+// server returns the URL of the server the next request goes to: each in turn.
+func (c benchConfig) server() string {
+	return c.servers[c.next.Add(1)%uint64(len(c.servers))].String()
+}
+
+// serverList is the servers as --server takes them.
+func (c benchConfig) serverList() string {
+	list := make([]string, len(c.servers))
+	for i, u := range c.servers {
+		list[i] = u.String()
+	}
+	return strings.Join(list, ",")
 }
 
 // bench is one mode's run against the server.
@@ -248,7 +268,7 @@ func runWorkers(ctx context.Context, ws []worker, dur time.Duration) result {
 // call sends one request and decodes a JSON answer into out (when not nil). A status other
 // than want is an error carrying the status and the problem's code.
 func (b *bench) call(ctx context.Context, method, path string, body []byte, hdr map[string]string, want int, out any) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, method, b.cfg.server.String()+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, b.cfg.server()+path, bytes.NewReader(body))
 	if err != nil {
 		return 0, err
 	}
@@ -491,7 +511,7 @@ func (b *bench) attachApart(ctx context.Context) (attached, error) {
 	if err != nil {
 		return attached{}, fmt.Errorf("--watchers-apart needs nice(1): %w (or pass --watchers-apart=false)", err)
 	}
-	cmd := exec.CommandContext(ctx, nice, "-n", "19", self, "bench", "--server", b.cfg.server.String(), "--attach", b.tag,
+	cmd := exec.CommandContext(ctx, nice, "-n", "19", self, "bench", "--server", b.cfg.serverList(), "--attach", b.tag,
 		"--watchers", strconv.Itoa(b.cfg.watchers), "--waiters", strconv.Itoa(b.cfg.waiters))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
@@ -530,7 +550,7 @@ func (b *bench) attachApart(ctx context.Context) (attached, error) {
 
 // watch holds one SSE stream open, counting the events it receives.
 func (b *bench) watch(ctx context.Context, prefix string, ready chan<- error, events *atomic.Int64) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.cfg.server.String()+"/v1/watch?prefix="+url.QueryEscape(prefix), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, b.cfg.server()+"/v1/watch?prefix="+url.QueryEscape(prefix), nil)
 	if err != nil {
 		ready <- err
 		return
@@ -575,7 +595,7 @@ func benchBaseline(ctx context.Context, hc *http.Client, c benchConfig) (result,
 	go srv.Serve(ln)
 	defer srv.Close()
 	u, _ := url.Parse("http://" + ln.Addr().String())
-	c.server = u
+	c.servers = []*url.URL{u}
 	b := &bench{hc: hc, cfg: c}
 	ws := make([]worker, c.clients)
 	for i := range ws {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,5 +80,40 @@ func TestBenchRefusesRemote(t *testing.T) {
 	err := run(context.Background(), []string{"bench", "--server", "http://192.0.2.1:8080"}, func(string) string { return "" }, &bytes.Buffer{}, &bytes.Buffer{})
 	if exitCode(err) != 2 {
 		t.Errorf("bench --server on another host = %v, want a usage error", err)
+	}
+}
+
+// TestBenchReplicas: bench sends requests to each of several replicas in turn; on replicas of
+// one PostgreSQL database a lease taken through one renews and releases through another.
+func TestBenchReplicas(t *testing.T) {
+	url := pg.NewDatabase(t)
+	secret := filepath.Join(t.TempDir(), "secret")
+	a := serveInProcess(t, nil, "--addr", "127.0.0.1:0", "--db", url, "--secret-file", secret)
+	b := serveInProcess(t, nil, "--addr", "127.0.0.1:0", "--db", url, "--secret-file", secret)
+	getenv := func(k string) string {
+		if k == "LEASEKEEPER_API_KEY" {
+			return testAdminKey
+		}
+		return ""
+	}
+	var out, errb bytes.Buffer
+	err := run(context.Background(), []string{"bench", "--server", a.url + "," + b.url, "-c", "4", "-d", "300ms", "--mode", "cycle,renew"},
+		getenv, &out, &errb)
+	if err != nil || strings.Contains(out.String(), "first error") {
+		t.Fatalf("bench on two replicas = %v\n%s%s", err, out.String(), errb.String())
+	}
+	for _, s := range []*served{a, b} {
+		resp, err := s.hc.Get(s.url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(m), `leasekeeper_lease_operations_total{op="renew",outcome="ok"}`) {
+			t.Errorf("replica %s renewed nothing: bench did not take turns", s.url)
+		}
+	}
+	if err := run(context.Background(), []string{"bench", "--server", a.url + ",http://192.0.2.1:8080"}, getenv, &out, &errb); exitCode(err) != 2 {
+		t.Errorf("bench with a remote server among the replicas = %v, want a usage error", err)
 	}
 }

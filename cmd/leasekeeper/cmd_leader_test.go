@@ -30,9 +30,11 @@ func (b *syncBuffer) lines() []string {
 	return strings.Split(strings.TrimSpace(b.buf.String()), "\n")
 }
 
-func TestLeaderWatchFollowsChanges(t *testing.T) {
-	srv := newTestServer(t)
-	c, err := client.New(srv, client.WithHTTPClient(servicetest.Client()))
+// TestLeaderWatchFollowsChanges: leader --watch prints each change of leader, on each backend.
+func TestLeaderWatchFollowsChanges(t *testing.T) { onBackends(t, testLeaderWatchFollowsChanges) }
+
+func testLeaderWatchFollowsChanges(t *testing.T, srv string) {
+	c, err := client.New(srv, client.WithHTTPClient(servicetest.Bearer(adminKeyOf(srv))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +54,7 @@ func TestLeaderWatchFollowsChanges(t *testing.T) {
 			case "LEASEKEEPER_SERVER":
 				return srv
 			case "LEASEKEEPER_API_KEY":
-				return servicetest.KeyOf(srv)
+				return adminKeyOf(srv)
 			}
 			return ""
 		}

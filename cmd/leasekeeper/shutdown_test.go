@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +15,13 @@ import (
 // a SIGTERM up until the shutdown timeout: the stream ends, the waiter gets 503, and run returns
 // nil well before --shutdown-timeout.
 func TestShutdownEndsLongRequests(t *testing.T) {
-	s := serveInProcess(t, nil, "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "lk.db"), "--shutdown-timeout", "30s")
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { testShutdownEndsLongRequests(t, b) })
+	}
+}
+
+func testShutdownEndsLongRequests(t *testing.T, b backend) {
+	s := serveInProcess(t, nil, append([]string{"--addr", "127.0.0.1:0", "--shutdown-timeout", "30s"}, b.args(t)...)...)
 	post := func(ctx context.Context, body string) (*http.Response, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/v1/leases/job/acquire", strings.NewReader(body))
 		return s.hc.Do(req)

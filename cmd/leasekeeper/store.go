@@ -20,7 +20,7 @@ func isPostgres(db string) bool {
 // place that knows which backend runs.
 func openStore(ctx context.Context, db string, hooks *service.Hooks, log *slog.Logger) (service.Store, error) {
 	if isPostgres(db) {
-		return postgres.Open(ctx, db, postgres.Options{OnCommit: hooks.Publish, OnBatch: hooks.Batch, Logger: log})
+		return postgres.Open(ctx, db, postgres.Options{OnCommit: hooks.Publish, OnLine: hooks.LineChanged, OnBatch: hooks.Batch, Logger: log})
 	}
 	return sqlite.Open(ctx, db, sqlite.Options{OnCommit: hooks.Publish, OnBatch: hooks.Batch, Logger: log})
 }

@@ -30,10 +30,11 @@ import (
 
 // Server is a PostgreSQL server for tests, started on first use.
 type Server struct {
-	once sync.Once
-	url  string // of the maintenance database
-	stop func()
-	skip string // why there is no server
+	once    sync.Once
+	url     string // of the maintenance database
+	stop    func()
+	restart func(mode string) error
+	skip    string // why there is no server
 }
 
 // Main runs the tests with srv, a server started by the first test that needs one, and stops it
@@ -91,6 +92,20 @@ func (s *Server) NewDatabase(t testing.TB) string {
 	return withDatabase(s.url, name)
 }
 
+// Restart stops the throwaway cluster in mode ("fast": clients are disconnected and the
+// server shuts down cleanly; "immediate": a crash, recovered at start) and starts it again.
+// Tests that need it skip on a server named by LEASEKEEPER_TEST_POSTGRES, which they cannot
+// restart.
+func (s *Server) Restart(t testing.TB, mode string) {
+	t.Helper()
+	if s.restart == nil {
+		t.Skip("SKIPPED: the PostgreSQL server is not a throwaway cluster of this test binary; it cannot be restarted")
+	}
+	if err := s.restart(mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // URL returns the URL of the server's maintenance database (empty without a server).
 func (s *Server) URL() string { return s.url }
 
@@ -117,7 +132,7 @@ func (s *Server) start() {
 		s.skip = err.Error()
 		return
 	}
-	if s.url, s.stop, err = startCluster(bin); err != nil {
+	if s.url, s.stop, s.restart, err = startCluster(bin); err != nil {
 		fmt.Fprintf(os.Stderr, "pgtest: cannot start a throwaway PostgreSQL: %v\n", err)
 		s.skip = err.Error()
 	}
@@ -149,41 +164,41 @@ func pgCommand(bin, name string, args ...string) *exec.Cmd {
 // startCluster makes a cluster in a temporary folder and starts it, as the postgres user when
 // run as root (PostgreSQL refuses to run as root). It listens only on a unix socket in that
 // folder, so nobody else on the machine reaches its trust authentication.
-func startCluster(bin string) (u string, stop func(), err error) {
+func startCluster(bin string) (u string, stop func(), restart func(mode string) error, err error) {
 	reapOrphans(bin)
 	dir, err := os.MkdirTemp("", "lk-pg-")
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	// The test binary that owns the cluster, so that a later one can stop it if this one is
 	// killed (a timeout, a signal) before it stops the cluster itself.
 	if err := os.WriteFile(filepath.Join(dir, "owner"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		os.RemoveAll(dir)
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	run := func(name string, args ...string) *exec.Cmd { return pgCommand(bin, name, args...) }
 	if os.Geteuid() == 0 {
 		pu, err := user.Lookup("postgres")
 		if err != nil {
 			os.RemoveAll(dir)
-			return "", nil, fmt.Errorf("running as root needs a postgres user: %w", err)
+			return "", nil, nil, fmt.Errorf("running as root needs a postgres user: %w", err)
 		}
 		uid, _ := strconv.Atoi(pu.Uid)
 		gid, _ := strconv.Atoi(pu.Gid)
 		if err := os.Chown(dir, uid, gid); err != nil {
 			os.RemoveAll(dir)
-			return "", nil, err
+			return "", nil, nil, err
 		}
 	}
 	data := filepath.Join(dir, "data")
 	if out, err := run("initdb", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
-		return "", nil, fmt.Errorf("initdb: %v: %s", err, out)
+		return "", nil, nil, fmt.Errorf("initdb: %v: %s", err, out)
 	}
 	port, err := freePort()
 	if err != nil {
 		os.RemoveAll(dir)
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	// Durability settings off: the cluster is thrown away with the test binary.
 	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses= -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300", port, dir)
@@ -194,14 +209,20 @@ func startCluster(bin string) (u string, stop func(), err error) {
 	if out, err := run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start").CombinedOutput(); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "log"))
 		stop()
-		return "", nil, fmt.Errorf("pg_ctl start: %v: %s\n%s", err, out, log)
+		return "", nil, nil, fmt.Errorf("pg_ctl start: %v: %s\n%s", err, out, log)
 	}
 	u = fmt.Sprintf("postgres://postgres@/postgres?host=%s&port=%d", url.QueryEscape(dir), port)
 	if err := ping(u); err != nil {
 		stop()
-		return "", nil, err
+		return "", nil, nil, err
 	}
-	return u, stop, nil
+	restart = func(mode string) error {
+		if out, err := run("pg_ctl", "-D", data, "-m", mode, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "restart").CombinedOutput(); err != nil {
+			return fmt.Errorf("pg_ctl restart: %v: %s", err, out)
+		}
+		return nil
+	}
+	return u, stop, restart, nil
 }
 
 // reapOrphans stops and removes the clusters of test binaries that no longer run.

@@ -146,11 +146,20 @@ func lockToken(ctx context.Context, t *txn) (int64, error) {
 	return last, nil
 }
 
-// Acquire grants the lease on a free name. Locks, in this order: the idempotency key (advisory),
-// the owner's cap (advisory), the name's row and its grant, the last token; then the database's
-// clock is read, and lease.DecideAcquire decides. See store.Store.
+// Acquire grants the lease on a free name that nobody waits for in line. Locks, in this order:
+// the idempotency key (advisory), the owner's cap (advisory), the name's row and its grant, the
+// last token; then the database's clock is read, and lease.DecideAcquire decides. See
+// store.Store.
 func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease, error) {
+	l, _, err := s.acquire(ctx, p, 0)
+	return l, err
+}
+
+// acquire grants the lease on a free name to waiter (0: a request not in line) when it is first
+// in the name's line or nobody waits; refused for the line, it returns how many wait ahead.
+func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64) (lease.Lease, int, error) {
 	var out lease.Lease
+	var ahead int
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		var keyHash, fp []byte
 		if p.IdempotencyKey != "" {
@@ -187,6 +196,10 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 		// A held name is refused before the last token is locked: contention on one name
 		// does not queue every other grant behind it.
 		if _, err := lease.DecideAcquire(g.rule(), ok, ms(now), 0); err != nil {
+			return err
+		}
+		// A free name goes to the first in its line, if anyone waits.
+		if ahead, err = checkLine(ctx, t, p.Name, waiter, g, ok, now); err != nil {
 			return err
 		}
 		last, err := lockToken(ctx, t)
@@ -236,6 +249,11 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 		if _, err := t.tx.Exec(ctx, `UPDATE tokens SET last = $1`, token); err != nil {
 			return fmt.Errorf("persist the last token: %w", err)
 		}
+		if waiter != 0 {
+			if _, err := t.tx.Exec(ctx, `DELETE FROM waiters WHERE id = $1`, waiter); err != nil {
+				return fmt.Errorf("take the waiter out of line: %w", err)
+			}
+		}
 		out = lease.Lease{Name: p.Name, Holder: p.Holder, ID: id, Token: token, TTL: ng.TTL, AcquiredAt: ng.AcquiredAt,
 			RenewedAt: ng.RenewedAt, ExpiresAt: ng.ExpiresAt, LockDelay: ng.LockDelay, Metadata: p.Metadata}
 		t.record(lease.Event{Type: lease.EventAcquired, Name: p.Name, Token: token, Holder: p.Holder,
@@ -243,9 +261,9 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 		return nil
 	})
 	if err != nil {
-		return lease.Lease{}, fmt.Errorf("acquire %q: %w", p.Name, err)
+		return lease.Lease{}, ahead, fmt.Errorf("acquire %q: %w", p.Name, err)
 	}
-	return out, nil
+	return out, 0, nil
 }
 
 // advisory takes a transaction-scoped advisory lock on (kind, key).

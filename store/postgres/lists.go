@@ -112,14 +112,16 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lea
 			bound = 1<<63 - 1
 		}
 	}
+	// Only events known to be durable: those up to the last published (see try).
+	durable := s.published.Load()
 	var rows pgx.Rows
 	if f.Name != "" {
 		rows, err = s.pool.Query(ctx, `SELECT `+eventCols+` FROM events WHERE name = $1 AND seq `+cmpSeq+` $2 AND at >= $3
-			ORDER BY seq`+order+` LIMIT $4`, f.Name, bound, since, limit+1)
+			AND seq <= $5 ORDER BY seq`+order+` LIMIT $4`, f.Name, bound, since, limit+1, durable)
 	} else {
 		lo, hi := store.PrefixRange(f.Prefix)
 		rows, err = s.pool.Query(ctx, `SELECT `+eventCols+` FROM events WHERE seq `+cmpSeq+` $1 AND name >= $2 AND name < $3
-			AND at >= $4 ORDER BY seq`+order+` LIMIT $5`, bound, lo, hi, since, limit+1)
+			AND at >= $4 AND seq <= $6 ORDER BY seq`+order+` LIMIT $5`, bound, lo, hi, since, limit+1, durable)
 	}
 	if err != nil {
 		return store.Page[lease.Event]{}, fmt.Errorf("list events: %w", translate(err))
@@ -134,7 +136,7 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lea
 // LatestSeq returns the newest event's seq. See store.Store.
 func (s *Store) LatestSeq(ctx context.Context) (int64, error) {
 	var seq *int64
-	if err := s.pool.QueryRow(ctx, `SELECT max(seq) FROM events`).Scan(&seq); err != nil {
+	if err := s.pool.QueryRow(ctx, `SELECT max(seq) FROM events WHERE seq <= $1`, s.published.Load()).Scan(&seq); err != nil {
 		return 0, fmt.Errorf("latest event: %w", translate(err))
 	}
 	if seq == nil {

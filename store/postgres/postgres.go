@@ -7,6 +7,16 @@
 // Two one-row tables order what must be ordered: tokens (the last token issued, locked by every
 // grant, so tokens grow in commit order) and event_seq (taken by every transaction that records
 // events just before it commits and held to the end, so event seqs become visible in order).
+//
+// Locks are held through COMMIT, so a commit that waited for its WAL flush would hold the
+// event_seq row for the length of an fsync, and every write would wait for the one before it:
+// one fsync per operation. So a transaction that records events commits without waiting for
+// the flush (synchronous_commit off, for it alone), which releases its locks at once; then,
+// before the operation is answered or its events are published, a synchronous commit of a
+// one-record transaction on the same connection flushes the WAL through it (WAL is flushed in
+// order, so through every commit before it too). Concurrent flushes share an fsync. Nothing is
+// answered, published or listed (Events reads up to the last published seq) before it is
+// durable.
 package postgres
 
 import (
@@ -16,8 +26,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -49,6 +59,10 @@ type Options struct {
 	// OnBatch, when set, is told of every write transaction: one operation, how long it took
 	// from BEGIN to the end of COMMIT (retries included), and whether it committed (metrics).
 	OnBatch func(ops int, took time.Duration, committed bool)
+	// OnLine, when set, is called with a name whose waiting line changed on some replica in a
+	// way no event tells (a waiter left; dead replicas' waiters were removed), so the next
+	// waiter here tries at once. It must not block.
+	OnLine func(name string)
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
 }
@@ -60,12 +74,18 @@ type Store struct {
 	clock    lease.Clock
 	onCommit func([]lease.Event)
 	onBatch  func(ops int, took time.Duration, committed bool)
+	onLine   func(name string)
 	log      *slog.Logger
-	// pubMu is held from taking the event seq to the end of OnCommit (the database's seq lock
-	// serializes those steps anyway), and while the listener publishes other replicas' events:
-	// OnCommit sees every event once, in seq order, without gaps.
-	pubMu     sync.Mutex
-	published int64 // the last seq handed to OnCommit
+	// replica is this replica's id, whose presence lock its listener's connection holds while
+	// it lives (see line.go).
+	replica atomic.Int32
+	// pubMu is held while events are handed to OnCommit, by a writer after its flush or by the
+	// listener: OnCommit sees every event once, in seq order, without gaps. Its holder never
+	// waits for the pool.
+	pubMu sync.Mutex
+	// published is the last seq handed to OnCommit: every event up to it is committed and
+	// durable. Written under pubMu.
+	published atomic.Int64
 
 	stopListen context.CancelFunc
 	listening  chan struct{} // closed when the listener has stopped
@@ -87,7 +107,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	s := &Store{pool: pool, test: opts.TestClock, onCommit: opts.OnCommit, onBatch: opts.OnBatch, log: log}
+	s := &Store{pool: pool, test: opts.TestClock, onCommit: opts.OnCommit, onBatch: opts.OnBatch, onLine: opts.OnLine, log: log}
 	if err := s.start(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -127,14 +147,26 @@ func (s *Store) start(ctx context.Context) error {
 	if _, _, err := s.ExpireDue(ctx); err != nil {
 		return err
 	}
-	if s.onCommit != nil {
-		if s.published, err = s.LatestSeq(ctx); err != nil {
-			return err
-		}
-		lctx, stop := context.WithCancel(context.Background())
-		s.stopListen, s.listening = stop, make(chan struct{})
-		go s.listen(lctx)
+	// Events committed by other replicas may not be flushed yet: flush, then start after them.
+	if _, err := s.pool.Exec(ctx, flushSQL); err != nil {
+		return fmt.Errorf("flush the database's WAL: %w", translate(err))
 	}
+	var latest *int64
+	if err := s.pool.QueryRow(ctx, `SELECT max(seq) FROM events`).Scan(&latest); err != nil {
+		return fmt.Errorf("latest event: %w", translate(err))
+	}
+	if latest != nil {
+		s.published.Store(*latest)
+	}
+	// The listener's connection holds this replica's presence lock before any request can
+	// join a line.
+	conn, err := s.connectListener(ctx)
+	if err != nil {
+		return fmt.Errorf("open postgres: %w", translate(err))
+	}
+	lctx, stop := context.WithCancel(context.Background())
+	s.stopListen, s.listening = stop, make(chan struct{})
+	go s.listen(lctx, conn)
 	return nil
 }
 
@@ -232,7 +264,12 @@ func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error)
 }
 
 func (s *Store) try(ctx context.Context, fn func(context.Context, *txn) error) error {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("connect: %w", err)
+	}
+	defer conn.Release()
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -249,72 +286,82 @@ func (s *Store) try(ctx context.Context, fn func(context.Context, *txn) error) e
 		}
 		return result
 	}
-	s.pubMu.Lock()
-	defer s.pubMu.Unlock()
 	if err := t.insertEvents(ctx); err != nil {
 		return err
 	}
-	// Other replicas' events before this transaction's are read on its own connection: a
-	// holder of pubMu must never wait for the pool, whose connections may all be held by
-	// transactions waiting for pubMu.
-	var before []lease.Event
-	if s.onCommit != nil {
-		var err error
-		if before, err = s.unpublished(ctx, tx, t.events[0].Seq); err != nil {
-			s.log.Warn("read other replicas' events", "err", err)
-		}
-	}
-	err = tx.Commit(ctx)
-	if s.onCommit != nil {
-		s.publish(before)
-		if err == nil {
-			s.publish(t.events)
-		}
-	}
-	if err != nil {
+	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	// Committed, locks released, not yet durable: flush, then publish. The flush runs even if
+	// the caller has gone: what committed is answered, so that a caller that still listens (a
+	// waiter's line, which gives back a grant nobody received) learns of it.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
+	defer cancel()
+	if _, err := conn.Exec(fctx, flushSQL); err != nil {
+		return fmt.Errorf("flush the commit: %w", err)
+	}
+	s.publishUpTo(fctx, conn.Conn(), t.events)
 	return result
 }
 
-// insertEvents gives the events their seqs and inserts them. The event_seq row stays locked
-// until COMMIT: a transaction that takes seq 42 cannot commit before the one that took 41 has,
-// so a reader of seq > n never misses an event that commits later. It also notifies the other
-// replicas (NOTIFY is delivered at commit).
+// flushTimeout bounds the flush after a commit.
+const flushTimeout = 10 * time.Second
+
+// flushSQL commits a one-record transaction synchronously (the session's default), which
+// returns once the WAL is flushed through its commit record, so through every commit before it.
+const flushSQL = `SELECT pg_logical_emit_message(true, 'leasekeeper', '')`
+
+// insertEvents gives the events their seqs and inserts them, in one statement that also makes
+// the commit asynchronous (see the package comment) and notifies the other replicas (NOTIFY is
+// delivered at commit). The event_seq row stays locked until COMMIT: a transaction that takes
+// seq 42 cannot commit before the one that took 41 has, so a reader of seq > n never misses an
+// event that commits later.
 func (t *txn) insertEvents(ctx context.Context) error {
-	var last int64
-	if err := t.tx.QueryRow(ctx, `UPDATE event_seq SET last = last + $1 RETURNING last`, len(t.events)).Scan(&last); err != nil {
-		return fmt.Errorf("take event seq: %w", err)
+	var recorded *int64
+	if t.s.test != nil {
+		v := t.s.test.Now().UnixMilli()
+		recorded = &v
 	}
-	now, err := t.now(ctx)
-	if err != nil {
-		return err
-	}
-	rows := make([][]any, len(t.events))
+	n := len(t.events)
+	cols := struct {
+		typ, name, holder, meta, res, actor []*string
+		token, at, exp, delay               []*int64
+	}{}
 	for i := range t.events {
 		e := &t.events[i]
-		e.Seq = last - int64(len(t.events)) + 1 + int64(i)
 		var exp *int64
 		if !e.ExpiresAt.IsZero() {
 			v := e.ExpiresAt.UnixMilli()
 			exp = &v
 		}
+		typ, name, holder, actor := string(e.Type), e.Name, e.Holder, e.Actor
+		token, at := e.Token, e.At.UnixMilli()
+		cols.typ, cols.name, cols.holder, cols.actor = append(cols.typ, &typ), append(cols.name, &name), append(cols.holder, &holder), append(cols.actor, &actor)
+		cols.meta, cols.res = append(cols.meta, nullText(e.Metadata)), append(cols.res, nullString(e.Resource))
+		cols.token, cols.at, cols.exp = append(cols.token, &token), append(cols.at, &at), append(cols.exp, exp)
 		var delay *int64
 		if e.Type == lease.EventAcquired {
 			v := e.LockDelay.Milliseconds()
 			delay = &v
 		}
-		rows[i] = []any{e.Seq, string(e.Type), e.Name, e.Token, e.Holder, e.At.UnixMilli(), exp,
-			nullText(e.Metadata), nullString(e.Resource), now, e.Actor, delay}
+		cols.delay = append(cols.delay, delay)
 	}
-	_, err = t.tx.CopyFrom(ctx, pgx.Identifier{"events"},
-		[]string{"seq", "type", "name", "token", "holder", "at", "expires_at", "metadata", "resource", "recorded_at", "actor", "lock_delay_ms"},
-		pgx.CopyFromRows(rows))
+	var last int64
+	err := t.tx.QueryRow(ctx, `WITH s AS (UPDATE event_seq SET last = last + $1 RETURNING last),
+		c AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
+		n AS (SELECT pg_notify($2, s.last::text) AS v FROM s),
+		i AS (INSERT INTO events (seq, type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor, lock_delay_ms)
+			SELECT s.last - $1 + e.ord, e.type, e.name, e.token, e.holder, e.at, e.exp, e.meta, e.res,
+				COALESCE($12, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint), e.actor, e.delay
+			FROM s, unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], $13::bigint[])
+				WITH ORDINALITY AS e(type, name, token, holder, at, exp, meta, res, actor, delay, ord))
+		SELECT s.last FROM s, c, n`,
+		n, Channel, cols.typ, cols.name, cols.token, cols.holder, cols.at, cols.exp, cols.meta, cols.res, cols.actor, recorded, cols.delay).Scan(&last)
 	if err != nil {
 		return fmt.Errorf("record events: %w", err)
 	}
-	if _, err := t.tx.Exec(ctx, `SELECT pg_notify($1, $2)`, Channel, strconv.FormatInt(last, 10)); err != nil {
-		return fmt.Errorf("notify: %w", err)
+	for i := range t.events {
+		t.events[i].Seq = last - int64(n) + 1 + int64(i)
 	}
 	return nil
 }

@@ -73,3 +73,17 @@ func pgBin(t *testing.T) string {
 	}
 	return bin
 }
+
+// postgresOptions are a replica's options, its line hook sending to lines (nil: none).
+func postgresOptions(lines chan<- string) postgres.Options {
+	var o postgres.Options
+	if lines != nil {
+		o.OnLine = func(name string) {
+			select {
+			case lines <- name:
+			default:
+			}
+		}
+	}
+	return o
+}

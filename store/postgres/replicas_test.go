@@ -255,3 +255,44 @@ func TestOnCommitSeesEveryReplica(t *testing.T) {
 		}
 	}
 }
+
+// TestDatabaseClockStepsBack: the database's clock steps back an hour (an NTP correction, or a
+// failover to a standby whose clock is an hour behind): tokens issued before, by the clock an
+// hour ahead, are made here by moving the last token and a held grant an hour forward. New
+// tokens still grow past every token issued, and the held lease stays held.
+func TestDatabaseClockStepsBack(t *testing.T) {
+	url := srv.NewDatabase(t)
+	s := open(t, url, nil, postgres.Options{})
+	ctx := context.Background()
+	held, err := s.Acquire(ctx, store.AcquireParams{Name: "held", Holder: "w1", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	const hourMs = int64(time.Hour / time.Millisecond)
+	var last int64
+	if err := conn.QueryRow(ctx, `UPDATE tokens SET last = last + $1 RETURNING last`, hourMs*1000).Scan(&last); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `UPDATE grants SET acquired_at = acquired_at + $1, renewed_at = renewed_at + $1,
+		expires_at = expires_at + $1`, hourMs); err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Acquire(ctx, store.AcquireParams{Name: "fresh", Holder: "w2", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Token <= last {
+		t.Errorf("token after the clock stepped back = %d, want > %d, the last issued", l.Token, last)
+	}
+	if _, err := s.Acquire(ctx, store.AcquireParams{Name: "held", Holder: "w3", TTL: time.Minute}); !lease.IsCode(err, lease.CodeHeld) {
+		t.Errorf("Acquire(held, granted by the clock an hour ahead) = %v, want lease_held", err)
+	}
+	if _, err := s.Renew(ctx, "held", held.ID, 0, nil); err != nil {
+		t.Errorf("Renew(held) by its holder = %v, want renewed", err)
+	}
+}
