@@ -206,12 +206,22 @@ type Grant struct {
 	// ExpiresAt is the server's expiry, by the server's clock.
 	ExpiresAt time.Time
 	Metadata  map[string]any
+	// ServerEpoch names the start of the server process that answered (empty from a server
+	// that does not say): a change means the server restarted (or, with PostgreSQL, that
+	// another replica answered).
+	ServerEpoch string
+	// ExtendedByRestart is how much the server's restarts added to this grant's expiry beyond
+	// what its holder was last told, in total: a restarted server treats a lease as held until
+	// at least the restart plus its ttl, so it may have kept the name from others longer than
+	// the holder's own reckoning did.
+	ExtendedByRestart time.Duration
 }
 
 func grantOf(l *wire.Lease) Grant {
 	g := Grant{Name: l.Name, Holder: l.Holder, LeaseID: deref(l.LeaseId), Token: l.Token,
 		TTL: time.Duration(l.TtlMs) * time.Millisecond, LockDelay: time.Duration(l.LockDelayMs) * time.Millisecond,
-		AcquiredAt: l.AcquiredAt.Time, RenewedAt: l.RenewedAt.Time, ExpiresAt: l.ExpiresAt.Time}
+		AcquiredAt: l.AcquiredAt.Time, RenewedAt: l.RenewedAt.Time, ExpiresAt: l.ExpiresAt.Time,
+		ServerEpoch: deref(l.ServerEpoch), ExtendedByRestart: time.Duration(deref(l.ExtendedByRestartMs)) * time.Millisecond}
 	if l.Metadata != nil {
 		g.Metadata = *l.Metadata
 	}

@@ -61,11 +61,13 @@ type Lease struct {
 	bg        sync.WaitGroup // the keepalive and the watch
 
 	mu        sync.Mutex
-	lastSent  time.Time // client clock: when the acquire or last successful renewal was sent
-	deadline  time.Time // client clock: lastSent + ttl - margin
-	expiresAt time.Time // server clock, for humans
-	timer     Timer     // ends ctx at deadline
-	lost      error     // why the server refused us, once it did
+	lastSent  time.Time     // client clock: when the acquire or last successful renewal was sent
+	deadline  time.Time     // client clock: lastSent + ttl - margin
+	expiresAt time.Time     // server clock, for humans
+	timer     Timer         // ends ctx at deadline
+	lost      error         // why the server refused us, once it did
+	epoch     string        // server_epoch of the last answer
+	extended  time.Duration // extended_by_restart of the last answer
 
 	relMu   sync.Mutex
 	relDone bool
@@ -94,6 +96,42 @@ func (l *Lease) ExpiresAt() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.expiresAt
+}
+
+// ServerEpoch returns the server_epoch of the last grant or renewal answer: it changes when
+// the server restarts (with PostgreSQL, also when another replica answers). Empty from a
+// server that does not send it.
+func (l *Lease) ServerEpoch() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.epoch
+}
+
+// ExtendedByRestart returns how much the server's restarts added to the lease's expiry
+// beyond what this client was told (zero if none did), as of the last renewal: a restarted
+// server treats the lease as held until at least the restart plus its ttl. The client logs
+// each change of it, and of ServerEpoch.
+func (l *Lease) ExtendedByRestart() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.extended
+}
+
+// noteServerLocked records what an answer says of the server's restarts, logging what is
+// new. l.mu is held.
+func (l *Lease) noteServerLocked(g Grant) {
+	if g.ServerEpoch != "" && l.epoch != "" && g.ServerEpoch != l.epoch {
+		l.c.log.Info("the server restarted (or another replica answered) while the lease was held", "name", l.name, "token", l.token,
+			"server_epoch", g.ServerEpoch, "previous_server_epoch", l.epoch)
+	}
+	if g.ExtendedByRestart > l.extended {
+		l.c.log.Warn("a server restart stretched the lease beyond what this client was told", "name", l.name, "token", l.token,
+			"extended_by_restart", g.ExtendedByRestart, "server_epoch", g.ServerEpoch)
+	}
+	if g.ServerEpoch != "" {
+		l.epoch = g.ServerEpoch
+	}
+	l.extended = g.ExtendedByRestart
 }
 
 // Deadline returns when the lease context ends unless a renewal succeeds first, by the
@@ -322,8 +360,10 @@ func (c *Client) hold(ctx context.Context, g Grant, sent time.Time, o AcquireOpt
 			return nil, fmt.Errorf("acquire %q: granted, but the answer came too late to rely on it and renewing failed: %w", g.Name, err)
 		}
 		l.lastSent, l.expiresAt = resent, r.ExpiresAt
+		g.ServerEpoch, g.ExtendedByRestart = r.ServerEpoch, r.ExtendedByRestart
 	}
 	l.mu.Lock()
+	l.noteServerLocked(g)
 	l.deadline = l.lastSent.Add(o.TTL - margin)
 	l.armLocked()
 	l.mu.Unlock()
@@ -405,6 +445,7 @@ func (l *Lease) Renew(ctx context.Context) error {
 		return fmt.Errorf("renew %q: renewed, but the lease context had already ended: %w", l.name, context.Cause(l.ctx))
 	}
 	l.expiresAt = g.ExpiresAt
+	l.noteServerLocked(g)
 	if sent.After(l.lastSent) {
 		l.lastSent = sent
 		l.deadline = sent.Add(l.ttl - l.margin)

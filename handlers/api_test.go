@@ -32,7 +32,8 @@ func TestAcquireLease(t *testing.T) {
 			t.Fatalf("lease_id = %v, want a %s… secret", l.LeaseId, lease.IDPrefix)
 		}
 		want := api.Lease{Name: "job", Holder: "w1", LeaseId: l.LeaseId, Token: t0.UnixMicro(), TtlMs: 15000,
-			AcquiredAt: wiretime.From(t0), RenewedAt: wiretime.From(t0), ExpiresAt: wiretime.From(t0.Add(15 * time.Second)), Metadata: &md}
+			AcquiredAt: wiretime.From(t0), RenewedAt: wiretime.From(t0), ExpiresAt: wiretime.From(t0.Add(15 * time.Second)), Metadata: &md,
+			ServerEpoch: l.ServerEpoch}
 		if diff := cmp.Diff(want, l); diff != "" {
 			t.Errorf("AcquireLease() mismatch (-want +got):\n%s", diff)
 		}

@@ -30,14 +30,18 @@ func wireMetadata(raw json.RawMessage) *api.Metadata {
 	return &m
 }
 
-func wireLease(l lease.Lease) api.Lease {
+// wireLease is a grant or renewal answer of the server started as epoch.
+func wireLease(l lease.Lease, epoch string) api.Lease {
 	out := api.Lease{
 		Name: l.Name, Holder: l.Holder, Token: l.Token, TtlMs: l.TTL.Milliseconds(),
 		AcquiredAt: wireTime(l.AcquiredAt), RenewedAt: wireTime(l.RenewedAt), ExpiresAt: wireTime(l.ExpiresAt),
-		LockDelayMs: l.LockDelay.Milliseconds(), Metadata: wireMetadata(l.Metadata),
+		LockDelayMs: l.LockDelay.Milliseconds(), Metadata: wireMetadata(l.Metadata), ServerEpoch: ptr(epoch),
 	}
 	if l.ID != "" {
 		out.LeaseId = ptr(l.ID)
+	}
+	if ms := l.ExtendedByRestart.Milliseconds(); ms > 0 {
+		out.ExtendedByRestartMs = ptr(ms)
 	}
 	return out
 }

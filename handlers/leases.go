@@ -37,7 +37,7 @@ func (s *server) AcquireLease(ctx context.Context, req api.AcquireLeaseRequestOb
 		l, err = s.acquirer.Acquire(ctx, p, wait)
 		if err == nil {
 			s.metrics.op("acquire", nil)
-			return api.AcquireLease200JSONResponse{Body: wireLease(l), Headers: api.AcquireLease200ResponseHeaders{FencingToken: l.Token}}, nil
+			return api.AcquireLease200JSONResponse{Body: wireLease(l, s.epoch), Headers: api.AcquireLease200ResponseHeaders{FencingToken: l.Token}}, nil
 		}
 	}
 	s.metrics.op("acquire", err)
@@ -122,7 +122,7 @@ func (s *server) RenewLease(ctx context.Context, req api.RenewLeaseRequestObject
 	if err != nil {
 		return problemAs[api.RenewLeasedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
-	return api.RenewLease200JSONResponse{Body: wireLease(l), Headers: api.RenewLease200ResponseHeaders{FencingToken: l.Token}}, nil
+	return api.RenewLease200JSONResponse{Body: wireLease(l, s.epoch), Headers: api.RenewLease200ResponseHeaders{FencingToken: l.Token}}, nil
 }
 
 func (s *server) renew(ctx context.Context, req api.RenewLeaseRequestObject) (lease.Lease, error) {

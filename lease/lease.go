@@ -18,6 +18,10 @@ type Lease struct {
 	ExpiresAt  time.Time
 	LockDelay  time.Duration
 	Metadata   json.RawMessage
+	// ExtendedByRestart is how much the server's restarts added to this grant's expiry beyond
+	// what its holder was last told (invariant 5, conservative restart), in total; zero for a
+	// grant no restart stretched.
+	ExtendedByRestart time.Duration
 }
 
 // End says how a lease ended.

@@ -69,6 +69,8 @@ type Config struct {
 	Auth handlers.AuthConfig
 	// BodyTimeout bounds the time a request body takes to arrive (handlers.Config).
 	BodyTimeout time.Duration
+	// Epoch names this start of the server (handlers.Config); empty means a fresh one.
+	Epoch string
 }
 
 // Service is an assembled server.
@@ -119,7 +121,7 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 	)
 	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: cfg.Limits, Registry: cfg.Registry,
 		Metrics: metrics, Logger: cfg.Logger, Acquirer: s.Line, Hub: s.Hub, Spec: leasekeeper.OpenAPI(), Version: cfg.Version,
-		BodyTimeout: cfg.BodyTimeout, Auth: cfg.Auth})
+		BodyTimeout: cfg.BodyTimeout, Auth: cfg.Auth, Epoch: cfg.Epoch})
 	if err != nil {
 		return nil, err
 	}

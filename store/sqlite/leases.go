@@ -24,17 +24,18 @@ type grant struct {
 	ended                      sql.NullInt64
 	endKind                    sql.NullString
 	metadata                   sql.NullString
+	restartExt                 int64 // ms the server's restarts added to its expiry
 }
 
 const grantCols = `g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at,
-	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata`
+	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata, g.restart_ext_ms`
 
 type scanner interface{ Scan(dest ...any) error }
 
 func scanGrant(r scanner) (grant, error) {
 	var g grant
 	err := r.Scan(&g.token, &g.name, &g.holder, &g.idHash, &g.ttl, &g.lockDelay, &g.acquired,
-		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata)
+		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata, &g.restartExt)
 	return g, err
 }
 
@@ -62,6 +63,8 @@ func (g grant) lease() lease.Lease {
 		AcquiredAt: ms(g.acquired), RenewedAt: ms(g.renewed), ExpiresAt: ms(g.expires),
 		LockDelay: time.Duration(g.lockDelay) * time.Millisecond,
 		Metadata:  raw(g.metadata),
+
+		ExtendedByRestart: time.Duration(g.restartExt) * time.Millisecond,
 	}
 }
 
@@ -147,6 +150,7 @@ func (t *txn) current(ctx context.Context, name string) (grant, bool, error) {
 		return grant{}, false, nil
 	}
 	g := c.grant(name)
+	g.restartExt = t.s.mem.stretched[c.token]
 	if c.hasMeta {
 		if err := t.queryRow(ctx, stMetadata, c.token).Scan(&g.metadata); err != nil {
 			return g, true, fmt.Errorf("read metadata of %q: %w", name, w(err))

@@ -20,6 +20,9 @@ type mem struct {
 	fences map[string]fenceRow
 	token  int64 // the last token issued (meta.last_token)
 	seq    int64 // the last event seq given
+	// stretched holds, by token, what restarts added to the expiry of the grants open at
+	// start-up (grants.restart_ext_ms), kept apart from cur: few grants ever have any.
+	stretched map[int64]int64
 }
 
 // cur is a name's current grant, kept small (a million names fit in ~200 MB): no metadata (read
@@ -118,6 +121,9 @@ func (s *Store) load(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load leases: %w", err)
 	}
+	if m.stretched, err = s.loadStretched(ctx); err != nil {
+		return err
+	}
 	fr, err := s.w.QueryContext(ctx, `SELECT name, fence, version FROM resources`)
 	if err != nil {
 		return fmt.Errorf("load fences: %w", err)
@@ -141,6 +147,27 @@ func (s *Store) load(ctx context.Context) error {
 		debug.FreeOSMemory()
 	}
 	return nil
+}
+
+// loadStretched reads what restarts added to the expiry of each open grant they stretched.
+func (s *Store) loadStretched(ctx context.Context) (map[int64]int64, error) {
+	rows, err := s.w.QueryContext(ctx, `SELECT token, restart_ext_ms FROM grants WHERE ended_at IS NULL AND restart_ext_ms > 0`)
+	if err != nil {
+		return nil, fmt.Errorf("load restart extensions: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]int64{}
+	for rows.Next() {
+		var token, ext int64
+		if err := rows.Scan(&token, &ext); err != nil {
+			return nil, fmt.Errorf("load restart extensions: %w", err)
+		}
+		out[token] = ext
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load restart extensions: %w", err)
+	}
+	return out, nil
 }
 
 // The changes an operation makes to mem, each with its undo, so that an operation (or a

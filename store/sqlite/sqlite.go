@@ -153,8 +153,10 @@ func (s *Store) start(ctx context.Context, path string, clock lease.Clock) error
 		if err := expireBefore(ctx, t, hwm); err != nil {
 			return err
 		}
-		_, err := t.tx.ExecContext(ctx, `UPDATE grants SET expires_at = max(expires_at, ? + ttl_ms)
-			WHERE ended_at IS NULL`, t.now)
+		// What the stretch adds is kept with the grant, so its holder's next renewal can be
+		// told (extended_by_restart_ms).
+		_, err := t.tx.ExecContext(ctx, `UPDATE grants SET restart_ext_ms = restart_ext_ms + max(0, ? + ttl_ms - expires_at),
+			expires_at = max(expires_at, ? + ttl_ms) WHERE ended_at IS NULL`, t.now, t.now)
 		t.dirty = true
 		return err
 	})

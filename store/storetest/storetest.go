@@ -127,6 +127,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Tokens/GrowAcrossReopen", testTokensReopen},
 		{"Restart/Conservative", testRestartConservative},
 		{"Restart/ExpiredBeforeCrash", testRestartExpiredBefore},
+		{"Restart/ExtensionVisible", func(t *testing.T, e *env) { testRestartVisible(t, e, o.databaseClock) }},
 		{"Idempotency", testIdempotency},
 		{"LockDelay", testLockDelay},
 		{"ExpireDue", testExpireDue},
@@ -420,6 +421,47 @@ func testRestartConservative(t *testing.T, e *env) {
 	}
 	if _, err := e.s.Renew(e.ctx, "job", l.ID, 0, nil); err != nil {
 		t.Errorf("Renew() after restart = %v, want the holder to keep its lease", err)
+	}
+}
+
+// testRestartVisible: the holder of a lease a restart stretched learns by how much from its
+// renewals and from a retried acquire; a grant made after the restart, or a backend whose
+// clock lives in its database, reports nothing.
+func testRestartVisible(t *testing.T, e *env, databaseClock bool) {
+	p := store.AcquireParams{Name: "job", Holder: "w1", TTL: 10 * time.Second, IdempotencyKey: "k-restart"}
+	l, err := e.s.Acquire(e.ctx, p)
+	if err != nil || l.ExtendedByRestart != 0 {
+		t.Fatalf("Acquire() = %+v, %v; want a grant no restart stretched", l, err)
+	}
+	e.clock.Advance(8 * time.Second)
+	e.restart() // at t0+8s: expiry t0+10s becomes t0+18s
+	want := 8 * time.Second
+	if databaseClock {
+		want = 0
+	}
+	e.clock.Advance(time.Second)
+	again, err := e.s.Acquire(e.ctx, p)
+	if err != nil || again.Token != l.Token || again.ExtendedByRestart != want {
+		t.Errorf("Acquire(same key) after restart = token %d extended %v, %v; want token %d extended %v", again.Token, again.ExtendedByRestart, err, l.Token, want)
+	}
+	for i := range 2 { // the stretch stays with the grant: every renewal reports it
+		r, err := e.s.Renew(e.ctx, "job", l.ID, 0, nil)
+		if err != nil || r.ExtendedByRestart != want {
+			t.Errorf("Renew() #%d after restart = extended %v, %v; want %v", i+1, r.ExtendedByRestart, err, want)
+		}
+	}
+	o := e.acquire("fresh", "w2", 10*time.Second)
+	if r, err := e.s.Renew(e.ctx, "fresh", o.ID, 0, nil); err != nil || r.ExtendedByRestart != 0 {
+		t.Errorf("Renew(fresh) = extended %v, %v; want 0 for a grant made after the restart", r.ExtendedByRestart, err)
+	}
+	// A second restart adds to the first: the renewals above set the expiry to t0+19s.
+	e.clock.Advance(5 * time.Second)
+	e.restart() // at t0+14s: expiry t0+19s becomes t0+24s
+	if databaseClock {
+		return
+	}
+	if r, err := e.s.Renew(e.ctx, "job", l.ID, 0, nil); err != nil || r.ExtendedByRestart != 13*time.Second {
+		t.Errorf("Renew() after a second restart = extended %v, %v; want 13s in total", r.ExtendedByRestart, err)
 	}
 }
 

@@ -341,6 +341,12 @@ type Lease struct {
 	// Example: 2026-11-29T08:45:13.120Z
 	ExpiresAt Timestamp `json:"expires_at"`
 
+	// ExtendedByRestartMs Present when server restarts stretched this grant: in total, how many milliseconds
+	// they added to its expiry beyond what its holder was last told, because a restart
+	// treats a lease as held until at least the restart time plus its ttl (conservative
+	// restart). The holder may have believed the lease ended earlier than the server did.
+	ExtendedByRestartMs *int64 `json:"extended_by_restart_ms,omitempty"`
+
 	// Holder Example: worker-3@host-a
 	Holder string `json:"holder"`
 
@@ -362,6 +368,14 @@ type Lease struct {
 	//
 	// Example: 2026-11-29T08:45:13.120Z
 	RenewedAt Timestamp `json:"renewed_at"`
+
+	// ServerEpoch Names this start of the server process that answered: it changes on every start (with
+	// PostgreSQL, each replica has its own). A holder that sees it change knows the server
+	// restarted while it held the lease.
+	//
+	//
+	// Example: ep_Xk2v9QmB0aE
+	ServerEpoch *string `json:"server_epoch,omitempty"`
 
 	// Token Example: 1796000000000000
 	Token int64 `json:"token"`
