@@ -30,6 +30,8 @@ const (
 	CodeRateLimited        Code = "rate_limited"
 	CodeTooManyLeases      Code = "too_many_leases"
 	CodeInternal           Code = "internal"
+	// CodeNotHeld refuses a handover request for a name nobody holds now.
+	CodeNotHeld Code = "not_held"
 
 	// CodeWaitingUnsupported refuses wait_ms on a server without a waiting line: the client
 	// waits on its side instead, asking again without wait_ms.

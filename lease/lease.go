@@ -22,6 +22,8 @@ type Lease struct {
 	// what its holder was last told (invariant 5, conservative restart), in total; zero for a
 	// grant no restart stretched.
 	ExtendedByRestart time.Duration
+	// Handover is the request that the holder let this grant go, if one was made.
+	Handover *Handover
 }
 
 // End says how a lease ended.
@@ -65,6 +67,9 @@ const (
 	EventExpired  EventType = "expired"
 	EventRevoked  EventType = "revoked"
 	EventRejected EventType = "rejected"
+	// EventHandoverRequested asks the holder of Token to let it go (Event.Handover says to
+	// whom and why; Actor who asked).
+	EventHandoverRequested EventType = "handover_requested"
 
 	// Audit events of admin actions on API keys; their Name is empty and Actor says who.
 	EventKeyCreated EventType = "key_created"
@@ -84,6 +89,7 @@ type Event struct {
 	At        time.Time
 	ExpiresAt time.Time // for acquired and renewed
 	Metadata  json.RawMessage
-	Resource  string // for rejected
-	Actor     string // who did it, for admin actions: "label (key id)"
+	Resource  string    // for rejected
+	Actor     string    // who did it, for admin actions: "label (key id)"
+	Handover  *Handover // for handover_requested: To and Reason
 }

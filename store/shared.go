@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"strconv"
 	"time"
 
@@ -75,4 +76,34 @@ func Fingerprint(p AcquireParams) []byte {
 	}
 	binary.Write(h, binary.BigEndian, [2]int64{p.TTL.Milliseconds(), p.LockDelay.Milliseconds()})
 	return h.Sum(nil)
+}
+
+// EventDetail is the stored form of what an event carries beyond its columns (a handover's
+// target and reason), nil when it carries nothing.
+func EventDetail(e lease.Event) *string {
+	if e.Handover == nil {
+		return nil
+	}
+	b, err := json.Marshal(eventDetail{To: e.Handover.To, Reason: e.Handover.Reason})
+	if err != nil {
+		return nil // two strings always encode
+	}
+	s := string(b)
+	return &s
+}
+
+// SetEventDetail fills e from the stored form EventDetail made; nil or unreadable sets nothing.
+func SetEventDetail(e *lease.Event, detail *string) {
+	var d eventDetail
+	if detail == nil || json.Unmarshal([]byte(*detail), &d) != nil {
+		return
+	}
+	if e.Type == lease.EventHandoverRequested {
+		e.Handover = &lease.Handover{Token: e.Token, To: d.To, Reason: d.Reason, By: e.Actor, At: e.At}
+	}
+}
+
+type eventDetail struct {
+	To     string `json:"to,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }

@@ -42,7 +42,14 @@ type Store interface {
 	// unexpired lease's.
 	Revoke(ctx context.Context, name string, token int64, actor string) error
 
-	// Get returns the state of name. Codes: not_found for a name never used.
+	// RequestHandover asks the holder of name's current lease to let it go: it records h (To,
+	// Reason, By) for that grant, with a handover_requested event, and answers it with the
+	// token and time set. The holder's renewals carry it until the grant ends; a repeat
+	// replaces it. Nothing ends the lease. Codes: not_found for a name never used, not_held
+	// when nobody holds it now.
+	RequestHandover(ctx context.Context, name string, h lease.Handover) (lease.Handover, error)
+
+		// Get returns the state of name. Codes: not_found for a name never used.
 	Get(ctx context.Context, name string) (lease.State, error)
 
 	// List returns leases ordered by name. Codes: invalid_request for a bad cursor.

@@ -331,6 +331,9 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 			return fmt.Errorf("renew token %d: %w", g.token, err)
 		}
 		out = g.lease()
+		if out.Handover, err = handoverOf(ctx, t, g.token); err != nil {
+			return err
+		}
 		t.record(lease.Event{Type: lease.EventRenewed, Name: name, Token: g.token, Holder: g.holder,
 			At: ms(now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata)})
 		return nil
@@ -542,4 +545,57 @@ func (s *Store) Prune(ctx context.Context, r store.Retention) error {
 		}
 		return nil
 	})
+}
+
+// RequestHandover records a handover request for name's current grant, under the name's lock.
+// See store.Store.
+func (s *Store) RequestHandover(ctx context.Context, name string, h lease.Handover) (lease.Handover, error) {
+	var out lease.Handover
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		g, ok, err := lockName(ctx, t, name, false)
+		if err != nil {
+			return err
+		}
+		now, err := t.now(ctx)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if g, err = settle(ctx, t, g, now); err != nil {
+				return err
+			}
+		}
+		if out, err = lease.DecideHandover(g.rule(), ok, name, h, ms(now)); err != nil {
+			return err
+		}
+		if _, err := t.tx.Exec(ctx, `INSERT INTO handovers (token, to_holder, reason, requested_by, requested_at)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (token) DO UPDATE SET to_holder = excluded.to_holder, reason = excluded.reason,
+			requested_by = excluded.requested_by, requested_at = excluded.requested_at`,
+			out.Token, out.To, out.Reason, out.By, now); err != nil {
+			return fmt.Errorf("record handover of token %d: %w", out.Token, err)
+		}
+		t.record(lease.Event{Type: lease.EventHandoverRequested, Name: name, Token: g.token, Holder: g.holder,
+			At: ms(now), Actor: out.By, Handover: &out})
+		return nil
+	})
+	if err != nil {
+		return lease.Handover{}, fmt.Errorf("request handover of %q: %w", name, err)
+	}
+	return out, nil
+}
+
+// handoverOf reads the handover requested of the grant token, nil for none.
+func handoverOf(ctx context.Context, t *txn, token int64) (*lease.Handover, error) {
+	h := lease.Handover{Token: token}
+	var at int64
+	err := t.tx.QueryRow(ctx, `SELECT to_holder, reason, requested_by, requested_at FROM handovers WHERE token = $1`, token).
+		Scan(&h.To, &h.Reason, &h.By, &at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read handover of token %d: %w", token, err)
+	}
+	h.At = ms(at)
+	return &h, nil
 }

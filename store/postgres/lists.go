@@ -69,18 +69,19 @@ func (s *Store) List(ctx context.Context, f store.LeaseFilter) (store.Page[lease
 	return page, nil
 }
 
-const eventCols = `seq, type, name, token, holder, at, expires_at, metadata, resource, actor`
+const eventCols = `seq, type, name, token, holder, at, expires_at, metadata, resource, actor, detail`
 
 func scanEvent(r pgx.Row) (lease.Event, error) {
 	var e lease.Event
 	var typ string
 	var at int64
 	var exp *int64
-	var md, res *string
-	if err := r.Scan(&e.Seq, &typ, &e.Name, &e.Token, &e.Holder, &at, &exp, &md, &res, &e.Actor); err != nil {
+	var md, res, detail *string
+	if err := r.Scan(&e.Seq, &typ, &e.Name, &e.Token, &e.Holder, &at, &exp, &md, &res, &e.Actor, &detail); err != nil {
 		return e, err
 	}
 	e.Type, e.At, e.Metadata, e.Resource = lease.EventType(typ), ms(at), raw(md), deref(res)
+	store.SetEventDetail(&e, detail)
 	if exp != nil {
 		e.ExpiresAt = ms(*exp)
 	}

@@ -300,10 +300,10 @@ func (t *txn) insertEvents(ctx context.Context) error {
 			exp = &v
 		}
 		rows[i] = []any{e.Seq, string(e.Type), e.Name, e.Token, e.Holder, e.At.UnixMilli(), exp,
-			nullText(e.Metadata), nullString(e.Resource), now, e.Actor}
+			nullText(e.Metadata), nullString(e.Resource), now, e.Actor, store.EventDetail(*e)}
 	}
 	_, err = t.tx.CopyFrom(ctx, pgx.Identifier{"events"},
-		[]string{"seq", "type", "name", "token", "holder", "at", "expires_at", "metadata", "resource", "recorded_at", "actor"},
+		[]string{"seq", "type", "name", "token", "holder", "at", "expires_at", "metadata", "resource", "recorded_at", "actor", "detail"},
 		pgx.CopyFromRows(rows))
 	if err != nil {
 		return fmt.Errorf("record events: %w", err)

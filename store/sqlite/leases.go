@@ -111,6 +111,7 @@ func endBy(ctx context.Context, t *txn, g grant, kind lease.End, at int64, actor
 		c.ended, c.end = at, kind
 		t.setName(g.name, c)
 	}
+	t.setHandover(g.token, lease.Handover{}, false)
 	return t.record(ctx, lease.Event{Type: lease.EventType(kind), Name: g.name, Token: g.token, Holder: g.holder, At: ms(at),
 		Metadata: raw(g.metadata), Actor: actor})
 }
@@ -333,6 +334,9 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 		}
 		t.setName(name, c)
 		out = g.lease()
+		if h, ok := t.s.mem.handovers[g.token]; ok {
+			out.Handover = &h
+		}
 		return t.record(ctx, lease.Event{Type: lease.EventRenewed, Name: name, Token: g.token, Holder: g.holder,
 			At: ms(t.now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata)})
 	})
@@ -543,4 +547,55 @@ func (s *Store) Prune(ctx context.Context, r store.Retention) error {
 		t.dirty = true
 		return nil
 	})
+}
+
+// RequestHandover records a handover request for name's current grant. See store.Store.
+func (s *Store) RequestHandover(ctx context.Context, name string, h lease.Handover) (lease.Handover, error) {
+	var out lease.Handover
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		g, ok, err := currentSettled(ctx, t, name)
+		if err != nil {
+			return err
+		}
+		if out, err = lease.DecideHandover(g.rule(), ok, name, h, ms(t.now)); err != nil {
+			return err
+		}
+		if _, err := t.tx.ExecContext(ctx, `INSERT INTO handovers (token, to_holder, reason, requested_by, requested_at)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT (token) DO UPDATE SET to_holder = excluded.to_holder, reason = excluded.reason,
+			requested_by = excluded.requested_by, requested_at = excluded.requested_at`,
+			out.Token, out.To, out.Reason, out.By, t.now); err != nil {
+			return fmt.Errorf("record handover of token %d: %w", out.Token, w(err))
+		}
+		t.setHandover(out.Token, out, true)
+		return t.record(ctx, lease.Event{Type: lease.EventHandoverRequested, Name: name, Token: g.token, Holder: g.holder,
+			At: ms(t.now), Actor: out.By, Handover: &out})
+	})
+	if err != nil {
+		return lease.Handover{}, fmt.Errorf("request handover of %q: %w", name, err)
+	}
+	return out, nil
+}
+
+// loadHandovers reads the handover requested of each open grant that has one.
+func (s *Store) loadHandovers(ctx context.Context) (map[int64]lease.Handover, error) {
+	rows, err := s.w.QueryContext(ctx, `SELECT h.token, h.to_holder, h.reason, h.requested_by, h.requested_at
+		FROM handovers h JOIN grants g ON g.token = h.token WHERE g.ended_at IS NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("load handovers: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]lease.Handover{}
+	for rows.Next() {
+		var h lease.Handover
+		var at int64
+		if err := rows.Scan(&h.Token, &h.To, &h.Reason, &h.By, &at); err != nil {
+			return nil, fmt.Errorf("load handovers: %w", err)
+		}
+		h.At = ms(at)
+		out[h.Token] = h
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load handovers: %w", err)
+	}
+	return out, nil
 }

@@ -70,7 +70,7 @@ func (s *Store) List(ctx context.Context, f store.LeaseFilter) (store.Page[lease
 	return page, nil
 }
 
-const eventCols = `seq, type, name, token, holder, at, expires_at, metadata, resource, actor`
+const eventCols = `seq, type, name, token, holder, at, expires_at, metadata, resource, actor, detail`
 
 func scanEvent(r scanner) (lease.Event, error) {
 	var e lease.Event
@@ -78,10 +78,12 @@ func scanEvent(r scanner) (lease.Event, error) {
 	var at int64
 	var exp sql.NullInt64
 	var md, res sql.NullString
-	if err := r.Scan(&e.Seq, &typ, &e.Name, &e.Token, &e.Holder, &at, &exp, &md, &res, &e.Actor); err != nil {
+	var detail *string
+	if err := r.Scan(&e.Seq, &typ, &e.Name, &e.Token, &e.Holder, &at, &exp, &md, &res, &e.Actor, &detail); err != nil {
 		return e, err
 	}
 	e.Type, e.At, e.Metadata, e.Resource = lease.EventType(typ), ms(at), raw(md), res.String
+	store.SetEventDetail(&e, detail)
 	if exp.Valid {
 		e.ExpiresAt = ms(exp.Int64)
 	}

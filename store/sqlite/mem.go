@@ -23,6 +23,8 @@ type mem struct {
 	// stretched holds, by token, what restarts added to the expiry of the grants open at
 	// start-up (grants.restart_ext_ms), kept apart from cur: few grants ever have any.
 	stretched map[int64]int64
+	// handovers holds the handover requested of each open grant that has one, by token.
+	handovers map[int64]lease.Handover
 }
 
 // cur is a name's current grant, kept small (a million names fit in ~200 MB): no metadata (read
@@ -69,7 +71,7 @@ func (c cur) ownsID(idHash []byte) bool {
 
 // loadCounters reads the last token and event seq into an otherwise empty memory.
 func (s *Store) loadCounters(ctx context.Context) error {
-	m := mem{names: map[string]cur{}, owners: map[string]int{}, fences: map[string]fenceRow{}}
+	m := mem{names: map[string]cur{}, owners: map[string]int{}, fences: map[string]fenceRow{}, handovers: map[int64]lease.Handover{}}
 	if err := s.w.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&m.token); err != nil {
 		return fmt.Errorf("read the last token: %w", err)
 	}
@@ -122,6 +124,9 @@ func (s *Store) load(ctx context.Context) error {
 		return fmt.Errorf("load leases: %w", err)
 	}
 	if m.stretched, err = s.loadStretched(ctx); err != nil {
+		return err
+	}
+	if m.handovers, err = s.loadHandovers(ctx); err != nil {
 		return err
 	}
 	fr, err := s.w.QueryContext(ctx, `SELECT name, fence, version FROM resources`)
@@ -196,6 +201,27 @@ func (t *txn) countOwner(c cur, ok bool, d int) {
 	m := &t.s.mem
 	m.owners[c.owner] += d
 	t.undo = append(t.undo, func() { m.owners[c.owner] -= d })
+}
+
+// setHandover records h as the handover requested of its grant; keep false forgets it.
+func (t *txn) setHandover(token int64, h lease.Handover, keep bool) {
+	m := &t.s.mem
+	old, had := m.handovers[token]
+	if !keep && !had {
+		return
+	}
+	if keep {
+		m.handovers[token] = h
+	} else {
+		delete(m.handovers, token)
+	}
+	t.undo = append(t.undo, func() {
+		if had {
+			m.handovers[token] = old
+		} else {
+			delete(m.handovers, token)
+		}
+	})
 }
 
 func (t *txn) setToken(token int64) {

@@ -496,7 +496,7 @@ func (t *txn) record(ctx context.Context, e lease.Event) error {
 	}
 	e.Seq = t.nextSeq()
 	_, err := t.exec(ctx, stEvent, e.Seq, string(e.Type), e.Name, e.Token, e.Holder, e.At.UnixMilli(), exp,
-		nullText(e.Metadata), nullString(e.Resource), t.now, e.Actor)
+		nullText(e.Metadata), nullString(e.Resource), t.now, e.Actor, store.EventDetail(e))
 	if err != nil {
 		return fmt.Errorf("record %s event for %q: %w", e.Type, e.Name, w(err))
 	}
@@ -536,8 +536,8 @@ var stmtSQL = [numStmts]string{
 	stRelease:    `RELEASE op`,
 	stHWM:        `UPDATE meta SET value = max(value, ?) WHERE key = 'clock_hwm'`,
 	stLastToken:  `UPDATE meta SET value = ? WHERE key = 'last_token'`,
-	stEvent: `INSERT INTO events (seq, type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	stEvent: `INSERT INTO events (seq, type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor, detail)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	stInsertGrant: `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
 		acquired_at, renewed_at, expires_at, metadata, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	stPointName:     `INSERT INTO names (name, token) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET token = excluded.token`,

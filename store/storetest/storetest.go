@@ -129,6 +129,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Restart/ExpiredBeforeCrash", testRestartExpiredBefore},
 		{"Restart/ExtensionVisible", func(t *testing.T, e *env) { testRestartVisible(t, e, o.databaseClock) }},
 		{"Idempotency", testIdempotency},
+		{"Handover", testHandover},
 		{"LockDelay", testLockDelay},
 		{"ExpireDue", testExpireDue},
 		{"List", testList},
@@ -1155,5 +1156,49 @@ func testPruneRows(t *testing.T, e *env) {
 		if st, err := e.s.Get(e.ctx, fmt.Sprintf("n%d", i)); err != nil || !st.Held {
 			t.Errorf("lease n%d after pruning history = %+v, %v; want untouched", i, st, err)
 		}
+	}
+}
+
+// testHandover: a handover request reaches the holder's renewals (across a restart) and the
+// history, ends nothing, and goes with its grant.
+func testHandover(t *testing.T, e *env) {
+	req := lease.Handover{To: "w2", Reason: "deploy", By: "ops (key_1)"}
+	_, err := e.s.RequestHandover(e.ctx, "job", req)
+	wantCode(t, "RequestHandover(never used)", err, lease.CodeNotFound)
+	l := e.acquire("job", "w1", 10*time.Second)
+	e.clock.Advance(time.Second)
+	h, err := e.s.RequestHandover(e.ctx, "job", req)
+	want := lease.Handover{Token: l.Token, To: "w2", Reason: "deploy", By: "ops (key_1)", At: t0.Add(time.Second)}
+	if err != nil || !cmp.Equal(h, want) {
+		t.Fatalf("RequestHandover() = %+v, %v; want %+v", h, err, want)
+	}
+	if st, err := e.s.Get(e.ctx, "job"); err != nil || !st.Held || !st.ExpiresAt.Equal(l.ExpiresAt) {
+		t.Errorf("Get() after the request = %+v, %v; want the lease held, unchanged", st, err)
+	}
+	for _, restart := range []bool{false, true} {
+		if restart {
+			e.restart()
+		}
+		r, err := e.s.Renew(e.ctx, "job", l.ID, 0, nil)
+		if err != nil || r.Handover == nil || !cmp.Equal(*r.Handover, want) {
+			t.Errorf("Renew() after the request (restarted %v) = handover %+v, %v; want %+v", restart, r.Handover, err, want)
+		}
+	}
+	evs := e.events("job")
+	if got := types(evs); !cmp.Equal(got, []lease.EventType{lease.EventAcquired, lease.EventHandoverRequested, lease.EventRenewed, lease.EventRenewed}) {
+		t.Fatalf("events = %v, want acquired, handover_requested, renewed", got)
+	}
+	if ev := evs[1]; ev.Token != l.Token || ev.Holder != "w1" || ev.Actor != req.By || ev.Handover == nil ||
+		ev.Handover.To != "w2" || ev.Handover.Reason != "deploy" {
+		t.Errorf("handover_requested event = %+v (handover %+v), want token %d, holder w1, actor, to and reason", ev, ev.Handover, l.Token)
+	}
+	if err := e.s.Release(e.ctx, "job", l.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.s.RequestHandover(e.ctx, "job", req)
+	wantCode(t, "RequestHandover(free)", err, lease.CodeNotHeld)
+	n := e.acquire("job", "w2", 10*time.Second)
+	if r, err := e.s.Renew(e.ctx, "job", n.ID, 0, nil); err != nil || r.Handover != nil {
+		t.Errorf("Renew() of the next grant = handover %+v, %v; want none: a request goes with its grant", r.Handover, err)
 	}
 }
