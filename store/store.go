@@ -49,7 +49,7 @@ type Store interface {
 	// when nobody holds it now.
 	RequestHandover(ctx context.Context, name string, h lease.Handover) (lease.Handover, error)
 
-		// Get returns the state of name. Codes: not_found for a name never used.
+	// Get returns the state of name. Codes: not_found for a name never used.
 	Get(ctx context.Context, name string) (lease.State, error)
 
 	// List returns leases ordered by name. Codes: invalid_request for a bad cursor.
