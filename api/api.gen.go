@@ -26,15 +26,16 @@ import (
 
 // Defines values for EventType.
 const (
-	EventTypeAcquired        EventType = "acquired"
-	EventTypeExpired         EventType = "expired"
-	EventTypeKeyCreated      EventType = "key_created"
-	EventTypeKeyRevoked      EventType = "key_revoked"
-	EventTypeRejected        EventType = "rejected"
-	EventTypeReleased        EventType = "released"
-	EventTypeRenewed         EventType = "renewed"
-	EventTypeResourceDeleted EventType = "resource_deleted"
-	EventTypeRevoked         EventType = "revoked"
+	EventTypeAcquired          EventType = "acquired"
+	EventTypeExpired           EventType = "expired"
+	EventTypeHandoverRequested EventType = "handover_requested"
+	EventTypeKeyCreated        EventType = "key_created"
+	EventTypeKeyRevoked        EventType = "key_revoked"
+	EventTypeRejected          EventType = "rejected"
+	EventTypeReleased          EventType = "released"
+	EventTypeRenewed           EventType = "renewed"
+	EventTypeResourceDeleted   EventType = "resource_deleted"
+	EventTypeRevoked           EventType = "revoked"
 )
 
 // Valid indicates whether the value is a known member of the EventType enum.
@@ -43,6 +44,8 @@ func (e EventType) Valid() bool {
 	case EventTypeAcquired:
 		return true
 	case EventTypeExpired:
+		return true
+	case EventTypeHandoverRequested:
 		return true
 	case EventTypeKeyCreated:
 		return true
@@ -93,6 +96,7 @@ const (
 	ProblemCodeLeaseLost            ProblemCode = "lease_lost"
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
 	ProblemCodeNotFound             ProblemCode = "not_found"
+	ProblemCodeNotHeld              ProblemCode = "not_held"
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
 	ProblemCodePreconditionRequired ProblemCode = "precondition_required"
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
@@ -123,6 +127,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeMethodNotAllowed:
 		return true
 	case ProblemCodeNotFound:
+		return true
+	case ProblemCodeNotHeld:
 		return true
 	case ProblemCodePayloadTooLarge:
 		return true
@@ -245,7 +251,7 @@ type CreatedKey struct {
 
 // Event One entry of a history. `at` is when it happened; for `expired`, the moment the lease expired.
 type Event struct {
-	// Actor For admin actions (`revoked`, `key_created`, `key_revoked`, `resource_deleted`): the key that did it, as "label (key id)".
+	// Actor For admin actions (`revoked`, `key_created`, `key_revoked`, `resource_deleted`) and `handover_requested`: the key that did it, as "label (key id)".
 	Actor *string `json:"actor,omitempty"`
 
 	// At An instant, RFC 3339 in UTC with exactly three fractional digits.
@@ -256,8 +262,9 @@ type Event struct {
 	// ExpiresAt An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
 	// Example: 2026-11-29T08:45:13.120Z
-	ExpiresAt *Timestamp `json:"expires_at,omitempty"`
-	Holder    string     `json:"holder"`
+	ExpiresAt *Timestamp       `json:"expires_at,omitempty"`
+	Handover  *HandoverRequest `json:"handover,omitempty"`
+	Holder    string           `json:"holder"`
 
 	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
 	//
@@ -285,6 +292,37 @@ type EventType string
 type EventList struct {
 	Events     []Event `json:"events"`
 	NextCursor string  `json:"next_cursor"`
+}
+
+// Handover A request that the holder of a grant let it go.
+type Handover struct {
+	// Holder Its holder.
+	Holder string  `json:"holder"`
+	Name   string  `json:"name"`
+	Reason *string `json:"reason,omitempty"`
+
+	// RequestedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	RequestedAt Timestamp `json:"requested_at"`
+
+	// RequestedBy Who asked: "label (key id)".
+	RequestedBy *string `json:"requested_by,omitempty"`
+
+	// To The holder to grant next
+	To *string `json:"to,omitempty"`
+
+	// Token The grant asked to let go.
+	Token int64 `json:"token"`
+}
+
+// HandoverRequest defines model for HandoverRequest.
+type HandoverRequest struct {
+	// Reason Free text for humans.
+	Reason *string `json:"reason,omitempty"`
+
+	// To The holder to grant next, if it waits in line when the lease is released.
+	To *string `json:"to,omitempty"`
 }
 
 // Health defines model for Health.
@@ -352,6 +390,9 @@ type Lease struct {
 	// treats a lease as held until at least the restart time plus its ttl (conservative
 	// restart). The holder may have believed the lease ended earlier than the server did.
 	ExtendedByRestartMs *int64 `json:"extended_by_restart_ms,omitempty"`
+
+	// HandoverRequested A request that the holder of a grant let it go.
+	HandoverRequested *Handover `json:"handover_requested,omitempty"`
 
 	// Holder Example: worker-3@host-a
 	Holder string `json:"holder"`
@@ -718,6 +759,9 @@ type CreateKeyJSONRequestBody = KeyRequest
 // AcquireLeaseJSONRequestBody defines body for AcquireLease for application/json ContentType.
 type AcquireLeaseJSONRequestBody = AcquireRequest
 
+// RequestHandoverJSONRequestBody defines body for RequestHandover for application/json ContentType.
+type RequestHandoverJSONRequestBody = HandoverRequest
+
 // ReleaseLeaseJSONRequestBody defines body for ReleaseLease for application/json ContentType.
 type ReleaseLeaseJSONRequestBody = ReleaseRequest
 
@@ -883,6 +927,32 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/leases/{name}/events (the `ListLeaseEvents` operationId).
 	ListLeaseEvents(ctx context.Context, name Name, params *ListLeaseEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequestHandoverWithBody Ask the current holder to let the lease go (cooperative handover).
+	//
+	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+	// admin's tool for a holder that does not cooperate.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+	RequestHandoverWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequestHandover Ask the current holder to let the lease go (cooperative handover).
+	//
+	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+	// admin's tool for a holder that does not cooperate.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+	RequestHandover(ctx context.Context, name Name, body RequestHandoverJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReleaseLeaseWithBody Release the lease. A repeat by the same lease_id answers 204 again.
 	//
@@ -1169,6 +1239,52 @@ func (c *Client) AcquireLease(ctx context.Context, name Name, params *AcquireLea
 // Corresponds with GET /v1/leases/{name}/events (the `ListLeaseEvents` operationId).
 func (c *Client) ListLeaseEvents(ctx context.Context, name Name, params *ListLeaseEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListLeaseEventsRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RequestHandoverWithBody Ask the current holder to let the lease go (cooperative handover).
+//
+// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+// admin's tool for a holder that does not cooperate.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+func (c *Client) RequestHandoverWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestHandoverRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RequestHandover Ask the current holder to let the lease go (cooperative handover).
+//
+// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+// admin's tool for a holder that does not cooperate.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+func (c *Client) RequestHandover(ctx context.Context, name Name, body RequestHandoverJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestHandoverRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1865,6 +1981,53 @@ func NewListLeaseEventsRequest(server string, name Name, params *ListLeaseEvents
 	return req, nil
 }
 
+// NewRequestHandoverRequest calls the generic RequestHandover builder with application/json body
+func NewRequestHandoverRequest(server string, name Name, body RequestHandoverJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRequestHandoverRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewRequestHandoverRequestWithBody constructs an http.Request for the RequestHandover method, with any body, and a specified content type
+func NewRequestHandoverRequestWithBody(server string, name Name, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/leases/%s/handover", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewReleaseLeaseRequest calls the generic ReleaseLease builder with application/json body
 func NewReleaseLeaseRequest(server string, name Name, body ReleaseLeaseJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -2518,6 +2681,32 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/leases/{name}/events (the `ListLeaseEvents` operationId).
 	ListLeaseEventsWithResponse(ctx context.Context, name Name, params *ListLeaseEventsParams, reqEditors ...RequestEditorFn) (*ListLeaseEventsResponse, error)
+
+	// RequestHandoverWithBodyWithResponse Ask the current holder to let the lease go (cooperative handover).
+	//
+	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+	// admin's tool for a holder that does not cooperate.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+	RequestHandoverWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestHandoverResponse, error)
+
+	// RequestHandoverWithResponse Ask the current holder to let the lease go (cooperative handover).
+	//
+	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+	// admin's tool for a holder that does not cooperate.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+	RequestHandoverWithResponse(ctx context.Context, name Name, body RequestHandoverJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestHandoverResponse, error)
 
 	// ReleaseLeaseWithBodyWithResponse Release the lease. A repeat by the same lease_id answers 204 again.
 	//
@@ -3466,6 +3655,124 @@ func (r ListLeaseEventsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListLeaseEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RequestHandoverResponse401Headers the declared response headers of an HTTP 401 response for RequestHandover
+type RequestHandoverResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// RequestHandoverResponse429Headers the declared response headers of an HTTP 429 response for RequestHandover
+type RequestHandoverResponse429Headers struct {
+	RetryAfter int
+}
+
+// RequestHandoverResponse503Headers the declared response headers of an HTTP 503 response for RequestHandover
+type RequestHandoverResponse503Headers struct {
+	RetryAfter int
+}
+
+type RequestHandoverResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Handover
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RequestHandoverResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RequestHandoverResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RequestHandoverResponse503Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RequestHandoverResponse) GetJSON202() *Handover {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RequestHandoverResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RequestHandoverResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RequestHandoverResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RequestHandoverResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4548,6 +4855,44 @@ func (c *ClientWithResponses) ListLeaseEventsWithResponse(ctx context.Context, n
 	return ParseListLeaseEventsResponse(rsp)
 }
 
+// RequestHandoverWithBodyWithResponse Ask the current holder to let the lease go (cooperative handover).
+//
+// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+// admin's tool for a holder that does not cooperate.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+func (c *ClientWithResponses) RequestHandoverWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestHandoverResponse, error) {
+	rsp, err := c.RequestHandoverWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestHandoverResponse(rsp)
+}
+
+// RequestHandoverWithResponse Ask the current holder to let the lease go (cooperative handover).
+//
+// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+// admin's tool for a holder that does not cooperate.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+func (c *ClientWithResponses) RequestHandoverWithResponse(ctx context.Context, name Name, body RequestHandoverJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestHandoverResponse, error) {
+	rsp, err := c.RequestHandover(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestHandoverResponse(rsp)
+}
+
 // ReleaseLeaseWithBodyWithResponse Release the lease. A repeat by the same lease_id answers 204 again.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -5518,6 +5863,121 @@ func ParseListLeaseEventsResponse(rsp *http.Response) (*ListLeaseEventsResponse,
 	return response, nil
 }
 
+// ParseRequestHandoverResponse parses an HTTP response from a RequestHandoverWithResponse call
+func ParseRequestHandoverResponse(rsp *http.Response) (*RequestHandoverResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RequestHandoverResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Handover
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RequestHandoverResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RequestHandoverResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RequestHandoverResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseReleaseLeaseResponse parses an HTTP response from a ReleaseLeaseWithResponse call
 func ParseReleaseLeaseResponse(rsp *http.Response) (*ReleaseLeaseResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -6455,6 +6915,9 @@ type ServerInterface interface {
 	// ListLeaseEvents The history of a name, oldest first.
 	// (GET /v1/leases/{name}/events)
 	ListLeaseEvents(w http.ResponseWriter, r *http.Request, name Name, params ListLeaseEventsParams)
+	// RequestHandover Ask the current holder to let the lease go (cooperative handover).
+	// (POST /v1/leases/{name}/handover)
+	RequestHandover(w http.ResponseWriter, r *http.Request, name Name)
 	// ReleaseLease Release the lease. A repeat by the same lease_id answers 204 again.
 	// (POST /v1/leases/{name}/release)
 	ReleaseLease(w http.ResponseWriter, r *http.Request, name Name)
@@ -6545,6 +7008,12 @@ func (_ Unimplemented) AcquireLease(w http.ResponseWriter, r *http.Request, name
 // ListLeaseEvents The history of a name, oldest first.
 // (GET /v1/leases/{name}/events)
 func (_ Unimplemented) ListLeaseEvents(w http.ResponseWriter, r *http.Request, name Name, params ListLeaseEventsParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RequestHandover Ask the current holder to let the lease go (cooperative handover).
+// (POST /v1/leases/{name}/handover)
+func (_ Unimplemented) RequestHandover(w http.ResponseWriter, r *http.Request, name Name) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -6929,6 +7398,32 @@ func (siw *ServerInterfaceWrapper) ListLeaseEvents(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListLeaseEvents(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RequestHandover operation middleware
+func (siw *ServerInterfaceWrapper) RequestHandover(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RequestHandover(w, r, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -7457,6 +7952,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/leases/{name}/release", wrapper.ReleaseLease)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/leases/{name}/handover", wrapper.RequestHandover)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/leases/{name}/events", wrapper.ListLeaseEvents)
@@ -8486,6 +8984,159 @@ type ListLeaseEventsdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response ListLeaseEventsdefaultApplicationProblemPlusJSONResponse) VisitListLeaseEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandoverRequestObject struct {
+	Name Name `json:"name"`
+	Body *RequestHandoverJSONRequestBody
+}
+
+type RequestHandoverResponseObject interface {
+	VisitRequestHandoverResponse(w http.ResponseWriter) error
+}
+
+type RequestHandover202JSONResponse Handover
+
+func (response RequestHandover202JSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandover400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RequestHandover400ApplicationProblemPlusJSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandover401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RequestHandover401ApplicationProblemPlusJSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandover403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RequestHandover403ApplicationProblemPlusJSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandover404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RequestHandover404ApplicationProblemPlusJSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandover409ApplicationProblemPlusJSONResponse Problem
+
+func (response RequestHandover409ApplicationProblemPlusJSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandover429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response RequestHandover429ApplicationProblemPlusJSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandover503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RequestHandover503ApplicationProblemPlusJSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandoverdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RequestHandoverdefaultApplicationProblemPlusJSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -9678,6 +10329,9 @@ type StrictServerInterface interface {
 	// ListLeaseEvents The history of a name, oldest first.
 	// (GET /v1/leases/{name}/events)
 	ListLeaseEvents(ctx context.Context, request ListLeaseEventsRequestObject) (ListLeaseEventsResponseObject, error)
+	// RequestHandover Ask the current holder to let the lease go (cooperative handover).
+	// (POST /v1/leases/{name}/handover)
+	RequestHandover(ctx context.Context, request RequestHandoverRequestObject) (RequestHandoverResponseObject, error)
 	// ReleaseLease Release the lease. A repeat by the same lease_id answers 204 again.
 	// (POST /v1/leases/{name}/release)
 	ReleaseLease(ctx context.Context, request ReleaseLeaseRequestObject) (ReleaseLeaseResponseObject, error)
@@ -10015,6 +10669,39 @@ func (sh *strictHandler) ListLeaseEvents(w http.ResponseWriter, r *http.Request,
 	}
 }
 
+// RequestHandover operation middleware
+func (sh *strictHandler) RequestHandover(w http.ResponseWriter, r *http.Request, name Name) {
+	var request RequestHandoverRequestObject
+
+	request.Name = name
+
+	var body RequestHandoverJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RequestHandover(ctx, request.(RequestHandoverRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RequestHandover")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RequestHandoverResponseObject); ok {
+		if err := validResponse.VisitRequestHandoverResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ReleaseLease operation middleware
 func (sh *strictHandler) ReleaseLease(w http.ResponseWriter, r *http.Request, name Name) {
 	var request ReleaseLeaseRequestObject
@@ -10277,128 +10964,135 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3/chO51uCrqHq/KpJv244TYGZwaqs2w8Bc7nCBC0xx68NsWu6W3bppS0aSYwyVqn2afbB9kq/OOVK3",
-	"2m47DgOZH8XMH8S21JKOzu9f/SnJ9WyulVDOJsNPyZwbPhNOGPz0cGGsNvBXIWxu5NxJrZJh8roULFPi",
-	"gzvPcUTG9IS5UrC5EZdSLyyb86noJ2kiYfj7hTCrJE0Un4lkmNCcJE1sXooZh8fP+IenQk1dmQzvH5+k",
-	"iVvNYaR1RqppcnWVJk/lTLrNnbzgU8Gs/ChSdsycZseDwYAdFGLCF5WDT4fbdlHhA9c2IWeLWTKEh6TJ",
-	"TCr/sd6PVE5MhcENPcPHdEGmEtwKBsvUa8+5K5ul8Z80MeL9QhpRJENnFiLeyX8YMUmGyf84ai7niH61",
-	"R7gubOClsHphctxExyIm/PwbF7qC+XaulRWIEz/y4qV4vxAWbyPXygmFf/L5vJI5B0AczY0eV2L2P/9t",
-	"ASqf9lzxBc2iRdtwzaS65JUszg2tnQ0R3/wnVmhhmdKOTXRV6SX+BlszPHfsIFty6aSani+UXczn2jhR",
-	"ZGyiDeMMfmLcXogCcJgzK8ylMGwpXakXzg+QasoqqcRhP7lKk8fajGVRCHWrAJiEVf3RL8SKVTy/sAQI",
-	"XQmmDf4NCMCkZXrhrCwEk84CYU7kB2FThqceG720wjArFJwxgNGV3LGlXlQFy0uugLT0TLgSzq8VG4uS",
-	"VxOEk9KuhPnSCYTJU8D5p/qWkQIp7bzSNT4Q6YkPc0D3lC25ZUbgl0XKjLjUeM+G2cVcGCsK+NpDjZ4l",
-	"C4AcYBKi0MIYgJBWdMpn2j3WC1Xc6iGVducTWDXDPYSht7iFM8WEMdrg+i+5E8iMxe2CwXAnzitaOCIB",
-	"xOCZNjUvAHrgCpEepjAODMGeMiOcWTE+ccKw7CV86J3Bh4xZkWtVWGDWpeCFl33REPi4nYduyAbY/K+K",
-	"L1ypjfx4y2Ba4MJCOVgCIaU0O3vxBIBFxK/YQl0ovVTwqaYJJdbO/+bNm95Z9Ki9gFALbA+DSy4rPq7E",
-	"bYMgrOsRpeCOj4Ez5FwhbfMLwZZGOpQaS3ZQSHvBJouqStmTo+eE7SmrdH4hikOmzUjVEoYruxSmz14K",
-	"Xlh2IcScLbW5kGp6yhDDplyqnXg2Ul8O067C7/iksxynRvKZF4UEuPDqhdFzYZwEKT7hlRVpMo+++pSU",
-	"uipEh7L3ptQMfrNMuhSlZrmYcYX0Ij7w2RyuNwEYCNO7+79LbV2PJ2ms053c/w71qfD5eEPDSxMA9nkh",
-	"Kr46n9nNXSB4mCulbTF5yw7gUrQKfP4wbclA+HFquHKi8Dcz0eExWk3hDBNtZtwRXL+7l0SK32BT8UuT",
-	"mXAc8Ok6DP1HGHeVJs5VnYdCqcmKhUFSYFKxmU1R95AKj0HayB3LxiAAbEuzHYC+e/e7Afx32LqM4/uo",
-	"wG4cbPMwoNx07uxveokAgjVQRZIKNSAPviBp6/0MUlZohDaMPkzZYg5T4zOMFB6imXPXb52d7da6PMlZ",
-	"lt0bDEaqU5lzmnG1wmlDUOfqR2X+iBnjqqCjaMVWegHKSyGIGG+EAlexQv02kE19ye/qGXr8b5E7APND",
-	"I4AZ/yJWaGO1yO6Cvtw0IzzTBkkmqkmfvSqRZ6tqxUphxGkEXGRDln4DwVdyW/aTDiIzItemuA51YZ/r",
-	"x4Rt1vO7zvjo0jP39kmeK8GEAsaI6nUprdNm1WcZdxkQ6LIUIKxZyedzoURxihiWeRUuI2qe6RmI+Q0N",
-	"D87YhibPXZfB+hgEXzEDxpzDV5YdZF70ZSnLLsTqPKc7Ch+jX4MlBdxJwJDDRv1AjbkArdGljFs2Sio+",
-	"FhU7wJsrDkdJ5z1wd90dvJYzYR2fzWG453XnN5zWcPSNDXwOF1N7WLynTMzmbuWNq8wIQA8gUAHowZal",
-	"tmG4tLUiAqQZGAtfFNLRcAs4cyFWdgsuN/bv5m03SwdLkUbTjRkxWVhR4C+oB3SuYMX7zYc/UYApVlhk",
-	"MbBRs6LtEkUuuctLZp0RfHbHskyC3r4XM3b6gmzKXachgrCOV4LhBDDtQAkmathnGfzmUyIUMLi3Cc89",
-	"lQNIlVj6v8hqSgLy0ZdIE/gXbSdJk4h2/Kd4WJtyIsYRuXZiNgMg92PS4CchuKQNp+VuOwd6KknxabMF",
-	"Qif0lDhB8m4X1hMvq2GVcGP4Ckmg8Xl1ab3ts/hF27O6Nv43wStQi9Z3bR13C9p/rWfpi+RaGNK0rpU6",
-	"JZC/vZtylzBtvEV+1ezRD2TSxdwB0HgijXWeMV+IVScRyqINAMCw2cRMpx+LyeyjW74/qS665iEf7uR9",
-	"wRfSQoeNUetX77H6plAK0whKm0xMk3G063kvYcz6JUugLzqjf0p0sDS+0y140E0owG33JhPUE9Yhtak3",
-	"bEXFz7NT6ovdNFMWwJa9aI5NFRQwJFhIg0GJEhkox97hu8tAidGmvfQzMDbCz7VqMOMr0DZA3TwgiQe7",
-	"qOUQMDfLeCUvxGGgCxCaY/RowN5JtNR+5H1uhHy2eLQnNP7uSQcqfy7StfCt61LRoOkw3sgGQw0J9VPk",
-	"5MwKAZ+7tDha8/x29CTxwQlVIJGeG/jadBtFL0jSks7qNW8/3qLEd3mJSoW0dOAhmE1OO16lrNRLNgMb",
-	"ZSarSnpfwEi5UqwYLwqYpxE4eIgVG4uVBosFOGgEsyW3rOLWMaerImVjkfMFoFbYyEiB5uEs417N4paV",
-	"oirYQjlZMe7waxd0IpjCnAT8rRZ0Oc5V7CDXCg7InbwUI+UHHvYZMHa/E8Dvkl8KNhaVFJdem/L6OYCT",
-	"CW4qiVY7j81Z0Jevs7uOuzSXRp/d5XfYlATes9stpqzIjXBBLVRiaT2d4jR76q0qOgBZomhtEoq2nSDV",
-	"xfnd9yezx4Pin/cWv/6g/3U8vq/+br5fJvs4PPbQ3X6L2t5scwwYqKY9Jaelq1bdyjVqgjelJLrgczHX",
-	"ednNJy2RByGejxp6tJgbnQtr6SoI0qIYgnFIwQgwcD1TpOkHoIGP1Att3dSIV/98mjLB85IZge5FMIMR",
-	"o/VSoZfBIy4+3/OeEOcAO8RGm6lxXgAJykqgjQp0VCM5oXADVTE//9fFyeWDf85+HPBHXUCtFfzGU/P9",
-	"A3Lg+P/2U+Brb9KNPT5r/Nwr2I0Lw2vafoW0xYhbSNHiteu4vFUydOscRGh7ax34pFeOO7GHht5GwEco",
-	"ZTlxP6GK/rW6tN/b9Tp8tKsO8QeAvoNY78SpN44nRpAWQCYdMnWPocCA8C5S/DMj6cRdVn/MRuqgiWx5",
-	"Ey1y6B/2WVZ7wc9jX0vtHc25YmPR9o6O1AF5rrnyciglwYA71PkFw0s+JNz/MkI73ubNxLYquh2XNTgj",
-	"YZSuQx05tzeBd1q77zooOVzIrXhxRFVEtsNY60pwdY1/57aFy5cSIDWLvBEf3NPT7eMtbYR5GcKGweXs",
-	"Pd39/dknXNAuLtq+jGYvXXzkH9EldBtFFBVaj9Cu2N9fPX/G6EHoa3Vspq1j99gv8seUif60H2RXgSEF",
-	"XhRG2HYYB9c0yTA5HvTh/++HDwaDQcRnm40+20OtmHPnhIEN/p+3Z73/4r2Pg96Dd82f/fNh792nQXr8",
-	"4MHVf3RJzCjYvXZrjx+yB/fuf898+JAVwnFZ2T5DdxmpfHAxWcoyuhn4qyHBjB3U7DCE+XHWSPlBh8Rs",
-	"21z04Hoeeuhd2OijO0dkQL49Uhl+OFfanUtrF+Rdrt130VCW+S2dT4TKRdbJbj+Xbea6aPn/1jJrQNaF",
-	"jIMkKM8exZt8iyRNovMFpI+ORu4IMHIQhc9ruoGh+hwsofNAB0QRazGd9kCwrHDknK8qzQFY+rziZgoE",
-	"OBOu1AUujtF+z77xOOdg3OiFI2vD5+2kSRQjxhwtQFNe0Q9x/BweFCUexJvyqkGXeGjd3haP7jp6sE3s",
-	"2NOhS6jfyYUxkN3B9B5LURW9SlyKKlAOIe16mlXL83Ctj+w3xyk64BSR8rBFrTSr22eorOMe9F1+nJjg",
-	"vvr1BESURed2Opy89wYPOuWddNUay6UAsqfOLdcTj+djvXDDccXV9W5k74SnVet9ev7RJbpeYlBAUhrH",
-	"GrO6IYuqJJAPyaJPe9DXHtewM70hGHY1bgT1G9k9Bql2OKf3WL0KjrF90HEvpOI+X2ZnXGwT2+qfAvvH",
-	"nV0IMUfdRXzwnLCLrS2sMOd86uO8u7FHxvGfZPOY65eIUZ16fzvRq9uK3B2aCSErqdX+lmaD0Nd5uaOH",
-	"X28q1o99KUDU3dD9fT3u785fqTExzs8ZDNLPw8zdazVY2vK1n9y7Jpy7vrWdnvmNq9gb57ovBwH0maGJ",
-	"yNMYn/jkh5udoX5O9w6VWN7y/r5s2tMZU2LJnKtOmZ5JB+yWElhq39oddEPvJWBvBjrCjSdqojvioJSg",
-	"eB7E5gYMvoS4iRzo3vuJngpMQoBT7yV2qu4wCzwbNYIeRqQ2np8yOWFcra5Np9gUG/LjvgdfzIvPiSZf",
-	"CmO96nDTK48oPsiS8LTWdvwx0vZF78KTz5U0NPsmgibCy+tlTXj8HqLGR/rWc6nRB5Ax+Neesgyxw2SM",
-	"V7aObNjUh0PSOhaShpzZegs+VAJiDL4NQvCUZRjUzzBIVGjy2mMdQdvtxsljQuuDDgCzOnWPBlk22Yli",
-	"pPC7lL18/JDdvXv3AZOK/fr6oc/R+cBzV62YK40QbGIoB4xXrJBT6dYSWU8GJ9/1jo97Jw9eD34Y3rs/",
-	"PL7bPz4Z/FfMiwClemBYbhBSmnzoTXXPf7mURsCw/msaW//Wk7Mg+rFqZ5hMpSsX436uZ0eRRtb6OzyN",
-	"kp6tyBdGutUrwCHCtbHgRpizhSs7geQTCocsO/O56Zh2OmQ/4jxWXVyc////+//QrkHMRKcO/tacs3Ru",
-	"ThuQnol2pLRapi+FYX97/frFEbql8BqAOCWmlF4I5cM8GFwD7GBTo5cpjhFFhGBRutZIUdoTISG5xrkP",
-	"6AOzo9AQjuVVf6RGCpGGcSO68SKKxILmn0vgGad1Pi7N9FynFbbtj9QjyvsC+5pJoANWu6SybentGSt0",
-	"vsBURlyfM+v4uBIsA5sqwy0/8oeggpzxwrHsqMT8oI/eDj0Csll9zNgBRtLqR3IYqudC8bnsr/isyphU",
-	"ebUoRHHIcm6MRHqt80q5HaktmDBaDAZ38wuxwj9E1mdnOKXkFiCuK4H5k9x71QL7ALuZ6J58Z0D8YzFS",
-	"3nnCnPZZDxhZA1RAMFgdpU+cskpaR4xlPZ0OLtkucgAcln6UejlSiEE+So4rwr767JnGMbsKHuK84mO2",
-	"XjhxyvhIwSNCJjFGzOW0dPG8u6ypy8L7O2sXU4XIJVfE/tgBpgCgwwpv9+dHr1P2t0dnP+GJn794/eT5",
-	"s1eH/vjcNbVaI2WFKuz2Oix2kL0See+xcHnZeyWdGLLcaGt78CNdjuUzQR9DKUj23MipVNnIP6gO1ftT",
-	"3LGs1NYdAo6HpEm8tPWzs4dos4forRFMaTdSfvOWweaZEhJXoeIHImAayfhkghmFa0Ac62LFZgsLjzTy",
-	"UrBlCdjXnSJfrJj39sVJ5swe+nIMV4qR8oUXQ8QASt8NpR1IxxR2hvP9wNZ8iBnxHJiYLxzTkwkbi4k2",
-	"WGI3UtlD0it6pEdnmK/ONjxq6MutZC4U6XC+XvNszvNS9E76A9BaTOV5rR0eHS2Xyz7Hn/vaTI/8XHv0",
-	"9MnDR89ePcI5jX9ozaKvFatk0D+mgZ5JJMPkbn/Qv0uO+hJFSOA18PdUoIAC1QfZw5MiGfpcxY/JWlXo",
-	"yWCwo8bnZrU9Ph2yo7TnNbpoKEsA793WVV/9JBaKyfDtuzSxi9mMmxVIJXkplA92OD61mLhPy7yDeZ6n",
-	"bj31S/r5dzk0ro2ld/cHd7c9pt7XUVx1tQsk8FgJMAE5EpVIeeaW1hy4sR8oQwnT3bHWlsvqcCtEL4+P",
-	"QjJhJ0hBt/4FBnxFoIY0xy2oRKnlV2lyb3C8F2Cbkj6ctMdtNLXCMOPkwfUz4vpK3DXysevnNRVx8S2T",
-	"OlHX/0XSz9baQcrAHrXOp+MeoAg/7LNnqJe5OkeqRT2U13mVJnNf9Nu+Xap4+cUXjSCJ/qiL1R43G8Ui",
-	"faZnCCwyyvWycabr8G0ddgSzgTIbgz1xle6PJ8GhctU2t5xZiKsNDD3+YhgaVQZ1IKn/tc9+EWKOdSlZ",
-	"q+zHOm3ERt0P4ubgeoyJKvn/0jRAUIxV3xrFQ566tKhNKqZVLlLK9qu1AYRvB+5HXO7okyyuyBiqBKUA",
-	"rQsQILxADy1kuteVk4BkSkpahbIpkO6t8iva2+4ZdU3873O5BKrOy33igEDmNtTnMrQ34X7rPELPmtJg",
-	"YIDMK7gtx5qbgllhQXXqZntRo5S3nQ04ZLGz9UaUG3EhVudvee/jSe/7d5+Ov+tKhbh657GtSZbbKlWf",
-	"hpy1tT2uF+ZVK2+OUUIkplSibg+4v61tCnHebc1bugIJV2nn0hhzC34lTURG2VkgnPrs+UxSGvxYu3Lb",
-	"bjChrrWZ4FvyMVF4YGfVUTe2NRA7ooYzewz0TXKu3n1FRabJnuyQEs+VwH47YBASQL/JgHU2AbCLsK1A",
-	"G2/cVFcE+g5JHVctcjv6BOPWGPw2v/4dy5T44JPJyeUQyj9qt8EDFrUu6TNKECU6BLHjWT4g70iFaSeD",
-	"e332Bm1vSktIiWZAH8AEpEC83LVdbWS7o/QYMjkhMxgXLLllM32JCiGVUJMXgB53oE1w0ol6T5j5eBgn",
-	"w0swfdeOhIwUHgab8D4QMny7xCJVjVzDrzyjJ11nQvJZ2s38rTu2ffptrCOEBBsCvFE1Qge57ynI4Vb/",
-	"2FJ8sAd5Ng1/PpOgb27MfildYQNlAPs5kWBQHrpYQhpEbld2t++dxC1DHxngv7Q+21gvWUPEA+8/w4wm",
-	"hmFaGu1sdw54f4NqfhYukMzXlTg+y77beibQoQT+ppS2Ee116QEDIhm4p++WodCixpv2YeptmLbGCq9R",
-	"Qajs712XzDry4bz15n57P7Sx8Nso8DPIiChkv1ZdEJD/APB4DnjN1SouIUhDDKTFrUdqitaa90STlh6k",
-	"mF2A0EaPa5CEdXePuBscfGlDHndKbo2RyvUsVByj+VykviauOUKo26NSCgo/SMfMQmE3tS4J5lvu7CXC",
-	"znwTKi+nBbMAKbRZvEP75B4rD2HUwijbDPHyGP8mYGA+cY1ETYmStIG1naKtQ2yJ5oO0p8I8AhZ2KyK+",
-	"tCnByTauN+jvqpCTiUDGGWAt7VY39y9iRSG04+9AuTi5fx9UAcNzAA878GWLXBV6xn799clPAPOZNoKi",
-	"H2MR+s+4phnKSPniLeoGMmuclHUHimGtxfg5d6w/K1EfFn7VOhNdKeoHZYhGewXhSSFmc+2Eylc9Mty7",
-	"TZ7799vJM991GG+/wQkWEkm6Kh19fg1Wf+3t7FprErWXw+sLy5UukfIzEV7wdQXc9g0vKMrHgRd4xToq",
-	"0lzrXPaYGErvdXd6L+B1Wz/Wk6hm95RCVdLF/T3qHiHb7fnrs1au/thGGWl9t9y70ed1Wz0TGL8ToA5R",
-	"t7Goy5Q2nrdJVXe0jKvRdvZTa6/7iiL4Eetvq4J1WzED+oMo2GJ+uPviu+/55HahuV5TEfphNi27pPXF",
-	"hmiKVPiTTWM550tzgx8t1HenyMMni6o6xSByqxHjF22a+DuYBJ4ZRshW2wJ7uwWOmu4yu31yj0JDmJsp",
-	"Yn8oT1TTZOcaTxQB5Zsnqss28F3QqCWap8ooBPfVbQIvN7+ATbDuzsHnNsbpTXSe/fBvLT97L+2l0zFD",
-	"Fb9/dPz867piiNs23RQYWEdzwR0brxrLp+7KHHlBqcxyf/aM+uJXwHUlll8X06M8/z+Klv6Syrr77VJa",
-	"SW10604BPnd/l07+l1ek/3o0+wjbJG3qzJSSQKaUdXzVOC520Wi7Hmur4vQyrqzqCrquufWjYoDt3anT",
-	"7rmVp+YbT7RSra24R6r4ny4I2S7Au0b9a673mwq4KfyoeyZr57MDZ+1SASNK2Z5wRbWETcXi15JJ7dLF",
-	"vcTSyZdfvls05doUf3yV7s+ioMEFU4lCwNGQkV73MAxvGIkyjkOW+FYErtl/VCS1g/s3tU57MP/PS075",
-	"c/HgqDLtWhbsgfeNA3emg6zXGu1MDGnwdROFjz6FP69NEcHMkDqZuo6W+R6SrUbV/kUSjvkMfnYcQmYq",
-	"hMRcKe1I+WRQio/12RMsxSNeGIlhVM26Ilg/4XZfxq+Lus56pil/vVzE34HPEih9GDTCxhSd3Je8WjTp",
-	"ATikK0UhRs4tWQqAfPS0XM9C8/LwmiwMp63mGEFccosI6oTCQSmWKTWvjKIomhGqwLghvj2L8ZrpUHdH",
-	"xMihd9pzwGLH83ImlEtDGE7JyUQUVGZguSrG+oMo2AGnXY5U2AO3LHPigzsq3azK6sI5PBqT+O4A/1YX",
-	"nuNeoh3csU0252EX7v8s3HbEX+fa/3n0n21GXSv5Y6m46eij2Z04gQdM97+BNVM6VBn9JO1cWxkarqwF",
-	"BBqIn7KJrASwmf81SqiyL+ALlfeNkmzImkItfkluGcIWqawTHOsrbamX2CDN7RUQiXobhC2/8rUovRe6",
-	"knlH3/DMY8Ip82TVsyZnd5RW4k429DnaXK2WfAUEQpH5kGcGmFRy+Mw0VrXddJuPXvPpzV5zlH5Zx0aa",
-	"/KsXYPV6NRe95/PaQt54KxhSUHazM159y9NZr4HaZL2nEbMlZikVa93zdt57MxdjzXvQzbjoSi4DTRF2",
-	"MJmwrLUH9Lqtt3PGp/kMSFGXcClmuAyt0elcTgPrxkoHrIM0XFkqiw+ZNU0jiSzy71ApZmU1G4voa99q",
-	"wruFRmqhQkvSOqiGtgNqVewsJLGM9aVo5fhEvJu691LOD2g5ofr0YLMR1+GQ8TwXcwfyRIY3GOKZoyNj",
-	"EhItRvkwTuP19qne1Ne2omoWqnZjziIbrapLkrxYxJKky1ZZzy9pc44bpRbsfj3RlvWaC93p4tqZq/KF",
-	"RWDoUXnM/iF/TKmgedWSh6fsQsxRrE/lpejg6Fe3YGxRW47Nk7whIb0mn28uRb4lhrRUgKjz3jDiMdJi",
-	"TtgyIukDbTbe1Vn3D4JJh6ddXTfxnYjEA9oaK3WiKFEoRAyplNOyzx5R7TrxIm9eUT+EYGN5nW7vlp4o",
-	"9H64VeB29uQkgLT4kS/R7/+JLKk3yLo3pPk1Rjz2l4h8UGsNw3lespmwFqwbEEgZpjUMSSTSO62AmlOW",
-	"yWKYoeJgxXu68II77kdi1gRgy99fPX/WH6nsKbeuh9/2nvyUwWYX2KrE9ynAHMf3bGL0zL/vSYMwrd+e",
-	"dgaSC7t+YIYPIjAuMFIcrs64seCuScn15W3SMllUokt+vUE4fEUvW7dMisFwvVjayefRSMQr6dFx2xSz",
-	"l1yiid/8ZRtpUqySlyJqw+Lfz8Yte4Wcs/cK8O+Rz/lpKI7I693VWieCdq+it+/geokFE9o1/S+GR0fH",
-	"J99jM+rj4Q+DHwaoK/vHb2jLlM3lO1elUeVV4SugWHirhyuFND5JHw1HT1pr0UCbbJYvPl7vUYQqyngV",
-	"u8FT/6o73zAL1eacG7NaT3jvb4Yuu9Z8ExpvkZoaXvtCpyBRteSWnPUpvh+SaQPa/UYnJXTru1LMWivX",
-	"DvrNpR81b7hLEQ3S7dfun0e3vvkon1pogxcHOwlhqVjrDUrk4cKc38PoqVh7u/nQ0NvD37LvahHN820p",
-	"rt5d/XcAAAD//w==",
+	"7H17k9PG9uBX6dL+qpi5K3s8AyTBU1u1EwIJN1zgAiluXcyO2lLb6mu526jbYww1Vftp9oPtJ/nVOadb",
+	"asnyYwhMHpXkD8a2+nX6vF/6FKV6vtBKKGui4adowUs+F1aU+OnhsjS6hL8yYdJSLqzUKhpGr3PBEiU+",
+	"2MsUn0iYnjCbC7YoxZXUS8MWfCr6URxJePz9UpTrKI4Un4toGNGYKI5Mmos5h+nn/MNToaY2j4b3T8/i",
+	"yK4X8KSxpVTT6Po6jp7KubSbO3nBp4IZ+VHE7JRZzU4HgwE7ysSELwsLn4637aLACVubkPPlPBrCJHE0",
+	"l8p9rPYjlRVTUeKGnuE0XZApBDeCwTLV2gtu83pp/CeOSvF+KUuRRUNbLkW4k/8qxSQaRv/jpL6cE/rV",
+	"nOC6sIGXwuhlmeImOhYp/c+/cqFrGG8WWhmBOPE9z16K90th8DZSraxQ+CdfLAqZcgDEyaLU40LM/+d/",
+	"DEDl04ErvqBRtGgTrolUV7yQ2WVJaydDxDf3iWVaGKa0ZRNdFHqFv8HWSp5adpSsuLRSTS+XyiwXC11a",
+	"kSVsokvGGfzEuJmJDHCYMyPKK1GylbS5Xlr3gFRTVkgljvvRdRw91uVYZplQtwqAiV/VHX0m1qzg6cwQ",
+	"IHQhmC7xb0AAJg3TS2tkJpi0BghzIj8IEzM89bjUKyNKZoSCM3ow2pxbttLLImNpzhWQlp4Lm8P5tWJj",
+	"kfNignBS2uYwXlqBMHkKOP9U3zJSIKVdFrrCByI98WEB6B6zFTesFPhlFrNSXGm855KZ5UKURmTwtYMa",
+	"zSUzgBxgEqLQsiwBQlrRKZ9p+1gvVXarh1TaXk5g1QT34B+9xS1cKCbKUpe4/ktuBTJjcbtgKLkVlwUt",
+	"HJAAYvBclxUvAHrgCpEehjAODMGcs1LYcs34xIqSJS/hQ+8CPiTMiFSrzACzzgXPnOwLHoGP23nohmyA",
+	"zf+i+NLmupQfbxlMS1xYKAtLIKSUZhcvngCwiPgVW6qZ0isFnyqaUKJ1/jdv3vQugqkOAkIlsB0Mrrgs",
+	"+LgQtw0Cv65DlIxbPgbOkHKFtM1ngq1KaVFqrNhRJs2MTZZFEbMnJ88J22NW6HQmsmOmy5GqJAxXZiXK",
+	"PnspeGbYTIgFW+lyJtX0nCGGTblUO/FspL4cpl3733GmixSHBvKZZ5kEuPDiRakXorQSpPiEF0bE0SL4",
+	"6lOU6yITHcrem1wz+M0waWOUmvlyzhXSi/jA5wu43ghgIMre3f+da2N7PIpDne7s/jeoT/nPpxsaXhwB",
+	"sC8zUfD15dxs7gLBw2wuTYPJG3YEl6KV5/PHcUMGwo/TkisrMnczE+2n0WoKZ5jocs4twfWbe1Gg+A02",
+	"Fb84mgvLAZ/2Yeg//HPXcWRt0XkolJosW5ZICkwqNjcx6h5S4TFIG7lj2BgEgGlotgPQd+9+M4D/jhuX",
+	"cXofFdiNg20eBpSbzp39pFcIIFgDVSSpUANy4POSttrPIGaZRmjD08cxWy5gaHiGkcJD1GPuuq2zi91a",
+	"lyM5w5J7g8FIdSpzVjOu1jhsCOpcNVXijpgwrjI6ilZsrZegvGSCiPFGKHAdKtRvPdlUl/yuGqHH/xGp",
+	"BTA/LAUw45/FGm2sBtnN6MtNM8IxbZBkopj02ascebYq1iwXpTgPgItsyNBvIPhybvJ+1EFkpUh1me1D",
+	"Xdhn+5iwzWp81xkfXTnm3jzJcyWYUMAYUb3OpbG6XPdZwm0CBLrKBQhrlvPFQiiRnSOGJU6FS4ia53oO",
+	"Yn5Dw4MzNqHJU9tlsD4GwZfNgTGn8JVhR4kTfUnMkplYX6Z0R/5j8Ku3pIA7CXjkGHEpybnK9JUovU3S",
+	"0EtQlc5AnbQx44aNooKPRcGO8Eqz41HUeUHc7ruc13IujOXzBTzumODlDYf5ne8b9JN7zgsUGFpJiY29",
+	"fw5nVAdY0edMzBd27Qy2pBSAckD0AlCOrXJt/OPSVMoNXJFnVnyZSUuPG8DDmVibLfRR29SbGFQv7a1P",
+	"epouuxSTpREZ/oK6RecKRrzfnPyJAuwzwiDbgo2Wa9ouUfmK2zRnxpaCz+8YlkiwBQ5i8FbPyE7ddRoi",
+	"MmN5IRgOAHMRFGuisEOWwW8+RUIB03wb8dRxDgCpEiv3F1likcdb+hLpDP+i7URxFNCj+xQ+1qTGqEbn",
+	"mhADDhX4kEJ+Bvfgnom9Q4aAFdcsndvtrO6pJA2ryX8Ix9AlYwUJ1l2kQEyzAmDEy5KvkS5q51qXet08",
+	"i1u0Oapr4z8FdN9Sr5o+AMAHggKxbVShWCEssOqp3uS725THJyCN8LdOavDk30GI3NkDHT+5S74p16sH",
+	"jtfdai76gYaH8mqruzmXA5zVDmxwK1EcyQkADzQQ47WpfjRUYHR0zd1JtzA9TUouK6vxUuhG9tJpC222",
+	"YX0DwLvQ6PPsjPpqWzypFIJZ8cG2bIzAjjgdnN37lRcRs457IC2kVi9k7Tbq39SSue4CmOAFPN3mFsZy",
+	"uyS+URlSehbt5V00rOtqOlVMx0pvSi9+2HiLglqpOe5BJm0oqgGcE1ka6zSvmVh3kpHMmgAAdj+flNPp",
+	"x2wy/2hX78+KWdc4pNFODuGdnQ02vIk1LZbrRMzNuQoNIyhtcitN3o9d872EZ9qXLEGy0RndLMHB4vBO",
+	"t+BBt4AC1edg8YSGQBtSm4bBVlT8PAZRXewmg16CjuRU7NAXgdoeaXlkomxyjsFeD0SINs2ln/G5qFzo",
+	"lYo/52swJ8CePCK+AbuolEJgr4bxQs7EsacL0GDH6LKEvZOeVwWKDrkRCsrg0Z7Q83fPOlD5c5GugW9d",
+	"l4oeiy71ATksWjqyEvnMCAGfu8w0WvPyduwd8cEKlSGRXpbwddnt9XhBai+JA2dau+cNqt82zVHDl4YO",
+	"PAQJYrXlRcxyvWJzrtZsLotCOmffSNlcrBnPMpLWABw8xJqNxVqrjK2AgwYwW3HDCg6KmC6ymI1FypeA",
+	"Wn4jIwVmgDWMO2HFDctFkbGlsrJg3OLX1hsoMIRZCfhbLOlyrC3YUaoVHJBbeSVGyj143GeB3AT8zvmV",
+	"YGNRSHHlTBtngAM4meBlIdEtx0N/Fdi9+xwrp11mRIcif6CF2jRNd7klN+WIC/x0Czkj0lJYb+EpsTKO",
+	"ynGYOXdOFzo+OarQGUUI3vSRFrPLu+/P5o8H2T/vLX/5Tv/rdHxf/b38dhUd4g89wAz7NRZ4vc0x4K+a",
+	"9pSc5rZYd9vJaNTdlA4JPS7FQqd5N5c1RFyEti6pwCHVotSpMIaugiANyrq0LlZpgBETS6XhR2BMj9QL",
+	"bey0FK/++TRmgqc5KwVGH1jumJVeKXRCenUR5necy4dBZ0qvTLCZimIEELAsBLqwgAorEiECqKEqFpf/",
+	"mp1dPfjn/PsBfxTt0vlrR+63D8i/6/47zBavnM03dgh3Gwi1h9NZCm6FuMHGG0jR4NRtXN4qV7o1FiK0",
+	"g3UWnOmV5VYcYFc3EfARymhn/gqV9fdq4m5v+y3vYFcdwhMAfQex3opz5+eagDkEP5B3BkWCw1BgQHgX",
+	"MTkiSbZxm1Qfk5E6qgPfztsSxPuO+yypgmSXoSu2Cp6kXLGxaAZPRuqIAltcOSkWk1jBHep0xvCSjwn3",
+	"v4zID7d5M6Gvsu64RgXOQJTFbagj53berJ2Oq3cdlOwv5FZ8uaLIAstjrHUhuNrjqr1t4fKlBEjFIm/E",
+	"Bw8MhLlwbBNhXvqsAh+Rqlw3B7NPuKBdXLR5GfVeuvjIP4JL6DapKGjcTuBYs7+/ev6M0UTo07Nsro1l",
+	"99jP8vuYif6072VXhhFHnmWlMM0oL65ZRsPodNCH/78dPhgMBlGXy+PZAWrFglsrStjg/3l70fs3730c",
+	"9B68q//sXw577z4N4tMHD67/q0tiBrkwrVt7/JA9uHf/W+ayC1gmLJeF6TP0fJPKBxeTxCyhm4G/ahJM",
+	"2FHFDn0WEI4aKfeQCwI1uejRfh567CJc6G6/RGRAvj1SCX64VNpeSmOWFHyqPPHBoyxxW7qcCJWKpJPd",
+	"fi7bTHXWcOW3Eu9A1vmEpMgrzw7F63SsKI6C83mkD45GzgwwkRCFLyu6gUf1JdhRl54OiCJaId/mg2CX",
+	"4ZMLvi40B2Dpy4KXUyDAubC5znBxTAZy7BuPcwmmkV5aslVcWl8cBSkkmMIJaMoL+iFMr4GJgrykcFO1",
+	"aqAtAahLUjQuckucpo0pbBNRDgzTEBV0MmRMeengf4+lKLJeIa5E4YmI8LedkNlwYex1tn2usNsSZmhT",
+	"9bBBuDsCEFIZyx3ouxxCIe199evxOCmzzu10eIvvDR50ij5pixb3pVQTR6hbrid8no/10g7HBVf7/dEu",
+	"ikarVvt0rKRLir3EUJ+kKECLb92QWxUSyIfE0qcD6OuAa9iZCOVtvAo3vCaOnB9Dzzu83AesXngP2yHo",
+	"eBBS7Yik1dHuTWyrfvKSAHc2E2KBaoz44JhiF1tbGlFe8qnLCNmNPTKM6kabx2xfIoZlq/3tRK9ug3J3",
+	"bNUHoqVWhxudNULvc5cHk++3GqtpXwqQejf0o+/H/d2ZbhUmhvGvwSD+PMzcvVaNpfvDfSHatre2LzTX",
+	"vIqDca77chBAnxnjCJyO4YnPvrvZGap5uneoxOqW9/dlEyQvmBIrZm1xzvRcWmC3lOpWudnuoD/7c8Lf",
+	"e0BHuPFETXRHQJVSmS+92NyAwZcQN68bORiV0wJTi+DUB4mdojteA3OjRtDD0NbG/Bgl52q9N0lqU2zI",
+	"j4cefLnIPicsfSVK41SHm155QPFelvjZGttxx4ibF70LTz5X0tDomwiaAC/3yxo//QGixoUM21UX6A5I",
+	"GPxrzlmC2FEmjBemCnKY2EVG4iosEvvs+moLLmoCYgy+9ULwnCWYHZBgtCnT5MDHiqOmB46T84TWBx0A",
+	"RnXqHjWybLITxUjhtzF7+fghu3v37gMmFfvl9UOXefeBp7ZYM5uXQrBJSdmivGCZnErbSnk/G5x90zs9",
+	"7Z09eD34bnjv/vD0bv/0bPDvkBcBSvXAxtwgpDj60JvqnvtyJUsBj/Vf07PVbz0596If6/uG0VTafDnu",
+	"p3p+Emhkjb/9bFQeYUS6LKVdvwIcIlwbC16K8mJp804gudTjIUsuXBULJqgP2fc4jhWz2eX//7//D+0a",
+	"xEz07+Bv9Tlzaxe0AemYaEfyu2H6SpTsp9evX5yghwqvAYhTYvL5TCgX8cE4G2AHm5Z6FeMzIgsQLEjC",
+	"HClKZiQkJC85d5kBwOwoSoTP8qI/UiOFSMN4KbrxIgjpguafSuAZ51XmPo10XKcR/+2P1CPK5gT7mkmg",
+	"A1Z5p5JthTAJy3S6xKRnXJ8zY/m4ECwBmyrBLT9yh6C0vfHSsuQkx0Sjj84OPQGyWX9M2BEG1aopOTyq",
+	"F0Lxheyv+bxImFRpscxEdsxSXpYS6bXKQOdmpLZgwmg5GNxNZ2KNf4ikzy5wSM4NQFwXAjOtuXOwefYB",
+	"djPRPbnRgPjHYqScH4VZ7dInMMgGqIBgMDrIwzhnhTSWGEs7SRYu2SxTABwWieV6NVKIQS7cjivCvvrs",
+	"mcZndpVGhRUIp6xdYnXO+EjBFL7mAEPvcprbcNxdVldw4v21Ui59EJMrYn/sCHMJ0HeFt/vjo9cx++nR",
+	"xQ944ucvXj95/uzVsTs+t3VV50gZoTKzvWKTHSWvRNp7LGya915JK4YsLbUxPfiRLsfwuaCPvmgseV7K",
+	"qVTJyE1UxfzdKe4Ylmtjjyl5jlKh8dLaZ2cP0Wb3gdxSMKXtSLnNGwabZ0pIXIXKpIiA6UnGJxPME24B",
+	"cayzNZsvDUxZyivBVjlgX3cxTbZmzvEXlqMwc+wKt2wuRsqVaA0RAyif3xeBIR1TBBrO9x1ruRMT4jkw",
+	"MF1apicTNhYTXWIx7kglD0mv6JEenWBlC9vwqKFbt5CpUKTDucruiwVPc9E76w9AaykLx2vN8ORktVr1",
+	"Of7c1+X0xI01J0+fPHz07NUjHFP7h1oWfaVYRYP+KT3omEQ0jO72B/275LPPUYR4XgN/TwUKKFB9kD08",
+	"yaKhS3r8GLXqx88Ggx3VgDerAnR5lR1FgK/RRUMJA3jvpqoP7UehUIyGb9/FkVnO57xcg1SSV0K5uIfl",
+	"U4MlPrTMOxjneOrWU7+kn3+TQ+PaWKR7f3B32zTVvk7C+sxdIIFpJcAE5EhQTOmYW1xx4Np+oFQnrH/B",
+	"qnwui+OtEL06PfFZiZ0gBd36Z3jgKwLV50tuQSUqGLmOo3uD04MAWxf/4qADbqPuKgAjzh7sHxFWYuOu",
+	"kY/tH1fXzoa3TOpEVSkcSD9TaQcxA3vUWJfXe4Qi/LjPnqFeZqt0qQb1UILodRwtXHuA5u1SbdzPrrwM",
+	"SfR7na0PuNkgLOlSRn2MkVHalwlTZodvqwgkmA2UIuntiev4cDypiqGa5pYtl+J6A0NPvxiGBjWEHUjq",
+	"fu2zn4VYYAVb0igQNFaXYqNCEHFzsB9jgp4ff2oaICiGqm+F4j7hXRrUJhXTKhUxJf5V2gDCtwP3Ay53",
+	"8klm12QMFYKygdoCBAjP00MDme51pScgmZKSVqBs8qR7q/yK9rZ7RNU947e5XAJV5+U+sUAgC+Mr+Rna",
+	"m3C/VUqhY02xNzBA5mXc5GPNy4wZYUB16mZ7QUult52temS2s0lPkCYxE+vLt7z38az37btPp990ZUVc",
+	"v3PYVufNbZWqT32MurXHdglvsXbmGOVGYnYl6vaA+9saLBHn3dbmqSuQcB13Lo0xN+9X0kRklKgFwqnP",
+	"ns8l5dOPtc237QZz6xqb8b4lFxOFCTvLBruxrYbYCbWmOuBB107r+t1XVGTqRMoOKfFcCezMBQYhAfQv",
+	"GdBmEwC7ANsytPHGdZmGp29HXhVzp88nn+C5FoPf5te/Y7Akjbyn5HLwdSSV2+ABC5oc9RnlihIdgthx",
+	"LB+Qd6T8sLPBvT57g7Y3pSXERDO2qh50xMtt09VGtjtKjyGTEzKDccGcGzbXV6gQUrMF8gLQdEe69E46",
+	"Ue0JkyCPw7x4CaZv60jISGEy2ITzgZDh2yUWqfxkD79yjJ50nQnJZ2k2U7numObpt7EOHxKsCfBGZQ0d",
+	"5H6gIIdb/X1L8cEB5Fm3BvtMgr65MfuldIUNlAHs50SCXnnoYgmxF7ldid6uyxo3DH1kgP/SuMRjvWI1",
+	"EQ+c/wwzmhiGaelpa7rTwfsbVPOjsJ5kvq7EcQn33dYzgQ4l8F9KaRPRXucOMCCSgXu6vjoKLWq8aRem",
+	"3oZpLVa4RwWh+sF3XTLrxIXz2m1AD560tvCbKPAjyIggZN8qNPDIfwR4vAC85modVhPEPgbS4NYjNUVr",
+	"zXmiSUv3UswsQWijx9VLwqoPUNg3slEFHpNbY6RSPfely2g+Z7ErrmtUiPusXlfqjK2FyqXCvotdEsw1",
+	"5zpIhF24dnVOTgtmAFJosziH9tk9lh/DU8tSmfoRJ4/xbwIGphZXSFRXK0njWds52jrElmg8SHuq8CNg",
+	"YV8z4kubEpxs42qD7q4yOZkIZJwe1tJsdXP/LNYUQjv9BpSLs/v3QRUoeQrgYUeu/pGrTM/ZL788+QFg",
+	"PteloOjHWPhOVbZumzRSro6L+gbNaydl1VdmWGkxbswd485K1Ic1YJXORFeK+kHuo9FOQXiSiflCW6HS",
+	"dY8M926T5/79ZvLMNx3G269wgvlEkq6iR5dfg4VgBzu7Wu3kDnJ4fWG50iVSfiTC874uj9uujQ1F+Tjw",
+	"AqdYB/WarR6Hj4mh9F5v77bR1I/1JCj+PadQlbRh156q8892e35/1sr179soI63vlru8urxuo+cC43cC",
+	"1CHqSxj0o9Ol421SVb1vw8K0nZ0Xm+u+ogh+wPqbqmDVgLAE/UFkbLk43n3x3fd8drvQbJdX+M65dXM/",
+	"aVzdIZoiBf5k4lDOuSpd70fzheIx8vDJsijOMYjcaNn6Rdur/gYmgWOGAbJVtsDBboGTuj3Ubp/cI9/R",
+	"6WaK2O/KE1V3ydrjiSKg/OWJ6rINXL9E6sLlqDIIwX11myDsFPhFjYJnzuUjsZwoFVnYwNtYvm50tQj6",
+	"Y/gUQ+Dzjt37irz+SG1xrvGiCtF0tW2Mu5OIqlSokeoaRYhbe9pgmoZlEZSLui6F7gygCludoEPMmxFk",
+	"b+xoRMXAKFgITHJbFDx1yqlbsM+cz4Jgh5479FBgqrAuXH1z2OOgymZJNbEh0e14w/mrRhu/QkH1Sf5R",
+	"qSlMm4lFoddzGE1dvLzqeo9U1/HhgdmNVpWHKKtnXy4po+pD0tE+3cxEdh721CsEB6tNYioe4HaIqSA6",
+	"J6Web+Dj751Dfqb38FYb6TstUmnUIdvqo9IrvKfS947OSfVnOWZzXQlqgf8HcWJemFlHGaTvGVifeqrZ",
+	"kWcB8kowz+qOD9drHJP6AlKizXxw3tqHeRPOcxjGtMp4DuIbnf573y/wj2C7/Rk99oTMdf+dWl6O17WD",
+	"rHrNRxAso8L8m2C7EquvgOtKrL4upgflYL8XZ85LagTSbzZfkPRehqq3jCvx2uW6+dP7W/58NPsI2/Jt",
+	"ulZIVyKPW6XOIvnuotFm2e5W+/plWIDblZvTiv4GNWPbX3cSd48tHDXfeKCRqrXiARVFf7hclWad9h4v",
+	"QX29f3kKNoUftU5nzbIn4KxdnoKAUrbn5VLJeV3Y/rVkUrPC/ZbNtqBuv0s0pbrMfv8q3R9FQYMLpko2",
+	"j6O+cKnqmetfWRcUpvhioq0IXLH/oJZ2B/evS2IPYP6fl8P4x+LBQQHzXhbsgPcXB+7MGmyXpO7MH6zx",
+	"dROFTz75P/dmEqLnqKq5qZIqXM/ixltK3JvJLHOFXuzUZ1Yonzlhc2lGytUMUBpFnz3Bim3ihYEYRtWs",
+	"y2P4A273Zfj+0X3WMw3586Ws/wZ8lkDpsmUCbIzR0XjFi2WdRYaPdGWyhci5JZkNkI9mS/Xcv7nGv3cV",
+	"sy7WC0FvWjCIoFYofCjGatb6HaSUbFEKlWF6Cb6OlfGK6VA/YMTIoYvtcsBiy9N8LpSNfbaGkpOJyMiV",
+	"b7jKxvqDyNgRp12OlN8DNyyx4oM9ye28SKr6ajwak/gyKveaQJ7iXoId3DF10v9xF+7/KOx2xG9z7b+d",
+	"/K3JqCslfywVLzs6L3fn1+EB48NvoGVK+2LUH6RZaCN9X66W97SG+DmbyEIAm/lfo4gKwD2+UBX4KEqG",
+	"rK7n5VfkliFskcpYwbEM3+R6hTESe1DcPGiB47f8ypUs9l7oQqYd76lIHCacM0dWPVOm7I7SStxJhq6U",
+	"h6v1iq+BQCiByzt+AZNyDp+ZxuLnm27z0Ws+vdl7M+Mv69iIo3/1PKxerxei93xRWcgb3nGkoORmZ7z+",
+	"K52zXSq7yXrPA2ZLzFIq1rjn7bz3Zi7Givegm3HZlYMMmiLsYDJhSWMP6HVrvz4AZ3OJ8qIKkypWculf",
+	"xUHnshpYNxbEYbl8yZWh7ik+QFr3G0oC/w5V7BdGs7EIvnYdiZxbaKSWyjexrnIv0HZArYpd+FzHsb4S",
+	"jVTQgHdTv3dKDQUtxzcpONrs13g8ZDxNxcKCPJH+ldh45uDImKtKi1HapNV4vX1qS+BaIKBq5ps7hJxF",
+	"1lpVlyR5sQwlSZet0k5DbHKOG2Wg7X7f5Zb16gvd6eLamdL4hUWg72p8yv4hv4+p78W6IQ/P2UwsUKxP",
+	"5ZXo4OjXt2BsUfemzZO8ISHdks83lyJ/5Q82VICgQesw4DHSYOrwKiDpI11uvPy9ajMHg47Pu/o040u2",
+	"iQc0NVZqWJSjUAgYUi6neZ89ohYnxIuceUVtc7yN5XS6g5tAo9D77laB29nFmQDS4Eeuk8sfKX7+Bln3",
+	"hjTfY8Rjxkbgg2q9YoKnOZsLY8C6AYGUYBLRkEQivdAUqDlmicyGCSoORrynC8+45e5JTK4DbPn7q+fP",
+	"+iOVPOXG9vDb3pMfEtjsEjtauXY2mAr/vs4rwX4AWf063guQXNgcCrOVEIFxgZHicHWlHQsepCe5DClp",
+	"mMyKzryhNwiHr+hl65ZJIRj2i6WdfB6NRLySHh23STEHyaU/RubO7SvKF6yQVyLo1uVezssNe4Wcs/cK",
+	"8O+RSw2tKY7I6911q2FNs6Xd23dwvcSCCe3qNknDk5PTs2/x9QWnw+8G3w1QV3bTb2jLlPTrGhzGQYFu",
+	"5gplmX8PlM2FLF0tFxqOjrRa0UATbVa5P263skMVZbwO3eCxyyB0fRVRbU55Wa7bdVH9zdBl15pvfH9G",
+	"UlP9a8boFCSqVtyQsz7GF44zXYJ2v9FwD936NhfzxsqVg35z6Uf1641jRIN4+7W7+ejWN6dyGejGe3Gw",
+	"4RxWFDfe2EceLiwNOQ5mxRYNm5P6FlDull3zo2Cc6150/e76vwMAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -52,6 +52,7 @@ func matrixOps(revokable string) map[string]matrixOp {
 		"acquireLease":    {writeNamed, "POST", "/v1/leases/in-new/acquire", acq, nil},
 		"renewLease":      {writeNamed, "POST", "/v1/leases/in-job/renew", `{"lease_id":"lk_nope"}`, nil},
 		"releaseLease":    {writeNamed, "POST", "/v1/leases/in-job/release", `{"lease_id":"lk_nope"}`, nil},
+		"requestHandover": {writeNamed, "POST", "/v1/leases/in-job/handover", `{"reason":"the matrix asks"}`, nil},
 		"listLeaseEvents": {readNamed, "GET", "/v1/leases/in-job/events", "", nil},
 		"listResources":   {readAll, "GET", "/v1/resources", "", nil},
 		"putResource":     {writeNamed, "PUT", "/v1/resources/in-res", "v", map[string]string{"Fencing-Token": "1"}},

@@ -43,6 +43,22 @@ func wireLease(l lease.Lease, epoch string) api.Lease {
 	if ms := l.ExtendedByRestart.Milliseconds(); ms > 0 {
 		out.ExtendedByRestartMs = ptr(ms)
 	}
+	if l.Handover != nil {
+		out.HandoverRequested = ptr(wireHandover(*l.Handover))
+	}
+	return out
+}
+
+func wireHandover(h lease.Handover) api.Handover {
+	out := api.Handover{Name: h.Name, Holder: h.Holder, Token: h.Token, RequestedAt: wireTime(h.At)}
+	for _, f := range []struct {
+		dst **string
+		v   string
+	}{{&out.To, h.To}, {&out.Reason, h.Reason}, {&out.RequestedBy, h.By}} {
+		if f.v != "" {
+			*f.dst = ptr(f.v)
+		}
+	}
 	return out
 }
 
@@ -69,6 +85,15 @@ func wireEvent(e lease.Event) api.Event {
 	}
 	if e.Actor != "" {
 		out.Actor = ptr(e.Actor)
+	}
+	if h := e.Handover; h != nil {
+		out.Handover = &api.HandoverRequest{}
+		if h.To != "" {
+			out.Handover.To = ptr(h.To)
+		}
+		if h.Reason != "" {
+			out.Handover.Reason = ptr(h.Reason)
+		}
 	}
 	return out
 }

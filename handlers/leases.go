@@ -239,3 +239,24 @@ func (n noLine) Acquire(ctx context.Context, p store.AcquireParams, wait time.Du
 }
 
 func (noLine) Waiters(string) int { return 0 }
+
+// RequestHandover asks the current holder of a lease to let it go.
+func (s *server) RequestHandover(ctx context.Context, req api.RequestHandoverRequestObject) (api.RequestHandoverResponseObject, error) {
+	err := lease.ValidateName(req.Name)
+	if err == nil && req.Body == nil {
+		err = lease.Errorf(lease.CodeInvalid, "the body is required")
+	}
+	var h lease.Handover
+	if err == nil {
+		h = lease.Handover{To: deref(req.Body.To), Reason: deref(req.Body.Reason), By: principalOf(ctx).Actor()}
+		err = lease.ValidateHandover(h.To, h.Reason)
+	}
+	if err == nil {
+		h, err = s.store.RequestHandover(ctx, req.Name, h)
+	}
+	s.metrics.op("handover", err)
+	if err != nil {
+		return problemAs[api.RequestHandoverdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
+	}
+	return api.RequestHandover202JSONResponse(wireHandover(h)), nil
+}

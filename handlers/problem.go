@@ -36,6 +36,7 @@ var statusOf = map[lease.Code]int{
 	lease.CodeUnauthenticated: http.StatusUnauthorized,
 	lease.CodeRateLimited:     http.StatusTooManyRequests,
 	lease.CodeTooManyLeases:   http.StatusTooManyRequests,
+	lease.CodeNotHeld:         http.StatusConflict,
 
 	lease.CodeWaitingUnsupported: http.StatusBadRequest,
 }

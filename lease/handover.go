@@ -9,6 +9,8 @@ import (
 // so, and when To names a holder waiting in line, that holder is granted first once the grant
 // ends. Nothing is forced; revoke stays the admin's tool.
 type Handover struct {
+	Name   string    // the lease
+	Holder string    // the holder of the grant asked
 	Token  int64     // the grant asked to let go
 	To     string    // the holder preferred next; empty for whoever waits first
 	Reason string    // free text for humans
@@ -42,6 +44,6 @@ func DecideHandover(cur Grant, exists bool, name string, h Handover, now time.Ti
 	if !cur.HeldAt(now) {
 		return h, Errorf(CodeNotHeld, "lease %q is not held (token %d %s): there is nothing to hand over", name, cur.Token, cur.State(now).End)
 	}
-	h.Token, h.At = cur.Token, now
+	h.Name, h.Holder, h.Token, h.At = name, cur.Holder, cur.Token, now
 	return h, nil
 }

@@ -41,18 +41,28 @@ type Line struct {
 	mu    sync.Mutex
 	lines map[string]*list.List // of *waiter, oldest first
 	total int
+	// next holds, by name, the holder a handover request named for the current grant: when
+	// that grant ends, a waiter of that holder goes first.
+	next map[string]preferred
 
 	closed chan struct{} // closed by Close: every waiter gives up
 	once   sync.Once
 }
 
 type waiter struct {
-	turn chan struct{} // signalled when the waiter should try again
+	turn   chan struct{} // signalled when the waiter should try again
+	holder string
+}
+
+// preferred is the holder a handover request of grant token named.
+type preferred struct {
+	token  int64
+	holder string
 }
 
 // New returns an empty line.
 func New(st Store, clock lease.Clock, limits Limits) *Line {
-	return &Line{store: st, clock: clock, limits: limits, lines: map[string]*list.List{}, closed: make(chan struct{})}
+	return &Line{store: st, clock: clock, limits: limits, lines: map[string]*list.List{}, next: map[string]preferred{}, closed: make(chan struct{})}
 }
 
 // Close makes every waiter give up with unavailable, so a shutting-down server is not held
@@ -77,14 +87,43 @@ func (l *Line) Total() int {
 }
 
 // ObserveEvents wakes the oldest waiter of every name whose lease just ended; wire it to the
-// store's commit hook. It never blocks.
+// store's commit hook. It never blocks. A handover request that named a holder puts that
+// holder's oldest waiter first when the grant it asked about ends.
 func (l *Line) ObserveEvents(evs []lease.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, e := range evs {
 		switch e.Type {
+		case lease.EventHandoverRequested:
+			if e.Handover != nil && e.Handover.To != "" {
+				l.next[e.Name] = preferred{token: e.Token, holder: e.Handover.To}
+			} else {
+				delete(l.next, e.Name)
+			}
 		case lease.EventReleased, lease.EventExpired, lease.EventRevoked:
+			if p, ok := l.next[e.Name]; ok && p.token == e.Token {
+				delete(l.next, e.Name)
+				l.promote(e.Name, p.holder)
+			}
 			l.wakeHead(e.Name)
+		case lease.EventAcquired:
+			if p, ok := l.next[e.Name]; ok && p.token < e.Token {
+				delete(l.next, e.Name) // the grant asked about ended unseen
+			}
+		}
+	}
+}
+
+// promote moves the oldest waiter of holder for name to the head of its line. l.mu is held.
+func (l *Line) promote(name, holder string) {
+	q := l.lines[name]
+	if q == nil {
+		return
+	}
+	for el := q.Front(); el != nil; el = el.Next() {
+		if el.Value.(*waiter).holder == holder {
+			q.MoveToFront(el)
+			return
 		}
 	}
 }
@@ -118,7 +157,7 @@ func (l *Line) Acquire(ctx context.Context, p store.AcquireParams, wait time.Dur
 		return lease.Lease{}, l.heldByLine(ctx, p.Name)
 	}
 
-	w, el, err := l.join(p.Name)
+	w, el, err := l.join(p.Name, p.Holder)
 	if err != nil {
 		return lease.Lease{}, err
 	}
@@ -169,7 +208,7 @@ func (l *Line) Acquire(ctx context.Context, p store.AcquireParams, wait time.Dur
 	}
 }
 
-func (l *Line) join(name string) (*waiter, *list.Element, error) {
+func (l *Line) join(name, holder string) (*waiter, *list.Element, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	q := l.lines[name]
@@ -183,7 +222,7 @@ func (l *Line) join(name string) (*waiter, *list.Element, error) {
 	if l.total >= l.limits.Total {
 		return nil, nil, lease.Errorf(lease.CodeTooManyWaiters, "%d requests already wait on this server", l.total)
 	}
-	w := &waiter{turn: make(chan struct{}, 1)}
+	w := &waiter{turn: make(chan struct{}, 1), holder: holder}
 	el := q.PushBack(w)
 	l.total++
 	return w, el, nil

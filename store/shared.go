@@ -99,7 +99,7 @@ func SetEventDetail(e *lease.Event, detail *string) {
 		return
 	}
 	if e.Type == lease.EventHandoverRequested {
-		e.Handover = &lease.Handover{Token: e.Token, To: d.To, Reason: d.Reason, By: e.Actor, At: e.At}
+		e.Handover = &lease.Handover{Name: e.Name, Holder: e.Holder, Token: e.Token, To: d.To, Reason: d.Reason, By: e.Actor, At: e.At}
 	}
 }
 

@@ -331,7 +331,7 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 			return fmt.Errorf("renew token %d: %w", g.token, err)
 		}
 		out = g.lease()
-		if out.Handover, err = handoverOf(ctx, t, g.token); err != nil {
+		if out.Handover, err = handoverOf(ctx, t, g); err != nil {
 			return err
 		}
 		t.record(lease.Event{Type: lease.EventRenewed, Name: name, Token: g.token, Holder: g.holder,
@@ -585,8 +585,8 @@ func (s *Store) RequestHandover(ctx context.Context, name string, h lease.Handov
 }
 
 // handoverOf reads the handover requested of the grant token, nil for none.
-func handoverOf(ctx context.Context, t *txn, token int64) (*lease.Handover, error) {
-	h := lease.Handover{Token: token}
+func handoverOf(ctx context.Context, t *txn, g grant) (*lease.Handover, error) {
+	h, token := lease.Handover{Name: g.name, Holder: g.holder, Token: g.token}, g.token
 	var at int64
 	err := t.tx.QueryRow(ctx, `SELECT to_holder, reason, requested_by, requested_at FROM handovers WHERE token = $1`, token).
 		Scan(&h.To, &h.Reason, &h.By, &at)

@@ -335,6 +335,7 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 		t.setName(name, c)
 		out = g.lease()
 		if h, ok := t.s.mem.handovers[g.token]; ok {
+			h.Name, h.Holder = g.name, g.holder
 			out.Handover = &h
 		}
 		return t.record(ctx, lease.Event{Type: lease.EventRenewed, Name: name, Token: g.token, Holder: g.holder,

@@ -1168,7 +1168,7 @@ func testHandover(t *testing.T, e *env) {
 	l := e.acquire("job", "w1", 10*time.Second)
 	e.clock.Advance(time.Second)
 	h, err := e.s.RequestHandover(e.ctx, "job", req)
-	want := lease.Handover{Token: l.Token, To: "w2", Reason: "deploy", By: "ops (key_1)", At: t0.Add(time.Second)}
+	want := lease.Handover{Name: "job", Holder: "w1", Token: l.Token, To: "w2", Reason: "deploy", By: "ops (key_1)", At: t0.Add(time.Second)}
 	if err != nil || !cmp.Equal(h, want) {
 		t.Fatalf("RequestHandover() = %+v, %v; want %+v", h, err, want)
 	}

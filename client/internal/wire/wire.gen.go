@@ -20,15 +20,16 @@ import (
 
 // Defines values for EventType.
 const (
-	EventTypeAcquired        EventType = "acquired"
-	EventTypeExpired         EventType = "expired"
-	EventTypeKeyCreated      EventType = "key_created"
-	EventTypeKeyRevoked      EventType = "key_revoked"
-	EventTypeRejected        EventType = "rejected"
-	EventTypeReleased        EventType = "released"
-	EventTypeRenewed         EventType = "renewed"
-	EventTypeResourceDeleted EventType = "resource_deleted"
-	EventTypeRevoked         EventType = "revoked"
+	EventTypeAcquired          EventType = "acquired"
+	EventTypeExpired           EventType = "expired"
+	EventTypeHandoverRequested EventType = "handover_requested"
+	EventTypeKeyCreated        EventType = "key_created"
+	EventTypeKeyRevoked        EventType = "key_revoked"
+	EventTypeRejected          EventType = "rejected"
+	EventTypeReleased          EventType = "released"
+	EventTypeRenewed           EventType = "renewed"
+	EventTypeResourceDeleted   EventType = "resource_deleted"
+	EventTypeRevoked           EventType = "revoked"
 )
 
 // Valid indicates whether the value is a known member of the EventType enum.
@@ -37,6 +38,8 @@ func (e EventType) Valid() bool {
 	case EventTypeAcquired:
 		return true
 	case EventTypeExpired:
+		return true
+	case EventTypeHandoverRequested:
 		return true
 	case EventTypeKeyCreated:
 		return true
@@ -87,6 +90,7 @@ const (
 	ProblemCodeLeaseLost            ProblemCode = "lease_lost"
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
 	ProblemCodeNotFound             ProblemCode = "not_found"
+	ProblemCodeNotHeld              ProblemCode = "not_held"
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
 	ProblemCodePreconditionRequired ProblemCode = "precondition_required"
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
@@ -117,6 +121,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeMethodNotAllowed:
 		return true
 	case ProblemCodeNotFound:
+		return true
+	case ProblemCodeNotHeld:
 		return true
 	case ProblemCodePayloadTooLarge:
 		return true
@@ -239,7 +245,7 @@ type CreatedKey struct {
 
 // Event One entry of a history. `at` is when it happened; for `expired`, the moment the lease expired.
 type Event struct {
-	// Actor For admin actions (`revoked`, `key_created`, `key_revoked`, `resource_deleted`): the key that did it, as "label (key id)".
+	// Actor For admin actions (`revoked`, `key_created`, `key_revoked`, `resource_deleted`) and `handover_requested`: the key that did it, as "label (key id)".
 	Actor *string `json:"actor,omitempty"`
 
 	// At An instant, RFC 3339 in UTC with exactly three fractional digits.
@@ -250,8 +256,9 @@ type Event struct {
 	// ExpiresAt An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
 	// Example: 2026-11-29T08:45:13.120Z
-	ExpiresAt *Timestamp `json:"expires_at,omitempty"`
-	Holder    string     `json:"holder"`
+	ExpiresAt *Timestamp       `json:"expires_at,omitempty"`
+	Handover  *HandoverRequest `json:"handover,omitempty"`
+	Holder    string           `json:"holder"`
 
 	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
 	//
@@ -279,6 +286,37 @@ type EventType string
 type EventList struct {
 	Events     []Event `json:"events"`
 	NextCursor string  `json:"next_cursor"`
+}
+
+// Handover A request that the holder of a grant let it go.
+type Handover struct {
+	// Holder Its holder.
+	Holder string  `json:"holder"`
+	Name   string  `json:"name"`
+	Reason *string `json:"reason,omitempty"`
+
+	// RequestedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	RequestedAt Timestamp `json:"requested_at"`
+
+	// RequestedBy Who asked: "label (key id)".
+	RequestedBy *string `json:"requested_by,omitempty"`
+
+	// To The holder to grant next
+	To *string `json:"to,omitempty"`
+
+	// Token The grant asked to let go.
+	Token int64 `json:"token"`
+}
+
+// HandoverRequest defines model for HandoverRequest.
+type HandoverRequest struct {
+	// Reason Free text for humans.
+	Reason *string `json:"reason,omitempty"`
+
+	// To The holder to grant next, if it waits in line when the lease is released.
+	To *string `json:"to,omitempty"`
 }
 
 // Health defines model for Health.
@@ -346,6 +384,9 @@ type Lease struct {
 	// treats a lease as held until at least the restart time plus its ttl (conservative
 	// restart). The holder may have believed the lease ended earlier than the server did.
 	ExtendedByRestartMs *int64 `json:"extended_by_restart_ms,omitempty"`
+
+	// HandoverRequested A request that the holder of a grant let it go.
+	HandoverRequested *Handover `json:"handover_requested,omitempty"`
 
 	// Holder Example: worker-3@host-a
 	Holder string `json:"holder"`
@@ -712,6 +753,9 @@ type CreateKeyJSONRequestBody = KeyRequest
 // AcquireLeaseJSONRequestBody defines body for AcquireLease for application/json ContentType.
 type AcquireLeaseJSONRequestBody = AcquireRequest
 
+// RequestHandoverJSONRequestBody defines body for RequestHandover for application/json ContentType.
+type RequestHandoverJSONRequestBody = HandoverRequest
+
 // ReleaseLeaseJSONRequestBody defines body for ReleaseLease for application/json ContentType.
 type ReleaseLeaseJSONRequestBody = ReleaseRequest
 
@@ -877,6 +921,32 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/leases/{name}/events (the `ListLeaseEvents` operationId).
 	ListLeaseEvents(ctx context.Context, name Name, params *ListLeaseEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequestHandoverWithBody Ask the current holder to let the lease go (cooperative handover).
+	//
+	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+	// admin's tool for a holder that does not cooperate.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+	RequestHandoverWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequestHandover Ask the current holder to let the lease go (cooperative handover).
+	//
+	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+	// admin's tool for a holder that does not cooperate.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+	RequestHandover(ctx context.Context, name Name, body RequestHandoverJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReleaseLeaseWithBody Release the lease. A repeat by the same lease_id answers 204 again.
 	//
@@ -1163,6 +1233,52 @@ func (c *Client) AcquireLease(ctx context.Context, name Name, params *AcquireLea
 // Corresponds with GET /v1/leases/{name}/events (the `ListLeaseEvents` operationId).
 func (c *Client) ListLeaseEvents(ctx context.Context, name Name, params *ListLeaseEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListLeaseEventsRequest(c.Server, name, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RequestHandoverWithBody Ask the current holder to let the lease go (cooperative handover).
+//
+// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+// admin's tool for a holder that does not cooperate.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+func (c *Client) RequestHandoverWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestHandoverRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RequestHandover Ask the current holder to let the lease go (cooperative handover).
+//
+// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+// admin's tool for a holder that does not cooperate.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+func (c *Client) RequestHandover(ctx context.Context, name Name, body RequestHandoverJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestHandoverRequest(c.Server, name, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1859,6 +1975,53 @@ func NewListLeaseEventsRequest(server string, name Name, params *ListLeaseEvents
 	return req, nil
 }
 
+// NewRequestHandoverRequest calls the generic RequestHandover builder with application/json body
+func NewRequestHandoverRequest(server string, name Name, body RequestHandoverJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRequestHandoverRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewRequestHandoverRequestWithBody constructs an http.Request for the RequestHandover method, with any body, and a specified content type
+func NewRequestHandoverRequestWithBody(server string, name Name, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/leases/%s/handover", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewReleaseLeaseRequest calls the generic ReleaseLease builder with application/json body
 func NewReleaseLeaseRequest(server string, name Name, body ReleaseLeaseJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -2512,6 +2675,32 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /v1/leases/{name}/events (the `ListLeaseEvents` operationId).
 	ListLeaseEventsWithResponse(ctx context.Context, name Name, params *ListLeaseEventsParams, reqEditors ...RequestEditorFn) (*ListLeaseEventsResponse, error)
+
+	// RequestHandoverWithBodyWithResponse Ask the current holder to let the lease go (cooperative handover).
+	//
+	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+	// admin's tool for a holder that does not cooperate.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+	RequestHandoverWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestHandoverResponse, error)
+
+	// RequestHandoverWithResponse Ask the current holder to let the lease go (cooperative handover).
+	//
+	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+	// admin's tool for a holder that does not cooperate.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+	RequestHandoverWithResponse(ctx context.Context, name Name, body RequestHandoverJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestHandoverResponse, error)
 
 	// ReleaseLeaseWithBodyWithResponse Release the lease. A repeat by the same lease_id answers 204 again.
 	//
@@ -3460,6 +3649,124 @@ func (r ListLeaseEventsResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ListLeaseEventsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RequestHandoverResponse401Headers the declared response headers of an HTTP 401 response for RequestHandover
+type RequestHandoverResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// RequestHandoverResponse429Headers the declared response headers of an HTTP 429 response for RequestHandover
+type RequestHandoverResponse429Headers struct {
+	RetryAfter int
+}
+
+// RequestHandoverResponse503Headers the declared response headers of an HTTP 503 response for RequestHandover
+type RequestHandoverResponse503Headers struct {
+	RetryAfter int
+}
+
+type RequestHandoverResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Handover
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RequestHandoverResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RequestHandoverResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RequestHandoverResponse503Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RequestHandoverResponse) GetJSON202() *Handover {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RequestHandoverResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RequestHandoverResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RequestHandoverResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RequestHandoverResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -4542,6 +4849,44 @@ func (c *ClientWithResponses) ListLeaseEventsWithResponse(ctx context.Context, n
 	return ParseListLeaseEventsResponse(rsp)
 }
 
+// RequestHandoverWithBodyWithResponse Ask the current holder to let the lease go (cooperative handover).
+//
+// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+// admin's tool for a holder that does not cooperate.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+func (c *ClientWithResponses) RequestHandoverWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestHandoverResponse, error) {
+	rsp, err := c.RequestHandoverWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestHandoverResponse(rsp)
+}
+
+// RequestHandoverWithResponse Ask the current holder to let the lease go (cooperative handover).
+//
+// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+// admin's tool for a holder that does not cooperate.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+func (c *ClientWithResponses) RequestHandoverWithResponse(ctx context.Context, name Name, body RequestHandoverJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestHandoverResponse, error) {
+	rsp, err := c.RequestHandover(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestHandoverResponse(rsp)
+}
+
 // ReleaseLeaseWithBodyWithResponse Release the lease. A repeat by the same lease_id answers 204 again.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -5507,6 +5852,121 @@ func ParseListLeaseEventsResponse(rsp *http.Response) (*ListLeaseEventsResponse,
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRequestHandoverResponse parses an HTTP response from a RequestHandoverWithResponse call
+func ParseRequestHandoverResponse(rsp *http.Response) (*RequestHandoverResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RequestHandoverResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Handover
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RequestHandoverResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RequestHandoverResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RequestHandoverResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
