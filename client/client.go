@@ -215,6 +215,21 @@ type Grant struct {
 	// at least the restart plus its ttl, so it may have kept the name from others longer than
 	// the holder's own reckoning did.
 	ExtendedByRestart time.Duration
+	// Handover is the request that the holder let the lease go, in a renewal's answer; nil
+	// when none was made.
+	Handover *HandoverRequest
+}
+
+// HandoverRequest is a request that the holder of a lease let it go (POST
+// /v1/leases/{name}/handover): nothing is forced, the holder decides when to release. When To
+// names a holder waiting in line, the server grants it first on release.
+type HandoverRequest struct {
+	Name   string
+	Token  int64  // the grant asked to let go
+	To     string // the holder to grant next; empty for whoever waits first
+	Reason string
+	By     string    // who asked, as "label (key id)"; empty from the watch stream
+	At     time.Time // when, by the server's clock
 }
 
 func grantOf(l *wire.Lease) Grant {
@@ -222,6 +237,9 @@ func grantOf(l *wire.Lease) Grant {
 		TTL: time.Duration(l.TtlMs) * time.Millisecond, LockDelay: time.Duration(l.LockDelayMs) * time.Millisecond,
 		AcquiredAt: l.AcquiredAt.Time, RenewedAt: l.RenewedAt.Time, ExpiresAt: l.ExpiresAt.Time,
 		ServerEpoch: deref(l.ServerEpoch), ExtendedByRestart: time.Duration(deref(l.ExtendedByRestartMs)) * time.Millisecond}
+	if h := l.HandoverRequested; h != nil {
+		g.Handover = handoverOf(h)
+	}
 	if l.Metadata != nil {
 		g.Metadata = *l.Metadata
 	}
@@ -433,4 +451,32 @@ func unanswered(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return fmt.Errorf("%s: %w", op, unreachable(err))
+}
+
+// RequestHandover asks the current holder of name to let the lease go (a writer of the name or
+// an admin may): its renewals and the watch stream tell it, and when to names a holder
+// waiting in line, that one is granted first once the lease is released. Nothing is forced.
+// A free name is an *APIError with code not_held; one never used matches ErrNotFound.
+func (c *Client) RequestHandover(ctx context.Context, name, to, reason string) (HandoverRequest, error) {
+	op := fmt.Sprintf("request handover of %q", name)
+	body := wire.HandoverRequest{}
+	if to != "" {
+		body.To = &to
+	}
+	if reason != "" {
+		body.Reason = &reason
+	}
+	resp, err := c.api.RequestHandoverWithResponse(ctx, name, body)
+	if err != nil {
+		return HandoverRequest{}, unanswered(ctx, op, err)
+	}
+	if resp.JSON202 == nil {
+		return HandoverRequest{}, fmt.Errorf("%s: %w", op, problemOf(resp.HTTPResponse, resp.Body))
+	}
+	return *handoverOf(resp.JSON202), nil
+}
+
+func handoverOf(h *wire.Handover) *HandoverRequest {
+	return &HandoverRequest{Name: h.Name, Token: h.Token, To: deref(h.To), Reason: deref(h.Reason), By: deref(h.RequestedBy),
+		At: h.RequestedAt.Time}
 }

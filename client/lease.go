@@ -36,6 +36,11 @@ type AcquireOptions struct {
 	// DisableKeepAlive leaves renewals to the caller (Lease.Renew): the lease context still
 	// ends at its deadline. Command-line tools that exit after acquiring set it.
 	DisableKeepAlive bool
+	// OnHandover, when set, is called in a goroutine of its own each time the server asks
+	// the holder to let the lease go (a cooperative handover: see Lease.HandoverRequested),
+	// learnt from a renewal or the watch stream. Release when the work is at a good place to
+	// stop; nothing is forced.
+	OnHandover func(*Lease, HandoverRequest)
 	// DisableWatch leaves noticing that somebody else ended the lease (a revoke, say) to the
 	// next renewal, saving the watch stream each kept-alive lease otherwise follows. A process
 	// holding many leases at once may need it: the server bounds its open streams
@@ -68,6 +73,9 @@ type Lease struct {
 	lost      error         // why the server refused us, once it did
 	epoch     string        // server_epoch of the last answer
 	extended  time.Duration // extended_by_restart of the last answer
+	handover  *HandoverRequest
+	asked     chan struct{} // closed at the first handover request
+	onAsk     func(*Lease, HandoverRequest)
 
 	relMu   sync.Mutex
 	relDone bool
@@ -132,6 +140,45 @@ func (l *Lease) noteServerLocked(g Grant) {
 		l.epoch = g.ServerEpoch
 	}
 	l.extended = g.ExtendedByRestart
+}
+
+// HandoverRequested returns a channel closed when the server first asks the holder to let
+// the lease go (a cooperative handover, learnt from a renewal or the watch stream): finish or
+// checkpoint the work and Release, so that the one the request names, if it waits in line, is
+// granted next. Nothing is forced: the lease stays held until released or lost. Handover
+// returns the request.
+func (l *Lease) HandoverRequested() <-chan struct{} { return l.asked }
+
+// Handover returns the latest request that the holder let the lease go, nil while none came.
+func (l *Lease) Handover() *HandoverRequest {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.handover
+}
+
+// noteHandover records a handover request for this grant, telling HandoverRequested and
+// OnHandover about each new one.
+func (l *Lease) noteHandover(h *HandoverRequest) {
+	if h == nil || h.Token != l.token {
+		return
+	}
+	l.mu.Lock()
+	seen := l.handover != nil && l.handover.At.Equal(h.At) && l.handover.To == h.To && l.handover.Reason == h.Reason
+	first := l.handover == nil
+	if !seen {
+		l.handover = h
+	}
+	l.mu.Unlock()
+	if seen {
+		return
+	}
+	l.c.log.Info("the server asks to hand the lease over", "name", l.name, "token", l.token, "to", h.To, "reason", h.Reason, "by", h.By)
+	if first {
+		close(l.asked)
+	}
+	if l.onAsk != nil {
+		go l.onAsk(l, *h)
+	}
 }
 
 // Deadline returns when the lease context ends unless a renewal succeeds first, by the
@@ -338,7 +385,8 @@ func (c *Client) acquireOnce(ctx context.Context, name, key string, body wire.Ac
 // hold turns a grant into a held Lease with its deadline, keepalive and watch.
 func (c *Client) hold(ctx context.Context, g Grant, sent time.Time, o AcquireOptions, margin time.Duration) (*Lease, error) {
 	l := &Lease{c: c, name: g.Name, holder: g.Holder, id: g.LeaseID, token: g.Token, ttl: o.TTL, margin: margin,
-		interval: time.Duration(float64(o.TTL) * c.renewFraction), lastSent: sent, expiresAt: g.ExpiresAt}
+		interval: time.Duration(float64(o.TTL) * c.renewFraction), lastSent: sent, expiresAt: g.ExpiresAt,
+		asked: make(chan struct{}), onAsk: o.OnHandover}
 	// The lease context outlives the acquire's context (which often bounds only the asking),
 	// keeping its values.
 	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
@@ -439,6 +487,15 @@ func (l *Lease) Renew(ctx context.Context) error {
 		}
 		return err
 	}
+	if err := l.renewed(g, sent); err != nil {
+		return err
+	}
+	l.noteHandover(g.Handover)
+	return nil
+}
+
+// renewed moves the deadline after a renewal sent at sent was answered g.
+func (l *Lease) renewed(g Grant, sent time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ctx.Err() != nil {
@@ -542,6 +599,8 @@ func (l *Lease) follow() {
 			return lost(fmt.Sprintf("was %s (seen on the watch stream)", e.Type))
 		case e.Type == "acquired" && e.Token > l.token:
 			return lost(fmt.Sprintf("was superseded by token %d (seen on the watch stream)", e.Token))
+		case e.Type == "handover_requested":
+			l.noteHandover(e.Handover)
 		}
 		return nil
 	})

@@ -29,6 +29,9 @@ const exLeaseLost = 122
 
 // runCommand is `leasekeeper run`: CMD runs only while the lease is held.
 //
+// A handover request (leasekeeper handover NAME) reaches CMD as SIGTERM: the lease stays held
+// until CMD exits, and is then released, so the holder the request names is granted next.
+//
 // The lease renews itself and follows its name on the server's watch stream, so a revoke or
 // a successor's grant stops CMD within moments, not at the next renewal. CMD runs in its own
 // process group, so that stopping it on lease loss reaches every process it started; signals
@@ -98,6 +101,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 
 	var (
 		lostCause error
+		asked     = l.HandoverRequested()
 		leaseDone = l.Context().Done()
 		killAfter <-chan time.Time
 		werr      error
@@ -107,6 +111,12 @@ wait:
 		select {
 		case s := <-sigs:
 			syscall.Kill(-pgid, s.(syscall.Signal))
+		case <-asked:
+			// Cooperative: CMD decides how to stop; the lease is released once it has.
+			asked = nil
+			h := l.Handover()
+			fmt.Fprintf(stderr, "leasekeeper run: handover of %q requested (to %q, reason %q); sending SIGTERM to %s\n", l.Name(), h.To, h.Reason, argv[0])
+			syscall.Kill(-pgid, syscall.SIGTERM)
 		case <-leaseDone:
 			leaseDone = nil
 			lostCause = context.Cause(l.Context())

@@ -120,6 +120,30 @@ func TestRun(t *testing.T) {
 			},
 			wantCode: exLeaseLost, wantErr: "was lost", within: 5 * time.Second,
 		},
+		{
+			// `leasekeeper handover` reaches CMD as SIGTERM; the lease stays held until CMD has
+			// stopped, then is released (not lost).
+			name:   "HandoverSendsTerm",
+			script: `trap 'echo term > "$OUT.term"; exit 0' TERM; echo started > "$OUT"; while :; do sleep 0.05; done`, flags: []string{"--ttl", "1s"},
+			during: func(t *testing.T, c *client.Client, out string) {
+				waitFile(t, out, 30*time.Second)
+				stdout, stderr, code := cli(t, c.BaseURL(), "handover", "job", "--reason", "deploy")
+				if code != 0 || !strings.Contains(stdout, "token") {
+					t.Errorf("leasekeeper handover = %d, %q, %q; want 0 and the request", code, stdout, stderr)
+				}
+			},
+			wantErr: "handover of \"job\" requested",
+			wantOut: func(t *testing.T, c *client.Client, out string) {
+				if s := waitFile(t, out+".term", 5*time.Second); s != "term" {
+					t.Errorf("CMD's trap wrote %q, want term", s)
+				}
+				st, err := c.Get(context.Background(), "job")
+				if err != nil || st.Held || st.End != "released" {
+					t.Errorf("after run: %+v, %v; want released", st, err)
+				}
+			},
+			within: 5 * time.Second,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
