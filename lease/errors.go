@@ -32,6 +32,8 @@ const (
 	CodeInternal           Code = "internal"
 	// CodeNotHeld refuses a handover request for a name nobody holds now.
 	CodeNotHeld Code = "not_held"
+	// CodeSessionLost refuses an act under a session that expired or was closed.
+	CodeSessionLost Code = "session_lost"
 
 	// CodeWaitingUnsupported refuses wait_ms on a server without a waiting line: the client
 	// waits on its side instead, asking again without wait_ms.

@@ -24,6 +24,9 @@ type Lease struct {
 	ExtendedByRestart time.Duration
 	// Handover is the request that the holder let this grant go, if one was made.
 	Handover *Handover
+	// Session is the Ref of the session the lease is held under ("" for none): it expires
+	// with the session and is renewed by renewing the session.
+	Session string
 }
 
 // End says how a lease ended.
@@ -92,4 +95,5 @@ type Event struct {
 	Resource  string    // for rejected
 	Actor     string    // who did it, for admin actions: "label (key id)"
 	Handover  *Handover // for handover_requested: To and Reason
+	Session   string    // the Ref of the session a lease was held under, for its end
 }

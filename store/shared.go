@@ -81,10 +81,14 @@ func Fingerprint(p AcquireParams) []byte {
 // EventDetail is the stored form of what an event carries beyond its columns (a handover's
 // target and reason), nil when it carries nothing.
 func EventDetail(e lease.Event) *string {
-	if e.Handover == nil {
+	d := eventDetail{Session: e.Session}
+	if e.Handover != nil {
+		d.To, d.Reason = e.Handover.To, e.Handover.Reason
+	}
+	if d == (eventDetail{}) {
 		return nil
 	}
-	b, err := json.Marshal(eventDetail{To: e.Handover.To, Reason: e.Handover.Reason})
+	b, err := json.Marshal(d)
 	if err != nil {
 		return nil // two strings always encode
 	}
@@ -98,12 +102,14 @@ func SetEventDetail(e *lease.Event, detail *string) {
 	if detail == nil || json.Unmarshal([]byte(*detail), &d) != nil {
 		return
 	}
+	e.Session = d.Session
 	if e.Type == lease.EventHandoverRequested {
 		e.Handover = &lease.Handover{Name: e.Name, Holder: e.Holder, Token: e.Token, To: d.To, Reason: d.Reason, By: e.Actor, At: e.At}
 	}
 }
 
 type eventDetail struct {
-	To     string `json:"to,omitempty"`
-	Reason string `json:"reason,omitempty"`
+	To      string `json:"to,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Session string `json:"session,omitempty"`
 }

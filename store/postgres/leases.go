@@ -27,15 +27,16 @@ type grant struct {
 	ended                      *int64
 	endKind                    *string
 	metadata                   *string
+	session                    string // Ref of the session it is held under, if any
 }
 
 const grantCols = `g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at,
-	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata`
+	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata, g.session`
 
 func scanGrant(r pgx.Row) (grant, error) {
 	var g grant
 	err := r.Scan(&g.token, &g.name, &g.holder, &g.idHash, &g.ttl, &g.lockDelay, &g.acquired,
-		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata)
+		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata, &g.session)
 	return g, err
 }
 
@@ -60,6 +61,7 @@ func (g grant) lease() lease.Lease {
 		AcquiredAt: ms(g.acquired), RenewedAt: ms(g.renewed), ExpiresAt: ms(g.expires),
 		LockDelay: time.Duration(g.lockDelay) * time.Millisecond,
 		Metadata:  raw(g.metadata),
+		Session:   g.session,
 	}
 }
 
@@ -120,7 +122,7 @@ func end(ctx context.Context, t *txn, g grant, kind lease.End, at, now int64, ac
 		return fmt.Errorf("end lease %q token %d: %w", g.name, g.token, err)
 	}
 	t.record(lease.Event{Type: lease.EventType(kind), Name: g.name, Token: g.token, Holder: g.holder, At: ms(at),
-		Metadata: raw(g.metadata), Actor: actor})
+		Metadata: raw(g.metadata), Actor: actor, Session: g.session})
 	return nil
 }
 
@@ -161,6 +163,14 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 		}
 		if p.MaxHeld > 0 {
 			if err := advisory(ctx, t, "owner", []byte(p.Owner)); err != nil {
+				return err
+			}
+		}
+		// A session before the name, as its renewal and close lock it before its grants.
+		var sess lease.Session
+		if p.SessionID != "" {
+			var err error
+			if sess, err = sessionByID(ctx, t, p.SessionID, "FOR SHARE"); err != nil {
 				return err
 			}
 		}
@@ -224,10 +234,15 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 			}
 		}
 		ng := lease.NewGrant(p.Name, p.Holder, token, p.TTL, p.LockDelay, ms(now))
+		if p.SessionID != "" {
+			if ng, err = lease.SessionGrant(sess, p.Name, p.Holder, token, p.LockDelay, ms(now)); err != nil {
+				return err
+			}
+		}
 		if _, err := t.tx.Exec(ctx, `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
-			acquired_at, renewed_at, expires_at, metadata, owner) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-			token, p.Name, p.Holder, lease.HashID(id), p.TTL.Milliseconds(), p.LockDelay.Milliseconds(),
-			now, now, ng.ExpiresAt.UnixMilli(), nullText(p.Metadata), p.Owner); err != nil {
+			acquired_at, renewed_at, expires_at, metadata, owner, session) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			token, p.Name, p.Holder, lease.HashID(id), ng.TTL.Milliseconds(), p.LockDelay.Milliseconds(),
+			now, now, ng.ExpiresAt.UnixMilli(), nullText(p.Metadata), p.Owner, sess.Ref); err != nil {
 			return fmt.Errorf("insert grant %q: %w", p.Name, err)
 		}
 		if _, err := t.tx.Exec(ctx, `UPDATE names SET token = $2 WHERE name = $1`, p.Name, token); err != nil {
@@ -237,7 +252,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 			return fmt.Errorf("persist the last token: %w", err)
 		}
 		out = lease.Lease{Name: p.Name, Holder: p.Holder, ID: id, Token: token, TTL: ng.TTL, AcquiredAt: ng.AcquiredAt,
-			RenewedAt: ng.RenewedAt, ExpiresAt: ng.ExpiresAt, LockDelay: ng.LockDelay, Metadata: p.Metadata}
+			RenewedAt: ng.RenewedAt, ExpiresAt: ng.ExpiresAt, LockDelay: ng.LockDelay, Metadata: p.Metadata, Session: sess.Ref}
 		t.record(lease.Event{Type: lease.EventAcquired, Name: p.Name, Token: token, Holder: p.Holder,
 			At: ms(now), ExpiresAt: out.ExpiresAt, Metadata: p.Metadata})
 		return nil
@@ -319,6 +334,9 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 		r, err := lease.DecideRenew(g.rule(), ttl, ms(now))
 		if err != nil {
 			return err
+		}
+		if g.session != "" {
+			return lease.Errorf(lease.CodeInvalid, "lease %q is held under session %s: renew the session", name, g.session)
 		}
 		g.ttl, g.renewed, g.expires = r.TTL.Milliseconds(), r.RenewedAt.UnixMilli(), r.ExpiresAt.UnixMilli()
 		if metadata != nil {
@@ -521,6 +539,7 @@ func (s *Store) Prune(ctx context.Context, r store.Retention) error {
 				{"events", `DELETE FROM events WHERE recorded_at < $1`},
 				{"rejections", `DELETE FROM rejections WHERE at < $1`},
 				{"grants", `DELETE FROM grants g WHERE ended_at < $1 AND NOT EXISTS (SELECT 1 FROM names n WHERE n.token = g.token)`},
+				{"sessions", `DELETE FROM lease_sessions WHERE coalesce(closed_at, expires_at) < $1`},
 			} {
 				if _, err := t.tx.Exec(ctx, q.sql, cut); err != nil {
 					return fmt.Errorf("prune %s: %w", q.what, err)

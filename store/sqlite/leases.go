@@ -24,18 +24,19 @@ type grant struct {
 	ended                      sql.NullInt64
 	endKind                    sql.NullString
 	metadata                   sql.NullString
-	restartExt                 int64 // ms the server's restarts added to its expiry
+	restartExt                 int64  // ms the server's restarts added to its expiry
+	session                    string // Ref of the session it is held under, if any
 }
 
 const grantCols = `g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at,
-	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata, g.restart_ext_ms`
+	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata, g.restart_ext_ms, g.session`
 
 type scanner interface{ Scan(dest ...any) error }
 
 func scanGrant(r scanner) (grant, error) {
 	var g grant
 	err := r.Scan(&g.token, &g.name, &g.holder, &g.idHash, &g.ttl, &g.lockDelay, &g.acquired,
-		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata, &g.restartExt)
+		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata, &g.restartExt, &g.session)
 	return g, err
 }
 
@@ -65,6 +66,7 @@ func (g grant) lease() lease.Lease {
 		Metadata:  raw(g.metadata),
 
 		ExtendedByRestart: time.Duration(g.restartExt) * time.Millisecond,
+		Session:           g.session,
 	}
 }
 
@@ -112,8 +114,9 @@ func endBy(ctx context.Context, t *txn, g grant, kind lease.End, at int64, actor
 		t.setName(g.name, c)
 	}
 	t.setHandover(g.token, lease.Handover{}, false)
+	t.setSessionOf(g.token, "", false)
 	return t.record(ctx, lease.Event{Type: lease.EventType(kind), Name: g.name, Token: g.token, Holder: g.holder, At: ms(at),
-		Metadata: raw(g.metadata), Actor: actor})
+		Metadata: raw(g.metadata), Actor: actor, Session: g.session})
 }
 
 // expireBefore records as expired, at their expiry, all open grants that expired by cutoff.
@@ -152,6 +155,7 @@ func (t *txn) current(ctx context.Context, name string) (grant, bool, error) {
 	}
 	g := c.grant(name)
 	g.restartExt = t.s.mem.stretched[c.token]
+	g.session = t.s.mem.sessionOf[c.token]
 	if c.hasMeta {
 		if err := t.queryRow(ctx, stMetadata, c.token).Scan(&g.metadata); err != nil {
 			return g, true, fmt.Errorf("read metadata of %q: %w", name, w(err))
@@ -197,6 +201,13 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 				return err
 			}
 		}
+		var sess lease.Session
+		if p.SessionID != "" {
+			var err error
+			if sess, err = sessionByID(ctx, t.tx, p.SessionID); err != nil {
+				return err
+			}
+		}
 		g, ok, err := currentSettled(ctx, t, p.Name)
 		if err != nil {
 			return err
@@ -232,7 +243,15 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 			acquired: t.now, renewed: t.now, expires: t.now + p.TTL.Milliseconds(),
 			metadata: nullText(p.Metadata),
 		}
-		if _, err := t.exec(ctx, stInsertGrant, ng.token, ng.name, ng.holder, ng.idHash, ng.ttl, ng.lockDelay, ng.acquired, ng.renewed, ng.expires, ng.metadata, p.Owner); err != nil {
+		if p.SessionID != "" {
+			sg, err := lease.SessionGrant(sess, p.Name, p.Holder, token, p.LockDelay, ms(t.now))
+			if err != nil {
+				return err
+			}
+			ng.ttl, ng.expires, ng.session = sg.TTL.Milliseconds(), sg.ExpiresAt.UnixMilli(), sess.Ref
+			t.setSessionOf(token, sess.Ref, true)
+		}
+		if _, err := t.exec(ctx, stInsertGrant, ng.token, ng.name, ng.holder, ng.idHash, ng.ttl, ng.lockDelay, ng.acquired, ng.renewed, ng.expires, ng.metadata, p.Owner, ng.session); err != nil {
 			return fmt.Errorf("insert grant %q: %w", p.Name, w(err))
 		}
 		if _, err := t.exec(ctx, stPointName, p.Name, token); err != nil {
@@ -316,6 +335,9 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 		r, err := lease.DecideRenew(g.rule(), ttl, ms(t.now))
 		if err != nil {
 			return err
+		}
+		if g.session != "" {
+			return lease.Errorf(lease.CodeInvalid, "lease %q is held under session %s: renew the session", name, g.session)
 		}
 		g.ttl, g.renewed, g.expires = r.TTL.Milliseconds(), r.RenewedAt.UnixMilli(), r.ExpiresAt.UnixMilli()
 		if metadata == nil {
@@ -521,6 +543,7 @@ func (s *Store) Prune(ctx context.Context, r store.Retention) error {
 				{"events", `DELETE FROM events WHERE recorded_at < ?`},
 				{"rejections", `DELETE FROM rejections WHERE at < ?`},
 				{"grants", `DELETE FROM grants WHERE ended_at < ? AND token NOT IN (SELECT token FROM names)`},
+				{"sessions", `DELETE FROM lease_sessions WHERE coalesce(closed_at, expires_at) < ?`},
 			} {
 				if _, err := t.tx.ExecContext(ctx, q.sql, cut); err != nil {
 					return fmt.Errorf("prune %s: %w", q.what, w(err))

@@ -25,6 +25,8 @@ type mem struct {
 	stretched map[int64]int64
 	// handovers holds the handover requested of each open grant that has one, by token.
 	handovers map[int64]lease.Handover
+	// sessionOf holds the session Ref of each open grant held under a session, by token.
+	sessionOf map[int64]string
 }
 
 // cur is a name's current grant, kept small (a million names fit in ~200 MB): no metadata (read
@@ -71,7 +73,8 @@ func (c cur) ownsID(idHash []byte) bool {
 
 // loadCounters reads the last token and event seq into an otherwise empty memory.
 func (s *Store) loadCounters(ctx context.Context) error {
-	m := mem{names: map[string]cur{}, owners: map[string]int{}, fences: map[string]fenceRow{}, handovers: map[int64]lease.Handover{}}
+	m := mem{names: map[string]cur{}, owners: map[string]int{}, fences: map[string]fenceRow{}, handovers: map[int64]lease.Handover{},
+		sessionOf: map[int64]string{}}
 	if err := s.w.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&m.token); err != nil {
 		return fmt.Errorf("read the last token: %w", err)
 	}
@@ -127,6 +130,9 @@ func (s *Store) load(ctx context.Context) error {
 		return err
 	}
 	if m.handovers, err = s.loadHandovers(ctx); err != nil {
+		return err
+	}
+	if m.sessionOf, err = s.loadSessionOf(ctx); err != nil {
 		return err
 	}
 	fr, err := s.w.QueryContext(ctx, `SELECT name, fence, version FROM resources`)
@@ -205,21 +211,30 @@ func (t *txn) countOwner(c cur, ok bool, d int) {
 
 // setHandover records h as the handover requested of its grant; keep false forgets it.
 func (t *txn) setHandover(token int64, h lease.Handover, keep bool) {
-	m := &t.s.mem
-	old, had := m.handovers[token]
+	setUndoable(t, t.s.mem.handovers, token, h, keep)
+}
+
+// setSessionOf records that the grant token is held under the session ref; keep false forgets it.
+func (t *txn) setSessionOf(token int64, ref string, keep bool) {
+	setUndoable(t, t.s.mem.sessionOf, token, ref, keep)
+}
+
+// setUndoable sets m[k] = v (keep false deletes it) with its undo.
+func setUndoable[K comparable, V any](t *txn, m map[K]V, k K, v V, keep bool) {
+	old, had := m[k]
 	if !keep && !had {
 		return
 	}
 	if keep {
-		m.handovers[token] = h
+		m[k] = v
 	} else {
-		delete(m.handovers, token)
+		delete(m, k)
 	}
 	t.undo = append(t.undo, func() {
 		if had {
-			m.handovers[token] = old
+			m[k] = old
 		} else {
-			delete(m.handovers, token)
+			delete(m, k)
 		}
 	})
 }

@@ -157,6 +157,13 @@ func (s *Store) start(ctx context.Context, path string, clock lease.Clock) error
 		// told (extended_by_restart_ms).
 		_, err := t.tx.ExecContext(ctx, `UPDATE grants SET restart_ext_ms = restart_ext_ms + max(0, ? + ttl_ms - expires_at),
 			expires_at = max(expires_at, ? + ttl_ms) WHERE ended_at IS NULL`, t.now, t.now)
+		if err != nil {
+			return err
+		}
+		// Sessions open at the crash are stretched alike, so that they keep expiring with
+		// their leases (invariant S2).
+		_, err = t.tx.ExecContext(ctx, `UPDATE lease_sessions SET expires_at = max(expires_at, ? + ttl_ms)
+			WHERE closed_at IS NULL AND expires_at > ?`, t.now, hwm)
 		t.dirty = true
 		return err
 	})
@@ -539,7 +546,7 @@ var stmtSQL = [numStmts]string{
 	stEvent: `INSERT INTO events (seq, type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor, detail)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	stInsertGrant: `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
-		acquired_at, renewed_at, expires_at, metadata, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		acquired_at, renewed_at, expires_at, metadata, owner, session) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	stPointName:     `INSERT INTO names (name, token) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET token = excluded.token`,
 	stRenew:         `UPDATE grants SET ttl_ms = ?, renewed_at = ?, expires_at = ? WHERE token = ?`,
 	stRenewMetadata: `UPDATE grants SET ttl_ms = ?, renewed_at = ?, expires_at = ?, metadata = ? WHERE token = ?`,

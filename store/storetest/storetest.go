@@ -130,6 +130,8 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Restart/ExtensionVisible", func(t *testing.T, e *env) { testRestartVisible(t, e, o.databaseClock) }},
 		{"Idempotency", testIdempotency},
 		{"Handover", testHandover},
+		{"Sessions/CloseEndsAll", testSessionClose},
+		{"Sessions/ExpireTogether", testSessionExpiry},
 		{"LockDelay", testLockDelay},
 		{"ExpireDue", testExpireDue},
 		{"List", testList},
@@ -1201,4 +1203,99 @@ func testHandover(t *testing.T, e *env) {
 	if r, err := e.s.Renew(e.ctx, "job", n.ID, 0, nil); err != nil || r.Handover != nil {
 		t.Errorf("Renew() of the next grant = handover %+v, %v; want none: a request goes with its grant", r.Handover, err)
 	}
+}
+
+func (e *env) openSession(holder string, ttl time.Duration) lease.Session {
+	e.t.Helper()
+	ss, err := e.s.OpenSession(e.ctx, store.SessionParams{Holder: holder, TTL: ttl})
+	if err != nil || !strings.HasPrefix(ss.ID, lease.SessionIDPrefix) || !strings.HasPrefix(ss.Ref, lease.SessionRefPrefix) {
+		e.t.Fatalf("OpenSession() = %+v, %v; want a session with a secret ID and a ref", ss, err)
+	}
+	return ss
+}
+
+func (e *env) acquireIn(ss lease.Session, name string) lease.Lease {
+	e.t.Helper()
+	l, err := e.s.Acquire(e.ctx, store.AcquireParams{Name: name, Holder: ss.Holder, SessionID: ss.ID})
+	if err != nil {
+		e.t.Fatalf("Acquire(%q) under session %s = %v", name, ss.Ref, err)
+	}
+	return l
+}
+
+// testSessionClose: closing a session releases every lease held under it in one transaction
+// (invariant S1), and nothing else.
+func testSessionClose(t *testing.T, e *env) {
+	ss := e.openSession("proc-1", 10*time.Second)
+	e.clock.Advance(time.Second)
+	a, b := e.acquireIn(ss, "a"), e.acquireIn(ss, "b")
+	if a.Session != ss.Ref || !a.ExpiresAt.Equal(ss.ExpiresAt) {
+		t.Errorf("lease under a session = session %q expires %v, want %s and the session's %v", a.Session, a.ExpiresAt, ss.Ref, ss.ExpiresAt)
+	}
+	c := e.acquire("c", "other", 10*time.Second)
+	e.clock.Advance(time.Second)
+	closed, err := e.s.CloseSession(e.ctx, ss.ID)
+	if err != nil || closed.Leases != 2 || !closed.ClosedAt.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("CloseSession() = %+v, %v; want 2 leases released at t0+2s", closed, err)
+	}
+	for _, l := range []lease.Lease{a, b} {
+		st, err := e.s.Get(e.ctx, l.Name)
+		evs := e.events(l.Name)
+		last := evs[len(evs)-1]
+		if err != nil || st.Held || st.End != lease.EndReleased || last.Type != lease.EventReleased || last.Session != ss.Ref ||
+			!last.At.Equal(closed.ClosedAt) {
+			t.Errorf("%s after the close = %+v (last event %+v), %v; want released at the close, naming the session", l.Name, st, last, err)
+		}
+	}
+	if st, _ := e.s.Get(e.ctx, "c"); !st.Held || st.Token != c.Token {
+		t.Errorf("c, held outside the session, = %+v; want still held", st)
+	}
+	if again, err := e.s.CloseSession(e.ctx, ss.ID); err != nil || again.Leases != 0 {
+		t.Errorf("CloseSession() again = %+v, %v; want nothing done, no error", again, err)
+	}
+	_, err = e.s.RenewSession(e.ctx, ss.ID, 0)
+	wantCode(t, "RenewSession(closed)", err, lease.CodeSessionLost)
+	_, err = e.s.Acquire(e.ctx, store.AcquireParams{Name: "d", Holder: "proc-1", SessionID: ss.ID})
+	wantCode(t, "Acquire(closed session)", err, lease.CodeSessionLost)
+	_, err = e.s.CloseSession(e.ctx, lease.NewSessionID())
+	wantCode(t, "CloseSession(unknown)", err, lease.CodeNotFound)
+}
+
+// testSessionExpiry: a lease held under a session expires with it, never before nor after
+// (invariant S2): renewing the session renews its leases, and their expiry names the session.
+func testSessionExpiry(t *testing.T, e *env) {
+	ss := e.openSession("proc-1", 10*time.Second)
+	e.clock.Advance(2 * time.Second)
+	a := e.acquireIn(ss, "a")
+	if !a.ExpiresAt.Equal(t0.Add(10 * time.Second)) {
+		t.Errorf("lease expires %v, want with its session at t0+10s", a.ExpiresAt)
+	}
+	_, err := e.s.Renew(e.ctx, "a", a.ID, 0, nil)
+	wantCode(t, "Renew(a lease under a session)", err, lease.CodeInvalid)
+	e.clock.Advance(5 * time.Second)
+	r, err := e.s.RenewSession(e.ctx, ss.ID, 0)
+	if err != nil || r.Leases != 1 || !r.ExpiresAt.Equal(t0.Add(17*time.Second)) {
+		t.Fatalf("RenewSession() = %+v, %v; want 1 lease, expiry t0+17s", r, err)
+	}
+	if st, err := e.s.Get(e.ctx, "a"); err != nil || !st.Held || !st.ExpiresAt.Equal(r.ExpiresAt) {
+		t.Errorf("Get(a) after the session's renewal = %+v, %v; want held until %v", st, err, r.ExpiresAt)
+	}
+	e.clock.Advance(10*time.Second - time.Millisecond)
+	if st, _ := e.s.Get(e.ctx, "a"); !st.Held {
+		t.Errorf("Get(a) 1 ms before the session expires = %+v, want held", st)
+	}
+	e.clock.Advance(time.Millisecond)
+	if _, _, err := e.s.ExpireDue(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs := e.events("a")
+	if last := evs[len(evs)-1]; last.Type != lease.EventExpired || !last.At.Equal(r.ExpiresAt) || last.Session != ss.Ref {
+		t.Errorf("last event of a = %+v, want expired at the session's expiry %v, naming %s", last, r.ExpiresAt, ss.Ref)
+	}
+	_, err = e.s.RenewSession(e.ctx, ss.ID, 0)
+	wantCode(t, "RenewSession(expired)", err, lease.CodeSessionLost)
+	_, err = e.s.CloseSession(e.ctx, ss.ID)
+	wantCode(t, "CloseSession(expired)", err, lease.CodeSessionLost)
+	_, err = e.s.RenewSession(e.ctx, lease.NewSessionID(), 0)
+	wantCode(t, "RenewSession(unknown)", err, lease.CodeNotFound)
 }
