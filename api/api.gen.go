@@ -101,6 +101,7 @@ const (
 	ProblemCodePreconditionRequired ProblemCode = "precondition_required"
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
 	ProblemCodeRequestTimeout       ProblemCode = "request_timeout"
+	ProblemCodeSessionLost          ProblemCode = "session_lost"
 	ProblemCodeStaleToken           ProblemCode = "stale_token"
 	ProblemCodeTokenNotIssued       ProblemCode = "token_not_issued"
 	ProblemCodeTooManyLeases        ProblemCode = "too_many_leases"
@@ -137,6 +138,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeRateLimited:
 		return true
 	case ProblemCodeRequestTimeout:
+		return true
+	case ProblemCodeSessionLost:
 		return true
 	case ProblemCodeStaleToken:
 		return true
@@ -231,10 +234,17 @@ type AcquireRequest struct {
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
 
-	// TtlMs Lease duration in ms, within the server's bounds (default 1000 to 3600000).
+	// SessionId Acquire under this session instead of for `ttl_ms` (give one or the other): the lease
+	// expires with the session, renewing the session renews it, closing the session
+	// releases it.
+	SessionId *string `json:"session_id,omitempty"`
+
+	// TtlMs Lease duration in ms, within the server's bounds (default 1000 to 3600000). Required
+	// unless `session_id` is given.
+	//
 	//
 	// Example: 15000
-	TtlMs int64 `json:"ttl_ms"`
+	TtlMs *int64 `json:"ttl_ms,omitempty"`
 
 	// WaitMs How long to wait in line for the lease (default 0, do not wait), up to the server's
 	// bound (default 300000). A server without a waiting line answers `400
@@ -279,6 +289,9 @@ type Event struct {
 
 	// Seq Increases with every event; the watch stream's `id`.
 	Seq int64 `json:"seq"`
+
+	// Session For the end of a lease held under a session: the session's public name.
+	Session *string `json:"session,omitempty"`
 
 	// Token For `rejected`, the stale token presented.
 	Token int64     `json:"token"`
@@ -423,6 +436,11 @@ type Lease struct {
 	//
 	// Example: ep_Xk2v9QmB0aE
 	ServerEpoch *string `json:"server_epoch,omitempty"`
+
+	// Session The public name of the session the lease is held under, if any (renew the session, not the lease).
+	//
+	// Example: ses_3f9a0c2b7d1e4a66
+	Session *string `json:"session,omitempty"`
 
 	// Token Example: 1796000000000000
 	Token int64 `json:"token"`
@@ -625,6 +643,71 @@ type ResourceList struct {
 // Role `reader` reads; `writer` also acquires, renews, releases, writes resources and reports rejections; `admin` may do everything.
 type Role string
 
+// Session A session of a holder, whose leases expire with it.
+type Session struct {
+	// ClosedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	ClosedAt *Timestamp `json:"closed_at,omitempty"`
+
+	// CreatedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	CreatedAt Timestamp `json:"created_at"`
+
+	// ExpiresAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	ExpiresAt Timestamp `json:"expires_at"`
+	Holder    string    `json:"holder"`
+
+	// Leases For renew and close: how many leases the session held, renewed or released with it.
+	Leases *int `json:"leases,omitempty"`
+
+	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
+	//
+	// Example: {"addr":"10.0.0.7:9000"}
+	Metadata *Metadata `json:"metadata,omitempty"`
+
+	// RenewedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	RenewedAt Timestamp `json:"renewed_at"`
+
+	// Session Its public name (in paths, leases and events).
+	//
+	// Example: ses_3f9a0c2b7d1e4a66
+	Session string `json:"session"`
+
+	// SessionId The secret that renews, closes and acquires under the session; only in the answer that opened it.
+	//
+	// Example: lks_Vd3k0pZy8wQ2nX7bR1mT5cJ9
+	SessionId *string `json:"session_id,omitempty"`
+	TtlMs     int64   `json:"ttl_ms"`
+}
+
+// SessionIDRequest defines model for SessionIDRequest.
+type SessionIDRequest struct {
+	SessionId string `json:"session_id"`
+
+	// TtlMs For renew: a new duration; absent keeps the session's.
+	TtlMs *int64 `json:"ttl_ms,omitempty"`
+}
+
+// SessionRequest defines model for SessionRequest.
+type SessionRequest struct {
+	// Holder Who holds the session's leases
+	Holder string `json:"holder"`
+
+	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
+	//
+	// Example: {"addr":"10.0.0.7:9000"}
+	Metadata *Metadata `json:"metadata,omitempty"`
+
+	// TtlMs The session's duration, within the server's bounds on ttl_ms.
+	TtlMs int64 `json:"ttl_ms"`
+}
+
 // Timestamp An instant, RFC 3339 in UTC with exactly three fractional digits.
 //
 // Example: 2026-11-29T08:45:13.120Z
@@ -638,6 +721,9 @@ type Limit = int
 
 // Resource Example: billing-nightly
 type Resource = Name
+
+// SessionRef defines model for SessionRef.
+type SessionRef = string
 
 // BadRequest RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
 // expires) and `available_at` (when the name can be granted again); for `stale_token` and
@@ -663,6 +749,11 @@ type NotFound = Problem
 // expires) and `available_at` (when the name can be granted again); for `stale_token` and
 // `token_not_issued`, `presented_token` and `current_fence`.
 type RateLimited = Problem
+
+// SessionLost RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
+// expires) and `available_at` (when the name can be granted again); for `stale_token` and
+// `token_not_issued`, `presented_token` and `current_fence`.
+type SessionLost = Problem
 
 // Unauthorized RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
 // expires) and `available_at` (when the name can be granted again); for `stale_token` and
@@ -770,6 +861,15 @@ type RenewLeaseJSONRequestBody = RenewRequest
 
 // ReportRejectionJSONRequestBody defines body for ReportRejection for application/json ContentType.
 type ReportRejectionJSONRequestBody = RejectionReport
+
+// OpenSessionJSONRequestBody defines body for OpenSession for application/json ContentType.
+type OpenSessionJSONRequestBody = SessionRequest
+
+// CloseSessionJSONRequestBody defines body for CloseSession for application/json ContentType.
+type CloseSessionJSONRequestBody = SessionIDRequest
+
+// RenewSessionJSONRequestBody defines body for RenewSession for application/json ContentType.
+type RenewSessionJSONRequestBody = SessionIDRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -1035,6 +1135,62 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 	PutResourceWithBody(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenSessionWithBody Open a session, to hold many leases with one keepalive.
+	//
+	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+	// expires when the session does (recorded as `expired`, naming the session), renewing the
+	// session renews every lease under it, and closing the session releases them all in one
+	// transaction. The `session_id` is shown once and stored only as a hash.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+	OpenSessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenSession Open a session, to hold many leases with one keepalive.
+	//
+	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+	// expires when the session does (recorded as `expired`, naming the session), renewing the
+	// session renews every lease under it, and closing the session releases them all in one
+	// transaction. The `session_id` is shown once and stored only as a hash.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+	OpenSession(ctx context.Context, body OpenSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CloseSessionWithBody Close a session and release every lease held under it, in one transaction.
+	//
+	// A repeat answers 200 again, releasing nothing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+	CloseSessionWithBody(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CloseSession Close a session and release every lease held under it, in one transaction.
+	//
+	// A repeat answers 200 again, releasing nothing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+	CloseSession(ctx context.Context, session SessionRef, body CloseSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RenewSessionWithBody Renew a session and, in the same transaction, every lease held under it.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+	RenewSessionWithBody(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RenewSession Renew a session and, in the same transaction, every lease held under it.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+	RenewSession(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Watch A live stream of events as Server-Sent Events.
 	//
@@ -1477,6 +1633,122 @@ func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors 
 // Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 func (c *Client) PutResourceWithBody(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutResourceRequestWithBody(c.Server, resource, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenSessionWithBody Open a session, to hold many leases with one keepalive.
+//
+// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+// expires when the session does (recorded as `expired`, naming the session), renewing the
+// session renews every lease under it, and closing the session releases them all in one
+// transaction. The `session_id` is shown once and stored only as a hash.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+func (c *Client) OpenSessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenSessionRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenSession Open a session, to hold many leases with one keepalive.
+//
+// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+// expires when the session does (recorded as `expired`, naming the session), renewing the
+// session renews every lease under it, and closing the session releases them all in one
+// transaction. The `session_id` is shown once and stored only as a hash.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+func (c *Client) OpenSession(ctx context.Context, body OpenSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenSessionRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CloseSessionWithBody Close a session and release every lease held under it, in one transaction.
+//
+// A repeat answers 200 again, releasing nothing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+func (c *Client) CloseSessionWithBody(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCloseSessionRequestWithBody(c.Server, session, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CloseSession Close a session and release every lease held under it, in one transaction.
+//
+// A repeat answers 200 again, releasing nothing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+func (c *Client) CloseSession(ctx context.Context, session SessionRef, body CloseSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCloseSessionRequest(c.Server, session, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RenewSessionWithBody Renew a session and, in the same transaction, every lease held under it.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+func (c *Client) RenewSessionWithBody(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRenewSessionRequestWithBody(c.Server, session, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RenewSession Renew a session and, in the same transaction, every lease held under it.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+func (c *Client) RenewSession(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRenewSessionRequest(c.Server, session, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2470,6 +2742,140 @@ func NewPutResourceRequestWithBody(server string, resource Resource, params *Put
 	return req, nil
 }
 
+// NewOpenSessionRequest calls the generic OpenSession builder with application/json body
+func NewOpenSessionRequest(server string, body OpenSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOpenSessionRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewOpenSessionRequestWithBody constructs an http.Request for the OpenSession method, with any body, and a specified content type
+func NewOpenSessionRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewCloseSessionRequest calls the generic CloseSession builder with application/json body
+func NewCloseSessionRequest(server string, session SessionRef, body CloseSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCloseSessionRequestWithBody(server, session, "application/json", bodyReader)
+}
+
+// NewCloseSessionRequestWithBody constructs an http.Request for the CloseSession method, with any body, and a specified content type
+func NewCloseSessionRequestWithBody(server string, session SessionRef, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "session", session, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/close", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRenewSessionRequest calls the generic RenewSession builder with application/json body
+func NewRenewSessionRequest(server string, session SessionRef, body RenewSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRenewSessionRequestWithBody(server, session, "application/json", bodyReader)
+}
+
+// NewRenewSessionRequestWithBody constructs an http.Request for the RenewSession method, with any body, and a specified content type
+func NewRenewSessionRequestWithBody(server string, session SessionRef, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "session", session, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/renew", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewWatchRequest constructs an http.Request for the Watch method
 func NewWatchRequest(server string, params *WatchParams) (*http.Request, error) {
 	var err error
@@ -2797,6 +3203,62 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 	PutResourceWithBodyWithResponse(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutResourceResponse, error)
+
+	// OpenSessionWithBodyWithResponse Open a session, to hold many leases with one keepalive.
+	//
+	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+	// expires when the session does (recorded as `expired`, naming the session), renewing the
+	// session renews every lease under it, and closing the session releases them all in one
+	// transaction. The `session_id` is shown once and stored only as a hash.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+	OpenSessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenSessionResponse, error)
+
+	// OpenSessionWithResponse Open a session, to hold many leases with one keepalive.
+	//
+	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+	// expires when the session does (recorded as `expired`, naming the session), renewing the
+	// session renews every lease under it, and closing the session releases them all in one
+	// transaction. The `session_id` is shown once and stored only as a hash.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+	OpenSessionWithResponse(ctx context.Context, body OpenSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenSessionResponse, error)
+
+	// CloseSessionWithBodyWithResponse Close a session and release every lease held under it, in one transaction.
+	//
+	// A repeat answers 200 again, releasing nothing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+	CloseSessionWithBodyWithResponse(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CloseSessionResponse, error)
+
+	// CloseSessionWithResponse Close a session and release every lease held under it, in one transaction.
+	//
+	// A repeat answers 200 again, releasing nothing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+	CloseSessionWithResponse(ctx context.Context, session SessionRef, body CloseSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*CloseSessionResponse, error)
+
+	// RenewSessionWithBodyWithResponse Renew a session and, in the same transaction, every lease held under it.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+	RenewSessionWithBodyWithResponse(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RenewSessionResponse, error)
+
+	// RenewSessionWithResponse Renew a session and, in the same transaction, every lease held under it.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+	RenewSessionWithResponse(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewSessionResponse, error)
 
 	// WatchWithResponse A live stream of events as Server-Sent Events.
 	//
@@ -4601,6 +5063,346 @@ func (r PutResourceResponse) ContentType() string {
 	return ""
 }
 
+// OpenSessionResponse401Headers the declared response headers of an HTTP 401 response for OpenSession
+type OpenSessionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// OpenSessionResponse429Headers the declared response headers of an HTTP 429 response for OpenSession
+type OpenSessionResponse429Headers struct {
+	RetryAfter int
+}
+
+// OpenSessionResponse503Headers the declared response headers of an HTTP 503 response for OpenSession
+type OpenSessionResponse503Headers struct {
+	RetryAfter int
+}
+
+type OpenSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Session
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OpenSessionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenSessionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *OpenSessionResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r OpenSessionResponse) GetJSON201() *Session {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r OpenSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OpenSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OpenSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OpenSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CloseSessionResponse401Headers the declared response headers of an HTTP 401 response for CloseSession
+type CloseSessionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// CloseSessionResponse429Headers the declared response headers of an HTTP 429 response for CloseSession
+type CloseSessionResponse429Headers struct {
+	RetryAfter int
+}
+
+// CloseSessionResponse503Headers the declared response headers of an HTTP 503 response for CloseSession
+type CloseSessionResponse503Headers struct {
+	RetryAfter int
+}
+
+type CloseSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Session
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *SessionLost
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CloseSessionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CloseSessionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CloseSessionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CloseSessionResponse) GetJSON200() *Session {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON409() *SessionLost {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CloseSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CloseSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CloseSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CloseSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RenewSessionResponse401Headers the declared response headers of an HTTP 401 response for RenewSession
+type RenewSessionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// RenewSessionResponse429Headers the declared response headers of an HTTP 429 response for RenewSession
+type RenewSessionResponse429Headers struct {
+	RetryAfter int
+}
+
+// RenewSessionResponse503Headers the declared response headers of an HTTP 503 response for RenewSession
+type RenewSessionResponse503Headers struct {
+	RetryAfter int
+}
+
+type RenewSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Session
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *SessionLost
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RenewSessionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RenewSessionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RenewSessionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RenewSessionResponse) GetJSON200() *Session {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON409() *SessionLost {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RenewSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RenewSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RenewSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RenewSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // WatchResponse401Headers the declared response headers of an HTTP 401 response for Watch
 type WatchResponse401Headers struct {
 	WWWAuthenticate string
@@ -5047,6 +5849,98 @@ func (c *ClientWithResponses) PutResourceWithBodyWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParsePutResourceResponse(rsp)
+}
+
+// OpenSessionWithBodyWithResponse Open a session, to hold many leases with one keepalive.
+//
+// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+// expires when the session does (recorded as `expired`, naming the session), renewing the
+// session renews every lease under it, and closing the session releases them all in one
+// transaction. The `session_id` is shown once and stored only as a hash.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+func (c *ClientWithResponses) OpenSessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenSessionResponse, error) {
+	rsp, err := c.OpenSessionWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenSessionResponse(rsp)
+}
+
+// OpenSessionWithResponse Open a session, to hold many leases with one keepalive.
+//
+// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+// expires when the session does (recorded as `expired`, naming the session), renewing the
+// session renews every lease under it, and closing the session releases them all in one
+// transaction. The `session_id` is shown once and stored only as a hash.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+func (c *ClientWithResponses) OpenSessionWithResponse(ctx context.Context, body OpenSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenSessionResponse, error) {
+	rsp, err := c.OpenSession(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenSessionResponse(rsp)
+}
+
+// CloseSessionWithBodyWithResponse Close a session and release every lease held under it, in one transaction.
+//
+// A repeat answers 200 again, releasing nothing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+func (c *ClientWithResponses) CloseSessionWithBodyWithResponse(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CloseSessionResponse, error) {
+	rsp, err := c.CloseSessionWithBody(ctx, session, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCloseSessionResponse(rsp)
+}
+
+// CloseSessionWithResponse Close a session and release every lease held under it, in one transaction.
+//
+// A repeat answers 200 again, releasing nothing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+func (c *ClientWithResponses) CloseSessionWithResponse(ctx context.Context, session SessionRef, body CloseSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*CloseSessionResponse, error) {
+	rsp, err := c.CloseSession(ctx, session, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCloseSessionResponse(rsp)
+}
+
+// RenewSessionWithBodyWithResponse Renew a session and, in the same transaction, every lease held under it.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+func (c *ClientWithResponses) RenewSessionWithBodyWithResponse(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RenewSessionResponse, error) {
+	rsp, err := c.RenewSessionWithBody(ctx, session, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRenewSessionResponse(rsp)
+}
+
+// RenewSessionWithResponse Renew a session and, in the same transaction, every lease held under it.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+func (c *ClientWithResponses) RenewSessionWithResponse(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewSessionResponse, error) {
+	rsp, err := c.RenewSession(ctx, session, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRenewSessionResponse(rsp)
 }
 
 // WatchWithResponse A live stream of events as Server-Sent Events.
@@ -6806,6 +7700,337 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 	return response, nil
 }
 
+// ParseOpenSessionResponse parses an HTTP response from a OpenSessionWithResponse call
+func ParseOpenSessionResponse(rsp *http.Response) (*OpenSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OpenSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers OpenSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers OpenSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers OpenSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCloseSessionResponse parses an HTTP response from a CloseSessionWithResponse call
+func ParseCloseSessionResponse(rsp *http.Response) (*CloseSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CloseSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest SessionLost
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CloseSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CloseSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CloseSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRenewSessionResponse parses an HTTP response from a RenewSessionWithResponse call
+func ParseRenewSessionResponse(rsp *http.Response) (*RenewSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RenewSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest SessionLost
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RenewSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RenewSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RenewSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseWatchResponse parses an HTTP response from a WatchWithResponse call
 func ParseWatchResponse(rsp *http.Response) (*WatchResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -6942,6 +8167,15 @@ type ServerInterface interface {
 	// PutResource Write a fenced resource.
 	// (PUT /v1/resources/{resource})
 	PutResource(w http.ResponseWriter, r *http.Request, resource Resource, params PutResourceParams)
+	// OpenSession Open a session, to hold many leases with one keepalive.
+	// (POST /v1/sessions)
+	OpenSession(w http.ResponseWriter, r *http.Request)
+	// CloseSession Close a session and release every lease held under it, in one transaction.
+	// (POST /v1/sessions/{session}/close)
+	CloseSession(w http.ResponseWriter, r *http.Request, session SessionRef)
+	// RenewSession Renew a session and, in the same transaction, every lease held under it.
+	// (POST /v1/sessions/{session}/renew)
+	RenewSession(w http.ResponseWriter, r *http.Request, session SessionRef)
 	// Watch A live stream of events as Server-Sent Events.
 	// (GET /v1/watch)
 	Watch(w http.ResponseWriter, r *http.Request, params WatchParams)
@@ -7062,6 +8296,24 @@ func (_ Unimplemented) GetResource(w http.ResponseWriter, r *http.Request, resou
 // PutResource Write a fenced resource.
 // (PUT /v1/resources/{resource})
 func (_ Unimplemented) PutResource(w http.ResponseWriter, r *http.Request, resource Resource, params PutResourceParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// OpenSession Open a session, to hold many leases with one keepalive.
+// (POST /v1/sessions)
+func (_ Unimplemented) OpenSession(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CloseSession Close a session and release every lease held under it, in one transaction.
+// (POST /v1/sessions/{session}/close)
+func (_ Unimplemented) CloseSession(w http.ResponseWriter, r *http.Request, session SessionRef) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RenewSession Renew a session and, in the same transaction, every lease held under it.
+// (POST /v1/sessions/{session}/renew)
+func (_ Unimplemented) RenewSession(w http.ResponseWriter, r *http.Request, session SessionRef) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -7768,6 +9020,72 @@ func (siw *ServerInterfaceWrapper) PutResource(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
+// OpenSession operation middleware
+func (siw *ServerInterfaceWrapper) OpenSession(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.OpenSession(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CloseSession operation middleware
+func (siw *ServerInterfaceWrapper) CloseSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session" -------------
+	var session SessionRef
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session", chi.URLParam(r, "session"), &session, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CloseSession(w, r, session)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RenewSession operation middleware
+func (siw *ServerInterfaceWrapper) RenewSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session" -------------
+	var session SessionRef
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session", chi.URLParam(r, "session"), &session, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RenewSession(w, r, session)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // Watch operation middleware
 func (siw *ServerInterfaceWrapper) Watch(w http.ResponseWriter, r *http.Request) {
 
@@ -7960,6 +9278,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/leases/{name}/events", wrapper.ListLeaseEvents)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions", wrapper.OpenSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session}/renew", wrapper.RenewSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session}/close", wrapper.CloseSession)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/resources", wrapper.ListResources)
 	})
 	r.Group(func(r chi.Router) {
@@ -8017,6 +9344,8 @@ type RateLimitedApplicationProblemPlusJSONResponse struct {
 
 	Headers RateLimitedResponseHeaders
 }
+
+type SessionLostApplicationProblemPlusJSONResponse Problem
 
 type UnauthorizedResponseHeaders struct {
 	WWWAuthenticate string
@@ -10163,6 +11492,438 @@ func (response PutResourcedefaultApplicationProblemPlusJSONResponse) VisitPutRes
 	return err
 }
 
+type OpenSessionRequestObject struct {
+	Body *OpenSessionJSONRequestBody
+}
+
+type OpenSessionResponseObject interface {
+	VisitOpenSessionResponse(w http.ResponseWriter) error
+}
+
+type OpenSession201JSONResponse Session
+
+func (response OpenSession201JSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession400ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession401ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession403ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession429ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession503ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSessiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response OpenSessiondefaultApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSessionRequestObject struct {
+	Session SessionRef `json:"session"`
+	Body    *CloseSessionJSONRequestBody
+}
+
+type CloseSessionResponseObject interface {
+	VisitCloseSessionResponse(w http.ResponseWriter) error
+}
+
+type CloseSession200JSONResponse Session
+
+func (response CloseSession200JSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CloseSession400ApplicationProblemPlusJSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CloseSession401ApplicationProblemPlusJSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CloseSession403ApplicationProblemPlusJSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSession404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CloseSession404ApplicationProblemPlusJSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSession409ApplicationProblemPlusJSONResponse struct {
+	SessionLostApplicationProblemPlusJSONResponse
+}
+
+func (response CloseSession409ApplicationProblemPlusJSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSession429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response CloseSession429ApplicationProblemPlusJSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSession503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CloseSession503ApplicationProblemPlusJSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSessiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CloseSessiondefaultApplicationProblemPlusJSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSessionRequestObject struct {
+	Session SessionRef `json:"session"`
+	Body    *RenewSessionJSONRequestBody
+}
+
+type RenewSessionResponseObject interface {
+	VisitRenewSessionResponse(w http.ResponseWriter) error
+}
+
+type RenewSession200JSONResponse Session
+
+func (response RenewSession200JSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSession400ApplicationProblemPlusJSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSession401ApplicationProblemPlusJSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSession403ApplicationProblemPlusJSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSession404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSession404ApplicationProblemPlusJSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSession409ApplicationProblemPlusJSONResponse struct {
+	SessionLostApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSession409ApplicationProblemPlusJSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSession429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSession429ApplicationProblemPlusJSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSession503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSession503ApplicationProblemPlusJSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSessiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RenewSessiondefaultApplicationProblemPlusJSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type WatchRequestObject struct {
 	Params WatchParams
 }
@@ -10356,6 +12117,15 @@ type StrictServerInterface interface {
 	// PutResource Write a fenced resource.
 	// (PUT /v1/resources/{resource})
 	PutResource(ctx context.Context, request PutResourceRequestObject) (PutResourceResponseObject, error)
+	// OpenSession Open a session, to hold many leases with one keepalive.
+	// (POST /v1/sessions)
+	OpenSession(ctx context.Context, request OpenSessionRequestObject) (OpenSessionResponseObject, error)
+	// CloseSession Close a session and release every lease held under it, in one transaction.
+	// (POST /v1/sessions/{session}/close)
+	CloseSession(ctx context.Context, request CloseSessionRequestObject) (CloseSessionResponseObject, error)
+	// RenewSession Renew a session and, in the same transaction, every lease held under it.
+	// (POST /v1/sessions/{session}/renew)
+	RenewSession(ctx context.Context, request RenewSessionRequestObject) (RenewSessionResponseObject, error)
 	// Watch A live stream of events as Server-Sent Events.
 	// (GET /v1/watch)
 	Watch(ctx context.Context, request WatchRequestObject) (WatchResponseObject, error)
@@ -10933,6 +12703,103 @@ func (sh *strictHandler) PutResource(w http.ResponseWriter, r *http.Request, res
 	}
 }
 
+// OpenSession operation middleware
+func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
+	var request OpenSessionRequestObject
+
+	var body OpenSessionJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.OpenSession(ctx, request.(OpenSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "OpenSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(OpenSessionResponseObject); ok {
+		if err := validResponse.VisitOpenSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CloseSession operation middleware
+func (sh *strictHandler) CloseSession(w http.ResponseWriter, r *http.Request, session SessionRef) {
+	var request CloseSessionRequestObject
+
+	request.Session = session
+
+	var body CloseSessionJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CloseSession(ctx, request.(CloseSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CloseSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CloseSessionResponseObject); ok {
+		if err := validResponse.VisitCloseSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RenewSession operation middleware
+func (sh *strictHandler) RenewSession(w http.ResponseWriter, r *http.Request, session SessionRef) {
+	var request RenewSessionRequestObject
+
+	request.Session = session
+
+	var body RenewSessionJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RenewSession(ctx, request.(RenewSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RenewSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RenewSessionResponseObject); ok {
+		if err := validResponse.VisitRenewSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Watch operation middleware
 func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params WatchParams) {
 	var request WatchRequestObject
@@ -10964,135 +12831,150 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H17k9PG9uBX6dL+qpi5K3s8AyTBU1u1EwIJN1zgAiluXcyO2lLb6mu526jbYww1Vftp9oPtJ/nVOadb",
-	"asnyYwhMHpXkD8a2+nX6vF/6FKV6vtBKKGui4adowUs+F1aU+OnhsjS6hL8yYdJSLqzUKhpGr3PBEiU+",
-	"2MsUn0iYnjCbC7YoxZXUS8MWfCr6URxJePz9UpTrKI4Un4toGNGYKI5Mmos5h+nn/MNToaY2j4b3T8/i",
-	"yK4X8KSxpVTT6Po6jp7KubSbO3nBp4IZ+VHE7JRZzU4HgwE7ysSELwsLn4637aLACVubkPPlPBrCJHE0",
-	"l8p9rPYjlRVTUeKGnuE0XZApBDeCwTLV2gtu83pp/CeOSvF+KUuRRUNbLkW4k/8qxSQaRv/jpL6cE/rV",
-	"nOC6sIGXwuhlmeImOhYp/c+/cqFrGG8WWhmBOPE9z16K90th8DZSraxQ+CdfLAqZcgDEyaLU40LM/+d/",
-	"DEDl04ErvqBRtGgTrolUV7yQ2WVJaydDxDf3iWVaGKa0ZRNdFHqFv8HWSp5adpSsuLRSTS+XyiwXC11a",
-	"kSVsokvGGfzEuJmJDHCYMyPKK1GylbS5Xlr3gFRTVkgljvvRdRw91uVYZplQtwqAiV/VHX0m1qzg6cwQ",
-	"IHQhmC7xb0AAJg3TS2tkJpi0BghzIj8IEzM89bjUKyNKZoSCM3ow2pxbttLLImNpzhWQlp4Lm8P5tWJj",
-	"kfNignBS2uYwXlqBMHkKOP9U3zJSIKVdFrrCByI98WEB6B6zFTesFPhlFrNSXGm855KZ5UKURmTwtYMa",
-	"zSUzgBxgEqLQsiwBQlrRKZ9p+1gvVXarh1TaXk5g1QT34B+9xS1cKCbKUpe4/ktuBTJjcbtgKLkVlwUt",
-	"HJAAYvBclxUvAHrgCpEehjAODMGcs1LYcs34xIqSJS/hQ+8CPiTMiFSrzACzzgXPnOwLHoGP23nohmyA",
-	"zf+i+NLmupQfbxlMS1xYKAtLIKSUZhcvngCwiPgVW6qZ0isFnyqaUKJ1/jdv3vQugqkOAkIlsB0Mrrgs",
-	"+LgQtw0Cv65DlIxbPgbOkHKFtM1ngq1KaVFqrNhRJs2MTZZFEbMnJ88J22NW6HQmsmOmy5GqJAxXZiXK",
-	"PnspeGbYTIgFW+lyJtX0nCGGTblUO/FspL4cpl3733GmixSHBvKZZ5kEuPDiRakXorQSpPiEF0bE0SL4",
-	"6lOU6yITHcrem1wz+M0waWOUmvlyzhXSi/jA5wu43ghgIMre3f+da2N7PIpDne7s/jeoT/nPpxsaXhwB",
-	"sC8zUfD15dxs7gLBw2wuTYPJG3YEl6KV5/PHcUMGwo/TkisrMnczE+2n0WoKZ5jocs4twfWbe1Gg+A02",
-	"Fb84mgvLAZ/2Yeg//HPXcWRt0XkolJosW5ZICkwqNjcx6h5S4TFIG7lj2BgEgGlotgPQd+9+M4D/jhuX",
-	"cXofFdiNg20eBpSbzp39pFcIIFgDVSSpUANy4POSttrPIGaZRmjD08cxWy5gaHiGkcJD1GPuuq2zi91a",
-	"lyM5w5J7g8FIdSpzVjOu1jhsCOpcNVXijpgwrjI6ilZsrZegvGSCiPFGKHAdKtRvPdlUl/yuGqHH/xGp",
-	"BTA/LAUw45/FGm2sBtnN6MtNM8IxbZBkopj02ascebYq1iwXpTgPgItsyNBvIPhybvJ+1EFkpUh1me1D",
-	"Xdhn+5iwzWp81xkfXTnm3jzJcyWYUMAYUb3OpbG6XPdZwm0CBLrKBQhrlvPFQiiRnSOGJU6FS4ia53oO",
-	"Yn5Dw4MzNqHJU9tlsD4GwZfNgTGn8JVhR4kTfUnMkplYX6Z0R/5j8Ku3pIA7CXjkGHEpybnK9JUovU3S",
-	"0EtQlc5AnbQx44aNooKPRcGO8Eqz41HUeUHc7ruc13IujOXzBTzumODlDYf5ne8b9JN7zgsUGFpJiY29",
-	"fw5nVAdY0edMzBd27Qy2pBSAckD0AlCOrXJt/OPSVMoNXJFnVnyZSUuPG8DDmVibLfRR29SbGFQv7a1P",
-	"epouuxSTpREZ/oK6RecKRrzfnPyJAuwzwiDbgo2Wa9ouUfmK2zRnxpaCz+8YlkiwBQ5i8FbPyE7ddRoi",
-	"MmN5IRgOAHMRFGuisEOWwW8+RUIB03wb8dRxDgCpEiv3F1likcdb+hLpDP+i7URxFNCj+xQ+1qTGqEbn",
-	"mhADDhX4kEJ+Bvfgnom9Q4aAFdcsndvtrO6pJA2ryX8Ix9AlYwUJ1l2kQEyzAmDEy5KvkS5q51qXet08",
-	"i1u0Oapr4z8FdN9Sr5o+AMAHggKxbVShWCEssOqp3uS725THJyCN8LdOavDk30GI3NkDHT+5S74p16sH",
-	"jtfdai76gYaH8mqruzmXA5zVDmxwK1EcyQkADzQQ47WpfjRUYHR0zd1JtzA9TUouK6vxUuhG9tJpC222",
-	"YX0DwLvQ6PPsjPpqWzypFIJZ8cG2bIzAjjgdnN37lRcRs457IC2kVi9k7Tbq39SSue4CmOAFPN3mFsZy",
-	"uyS+URlSehbt5V00rOtqOlVMx0pvSi9+2HiLglqpOe5BJm0oqgGcE1ka6zSvmVh3kpHMmgAAdj+flNPp",
-	"x2wy/2hX78+KWdc4pNFODuGdnQ02vIk1LZbrRMzNuQoNIyhtcitN3o9d872EZ9qXLEGy0RndLMHB4vBO",
-	"t+BBt4AC1edg8YSGQBtSm4bBVlT8PAZRXewmg16CjuRU7NAXgdoeaXlkomxyjsFeD0SINs2ln/G5qFzo",
-	"lYo/52swJ8CePCK+AbuolEJgr4bxQs7EsacL0GDH6LKEvZOeVwWKDrkRCsrg0Z7Q83fPOlD5c5GugW9d",
-	"l4oeiy71ATksWjqyEvnMCAGfu8w0WvPyduwd8cEKlSGRXpbwddnt9XhBai+JA2dau+cNqt82zVHDl4YO",
-	"PAQJYrXlRcxyvWJzrtZsLotCOmffSNlcrBnPMpLWABw8xJqNxVqrjK2AgwYwW3HDCg6KmC6ymI1FypeA",
-	"Wn4jIwVmgDWMO2HFDctFkbGlsrJg3OLX1hsoMIRZCfhbLOlyrC3YUaoVHJBbeSVGyj143GeB3AT8zvmV",
-	"YGNRSHHlTBtngAM4meBlIdEtx0N/Fdi9+xwrp11mRIcif6CF2jRNd7klN+WIC/x0Czkj0lJYb+EpsTKO",
-	"ynGYOXdOFzo+OarQGUUI3vSRFrPLu+/P5o8H2T/vLX/5Tv/rdHxf/b38dhUd4g89wAz7NRZ4vc0x4K+a",
-	"9pSc5rZYd9vJaNTdlA4JPS7FQqd5N5c1RFyEti6pwCHVotSpMIaugiANyrq0LlZpgBETS6XhR2BMj9QL",
-	"bey0FK/++TRmgqc5KwVGH1jumJVeKXRCenUR5necy4dBZ0qvTLCZimIEELAsBLqwgAorEiECqKEqFpf/",
-	"mp1dPfjn/PsBfxTt0vlrR+63D8i/6/47zBavnM03dgh3Gwi1h9NZCm6FuMHGG0jR4NRtXN4qV7o1FiK0",
-	"g3UWnOmV5VYcYFc3EfARymhn/gqV9fdq4m5v+y3vYFcdwhMAfQex3opz5+eagDkEP5B3BkWCw1BgQHgX",
-	"MTkiSbZxm1Qfk5E6qgPfztsSxPuO+yypgmSXoSu2Cp6kXLGxaAZPRuqIAltcOSkWk1jBHep0xvCSjwn3",
-	"v4zID7d5M6Gvsu64RgXOQJTFbagj53berJ2Oq3cdlOwv5FZ8uaLIAstjrHUhuNrjqr1t4fKlBEjFIm/E",
-	"Bw8MhLlwbBNhXvqsAh+Rqlw3B7NPuKBdXLR5GfVeuvjIP4JL6DapKGjcTuBYs7+/ev6M0UTo07Nsro1l",
-	"99jP8vuYif6072VXhhFHnmWlMM0oL65ZRsPodNCH/78dPhgMBlGXy+PZAWrFglsrStjg/3l70fs3730c",
-	"9B68q//sXw577z4N4tMHD67/q0tiBrkwrVt7/JA9uHf/W+ayC1gmLJeF6TP0fJPKBxeTxCyhm4G/ahJM",
-	"2FHFDn0WEI4aKfeQCwI1uejRfh567CJc6G6/RGRAvj1SCX64VNpeSmOWFHyqPPHBoyxxW7qcCJWKpJPd",
-	"fi7bTHXWcOW3Eu9A1vmEpMgrzw7F63SsKI6C83mkD45GzgwwkRCFLyu6gUf1JdhRl54OiCJaId/mg2CX",
-	"4ZMLvi40B2Dpy4KXUyDAubC5znBxTAZy7BuPcwmmkV5aslVcWl8cBSkkmMIJaMoL+iFMr4GJgrykcFO1",
-	"aqAtAahLUjQuckucpo0pbBNRDgzTEBV0MmRMeengf4+lKLJeIa5E4YmI8LedkNlwYex1tn2usNsSZmhT",
-	"9bBBuDsCEFIZyx3ouxxCIe199evxOCmzzu10eIvvDR50ij5pixb3pVQTR6hbrid8no/10g7HBVf7/dEu",
-	"ikarVvt0rKRLir3EUJ+kKECLb92QWxUSyIfE0qcD6OuAa9iZCOVtvAo3vCaOnB9Dzzu83AesXngP2yHo",
-	"eBBS7Yik1dHuTWyrfvKSAHc2E2KBaoz44JhiF1tbGlFe8qnLCNmNPTKM6kabx2xfIoZlq/3tRK9ug3J3",
-	"bNUHoqVWhxudNULvc5cHk++3GqtpXwqQejf0o+/H/d2ZbhUmhvGvwSD+PMzcvVaNpfvDfSHatre2LzTX",
-	"vIqDca77chBAnxnjCJyO4YnPvrvZGap5uneoxOqW9/dlEyQvmBIrZm1xzvRcWmC3lOpWudnuoD/7c8Lf",
-	"e0BHuPFETXRHQJVSmS+92NyAwZcQN68bORiV0wJTi+DUB4mdojteA3OjRtDD0NbG/Bgl52q9N0lqU2zI",
-	"j4cefLnIPicsfSVK41SHm155QPFelvjZGttxx4ibF70LTz5X0tDomwiaAC/3yxo//QGixoUM21UX6A5I",
-	"GPxrzlmC2FEmjBemCnKY2EVG4iosEvvs+moLLmoCYgy+9ULwnCWYHZBgtCnT5MDHiqOmB46T84TWBx0A",
-	"RnXqHjWybLITxUjhtzF7+fghu3v37gMmFfvl9UOXefeBp7ZYM5uXQrBJSdmivGCZnErbSnk/G5x90zs9",
-	"7Z09eD34bnjv/vD0bv/0bPDvkBcBSvXAxtwgpDj60JvqnvtyJUsBj/Vf07PVbz0596If6/uG0VTafDnu",
-	"p3p+Emhkjb/9bFQeYUS6LKVdvwIcIlwbC16K8mJp804gudTjIUsuXBULJqgP2fc4jhWz2eX//7//D+0a",
-	"xEz07+Bv9Tlzaxe0AemYaEfyu2H6SpTsp9evX5yghwqvAYhTYvL5TCgX8cE4G2AHm5Z6FeMzIgsQLEjC",
-	"HClKZiQkJC85d5kBwOwoSoTP8qI/UiOFSMN4KbrxIgjpguafSuAZ51XmPo10XKcR/+2P1CPK5gT7mkmg",
-	"A1Z5p5JthTAJy3S6xKRnXJ8zY/m4ECwBmyrBLT9yh6C0vfHSsuQkx0Sjj84OPQGyWX9M2BEG1aopOTyq",
-	"F0Lxheyv+bxImFRpscxEdsxSXpYS6bXKQOdmpLZgwmg5GNxNZ2KNf4ikzy5wSM4NQFwXAjOtuXOwefYB",
-	"djPRPbnRgPjHYqScH4VZ7dInMMgGqIBgMDrIwzhnhTSWGEs7SRYu2SxTABwWieV6NVKIQS7cjivCvvrs",
-	"mcZndpVGhRUIp6xdYnXO+EjBFL7mAEPvcprbcNxdVldw4v21Ui59EJMrYn/sCHMJ0HeFt/vjo9cx++nR",
-	"xQ944ucvXj95/uzVsTs+t3VV50gZoTKzvWKTHSWvRNp7LGya915JK4YsLbUxPfiRLsfwuaCPvmgseV7K",
-	"qVTJyE1UxfzdKe4Ylmtjjyl5jlKh8dLaZ2cP0Wb3gdxSMKXtSLnNGwabZ0pIXIXKpIiA6UnGJxPME24B",
-	"cayzNZsvDUxZyivBVjlgX3cxTbZmzvEXlqMwc+wKt2wuRsqVaA0RAyif3xeBIR1TBBrO9x1ruRMT4jkw",
-	"MF1apicTNhYTXWIx7kglD0mv6JEenWBlC9vwqKFbt5CpUKTDucruiwVPc9E76w9AaykLx2vN8ORktVr1",
-	"Of7c1+X0xI01J0+fPHz07NUjHFP7h1oWfaVYRYP+KT3omEQ0jO72B/275LPPUYR4XgN/TwUKKFB9kD08",
-	"yaKhS3r8GLXqx88Ggx3VgDerAnR5lR1FgK/RRUMJA3jvpqoP7UehUIyGb9/FkVnO57xcg1SSV0K5uIfl",
-	"U4MlPrTMOxjneOrWU7+kn3+TQ+PaWKR7f3B32zTVvk7C+sxdIIFpJcAE5EhQTOmYW1xx4Np+oFQnrH/B",
-	"qnwui+OtEL06PfFZiZ0gBd36Z3jgKwLV50tuQSUqGLmOo3uD04MAWxf/4qADbqPuKgAjzh7sHxFWYuOu",
-	"kY/tH1fXzoa3TOpEVSkcSD9TaQcxA3vUWJfXe4Qi/LjPnqFeZqt0qQb1UILodRwtXHuA5u1SbdzPrrwM",
-	"SfR7na0PuNkgLOlSRn2MkVHalwlTZodvqwgkmA2UIuntiev4cDypiqGa5pYtl+J6A0NPvxiGBjWEHUjq",
-	"fu2zn4VYYAVb0igQNFaXYqNCEHFzsB9jgp4ff2oaICiGqm+F4j7hXRrUJhXTKhUxJf5V2gDCtwP3Ay53",
-	"8klm12QMFYKygdoCBAjP00MDme51pScgmZKSVqBs8qR7q/yK9rZ7RNU947e5XAJV5+U+sUAgC+Mr+Rna",
-	"m3C/VUqhY02xNzBA5mXc5GPNy4wZYUB16mZ7QUult52temS2s0lPkCYxE+vLt7z38az37btPp990ZUVc",
-	"v3PYVufNbZWqT32MurXHdglvsXbmGOVGYnYl6vaA+9saLBHn3dbmqSuQcB13Lo0xN+9X0kRklKgFwqnP",
-	"ns8l5dOPtc237QZz6xqb8b4lFxOFCTvLBruxrYbYCbWmOuBB107r+t1XVGTqRMoOKfFcCezMBQYhAfQv",
-	"GdBmEwC7ANsytPHGdZmGp29HXhVzp88nn+C5FoPf5te/Y7Akjbyn5HLwdSSV2+ABC5oc9RnlihIdgthx",
-	"LB+Qd6T8sLPBvT57g7Y3pSXERDO2qh50xMtt09VGtjtKjyGTEzKDccGcGzbXV6gQUrMF8gLQdEe69E46",
-	"Ue0JkyCPw7x4CaZv60jISGEy2ITzgZDh2yUWqfxkD79yjJ50nQnJZ2k2U7numObpt7EOHxKsCfBGZQ0d",
-	"5H6gIIdb/X1L8cEB5Fm3BvtMgr65MfuldIUNlAHs50SCXnnoYgmxF7ldid6uyxo3DH1kgP/SuMRjvWI1",
-	"EQ+c/wwzmhiGaelpa7rTwfsbVPOjsJ5kvq7EcQn33dYzgQ4l8F9KaRPRXucOMCCSgXu6vjoKLWq8aRem",
-	"3oZpLVa4RwWh+sF3XTLrxIXz2m1AD560tvCbKPAjyIggZN8qNPDIfwR4vAC85modVhPEPgbS4NYjNUVr",
-	"zXmiSUv3UswsQWijx9VLwqoPUNg3slEFHpNbY6RSPfely2g+Z7ErrmtUiPusXlfqjK2FyqXCvotdEsw1",
-	"5zpIhF24dnVOTgtmAFJosziH9tk9lh/DU8tSmfoRJ4/xbwIGphZXSFRXK0njWds52jrElmg8SHuq8CNg",
-	"YV8z4kubEpxs42qD7q4yOZkIZJwe1tJsdXP/LNYUQjv9BpSLs/v3QRUoeQrgYUeu/pGrTM/ZL788+QFg",
-	"PteloOjHWPhOVbZumzRSro6L+gbNaydl1VdmWGkxbswd485K1Ic1YJXORFeK+kHuo9FOQXiSiflCW6HS",
-	"dY8M926T5/79ZvLMNx3G269wgvlEkq6iR5dfg4VgBzu7Wu3kDnJ4fWG50iVSfiTC874uj9uujQ1F+Tjw",
-	"AqdYB/WarR6Hj4mh9F5v77bR1I/1JCj+PadQlbRh156q8892e35/1sr179soI63vlru8urxuo+cC43cC",
-	"1CHqSxj0o9Ol421SVb1vw8K0nZ0Xm+u+ogh+wPqbqmDVgLAE/UFkbLk43n3x3fd8drvQbJdX+M65dXM/",
-	"aVzdIZoiBf5k4lDOuSpd70fzheIx8vDJsijOMYjcaNn6Rdur/gYmgWOGAbJVtsDBboGTuj3Ubp/cI9/R",
-	"6WaK2O/KE1V3ydrjiSKg/OWJ6rINXL9E6sLlqDIIwX11myDsFPhFjYJnzuUjsZwoFVnYwNtYvm50tQj6",
-	"Y/gUQ+Dzjt37irz+SG1xrvGiCtF0tW2Mu5OIqlSokeoaRYhbe9pgmoZlEZSLui6F7gygCludoEPMmxFk",
-	"b+xoRMXAKFgITHJbFDx1yqlbsM+cz4Jgh5479FBgqrAuXH1z2OOgymZJNbEh0e14w/mrRhu/QkH1Sf5R",
-	"qSlMm4lFoddzGE1dvLzqeo9U1/HhgdmNVpWHKKtnXy4po+pD0tE+3cxEdh721CsEB6tNYioe4HaIqSA6",
-	"J6Web+Dj751Dfqb38FYb6TstUmnUIdvqo9IrvKfS947OSfVnOWZzXQlqgf8HcWJemFlHGaTvGVifeqrZ",
-	"kWcB8kowz+qOD9drHJP6AlKizXxw3tqHeRPOcxjGtMp4DuIbnf573y/wj2C7/Rk99oTMdf+dWl6O17WD",
-	"rHrNRxAso8L8m2C7EquvgOtKrL4upgflYL8XZ85LagTSbzZfkPRehqq3jCvx2uW6+dP7W/58NPsI2/Jt",
-	"ulZIVyKPW6XOIvnuotFm2e5W+/plWIDblZvTiv4GNWPbX3cSd48tHDXfeKCRqrXiARVFf7hclWad9h4v",
-	"QX29f3kKNoUftU5nzbIn4KxdnoKAUrbn5VLJeV3Y/rVkUrPC/ZbNtqBuv0s0pbrMfv8q3R9FQYMLpko2",
-	"j6O+cKnqmetfWRcUpvhioq0IXLH/oJZ2B/evS2IPYP6fl8P4x+LBQQHzXhbsgPcXB+7MGmyXpO7MH6zx",
-	"dROFTz75P/dmEqLnqKq5qZIqXM/ixltK3JvJLHOFXuzUZ1Yonzlhc2lGytUMUBpFnz3Bim3ihYEYRtWs",
-	"y2P4A273Zfj+0X3WMw3586Ws/wZ8lkDpsmUCbIzR0XjFi2WdRYaPdGWyhci5JZkNkI9mS/Xcv7nGv3cV",
-	"sy7WC0FvWjCIoFYofCjGatb6HaSUbFEKlWF6Cb6OlfGK6VA/YMTIoYvtcsBiy9N8LpSNfbaGkpOJyMiV",
-	"b7jKxvqDyNgRp12OlN8DNyyx4oM9ye28SKr6ajwak/gyKveaQJ7iXoId3DF10v9xF+7/KOx2xG9z7b+d",
-	"/K3JqCslfywVLzs6L3fn1+EB48NvoGVK+2LUH6RZaCN9X66W97SG+DmbyEIAm/lfo4gKwD2+UBX4KEqG",
-	"rK7n5VfkliFskcpYwbEM3+R6hTESe1DcPGiB47f8ypUs9l7oQqYd76lIHCacM0dWPVOm7I7SStxJhq6U",
-	"h6v1iq+BQCiByzt+AZNyDp+ZxuLnm27z0Ws+vdl7M+Mv69iIo3/1PKxerxei93xRWcgb3nGkoORmZ7z+",
-	"K52zXSq7yXrPA2ZLzFIq1rjn7bz3Zi7Givegm3HZlYMMmiLsYDJhSWMP6HVrvz4AZ3OJ8qIKkypWculf",
-	"xUHnshpYNxbEYbl8yZWh7ik+QFr3G0oC/w5V7BdGs7EIvnYdiZxbaKSWyjexrnIv0HZArYpd+FzHsb4S",
-	"jVTQgHdTv3dKDQUtxzcpONrs13g8ZDxNxcKCPJH+ldh45uDImKtKi1HapNV4vX1qS+BaIKBq5ps7hJxF",
-	"1lpVlyR5sQwlSZet0k5DbHKOG2Wg7X7f5Zb16gvd6eLamdL4hUWg72p8yv4hv4+p78W6IQ/P2UwsUKxP",
-	"5ZXo4OjXt2BsUfemzZO8ISHdks83lyJ/5Q82VICgQesw4DHSYOrwKiDpI11uvPy9ajMHg47Pu/o040u2",
-	"iQc0NVZqWJSjUAgYUi6neZ89ohYnxIuceUVtc7yN5XS6g5tAo9D77laB29nFmQDS4Eeuk8sfKX7+Bln3",
-	"hjTfY8Rjxkbgg2q9YoKnOZsLY8C6AYGUYBLRkEQivdAUqDlmicyGCSoORrynC8+45e5JTK4DbPn7q+fP",
-	"+iOVPOXG9vDb3pMfEtjsEjtauXY2mAr/vs4rwX4AWf063guQXNgcCrOVEIFxgZHicHWlHQsepCe5DClp",
-	"mMyKzryhNwiHr+hl65ZJIRj2i6WdfB6NRLySHh23STEHyaU/RubO7SvKF6yQVyLo1uVezssNe4Wcs/cK",
-	"8O+RSw2tKY7I6911q2FNs6Xd23dwvcSCCe3qNknDk5PTs2/x9QWnw+8G3w1QV3bTb2jLlPTrGhzGQYFu",
-	"5gplmX8PlM2FLF0tFxqOjrRa0UATbVa5P263skMVZbwO3eCxyyB0fRVRbU55Wa7bdVH9zdBl15pvfH9G",
-	"UlP9a8boFCSqVtyQsz7GF44zXYJ2v9FwD936NhfzxsqVg35z6Uf1641jRIN4+7W7+ejWN6dyGejGe3Gw",
-	"4RxWFDfe2EceLiwNOQ5mxRYNm5P6FlDull3zo2Cc6150/e76vwMAAP//",
+	"7H37ctu2+uCrYLi/mdi/pWTZubSRZ2fWTZM2pzlJTpJuzpwoa0IkJOKYAlQCsqJkPLNPsw+2T7LzfR9A",
+	"ghR1sZu4TX9p/4glESCA737FpyjVs7lWQlkTDT9Fc17ymbCixE+PFqXRJfyVCZOWcm6lVtEwepMLlijx",
+	"wZ6n+ETC9ITZXLB5KS6lXhg251PRj+JIwuO/LUS5iuJI8ZmIhhGNieLIpLmYcZh+xj88E2pq82h4//gk",
+	"juxqDk8aW0o1ja6u4uiZnEm7vpKXfCqYkR9FzI6Z1ex4MBiwg0xM+KKw8Olw0yoKnLC1CDlbzKIhTBJH",
+	"M6ncx2o9UlkxFSUu6DlO03UyheBGMHhN9e45t3n9avwnjkrx20KWIouGtlyIcCX/UYpJNIz+21ENnCP6",
+	"1Rzhe2EBr4TRizLFRXS8pPQ//+4XvRbGSK1ewaNd+zX0+x3D5otxIVPcOjtIjDDn/+///N/kcMMxuHFb",
+	"Fzjn1ooSxv5vmO7doPeQ9ybvPx0/uPqPaB1PrmAuM9fKCETgH3j2Svy2EAZRJ9XKCoV/8vm8kCmHXRzN",
+	"Sz0uxOy//9vAlj7teTwvaRS9tHkoiVSXvJDZeUnvToZIHO4Ty7QwTGnLJroo9BJ/g6WVPLXsIFlyaaWa",
+	"ni+UWcznurQiS9hEl4wz+IlxcyEyIDjOjCgvRcmW0uZ6Yd0DUk1ZIZU47EdXcfREl2OZZULd6gFM/Fvd",
+	"1i/EihU8vTB0ELoQTJf4N+KKNEwvrJGZYNIa4CIT+UGYmOGux6VeGlEyIxTs0R+jzbllS70oMpbmXAEf",
+	"0DNhc9i/Vmwscl5M8JyUtjmMl1bgmTwDAn2mbxkpkC2cF7rCB+IT4sMcUD9mS25YKfDLLGaluNQI55KZ",
+	"xVyURmTwtTs1mktmcHKASYhCi7KEE9KKdvlc2yd6obJb3aTS9nwCb01wDf7RW1zCmWKiLHWJ73/FrUDJ",
+	"IW73GEpuxXlBLw5IADF4psuKFwA9cIVID0MYB4ZgTlkpbLlifGJFyZJX8KF3Bh8SZkSqVWaApeaCZ05Q",
+	"B4/Ax838dE2QBQz+1inCCYCQJtxXnioA34Eu0kIbkSFIf1V8YXNdyo+3DNMFvlgoC69AsCrNzl4+BcgS",
+	"p1JsoS6UXir4VBGwEi1gvX37tncWTLUXxGoRR2dwyWXBx4W47SPw73XwyrjlY2BjKVfIiPiFYMtSWhRx",
+	"S3aQSXPBJouiiNnToxdEmjErdHohskOmy5GqxCFXZinKPnsleGbYhRBzttTlhVTTU4bkMOVSbSWKkfp8",
+	"ZHHlf8eZzlIcGigTPMsknAsvXpZ6LkorQeWY8MKIOJoHX32Kcl1kokONfptrBr8ZJm2MIj5fzLhC4hYf",
+	"+GwO4I3gDETZu/s/c21sj0dxqC2f3H+Amqr/fLymE8URHPZ5Jgq+Op+Z9VXg8TCbS9OQSIYdAFC08kLp",
+	"MG4IbPhxWnJlReYgM9F+Gq2msIeJLmfc0rk+uBcFKvVgXaWOo5mwHPBpF4b+3T8HIHIsRGYdGyOYsYXK",
+	"/AY9e5HKWMFRi4JVJ9YW5zOTsIOpvBRAsl7QouZwGMjrkfLHA1pXyLNAZiuxBPUj5GT4JUEYuFjr55Fy",
+	"pwtPEP5eE7q09PXdo5LDskWJzIBJxWYmxkVL5VYAyuMdw8Ygr03DahqALXX3wQD+OwSKJMIZqYUqhDEs",
+	"qc89AWSAY1O0/Apxj++jGbWGBOuAB621cw8/6yUiE6wGdV+pULV1qOZVqGrlg5hlGjETnj6M2WIOQ8Pd",
+	"jhRutx5z12/ybLs67diTYcm9wWCkOrV0qxlXKxw2BD29mipxW0wYVxltRSu20gvQSjNBJ3ctcrkKraZ3",
+	"nsW8rx7U43+L1MLpPioFyKtfxAoNqgZnuqAv1206J9dAMxHFpM9e5yjWVLFiuSjFaXCmyKkN/QaKTM5N",
+	"3o86MLUUqS6zXdQN62zvDpZZje/a4+NLJ/+aO3mhBBMKZAeaS7k0VperPku4RbRd5gKUL5bz+VwokZ0S",
+	"N3DKR0IMb6ZnoLataeywx+Zp8tR2eUuegG6QzUB2pfCVYQeJ0w6SmCUXYnWeEoz8x+BXb8YDAxfwyCGi",
+	"UJJzlelLUXobs6FnommUgXlgY8YNG0UFH4uCHSBIs8NR1AkgbncB542cCWP5bA6PO0Z4fs1hfuW7Bv3s",
+	"nvMyF4ZWgnRt7TcRHmoPF84pE7O5XTkDPCkFoBzQugCUY8tcG/+4NJX+ByDyPIovMmnpcQN4eCFWZgN9",
+	"1A6ddQyqX+29CfQ0AbsUk4URGf6C6lfnG4z4bX3ypwqwz3iJJi5FuaLlEpUvuU1zZmwp+OyOYYkE224v",
+	"vu4dPJ37gamFco4MOsBcFJmT1twLyIZZ0HQxdW7R6guhdp0gEbaxvBAMB7B5KcA4I6reY2v0zadIKODP",
+	"7yKeOm4FYFRi6f4iaz7ytEJfIm3jX7ScKI4CHuA+hY81OUBUk1BN/AFXDJymIQ8F2LtnYu+BpMOq6Ao5",
+	"wEb2+kyS4tvkeYTX6IO0gmT4NvIjRl0dYMTLkq+QFmtvcpfV09yLe2lzVNfCfw54TUs5bPqRAB/oFAgh",
+	"UbNlhbAgHqZ6nddv0umfggTE3zrR07OcDuLnzkzr+MkB+bqcth44XnVbH+hLHO4rH6zu5pbu4Kx2xwZQ",
+	"ieJITuDwQNkxXnHrR0MFtuDedAvT06Tk9rQagUIQ2UmnLbTZhPWNA96GRjcz/2rQtnhSKQSz4oNtmX6B",
+	"AXA8OLn3OwERsw44kOZTqzSydj32r2uCXHUdmOAFPN3mFsZyuyC+Udm3+iLaybtoWBdoOtVax0qvSy9+",
+	"2HiDUlypVu5BJm2oHsBxTmRprNP2LsSqk4zIVq0PANj9bFJOpx+zyeyjXf52Ulx0jUMa7eQQ3mHeYMPr",
+	"WNNiuU7EXJ+r0DA6pXVupckptW2+V/BMG8gSJBvt0c0SbCwOYboBD7oFFKhbe4snND7aJ7VujGxExZsx",
+	"iAqw6wx6AXqZU+tDFxFqmKRZklm0zjkGO10HIdo0X/2cz0QVhqnMihlfgQkDpusB8Q1YRaWIAns1jBfy",
+	"Qhx6ugCteYxub1g76ZZVZHQfiFAUErf2lJ6/e9KByjdFuga+dQEV3Shd6gNyWLSuZCXymRHkyOkwDemd",
+	"57djY4kPVqgMifS8hK/LbgfLS1J7SRw4c949b1Dlt2mOVoU0tOEhSBCrLS9iluslm3G1YjNZFNL5YEfK",
+	"5mLFeJaRtIbDwU2s2FistMrYEjhocGZLbljBQRHTRRazsUj5AlDLL2SkwPSwpjITuPGWgpUF4xa/tt4o",
+	"giHMSsDfYkHAsbZgB6lWsEFu5aUYKffgYZ8FchPwO+eXgo1FIcWlM6ec0Q/HyQQvC4nORB460cDW3uXD",
+	"Oe4yIzoU+T2t4qY5vM1bvC5HXPBwUzQ/LYX1ViX6LonKyU156hw9tH3yiaHfixC86bouLs7v/nYyezLI",
+	"/nFv8ev3+p/H4/vqb+V3y2gfN/UeZtjvsfrrZY4Bf9W0p+Q0t8Wq2zZHo+66dEjocS7mOs27uaxxjmlE",
+	"W5dF45BqXupUGEOgoJMGZV1aF+82wIiJpdLwAzDgR+qlNnZaitf/eBYzwdOclQKDQix3zEovFfo7vboI",
+	"8zvO5UPpF0ovTbCYimIEELAsBLrNgAorEmm5fyMxP//nxcnlw3/Mfhjwx93uiA3+AcDDMJekOhdyqTf0",
+	"1tppgJou8KMDhFbTN++j5BTKaKKpEeb87uQhH6Qn4++yY3GPP3iw1bdQ+7i/e0hOcvfffr6DymN/bV95",
+	"t0FTGTLesnFviBtip4HEDcnSpr2NcrBbwyLGsLeOhTO9ttyKPfwATbx4jDqFM9eFyvo7LQe3tt2egmBV",
+	"HcIeDvoOUqkVp84XOAHzDX4gbxKKMEdRwDARFjE5a0kWc5tUH5OROqiTPYJot9OuD/ssqWKt56G7uorB",
+	"pVyxsWjG4EbqgOKj3IXQVzGJQVyhTi8YAvmQaPXzqCjhMq+npKisO+RTHWcgeuP2qSMJO+/bVkfb+w5K",
+	"9gC5FX+3KLLAUhprXQiudrizb1sYfi6BV7HIa/HBPWOELqrfRJhXPpPGB+sqV9Pe7BMAtI2LNoFRr6WL",
+	"j/w9AEK3CUi5B+2kpRX72+sXzxlNhD5Iy2baWHaP/SJ/iJnoT/tegGUYtuVZVgrTTBbAd5bRMDoe9OH/",
+	"74YPB4NB1OWieb6HGhRkX7476/2L9z4Oeg/f13/2z4e9958G8fHDh13pmI38rxbUnjxiD+/d/465JBWW",
+	"CctlYfoMPfWkogJgkpglBBn4qybBhB1U7NBnvjUD9C5Q1uSiB7t56KGLAmJ44ByRAfn2SCX44Vxpey6N",
+	"WVCAroocBI+yxC3pfCJUKpJOdntTtpnqrBF6aCWbgqzzSXiRV/YditcpiFEcBfvzSB9sjZwvYNIhCp9X",
+	"dAOP6nOw+849HRBFtKLhzQfBjsQn53xVaA6Hpc8LXk6BAGfC5jrDl2MCnGPfuJ1zMOX0wpJt5VJZ4yjI",
+	"RMLkYkBTXtAPYZYWTBTk4oWLqlUDbf0BhRlpnYKjAdcNYaY24rB1vNkzykRE0cmfMZGqgx0+kaLIeoW4",
+	"FIWnKULndk5ywwOz01d4U9m3IUrSJvJhg463xE+kMpa7o+/yZ4Wk+MXB41FUZp3L6XB23xs87JSE0hYt",
+	"Zvysioh2WiI+/Fg9z8d6YYfjgqvd7nQXBKS3Vut0nKVLqL3CSKUz1Vps7JrMq5BAPiSlPu1BX3uAYWt6",
+	"nTdRK9zwijkKAozWb3HS7/H2wjsI90HHvZBqSyCwThBYx7bqJy8YcGUXQsxRqxEfHI/sYmsLI8pzPnVJ",
+	"NNuxR4ZB6Wh9m20gYlS5Wt9W9Oq2L7eHhn0cXWq1vw1aI/Qub38w+W4jspr2lQAheM0wwG7c354/WWFi",
+	"GL4bDOKbYeb2d9VYujtaGaJte2m7IotNUOyNc93AwQO6YYgm8JmGOz75/np7qObpXqESy1te383Mxk1J",
+	"p2cMHW+2OGV6Ji2wW8oOrFxvd9Adf5Po/Y6jI9x4qia6Ix5MCfLnXmyuncHnEDdvGikklQ8Ds7Fg13uJ",
+	"naI73ARzo0bQex74Q+v5vetzZ17ZutiQH/fd+GKe3SSqfilK7+W9LsgDiveyxM/WWI7bRtwE9DY8uamk",
+	"odHXETQBXu6WNX76PUSNi3i2C4/QO5Aw+NecsgSxo0wYL0wVozEuUx3/JSso9jUb1RJc0AfEGHzrheAp",
+	"SzC5IcFgWaYp/oBFd02HHCdfCr0fdAAY1al7vN4UBTirHP6UvYu0FYcply60KChzsSvuSoVDN00EuSUH",
+	"4RY3YOVaXzdkKMgBYMJNDut4rDubMGQCerADu/czk8s0PLrP41K8cahsAxo8ta3CYqnYnNvcxH6jcAaU",
+	"EnjDwM62KpLumCgVc7h3e7qqKk2qc++OlsI0GhPO3cGHEVNz/r+yuxeD+b9W3y//caL++d341fHszf30",
+	"bw+jrdUf1+WtdfV17fj0Ds8A/zdHjbq4kqPlpz/eTItpwuEzFcJUtDJkHNUTXxNz6lNTahWlyjO+iYIS",
+	"rH7L2XypErJmmnTl3ApTC13u5TXP9XPqh812AR4QW8uStGI0201A0kbtLrjUXGhdAlGlGCb6vHryiN29",
+	"e/chEPOvbx65ZPkPPLXFitm8FIJNSirw4AXL5FTaViHfyeDkQe/4uHfy8M3g++G9+8Pju/3jk8G/wn2B",
+	"StOzkvJUG5CIow+9qe65L5eyFPBY/w09W/3WkzNvemK3hWE0lTZfjPupnh0FHoHG3342Kvo0Il2U0q5e",
+	"A2AJ/caCl6I8W9i885BctdCQJWeuNhfhOmQ/4DhWXFxgJ4i+77eB4Qb8rd5nbu2cFiCdEt9R0GaYvhQl",
+	"+/nNm5dHGDBBMIByiIV1oGO7hAlkvKCdsGmplzE+I7JAwQnqJkaKagFICaKgLXeJdaB8UJIFPsuL/kiN",
+	"FCIN46XoxosgI4rNS5FKEgYe4WmkQ9pG+lR/pB5TAUZZ6pJJEDCsCpYkm8p7E5bpdIF1Svh+zozl40Kw",
+	"JNUZxh/8vD7rfbywLDnKMU/3o/ODHoHatvqYsAPMSamm5PAoCCw+l/0VnxUJkyotFpnIDlnKy1KiIKyK",
+	"xrgZqQ2YMFoMBnfTC7HCP0TSZ2c4JOcGTlwXAoujuIv3ePVVl17vpKgOKJ9jMVLOrc+sdtmHmKMCqIDH",
+	"YHSQxnjKCmksSex2XQsA2SxSODis08/1cqQQg1y2Gr4R1tVnzzU+s63gO6wVPGbtwvFTxkcKpvDVgZi5",
+	"Jqe5DcfdZXUTDYRfq2LB5wBxReo3O8BUPAylIHR/evwmZj8/PvsRd/zi5ZunL56/PnTb57ZurDFSRjhO",
+	"2900gx0kr0XaeyJsmvdeSyuGLC21MT34kYBj+EzQR18Kn7wo5VSqZOQmqlLm3C7uGJZrYw8p95yqlxBo",
+	"7b2zR+gz9nlQpWBK25FyizcMFs+UkPgWKv4mAqYnGZ9MsMymdYhjna3YbGFgylJeCrArCrFBEmUr5uJQ",
+	"YeEoM4euHN3mYqRc4fkQMYBK8HxpO9IxJXDB/r5nrehWQjwHBqYLy/RkwsZiokvshzJSySOya3skpxOs",
+	"QWVrER2MMhYyFYp8CK7Pztmcp7nonfQHYDWXheO1Znh0tFwu+xx/7utyeuTGmqNnTx89fv76MY6p4xMt",
+	"j3Jl2EeD/jE96JhENIzu9gf9uxRCzlGEeF4Df08FCihQcJA9PM2ioasZ+Bi1WvicDAZbehxcr7eBK0vo",
+	"aG2AGWcu3w7hbqoWHf0oFIrR8N37ODKL2YyXK5BK8lIoF4a3fGpQ66DXvIdxjqdu3PUr+vkP2TS+G5tq",
+	"3B/c3TRNta6jsOvEtiOBaSWcCciRoEWEY25xxYFr/xVlCmPJKjZG4rI43Hiil8dHPqm/80ifSWN/gQe+",
+	"4KH6coMNqEQ1nldxdG9wvNfB1i1NcNAe0KgbO8GIk4e7R4TNcHDVyMd2j6s7goRQJnWi6n8SSD9TaQcx",
+	"A/3bWFcWc4Ai/LDPnqNeZivLukE9VF9xFUdz14+mCV0qZ//FVYQjif6gs9UekA2yZFzFhU95YZQ1bcKK",
+	"k+G7KiEGzAaqMPD+rKt4fzyp6pebxoktF+JqDUOPPxuGBmX/HUjqfu2zX4SYY9F50qjpN1aXYq2oH3Fz",
+	"sBtjgrZrf2kaoFMMVd8KxX29mDSoTSqmVSpi8gRV2gCebwfuB1zu6JPMrsgYKgQlp7YFCBCep4cGMt3r",
+	"ypZDMiUlrUDZ5En3VvkVrW37iKqB2R8DXDqqTuA+tUAgc+P7EzG0NwG+VUa+Y02xNzBA5mXc5GPNy8z7",
+	"QLrZXtCC811na0eZ7dsz8UKszt/x3seT3ncbeya+d9hW+5o3StVn3qvUWmO760axcuYYlRZgcYJrlyPN",
+	"poacxHk3tQXtCmRfxZ2vxpwPH9fQRGSUNwzCqc9ezCSVo421zTetBlO9G4vxsQ2XkwMTdlbdd2NbfWJH",
+	"1Mp0jwdd+9Wr919Qkanz+jukxAslsJMrGIR0oN9kQJtNwNkF2JahjTeuqxw9fTvyqpg7fT76BM+1GPym",
+	"uPIdgxXdLvJTB3FCt8FDFvSZ7DMqXSA6BLHjWD4g70j5YSeDe332Fm1vSouLiWZsVXzviJfbpquNbHeU",
+	"HkMmJ2QG4wtzbthMX6JCSG2RyAtA0x1oHwVRoloT5uQfhoESCaZva0vISGEyWITzgZDh2yUWqXpzB79y",
+	"jJ50nQnJZ2nWM4vvmObuN7EOn5JSE+C1qgI7yH1PQQ5Q/XNL8cEe5Fl3Z70hQV/fmP1cusIaygD2cxe2",
+	"dMpDF0uIvcjtqjtyjW65YegjA/yXxtXB6CWriXjg/GeYUcswjERPW9NdndRfo5qfhPUk82Uljqv/6rae",
+	"6ehQAn9TSpuI9iZ3BwMiGbin64Cn0KJGSLs0qU2Y1mKFO1QQKr9/3yWzjlzYu902fu9Jawu/iQI/gYwI",
+	"UsZadW8e+Q8Aj+eA15jzUBe3xT4G0uDWIzVFa815oklL91LMLEBoo8fVS8KqY1/YurvRRCUmt8ZIpXrm",
+	"O3+g+ZzFrja9Uajqi0xcpxBsAlguFLa+7pJgrn3lXiLszHUMrntSwkmhzeIc2if3WH4ITy1KZepHnDzG",
+	"v+kwsNKlQqK62Fcaz9pO0dYhtkTjQdpTgTwdFnZrJb60LsHJNq4W6GCVyclEIOP0Zy3NRjf3L2JFIbTj",
+	"B6BcnNy/D6pAyVM4Hnbg2gdwlekZ+/XXpz/Cmc90KSj6MRa+p6StOx2OlCuDplZ/s9pJWbWCG1ZajBtz",
+	"x7i9EvVhCXWlMxFIUT/IfTaUUxCeZmI211aodNUjw73b5Ll/vxmcf9BhvP0OJ5jPKejqGeDi91iXvLez",
+	"q9Ukdy+H12eWK10i5SciPO/r8rjtusBRlI8DLwhSqpxm3erc/IQYSu/N5mZVTf1YT4LeGacUqpI2bLRX",
+	"NevbbM/vTnq4+nMbZaT13XKjfVdXZPRMYPxOgDpUp8o4ualLx9ukqq4fCOukt/aTbr73NUXwA9bfVAWr",
+	"tsol6A8iY4v54XbAd8P55HZPs13t5y8vqNvwSuPK4NEUKfAnE4dyzjW58H4032clRh4+WRTFKQaRG13z",
+	"P2uH+z/AJPDdp2tkq2yBvd0CR3V3xe0+uce+IeL1FLE/lSeqbjK5wxNFh/LNE9VlG7gWx5Qx7agyCMF9",
+	"cZsgbO77WY2C587lI7GcNRVZeIeKsXzVaAoVtJcK+qt7du8LxPsjtcG5xosqRNPVaTnuTiKqUqFGqmsU",
+	"IW7taYNpGpZF0L3AZbm7PYAqbHWCDjFvRpC9saWPIwOjYC4wyW1e8NQpp+6FfeZ8FnR26LlDDwWWqujC",
+	"tdsIWwRV2SypJjYkuh1vOH/Vp+p3KKi+yCwqNYVpMzEv9GoGo6kJpldd75HqOt4/MLvWXXofZfXk8yVl",
+	"VG28Om6wMRciOw1b0haCg9UmMRUPcDvEVBCdk1LP1vDxz84hb+g9vNW7jJwWqTTqkG31Ueklwqn0N2Lk",
+	"pPqzHLO5LgXdQvSVODHPzEVHGb5vuVvveqrZgWcB8lIwz+oO99drHJP6DFKizXxw3tqHeR3Osx/GtMpI",
+	"9+Ibnf573273a7Dd/ooee0Lmun1dLS/Hq9pBVt20FgTLqE/MdbBdieUXwHUlll8W04Ny5D+LM+cVVSP1",
+	"m72AJN02VbU6cyXG21w3f3l/y1+PZh9jV9t11wrpSuRxq9RZJN9tNNpsG7HRvn4VNoDoys1pRX+DmuXN",
+	"l7jF3WMLR83XHmikar1xj4qiry5XpdknZIeXoAbvN0/BuvCjm0dYs+wJOGuXpyCglM15udTypG6s8qVk",
+	"UrPDyi2bbUHfmC7RlOoy+/OrdF+LggYApko2j6O+cKlqOe9vDQ4KU3wx0UYErth/0MthC/evWzLswfxv",
+	"lsP4dfHgoIHGThbsDu8bB+7MGmyXpG7NH6zxdR2Fjz75P3dmEqLnqKq5qZIqXMv/xsVi7r5Vy1yhFzv2",
+	"mRXKZ07YXJqRcjUDlEbRZ0+xYwjxwkAMo2rW5TH8EZf7Kryvfpf1TEP+einrfwCfpaN02TIBNsboaLzk",
+	"xaLOIsNHujLZQuTckMwGyEezpXoWXp/q2BIDxkgXFRlEUCsUPhRjNWt9DTwlW5RCZZhegjfiM14xHXfP",
+	"K2Dk0MV2OWCx5Wk+E8rGPltDyclEZOTKN1xlY/1BZOyA0ypHyq+BG5ZY8cEe5XZWJFV9NW6NSbw/0l1+",
+	"zFNcS7CCO6ZO+j/swv2fhN2M+G2u/Z9H/9lk1JWSP5aKlx0XF3Tn1+EG4/0h0DKlfTHqj9LMtZG2s2tL",
+	"Up/4KZvIQgCb+R+jiArAPb5QFfgoSoasrufll+SWIWwJruo1ucbrdalpyv5XZsfVkl+7ksXeS13ItOOa",
+	"p8RhwilzZNUzZcruKK3EnWToSnm4Wi35CgiEEri84xcwKefwmWksfr7uMh+/4dPr3QYef17HRhz9s+fP",
+	"6s1qLnov5pWFvOYdRwpKrrfHq2/pnO1S2XXWexowW2KWUrEGnDfz3uu5GCveg27GRVcOMmiKsILJhCWN",
+	"NaDXrX37Ds7mEuVFFSZVrOTSt6SifVkNrBsL4rBcvuTKUPcUHyCt+90lgX+HKvYLo9lYBF+7jnjOLTRS",
+	"C+XvVKhyL9B2QK2Knflcx7G+FI1U0IB303UplBoKWo5vUnCw3i/4cMh4moq5BXkCDFQvioz2HGwZc1Xp",
+	"ZZQ2aTWCt09tCVwLBFTNfHOHkLPIWqvqkiQvF6Ek6bJV2mmITc5xrQy07TdTb3hfDdCtLq6tKY2fWQT6",
+	"JvvH7O/yh5j6Xqwa8vCUXYg5inW64zy6TS94s3vg+k7ekpBuyefrS5Fv+YMNFSBoED4MeIw0mDq8DEj6",
+	"QJfVzULtWiEcdHjadW3AEFQE4gFNjZUaFuUoFAKGlMtp3mePqcUJ8SJnXlHbHG9jOZ1u7zsJUOh9f6uH",
+	"23mpAB1Igx+5Ti5fU/z8LbLuNWm+w4h3pcBIud2pTz6TkGBbd5lLQt04oZTtBLMPdJFVt+Wt9SQEq6i6",
+	"JKNOIPKdIjHL5yBEsOA+fMVnmOFQP3/oukq6r0fKz+PujiN5Fy4F76R3XStbk9XJWpSCXxROPxiphoIA",
+	"HLx5EGGVPVl0VuONSqpYEZFgB4MOufliLtTrqhfinyeZvtUu8Ja7R/gT6fLwYedKn00fQGFDPr1rlRl2",
+	"yqww4Zur/HMwHoBIfWN+XLGAsBksMg/QtC+EmPNCXjb4UsWE1tjS0Sf319URgvH6aQwVIk+2pHdWuRdh",
+	"OSM6IH2TYmAVTh1er1t8BEu7KRVfiyLq1qa3nBGxhSJx99mpK20xCTOYDttqB7wUpeho+/uXzBHcPsAd",
+	"5VeW/fCIuGglK4MypYaUrS/EZBsM7OsS/g3zlzYQfkcW039ZynXZTHuSLjXv/ka56qvLNcSywpByY98T",
+	"nCpva+KMN9PydrrFzO8glt26OZWnOZsJY/iUmnMkWIwwJNca/o3ujpglMhsm6IA04jcyHDNuuXsSi3RA",
+	"of7b6xfP+yOVPOPG9vDb3tMfEzB6FtgZ17XFxJLa3+r8dKeWuzKVPjtjqZ5hk1msekBDGF8wUhxMwNKO",
+	"QSuorRSqtJCGyazorD94i+fwBaP13b6t8Bh2u7e2choMNiFIerTdJqvZy7/1dVQA3L7D/YyB6ht0/aVi",
+	"MsDo1+iB6b0G/HvsSsxqgiPyen/VanzZbI397j2Al1w5hHZ1u9Xh0dHxyXd4K+fx8PvB9wMUim76DSZ/",
+	"7C2outFP5hruMH8du82FLF1PCAxAOdJqZRWaaL1b1pN2S2x0dY5XYTqNv2/D3Q+C7veUl+Wq3V+hv54C",
+	"2fXOt/6eEXJ3+9v+aRfk8lpyQ0k/McPSCl0Cs1xr3I3pQTYXs8abq0Sf9Ve7xtqXGAQGNIg3g93NR1Bf",
+	"n+rvgXAOeDQoWpUVRn5j9x6V+WuMrZ4Km9P1hj570zPz9Re5klnjw87YIRtbIPGgtbULyaPtfRhMjD3l",
+	"1if1PWsdOrlurcE412716v3V/w8AAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

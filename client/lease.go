@@ -301,7 +301,8 @@ func (c *Client) acquireRequest(name string, o AcquireOptions) (AcquireOptions, 
 	if o.TTL == 0 {
 		o.TTL = DefaultTTL
 	}
-	body := wire.AcquireRequest{Holder: o.Holder, TtlMs: o.TTL.Milliseconds()}
+	ttlMs := o.TTL.Milliseconds()
+	body := wire.AcquireRequest{Holder: o.Holder, TtlMs: &ttlMs}
 	switch {
 	case o.TTL < time.Millisecond:
 		return o, body, fmt.Errorf("ttl %v is not a positive number of milliseconds", o.TTL)

@@ -46,6 +46,9 @@ func wireLease(l lease.Lease, epoch string) api.Lease {
 	if l.Handover != nil {
 		out.HandoverRequested = ptr(wireHandover(*l.Handover))
 	}
+	if l.Session != "" {
+		out.Session = ptr(l.Session)
+	}
 	return out
 }
 
@@ -85,6 +88,9 @@ func wireEvent(e lease.Event) api.Event {
 	}
 	if e.Actor != "" {
 		out.Actor = ptr(e.Actor)
+	}
+	if e.Session != "" {
+		out.Session = ptr(e.Session)
 	}
 	if h := e.Handover; h != nil {
 		out.Handover = &api.HandoverRequest{}

@@ -63,9 +63,10 @@ func TestRequestHandover(t *testing.T) {
 	wantProblem(t, "handover of a free lease", resp, body, http.StatusConflict, api.ProblemCodeNotHeld)
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
 	}
-	return *s
+	return *p
 }

@@ -57,11 +57,19 @@ func (s *server) acquireParams(req api.AcquireLeaseRequestObject) (store.Acquire
 	if b == nil {
 		return store.AcquireParams{}, 0, lease.Errorf(lease.CodeInvalid, "the body is required")
 	}
-	// Range-check the raw milliseconds before any arithmetic: a huge value would wrap around
-	// into the allowed range once multiplied into a time.Duration.
-	ttl, err := lease.Millis("ttl_ms", b.TtlMs)
-	if err != nil {
-		return store.AcquireParams{}, 0, err
+	var ttl time.Duration
+	switch {
+	case b.SessionId != nil && b.TtlMs != nil:
+		return store.AcquireParams{}, 0, lease.Errorf(lease.CodeInvalid, "give ttl_ms or session_id, not both: a lease under a session lasts as long as the session")
+	case b.SessionId == nil && b.TtlMs == nil:
+		return store.AcquireParams{}, 0, lease.Errorf(lease.CodeInvalid, "ttl_ms is required (or session_id, to acquire under a session)")
+	case b.TtlMs != nil:
+		// Range-check the raw milliseconds before any arithmetic: a huge value would wrap
+		// around into the allowed range once multiplied into a time.Duration.
+		var err error
+		if ttl, err = lease.Millis("ttl_ms", *b.TtlMs); err != nil {
+			return store.AcquireParams{}, 0, err
+		}
 	}
 	wait, err := lease.Millis("wait_ms", deref(b.WaitMs))
 	if err != nil {
@@ -71,14 +79,19 @@ func (s *server) acquireParams(req api.AcquireLeaseRequestObject) (store.Acquire
 	if err != nil {
 		return store.AcquireParams{}, 0, err
 	}
-	p := store.AcquireParams{Name: req.Name, Holder: b.Holder, TTL: ttl, LockDelay: delay, IdempotencyKey: deref(req.Params.IdempotencyKey)}
+	p := store.AcquireParams{Name: req.Name, Holder: b.Holder, TTL: ttl, LockDelay: delay, IdempotencyKey: deref(req.Params.IdempotencyKey),
+		SessionID: deref(b.SessionId)}
 	md, err := metadataParam(b.Metadata)
 	if err != nil {
 		return p, 0, err
 	}
 	p.Metadata = md
+	ttlErr := s.limits.ValidateTTL(p.TTL)
+	if p.SessionID != "" {
+		ttlErr = nil // the session's
+	}
 	for _, err := range []error{
-		lease.ValidateName(p.Name), lease.ValidateHolder(p.Holder), s.limits.ValidateTTL(p.TTL),
+		lease.ValidateName(p.Name), lease.ValidateHolder(p.Holder), ttlErr,
 		s.limits.ValidateWait(wait), s.limits.ValidateLockDelay(p.LockDelay),
 	} {
 		if err != nil {

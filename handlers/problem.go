@@ -37,6 +37,7 @@ var statusOf = map[lease.Code]int{
 	lease.CodeRateLimited:     http.StatusTooManyRequests,
 	lease.CodeTooManyLeases:   http.StatusTooManyRequests,
 	lease.CodeNotHeld:         http.StatusConflict,
+	lease.CodeSessionLost:     http.StatusConflict,
 
 	lease.CodeWaitingUnsupported: http.StatusBadRequest,
 }

@@ -75,6 +75,9 @@ func Fingerprint(p AcquireParams) []byte {
 		h.Write([]byte(s))
 	}
 	binary.Write(h, binary.BigEndian, [2]int64{p.TTL.Milliseconds(), p.LockDelay.Milliseconds()})
+	if p.SessionID != "" {
+		h.Write(lease.HashID(p.SessionID))
+	}
 	return h.Sum(nil)
 }
 

@@ -132,6 +132,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Handover", testHandover},
 		{"Sessions/CloseEndsAll", testSessionClose},
 		{"Sessions/ExpireTogether", testSessionExpiry},
+		{"Sessions/Restart", func(t *testing.T, e *env) { testSessionRestart(t, e, o.databaseClock) }},
 		{"LockDelay", testLockDelay},
 		{"ExpireDue", testExpireDue},
 		{"List", testList},
@@ -1298,4 +1299,25 @@ func testSessionExpiry(t *testing.T, e *env) {
 	wantCode(t, "CloseSession(expired)", err, lease.CodeSessionLost)
 	_, err = e.s.RenewSession(e.ctx, lease.NewSessionID(), 0)
 	wantCode(t, "RenewSession(unknown)", err, lease.CodeNotFound)
+}
+
+// testSessionRestart: a restart that stretches the leases of a session (invariant 5) stretches
+// the session alike, so they still expire together and the session can still be renewed.
+func testSessionRestart(t *testing.T, e *env, databaseClock bool) {
+	ss := e.openSession("proc-1", 10*time.Second)
+	a := e.acquireIn(ss, "a")
+	e.clock.Advance(8 * time.Second)
+	e.restart() // at t0+8s: the lease and its session last until t0+18s
+	e.clock.Advance(3 * time.Second)
+	st, _ := e.s.Get(e.ctx, "a")
+	r, err := e.s.RenewSession(e.ctx, ss.ID, 0)
+	if databaseClock {
+		if st.Held || !lease.IsCode(err, lease.CodeSessionLost) {
+			t.Errorf("at t0+11s with the database's clock: a = %+v, RenewSession = %v; want both ended at t0+10s", st, err)
+		}
+		return
+	}
+	if !st.Held || st.Token != a.Token || err != nil || r.Leases != 1 {
+		t.Errorf("3 s after a restart at t0+8s: a = %+v, RenewSession = %+v, %v; want a held and the session renewed with it", st, r, err)
+	}
 }
