@@ -41,6 +41,8 @@ type AcquireOptions struct {
 	// learnt from a renewal or the watch stream. Release when the work is at a good place to
 	// stop; nothing is forced.
 	OnHandover func(*Lease, HandoverRequest)
+	// session, set by Session.Acquire, acquires under that session.
+	session *Session
 	// DisableWatch leaves noticing that somebody else ended the lease (a revoke, say) to the
 	// next renewal, saving the watch stream each kept-alive lease otherwise follows. A process
 	// holding many leases at once may need it: the server bounds its open streams
@@ -80,6 +82,8 @@ type Lease struct {
 	relMu   sync.Mutex
 	relDone bool
 	relErr  error
+
+	sess *Session // the session it is held under, if any: renewing it renews the lease
 }
 
 // Name returns the lease's name.
@@ -209,9 +213,15 @@ func (c *Client) Acquire(ctx context.Context, name string, o AcquireOptions) (*L
 	if c.isClosed() {
 		return nil, fmt.Errorf("%s: %w", op, ErrClosed)
 	}
+	if o.session != nil {
+		o.TTL, o.DisableKeepAlive = o.session.ttl, true
+	}
 	o, body, err := c.acquireRequest(name, o)
 	if err != nil {
 		return nil, invalid(op, err)
+	}
+	if o.session != nil {
+		body.TtlMs, body.SessionId = nil, &o.session.id
 	}
 	margin := c.marginFor(o.TTL)
 	if o.TTL <= margin {
@@ -411,9 +421,17 @@ func (c *Client) hold(ctx context.Context, g Grant, sent time.Time, o AcquireOpt
 		l.lastSent, l.expiresAt = resent, r.ExpiresAt
 		g.ServerEpoch, g.ExtendedByRestart = r.ServerEpoch, r.ExtendedByRestart
 	}
+	var sessSent, sessDeadline time.Time
+	if s := o.session; s != nil {
+		sessSent, sessDeadline = s.reckoning() // before l.mu: a session's renewal takes its lock, then its leases'
+	}
 	l.mu.Lock()
 	l.noteServerLocked(g)
 	l.deadline = l.lastSent.Add(o.TTL - margin)
+	if o.session != nil {
+		// The lease expires with its session: it may be relied on only as long as the session.
+		l.sess, l.lastSent, l.deadline = o.session, sessSent, sessDeadline
+	}
 	l.armLocked()
 	l.mu.Unlock()
 	// No work runs under a lease nobody has received yet: one granted as the client closes is
@@ -423,11 +441,16 @@ func (c *Client) hold(ctx context.Context, g Grant, sent time.Time, o AcquireOpt
 		return nil, fmt.Errorf("acquire %q: %w", g.Name, ErrClosed)
 	}
 	l.stopClose = context.AfterFunc(c.closeCtx, func() { l.end(ErrClosed) })
+	follow := !o.DisableWatch && o.session != nil // its session keeps it alive
 	if !o.DisableKeepAlive {
 		// Closed meanwhile: the lease context has ended with ErrClosed, and nothing runs.
-		if l.spawn(l.keepalive) == nil && !o.DisableWatch {
-			_ = l.spawn(l.follow)
-		}
+		follow = l.spawn(l.keepalive) == nil && !o.DisableWatch
+	}
+	if follow {
+		_ = l.spawn(l.follow)
+	}
+	if o.session != nil {
+		o.session.add(l)
 	}
 	return l, nil
 }
@@ -471,10 +494,14 @@ func (l *Lease) checkDeadline() {
 
 // Renew renews the lease once. On success the deadline moves to the time this renewal was
 // sent plus the ttl minus the margin; a refusal ends the context at once and is ErrLeaseLost.
-// The keepalive calls it; call it yourself only with DisableKeepAlive.
+// The keepalive calls it; call it yourself only with DisableKeepAlive. A lease held under a
+// Session renews its session (and so every lease under it).
 func (l *Lease) Renew(ctx context.Context) error {
 	if err := context.Cause(l.ctx); err != nil {
 		return fmt.Errorf("renew %q: %w", l.name, err)
+	}
+	if l.sess != nil {
+		return l.sess.Renew(ctx)
 	}
 	sent := l.c.clock.Now()
 	g, err := l.c.Renew(ctx, l.name, l.id, 0)
@@ -542,29 +569,39 @@ func (l *Lease) end(cause error) {
 // keepalive renews at the renew fraction of the ttl; failed renewals are retried with
 // jittered pauses until one succeeds, the server refuses, or the context ends at its deadline.
 func (l *Lease) keepalive() {
-	clk := l.c.clock
-	for {
+	renewLoop(l.ctx, l.c.clock, l.interval, func() time.Time {
 		l.mu.Lock()
-		next := l.lastSent.Add(l.interval)
-		l.mu.Unlock()
-		if sleep(l.ctx, clk, next.Sub(clk.Now())) != nil {
+		defer l.mu.Unlock()
+		return l.lastSent
+	}, l.Renew, func(err error, pause time.Duration) {
+		l.c.log.Warn("lease renewal failed; retrying", "name", l.name, "token", l.token, "err", err, "retry_in", pause)
+	})
+}
+
+// renewLoop renews, by renew, interval after each last successful renewal was sent (last);
+// failed renewals are retried with jittered pauses (reported to warn) until one succeeds or
+// ctx ends.
+func renewLoop(ctx context.Context, clk Clock, interval time.Duration, last func() time.Time, renew func(context.Context) error,
+	warn func(error, time.Duration)) {
+	for {
+		if sleep(ctx, clk, last().Add(interval).Sub(clk.Now())) != nil {
 			return
 		}
 		for {
 			// One attempt may not eat the time left for the next ones.
-			actx, cancel := context.WithTimeout(l.ctx, max(l.interval, 100*time.Millisecond))
-			err := l.Renew(actx)
+			actx, cancel := context.WithTimeout(ctx, max(interval, 100*time.Millisecond))
+			err := renew(actx)
 			cancel()
-			if err == nil || l.ctx.Err() != nil {
+			if err == nil || ctx.Err() != nil {
 				break
 			}
-			pause := jitter(max(l.interval/4, 10*time.Millisecond))
-			l.c.log.Warn("lease renewal failed; retrying", "name", l.name, "token", l.token, "err", err, "retry_in", pause)
-			if sleep(l.ctx, clk, pause) != nil {
+			pause := jitter(max(interval/4, 10*time.Millisecond))
+			warn(err, pause)
+			if sleep(ctx, clk, pause) != nil {
 				return
 			}
 		}
-		if l.ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return
 		}
 	}
