@@ -27,6 +27,9 @@ type Lease struct {
 	// Session is the Ref of the session the lease is held under ("" for none): it expires
 	// with the session and is renewed by renewing the session.
 	Session string
+	// Limit is the semaphore's limit for a slot of one (0 for a plain lease), Slot its index;
+	// Name is then the semaphore's name.
+	Limit, Slot int
 }
 
 // End says how a lease ended.
@@ -56,6 +59,11 @@ type State struct {
 	AvailableAt time.Time // when the name may be granted again
 	Metadata    json.RawMessage
 	Waiters     int
+	// Limit is a semaphore's limit (0 for a plain lease), Slots the state of each of its slots
+	// used so far; the fields above then sum them up: Held while any slot is, Token the
+	// highest.
+	Limit int
+	Slots []State
 }
 
 // EventType is the kind of an event in a name's history.

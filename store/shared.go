@@ -78,6 +78,9 @@ func Fingerprint(p AcquireParams) []byte {
 	if p.SessionID != "" {
 		h.Write(lease.HashID(p.SessionID))
 	}
+	if p.Limit > 0 {
+		binary.Write(h, binary.BigEndian, int64(p.Limit))
+	}
 	return h.Sum(nil)
 }
 

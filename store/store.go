@@ -181,6 +181,10 @@ type AcquireParams struct {
 	// too_many_leases when Owner already holds MaxHeld unexpired leases.
 	Owner   string
 	MaxHeld int
+	// Limit, when above 0, acquires one of Limit slots of the semaphore Name (lease.SlotName):
+	// the first free one. Codes: limit_mismatch when the name is held with another limit (or
+	// as a plain lease, or with a limit by a plain acquire), lease_held when every slot is.
+	Limit int
 	// SessionID, when set, acquires under that session instead of for TTL: the lease expires
 	// with the session. Codes: not_found (no such session), session_lost.
 	SessionID string

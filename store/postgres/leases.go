@@ -55,8 +55,9 @@ func (g grant) rule() lease.Grant {
 }
 
 func (g grant) lease() lease.Lease {
+	name, slot, _ := lease.SlotOf(g.name)
 	return lease.Lease{
-		Name: g.name, Holder: g.holder, Token: g.token,
+		Name: name, Slot: slot, Holder: g.holder, Token: g.token,
 		TTL:        time.Duration(g.ttl) * time.Millisecond,
 		AcquiredAt: ms(g.acquired), RenewedAt: ms(g.renewed), ExpiresAt: ms(g.expires),
 		LockDelay: time.Duration(g.lockDelay) * time.Millisecond,
@@ -194,21 +195,26 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 				return err
 			}
 		}
+		decide, err := decider(ctx, t, p, g, ok, now)
+		if err != nil {
+			return err
+		}
 		// A held name is refused before the last token is locked: contention on one name
 		// does not queue every other grant behind it.
-		if _, err := lease.DecideAcquire(g.rule(), ok, ms(now), 0); err != nil {
+		if _, _, err := decide(now, 0); err != nil {
 			return err
 		}
 		last, err := lockToken(ctx, t)
 		if err != nil {
 			return err
 		}
-		// Decide again at the clock read after the last lock: the name's row is still
-		// locked, so only time has moved, and the token is above now's microseconds.
+		// Decide again at the clock read after the last lock: the name's row (and a
+		// semaphore's slots) are still locked, so only time has moved, and the token is
+		// above now's microseconds.
 		if now, err = t.now(ctx); err != nil {
 			return err
 		}
-		token, err := lease.DecideAcquire(g.rule(), ok, ms(now), last)
+		gname, token, err := decide(now, last)
 		if err != nil {
 			return err
 		}
@@ -233,7 +239,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 				return fmt.Errorf("keep idempotency key: %w", err)
 			}
 		}
-		ng := lease.NewGrant(p.Name, p.Holder, token, p.TTL, p.LockDelay, ms(now))
+		ng := lease.NewGrant(gname, p.Holder, token, p.TTL, p.LockDelay, ms(now))
 		if p.SessionID != "" {
 			if ng, err = lease.SessionGrant(sess, p.Name, p.Holder, token, p.LockDelay, ms(now)); err != nil {
 				return err
@@ -241,19 +247,21 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 		}
 		if _, err := t.tx.Exec(ctx, `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
 			acquired_at, renewed_at, expires_at, metadata, owner, session) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-			token, p.Name, p.Holder, lease.HashID(id), ng.TTL.Milliseconds(), p.LockDelay.Milliseconds(),
+			token, gname, p.Holder, lease.HashID(id), ng.TTL.Milliseconds(), p.LockDelay.Milliseconds(),
 			now, now, ng.ExpiresAt.UnixMilli(), nullText(p.Metadata), p.Owner, sess.Ref); err != nil {
-			return fmt.Errorf("insert grant %q: %w", p.Name, err)
+			return fmt.Errorf("insert grant %q: %w", gname, err)
 		}
-		if _, err := t.tx.Exec(ctx, `UPDATE names SET token = $2 WHERE name = $1`, p.Name, token); err != nil {
-			return fmt.Errorf("point %q at its grant: %w", p.Name, err)
+		if _, err := t.tx.Exec(ctx, `UPDATE names SET token = $2 WHERE name = $1`, gname, token); err != nil {
+			return fmt.Errorf("point %q at its grant: %w", gname, err)
 		}
 		if _, err := t.tx.Exec(ctx, `UPDATE tokens SET last = $1`, token); err != nil {
 			return fmt.Errorf("persist the last token: %w", err)
 		}
+		_, slot, _ := lease.SlotOf(gname)
 		out = lease.Lease{Name: p.Name, Holder: p.Holder, ID: id, Token: token, TTL: ng.TTL, AcquiredAt: ng.AcquiredAt,
-			RenewedAt: ng.RenewedAt, ExpiresAt: ng.ExpiresAt, LockDelay: ng.LockDelay, Metadata: p.Metadata, Session: sess.Ref}
-		t.record(lease.Event{Type: lease.EventAcquired, Name: p.Name, Token: token, Holder: p.Holder,
+			RenewedAt: ng.RenewedAt, ExpiresAt: ng.ExpiresAt, LockDelay: ng.LockDelay, Metadata: p.Metadata, Session: sess.Ref,
+			Limit: p.Limit, Slot: slot}
+		t.record(lease.Event{Type: lease.EventAcquired, Name: gname, Token: token, Holder: p.Holder,
 			At: ms(now), ExpiresAt: out.ExpiresAt, Metadata: p.Metadata})
 		return nil
 	})
@@ -261,6 +269,56 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 		return lease.Lease{}, fmt.Errorf("acquire %q: %w", p.Name, err)
 	}
 	return out, nil
+}
+
+// decider returns how an acquire decides, given name's current grant g (locked and settled):
+// a plain lease's token, or a free slot of the semaphore name (whose slots it locks, in order)
+// and its token; the limit of a held name stays fixed.
+func decider(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok bool, now int64) (func(now, last int64) (string, int64, error), error) {
+	var lim int
+	err := t.tx.QueryRow(ctx, `SELECT lim FROM semaphores WHERE name = $1`, p.Name).Scan(&lim)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("read the limit of %q: %w", p.Name, err)
+	}
+	n := max(lim, p.Limit)
+	slots, exists := make([]grant, n), make([]bool, n)
+	fixed := 0
+	for i := range n {
+		if slots[i], exists[i], err = lockName(ctx, t, lease.SlotName(p.Name, i), p.Limit > 0); err != nil {
+			return nil, err
+		}
+		if exists[i] {
+			if slots[i], err = settle(ctx, t, slots[i], now); err != nil {
+				return nil, err
+			}
+			if i < lim && slots[i].rule().HeldAt(ms(now)) {
+				fixed = lim
+			}
+		}
+	}
+	if err := lease.CheckLimit(p.Name, p.Limit, fixed, ok && g.rule().HeldAt(ms(now))); err != nil {
+		return nil, err
+	}
+	if p.Limit == 0 {
+		return func(now, last int64) (string, int64, error) {
+			token, err := lease.DecideAcquire(g.rule(), ok, ms(now), last)
+			return p.Name, token, err
+		}, nil
+	}
+	if lim != p.Limit {
+		if _, err := t.tx.Exec(ctx, `INSERT INTO semaphores (name, lim) VALUES ($1, $2)
+			ON CONFLICT (name) DO UPDATE SET lim = excluded.lim`, p.Name, p.Limit); err != nil {
+			return nil, fmt.Errorf("keep the limit of %q: %w", p.Name, err)
+		}
+	}
+	rules := make([]lease.Grant, p.Limit)
+	for i := range rules {
+		rules[i] = slots[i].rule()
+	}
+	return func(now, last int64) (string, int64, error) {
+		slot, token, err := lease.DecideSemaphore(p.Name, rules, exists[:p.Limit], ms(now), last)
+		return lease.SlotName(p.Name, slot), token, err
+	}, nil
 }
 
 // advisory takes a transaction-scoped advisory lock on (kind, key).
@@ -308,7 +366,7 @@ func replay(ctx context.Context, t *txn, p store.AcquireParams, keyHash, fp []by
 // settles the grant at it.
 func byID(ctx context.Context, t *txn, name, id string) (grant, int64, error) {
 	g, err := scanGrant(t.tx.QueryRow(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.id_hash = $1 FOR UPDATE`, lease.HashID(id)))
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && g.name != name {
+	if parent, _, _ := lease.SlotOf(g.name); errors.Is(err, pgx.ErrNoRows) || err == nil && parent != name {
 		return grant{}, 0, lease.Errorf(lease.CodeLost, "lease_id is not a lease on %q (unknown, or pruned after it ended)", name)
 	}
 	if err != nil {
@@ -352,7 +410,12 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 		if out.Handover, err = handoverOf(ctx, t, g); err != nil {
 			return err
 		}
-		t.record(lease.Event{Type: lease.EventRenewed, Name: name, Token: g.token, Holder: g.holder,
+		if _, _, isSlot := lease.SlotOf(g.name); isSlot {
+			if err := t.tx.QueryRow(ctx, `SELECT lim FROM semaphores WHERE name = $1`, name).Scan(&out.Limit); err != nil {
+				return fmt.Errorf("read the limit of %q: %w", name, err)
+			}
+		}
+		t.record(lease.Event{Type: lease.EventRenewed, Name: g.name, Token: g.token, Holder: g.holder,
 			At: ms(now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata)})
 		return nil
 	})
@@ -425,16 +488,47 @@ func (s *Store) Get(ctx context.Context, name string) (lease.State, error) {
 	if err != nil {
 		return lease.State{}, err
 	}
-	if !ok {
-		return lease.State{}, lease.Errorf(lease.CodeNotFound, "no lease named %q was ever taken", name)
-	}
 	// The clock is read after the row: a lease read as held was held at a time no earlier
 	// than the one it is judged at.
 	now, err := s.now(ctx, s.pool)
 	if err != nil {
 		return lease.State{}, err
 	}
+	// A name used as a semaphore since it was last a plain lease reads as the semaphore.
+	if sem, isSem, err := s.semaphoreState(ctx, name, now); err != nil {
+		return lease.State{}, err
+	} else if isSem && (!ok || sem.Token > g.token) {
+		return sem, nil
+	}
+	if !ok {
+		return lease.State{}, lease.Errorf(lease.CodeNotFound, "no lease named %q was ever taken", name)
+	}
 	return g.state(now), nil
+}
+
+// semaphoreState is the state of the semaphore name at now, with its slots', or ok false when
+// name is no semaphore.
+func (s *Store) semaphoreState(ctx context.Context, name string, now int64) (st lease.State, ok bool, err error) {
+	var lim int
+	err = s.pool.QueryRow(ctx, `SELECT lim FROM semaphores WHERE name = $1`, name).Scan(&lim)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, false, nil
+	}
+	if err != nil {
+		return st, false, fmt.Errorf("read semaphore %q: %w", name, translate(err))
+	}
+	st = lease.State{Name: name, Limit: lim}
+	for i := range lim {
+		g, found, err := current(ctx, s.pool, lease.SlotName(name, i))
+		if err != nil {
+			return st, false, err
+		}
+		if found {
+			st.Slots = append(st.Slots, g.state(now))
+		}
+	}
+	lease.SumSlots(&st)
+	return st, true, nil
 }
 
 // ExpireDue records passed expiries. Replicas sweeping at once skip each other's rows (SKIP

@@ -58,8 +58,9 @@ func (g grant) rule() lease.Grant {
 }
 
 func (g grant) lease() lease.Lease {
+	name, slot, _ := lease.SlotOf(g.name)
 	return lease.Lease{
-		Name: g.name, Holder: g.holder, Token: g.token,
+		Name: name, Slot: slot, Holder: g.holder, Token: g.token,
 		TTL:        time.Duration(g.ttl) * time.Millisecond,
 		AcquiredAt: ms(g.acquired), RenewedAt: ms(g.renewed), ExpiresAt: ms(g.expires),
 		LockDelay: time.Duration(g.lockDelay) * time.Millisecond,
@@ -208,11 +209,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 				return err
 			}
 		}
-		g, ok, err := currentSettled(ctx, t, p.Name)
-		if err != nil {
-			return err
-		}
-		token, err := lease.DecideAcquire(g.rule(), ok, ms(t.now), t.s.mem.token)
+		gname, token, err := decideName(ctx, t, p)
 		if err != nil {
 			return err
 		}
@@ -238,7 +235,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 			}
 		}
 		ng := grant{
-			token: token, name: p.Name, holder: p.Holder, idHash: lease.HashID(id),
+			token: token, name: gname, holder: p.Holder, idHash: lease.HashID(id),
 			ttl: p.TTL.Milliseconds(), lockDelay: p.LockDelay.Milliseconds(),
 			acquired: t.now, renewed: t.now, expires: t.now + p.TTL.Milliseconds(),
 			metadata: nullText(p.Metadata),
@@ -254,21 +251,72 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 		if _, err := t.exec(ctx, stInsertGrant, ng.token, ng.name, ng.holder, ng.idHash, ng.ttl, ng.lockDelay, ng.acquired, ng.renewed, ng.expires, ng.metadata, p.Owner, ng.session); err != nil {
 			return fmt.Errorf("insert grant %q: %w", p.Name, w(err))
 		}
-		if _, err := t.exec(ctx, stPointName, p.Name, token); err != nil {
-			return fmt.Errorf("point %q at its grant: %w", p.Name, w(err))
+		if _, err := t.exec(ctx, stPointName, gname, token); err != nil {
+			return fmt.Errorf("point %q at its grant: %w", gname, w(err))
 		}
 		// meta.last_token is written once for the batch, in its transaction (see runBatch).
 		t.setToken(token)
-		t.setName(p.Name, curOf(ng, p.Owner))
+		t.setName(gname, curOf(ng, p.Owner))
 		out = ng.lease()
-		out.ID = id
-		return t.record(ctx, lease.Event{Type: lease.EventAcquired, Name: p.Name, Token: token, Holder: p.Holder,
+		out.ID, out.Limit = id, p.Limit
+		return t.record(ctx, lease.Event{Type: lease.EventAcquired, Name: gname, Token: token, Holder: p.Holder,
 			At: ms(t.now), ExpiresAt: out.ExpiresAt, Metadata: p.Metadata})
 	})
 	if err != nil {
 		return lease.Lease{}, fmt.Errorf("acquire %q: %w", p.Name, err)
 	}
 	return out, nil
+}
+
+// decideName decides which name an acquire grants (p.Name, or a free slot of the semaphore
+// p.Name) and with which token, keeping a name's limit fixed while it is held.
+func decideName(ctx context.Context, t *txn, p store.AcquireParams) (string, int64, error) {
+	now := ms(t.now)
+	g, ok, err := currentSettled(ctx, t, p.Name)
+	if err != nil {
+		return "", 0, err
+	}
+	fixed := t.s.mem.sems[p.Name]
+	if fixed > 0 && !t.slotHeld(p.Name, fixed) {
+		fixed = 0
+	}
+	if err := lease.CheckLimit(p.Name, p.Limit, fixed, ok && g.heldAt(t.now)); err != nil {
+		return "", 0, err
+	}
+	if p.Limit == 0 {
+		token, err := lease.DecideAcquire(g.rule(), ok, now, t.s.mem.token)
+		return p.Name, token, err
+	}
+	slots, exists := make([]lease.Grant, p.Limit), make([]bool, p.Limit)
+	for i := range slots {
+		sg, ok, err := currentSettled(ctx, t, lease.SlotName(p.Name, i))
+		if err != nil {
+			return "", 0, err
+		}
+		slots[i], exists[i] = sg.rule(), ok
+	}
+	slot, token, err := lease.DecideSemaphore(p.Name, slots, exists, now, t.s.mem.token)
+	if err != nil {
+		return "", 0, err
+	}
+	if t.s.mem.sems[p.Name] != p.Limit {
+		if _, err := t.tx.ExecContext(ctx, `INSERT INTO semaphores (name, lim) VALUES (?, ?)
+			ON CONFLICT (name) DO UPDATE SET lim = excluded.lim`, p.Name, p.Limit); err != nil {
+			return "", 0, fmt.Errorf("keep the limit of %q: %w", p.Name, w(err))
+		}
+		setUndoable(t, t.s.mem.sems, p.Name, p.Limit, true)
+	}
+	return lease.SlotName(p.Name, slot), token, nil
+}
+
+// slotHeld reports whether any of the first limit slots of the semaphore name is held now.
+func (t *txn) slotHeld(name string, limit int) bool {
+	for i := range limit {
+		if c, ok := t.s.mem.names[lease.SlotName(name, i)]; ok && c.end == "" && c.expires > t.now {
+			return true
+		}
+	}
+	return false
 }
 
 // replay answers a retry of an idempotent acquire: done is true when the key was seen within
@@ -315,13 +363,19 @@ func byID(ctx context.Context, t *txn, name, id string) (grant, error) {
 		return settle(ctx, t, g)
 	}
 	g, err := scanGrant(t.queryRow(ctx, stGrantByID, h))
-	if errors.Is(err, sql.ErrNoRows) || err == nil && g.name != name {
+	if errors.Is(err, sql.ErrNoRows) || err == nil && g.name != name && !isSlotOf(g.name, name) {
 		return grant{}, lease.Errorf(lease.CodeLost, "lease_id is not a lease on %q (unknown, or pruned after it ended)", name)
 	}
 	if err != nil {
 		return grant{}, fmt.Errorf("find lease by id: %w", w(err))
 	}
 	return settle(ctx, t, g)
+}
+
+// isSlotOf reports whether slot names a slot of the semaphore name.
+func isSlotOf(slot, name string) bool {
+	parent, _, ok := lease.SlotOf(slot)
+	return ok && parent == name
 }
 
 // Renew extends the current unexpired lease. See store.Store.
@@ -349,18 +403,19 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 		if err != nil {
 			return fmt.Errorf("renew token %d: %w", g.token, w(err))
 		}
-		c := t.s.mem.names[name]
+		c := t.s.mem.names[g.name] // name's, or a slot's of the semaphore name
 		c.ttl, c.renewed, c.expires = g.ttl, g.renewed, g.expires
 		if metadata != nil {
 			c.hasMeta = g.metadata.Valid
 		}
-		t.setName(name, c)
+		t.setName(g.name, c)
 		out = g.lease()
+		out.Limit = t.s.mem.sems[out.Name]
 		if h, ok := t.s.mem.handovers[g.token]; ok {
 			h.Name, h.Holder = g.name, g.holder
 			out.Handover = &h
 		}
-		return t.record(ctx, lease.Event{Type: lease.EventRenewed, Name: name, Token: g.token, Holder: g.holder,
+		return t.record(ctx, lease.Event{Type: lease.EventRenewed, Name: g.name, Token: g.token, Holder: g.holder,
 			At: ms(t.now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata)})
 	})
 	if err != nil {
@@ -411,6 +466,12 @@ func (s *Store) Get(ctx context.Context, name string) (lease.State, error) {
 	g, ok, err := current(ctx, s.r, name)
 	if err != nil {
 		return lease.State{}, err
+	}
+	// A name used as a semaphore since it was last a plain lease reads as the semaphore.
+	if sem, isSem, err := s.semaphoreState(ctx, name, now); err != nil {
+		return lease.State{}, err
+	} else if isSem && (!ok || sem.Token > g.token) {
+		return sem, nil
 	}
 	if !ok {
 		return lease.State{}, lease.Errorf(lease.CodeNotFound, "no lease named %q was ever taken", name)

@@ -27,6 +27,8 @@ type mem struct {
 	handovers map[int64]lease.Handover
 	// sessionOf holds the session Ref of each open grant held under a session, by token.
 	sessionOf map[int64]string
+	// sems holds the limit of every name ever acquired as a semaphore.
+	sems map[string]int
 }
 
 // cur is a name's current grant, kept small (a million names fit in ~200 MB): no metadata (read
@@ -74,7 +76,7 @@ func (c cur) ownsID(idHash []byte) bool {
 // loadCounters reads the last token and event seq into an otherwise empty memory.
 func (s *Store) loadCounters(ctx context.Context) error {
 	m := mem{names: map[string]cur{}, owners: map[string]int{}, fences: map[string]fenceRow{}, handovers: map[int64]lease.Handover{},
-		sessionOf: map[int64]string{}}
+		sessionOf: map[int64]string{}, sems: map[string]int{}}
 	if err := s.w.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&m.token); err != nil {
 		return fmt.Errorf("read the last token: %w", err)
 	}
@@ -133,6 +135,9 @@ func (s *Store) load(ctx context.Context) error {
 		return err
 	}
 	if m.sessionOf, err = s.loadSessionOf(ctx); err != nil {
+		return err
+	}
+	if m.sems, err = s.loadSemaphores(ctx); err != nil {
 		return err
 	}
 	fr, err := s.w.QueryContext(ctx, `SELECT name, fence, version FROM resources`)

@@ -132,6 +132,8 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Handover", testHandover},
 		{"Sessions/CloseEndsAll", testSessionClose},
 		{"Sessions/ExpireTogether", testSessionExpiry},
+		{"Semaphore/Limit", testSemaphoreLimit},
+		{"Semaphore/ConcurrentNeverOverLimit", testSemaphoreConcurrent},
 		{"Sessions/Restart", func(t *testing.T, e *env) { testSessionRestart(t, e, o.databaseClock) }},
 		{"LockDelay", testLockDelay},
 		{"ExpireDue", testExpireDue},
@@ -1319,5 +1321,91 @@ func testSessionRestart(t *testing.T, e *env, databaseClock bool) {
 	}
 	if !st.Held || st.Token != a.Token || err != nil || r.Leases != 1 {
 		t.Errorf("3 s after a restart at t0+8s: a = %+v, RenewSession = %+v, %v; want a held and the session renewed with it", st, r, err)
+	}
+}
+
+func (e *env) acquireSlot(name, holder string, limit int) (lease.Lease, error) {
+	return e.s.Acquire(e.ctx, store.AcquireParams{Name: name, Holder: holder, TTL: 10 * time.Second, Limit: limit})
+}
+
+// testSemaphoreLimit: a semaphore of limit 3 has at most 3 holders, each with its own lease ID
+// and growing token; its limit is fixed while anyone holds it; a freed slot is granted again;
+// each slot expires on its own; the name's state sums its slots up.
+func testSemaphoreLimit(t *testing.T, e *env) {
+	var held []lease.Lease
+	for i := range 3 {
+		l, err := e.acquireSlot("pool", fmt.Sprintf("w%d", i), 3)
+		if err != nil || l.Name != "pool" || l.Slot != i || l.Limit != 3 || i > 0 && (l.Token <= held[i-1].Token || l.ID == held[i-1].ID) {
+			t.Fatalf("Acquire #%d (limit 3) = %+v, %v; want slot %d of pool with its own ID and a higher token", i, l, err, i)
+		}
+		held = append(held, l)
+		e.clock.Advance(time.Second)
+	}
+	_, err := e.acquireSlot("pool", "w3", 3)
+	wantCode(t, "Acquire #4 (limit 3)", err, lease.CodeHeld)
+	for _, limit := range []int{2, 4, 0} {
+		_, err := e.acquireSlot("pool", "w3", limit)
+		wantCode(t, fmt.Sprintf("Acquire(limit %d) while held with 3", limit), err, lease.CodeLimitMismatch)
+	}
+	e.acquire("plain", "p", 10*time.Second)
+	_, err = e.acquireSlot("plain", "w", 2)
+	wantCode(t, "Acquire(limit 2) of a held plain lease", err, lease.CodeLimitMismatch)
+
+	st, err := e.s.Get(e.ctx, "pool")
+	if err != nil || st.Limit != 3 || len(st.Slots) != 3 || !st.Held || st.Token != held[2].Token {
+		t.Fatalf("Get(pool) = %+v, %v; want a full semaphore of 3 slots", st, err)
+	}
+	if _, err := e.s.Renew(e.ctx, "pool", held[1].ID, 0, nil); err != nil {
+		t.Errorf("Renew(slot 1) = %v", err)
+	}
+	if err := e.s.Release(e.ctx, "pool", held[1].ID); err != nil {
+		t.Fatalf("Release(slot 1) = %v", err)
+	}
+	l, err := e.acquireSlot("pool", "w3", 3)
+	if err != nil || l.Slot != 1 || l.Token <= held[2].Token {
+		t.Fatalf("Acquire after slot 1 was released = %+v, %v; want slot 1 with a higher token", l, err)
+	}
+	// Slot 0 (granted at t0) expires on its own at t0+10s; slot 2 (t0+2s) holds on.
+	e.clock.Advance(10*time.Second - 3*time.Second)
+	w4, err := e.acquireSlot("pool", "w4", 3)
+	if err != nil || w4.Slot != 0 {
+		t.Fatalf("Acquire after slot 0 expired = %+v, %v; want slot 0", w4, err)
+	}
+	_, err = e.s.Renew(e.ctx, "pool", held[0].ID, 0, nil)
+	wantCode(t, "Renew(expired slot 0)", err, lease.CodeLost)
+	if err := e.s.Release(e.ctx, "other", held[2].ID); !lease.IsCode(err, lease.CodeLost) {
+		t.Errorf("Release(slot of pool, under another name) = %v, want lease_lost", err)
+	}
+}
+
+// testSemaphoreConcurrent: many acquire a semaphore of limit 3 at once; exactly 3 win
+// (invariant M1: never more than N unexpired holders).
+func testSemaphoreConcurrent(t *testing.T, e *env) {
+	const n, limit = 12, 3
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won := map[int]int64{}
+	for i := range n {
+		wg.Go(func() {
+			l, err := e.acquireSlot("pool", fmt.Sprintf("w%d", i), limit)
+			if err != nil && !lease.IsCode(err, lease.CodeHeld) {
+				t.Errorf("Acquire(w%d) = %v", i, err)
+			}
+			if err == nil {
+				mu.Lock()
+				if _, dup := won[l.Slot]; dup {
+					t.Errorf("slot %d granted twice", l.Slot)
+				}
+				won[l.Slot] = l.Token
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(won) != limit {
+		t.Errorf("%d holders won, want %d", len(won), limit)
+	}
+	if st, err := e.s.Get(e.ctx, "pool"); err != nil || !st.Held || len(st.Slots) != limit {
+		t.Errorf("Get(pool) = %+v, %v; want %d slots, full", st, err, limit)
 	}
 }
