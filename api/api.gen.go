@@ -94,6 +94,7 @@ const (
 	ProblemCodeInvalidRequest       ProblemCode = "invalid_request"
 	ProblemCodeLeaseHeld            ProblemCode = "lease_held"
 	ProblemCodeLeaseLost            ProblemCode = "lease_lost"
+	ProblemCodeLimitMismatch        ProblemCode = "limit_mismatch"
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
 	ProblemCodeNotFound             ProblemCode = "not_found"
 	ProblemCodeNotHeld              ProblemCode = "not_held"
@@ -124,6 +125,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeLeaseHeld:
 		return true
 	case ProblemCodeLeaseLost:
+		return true
+	case ProblemCodeLimitMismatch:
 		return true
 	case ProblemCodeMethodNotAllowed:
 		return true
@@ -225,6 +228,13 @@ type AcquireRequest struct {
 	//
 	// Example: worker-3@host-a
 	Holder string `json:"holder"`
+
+	// Limit Acquire the name as a semaphore of this many slots: up to `limit` holders at once, each
+	// with its own lease_id and fencing token (the first free slot is granted; waiting is
+	// first come first served for the next free slot). The limit is fixed while anyone
+	// holds the name: another one (or none, for a semaphore; or any, for a held plain
+	// lease) is `409 limit_mismatch`.
+	Limit *int `json:"limit,omitempty"`
 
 	// LockDelayMs After this lease expires (not on release), the name is not granted again for this long.
 	LockDelayMs *int64 `json:"lock_delay_ms,omitempty"`
@@ -413,8 +423,11 @@ type Lease struct {
 	// LeaseId The secret that renews and releases; only in the answer to acquire.
 	//
 	// Example: lk_3q2mF0dQ4uU8oX1b5nJr7w
-	LeaseId     *string `json:"lease_id,omitempty"`
-	LockDelayMs int64   `json:"lock_delay_ms"`
+	LeaseId *string `json:"lease_id,omitempty"`
+
+	// Limit For a slot of a semaphore: its limit.
+	Limit       *int  `json:"limit,omitempty"`
+	LockDelayMs int64 `json:"lock_delay_ms"`
 
 	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
 	//
@@ -441,6 +454,9 @@ type Lease struct {
 	//
 	// Example: ses_3f9a0c2b7d1e4a66
 	Session *string `json:"session,omitempty"`
+
+	// Slot For a slot of a semaphore: its index, from 0. Its events name the slot `name#slot`.
+	Slot *int `json:"slot,omitempty"`
 
 	// Token Example: 1796000000000000
 	Token int64 `json:"token"`
@@ -482,10 +498,13 @@ type LeaseState struct {
 	// ExpiresAt An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
 	// Example: 2026-11-29T08:45:13.120Z
-	ExpiresAt   *Timestamp `json:"expires_at,omitempty"`
-	Held        bool       `json:"held"`
-	Holder      string     `json:"holder"`
-	LockDelayMs int64      `json:"lock_delay_ms"`
+	ExpiresAt *Timestamp `json:"expires_at,omitempty"`
+	Held      bool       `json:"held"`
+	Holder    string     `json:"holder"`
+
+	// Limit For a semaphore: its limit. `held` then means every slot is held, `token` is the highest, and `slots` lists each slot used so far.
+	Limit       *int  `json:"limit,omitempty"`
+	LockDelayMs int64 `json:"lock_delay_ms"`
 
 	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
 	//
@@ -497,8 +516,11 @@ type LeaseState struct {
 	//
 	// Example: 2026-11-29T08:45:13.120Z
 	RenewedAt *Timestamp `json:"renewed_at,omitempty"`
-	Token     int64      `json:"token"`
-	TtlMs     int64      `json:"ttl_ms"`
+
+	// Slots For a semaphore, the state of each slot used so far (named `name#i`).
+	Slots *[]LeaseState `json:"slots,omitempty"`
+	Token int64         `json:"token"`
+	TtlMs int64         `json:"ttl_ms"`
 
 	// Waiters Requests waiting in line.
 	Waiters int `json:"waiters"`
@@ -12831,150 +12853,155 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37ctu2+uCrYLi/mdi/pWTZubSRZ2fWTZM2pzlJTpJuzpwoa0IkJOKYAlQCsqJkPLNPsw+2T7LzfR9A",
-	"ghR1sZu4TX9p/4glESCA737FpyjVs7lWQlkTDT9Fc17ymbCixE+PFqXRJfyVCZOWcm6lVtEwepMLlijx",
-	"wZ6n+ETC9ITZXLB5KS6lXhg251PRj+JIwuO/LUS5iuJI8ZmIhhGNieLIpLmYcZh+xj88E2pq82h4//gk",
-	"juxqDk8aW0o1ja6u4uiZnEm7vpKXfCqYkR9FzI6Z1ex4MBiwg0xM+KKw8Olw0yoKnLC1CDlbzKIhTBJH",
-	"M6ncx2o9UlkxFSUu6DlO03UyheBGMHhN9e45t3n9avwnjkrx20KWIouGtlyIcCX/UYpJNIz+21ENnCP6",
-	"1Rzhe2EBr4TRizLFRXS8pPQ//+4XvRbGSK1ewaNd+zX0+x3D5otxIVPcOjtIjDDn/+///N/kcMMxuHFb",
-	"Fzjn1ooSxv5vmO7doPeQ9ybvPx0/uPqPaB1PrmAuM9fKCETgH3j2Svy2EAZRJ9XKCoV/8vm8kCmHXRzN",
-	"Sz0uxOy//9vAlj7teTwvaRS9tHkoiVSXvJDZeUnvToZIHO4Ty7QwTGnLJroo9BJ/g6WVPLXsIFlyaaWa",
-	"ni+UWcznurQiS9hEl4wz+IlxcyEyIDjOjCgvRcmW0uZ6Yd0DUk1ZIZU47EdXcfREl2OZZULd6gFM/Fvd",
-	"1i/EihU8vTB0ELoQTJf4N+KKNEwvrJGZYNIa4CIT+UGYmOGux6VeGlEyIxTs0R+jzbllS70oMpbmXAEf",
-	"0DNhc9i/Vmwscl5M8JyUtjmMl1bgmTwDAn2mbxkpkC2cF7rCB+IT4sMcUD9mS25YKfDLLGaluNQI55KZ",
-	"xVyURmTwtTs1mktmcHKASYhCi7KEE9KKdvlc2yd6obJb3aTS9nwCb01wDf7RW1zCmWKiLHWJ73/FrUDJ",
-	"IW73GEpuxXlBLw5IADF4psuKFwA9cIVID0MYB4ZgTlkpbLlifGJFyZJX8KF3Bh8SZkSqVWaApeaCZ05Q",
-	"B4/Ax838dE2QBQz+1inCCYCQJtxXnioA34Eu0kIbkSFIf1V8YXNdyo+3DNMFvlgoC69AsCrNzl4+BcgS",
-	"p1JsoS6UXir4VBGwEi1gvX37tncWTLUXxGoRR2dwyWXBx4W47SPw73XwyrjlY2BjKVfIiPiFYMtSWhRx",
-	"S3aQSXPBJouiiNnToxdEmjErdHohskOmy5GqxCFXZinKPnsleGbYhRBzttTlhVTTU4bkMOVSbSWKkfp8",
-	"ZHHlf8eZzlIcGigTPMsknAsvXpZ6LkorQeWY8MKIOJoHX32Kcl1kokONfptrBr8ZJm2MIj5fzLhC4hYf",
-	"+GwO4I3gDETZu/s/c21sj0dxqC2f3H+Amqr/fLymE8URHPZ5Jgq+Op+Z9VXg8TCbS9OQSIYdAFC08kLp",
-	"MG4IbPhxWnJlReYgM9F+Gq2msIeJLmfc0rk+uBcFKvVgXaWOo5mwHPBpF4b+3T8HIHIsRGYdGyOYsYXK",
-	"/AY9e5HKWMFRi4JVJ9YW5zOTsIOpvBRAsl7QouZwGMjrkfLHA1pXyLNAZiuxBPUj5GT4JUEYuFjr55Fy",
-	"pwtPEP5eE7q09PXdo5LDskWJzIBJxWYmxkVL5VYAyuMdw8Ygr03DahqALXX3wQD+OwSKJMIZqYUqhDEs",
-	"qc89AWSAY1O0/Apxj++jGbWGBOuAB621cw8/6yUiE6wGdV+pULV1qOZVqGrlg5hlGjETnj6M2WIOQ8Pd",
-	"jhRutx5z12/ybLs67diTYcm9wWCkOrV0qxlXKxw2BD29mipxW0wYVxltRSu20gvQSjNBJ3ctcrkKraZ3",
-	"nsW8rx7U43+L1MLpPioFyKtfxAoNqgZnuqAv1206J9dAMxHFpM9e5yjWVLFiuSjFaXCmyKkN/QaKTM5N",
-	"3o86MLUUqS6zXdQN62zvDpZZje/a4+NLJ/+aO3mhBBMKZAeaS7k0VperPku4RbRd5gKUL5bz+VwokZ0S",
-	"N3DKR0IMb6ZnoLataeywx+Zp8tR2eUuegG6QzUB2pfCVYQeJ0w6SmCUXYnWeEoz8x+BXb8YDAxfwyCGi",
-	"UJJzlelLUXobs6FnommUgXlgY8YNG0UFH4uCHSBIs8NR1AkgbncB542cCWP5bA6PO0Z4fs1hfuW7Bv3s",
-	"nvMyF4ZWgnRt7TcRHmoPF84pE7O5XTkDPCkFoBzQugCUY8tcG/+4NJX+ByDyPIovMmnpcQN4eCFWZgN9",
-	"1A6ddQyqX+29CfQ0AbsUk4URGf6C6lfnG4z4bX3ypwqwz3iJJi5FuaLlEpUvuU1zZmwp+OyOYYkE224v",
-	"vu4dPJ37gamFco4MOsBcFJmT1twLyIZZ0HQxdW7R6guhdp0gEbaxvBAMB7B5KcA4I6reY2v0zadIKODP",
-	"7yKeOm4FYFRi6f4iaz7ytEJfIm3jX7ScKI4CHuA+hY81OUBUk1BN/AFXDJymIQ8F2LtnYu+BpMOq6Ao5",
-	"wEb2+kyS4tvkeYTX6IO0gmT4NvIjRl0dYMTLkq+QFmtvcpfV09yLe2lzVNfCfw54TUs5bPqRAB/oFAgh",
-	"UbNlhbAgHqZ6nddv0umfggTE3zrR07OcDuLnzkzr+MkB+bqcth44XnVbH+hLHO4rH6zu5pbu4Kx2xwZQ",
-	"ieJITuDwQNkxXnHrR0MFtuDedAvT06Tk9rQagUIQ2UmnLbTZhPWNA96GRjcz/2rQtnhSKQSz4oNtmX6B",
-	"AXA8OLn3OwERsw44kOZTqzSydj32r2uCXHUdmOAFPN3mFsZyuyC+Udm3+iLaybtoWBdoOtVax0qvSy9+",
-	"2HiDUlypVu5BJm2oHsBxTmRprNP2LsSqk4zIVq0PANj9bFJOpx+zyeyjXf52Ulx0jUMa7eQQ3mHeYMPr",
-	"WNNiuU7EXJ+r0DA6pXVupckptW2+V/BMG8gSJBvt0c0SbCwOYboBD7oFFKhbe4snND7aJ7VujGxExZsx",
-	"iAqw6wx6AXqZU+tDFxFqmKRZklm0zjkGO10HIdo0X/2cz0QVhqnMihlfgQkDpusB8Q1YRaWIAns1jBfy",
-	"Qhx6ugCteYxub1g76ZZVZHQfiFAUErf2lJ6/e9KByjdFuga+dQEV3Shd6gNyWLSuZCXymRHkyOkwDemd",
-	"57djY4kPVqgMifS8hK/LbgfLS1J7SRw4c949b1Dlt2mOVoU0tOEhSBCrLS9iluslm3G1YjNZFNL5YEfK",
-	"5mLFeJaRtIbDwU2s2FistMrYEjhocGZLbljBQRHTRRazsUj5AlDLL2SkwPSwpjITuPGWgpUF4xa/tt4o",
-	"giHMSsDfYkHAsbZgB6lWsEFu5aUYKffgYZ8FchPwO+eXgo1FIcWlM6ec0Q/HyQQvC4nORB460cDW3uXD",
-	"Oe4yIzoU+T2t4qY5vM1bvC5HXPBwUzQ/LYX1ViX6LonKyU156hw9tH3yiaHfixC86bouLs7v/nYyezLI",
-	"/nFv8ev3+p/H4/vqb+V3y2gfN/UeZtjvsfrrZY4Bf9W0p+Q0t8Wq2zZHo+66dEjocS7mOs27uaxxjmlE",
-	"W5dF45BqXupUGEOgoJMGZV1aF+82wIiJpdLwAzDgR+qlNnZaitf/eBYzwdOclQKDQix3zEovFfo7vboI",
-	"8zvO5UPpF0ovTbCYimIEELAsBLrNgAorEmm5fyMxP//nxcnlw3/Mfhjwx93uiA3+AcDDMJekOhdyqTf0",
-	"1tppgJou8KMDhFbTN++j5BTKaKKpEeb87uQhH6Qn4++yY3GPP3iw1bdQ+7i/e0hOcvfffr6DymN/bV95",
-	"t0FTGTLesnFviBtip4HEDcnSpr2NcrBbwyLGsLeOhTO9ttyKPfwATbx4jDqFM9eFyvo7LQe3tt2egmBV",
-	"HcIeDvoOUqkVp84XOAHzDX4gbxKKMEdRwDARFjE5a0kWc5tUH5OROqiTPYJot9OuD/ssqWKt56G7uorB",
-	"pVyxsWjG4EbqgOKj3IXQVzGJQVyhTi8YAvmQaPXzqCjhMq+npKisO+RTHWcgeuP2qSMJO+/bVkfb+w5K",
-	"9gC5FX+3KLLAUhprXQiudrizb1sYfi6BV7HIa/HBPWOELqrfRJhXPpPGB+sqV9Pe7BMAtI2LNoFRr6WL",
-	"j/w9AEK3CUi5B+2kpRX72+sXzxlNhD5Iy2baWHaP/SJ/iJnoT/tegGUYtuVZVgrTTBbAd5bRMDoe9OH/",
-	"74YPB4NB1OWieb6HGhRkX7476/2L9z4Oeg/f13/2z4e9958G8fHDh13pmI38rxbUnjxiD+/d/465JBWW",
-	"CctlYfoMPfWkogJgkpglBBn4qybBhB1U7NBnvjUD9C5Q1uSiB7t56KGLAmJ44ByRAfn2SCX44Vxpey6N",
-	"WVCAroocBI+yxC3pfCJUKpJOdntTtpnqrBF6aCWbgqzzSXiRV/YditcpiFEcBfvzSB9sjZwvYNIhCp9X",
-	"dAOP6nOw+849HRBFtKLhzQfBjsQn53xVaA6Hpc8LXk6BAGfC5jrDl2MCnGPfuJ1zMOX0wpJt5VJZ4yjI",
-	"RMLkYkBTXtAPYZYWTBTk4oWLqlUDbf0BhRlpnYKjAdcNYaY24rB1vNkzykRE0cmfMZGqgx0+kaLIeoW4",
-	"FIWnKULndk5ywwOz01d4U9m3IUrSJvJhg463xE+kMpa7o+/yZ4Wk+MXB41FUZp3L6XB23xs87JSE0hYt",
-	"Zvysioh2WiI+/Fg9z8d6YYfjgqvd7nQXBKS3Vut0nKVLqL3CSKUz1Vps7JrMq5BAPiSlPu1BX3uAYWt6",
-	"nTdRK9zwijkKAozWb3HS7/H2wjsI90HHvZBqSyCwThBYx7bqJy8YcGUXQsxRqxEfHI/sYmsLI8pzPnVJ",
-	"NNuxR4ZB6Wh9m20gYlS5Wt9W9Oq2L7eHhn0cXWq1vw1aI/Qub38w+W4jspr2lQAheM0wwG7c354/WWFi",
-	"GL4bDOKbYeb2d9VYujtaGaJte2m7IotNUOyNc93AwQO6YYgm8JmGOz75/np7qObpXqESy1te383Mxk1J",
-	"p2cMHW+2OGV6Ji2wW8oOrFxvd9Adf5Po/Y6jI9x4qia6Ix5MCfLnXmyuncHnEDdvGikklQ8Ds7Fg13uJ",
-	"naI73ARzo0bQex74Q+v5vetzZ17ZutiQH/fd+GKe3SSqfilK7+W9LsgDiveyxM/WWI7bRtwE9DY8uamk",
-	"odHXETQBXu6WNX76PUSNi3i2C4/QO5Aw+NecsgSxo0wYL0wVozEuUx3/JSso9jUb1RJc0AfEGHzrheAp",
-	"SzC5IcFgWaYp/oBFd02HHCdfCr0fdAAY1al7vN4UBTirHP6UvYu0FYcply60KChzsSvuSoVDN00EuSUH",
-	"4RY3YOVaXzdkKMgBYMJNDut4rDubMGQCerADu/czk8s0PLrP41K8cahsAxo8ta3CYqnYnNvcxH6jcAaU",
-	"EnjDwM62KpLumCgVc7h3e7qqKk2qc++OlsI0GhPO3cGHEVNz/r+yuxeD+b9W3y//caL++d341fHszf30",
-	"bw+jrdUf1+WtdfV17fj0Ds8A/zdHjbq4kqPlpz/eTItpwuEzFcJUtDJkHNUTXxNz6lNTahWlyjO+iYIS",
-	"rH7L2XypErJmmnTl3ApTC13u5TXP9XPqh812AR4QW8uStGI0201A0kbtLrjUXGhdAlGlGCb6vHryiN29",
-	"e/chEPOvbx65ZPkPPLXFitm8FIJNSirw4AXL5FTaViHfyeDkQe/4uHfy8M3g++G9+8Pju/3jk8G/wn2B",
-	"StOzkvJUG5CIow+9qe65L5eyFPBY/w09W/3WkzNvemK3hWE0lTZfjPupnh0FHoHG3342Kvo0Il2U0q5e",
-	"A2AJ/caCl6I8W9i885BctdCQJWeuNhfhOmQ/4DhWXFxgJ4i+77eB4Qb8rd5nbu2cFiCdEt9R0GaYvhQl",
-	"+/nNm5dHGDBBMIByiIV1oGO7hAlkvKCdsGmplzE+I7JAwQnqJkaKagFICaKgLXeJdaB8UJIFPsuL/kiN",
-	"FCIN46XoxosgI4rNS5FKEgYe4WmkQ9pG+lR/pB5TAUZZ6pJJEDCsCpYkm8p7E5bpdIF1Svh+zozl40Kw",
-	"JNUZxh/8vD7rfbywLDnKMU/3o/ODHoHatvqYsAPMSamm5PAoCCw+l/0VnxUJkyotFpnIDlnKy1KiIKyK",
-	"xrgZqQ2YMFoMBnfTC7HCP0TSZ2c4JOcGTlwXAoujuIv3ePVVl17vpKgOKJ9jMVLOrc+sdtmHmKMCqIDH",
-	"YHSQxnjKCmksSex2XQsA2SxSODis08/1cqQQg1y2Gr4R1tVnzzU+s63gO6wVPGbtwvFTxkcKpvDVgZi5",
-	"Jqe5DcfdZXUTDYRfq2LB5wBxReo3O8BUPAylIHR/evwmZj8/PvsRd/zi5ZunL56/PnTb57ZurDFSRjhO",
-	"2900gx0kr0XaeyJsmvdeSyuGLC21MT34kYBj+EzQR18Kn7wo5VSqZOQmqlLm3C7uGJZrYw8p95yqlxBo",
-	"7b2zR+gz9nlQpWBK25FyizcMFs+UkPgWKv4mAqYnGZ9MsMymdYhjna3YbGFgylJeCrArCrFBEmUr5uJQ",
-	"YeEoM4euHN3mYqRc4fkQMYBK8HxpO9IxJXDB/r5nrehWQjwHBqYLy/RkwsZiokvshzJSySOya3skpxOs",
-	"QWVrER2MMhYyFYp8CK7Pztmcp7nonfQHYDWXheO1Znh0tFwu+xx/7utyeuTGmqNnTx89fv76MY6p4xMt",
-	"j3Jl2EeD/jE96JhENIzu9gf9uxRCzlGEeF4Df08FCihQcJA9PM2ioasZ+Bi1WvicDAZbehxcr7eBK0vo",
-	"aG2AGWcu3w7hbqoWHf0oFIrR8N37ODKL2YyXK5BK8lIoF4a3fGpQ66DXvIdxjqdu3PUr+vkP2TS+G5tq",
-	"3B/c3TRNta6jsOvEtiOBaSWcCciRoEWEY25xxYFr/xVlCmPJKjZG4rI43Hiil8dHPqm/80ifSWN/gQe+",
-	"4KH6coMNqEQ1nldxdG9wvNfB1i1NcNAe0KgbO8GIk4e7R4TNcHDVyMd2j6s7goRQJnWi6n8SSD9TaQcx",
-	"A/3bWFcWc4Ai/LDPnqNeZivLukE9VF9xFUdz14+mCV0qZ//FVYQjif6gs9UekA2yZFzFhU95YZQ1bcKK",
-	"k+G7KiEGzAaqMPD+rKt4fzyp6pebxoktF+JqDUOPPxuGBmX/HUjqfu2zX4SYY9F50qjpN1aXYq2oH3Fz",
-	"sBtjgrZrf2kaoFMMVd8KxX29mDSoTSqmVSpi8gRV2gCebwfuB1zu6JPMrsgYKgQlp7YFCBCep4cGMt3r",
-	"ypZDMiUlrUDZ5En3VvkVrW37iKqB2R8DXDqqTuA+tUAgc+P7EzG0NwG+VUa+Y02xNzBA5mXc5GPNy8z7",
-	"QLrZXtCC811na0eZ7dsz8UKszt/x3seT3ncbeya+d9hW+5o3StVn3qvUWmO760axcuYYlRZgcYJrlyPN",
-	"poacxHk3tQXtCmRfxZ2vxpwPH9fQRGSUNwzCqc9ezCSVo421zTetBlO9G4vxsQ2XkwMTdlbdd2NbfWJH",
-	"1Mp0jwdd+9Wr919Qkanz+jukxAslsJMrGIR0oN9kQJtNwNkF2JahjTeuqxw9fTvyqpg7fT76BM+1GPym",
-	"uPIdgxXdLvJTB3FCt8FDFvSZ7DMqXSA6BLHjWD4g70j5YSeDe332Fm1vSouLiWZsVXzviJfbpquNbHeU",
-	"HkMmJ2QG4wtzbthMX6JCSG2RyAtA0x1oHwVRoloT5uQfhoESCaZva0vISGEyWITzgZDh2yUWqXpzB79y",
-	"jJ50nQnJZ2nWM4vvmObuN7EOn5JSE+C1qgI7yH1PQQ5Q/XNL8cEe5Fl3Z70hQV/fmP1cusIaygD2cxe2",
-	"dMpDF0uIvcjtqjtyjW65YegjA/yXxtXB6CWriXjg/GeYUcswjERPW9NdndRfo5qfhPUk82Uljqv/6rae",
-	"6ehQAn9TSpuI9iZ3BwMiGbin64Cn0KJGSLs0qU2Y1mKFO1QQKr9/3yWzjlzYu902fu9Jawu/iQI/gYwI",
-	"UsZadW8e+Q8Aj+eA15jzUBe3xT4G0uDWIzVFa815oklL91LMLEBoo8fVS8KqY1/YurvRRCUmt8ZIpXrm",
-	"O3+g+ZzFrja9Uajqi0xcpxBsAlguFLa+7pJgrn3lXiLszHUMrntSwkmhzeIc2if3WH4ITy1KZepHnDzG",
-	"v+kwsNKlQqK62Fcaz9pO0dYhtkTjQdpTgTwdFnZrJb60LsHJNq4W6GCVyclEIOP0Zy3NRjf3L2JFIbTj",
-	"B6BcnNy/D6pAyVM4Hnbg2gdwlekZ+/XXpz/Cmc90KSj6MRa+p6StOx2OlCuDplZ/s9pJWbWCG1ZajBtz",
-	"x7i9EvVhCXWlMxFIUT/IfTaUUxCeZmI211aodNUjw73b5Ll/vxmcf9BhvP0OJ5jPKejqGeDi91iXvLez",
-	"q9Ukdy+H12eWK10i5SciPO/r8rjtusBRlI8DLwhSqpxm3erc/IQYSu/N5mZVTf1YT4LeGacUqpI2bLRX",
-	"NevbbM/vTnq4+nMbZaT13XKjfVdXZPRMYPxOgDpUp8o4ualLx9ukqq4fCOukt/aTbr73NUXwA9bfVAWr",
-	"tsol6A8iY4v54XbAd8P55HZPs13t5y8vqNvwSuPK4NEUKfAnE4dyzjW58H4032clRh4+WRTFKQaRG13z",
-	"P2uH+z/AJPDdp2tkq2yBvd0CR3V3xe0+uce+IeL1FLE/lSeqbjK5wxNFh/LNE9VlG7gWx5Qx7agyCMF9",
-	"cZsgbO77WY2C587lI7GcNRVZeIeKsXzVaAoVtJcK+qt7du8LxPsjtcG5xosqRNPVaTnuTiKqUqFGqmsU",
-	"IW7taYNpGpZF0L3AZbm7PYAqbHWCDjFvRpC9saWPIwOjYC4wyW1e8NQpp+6FfeZ8FnR26LlDDwWWqujC",
-	"tdsIWwRV2SypJjYkuh1vOH/Vp+p3KKi+yCwqNYVpMzEv9GoGo6kJpldd75HqOt4/MLvWXXofZfXk8yVl",
-	"VG28Om6wMRciOw1b0haCg9UmMRUPcDvEVBCdk1LP1vDxz84hb+g9vNW7jJwWqTTqkG31Ueklwqn0N2Lk",
-	"pPqzHLO5LgXdQvSVODHPzEVHGb5vuVvveqrZgWcB8lIwz+oO99drHJP6DFKizXxw3tqHeR3Osx/GtMpI",
-	"9+Ibnf573273a7Dd/ooee0Lmun1dLS/Hq9pBVt20FgTLqE/MdbBdieUXwHUlll8W04Ny5D+LM+cVVSP1",
-	"m72AJN02VbU6cyXG21w3f3l/y1+PZh9jV9t11wrpSuRxq9RZJN9tNNpsG7HRvn4VNoDoys1pRX+DmuXN",
-	"l7jF3WMLR83XHmikar1xj4qiry5XpdknZIeXoAbvN0/BuvCjm0dYs+wJOGuXpyCglM15udTypG6s8qVk",
-	"UrPDyi2bbUHfmC7RlOoy+/OrdF+LggYApko2j6O+cKlqOe9vDQ4KU3wx0UYErth/0MthC/evWzLswfxv",
-	"lsP4dfHgoIHGThbsDu8bB+7MGmyXpG7NH6zxdR2Fjz75P3dmEqLnqKq5qZIqXMv/xsVi7r5Vy1yhFzv2",
-	"mRXKZ07YXJqRcjUDlEbRZ0+xYwjxwkAMo2rW5TH8EZf7Kryvfpf1TEP+einrfwCfpaN02TIBNsboaLzk",
-	"xaLOIsNHujLZQuTckMwGyEezpXoWXp/q2BIDxkgXFRlEUCsUPhRjNWt9DTwlW5RCZZhegjfiM14xHXfP",
-	"K2Dk0MV2OWCx5Wk+E8rGPltDyclEZOTKN1xlY/1BZOyA0ypHyq+BG5ZY8cEe5XZWJFV9NW6NSbw/0l1+",
-	"zFNcS7CCO6ZO+j/swv2fhN2M+G2u/Z9H/9lk1JWSP5aKlx0XF3Tn1+EG4/0h0DKlfTHqj9LMtZG2s2tL",
-	"Up/4KZvIQgCb+R+jiArAPb5QFfgoSoasrufll+SWIWwJruo1ucbrdalpyv5XZsfVkl+7ksXeS13ItOOa",
-	"p8RhwilzZNUzZcruKK3EnWToSnm4Wi35CgiEEri84xcwKefwmWksfr7uMh+/4dPr3QYef17HRhz9s+fP",
-	"6s1qLnov5pWFvOYdRwpKrrfHq2/pnO1S2XXWexowW2KWUrEGnDfz3uu5GCveg27GRVcOMmiKsILJhCWN",
-	"NaDXrX37Ds7mEuVFFSZVrOTSt6SifVkNrBsL4rBcvuTKUPcUHyCt+90lgX+HKvYLo9lYBF+7jnjOLTRS",
-	"C+XvVKhyL9B2QK2Knflcx7G+FI1U0IB303UplBoKWo5vUnCw3i/4cMh4moq5BXkCDFQvioz2HGwZc1Xp",
-	"ZZQ2aTWCt09tCVwLBFTNfHOHkLPIWqvqkiQvF6Ek6bJV2mmITc5xrQy07TdTb3hfDdCtLq6tKY2fWQT6",
-	"JvvH7O/yh5j6Xqwa8vCUXYg5inW64zy6TS94s3vg+k7ekpBuyefrS5Fv+YMNFSBoED4MeIw0mDq8DEj6",
-	"QJfVzULtWiEcdHjadW3AEFQE4gFNjZUaFuUoFAKGlMtp3mePqcUJ8SJnXlHbHG9jOZ1u7zsJUOh9f6uH",
-	"23mpAB1Igx+5Ti5fU/z8LbLuNWm+w4h3pcBIud2pTz6TkGBbd5lLQt04oZTtBLMPdJFVt+Wt9SQEq6i6",
-	"JKNOIPKdIjHL5yBEsOA+fMVnmOFQP3/oukq6r0fKz+PujiN5Fy4F76R3XStbk9XJWpSCXxROPxiphoIA",
-	"HLx5EGGVPVl0VuONSqpYEZFgB4MOufliLtTrqhfinyeZvtUu8Ja7R/gT6fLwYedKn00fQGFDPr1rlRl2",
-	"yqww4Zur/HMwHoBIfWN+XLGAsBksMg/QtC+EmPNCXjb4UsWE1tjS0Sf319URgvH6aQwVIk+2pHdWuRdh",
-	"OSM6IH2TYmAVTh1er1t8BEu7KRVfiyLq1qa3nBGxhSJx99mpK20xCTOYDttqB7wUpeho+/uXzBHcPsAd",
-	"5VeW/fCIuGglK4MypYaUrS/EZBsM7OsS/g3zlzYQfkcW039ZynXZTHuSLjXv/ka56qvLNcSywpByY98T",
-	"nCpva+KMN9PydrrFzO8glt26OZWnOZsJY/iUmnMkWIwwJNca/o3ujpglMhsm6IA04jcyHDNuuXsSi3RA",
-	"of7b6xfP+yOVPOPG9vDb3tMfEzB6FtgZ17XFxJLa3+r8dKeWuzKVPjtjqZ5hk1msekBDGF8wUhxMwNKO",
-	"QSuorRSqtJCGyazorD94i+fwBaP13b6t8Bh2u7e2choMNiFIerTdJqvZy7/1dVQA3L7D/YyB6ht0/aVi",
-	"MsDo1+iB6b0G/HvsSsxqgiPyen/VanzZbI397j2Al1w5hHZ1u9Xh0dHxyXd4K+fx8PvB9wMUim76DSZ/",
-	"7C2outFP5hruMH8du82FLF1PCAxAOdJqZRWaaL1b1pN2S2x0dY5XYTqNv2/D3Q+C7veUl+Wq3V+hv54C",
-	"2fXOt/6eEXJ3+9v+aRfk8lpyQ0k/McPSCl0Cs1xr3I3pQTYXs8abq0Sf9Ve7xtqXGAQGNIg3g93NR1Bf",
-	"n+rvgXAOeDQoWpUVRn5j9x6V+WuMrZ4Km9P1hj570zPz9Re5klnjw87YIRtbIPGgtbULyaPtfRhMjD3l",
-	"1if1PWsdOrlurcE412716v3V/w8AAP//",
+	"7H1/c9u2tuBXwfC9mdhvKVl2kraRZ2fWTZM2t7lJbpJu77wqa0IkJOKZAlQCsqJkPLOfZj/YfpKdcw5A",
+	"ghT1y018m27aP2JJJH4cnN+/8DFK9WyulVDWRMOP0ZyXfCasKPHT40VpdAl/ZcKkpZxbqVU0jN7mgiVK",
+	"vLeXKT6RMD1hNhdsXoprqReGzflU9KM4kvD47wtRrqI4UnwmomFE70RxZNJczDgMP+Pvnws1tXk0fHh6",
+	"Fkd2NYcnjS2lmkY3N3H0XM6kXV/JKz4VzMgPImanzGp2OhgM2FEmJnxRWPh0vGkVBQ7YWoScLWbREAaJ",
+	"o5lU7mO1HqmsmIoSF/QCh+mCTCG4EQymqeaec5vXU+M/cVSK3xeyFFk0tOVChCv591JMomH0byf14ZzQ",
+	"r+YE54UFvBZGL8oUF9ExSel//sMTvRHGSK1ew6Nd+zX0+z3D5otxIVPcOjtKjDCX//d//5/keAMY3Htb",
+	"Fzjn1ooS3v1fMNxvg94j3pu8+3j6zc2/R+t4cgNjmblWRiACf8+z1+L3hTCIOqlWVij8k8/nhUw57OJk",
+	"XupxIWb/7b8MbOnjnuB5RW/RpE2gJFJd80JmlyXNnQyRONwnlmlhmNKWTXRR6CX+BksreWrZUbLk0ko1",
+	"vVwos5jPdWlFlrCJLhln8BPj5kpkQHCcGVFei5Itpc31wroHpJqyQipx3I9u4uipLscyy4S6UwBM/Kxu",
+	"61dixQqeXhkChC4E0yX+jbgiDdMLa2QmmLQGuMhEvhcmZrjrcamXRpTMCAV79GC0ObdsqRdFxtKcK+AD",
+	"eiZsDvvXio1FzosJwklpm8P70gqEyXMg0Of6jpEC2cJloSt8ID4h3s8B9WO25IaVAr/MYlaKa43nXDKz",
+	"mIvSiAy+dlCjsWQGkANMQhRalCVASCva5Qttn+qFyu50k0rbywnMmuAa/KN3uIQLxURZ6hLnf82tQMkh",
+	"7hYMJbfisqCJAxJADJ7psuIFQA9cIdLDK4wDQzDnrBS2XDE+saJkyWv40LuADwkzItUqM8BSc8EzJ6iD",
+	"R+DjZn66JsgCBn/nFOEEQEgT7itPFYDvQBdpoY3I8Eh/UXxhc13KD3d8pgucWCgLU+CxKs0uXj2DkyVO",
+	"pdhCXSm9VPCpImAlWof166+/9i6CofY6sVrEEQyuuSz4uBB3DQI/rzuvjFs+BjaWcoWMiF8JtiylRRG3",
+	"ZEeZNFdssiiKmD07eUmkGbNCp1ciO2a6HKlKHHJllqLss9eCZ4ZdCTFnS11eSTU9Z0gOUy7VVqIYqU9H",
+	"Fjf+dxzpIsVXA2WCZ5kEuPDiVannorQSVI4JL4yIo3nw1cco10UmOtToX3PN4DfDpI1RxOeLGVdI3OI9",
+	"n83heCOAgSh79/9Hro3t8SgOteWzh9+gpuo/n67pRLHTdNdmd1uqpTA3qFLM+DwHFoUqvTRsxtWKmUJb",
+	"M2SLOSjZCY6YMNqXYRyETipiJniajxSoI8jSgBIqScVVxiZCpSCerb4Sih3BzBNZGssmpRA4Bwi0acmV",
+	"Fdl5pc1IM1L0XKpn/hXUfTKEGu5AvA+GOe4z1MRhnTAkqBMZW+ayEIyrlVZipAjyfvfDSk3QSrAjXTKl",
+	"lYid4lVB5ZwIfeV/yEWRsXnBpRop3OoxTJc8GDyiyS9n0sy4TfOEkPMAGyOOgEouM1Hw1eXMdBwgUgKe",
+	"UahKGHYE1KSV1yaO44amBT86EDuSIhjCMFpNAfkmupxxS4v55kEUrHPQtc6ZsBwYwS7W8nf/HNCW4/0y",
+	"24yZC5X5DXq5IJWxgqP6C6tOrC0uZyZhR1N5LfDoHD7gWR4HitZIefAgfgbCBpQtJZaImIEIwi+JNEH8",
+	"tH4eKQddeKI620PIkpa+vnvUTlm2KJGLM6nYzMS4aKncCkDrv2fYGBQt0zB3B0Cf978ZwH/HwEqJ443U",
+	"QhXCGJbUcE+Q1uS1ULT8iuOcPkTcXEOC9YMHAu3cw096icgEq0GjRSq0SSpyJYStVj6IWaYRM+Hp49gx",
+	"mnC3I4Xbrd+57zd5sd0OcnIFqXIwUp3mldVA1PjaEAysaqjEbTFB/oVb0Yqt9ALMiUwQ5A4il5vQ3P3N",
+	"y4Z31YN6/F8itQDdx6UAReNnsUJLuCFSrujLdWPcKSTAf0Ux6bM3OeojqlixXAD/qmGKItbQb8Cuc27y",
+	"ftSBqaVIdZntom5YZ3t3sMzq/a49Prl2iktzJy+VYEKB0Ec7N5fG6nLVZwm3iLbLXIDWzHI+nwsFsgK5",
+	"gdMaE2J4Mz0DfXvN1II9NqHJU9vl5noKLD6bgdKRwleGHSVOrUtillyJ1WVKZ+Q/Br96/wswcAGPHCMK",
+	"JTlXmb4WpXcONAwEtGkzsOtsDPJ4FBV8LAp2hEeaHY+izgPidtfhvJUzYSyfzeFxxwgvD3zNr3zXSz+5",
+	"57yyBK9WGtDa2m8jPNQevrdzJmZzu3JyOikFoBzQugCUY8tcG/+4NJXijlqK41F8kUlLjxvAwyuxMhvo",
+	"o/bErWNQPbV3A9HTdNilmCyMyPAX1Js7ZzDi9/XBnynAPuMlmrgW5YqWS1S+BL2DGVsKPrtnWCLBKN+L",
+	"r3vPXOd+YGihnAeKAIhaEElr7gVkw55r+gY7t4g64S4IEmEbywvhlMh5KcCqJqreY2v0zcdIKODPv0U8",
+	"ddwKjlGJpfuL3DCRpxX6Emkb/6LlRHEU8AD3KXysyQGimoRq4g+4YuDtDnkonL17JvauYwJWRVfIATay",
+	"1+eSLJYmzyO8RuexFSTDt5EfMeoKgBEvS75CWqzDAF3manMvbtLmW10L/yngNS3lsOkABHwgKBBCombL",
+	"CmFBPEz1Oq/fZIw9AwmIv3Wip2c5HcTPnX3d8ZM75EM5bf3ieNVtNqITeLivfLC6m1s6wFntwAanEsWR",
+	"nADwQNkxXnHrR0MFRvzedAvD06Dkr7YaD4VOZCedttBmE9Y3ALwNjW5nt9dH2+JJYGZaNDgbNntgAJwO",
+	"zh78wYOIWcc5kOZTqzSy9hn3DzVBbroAJngBT7e5hbHcLohvVI4JfRXt5F30WtfRdKq1jpUeSi/+tfEG",
+	"pbhSrdyDTNpQPaj9EKTtXYlVJxmRrVoDANj9bFJOpx+yyeyDXf5+Vlx1vYc02skhfKSjwYbXsabFcp2I",
+	"OZyr0GsEpXVupcmbuG281/BM+5AlSDbaoxsl2FgcnukGPOgWUKBu7S2e0PhoQ2rdGNmIirdjENXBrjPo",
+	"BehlTq0PfXuoYZJmSWbROucY7HQdhGjTnPoFn4kqflaZFTO+AhMGTNcj4huwikoRBfZqGC/klTj2dAFa",
+	"8xjjFbB20i2rkPY+J0LhY9zaM3r+/lkHKt8W6Rr41nWo6EbpUh+Qw6J1JSuRz4wgR06HaUhzXt6NjSXe",
+	"W6EyJNLLEr4uux0sr0jtJXHgzHn3vEGV36Y5WhXenzoECWK15UXMcr0kr+5MFoV0zvORsrlYMZ5lJK0B",
+	"OLiJFRuLlVYZWwIHDWC25IYVHBQxXWQxG4uULwC1/EJGCkwPayozgRtvKVhZMG7xa+uNIniFWQn4Wyzo",
+	"cKwt2FGqFWyQW3ktRso96By8biWA3zm/FmwsCimunTnljH4AJxO8LCQ6E3noRANbe5cPp9M126HI72kV",
+	"N83hbW7+dTnifOmb0jDSUlhvVaLvkqic3JTnztFD2yefGPq9CMGbMYfi6vL+72ezp4PsHw8Wv3yn/3k6",
+	"fqj+Vn67jPaPLzwlz3mhrU9WcD70IZ4tvtWP9vJ772HX/RE3Qr3vMRCEmvaUnOa2WHUb+2glHkrYhG+X",
+	"Yq7TvJttG+fpRjpw+VQOS+elToUxdLZ0dKD9S+syHwxwduLR9PrRUtp8pF5pY6elePOP5xSbYaXA8CDL",
+	"HffTS4UOVK9/wviOFfqkiiullyZYTEWCVUBFWiLriuZa/uRIzC//eXV2/egfs+8H/Em3f2ODwwEQO8wq",
+	"quBCPvqGIlx7IVB1BgZ3hKfVdPb7fAmKjTTx3ghzeX/yiA/Ss/G32al4wL/5pnO9hT4c46XKxPuYTUo9",
+	"Y4M+A4PTOZdwa7hIeDeBj/8Gfybd9FGZXLXL/ttH5PN3/+3nCqkCEAe7/rvts8ou84aamyFuSNEGCTUE",
+	"ZZvyN4r1boWR+NzeKiOO9MZyK/ZwazQP+gmqSM77IFTW32kIubXtdnwEq+rQXQDQ95BHWHHuXJsY9IQf",
+	"yDmGEtnRM/B/PIuYfM+kWnCbVB+TkTqqk46CrAtnLBz3WVLF/C9D73sVUky5YmPRDCmO1BHF6blL5VjF",
+	"JNVxhTq9YnjIx8QpPo3GFS7zMJ1LZd0RrAqcgSYRt6GODMQ5E7f6Dd918BF/IHfivhdFFhh+Y60LwdUO",
+	"7/x22d4l0VkCEyUAPMVmAkweJ5lceB9+jlmCeInohC48Oc2FsQ5PMdsgYYU0wCNBcOHL6Cg3mk14+edQ",
+	"HD6ZcgD73QnlyvltUQ52woUdwdoyJ0Oky7394+ywEjkHyZU9Q8guW6e5+dc+Q67KAvGeyL3FESD8NqnU",
+	"RJd6LV18+e8BmnR7CCinqJ2MuGJ/e/PyBaOBUC2wbKaNZQ/Yz/L7mIn+tO/VkQyj+jzLSmGaSUA4ZxkN",
+	"o9NBH/7/dvhoMBhEXR68F3sotUFW9W8Xvf/kvQ+D3qN39Z/9y2Hv3cdBfProUVeadSOvs3VqTx+zRw8e",
+	"fstc8hnLhOWyMH2GgRyyYJBBxCyhk4G/apaWsKNKvPiM1mb+houjNqXS0W6ZdOyCxBg9unTsh6tspIgX",
+	"XSptL6UxC4rfVoGl4FGWuCVdToRKRdIpvm4rhlKdNSJTrSRy0B18cm3kbUGH4nVqcRRHwf480gdbI98c",
+	"WPyIwpcV3cCj+nLG1erS0wFRRCtZovmgTXN6cs5XheYALH1Z8HIKBDgTNtcZTo6JrU4c4nYuwdLXC0um",
+	"t0tRj6MgwxCLBgBNeUE/hNmXMFCQYxsuqla1tPUACjNNIyfVqtSsTsncOOgNYck2JrF1RNozKklU0ilS",
+	"MGOySzhIUWS9QlyLwhMZ4Xe7+KAhAXb6lm+rXGyIqrWpftgg7C3xNqmM5Q70Xf7PkDY/+/F4nJVZ53I6",
+	"giMPBo86RaO0RYs7P68i6J2ROx+urp7nY72ww3HB1e7wiwsa06zVOh2r6ZJyrzGy7SzxFl87kJsVEsiH",
+	"xNbHPehrj2PYmkfrPRAVbnjLByUDZndsCersMXvhHcr7oONeSLUlcFwnlKxjW/WTlxS4sish5qjmiPeO",
+	"aXaxtYUR5SWfuqSr7dgjwySGaH2b7UPELIRqfVvRq9uA355K4PMupFb7G/k1Qu+KDgWD77bSq2FfC5CK",
+	"B4aNduP+9nzbChPDcO9gEN8OM7fPVWPp7uh2iLbtpe2KRDePYm+c6z4cBNAtQ3qBjz3c8dl3h+2hGqd7",
+	"hUos73h9t7N0NyUpXzD0q9rinOmZtMBuKZu08qzew/DNbbI9doCOcOOZmuiO/AGqhLn0YnMNBp9C3Lxt",
+	"pBxVTiLM3oNd7yV2iu7wJIyNGkHvReDursf3nu2deYjrYkN+2Hfji3l2myyMa1F6J/6hRx5QvJclfrTG",
+	"ctw24uZBb8OT20oaevsQQRPg5W5Z44ffQ9S4CHm7whDdBQmDf805SxA7yoTxwlQxPeMqG/BfMotiX5xV",
+	"LcEFCUGMwbdeCJ6zBJNhEgyuZpqceFhd2/R4cnKu0PygA8BbnbrHm01BnosqnkPZ3khbcZii60LRgrna",
+	"ovU4PVUI3jZx6I48sFv8rFXsYt2QoRgWHBNucljH7x1swogYeVedH5Ic+eSTDkH3abygt46EbkCDZ7bV",
+	"QUAqNuc2N7HfKMCAQma3jdttqTrqjqFT8Y+b29NVVZlUwb07ug7DaCxQcIAPI+zm8n9m968G8/9cfbf8",
+	"x5n657fj16eztw/Tvz2KtlYLHcpb6zYLtSfUe0AD/N8cluviSo6Wn/1wOy2meQ6fqHCqopUh46ie+Bqq",
+	"c5/KVKsoVV76bRSUYPVbYPO5akWbafWVtytMRXW5ugfC9VPqh82+IP4gtpaxacVotNscSRu1u86l5kLr",
+	"EogqCzEx7PXTx+z+/fuPgJh/efvYFVe856ktVszmpRBsUlJBEC9YJqfStip2zwZn3/ROT3tnj94Ovhs+",
+	"eDg8vd8/PRv8Z7gvUGl6VlJec+Mk4uh9b6p77sulLAU81n9Lz1a/9eTMm57YVmUYTaXNF+N+qmcngUeg",
+	"8bcfjaq7jUgXpbSrN3CwhH5jwUtRXixs3gkkV102ZMmFK8LHcx2y7/E9VlxdYcuXvm+sg/EH/K3eZ27t",
+	"nBYgnRLfUQBpmL4WJfvp7dtXJxhBwWNoFBC7fBhkvKCdsGmplzE+I7JAwQnqbEaKakdICaJoI3eJmBhT",
+	"w0glPsuL/kiNFCIN46Xoxosgg47NS5FKEgYe4elNh7SNdLv+SD2hgp2y1CWTIGBYFT1JNtXxJyzT6QLr",
+	"2nB+zozl40KwJNUZBiT8uL5KYrywLDnJMa/7g/ODnoDatvqQsCNMOaqG5PAoCCw+l/0VnxUJkyotFpnI",
+	"jlnKy1KiIKyKDLkZqQ2YMFoMBvfTK7HCP0TSZxf4So5V5tgB5sgrsXGtvurS650U5gHlcyxGyvn5mdUu",
+	"WxVTkAAVEAxGB2mv5y5wjNkPrTooOGSzSAFw2JAj18uRQgxy2Y04I6yrz15ofGZbZ4ewtvSUtTtEnDM+",
+	"UjCErybFTEc5zW343n1Wd8vB82tVuPgUL65I/WZHmLqJsRU83R+fvI3ZT08ufsAdv3z19tnLF2+O3fa5",
+	"rTvojJQRjtN2d8dhR8kbkfaeCpvmvTfSiiFLS21MD36kwzF8Juij73mRvCzlVKpk5AaqUizdLu4Zlmtj",
+	"j6lWgard8NDae2eP0Wfs09xKwZS2I+UWbxgsnikhcRbq8kAETE8yPplgWVYLiGOdrdhsYWDIUl4LsCsK",
+	"sUESZSvmAlNhoTEzx67vhM3FSLkOE0PEACrZ9D0skI4pPw/29x1rhbsS4jnwYrqwTE8mbCwmusTGRyOV",
+	"PCa7tkdyOsGaZbYW0cGwYyFTociH4BpqXcx5moveWX8AVnNZOF5rhicny+Wyz/Hnvi6nJ+5dc/L82eMn",
+	"L948wXfq+ETLo1wZ9tGgf0oPOiYRDaP7/UH/PsWUcxQhntfA31OBAgoUHGQPz7Jo6GpMPkStXl1ng8GW",
+	"ZiaHNTFxZSwdPUwwodClU+K5m6oXTz8KhWI0/O1dHJnFbMbLFUgleS2Ui8tbPjWoddA07+A9x1M37vo1",
+	"/fwv2TTOjd1zHg7ubxqmWtdJ2F5mG0hgWAkwoVYeVS8Yx9ziigPX/ivKLMcSZ+yAxmVxvBGi16cnvgik",
+	"E6TPpbE/wwOfEai+PGUDKlFN8E0cPRic7gXYuncRvrTHadQd3OCNs0e73wi7XuGqkY/tfq9u/ROeMqkT",
+	"VaOjQPqZSjuIGejfxroyqiMU4cd99gL1MltZ1g3qoXqcmziau8ZTzdOl9gc/uw4CSKLf62y1x8kGaTOu",
+	"QsfnwDDKsjdhhdLwtypDBswGqkjx/qybeH88qerdm8aJLRfiZg1DTz8ZhgZtIjqQ1P3aZz8LMccmBUmj",
+	"B4SxuhRrTSAQNwe7MSbor/iXpgGCYqj6Viju6wulQW1SuVZIqFpU2gDCtwP3Ay538lFmN2QMFYKyf9sC",
+	"BAjP00MDmR50pc8hmZKSVqBs8qR7p/yK1rb9japT4b/mcAlUnYf7zAKBzI1vRFa3uqoKLhxrir2BATIv",
+	"4yYfa15m3gfSzfaCXru/dfZwldm+zVGvxOryN977cNb7dmNz1HcO22pf80ap+tx7lVprbHdpKVbOHKPK",
+	"Eaw9ce2VpNnUeZc476b+v12B7Ju4c2rM+fBxDU1ERonZIJz67OVMUvniWNt802own7axGB/bcDk5MGBn",
+	"l4ZubKshdkI9i/d40PVZvnn3GRWZunCiQ0q8VAJbNoNBSAD9KgPabAJgF2BbhjbeuK6K9fTtyKti7vT5",
+	"5CM812Lwm+LK9wz1s6PITx3ECd0Gj1jQULbPLnwREScj1LF8QN6R8q+dDR702a9oe1NaXEw0Y6tmDY54",
+	"uW316kPbHaXHkMkJmcE4Yc4Nm+lrVAipjRZ5AWi4I+2jIEpUa8Kih+MwUCLB9G1tCRkpDAaLcD4QMny7",
+	"xCJV++7gV47Rk67juhu6+oNGqvE909z9JtbhU1JqAjyoirSD3PcU5HCqf24pPtiDPOs2zLck6MON2U+l",
+	"K6yhDGA/d2FLpzx0sYTYi9yuwi7X0ZobKugA/JfGFRrpJauJeOD8Z1Rog2Eketqa7vKv/hrV/CisJ5nP",
+	"K3FcRUm39UygQwn8VSltItrbsNQHuKfrmKjQosaTdmlSmzCtxQp3qCDUruFdl8w6cWHv9v0Qew9aW/hN",
+	"FPgRZESQMtYqLPTIfwR4PAe8xpyHunow9jGQBrceqSlaa84TTVq6l2JmAUIbPa5eElYdHsMe/Y2mOzG5",
+	"NUZqrf1s7HoZNOqQfdWJ6yyDTSPLhcIe910SzLU73UuEXbjW4HUPU4AU2izOoX32gOXH8NSiVKZ+xMlj",
+	"/JuAgaUvFRLVtdzSeNZ2jrYOsSV6H6Q9NVQgYGFbZuJL6xKcbONqge6sMjmZCGScHtbUMLfTzf2zWFEI",
+	"7fQbUC7OHj4EVaDkKYCHHbl2E1xlesZ++eXZDwDzmS4FRT/GwvcgtXVnzJFyVe7UGnJWOymr1oF1L2D3",
+	"zj3j9krUhxXylc5ER4r6Qe6zoZyC8CwTs7m2QqWrHhnu3SbPw4fN4Pw3HcbbH3CC+ZyCrh4TLn6Phd97",
+	"O7ta3bD3cnh9YrnSJVJ+JMLzvi6P265rIEX5OPCCIKXKadatFu1PiaH03m5ubtbUj32zbMSIcwpVSRs2",
+	"ZqyaO26253cnPdz8uY0y0vru+EYNV1dk9Exg/E6AOlSnyji5qUvH26Sq7hkJC9G3No5vzvuGIvgB62+q",
+	"glUb7hL0B5Gxxfx4+8F3n/PZ3UKzXf7nbymp2zZL4/oMoClS4E8mDuWc62Hi/Wi+L0+MPHyyKArsn968",
+	"HuOTXmXxLzAJwj76LVtgb7fASd2Nc7tP7olvoHmYIvan8kTVTUl3eKIIKF89UV22gWuJTRnTjiqDENxn",
+	"twnCZtCf1Ch44Vw+EstZU5GFlyUZy1eNJmJBO7KgH79n975ivD9SG5xrvKhCNF2duePuJKIqFWqkut4i",
+	"xK09bTBMw7II2hm4LHe3B1CFrU7QIebNCLI3tvT9ZGAUzAUmuc0Lnjrl1E3YZ85nQbBDzx16KLBURRf+",
+	"IougA1SVzZJqYkOi2/GG41d9zf6AguqLzKJSU5g2E/NCr2bwNjVN9arrA1Jdx/sHZte6ke+jrJ59uqSM",
+	"qu1bx1VV5kpk52EL40JwsNokpuIBboeYCqITm0e18fHPziFv6T2800vLnBapNOqQbfVR6SWeU+lvUMlJ",
+	"9Wc5ZnNdC7pu7AtxYl6Yq44yfN+iud71VLMjzwLktWCe1R3vr9c4JvUJpESb+eC4tQ/zEM6zH8a0ykj3",
+	"4hud/nvfnvlLsN3+ih57Qua6O2EtL8er2kEWXFRVBcuoccwh2K7E8jPguhLLz4vpQTnyn8WZ85qqkfrN",
+	"5kCSrpWresm5EuNtrpu/vL/lr0ezT7AL8rprhXQl8rhV6iyS7zYabbaN2Ghfvw4bQHTl5rSiv0HN8ubb",
+	"GuPudwtHzQe/aKRqzbhHRdEXl6vS7BOyw0tQH+9XT8G68KObaliz7Ak4a5enIKCUzXm51PKkbqzyuWRS",
+	"s8PKHZttQd+YLtGU6jL786t0X4qCBgdMlWweR33hUnVFgb8ePChM8cVEGxG4Yv9BL4ct3L9uybAH879d",
+	"DuOXxYODBho7WbAD3lcO3Jk12C5J3Zo/WOPrOgqffPR/7swkRM9RVXNTJVW4KyIaF9G5i5Utc4Ve7NRn",
+	"ViifOWFzaUbK1QxQGgV1MC8dLwzEMKpmXR7DH3C5r2u9abf1TK/89VLW/wV8lkDpsmUCbIzR0XjNi0Wd",
+	"RYaPdGWyhci5IZkNkI9GS/UsvG7XsSUGjJEutjKIoFYofCjGataqWtUlW5RCZZheIi3dUO2ZjrsXGDBy",
+	"6GK7HLDY8jSfCWVjn62h5GQiMnLlG66ysX4vMnbEaZUj5dfADUuseG9Pcjsrkqq+GrfGJN436m455ymu",
+	"JVjBPVMn/R934f6Pwm5G/DbX/o+T/2gy6krJH0vFy457Kbrz63CD8f4n0DKlfTHqD9LMtZG2s2tLUkP8",
+	"nE1kIYDN/PdRRAXgHl+oCnwUJUNW1/Pya3LLELYEVzubXON1zNQ0Zf+78eNqyW9cyWLvlS5k2nEtWOIw",
+	"4Zw5suqZMmX3lFbiXjJ0pTxcrZZ8BQRCCVze8QuYlHP4zDQWPx+6zCdv+fSwa//jT+vYiKN/9jys3q7m",
+	"ovdyXlnIa95xpKDksD3efE3nbJfKrrPe84DZErOUijXOeTPvPczFWPEedDMuunKQQVOEFUwmLGmsAb1u",
+	"7duacDSXKC+qMKliJZe+JRXty2pg3VgQh+XyJVeGuqf4AGnd7y4J/DtUsV8YzcYi+Np1xHNuoZFaKH9p",
+	"RZV7gbYDalXswuc6jvW1aKSCBrybbsOh1FDQcnyTgqP1fsHHQ8bTVMwtyBNgoHpRZLTnYMuYq0qTUdqk",
+	"1Xi8fWpL4FogoGrmmzuEnEXWWlWXJHm1CCVJl63STkNsco6DMtC232S+Yb76QLe6uLamNH5iEei77p+y",
+	"v8vvY+p7sWrIw3N2JeYo1ulO/OguveDN7oHrO/mVhHRLPh8uRb7mDzZUgKBB+DDgMdJg6vAyIOkjXVYX",
+	"R7VrhfCl4/OuewSGoCIQD2hqrNSwKEehEDCkXE7zPntCLU6IFznzitrmeBvL6XR7X1KAQu+7OwVu5y0D",
+	"BJAGP3KdXL6k+PmvyLrXpPkOI96VAiPldqc++UxCOtu6y1wS6sYJpWwnmH2gi6y6XXGtJyFYRdWtGXUC",
+	"ke8UiVk+RyGCuUhblsQgPjHDoX7+2HWVdF+PlB/H3TVI8i5cinTX+aSFNq3B6mQtSsEvCqcfjFRDQQAO",
+	"3gREWGVPFp3VeGWVKlZEJNjBoENuvpwL9abqhfjnSaZvtQu84+4RHiJdHj7sXOmz6YNT2JBP71plhp0y",
+	"K0z46ir/FIwHTgRvhHJXGXoWEDaDReYBmvaVEHNeyOsGX6qY0BpbOvno/ro5wWM8PI2hQuTJlvTOKvci",
+	"LGdEB6RvUgyswqnD63WLj2Fpt6Xigyiibm16xxkRWygSd5+du9IWkzCD6bCtdsBLUYqOtr9/yRzB7S84",
+	"UH5h2Q+PiYtWsjIoU2pI2fq+U7bBwD6U8G+Zv7SB8DuymP6/pVyXzbQn6VLz7q+Uq764XEMsKwwpN/Y9",
+	"wanytibOeDMtb6dbzPwOYtmtq2l5mrOZMIZPqTlHgsUIQ3Kt4d/o7ohZIrNhgg5II34nwzHjlrsnsUgH",
+	"FOq/vXn5oj9SyXNubA+/7T37IQGjZ4GdcV1bTCyp/b3OT3dquStT6bMLluoZNpnFqgc0hHGCkeJgApZ2",
+	"DFpBbaVQpYU0TGZFZ/3BrwiHzxit7/ZthWDY7d7aymkw2IRH0qPtNlnNXv6tL6MC4O4d7hcMVN+g66+7",
+	"apsb9gY9ML03gH9PXIlZTXBEXu9uWo0vm62xf3sHx0uuHEK7ut3q8OTk9OxbvKbzdPjd4LsBCkU3/AaT",
+	"P/YWVN3oJ3MNd5i/vt/mQpauJwQGoBxptbIKTbTeLetpuyU2ujrHqzCdxt+34e4HQfd7ysty1e6v0F9P",
+	"geya81d/zwi5u8ci5QvyksvSubyW3FDST8ywtEKXwCzXGndjepDNxawxc5Xosz61a6x9jUFgQIN487G7",
+	"8ejU14f6eyCcAx4NilZlhZHf2M2jMn9PtNVTYXO63tBnb3pmvj6RK5k1PuyMHbKxBRIPWlu7kDza3sfB",
+	"wNhTbn1Q37PWoZPr1hq859qt3ry7+X8BAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

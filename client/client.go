@@ -210,6 +210,8 @@ type Grant struct {
 	// that does not say): a change means the server restarted (or, with PostgreSQL, that
 	// another replica answered).
 	ServerEpoch string
+	// Limit and Slot are, for a slot of a semaphore, its limit and index.
+	Limit, Slot int
 	// ExtendedByRestart is how much the server's restarts added to this grant's expiry beyond
 	// what its holder was last told, in total: a restarted server treats a lease as held until
 	// at least the restart plus its ttl, so it may have kept the name from others longer than
@@ -236,7 +238,7 @@ func grantOf(l *wire.Lease) Grant {
 	g := Grant{Name: l.Name, Holder: l.Holder, LeaseID: deref(l.LeaseId), Token: l.Token,
 		TTL: time.Duration(l.TtlMs) * time.Millisecond, LockDelay: time.Duration(l.LockDelayMs) * time.Millisecond,
 		AcquiredAt: l.AcquiredAt.Time, RenewedAt: l.RenewedAt.Time, ExpiresAt: l.ExpiresAt.Time,
-		ServerEpoch: deref(l.ServerEpoch), ExtendedByRestart: time.Duration(deref(l.ExtendedByRestartMs)) * time.Millisecond}
+		Limit: deref(l.Limit), Slot: deref(l.Slot), ServerEpoch: deref(l.ServerEpoch), ExtendedByRestart: time.Duration(deref(l.ExtendedByRestartMs)) * time.Millisecond}
 	if h := l.HandoverRequested; h != nil {
 		g.Handover = handoverOf(h)
 	}
@@ -266,6 +268,10 @@ type State struct {
 	Metadata    map[string]any
 	// Waiters is how many acquires wait in line on the server.
 	Waiters int
+	// Limit is a semaphore's limit (0 for a plain lease); Held then means every slot is held,
+	// and Slots holds each slot's state (named "name#i").
+	Limit int
+	Slots []State
 }
 
 func stateOf(s *wire.LeaseState) State {
@@ -275,6 +281,12 @@ func stateOf(s *wire.LeaseState) State {
 		EndedAt: deref(s.EndedAt).Time, End: string(deref(s.End)), AvailableAt: deref(s.AvailableAt).Time, Waiters: s.Waiters}
 	if s.Metadata != nil {
 		st.Metadata = *s.Metadata
+	}
+	st.Limit = deref(s.Limit)
+	if s.Slots != nil {
+		for _, sl := range *s.Slots {
+			st.Slots = append(st.Slots, stateOf(&sl))
+		}
 	}
 	return st
 }

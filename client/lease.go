@@ -41,6 +41,12 @@ type AcquireOptions struct {
 	// learnt from a renewal or the watch stream. Release when the work is at a good place to
 	// stop; nothing is forced.
 	OnHandover func(*Lease, HandoverRequest)
+	// Limit, when above 0, acquires one of Limit slots of the semaphore name (like consul
+	// lock -n): up to Limit holders at once, each with its own token. The limit is fixed while
+	// anyone holds the name (another one is an *APIError with code limit_mismatch). A
+	// semaphore's lease does not follow the watch stream (its slots' events are named name#i):
+	// renewals guard it.
+	Limit int
 	// session, set by Session.Acquire, acquires under that session.
 	session *Session
 	// DisableWatch leaves noticing that somebody else ended the lease (a revoke, say) to the
@@ -83,6 +89,8 @@ type Lease struct {
 	relDone bool
 	relErr  error
 
+	slot int // for a slot of a semaphore
+
 	sess *Session // the session it is held under, if any: renewing it renews the lease
 }
 
@@ -98,6 +106,9 @@ func (l *Lease) ID() string { return l.id }
 // Token returns the fencing token. Send it with every write the lease protects: a resource
 // that checks it refuses writes from holders that lost the lease without noticing.
 func (l *Lease) Token() int64 { return l.token }
+
+// Slot returns, for a lease acquired with a Limit, the index of its slot of the semaphore.
+func (l *Lease) Slot() int { return l.slot }
 
 // TTL returns the lease duration.
 func (l *Lease) TTL() time.Duration { return l.ttl }
@@ -222,6 +233,12 @@ func (c *Client) Acquire(ctx context.Context, name string, o AcquireOptions) (*L
 	}
 	if o.session != nil {
 		body.TtlMs, body.SessionId = nil, &o.session.id
+	}
+	if o.Limit < 0 {
+		return nil, fmt.Errorf("%s: %w: limit %d is negative", op, ErrInvalid, o.Limit)
+	}
+	if o.Limit > 0 {
+		body.Limit, o.DisableWatch = &o.Limit, true
 	}
 	margin := c.marginFor(o.TTL)
 	if o.TTL <= margin {
@@ -397,7 +414,7 @@ func (c *Client) acquireOnce(ctx context.Context, name, key string, body wire.Ac
 func (c *Client) hold(ctx context.Context, g Grant, sent time.Time, o AcquireOptions, margin time.Duration) (*Lease, error) {
 	l := &Lease{c: c, name: g.Name, holder: g.Holder, id: g.LeaseID, token: g.Token, ttl: o.TTL, margin: margin,
 		interval: time.Duration(float64(o.TTL) * c.renewFraction), lastSent: sent, expiresAt: g.ExpiresAt,
-		asked: make(chan struct{}), onAsk: o.OnHandover}
+		asked: make(chan struct{}), onAsk: o.OnHandover, slot: g.Slot}
 	// The lease context outlives the acquire's context (which often bounds only the asking),
 	// keeping its values.
 	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))

@@ -49,6 +49,9 @@ func wireLease(l lease.Lease, epoch string) api.Lease {
 	if l.Session != "" {
 		out.Session = ptr(l.Session)
 	}
+	if l.Limit > 0 {
+		out.Limit, out.Slot = ptr(l.Limit), ptr(l.Slot)
+	}
 	return out
 }
 
@@ -74,6 +77,14 @@ func wireState(st lease.State) api.LeaseState {
 	}
 	if st.End != "" {
 		out.End = ptr(api.LeaseStateEnd(st.End))
+	}
+	if st.Limit > 0 {
+		out.Limit = ptr(st.Limit)
+		slots := make([]api.LeaseState, 0, len(st.Slots))
+		for _, sl := range st.Slots {
+			slots = append(slots, wireState(sl))
+		}
+		out.Slots = &slots
 	}
 	return out
 }

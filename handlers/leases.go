@@ -80,7 +80,7 @@ func (s *server) acquireParams(req api.AcquireLeaseRequestObject) (store.Acquire
 		return store.AcquireParams{}, 0, err
 	}
 	p := store.AcquireParams{Name: req.Name, Holder: b.Holder, TTL: ttl, LockDelay: delay, IdempotencyKey: deref(req.Params.IdempotencyKey),
-		SessionID: deref(b.SessionId)}
+		SessionID: deref(b.SessionId), Limit: deref(b.Limit)}
 	md, err := metadataParam(b.Metadata)
 	if err != nil {
 		return p, 0, err
@@ -91,7 +91,7 @@ func (s *server) acquireParams(req api.AcquireLeaseRequestObject) (store.Acquire
 		ttlErr = nil // the session's
 	}
 	for _, err := range []error{
-		lease.ValidateName(p.Name), lease.ValidateHolder(p.Holder), ttlErr,
+		lease.ValidateName(p.Name), lease.ValidateHolder(p.Holder), ttlErr, lease.ValidateLimit(p.Limit),
 		s.limits.ValidateWait(wait), s.limits.ValidateLockDelay(p.LockDelay),
 	} {
 		if err != nil {

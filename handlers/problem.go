@@ -38,6 +38,7 @@ var statusOf = map[lease.Code]int{
 	lease.CodeTooManyLeases:   http.StatusTooManyRequests,
 	lease.CodeNotHeld:         http.StatusConflict,
 	lease.CodeSessionLost:     http.StatusConflict,
+	lease.CodeLimitMismatch:   http.StatusConflict,
 
 	lease.CodeWaitingUnsupported: http.StatusBadRequest,
 }

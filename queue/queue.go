@@ -105,7 +105,10 @@ func (l *Line) ObserveEvents(evs []lease.Event) {
 				delete(l.next, e.Name)
 				l.promote(e.Name, p.holder)
 			}
-			l.wakeHead(e.Name)
+			// A freed slot of a semaphore wakes the line of the semaphore, one line for all
+			// its slots: the head takes whichever slot is free.
+			name, _, _ := lease.SlotOf(e.Name)
+			l.wakeHead(name)
 		case lease.EventAcquired:
 			if p, ok := l.next[e.Name]; ok && p.token < e.Token {
 				delete(l.next, e.Name) // the grant asked about ended unseen

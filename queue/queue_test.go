@@ -256,3 +256,36 @@ func TestHandoverTargetGoesFirst(t *testing.T) {
 		prev = r.l
 	}
 }
+
+// TestSemaphoreWaiterGetsFreedSlot: with every slot of a semaphore held, a waiter is woken by
+// the release of any slot and granted that slot; a plain waiter's line is the same line.
+func TestSemaphoreWaiterGetsFreedSlot(t *testing.T) {
+	f := newFixture(t, lease.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), queue.DefaultLimits())
+	ctx := context.Background()
+	slot := func(holder string) store.AcquireParams {
+		p := params("pool", holder, time.Minute)
+		p.Limit = 2
+		return p
+	}
+	var held []lease.Lease
+	for _, h := range []string{"a", "b"} {
+		l, err := f.line.Acquire(ctx, slot(h), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	granted := make(chan result, 1)
+	go func() {
+		l, err := f.line.Acquire(ctx, slot("c"), time.Minute)
+		granted <- result{l, err}
+	}()
+	waitFor(t, "c in line", func() bool { return f.line.Waiters("pool") == 1 })
+	if err := f.st.Release(ctx, "pool", held[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	r := testwait.Receive(t, granted, 5*time.Second)
+	if r.err != nil || r.l.Slot != 1 || r.l.Token <= held[1].Token {
+		t.Fatalf("waiter = %+v, %v; want slot 1 with a higher token", r.l, r.err)
+	}
+}

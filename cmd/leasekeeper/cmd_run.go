@@ -48,6 +48,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	holder := cf.fs.String("holder", defaultHolder(getenv), "who holds it, for humans (env LEASEKEEPER_HOLDER)")
 	wait := duration(cf.fs, "wait", 0, "how long to wait for the lease before giving up (exit 75)")
 	grace := duration(cf.fs, "grace", 10*time.Second, "after SIGTERM on lease loss, how long CMD has before SIGKILL")
+	limit := cf.fs.Int("limit", 0, "hold one of this many slots of the name, a semaphore (like consul lock -n); 0: a plain lease")
 	flagArgs, argv, found := splitDashDash(args)
 	if err := cf.fs.Parse(flagArgs); err != nil {
 		return &exitError{code: 2, err: err}
@@ -68,7 +69,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	defer c.Close()
 
-	l, err := c.Acquire(ctx, *name, client.AcquireOptions{Holder: *holder, TTL: *ttl, Wait: *wait})
+	l, err := c.Acquire(ctx, *name, client.AcquireOptions{Holder: *holder, TTL: *ttl, Wait: *wait, Limit: *limit})
 	if err != nil {
 		err = cliError(err)
 		if exitCode(err) == exTempFail {
@@ -82,6 +83,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	cmd.Env = append(os.Environ(),
 		"LEASEKEEPER_FENCING_TOKEN="+strconv.FormatInt(l.Token(), 10),
 		"LEASEKEEPER_LEASE_NAME="+l.Name(),
+		"LEASEKEEPER_SLOT="+strconv.Itoa(l.Slot()),
 		"LEASEKEEPER_SERVER="+c.BaseURL(),
 	)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr

@@ -50,15 +50,16 @@ func waitFileOr(t *testing.T, path string, limit time.Duration, stderr *bytes.Bu
 
 func TestRun(t *testing.T) {
 	tests := []struct {
-		name     string
-		held     bool                                             // somebody else holds the lease first
-		script   string                                           // for sh -c; $OUT is a file in a temp dir
-		flags    []string                                         // extra run flags
-		during   func(t *testing.T, c *client.Client, out string) // while run runs
-		wantCode int
-		wantOut  func(t *testing.T, c *client.Client, out string)
-		wantErr  string
-		within   time.Duration
+		name      string
+		held      bool                                             // somebody else holds the lease first
+		holdLimit int                                              // with this limit
+		script    string                                           // for sh -c; $OUT is a file in a temp dir
+		flags     []string                                         // extra run flags
+		during    func(t *testing.T, c *client.Client, out string) // while run runs
+		wantCode  int
+		wantOut   func(t *testing.T, c *client.Client, out string)
+		wantErr   string
+		within    time.Duration
 	}{
 		{
 			name:   "OKTokenInEnvironment",
@@ -121,6 +122,17 @@ func TestRun(t *testing.T) {
 			wantCode: exLeaseLost, wantErr: "was lost", within: 5 * time.Second,
 		},
 		{
+			// One of two slots: somebody holds slot 0, so CMD gets slot 1.
+			name: "LimitTakesAFreeSlot", held: true, script: `echo "$LEASEKEEPER_SLOT" > "$OUT"`, flags: []string{"--limit", "2"},
+			holdLimit: 2,
+			wantOut: func(t *testing.T, c *client.Client, out string) {
+				if s := waitFile(t, out, 10*time.Second); s != "1" {
+					t.Errorf("CMD saw LEASEKEEPER_SLOT=%q, want 1", s)
+				}
+			},
+			within: 5 * time.Second,
+		},
+		{
 			// `leasekeeper handover` reaches CMD as SIGTERM; the lease stays held until CMD has
 			// stopped, then is released (not lost).
 			name:   "HandoverSendsTerm",
@@ -153,7 +165,7 @@ func TestRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tt.held {
-				if _, err := c.Acquire(context.Background(), "job", client.AcquireOptions{Holder: "other", TTL: time.Minute, DisableKeepAlive: true}); err != nil {
+				if _, err := c.Acquire(context.Background(), "job", client.AcquireOptions{Holder: "other", TTL: time.Minute, DisableKeepAlive: true, Limit: tt.holdLimit}); err != nil {
 					t.Fatalf("Acquire by other = %v", err)
 				}
 			}

@@ -88,6 +88,7 @@ const (
 	ProblemCodeInvalidRequest       ProblemCode = "invalid_request"
 	ProblemCodeLeaseHeld            ProblemCode = "lease_held"
 	ProblemCodeLeaseLost            ProblemCode = "lease_lost"
+	ProblemCodeLimitMismatch        ProblemCode = "limit_mismatch"
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
 	ProblemCodeNotFound             ProblemCode = "not_found"
 	ProblemCodeNotHeld              ProblemCode = "not_held"
@@ -118,6 +119,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeLeaseHeld:
 		return true
 	case ProblemCodeLeaseLost:
+		return true
+	case ProblemCodeLimitMismatch:
 		return true
 	case ProblemCodeMethodNotAllowed:
 		return true
@@ -219,6 +222,13 @@ type AcquireRequest struct {
 	//
 	// Example: worker-3@host-a
 	Holder string `json:"holder"`
+
+	// Limit Acquire the name as a semaphore of this many slots: up to `limit` holders at once, each
+	// with its own lease_id and fencing token (the first free slot is granted; waiting is
+	// first come first served for the next free slot). The limit is fixed while anyone
+	// holds the name: another one (or none, for a semaphore; or any, for a held plain
+	// lease) is `409 limit_mismatch`.
+	Limit *int `json:"limit,omitempty"`
 
 	// LockDelayMs After this lease expires (not on release), the name is not granted again for this long.
 	LockDelayMs *int64 `json:"lock_delay_ms,omitempty"`
@@ -407,8 +417,11 @@ type Lease struct {
 	// LeaseId The secret that renews and releases; only in the answer to acquire.
 	//
 	// Example: lk_3q2mF0dQ4uU8oX1b5nJr7w
-	LeaseId     *string `json:"lease_id,omitempty"`
-	LockDelayMs int64   `json:"lock_delay_ms"`
+	LeaseId *string `json:"lease_id,omitempty"`
+
+	// Limit For a slot of a semaphore: its limit.
+	Limit       *int  `json:"limit,omitempty"`
+	LockDelayMs int64 `json:"lock_delay_ms"`
 
 	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
 	//
@@ -435,6 +448,9 @@ type Lease struct {
 	//
 	// Example: ses_3f9a0c2b7d1e4a66
 	Session *string `json:"session,omitempty"`
+
+	// Slot For a slot of a semaphore: its index, from 0. Its events name the slot `name#slot`.
+	Slot *int `json:"slot,omitempty"`
 
 	// Token Example: 1796000000000000
 	Token int64 `json:"token"`
@@ -476,10 +492,13 @@ type LeaseState struct {
 	// ExpiresAt An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
 	// Example: 2026-11-29T08:45:13.120Z
-	ExpiresAt   *Timestamp `json:"expires_at,omitempty"`
-	Held        bool       `json:"held"`
-	Holder      string     `json:"holder"`
-	LockDelayMs int64      `json:"lock_delay_ms"`
+	ExpiresAt *Timestamp `json:"expires_at,omitempty"`
+	Held      bool       `json:"held"`
+	Holder    string     `json:"holder"`
+
+	// Limit For a semaphore: its limit. `held` then means every slot is held, `token` is the highest, and `slots` lists each slot used so far.
+	Limit       *int  `json:"limit,omitempty"`
+	LockDelayMs int64 `json:"lock_delay_ms"`
 
 	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
 	//
@@ -491,8 +510,11 @@ type LeaseState struct {
 	//
 	// Example: 2026-11-29T08:45:13.120Z
 	RenewedAt *Timestamp `json:"renewed_at,omitempty"`
-	Token     int64      `json:"token"`
-	TtlMs     int64      `json:"ttl_ms"`
+
+	// Slots For a semaphore, the state of each slot used so far (named `name#i`).
+	Slots *[]LeaseState `json:"slots,omitempty"`
+	Token int64         `json:"token"`
+	TtlMs int64         `json:"ttl_ms"`
 
 	// Waiters Requests waiting in line.
 	Waiters int `json:"waiters"`
