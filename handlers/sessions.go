@@ -47,7 +47,7 @@ func (s *server) RenewSession(ctx context.Context, req api.RenewSessionRequestOb
 		var ttl = req.Body.TtlMs
 		d, terr := s.ttlParam(ttl)
 		if err = terr; err == nil {
-			ss, err = s.store.RenewSession(ctx, id, d)
+			ss, err = s.store.RenewSession(ctx, id, sessionActor(ctx), d)
 		}
 	}
 	s.metrics.op("session_renew", err)
@@ -62,13 +62,21 @@ func (s *server) CloseSession(ctx context.Context, req api.CloseSessionRequestOb
 	id, err := sessionIDParam(req.Session, req.Body)
 	var ss lease.Session
 	if err == nil {
-		ss, err = s.store.CloseSession(ctx, id)
+		ss, err = s.store.CloseSession(ctx, id, sessionActor(ctx))
 	}
 	s.metrics.op("session_close", err)
 	if err != nil {
 		return problemAs[api.CloseSessiondefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	return api.CloseSession200JSONResponse(wireSession(ss)), nil
+}
+
+// sessionActor is who acts on a session: the key's ID, or "" for an admin, who may act on any.
+func sessionActor(ctx context.Context) string {
+	if p := principalOf(ctx); !p.IsAdmin() {
+		return p.KeyID
+	}
+	return ""
 }
 
 // sessionIDParam returns the session ID of a request on the session named ref: an ID that is

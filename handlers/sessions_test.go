@@ -1,13 +1,16 @@
 package handlers_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
 )
 
 // TestSessions: a session is opened (its ID shown once), leases are acquired under it and
@@ -68,5 +71,28 @@ func TestSessions(t *testing.T) {
 			resp, body := e.do("POST", tc.path, strings.NewReader(tc.body), nil)
 			wantProblem(t, "POST "+tc.path, resp, body, tc.status, tc.code)
 		})
+	}
+}
+
+// TestSessionOtherKeyForbidden: a writer may not renew, close or acquire under another key's
+// session (its leases may lie outside the writer's prefixes); an admin may close it.
+func TestSessionOtherKeyForbidden(t *testing.T) {
+	e := newEnv(t)
+	as := func(key string) map[string]string { return map[string]string{"Authorization": "Bearer " + key} }
+	owner, other := servicetest.Key(t, e.store, auth.Writer, "a-"), servicetest.Key(t, e.store, auth.Writer)
+	resp, body := e.do("POST", "/v1/sessions", strings.NewReader(`{"holder":"p","ttl_ms":10000}`), as(owner))
+	var ss api.Session
+	if err := json.Unmarshal(body, &ss); resp.StatusCode != http.StatusCreated || err != nil {
+		t.Fatalf("open = %d %s", resp.StatusCode, body)
+	}
+	idBody := `{"session_id":"` + *ss.SessionId + `"}`
+	for _, path := range []string{"/v1/sessions/" + ss.Session + "/renew", "/v1/sessions/" + ss.Session + "/close"} {
+		resp, body := e.do("POST", path, strings.NewReader(idBody), as(other))
+		wantProblem(t, "POST "+path+" by another writer", resp, body, http.StatusForbidden, api.ProblemCodeForbidden)
+	}
+	resp, body = e.do("POST", "/v1/leases/b-job/acquire", strings.NewReader(`{"holder":"p","session_id":"`+*ss.SessionId+`"}`), as(other))
+	wantProblem(t, "acquire under another key's session", resp, body, http.StatusForbidden, api.ProblemCodeForbidden)
+	if resp, body := e.do("POST", "/v1/sessions/"+ss.Session+"/close", strings.NewReader(idBody), nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("close by an admin = %d %s", resp.StatusCode, body)
 	}
 }

@@ -25,6 +25,16 @@ type Session struct {
 	ExpiresAt time.Time
 	ClosedAt  time.Time // zero while open
 	Leases    int       // leases held under it now, in answers that say
+	Owner     string    // the API key that opened it; only it (or an admin) acts on it
+}
+
+// CheckSessionOwner refuses an act on s by the API key by ("" for an admin, or a server
+// without keys) unless by opened it: a session's leases may lie outside another key's prefixes.
+func CheckSessionOwner(s Session, by string) error {
+	if by != "" && s.Owner != by {
+		return Errorf(CodeForbidden, "session %s belongs to another API key", s.Ref)
+	}
+	return nil
 }
 
 // SessionIDPrefix starts every session ID; SessionRefPrefix every session's public name.

@@ -58,12 +58,14 @@ type Store interface {
 	// lease held under it, to now+ttl (ttl 0 keeps the session's): a lease under a session
 	// expires with it (invariant S2). Codes: not_found (no such session), session_lost (it
 	// expired or was closed).
-	RenewSession(ctx context.Context, id string, ttl time.Duration) (lease.Session, error)
+	// Only the key that opened it may, or any key when by is "" (an admin): else forbidden.
+	RenewSession(ctx context.Context, id, by string, ttl time.Duration) (lease.Session, error)
 
 	// CloseSession closes the session whose ID is id and releases every lease held under it,
 	// all in one transaction (invariant S1). A repeat changes nothing. Codes: not_found,
 	// session_lost (it had expired: its leases expired with it).
-	CloseSession(ctx context.Context, id string) (lease.Session, error)
+	// Only the key that opened it may, or any key when by is "": else forbidden.
+	CloseSession(ctx context.Context, id, by string) (lease.Session, error)
 
 	// Get returns the state of name. Codes: not_found for a name never used.
 	Get(ctx context.Context, name string) (lease.State, error)
@@ -186,7 +188,8 @@ type AcquireParams struct {
 	// as a plain lease, or with a limit by a plain acquire), lease_held when every slot is.
 	Limit int
 	// SessionID, when set, acquires under that session instead of for TTL: the lease expires
-	// with the session. Codes: not_found (no such session), session_lost.
+	// with the session. Codes: not_found (no such session), session_lost, forbidden (a session
+	// of another key than Owner, unless Owner is "").
 	SessionID string
 }
 

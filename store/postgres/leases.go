@@ -171,7 +171,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 		var sess lease.Session
 		if p.SessionID != "" {
 			var err error
-			if sess, err = sessionByID(ctx, t, p.SessionID, "FOR SHARE"); err != nil {
+			if sess, err = sessionByID(ctx, t, p.SessionID, p.Owner, "FOR SHARE"); err != nil {
 				return err
 			}
 		}

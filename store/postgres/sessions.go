@@ -13,14 +13,14 @@ import (
 )
 
 // sessionByID reads, and locks with lock ("FOR UPDATE", "FOR SHARE"), the session whose ID is
-// id. Codes: not_found.
-func sessionByID(ctx context.Context, t *txn, id, lock string) (lease.Session, error) {
+// id, for the API key by ("" for an admin). Codes: not_found, forbidden (another key's).
+func sessionByID(ctx context.Context, t *txn, id, by, lock string) (lease.Session, error) {
 	var s lease.Session
 	var ttl, created, renewed, expires int64
 	var md *string
 	var closed *int64
-	err := t.tx.QueryRow(ctx, `SELECT ref, holder, ttl_ms, metadata, created_at, renewed_at, expires_at, closed_at
-		FROM lease_sessions WHERE hash = $1 `+lock, lease.HashID(id)).Scan(&s.Ref, &s.Holder, &ttl, &md, &created, &renewed, &expires, &closed)
+	err := t.tx.QueryRow(ctx, `SELECT ref, holder, ttl_ms, metadata, created_at, renewed_at, expires_at, closed_at, owner
+		FROM lease_sessions WHERE hash = $1 `+lock, lease.HashID(id)).Scan(&s.Ref, &s.Holder, &ttl, &md, &created, &renewed, &expires, &closed, &s.Owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, lease.Errorf(lease.CodeNotFound, "no such session (unknown, or pruned after it ended)")
 	}
@@ -32,7 +32,7 @@ func sessionByID(ctx context.Context, t *txn, id, lock string) (lease.Session, e
 	if closed != nil {
 		s.ClosedAt = ms(*closed)
 	}
-	return s, nil
+	return s, lease.CheckSessionOwner(s, by)
 }
 
 // OpenSession opens a session. See store.Store.
@@ -62,10 +62,10 @@ func (s *Store) OpenSession(ctx context.Context, p store.SessionParams) (lease.S
 
 // RenewSession extends a session and its leases together, under the session's lock. See
 // store.Store.
-func (s *Store) RenewSession(ctx context.Context, id string, ttl time.Duration) (lease.Session, error) {
+func (s *Store) RenewSession(ctx context.Context, id, by string, ttl time.Duration) (lease.Session, error) {
 	var out lease.Session
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
-		cur, err := sessionByID(ctx, t, id, "FOR UPDATE")
+		cur, err := sessionByID(ctx, t, id, by, "FOR UPDATE")
 		if err != nil {
 			return err
 		}
@@ -98,11 +98,11 @@ func (s *Store) RenewSession(ctx context.Context, id string, ttl time.Duration) 
 
 // CloseSession closes a session and releases its leases, under the session's lock. See
 // store.Store.
-func (s *Store) CloseSession(ctx context.Context, id string) (lease.Session, error) {
+func (s *Store) CloseSession(ctx context.Context, id, by string) (lease.Session, error) {
 	var out lease.Session
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		var err error
-		if out, err = sessionByID(ctx, t, id, "FOR UPDATE"); err != nil {
+		if out, err = sessionByID(ctx, t, id, by, "FOR UPDATE"); err != nil {
 			return err
 		}
 		now, err := t.now(ctx)

@@ -205,7 +205,7 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 		var sess lease.Session
 		if p.SessionID != "" {
 			var err error
-			if sess, err = sessionByID(ctx, t.tx, p.SessionID); err != nil {
+			if sess, err = sessionByID(ctx, t.tx, p.SessionID, p.Owner); err != nil {
 				return err
 			}
 		}

@@ -11,14 +11,15 @@ import (
 	"github.com/leasekeeper/leasekeeper/store"
 )
 
-// sessionByID reads the session whose ID is id. Codes: not_found.
-func sessionByID(ctx context.Context, tx *sql.Tx, id string) (lease.Session, error) {
+// sessionByID reads the session whose ID is id, for the API key by ("" for an admin). Codes:
+// not_found, forbidden (a session of another key).
+func sessionByID(ctx context.Context, tx *sql.Tx, id, by string) (lease.Session, error) {
 	var s lease.Session
 	var ttl, created, renewed, expires int64
 	var md sql.NullString
 	var closed sql.NullInt64
-	err := tx.QueryRowContext(ctx, `SELECT ref, holder, ttl_ms, metadata, created_at, renewed_at, expires_at, closed_at
-		FROM lease_sessions WHERE hash = ?`, lease.HashID(id)).Scan(&s.Ref, &s.Holder, &ttl, &md, &created, &renewed, &expires, &closed)
+	err := tx.QueryRowContext(ctx, `SELECT ref, holder, ttl_ms, metadata, created_at, renewed_at, expires_at, closed_at, owner
+		FROM lease_sessions WHERE hash = ?`, lease.HashID(id)).Scan(&s.Ref, &s.Holder, &ttl, &md, &created, &renewed, &expires, &closed, &s.Owner)
 	if errors.Is(err, sql.ErrNoRows) {
 		return s, lease.Errorf(lease.CodeNotFound, "no such session (unknown, or pruned after it ended)")
 	}
@@ -30,7 +31,7 @@ func sessionByID(ctx context.Context, tx *sql.Tx, id string) (lease.Session, err
 	if closed.Valid {
 		s.ClosedAt = ms(closed.Int64)
 	}
-	return s, nil
+	return s, lease.CheckSessionOwner(s, by)
 }
 
 // OpenSession opens a session. See store.Store.
@@ -56,10 +57,10 @@ func (s *Store) OpenSession(ctx context.Context, p store.SessionParams) (lease.S
 }
 
 // RenewSession extends a session and its leases together. See store.Store.
-func (s *Store) RenewSession(ctx context.Context, id string, ttl time.Duration) (lease.Session, error) {
+func (s *Store) RenewSession(ctx context.Context, id, by string, ttl time.Duration) (lease.Session, error) {
 	var out lease.Session
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
-		cur, err := sessionByID(ctx, t.tx, id)
+		cur, err := sessionByID(ctx, t.tx, id, by)
 		if err != nil {
 			return err
 		}
@@ -111,11 +112,11 @@ func (s *Store) RenewSession(ctx context.Context, id string, ttl time.Duration) 
 }
 
 // CloseSession closes a session and releases its leases. See store.Store.
-func (s *Store) CloseSession(ctx context.Context, id string) (lease.Session, error) {
+func (s *Store) CloseSession(ctx context.Context, id, by string) (lease.Session, error) {
 	var out lease.Session
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		var err error
-		if out, err = sessionByID(ctx, t.tx, id); err != nil {
+		if out, err = sessionByID(ctx, t.tx, id, by); err != nil {
 			return err
 		}
 		if ended, err := lease.DecideSessionClose(out, ms(t.now)); !ended {

@@ -132,6 +132,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Handover", testHandover},
 		{"Sessions/CloseEndsAll", testSessionClose},
 		{"Sessions/ExpireTogether", testSessionExpiry},
+		{"Sessions/ErrForbiddenToOtherKeys", testSessionOwner},
 		{"Semaphore/Limit", testSemaphoreLimit},
 		{"Semaphore/ConcurrentNeverOverLimit", testSemaphoreConcurrent},
 		{"Sessions/Restart", func(t *testing.T, e *env) { testSessionRestart(t, e, o.databaseClock) }},
@@ -1237,7 +1238,7 @@ func testSessionClose(t *testing.T, e *env) {
 	}
 	c := e.acquire("c", "other", 10*time.Second)
 	e.clock.Advance(time.Second)
-	closed, err := e.s.CloseSession(e.ctx, ss.ID)
+	closed, err := e.s.CloseSession(e.ctx, ss.ID, "")
 	if err != nil || closed.Leases != 2 || !closed.ClosedAt.Equal(t0.Add(2*time.Second)) {
 		t.Fatalf("CloseSession() = %+v, %v; want 2 leases released at t0+2s", closed, err)
 	}
@@ -1253,14 +1254,14 @@ func testSessionClose(t *testing.T, e *env) {
 	if st, _ := e.s.Get(e.ctx, "c"); !st.Held || st.Token != c.Token {
 		t.Errorf("c, held outside the session, = %+v; want still held", st)
 	}
-	if again, err := e.s.CloseSession(e.ctx, ss.ID); err != nil || again.Leases != 0 {
+	if again, err := e.s.CloseSession(e.ctx, ss.ID, ""); err != nil || again.Leases != 0 {
 		t.Errorf("CloseSession() again = %+v, %v; want nothing done, no error", again, err)
 	}
-	_, err = e.s.RenewSession(e.ctx, ss.ID, 0)
+	_, err = e.s.RenewSession(e.ctx, ss.ID, "", 0)
 	wantCode(t, "RenewSession(closed)", err, lease.CodeSessionLost)
 	_, err = e.s.Acquire(e.ctx, store.AcquireParams{Name: "d", Holder: "proc-1", SessionID: ss.ID})
 	wantCode(t, "Acquire(closed session)", err, lease.CodeSessionLost)
-	_, err = e.s.CloseSession(e.ctx, lease.NewSessionID())
+	_, err = e.s.CloseSession(e.ctx, lease.NewSessionID(), "")
 	wantCode(t, "CloseSession(unknown)", err, lease.CodeNotFound)
 }
 
@@ -1276,7 +1277,7 @@ func testSessionExpiry(t *testing.T, e *env) {
 	_, err := e.s.Renew(e.ctx, "a", a.ID, 0, nil)
 	wantCode(t, "Renew(a lease under a session)", err, lease.CodeInvalid)
 	e.clock.Advance(5 * time.Second)
-	r, err := e.s.RenewSession(e.ctx, ss.ID, 0)
+	r, err := e.s.RenewSession(e.ctx, ss.ID, "", 0)
 	if err != nil || r.Leases != 1 || !r.ExpiresAt.Equal(t0.Add(17*time.Second)) {
 		t.Fatalf("RenewSession() = %+v, %v; want 1 lease, expiry t0+17s", r, err)
 	}
@@ -1295,11 +1296,11 @@ func testSessionExpiry(t *testing.T, e *env) {
 	if last := evs[len(evs)-1]; last.Type != lease.EventExpired || !last.At.Equal(r.ExpiresAt) || last.Session != ss.Ref {
 		t.Errorf("last event of a = %+v, want expired at the session's expiry %v, naming %s", last, r.ExpiresAt, ss.Ref)
 	}
-	_, err = e.s.RenewSession(e.ctx, ss.ID, 0)
+	_, err = e.s.RenewSession(e.ctx, ss.ID, "", 0)
 	wantCode(t, "RenewSession(expired)", err, lease.CodeSessionLost)
-	_, err = e.s.CloseSession(e.ctx, ss.ID)
+	_, err = e.s.CloseSession(e.ctx, ss.ID, "")
 	wantCode(t, "CloseSession(expired)", err, lease.CodeSessionLost)
-	_, err = e.s.RenewSession(e.ctx, lease.NewSessionID(), 0)
+	_, err = e.s.RenewSession(e.ctx, lease.NewSessionID(), "", 0)
 	wantCode(t, "RenewSession(unknown)", err, lease.CodeNotFound)
 }
 
@@ -1312,7 +1313,7 @@ func testSessionRestart(t *testing.T, e *env, databaseClock bool) {
 	e.restart() // at t0+8s: the lease and its session last until t0+18s
 	e.clock.Advance(3 * time.Second)
 	st, _ := e.s.Get(e.ctx, "a")
-	r, err := e.s.RenewSession(e.ctx, ss.ID, 0)
+	r, err := e.s.RenewSession(e.ctx, ss.ID, "", 0)
 	if databaseClock {
 		if st.Held || !lease.IsCode(err, lease.CodeSessionLost) {
 			t.Errorf("at t0+11s with the database's clock: a = %+v, RenewSession = %v; want both ended at t0+10s", st, err)
@@ -1407,5 +1408,33 @@ func testSemaphoreConcurrent(t *testing.T, e *env) {
 	}
 	if st, err := e.s.Get(e.ctx, "pool"); err != nil || !st.Held || len(st.Slots) != limit {
 		t.Errorf("Get(pool) = %+v, %v; want %d slots, full", st, err, limit)
+	}
+}
+
+// testSessionOwner: only the key that opened a session acquires under it, renews it or closes
+// it (an admin, by "", may renew or close any): its leases may lie outside another key's
+// prefixes.
+func testSessionOwner(t *testing.T, e *env) {
+	ss, err := e.s.OpenSession(e.ctx, store.SessionParams{Holder: "p", TTL: 10 * time.Second, Owner: "key_a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Acquire(e.ctx, store.AcquireParams{Name: "a", Holder: "p", SessionID: ss.ID, Owner: "key_a"}); err != nil {
+		t.Fatalf("Acquire by the session's key = %v", err)
+	}
+	_, err = e.s.Acquire(e.ctx, store.AcquireParams{Name: "b", Holder: "p", SessionID: ss.ID, Owner: "key_b"})
+	wantCode(t, "Acquire under another key's session", err, lease.CodeForbidden)
+	_, err = e.s.RenewSession(e.ctx, ss.ID, "key_b", 0)
+	wantCode(t, "RenewSession by another key", err, lease.CodeForbidden)
+	_, err = e.s.CloseSession(e.ctx, ss.ID, "key_b")
+	wantCode(t, "CloseSession by another key", err, lease.CodeForbidden)
+	if st, _ := e.s.Get(e.ctx, "a"); !st.Held {
+		t.Errorf("a after another key's close = %+v, want held", st)
+	}
+	if _, err := e.s.RenewSession(e.ctx, ss.ID, "key_a", 0); err != nil {
+		t.Errorf("RenewSession by its key = %v", err)
+	}
+	if c, err := e.s.CloseSession(e.ctx, ss.ID, ""); err != nil || c.Leases != 1 {
+		t.Errorf("CloseSession by an admin = %+v, %v; want its lease released", c, err)
 	}
 }
