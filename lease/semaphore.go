@@ -96,3 +96,29 @@ func SumSlots(st *State) {
 		st.AvailableAt = time.Time{}
 	}
 }
+
+// DecideRevokeSlots decides an admin's revoke of the semaphore name whose slots are slots
+// (settled; exists[i] false for a slot never used): with a token, the one slot holding it
+// (lease_lost when none does, or it has ended); without, every open slot.
+func DecideRevokeSlots(name string, slots []Grant, exists []bool, token int64) ([]int, error) {
+	var end []int
+	for i, g := range slots {
+		if !exists[i] {
+			continue
+		}
+		if token == 0 && g.Open() {
+			end = append(end, i)
+		}
+		if token != 0 && g.Token == token {
+			ended, err := DecideRevoke(g, true, SlotName(name, i), token)
+			if ended {
+				end = append(end, i)
+			}
+			return end, err
+		}
+	}
+	if token != 0 {
+		return nil, Errorf(CodeLost, "no slot of semaphore %q holds token %d; nothing was revoked", name, token)
+	}
+	return end, nil
+}

@@ -459,6 +459,11 @@ func (s *Store) Revoke(ctx context.Context, name string, token int64, actor stri
 				return err
 			}
 		}
+		if !(ok && g.rule().HeldAt(ms(now))) {
+			if done, err := revokeSlots(ctx, t, name, token, actor, now); done {
+				return err
+			}
+		}
 		if ended, err := lease.DecideRevoke(g.rule(), ok, name, token); !ended {
 			return err
 		}
@@ -711,4 +716,37 @@ func handoverOf(ctx context.Context, t *txn, g grant) (*lease.Handover, error) {
 	}
 	h.At = ms(at)
 	return &h, nil
+}
+
+// revokeSlots revokes slots of name if it is a semaphore (done false when it is not): the one
+// holding token, or every open one without a token. The caller holds the name's row lock; the
+// slots are locked in order, as acquires lock them.
+func revokeSlots(ctx context.Context, t *txn, name string, token int64, actor string, now int64) (done bool, err error) {
+	var lim int
+	err = t.tx.QueryRow(ctx, `SELECT lim FROM semaphores WHERE name = $1`, name).Scan(&lim)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("read the limit of %q: %w", name, err)
+	}
+	slots, rules, exists := make([]grant, lim), make([]lease.Grant, lim), make([]bool, lim)
+	for i := range lim {
+		if slots[i], exists[i], err = lockName(ctx, t, lease.SlotName(name, i), false); err != nil {
+			return true, err
+		}
+		if exists[i] {
+			if slots[i], err = settle(ctx, t, slots[i], now); err != nil {
+				return true, err
+			}
+		}
+		rules[i] = slots[i].rule()
+	}
+	ends, err := lease.DecideRevokeSlots(name, rules, exists, token)
+	for _, i := range ends {
+		if err := end(ctx, t, slots[i], lease.EndRevoked, now, now, actor); err != nil {
+			return true, err
+		}
+	}
+	return true, err
 }

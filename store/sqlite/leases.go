@@ -449,6 +449,9 @@ func (s *Store) Revoke(ctx context.Context, name string, token int64, actor stri
 		if err != nil {
 			return err
 		}
+		if lim := t.s.mem.sems[name]; lim > 0 && !(ok && g.heldAt(t.now)) {
+			return revokeSlots(ctx, t, name, lim, token, actor)
+		}
 		if ended, err := lease.DecideRevoke(g.rule(), ok, name, token); !ended {
 			return err
 		}

@@ -55,3 +55,23 @@ func (s *Store) semaphoreState(ctx context.Context, name string, now int64) (st 
 	lease.SumSlots(&st)
 	return st, true, nil
 }
+
+// revokeSlots revokes slots of the semaphore name of limit lim: the one holding token, or
+// every open one without a token.
+func revokeSlots(ctx context.Context, t *txn, name string, lim int, token int64, actor string) error {
+	slots, rules, exists := make([]grant, lim), make([]lease.Grant, lim), make([]bool, lim)
+	for i := range lim {
+		var err error
+		if slots[i], exists[i], err = currentSettled(ctx, t, lease.SlotName(name, i)); err != nil {
+			return err
+		}
+		rules[i] = slots[i].rule()
+	}
+	end, err := lease.DecideRevokeSlots(name, rules, exists, token)
+	for _, i := range end {
+		if err := endBy(ctx, t, slots[i], lease.EndRevoked, t.now, actor); err != nil {
+			return err
+		}
+	}
+	return err
+}

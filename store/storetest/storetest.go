@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -1376,6 +1377,23 @@ func testSemaphoreLimit(t *testing.T, e *env) {
 	wantCode(t, "Renew(expired slot 0)", err, lease.CodeLost)
 	if err := e.s.Release(e.ctx, "other", held[2].ID); !lease.IsCode(err, lease.CodeLost) {
 		t.Errorf("Release(slot of pool, under another name) = %v, want lease_lost", err)
+	}
+	// An admin revokes one slot by its token, then every slot.
+	if err := e.s.Revoke(e.ctx, "pool", held[2].Token, "admin"); err != nil {
+		t.Fatalf("Revoke(pool, token of slot 2) = %v", err)
+	}
+	_, err = e.s.Renew(e.ctx, "pool", held[2].ID, 0, nil)
+	wantCode(t, "Renew(revoked slot 2)", err, lease.CodeLost)
+	if _, err := e.s.Renew(e.ctx, "pool", l.ID, 0, nil); err != nil {
+		t.Errorf("Renew(slot 1) after slot 2 was revoked = %v", err)
+	}
+	err = e.s.Revoke(e.ctx, "pool", held[2].Token, "admin")
+	wantCode(t, "Revoke(pool, a revoked slot's token)", err, lease.CodeLost)
+	if err := e.s.Revoke(e.ctx, "pool", 0, "admin"); err != nil {
+		t.Fatalf("Revoke(pool) = %v", err)
+	}
+	if st, err := e.s.Get(e.ctx, "pool"); err != nil || st.Token == 0 || slices.ContainsFunc(st.Slots, func(s lease.State) bool { return s.Held }) {
+		t.Errorf("Get(pool) after revoking it = %+v, %v; want no slot held", st, err)
 	}
 }
 
