@@ -26,15 +26,16 @@ import (
 
 // Defines values for EventType.
 const (
-	EventTypeAcquired        EventType = "acquired"
-	EventTypeExpired         EventType = "expired"
-	EventTypeKeyCreated      EventType = "key_created"
-	EventTypeKeyRevoked      EventType = "key_revoked"
-	EventTypeRejected        EventType = "rejected"
-	EventTypeReleased        EventType = "released"
-	EventTypeRenewed         EventType = "renewed"
-	EventTypeResourceDeleted EventType = "resource_deleted"
-	EventTypeRevoked         EventType = "revoked"
+	EventTypeAcquired          EventType = "acquired"
+	EventTypeExpired           EventType = "expired"
+	EventTypeHandoverRequested EventType = "handover_requested"
+	EventTypeKeyCreated        EventType = "key_created"
+	EventTypeKeyRevoked        EventType = "key_revoked"
+	EventTypeRejected          EventType = "rejected"
+	EventTypeReleased          EventType = "released"
+	EventTypeRenewed           EventType = "renewed"
+	EventTypeResourceDeleted   EventType = "resource_deleted"
+	EventTypeRevoked           EventType = "revoked"
 )
 
 // Valid indicates whether the value is a known member of the EventType enum.
@@ -43,6 +44,8 @@ func (e EventType) Valid() bool {
 	case EventTypeAcquired:
 		return true
 	case EventTypeExpired:
+		return true
+	case EventTypeHandoverRequested:
 		return true
 	case EventTypeKeyCreated:
 		return true
@@ -91,13 +94,16 @@ const (
 	ProblemCodeInvalidRequest       ProblemCode = "invalid_request"
 	ProblemCodeLeaseHeld            ProblemCode = "lease_held"
 	ProblemCodeLeaseLost            ProblemCode = "lease_lost"
+	ProblemCodeLimitMismatch        ProblemCode = "limit_mismatch"
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
 	ProblemCodeNotFound             ProblemCode = "not_found"
+	ProblemCodeNotHeld              ProblemCode = "not_held"
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
 	ProblemCodePreconditionFailed   ProblemCode = "precondition_failed"
 	ProblemCodePreconditionRequired ProblemCode = "precondition_required"
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
 	ProblemCodeRequestTimeout       ProblemCode = "request_timeout"
+	ProblemCodeSessionLost          ProblemCode = "session_lost"
 	ProblemCodeStaleToken           ProblemCode = "stale_token"
 	ProblemCodeTokenNotIssued       ProblemCode = "token_not_issued"
 	ProblemCodeTooManyLeases        ProblemCode = "too_many_leases"
@@ -121,9 +127,13 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodeLeaseLost:
 		return true
+	case ProblemCodeLimitMismatch:
+		return true
 	case ProblemCodeMethodNotAllowed:
 		return true
 	case ProblemCodeNotFound:
+		return true
+	case ProblemCodeNotHeld:
 		return true
 	case ProblemCodePayloadTooLarge:
 		return true
@@ -134,6 +144,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeRateLimited:
 		return true
 	case ProblemCodeRequestTimeout:
+		return true
+	case ProblemCodeSessionLost:
 		return true
 	case ProblemCodeStaleToken:
 		return true
@@ -220,6 +232,13 @@ type AcquireRequest struct {
 	// Example: worker-3@host-a
 	Holder string `json:"holder"`
 
+	// Limit Acquire the name as a semaphore of this many slots: up to `limit` holders at once, each
+	// with its own lease_id and fencing token (the first free slot is granted; waiting is
+	// first come first served for the next free slot). The limit is fixed while anyone
+	// holds the name: another one (or none, for a semaphore; or any, for a held plain
+	// lease) is `409 limit_mismatch`.
+	Limit *int `json:"limit,omitempty"`
+
 	// LockDelayMs After this lease expires (not on release), the name is not granted again for this long.
 	LockDelayMs *int64 `json:"lock_delay_ms,omitempty"`
 
@@ -228,10 +247,17 @@ type AcquireRequest struct {
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
 
-	// TtlMs Lease duration in ms, within the server's bounds (default 1000 to 3600000).
+	// SessionId Acquire under this session instead of for `ttl_ms` (give one or the other): the lease
+	// expires with the session, renewing the session renews it, closing the session
+	// releases it.
+	SessionId *string `json:"session_id,omitempty"`
+
+	// TtlMs Lease duration in ms, within the server's bounds (default 1000 to 3600000). Required
+	// unless `session_id` is given.
+	//
 	//
 	// Example: 15000
-	TtlMs int64 `json:"ttl_ms"`
+	TtlMs *int64 `json:"ttl_ms,omitempty"`
 
 	// WaitMs How long to wait in line for the lease (default 0, do not wait), up to the server's
 	// bound (default 300000). A server without a waiting line answers `400
@@ -248,7 +274,7 @@ type CreatedKey struct {
 
 // Event One entry of a history. `at` is when it happened; for `expired`, the moment the lease expired.
 type Event struct {
-	// Actor For admin actions (`revoked`, `key_created`, `key_revoked`, `resource_deleted`): the key that did it, as "label (key id)".
+	// Actor For admin actions (`revoked`, `key_created`, `key_revoked`, `resource_deleted`) and `handover_requested`: the key that did it, as "label (key id)".
 	Actor *string `json:"actor,omitempty"`
 
 	// At An instant, RFC 3339 in UTC with exactly three fractional digits.
@@ -259,8 +285,9 @@ type Event struct {
 	// ExpiresAt An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
 	// Example: 2026-11-29T08:45:13.120Z
-	ExpiresAt *Timestamp `json:"expires_at,omitempty"`
-	Holder    string     `json:"holder"`
+	ExpiresAt *Timestamp       `json:"expires_at,omitempty"`
+	Handover  *HandoverRequest `json:"handover,omitempty"`
+	Holder    string           `json:"holder"`
 
 	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
 	//
@@ -275,6 +302,9 @@ type Event struct {
 
 	// Seq Increases with every event; the watch stream's `id`.
 	Seq int64 `json:"seq"`
+
+	// Session For the end of a lease held under a session: the session's public name.
+	Session *string `json:"session,omitempty"`
 
 	// Token For `rejected`, the stale token presented.
 	Token int64     `json:"token"`
@@ -293,6 +323,37 @@ type EventList struct {
 // Grant The answer to an acquire: a Lease whose `lease_id` is always present. (In Go the
 // generated type stays Lease, whose `lease_id` is optional, for the code written to it.)
 type Grant = Lease
+
+// Handover A request that the holder of a grant let it go.
+type Handover struct {
+	// Holder Its holder.
+	Holder string  `json:"holder"`
+	Name   string  `json:"name"`
+	Reason *string `json:"reason,omitempty"`
+
+	// RequestedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	RequestedAt Timestamp `json:"requested_at"`
+
+	// RequestedBy Who asked: "label (key id)".
+	RequestedBy *string `json:"requested_by,omitempty"`
+
+	// To The holder to grant next
+	To *string `json:"to,omitempty"`
+
+	// Token The grant asked to let go.
+	Token int64 `json:"token"`
+}
+
+// HandoverRequest defines model for HandoverRequest.
+type HandoverRequest struct {
+	// Reason Free text for humans.
+	Reason *string `json:"reason,omitempty"`
+
+	// To The holder to grant next, if it waits in line when the lease is released.
+	To *string `json:"to,omitempty"`
+}
 
 // Health defines model for Health.
 type Health struct {
@@ -354,14 +415,26 @@ type Lease struct {
 	// Example: 2026-11-29T08:45:13.120Z
 	ExpiresAt Timestamp `json:"expires_at"`
 
+	// ExtendedByRestartMs Present when server restarts stretched this grant: in total, how many milliseconds
+	// they added to its expiry beyond what its holder was last told, because a restart
+	// treats a lease as held until at least the restart time plus its ttl (conservative
+	// restart). The holder may have believed the lease ended earlier than the server did.
+	ExtendedByRestartMs *int64 `json:"extended_by_restart_ms,omitempty"`
+
+	// HandoverRequested A request that the holder of a grant let it go.
+	HandoverRequested *Handover `json:"handover_requested,omitempty"`
+
 	// Holder Example: worker-3@host-a
 	Holder string `json:"holder"`
 
 	// LeaseId The secret that renews and releases; only in the answer to acquire.
 	//
 	// Example: lk_3q2mF0dQ4uU8oX1b5nJr7w
-	LeaseId     *string `json:"lease_id,omitempty"`
-	LockDelayMs int64   `json:"lock_delay_ms"`
+	LeaseId *string `json:"lease_id,omitempty"`
+
+	// Limit For a slot of a semaphore: its limit.
+	Limit       *int  `json:"limit,omitempty"`
+	LockDelayMs int64 `json:"lock_delay_ms"`
 
 	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
 	//
@@ -375,6 +448,22 @@ type Lease struct {
 	//
 	// Example: 2026-11-29T08:45:13.120Z
 	RenewedAt Timestamp `json:"renewed_at"`
+
+	// ServerEpoch Names this start of the server process that answered: it changes on every start (with
+	// PostgreSQL, each replica has its own). A holder that sees it change knows the server
+	// restarted while it held the lease.
+	//
+	//
+	// Example: ep_Xk2v9QmB0aE
+	ServerEpoch *string `json:"server_epoch,omitempty"`
+
+	// Session The public name of the session the lease is held under, if any (renew the session, not the lease).
+	//
+	// Example: ses_3f9a0c2b7d1e4a66
+	Session *string `json:"session,omitempty"`
+
+	// Slot For a slot of a semaphore: its index, from 0. Its events name the slot `name#slot`.
+	Slot *int `json:"slot,omitempty"`
 
 	// Token Example: 1796000000000000
 	Token int64 `json:"token"`
@@ -416,10 +505,13 @@ type LeaseState struct {
 	// ExpiresAt An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
 	// Example: 2026-11-29T08:45:13.120Z
-	ExpiresAt   *Timestamp `json:"expires_at,omitempty"`
-	Held        bool       `json:"held"`
-	Holder      string     `json:"holder"`
-	LockDelayMs int64      `json:"lock_delay_ms"`
+	ExpiresAt *Timestamp `json:"expires_at,omitempty"`
+	Held      bool       `json:"held"`
+	Holder    string     `json:"holder"`
+
+	// Limit For a semaphore: its limit. `held` then means every slot is held, `token` is the highest, and `slots` lists each slot used so far.
+	Limit       *int  `json:"limit,omitempty"`
+	LockDelayMs int64 `json:"lock_delay_ms"`
 
 	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
 	//
@@ -431,8 +523,11 @@ type LeaseState struct {
 	//
 	// Example: 2026-11-29T08:45:13.120Z
 	RenewedAt *Timestamp `json:"renewed_at,omitempty"`
-	Token     int64      `json:"token"`
-	TtlMs     int64      `json:"ttl_ms"`
+
+	// Slots For a semaphore, the state of each slot used so far (named `name#i`).
+	Slots *[]LeaseState `json:"slots,omitempty"`
+	Token int64         `json:"token"`
+	TtlMs int64         `json:"ttl_ms"`
 
 	// Waiters Requests waiting in line.
 	Waiters int `json:"waiters"`
@@ -577,6 +672,71 @@ type ResourceList struct {
 // Role `reader` reads; `writer` also acquires, renews, releases, writes resources and reports rejections; `admin` may do everything.
 type Role string
 
+// Session A session of a holder, whose leases expire with it.
+type Session struct {
+	// ClosedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	ClosedAt *Timestamp `json:"closed_at,omitempty"`
+
+	// CreatedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	CreatedAt Timestamp `json:"created_at"`
+
+	// ExpiresAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	ExpiresAt Timestamp `json:"expires_at"`
+	Holder    string    `json:"holder"`
+
+	// Leases For renew and close: how many leases the session held, renewed or released with it.
+	Leases *int `json:"leases,omitempty"`
+
+	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
+	//
+	// Example: {"addr":"10.0.0.7:9000"}
+	Metadata *Metadata `json:"metadata,omitempty"`
+
+	// RenewedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	RenewedAt Timestamp `json:"renewed_at"`
+
+	// Session Its public name (in paths, leases and events).
+	//
+	// Example: ses_3f9a0c2b7d1e4a66
+	Session string `json:"session"`
+
+	// SessionId The secret that renews, closes and acquires under the session; only in the answer that opened it.
+	//
+	// Example: lks_Vd3k0pZy8wQ2nX7bR1mT5cJ9
+	SessionId *string `json:"session_id,omitempty"`
+	TtlMs     int64   `json:"ttl_ms"`
+}
+
+// SessionIDRequest defines model for SessionIDRequest.
+type SessionIDRequest struct {
+	SessionId string `json:"session_id"`
+
+	// TtlMs For renew: a new duration; absent keeps the session's.
+	TtlMs *int64 `json:"ttl_ms,omitempty"`
+}
+
+// SessionRequest defines model for SessionRequest.
+type SessionRequest struct {
+	// Holder Who holds the session's leases
+	Holder string `json:"holder"`
+
+	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
+	//
+	// Example: {"addr":"10.0.0.7:9000"}
+	Metadata *Metadata `json:"metadata,omitempty"`
+
+	// TtlMs The session's duration, within the server's bounds on ttl_ms.
+	TtlMs int64 `json:"ttl_ms"`
+}
+
 // Timestamp An instant, RFC 3339 in UTC with exactly three fractional digits.
 //
 // Example: 2026-11-29T08:45:13.120Z
@@ -590,6 +750,9 @@ type Limit = int
 
 // Resource Example: billing-nightly
 type Resource = Name
+
+// SessionRef defines model for SessionRef.
+type SessionRef = string
 
 // BadRequest RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
 // expires) and `available_at` (when the name can be granted again); for `stale_token` and
@@ -615,6 +778,11 @@ type NotFound = Problem
 // expires) and `available_at` (when the name can be granted again); for `stale_token` and
 // `token_not_issued`, `presented_token` and `current_fence`.
 type RateLimited = Problem
+
+// SessionLost RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
+// expires) and `available_at` (when the name can be granted again); for `stale_token` and
+// `token_not_issued`, `presented_token` and `current_fence`.
+type SessionLost = Problem
 
 // Unauthorized RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
 // expires) and `available_at` (when the name can be granted again); for `stale_token` and
@@ -717,6 +885,9 @@ type CreateKeyJSONRequestBody = KeyRequest
 // AcquireLeaseJSONRequestBody defines body for AcquireLease for application/json ContentType.
 type AcquireLeaseJSONRequestBody = AcquireRequest
 
+// RequestHandoverJSONRequestBody defines body for RequestHandover for application/json ContentType.
+type RequestHandoverJSONRequestBody = HandoverRequest
+
 // ReleaseLeaseJSONRequestBody defines body for ReleaseLease for application/json ContentType.
 type ReleaseLeaseJSONRequestBody = ReleaseRequest
 
@@ -725,6 +896,15 @@ type RenewLeaseJSONRequestBody = RenewRequest
 
 // ReportRejectionJSONRequestBody defines body for ReportRejection for application/json ContentType.
 type ReportRejectionJSONRequestBody = RejectionReport
+
+// OpenSessionJSONRequestBody defines body for OpenSession for application/json ContentType.
+type OpenSessionJSONRequestBody = SessionRequest
+
+// CloseSessionJSONRequestBody defines body for CloseSession for application/json ContentType.
+type CloseSessionJSONRequestBody = SessionIDRequest
+
+// RenewSessionJSONRequestBody defines body for RenewSession for application/json ContentType.
+type RenewSessionJSONRequestBody = SessionIDRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -883,6 +1063,32 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/leases/{name}/events (the `ListLeaseEvents` operationId).
 	ListLeaseEvents(ctx context.Context, name Name, params *ListLeaseEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RequestHandoverWithBody Ask the current holder to let the lease go (cooperative handover).
+	//
+	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+	// admin's tool for a holder that does not cooperate.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+	RequestHandoverWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequestHandover Ask the current holder to let the lease go (cooperative handover).
+	//
+	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+	// admin's tool for a holder that does not cooperate.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+	RequestHandover(ctx context.Context, name Name, body RequestHandoverJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ReleaseLeaseWithBody Release the lease. A repeat by the same lease_id answers 204 again.
 	//
 	// Takes any type of body and a specified content type.
@@ -973,6 +1179,62 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 	PutResourceWithBody(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenSessionWithBody Open a session, to hold many leases with one keepalive.
+	//
+	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+	// expires when the session does (recorded as `expired`, naming the session), renewing the
+	// session renews every lease under it, and closing the session releases them all in one
+	// transaction. The `session_id` is shown once and stored only as a hash.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+	OpenSessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenSession Open a session, to hold many leases with one keepalive.
+	//
+	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+	// expires when the session does (recorded as `expired`, naming the session), renewing the
+	// session renews every lease under it, and closing the session releases them all in one
+	// transaction. The `session_id` is shown once and stored only as a hash.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+	OpenSession(ctx context.Context, body OpenSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CloseSessionWithBody Close a session and release every lease held under it, in one transaction.
+	//
+	// A repeat answers 200 again, releasing nothing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+	CloseSessionWithBody(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CloseSession Close a session and release every lease held under it, in one transaction.
+	//
+	// A repeat answers 200 again, releasing nothing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+	CloseSession(ctx context.Context, session SessionRef, body CloseSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RenewSessionWithBody Renew a session and, in the same transaction, every lease held under it.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+	RenewSessionWithBody(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RenewSession Renew a session and, in the same transaction, every lease held under it.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+	RenewSession(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Watch A live stream of events as Server-Sent Events.
 	//
@@ -1187,6 +1449,52 @@ func (c *Client) ListLeaseEvents(ctx context.Context, name Name, params *ListLea
 	return c.Client.Do(req)
 }
 
+// RequestHandoverWithBody Ask the current holder to let the lease go (cooperative handover).
+//
+// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+// admin's tool for a holder that does not cooperate.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+func (c *Client) RequestHandoverWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestHandoverRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RequestHandover Ask the current holder to let the lease go (cooperative handover).
+//
+// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+// admin's tool for a holder that does not cooperate.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+func (c *Client) RequestHandover(ctx context.Context, name Name, body RequestHandoverJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestHandoverRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ReleaseLeaseWithBody Release the lease. A repeat by the same lease_id answers 204 again.
 //
 // Takes any type of body and a specified content type.
@@ -1378,6 +1686,122 @@ func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors 
 // Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 func (c *Client) PutResourceWithBody(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutResourceRequestWithBody(c.Server, resource, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenSessionWithBody Open a session, to hold many leases with one keepalive.
+//
+// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+// expires when the session does (recorded as `expired`, naming the session), renewing the
+// session renews every lease under it, and closing the session releases them all in one
+// transaction. The `session_id` is shown once and stored only as a hash.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+func (c *Client) OpenSessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenSessionRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenSession Open a session, to hold many leases with one keepalive.
+//
+// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+// expires when the session does (recorded as `expired`, naming the session), renewing the
+// session renews every lease under it, and closing the session releases them all in one
+// transaction. The `session_id` is shown once and stored only as a hash.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+func (c *Client) OpenSession(ctx context.Context, body OpenSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenSessionRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CloseSessionWithBody Close a session and release every lease held under it, in one transaction.
+//
+// A repeat answers 200 again, releasing nothing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+func (c *Client) CloseSessionWithBody(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCloseSessionRequestWithBody(c.Server, session, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CloseSession Close a session and release every lease held under it, in one transaction.
+//
+// A repeat answers 200 again, releasing nothing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+func (c *Client) CloseSession(ctx context.Context, session SessionRef, body CloseSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCloseSessionRequest(c.Server, session, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RenewSessionWithBody Renew a session and, in the same transaction, every lease held under it.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+func (c *Client) RenewSessionWithBody(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRenewSessionRequestWithBody(c.Server, session, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RenewSession Renew a session and, in the same transaction, every lease held under it.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+func (c *Client) RenewSession(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRenewSessionRequest(c.Server, session, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1882,6 +2306,53 @@ func NewListLeaseEventsRequest(server string, name Name, params *ListLeaseEvents
 	return req, nil
 }
 
+// NewRequestHandoverRequest calls the generic RequestHandover builder with application/json body
+func NewRequestHandoverRequest(server string, name Name, body RequestHandoverJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRequestHandoverRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewRequestHandoverRequestWithBody constructs an http.Request for the RequestHandover method, with any body, and a specified content type
+func NewRequestHandoverRequestWithBody(server string, name Name, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/leases/%s/handover", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewReleaseLeaseRequest calls the generic ReleaseLease builder with application/json body
 func NewReleaseLeaseRequest(server string, name Name, body ReleaseLeaseJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -2346,6 +2817,140 @@ func NewPutResourceRequestWithBody(server string, resource Resource, params *Put
 	return req, nil
 }
 
+// NewOpenSessionRequest calls the generic OpenSession builder with application/json body
+func NewOpenSessionRequest(server string, body OpenSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOpenSessionRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewOpenSessionRequestWithBody constructs an http.Request for the OpenSession method, with any body, and a specified content type
+func NewOpenSessionRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewCloseSessionRequest calls the generic CloseSession builder with application/json body
+func NewCloseSessionRequest(server string, session SessionRef, body CloseSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCloseSessionRequestWithBody(server, session, "application/json", bodyReader)
+}
+
+// NewCloseSessionRequestWithBody constructs an http.Request for the CloseSession method, with any body, and a specified content type
+func NewCloseSessionRequestWithBody(server string, session SessionRef, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "session", session, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/close", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRenewSessionRequest calls the generic RenewSession builder with application/json body
+func NewRenewSessionRequest(server string, session SessionRef, body RenewSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRenewSessionRequestWithBody(server, session, "application/json", bodyReader)
+}
+
+// NewRenewSessionRequestWithBody constructs an http.Request for the RenewSession method, with any body, and a specified content type
+func NewRenewSessionRequestWithBody(server string, session SessionRef, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "session", session, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/renew", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewWatchRequest constructs an http.Request for the Watch method
 func NewWatchRequest(server string, params *WatchParams) (*http.Request, error) {
 	var err error
@@ -2558,6 +3163,32 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/leases/{name}/events (the `ListLeaseEvents` operationId).
 	ListLeaseEventsWithResponse(ctx context.Context, name Name, params *ListLeaseEventsParams, reqEditors ...RequestEditorFn) (*ListLeaseEventsResponse, error)
 
+	// RequestHandoverWithBodyWithResponse Ask the current holder to let the lease go (cooperative handover).
+	//
+	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+	// admin's tool for a holder that does not cooperate.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+	RequestHandoverWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestHandoverResponse, error)
+
+	// RequestHandoverWithResponse Ask the current holder to let the lease go (cooperative handover).
+	//
+	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+	// admin's tool for a holder that does not cooperate.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+	RequestHandoverWithResponse(ctx context.Context, name Name, body RequestHandoverJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestHandoverResponse, error)
+
 	// ReleaseLeaseWithBodyWithResponse Release the lease. A repeat by the same lease_id answers 204 again.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -2656,6 +3287,62 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 	PutResourceWithBodyWithResponse(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutResourceResponse, error)
+
+	// OpenSessionWithBodyWithResponse Open a session, to hold many leases with one keepalive.
+	//
+	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+	// expires when the session does (recorded as `expired`, naming the session), renewing the
+	// session renews every lease under it, and closing the session releases them all in one
+	// transaction. The `session_id` is shown once and stored only as a hash.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+	OpenSessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenSessionResponse, error)
+
+	// OpenSessionWithResponse Open a session, to hold many leases with one keepalive.
+	//
+	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+	// expires when the session does (recorded as `expired`, naming the session), renewing the
+	// session renews every lease under it, and closing the session releases them all in one
+	// transaction. The `session_id` is shown once and stored only as a hash.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+	OpenSessionWithResponse(ctx context.Context, body OpenSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenSessionResponse, error)
+
+	// CloseSessionWithBodyWithResponse Close a session and release every lease held under it, in one transaction.
+	//
+	// A repeat answers 200 again, releasing nothing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+	CloseSessionWithBodyWithResponse(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CloseSessionResponse, error)
+
+	// CloseSessionWithResponse Close a session and release every lease held under it, in one transaction.
+	//
+	// A repeat answers 200 again, releasing nothing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+	CloseSessionWithResponse(ctx context.Context, session SessionRef, body CloseSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*CloseSessionResponse, error)
+
+	// RenewSessionWithBodyWithResponse Renew a session and, in the same transaction, every lease held under it.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+	RenewSessionWithBodyWithResponse(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RenewSessionResponse, error)
+
+	// RenewSessionWithResponse Renew a session and, in the same transaction, every lease held under it.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+	RenewSessionWithResponse(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewSessionResponse, error)
 
 	// WatchWithResponse A live stream of events as Server-Sent Events.
 	//
@@ -3520,6 +4207,124 @@ func (r ListLeaseEventsResponse) ContentType() string {
 	return ""
 }
 
+// RequestHandoverResponse401Headers the declared response headers of an HTTP 401 response for RequestHandover
+type RequestHandoverResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// RequestHandoverResponse429Headers the declared response headers of an HTTP 429 response for RequestHandover
+type RequestHandoverResponse429Headers struct {
+	RetryAfter int
+}
+
+// RequestHandoverResponse503Headers the declared response headers of an HTTP 503 response for RequestHandover
+type RequestHandoverResponse503Headers struct {
+	RetryAfter int
+}
+
+type RequestHandoverResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Handover
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RequestHandoverResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RequestHandoverResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RequestHandoverResponse503Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RequestHandoverResponse) GetJSON202() *Handover {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RequestHandoverResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RequestHandoverResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RequestHandoverResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RequestHandoverResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ReleaseLeaseResponse401Headers the declared response headers of an HTTP 401 response for ReleaseLease
 type ReleaseLeaseResponse401Headers struct {
 	WWWAuthenticate string
@@ -4357,6 +5162,346 @@ func (r PutResourceResponse) ContentType() string {
 	return ""
 }
 
+// OpenSessionResponse401Headers the declared response headers of an HTTP 401 response for OpenSession
+type OpenSessionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// OpenSessionResponse429Headers the declared response headers of an HTTP 429 response for OpenSession
+type OpenSessionResponse429Headers struct {
+	RetryAfter int
+}
+
+// OpenSessionResponse503Headers the declared response headers of an HTTP 503 response for OpenSession
+type OpenSessionResponse503Headers struct {
+	RetryAfter int
+}
+
+type OpenSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Session
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OpenSessionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenSessionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *OpenSessionResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r OpenSessionResponse) GetJSON201() *Session {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r OpenSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OpenSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OpenSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OpenSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CloseSessionResponse401Headers the declared response headers of an HTTP 401 response for CloseSession
+type CloseSessionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// CloseSessionResponse429Headers the declared response headers of an HTTP 429 response for CloseSession
+type CloseSessionResponse429Headers struct {
+	RetryAfter int
+}
+
+// CloseSessionResponse503Headers the declared response headers of an HTTP 503 response for CloseSession
+type CloseSessionResponse503Headers struct {
+	RetryAfter int
+}
+
+type CloseSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Session
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *SessionLost
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CloseSessionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CloseSessionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CloseSessionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CloseSessionResponse) GetJSON200() *Session {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON409() *SessionLost {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CloseSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CloseSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CloseSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CloseSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RenewSessionResponse401Headers the declared response headers of an HTTP 401 response for RenewSession
+type RenewSessionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// RenewSessionResponse429Headers the declared response headers of an HTTP 429 response for RenewSession
+type RenewSessionResponse429Headers struct {
+	RetryAfter int
+}
+
+// RenewSessionResponse503Headers the declared response headers of an HTTP 503 response for RenewSession
+type RenewSessionResponse503Headers struct {
+	RetryAfter int
+}
+
+type RenewSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Session
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *SessionLost
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RenewSessionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RenewSessionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RenewSessionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RenewSessionResponse) GetJSON200() *Session {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON409() *SessionLost {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RenewSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RenewSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RenewSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RenewSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // WatchResponse401Headers the declared response headers of an HTTP 401 response for Watch
 type WatchResponse401Headers struct {
 	WWWAuthenticate string
@@ -4611,6 +5756,44 @@ func (c *ClientWithResponses) ListLeaseEventsWithResponse(ctx context.Context, n
 	return ParseListLeaseEventsResponse(rsp)
 }
 
+// RequestHandoverWithBodyWithResponse Ask the current holder to let the lease go (cooperative handover).
+//
+// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+// admin's tool for a holder that does not cooperate.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+func (c *ClientWithResponses) RequestHandoverWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestHandoverResponse, error) {
+	rsp, err := c.RequestHandoverWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestHandoverResponse(rsp)
+}
+
+// RequestHandoverWithResponse Ask the current holder to let the lease go (cooperative handover).
+//
+// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+// admin's tool for a holder that does not cooperate.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+func (c *ClientWithResponses) RequestHandoverWithResponse(ctx context.Context, name Name, body RequestHandoverJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestHandoverResponse, error) {
+	rsp, err := c.RequestHandover(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestHandoverResponse(rsp)
+}
+
 // ReleaseLeaseWithBodyWithResponse Release the lease. A repeat by the same lease_id answers 204 again.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -4774,6 +5957,98 @@ func (c *ClientWithResponses) PutResourceWithBodyWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParsePutResourceResponse(rsp)
+}
+
+// OpenSessionWithBodyWithResponse Open a session, to hold many leases with one keepalive.
+//
+// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+// expires when the session does (recorded as `expired`, naming the session), renewing the
+// session renews every lease under it, and closing the session releases them all in one
+// transaction. The `session_id` is shown once and stored only as a hash.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+func (c *ClientWithResponses) OpenSessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenSessionResponse, error) {
+	rsp, err := c.OpenSessionWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenSessionResponse(rsp)
+}
+
+// OpenSessionWithResponse Open a session, to hold many leases with one keepalive.
+//
+// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+// expires when the session does (recorded as `expired`, naming the session), renewing the
+// session renews every lease under it, and closing the session releases them all in one
+// transaction. The `session_id` is shown once and stored only as a hash.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+func (c *ClientWithResponses) OpenSessionWithResponse(ctx context.Context, body OpenSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenSessionResponse, error) {
+	rsp, err := c.OpenSession(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenSessionResponse(rsp)
+}
+
+// CloseSessionWithBodyWithResponse Close a session and release every lease held under it, in one transaction.
+//
+// A repeat answers 200 again, releasing nothing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+func (c *ClientWithResponses) CloseSessionWithBodyWithResponse(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CloseSessionResponse, error) {
+	rsp, err := c.CloseSessionWithBody(ctx, session, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCloseSessionResponse(rsp)
+}
+
+// CloseSessionWithResponse Close a session and release every lease held under it, in one transaction.
+//
+// A repeat answers 200 again, releasing nothing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+func (c *ClientWithResponses) CloseSessionWithResponse(ctx context.Context, session SessionRef, body CloseSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*CloseSessionResponse, error) {
+	rsp, err := c.CloseSession(ctx, session, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCloseSessionResponse(rsp)
+}
+
+// RenewSessionWithBodyWithResponse Renew a session and, in the same transaction, every lease held under it.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+func (c *ClientWithResponses) RenewSessionWithBodyWithResponse(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RenewSessionResponse, error) {
+	rsp, err := c.RenewSessionWithBody(ctx, session, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRenewSessionResponse(rsp)
+}
+
+// RenewSessionWithResponse Renew a session and, in the same transaction, every lease held under it.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+func (c *ClientWithResponses) RenewSessionWithResponse(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewSessionResponse, error) {
+	rsp, err := c.RenewSession(ctx, session, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRenewSessionResponse(rsp)
 }
 
 // WatchWithResponse A live stream of events as Server-Sent Events.
@@ -5585,6 +6860,121 @@ func ParseListLeaseEventsResponse(rsp *http.Response) (*ListLeaseEventsResponse,
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRequestHandoverResponse parses an HTTP response from a RequestHandoverWithResponse call
+func ParseRequestHandoverResponse(rsp *http.Response) (*RequestHandoverResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RequestHandoverResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Handover
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RequestHandoverResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RequestHandoverResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RequestHandoverResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -6445,6 +7835,337 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 	return response, nil
 }
 
+// ParseOpenSessionResponse parses an HTTP response from a OpenSessionWithResponse call
+func ParseOpenSessionResponse(rsp *http.Response) (*OpenSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OpenSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers OpenSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers OpenSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers OpenSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCloseSessionResponse parses an HTTP response from a CloseSessionWithResponse call
+func ParseCloseSessionResponse(rsp *http.Response) (*CloseSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CloseSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest SessionLost
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CloseSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CloseSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CloseSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRenewSessionResponse parses an HTTP response from a RenewSessionWithResponse call
+func ParseRenewSessionResponse(rsp *http.Response) (*RenewSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RenewSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest SessionLost
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RenewSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RenewSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RenewSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseWatchResponse parses an HTTP response from a WatchWithResponse call
 func ParseWatchResponse(rsp *http.Response) (*WatchResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -6554,6 +8275,9 @@ type ServerInterface interface {
 	// ListLeaseEvents The history of a name, oldest first.
 	// (GET /v1/leases/{name}/events)
 	ListLeaseEvents(w http.ResponseWriter, r *http.Request, name Name, params ListLeaseEventsParams)
+	// RequestHandover Ask the current holder to let the lease go (cooperative handover).
+	// (POST /v1/leases/{name}/handover)
+	RequestHandover(w http.ResponseWriter, r *http.Request, name Name)
 	// ReleaseLease Release the lease. A repeat by the same lease_id answers 204 again.
 	// (POST /v1/leases/{name}/release)
 	ReleaseLease(w http.ResponseWriter, r *http.Request, name Name)
@@ -6578,6 +8302,15 @@ type ServerInterface interface {
 	// PutResource Write a fenced resource.
 	// (PUT /v1/resources/{resource})
 	PutResource(w http.ResponseWriter, r *http.Request, resource Resource, params PutResourceParams)
+	// OpenSession Open a session, to hold many leases with one keepalive.
+	// (POST /v1/sessions)
+	OpenSession(w http.ResponseWriter, r *http.Request)
+	// CloseSession Close a session and release every lease held under it, in one transaction.
+	// (POST /v1/sessions/{session}/close)
+	CloseSession(w http.ResponseWriter, r *http.Request, session SessionRef)
+	// RenewSession Renew a session and, in the same transaction, every lease held under it.
+	// (POST /v1/sessions/{session}/renew)
+	RenewSession(w http.ResponseWriter, r *http.Request, session SessionRef)
 	// Watch A live stream of events as Server-Sent Events.
 	// (GET /v1/watch)
 	Watch(w http.ResponseWriter, r *http.Request, params WatchParams)
@@ -6647,6 +8380,12 @@ func (_ Unimplemented) ListLeaseEvents(w http.ResponseWriter, r *http.Request, n
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
+// RequestHandover Ask the current holder to let the lease go (cooperative handover).
+// (POST /v1/leases/{name}/handover)
+func (_ Unimplemented) RequestHandover(w http.ResponseWriter, r *http.Request, name Name) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
 // ReleaseLease Release the lease. A repeat by the same lease_id answers 204 again.
 // (POST /v1/leases/{name}/release)
 func (_ Unimplemented) ReleaseLease(w http.ResponseWriter, r *http.Request, name Name) {
@@ -6692,6 +8431,24 @@ func (_ Unimplemented) GetResource(w http.ResponseWriter, r *http.Request, resou
 // PutResource Write a fenced resource.
 // (PUT /v1/resources/{resource})
 func (_ Unimplemented) PutResource(w http.ResponseWriter, r *http.Request, resource Resource, params PutResourceParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// OpenSession Open a session, to hold many leases with one keepalive.
+// (POST /v1/sessions)
+func (_ Unimplemented) OpenSession(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// CloseSession Close a session and release every lease held under it, in one transaction.
+// (POST /v1/sessions/{session}/close)
+func (_ Unimplemented) CloseSession(w http.ResponseWriter, r *http.Request, session SessionRef) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// RenewSession Renew a session and, in the same transaction, every lease held under it.
+// (POST /v1/sessions/{session}/renew)
+func (_ Unimplemented) RenewSession(w http.ResponseWriter, r *http.Request, session SessionRef) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -7028,6 +8785,32 @@ func (siw *ServerInterfaceWrapper) ListLeaseEvents(w http.ResponseWriter, r *htt
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.ListLeaseEvents(w, r, name, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RequestHandover operation middleware
+func (siw *ServerInterfaceWrapper) RequestHandover(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "name" -------------
+	var name Name
+
+	err = runtime.BindStyledParameterWithOptions("simple", "name", chi.URLParam(r, "name"), &name, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "name", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RequestHandover(w, r, name)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -7410,6 +9193,72 @@ func (siw *ServerInterfaceWrapper) PutResource(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
+// OpenSession operation middleware
+func (siw *ServerInterfaceWrapper) OpenSession(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.OpenSession(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CloseSession operation middleware
+func (siw *ServerInterfaceWrapper) CloseSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session" -------------
+	var session SessionRef
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session", chi.URLParam(r, "session"), &session, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CloseSession(w, r, session)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// RenewSession operation middleware
+func (siw *ServerInterfaceWrapper) RenewSession(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "session" -------------
+	var session SessionRef
+
+	err = runtime.BindStyledParameterWithOptions("simple", "session", chi.URLParam(r, "session"), &session, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.RenewSession(w, r, session)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // Watch operation middleware
 func (siw *ServerInterfaceWrapper) Watch(w http.ResponseWriter, r *http.Request) {
 
@@ -7608,6 +9457,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/v1/leases/{name}/events", wrapper.ListLeaseEvents)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/leases/{name}/handover", wrapper.RequestHandover)
+	})
+	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/leases/{name}/release", wrapper.ReleaseLease)
 	})
 	r.Group(func(r chi.Router) {
@@ -7630,6 +9482,15 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/v1/resources/{resource}", wrapper.PutResource)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions", wrapper.OpenSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session}/close", wrapper.CloseSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/sessions/{session}/renew", wrapper.RenewSession)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/watch", wrapper.Watch)
@@ -7656,6 +9517,8 @@ type RateLimitedApplicationProblemPlusJSONResponse struct {
 
 	Headers RateLimitedResponseHeaders
 }
+
+type SessionLostApplicationProblemPlusJSONResponse Problem
 
 type UnauthorizedResponseHeaders struct {
 	WWWAuthenticate string
@@ -8625,6 +10488,159 @@ type ListLeaseEventsdefaultApplicationProblemPlusJSONResponse struct {
 }
 
 func (response ListLeaseEventsdefaultApplicationProblemPlusJSONResponse) VisitListLeaseEventsResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandoverRequestObject struct {
+	Name Name `json:"name"`
+	Body *RequestHandoverJSONRequestBody
+}
+
+type RequestHandoverResponseObject interface {
+	VisitRequestHandoverResponse(w http.ResponseWriter) error
+}
+
+type RequestHandover202JSONResponse Handover
+
+func (response RequestHandover202JSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(202)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandover400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RequestHandover400ApplicationProblemPlusJSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandover401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RequestHandover401ApplicationProblemPlusJSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandover403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RequestHandover403ApplicationProblemPlusJSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandover404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RequestHandover404ApplicationProblemPlusJSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandover409ApplicationProblemPlusJSONResponse Problem
+
+func (response RequestHandover409ApplicationProblemPlusJSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandover429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response RequestHandover429ApplicationProblemPlusJSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandover503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RequestHandover503ApplicationProblemPlusJSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RequestHandoverdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RequestHandoverdefaultApplicationProblemPlusJSONResponse) VisitRequestHandoverResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
@@ -9683,6 +11699,438 @@ func (response PutResourcedefaultApplicationProblemPlusJSONResponse) VisitPutRes
 	return err
 }
 
+type OpenSessionRequestObject struct {
+	Body *OpenSessionJSONRequestBody
+}
+
+type OpenSessionResponseObject interface {
+	VisitOpenSessionResponse(w http.ResponseWriter) error
+}
+
+type OpenSession201JSONResponse Session
+
+func (response OpenSession201JSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession400ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession401ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession403ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession429ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSession503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response OpenSession503ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type OpenSessiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response OpenSessiondefaultApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSessionRequestObject struct {
+	Session SessionRef `json:"session"`
+	Body    *CloseSessionJSONRequestBody
+}
+
+type CloseSessionResponseObject interface {
+	VisitCloseSessionResponse(w http.ResponseWriter) error
+}
+
+type CloseSession200JSONResponse Session
+
+func (response CloseSession200JSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response CloseSession400ApplicationProblemPlusJSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response CloseSession401ApplicationProblemPlusJSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response CloseSession403ApplicationProblemPlusJSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSession404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response CloseSession404ApplicationProblemPlusJSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSession409ApplicationProblemPlusJSONResponse struct {
+	SessionLostApplicationProblemPlusJSONResponse
+}
+
+func (response CloseSession409ApplicationProblemPlusJSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSession429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response CloseSession429ApplicationProblemPlusJSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSession503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response CloseSession503ApplicationProblemPlusJSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CloseSessiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response CloseSessiondefaultApplicationProblemPlusJSONResponse) VisitCloseSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSessionRequestObject struct {
+	Session SessionRef `json:"session"`
+	Body    *RenewSessionJSONRequestBody
+}
+
+type RenewSessionResponseObject interface {
+	VisitRenewSessionResponse(w http.ResponseWriter) error
+}
+
+type RenewSession200JSONResponse Session
+
+func (response RenewSession200JSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSession400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSession400ApplicationProblemPlusJSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSession401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSession401ApplicationProblemPlusJSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSession403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSession403ApplicationProblemPlusJSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSession404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSession404ApplicationProblemPlusJSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSession409ApplicationProblemPlusJSONResponse struct {
+	SessionLostApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSession409ApplicationProblemPlusJSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSession429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSession429ApplicationProblemPlusJSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSession503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response RenewSession503ApplicationProblemPlusJSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type RenewSessiondefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response RenewSessiondefaultApplicationProblemPlusJSONResponse) VisitRenewSessionResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type WatchRequestObject struct {
 	Params WatchParams
 }
@@ -9849,6 +12297,9 @@ type StrictServerInterface interface {
 	// ListLeaseEvents The history of a name, oldest first.
 	// (GET /v1/leases/{name}/events)
 	ListLeaseEvents(ctx context.Context, request ListLeaseEventsRequestObject) (ListLeaseEventsResponseObject, error)
+	// RequestHandover Ask the current holder to let the lease go (cooperative handover).
+	// (POST /v1/leases/{name}/handover)
+	RequestHandover(ctx context.Context, request RequestHandoverRequestObject) (RequestHandoverResponseObject, error)
 	// ReleaseLease Release the lease. A repeat by the same lease_id answers 204 again.
 	// (POST /v1/leases/{name}/release)
 	ReleaseLease(ctx context.Context, request ReleaseLeaseRequestObject) (ReleaseLeaseResponseObject, error)
@@ -9873,6 +12324,15 @@ type StrictServerInterface interface {
 	// PutResource Write a fenced resource.
 	// (PUT /v1/resources/{resource})
 	PutResource(ctx context.Context, request PutResourceRequestObject) (PutResourceResponseObject, error)
+	// OpenSession Open a session, to hold many leases with one keepalive.
+	// (POST /v1/sessions)
+	OpenSession(ctx context.Context, request OpenSessionRequestObject) (OpenSessionResponseObject, error)
+	// CloseSession Close a session and release every lease held under it, in one transaction.
+	// (POST /v1/sessions/{session}/close)
+	CloseSession(ctx context.Context, request CloseSessionRequestObject) (CloseSessionResponseObject, error)
+	// RenewSession Renew a session and, in the same transaction, every lease held under it.
+	// (POST /v1/sessions/{session}/renew)
+	RenewSession(ctx context.Context, request RenewSessionRequestObject) (RenewSessionResponseObject, error)
 	// Watch A live stream of events as Server-Sent Events.
 	// (GET /v1/watch)
 	Watch(ctx context.Context, request WatchRequestObject) (WatchResponseObject, error)
@@ -10186,6 +12646,39 @@ func (sh *strictHandler) ListLeaseEvents(w http.ResponseWriter, r *http.Request,
 	}
 }
 
+// RequestHandover operation middleware
+func (sh *strictHandler) RequestHandover(w http.ResponseWriter, r *http.Request, name Name) {
+	var request RequestHandoverRequestObject
+
+	request.Name = name
+
+	var body RequestHandoverJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RequestHandover(ctx, request.(RequestHandoverRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RequestHandover")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RequestHandoverResponseObject); ok {
+		if err := validResponse.VisitRequestHandoverResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // ReleaseLease operation middleware
 func (sh *strictHandler) ReleaseLease(w http.ResponseWriter, r *http.Request, name Name) {
 	var request ReleaseLeaseRequestObject
@@ -10417,6 +12910,103 @@ func (sh *strictHandler) PutResource(w http.ResponseWriter, r *http.Request, res
 	}
 }
 
+// OpenSession operation middleware
+func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
+	var request OpenSessionRequestObject
+
+	var body OpenSessionJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.OpenSession(ctx, request.(OpenSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "OpenSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(OpenSessionResponseObject); ok {
+		if err := validResponse.VisitOpenSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CloseSession operation middleware
+func (sh *strictHandler) CloseSession(w http.ResponseWriter, r *http.Request, session SessionRef) {
+	var request CloseSessionRequestObject
+
+	request.Session = session
+
+	var body CloseSessionJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CloseSession(ctx, request.(CloseSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CloseSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CloseSessionResponseObject); ok {
+		if err := validResponse.VisitCloseSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// RenewSession operation middleware
+func (sh *strictHandler) RenewSession(w http.ResponseWriter, r *http.Request, session SessionRef) {
+	var request RenewSessionRequestObject
+
+	request.Session = session
+
+	var body RenewSessionJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.RenewSession(ctx, request.(RenewSessionRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "RenewSession")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(RenewSessionResponseObject); ok {
+		if err := validResponse.VisitRenewSessionResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Watch operation middleware
 func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params WatchParams) {
 	var request WatchRequestObject
@@ -10448,139 +13038,171 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rctu2GuCrYLhnJlaXkmU7aRt5dmbdNGl9mibZxJ2cOVHWhEhIxDEFKARkRcl4Zp9m9z32UfZJdr7v",
-	"A0hQoi5OE/cyaX/Ekojbh+9+48co1dOZVkJZEw0+RjNe8qmwosRPj+al0SX8lQmTlnJmpVbRILrIBUuU",
-	"eG8vU3wiYXrMbC7YrBTXUs8Nm/GJ6EVxJOHxd3NRLqM4UnwqokFEY6I4Mmkuphymn/L3T4Wa2DwaPDg6",
-	"jiO7nMGTxpZSTaKbmzh6KqfSru/kBZ8IZuQHEbMjZjU76vf77CATYz4vLHzqbNpFgROubEJO59NoAJPE",
-	"0VQq97Haj1RWTESJG3qG07RBphDcCAbLVGvPuM3rpfGfOCrFu7ksRRYNbDkX4U7+UYpxNIj+y2F9OYf0",
-	"qznEdWEDL4XR8zLFTbQsUvqff+dCNzDezLQyAnHiB569FO/mwuBtpFpZofBPPpsVMuUAiMNZqUeFmP7X",
-	"/xiAysc9V3xBo2jRJlwTqa55IbPLktZOBohv7hPLtDBMacvGuij0An+DrZU8tewgWXBppZpczpWZz2a6",
-	"tCJL2FiXjDP4iXFzJTLAYc6MKK9FyRbS5npu3QNSTVghlej0ops4eqLLkcwyoe4UAGO/qjv6lViygqdX",
-	"hgChC8F0iX8DAjBpmJ5bIzPBpDVAmGP5XpiY4alHpV4YUTIjFJzRg9Hm3LKFnhcZS3OugLT0VNgczq8V",
-	"G4mcF2OEk9I2h/HSCoTJU8D5p/qOkQIp7bLQFT4Q6Yn3M0D3mC24YaXAL7OYleJa4z2XzMxnojQig68d",
-	"1GgumQHkAJMQheZlCRDSik75TNsneq6yOz2k0vZyDKsmuAf/6B1u4UwxUZa6xPVfciuQGYu7BUPJrbgs",
-	"aOGABBCDp7qseAHQA1eI9DCEcWAI5pSVwpZLxsdWlCx5CR+6Z/AhYUakWmUGmHUueOZkX/AIfNzMQ9dk",
-	"A2z+N8XnNtel/HDHYJrjwkJZWAIhpTQ7e3EOwCLiV2yurpReKPhU0YQSK+d//fp19yyYai8gVALbweCa",
-	"y4KPCnHXIPDrOkTJuOUj4AwpV0jb/EqwRSktSo0FO8ikuWLjeVHE7PzwOWF7zAqdXomsw3Q5VJWE4cos",
-	"RNljLwXPDLsSYsYWurySanLKEMMmXKqteDZUnw/TbvzvONNZikMD+cyzTAJcePGi1DNRWglSfMwLI+Jo",
-	"Fnz1Mcp1kYkWZe91rhn8Zpi0MUrNfD7lCulFvOfTGVxvBDAQZffkv+fa2C6P4lCnO37wLepT/vPRmoYX",
-	"RwDsy0wUfHk5Neu7QPAwm0vTYPKGHcClaOX5fCduyED4cVJyZUXmbmas/TRaTeAMY11OuSW4fns/ChS/",
-	"/rriF0dTYTng0y4M/dU/dxNH1hath0KpybJ5iaTApGJTE6PuIRUeg7SRe4aNQACYhmbbB3335Ns+/Ndp",
-	"XMbRA1Rg1w62fhhQblp39rNeIIBgDVSRpEINyIHPS9pqP/2YZRqhDU93YjafwdDwDEOFh6jHnLits7Pt",
-	"WpcjOcOS+/3+ULUqc1YzrpY4bADqXDVV4o6YMK4yOopWbKnnoLxkgojxVihwEyrUbzzZVJf8thqhR/8R",
-	"qQUwPyoFMONfxBJtrAbZXdGX62aEY9ogyUQx7rFXOfJsVSxZLkpxGgAX2ZCh30Dw5dzkvaiFyEqR6jLb",
-	"hbqwz9Vjwjar8W1nfHztmHvzJM+VYEIBY0T1OpfG6nLZYwm3CRDoIhcgrFnOZzOhRHaKGJY4FS4hap7q",
-	"KYj5NQ0PztiEJk9tm8H6BARfNgXGnMJXhh0kTvQlMUuuxPIypTvyH4NfvSUF3EnAI51a/UCNOQOt0caM",
-	"GzaMCj4SBTvAm8s6w6j1HrjddQcXciqM5dMZPO543eUth9UcfW0Dn8LF1B4W7ykT05ldOuMqKQWgBxCo",
-	"APRgi1wb/7g0lSICpOkZC59n0tLjBnDmSizNBlyu7d/1266X9pYiPU03Vorx3IgMf0E9oHUFI96tT36u",
-	"AFOMMMhiYKPlkrZLFLngNs2ZsaXg03uGJRL09r2YsdVXZFNuOw0RhLG8EAwHgGkHSjBRwz7L4DcfI6GA",
-	"wb2JeOqoHECqxML9RVZT5JGPvkSawL9oO1EcBbTjPoWPNSknYByBaydkMwBy90zs/SQEl7jmtNxu5kBP",
-	"JSk+TbZA6ISeEitI3m3DeuJlFawiXpZ8iSRQ+7zatN7mWdyizVFtG/8JFBTkXkXxfBwN3mzfHWoN0U38",
-	"sbGat19bVngbt9AsCVUSnMzhwIBxRjoJEWriJ0VWzYsFXxqPbz12cK7YTyjjh2oilABzK2OwNuDn0tBU",
-	"cetcekZaaVzRfaozokUrFOxK2l4HhfP77kR33Yn80aOfBS9Ak1y9aGO5ndOVV6qpvop2oh0Na7ucVqHt",
-	"EP62DNkPG20Q+ZVEcQ8yaUOGCmAay9JYJ8uuxLKVb8msCQAgyum4nEw+ZOPpB7t4d1xctY1D0dUqLrz7",
-	"qEFBa0+tUotjBLeFkh9GUFrn+5rsyW3zvYRnVi9ZAkuiM7pZgoPF4Z1uwIN23gICam/OgqrVKqTWVa2N",
-	"qPhppl11seuW3RwkmdNmQusOZTLJYlL6UAgHNt2R85Fvs+lCtGku/QzsM/9zpU1N+RIUNNDQD0hJgF1U",
-	"ohvkAbAheSU6ni5AzxihEwj2TtK4cr3vcyPk5sajndPzJ8ctqPypSNfAt7ZLJZa2bu+S2YpKJar0KPyY",
-	"EQI+swMU1ZVlJG1t8FR8ttOmHtPOLu9aAd3mKFjnQ16UtTJJI9JSWK/HKbEwDktwmDl1ZhAZ0IGUo6M3",
-	"vRbF1eXJu+Ppk372P+7Pf/te/+to9ED9s/xuEe3jodhD2fo9ena9zZEsCqkmXSUnuS2W7dowqm63vaFK",
-	"56ydB989JJ+C+28/nbJycNzaCbFCL07nq61qp/y5FeIGCjeO3cDS1dvaSHntPJ1QaW+ujjO9styKPZTG",
-	"JkY/Ri7GybgVKuvt1FXc3narlcGuWtgLAPqeAU3NilNnr41LQVyWrIyCG+sZD5AY3kWMfyZCZQj2pPqY",
-	"DNVBHWxxVkPgY+6A0e8ds5eh+V857FKu2Eg0HXZDdUDOVK5o0mXMZsWchAZcMsNL7pAn5/Owu3Cbt+OT",
-	"Kmv3pVXgdP4LhaGnFagjb3JW2VYD7G0LA/AXcid8XRRZoJuNtC4EVztcDnfNPj87i7wVH9zT+epCAE2E",
-	"eekjWd4L6pyvvf3ZJ1zQNi7avIx6L2185NfgEtqVTgpUrAYNl+yfr54/YzQRuv8sm2pj2X32i/whZqI3",
-	"6XmfXoZebp5lpTDNyAKuWUaD6Kjfg/+/Gzzs9/sBn603+mwPwTnj1ooSNvg/35x1/827H/rdh2/rP3uX",
-	"g+7bj/346OHDm3+0Cdog/rpya08esYf3H3zHXESLZcJyWZgeQw8OKTVwMUnMEroZ+KsmwYQdVOzQR55x",
-	"1FC5hzrEbJtc9GA3D+04ryq6jS4RGZBvD1WCHy6VtpfSmDk5PCuPUvAoS9yWLsdCpSJpZbefyjbB9g9d",
-	"UivJHiDrfBA88uqhQ/E6BSCKo+B8HumDo5G5l2pFKHxZ0c3K92MuC/zWan055Wp56amD6GQl+NB80KY5",
-	"PTnjy0JzAKG+LHg5AbKcCpvrDLeEYWnH1PGQl1ZOhZ5bcuK5BJM4CoKZmEwEyMsL+iEM9MJEQYQ83JRT",
-	"GNqERuNON7geV5GGrePMnp5HIohW3owR1xZW+ESKIusW4loUnp4IlVfzgRr23k7PxO+2Z1rgFBD4oEHD",
-	"NKrdU6OM5Q70bdZzSIZf/Ho8IsqsdTstrrX7/YetUlDaYoURk1fR0eyG6wmf5yM9t4NRwdVu553zFtOq",
-	"1T4dV2kTaC/Rey0p32CFhd2ScRUSyIck1Mc96GuPa9gahxdF5hMtCTe8Uo5CAKMpW1yCe6xeeHfEPui4",
-	"F1Jxl9ixNYCzjm3VT14o4M6uhJihRiPeO07YxtbmRpSXfOICktuxR4aBimj9mKuXiOGHan9b0avdttwe",
-	"Q/CxFanV/vZnjdC7fIvB5LsNyGralwJE3S2djrtxf3uiRYWJYSJJvx9/GmZuX6vG0oaH8/j+jrjj6ta2",
-	"+kPXrmJvnGu/HATQJzqEAw9beOLj7293hi1BJ9ihEos73t/nzc85Y0osmLXFKdNTaYHdUqZFlYlwz8DP",
-	"ewnY24GOcONcjXVL9Iky6S692FyDwecQNxe58L4fl9yP/guMlsOp9xI7RbtzG+ZGjaCLcYC1+WMmx4yr",
-	"5c64/7rYkB/2Pfh8ln1KDO9alMapDre98oDivSzxszW2444RNy96G558qqSh0bcRNAFe7pY1fvo9RI2L",
-	"r6wm/aJnIGHwrzllCWJHmTBemMqjb2IXBoirGEDskzurLbgQAYgx+NYLwVOWYCg1wdBTpimAhAnvTWcc",
-	"Jz8KrQ86AIxq1T1qZFlnJ4qRwm9j9vLJI3ZycvKQScV+u3jkkkne89QWS2bzUgg2LilZiRcskxNpVzIu",
-	"j/vH33aPjrrHDy/63w/uPxgcnfSOjvv/DnkRoFQXDMs1QmrG1ReyFPBY74KerX7ryqkX/VheMogm0ubz",
-	"US/V08NAI2v87Wej7Fwj0nkp7fIV4BDh2kjwUpRnc4rgrwHJZb4NWHLmkqgxP3LAfsBxrLi6uvx//+t/",
-	"o12DmImuHvytPmdu7Yw2IB0Tbcm9NExfi5L9fHHx4hCdVXgNQJwScx+vhDIUacKgEmAHm5R6EeMzIgsQ",
-	"LMgrGirKzyEkJIc5d2FUYHYUpcRnedEbqqFCpGG8FO14MZVFISl9GDT/VALPOK0SR2mk4zrhw6Y3VI8p",
-	"QQnsa0ziUKxyVCWb8rATlul0jjl3uD5nxvJRIVgCNlWCW37sDkGVI6O5ZclhjlkZH5wdeghks/yQsAPM",
-	"t62m5PCongnFZ7K35NMiYVKlxTwTWYelvCwl0muVAMnNUG3AhOG83z9Jr8QS/xBJj53hkJwbgLguBCb6",
-	"cedr8+wD7Gaie/KoAfGPxFA55wmz2sWajeUlemARDEYHQetTVkhjibGs5n3BJZt5CoDDGoVcL4YKMWgB",
-	"WCItrgj76rFnGp/ZlpkfJsAesdUM/1PGhwqm8BFgTHeTk9yG405YXUCE93fWrPqheh84DrE/dsDVkpHD",
-	"Cm/3p8cXMfv58dmPeOLnLy7Onz971XHH57YuKhoqI1RmNhcMsYPklUi7T4RN8+4racWApaU2pgs/0uUY",
-	"PhX00dcsJM9LOZEqGbqJsMgjKAG7Z1iuje0AjvvsPry01bOzR2izO4IFwlHaDpXbvGGweaaExFUoS58I",
-	"mJ5kfDzG1DcE4gsOMNO0E407NGFeLqEI7aPbTXVpuvRUwg4U3OxoyVw6dAdXwGQq8T4VM8Jzm7u0iJQX",
-	"BUsOr48SNi71NKjhwtkfPX/5ih0AbhZw88ZdvchOWfKE2Fn3An1E8VAljy/4BOihUZ6ANPtUEztImHg/",
-	"00ZknRghAhhRk2TMjFSYSylkyVKtrySxr6GSE6VLkfUY8Qe6LDozmwhrmNK0WVcAsYKLI50t2XRu4GZK",
-	"eY2JaMBJW1PisyVzTtMwqZyZjiu/QGC6dQZISJSu60s5ZA0mQJPv2YorNiHWDQPTuWV6PGYjMdYlltQN",
-	"VfKI1LMumSMJ5qezNcckOsoLmQpFqrCrzzyb8TQX3eNeH5S/snAiywwODxeLRY/jzz1dTg7dWHP49PzR",
-	"42evHuOY2s224hip9NOo3zuiBx2vjQbRSa/fO6EoSI6S2LNs+HsiUM6DBok4cJ5FA5do9yFaqQI97ve3",
-	"1PTcrpbH5fK1lPJcoKdLp8IYundTVXn1olC3iAZv3saRmU+nvFyCcJfXQrlIkuUTg4n6tMxbGOdE08ZT",
-	"v6Sf/5BD49pYavegf7Jpmmpfh2GV1TaQwLQSYALiOCiJcjIirgRZbYZRGiamt2NtLZdFZyNEr48OfSZc",
-	"K0jBRPkFHviCQPU5ehtQiVLJb+Lofv9oL8DWJXw4aI/bqGuDYcTxw90jwnpK3DXysd3j6gq48JaJ61Zs",
-	"OlAiTKVkxQzMemNdLukBakKdHnuG6q2tUqwa1ENJiTdxNHNFvs3bpQqXX1yRCJLoDzpb7nGzQaDXpSn6",
-	"qC2jVDETpmkO3lQxXbC+KC3Pm2U38f544v1SN02r1ZZzcbOGoUefDUODSqAWJHW/9tgvQsywDiVplPkY",
-	"q0uxVueDuNnfjTFB5f7fmgYIiqEFUaG4T7KWBpVyxbRKRUzJgpU2gPBtwf2Ayx1+lNkN2ZSFoPyqVQEC",
-	"hOfpoYFM99sSPpBMSdctUDZ50r1TfkV72z6iqoH/Yy6XQNV6uecWCGRmfD0uQ7Md7leryuZG/I+9nQYy",
-	"L+MmH2leZswIA6pTO9sLGqO8aW24IbOtrTaCxJMrsbx8w7sfjrvfvf149G1bnsnNW4dtdSbiRqn61CcE",
-	"ruxxtRCvWDqrFrVgNG3JeADc39QmhTjvpmYtbfGYm7h1aQxdevecJiKj1DcQTj32fCoph3ukbb5pN5it",
-	"2NiMd9G50DJM2Fpl1I5tNcQOqcHMHg+6pjg3b7+gIlOnprZIiedKYH8dsKsJoF9lwCqbANgF2JahjTeq",
-	"SwM8ffvcmJsGuR1+hOdWGPym8Mg9w5R473LRyXPjaxcq78tDFrQq6THKviU6xMIqYvmAvEPlhx337/fY",
-	"a3QdUHZHTDQD+gBmd3ni5bbpsSQXCEqPAZNjMoNxwZwbNtXXqBBS5RfZ5zTdAZYYIdMU1Z4wrbQT5tJL",
-	"MH1XjoSMFCaDTThXEhm+bWKRSh528CvH6EnXGZN8lmY9Oe6eaZ5+E+vwkdWaADfHiNs6Pr39VEEOt/rn",
-	"luL9PcizbvDziQR9e2P2c+kKaygD2M+JBL3y0MYSYi9y21LnXa8kbhi6GgH/pXGp3LouzDnu9537DxPD",
-	"GEa76Wlr2hPse2tU85OwnmS+rMRxJQzt1jOBDiXwV6W0iWgXuQMMiGTgnq47hkKLGm/aRfs3YdoKK9yh",
-	"glDN2ts2mXXooqKrzfz2nrS28JsogEXKQebDSumGR/4DwOMZ4DVXy7A+I/ahpAa3HqoJWmvOoU9aupdi",
-	"Zg5CGz2uXhJW3TzC7m/wpfFJ8jG5NYYq1VNfLovmcxazubKyCI4gTZUn7cprsUFIOVfYPa1NgrkWO3uJ",
-	"sDPXdMrJacEMQAptFufQPr7P8g48NS994AAecfIY/yZgYLJ2hURskctCMInag2Ntp2jrEFui8SDtUXw7",
-	"YGF3IuJL6xKcbONqg+6uMjkeC2ScHtbSbHRz/yKWFIk8+haUi+MHD0AVKHkK4GEHc2B8rOQq01P222/n",
-	"PwLMp7oUFEQaCd9vxtbNT4aKbBXX/WNaOymrjhODSotxY+4Zd1aiPqyYrHQmulLUD3If1HcKwnkmpjNt",
-	"hUqXXTLc202eBw+aOUjfthhvv8MJ5vNx2golXZoSltbt7exaaQq1l8Pr88kV6m3QIlJ+IsLzvq6qapVK",
-	"zyhYyoEXMF/qWtV4rnQqa8S32jX1pn6snTqJGHFKET9XQes4UNUTZLM9vzv55+bPbZSR1nfHvRpderzR",
-	"U4HxOwHqEHUXC7pK6dLxNqmqDpZromSoGvHLHmu2g+SrzDdZIfCEOhIRr0Q2k3MzVMQxt1cynlLHIgxm",
-	"NjbhA6OpngK6jXh6NVQFyrcq6liKa3kdMuqBz2RyHcoc7wWkvxLLXe3idlUiuEyQQPY1deGqj1oJCpTI",
-	"2HzW6bGzuqY+BGsv2tn50Klfd4ZXq0U6vhNo3axMGlfTikZZgT+ZOJT4hp7yHsUpX7KcX4sYpdl4XhSn",
-	"mJXQaEH5WdtF/gHGkRMLAdlVVtHeDpLDuq/Odu/kY98K53Yq6Z/KJ1e3F9rhkyOgfPXJtVlJrv8bsV5H",
-	"lUEw8otbR46tfwbraNWxhfPWZvpttL/98G8l4X8vPa7VRUWC7c+On39fpxRx24rv9hjYiTPBLRstaxuw",
-	"6kcd+INJQdifPaPm/AVwXYnFl8X0oHDkju0V12GsLS0Huwf0mhXbkhoIVw0pXDHINuvkb29S/P1o9vF7",
-	"K5zjoaE8U3IGGZXU8s6T7zYabRb4bVScXoalem3h55UAR1Bdsrkvd9w+tnDUfOuBaO60R1U21x785cKx",
-	"zYrOHepffb1fVcB14Ud9Q1mzQAI4a5sKGFDK5tQzKk6tS2C/lExq1sLuJZaOP//y7aIp1WX251fp/ioK",
-	"Glww1bx4HPUlDlUrQv9ulSD32pcdbETgiv0HVXdbuH9dPLcH8/+0NJ2/Fg8OSh13smAHvK8cuDUxZrV4",
-	"bWuKTI2v6yh8+NH/uTNZBnNkqrTyKm6IaWim2aLbvULDMlfLwI588FD54KDNpRkqlxZLkcIeO8faTuKF",
-	"gRhG1awtlvcjbvdl+KKsXdYzDfn7ZWX+AXyWQOkCwgE2xujuv+bFvE6UwEfakjVC5NyQrwHIR7Oleurb",
-	"tvsXhGFgcTnDWOqCm6oBNTwUY91bXWhF8cRSqAwjqPjeMMYrpoMuZMLIgQtfcMBiy9N8KpSNfUBSyfFY",
-	"ZFRwYbjKRvq9yNgBp10Old8DNyyx4r09zO20SKpKTDwak/jWBPc+G57iXoId3DN1XmunN1TnFLl9hDVH",
-	"j7SypS4GTOluCt9guAT/YqXAuC63IaQeX/BJ7BqGnY+7z7QS3V+5TfMkgKYzjODZymdx0r/fKEvEE/bY",
-	"QWMSzCiDY2QiLThwIQdXJ188NH++uHhxzzC9cD0oU1fIh3/D5k0VypsrfKWb6yC+lk2zmeRX5dU3h980",
-	"RdR6k7vRkop8K+RpdIMYSQXoviGnBuER74+SK74FX4D2ozQzbaRvabQSIalR8JSNZSGA7/63YUS1s56A",
-	"qIB2GCUDVpdC8mtRXxvWrguOFcwm1wtsTGi3B0nXu4f4Lb9yZUrdF7qQaUs/9MSRxqkvkOyaMmX3lFbi",
-	"XjJw6ftcLRd8CRyDkjZ8CiKghIvPUe3hbbcJWHy7N17Fn9fTE0f/6npYXSxnovt8VrkM1l4Qhywlud0Z",
-	"YYmTNhH3TFs21ZkcS5GdNgUzsBcri8L3q/XyWY/ZCl9YQdTbg/Pma4bZavXeuqg8DYQjCTepWAMNN8vK",
-	"27mEK46JbuF5W1okaPawg/F4teQYRSG5zGwDoVzurqiKDxUrufQd6elcVoOoxRodrOAtuTLUF8PnhNWd",
-	"ZJLAH0dFxIXRbCSCr12vGSethmqufHy/CoKirYdaMDvz6VcjfS0a2WmBrEVO47LVQJT58vOD9U58nQHj",
-	"aSpmFuS/9O/axDMHR8b0OVrMZSdovN4eVUq74nZUpX3Zfsj4ZK0FY3U1kCZS5cD1SxCWT1zDBMbdtVVv",
-	"wnGpN5hgtkr83CVKOLpvVQkG7JsknEMGBdfiPVgfB9iA4uioz/7v/zk66ZxSkfjCwyBIM79/dIzdSFd7",
-	"czbzzWUtIzFHwx2dXVQAlYaluUivRDZU6GSKfX94SrGrcWpQ2f1VKv39/sNml8XY5SLROvFQLXJuq9rJ",
-	"aq9tFseLeah7tNn1q1lpTaFyq4Sk7S8x27BeTUy73MHr5jeqfl4TrtV5bthPjy8QaC9+u6ju1/Y2ZuI5",
-	"fL3dDpJvkkGIwlT5UONvEwu3LV4j89YdbM3y21dxvK2yOEAj2OucrqHyEftV/hBTn41lQ4mM2ZWYoXEw",
-	"kdeUR0pmyFDNeGnI7sDON07HM1Rkmvn3TriVKhSH70zOZ6LTY2fKvYQDU7mAYF1XW3rXHrVg4uyDKHW3",
-	"QFeUNwAw1xRBAyvSJAdcLTsDlsC2B4ygnAwVscgpv0IAgGWiS1fChieg3Y90JoXv/MF42Hka6PDmDhxT",
-	"1BNr/epeO6uAnYW+RP+GnwaKHlQOjw6JLt8Np+7LASI/rBHqs0JeedFEebCuhRqg+nH/KGYjkfK5Y67V",
-	"S7GxQw690MlwmTE+VE65qGmU5g9Nrcb7mYin0ntXqsZV3K4lrH2KLu3P227OB/rDby+fxr4BSwt4icvs",
-	"UjO/5mg6kyuQcoNAaZIG07MXgY5yoMu112RXHRFhUOe0rbs4vo6YlJqmy4R6a+Wo5QYaVi4neY89pm48",
-	"pFw5/x51ePJOPmdD7926HIB7dHynwG3TYwasUs6o8dGKd8W33sh14XyOx9//cZv2BEy32NBMXDuf3l/I",
-	"//gaucWaTbXD9Y1tvoLIzcrbXHias6kwhk+o2jLBZMABGSb0DkwSy4nMBglJU/GOsDTjlrsnMdcQUBzk",
-	"WG+okqfc2C5+2z3/MYHNzrFjnOtzhDUS76gzFL0fEmV49bbVM7AfsPka5sUi1eECQ8Xh6ko7EtzWJT2u",
-	"PF4aJrNCtGmyr5169MViU+3aaQiG3crZVomPrlW8ki4dt0kxa5KiTSWjgV+jTGvJxayQ1yLohufe58oN",
-	"e4XsvvsKfcUuU7amOCKvtzcrnYyaLSPfvIXrJblBaFf3zxocHh4df4dvCjkafN//vo8eCzf9mhZOOdCu",
-	"gWgcVG5nLtef+ZeKUaszKvJD76IjrZUcGhOtGyZPVltFoko+WobBY/+WTKc0o/MClL/lasFcbz3hp23N",
-	"177/KTkLAhVQlk6+LrghUzfG90mD+JFqvaElBsNtLqaNlauw9vrSj+s34saIBvHma3fz0a2vT+US8o2P",
-	"fWBDRzRhGq8PpLgQWn2dYFbs3bE+qe8N5m7ZdcUKxrm2Vjdvb/5/AAAA//8=",
+	"7H1rctvG1uBWuvB9VSbvgBQl2UlM1VSN4tiJb3xtX1uZ3PpMj9AEmmR/ArsZdFM07VLVrGZmH7OUWcnU",
+	"OacbaIDgQ4qtPCbJD1Mk0I/T5/3qT1Gq5wuthLImGn6KFrzgc2FFgX89WRZGF/ApEyYt5MJKraJhdDET",
+	"LFHig71M8YmE6QmzM8EWhbiWemnYgk9FP4ojCY//shTFOoojxeciGkb0ThRHJp2JOYfh5/zDC6GmdhYN",
+	"Hx2fxJFdL+BJYwupptHNTRy9kHNpN1fymk8FM/KjiNkxs5odDwYD1snEhC9zC391t60ixwEbi5Dz5Twa",
+	"wiBxNJfK/VmuRyorpqLABb3EYdogkwtuBINpyrkX3M6qqfGfOCrEL0tZiCwa2mIpwpX8eyEm0TD6t6Pq",
+	"cI7oV3OE88IC3gijl0WKi2iZpPA//+qJ3gpjpFZv4NG2/Rr6/YFhi+U4lylunXUSI8zl//2f/yvpbgGD",
+	"e2/nAhfcWlHAu/8Dhns36D3mvcn7T8df3fx7tIknNzCWWWhlBCLwtzx7I35ZCoOok2plhcKPfLHIZcph",
+	"F0eLQo9zMf8v/2lgS58OBM9reosmrQMlkeqa5zK7LGjuZIjE4f5imRaGKW3ZROe5XuFvsLSCp5Z1khWX",
+	"Vqrp5VKZ5WKhCyuyhE10wTiDnxg3VyIDguPMiOJaFGwl7UwvrXtAqinLpRLdfnQTR890MZZZJtS9AmDi",
+	"Z3VbvxJrlvP0yhAgdC6YLvAz4oo0TC+tkZlg0hrgIhP5QZiY4a7HhV4ZUTAjFOzRg9HOuGUrvcwzls64",
+	"Aj6g58LOYP9asbGY8XyCcFLazuB9aQXC5AUQ6At9z0iBbOEy1yU+EJ8QHxaA+jFbccMKgV9mMSvEtcZz",
+	"LphZLkRhRAZfO6jRWDIDyAEmIQotiwIgpBXt8qW2z/RSZfe6SaXt5QRmTXAN/tF7XMK5YqIodIHzv+FW",
+	"oOQQ9wuGgltxmdPEAQkgBs91UfICoAeuEOnhFcaBIZgzVghbrBmfWFGw5A380TuHPxJmRKpVZoClzgTP",
+	"nKAOHoE/t/PTDUEWMPh7pwgnAEKacF95qgB8B7pIc21Ehkf6k+JLO9OF/HjPZ7rEiYWyMAUeq9Ls/PVz",
+	"OFniVIot1ZXSKwV/lQSsROOwfv755955MNRBJ1aJOILBNZc5H+fivkHg53XnlXHLx8DGUq6QEfErwVaF",
+	"tCjiVqyTSXPFJss8j9nzo1dEmjHLdXolsi7TxUiV4pArsxJFn70RPDPsSogFW+niSqrpGUNymHKpdhLF",
+	"SH0+srjxv+NI5ym+GigTPMskwIXnrwu9EIWVoHJMeG5EHC2Crz5FM51nokWN/nmmGfxmmLQxivjZcs4V",
+	"Erf4wOcLON4IYCCK3ul/m2ljezyKQ2355NFXqKn6v483dKLYabobs7stVVKYG1Qp5nwxAxaFKr00bM7V",
+	"mplcWzNkywUo2QmOmDDal2EchE4qYiZ4OhspUEeQpQEllJKKq4xNhEpBPFt9JRTrwMwTWRjLJoUQOAcI",
+	"tGnBlRXZWanNSDNS9Fyq5/4V1H0yhBruQHwIhun2GWrisE4YEtSJjK1mMheMq7VWYqQI8n73w1JN0Eqw",
+	"ji6Y0krETvEqoXJGhL72P8xEnrFFzqUaKdxqF6ZLHg4e0+SXc2nm3KazhJDzFjZGHAGVXGYi5+vLuWk5",
+	"QKQEPKNQlTCsA9SkldcmunFN04IfHYgdSREMYRitpoB8E13MuaXFfPUwCtY5aFvnXFgOjGAfa/mHfw5o",
+	"y/F+mW3HzKXK/Aa9XJDKWMFR/YVVJ9bml3OTsM5UXgs8OocPeJbdQNEaKQ8exM9A2ICypcQKETMQQfgl",
+	"kSaIn8bPI+WgC0+UZ3sbsqSlb+4etVOWLQvk4kwqNjcxLloqtwLQ+h8YNgZFy9TM3QHQ5+lXA/ivC6yU",
+	"ON5ILVUujGFJBfcEaU1eC0XLLznO8SPEzQ0k2Dx4INDWPfygV4hMsBo0WqRCm6QkV0LYcuWDmGUaMROe",
+	"7saO0YS7HSncbvXOqd/k+W47yMkVpMrBSLWaV1YDUeNrQzCwyqESt8UE+RduRSu21kswJzJBkLsVudyE",
+	"5u47Lxvelw/q8X+K1AJ0nxQCFI0fxRot4ZpIuaIvN41xp5AA/xX5pM/ezlAfUfmazQTwrwqmKGIN/Qbs",
+	"esbNrB+1YGohUl1k+6gb1tncHSyzfL9tj0+vneJS38krJZhQIPTRzp1JY3Wx7rOEW0Tb1UyA1sxmfLEQ",
+	"CmQFcgOnNSbE8OZ6Dvr2hqkFe6xDk6e2zc31DFh8NgelI4WvDOskTq1LYpZcifVlSmfk/wx+9f4XYOAC",
+	"HukiCiUzrjJ9LQrvHKgZCGjTZmDX2Rjk8SjK+VjkrINHmnVHUesBcbvvcC7kXBjL5wt43DHCy1u+5le+",
+	"76Uf3HNeWYJXSw1oY+13ER7qAN/bGRPzhV07OZ0UAlAOaF0AyrHVTBv/uDSl4o5aiuNRfJlJS48bwMMr",
+	"sTZb6KPyxG1iUDW1dwPR03TYhZgsjcjwF9SbW2cw4pfNwZ8rwD7jJZq4FsWalktUvgK9gxlbCD5/YFgi",
+	"wSg/iK97z1zrfmBooZwHigCIWhBJa+4FZM2eq/sGW7eIOuE+CBJhG8tz4ZTIRSHAqiaqPmBr9M2nSCjg",
+	"z+8injpuBceoxMp9IjdM5GmFvkTaxk+0nCiOAh7g/gofq3OAqCKhivgDrhh4u0MeCmfvnom965iAVdIV",
+	"coCt7PWFJIulzvMIr9F5bAXJ8F3kR4y6BGDEi4KvkRarMECbuVrfi5u0/lbbwr8HBRVZc56/mkTDd7tX",
+	"hzpTdBN/qs3mbY+WGd7HLcyDFAVSBphDjCHjjDQy4hiJHxTlEM9XfG08EvZZ57li36PeMlJToUQBiMFg",
+	"bkDataGh4tax9ILMybhkQKnOiClYoWBV0va7qHB86E11z+3Ibz36IWDPDX267jOFoQlxiIbRGGC5sCBR",
+	"p3pTPG6zX5+D0oC/tVK059It/JI7l0TLT44ubiucqhfH63ZLG/3mw0NFqtXtAsYBzmoHNkDkKI7kBIAH",
+	"+qHxum4/Gqplnh/O6mB4GpRc/FbjodCJ7GVtDUrbxihqAG6jvKb0vp2rozraBhsHy9yijV5zcwQ20/Hg",
+	"5OGvPIiYtZwDKYuVFigrN3v/tlbbTRvABM/h6SaDNZbbJbHa0pejr6K97J5eazuaVkvASZ/b0ot/bbzF",
+	"jii1UfcgkzbUqCrXDSnIV2LdSkZk3lcAAAk5nxTT6cdsMv9oV7+c5Fdt7yGNtnIIHxyqSa5NrGlIKSeV",
+	"b89V6DWC0ia30uSA3TXeG3imecgSlAHaoxsl2FgcnukWPGiX6aChHizR0V5rQmrTftuKindjEOXBbjLo",
+	"JaiyzhIK3aGolJMyTpbkJucY7PW2hGhTn/oln4sy5FhaYnO+BqsPrP0O8Q1YRam7A3sF8S+vRNfTBRga",
+	"YwzxwNpJHS+zAA45EYq449ae0/OnJy2ofFekq+Fb26GSKtGiPiCHRYNUliKfGYG+L9ZBvbn0sgD79c6T",
+	"Ur/pttnctLLL+zFexQcrVIakfFnA10W75+o1qXIkNJyfxD1v0Jay6QzNNe+oHoKcsdqC4jbTK3KXz2We",
+	"SxeVGCk7E2vGs4xkOoAQN7FmY7HWKmMr4LMBZFfcsJyDuqbzLGZjkfIlIKBfyEiBTWdNaX9x400wK3PG",
+	"LX5tvbUJrzArAcvzJR2htTnrpFrBBrmV12Kk3IPOc+5WAlQw49eCjUUuxbWzU503BcDJBC9yiV5aHnon",
+	"WSazfc6xVp93i4V0oLuh7mfYFT/ZlDbeUNiS35IWwnpzHZ3CxAvI/3vmPGi0/cCGIASvB3Pyq8vTX07m",
+	"zwbZPx8uf/pG/+t4/Ej9vfh6FR0euHlGIYlcW58F4oITQzxbfKsfHRRQOMBg/jX+mWrfYyAINe0pOZ3Z",
+	"fN3uRUHz+7aETfh2KRY6nbUzd+NCCEgHLlHNYemi0Kkwhs6Wjg5sBGldSokB/k+cnF7vAG8bqdfa2Gkh",
+	"3v7zBQW9WCEw7spmjkfqlULPtNdSYXzPMF22ypXSKxMspiTBMlIlLZF1SXMNR30kFpf/ujq5fvzP+bcD",
+	"/rTdcbTFkwOIHaZrlXCh4EdNXa7cO6hgA4NzTL8WRfGJKBR0quO9EebydPKYD9KT8dfZsXjIv/qqdb25",
+	"vj3GS5WJDzGbFHrOBn0GZqnz2uHWcJHwbgJ//ht8TNrpozTMqljI148pmOL+O8zHVEZ2bh1TabfiSuvN",
+	"m3NuhrgmRWskVBOUTcrfKvzb1UricwcrljjSW8utOMBfVD/op6hIOR+FUFl/r7nk1rbfoxSsqkXDAUA/",
+	"QB5hxZnzGWM0GX4gryNKZEfPwP/xLGJy6pNqwW1S/pmMVKfK5grSWZxJ0e2zpEymuAzDGmWsNuWKjUU9",
+	"VjtSHUqA4C5HZh2TVMcV6vSK4SF3iVN8Ho0rXObtdC6VtYcGS3AGmkTchDoyEOel3emQfd/CR/yB3Etc",
+	"RORZYB6Otc4FV3vCHrtle5tEZwlMlADwFJsLMIycZHJ5E/BzzBLES0QndPTJ6UwY6/AU0zgSlksDPBIE",
+	"F76MEQij2YQXvw/F4bMpB7DfvVAuowoW5WArXFgH1pY5GSJdUvOvZ4elyLmVXDkwNu/SoOqbf+NTD8v0",
+	"Gu+vPFgcAcLvkkp1dKnW0saX/xGgSbsfgZK1mlmea/b3t69eMhoI1QLL5tpY9pD9KL+NmehP+14dyTBd",
+	"gmdZIUw9uwrnLKJhdDzow/9fDx8PBoOozc/38gClNkhXf3fe+w/e+zjoPX5ffexfDnvvPw3i48eP2/LX",
+	"awmzjVN79oQ9fvjoa+ay+lgmLJe56TOMkJEFgwwiZgmdDHyqWFrCOqV48anC9cQYF6CuS6XOfpnUddF3",
+	"DMtdOvbDVTZSxIsulbaX0pglBcbLiF3wKEvcki4nQqUiaRVfdxVDqc5qIb9Gdj7oDj5rOfK2oEPxKmc7",
+	"iqNgfx7pg62RBw8sfkThy5JuGt9PuMzxW6v15Zyr9aWnDqKTRm5K/UGbzujJBV/nmgMI9WXOiymQ5VzY",
+	"mc5wSZhH7IQkbvIS7H+9tGSQu4qAOAoSOrFGA5CX5/RDmOwKAwUpzeGiKgVMWw+2MLE3crKuzIRrlde1",
+	"498SBW7iF9tErwODwEQ7rYIGE1TbRIYUedbLxbXIPekR1jdrPWpyYa9f+q4qx5aIXJMXDGvkviNWJ5Wx",
+	"3IG+zXcaUuwXPx6PszJrXU5LYOXh4HGrwJQ2b/DsF2XCQmvUz2cHlM/zsV7a4Tjnan/oxsXoadZynY4B",
+	"tcm+N5hI4OzzBre7JY/LJZAPCbNPB9DXAcewM23Z+yVK3PD2EMoLTKbZERA6YPbcO6MPQceDkGpH0LnK",
+	"39nEtvInLz9wZVdCLFD5ER8c02xja0sjiks+dTluu7FHhjkj0eY2m4eISR/l+naiV7tZvztzw6e5SK0O",
+	"N/0rhN4XWQoG32+7l8O+ESAVbxly2o/7u9ObS0wMQ8WDQXw3zNw9V4Wl+yPjIdo2l7Yvil0/ioNxrv1w",
+	"EEB3DAcGnvdwxyff3G4PO1J9YIVKrO55fXezf7flhJ8z9Lba/IzpubTAbil5t/S3PsCgzl0yRfaAjnDj",
+	"uZroltwDKjy69GJzAwafQ9xc1NKVStcRJkvCrg8SO3l7aBPGRo2g9zJwglfje3/33rTPTbEhPx668eUi",
+	"u0sGx7UovGv/tkceULyXJX602nLcNuL6Qe/Ck7tKGnr7NoImwMv9ssYPf4CocdH1ZkEnOhESBv+aM5Yg",
+	"dhQJ47kpI33GFZLgv2QWxb4WrlyCCx2CGINvvRA8Ywkm0iQYcs00ufawmLnuB+XkcqH5QQeAt1p1j7fb",
+	"Qj/nZZSHkuuRtuIwI9oFqAVzpVyb0XsqyLxr0tE9+WV3eF/LiMamIePTGTKqOh1WUX0HmzBORj5X550k",
+	"9z55qkPQfR7f6J3jo1vQ4LltNGyQii24nZnYbxRgQIG0u0bzdhR5tUfWqdbKze3pqiwEK+HeHnOHYTTW",
+	"gzjAh3F3c/nfs9OrweI/1t+s/nmi/vX1+M3x/OJR+vfH0c7irNvy1qqrReUf9X7RAP+3B+vauJKj5eff",
+	"3U2LqZ/DZ6pTK2llyDiqJ75k7cynQVUqSlkGcBcFJVj9Dth8qdLcehVD6e0K01hdnu8t4fo59cN6GxZ/",
+	"EDurBrViNNpdjqSJ2m3nUnGhTQlEhZyYVPbm2RN2enr6GIj5p4snrpblA09tvmZ2VgjBJgXVX/GcZXIq",
+	"baNA+mRw8lXv+Lh38vhi8M3w4aPh8Wn/+GTwH+G+QKXpWUk50bWTqGfTr2Qh4LH+BT1b/taTc296Yheb",
+	"YTSVdrYc91M9Pwo8ArXPfjQqpjciXRbSrt/CwRL6jQUvRHG+tLNWILliviFLzl3PAzzXIfsW32P51RV2",
+	"2On7PkYYlcDfqn3OrF3QAqRT4lvqTQ3T16JgP1xcvD7CuAoeQ61e22XJIOMF7YRNC72K8RmRBQpOUNY0",
+	"UlSqQ0oQxSC5S+LESBvGL/FZnvdHaqQQaRgvRDteBHl1bFGIVJIw8AhPbzqkrSXh9UfqKdVHFYUusHRD",
+	"sTKmkmxrm5CwTKdLLCPE+Tkzlo9zwZJUZxim8OP6Covx0rLkaIY54R+dH/QI1Lb1x4R1MBGpHJLDoyCw",
+	"+EL213yeJ0yqNF9mIuuylBeFREFY1nRyM1JbMGG0HAxO0yuxxg8i6bNzfGWGRf3YcKfjldi4Ul914fVO",
+	"Cv6A8jkWI+X8/Mxql+mKiUmACggGo4OU2TMXTsaciEbZGRyyWaYAOOx/MtOrkUIMcjmPOCOsq89eanxm",
+	"VyONsJT3mDUbcpwxPlIwhM8/xfxHOZ3Z8L1TVjUnwvNrVMf4xC+uSP1mHUzoxNgKnu73Ty9i9sPT8+9w",
+	"x69eXzx/9fJt122f26ph0UgZ4ThtezMi1kneirT3TNh01nsrrRiytNDG9OBHOhzD54L+9C1GkleFnEqV",
+	"jNxAZeKl28UDw2ba2C7VOVBxIR5ac+/sCfqMffJbIZjSdqTc4g2DxTMlJM5CTTWIgOlJxicTrIJDIL7m",
+	"LlkOa+9xhWFum0MRWkevl+rC9OiphHUUnOx4zVxhdxdnwBIq8SEVC+uLCSkpO+V5zpKj6+OEEr6q/lA4",
+	"+pNXb96yDuBmDidvyqy+M5Y8I3bWu8AYRTxSydMLPgV6qHUTQZp9oYkdJGAKga3TjREigBEVScbMSIWl",
+	"nEIWLNX6ShL7Gik5VboQWZ8Rf3C9JXDPbCqsYUrTYl2/kgYujnW2ZvOlgZMp5DWWn+Vii0DP1szF98Ly",
+	"eGa6rlsKAtPNM0RCokJj33lFVmACNPmGNaKGCbFueDFdWqYnEzYWE11gu66RSp6Qe6BH6k6ClfZsIzCG",
+	"Md1cpkKRK8a1gTtf8HQmeif9QRRHyyJ3IssMj45Wq1Wf4899XUyP3Lvm6MXzJ09fvn2K71RhnoZjvvSP",
+	"RIP+MT3oeG00jE77g/4pBexnKIk9y4bPU4FyHvRExIHnWTR0ZT4fo0aHuZPBYEcLntu13nGVRC2ddzBb",
+	"0+Wq4rmbsoNUPwp1i2j47n0cmeV8zos1CHd5LZRLerB8alB5o2new3tONG3d9Rv6+TfZNM6NPZ8eDU63",
+	"DVOu6yhsirQLJDCsBJhQA5qyg5GTEXEpyCo3IKXtY2E+9u3jMu9uhej18ZGvw2kF6Qtp7I/wwBcEqq8Q",
+	"2oJKVMl+E0cPB8cHAbbquIUvHXAaVd9BeOPk8f43wl5tuGrkY/vfqxpWhadMXLdk04ESYUolK2Zgxhjr",
+	"Ktk6qAl1++wlqre2dFDUqIdKom7iaOHapdVPl5p2/Oj6XiCJfquz9QEnG+QkuSIpn2DEqITBhEViw3dl",
+	"+hFYX1QU5N2CN/HheFJ2aajbeLZYipsNDD3+bBgaNDdpQVL3a5/9KMQCW2sktc4lxupCbLQuQdwc7MeY",
+	"oCvon5oGCIqhBVGiuC/xlAaVcuUaeKFqUWoDCN8W3A+43NEnmd2QTZkLSq1uChAgPE8PNWR62JabiGRK",
+	"um6OssmT7r3yK1rb7jfK/pq/zeESqFoP97kFAlkY3z6vatBWVrM41hR7Ow1kXsbNbKx5kXlXUjvbCzpE",
+	"v2vtPCyzQ1v6Xon15Tve+3jS+3prS9/3Dtsql/1WqfrCO+caa2z2FsrXzqqlshws7HFNwaTZ1i+aOO+2",
+	"rtVt+QA3cevUmDrjw0OaiIyy3kE49dmruaQK0rG2s22rwWTl2mJ8iMilNsGArb1F2rGtgtgRddo+4EHX",
+	"Hfzm/RdUZKqqlBYp8UoJbDQOdjUB9C8Z0GQTALsA2zK08cZVYbKnb0deJXOnv48+wXMNBr8tPP/AUBdG",
+	"CqBVsbDQ+/KYBW2Q++zcV2hxMkIdywfkHSn/2sngYZ/9jK4Dyi6MiWZs2S/DES+3jQ6T6AJB6TFkckJm",
+	"ME4444bN9TUqhNTvhexzGq6jfTBJiXJNWFHSDeNNEkzfxpaQkcJgsAjnSiLDt00sUsH1Hn7lGD3pOq4n",
+	"pyvuqOVxPzD13W9jHT6zpyLAW5XotpD7gYIcTvX3LcUHB5Bn1Tz8jgR9e2P2c+kKGygD2M9d9NcpD20s",
+	"IfYit61qzvVh54aqZQD/pXFVXLpqC3AyGDj3H1UxYTSOnramvbauv0E13wvrSebLShxXrtNuPRPoUAL/",
+	"pZTWEe0irKMC7un6fCq0qPGkXbbZNkxrsMI9Kgh1zHjfJrOOXPZA81aTgwetLPw6CmBrsiDzrlG16ZG/",
+	"A3i8ALzG1JGqNDP2oaQatx6pKVprzqFPWrqXYmYJQhs9rl4Sln1Jw5slan2PYnJrjNRG0+TYNYqoFXn7",
+	"kh7X3AdbnRZLhTcztEkw16T3IBF27hraV513AVJosziH9slDNuvCU8vCBw7gESeP8TMBA+uKSiSqCuWl",
+	"8aztDG0dYkv0Pkh76lZBwMJm4sSXNiU42cblAt1ZZXIyEcg4PaypzXOrm/tHsaZI5PFXoFycPHoEqkDB",
+	"UwAP67heHlxles5++un5dwDzuS4EBZHGwnfOtVU/15FyLQSooem8clKWDS+rDtbunQfG7ZWoD9sPlDoT",
+	"HSnqBzOfVOYUhOeZmC+0FSpd98hwbzd5Hj2q5zh81WK8/QonmE/NaGvg4dIgsKr+YGdXo4f7QQ6vzydX",
+	"qKNhi0j5ngjP+7rKnjlUlUrBUg68IMhMc5p142KBWnyrXVOv68e+xTtixBlF/Fz/HseBypak2+35/bkj",
+	"N79vo4y0vnu+B8aVZxk9Fxi/E6AOVRlHTm7qwvE2qcrbcTZEyUjV4pd9Vr9qhjeZb9Ig8CRsA4lsZsbN",
+	"SBHH3N3E4IyaMGMws7YIHxhN9RzQbczTq5HKUb6VUcdCXMvrkFEPfcaf60vveC8g/ZVY77vdYV8lnMsE",
+	"CWRfXRcuu+cXoECJjC0X3T47rzp6hWDtR3tvVXHq173hVbOe1N8yVLVdl8a1s0CjLMefTBxKfNcqx3sU",
+	"ffunGKXZZJnneP9B/Xqbz3oVzW9gHIX3YDSsooMdJEdVN93d3smnvgHu7VTS35VPrmoqvMcnR0D5yyfX",
+	"ZiW5lvbEeh1VBsHIL24dhc3cP6t59NI5vyTWR6ciCy87oybIQa+6oOtdcJ+GF3y+MUF/pLa4GXleBqva",
+	"OuvH7VlpZW7dSLW9RYhb+RxhmJqNFXTNcGUTbg9gFFidoGvQG1Rkee1oQsvAPFoIzJpc5Dx1arqbsM+c",
+	"94Zghz5M9NVg7ZPO/UU0QaOxUsKmmtiQaHdB4vhl+7xfoar7qsWo0BSwzsQi1+s5vE0dfL0S/5CU+PHh",
+	"IeqN2wQOUdtPPl96StldsOWqOXMlsrOwn3YuONivEnM7AbdDTAXRiSlrTXz8vXPIO/pR7/XSQafkKY3a",
+	"dFORVnqF51T4G5BmZASxGea1XQu6LvAP4s49N1ctfR18v/Bq11PNOp4FgKbtWV33cL3GManPICWazAfH",
+	"rby5t+E8h2FMoy75IL7RGsnwvcL/CFbsnzF2QchcNcGs5OV4XbkKg4vmyrAh2ZG3wXYlVl8A15VYfVlM",
+	"D+rb79mt5a6faMvexPK2fr0HlaRrIcuWha5mfZcT60/vefrz0exTbLa96WMhXYl8j6U6i+S7i0brfUi2",
+	"2tdvwo4ibVlKjTh4UAS//bbVuP3d3FHzrV9Er1h78H17idofLmun3nhmj5egOt6/PAWbwo9ummL1Ojrg",
+	"rG2egoBStmcoUw+dqlPPl5JJ9ZY992y2BY2I2kRTqovs96/S/VEUNDhgKo30OOor4cr7Mvz1/kGJjq9O",
+	"24rAJfsPmoPs4P5Vj48DmP/dsjn/WDw46MiylwU74P3FgVvzJ5s1zjszKSt83UTho0/+496cSvQcldVH",
+	"ZXqJu4mkdpGkuxjdMlfyxo59jonyOSR2Js1IueoJSiihRvmF44WBGEbVrM1j+B0u902lN+23numVP1/y",
+	"/m/AZwmULm8owMYYHY3XPF9W+XT4SFtOX4icW9L6APlotFTPw+uyHVui6wwl5fz52wnhoRjLo6t6XEo7",
+	"KYTKMNFGWrph3jMdd683YOTQRbk5YLHl6WwulI193oqSk4nIyJVvuMrG+oPIWIfTKkfKr4EblljxwR7N",
+	"7DxPyoJ93BqTeF9wyhWWLqe4lmAFD0xV/tDtj9RzSvB5gqWpT7Syhc6HTOleCt9gVB0/sUJg+g+3IaSe",
+	"XvBp7FogP5/0Xmolev/AW+ADaDrDCJ4tfRang4e16nXcYZ91aoNgdAG2kYk058CFHFydfPHQ/OHi4vUD",
+	"vIokdu2MqN4bP8PiTZnxsVR45aC7XnIj6XI7yTfl1d+O/lYXUZttu8dr6gVRIk+tAclYKkD3LamXCI/4",
+	"cJRs+BZ8nfJ30iy0kba1L1JSoeAZm8hcAN/9r6OIWix4AqI+C6MoGbKqYp5fi+rYwrvqzUzj/fLUlmhv",
+	"TDxocuiX/NZVs/Ze61ymLZf2JY40znwdfc8UKXugtBIPkqGr8uJqveJr4BiU2+c94YASLo2DStRvu0zA",
+	"4oPC/cE7n9XTE0f/6nlYXawXovdqUboMNsIFyFKS2+0RpjhtE3EvtWVzncmJ9MGgUjDjrUMyz/2NJl4+",
+	"6wlr8IUGot4enDd/JSI3i7w3ReVZIBxJuEnFami4XVbeziVcckx0Cy/bsudBs4cVTCbNzhQoChuXuOFo",
+	"rsRDlGFtxQoufU862pfVIGqxlBMbPRRcGWqf5APaVcPLJPDHUa+J3Gg2FsHXriWmk1YjtVQ+DazMlUFb",
+	"D7Vgdu6zdMf6WtSSmANZS5dkUVIziDLfpaSz2TC8O2Q8TcXCgvwH/q6XeUZ7DraMWdY0mUti03i8fWqo",
+	"4XqgoCrtu7uEjE9WWjA24QDSRKocurY6wvKp66vDuDu28r52l6GJechN4ucun87RfatKMGR/S8IxZBC/",
+	"Fx/A+uhgn6Lj4wH7P//7+LR7Rr1EVh4GQTXSw+MTvF+hedtAvSxJVjISU/nc1tlFCVBpWDoT6ZXIRgqd",
+	"TLFvtUeZ2BVODUu7v6y4ejh4XG8GH7uUVZonHqnVjNuyxL5ca5vF8XoZ6h5tdn0zebkuVG6Vt7qrM3Pp",
+	"z23OVxHTPnfwpvmNqp/XhCt1nhv2/dMLBNrrny7K87X9rQnbDl9vt4Lkb8kwRGEqkKvwt46FuyavkHnn",
+	"CnYmgx+qON5WWRyiEex1TndFzDH7h/w2pnZM65oSGbMrsUDjYCqvqdyAzJCRWvDCkN2BDdKcjmeoF0Hm",
+	"L0d1M5UoDt+ZGV+Ibp+dK3dTLOYoAMG6ezpwGtcplrOPotC9HF1R3gDAkgQEDcxIg3S4WneHLIFlDxlB",
+	"ORkpYpFzfoUAAMtEF67SGXdAqx/rTArfIIrx8C4doMObe3BMUevezaP72VkF7Dz0JfprqGso2ikdHl0S",
+	"XT6xq2rfBCI/LCUdsFxeedFE5RKu0zOg+snguLpv1RsYBZiL2EiNbvs3XGaMj5RTLioapfFDU6t2eT/x",
+	"VLocuOxvyO1GXvNddGm/33ZzPtAffnrzIvZ9ulrAS1xmn5r5Vyq/M7kCKTcMlCZpsIpnFegoHV2UF2Q2",
+	"y3bxpe5Z231JQzDJSKmpu0yoBeMMtdxAw5rJ6azPnlLTNlKunH+PGgF6J5+zoQ++jAmAe3xyr8Bt02OG",
+	"rFTOqD9ew7viOzTNdO58jiff/HaL9gRMp1jTTFzXtz9S1tnPyC02bKo9rm/XSgQZW3vCsM+/J4Ssmv0m",
+	"oQMloZKvBHP2dJ6VV19vtIYeIsP3xRxl2q1v2I1aTSekCpefkiUxGDGYF1g933XNvd3XI+XHcRdBkxwJ",
+	"lyJtXDYPbwxWpThTCV+eOyttpGpmGrDsOiDCLj3kByWlAxU3pGzsgNSiQb9aCPW2bEn9+ynGa3Rtvufu",
+	"Ux4ibXExbCDuq/GCU9hSj+c6locNy0tM+CvA/DkYD5wIXtfp7pn2LCDsyY/MQyuBPcd5Lq9rfKlkQhts",
+	"6eiT+3RzhMd4++S/EpEnO4oiyozFmqI45VL5uyKAVTgDfbPvwRNY2l2p+FYUUXWYv+c8wh0UibvPzlz9",
+	"nUmYwSKSxq0MK1GIltsX/pSZ9btfcKD8g+UMPiEuWsrKoMy5JmWry+jZFjfnbQn/jlm/Wwi/Jff3/1vK",
+	"dTnAB5Iu3aHyF+WqP1yGPrYlCCl3q7843k7Lu+kW66WCDLA6oj3l6YzNhTF8Ss29EizhG1KAAz87914i",
+	"s2FCXjnxC1m7GbfcPYmlraBQ//3tq5f9kUpecGN7+G3v+XcJGD1LvKDAtdXGlhy/VFVdTi13xZ19ds5S",
+	"Pcde/1griNY7TjBSHEzAwo5BK6isFKpPlIbJLG+t2vvZuVm/WI5bu5c7BMN+J+9OToMpGngkPdpundVs",
+	"eJzaXLt/jLq5+w97njNQfYPLF6gEGzD6LbqNem8x58QVZlcER+T1/qbROLt+Q8m793C85H8itKvatQ+P",
+	"jo5PvsY71I+H3wy+GaBQdMNvMfljb0FVjQIz11rCiYYz11mfekphloIjrUYuvok2AxzPmjeToGt/vA6T",
+	"UP21Z875jkHQlBfFutmfqb9ZONA258/+ujcKOgauZFk4P92KGwqZxQwLEnUBzHLj/hRMqrUzMa/NXKbH",
+	"bk7t7je5xtQpQIN4+7G78ejUN4f6RyCcAx4NilZphVGcxM2jMmqwBMbZVNgZ3TLtax48M9+cyDWaMD5Z",
+	"Cy8qwZgLD24YcYlsaHt3g4GxJ+3moL7nvUMn1+09eM+1a795f/P/AgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -206,12 +206,42 @@ type Grant struct {
 	// ExpiresAt is the server's expiry, by the server's clock.
 	ExpiresAt time.Time
 	Metadata  map[string]any
+	// ServerEpoch names the start of the server process that answered (empty from a server
+	// that does not say): a change means the server restarted (or, with PostgreSQL, that
+	// another replica answered).
+	ServerEpoch string
+	// Limit and Slot are, for a slot of a semaphore, its limit and index.
+	Limit, Slot int
+	// ExtendedByRestart is how much the server's restarts added to this grant's expiry beyond
+	// what its holder was last told, in total: a restarted server treats a lease as held until
+	// at least the restart plus its ttl, so it may have kept the name from others longer than
+	// the holder's own reckoning did.
+	ExtendedByRestart time.Duration
+	// Handover is the request that the holder let the lease go, in a renewal's answer; nil
+	// when none was made.
+	Handover *HandoverRequest
+}
+
+// HandoverRequest is a request that the holder of a lease let it go (POST
+// /v1/leases/{name}/handover): nothing is forced, the holder decides when to release. When To
+// names a holder waiting in line, the server grants it first on release.
+type HandoverRequest struct {
+	Name   string
+	Token  int64  // the grant asked to let go
+	To     string // the holder to grant next; empty for whoever waits first
+	Reason string
+	By     string    // who asked, as "label (key id)"; empty from the watch stream
+	At     time.Time // when, by the server's clock
 }
 
 func grantOf(l *wire.Lease) Grant {
 	g := Grant{Name: l.Name, Holder: l.Holder, LeaseID: deref(l.LeaseId), Token: l.Token,
 		TTL: time.Duration(l.TtlMs) * time.Millisecond, LockDelay: time.Duration(l.LockDelayMs) * time.Millisecond,
-		AcquiredAt: l.AcquiredAt.Time, RenewedAt: l.RenewedAt.Time, ExpiresAt: l.ExpiresAt.Time}
+		AcquiredAt: l.AcquiredAt.Time, RenewedAt: l.RenewedAt.Time, ExpiresAt: l.ExpiresAt.Time,
+		Limit: deref(l.Limit), Slot: deref(l.Slot), ServerEpoch: deref(l.ServerEpoch), ExtendedByRestart: time.Duration(deref(l.ExtendedByRestartMs)) * time.Millisecond}
+	if h := l.HandoverRequested; h != nil {
+		g.Handover = handoverOf(h)
+	}
 	if l.Metadata != nil {
 		g.Metadata = *l.Metadata
 	}
@@ -238,6 +268,10 @@ type State struct {
 	Metadata    map[string]any
 	// Waiters is how many acquires wait in line on the server.
 	Waiters int
+	// Limit is a semaphore's limit (0 for a plain lease); Held then means every slot is held,
+	// and Slots holds each slot's state (named "name#i").
+	Limit int
+	Slots []State
 }
 
 func stateOf(s *wire.LeaseState) State {
@@ -247,6 +281,12 @@ func stateOf(s *wire.LeaseState) State {
 		EndedAt: deref(s.EndedAt).Time, End: string(deref(s.End)), AvailableAt: deref(s.AvailableAt).Time, Waiters: s.Waiters}
 	if s.Metadata != nil {
 		st.Metadata = *s.Metadata
+	}
+	st.Limit = deref(s.Limit)
+	if s.Slots != nil {
+		for _, sl := range *s.Slots {
+			st.Slots = append(st.Slots, stateOf(&sl))
+		}
 	}
 	return st
 }
@@ -423,4 +463,32 @@ func unanswered(ctx context.Context, op string, err error) error {
 		return fmt.Errorf("%s: %w", op, err)
 	}
 	return fmt.Errorf("%s: %w", op, unreachable(err))
+}
+
+// RequestHandover asks the current holder of name to let the lease go (a writer of the name or
+// an admin may): its renewals and the watch stream tell it, and when to names a holder
+// waiting in line, that one is granted first once the lease is released. Nothing is forced.
+// A free name is an *APIError with code not_held; one never used matches ErrNotFound.
+func (c *Client) RequestHandover(ctx context.Context, name, to, reason string) (HandoverRequest, error) {
+	op := fmt.Sprintf("request handover of %q", name)
+	body := wire.HandoverRequest{}
+	if to != "" {
+		body.To = &to
+	}
+	if reason != "" {
+		body.Reason = &reason
+	}
+	resp, err := c.api.RequestHandoverWithResponse(ctx, name, body)
+	if err != nil {
+		return HandoverRequest{}, unanswered(ctx, op, err)
+	}
+	if resp.JSON202 == nil {
+		return HandoverRequest{}, fmt.Errorf("%s: %w", op, problemOf(resp.HTTPResponse, resp.Body))
+	}
+	return *handoverOf(resp.JSON202), nil
+}
+
+func handoverOf(h *wire.Handover) *HandoverRequest {
+	return &HandoverRequest{Name: h.Name, Token: h.Token, To: deref(h.To), Reason: deref(h.Reason), By: deref(h.RequestedBy),
+		At: h.RequestedAt.Time}
 }

@@ -264,7 +264,17 @@ type ElectionConfig struct {
 	// OnNewLeader is called whenever a new term starts, this candidate's included, as observed
 	// through the watch stream (and once at the start if somebody leads).
 	OnNewLeader func(Leader)
+	// OnHandoverRequested is called, in a goroutine of its own, when the server asks this
+	// leader to hand over (a cooperative handover, e.g. in a rolling deployment); release term
+	// to step down. Without it, the leader steps down at once: the term's context ends, the
+	// lease is released (so the candidate the request names, if it waits, leads next) and
+	// this candidate campaigns again.
+	OnHandoverRequested func(term *Lease, req HandoverRequest)
 }
+
+// ErrHandedOver is the cause of a term's context that Elect ended because the server asked
+// the leader to hand over.
+var ErrHandedOver = errors.New("leadership handed over on request")
 
 // Elect campaigns for leadership of name as candidate, publishing metadata (such as its
 // address) with its lease, until ctx ends: it is a loop of Election.Campaign, leading while
@@ -318,6 +328,17 @@ func (c *Client) Elect(ctx context.Context, name, candidate string, metadata map
 func (c *Client) lead(ctx context.Context, e *Election, l *Lease, cfg ElectionConfig) {
 	termCtx, cancel := context.WithCancelCause(l.Context())
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	go func() {
+		select {
+		case <-l.HandoverRequested():
+			if cfg.OnHandoverRequested == nil {
+				cancel(ErrHandedOver)
+			} else if h := l.Handover(); h != nil {
+				cfg.OnHandoverRequested(l, *h)
+			}
+		case <-termCtx.Done():
+		}
+	}()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

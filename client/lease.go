@@ -36,6 +36,19 @@ type AcquireOptions struct {
 	// DisableKeepAlive leaves renewals to the caller (Lease.Renew): the lease context still
 	// ends at its deadline. Command-line tools that exit after acquiring set it.
 	DisableKeepAlive bool
+	// OnHandover, when set, is called in a goroutine of its own each time the server asks
+	// the holder to let the lease go (a cooperative handover: see Lease.HandoverRequested),
+	// learnt from a renewal or the watch stream. Release when the work is at a good place to
+	// stop; nothing is forced.
+	OnHandover func(*Lease, HandoverRequest)
+	// Limit, when above 0, acquires one of Limit slots of the semaphore name (like consul
+	// lock -n): up to Limit holders at once, each with its own token. The limit is fixed while
+	// anyone holds the name (another one is an *APIError with code limit_mismatch). A
+	// semaphore's lease does not follow the watch stream (its slots' events are named name#i):
+	// renewals guard it.
+	Limit int
+	// session, set by Session.Acquire, acquires under that session.
+	session *Session
 	// DisableWatch leaves noticing that somebody else ended the lease (a revoke, say) to the
 	// next renewal, saving the watch stream each kept-alive lease otherwise follows. A process
 	// holding many leases at once may need it: the server bounds its open streams
@@ -61,15 +74,24 @@ type Lease struct {
 	bg        sync.WaitGroup // the keepalive and the watch
 
 	mu        sync.Mutex
-	lastSent  time.Time // client clock: when the acquire or last successful renewal was sent
-	deadline  time.Time // client clock: lastSent + ttl - margin
-	expiresAt time.Time // server clock, for humans
-	timer     Timer     // ends ctx at deadline
-	lost      error     // why the server refused us, once it did
+	lastSent  time.Time     // client clock: when the acquire or last successful renewal was sent
+	deadline  time.Time     // client clock: lastSent + ttl - margin
+	expiresAt time.Time     // server clock, for humans
+	timer     Timer         // ends ctx at deadline
+	lost      error         // why the server refused us, once it did
+	epoch     string        // server_epoch of the last answer
+	extended  time.Duration // extended_by_restart of the last answer
+	handover  *HandoverRequest
+	asked     chan struct{} // closed at the first handover request
+	onAsk     func(*Lease, HandoverRequest)
 
 	relMu   sync.Mutex
 	relDone bool
 	relErr  error
+
+	slot int // for a slot of a semaphore
+
+	sess *Session // the session it is held under, if any: renewing it renews the lease
 }
 
 // Name returns the lease's name.
@@ -85,6 +107,9 @@ func (l *Lease) ID() string { return l.id }
 // that checks it refuses writes from holders that lost the lease without noticing.
 func (l *Lease) Token() int64 { return l.token }
 
+// Slot returns, for a lease acquired with a Limit, the index of its slot of the semaphore.
+func (l *Lease) Slot() int { return l.slot }
+
 // TTL returns the lease duration.
 func (l *Lease) TTL() time.Duration { return l.ttl }
 
@@ -94,6 +119,81 @@ func (l *Lease) ExpiresAt() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.expiresAt
+}
+
+// ServerEpoch returns the server_epoch of the last grant or renewal answer: it changes when
+// the server restarts (with PostgreSQL, also when another replica answers). Empty from a
+// server that does not send it.
+func (l *Lease) ServerEpoch() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.epoch
+}
+
+// ExtendedByRestart returns how much the server's restarts added to the lease's expiry
+// beyond what this client was told (zero if none did), as of the last renewal: a restarted
+// server treats the lease as held until at least the restart plus its ttl. The client logs
+// each change of it, and of ServerEpoch.
+func (l *Lease) ExtendedByRestart() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.extended
+}
+
+// noteServerLocked records what an answer says of the server's restarts, logging what is
+// new. l.mu is held.
+func (l *Lease) noteServerLocked(g Grant) {
+	if g.ServerEpoch != "" && l.epoch != "" && g.ServerEpoch != l.epoch {
+		l.c.log.Info("the server restarted (or another replica answered) while the lease was held", "name", l.name, "token", l.token,
+			"server_epoch", g.ServerEpoch, "previous_server_epoch", l.epoch)
+	}
+	if g.ExtendedByRestart > l.extended {
+		l.c.log.Warn("a server restart stretched the lease beyond what this client was told", "name", l.name, "token", l.token,
+			"extended_by_restart", g.ExtendedByRestart, "server_epoch", g.ServerEpoch)
+	}
+	if g.ServerEpoch != "" {
+		l.epoch = g.ServerEpoch
+	}
+	l.extended = g.ExtendedByRestart
+}
+
+// HandoverRequested returns a channel closed when the server first asks the holder to let
+// the lease go (a cooperative handover, learnt from a renewal or the watch stream): finish or
+// checkpoint the work and Release, so that the one the request names, if it waits in line, is
+// granted next. Nothing is forced: the lease stays held until released or lost. Handover
+// returns the request.
+func (l *Lease) HandoverRequested() <-chan struct{} { return l.asked }
+
+// Handover returns the latest request that the holder let the lease go, nil while none came.
+func (l *Lease) Handover() *HandoverRequest {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.handover
+}
+
+// noteHandover records a handover request for this grant, telling HandoverRequested and
+// OnHandover about each new one.
+func (l *Lease) noteHandover(h *HandoverRequest) {
+	if h == nil || h.Token != l.token {
+		return
+	}
+	l.mu.Lock()
+	seen := l.handover != nil && l.handover.At.Equal(h.At) && l.handover.To == h.To && l.handover.Reason == h.Reason
+	first := l.handover == nil
+	if !seen {
+		l.handover = h
+	}
+	l.mu.Unlock()
+	if seen {
+		return
+	}
+	l.c.log.Info("the server asks to hand the lease over", "name", l.name, "token", l.token, "to", h.To, "reason", h.Reason, "by", h.By)
+	if first {
+		close(l.asked)
+	}
+	if l.onAsk != nil {
+		go l.onAsk(l, *h)
+	}
 }
 
 // Deadline returns when the lease context ends unless a renewal succeeds first, by the
@@ -124,9 +224,21 @@ func (c *Client) Acquire(ctx context.Context, name string, o AcquireOptions) (*L
 	if c.isClosed() {
 		return nil, fmt.Errorf("%s: %w", op, ErrClosed)
 	}
+	if o.session != nil {
+		o.TTL, o.DisableKeepAlive = o.session.ttl, true
+	}
 	o, body, err := c.acquireRequest(name, o)
 	if err != nil {
 		return nil, invalid(op, err)
+	}
+	if o.session != nil {
+		body.TtlMs, body.SessionId = nil, &o.session.id
+	}
+	if o.Limit < 0 {
+		return nil, fmt.Errorf("%s: %w: limit %d is negative", op, ErrInvalid, o.Limit)
+	}
+	if o.Limit > 0 {
+		body.Limit, o.DisableWatch = &o.Limit, true
 	}
 	margin := c.marginFor(o.TTL)
 	if o.TTL <= margin {
@@ -216,7 +328,8 @@ func (c *Client) acquireRequest(name string, o AcquireOptions) (AcquireOptions, 
 	if o.TTL == 0 {
 		o.TTL = DefaultTTL
 	}
-	body := wire.AcquireRequest{Holder: o.Holder, TtlMs: o.TTL.Milliseconds()}
+	ttlMs := o.TTL.Milliseconds()
+	body := wire.AcquireRequest{Holder: o.Holder, TtlMs: &ttlMs}
 	switch {
 	case o.TTL < time.Millisecond:
 		return o, body, fmt.Errorf("ttl %v is not a positive number of milliseconds", o.TTL)
@@ -300,7 +413,8 @@ func (c *Client) acquireOnce(ctx context.Context, name, key string, body wire.Ac
 // hold turns a grant into a held Lease with its deadline, keepalive and watch.
 func (c *Client) hold(ctx context.Context, g Grant, sent time.Time, o AcquireOptions, margin time.Duration) (*Lease, error) {
 	l := &Lease{c: c, name: g.Name, holder: g.Holder, id: g.LeaseID, token: g.Token, ttl: o.TTL, margin: margin,
-		interval: time.Duration(float64(o.TTL) * c.renewFraction), lastSent: sent, expiresAt: g.ExpiresAt}
+		interval: time.Duration(float64(o.TTL) * c.renewFraction), lastSent: sent, expiresAt: g.ExpiresAt,
+		asked: make(chan struct{}), onAsk: o.OnHandover, slot: g.Slot}
 	// The lease context outlives the acquire's context (which often bounds only the asking),
 	// keeping its values.
 	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
@@ -322,9 +436,19 @@ func (c *Client) hold(ctx context.Context, g Grant, sent time.Time, o AcquireOpt
 			return nil, fmt.Errorf("acquire %q: granted, but the answer came too late to rely on it and renewing failed: %w", g.Name, err)
 		}
 		l.lastSent, l.expiresAt = resent, r.ExpiresAt
+		g.ServerEpoch, g.ExtendedByRestart = r.ServerEpoch, r.ExtendedByRestart
+	}
+	var sessSent, sessDeadline time.Time
+	if s := o.session; s != nil {
+		sessSent, sessDeadline = s.reckoning() // before l.mu: a session's renewal takes its lock, then its leases'
 	}
 	l.mu.Lock()
+	l.noteServerLocked(g)
 	l.deadline = l.lastSent.Add(o.TTL - margin)
+	if o.session != nil {
+		// The lease expires with its session: it may be relied on only as long as the session.
+		l.sess, l.lastSent, l.deadline = o.session, sessSent, sessDeadline
+	}
 	l.armLocked()
 	l.mu.Unlock()
 	// No work runs under a lease nobody has received yet: one granted as the client closes is
@@ -334,11 +458,16 @@ func (c *Client) hold(ctx context.Context, g Grant, sent time.Time, o AcquireOpt
 		return nil, fmt.Errorf("acquire %q: %w", g.Name, ErrClosed)
 	}
 	l.stopClose = context.AfterFunc(c.closeCtx, func() { l.end(ErrClosed) })
+	follow := !o.DisableWatch && o.session != nil // its session keeps it alive
 	if !o.DisableKeepAlive {
 		// Closed meanwhile: the lease context has ended with ErrClosed, and nothing runs.
-		if l.spawn(l.keepalive) == nil && !o.DisableWatch {
-			_ = l.spawn(l.follow)
-		}
+		follow = l.spawn(l.keepalive) == nil && !o.DisableWatch
+	}
+	if follow {
+		_ = l.spawn(l.follow)
+	}
+	if o.session != nil {
+		o.session.add(l)
 	}
 	return l, nil
 }
@@ -382,10 +511,14 @@ func (l *Lease) checkDeadline() {
 
 // Renew renews the lease once. On success the deadline moves to the time this renewal was
 // sent plus the ttl minus the margin; a refusal ends the context at once and is ErrLeaseLost.
-// The keepalive calls it; call it yourself only with DisableKeepAlive.
+// The keepalive calls it; call it yourself only with DisableKeepAlive. A lease held under a
+// Session renews its session (and so every lease under it).
 func (l *Lease) Renew(ctx context.Context) error {
 	if err := context.Cause(l.ctx); err != nil {
 		return fmt.Errorf("renew %q: %w", l.name, err)
+	}
+	if l.sess != nil {
+		return l.sess.Renew(ctx)
 	}
 	sent := l.c.clock.Now()
 	g, err := l.c.Renew(ctx, l.name, l.id, 0)
@@ -399,12 +532,22 @@ func (l *Lease) Renew(ctx context.Context) error {
 		}
 		return err
 	}
+	if err := l.renewed(g, sent); err != nil {
+		return err
+	}
+	l.noteHandover(g.Handover)
+	return nil
+}
+
+// renewed moves the deadline after a renewal sent at sent was answered g.
+func (l *Lease) renewed(g Grant, sent time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ctx.Err() != nil {
 		return fmt.Errorf("renew %q: renewed, but the lease context had already ended: %w", l.name, context.Cause(l.ctx))
 	}
 	l.expiresAt = g.ExpiresAt
+	l.noteServerLocked(g)
 	if sent.After(l.lastSent) {
 		l.lastSent = sent
 		l.deadline = sent.Add(l.ttl - l.margin)
@@ -443,29 +586,39 @@ func (l *Lease) end(cause error) {
 // keepalive renews at the renew fraction of the ttl; failed renewals are retried with
 // jittered pauses until one succeeds, the server refuses, or the context ends at its deadline.
 func (l *Lease) keepalive() {
-	clk := l.c.clock
-	for {
+	renewLoop(l.ctx, l.c.clock, l.interval, func() time.Time {
 		l.mu.Lock()
-		next := l.lastSent.Add(l.interval)
-		l.mu.Unlock()
-		if sleep(l.ctx, clk, next.Sub(clk.Now())) != nil {
+		defer l.mu.Unlock()
+		return l.lastSent
+	}, l.Renew, func(err error, pause time.Duration) {
+		l.c.log.Warn("lease renewal failed; retrying", "name", l.name, "token", l.token, "err", err, "retry_in", pause)
+	})
+}
+
+// renewLoop renews, by renew, interval after each last successful renewal was sent (last);
+// failed renewals are retried with jittered pauses (reported to warn) until one succeeds or
+// ctx ends.
+func renewLoop(ctx context.Context, clk Clock, interval time.Duration, last func() time.Time, renew func(context.Context) error,
+	warn func(error, time.Duration)) {
+	for {
+		if sleep(ctx, clk, last().Add(interval).Sub(clk.Now())) != nil {
 			return
 		}
 		for {
 			// One attempt may not eat the time left for the next ones.
-			actx, cancel := context.WithTimeout(l.ctx, max(l.interval, 100*time.Millisecond))
-			err := l.Renew(actx)
+			actx, cancel := context.WithTimeout(ctx, max(interval, 100*time.Millisecond))
+			err := renew(actx)
 			cancel()
-			if err == nil || l.ctx.Err() != nil {
+			if err == nil || ctx.Err() != nil {
 				break
 			}
-			pause := jitter(max(l.interval/4, 10*time.Millisecond))
-			l.c.log.Warn("lease renewal failed; retrying", "name", l.name, "token", l.token, "err", err, "retry_in", pause)
-			if sleep(l.ctx, clk, pause) != nil {
+			pause := jitter(max(interval/4, 10*time.Millisecond))
+			warn(err, pause)
+			if sleep(ctx, clk, pause) != nil {
 				return
 			}
 		}
-		if l.ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return
 		}
 	}
@@ -501,6 +654,8 @@ func (l *Lease) follow() {
 			return lost(fmt.Sprintf("was %s (seen on the watch stream)", e.Type))
 		case e.Type == "acquired" && e.Token > l.token:
 			return lost(fmt.Sprintf("was superseded by token %d (seen on the watch stream)", e.Token))
+		case e.Type == "handover_requested":
+			l.noteHandover(e.Handover)
 		}
 		return nil
 	})

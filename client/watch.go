@@ -30,6 +30,8 @@ type Event struct {
 	Metadata  map[string]any
 	// Resource is the resource that refused a write, for "rejected".
 	Resource string
+	// Handover is the request, for "handover_requested".
+	Handover *HandoverRequest
 }
 
 func eventOf(e wire.Event) Event {
@@ -37,6 +39,9 @@ func eventOf(e wire.Event) Event {
 		ExpiresAt: deref(e.ExpiresAt).Time, Resource: deref(e.Resource)}
 	if e.Metadata != nil {
 		out.Metadata = *e.Metadata
+	}
+	if h := e.Handover; h != nil && out.Type == string(wire.EventTypeHandoverRequested) {
+		out.Handover = &HandoverRequest{Name: e.Name, Token: e.Token, To: deref(h.To), Reason: deref(h.Reason), By: deref(e.Actor), At: e.At.Time}
 	}
 	return out
 }

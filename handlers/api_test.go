@@ -20,7 +20,7 @@ func TestAcquireLease(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		e := newEnv(t)
 		md := api.Metadata{"addr": "10.0.0.7:9000"}
-		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", nil, api.AcquireRequest{Holder: "w1", TtlMs: 15000, Metadata: &md})
+		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", nil, api.AcquireRequest{Holder: "w1", TtlMs: ptr(int64(15000)), Metadata: &md})
 		if err != nil || r.JSON200 == nil {
 			t.Fatalf("AcquireLease() = %v, %v; want 200", status(r), err)
 		}
@@ -32,7 +32,8 @@ func TestAcquireLease(t *testing.T) {
 			t.Fatalf("lease_id = %v, want a %s… secret", l.LeaseId, lease.IDPrefix)
 		}
 		want := api.Lease{Name: "job", Holder: "w1", LeaseId: l.LeaseId, Token: t0.UnixMicro(), TtlMs: 15000,
-			AcquiredAt: wiretime.From(t0), RenewedAt: wiretime.From(t0), ExpiresAt: wiretime.From(t0.Add(15 * time.Second)), Metadata: &md}
+			AcquiredAt: wiretime.From(t0), RenewedAt: wiretime.From(t0), ExpiresAt: wiretime.From(t0.Add(15 * time.Second)), Metadata: &md,
+			ServerEpoch: l.ServerEpoch}
 		if diff := cmp.Diff(want, l); diff != "" {
 			t.Errorf("AcquireLease() mismatch (-want +got):\n%s", diff)
 		}
@@ -41,7 +42,7 @@ func TestAcquireLease(t *testing.T) {
 		e := newEnv(t)
 		first := e.acquire("job", "w1", 10*time.Second)
 		e.clock.Advance(2500 * time.Millisecond)
-		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", nil, api.AcquireRequest{Holder: "w2", TtlMs: 10000})
+		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", nil, api.AcquireRequest{Holder: "w2", TtlMs: ptr(int64(10000))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -58,7 +59,7 @@ func TestAcquireLease(t *testing.T) {
 	})
 	t.Run("ErrInvalid", func(t *testing.T) {
 		e := newEnv(t)
-		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", nil, api.AcquireRequest{Holder: "w1", TtlMs: 5})
+		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", nil, api.AcquireRequest{Holder: "w1", TtlMs: ptr(int64(5))})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -80,7 +81,7 @@ func TestAcquireLease(t *testing.T) {
 
 func TestIdempotencyKey(t *testing.T) {
 	e := newEnv(t)
-	body := api.AcquireRequest{Holder: "w1", TtlMs: 10000}
+	body := api.AcquireRequest{Holder: "w1", TtlMs: ptr(int64(10000))}
 	key := &api.AcquireLeaseParams{IdempotencyKey: ptr("retry-1-0123456789abcdef")}
 	first, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", key, body)
 	if err != nil || first.JSON200 == nil {
@@ -100,7 +101,7 @@ func TestIdempotencyKey(t *testing.T) {
 		}
 	})
 	t.Run("ErrInvalidOtherRequest", func(t *testing.T) {
-		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", key, api.AcquireRequest{Holder: "w2", TtlMs: 10000})
+		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", key, api.AcquireRequest{Holder: "w2", TtlMs: ptr(int64(10000))})
 		if err != nil {
 			t.Fatal(err)
 		}

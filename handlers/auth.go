@@ -379,6 +379,10 @@ var rules = map[string]rule{
 	"renewLease":      {right: auth.Write, names: named(func(r api.RenewLeaseRequestObject) []string { return []string{r.Name} })},
 	"releaseLease":    {right: auth.Write, names: named(func(r api.ReleaseLeaseRequestObject) []string { return []string{r.Name} })},
 	"revokeLease":     {right: auth.Manage},
+	"openSession":     {right: auth.Write},
+	"renewSession":    {right: auth.Write},
+	"closeSession":    {right: auth.Write},
+	"requestHandover": {right: auth.Write, names: named(func(r api.RequestHandoverRequestObject) []string { return []string{r.Name} })},
 	"listResources":   {right: auth.Read},
 	"getResource":     {right: auth.Read, names: named(func(r api.GetResourceRequestObject) []string { return []string{r.Resource} })},
 	"putResource": {right: auth.Write, names: named(func(r api.PutResourceRequestObject) []string {

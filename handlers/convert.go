@@ -30,14 +30,40 @@ func wireMetadata(raw json.RawMessage) *api.Metadata {
 	return &m
 }
 
-func wireLease(l lease.Lease) api.Lease {
+// wireLease is a grant or renewal answer of the server started as epoch.
+func wireLease(l lease.Lease, epoch string) api.Lease {
 	out := api.Lease{
 		Name: l.Name, Holder: l.Holder, Token: l.Token, TtlMs: l.TTL.Milliseconds(),
 		AcquiredAt: wireTime(l.AcquiredAt), RenewedAt: wireTime(l.RenewedAt), ExpiresAt: wireTime(l.ExpiresAt),
-		LockDelayMs: l.LockDelay.Milliseconds(), Metadata: wireMetadata(l.Metadata),
+		LockDelayMs: l.LockDelay.Milliseconds(), Metadata: wireMetadata(l.Metadata), ServerEpoch: ptr(epoch),
 	}
 	if l.ID != "" {
 		out.LeaseId = ptr(l.ID)
+	}
+	if ms := l.ExtendedByRestart.Milliseconds(); ms > 0 {
+		out.ExtendedByRestartMs = ptr(ms)
+	}
+	if l.Handover != nil {
+		out.HandoverRequested = ptr(wireHandover(*l.Handover))
+	}
+	if l.Session != "" {
+		out.Session = ptr(l.Session)
+	}
+	if l.Limit > 0 {
+		out.Limit, out.Slot = ptr(l.Limit), ptr(l.Slot)
+	}
+	return out
+}
+
+func wireHandover(h lease.Handover) api.Handover {
+	out := api.Handover{Name: h.Name, Holder: h.Holder, Token: h.Token, RequestedAt: wireTime(h.At)}
+	for _, f := range []struct {
+		dst **string
+		v   string
+	}{{&out.To, h.To}, {&out.Reason, h.Reason}, {&out.RequestedBy, h.By}} {
+		if f.v != "" {
+			*f.dst = ptr(f.v)
+		}
 	}
 	return out
 }
@@ -52,6 +78,14 @@ func wireState(st lease.State) api.LeaseState {
 	if st.End != "" {
 		out.End = ptr(api.LeaseStateEnd(st.End))
 	}
+	if st.Limit > 0 {
+		out.Limit = ptr(st.Limit)
+		slots := make([]api.LeaseState, 0, len(st.Slots))
+		for _, sl := range st.Slots {
+			slots = append(slots, wireState(sl))
+		}
+		out.Slots = &slots
+	}
 	return out
 }
 
@@ -65,6 +99,18 @@ func wireEvent(e lease.Event) api.Event {
 	}
 	if e.Actor != "" {
 		out.Actor = ptr(e.Actor)
+	}
+	if e.Session != "" {
+		out.Session = ptr(e.Session)
+	}
+	if h := e.Handover; h != nil {
+		out.Handover = &api.HandoverRequest{}
+		if h.To != "" {
+			out.Handover.To = ptr(h.To)
+		}
+		if h.Reason != "" {
+			out.Handover.Reason = ptr(h.Reason)
+		}
 	}
 	return out
 }

@@ -53,6 +53,9 @@ type Config struct {
 	MaxBody int64
 	// Auth configures API keys; its zero value requires one on every non-public request.
 	Auth AuthConfig
+	// Epoch names this start of the server (see lease.NewEpoch); every grant and renewal
+	// answer carries it as server_epoch. Empty means a fresh one.
+	Epoch string
 	// BodyTimeout bounds the time a request's body takes to arrive, counted from the end of
 	// its headers; a body still incomplete then is answered 408. 0 means 30 s.
 	BodyTimeout time.Duration
@@ -71,6 +74,7 @@ type server struct {
 	metrics  *Metrics
 	hub      *watch.Hub
 	auth     *authn
+	epoch    string
 }
 
 var _ api.StrictServerInterface = (*server)(nil)
@@ -97,8 +101,11 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Acquirer == nil {
 		cfg.Acquirer = noLine{cfg.Store}
 	}
+	if cfg.Epoch == "" {
+		cfg.Epoch = lease.NewEpoch()
+	}
 	s := &server{store: cfg.Store, acquirer: cfg.Acquirer, clock: cfg.Clock, limits: cfg.Limits, log: cfg.Logger, metrics: cfg.Metrics, hub: cfg.Hub,
-		auth: newAuthn(cfg.Auth, cfg.Store, cfg.Clock)}
+		auth: newAuthn(cfg.Auth, cfg.Store, cfg.Clock), epoch: cfg.Epoch}
 
 	sameOrigin, err := s.sameOrigin(origins)
 	if err != nil {

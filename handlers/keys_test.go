@@ -117,7 +117,7 @@ func TestIdempotencyKeyBelongsToItsCaller(t *testing.T) {
 }
 
 // TestSecretsAtRest reads the database files and finds no API key, lease_id, idempotency key
-// or dashboard session in plain text (nor their plain SHA-256 for idempotency keys).
+// dashboard session or lease session ID in plain text (nor their plain SHA-256 for idempotency keys).
 func TestSecretsAtRest(t *testing.T) {
 	dir := t.TempDir()
 	s := newDashServerAt(t, filepath.Join(dir, "lk.db"))
@@ -131,13 +131,20 @@ func TestSecretsAtRest(t *testing.T) {
 	var l api.Lease
 	json.Unmarshal([]byte(body), &l)
 	other := s.acquire("other", "w", time.Minute, "")
+	resp, body = s.do("POST", "/v1/sessions", strings.NewReader(`{"holder":"w","ttl_ms":60000}`),
+		map[string]string{"Content-Type": "application/json"})
+	var held api.Session
+	if err := json.Unmarshal([]byte(body), &held); resp.StatusCode != http.StatusCreated || err != nil || held.SessionId == nil {
+		t.Fatalf("open session = %d %s", resp.StatusCode, body)
+	}
 	b := newBrowser(t, s)
 	b.signIn(reader, "/")
 	if b.cookie == nil {
 		t.Fatal("no session")
 	}
 	secrets := map[string]string{"admin key": s.key, "reader key": reader, "lease_id": *l.LeaseId,
-		"second lease_id": other.LeaseID, "idempotency key": idem, "session": b.cookie.Value}
+		"second lease_id": other.LeaseID, "idempotency key": idem, "session": b.cookie.Value,
+		"lease session ID": *held.SessionId}
 	var all []byte
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		f, err := os.ReadFile(filepath.Join(dir, "lk.db"+suffix))

@@ -42,7 +42,7 @@ func (s *server) AcquireLease(ctx context.Context, req api.AcquireLeaseRequestOb
 		}
 		if err == nil {
 			s.metrics.op("acquire", nil)
-			return api.AcquireLease200JSONResponse{Body: wireLease(l), Headers: api.AcquireLease200ResponseHeaders{FencingToken: l.Token}}, nil
+			return api.AcquireLease200JSONResponse{Body: wireLease(l, s.epoch), Headers: api.AcquireLease200ResponseHeaders{FencingToken: l.Token}}, nil
 		}
 	}
 	s.metrics.op("acquire", err)
@@ -62,11 +62,19 @@ func (s *server) acquireParams(req api.AcquireLeaseRequestObject) (store.Acquire
 	if b == nil {
 		return store.AcquireParams{}, 0, lease.Errorf(lease.CodeInvalid, "the body is required")
 	}
-	// Range-check the raw milliseconds before any arithmetic: a huge value would wrap around
-	// into the allowed range once multiplied into a time.Duration.
-	ttl, err := lease.Millis("ttl_ms", b.TtlMs)
-	if err != nil {
-		return store.AcquireParams{}, 0, err
+	var ttl time.Duration
+	switch {
+	case b.SessionId != nil && b.TtlMs != nil:
+		return store.AcquireParams{}, 0, lease.Errorf(lease.CodeInvalid, "give ttl_ms or session_id, not both: a lease under a session lasts as long as the session")
+	case b.SessionId == nil && b.TtlMs == nil:
+		return store.AcquireParams{}, 0, lease.Errorf(lease.CodeInvalid, "ttl_ms is required (or session_id, to acquire under a session)")
+	case b.TtlMs != nil:
+		// Range-check the raw milliseconds before any arithmetic: a huge value would wrap
+		// around into the allowed range once multiplied into a time.Duration.
+		var err error
+		if ttl, err = lease.Millis("ttl_ms", *b.TtlMs); err != nil {
+			return store.AcquireParams{}, 0, err
+		}
 	}
 	wait, err := lease.Millis("wait_ms", deref(b.WaitMs))
 	if err != nil {
@@ -76,14 +84,19 @@ func (s *server) acquireParams(req api.AcquireLeaseRequestObject) (store.Acquire
 	if err != nil {
 		return store.AcquireParams{}, 0, err
 	}
-	p := store.AcquireParams{Name: req.Name, Holder: b.Holder, TTL: ttl, LockDelay: delay, IdempotencyKey: deref(req.Params.IdempotencyKey)}
+	p := store.AcquireParams{Name: req.Name, Holder: b.Holder, TTL: ttl, LockDelay: delay, IdempotencyKey: deref(req.Params.IdempotencyKey),
+		SessionID: deref(b.SessionId), Limit: deref(b.Limit)}
 	md, err := metadataParam(b.Metadata)
 	if err != nil {
 		return p, 0, err
 	}
 	p.Metadata = md
+	ttlErr := s.limits.ValidateTTL(p.TTL)
+	if p.SessionID != "" {
+		ttlErr = nil // the session's
+	}
 	for _, err := range []error{
-		lease.ValidateName(p.Name), lease.ValidateHolder(p.Holder), s.limits.ValidateTTL(p.TTL),
+		lease.ValidateName(p.Name), lease.ValidateHolder(p.Holder), ttlErr, lease.ValidateLimit(p.Limit),
 		s.limits.ValidateWait(wait), s.limits.ValidateLockDelay(p.LockDelay),
 	} {
 		if err != nil {
@@ -127,7 +140,7 @@ func (s *server) RenewLease(ctx context.Context, req api.RenewLeaseRequestObject
 	if err != nil {
 		return problemAs[api.RenewLeasedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
-	return api.RenewLease200JSONResponse{Body: wireLease(l), Headers: api.RenewLease200ResponseHeaders{FencingToken: l.Token}}, nil
+	return api.RenewLease200JSONResponse{Body: wireLease(l, s.epoch), Headers: api.RenewLease200ResponseHeaders{FencingToken: l.Token}}, nil
 }
 
 func (s *server) renew(ctx context.Context, req api.RenewLeaseRequestObject) (lease.Lease, error) {
@@ -244,3 +257,24 @@ func (n noLine) Acquire(ctx context.Context, p store.AcquireParams, wait time.Du
 }
 
 func (noLine) Waiters(string) int { return 0 }
+
+// RequestHandover asks the current holder of a lease to let it go.
+func (s *server) RequestHandover(ctx context.Context, req api.RequestHandoverRequestObject) (api.RequestHandoverResponseObject, error) {
+	err := lease.ValidateName(req.Name)
+	if err == nil && req.Body == nil {
+		err = lease.Errorf(lease.CodeInvalid, "the body is required")
+	}
+	var h lease.Handover
+	if err == nil {
+		h = lease.Handover{To: deref(req.Body.To), Reason: deref(req.Body.Reason), By: principalOf(ctx).Actor()}
+		err = lease.ValidateHandover(h.To, h.Reason)
+	}
+	if err == nil {
+		h, err = s.store.RequestHandover(ctx, req.Name, h)
+	}
+	s.metrics.op("handover", err)
+	if err != nil {
+		return problemAs[api.RequestHandoverdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
+	}
+	return api.RequestHandover202JSONResponse(wireHandover(h)), nil
+}

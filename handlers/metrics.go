@@ -40,7 +40,7 @@ func NewMetrics(reg prometheus.Registerer, held heldCounter) *Metrics {
 	m := &Metrics{
 		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasekeeper_lease_operations_total",
-			Help: "Lease operations by op (acquire, renew, release, revoke) and outcome (ok or an error code).",
+			Help: "Lease operations by op (acquire, renew, release, revoke, handover) and outcome (ok or an error code).",
 		}, []string{"op", "outcome"}),
 		expirations: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "leasekeeper_lease_expirations_total",

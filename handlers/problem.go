@@ -37,6 +37,9 @@ var statusOf = map[lease.Code]int{
 	lease.CodeUnauthenticated:    http.StatusUnauthorized,
 	lease.CodeRateLimited:        http.StatusTooManyRequests,
 	lease.CodeTooManyLeases:      http.StatusTooManyRequests,
+	lease.CodeNotHeld:            http.StatusConflict,
+	lease.CodeSessionLost:        http.StatusConflict,
+	lease.CodeLimitMismatch:      http.StatusConflict,
 
 	lease.CodeWaitingUnsupported: http.StatusBadRequest,
 }

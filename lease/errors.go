@@ -30,6 +30,13 @@ const (
 	CodeRateLimited        Code = "rate_limited"
 	CodeTooManyLeases      Code = "too_many_leases"
 	CodeInternal           Code = "internal"
+	// CodeNotHeld refuses a handover request for a name nobody holds now.
+	CodeNotHeld Code = "not_held"
+	// CodeSessionLost refuses an act under a session that expired or was closed.
+	CodeSessionLost Code = "session_lost"
+	// CodeLimitMismatch refuses an acquire whose limit differs from the one the name is held
+	// with (a semaphore's, or none for a plain lease).
+	CodeLimitMismatch Code = "limit_mismatch"
 
 	// CodeWaitingUnsupported refuses wait_ms on a server without a waiting line: the client
 	// waits on its side instead, asking again without wait_ms.

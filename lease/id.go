@@ -18,6 +18,17 @@ func NewID() string {
 	return IDPrefix + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+// EpochPrefix starts every server epoch.
+const EpochPrefix = "ep_"
+
+// NewEpoch returns a fresh server epoch: 64 random bits that name one start of a server
+// process, so that a holder can tell that the server answering it has restarted.
+func NewEpoch() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return EpochPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
 // NewSalt returns 16 random bytes.
 func NewSalt() []byte {
 	b := make([]byte, 16)

@@ -18,6 +18,18 @@ type Lease struct {
 	ExpiresAt  time.Time
 	LockDelay  time.Duration
 	Metadata   json.RawMessage
+	// ExtendedByRestart is how much the server's restarts added to this grant's expiry beyond
+	// what its holder was last told (invariant 5, conservative restart), in total; zero for a
+	// grant no restart stretched.
+	ExtendedByRestart time.Duration
+	// Handover is the request that the holder let this grant go, if one was made.
+	Handover *Handover
+	// Session is the Ref of the session the lease is held under ("" for none): it expires
+	// with the session and is renewed by renewing the session.
+	Session string
+	// Limit is the semaphore's limit for a slot of one (0 for a plain lease), Slot its index;
+	// Name is then the semaphore's name.
+	Limit, Slot int
 }
 
 // End says how a lease ended.
@@ -47,6 +59,11 @@ type State struct {
 	AvailableAt time.Time // when the name may be granted again
 	Metadata    json.RawMessage
 	Waiters     int
+	// Limit is a semaphore's limit (0 for a plain lease), Slots the state of each of its slots
+	// used so far; the fields above then sum them up: Held while any slot is, Token the
+	// highest.
+	Limit int
+	Slots []State
 }
 
 // EventType is the kind of an event in a name's history.
@@ -61,6 +78,9 @@ const (
 	EventExpired  EventType = "expired"
 	EventRevoked  EventType = "revoked"
 	EventRejected EventType = "rejected"
+	// EventHandoverRequested asks the holder of Token to let it go (Event.Handover says to
+	// whom and why; Actor who asked).
+	EventHandoverRequested EventType = "handover_requested"
 
 	// Audit events of admin actions on API keys; their Name is empty and Actor says who.
 	EventKeyCreated EventType = "key_created"
@@ -84,6 +104,8 @@ type Event struct {
 	// gap before every successor, not only the latest grant's.
 	LockDelay time.Duration
 	Metadata  json.RawMessage
-	Resource  string // for rejected
-	Actor     string // who did it, for admin actions: "label (key id)"
+	Resource  string    // for rejected
+	Actor     string    // who did it, for admin actions: "label (key id)"
+	Handover  *Handover // for handover_requested: To and Reason
+	Session   string    // the Ref of the session a lease was held under, for its end
 }

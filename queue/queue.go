@@ -67,6 +67,9 @@ type Line struct {
 	mu    sync.Mutex
 	lines map[string]*list.List // of *waiter, oldest first
 	total int
+	// next holds, by name, the holder a handover request named for the current grant: when
+	// that grant ends, a waiter of that holder goes first.
+	next map[string]preferred
 
 	closed chan struct{} // closed by Close: every waiter gives up
 	once   sync.Once
@@ -79,6 +82,12 @@ type waiter struct {
 	since  time.Time
 }
 
+// preferred is the holder a handover request of grant token named.
+type preferred struct {
+	token  int64
+	holder string
+}
+
 // Waiting is one request in a name's line, for people to see who waits and since when.
 type Waiting struct {
 	Holder string
@@ -87,7 +96,7 @@ type Waiting struct {
 
 // New returns an empty line. On a SharedStore, the line is the store's, shared by every server.
 func New(st Store, clock lease.Clock, limits Limits) *Line {
-	l := &Line{store: st, clock: clock, limits: limits, lines: map[string]*list.List{}, closed: make(chan struct{})}
+	l := &Line{store: st, clock: clock, limits: limits, lines: map[string]*list.List{}, next: map[string]preferred{}, closed: make(chan struct{})}
 	l.shared, _ = st.(SharedStore)
 	return l
 }
@@ -137,14 +146,46 @@ func (l *Line) Total() int {
 }
 
 // ObserveEvents wakes the oldest waiter of every name whose lease just ended; wire it to the
-// store's commit hook. It never blocks.
+// store's commit hook. It never blocks. A handover request that named a holder puts that
+// holder's oldest waiter first when the grant it asked about ends.
 func (l *Line) ObserveEvents(evs []lease.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, e := range evs {
 		switch e.Type {
+		case lease.EventHandoverRequested:
+			if e.Handover != nil && e.Handover.To != "" {
+				l.next[e.Name] = preferred{token: e.Token, holder: e.Handover.To}
+			} else {
+				delete(l.next, e.Name)
+			}
 		case lease.EventReleased, lease.EventExpired, lease.EventRevoked:
-			l.wakeHead(e.Name)
+			if p, ok := l.next[e.Name]; ok && p.token == e.Token {
+				delete(l.next, e.Name)
+				l.promote(e.Name, p.holder)
+			}
+			// A freed slot of a semaphore wakes the line of the semaphore, one line for all
+			// its slots: the head takes whichever slot is free.
+			name, _, _ := lease.SlotOf(e.Name)
+			l.wakeHead(name)
+		case lease.EventAcquired:
+			if p, ok := l.next[e.Name]; ok && p.token < e.Token {
+				delete(l.next, e.Name) // the grant asked about ended unseen
+			}
+		}
+	}
+}
+
+// promote moves the oldest waiter of holder for name to the head of its line. l.mu is held.
+func (l *Line) promote(name, holder string) {
+	q := l.lines[name]
+	if q == nil {
+		return
+	}
+	for el := q.Front(); el != nil; el = el.Next() {
+		if el.Value.(*waiter).holder == holder {
+			q.MoveToFront(el)
+			return
 		}
 	}
 }

@@ -65,6 +65,22 @@ type result struct {
 	err error
 }
 
+// lineUp puts n waiters for name in line, in order, holders w0, w1, …, each waiting a minute.
+// Every waiter answers on the one channel returned, so that a grant out of order shows at
+// once instead of leaving the test waiting for the waiter that should have been served.
+func (f *fixture) lineUp(t *testing.T, name string, n int) chan result {
+	t.Helper()
+	granted := make(chan result, n)
+	for i := range n {
+		go func() {
+			l, err := f.line.Acquire(context.Background(), params(name, fmt.Sprintf("w%d", i), time.Minute), time.Minute)
+			granted <- result{l, err}
+		}()
+		waitFor(t, fmt.Sprintf("waiter %d in line", i), func() bool { return f.line.Waiters(name) == i+1 })
+	}
+	return granted
+}
+
 func TestFIFOOrderOfThreeWaiters(t *testing.T) {
 	f := newFixture(t, lease.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), queue.DefaultLimits())
 	ctx := context.Background()
@@ -72,16 +88,7 @@ func TestFIFOOrderOfThreeWaiters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every waiter answers on one channel, so that a grant out of order shows at once instead
-	// of leaving the test waiting for the waiter that should have been served.
-	granted := make(chan result, 3)
-	for i := range 3 {
-		go func() {
-			l, err := f.line.Acquire(ctx, params("job", fmt.Sprintf("w%d", i), time.Minute), time.Minute)
-			granted <- result{l, err}
-		}()
-		waitFor(t, fmt.Sprintf("waiter %d in line", i), func() bool { return f.line.Waiters("job") == i+1 })
-	}
+	granted := f.lineUp(t, "job", 3)
 	var holders []string
 	for _, w := range f.line.Line("job") {
 		holders = append(holders, w.Holder)
@@ -231,5 +238,64 @@ func TestLockDelayEndsWaitWithoutEvent(t *testing.T) {
 	}
 	if avail := held.ExpiresAt.Add(p.LockDelay); got.AcquiredAt.Before(avail) {
 		t.Errorf("granted at %v, inside the lock delay ending %v", got.AcquiredAt, avail)
+	}
+}
+
+// TestHandoverTargetGoesFirst: with three waiting, a handover request naming the last of them
+// has it granted first when the holder releases; the others keep their order. A request
+// without a target, or naming nobody in line, changes no order.
+func TestHandoverTargetGoesFirst(t *testing.T) {
+	f := newFixture(t, lease.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), queue.DefaultLimits())
+	ctx := context.Background()
+	prev, err := f.line.Acquire(ctx, params("job", "holder", time.Minute), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := f.lineUp(t, "job", 3)
+	for i, step := range []struct{ to, want string }{{"w2", "w2"}, {"", "w0"}, {"nobody", "w1"}} {
+		if _, err := f.st.RequestHandover(ctx, "job", lease.Handover{To: step.to}); err != nil {
+			t.Fatalf("RequestHandover(to %q) = %v", step.to, err)
+		}
+		if err := f.st.Release(ctx, "job", prev.ID); err != nil {
+			t.Fatalf("Release(%s) = %v", prev.Holder, err)
+		}
+		r := testwait.Receive(t, granted, 5*time.Second)
+		if r.err != nil || r.l.Holder != step.want {
+			t.Fatalf("grant %d after a handover to %q = %+v, %v; want %s", i, step.to, r.l, r.err, step.want)
+		}
+		prev = r.l
+	}
+}
+
+// TestSemaphoreWaiterGetsFreedSlot: with every slot of a semaphore held, a waiter is woken by
+// the release of any slot and granted that slot; a plain waiter's line is the same line.
+func TestSemaphoreWaiterGetsFreedSlot(t *testing.T) {
+	f := newFixture(t, lease.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), queue.DefaultLimits())
+	ctx := context.Background()
+	slot := func(holder string) store.AcquireParams {
+		p := params("pool", holder, time.Minute)
+		p.Limit = 2
+		return p
+	}
+	var held []lease.Lease
+	for _, h := range []string{"a", "b"} {
+		l, err := f.line.Acquire(ctx, slot(h), 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	granted := make(chan result, 1)
+	go func() {
+		l, err := f.line.Acquire(ctx, slot("c"), time.Minute)
+		granted <- result{l, err}
+	}()
+	waitFor(t, "c in line", func() bool { return f.line.Waiters("pool") == 1 })
+	if err := f.st.Release(ctx, "pool", held[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	r := testwait.Receive(t, granted, 5*time.Second)
+	if r.err != nil || r.l.Slot != 1 || r.l.Token <= held[1].Token {
+		t.Fatalf("waiter = %+v, %v; want slot 1 with a higher token", r.l, r.err)
 	}
 }

@@ -84,6 +84,8 @@ type Config struct {
 	BodyTimeout time.Duration
 	// CORSOrigins are the browser origins whose pages may call the API (handlers.Config).
 	CORSOrigins []string
+	// Epoch names this start of the server (handlers.Config); empty means a fresh one.
+	Epoch string
 }
 
 // Service is an assembled server.
@@ -140,7 +142,7 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 	)
 	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: cfg.Limits, Registry: cfg.Registry,
 		Metrics: metrics, Logger: cfg.Logger, Acquirer: s.Line, Hub: s.Hub, Spec: leasekeeper.OpenAPI(), Version: cfg.Version,
-		BodyTimeout: cfg.BodyTimeout, Auth: cfg.Auth, CORSOrigins: cfg.CORSOrigins})
+		BodyTimeout: cfg.BodyTimeout, Auth: cfg.Auth, CORSOrigins: cfg.CORSOrigins, Epoch: cfg.Epoch})
 	if err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/json"
 	"strconv"
 	"time"
 
@@ -74,5 +75,47 @@ func Fingerprint(p AcquireParams) []byte {
 		h.Write([]byte(s))
 	}
 	binary.Write(h, binary.BigEndian, [2]int64{p.TTL.Milliseconds(), p.LockDelay.Milliseconds()})
+	if p.SessionID != "" {
+		h.Write(lease.HashID(p.SessionID))
+	}
+	if p.Limit > 0 {
+		binary.Write(h, binary.BigEndian, int64(p.Limit))
+	}
 	return h.Sum(nil)
+}
+
+// EventDetail is the stored form of what an event carries beyond its columns (a handover's
+// target and reason), nil when it carries nothing.
+func EventDetail(e lease.Event) *string {
+	d := eventDetail{Session: e.Session}
+	if e.Handover != nil {
+		d.To, d.Reason = e.Handover.To, e.Handover.Reason
+	}
+	if d == (eventDetail{}) {
+		return nil
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return nil // two strings always encode
+	}
+	s := string(b)
+	return &s
+}
+
+// SetEventDetail fills e from the stored form EventDetail made; nil or unreadable sets nothing.
+func SetEventDetail(e *lease.Event, detail *string) {
+	var d eventDetail
+	if detail == nil || json.Unmarshal([]byte(*detail), &d) != nil {
+		return
+	}
+	e.Session = d.Session
+	if e.Type == lease.EventHandoverRequested {
+		e.Handover = &lease.Handover{Name: e.Name, Holder: e.Holder, Token: e.Token, To: d.To, Reason: d.Reason, By: e.Actor, At: e.At}
+	}
+}
+
+type eventDetail struct {
+	To      string `json:"to,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	Session string `json:"session,omitempty"`
 }

@@ -26,7 +26,8 @@ type Store interface {
 	Acquire(ctx context.Context, p AcquireParams) (lease.Lease, error)
 
 	// Renew extends the unexpired lease whose ID is id to now+ttl (ttl 0 keeps the lease's).
-	// Codes: lease_lost when id is not the current unexpired lease of name (invariant 6).
+	// Codes: lease_lost when id is not the current unexpired lease of name (invariant 6);
+	// invalid_request for a lease held under a session (renew the session).
 	// With metadata (a normalized JSON object) it also replaces the lease's metadata and the
 	// renewed event carries it (a leader proclaiming a new value); nil keeps it.
 	Renew(ctx context.Context, name, id string, ttl time.Duration, metadata json.RawMessage) (lease.Lease, error)
@@ -41,6 +42,30 @@ type Store interface {
 	// Codes: not_found for a name never used; lease_lost when token is not the current
 	// unexpired lease's.
 	Revoke(ctx context.Context, name string, token int64, actor string) error
+
+	// RequestHandover asks the holder of name's current lease to let it go: it records h (To,
+	// Reason, By) for that grant, with a handover_requested event, and answers it with the
+	// token and time set. The holder's renewals carry it until the grant ends; a repeat
+	// replaces it. Nothing ends the lease. Codes: not_found for a name never used, not_held
+	// when nobody holds it now.
+	RequestHandover(ctx context.Context, name string, h lease.Handover) (lease.Handover, error)
+
+	// OpenSession opens a session of p.Holder for p.TTL, storing only the hash of its new ID,
+	// which the answer alone carries.
+	OpenSession(ctx context.Context, p SessionParams) (lease.Session, error)
+
+	// RenewSession extends the session whose ID is id, and in the same transaction every
+	// lease held under it, to now+ttl (ttl 0 keeps the session's): a lease under a session
+	// expires with it (invariant S2). Codes: not_found (no such session), session_lost (it
+	// expired or was closed).
+	// Only the key that opened it may, or any key when by is "" (an admin): else forbidden.
+	RenewSession(ctx context.Context, id, by string, ttl time.Duration) (lease.Session, error)
+
+	// CloseSession closes the session whose ID is id and releases every lease held under it,
+	// all in one transaction (invariant S1). A repeat changes nothing. Codes: not_found,
+	// session_lost (it had expired: its leases expired with it).
+	// Only the key that opened it may, or any key when by is "": else forbidden.
+	CloseSession(ctx context.Context, id, by string) (lease.Session, error)
 
 	// Get returns the state of name. Codes: not_found for a name never used.
 	Get(ctx context.Context, name string) (lease.State, error)
@@ -158,6 +183,22 @@ type AcquireParams struct {
 	// too_many_leases when Owner already holds MaxHeld unexpired leases.
 	Owner   string
 	MaxHeld int
+	// Limit, when above 0, acquires one of Limit slots of the semaphore Name (lease.SlotName):
+	// the first free one. Codes: limit_mismatch when the name is held with another limit (or
+	// as a plain lease, or with a limit by a plain acquire), lease_held when every slot is.
+	Limit int
+	// SessionID, when set, acquires under that session instead of for TTL: the lease expires
+	// with the session. Codes: not_found (no such session), session_lost, forbidden (a session
+	// of another key than Owner, unless Owner is "").
+	SessionID string
+}
+
+// SessionParams is a validated request to open a session.
+type SessionParams struct {
+	Holder   string
+	TTL      time.Duration
+	Metadata json.RawMessage
+	Owner    string
 }
 
 // Session is a dashboard session: the key that signed in and when it was last used.

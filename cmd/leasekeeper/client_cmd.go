@@ -71,6 +71,8 @@ func clientCommand(ctx context.Context, name string, args []string, getenv func(
 		err = electCommand(ctx, cf, args, stdout, stderr)
 	case "keys":
 		err = keysCommand(ctx, cf, args, stdout)
+	case "handover":
+		err = handoverCommand(ctx, cf, args, stdout)
 	default:
 		err = &exitError{code: 2, err: fmt.Errorf("unknown client command %q", name)}
 	}
@@ -367,12 +369,36 @@ func releaseCommand(ctx context.Context, cf *clientFlags, args []string, getenv 
 	return nil
 }
 
-func getCommand(ctx context.Context, cf *clientFlags, args []string, stdout io.Writer) error {
-	name, err := cf.parse(args, new(string))
+// handoverCommand asks the holder of a lease to let it go (cooperative handover).
+func handoverCommand(ctx context.Context, cf *clientFlags, args []string, stdout io.Writer) error {
+	to := cf.fs.String("to", "", "the holder to grant next, if it waits in line")
+	reason := cf.fs.String("reason", "", "why, for the holder and the history")
+	name, c, err := cf.nameAndClient(args)
 	if err != nil {
 		return err
 	}
+	h, err := c.RequestHandover(ctx, name, *to, *reason)
+	if err != nil {
+		return cliError(err)
+	}
+	if cf.json {
+		return writeJSON(stdout, h)
+	}
+	return writeKV(stdout, [][2]string{{"name", h.Name}, {"token", fmt.Sprint(h.Token)}, {"to", h.To}, {"requested_at", fmtTime(h.At)}})
+}
+
+// nameAndClient parses a command's flags and its one lease name, and makes the client.
+func (cf *clientFlags) nameAndClient(args []string) (string, *client.Client, error) {
+	name, err := cf.parse(args, new(string))
+	if err != nil {
+		return "", nil, err
+	}
 	c, err := cf.client(nil)
+	return name, c, err
+}
+
+func getCommand(ctx context.Context, cf *clientFlags, args []string, stdout io.Writer) error {
+	name, c, err := cf.nameAndClient(args)
 	if err != nil {
 		return err
 	}

@@ -29,6 +29,9 @@ const exLeaseLost = 122
 
 // runCommand is `leasekeeper run`: CMD runs only while the lease is held.
 //
+// A handover request (leasekeeper handover NAME) reaches CMD as SIGTERM: the lease stays held
+// until CMD exits, and is then released, so the holder the request names is granted next.
+//
 // The lease renews itself and follows its name on the server's watch stream, so a revoke or
 // a successor's grant stops CMD within moments, not at the next renewal. CMD runs in its own
 // process group, so that stopping it on lease loss reaches every process it started; signals
@@ -43,6 +46,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	name := cf.fs.String("name", "", "the lease to hold while CMD runs (required)")
 	lf := addLeaseFlags(cf.fs, getenv, "lease duration; renewed at a third of it")
 	grace := duration(cf.fs, "grace", 10*time.Second, "after SIGTERM on lease loss, how long CMD has before SIGKILL")
+	limit := cf.fs.Int("limit", 0, "hold one of this many slots of the name, a semaphore (like consul lock -n); 0: a plain lease")
 	flagArgs, argv, found := splitDashDash(args)
 	if err := parseFlags(cf.fs, flagArgs, stdout, stderr); err != nil {
 		return err
@@ -57,7 +61,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	case *grace < 0:
 		return &exitError{code: 2, err: errors.New("run: --grace must not be negative")}
 	}
-	c, l, err := lf.acquire(ctx, cf, *name, stderr, nil)
+	c, l, err := lf.acquire(ctx, cf, *name, stderr, func(o *client.AcquireOptions) { o.Limit = *limit })
 	if err != nil {
 		if exitCode(err) == exTempFail {
 			return &exitError{code: exTempFail, err: fmt.Errorf("run: not starting %s: %w", argv[0], err)}
@@ -71,6 +75,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	cmd.Env = append(os.Environ(),
 		"LEASEKEEPER_FENCING_TOKEN="+strconv.FormatInt(l.Token(), 10),
 		"LEASEKEEPER_LEASE_NAME="+l.Name(),
+		"LEASEKEEPER_SLOT="+strconv.Itoa(l.Slot()),
 		"LEASEKEEPER_SERVER="+c.BaseURL(),
 	)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
@@ -90,6 +95,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 
 	var (
 		lostCause error
+		asked     = l.HandoverRequested()
 		leaseDone = l.Context().Done()
 		killAfter <-chan time.Time
 		werr      error
@@ -99,6 +105,12 @@ wait:
 		select {
 		case s := <-sigs:
 			syscall.Kill(-pgid, s.(syscall.Signal))
+		case <-asked:
+			// Cooperative: CMD decides how to stop; the lease is released once it has.
+			asked = nil
+			h := l.Handover()
+			fmt.Fprintf(stderr, "leasekeeper run: handover of %q requested (to %q, reason %q); sending SIGTERM to %s\n", l.Name(), h.To, h.Reason, argv[0])
+			syscall.Kill(-pgid, syscall.SIGTERM)
 		case <-leaseDone:
 			leaseDone = nil
 			lostCause = context.Cause(l.Context())

@@ -50,15 +50,16 @@ func waitFileOr(t *testing.T, path string, limit time.Duration, stderr *bytes.Bu
 
 func TestRun(t *testing.T) {
 	tests := []struct {
-		name     string
-		held     bool                                             // somebody else holds the lease first
-		script   string                                           // for sh -c; $OUT is a file in a temp dir
-		flags    []string                                         // extra run flags
-		during   func(t *testing.T, c *client.Client, out string) // while run runs
-		wantCode int
-		wantOut  func(t *testing.T, c *client.Client, out string)
-		wantErr  string
-		within   time.Duration
+		name      string
+		held      bool                                             // somebody else holds the lease first
+		holdLimit int                                              // with this limit
+		script    string                                           // for sh -c; $OUT is a file in a temp dir
+		flags     []string                                         // extra run flags
+		during    func(t *testing.T, c *client.Client, out string) // while run runs
+		wantCode  int
+		wantOut   func(t *testing.T, c *client.Client, out string)
+		wantErr   string
+		within    time.Duration
 	}{
 		{
 			name:   "OKTokenInEnvironment",
@@ -127,6 +128,41 @@ func TestRun(t *testing.T) {
 			},
 			wantCode: exLeaseLost, wantErr: "was lost", within: 5 * time.Second,
 		},
+		{
+			// One of two slots: somebody holds slot 0, so CMD gets slot 1.
+			name: "LimitTakesAFreeSlot", held: true, script: `echo "$LEASEKEEPER_SLOT" > "$OUT"`, flags: []string{"--limit", "2"},
+			holdLimit: 2,
+			wantOut: func(t *testing.T, c *client.Client, out string) {
+				if s := waitFile(t, out, 10*time.Second); s != "1" {
+					t.Errorf("CMD saw LEASEKEEPER_SLOT=%q, want 1", s)
+				}
+			},
+			within: 5 * time.Second,
+		},
+		{
+			// `leasekeeper handover` reaches CMD as SIGTERM; the lease stays held until CMD has
+			// stopped, then is released (not lost).
+			name:   "HandoverSendsTerm",
+			script: `trap 'echo term > "$OUT.term"; exit 0' TERM; echo started > "$OUT"; while :; do sleep 0.05; done`, flags: []string{"--ttl", "1s"},
+			during: func(t *testing.T, c *client.Client, out string) {
+				waitFile(t, out, 30*time.Second)
+				stdout, stderr, code := cli(t, c.BaseURL(), "handover", "job", "--reason", "deploy")
+				if code != 0 || !strings.Contains(stdout, "token") {
+					t.Errorf("leasekeeper handover = %d, %q, %q; want 0 and the request", code, stdout, stderr)
+				}
+			},
+			wantErr: "handover of \"job\" requested",
+			wantOut: func(t *testing.T, c *client.Client, out string) {
+				if s := waitFile(t, out+".term", 5*time.Second); s != "term" {
+					t.Errorf("CMD's trap wrote %q, want term", s)
+				}
+				st, err := c.Get(context.Background(), "job")
+				if err != nil || st.Held || st.End != "released" {
+					t.Errorf("after run: %+v, %v; want released", st, err)
+				}
+			},
+			within: 5 * time.Second,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,7 +172,7 @@ func TestRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tt.held {
-				if _, err := c.Acquire(context.Background(), "job", client.AcquireOptions{Holder: "other", TTL: time.Minute, DisableKeepAlive: true}); err != nil {
+				if _, err := c.Acquire(context.Background(), "job", client.AcquireOptions{Holder: "other", TTL: time.Minute, DisableKeepAlive: true, Limit: tt.holdLimit}); err != nil {
 					t.Fatalf("Acquire by other = %v", err)
 				}
 			}

@@ -18,7 +18,7 @@ const usage = `leasekeeper: leases with fencing tokens over HTTP/JSON.
 Usage:
   leasekeeper serve [flags]      run the server (leasekeeper serve -h for flags)
   leasekeeper backup --out FILE  copy the database consistently, even while serve runs
-  leasekeeper acquire|renew|release|get|list|leader|run|lock|elect …   client commands (-h on each)
+  leasekeeper acquire|renew|release|get|list|leader|run|lock|elect|handover …   client commands (-h on each)
   leasekeeper keys create|list|revoke …                      manage API keys (admin)
   leasekeeper bench --server URL [--baseline]                load-test a server on this machine
   leasekeeper health [--server URL]   exit 0 when the server is ready (GET /readyz), else 1
@@ -65,7 +65,7 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return &exitError{code: 2, err: errors.New("no command given")}
 	}
 	switch args[0] {
-	case "acquire", "renew", "release", "get", "list", "run", "leader", "lock", "elect", "keys", "health":
+	case "acquire", "renew", "release", "get", "list", "run", "leader", "lock", "elect", "keys", "health", "handover":
 	default:
 		if len(global) > 0 {
 			return &exitError{code: 2, err: fmt.Errorf("%s belongs to the client commands, not %q", global[0], args[0])}
@@ -74,7 +74,7 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], getenv, stdout, stderr)
-	case "acquire", "renew", "release", "get", "list", "run", "leader", "lock", "elect", "keys":
+	case "acquire", "renew", "release", "get", "list", "run", "leader", "lock", "elect", "keys", "handover":
 		return clientCommand(ctx, args[0], withGlobal(args[0], global, args[1:]), getenv, stdout, stderr)
 	case "health":
 		return healthCommand(ctx, withGlobal(args[0], global, args[1:]), getenv, stdout, stderr)

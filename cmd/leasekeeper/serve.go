@@ -220,10 +220,11 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	} else if err := bootstrapAdmin(ctx, st, getenv("LEASEKEEPER_ADMIN_KEY"), cfg.adminKeyFile, log); err != nil {
 		return err
 	}
+	epoch := lease.NewEpoch()
 	svc, err := service.New(st, &hooks, service.Config{Limits: cfg.limits, Queue: cfg.queue,
 		Watch: watch.Options{MaxWatchers: cfg.maxWatchers}, Retention: cfg.retention, Logger: log, Registry: reg,
 		Version: buildVersion(), BodyTimeout: cfg.bodyTimeout, Auth: cfg.auth,
-		CORSOrigins: cfg.corsOrigins})
+		CORSOrigins: cfg.corsOrigins, Epoch: epoch})
 	if err != nil {
 		return err
 	}
@@ -253,7 +254,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	log.Info("leasekeeper serving", "addr", scheme+"://"+ln.Addr().String(), "db", redactDB(cfg.db), "version", buildVersion(),
-		"min_ttl", cfg.limits.MinTTL, "max_ttl", cfg.limits.MaxTTL, "auth", !cfg.auth.Off)
+		"min_ttl", cfg.limits.MinTTL, "max_ttl", cfg.limits.MaxTTL, "auth", !cfg.auth.Off, "server_epoch", epoch)
 	fmt.Fprintf(stdout, "leasekeeper listening on %s://%s\n", scheme, ln.Addr())
 
 	errc := make(chan error, 1)

@@ -27,15 +27,16 @@ type grant struct {
 	ended                      *int64
 	endKind                    *string
 	metadata                   *string
+	session                    string // Ref of the session it is held under, if any
 }
 
 const grantCols = `g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at,
-	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata`
+	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata, g.session`
 
 func scanGrant(r pgx.Row) (grant, error) {
 	var g grant
 	err := r.Scan(&g.token, &g.name, &g.holder, &g.idHash, &g.ttl, &g.lockDelay, &g.acquired,
-		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata)
+		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata, &g.session)
 	return g, err
 }
 
@@ -54,12 +55,14 @@ func (g grant) rule() lease.Grant {
 }
 
 func (g grant) lease() lease.Lease {
+	name, slot, _ := lease.SlotOf(g.name)
 	return lease.Lease{
-		Name: g.name, Holder: g.holder, Token: g.token,
+		Name: name, Slot: slot, Holder: g.holder, Token: g.token,
 		TTL:        time.Duration(g.ttl) * time.Millisecond,
 		AcquiredAt: ms(g.acquired), RenewedAt: ms(g.renewed), ExpiresAt: ms(g.expires),
 		LockDelay: time.Duration(g.lockDelay) * time.Millisecond,
 		Metadata:  raw(g.metadata),
+		Session:   g.session,
 	}
 }
 
@@ -120,7 +123,7 @@ func end(ctx context.Context, t *txn, g grant, kind lease.End, at, now int64, ac
 		return fmt.Errorf("end lease %q token %d: %w", g.name, g.token, err)
 	}
 	t.record(lease.Event{Type: lease.EventType(kind), Name: g.name, Token: g.token, Holder: g.holder, At: ms(at),
-		Metadata: raw(g.metadata), Actor: actor})
+		Metadata: raw(g.metadata), Actor: actor, Session: g.session})
 	return nil
 }
 
@@ -173,6 +176,14 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 				return err
 			}
 		}
+		// A session before the name, as its renewal and close lock it before its grants.
+		var sess lease.Session
+		if p.SessionID != "" {
+			var err error
+			if sess, err = sessionByID(ctx, t, p.SessionID, p.Owner, "FOR SHARE"); err != nil {
+				return err
+			}
+		}
 		g, ok, err := lockName(ctx, t, p.Name, true)
 		if err != nil {
 			return err
@@ -193,9 +204,13 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 				return err
 			}
 		}
+		decide, err := decider(ctx, t, p, g, ok, now)
+		if err != nil {
+			return err
+		}
 		// A held name is refused before the last token is locked: contention on one name
 		// does not queue every other grant behind it.
-		if _, err := lease.DecideAcquire(g.rule(), ok, ms(now), 0); err != nil {
+		if _, _, err := decide(now, 0); err != nil {
 			return err
 		}
 		// A free name goes to the first in its line, if anyone waits.
@@ -206,12 +221,13 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 		if err != nil {
 			return err
 		}
-		// Decide again at the clock read after the last lock: the name's row is still
-		// locked, so only time has moved, and the token is above now's microseconds.
+		// Decide again at the clock read after the last lock: the name's row (and a
+		// semaphore's slots) are still locked, so only time has moved, and the token is
+		// above now's microseconds.
 		if now, err = t.now(ctx); err != nil {
 			return err
 		}
-		token, err := lease.DecideAcquire(g.rule(), ok, ms(now), last)
+		gname, token, err := decide(now, last)
 		if err != nil {
 			return err
 		}
@@ -236,15 +252,20 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 				return fmt.Errorf("keep idempotency key: %w", err)
 			}
 		}
-		ng := lease.NewGrant(p.Name, p.Holder, token, p.TTL, p.LockDelay, ms(now))
-		if _, err := t.tx.Exec(ctx, `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
-			acquired_at, renewed_at, expires_at, metadata, owner) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
-			token, p.Name, p.Holder, lease.HashID(id), p.TTL.Milliseconds(), p.LockDelay.Milliseconds(),
-			now, now, ng.ExpiresAt.UnixMilli(), nullText(p.Metadata), p.Owner); err != nil {
-			return fmt.Errorf("insert grant %q: %w", p.Name, err)
+		ng := lease.NewGrant(gname, p.Holder, token, p.TTL, p.LockDelay, ms(now))
+		if p.SessionID != "" {
+			if ng, err = lease.SessionGrant(sess, p.Name, p.Holder, token, p.LockDelay, ms(now)); err != nil {
+				return err
+			}
 		}
-		if _, err := t.tx.Exec(ctx, `UPDATE names SET token = $2 WHERE name = $1`, p.Name, token); err != nil {
-			return fmt.Errorf("point %q at its grant: %w", p.Name, err)
+		if _, err := t.tx.Exec(ctx, `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
+			acquired_at, renewed_at, expires_at, metadata, owner, session) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			token, gname, p.Holder, lease.HashID(id), ng.TTL.Milliseconds(), p.LockDelay.Milliseconds(),
+			now, now, ng.ExpiresAt.UnixMilli(), nullText(p.Metadata), p.Owner, sess.Ref); err != nil {
+			return fmt.Errorf("insert grant %q: %w", gname, err)
+		}
+		if _, err := t.tx.Exec(ctx, `UPDATE names SET token = $2 WHERE name = $1`, gname, token); err != nil {
+			return fmt.Errorf("point %q at its grant: %w", gname, err)
 		}
 		if _, err := t.tx.Exec(ctx, `UPDATE tokens SET last = $1`, token); err != nil {
 			return fmt.Errorf("persist the last token: %w", err)
@@ -254,9 +275,11 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 				return fmt.Errorf("take the waiter out of line: %w", err)
 			}
 		}
+		_, slot, _ := lease.SlotOf(gname)
 		out = lease.Lease{Name: p.Name, Holder: p.Holder, ID: id, Token: token, TTL: ng.TTL, AcquiredAt: ng.AcquiredAt,
-			RenewedAt: ng.RenewedAt, ExpiresAt: ng.ExpiresAt, LockDelay: ng.LockDelay, Metadata: p.Metadata}
-		t.record(lease.Event{Type: lease.EventAcquired, Name: p.Name, Token: token, Holder: p.Holder,
+			RenewedAt: ng.RenewedAt, ExpiresAt: ng.ExpiresAt, LockDelay: ng.LockDelay, Metadata: p.Metadata, Session: sess.Ref,
+			Limit: p.Limit, Slot: slot}
+		t.record(lease.Event{Type: lease.EventAcquired, Name: gname, Token: token, Holder: p.Holder,
 			At: ms(now), ExpiresAt: out.ExpiresAt, LockDelay: p.LockDelay, Metadata: p.Metadata})
 		return nil
 	})
@@ -264,6 +287,56 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 		return lease.Lease{}, ahead, fmt.Errorf("acquire %q: %w", p.Name, err)
 	}
 	return out, 0, nil
+}
+
+// decider returns how an acquire decides, given name's current grant g (locked and settled):
+// a plain lease's token, or a free slot of the semaphore name (whose slots it locks, in order)
+// and its token; the limit of a held name stays fixed.
+func decider(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok bool, now int64) (func(now, last int64) (string, int64, error), error) {
+	var lim int
+	err := t.tx.QueryRow(ctx, `SELECT lim FROM semaphores WHERE name = $1`, p.Name).Scan(&lim)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("read the limit of %q: %w", p.Name, err)
+	}
+	n := max(lim, p.Limit)
+	slots, exists := make([]grant, n), make([]bool, n)
+	fixed := 0
+	for i := range n {
+		if slots[i], exists[i], err = lockName(ctx, t, lease.SlotName(p.Name, i), p.Limit > 0); err != nil {
+			return nil, err
+		}
+		if exists[i] {
+			if slots[i], err = settle(ctx, t, slots[i], now); err != nil {
+				return nil, err
+			}
+			if i < lim && slots[i].rule().HeldAt(ms(now)) {
+				fixed = lim
+			}
+		}
+	}
+	if err := lease.CheckLimit(p.Name, p.Limit, fixed, ok && g.rule().HeldAt(ms(now))); err != nil {
+		return nil, err
+	}
+	if p.Limit == 0 {
+		return func(now, last int64) (string, int64, error) {
+			token, err := lease.DecideAcquire(g.rule(), ok, ms(now), last)
+			return p.Name, token, err
+		}, nil
+	}
+	if lim != p.Limit {
+		if _, err := t.tx.Exec(ctx, `INSERT INTO semaphores (name, lim) VALUES ($1, $2)
+			ON CONFLICT (name) DO UPDATE SET lim = excluded.lim`, p.Name, p.Limit); err != nil {
+			return nil, fmt.Errorf("keep the limit of %q: %w", p.Name, err)
+		}
+	}
+	rules := make([]lease.Grant, p.Limit)
+	for i := range rules {
+		rules[i] = slots[i].rule()
+	}
+	return func(now, last int64) (string, int64, error) {
+		slot, token, err := lease.DecideSemaphore(p.Name, rules, exists[:p.Limit], ms(now), last)
+		return lease.SlotName(p.Name, slot), token, err
+	}, nil
 }
 
 // advisory takes a transaction-scoped advisory lock on (kind, key).
@@ -311,7 +384,7 @@ func replay(ctx context.Context, t *txn, p store.AcquireParams, keyHash, fp []by
 // settles the grant at it.
 func byID(ctx context.Context, t *txn, name, id string) (grant, int64, error) {
 	g, err := scanGrant(t.tx.QueryRow(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.id_hash = $1 FOR UPDATE`, lease.HashID(id)))
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && g.name != name {
+	if parent, _, _ := lease.SlotOf(g.name); errors.Is(err, pgx.ErrNoRows) || err == nil && parent != name {
 		return grant{}, 0, lease.Errorf(lease.CodeLost, "lease_id is not a lease on %q (unknown, or pruned after it ended)", name)
 	}
 	if err != nil {
@@ -338,6 +411,9 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 		if err != nil {
 			return err
 		}
+		if g.session != "" {
+			return lease.Errorf(lease.CodeInvalid, "lease %q is held under session %s: renew the session", name, g.session)
+		}
 		g.ttl, g.renewed, g.expires = r.TTL.Milliseconds(), r.RenewedAt.UnixMilli(), r.ExpiresAt.UnixMilli()
 		if metadata != nil {
 			g.metadata = nullText(metadata)
@@ -349,7 +425,15 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 			return fmt.Errorf("renew token %d: %w", g.token, err)
 		}
 		out = g.lease()
-		t.record(lease.Event{Type: lease.EventRenewed, Name: name, Token: g.token, Holder: g.holder,
+		if out.Handover, err = handoverOf(ctx, t, g); err != nil {
+			return err
+		}
+		if _, _, isSlot := lease.SlotOf(g.name); isSlot {
+			if err := t.tx.QueryRow(ctx, `SELECT lim FROM semaphores WHERE name = $1`, name).Scan(&out.Limit); err != nil {
+				return fmt.Errorf("read the limit of %q: %w", name, err)
+			}
+		}
+		t.record(lease.Event{Type: lease.EventRenewed, Name: g.name, Token: g.token, Holder: g.holder,
 			At: ms(now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata)})
 		return nil
 	})
@@ -393,6 +477,11 @@ func (s *Store) Revoke(ctx context.Context, name string, token int64, actor stri
 				return err
 			}
 		}
+		if !(ok && g.rule().HeldAt(ms(now))) {
+			if done, err := revokeSlots(ctx, t, name, token, actor, now); done {
+				return err
+			}
+		}
 		if ended, err := lease.DecideRevoke(g.rule(), ok, name, token); !ended {
 			return err
 		}
@@ -422,16 +511,47 @@ func (s *Store) Get(ctx context.Context, name string) (lease.State, error) {
 	if err != nil {
 		return lease.State{}, err
 	}
-	if !ok {
-		return lease.State{}, lease.Errorf(lease.CodeNotFound, "no lease named %q was ever taken", name)
-	}
 	// The clock is read after the row: a lease read as held was held at a time no earlier
 	// than the one it is judged at.
 	now, err := s.now(ctx, s.pool)
 	if err != nil {
 		return lease.State{}, err
 	}
+	// A name used as a semaphore since it was last a plain lease reads as the semaphore.
+	if sem, isSem, err := s.semaphoreState(ctx, name, now); err != nil {
+		return lease.State{}, err
+	} else if isSem && (!ok || sem.Token > g.token) {
+		return sem, nil
+	}
+	if !ok {
+		return lease.State{}, lease.Errorf(lease.CodeNotFound, "no lease named %q was ever taken", name)
+	}
 	return g.state(now), nil
+}
+
+// semaphoreState is the state of the semaphore name at now, with its slots', or ok false when
+// name is no semaphore.
+func (s *Store) semaphoreState(ctx context.Context, name string, now int64) (st lease.State, ok bool, err error) {
+	var lim int
+	err = s.pool.QueryRow(ctx, `SELECT lim FROM semaphores WHERE name = $1`, name).Scan(&lim)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, false, nil
+	}
+	if err != nil {
+		return st, false, fmt.Errorf("read semaphore %q: %w", name, translate(err))
+	}
+	st = lease.State{Name: name, Limit: lim}
+	for i := range lim {
+		g, found, err := current(ctx, s.pool, lease.SlotName(name, i))
+		if err != nil {
+			return st, false, err
+		}
+		if found {
+			st.Slots = append(st.Slots, g.state(now))
+		}
+	}
+	lease.SumSlots(&st)
+	return st, true, nil
 }
 
 // ExpireDue records passed expiries. Replicas sweeping at once skip each other's rows (SKIP
@@ -536,6 +656,7 @@ func (s *Store) Prune(ctx context.Context, r store.Retention) error {
 				{"events", `DELETE FROM events WHERE recorded_at < $1`},
 				{"rejections", `DELETE FROM rejections WHERE at < $1`},
 				{"grants", `DELETE FROM grants g WHERE ended_at < $1 AND NOT EXISTS (SELECT 1 FROM names n WHERE n.token = g.token)`},
+				{"sessions", `DELETE FROM lease_sessions WHERE coalesce(closed_at, expires_at) < $1`},
 			} {
 				if _, err := t.tx.Exec(ctx, q.sql, cut); err != nil {
 					return fmt.Errorf("prune %s: %w", q.what, err)
@@ -560,4 +681,90 @@ func (s *Store) Prune(ctx context.Context, r store.Retention) error {
 		}
 		return nil
 	})
+}
+
+// RequestHandover records a handover request for name's current grant, under the name's lock.
+// See store.Store.
+func (s *Store) RequestHandover(ctx context.Context, name string, h lease.Handover) (lease.Handover, error) {
+	var out lease.Handover
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		g, ok, err := lockName(ctx, t, name, false)
+		if err != nil {
+			return err
+		}
+		now, err := t.now(ctx)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if g, err = settle(ctx, t, g, now); err != nil {
+				return err
+			}
+		}
+		if out, err = lease.DecideHandover(g.rule(), ok, name, h, ms(now)); err != nil {
+			return err
+		}
+		if _, err := t.tx.Exec(ctx, `INSERT INTO handovers (token, to_holder, reason, requested_by, requested_at)
+			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (token) DO UPDATE SET to_holder = excluded.to_holder, reason = excluded.reason,
+			requested_by = excluded.requested_by, requested_at = excluded.requested_at`,
+			out.Token, out.To, out.Reason, out.By, now); err != nil {
+			return fmt.Errorf("record handover of token %d: %w", out.Token, err)
+		}
+		t.record(lease.Event{Type: lease.EventHandoverRequested, Name: name, Token: g.token, Holder: g.holder,
+			At: ms(now), Actor: out.By, Handover: &out})
+		return nil
+	})
+	if err != nil {
+		return lease.Handover{}, fmt.Errorf("request handover of %q: %w", name, err)
+	}
+	return out, nil
+}
+
+// handoverOf reads the handover requested of the grant token, nil for none.
+func handoverOf(ctx context.Context, t *txn, g grant) (*lease.Handover, error) {
+	h, token := lease.Handover{Name: g.name, Holder: g.holder, Token: g.token}, g.token
+	var at int64
+	err := t.tx.QueryRow(ctx, `SELECT to_holder, reason, requested_by, requested_at FROM handovers WHERE token = $1`, token).
+		Scan(&h.To, &h.Reason, &h.By, &at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read handover of token %d: %w", token, err)
+	}
+	h.At = ms(at)
+	return &h, nil
+}
+
+// revokeSlots revokes slots of name if it is a semaphore (done false when it is not): the one
+// holding token, or every open one without a token. The caller holds the name's row lock; the
+// slots are locked in order, as acquires lock them.
+func revokeSlots(ctx context.Context, t *txn, name string, token int64, actor string, now int64) (done bool, err error) {
+	var lim int
+	err = t.tx.QueryRow(ctx, `SELECT lim FROM semaphores WHERE name = $1`, name).Scan(&lim)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return true, fmt.Errorf("read the limit of %q: %w", name, err)
+	}
+	slots, rules, exists := make([]grant, lim), make([]lease.Grant, lim), make([]bool, lim)
+	for i := range lim {
+		if slots[i], exists[i], err = lockName(ctx, t, lease.SlotName(name, i), false); err != nil {
+			return true, err
+		}
+		if exists[i] {
+			if slots[i], err = settle(ctx, t, slots[i], now); err != nil {
+				return true, err
+			}
+		}
+		rules[i] = slots[i].rule()
+	}
+	ends, err := lease.DecideRevokeSlots(name, rules, exists, token)
+	for _, i := range ends {
+		if err := end(ctx, t, slots[i], lease.EndRevoked, now, now, actor); err != nil {
+			return true, err
+		}
+	}
+	return true, err
 }

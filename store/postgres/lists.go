@@ -71,21 +71,22 @@ func (s *Store) List(ctx context.Context, f store.LeaseFilter) (store.Page[lease
 	return page, nil
 }
 
-const eventCols = `seq, type, name, token, holder, at, expires_at, metadata, resource, actor, lock_delay_ms`
+const eventCols = `seq, type, name, token, holder, at, expires_at, metadata, resource, actor, lock_delay_ms, detail`
 
 func scanEvent(r pgx.Row) (lease.Event, error) {
 	var e lease.Event
 	var typ string
 	var at int64
 	var exp, delay *int64
-	var md, res *string
-	if err := r.Scan(&e.Seq, &typ, &e.Name, &e.Token, &e.Holder, &at, &exp, &md, &res, &e.Actor, &delay); err != nil {
+	var md, res, detail *string
+	if err := r.Scan(&e.Seq, &typ, &e.Name, &e.Token, &e.Holder, &at, &exp, &md, &res, &e.Actor, &delay, &detail); err != nil {
 		return e, err
 	}
 	e.Type, e.At, e.Metadata, e.Resource = lease.EventType(typ), ms(at), raw(md), deref(res)
 	if delay != nil {
 		e.LockDelay = time.Duration(*delay) * time.Millisecond
 	}
+	store.SetEventDetail(&e, detail)
 	if exp != nil {
 		e.ExpiresAt = ms(*exp)
 	}

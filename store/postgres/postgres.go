@@ -324,8 +324,8 @@ func (t *txn) insertEvents(ctx context.Context) error {
 	}
 	n := len(t.events)
 	cols := struct {
-		typ, name, holder, meta, res, actor []*string
-		token, at, exp, delay               []*int64
+		typ, name, holder, meta, res, actor, detail []*string
+		token, at, exp, delay                       []*int64
 	}{}
 	for i := range t.events {
 		e := &t.events[i]
@@ -345,18 +345,19 @@ func (t *txn) insertEvents(ctx context.Context) error {
 			delay = &v
 		}
 		cols.delay = append(cols.delay, delay)
+		cols.detail = append(cols.detail, store.EventDetail(*e))
 	}
 	var last int64
 	err := t.tx.QueryRow(ctx, `WITH s AS (UPDATE event_seq SET last = last + $1 RETURNING last),
 		c AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
 		n AS (SELECT pg_notify($2, s.last::text) AS v FROM s),
-		i AS (INSERT INTO events (seq, type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor, lock_delay_ms)
+		i AS (INSERT INTO events (seq, type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor, lock_delay_ms, detail)
 			SELECT s.last - $1 + e.ord, e.type, e.name, e.token, e.holder, e.at, e.exp, e.meta, e.res,
-				COALESCE($12, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint), e.actor, e.delay
-			FROM s, unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], $13::bigint[])
-				WITH ORDINALITY AS e(type, name, token, holder, at, exp, meta, res, actor, delay, ord))
+				COALESCE($12, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint), e.actor, e.delay, e.detail
+			FROM s, unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], $13::bigint[], $14::text[])
+				WITH ORDINALITY AS e(type, name, token, holder, at, exp, meta, res, actor, delay, detail, ord))
 		SELECT s.last FROM s, c, n`,
-		n, Channel, cols.typ, cols.name, cols.token, cols.holder, cols.at, cols.exp, cols.meta, cols.res, cols.actor, recorded, cols.delay).Scan(&last)
+		n, Channel, cols.typ, cols.name, cols.token, cols.holder, cols.at, cols.exp, cols.meta, cols.res, cols.actor, recorded, cols.delay, cols.detail).Scan(&last)
 	if err != nil {
 		return fmt.Errorf("record events: %w", err)
 	}

@@ -38,6 +38,10 @@ func TestNoSecretsStored(t *testing.T) {
 	if err := s.CreateSession(ctx, auth.Hash(sessionSecret), k.ID, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
+	held, err := s.OpenSession(ctx, store.SessionParams{Holder: "w", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
 	out, err := exec.Command(filepath.Join(bin, "pg_dump"), "--format=plain", "--data-only", url).Output()
 	if err != nil {
 		t.Fatalf("pg_dump: %v", err)
@@ -46,7 +50,7 @@ func TestNoSecretsStored(t *testing.T) {
 		t.Fatalf("the dump does not hold key id %s: not a dump of this database", k.ID)
 	}
 	for what, secret := range map[string]string{"lease ID": plain.ID, "idempotent lease ID": replayed.ID,
-		"idempotency key": idem, "API key": keySecret, "session": sessionSecret} {
+		"idempotency key": idem, "API key": keySecret, "session": sessionSecret, "lease session ID": held.ID} {
 		// bytea columns are dumped in hex.
 		if bytes.Contains(out, []byte(secret)) || bytes.Contains(out, []byte(hex.EncodeToString([]byte(secret)))) {
 			t.Errorf("the database holds a %s in plain text", what)

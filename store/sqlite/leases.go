@@ -24,17 +24,19 @@ type grant struct {
 	ended                      sql.NullInt64
 	endKind                    sql.NullString
 	metadata                   sql.NullString
+	restartExt                 int64  // ms the server's restarts added to its expiry
+	session                    string // Ref of the session it is held under, if any
 }
 
 const grantCols = `g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at,
-	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata`
+	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata, g.restart_ext_ms, g.session`
 
 type scanner interface{ Scan(dest ...any) error }
 
 func scanGrant(r scanner) (grant, error) {
 	var g grant
 	err := r.Scan(&g.token, &g.name, &g.holder, &g.idHash, &g.ttl, &g.lockDelay, &g.acquired,
-		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata)
+		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata, &g.restartExt, &g.session)
 	return g, err
 }
 
@@ -56,12 +58,16 @@ func (g grant) rule() lease.Grant {
 }
 
 func (g grant) lease() lease.Lease {
+	name, slot, _ := lease.SlotOf(g.name)
 	return lease.Lease{
-		Name: g.name, Holder: g.holder, Token: g.token,
+		Name: name, Slot: slot, Holder: g.holder, Token: g.token,
 		TTL:        time.Duration(g.ttl) * time.Millisecond,
 		AcquiredAt: ms(g.acquired), RenewedAt: ms(g.renewed), ExpiresAt: ms(g.expires),
 		LockDelay: time.Duration(g.lockDelay) * time.Millisecond,
 		Metadata:  raw(g.metadata),
+
+		ExtendedByRestart: time.Duration(g.restartExt) * time.Millisecond,
+		Session:           g.session,
 	}
 }
 
@@ -108,8 +114,10 @@ func endBy(ctx context.Context, t *txn, g grant, kind lease.End, at int64, actor
 		c.ended, c.end = at, kind
 		t.setName(g.name, c)
 	}
+	t.setHandover(g.token, lease.Handover{}, false)
+	t.setSessionOf(g.token, "", false)
 	return t.record(ctx, lease.Event{Type: lease.EventType(kind), Name: g.name, Token: g.token, Holder: g.holder, At: ms(at),
-		Metadata: raw(g.metadata), Actor: actor})
+		Metadata: raw(g.metadata), Actor: actor, Session: g.session})
 }
 
 // expireBefore records as expired, at their expiry, all open grants that expired by cutoff.
@@ -147,6 +155,8 @@ func (t *txn) current(ctx context.Context, name string) (grant, bool, error) {
 		return grant{}, false, nil
 	}
 	g := c.grant(name)
+	g.restartExt = t.s.mem.stretched[c.token]
+	g.session = t.s.mem.sessionOf[c.token]
 	if c.hasMeta {
 		if err := t.queryRow(ctx, stMetadata, c.token).Scan(&g.metadata); err != nil {
 			return g, true, fmt.Errorf("read metadata of %q: %w", name, w(err))
@@ -192,11 +202,14 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 				return err
 			}
 		}
-		g, ok, err := currentSettled(ctx, t, p.Name)
-		if err != nil {
-			return err
+		var sess lease.Session
+		if p.SessionID != "" {
+			var err error
+			if sess, err = sessionByID(ctx, t.tx, p.SessionID, p.Owner); err != nil {
+				return err
+			}
 		}
-		token, err := lease.DecideAcquire(g.rule(), ok, ms(t.now), t.s.mem.token)
+		gname, token, err := decideName(ctx, t, p)
 		if err != nil {
 			return err
 		}
@@ -222,29 +235,88 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 			}
 		}
 		ng := grant{
-			token: token, name: p.Name, holder: p.Holder, idHash: lease.HashID(id),
+			token: token, name: gname, holder: p.Holder, idHash: lease.HashID(id),
 			ttl: p.TTL.Milliseconds(), lockDelay: p.LockDelay.Milliseconds(),
 			acquired: t.now, renewed: t.now, expires: t.now + p.TTL.Milliseconds(),
 			metadata: nullText(p.Metadata),
 		}
-		if _, err := t.exec(ctx, stInsertGrant, ng.token, ng.name, ng.holder, ng.idHash, ng.ttl, ng.lockDelay, ng.acquired, ng.renewed, ng.expires, ng.metadata, p.Owner); err != nil {
+		if p.SessionID != "" {
+			sg, err := lease.SessionGrant(sess, p.Name, p.Holder, token, p.LockDelay, ms(t.now))
+			if err != nil {
+				return err
+			}
+			ng.ttl, ng.expires, ng.session = sg.TTL.Milliseconds(), sg.ExpiresAt.UnixMilli(), sess.Ref
+			t.setSessionOf(token, sess.Ref, true)
+		}
+		if _, err := t.exec(ctx, stInsertGrant, ng.token, ng.name, ng.holder, ng.idHash, ng.ttl, ng.lockDelay, ng.acquired, ng.renewed, ng.expires, ng.metadata, p.Owner, ng.session); err != nil {
 			return fmt.Errorf("insert grant %q: %w", p.Name, w(err))
 		}
-		if _, err := t.exec(ctx, stPointName, p.Name, token); err != nil {
-			return fmt.Errorf("point %q at its grant: %w", p.Name, w(err))
+		if _, err := t.exec(ctx, stPointName, gname, token); err != nil {
+			return fmt.Errorf("point %q at its grant: %w", gname, w(err))
 		}
 		// meta.last_token is written once for the batch, in its transaction (see runBatch).
 		t.setToken(token)
-		t.setName(p.Name, curOf(ng, p.Owner))
+		t.setName(gname, curOf(ng, p.Owner))
 		out = ng.lease()
-		out.ID = id
-		return t.record(ctx, lease.Event{Type: lease.EventAcquired, Name: p.Name, Token: token, Holder: p.Holder,
+		out.ID, out.Limit = id, p.Limit
+		return t.record(ctx, lease.Event{Type: lease.EventAcquired, Name: gname, Token: token, Holder: p.Holder,
 			At: ms(t.now), ExpiresAt: out.ExpiresAt, LockDelay: p.LockDelay, Metadata: p.Metadata})
 	})
 	if err != nil {
 		return lease.Lease{}, fmt.Errorf("acquire %q: %w", p.Name, err)
 	}
 	return out, nil
+}
+
+// decideName decides which name an acquire grants (p.Name, or a free slot of the semaphore
+// p.Name) and with which token, keeping a name's limit fixed while it is held.
+func decideName(ctx context.Context, t *txn, p store.AcquireParams) (string, int64, error) {
+	now := ms(t.now)
+	g, ok, err := currentSettled(ctx, t, p.Name)
+	if err != nil {
+		return "", 0, err
+	}
+	fixed := t.s.mem.sems[p.Name]
+	if fixed > 0 && !t.slotHeld(p.Name, fixed) {
+		fixed = 0
+	}
+	if err := lease.CheckLimit(p.Name, p.Limit, fixed, ok && g.heldAt(t.now)); err != nil {
+		return "", 0, err
+	}
+	if p.Limit == 0 {
+		token, err := lease.DecideAcquire(g.rule(), ok, now, t.s.mem.token)
+		return p.Name, token, err
+	}
+	slots, exists := make([]lease.Grant, p.Limit), make([]bool, p.Limit)
+	for i := range slots {
+		sg, ok, err := currentSettled(ctx, t, lease.SlotName(p.Name, i))
+		if err != nil {
+			return "", 0, err
+		}
+		slots[i], exists[i] = sg.rule(), ok
+	}
+	slot, token, err := lease.DecideSemaphore(p.Name, slots, exists, now, t.s.mem.token)
+	if err != nil {
+		return "", 0, err
+	}
+	if t.s.mem.sems[p.Name] != p.Limit {
+		if _, err := t.tx.ExecContext(ctx, `INSERT INTO semaphores (name, lim) VALUES (?, ?)
+			ON CONFLICT (name) DO UPDATE SET lim = excluded.lim`, p.Name, p.Limit); err != nil {
+			return "", 0, fmt.Errorf("keep the limit of %q: %w", p.Name, w(err))
+		}
+		setUndoable(t, t.s.mem.sems, p.Name, p.Limit, true)
+	}
+	return lease.SlotName(p.Name, slot), token, nil
+}
+
+// slotHeld reports whether any of the first limit slots of the semaphore name is held now.
+func (t *txn) slotHeld(name string, limit int) bool {
+	for i := range limit {
+		if c, ok := t.s.mem.names[lease.SlotName(name, i)]; ok && c.end == "" && c.expires > t.now {
+			return true
+		}
+	}
+	return false
 }
 
 // replay answers a retry of an idempotent acquire: done is true when the key was seen within
@@ -291,13 +363,19 @@ func byID(ctx context.Context, t *txn, name, id string) (grant, error) {
 		return settle(ctx, t, g)
 	}
 	g, err := scanGrant(t.queryRow(ctx, stGrantByID, h))
-	if errors.Is(err, sql.ErrNoRows) || err == nil && g.name != name {
+	if errors.Is(err, sql.ErrNoRows) || err == nil && g.name != name && !isSlotOf(g.name, name) {
 		return grant{}, lease.Errorf(lease.CodeLost, "lease_id is not a lease on %q (unknown, or pruned after it ended)", name)
 	}
 	if err != nil {
 		return grant{}, fmt.Errorf("find lease by id: %w", w(err))
 	}
 	return settle(ctx, t, g)
+}
+
+// isSlotOf reports whether slot names a slot of the semaphore name.
+func isSlotOf(slot, name string) bool {
+	parent, _, ok := lease.SlotOf(slot)
+	return ok && parent == name
 }
 
 // Renew extends the current unexpired lease. See store.Store.
@@ -312,6 +390,9 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 		if err != nil {
 			return err
 		}
+		if g.session != "" {
+			return lease.Errorf(lease.CodeInvalid, "lease %q is held under session %s: renew the session", name, g.session)
+		}
 		g.ttl, g.renewed, g.expires = r.TTL.Milliseconds(), r.RenewedAt.UnixMilli(), r.ExpiresAt.UnixMilli()
 		if metadata == nil {
 			_, err = t.exec(ctx, stRenew, g.ttl, g.renewed, g.expires, g.token)
@@ -322,14 +403,19 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 		if err != nil {
 			return fmt.Errorf("renew token %d: %w", g.token, w(err))
 		}
-		c := t.s.mem.names[name]
+		c := t.s.mem.names[g.name] // name's, or a slot's of the semaphore name
 		c.ttl, c.renewed, c.expires = g.ttl, g.renewed, g.expires
 		if metadata != nil {
 			c.hasMeta = g.metadata.Valid
 		}
-		t.setName(name, c)
+		t.setName(g.name, c)
 		out = g.lease()
-		return t.record(ctx, lease.Event{Type: lease.EventRenewed, Name: name, Token: g.token, Holder: g.holder,
+		out.Limit = t.s.mem.sems[out.Name]
+		if h, ok := t.s.mem.handovers[g.token]; ok {
+			h.Name, h.Holder = g.name, g.holder
+			out.Handover = &h
+		}
+		return t.record(ctx, lease.Event{Type: lease.EventRenewed, Name: g.name, Token: g.token, Holder: g.holder,
 			At: ms(t.now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata)})
 	})
 	if err != nil {
@@ -363,6 +449,9 @@ func (s *Store) Revoke(ctx context.Context, name string, token int64, actor stri
 		if err != nil {
 			return err
 		}
+		if lim := t.s.mem.sems[name]; lim > 0 && !(ok && g.heldAt(t.now)) {
+			return revokeSlots(ctx, t, name, lim, token, actor)
+		}
 		if ended, err := lease.DecideRevoke(g.rule(), ok, name, token); !ended {
 			return err
 		}
@@ -380,6 +469,12 @@ func (s *Store) Get(ctx context.Context, name string) (lease.State, error) {
 	g, ok, err := current(ctx, s.r, name)
 	if err != nil {
 		return lease.State{}, err
+	}
+	// A name used as a semaphore since it was last a plain lease reads as the semaphore.
+	if sem, isSem, err := s.semaphoreState(ctx, name, now); err != nil {
+		return lease.State{}, err
+	} else if isSem && (!ok || sem.Token > g.token) {
+		return sem, nil
 	}
 	if !ok {
 		return lease.State{}, lease.Errorf(lease.CodeNotFound, "no lease named %q was ever taken", name)
@@ -512,6 +607,7 @@ func (s *Store) Prune(ctx context.Context, r store.Retention) error {
 				{"events", `DELETE FROM events WHERE recorded_at < ?`},
 				{"rejections", `DELETE FROM rejections WHERE at < ?`},
 				{"grants", `DELETE FROM grants WHERE ended_at < ? AND token NOT IN (SELECT token FROM names)`},
+				{"sessions", `DELETE FROM lease_sessions WHERE coalesce(closed_at, expires_at) < ?`},
 			} {
 				if _, err := t.tx.ExecContext(ctx, q.sql, cut); err != nil {
 					return fmt.Errorf("prune %s: %w", q.what, w(err))
@@ -539,4 +635,55 @@ func (s *Store) Prune(ctx context.Context, r store.Retention) error {
 		t.dirty = true
 		return nil
 	})
+}
+
+// RequestHandover records a handover request for name's current grant. See store.Store.
+func (s *Store) RequestHandover(ctx context.Context, name string, h lease.Handover) (lease.Handover, error) {
+	var out lease.Handover
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		g, ok, err := currentSettled(ctx, t, name)
+		if err != nil {
+			return err
+		}
+		if out, err = lease.DecideHandover(g.rule(), ok, name, h, ms(t.now)); err != nil {
+			return err
+		}
+		if _, err := t.tx.ExecContext(ctx, `INSERT INTO handovers (token, to_holder, reason, requested_by, requested_at)
+			VALUES (?, ?, ?, ?, ?) ON CONFLICT (token) DO UPDATE SET to_holder = excluded.to_holder, reason = excluded.reason,
+			requested_by = excluded.requested_by, requested_at = excluded.requested_at`,
+			out.Token, out.To, out.Reason, out.By, t.now); err != nil {
+			return fmt.Errorf("record handover of token %d: %w", out.Token, w(err))
+		}
+		t.setHandover(out.Token, out, true)
+		return t.record(ctx, lease.Event{Type: lease.EventHandoverRequested, Name: name, Token: g.token, Holder: g.holder,
+			At: ms(t.now), Actor: out.By, Handover: &out})
+	})
+	if err != nil {
+		return lease.Handover{}, fmt.Errorf("request handover of %q: %w", name, err)
+	}
+	return out, nil
+}
+
+// loadHandovers reads the handover requested of each open grant that has one.
+func (s *Store) loadHandovers(ctx context.Context) (map[int64]lease.Handover, error) {
+	rows, err := s.w.QueryContext(ctx, `SELECT h.token, h.to_holder, h.reason, h.requested_by, h.requested_at
+		FROM handovers h JOIN grants g ON g.token = h.token WHERE g.ended_at IS NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("load handovers: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]lease.Handover{}
+	for rows.Next() {
+		var h lease.Handover
+		var at int64
+		if err := rows.Scan(&h.Token, &h.To, &h.Reason, &h.By, &at); err != nil {
+			return nil, fmt.Errorf("load handovers: %w", err)
+		}
+		h.At = ms(at)
+		out[h.Token] = h
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load handovers: %w", err)
+	}
+	return out, nil
 }

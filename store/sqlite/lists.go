@@ -72,7 +72,7 @@ func (s *Store) List(ctx context.Context, f store.LeaseFilter) (store.Page[lease
 	return page, nil
 }
 
-const eventCols = `seq, type, name, token, holder, at, expires_at, metadata, resource, actor, lock_delay_ms`
+const eventCols = `seq, type, name, token, holder, at, expires_at, metadata, resource, actor, lock_delay_ms, detail`
 
 func scanEvent(r scanner) (lease.Event, error) {
 	var e lease.Event
@@ -80,11 +80,13 @@ func scanEvent(r scanner) (lease.Event, error) {
 	var at int64
 	var exp, delay sql.NullInt64
 	var md, res sql.NullString
-	if err := r.Scan(&e.Seq, &typ, &e.Name, &e.Token, &e.Holder, &at, &exp, &md, &res, &e.Actor, &delay); err != nil {
+	var detail *string
+	if err := r.Scan(&e.Seq, &typ, &e.Name, &e.Token, &e.Holder, &at, &exp, &md, &res, &e.Actor, &delay, &detail); err != nil {
 		return e, err
 	}
 	e.Type, e.At, e.Metadata, e.Resource = lease.EventType(typ), ms(at), raw(md), res.String
 	e.LockDelay = time.Duration(delay.Int64) * time.Millisecond
+	store.SetEventDetail(&e, detail)
 	if exp.Valid {
 		e.ExpiresAt = ms(exp.Int64)
 	}

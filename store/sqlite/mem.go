@@ -20,6 +20,15 @@ type mem struct {
 	fences map[string]fenceRow
 	token  int64 // the last token issued (meta.last_token)
 	seq    int64 // the last event seq given
+	// stretched holds, by token, what restarts added to the expiry of the grants open at
+	// start-up (grants.restart_ext_ms), kept apart from cur: few grants ever have any.
+	stretched map[int64]int64
+	// handovers holds the handover requested of each open grant that has one, by token.
+	handovers map[int64]lease.Handover
+	// sessionOf holds the session Ref of each open grant held under a session, by token.
+	sessionOf map[int64]string
+	// sems holds the limit of every name ever acquired as a semaphore.
+	sems map[string]int
 }
 
 // cur is a name's current grant, kept small (a million names fit in ~200 MB): no metadata (read
@@ -66,7 +75,8 @@ func (c cur) ownsID(idHash []byte) bool {
 
 // loadCounters reads the last token and event seq into an otherwise empty memory.
 func (s *Store) loadCounters(ctx context.Context) error {
-	m := mem{names: map[string]cur{}, owners: map[string]int{}, fences: map[string]fenceRow{}}
+	m := mem{names: map[string]cur{}, owners: map[string]int{}, fences: map[string]fenceRow{}, handovers: map[int64]lease.Handover{},
+		sessionOf: map[int64]string{}, sems: map[string]int{}}
 	if err := s.w.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&m.token); err != nil {
 		return fmt.Errorf("read the last token: %w", err)
 	}
@@ -118,6 +128,18 @@ func (s *Store) load(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load leases: %w", err)
 	}
+	if m.stretched, err = s.loadStretched(ctx); err != nil {
+		return err
+	}
+	if m.handovers, err = s.loadHandovers(ctx); err != nil {
+		return err
+	}
+	if m.sessionOf, err = s.loadSessionOf(ctx); err != nil {
+		return err
+	}
+	if m.sems, err = s.loadSemaphores(ctx); err != nil {
+		return err
+	}
 	fr, err := s.w.QueryContext(ctx, `SELECT name, fence, version FROM resources`)
 	if err != nil {
 		return fmt.Errorf("load fences: %w", err)
@@ -141,6 +163,27 @@ func (s *Store) load(ctx context.Context) error {
 		debug.FreeOSMemory()
 	}
 	return nil
+}
+
+// loadStretched reads what restarts added to the expiry of each open grant they stretched.
+func (s *Store) loadStretched(ctx context.Context) (map[int64]int64, error) {
+	rows, err := s.w.QueryContext(ctx, `SELECT token, restart_ext_ms FROM grants WHERE ended_at IS NULL AND restart_ext_ms > 0`)
+	if err != nil {
+		return nil, fmt.Errorf("load restart extensions: %w", err)
+	}
+	defer rows.Close()
+	out := map[int64]int64{}
+	for rows.Next() {
+		var token, ext int64
+		if err := rows.Scan(&token, &ext); err != nil {
+			return nil, fmt.Errorf("load restart extensions: %w", err)
+		}
+		out[token] = ext
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load restart extensions: %w", err)
+	}
+	return out, nil
 }
 
 // The changes an operation makes to mem, each with its undo, so that an operation (or a
@@ -169,6 +212,36 @@ func (t *txn) countOwner(c cur, ok bool, d int) {
 	m := &t.s.mem
 	m.owners[c.owner] += d
 	t.undo = append(t.undo, func() { m.owners[c.owner] -= d })
+}
+
+// setHandover records h as the handover requested of its grant; keep false forgets it.
+func (t *txn) setHandover(token int64, h lease.Handover, keep bool) {
+	setUndoable(t, t.s.mem.handovers, token, h, keep)
+}
+
+// setSessionOf records that the grant token is held under the session ref; keep false forgets it.
+func (t *txn) setSessionOf(token int64, ref string, keep bool) {
+	setUndoable(t, t.s.mem.sessionOf, token, ref, keep)
+}
+
+// setUndoable sets m[k] = v (keep false deletes it) with its undo.
+func setUndoable[K comparable, V any](t *txn, m map[K]V, k K, v V, keep bool) {
+	old, had := m[k]
+	if !keep && !had {
+		return
+	}
+	if keep {
+		m[k] = v
+	} else {
+		delete(m, k)
+	}
+	t.undo = append(t.undo, func() {
+		if had {
+			m[k] = old
+		} else {
+			delete(m, k)
+		}
+	})
 }
 
 func (t *txn) setToken(token int64) {

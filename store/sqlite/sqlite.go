@@ -178,8 +178,17 @@ func (s *Store) start(ctx context.Context, path string, clock lease.Clock) error
 		if err := expireBefore(ctx, t, hwm); err != nil {
 			return err
 		}
-		_, err := t.tx.ExecContext(ctx, `UPDATE grants SET expires_at = max(expires_at, ? + ttl_ms)
-			WHERE ended_at IS NULL`, t.now)
+		// What the stretch adds is kept with the grant, so its holder's next renewal can be
+		// told (extended_by_restart_ms).
+		_, err := t.tx.ExecContext(ctx, `UPDATE grants SET restart_ext_ms = restart_ext_ms + max(0, ? + ttl_ms - expires_at),
+			expires_at = max(expires_at, ? + ttl_ms) WHERE ended_at IS NULL`, t.now, t.now)
+		if err != nil {
+			return err
+		}
+		// Sessions open at the crash are stretched alike, so that they keep expiring with
+		// their leases (invariant S2).
+		_, err = t.tx.ExecContext(ctx, `UPDATE lease_sessions SET expires_at = max(expires_at, ? + ttl_ms)
+			WHERE closed_at IS NULL AND expires_at > ?`, t.now, hwm)
 		t.dirty = true
 		return err
 	})
@@ -536,7 +545,7 @@ func (t *txn) record(ctx context.Context, e lease.Event) error {
 	}
 	e.Seq = t.nextSeq()
 	_, err := t.exec(ctx, stEvent, e.Seq, string(e.Type), e.Name, e.Token, e.Holder, e.At.UnixMilli(), exp,
-		nullText(e.Metadata), nullString(e.Resource), t.now, e.Actor, delay)
+		nullText(e.Metadata), nullString(e.Resource), t.now, e.Actor, delay, store.EventDetail(e))
 	if err != nil {
 		return fmt.Errorf("record %s event for %q: %w", e.Type, e.Name, w(err))
 	}
@@ -576,10 +585,10 @@ var stmtSQL = [numStmts]string{
 	stRelease:    `RELEASE op`,
 	stHWM:        `UPDATE meta SET value = max(value, ?) WHERE key = 'clock_hwm'`,
 	stLastToken:  `UPDATE meta SET value = ? WHERE key = 'last_token'`,
-	stEvent: `INSERT INTO events (seq, type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor, lock_delay_ms)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	stEvent: `INSERT INTO events (seq, type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor, lock_delay_ms, detail)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	stInsertGrant: `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
-		acquired_at, renewed_at, expires_at, metadata, owner) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		acquired_at, renewed_at, expires_at, metadata, owner, session) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	stPointName:     `INSERT INTO names (name, token) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET token = excluded.token`,
 	stRenew:         `UPDATE grants SET ttl_ms = ?, renewed_at = ?, expires_at = ? WHERE token = ?`,
 	stRenewMetadata: `UPDATE grants SET ttl_ms = ?, renewed_at = ?, expires_at = ?, metadata = ? WHERE token = ?`,

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -127,7 +128,15 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Tokens/GrowAcrossReopen", testTokensReopen},
 		{"Restart/Conservative", testRestartConservative},
 		{"Restart/ExpiredBeforeCrash", testRestartExpiredBefore},
+		{"Restart/ExtensionVisible", func(t *testing.T, e *env) { testRestartVisible(t, e, o.databaseClock) }},
 		{"Idempotency", testIdempotency},
+		{"Handover", testHandover},
+		{"Sessions/CloseEndsAll", testSessionClose},
+		{"Sessions/ExpireTogether", testSessionExpiry},
+		{"Sessions/ErrForbiddenToOtherKeys", testSessionOwner},
+		{"Semaphore/Limit", testSemaphoreLimit},
+		{"Semaphore/ConcurrentNeverOverLimit", testSemaphoreConcurrent},
+		{"Sessions/Restart", func(t *testing.T, e *env) { testSessionRestart(t, e, o.databaseClock) }},
 		{"LockDelay", testLockDelay},
 		{"LockDelay/PerGrantInEvents", testLockDelayPerGrant},
 		{"ExpireDue", testExpireDue},
@@ -421,6 +430,47 @@ func testRestartConservative(t *testing.T, e *env) {
 	}
 	if _, err := e.s.Renew(e.ctx, "job", l.ID, 0, nil); err != nil {
 		t.Errorf("Renew() after restart = %v, want the holder to keep its lease", err)
+	}
+}
+
+// testRestartVisible: the holder of a lease a restart stretched learns by how much from its
+// renewals and from a retried acquire; a grant made after the restart, or a backend whose
+// clock lives in its database, reports nothing.
+func testRestartVisible(t *testing.T, e *env, databaseClock bool) {
+	p := store.AcquireParams{Name: "job", Holder: "w1", TTL: 10 * time.Second, IdempotencyKey: "k-restart"}
+	l, err := e.s.Acquire(e.ctx, p)
+	if err != nil || l.ExtendedByRestart != 0 {
+		t.Fatalf("Acquire() = %+v, %v; want a grant no restart stretched", l, err)
+	}
+	e.clock.Advance(8 * time.Second)
+	e.restart() // at t0+8s: expiry t0+10s becomes t0+18s
+	want := 8 * time.Second
+	if databaseClock {
+		want = 0
+	}
+	e.clock.Advance(time.Second)
+	again, err := e.s.Acquire(e.ctx, p)
+	if err != nil || again.Token != l.Token || again.ExtendedByRestart != want {
+		t.Errorf("Acquire(same key) after restart = token %d extended %v, %v; want token %d extended %v", again.Token, again.ExtendedByRestart, err, l.Token, want)
+	}
+	for i := range 2 { // the stretch stays with the grant: every renewal reports it
+		r, err := e.s.Renew(e.ctx, "job", l.ID, 0, nil)
+		if err != nil || r.ExtendedByRestart != want {
+			t.Errorf("Renew() #%d after restart = extended %v, %v; want %v", i+1, r.ExtendedByRestart, err, want)
+		}
+	}
+	o := e.acquire("fresh", "w2", 10*time.Second)
+	if r, err := e.s.Renew(e.ctx, "fresh", o.ID, 0, nil); err != nil || r.ExtendedByRestart != 0 {
+		t.Errorf("Renew(fresh) = extended %v, %v; want 0 for a grant made after the restart", r.ExtendedByRestart, err)
+	}
+	// A second restart adds to the first: the renewals above set the expiry to t0+19s.
+	e.clock.Advance(5 * time.Second)
+	e.restart() // at t0+14s: expiry t0+19s becomes t0+24s
+	if databaseClock {
+		return
+	}
+	if r, err := e.s.Renew(e.ctx, "job", l.ID, 0, nil); err != nil || r.ExtendedByRestart != 13*time.Second {
+		t.Errorf("Renew() after a second restart = extended %v, %v; want 13s in total", r.ExtendedByRestart, err)
 	}
 }
 
@@ -1140,5 +1190,296 @@ func testPruneRows(t *testing.T, e *env) {
 		if st, err := e.s.Get(e.ctx, fmt.Sprintf("n%d", i)); err != nil || !st.Held {
 			t.Errorf("lease n%d after pruning history = %+v, %v; want untouched", i, st, err)
 		}
+	}
+}
+
+// testHandover: a handover request reaches the holder's renewals (across a restart) and the
+// history, ends nothing, and goes with its grant.
+func testHandover(t *testing.T, e *env) {
+	req := lease.Handover{To: "w2", Reason: "deploy", By: "ops (key_1)"}
+	_, err := e.s.RequestHandover(e.ctx, "job", req)
+	wantCode(t, "RequestHandover(never used)", err, lease.CodeNotFound)
+	l := e.acquire("job", "w1", 10*time.Second)
+	e.clock.Advance(time.Second)
+	h, err := e.s.RequestHandover(e.ctx, "job", req)
+	want := lease.Handover{Name: "job", Holder: "w1", Token: l.Token, To: "w2", Reason: "deploy", By: "ops (key_1)", At: t0.Add(time.Second)}
+	if err != nil || !cmp.Equal(h, want) {
+		t.Fatalf("RequestHandover() = %+v, %v; want %+v", h, err, want)
+	}
+	if st, err := e.s.Get(e.ctx, "job"); err != nil || !st.Held || !st.ExpiresAt.Equal(l.ExpiresAt) {
+		t.Errorf("Get() after the request = %+v, %v; want the lease held, unchanged", st, err)
+	}
+	for _, restart := range []bool{false, true} {
+		if restart {
+			e.restart()
+		}
+		r, err := e.s.Renew(e.ctx, "job", l.ID, 0, nil)
+		if err != nil || r.Handover == nil || !cmp.Equal(*r.Handover, want) {
+			t.Errorf("Renew() after the request (restarted %v) = handover %+v, %v; want %+v", restart, r.Handover, err, want)
+		}
+	}
+	evs := e.events("job")
+	if got := types(evs); !cmp.Equal(got, []lease.EventType{lease.EventAcquired, lease.EventHandoverRequested, lease.EventRenewed, lease.EventRenewed}) {
+		t.Fatalf("events = %v, want acquired, handover_requested, renewed", got)
+	}
+	if ev := evs[1]; ev.Token != l.Token || ev.Holder != "w1" || ev.Actor != req.By || ev.Handover == nil ||
+		ev.Handover.To != "w2" || ev.Handover.Reason != "deploy" {
+		t.Errorf("handover_requested event = %+v (handover %+v), want token %d, holder w1, actor, to and reason", ev, ev.Handover, l.Token)
+	}
+	if err := e.s.Release(e.ctx, "job", l.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.s.RequestHandover(e.ctx, "job", req)
+	wantCode(t, "RequestHandover(free)", err, lease.CodeNotHeld)
+	n := e.acquire("job", "w2", 10*time.Second)
+	if r, err := e.s.Renew(e.ctx, "job", n.ID, 0, nil); err != nil || r.Handover != nil {
+		t.Errorf("Renew() of the next grant = handover %+v, %v; want none: a request goes with its grant", r.Handover, err)
+	}
+}
+
+func (e *env) openSession(holder string, ttl time.Duration) lease.Session {
+	e.t.Helper()
+	ss, err := e.s.OpenSession(e.ctx, store.SessionParams{Holder: holder, TTL: ttl})
+	if err != nil || !strings.HasPrefix(ss.ID, lease.SessionIDPrefix) || !strings.HasPrefix(ss.Ref, lease.SessionRefPrefix) {
+		e.t.Fatalf("OpenSession() = %+v, %v; want a session with a secret ID and a ref", ss, err)
+	}
+	return ss
+}
+
+func (e *env) acquireIn(ss lease.Session, name string) lease.Lease {
+	e.t.Helper()
+	l, err := e.s.Acquire(e.ctx, store.AcquireParams{Name: name, Holder: ss.Holder, SessionID: ss.ID})
+	if err != nil {
+		e.t.Fatalf("Acquire(%q) under session %s = %v", name, ss.Ref, err)
+	}
+	return l
+}
+
+// testSessionClose: closing a session releases every lease held under it in one transaction
+// (invariant S1), and nothing else.
+func testSessionClose(t *testing.T, e *env) {
+	ss := e.openSession("proc-1", 10*time.Second)
+	e.clock.Advance(time.Second)
+	a, b := e.acquireIn(ss, "a"), e.acquireIn(ss, "b")
+	if a.Session != ss.Ref || !a.ExpiresAt.Equal(ss.ExpiresAt) {
+		t.Errorf("lease under a session = session %q expires %v, want %s and the session's %v", a.Session, a.ExpiresAt, ss.Ref, ss.ExpiresAt)
+	}
+	c := e.acquire("c", "other", 10*time.Second)
+	e.clock.Advance(time.Second)
+	closed, err := e.s.CloseSession(e.ctx, ss.ID, "")
+	if err != nil || closed.Leases != 2 || !closed.ClosedAt.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("CloseSession() = %+v, %v; want 2 leases released at t0+2s", closed, err)
+	}
+	for _, l := range []lease.Lease{a, b} {
+		st, err := e.s.Get(e.ctx, l.Name)
+		evs := e.events(l.Name)
+		last := evs[len(evs)-1]
+		if err != nil || st.Held || st.End != lease.EndReleased || last.Type != lease.EventReleased || last.Session != ss.Ref ||
+			!last.At.Equal(closed.ClosedAt) {
+			t.Errorf("%s after the close = %+v (last event %+v), %v; want released at the close, naming the session", l.Name, st, last, err)
+		}
+	}
+	if st, _ := e.s.Get(e.ctx, "c"); !st.Held || st.Token != c.Token {
+		t.Errorf("c, held outside the session, = %+v; want still held", st)
+	}
+	if again, err := e.s.CloseSession(e.ctx, ss.ID, ""); err != nil || again.Leases != 0 {
+		t.Errorf("CloseSession() again = %+v, %v; want nothing done, no error", again, err)
+	}
+	_, err = e.s.RenewSession(e.ctx, ss.ID, "", 0)
+	wantCode(t, "RenewSession(closed)", err, lease.CodeSessionLost)
+	_, err = e.s.Acquire(e.ctx, store.AcquireParams{Name: "d", Holder: "proc-1", SessionID: ss.ID})
+	wantCode(t, "Acquire(closed session)", err, lease.CodeSessionLost)
+	_, err = e.s.CloseSession(e.ctx, lease.NewSessionID(), "")
+	wantCode(t, "CloseSession(unknown)", err, lease.CodeNotFound)
+}
+
+// testSessionExpiry: a lease held under a session expires with it, never before nor after
+// (invariant S2): renewing the session renews its leases, and their expiry names the session.
+func testSessionExpiry(t *testing.T, e *env) {
+	ss := e.openSession("proc-1", 10*time.Second)
+	e.clock.Advance(2 * time.Second)
+	a := e.acquireIn(ss, "a")
+	if !a.ExpiresAt.Equal(t0.Add(10 * time.Second)) {
+		t.Errorf("lease expires %v, want with its session at t0+10s", a.ExpiresAt)
+	}
+	_, err := e.s.Renew(e.ctx, "a", a.ID, 0, nil)
+	wantCode(t, "Renew(a lease under a session)", err, lease.CodeInvalid)
+	e.clock.Advance(5 * time.Second)
+	r, err := e.s.RenewSession(e.ctx, ss.ID, "", 0)
+	if err != nil || r.Leases != 1 || !r.ExpiresAt.Equal(t0.Add(17*time.Second)) {
+		t.Fatalf("RenewSession() = %+v, %v; want 1 lease, expiry t0+17s", r, err)
+	}
+	if st, err := e.s.Get(e.ctx, "a"); err != nil || !st.Held || !st.ExpiresAt.Equal(r.ExpiresAt) {
+		t.Errorf("Get(a) after the session's renewal = %+v, %v; want held until %v", st, err, r.ExpiresAt)
+	}
+	e.clock.Advance(10*time.Second - time.Millisecond)
+	if st, _ := e.s.Get(e.ctx, "a"); !st.Held {
+		t.Errorf("Get(a) 1 ms before the session expires = %+v, want held", st)
+	}
+	e.clock.Advance(time.Millisecond)
+	if _, _, err := e.s.ExpireDue(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	evs := e.events("a")
+	if last := evs[len(evs)-1]; last.Type != lease.EventExpired || !last.At.Equal(r.ExpiresAt) || last.Session != ss.Ref {
+		t.Errorf("last event of a = %+v, want expired at the session's expiry %v, naming %s", last, r.ExpiresAt, ss.Ref)
+	}
+	_, err = e.s.RenewSession(e.ctx, ss.ID, "", 0)
+	wantCode(t, "RenewSession(expired)", err, lease.CodeSessionLost)
+	_, err = e.s.CloseSession(e.ctx, ss.ID, "")
+	wantCode(t, "CloseSession(expired)", err, lease.CodeSessionLost)
+	_, err = e.s.RenewSession(e.ctx, lease.NewSessionID(), "", 0)
+	wantCode(t, "RenewSession(unknown)", err, lease.CodeNotFound)
+}
+
+// testSessionRestart: a restart that stretches the leases of a session (invariant 5) stretches
+// the session alike, so they still expire together and the session can still be renewed.
+func testSessionRestart(t *testing.T, e *env, databaseClock bool) {
+	ss := e.openSession("proc-1", 10*time.Second)
+	a := e.acquireIn(ss, "a")
+	e.clock.Advance(8 * time.Second)
+	e.restart() // at t0+8s: the lease and its session last until t0+18s
+	e.clock.Advance(3 * time.Second)
+	st, _ := e.s.Get(e.ctx, "a")
+	r, err := e.s.RenewSession(e.ctx, ss.ID, "", 0)
+	if databaseClock {
+		if st.Held || !lease.IsCode(err, lease.CodeSessionLost) {
+			t.Errorf("at t0+11s with the database's clock: a = %+v, RenewSession = %v; want both ended at t0+10s", st, err)
+		}
+		return
+	}
+	if !st.Held || st.Token != a.Token || err != nil || r.Leases != 1 {
+		t.Errorf("3 s after a restart at t0+8s: a = %+v, RenewSession = %+v, %v; want a held and the session renewed with it", st, r, err)
+	}
+}
+
+func (e *env) acquireSlot(name, holder string, limit int) (lease.Lease, error) {
+	return e.s.Acquire(e.ctx, store.AcquireParams{Name: name, Holder: holder, TTL: 10 * time.Second, Limit: limit})
+}
+
+// testSemaphoreLimit: a semaphore of limit 3 has at most 3 holders, each with its own lease ID
+// and growing token; its limit is fixed while anyone holds it; a freed slot is granted again;
+// each slot expires on its own; the name's state sums its slots up.
+func testSemaphoreLimit(t *testing.T, e *env) {
+	var held []lease.Lease
+	for i := range 3 {
+		l, err := e.acquireSlot("pool", fmt.Sprintf("w%d", i), 3)
+		if err != nil || l.Name != "pool" || l.Slot != i || l.Limit != 3 || i > 0 && (l.Token <= held[i-1].Token || l.ID == held[i-1].ID) {
+			t.Fatalf("Acquire #%d (limit 3) = %+v, %v; want slot %d of pool with its own ID and a higher token", i, l, err, i)
+		}
+		held = append(held, l)
+		e.clock.Advance(time.Second)
+	}
+	_, err := e.acquireSlot("pool", "w3", 3)
+	wantCode(t, "Acquire #4 (limit 3)", err, lease.CodeHeld)
+	for _, limit := range []int{2, 4, 0} {
+		_, err := e.acquireSlot("pool", "w3", limit)
+		wantCode(t, fmt.Sprintf("Acquire(limit %d) while held with 3", limit), err, lease.CodeLimitMismatch)
+	}
+	e.acquire("plain", "p", 10*time.Second)
+	_, err = e.acquireSlot("plain", "w", 2)
+	wantCode(t, "Acquire(limit 2) of a held plain lease", err, lease.CodeLimitMismatch)
+
+	st, err := e.s.Get(e.ctx, "pool")
+	if err != nil || st.Limit != 3 || len(st.Slots) != 3 || !st.Held || st.Token != held[2].Token {
+		t.Fatalf("Get(pool) = %+v, %v; want a full semaphore of 3 slots", st, err)
+	}
+	if _, err := e.s.Renew(e.ctx, "pool", held[1].ID, 0, nil); err != nil {
+		t.Errorf("Renew(slot 1) = %v", err)
+	}
+	if err := e.s.Release(e.ctx, "pool", held[1].ID); err != nil {
+		t.Fatalf("Release(slot 1) = %v", err)
+	}
+	l, err := e.acquireSlot("pool", "w3", 3)
+	if err != nil || l.Slot != 1 || l.Token <= held[2].Token {
+		t.Fatalf("Acquire after slot 1 was released = %+v, %v; want slot 1 with a higher token", l, err)
+	}
+	// Slot 0 (granted at t0) expires on its own at t0+10s; slot 2 (t0+2s) holds on.
+	e.clock.Advance(10*time.Second - 3*time.Second)
+	w4, err := e.acquireSlot("pool", "w4", 3)
+	if err != nil || w4.Slot != 0 {
+		t.Fatalf("Acquire after slot 0 expired = %+v, %v; want slot 0", w4, err)
+	}
+	_, err = e.s.Renew(e.ctx, "pool", held[0].ID, 0, nil)
+	wantCode(t, "Renew(expired slot 0)", err, lease.CodeLost)
+	if err := e.s.Release(e.ctx, "other", held[2].ID); !lease.IsCode(err, lease.CodeLost) {
+		t.Errorf("Release(slot of pool, under another name) = %v, want lease_lost", err)
+	}
+	// An admin revokes one slot by its token, then every slot.
+	if err := e.s.Revoke(e.ctx, "pool", held[2].Token, "admin"); err != nil {
+		t.Fatalf("Revoke(pool, token of slot 2) = %v", err)
+	}
+	_, err = e.s.Renew(e.ctx, "pool", held[2].ID, 0, nil)
+	wantCode(t, "Renew(revoked slot 2)", err, lease.CodeLost)
+	if _, err := e.s.Renew(e.ctx, "pool", l.ID, 0, nil); err != nil {
+		t.Errorf("Renew(slot 1) after slot 2 was revoked = %v", err)
+	}
+	err = e.s.Revoke(e.ctx, "pool", held[2].Token, "admin")
+	wantCode(t, "Revoke(pool, a revoked slot's token)", err, lease.CodeLost)
+	if err := e.s.Revoke(e.ctx, "pool", 0, "admin"); err != nil {
+		t.Fatalf("Revoke(pool) = %v", err)
+	}
+	if st, err := e.s.Get(e.ctx, "pool"); err != nil || st.Token == 0 || slices.ContainsFunc(st.Slots, func(s lease.State) bool { return s.Held }) {
+		t.Errorf("Get(pool) after revoking it = %+v, %v; want no slot held", st, err)
+	}
+}
+
+// testSemaphoreConcurrent: many acquire a semaphore of limit 3 at once; exactly 3 win
+// (invariant M1: never more than N unexpired holders).
+func testSemaphoreConcurrent(t *testing.T, e *env) {
+	const n, limit = 12, 3
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	won := map[int]int64{}
+	for i := range n {
+		wg.Go(func() {
+			l, err := e.acquireSlot("pool", fmt.Sprintf("w%d", i), limit)
+			if err != nil && !lease.IsCode(err, lease.CodeHeld) {
+				t.Errorf("Acquire(w%d) = %v", i, err)
+			}
+			if err == nil {
+				mu.Lock()
+				if _, dup := won[l.Slot]; dup {
+					t.Errorf("slot %d granted twice", l.Slot)
+				}
+				won[l.Slot] = l.Token
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if len(won) != limit {
+		t.Errorf("%d holders won, want %d", len(won), limit)
+	}
+	if st, err := e.s.Get(e.ctx, "pool"); err != nil || !st.Held || len(st.Slots) != limit {
+		t.Errorf("Get(pool) = %+v, %v; want %d slots, full", st, err, limit)
+	}
+}
+
+// testSessionOwner: only the key that opened a session acquires under it, renews it or closes
+// it (an admin, by "", may renew or close any): its leases may lie outside another key's
+// prefixes.
+func testSessionOwner(t *testing.T, e *env) {
+	ss, err := e.s.OpenSession(e.ctx, store.SessionParams{Holder: "p", TTL: 10 * time.Second, Owner: "key_a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.s.Acquire(e.ctx, store.AcquireParams{Name: "a", Holder: "p", SessionID: ss.ID, Owner: "key_a"}); err != nil {
+		t.Fatalf("Acquire by the session's key = %v", err)
+	}
+	_, err = e.s.Acquire(e.ctx, store.AcquireParams{Name: "b", Holder: "p", SessionID: ss.ID, Owner: "key_b"})
+	wantCode(t, "Acquire under another key's session", err, lease.CodeForbidden)
+	_, err = e.s.RenewSession(e.ctx, ss.ID, "key_b", 0)
+	wantCode(t, "RenewSession by another key", err, lease.CodeForbidden)
+	_, err = e.s.CloseSession(e.ctx, ss.ID, "key_b")
+	wantCode(t, "CloseSession by another key", err, lease.CodeForbidden)
+	if st, _ := e.s.Get(e.ctx, "a"); !st.Held {
+		t.Errorf("a after another key's close = %+v, want held", st)
+	}
+	if _, err := e.s.RenewSession(e.ctx, ss.ID, "key_a", 0); err != nil {
+		t.Errorf("RenewSession by its key = %v", err)
+	}
+	if c, err := e.s.CloseSession(e.ctx, ss.ID, ""); err != nil || c.Leases != 1 {
+		t.Errorf("CloseSession by an admin = %+v, %v; want its lease released", c, err)
 	}
 }

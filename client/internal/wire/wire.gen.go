@@ -20,15 +20,16 @@ import (
 
 // Defines values for EventType.
 const (
-	EventTypeAcquired        EventType = "acquired"
-	EventTypeExpired         EventType = "expired"
-	EventTypeKeyCreated      EventType = "key_created"
-	EventTypeKeyRevoked      EventType = "key_revoked"
-	EventTypeRejected        EventType = "rejected"
-	EventTypeReleased        EventType = "released"
-	EventTypeRenewed         EventType = "renewed"
-	EventTypeResourceDeleted EventType = "resource_deleted"
-	EventTypeRevoked         EventType = "revoked"
+	EventTypeAcquired          EventType = "acquired"
+	EventTypeExpired           EventType = "expired"
+	EventTypeHandoverRequested EventType = "handover_requested"
+	EventTypeKeyCreated        EventType = "key_created"
+	EventTypeKeyRevoked        EventType = "key_revoked"
+	EventTypeRejected          EventType = "rejected"
+	EventTypeReleased          EventType = "released"
+	EventTypeRenewed           EventType = "renewed"
+	EventTypeResourceDeleted   EventType = "resource_deleted"
+	EventTypeRevoked           EventType = "revoked"
 )
 
 // Valid indicates whether the value is a known member of the EventType enum.
@@ -37,6 +38,8 @@ func (e EventType) Valid() bool {
 	case EventTypeAcquired:
 		return true
 	case EventTypeExpired:
+		return true
+	case EventTypeHandoverRequested:
 		return true
 	case EventTypeKeyCreated:
 		return true
@@ -85,13 +88,16 @@ const (
 	ProblemCodeInvalidRequest       ProblemCode = "invalid_request"
 	ProblemCodeLeaseHeld            ProblemCode = "lease_held"
 	ProblemCodeLeaseLost            ProblemCode = "lease_lost"
+	ProblemCodeLimitMismatch        ProblemCode = "limit_mismatch"
 	ProblemCodeMethodNotAllowed     ProblemCode = "method_not_allowed"
 	ProblemCodeNotFound             ProblemCode = "not_found"
+	ProblemCodeNotHeld              ProblemCode = "not_held"
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
 	ProblemCodePreconditionFailed   ProblemCode = "precondition_failed"
 	ProblemCodePreconditionRequired ProblemCode = "precondition_required"
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
 	ProblemCodeRequestTimeout       ProblemCode = "request_timeout"
+	ProblemCodeSessionLost          ProblemCode = "session_lost"
 	ProblemCodeStaleToken           ProblemCode = "stale_token"
 	ProblemCodeTokenNotIssued       ProblemCode = "token_not_issued"
 	ProblemCodeTooManyLeases        ProblemCode = "too_many_leases"
@@ -115,9 +121,13 @@ func (e ProblemCode) Valid() bool {
 		return true
 	case ProblemCodeLeaseLost:
 		return true
+	case ProblemCodeLimitMismatch:
+		return true
 	case ProblemCodeMethodNotAllowed:
 		return true
 	case ProblemCodeNotFound:
+		return true
+	case ProblemCodeNotHeld:
 		return true
 	case ProblemCodePayloadTooLarge:
 		return true
@@ -128,6 +138,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeRateLimited:
 		return true
 	case ProblemCodeRequestTimeout:
+		return true
+	case ProblemCodeSessionLost:
 		return true
 	case ProblemCodeStaleToken:
 		return true
@@ -214,6 +226,13 @@ type AcquireRequest struct {
 	// Example: worker-3@host-a
 	Holder string `json:"holder"`
 
+	// Limit Acquire the name as a semaphore of this many slots: up to `limit` holders at once, each
+	// with its own lease_id and fencing token (the first free slot is granted; waiting is
+	// first come first served for the next free slot). The limit is fixed while anyone
+	// holds the name: another one (or none, for a semaphore; or any, for a held plain
+	// lease) is `409 limit_mismatch`.
+	Limit *int `json:"limit,omitempty"`
+
 	// LockDelayMs After this lease expires (not on release), the name is not granted again for this long.
 	LockDelayMs *int64 `json:"lock_delay_ms,omitempty"`
 
@@ -222,10 +241,17 @@ type AcquireRequest struct {
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
 
-	// TtlMs Lease duration in ms, within the server's bounds (default 1000 to 3600000).
+	// SessionId Acquire under this session instead of for `ttl_ms` (give one or the other): the lease
+	// expires with the session, renewing the session renews it, closing the session
+	// releases it.
+	SessionId *string `json:"session_id,omitempty"`
+
+	// TtlMs Lease duration in ms, within the server's bounds (default 1000 to 3600000). Required
+	// unless `session_id` is given.
+	//
 	//
 	// Example: 15000
-	TtlMs int64 `json:"ttl_ms"`
+	TtlMs *int64 `json:"ttl_ms,omitempty"`
 
 	// WaitMs How long to wait in line for the lease (default 0, do not wait), up to the server's
 	// bound (default 300000). A server without a waiting line answers `400
@@ -242,7 +268,7 @@ type CreatedKey struct {
 
 // Event One entry of a history. `at` is when it happened; for `expired`, the moment the lease expired.
 type Event struct {
-	// Actor For admin actions (`revoked`, `key_created`, `key_revoked`, `resource_deleted`): the key that did it, as "label (key id)".
+	// Actor For admin actions (`revoked`, `key_created`, `key_revoked`, `resource_deleted`) and `handover_requested`: the key that did it, as "label (key id)".
 	Actor *string `json:"actor,omitempty"`
 
 	// At An instant, RFC 3339 in UTC with exactly three fractional digits.
@@ -253,8 +279,9 @@ type Event struct {
 	// ExpiresAt An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
 	// Example: 2026-11-29T08:45:13.120Z
-	ExpiresAt *Timestamp `json:"expires_at,omitempty"`
-	Holder    string     `json:"holder"`
+	ExpiresAt *Timestamp       `json:"expires_at,omitempty"`
+	Handover  *HandoverRequest `json:"handover,omitempty"`
+	Holder    string           `json:"holder"`
 
 	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
 	//
@@ -269,6 +296,9 @@ type Event struct {
 
 	// Seq Increases with every event; the watch stream's `id`.
 	Seq int64 `json:"seq"`
+
+	// Session For the end of a lease held under a session: the session's public name.
+	Session *string `json:"session,omitempty"`
 
 	// Token For `rejected`, the stale token presented.
 	Token int64     `json:"token"`
@@ -287,6 +317,37 @@ type EventList struct {
 // Grant The answer to an acquire: a Lease whose `lease_id` is always present. (In Go the
 // generated type stays Lease, whose `lease_id` is optional, for the code written to it.)
 type Grant = Lease
+
+// Handover A request that the holder of a grant let it go.
+type Handover struct {
+	// Holder Its holder.
+	Holder string  `json:"holder"`
+	Name   string  `json:"name"`
+	Reason *string `json:"reason,omitempty"`
+
+	// RequestedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	RequestedAt Timestamp `json:"requested_at"`
+
+	// RequestedBy Who asked: "label (key id)".
+	RequestedBy *string `json:"requested_by,omitempty"`
+
+	// To The holder to grant next
+	To *string `json:"to,omitempty"`
+
+	// Token The grant asked to let go.
+	Token int64 `json:"token"`
+}
+
+// HandoverRequest defines model for HandoverRequest.
+type HandoverRequest struct {
+	// Reason Free text for humans.
+	Reason *string `json:"reason,omitempty"`
+
+	// To The holder to grant next, if it waits in line when the lease is released.
+	To *string `json:"to,omitempty"`
+}
 
 // Health defines model for Health.
 type Health struct {
@@ -348,14 +409,26 @@ type Lease struct {
 	// Example: 2026-11-29T08:45:13.120Z
 	ExpiresAt Timestamp `json:"expires_at"`
 
+	// ExtendedByRestartMs Present when server restarts stretched this grant: in total, how many milliseconds
+	// they added to its expiry beyond what its holder was last told, because a restart
+	// treats a lease as held until at least the restart time plus its ttl (conservative
+	// restart). The holder may have believed the lease ended earlier than the server did.
+	ExtendedByRestartMs *int64 `json:"extended_by_restart_ms,omitempty"`
+
+	// HandoverRequested A request that the holder of a grant let it go.
+	HandoverRequested *Handover `json:"handover_requested,omitempty"`
+
 	// Holder Example: worker-3@host-a
 	Holder string `json:"holder"`
 
 	// LeaseId The secret that renews and releases; only in the answer to acquire.
 	//
 	// Example: lk_3q2mF0dQ4uU8oX1b5nJr7w
-	LeaseId     *string `json:"lease_id,omitempty"`
-	LockDelayMs int64   `json:"lock_delay_ms"`
+	LeaseId *string `json:"lease_id,omitempty"`
+
+	// Limit For a slot of a semaphore: its limit.
+	Limit       *int  `json:"limit,omitempty"`
+	LockDelayMs int64 `json:"lock_delay_ms"`
 
 	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
 	//
@@ -369,6 +442,22 @@ type Lease struct {
 	//
 	// Example: 2026-11-29T08:45:13.120Z
 	RenewedAt Timestamp `json:"renewed_at"`
+
+	// ServerEpoch Names this start of the server process that answered: it changes on every start (with
+	// PostgreSQL, each replica has its own). A holder that sees it change knows the server
+	// restarted while it held the lease.
+	//
+	//
+	// Example: ep_Xk2v9QmB0aE
+	ServerEpoch *string `json:"server_epoch,omitempty"`
+
+	// Session The public name of the session the lease is held under, if any (renew the session, not the lease).
+	//
+	// Example: ses_3f9a0c2b7d1e4a66
+	Session *string `json:"session,omitempty"`
+
+	// Slot For a slot of a semaphore: its index, from 0. Its events name the slot `name#slot`.
+	Slot *int `json:"slot,omitempty"`
 
 	// Token Example: 1796000000000000
 	Token int64 `json:"token"`
@@ -410,10 +499,13 @@ type LeaseState struct {
 	// ExpiresAt An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
 	// Example: 2026-11-29T08:45:13.120Z
-	ExpiresAt   *Timestamp `json:"expires_at,omitempty"`
-	Held        bool       `json:"held"`
-	Holder      string     `json:"holder"`
-	LockDelayMs int64      `json:"lock_delay_ms"`
+	ExpiresAt *Timestamp `json:"expires_at,omitempty"`
+	Held      bool       `json:"held"`
+	Holder    string     `json:"holder"`
+
+	// Limit For a semaphore: its limit. `held` then means every slot is held, `token` is the highest, and `slots` lists each slot used so far.
+	Limit       *int  `json:"limit,omitempty"`
+	LockDelayMs int64 `json:"lock_delay_ms"`
 
 	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
 	//
@@ -425,8 +517,11 @@ type LeaseState struct {
 	//
 	// Example: 2026-11-29T08:45:13.120Z
 	RenewedAt *Timestamp `json:"renewed_at,omitempty"`
-	Token     int64      `json:"token"`
-	TtlMs     int64      `json:"ttl_ms"`
+
+	// Slots For a semaphore, the state of each slot used so far (named `name#i`).
+	Slots *[]LeaseState `json:"slots,omitempty"`
+	Token int64         `json:"token"`
+	TtlMs int64         `json:"ttl_ms"`
 
 	// Waiters Requests waiting in line.
 	Waiters int `json:"waiters"`
@@ -571,6 +666,71 @@ type ResourceList struct {
 // Role `reader` reads; `writer` also acquires, renews, releases, writes resources and reports rejections; `admin` may do everything.
 type Role string
 
+// Session A session of a holder, whose leases expire with it.
+type Session struct {
+	// ClosedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	ClosedAt *Timestamp `json:"closed_at,omitempty"`
+
+	// CreatedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	CreatedAt Timestamp `json:"created_at"`
+
+	// ExpiresAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	ExpiresAt Timestamp `json:"expires_at"`
+	Holder    string    `json:"holder"`
+
+	// Leases For renew and close: how many leases the session held, renewed or released with it.
+	Leases *int `json:"leases,omitempty"`
+
+	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
+	//
+	// Example: {"addr":"10.0.0.7:9000"}
+	Metadata *Metadata `json:"metadata,omitempty"`
+
+	// RenewedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	RenewedAt Timestamp `json:"renewed_at"`
+
+	// Session Its public name (in paths, leases and events).
+	//
+	// Example: ses_3f9a0c2b7d1e4a66
+	Session string `json:"session"`
+
+	// SessionId The secret that renews, closes and acquires under the session; only in the answer that opened it.
+	//
+	// Example: lks_Vd3k0pZy8wQ2nX7bR1mT5cJ9
+	SessionId *string `json:"session_id,omitempty"`
+	TtlMs     int64   `json:"ttl_ms"`
+}
+
+// SessionIDRequest defines model for SessionIDRequest.
+type SessionIDRequest struct {
+	SessionId string `json:"session_id"`
+
+	// TtlMs For renew: a new duration; absent keeps the session's.
+	TtlMs *int64 `json:"ttl_ms,omitempty"`
+}
+
+// SessionRequest defines model for SessionRequest.
+type SessionRequest struct {
+	// Holder Who holds the session's leases
+	Holder string `json:"holder"`
+
+	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
+	//
+	// Example: {"addr":"10.0.0.7:9000"}
+	Metadata *Metadata `json:"metadata,omitempty"`
+
+	// TtlMs The session's duration, within the server's bounds on ttl_ms.
+	TtlMs int64 `json:"ttl_ms"`
+}
+
 // Timestamp An instant, RFC 3339 in UTC with exactly three fractional digits.
 //
 // Example: 2026-11-29T08:45:13.120Z
@@ -584,6 +744,9 @@ type Limit = int
 
 // Resource Example: billing-nightly
 type Resource = Name
+
+// SessionRef defines model for SessionRef.
+type SessionRef = string
 
 // BadRequest RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
 // expires) and `available_at` (when the name can be granted again); for `stale_token` and
@@ -609,6 +772,11 @@ type NotFound = Problem
 // expires) and `available_at` (when the name can be granted again); for `stale_token` and
 // `token_not_issued`, `presented_token` and `current_fence`.
 type RateLimited = Problem
+
+// SessionLost RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
+// expires) and `available_at` (when the name can be granted again); for `stale_token` and
+// `token_not_issued`, `presented_token` and `current_fence`.
+type SessionLost = Problem
 
 // Unauthorized RFC 9457 problem details. For `lease_held`, `holder`, `expires_at` (when the current lease
 // expires) and `available_at` (when the name can be granted again); for `stale_token` and
@@ -711,6 +879,9 @@ type CreateKeyJSONRequestBody = KeyRequest
 // AcquireLeaseJSONRequestBody defines body for AcquireLease for application/json ContentType.
 type AcquireLeaseJSONRequestBody = AcquireRequest
 
+// RequestHandoverJSONRequestBody defines body for RequestHandover for application/json ContentType.
+type RequestHandoverJSONRequestBody = HandoverRequest
+
 // ReleaseLeaseJSONRequestBody defines body for ReleaseLease for application/json ContentType.
 type ReleaseLeaseJSONRequestBody = ReleaseRequest
 
@@ -719,6 +890,15 @@ type RenewLeaseJSONRequestBody = RenewRequest
 
 // ReportRejectionJSONRequestBody defines body for ReportRejection for application/json ContentType.
 type ReportRejectionJSONRequestBody = RejectionReport
+
+// OpenSessionJSONRequestBody defines body for OpenSession for application/json ContentType.
+type OpenSessionJSONRequestBody = SessionRequest
+
+// CloseSessionJSONRequestBody defines body for CloseSession for application/json ContentType.
+type CloseSessionJSONRequestBody = SessionIDRequest
+
+// RenewSessionJSONRequestBody defines body for RenewSession for application/json ContentType.
+type RenewSessionJSONRequestBody = SessionIDRequest
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error
@@ -877,6 +1057,32 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/leases/{name}/events (the `ListLeaseEvents` operationId).
 	ListLeaseEvents(ctx context.Context, name Name, params *ListLeaseEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RequestHandoverWithBody Ask the current holder to let the lease go (cooperative handover).
+	//
+	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+	// admin's tool for a holder that does not cooperate.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+	RequestHandoverWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RequestHandover Ask the current holder to let the lease go (cooperative handover).
+	//
+	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+	// admin's tool for a holder that does not cooperate.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+	RequestHandover(ctx context.Context, name Name, body RequestHandoverJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ReleaseLeaseWithBody Release the lease. A repeat by the same lease_id answers 204 again.
 	//
 	// Takes any type of body and a specified content type.
@@ -967,6 +1173,62 @@ type ClientInterface interface {
 	//
 	// Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 	PutResourceWithBody(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenSessionWithBody Open a session, to hold many leases with one keepalive.
+	//
+	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+	// expires when the session does (recorded as `expired`, naming the session), renewing the
+	// session renews every lease under it, and closing the session releases them all in one
+	// transaction. The `session_id` is shown once and stored only as a hash.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+	OpenSessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// OpenSession Open a session, to hold many leases with one keepalive.
+	//
+	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+	// expires when the session does (recorded as `expired`, naming the session), renewing the
+	// session renews every lease under it, and closing the session releases them all in one
+	// transaction. The `session_id` is shown once and stored only as a hash.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+	OpenSession(ctx context.Context, body OpenSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CloseSessionWithBody Close a session and release every lease held under it, in one transaction.
+	//
+	// A repeat answers 200 again, releasing nothing.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+	CloseSessionWithBody(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CloseSession Close a session and release every lease held under it, in one transaction.
+	//
+	// A repeat answers 200 again, releasing nothing.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+	CloseSession(ctx context.Context, session SessionRef, body CloseSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RenewSessionWithBody Renew a session and, in the same transaction, every lease held under it.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+	RenewSessionWithBody(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RenewSession Renew a session and, in the same transaction, every lease held under it.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+	RenewSession(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Watch A live stream of events as Server-Sent Events.
 	//
@@ -1181,6 +1443,52 @@ func (c *Client) ListLeaseEvents(ctx context.Context, name Name, params *ListLea
 	return c.Client.Do(req)
 }
 
+// RequestHandoverWithBody Ask the current holder to let the lease go (cooperative handover).
+//
+// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+// admin's tool for a holder that does not cooperate.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+func (c *Client) RequestHandoverWithBody(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestHandoverRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RequestHandover Ask the current holder to let the lease go (cooperative handover).
+//
+// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+// admin's tool for a holder that does not cooperate.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+func (c *Client) RequestHandover(ctx context.Context, name Name, body RequestHandoverJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRequestHandoverRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ReleaseLeaseWithBody Release the lease. A repeat by the same lease_id answers 204 again.
 //
 // Takes any type of body and a specified content type.
@@ -1372,6 +1680,122 @@ func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors 
 // Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 func (c *Client) PutResourceWithBody(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutResourceRequestWithBody(c.Server, resource, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenSessionWithBody Open a session, to hold many leases with one keepalive.
+//
+// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+// expires when the session does (recorded as `expired`, naming the session), renewing the
+// session renews every lease under it, and closing the session releases them all in one
+// transaction. The `session_id` is shown once and stored only as a hash.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+func (c *Client) OpenSessionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenSessionRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// OpenSession Open a session, to hold many leases with one keepalive.
+//
+// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+// expires when the session does (recorded as `expired`, naming the session), renewing the
+// session renews every lease under it, and closing the session releases them all in one
+// transaction. The `session_id` is shown once and stored only as a hash.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+func (c *Client) OpenSession(ctx context.Context, body OpenSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewOpenSessionRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CloseSessionWithBody Close a session and release every lease held under it, in one transaction.
+//
+// A repeat answers 200 again, releasing nothing.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+func (c *Client) CloseSessionWithBody(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCloseSessionRequestWithBody(c.Server, session, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CloseSession Close a session and release every lease held under it, in one transaction.
+//
+// A repeat answers 200 again, releasing nothing.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+func (c *Client) CloseSession(ctx context.Context, session SessionRef, body CloseSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCloseSessionRequest(c.Server, session, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RenewSessionWithBody Renew a session and, in the same transaction, every lease held under it.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+func (c *Client) RenewSessionWithBody(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRenewSessionRequestWithBody(c.Server, session, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RenewSession Renew a session and, in the same transaction, every lease held under it.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+func (c *Client) RenewSession(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRenewSessionRequest(c.Server, session, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1876,6 +2300,53 @@ func NewListLeaseEventsRequest(server string, name Name, params *ListLeaseEvents
 	return req, nil
 }
 
+// NewRequestHandoverRequest calls the generic RequestHandover builder with application/json body
+func NewRequestHandoverRequest(server string, name Name, body RequestHandoverJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRequestHandoverRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewRequestHandoverRequestWithBody constructs an http.Request for the RequestHandover method, with any body, and a specified content type
+func NewRequestHandoverRequestWithBody(server string, name Name, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/leases/%s/handover", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewReleaseLeaseRequest calls the generic ReleaseLease builder with application/json body
 func NewReleaseLeaseRequest(server string, name Name, body ReleaseLeaseJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -2340,6 +2811,140 @@ func NewPutResourceRequestWithBody(server string, resource Resource, params *Put
 	return req, nil
 }
 
+// NewOpenSessionRequest calls the generic OpenSession builder with application/json body
+func NewOpenSessionRequest(server string, body OpenSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewOpenSessionRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewOpenSessionRequestWithBody constructs an http.Request for the OpenSession method, with any body, and a specified content type
+func NewOpenSessionRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewCloseSessionRequest calls the generic CloseSession builder with application/json body
+func NewCloseSessionRequest(server string, session SessionRef, body CloseSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCloseSessionRequestWithBody(server, session, "application/json", bodyReader)
+}
+
+// NewCloseSessionRequestWithBody constructs an http.Request for the CloseSession method, with any body, and a specified content type
+func NewCloseSessionRequestWithBody(server string, session SessionRef, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "session", session, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/close", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRenewSessionRequest calls the generic RenewSession builder with application/json body
+func NewRenewSessionRequest(server string, session SessionRef, body RenewSessionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRenewSessionRequestWithBody(server, session, "application/json", bodyReader)
+}
+
+// NewRenewSessionRequestWithBody constructs an http.Request for the RenewSession method, with any body, and a specified content type
+func NewRenewSessionRequestWithBody(server string, session SessionRef, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "session", session, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/sessions/%s/renew", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewWatchRequest constructs an http.Request for the Watch method
 func NewWatchRequest(server string, params *WatchParams) (*http.Request, error) {
 	var err error
@@ -2552,6 +3157,32 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/leases/{name}/events (the `ListLeaseEvents` operationId).
 	ListLeaseEventsWithResponse(ctx context.Context, name Name, params *ListLeaseEventsParams, reqEditors ...RequestEditorFn) (*ListLeaseEventsResponse, error)
 
+	// RequestHandoverWithBodyWithResponse Ask the current holder to let the lease go (cooperative handover).
+	//
+	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+	// admin's tool for a holder that does not cooperate.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+	RequestHandoverWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestHandoverResponse, error)
+
+	// RequestHandoverWithResponse Ask the current holder to let the lease go (cooperative handover).
+	//
+	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+	// admin's tool for a holder that does not cooperate.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+	RequestHandoverWithResponse(ctx context.Context, name Name, body RequestHandoverJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestHandoverResponse, error)
+
 	// ReleaseLeaseWithBodyWithResponse Release the lease. A repeat by the same lease_id answers 204 again.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -2650,6 +3281,62 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 	PutResourceWithBodyWithResponse(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutResourceResponse, error)
+
+	// OpenSessionWithBodyWithResponse Open a session, to hold many leases with one keepalive.
+	//
+	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+	// expires when the session does (recorded as `expired`, naming the session), renewing the
+	// session renews every lease under it, and closing the session releases them all in one
+	// transaction. The `session_id` is shown once and stored only as a hash.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+	OpenSessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenSessionResponse, error)
+
+	// OpenSessionWithResponse Open a session, to hold many leases with one keepalive.
+	//
+	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+	// expires when the session does (recorded as `expired`, naming the session), renewing the
+	// session renews every lease under it, and closing the session releases them all in one
+	// transaction. The `session_id` is shown once and stored only as a hash.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+	OpenSessionWithResponse(ctx context.Context, body OpenSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenSessionResponse, error)
+
+	// CloseSessionWithBodyWithResponse Close a session and release every lease held under it, in one transaction.
+	//
+	// A repeat answers 200 again, releasing nothing.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+	CloseSessionWithBodyWithResponse(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CloseSessionResponse, error)
+
+	// CloseSessionWithResponse Close a session and release every lease held under it, in one transaction.
+	//
+	// A repeat answers 200 again, releasing nothing.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+	CloseSessionWithResponse(ctx context.Context, session SessionRef, body CloseSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*CloseSessionResponse, error)
+
+	// RenewSessionWithBodyWithResponse Renew a session and, in the same transaction, every lease held under it.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+	RenewSessionWithBodyWithResponse(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RenewSessionResponse, error)
+
+	// RenewSessionWithResponse Renew a session and, in the same transaction, every lease held under it.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+	RenewSessionWithResponse(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewSessionResponse, error)
 
 	// WatchWithResponse A live stream of events as Server-Sent Events.
 	//
@@ -3514,6 +4201,124 @@ func (r ListLeaseEventsResponse) ContentType() string {
 	return ""
 }
 
+// RequestHandoverResponse401Headers the declared response headers of an HTTP 401 response for RequestHandover
+type RequestHandoverResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// RequestHandoverResponse429Headers the declared response headers of an HTTP 429 response for RequestHandover
+type RequestHandoverResponse429Headers struct {
+	RetryAfter int
+}
+
+// RequestHandoverResponse503Headers the declared response headers of an HTTP 503 response for RequestHandover
+type RequestHandoverResponse503Headers struct {
+	RetryAfter int
+}
+
+type RequestHandoverResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *Handover
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RequestHandoverResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RequestHandoverResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RequestHandoverResponse503Headers
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r RequestHandoverResponse) GetJSON202() *Handover {
+	return r.JSON202
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RequestHandoverResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RequestHandoverResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RequestHandoverResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RequestHandoverResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RequestHandoverResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // ReleaseLeaseResponse401Headers the declared response headers of an HTTP 401 response for ReleaseLease
 type ReleaseLeaseResponse401Headers struct {
 	WWWAuthenticate string
@@ -4351,6 +5156,346 @@ func (r PutResourceResponse) ContentType() string {
 	return ""
 }
 
+// OpenSessionResponse401Headers the declared response headers of an HTTP 401 response for OpenSession
+type OpenSessionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// OpenSessionResponse429Headers the declared response headers of an HTTP 429 response for OpenSession
+type OpenSessionResponse429Headers struct {
+	RetryAfter int
+}
+
+// OpenSessionResponse503Headers the declared response headers of an HTTP 503 response for OpenSession
+type OpenSessionResponse503Headers struct {
+	RetryAfter int
+}
+
+type OpenSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *Session
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *OpenSessionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *OpenSessionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *OpenSessionResponse503Headers
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r OpenSessionResponse) GetJSON201() *Session {
+	return r.JSON201
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r OpenSessionResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r OpenSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r OpenSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r OpenSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r OpenSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// CloseSessionResponse401Headers the declared response headers of an HTTP 401 response for CloseSession
+type CloseSessionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// CloseSessionResponse429Headers the declared response headers of an HTTP 429 response for CloseSession
+type CloseSessionResponse429Headers struct {
+	RetryAfter int
+}
+
+// CloseSessionResponse503Headers the declared response headers of an HTTP 503 response for CloseSession
+type CloseSessionResponse503Headers struct {
+	RetryAfter int
+}
+
+type CloseSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Session
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *SessionLost
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *CloseSessionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *CloseSessionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *CloseSessionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CloseSessionResponse) GetJSON200() *Session {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON409() *SessionLost {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r CloseSessionResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r CloseSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CloseSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CloseSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CloseSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// RenewSessionResponse401Headers the declared response headers of an HTTP 401 response for RenewSession
+type RenewSessionResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// RenewSessionResponse429Headers the declared response headers of an HTTP 429 response for RenewSession
+type RenewSessionResponse429Headers struct {
+	RetryAfter int
+}
+
+// RenewSessionResponse503Headers the declared response headers of an HTTP 503 response for RenewSession
+type RenewSessionResponse503Headers struct {
+	RetryAfter int
+}
+
+type RenewSessionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Session
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *SessionLost
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *RenewSessionResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *RenewSessionResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *RenewSessionResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RenewSessionResponse) GetJSON200() *Session {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON409() *SessionLost {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r RenewSessionResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r RenewSessionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RenewSessionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RenewSessionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RenewSessionResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // WatchResponse401Headers the declared response headers of an HTTP 401 response for Watch
 type WatchResponse401Headers struct {
 	WWWAuthenticate string
@@ -4605,6 +5750,44 @@ func (c *ClientWithResponses) ListLeaseEventsWithResponse(ctx context.Context, n
 	return ParseListLeaseEventsResponse(rsp)
 }
 
+// RequestHandoverWithBodyWithResponse Ask the current holder to let the lease go (cooperative handover).
+//
+// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+// admin's tool for a holder that does not cooperate.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+func (c *ClientWithResponses) RequestHandoverWithBodyWithResponse(ctx context.Context, name Name, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RequestHandoverResponse, error) {
+	rsp, err := c.RequestHandoverWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestHandoverResponse(rsp)
+}
+
+// RequestHandoverWithResponse Ask the current holder to let the lease go (cooperative handover).
+//
+// Nothing is forced: the lease stays held until its holder releases it (or it expires).
+// The holder's next renewals answer `handover_requested`, and the watch stream carries a
+// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
+// granted first when the lease is released. A repeat replaces the request. Revoke stays the
+// admin's tool for a holder that does not cooperate.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/leases/{name}/handover (the `RequestHandover` operationId).
+func (c *ClientWithResponses) RequestHandoverWithResponse(ctx context.Context, name Name, body RequestHandoverJSONRequestBody, reqEditors ...RequestEditorFn) (*RequestHandoverResponse, error) {
+	rsp, err := c.RequestHandover(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRequestHandoverResponse(rsp)
+}
+
 // ReleaseLeaseWithBodyWithResponse Release the lease. A repeat by the same lease_id answers 204 again.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -4768,6 +5951,98 @@ func (c *ClientWithResponses) PutResourceWithBodyWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParsePutResourceResponse(rsp)
+}
+
+// OpenSessionWithBodyWithResponse Open a session, to hold many leases with one keepalive.
+//
+// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+// expires when the session does (recorded as `expired`, naming the session), renewing the
+// session renews every lease under it, and closing the session releases them all in one
+// transaction. The `session_id` is shown once and stored only as a hash.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+func (c *ClientWithResponses) OpenSessionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*OpenSessionResponse, error) {
+	rsp, err := c.OpenSessionWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenSessionResponse(rsp)
+}
+
+// OpenSessionWithResponse Open a session, to hold many leases with one keepalive.
+//
+// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
+// expires when the session does (recorded as `expired`, naming the session), renewing the
+// session renews every lease under it, and closing the session releases them all in one
+// transaction. The `session_id` is shown once and stored only as a hash.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions (the `OpenSession` operationId).
+func (c *ClientWithResponses) OpenSessionWithResponse(ctx context.Context, body OpenSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*OpenSessionResponse, error) {
+	rsp, err := c.OpenSession(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseOpenSessionResponse(rsp)
+}
+
+// CloseSessionWithBodyWithResponse Close a session and release every lease held under it, in one transaction.
+//
+// A repeat answers 200 again, releasing nothing.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+func (c *ClientWithResponses) CloseSessionWithBodyWithResponse(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CloseSessionResponse, error) {
+	rsp, err := c.CloseSessionWithBody(ctx, session, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCloseSessionResponse(rsp)
+}
+
+// CloseSessionWithResponse Close a session and release every lease held under it, in one transaction.
+//
+// A repeat answers 200 again, releasing nothing.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session}/close (the `CloseSession` operationId).
+func (c *ClientWithResponses) CloseSessionWithResponse(ctx context.Context, session SessionRef, body CloseSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*CloseSessionResponse, error) {
+	rsp, err := c.CloseSession(ctx, session, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCloseSessionResponse(rsp)
+}
+
+// RenewSessionWithBodyWithResponse Renew a session and, in the same transaction, every lease held under it.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+func (c *ClientWithResponses) RenewSessionWithBodyWithResponse(ctx context.Context, session SessionRef, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RenewSessionResponse, error) {
+	rsp, err := c.RenewSessionWithBody(ctx, session, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRenewSessionResponse(rsp)
+}
+
+// RenewSessionWithResponse Renew a session and, in the same transaction, every lease held under it.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
+func (c *ClientWithResponses) RenewSessionWithResponse(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewSessionResponse, error) {
+	rsp, err := c.RenewSession(ctx, session, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRenewSessionResponse(rsp)
 }
 
 // WatchWithResponse A live stream of events as Server-Sent Events.
@@ -5579,6 +6854,121 @@ func ParseListLeaseEventsResponse(rsp *http.Response) (*ListLeaseEventsResponse,
 			headers.RetryAfter = value
 		}
 		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRequestHandoverResponse parses an HTTP response from a RequestHandoverWithResponse call
+func ParseRequestHandoverResponse(rsp *http.Response) (*RequestHandoverResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RequestHandoverResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest Handover
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RequestHandoverResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RequestHandoverResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RequestHandoverResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil
@@ -6426,6 +7816,337 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 		response.Headers429 = &headers
 	case rsp.StatusCode == 503:
 		var headers PutResourceResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseOpenSessionResponse parses an HTTP response from a OpenSessionWithResponse call
+func ParseOpenSessionResponse(rsp *http.Response) (*OpenSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &OpenSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers OpenSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers OpenSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers OpenSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseCloseSessionResponse parses an HTTP response from a CloseSessionWithResponse call
+func ParseCloseSessionResponse(rsp *http.Response) (*CloseSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CloseSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest SessionLost
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers CloseSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers CloseSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers CloseSessionResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseRenewSessionResponse parses an HTTP response from a RenewSessionWithResponse call
+func ParseRenewSessionResponse(rsp *http.Response) (*RenewSessionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RenewSessionResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Session
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest SessionLost
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers RenewSessionResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers RenewSessionResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers RenewSessionResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {

@@ -1,0 +1,49 @@
+package lease
+
+import (
+	"time"
+	"unicode/utf8"
+)
+
+// Handover is a cooperative request that the holder of a grant let it go: its renewals say
+// so, and when To names a holder waiting in line, that holder is granted first once the grant
+// ends. Nothing is forced; revoke stays the admin's tool.
+type Handover struct {
+	Name   string    // the lease
+	Holder string    // the holder of the grant asked
+	Token  int64     // the grant asked to let go
+	To     string    // the holder preferred next; empty for whoever waits first
+	Reason string    // free text for humans
+	By     string    // who asked: "label (key id)"
+	At     time.Time // when, by the server's clock
+}
+
+// MaxReasonLen bounds a handover's reason, in bytes.
+const MaxReasonLen = 1024
+
+// ValidateHandover checks a handover request's target (empty, or a valid holder) and reason.
+func ValidateHandover(to, reason string) error {
+	if to != "" {
+		if err := ValidateHolder(to); err != nil {
+			return invalid("to", "to must be a valid holder (%s)", err.(*Error).Message)
+		}
+	}
+	if len(reason) > MaxReasonLen || !utf8.ValidString(reason) {
+		return invalid("reason", "reason must be valid UTF-8 of at most %d bytes", MaxReasonLen)
+	}
+	return nil
+}
+
+// DecideHandover decides a request that the holder of cur, the current grant of name (exists
+// false for a name never used), settled at now, hand it over: the request to record, for
+// cur's token; not_found for a name never used, not_held when no one holds it now.
+func DecideHandover(cur Grant, exists bool, name string, h Handover, now time.Time) (Handover, error) {
+	if !exists {
+		return h, Errorf(CodeNotFound, "no lease named %q was ever taken", name)
+	}
+	if !cur.HeldAt(now) {
+		return h, Errorf(CodeNotHeld, "lease %q is not held (token %d %s): there is nothing to hand over", name, cur.Token, cur.State(now).End)
+	}
+	h.Name, h.Holder, h.Token, h.At = name, cur.Holder, cur.Token, now
+	return h, nil
+}

@@ -1,0 +1,77 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+)
+
+// loadSemaphores reads the limit of every semaphore.
+func (s *Store) loadSemaphores(ctx context.Context) (map[string]int, error) {
+	rows, err := s.w.QueryContext(ctx, `SELECT name, lim FROM semaphores`)
+	if err != nil {
+		return nil, fmt.Errorf("load semaphores: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var name string
+		var lim int
+		if err := rows.Scan(&name, &lim); err != nil {
+			return nil, fmt.Errorf("load semaphores: %w", err)
+		}
+		out[name] = lim
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load semaphores: %w", err)
+	}
+	return out, nil
+}
+
+// semaphoreState is the state of the semaphore name of limit lim at now, with its slots', or
+// ok false when name is no semaphore.
+func (s *Store) semaphoreState(ctx context.Context, name string, now int64) (st lease.State, ok bool, err error) {
+	var lim int
+	err = s.r.QueryRowContext(ctx, `SELECT lim FROM semaphores WHERE name = ?`, name).Scan(&lim)
+	if errors.Is(err, sql.ErrNoRows) {
+		return st, false, nil
+	}
+	if err != nil {
+		return st, false, fmt.Errorf("read semaphore %q: %w", name, w(err))
+	}
+	st = lease.State{Name: name, Limit: lim}
+	for i := range lim {
+		g, found, err := current(ctx, s.r, lease.SlotName(name, i))
+		if err != nil {
+			return st, false, err
+		}
+		if found {
+			st.Slots = append(st.Slots, g.state(now))
+		}
+	}
+	lease.SumSlots(&st)
+	return st, true, nil
+}
+
+// revokeSlots revokes slots of the semaphore name of limit lim: the one holding token, or
+// every open one without a token.
+func revokeSlots(ctx context.Context, t *txn, name string, lim int, token int64, actor string) error {
+	slots, rules, exists := make([]grant, lim), make([]lease.Grant, lim), make([]bool, lim)
+	for i := range lim {
+		var err error
+		if slots[i], exists[i], err = currentSettled(ctx, t, lease.SlotName(name, i)); err != nil {
+			return err
+		}
+		rules[i] = slots[i].rule()
+	}
+	end, err := lease.DecideRevokeSlots(name, rules, exists, token)
+	for _, i := range end {
+		if err := endBy(ctx, t, slots[i], lease.EndRevoked, t.now, actor); err != nil {
+			return err
+		}
+	}
+	return err
+}
