@@ -333,7 +333,7 @@ type Handover struct {
 	// RequestedBy Who asked: "label (key id)".
 	RequestedBy *string `json:"requested_by,omitempty"`
 
-	// To The holder to grant next
+	// To The holder to grant next, if it waits in line.
 	To *string `json:"to,omitempty"`
 
 	// Token The grant asked to let go.
@@ -719,7 +719,7 @@ type SessionIDRequest struct {
 
 // SessionRequest defines model for SessionRequest.
 type SessionRequest struct {
-	// Holder Who holds the session's leases
+	// Holder Who holds the session's leases, for humans.
 	Holder string `json:"holder"`
 
 	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
