@@ -232,7 +232,7 @@ func (c *Client) Acquire(ctx context.Context, name string, o AcquireOptions) (*L
 		return nil, invalid(op, err)
 	}
 	if o.session != nil {
-		body.TtlMs, body.SessionId = nil, &o.session.id
+		body.TtlMs, body.SessionId = 0, &o.session.id
 	}
 	if o.Limit < 0 {
 		return nil, fmt.Errorf("%s: %w: limit %d is negative", op, ErrInvalid, o.Limit)
@@ -329,7 +329,7 @@ func (c *Client) acquireRequest(name string, o AcquireOptions) (AcquireOptions, 
 		o.TTL = DefaultTTL
 	}
 	ttlMs := o.TTL.Milliseconds()
-	body := wire.AcquireRequest{Holder: o.Holder, TtlMs: &ttlMs}
+	body := wire.AcquireRequest{Holder: o.Holder, TtlMs: ttlMs}
 	switch {
 	case o.TTL < time.Millisecond:
 		return o, body, fmt.Errorf("ttl %v is not a positive number of milliseconds", o.TTL)

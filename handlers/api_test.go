@@ -20,7 +20,7 @@ func TestAcquireLease(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		e := newEnv(t)
 		md := api.Metadata{"addr": "10.0.0.7:9000"}
-		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", nil, api.AcquireRequest{Holder: "w1", TtlMs: ptr(int64(15000)), Metadata: &md})
+		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", nil, api.AcquireRequest{Holder: "w1", TtlMs: 15000, Metadata: &md})
 		if err != nil || r.JSON200 == nil {
 			t.Fatalf("AcquireLease() = %v, %v; want 200", status(r), err)
 		}
@@ -42,7 +42,7 @@ func TestAcquireLease(t *testing.T) {
 		e := newEnv(t)
 		first := e.acquire("job", "w1", 10*time.Second)
 		e.clock.Advance(2500 * time.Millisecond)
-		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", nil, api.AcquireRequest{Holder: "w2", TtlMs: ptr(int64(10000))})
+		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", nil, api.AcquireRequest{Holder: "w2", TtlMs: 10000})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,7 +59,7 @@ func TestAcquireLease(t *testing.T) {
 	})
 	t.Run("ErrInvalid", func(t *testing.T) {
 		e := newEnv(t)
-		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", nil, api.AcquireRequest{Holder: "w1", TtlMs: ptr(int64(5))})
+		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", nil, api.AcquireRequest{Holder: "w1", TtlMs: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func TestAcquireLease(t *testing.T) {
 
 func TestIdempotencyKey(t *testing.T) {
 	e := newEnv(t)
-	body := api.AcquireRequest{Holder: "w1", TtlMs: ptr(int64(10000))}
+	body := api.AcquireRequest{Holder: "w1", TtlMs: 10000}
 	key := &api.AcquireLeaseParams{IdempotencyKey: ptr("retry-1-0123456789abcdef")}
 	first, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", key, body)
 	if err != nil || first.JSON200 == nil {
@@ -101,7 +101,7 @@ func TestIdempotencyKey(t *testing.T) {
 		}
 	})
 	t.Run("ErrInvalidOtherRequest", func(t *testing.T) {
-		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", key, api.AcquireRequest{Holder: "w2", TtlMs: ptr(int64(10000))})
+		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "job", key, api.AcquireRequest{Holder: "w2", TtlMs: 10000})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -63,7 +63,7 @@ func BenchmarkHTTPAcquireParallel(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			name := fmt.Sprintf("n%d", n.Add(1))
-			r, err := e.c.AcquireLeaseWithResponse(e.ctx, name, nil, api.AcquireRequest{Holder: "bench", TtlMs: ptr(int64(3600000))})
+			r, err := e.c.AcquireLeaseWithResponse(e.ctx, name, nil, api.AcquireRequest{Holder: "bench", TtlMs: 3600000})
 			if err != nil || r.JSON200 == nil {
 				b.Errorf("AcquireLease(%q) = %v, %v", name, status(r), err)
 				return

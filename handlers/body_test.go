@@ -111,7 +111,7 @@ func TestWaitingAcquireLeft(t *testing.T) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "w2", TtlMs: ptr(int64(1000)), WaitMs: ptr[int64](60000)})
+		_, err := e.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "w2", TtlMs: 1000, WaitMs: ptr[int64](60000)})
 		done <- err
 	}()
 	waitFor(t, "the acquire to wait in line", func() bool { return line.Waiters("job") == 1 })

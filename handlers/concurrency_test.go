@@ -26,7 +26,7 @@ func TestContention(t *testing.T) {
 		wg.Go(func() {
 			for i := range rounds {
 				name := names[(g+i)%len(names)]
-				r, err := e.c.AcquireLeaseWithResponse(e.ctx, name, nil, api.AcquireRequest{Holder: fmt.Sprintf("c%d", g), TtlMs: ptr(int64(1000))})
+				r, err := e.c.AcquireLeaseWithResponse(e.ctx, name, nil, api.AcquireRequest{Holder: fmt.Sprintf("c%d", g), TtlMs: 1000})
 				if err != nil {
 					t.Errorf("AcquireLease(%q) = %v", name, err)
 					return

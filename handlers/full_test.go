@@ -36,7 +36,7 @@ func TestDiskFullAnswers(t *testing.T) {
 	var r *api.AcquireLeaseResponse
 	for i := 0; i < 100; i++ { // the first may still fit in a page's free space
 		var err error
-		r, err = e.c.AcquireLeaseWithResponse(e.ctx, fmt.Sprintf("another-%d", i), nil, api.AcquireRequest{Holder: "w2", TtlMs: ptr(int64(60000)),
+		r, err = e.c.AcquireLeaseWithResponse(e.ctx, fmt.Sprintf("another-%d", i), nil, api.AcquireRequest{Holder: "w2", TtlMs: 60000,
 			Metadata: &api.Metadata{"pad": string(bytes.Repeat([]byte("p"), 3000))}})
 		if err != nil {
 			t.Fatal(err)

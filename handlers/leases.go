@@ -63,16 +63,15 @@ func (s *server) acquireParams(req api.AcquireLeaseRequestObject) (store.Acquire
 		return store.AcquireParams{}, 0, lease.Errorf(lease.CodeInvalid, "the body is required")
 	}
 	var ttl time.Duration
-	switch {
-	case b.SessionId != nil && b.TtlMs != nil:
-		return store.AcquireParams{}, 0, lease.Errorf(lease.CodeInvalid, "give ttl_ms or session_id, not both: a lease under a session lasts as long as the session")
-	case b.SessionId == nil && b.TtlMs == nil:
-		return store.AcquireParams{}, 0, lease.Errorf(lease.CodeInvalid, "ttl_ms is required (or session_id, to acquire under a session)")
-	case b.TtlMs != nil:
+	if b.SessionId != nil {
+		if b.TtlMs != 0 {
+			return store.AcquireParams{}, 0, lease.Errorf(lease.CodeInvalid, "ttl_ms must be 0 with session_id: a lease under a session lasts as long as the session")
+		}
+	} else {
 		// Range-check the raw milliseconds before any arithmetic: a huge value would wrap
 		// around into the allowed range once multiplied into a time.Duration.
 		var err error
-		if ttl, err = lease.Millis("ttl_ms", *b.TtlMs); err != nil {
+		if ttl, err = lease.Millis("ttl_ms", b.TtlMs); err != nil {
 			return store.AcquireParams{}, 0, err
 		}
 	}

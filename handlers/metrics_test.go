@@ -62,8 +62,8 @@ func TestMetricsMove(t *testing.T) {
 	}
 	a := e.acquire("a", "w1", 10*time.Second)
 	e.acquire("b", "w1", 2*time.Second)
-	e.c.AcquireLeaseWithResponse(e.ctx, "a", nil, api.AcquireRequest{Holder: "w2", TtlMs: ptr(int64(1000))})
-	e.c.AcquireLeaseWithResponse(e.ctx, "a", nil, api.AcquireRequest{Holder: "w2", TtlMs: ptr(int64(1))})
+	e.c.AcquireLeaseWithResponse(e.ctx, "a", nil, api.AcquireRequest{Holder: "w2", TtlMs: 1000})
+	e.c.AcquireLeaseWithResponse(e.ctx, "a", nil, api.AcquireRequest{Holder: "w2", TtlMs: 1})
 	if held() != 2 {
 		t.Errorf("held after two grants = %v, want 2", held())
 	}

@@ -15,7 +15,7 @@ func TestSemaphore(t *testing.T) {
 	e := newEnv(t)
 	var ids []string
 	for i := range 2 {
-		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "pool", nil, api.AcquireRequest{Holder: "w", TtlMs: ptr(int64(10000)), Limit: ptr(2)})
+		r, err := e.c.AcquireLeaseWithResponse(e.ctx, "pool", nil, api.AcquireRequest{Holder: "w", TtlMs: 10000, Limit: ptr(2)})
 		if err != nil || r.JSON200 == nil || deref(r.JSON200.Slot) != i || deref(r.JSON200.Limit) != 2 || r.JSON200.Name != "pool" {
 			t.Fatalf("acquire #%d with limit 2 = %v, %+v; want slot %d", i, status(r), r.JSON200, i)
 		}

@@ -99,7 +99,7 @@ func ptr[T any](v T) *T { return &v }
 // acquire takes a lease through the client and fails the test unless it is granted.
 func (e *env) acquire(name, holder string, ttl time.Duration) api.Lease {
 	e.t.Helper()
-	r, err := e.c.AcquireLeaseWithResponse(e.ctx, name, nil, api.AcquireRequest{Holder: holder, TtlMs: ptr(int64(ttl.Milliseconds()))})
+	r, err := e.c.AcquireLeaseWithResponse(e.ctx, name, nil, api.AcquireRequest{Holder: holder, TtlMs: ttl.Milliseconds()})
 	if err != nil || r.JSON200 == nil {
 		e.t.Fatalf("AcquireLease(%q, %q) = %v, %v; want 200", name, holder, status(r), err)
 	}

@@ -59,9 +59,9 @@ func TestSessions(t *testing.T) {
 		code             api.ProblemCode
 	}{
 		{"ErrRenewClosed", "/v1/sessions/" + ref + "/renew", `{"session_id":"` + id + `"}`, http.StatusConflict, api.ProblemCodeSessionLost},
-		{"ErrAcquireClosed", "/v1/leases/c/acquire", `{"holder":"p","session_id":"` + id + `"}`, http.StatusConflict, api.ProblemCodeSessionLost},
+		{"ErrAcquireClosed", "/v1/leases/c/acquire", `{"holder":"p","ttl_ms":0,"session_id":"` + id + `"}`, http.StatusConflict, api.ProblemCodeSessionLost},
 		{"ErrIDOfAnotherSession", "/v1/sessions/" + ref + "/close", `{"session_id":"` + other + `"}`, http.StatusNotFound, api.ProblemCodeNotFound},
-		{"ErrUnknownSession", "/v1/leases/c/acquire", `{"holder":"p","session_id":"` + other + `"}`, http.StatusNotFound, api.ProblemCodeNotFound},
+		{"ErrUnknownSession", "/v1/leases/c/acquire", `{"holder":"p","ttl_ms":0,"session_id":"` + other + `"}`, http.StatusNotFound, api.ProblemCodeNotFound},
 		{"ErrTTLAndSession", "/v1/leases/c/acquire", `{"holder":"p","ttl_ms":5000,"session_id":"` + id + `"}`, http.StatusBadRequest, api.ProblemCodeInvalidRequest},
 		{"ErrNoTTL", "/v1/leases/c/acquire", `{"holder":"p"}`, http.StatusBadRequest, api.ProblemCodeInvalidRequest},
 		{"ErrSessionTTL", "/v1/sessions", `{"holder":"p","ttl_ms":1}`, http.StatusBadRequest, api.ProblemCodeInvalidRequest},
@@ -90,7 +90,7 @@ func TestSessionOtherKeyForbidden(t *testing.T) {
 		resp, body := e.do("POST", path, strings.NewReader(idBody), as(other))
 		wantProblem(t, "POST "+path+" by another writer", resp, body, http.StatusForbidden, api.ProblemCodeForbidden)
 	}
-	resp, body = e.do("POST", "/v1/leases/b-job/acquire", strings.NewReader(`{"holder":"p","session_id":"`+*ss.SessionId+`"}`), as(other))
+	resp, body = e.do("POST", "/v1/leases/b-job/acquire", strings.NewReader(`{"holder":"p","ttl_ms":0,"session_id":"`+*ss.SessionId+`"}`), as(other))
 	wantProblem(t, "acquire under another key's session", resp, body, http.StatusForbidden, api.ProblemCodeForbidden)
 	if resp, body := e.do("POST", "/v1/sessions/"+ss.Session+"/close", strings.NewReader(idBody), nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("close by an admin = %d %s", resp.StatusCode, body)

@@ -38,7 +38,7 @@ func TestStrictAcquireLease(t *testing.T) {
 	s, clock := newStrict(t)
 	ctx := context.Background()
 	req := func(holder string, ttl int64) api.AcquireLeaseRequestObject {
-		return api.AcquireLeaseRequestObject{Name: "job", Body: &api.AcquireRequest{Holder: holder, TtlMs: ptr(int64(ttl))}}
+		return api.AcquireLeaseRequestObject{Name: "job", Body: &api.AcquireRequest{Holder: holder, TtlMs: ttl}}
 	}
 	t.Run("OK", func(t *testing.T) {
 		resp, err := s.AcquireLease(ctx, req("w1", 10000))
@@ -70,7 +70,7 @@ func TestStrictAcquireLease(t *testing.T) {
 	})
 	t.Run("ErrInvalidName", func(t *testing.T) {
 		// The validator middleware is not in front of a direct call: the handler checks too.
-		resp, err := s.AcquireLease(ctx, api.AcquireLeaseRequestObject{Name: "a/b", Body: &api.AcquireRequest{Holder: "w", TtlMs: ptr(int64(5000))}})
+		resp, err := s.AcquireLease(ctx, api.AcquireLeaseRequestObject{Name: "a/b", Body: &api.AcquireRequest{Holder: "w", TtlMs: 5000}})
 		p, ok := resp.(api.AcquireLeasedefaultApplicationProblemPlusJSONResponse)
 		if err != nil || !ok || p.StatusCode != http.StatusBadRequest {
 			t.Errorf("AcquireLease(a/b) = %#v, %v; want 400", resp, err)
@@ -81,7 +81,7 @@ func TestStrictAcquireLease(t *testing.T) {
 func TestStrictRenewReleaseRevoke(t *testing.T) {
 	s, _ := newStrict(t)
 	ctx := context.Background()
-	resp, _ := s.AcquireLease(ctx, api.AcquireLeaseRequestObject{Name: "job", Body: &api.AcquireRequest{Holder: "w1", TtlMs: ptr(int64(10000))}})
+	resp, _ := s.AcquireLease(ctx, api.AcquireLeaseRequestObject{Name: "job", Body: &api.AcquireRequest{Holder: "w1", TtlMs: 10000}})
 	l := resp.(api.AcquireLease200JSONResponse).Body
 	rn, err := s.RenewLease(ctx, api.RenewLeaseRequestObject{Name: "job", Body: &api.RenewRequest{LeaseId: *l.LeaseId}})
 	if r, ok := rn.(api.RenewLease200JSONResponse); err != nil || !ok || r.Headers.FencingToken != l.Token {

@@ -15,7 +15,7 @@ func TestBackupWhileServing(t *testing.T) {
 	dir := t.TempDir()
 	db, out := filepath.Join(dir, "lk.db"), filepath.Join(dir, "copy.db")
 	s := serveInProcess(t, nil, "--addr", "127.0.0.1:0", "--db", db)
-	r, err := s.c.AcquireLeaseWithResponse(context.Background(), "job", nil, api.AcquireRequest{Holder: "w1", TtlMs: ptrTo(int64(60000))})
+	r, err := s.c.AcquireLeaseWithResponse(context.Background(), "job", nil, api.AcquireRequest{Holder: "w1", TtlMs: 60000})
 	if err != nil || r.JSON200 == nil {
 		t.Fatalf("acquire = %v, %v", r, err)
 	}

@@ -151,14 +151,14 @@ func testServeEndToEnd(t *testing.T, db []string) {
 	s := serveInProcess(t, nil, append([]string{"--addr", "127.0.0.1:0"}, db...)...)
 	ctx := context.Background()
 
-	a, err := s.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "w1", TtlMs: ptrTo(int64(10000))})
+	a, err := s.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "w1", TtlMs: 10000})
 	if err != nil || a.JSON200 == nil {
 		t.Fatalf("AcquireLease() = %v, %v", a.Status(), err)
 	}
 	if a.Headers200.FencingToken != a.JSON200.Token {
 		t.Errorf("Fencing-Token %d, body token %d", a.Headers200.FencingToken, a.JSON200.Token)
 	}
-	held, err := s.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "w2", TtlMs: ptrTo(int64(10000))})
+	held, err := s.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "w2", TtlMs: 10000})
 	if err != nil || held.StatusCode() != http.StatusConflict {
 		t.Errorf("AcquireLease(held) = %v, %v; want 409", held.Status(), err)
 	}
@@ -170,7 +170,7 @@ func testServeEndToEnd(t *testing.T, db []string) {
 	if err != nil || rel.StatusCode() != http.StatusNoContent {
 		t.Errorf("ReleaseLease() = %v, %v; want 204", rel.Status(), err)
 	}
-	b, err := s.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "w2", TtlMs: ptrTo(int64(10000))})
+	b, err := s.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "w2", TtlMs: 10000})
 	if err != nil || b.JSON200 == nil || b.JSON200.Token <= a.JSON200.Token {
 		t.Errorf("AcquireLease(after release) = %v, %v; want a grant with a larger token", b.Status(), err)
 	}

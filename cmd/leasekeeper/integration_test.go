@@ -159,7 +159,7 @@ func (p *proc) term(t *testing.T) {
 
 func (p *proc) acquire(t *testing.T, name string, ttl time.Duration) api.Lease {
 	t.Helper()
-	r, err := p.c.AcquireLeaseWithResponse(context.Background(), name, nil, api.AcquireRequest{Holder: "it", TtlMs: ptrTo(int64(ttl.Milliseconds()))})
+	r, err := p.c.AcquireLeaseWithResponse(context.Background(), name, nil, api.AcquireRequest{Holder: "it", TtlMs: ttl.Milliseconds()})
 	if err != nil || r.JSON200 == nil {
 		t.Fatalf("AcquireLease(%q) = %v, %v", name, err, r)
 	}
@@ -225,7 +225,7 @@ func testKill9UnderLoad(t *testing.T, b backend) {
 				default:
 				}
 				name := fmt.Sprintf("load-%d", (w*5+i)%24)
-				r, err := p.c.AcquireLeaseWithResponse(ctx, name, nil, api.AcquireRequest{Holder: fmt.Sprintf("w%d", w), TtlMs: ptrTo(int64(ttl.Milliseconds()))})
+				r, err := p.c.AcquireLeaseWithResponse(ctx, name, nil, api.AcquireRequest{Holder: fmt.Sprintf("w%d", w), TtlMs: ttl.Milliseconds()})
 				if err != nil {
 					return // the server is gone: this request was never acknowledged
 				}

@@ -43,17 +43,17 @@ func TestServePostgresReplicas(t *testing.T) {
 		close(seen)
 	}()
 
-	first, err := a.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "on-a", TtlMs: ptrTo(int64(30000))})
+	first, err := a.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "on-a", TtlMs: 30000})
 	if err != nil || first.JSON200 == nil {
 		t.Fatalf("AcquireLease(a) = %v, %v", first.Status(), err)
 	}
-	held, err := b.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "on-b", TtlMs: ptrTo(int64(30000))})
+	held, err := b.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "on-b", TtlMs: 30000})
 	if err != nil || held.StatusCode() != http.StatusConflict {
 		t.Fatalf("AcquireLease(b) while a's holder holds it = %v, %v; want 409", held.Status(), err)
 	}
 	waited := make(chan *api.AcquireLeaseResponse, 1)
 	go func() {
-		r, err := b.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "waiter-on-b", TtlMs: ptrTo(int64(30000)), WaitMs: ptrTo[int64](20000)})
+		r, err := b.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "waiter-on-b", TtlMs: 30000, WaitMs: ptrTo[int64](20000)})
 		if err != nil {
 			t.Errorf("AcquireLease(b, wait) = %v", err)
 		}

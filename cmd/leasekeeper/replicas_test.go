@@ -43,7 +43,7 @@ func waitAcquire(t *testing.T, p *proc, name, holder string, wait time.Duration)
 	out := make(chan *api.AcquireLeaseResponse, 1)
 	go func() {
 		r, err := c.AcquireLeaseWithResponse(context.Background(), name, nil,
-			api.AcquireRequest{Holder: holder, TtlMs: ptrTo[int64](60000), WaitMs: ptrTo(wait.Milliseconds())})
+			api.AcquireRequest{Holder: holder, TtlMs: 60000, WaitMs: ptrTo(wait.Milliseconds())})
 		if err != nil {
 			r = nil
 		}
@@ -127,7 +127,7 @@ func TestReplicasKill9(t *testing.T) {
 					}
 					return true
 				}
-				r, err := p.c.AcquireLeaseWithResponse(ctx, name, nil, api.AcquireRequest{Holder: fmt.Sprintf("c%d", c), TtlMs: ptrTo[int64](5000)})
+				r, err := p.c.AcquireLeaseWithResponse(ctx, name, nil, api.AcquireRequest{Holder: fmt.Sprintf("c%d", c), TtlMs: 5000})
 				if failed(err, httpStatus(r, err)) || r.JSON200 == nil {
 					continue
 				}

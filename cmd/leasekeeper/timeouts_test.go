@@ -35,11 +35,11 @@ func TestLongRequestsOutliveBodyTimeout(t *testing.T) {
 		}
 	}()
 
-	if a, err := s.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "w1", TtlMs: ptrTo(int64(1000))}); err != nil || a.JSON200 == nil {
+	if a, err := s.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "w1", TtlMs: 1000}); err != nil || a.JSON200 == nil {
 		t.Fatalf("AcquireLease(w1) = %v, %v", a.Status(), err)
 	}
 	start := time.Now()
-	b, err := s.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "w2", TtlMs: ptrTo(int64(1000)), WaitMs: ptrTo[int64](5000)})
+	b, err := s.c.AcquireLeaseWithResponse(ctx, "job", nil, api.AcquireRequest{Holder: "w2", TtlMs: 1000, WaitMs: ptrTo[int64](5000)})
 	if err != nil || b.JSON200 == nil {
 		t.Fatalf("AcquireLease(w2, waiting) after %v = %v %s, %v; want granted when w1's lease expires", time.Since(start), b.Status(), b.Body, err)
 	}

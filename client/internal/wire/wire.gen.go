@@ -246,12 +246,12 @@ type AcquireRequest struct {
 	// releases it.
 	SessionId *string `json:"session_id,omitempty"`
 
-	// TtlMs Lease duration in ms, within the server's bounds (default 1000 to 3600000). Required
-	// unless `session_id` is given.
+	// TtlMs Lease duration in ms, within the server's bounds (default 1000 to 3600000). With
+	// `session_id`, send 0: a lease under a session lasts as long as the session.
 	//
 	//
 	// Example: 15000
-	TtlMs *int64 `json:"ttl_ms,omitempty"`
+	TtlMs int64 `json:"ttl_ms"`
 
 	// WaitMs How long to wait in line for the lease (default 0, do not wait), up to the server's
 	// bound (default 300000). A server without a waiting line answers `400
