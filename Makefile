@@ -74,10 +74,10 @@ demo: ## the paused-worker demonstration: a stale write refused and shown (needs
 docker: ## build the container image, tagged leasekeeper:latest and with the version
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) -t $(IMAGE):latest .
 
-dockerfile-check: ## lint the Dockerfile with BuildKit's own linter (docker build --check's rules) and check the image's promises, offline; no Docker needed
+dockerfile-check: build ## lint the Dockerfile with BuildKit's own linter (docker build --check's rules), check the image's promises and run its HEALTHCHECK with the built binary; no Docker needed
 	$(GO) -C scripts/dockerfile-check vet ./...
-	$(GO) -C scripts/dockerfile-check test -count=1 ./...
-	$(GO) -C scripts/dockerfile-check run . -context $(CURDIR)
+	LEASEKEEPER_BINARY=$(abspath $(BIN)) $(GO) -C scripts/dockerfile-check test -count=1 ./...
+	$(GO) -C scripts/dockerfile-check run . -context $(CURDIR) -binary $(abspath $(BIN))
 
 clean: ## remove build output
 	rm -rf bin

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
 )
 
 const repoRoot = "../.."
@@ -144,5 +146,60 @@ func TestRunExitCodes(t *testing.T) {
 		if code := run(context.Background(), tc.args, &stdout, &stderr); code != tc.code || !strings.Contains(stdout.String(), tc.out) {
 			t.Errorf("run %q = %d, stdout %q, stderr %q; want %d with %q", tc.args, code, stdout.String(), stderr.String(), tc.code, tc.out)
 		}
+	}
+}
+
+// leasekeeperBinary is the binary the image would run: LEASEKEEPER_BINARY (make dockerfile-check
+// sets it), or one built here.
+func leasekeeperBinary(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("LEASEKEEPER_BINARY"); b != "" {
+		return b
+	}
+	bin := t.TempDir() + "/leasekeeper"
+	cmd := exec.Command("go", "-C", repoRoot, "build", "-o", bin, "./cmd/leasekeeper")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build leasekeeper: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// The image's HEALTHCHECK, run with the real binary against the image's command, passes; broken
+// ways are caught.
+func TestHealthcheckRuns(t *testing.T) {
+	bin := leasekeeperBinary(t)
+	orig := repoDockerfile(t)
+	cases := []struct {
+		name     string
+		old, new string
+		want     string
+	}{
+		{"as written", "", "", ""},
+		{"a flag health does not have", `"--timeout", "4s"]`, `"--tmeout", "4s"]`, "HEALTHCHECK failed against the running server (exit 2)"},
+		{"another port", `"http://127.0.0.1:8080"`, `"http://127.0.0.1:9"`, "HEALTHCHECK failed against the running server (exit 1)"},
+		{"a command that is no server", `CMD ["serve"]`, `CMD ["version"]`, "exited before the HEALTHCHECK passed"},
+		{"a check that always passes", `CMD ["leasekeeper", "health", "--server", "http://127.0.0.1:8080", "--timeout", "4s"]`, `CMD ["leasekeeper", "version"]`, "HEALTHCHECK exits 0 with the server stopped"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if !strings.Contains(orig, tc.old) {
+				t.Fatalf("the Dockerfile no longer contains %q: update this case", tc.old)
+			}
+			dt := strings.Replace(orig, tc.old, tc.new, 1)
+			var got []string
+			for _, f := range healthFindings(context.Background(), "Dockerfile", []byte(dt), bin, 3*time.Second) {
+				got = append(got, f.String())
+			}
+			if tc.want == "" {
+				if len(got) != 0 {
+					t.Fatalf("findings:\n%s", strings.Join(got, "\n"))
+				}
+				return
+			}
+			if len(got) == 0 || !strings.Contains(strings.Join(got, "\n"), tc.want) {
+				t.Fatalf("no finding with %q; got:\n%s", tc.want, strings.Join(got, "\n"))
+			}
+		})
 	}
 }

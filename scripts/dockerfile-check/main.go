@@ -1,7 +1,8 @@
 // Command dockerfile-check checks the repository's Dockerfile without a container engine:
 // BuildKit's own Dockerfile linter (the rules `docker build --check` runs, the experimental ones
-// included) and the structure the image promises (see structure.go). It exits 1 and prints every
-// finding when there is one, 2 on bad usage or an unreadable file.
+// included), the structure the image promises (structure.go) and, given -binary, the image's
+// command and HEALTHCHECK run with that binary (health.go). It exits 1 and prints every finding
+// when there is one, 2 on bad usage or an unreadable file.
 //
 // It is a module of its own so that BuildKit never enters the service's go.mod; run it with
 // `make dockerfile-check`.
@@ -25,6 +26,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	contextDir := fs.String("context", ".", "the build context: the directory `docker build` is given")
 	file := fs.String("f", "", "the Dockerfile (default CONTEXT/Dockerfile)")
+	binary := fs.String("binary", "", "a built leasekeeper: when set, the image's command and HEALTHCHECK are run with it")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -46,6 +48,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dockerfile-check: %s: %v\n", name, err)
 		return 2
 	}
+	if *binary != "" {
+		findings = append(findings, healthFindings(ctx, name, dt, *binary, 0)...)
+	}
 	for _, f := range findings {
 		fmt.Fprintln(stdout, f)
 	}
@@ -54,6 +59,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: BuildKit %s lint clean (all rules, experimental included); structure as promised\n", name, buildkitVersion)
+	if *binary != "" {
+		fmt.Fprintf(stdout, "%s: HEALTHCHECK passes against the image's command run with %s, fails once it stops\n", name, *binary)
+	}
 	return 0
 }
 

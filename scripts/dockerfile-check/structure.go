@@ -37,18 +37,9 @@ func structureFindings(name string, dt []byte, buildContext fs.FS) []finding {
 	if ref, _, loc, ok := parser.DetectSyntax(dt); ok {
 		c.add(firstLine(loc), "a `# syntax=` directive pulls the frontend %s from the network: use the builder's own", ref)
 	}
-	ast, err := parser.Parse(bytes.NewReader(dt))
+	stages, err := parseStages(dt)
 	if err != nil {
 		c.add(0, "structure not checked: %v", err)
-		return c.findings
-	}
-	stages, _, err := instructions.Parse(ast.AST, linter.New(&linter.Config{}))
-	if err != nil {
-		c.add(0, "structure not checked: %v", err)
-		return c.findings
-	}
-	if len(stages) == 0 {
-		c.add(0, "structure not checked: no stages")
 		return c.findings
 	}
 	final := stages[len(stages)-1]
@@ -58,6 +49,22 @@ func structureFindings(name string, dt []byte, buildContext fs.FS) []finding {
 	c.goCaches(stages)
 	c.sources(stages)
 	return c.findings
+}
+
+// parseStages parses the Dockerfile into its stages, at least one.
+func parseStages(dt []byte) ([]instructions.Stage, error) {
+	ast, err := parser.Parse(bytes.NewReader(dt))
+	if err != nil {
+		return nil, err
+	}
+	stages, _, err := instructions.Parse(ast.AST, linter.New(&linter.Config{}))
+	if err != nil {
+		return nil, err
+	}
+	if len(stages) == 0 {
+		return nil, errors.New("no stages")
+	}
+	return stages, nil
 }
 
 type structure struct {
