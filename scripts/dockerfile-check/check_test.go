@@ -72,6 +72,7 @@ func TestBrokenDockerfiles(t *testing.T) {
 		{"go mod download without cache", "RUN --mount=type=cache,target=/go/pkg/mod go mod download", "RUN go mod download", "RUN go mod has no --mount=type=cache,target=/go/pkg/mod", ""},
 		{"COPY of a missing file", "COPY go.mod go.sum ./", "COPY go.mod go.sum go.work ./", "COPY go.work: not in the build context", ""},
 		{"go build of a missing package", "./cmd/leasekeeper", "./cmd/leasekeeperd", "RUN ./cmd/leasekeeperd: not in the build context", ""},
+		{"ARG never used", "-X main.version=${VERSION}", "-X main.version=dev", "ARG VERSION is never used in its stage", "ARG VERSION"},
 		{"COPY --from a path the stage does not build", "COPY --from=build /out/leasekeeper", "COPY --from=build /out/lk", "no RUN of that stage mentions /out/lk", ""},
 	}
 	for _, tc := range cases {

@@ -48,7 +48,30 @@ func structureFindings(name string, dt []byte, buildContext fs.FS) []finding {
 	c.healthcheck(final)
 	c.goCaches(stages)
 	c.sources(stages)
+	c.argsUsed(stages)
 	return c.findings
+}
+
+// argsUsed checks every ARG a stage declares is used by a later instruction of that stage: an
+// unused one (the version `make docker` passes, say) is silently dropped by the build.
+func (c *structure) argsUsed(stages []instructions.Stage) {
+	for _, st := range stages {
+		for i, cmd := range st.Commands {
+			arg, ok := cmd.(*instructions.ArgCommand)
+			if !ok {
+				continue
+			}
+			for _, kv := range arg.Args {
+				used := slices.ContainsFunc(st.Commands[i+1:], func(later instructions.Command) bool {
+					src := fmt.Sprint(later)
+					return strings.Contains(src, "$"+kv.Key) || strings.Contains(src, "${"+kv.Key)
+				})
+				if !used {
+					c.add(cmdLine(arg), "ARG %s is never used in its stage", kv.Key)
+				}
+			}
+		}
+	}
 }
 
 // parseStages parses the Dockerfile into its stages, at least one.
