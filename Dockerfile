@@ -1,5 +1,5 @@
 # No "# syntax=" line: the builder's own frontend is used, nothing is pulled for it.
-# Build: cgo is needed for SQLite. The caches are kept between builds (BuildKit).
+# build compiles the binary (cgo is needed for SQLite); the caches are kept between builds.
 FROM golang:1.26-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./

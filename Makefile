@@ -12,7 +12,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 50000x
 
 .DEFAULT_GOAL := help
-.PHONY: help generate check-generated build run test lint clients-check bench bench-http fuzz faults mutants demo docker clean
+.PHONY: help generate check-generated build run test lint clients-check bench bench-http fuzz faults mutants demo docker dockerfile-check clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -73,6 +73,11 @@ demo: ## the paused-worker demonstration: a stale write refused and shown (needs
 
 docker: ## build the container image, tagged leasekeeper:latest and with the version
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) -t $(IMAGE):latest .
+
+dockerfile-check: build ## lint the Dockerfile with BuildKit's own linter (docker build --check's rules), check the image's promises and run its HEALTHCHECK with the built binary; no Docker needed
+	$(GO) -C scripts/dockerfile-check vet ./...
+	LEASEKEEPER_BINARY=$(abspath $(BIN)) $(GO) -C scripts/dockerfile-check test -count=1 ./...
+	$(GO) -C scripts/dockerfile-check run . -context $(CURDIR) -binary $(abspath $(BIN))
 
 clean: ## remove build output
 	rm -rf bin
