@@ -90,10 +90,22 @@ func TestReplicasKill9(t *testing.T) {
 	names := []string{"hot-0", "hot-1", "hot-2", "hot-3"}
 	var mu sync.Mutex
 	var acks []ack
+	var grants atomic.Int64
 	record := func(a ack) {
 		mu.Lock()
 		acks = append(acks, a)
 		mu.Unlock()
+		if a.op == "acquire" {
+			grants.Add(1)
+		}
+	}
+	// Each phase runs at least its time and until the history has enough grants to mean
+	// contention (a slow machine, or -race, serves fewer a second), within a bound.
+	phase := func(least time.Duration, grantsBy int64) {
+		start := time.Now()
+		for time.Since(start) < least || grants.Load() < grantsBy && time.Since(start) < 30*time.Second {
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	var killed atomic.Bool
 	var survivorErrs, moved atomic.Int64
@@ -150,11 +162,11 @@ func TestReplicasKill9(t *testing.T) {
 			}
 		})
 	}
-	time.Sleep(1500 * time.Millisecond)
+	phase(1500*time.Millisecond, 15)
 	killed.Store(true)
 	victim.kill9(t)
 	killedAt := time.Now()
-	time.Sleep(1500 * time.Millisecond)
+	phase(1500*time.Millisecond, grants.Load()+15)
 	close(stop)
 	wg.Wait()
 
