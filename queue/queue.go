@@ -32,12 +32,14 @@ type Store interface {
 // Its Acquire refuses a free name (lease_held) while anyone waits for it in line.
 type SharedStore interface {
 	Store
-	// JoinLine puts a request at the end of name's line and returns its place.
-	JoinLine(ctx context.Context, name string) (int64, error)
+	// JoinLine puts a request of holder at the end of name's line and returns its place.
+	JoinLine(ctx context.Context, name, holder string) (int64, error)
 	// LeaveLine takes the request at place id out of name's line.
 	LeaveLine(ctx context.Context, name string, id int64) error
 	// AcquireInLine grants the name to the request at place id when it is first in line and
-	// the name is free, and takes it out of the line. Refused with lease_held, it returns how
+	// the name is free, and takes it out of the line. First is the first request of the holder
+	// that a handover request of the name's last grant named, once that grant has ended and
+	// until the next grant; otherwise the oldest request. Refused with lease_held, it returns how
 	// many live requests wait ahead of it (0 when it is first, or when the name is held).
 	AcquireInLine(ctx context.Context, p store.AcquireParams, id int64) (lease.Lease, int, error)
 	// LineLength returns how many requests wait for name on every server.
@@ -70,6 +72,10 @@ type Line struct {
 	// next holds, by name, the holder a handover request named for the current grant: when
 	// that grant ends, a waiter of that holder goes first.
 	next map[string]preferred
+	// first holds, by name, the holder whose oldest waiter goes first: the holder a handover
+	// request named, from the end of the grant it was about to the name's next grant. A waiter
+	// of that holder joining meanwhile goes first too, as the shared store orders its line.
+	first map[string]string
 
 	closed chan struct{} // closed by Close: every waiter gives up
 	once   sync.Once
@@ -96,7 +102,8 @@ type Waiting struct {
 
 // New returns an empty line. On a SharedStore, the line is the store's, shared by every server.
 func New(st Store, clock lease.Clock, limits Limits) *Line {
-	l := &Line{store: st, clock: clock, limits: limits, lines: map[string]*list.List{}, next: map[string]preferred{}, closed: make(chan struct{})}
+	l := &Line{store: st, clock: clock, limits: limits, lines: map[string]*list.List{}, next: map[string]preferred{},
+		first: map[string]string{}, closed: make(chan struct{})}
 	l.shared, _ = st.(SharedStore)
 	return l
 }
@@ -162,6 +169,7 @@ func (l *Line) ObserveEvents(evs []lease.Event) {
 		case lease.EventReleased, lease.EventExpired, lease.EventRevoked:
 			if p, ok := l.next[e.Name]; ok && p.token == e.Token {
 				delete(l.next, e.Name)
+				l.first[e.Name] = p.holder
 				l.promote(e.Name, p.holder)
 			}
 			// A freed slot of a semaphore wakes the line of the semaphore, one line for all
@@ -169,6 +177,7 @@ func (l *Line) ObserveEvents(evs []lease.Event) {
 			name, _, _ := lease.SlotOf(e.Name)
 			l.wakeHead(name)
 		case lease.EventAcquired:
+			delete(l.first, e.Name) // the holder handed to, or someone else, has the name
 			if p, ok := l.next[e.Name]; ok && p.token < e.Token {
 				delete(l.next, e.Name) // the grant asked about ended unseen
 			}
@@ -176,14 +185,15 @@ func (l *Line) ObserveEvents(evs []lease.Event) {
 	}
 }
 
-// promote moves the oldest waiter of holder for name to the head of its line. l.mu is held.
+// promote moves the oldest waiter of holder for name to the head of its line; in a shared
+// line, only among the waiters that have their place in the store's line. l.mu is held.
 func (l *Line) promote(name, holder string) {
 	q := l.lines[name]
 	if q == nil {
 		return
 	}
 	for el := q.Front(); el != nil; el = el.Next() {
-		if el.Value.(*waiter).holder == holder {
+		if w := el.Value.(*waiter); w.holder == holder && (l.shared == nil || w.id != 0) {
 			q.MoveToFront(el)
 			return
 		}
@@ -255,7 +265,7 @@ func (l *Line) waitShared(ctx context.Context, p store.AcquireParams, wait time.
 	}
 	defer l.leave(p.Name, el)
 	join := func(ctx context.Context) (int64, error) {
-		id, err := l.shared.JoinLine(ctx, p.Name)
+		id, err := l.shared.JoinLine(ctx, p.Name, p.Holder)
 		if err == nil {
 			l.place(p.Name, el, id)
 		}
@@ -345,7 +355,8 @@ func (l *Line) wait(ctx context.Context, p store.AcquireParams, wait time.Durati
 }
 
 // place moves a waiter to its place in this server's line: in the order of the shared line,
-// ahead of those without a place yet. It wakes the head, which may have changed.
+// ahead of those without a place yet, the holder a handover named first. It wakes the head,
+// which may have changed.
 func (l *Line) place(name string, el *list.Element, id int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -357,6 +368,9 @@ func (l *Line) place(name string, el *list.Element, id int64) {
 			q.MoveBefore(el, e)
 			break
 		}
+	}
+	if h, ok := l.first[name]; ok {
+		l.promote(name, h)
 	}
 	l.wakeHead(name)
 }
@@ -378,6 +392,9 @@ func (l *Line) join(name, holder string) (*waiter, *list.Element, error) {
 	w := &waiter{turn: make(chan struct{}, 1), holder: holder, since: l.clock.Now()}
 	el := q.PushBack(w)
 	l.total++
+	if h, ok := l.first[name]; ok && h == holder {
+		l.promote(name, h)
+	}
 	return w, el, nil
 }
 

@@ -9,17 +9,56 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekeeper/leasekeeper/internal/pgtest"
 	"github.com/leasekeeper/leasekeeper/internal/testwait"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/queue"
 	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/store/postgres"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
-// fixture is a real SQLite store whose commits wake the line, as in the server.
+// fixture is a real store whose commits wake the line, as in the server.
 type fixture struct {
-	st   *sqlite.Store
+	st   fixtureStore
 	line *queue.Line
+}
+
+// fixtureStore is what the tests do to the store beside the line.
+type fixtureStore interface {
+	queue.Store
+	RequestHandover(ctx context.Context, name string, h lease.Handover) (lease.Handover, error)
+}
+
+var pg = new(pgtest.Server)
+
+func TestMain(m *testing.M) { pgtest.Main(m, pg) }
+
+// newPGFixture is a fixture on a new PostgreSQL database: a shared line, kept in the database,
+// and decided by the database's clock.
+func newPGFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := &fixture{}
+	var mu sync.Mutex
+	hook := func(do func(l *queue.Line)) {
+		mu.Lock()
+		l := f.line
+		mu.Unlock()
+		if l != nil {
+			do(l)
+		}
+	}
+	st, err := postgres.Open(context.Background(), pg.NewDatabase(t), postgres.Options{
+		OnCommit: func(evs []lease.Event) { hook(func(l *queue.Line) { l.ObserveEvents(evs) }) },
+		OnLine:   func(name string) { hook(func(l *queue.Line) { l.LineChanged(name) }) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	mu.Lock()
+	f.st, f.line = st, queue.New(st, st.Clock(), queue.DefaultLimits())
+	mu.Unlock()
+	return f
 }
 
 func newFixture(t *testing.T, clock lease.Clock, limits queue.Limits) *fixture {
@@ -243,9 +282,16 @@ func TestLockDelayEndsWaitWithoutEvent(t *testing.T) {
 
 // TestHandoverTargetGoesFirst: with three waiting, a handover request naming the last of them
 // has it granted first when the holder releases; the others keep their order. A request
-// without a target, or naming nobody in line, changes no order.
+// without a target, or naming nobody in line, changes no order. On SQLite the line is the
+// server's; on PostgreSQL it is the database's.
 func TestHandoverTargetGoesFirst(t *testing.T) {
-	f := newFixture(t, lease.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), queue.DefaultLimits())
+	t.Run("sqlite", func(t *testing.T) {
+		testHandoverTargetGoesFirst(t, newFixture(t, lease.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), queue.DefaultLimits()))
+	})
+	t.Run("postgres", func(t *testing.T) { testHandoverTargetGoesFirst(t, newPGFixture(t)) })
+}
+
+func testHandoverTargetGoesFirst(t *testing.T, f *fixture) {
 	ctx := context.Background()
 	prev, err := f.line.Acquire(ctx, params("job", "holder", time.Minute), 0)
 	if err != nil {

@@ -1,8 +1,10 @@
 package service_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"net/http"
 	"testing"
 	"time"
 
@@ -121,4 +123,119 @@ func TestWaiterRejoinsAfterLostSession(t *testing.T) {
 	if r.code != 200 || r.body["holder"] != "waiter" {
 		t.Errorf("the waiter whose place was lost = %d %v, want granted after the release", r.code, r.body)
 	}
+}
+
+// TestHandoverAcrossReplicas: w0 waits on replica 0, then "next" on replica 2; a handover
+// request naming "next" is made through replica 1 and the holder releases through replica 1:
+// "next", on another replica than the oldest waiter, is granted first, then w0. A request that
+// does not wait is refused meanwhile.
+func TestHandoverAcrossReplicas(t *testing.T) {
+	urls := pgReplicas(t, 3)
+	held := mustAcquire(t, urls[0], "job", "holder")
+	granted := make(chan answer, 2)
+	for i, w := range []struct{ url, holder string }{{urls[0], "w0"}, {urls[2], "next"}} {
+		go func() {
+			c, b := post(t, w.url+"/v1/leases/job/acquire", fmt.Sprintf(`{"holder":%q,"ttl_ms":60000,"wait_ms":30000}`, w.holder))
+			granted <- answer{c, b}
+		}()
+		waitWaiters(t, urls[1], "job", float64(i+1))
+	}
+	if code, b := post(t, urls[1]+"/v1/leases/job/handover", `{"to":"next","reason":"deploy"}`); code/100 != 2 {
+		t.Fatalf("handover to next = %d %v", code, b)
+	}
+	if code, b := post(t, urls[1]+"/v1/leases/job/release", fmt.Sprintf(`{"lease_id":%q}`, held["lease_id"])); code != 204 {
+		t.Fatalf("release = %d %v", code, b)
+	}
+	r := testwait.Receive(t, granted, 10*time.Second)
+	if r.code != 200 || r.body["holder"] != "next" {
+		t.Fatalf("first grant after the handover = %d %v; want next, the holder it named, on another replica", r.code, r.body)
+	}
+	if code, b := post(t, urls[1]+"/v1/leases/job/acquire", `{"holder":"barger","ttl_ms":60000}`); code != 409 {
+		t.Errorf("acquire without waiting while w0 waits = %d %v, want 409", code, b)
+	}
+	if code, b := post(t, urls[2]+"/v1/leases/job/release", fmt.Sprintf(`{"lease_id":%q}`, r.body["lease_id"])); code != 204 {
+		t.Fatalf("release of next = %d %v", code, b)
+	}
+	r = testwait.Receive(t, granted, 10*time.Second)
+	if r.code != 200 || r.body["holder"] != "w0" {
+		t.Fatalf("second grant = %d %v; want w0, first come first served again", r.code, r.body)
+	}
+	waitWaiters(t, urls[0], "job", 0)
+}
+
+// TestHandoverTargetJoinsInLockDelay: a grant with a lock delay, asked to hand over to "next",
+// expires; "next" joins the line during the lock delay, on the same replica as w0, who waited
+// before. "next" is granted first when the lock delay ends, then w0: this replica's line puts
+// the holder handed to first, as the database does, or neither would be served.
+func TestHandoverTargetJoinsInLockDelay(t *testing.T) {
+	urls := pgReplicas(t, 2)
+	expired := watchFor(t, urls[0], "job", "expired")
+	code, held := post(t, urls[0]+"/v1/leases/job/acquire", `{"holder":"holder","ttl_ms":1000,"lock_delay_ms":2000}`)
+	if code != 200 {
+		t.Fatalf("acquire = %d %v", code, held)
+	}
+	granted := make(chan answer, 2)
+	wait := func(holder string) {
+		go func() {
+			c, b := post(t, urls[0]+"/v1/leases/job/acquire", fmt.Sprintf(`{"holder":%q,"ttl_ms":60000,"wait_ms":30000}`, holder))
+			granted <- answer{c, b}
+		}()
+	}
+	wait("w0")
+	waitWaiters(t, urls[1], "job", 1)
+	if code, b := post(t, urls[1]+"/v1/leases/job/handover", `{"to":"next"}`); code/100 != 2 {
+		t.Fatalf("handover to next = %d %v", code, b)
+	}
+	// The grant expires (nobody renews it) and its lock delay runs. Replica 0 hands its events
+	// to its line before its watch stream: once the stream shows the expiry, its line has seen
+	// it, with "next" not in line yet.
+	select {
+	case <-expired:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no expired event on the watch stream of replica 0 within 10 s")
+	}
+	wait("next")
+	waitWaiters(t, urls[1], "job", 2)
+	r := testwait.Receive(t, granted, 10*time.Second)
+	if r.code != 200 || r.body["holder"] != "next" {
+		t.Fatalf("first grant after the lock delay = %d %v; want next, the holder the handover named", r.code, r.body)
+	}
+	if code, b := post(t, urls[1]+"/v1/leases/job/release", fmt.Sprintf(`{"lease_id":%q}`, r.body["lease_id"])); code != 204 {
+		t.Fatalf("release of next = %d %v", code, b)
+	}
+	r = testwait.Receive(t, granted, 10*time.Second)
+	if r.code != 200 || r.body["holder"] != "w0" {
+		t.Fatalf("second grant = %d %v; want w0", r.code, r.body)
+	}
+}
+
+// watchFor subscribes to the watch stream of the replica at url and returns a channel closed
+// when an event of type typ about name comes on it.
+func watchFor(t *testing.T, url, name, typ string) <-chan struct{} {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/watch?prefix="+name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := servicetest.Client().Do(req)
+	if err != nil {
+		t.Fatalf("GET /v1/watch = %v", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		t.Fatalf("GET /v1/watch = %d", resp.StatusCode)
+	}
+	seen := make(chan struct{})
+	go func() {
+		defer resp.Body.Close()
+		for sc := bufio.NewScanner(resp.Body); sc.Scan(); {
+			if sc.Text() == "event: "+typ {
+				close(seen)
+				return
+			}
+		}
+	}()
+	return seen
 }

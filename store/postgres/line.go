@@ -16,7 +16,9 @@ import (
 // first come first served: a row of the waiters table per waiting request, ordered by id, and
 // inserted under the name's row lock (ids grow in the order waiters joined). While a name has
 // live waiters, only the first of them is granted it; an acquire from anyone else is refused
-// with lease_held, as if the name were held.
+// with lease_held, as if the name were held. A handover request naming a holder puts that
+// holder's first live waiter first once the grant it was about ends (until the name's next
+// grant): each waiter's holder is in its row, so this holds whatever replica it waits on.
 //
 // A waiter is live while its replica lives: each replica holds a session advisory lock
 // (presenceClass, its replica id) on its listener's connection, which PostgreSQL drops with the
@@ -38,23 +40,30 @@ const liveReplicas = `WITH live AS MATERIALIZED (
 	WHERE l.locktype = 'advisory' AND l.classid::bigint = $2 AND l.objsubid = 2 AND l.granted
 		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))`
 
+// place is a live waiter in a name's line: its id and the holder it waits as.
+type place struct {
+	id     int64
+	holder string
+}
+
 // lineOf returns the live waiters of name, oldest first, and deletes the dead ones (telling
 // every replica). The caller holds name's row lock.
-func lineOf(ctx context.Context, t *txn, name string) ([]int64, error) {
+func lineOf(ctx context.Context, t *txn, name string) ([]place, error) {
 	rows, err := t.tx.Query(ctx, liveReplicas+`
-		SELECT w.id, EXISTS (SELECT 1 FROM live WHERE live.replica = w.replica) FROM waiters w
+		SELECT w.id, w.holder, EXISTS (SELECT 1 FROM live WHERE live.replica = w.replica) FROM waiters w
 		WHERE w.name = $1 ORDER BY w.id`, name, presenceClass)
 	if err != nil {
 		return nil, fmt.Errorf("read the line of %q: %w", name, err)
 	}
-	var ids, dead []int64
-	var id int64
+	var line []place
+	var dead []int64
+	var w place
 	var alive bool
-	_, err = pgx.ForEachRow(rows, []any{&id, &alive}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&w.id, &w.holder, &alive}, func() error {
 		if alive {
-			ids = append(ids, id)
+			line = append(line, w)
 		} else {
-			dead = append(dead, id)
+			dead = append(dead, w.id)
 		}
 		return nil
 	})
@@ -69,7 +78,44 @@ func lineOf(ctx context.Context, t *txn, name string) ([]int64, error) {
 			return nil, err
 		}
 	}
-	return ids, nil
+	return line, nil
+}
+
+// handedTo returns the holder that the handover request of g, the name's last grant, named,
+// once g has ended: the holder whose first live waiter goes first in line, until the next
+// grant of the name. "" for none (no grant, g still open, no request, or one naming nobody).
+func handedTo(ctx context.Context, t *txn, g grant, ok bool) (string, error) {
+	if !ok || g.ended == nil {
+		return "", nil
+	}
+	var to string
+	err := t.tx.QueryRow(ctx, `SELECT to_holder FROM handovers WHERE token = $1`, g.token).Scan(&to)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the handover of token %d: %w", g.token, err)
+	}
+	return to, nil
+}
+
+// order returns the ids of line in the order they are served: first come first served, except
+// that the first waiter of holder to, if any, goes first.
+func order(line []place, to string) []int64 {
+	ids := make([]int64, 0, len(line))
+	first := -1
+	if to != "" {
+		first = slices.IndexFunc(line, func(w place) bool { return w.holder == to })
+	}
+	if first > 0 {
+		ids = append(ids, line[first].id)
+	}
+	for i, w := range line {
+		if i != first || first == 0 {
+			ids = append(ids, w.id)
+		}
+	}
+	return ids
 }
 
 func notifyLine(ctx context.Context, t *txn, name string) error {
@@ -80,13 +126,23 @@ func notifyLine(ctx context.Context, t *txn, name string) error {
 }
 
 // checkLine decides whether waiter (0: a request not in line) may be granted the free name:
-// only the first live waiter may, or anyone while nobody waits. It returns how many live
-// waiters are ahead of waiter. g and ok are the name's last grant; now is the decision's time.
+// only the first live waiter may, or anyone while nobody waits. First is the first live waiter
+// of the holder that the handover request of the name's last grant named, if that grant has
+// ended and such a waiter is in line; otherwise the oldest live waiter. It returns how many
+// live waiters are ahead of waiter. g and ok are the name's last grant; now is the decision's
+// time.
 func checkLine(ctx context.Context, t *txn, name string, waiter int64, g grant, ok bool, now int64) (int, error) {
-	ids, err := lineOf(ctx, t, name)
+	line, err := lineOf(ctx, t, name)
 	if err != nil {
 		return 0, err
 	}
+	var to string
+	if len(line) > 1 { // with one waiter or none, nobody can go before anyone
+		if to, err = handedTo(ctx, t, g, ok); err != nil {
+			return 0, err
+		}
+	}
+	ids := order(line, to)
 	pos := slices.Index(ids, waiter)
 	if waiter != 0 && pos < 0 {
 		return 0, fmt.Errorf("%w: %w", lease.Errorf(lease.CodeUnavailable,
@@ -107,9 +163,9 @@ func checkLine(ctx context.Context, t *txn, name string, waiter int64, g grant, 
 	return ahead, e
 }
 
-// JoinLine puts a request at the end of name's waiting line and returns its place, until
-// AcquireInLine grants it the name or LeaveLine takes it out. See queue.SharedStore.
-func (s *Store) JoinLine(ctx context.Context, name string) (int64, error) {
+// JoinLine puts a request of holder at the end of name's waiting line and returns its place,
+// until AcquireInLine grants it the name or LeaveLine takes it out. See queue.SharedStore.
+func (s *Store) JoinLine(ctx context.Context, name, holder string) (int64, error) {
 	var id int64
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		if _, _, err := lockName(ctx, t, name, true); err != nil {
@@ -119,8 +175,8 @@ func (s *Store) JoinLine(ctx context.Context, name string) (int64, error) {
 		if err != nil {
 			return err
 		}
-		if err := t.tx.QueryRow(ctx, `INSERT INTO waiters (name, replica, joined_at) VALUES ($1, $2, $3) RETURNING id`,
-			name, s.replica.Load(), now).Scan(&id); err != nil {
+		if err := t.tx.QueryRow(ctx, `INSERT INTO waiters (name, replica, joined_at, holder) VALUES ($1, $2, $3, $4) RETURNING id`,
+			name, s.replica.Load(), now, holder).Scan(&id); err != nil {
 			return fmt.Errorf("join the line: %w", err)
 		}
 		return nil

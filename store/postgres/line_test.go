@@ -8,6 +8,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/store/postgres"
 )
 
 // TestDeadReplicaLeavesLine: the waiter of a replica that dies (its connections close, so its
@@ -21,18 +22,16 @@ func TestDeadReplicaLeavesLine(t *testing.T) {
 	b := open(t, url, nil, postgresOptions(nil))
 	dying := open(t, url, nil, postgresOptions(nil))
 	ctx := context.Background()
-	p := func(holder string) store.AcquireParams {
-		return store.AcquireParams{Name: "job", Holder: holder, TTL: time.Minute}
-	}
+	p := jobParams
 	held, err := a.Acquire(ctx, p("holder"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := dying.JoinLine(ctx, "job")
+	first, err := dying.JoinLine(ctx, "job", "w")
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := b.JoinLine(ctx, "job")
+	second, err := b.JoinLine(ctx, "job", "w")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +91,7 @@ func TestLostPlace(t *testing.T) {
 	a := open(t, url, nil, postgresOptions(nil))
 	dying := open(t, url, nil, postgresOptions(nil))
 	ctx := context.Background()
-	id, err := dying.JoinLine(ctx, "job")
+	id, err := dying.JoinLine(ctx, "job", "w")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,4 +101,94 @@ func TestLostPlace(t *testing.T) {
 	if _, _, err := dying.AcquireInLine(ctx, store.AcquireParams{Name: "job", Holder: "w", TTL: time.Minute}, id); !lease.IsCode(err, lease.CodeUnavailable) || !errors.Is(err, store.ErrPlaceLost) {
 		t.Errorf("AcquireInLine(place removed, name free) = %v, want unavailable, ErrPlaceLost", err)
 	}
+}
+
+// TestHandoverTargetFirstInLine: once a grant whose handover request named a holder ends, the
+// first live waiter of that holder, whatever its replica, is granted the name before older
+// waiters; the others keep their order, and so do later grants. The latest request of the
+// grant counts; one naming nobody in line changes no order; a waiter of the named holder that
+// joins after the grant ended (and before the next grant) goes first too, and an end by revoke
+// counts as a release does.
+func TestHandoverTargetFirstInLine(t *testing.T) {
+	url := srv.NewDatabase(t)
+	a := open(t, url, nil, postgresOptions(nil))
+	b := open(t, url, nil, postgresOptions(nil))
+	c := open(t, url, nil, postgresOptions(nil))
+	ctx := context.Background()
+	p := jobParams
+	join := func(s *postgres.Store, holder string) int64 {
+		t.Helper()
+		id, err := s.JoinLine(ctx, "job", holder)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	handover := func(to string) {
+		t.Helper()
+		if _, err := b.RequestHandover(ctx, "job", lease.Handover{To: to, Reason: "deploy"}); err != nil {
+			t.Fatalf("RequestHandover(to %q) = %v", to, err)
+		}
+	}
+	refused := func(s *postgres.Store, holder string, id int64, wantAhead int) {
+		t.Helper()
+		if _, ahead, err := s.AcquireInLine(ctx, p(holder), id); !lease.IsCode(err, lease.CodeHeld) || ahead != wantAhead {
+			t.Fatalf("AcquireInLine(%s) = %v, %d ahead; want lease_held, %d ahead", holder, err, ahead, wantAhead)
+		}
+	}
+	granted := func(s *postgres.Store, holder string, id int64) lease.Lease {
+		t.Helper()
+		l, _, err := s.AcquireInLine(ctx, p(holder), id)
+		if err != nil {
+			t.Fatalf("AcquireInLine(%s) = %v, want granted", holder, err)
+		}
+		return l
+	}
+
+	held, err := a.Acquire(ctx, p("holder"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w0 := join(a, "w0")
+	next := join(c, "next")
+	again := join(a, "next") // a second waiter of the holder named keeps its place
+	w3 := join(b, "w3")
+	handover("w3")
+	handover("next")            // the latest request of the grant counts
+	refused(c, "next", next, 0) // the grant has not ended
+	if err := b.Release(ctx, "job", held.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Acquire(ctx, p("barger")); !lease.IsCode(err, lease.CodeHeld) {
+		t.Errorf("Acquire(not in line) = %v, want lease_held", err)
+	}
+	refused(a, "w0", w0, 1)
+	refused(a, "next", again, 2)
+	g := granted(c, "next", next)
+
+	// The next grant has no request: first come first served again.
+	if err := c.Release(ctx, "job", g.ID); err != nil {
+		t.Fatal(err)
+	}
+	refused(a, "next", again, 1)
+	g = granted(a, "w0", w0)
+
+	// A request naming nobody in line, ended by a revoke; then its holder joins.
+	handover("late")
+	if err := b.Revoke(ctx, "job", g.Token, "admin"); err != nil {
+		t.Fatal(err)
+	}
+	late := join(b, "late")
+	refused(a, "next", again, 1)
+	g = granted(b, "late", late)
+	if err := b.Release(ctx, "job", g.ID); err != nil {
+		t.Fatal(err)
+	}
+	refused(b, "w3", w3, 1)
+	granted(a, "next", again)
+}
+
+// jobParams asks for the name job as holder for a minute.
+func jobParams(holder string) store.AcquireParams {
+	return store.AcquireParams{Name: "job", Holder: holder, TTL: time.Minute}
 }
