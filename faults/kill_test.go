@@ -19,8 +19,14 @@ func loop(t *testing.T, bin, db string, n int, fault func(*server)) *workload {
 		w.verify(ctx, s)
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan struct{})
+		acked := w.fig.acked.Load()
 		go func() { w.run(cctx, s); close(done) }()
 		time.Sleep(time.Duration(50+rand.IntN(400)) * time.Millisecond) // the fault's random moment
+		// …but not before the clients have had some answers: on a loaded machine the first
+		// ones can take longer than that, and a fault with nothing acknowledged checks nothing.
+		for wait := time.Now(); w.fig.acked.Load()-acked < 8 && time.Since(wait) < 20*time.Second; {
+			time.Sleep(10 * time.Millisecond)
+		}
 		fault(s)
 		cancel()
 		select {
