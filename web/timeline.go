@@ -40,6 +40,9 @@ type Grant struct {
 	End     string
 	// LockDelay is shaded after an expiry: the name is not granted again until EndedAt plus it.
 	LockDelay time.Duration
+	// Stretched is how much server restarts added to its expiry (invariant 5); the picture
+	// marks the stretched end of the grant. Zero for a grant no restart stretched.
+	Stretched time.Duration
 }
 
 // The ends of a grant the picture draws differently.
@@ -158,6 +161,9 @@ type tlGrant struct {
 	CapX     string
 	CapClass string
 	CapColor string
+	// Stretch marks the end of the grant that a server restart added.
+	HasStretch bool
+	Stretch    tlBox
 	// Label is the holder and token above the bar; empty when there is no room.
 	Label  string
 	LabelX string
@@ -252,6 +258,17 @@ func (tl Timeline) layout() tlLayout {
 			lg.HasExpected = true
 			lg.Expected = tlBox{X: f1(v.xTo), Y: f1(tlLaneY), W: f1(max(ex-v.xTo, 1)), H: f1(tlLaneH),
 				Title: "expected expiry " + absTime(g.ExpiresAt)}
+		}
+		if g.Stretched > 0 {
+			lg.Class += " tl-stretched"
+			to := g.ExpiresAt
+			if !g.held() {
+				to = g.EndedAt
+			}
+			x0, x1 := xOf(to.Add(-g.Stretched)), xOf(to)
+			lg.HasStretch = true
+			lg.Stretch = tlBox{X: f1(min(x0, x1-4)), Y: f1(tlLaneY - 3), W: f1(max(x1-x0, 4)), H: f1(tlLaneH + 6),
+				Title: "a server restart stretched this grant by " + FormatDuration(g.Stretched)}
 		}
 		endsInWindow := !g.held() && inWindow(g.EndedAt)
 		if endsInWindow && g.End == endExpired {
@@ -407,6 +424,9 @@ func grantTitle(g Grant) string {
 		s += ", ended by " + absTime(g.EndedAt)
 	default:
 		s += ", " + g.End + " " + absTime(g.EndedAt)
+	}
+	if g.Stretched > 0 {
+		s += "; a server restart stretched it by " + FormatDuration(g.Stretched)
 	}
 	return s
 }
