@@ -101,7 +101,7 @@ func TestBrowserPrimitives(t *testing.T) {
 		}
 	})
 
-	pages := []struct{ name, path string }{
+	pages := []dashPage{
 		{"overview", "/"}, {"semaphore", "/leases/worker-pool"}, {"session", keptPath}, {"stretched", "/leases/stretched-job"},
 	}
 
@@ -123,24 +123,5 @@ func TestBrowserPrimitives(t *testing.T) {
 		}
 	})
 
-	t.Run("Screenshots", func(t *testing.T) {
-		for _, v := range []struct {
-			suffix       string
-			w, h         int64
-			mobile, dark bool
-		}{{"desktop-light", 1280, 900, false, false}, {"desktop-dark", 1280, 900, false, true},
-			{"phone-light", 390, 844, true, false}, {"phone-dark", 390, 844, true, true}} {
-			for _, p := range pages {
-				t.Run(p.name+"-"+v.suffix, func(t *testing.T) {
-					ctx := dashTab(t, browser)
-					dashViewport(t, ctx, v.w, v.h, v.mobile, v.dark)
-					dashOpen(t, ctx, s, p.path, false)
-					dashShot(t, ctx, shots, "primitives-"+p.name+"-"+v.suffix)
-					if blocked := dashEval[[]string](t, ctx, `window.__lkBlocked`); len(blocked) > 0 {
-						t.Errorf("on %s the Content-Security-Policy blocked %q", p.path, blocked)
-					}
-				})
-			}
-		}
-	})
+	t.Run("Screenshots", func(t *testing.T) { dashScreenshots(t, browser, s, shots, "primitives", pages) })
 }
