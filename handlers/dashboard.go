@@ -356,6 +356,12 @@ func (d *dashboard) session(w http.ResponseWriter, r *http.Request) {
 			v.Leases = append(v.Leases, l)
 		}
 	}
+	// A key sees a session it opened, or one with a lease in its scope; a scoped key learns
+	// nothing of the others, not even that they exist.
+	if who.Allow(auth.Read) != nil || !who.IsAdmin() && ss.Owner != who.KeyID && len(v.Leases) == 0 {
+		d.fail(w, r, lease.Errorf(lease.CodeNotFound, "no session named %s", ref))
+		return
+	}
 	d.page(w, r, http.StatusOK, web.SessionLive(v), web.ErrorInfo{}, web.SessionPage(d.siteFor(r), v))
 }
 

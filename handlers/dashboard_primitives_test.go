@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
@@ -116,6 +118,15 @@ func TestDashboardPrimitives(t *testing.T) {
 		if n := len(dashByTestID(doc, "revoke")); n != 0 {
 			t.Errorf("a semaphore's page offers %d revoke forms, want none (they revoke one grant)", n)
 		}
+	})
+
+	t.Run("SessionScope", func(t *testing.T) {
+		bearer := func(key string) map[string]string { return map[string]string{"Authorization": "Bearer " + key} }
+		_, doc := s.page("/sessions/"+ss.Ref, http.StatusOK, bearer(servicetest.Key(t, s.store, auth.Reader, "jobs-a")))
+		if got := dashTexts(dashByTestID(doc, "lease-link")); strings.Join(got, " ") != "jobs-a" {
+			t.Errorf("a reader of jobs-a sees the session's leases %q, want jobs-a alone", got)
+		}
+		s.page("/sessions/"+ss.Ref, http.StatusNotFound, bearer(servicetest.Key(t, s.store, auth.Reader, "other-")))
 	})
 
 	t.Run("SessionPage", func(t *testing.T) {
