@@ -118,7 +118,9 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		var held []lease.State
 		held, o.NextCursor, o.Matched, o.Truncated, err = d.held(ctx, o, prefix, keep)
 		if err == nil {
+			n := len(held)
 			held, err = d.semaphoreRows(ctx, held)
+			o.Matched -= n - len(held) // a semaphore's slots match as its one row
 		}
 		for _, st := range held {
 			st.Waiters = d.s.acquirer.Waiters(st.Name)

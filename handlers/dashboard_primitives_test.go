@@ -86,6 +86,9 @@ func TestDashboardPrimitives(t *testing.T) {
 		if got := strings.Join(names, " "); got != "jobs-a jobs-b plain pool stretched-job" {
 			t.Errorf("overview rows = %q, want each slot folded into one row of pool", got)
 		}
+		if n := len(dashByTestID(doc, "more-matches")); n != 0 {
+			t.Errorf("the overview says %d times that it shows only some matches, want never: the slots are one row", n)
+		}
 		if got := dashTexts(dashByTestID(doc, "slots-held")); len(got) != 1 || got[0] != "2/3 slots held" {
 			t.Errorf("pool's row says %q, want 2/3 slots held", got)
 		}
