@@ -186,3 +186,23 @@ func TestTickStep(t *testing.T) {
 		}
 	}
 }
+
+// TestTimelineStretch: a grant a restart stretched has its stretched end outlined, from its
+// expiry back by the stretch, with a tooltip that says by how much; other grants have none.
+func TestTimelineStretch(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	tl := Timeline{Name: "job", Start: t0, End: t0.Add(100 * time.Second), Now: t0.Add(50 * time.Second), Grants: []Grant{
+		{Token: 1, Holder: "a", AcquiredAt: t0, ExpiresAt: t0.Add(30 * time.Second), EndedAt: t0.Add(20 * time.Second), End: "released"},
+		{Token: 2, Holder: "b", AcquiredAt: t0.Add(40 * time.Second), ExpiresAt: t0.Add(80 * time.Second), Stretched: 20 * time.Second},
+	}}
+	l := tl.layout()
+	if len(l.Grants) != 2 || l.Grants[0].HasStretch {
+		t.Fatalf("layout = %+v; want two grants, the first not stretched", l.Grants)
+	}
+	g := l.Grants[1]
+	// The axis runs from x=12 to x=948 over 100 s: 9.36 per second; the stretch is 60 s to 80 s.
+	if !g.HasStretch || g.Stretch.X != "573.6" || g.Stretch.W != "187.2" || !strings.Contains(g.Stretch.Title, "by 20 s") ||
+		!strings.Contains(g.Class, "tl-stretched") || !strings.Contains(g.Title, "stretched it by 20 s") {
+		t.Errorf("stretched grant = %+v; want its end from x=573.6, 187.2 wide, saying 20 s", g)
+	}
+}
