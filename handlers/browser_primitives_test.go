@@ -51,6 +51,13 @@ func TestBrowserPrimitives(t *testing.T) {
 		if len(slots) != 3 || slots[0] != want[0] || slots[1] != want[1] {
 			t.Errorf("slots = %q, want %q then the third holder", slots, want)
 		}
+		// Each slot's grant on a lane of its own: three bars at three heights, none covering another.
+		if ys := dashEval[[]float64](t, ctx, `[...document.querySelectorAll("svg[data-testid=timeline] .tl-bar")].map((b) => b.getBoundingClientRect().top)`); len(ys) != 3 || ys[0] >= ys[1] || ys[1] >= ys[2] {
+			t.Errorf("the slots' bars are at heights %v, want three lanes, one per slot", ys)
+		}
+		if overlaps := dashEval[[]string](t, ctx, dashTextOverlaps); len(overlaps) > 0 {
+			t.Errorf("texts of the semaphore's timeline overlap: %q", overlaps)
+		}
 		if got := dashEval[string](t, ctx, `document.querySelectorAll("[data-testid=slot-row]")[1].innerText`); !strings.Contains(got, "5 s") {
 			t.Errorf("slot 1 = %q, want its lock delay of 5 s", got)
 		}

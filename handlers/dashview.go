@@ -141,14 +141,14 @@ func ended(t lease.EventType) bool {
 // events move its expiry, and released, expired and revoked events end it; rejected events
 // become ✕ marks. A held grant missing from the events is added from the state.
 func timelineOf(st lease.State, evs []lease.Event, start, end, now time.Time) web.Timeline {
-	tl := web.Timeline{Name: st.Name, Start: start, End: end, Now: now}
+	tl := web.Timeline{Name: st.Name, Start: start, End: end, Now: now, Lanes: st.Limit}
 	index := map[int64]int{} // token → position in tl.Grants
 	grant := func(e lease.Event) *web.Grant {
 		i, ok := index[e.Token]
 		if !ok {
 			i = len(tl.Grants)
 			index[e.Token] = i
-			tl.Grants = append(tl.Grants, web.Grant{Token: e.Token, Holder: e.Holder})
+			tl.Grants = append(tl.Grants, web.Grant{Token: e.Token, Holder: e.Holder, Lane: laneOf(e.Name)})
 		}
 		return &tl.Grants[i]
 	}
@@ -182,7 +182,7 @@ func timelineOf(st lease.State, evs []lease.Event, start, end, now time.Time) we
 			}
 		} else if c.Held {
 			tl.Grants = append(tl.Grants, web.Grant{Token: c.Token, Holder: c.Holder, AcquiredAt: c.AcquiredAt,
-				ExpiresAt: c.ExpiresAt, LockDelay: c.LockDelay, Stretched: c.ExtendedByRestart})
+				ExpiresAt: c.ExpiresAt, LockDelay: c.LockDelay, Stretched: c.ExtendedByRestart, Lane: laneOf(c.Name)})
 		}
 	}
 	slices.SortStableFunc(tl.Grants, func(a, b web.Grant) int { return cmp.Compare(a.Token, b.Token) })
@@ -202,4 +202,11 @@ func timelineOf(st lease.State, evs []lease.Event, start, end, now time.Time) we
 		tl.Grants[n-1].EndedAt, tl.Grants[n-1].End = st.EndedAt, string(st.End)
 	}
 	return tl
+}
+
+// laneOf is the timeline row of a grant of name: its slot's index for a semaphore's slot,
+// else 0.
+func laneOf(name string) int {
+	_, i, _ := lease.SlotOf(name)
+	return i
 }
