@@ -364,6 +364,15 @@ func (d *dashboard) session(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, lease.Errorf(lease.CodeNotFound, "no session named %s", ref))
 		return
 	}
+	if who.Scoped() {
+		// Count only what the key may see.
+		v.Session.Held = 0
+		for _, l := range v.Leases {
+			if l.Held {
+				v.Session.Held++
+			}
+		}
+	}
 	d.page(w, r, http.StatusOK, web.SessionLive(v), web.ErrorInfo{}, web.SessionPage(d.siteFor(r), v))
 }
 

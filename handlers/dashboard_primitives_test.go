@@ -129,6 +129,9 @@ func TestDashboardPrimitives(t *testing.T) {
 		if got := dashTexts(dashByTestID(doc, "lease-link")); strings.Join(got, " ") != "jobs-a" {
 			t.Errorf("a reader of jobs-a sees the session's leases %q, want jobs-a alone", got)
 		}
+		if got := dashText(dashOne(t, doc, "session-held")); got != "1" {
+			t.Errorf("a reader of jobs-a is told the session holds %s leases, want 1: the one it may see", got)
+		}
 		s.page("/sessions/"+ss.Ref, http.StatusNotFound, bearer(servicetest.Key(t, s.store, auth.Reader, "other-")))
 	})
 
