@@ -551,32 +551,42 @@ func TestBrowserOnCall(t *testing.T) {
 	})
 
 	t.Run("Screenshots", func(t *testing.T) {
-		pages := []struct{ name, path string }{
+		pages := []dashPage{
 			{"overview", "/"}, {"lease", "/leases/billing-nightly"}, {"lease-revoked", "/leases/revoked-job"},
 			{"rejections", "/rejections"}, {"resources", "/resources"}, {"resource", "/resources/invoices"},
 			{"error-404", "/leases/never-used"},
 		}
-		for _, v := range []struct {
-			suffix       string
-			w, h         int64
-			mobile, dark bool
-		}{{"desktop-light", 1280, 900, false, false}, {"desktop-dark", 1280, 900, false, true},
-			{"phone-light", 390, 844, true, false}, {"phone-dark", 390, 844, true, true}} {
-			for _, p := range pages {
-				// A subtest each, so that its tab and watch stream close before the next: a
-				// browser opens six connections to a host.
-				t.Run(p.name+"-"+v.suffix, func(t *testing.T) {
-					ctx := dashTab(t, browser)
-					dashViewport(t, ctx, v.w, v.h, v.mobile, v.dark)
-					dashOpen(t, ctx, s.dashServer, p.path, false)
-					dashShot(t, ctx, shots, "oncall-"+p.name+"-"+v.suffix)
-					if blocked := dashEval[[]string](t, ctx, `window.__lkBlocked`); len(blocked) > 0 {
-						t.Errorf("on %s the Content-Security-Policy blocked %q", p.path, blocked)
-					}
-				})
-			}
-		}
+		dashScreenshots(t, browser, s.dashServer, shots, "oncall", pages)
 	})
+}
+
+// dashPage names a page of the dashboard for screenshots.
+type dashPage struct{ name, path string }
+
+// dashScreenshots saves a screenshot of each page on a desktop and a phone, light and dark,
+// as prefix-name-variant.png, and checks that the Content-Security-Policy blocked nothing.
+func dashScreenshots(t *testing.T, browser context.Context, s *dashServer, shots, prefix string, pages []dashPage) {
+	t.Helper()
+	for _, v := range []struct {
+		suffix       string
+		w, h         int64
+		mobile, dark bool
+	}{{"desktop-light", 1280, 900, false, false}, {"desktop-dark", 1280, 900, false, true},
+		{"phone-light", 390, 844, true, false}, {"phone-dark", 390, 844, true, true}} {
+		for _, p := range pages {
+			// A subtest each, so that its tab and watch stream close before the next: a
+			// browser opens six connections to a host.
+			t.Run(p.name+"-"+v.suffix, func(t *testing.T) {
+				ctx := dashTab(t, browser)
+				dashViewport(t, ctx, v.w, v.h, v.mobile, v.dark)
+				dashOpen(t, ctx, s, p.path, false)
+				dashShot(t, ctx, shots, prefix+"-"+p.name+"-"+v.suffix)
+				if blocked := dashEval[[]string](t, ctx, `window.__lkBlocked`); len(blocked) > 0 {
+					t.Errorf("on %s the Content-Security-Policy blocked %q", p.path, blocked)
+				}
+			})
+		}
+	}
 }
 
 // waiterCount is the waiters of name as the API says.

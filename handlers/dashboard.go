@@ -41,6 +41,7 @@ func (d *dashboard) routes(r chi.Router) {
 	})
 	r.Get("/", d.overview)
 	r.Get("/leases/{name}", d.lease)
+	r.Get("/sessions/{ref}", d.session)
 	r.Get("/rejections", d.rejections)
 	r.Get("/resources", d.resources)
 	r.Get("/resources/{name}", d.resource)
@@ -116,6 +117,11 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 	if !none {
 		var held []lease.State
 		held, o.NextCursor, o.Matched, o.Truncated, err = d.held(ctx, o, prefix, keep)
+		if err == nil {
+			n := len(held)
+			held, err = d.semaphoreRows(ctx, held)
+			o.Matched -= n - len(held) // a semaphore's slots match as its one row
+		}
 		for _, st := range held {
 			st.Waiters = d.s.acquirer.Waiters(st.Name)
 			o.Held = append(o.Held, viewLease(st))
@@ -158,6 +164,30 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	o.Rejections = d.rejectionViews(ctx, shown)
 	d.page(w, r, http.StatusOK, web.OverviewLive(o), web.ErrorInfo{}, web.OverviewPage(d.siteFor(r), o))
+}
+
+// semaphoreRows turns the held slots of each semaphore into one row, at the place of its first
+// slot: the semaphore's state, with its limit and every slot.
+func (d *dashboard) semaphoreRows(ctx context.Context, held []lease.State) ([]lease.State, error) {
+	out := held[:0:0]
+	seen := map[string]bool{}
+	for _, st := range held {
+		name, _, ok := lease.SlotOf(st.Name)
+		if !ok {
+			out = append(out, st)
+			continue
+		}
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		sem, err := d.s.store.Get(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, sem)
+	}
+	return out, nil
 }
 
 // A sorted or filtered overview reads the held leases under the prefix into memory to order
@@ -271,8 +301,12 @@ func (d *dashboard) leaseDetail(ctx context.Context, name, cursor, rng string) (
 		reach = span
 	}
 	// The recent end of the history: the newest events of the window, shown oldest first; the
-	// next page goes further back.
-	evs, err := d.s.store.Events(ctx, store.EventFilter{Name: name, Since: now.Add(-reach), Limit: store.MaxLimit, Cursor: cursor, Newest: true})
+	// next page goes further back. A semaphore's events are its slots'.
+	f := store.EventFilter{Name: name, Since: now.Add(-reach), Limit: store.MaxLimit, Cursor: cursor, Newest: true}
+	if st.Limit > 0 {
+		f.Name, f.Prefix = "", name+"#"
+	}
+	evs, err := d.s.store.Events(ctx, f)
 	if err != nil {
 		return web.LeaseDetail{}, err
 	}
@@ -281,7 +315,7 @@ func (d *dashboard) leaseDetail(ctx context.Context, name, cursor, rng string) (
 		return web.LeaseDetail{}, err
 	}
 	detail := web.LeaseDetail{Now: now, Lease: viewLease(st), NextCursor: evs.Next, Range: rng,
-		CSRFToken: d.csrfToken(ctx, name, st.Token), CanRevoke: principalOf(ctx).IsAdmin()}
+		CSRFToken: d.csrfToken(ctx, name, st.Token), CanRevoke: principalOf(ctx).IsAdmin(), Slots: viewSlots(st)}
 	detail.Lease.Rejections = len(rej.Items)
 	if l, ok := d.s.acquirer.(waitingLine); ok {
 		for _, w := range l.Line(name) {
@@ -300,6 +334,46 @@ func (d *dashboard) leaseDetail(ctx context.Context, name, cursor, rng string) (
 	start, end := web.TimelineWindow(detail.Lease, first, span, now)
 	detail.Timeline = timelineOf(st, oldest, start, end, now)
 	return detail, nil
+}
+
+// session is the page of a holder's session (not a dashboard sign-in): its holder, ttl and
+// expiry, and the leases held under it that the viewer may read.
+func (d *dashboard) session(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	ref := chi.URLParam(r, "ref")
+	if !strings.HasPrefix(ref, lease.SessionRefPrefix) || len(ref) > 64 {
+		d.fail(w, r, lease.Errorf(lease.CodeNotFound, "%q is not the name of a session", ref))
+		return
+	}
+	ss, sts, err := d.s.store.SessionByRef(ctx, ref)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	v := web.SessionDetail{Now: d.s.clock.Now(), Session: viewSession(ss)}
+	who := principalOf(ctx)
+	for _, st := range sts {
+		l := viewLease(st)
+		if who.Allow(auth.Read, l.Name) == nil {
+			v.Leases = append(v.Leases, l)
+		}
+	}
+	// A key sees a session it opened, or one with a lease in its scope; a scoped key learns
+	// nothing of the others, not even that they exist.
+	if who.Allow(auth.Read) != nil || !who.IsAdmin() && ss.Owner != who.KeyID && len(v.Leases) == 0 {
+		d.fail(w, r, lease.Errorf(lease.CodeNotFound, "no session named %s", ref))
+		return
+	}
+	if who.Scoped() {
+		// Count only what the key may see.
+		v.Session.Held = 0
+		for _, l := range v.Leases {
+			if l.Held {
+				v.Session.Held++
+			}
+		}
+	}
+	d.page(w, r, http.StatusOK, web.SessionLive(v), web.ErrorInfo{}, web.SessionPage(d.siteFor(r), v))
 }
 
 // waitingLine is an Acquirer that can say who waits for a name (the server's queue.Line).

@@ -95,8 +95,13 @@ func newDashLiveHandler(t *testing.T) (http.Handler, *sqlite.Store) {
 // newService assembles a running service as `leasekeeper serve` does, on a store of its own.
 func newService(t *testing.T, clock *lease.FakeClock, reg *prometheus.Registry) (*service.Service, *sqlite.Store) {
 	t.Helper()
+	return newServiceAt(t, clock, reg, filepath.Join(t.TempDir(), "leasekeeper.db"))
+}
+
+// newServiceAt is newService on the database at path.
+func newServiceAt(t *testing.T, clock *lease.FakeClock, reg *prometheus.Registry, path string) (*service.Service, *sqlite.Store) {
+	t.Helper()
 	var hooks service.Hooks
-	path := filepath.Join(t.TempDir(), "leasekeeper.db")
 	opts := sqlite.Options{OnCommit: hooks.Publish}
 	if clock != nil {
 		opts.Clock = clock

@@ -17,11 +17,46 @@ import (
 func viewLease(st lease.State) web.Lease {
 	v := web.Lease{Name: st.Name, Held: st.Held, Holder: st.Holder, Token: st.Token, AcquiredAt: st.AcquiredAt,
 		RenewedAt: st.RenewedAt, ExpiresAt: st.ExpiresAt, TTL: st.TTL, LockDelay: st.LockDelay, EndedAt: st.EndedAt,
-		Ended: string(st.End), Waiters: st.Waiters, Metadata: st.Metadata}
+		Ended: string(st.End), Waiters: st.Waiters, Metadata: st.Metadata, Session: st.Session,
+		Stretched: st.ExtendedByRestart}
 	if !st.Held && st.AvailableAt.After(st.EndedAt) {
 		v.AvailableAt = st.AvailableAt
 	}
+	if name, i, ok := lease.SlotOf(st.Name); ok {
+		v.Name, v.IsSlot, v.Slot = name, true, i
+	}
+	if st.Limit > 0 {
+		// A semaphore's state is held when every slot is; its page and row say how many are.
+		v.Limit = st.Limit
+		for _, sl := range st.Slots {
+			if sl.Held {
+				v.SlotsHeld++
+				v.TTL = max(v.TTL, sl.TTL)
+			}
+		}
+		v.Held = v.SlotsHeld > 0
+		if !v.Held {
+			v.ExpiresAt = time.Time{}
+		}
+	}
 	return v
+}
+
+// viewSlots lists a semaphore's slots by index.
+func viewSlots(st lease.State) []web.Slot {
+	var out []web.Slot
+	for _, sl := range st.Slots {
+		_, i, _ := lease.SlotOf(sl.Name)
+		out = append(out, web.Slot{Index: i, Held: sl.Held, Holder: sl.Holder, Token: sl.Token, ExpiresAt: sl.ExpiresAt,
+			TTL: sl.TTL, LockDelay: sl.LockDelay, Ended: string(sl.End), Session: sl.Session})
+	}
+	slices.SortFunc(out, func(a, b web.Slot) int { return cmp.Compare(a.Index, b.Index) })
+	return out
+}
+
+func viewSession(ss lease.Session) web.SessionInfo {
+	return web.SessionInfo{Ref: ss.Ref, Holder: ss.Holder, TTL: ss.TTL, CreatedAt: ss.CreatedAt, RenewedAt: ss.RenewedAt,
+		ExpiresAt: ss.ExpiresAt, ClosedAt: ss.ClosedAt, Held: ss.Leases, Metadata: ss.Metadata}
 }
 
 func viewEvent(e lease.Event) web.Event {
@@ -106,14 +141,14 @@ func ended(t lease.EventType) bool {
 // events move its expiry, and released, expired and revoked events end it; rejected events
 // become ✕ marks. A held grant missing from the events is added from the state.
 func timelineOf(st lease.State, evs []lease.Event, start, end, now time.Time) web.Timeline {
-	tl := web.Timeline{Name: st.Name, Start: start, End: end, Now: now}
+	tl := web.Timeline{Name: st.Name, Start: start, End: end, Now: now, Lanes: st.Limit}
 	index := map[int64]int{} // token → position in tl.Grants
 	grant := func(e lease.Event) *web.Grant {
 		i, ok := index[e.Token]
 		if !ok {
 			i = len(tl.Grants)
 			index[e.Token] = i
-			tl.Grants = append(tl.Grants, web.Grant{Token: e.Token, Holder: e.Holder})
+			tl.Grants = append(tl.Grants, web.Grant{Token: e.Token, Holder: e.Holder, Lane: laneOf(e.Name)})
 		}
 		return &tl.Grants[i]
 	}
@@ -132,17 +167,28 @@ func timelineOf(st lease.State, evs []lease.Event, start, end, now time.Time) we
 				PresentedToken: e.Token, Holder: e.Holder, At: e.At, GrantsBehind: -1})
 		}
 	}
-	if i, ok := index[st.Token]; ok {
-		g := &tl.Grants[i]
-		g.LockDelay = st.LockDelay // the state knows it even when the acquire is out of the window
-		if st.Held {
-			g.ExpiresAt = st.ExpiresAt
+	// The state knows the current grants even when their acquire is out of the window: a
+	// plain lease's one, or each slot's of a semaphore.
+	current := []lease.State{st}
+	if st.Limit > 0 {
+		current = st.Slots
+	}
+	for _, c := range current {
+		if i, ok := index[c.Token]; ok {
+			g := &tl.Grants[i]
+			g.LockDelay, g.Stretched = c.LockDelay, c.ExtendedByRestart
+			if c.Held {
+				g.ExpiresAt = c.ExpiresAt
+			}
+		} else if c.Held {
+			tl.Grants = append(tl.Grants, web.Grant{Token: c.Token, Holder: c.Holder, AcquiredAt: c.AcquiredAt,
+				ExpiresAt: c.ExpiresAt, LockDelay: c.LockDelay, Stretched: c.ExtendedByRestart, Lane: laneOf(c.Name)})
 		}
-	} else if st.Held {
-		tl.Grants = append(tl.Grants, web.Grant{Token: st.Token, Holder: st.Holder, AcquiredAt: st.AcquiredAt,
-			ExpiresAt: st.ExpiresAt, LockDelay: st.LockDelay})
 	}
 	slices.SortStableFunc(tl.Grants, func(a, b web.Grant) int { return cmp.Compare(a.Token, b.Token) })
+	if st.Limit > 0 {
+		return tl // the slots' grants overlap: one's start says nothing of another's end
+	}
 	// A grant whose end is missing from the events, followed by a later one, ended no later
 	// than its successor began; only the last grant can still be held.
 	for i := 0; i+1 < len(tl.Grants); i++ {
@@ -156,4 +202,11 @@ func timelineOf(st lease.State, evs []lease.Event, start, end, now time.Time) we
 		tl.Grants[n-1].EndedAt, tl.Grants[n-1].End = st.EndedAt, string(st.End)
 	}
 	return tl
+}
+
+// laneOf is the timeline row of a grant of name: its slot's index for a semaphore's slot,
+// else 0.
+func laneOf(name string) int {
+	_, i, _ := lease.SlotOf(name)
+	return i
 }

@@ -64,6 +64,12 @@ type State struct {
 	// highest.
 	Limit int
 	Slots []State
+	// Session is the Ref of the session the current, or last, grant was held under ("" for
+	// none).
+	Session string
+	// ExtendedByRestart is how much the server's restarts added to the current, or last,
+	// grant's expiry (see Lease.ExtendedByRestart).
+	ExtendedByRestart time.Duration
 }
 
 // EventType is the kind of an event in a name's history.

@@ -67,6 +67,12 @@ type Store interface {
 	// Only the key that opened it may, or any key when by is "": else forbidden.
 	CloseSession(ctx context.Context, id, by string) (lease.Session, error)
 
+	// SessionByRef returns the session whose public name is ref (lease.SessionRef), with
+	// Leases the count of leases held under it now, and the state of every name whose current
+	// (or last) grant was made under it, ordered by name (slots as "name#i"), at most
+	// MaxLimit. It is for viewers: it needs no ID and reveals none. Codes: not_found.
+	SessionByRef(ctx context.Context, ref string) (lease.Session, []lease.State, error)
+
 	// Get returns the state of name. Codes: not_found for a name never used.
 	Get(ctx context.Context, name string) (lease.State, error)
 

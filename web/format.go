@@ -204,7 +204,7 @@ func soon(l Lease, now time.Time) bool {
 // renewalLate reports whether l's holder has not renewed for more than half its ttl: clients
 // renew well before that, so it is likely paused, partitioned or gone.
 func renewalLate(l Lease, now time.Time) bool {
-	return l.Held && l.TTL > 0 && now.Sub(l.RenewedAt) > l.TTL/2
+	return l.Held && l.Limit == 0 && l.TTL > 0 && now.Sub(l.RenewedAt) > l.TTL/2
 }
 
 // compactJSON is raw without insignificant space; "" for no metadata. Invalid JSON is shown
@@ -324,4 +324,31 @@ func leaseSummary(l Lease) string {
 		return l.Name + " is free: " + l.Ended
 	}
 	return l.Name + " is free"
+}
+
+// SessionURL is the dashboard path of a holder's session, by its public name.
+func SessionURL(ref string) templ.SafeURL {
+	return templ.URL("/sessions/" + url.PathEscape(ref))
+}
+
+// sessionOpen reports whether s is neither closed nor expired at now.
+func sessionOpen(s SessionInfo, now time.Time) bool {
+	return s.ClosedAt.IsZero() && s.ExpiresAt.After(now)
+}
+
+// sessionSummary is what the live region announces when it changes.
+func sessionSummary(d SessionDetail) string {
+	s := d.Session
+	switch {
+	case sessionOpen(s, d.Now):
+		return "session " + s.Ref + " of " + s.Holder + " is open with " + plural(s.Held, "lease")
+	case !s.ClosedAt.IsZero():
+		return "session " + s.Ref + " is closed"
+	}
+	return "session " + s.Ref + " expired"
+}
+
+// slotsText says how full a semaphore is: "2/3 slots held".
+func slotsText(l Lease) string {
+	return itoa(l.SlotsHeld) + "/" + itoa(l.Limit) + " slots held"
 }

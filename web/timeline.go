@@ -23,7 +23,13 @@ type Timeline struct {
 	Grants []Grant
 	// Rejections are drawn as ✕ marks at their At.
 	Rejections []Rejection
+	// Lanes is how many rows of grants the picture has (a semaphore's slots, up to
+	// [MaxLanes]); 0 or 1 for one.
+	Lanes int
 }
+
+// MaxLanes bounds the rows of a timeline; grants of higher lanes share the last.
+const MaxLanes = 16
 
 // Grant is one grant of a name, that is one fencing token, from acquire to its end.
 type Grant struct {
@@ -40,6 +46,11 @@ type Grant struct {
 	End     string
 	// LockDelay is shaded after an expiry: the name is not granted again until EndedAt plus it.
 	LockDelay time.Duration
+	// Lane is the row it is drawn on, from 0 (a semaphore's slot); 0 for a plain lease.
+	Lane int
+	// Stretched is how much server restarts added to its expiry (invariant 5); the picture
+	// marks the stretched end of the grant. Zero for a grant no restart stretched.
+	Stretched time.Duration
 }
 
 // The ends of a grant the picture draws differently.
@@ -111,9 +122,10 @@ const (
 	tlMarkY     = 90.0 // centre of the ✕ marks
 	tlAxisY     = 104.0
 	tlTickLabel = 120.0
-	tlZoneY     = 137.0 // baseline of the date and time zone under the axis
-	tlCharW     = 6.5   // estimated width of one character of a label
-	tlHatchW    = 10.0  // width of the hatched end of an expired grant
+	tlZoneY     = 137.0        // baseline of the date and time zone under the axis
+	tlCharW     = 6.5          // estimated width of one character of a label
+	tlHatchW    = 10.0         // width of the hatched end of an expired grant
+	tlLaneStep  = tlLaneH + 18 // from one lane to the next, with room for a row of labels
 )
 
 // tlLayout is a Timeline turned into shapes, every coordinate already formatted, so that the
@@ -134,6 +146,8 @@ type tlLayout struct {
 	EmptyTextX string
 	// Zone is the date of the window and the time zone of the axis, e.g. "Nov 29, 2026 · UTC".
 	Zone string
+	// The heights of the axis, its ticks and labels and of the empty text: lower with more lanes.
+	AxisY, TickY, TickLabelY, ZoneY, EmptyY string
 }
 
 type tlBox struct {
@@ -156,8 +170,13 @@ type tlGrant struct {
 	// Cap is the end line of an expired or revoked grant.
 	HasCap   bool
 	CapX     string
+	CapY1    string
+	CapY2    string
 	CapClass string
 	CapColor string
+	// Stretch marks the end of the grant that a server restart added.
+	HasStretch bool
+	Stretch    tlBox
 	// Label is the holder and token above the bar; empty when there is no room.
 	Label  string
 	LabelX string
@@ -173,6 +192,7 @@ type tlMark struct {
 	X      string
 	StemY1 string
 	StemY2 string
+	CountY string
 }
 
 type tlTick struct {
@@ -195,11 +215,20 @@ func (tl Timeline) layout() tlLayout {
 	}
 	inWindow := func(t time.Time) bool { return !t.Before(start) && !t.After(end) }
 
+	lanes := min(max(tl.Lanes, 1), MaxLanes)
+	extra := float64(lanes-1) * tlLaneStep // everything under the lanes moves down by it
+	laneY := func(g Grant) float64 { return tlLaneY + float64(min(max(g.Lane, 0), lanes-1))*tlLaneStep }
+	markY := tlMarkY + extra
 	out := tlLayout{
-		ViewBox:    "0 0 " + f1(tlWidth) + " " + f1(tlHeight),
+		ViewBox:    "0 0 " + f1(tlWidth) + " " + f1(tlHeight+extra),
 		AxisFrom:   f1(tlLeft),
 		AxisTo:     f1(tlRight),
 		EmptyTextX: f1(tlWidth / 2),
+		AxisY:      f1(tlAxisY + extra),
+		TickY:      f1(tlAxisY + extra + 4),
+		TickLabelY: f1(tlTickLabel + extra),
+		ZoneY:      f1(tlZoneY + extra),
+		EmptyY:     f1(tlLaneY + 15),
 	}
 
 	type visible struct {
@@ -226,7 +255,7 @@ func (tl Timeline) layout() tlLayout {
 		if to.Before(start) || from.After(end) || to.Before(from) {
 			// Not in the window; its lock delay may still be.
 			if g.End == endExpired && g.LockDelay > 0 {
-				out.addDelay(g, xOf, start, end)
+				out.addDelay(g, xOf, start, end, laneY(g))
 			}
 			continue
 		}
@@ -236,13 +265,14 @@ func (tl Timeline) layout() tlLayout {
 	rowEnd := [2]float64{-1e9, -1e9}
 	for i, v := range vis {
 		g := v.g
+		y := laneY(g)
 		w := max(v.xTo-v.xFrom, 2)
 		lg := tlGrant{
 			Class: "tl-grant tl-" + grantState(g),
 			Fill:  "#4a7fb5",
 			Title: grantTitle(g),
 			Token: strconv.FormatInt(g.Token, 10),
-			Bar:   tlBox{X: f1(v.xFrom), Y: f1(tlLaneY), W: f1(w), H: f1(tlLaneH)},
+			Bar:   tlBox{X: f1(v.xFrom), Y: f1(y), W: f1(w), H: f1(tlLaneH)},
 		}
 		if g.held() {
 			lg.Fill = "#2e8b57"
@@ -250,18 +280,29 @@ func (tl Timeline) layout() tlLayout {
 		if g.held() && g.ExpiresAt.After(v.to) && v.to.Before(end) {
 			ex := xOf(g.ExpiresAt)
 			lg.HasExpected = true
-			lg.Expected = tlBox{X: f1(v.xTo), Y: f1(tlLaneY), W: f1(max(ex-v.xTo, 1)), H: f1(tlLaneH),
+			lg.Expected = tlBox{X: f1(v.xTo), Y: f1(y), W: f1(max(ex-v.xTo, 1)), H: f1(tlLaneH),
 				Title: "expected expiry " + absTime(g.ExpiresAt)}
+		}
+		if g.Stretched > 0 {
+			lg.Class += " tl-stretched"
+			to := g.ExpiresAt
+			if !g.held() {
+				to = g.EndedAt
+			}
+			x0, x1 := xOf(to.Add(-g.Stretched)), xOf(to)
+			lg.HasStretch = true
+			lg.Stretch = tlBox{X: f1(min(x0, x1-4)), Y: f1(y - 3), W: f1(max(x1-x0, 4)), H: f1(tlLaneH + 6),
+				Title: "a server restart stretched this grant by " + FormatDuration(g.Stretched)}
 		}
 		endsInWindow := !g.held() && inWindow(g.EndedAt)
 		if endsInWindow && g.End == endExpired {
 			hw := min(tlHatchW, w)
 			lg.HasHatch = true
-			lg.Hatch = tlBox{X: f1(v.xFrom + w - hw), Y: f1(tlLaneY), W: f1(hw), H: f1(tlLaneH)}
+			lg.Hatch = tlBox{X: f1(v.xFrom + w - hw), Y: f1(y), W: f1(hw), H: f1(tlLaneH)}
 		}
 		if endsInWindow && (g.End == endExpired || g.End == endRevoked) {
 			lg.HasCap = true
-			lg.CapX = f1(v.xTo)
+			lg.CapX, lg.CapY1, lg.CapY2 = f1(v.xTo), f1(y-4), f1(y+tlLaneH+4)
 			lg.CapClass = "tl-cap tl-cap-" + g.End
 			lg.CapColor = "#c0392b"
 			if g.End == endRevoked {
@@ -277,8 +318,19 @@ func (tl Timeline) layout() tlLayout {
 			limit = vis[i+2].xFrom
 		}
 		text := g.Holder + " #" + strconv.FormatInt(g.Token, 10)
-		n := int((limit - lx - 4) / tlCharW)
-		if n >= 3 {
+		if lanes > 1 {
+			// One row of labels over each lane, each cut before the next grant of its lane.
+			limit = tlRight
+			for _, nx := range vis[i+1:] {
+				if laneY(nx.g) == y {
+					limit = nx.xFrom
+					break
+				}
+			}
+			if n := int((limit - lx - 4) / tlCharW); n >= 3 {
+				lg.Label, lg.LabelX, lg.LabelY = truncate(text, n), f1(lx), f1(y-4)
+			}
+		} else if n := int((limit - lx - 4) / tlCharW); n >= 3 {
 			text = truncate(text, n)
 			row := 0
 			if rowEnd[0]+4 > lx {
@@ -291,7 +343,7 @@ func (tl Timeline) layout() tlLayout {
 		out.Grants = append(out.Grants, lg)
 
 		if g.End == endExpired && g.LockDelay > 0 {
-			out.addDelay(g, xOf, start, end)
+			out.addDelay(g, xOf, start, end, y)
 		}
 	}
 	out.Empty = len(vis) == 0
@@ -321,10 +373,11 @@ func (tl Timeline) layout() tlLayout {
 		m := tlMark{
 			Title: strings.Join(titles, "\n"),
 			X:     f1(x),
-			Path: "M" + f1(x-s) + " " + f1(tlMarkY-s) + "L" + f1(x+s) + " " + f1(tlMarkY+s) +
-				"M" + f1(x+s) + " " + f1(tlMarkY-s) + "L" + f1(x-s) + " " + f1(tlMarkY+s),
-			StemY1: f1(tlLaneY + tlLaneH),
-			StemY2: f1(tlMarkY - s - 2),
+			Path: "M" + f1(x-s) + " " + f1(markY-s) + "L" + f1(x+s) + " " + f1(markY+s) +
+				"M" + f1(x+s) + " " + f1(markY-s) + "L" + f1(x-s) + " " + f1(markY+s),
+			StemY1: f1(tlLaneY + extra + tlLaneH),
+			StemY2: f1(markY - s - 2),
+			CountY: f1(markY + 4),
 		}
 		if len(g) > 1 {
 			m.Title = strconv.Itoa(len(g)) + " rejected stale writes:\n" + m.Title
@@ -367,14 +420,14 @@ func (tl Timeline) layout() tlLayout {
 }
 
 // addDelay adds the shaded lock delay after g's expiry, if it reaches into the window.
-func (l *tlLayout) addDelay(g Grant, xOf func(time.Time) float64, start, end time.Time) {
+func (l *tlLayout) addDelay(g Grant, xOf func(time.Time) float64, start, end time.Time, y float64) {
 	from, to := g.EndedAt, g.EndedAt.Add(g.LockDelay)
 	if to.Before(start) || from.After(end) {
 		return
 	}
 	x0, x1 := xOf(from), xOf(to)
 	l.Delays = append(l.Delays, tlBox{
-		X: f1(x0), Y: f1(tlLaneY), W: f1(max(x1-x0, 1)), H: f1(tlLaneH),
+		X: f1(x0), Y: f1(y), W: f1(max(x1-x0, 1)), H: f1(tlLaneH),
 		Title: "lock delay " + FormatDuration(g.LockDelay) + " after the expiry of #" +
 			strconv.FormatInt(g.Token, 10) + ": not granted again until " + absTime(to),
 	})
@@ -407,6 +460,9 @@ func grantTitle(g Grant) string {
 		s += ", ended by " + absTime(g.EndedAt)
 	default:
 		s += ", " + g.End + " " + absTime(g.EndedAt)
+	}
+	if g.Stretched > 0 {
+		s += "; a server restart stretched it by " + FormatDuration(g.Stretched)
 	}
 	return s
 }

@@ -186,3 +186,48 @@ func TestTickStep(t *testing.T) {
 		}
 	}
 }
+
+// TestTimelineStretch: a grant a restart stretched has its stretched end outlined, from its
+// expiry back by the stretch, with a tooltip that says by how much; other grants have none.
+func TestTimelineStretch(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	tl := Timeline{Name: "job", Start: t0, End: t0.Add(100 * time.Second), Now: t0.Add(50 * time.Second), Grants: []Grant{
+		{Token: 1, Holder: "a", AcquiredAt: t0, ExpiresAt: t0.Add(30 * time.Second), EndedAt: t0.Add(20 * time.Second), End: "released"},
+		{Token: 2, Holder: "b", AcquiredAt: t0.Add(40 * time.Second), ExpiresAt: t0.Add(80 * time.Second), Stretched: 20 * time.Second},
+	}}
+	l := tl.layout()
+	if len(l.Grants) != 2 || l.Grants[0].HasStretch {
+		t.Fatalf("layout = %+v; want two grants, the first not stretched", l.Grants)
+	}
+	g := l.Grants[1]
+	// The axis runs from x=12 to x=948 over 100 s: 9.36 per second; the stretch is 60 s to 80 s.
+	if !g.HasStretch || g.Stretch.X != "573.6" || g.Stretch.W != "187.2" || !strings.Contains(g.Stretch.Title, "by 20 s") ||
+		!strings.Contains(g.Class, "tl-stretched") || !strings.Contains(g.Title, "stretched it by 20 s") {
+		t.Errorf("stretched grant = %+v; want its end from x=573.6, 187.2 wide, saying 20 s", g)
+	}
+}
+
+// TestTimelineLanes: a semaphore's slots are drawn one lane each, overlapping grants apart, and
+// what lies under the lanes moves down with them.
+func TestTimelineLanes(t *testing.T) {
+	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	tl := Timeline{Name: "pool", Start: t0, End: t0.Add(100 * time.Second), Now: t0.Add(50 * time.Second), Lanes: 3, Grants: []Grant{
+		{Token: 1, Holder: "a", AcquiredAt: t0, ExpiresAt: t0.Add(80 * time.Second)},
+		{Token: 2, Holder: "b", AcquiredAt: t0.Add(10 * time.Second), ExpiresAt: t0.Add(80 * time.Second), Lane: 1},
+		{Token: 3, Holder: "c", AcquiredAt: t0.Add(20 * time.Second), ExpiresAt: t0.Add(80 * time.Second), Lane: 2},
+	}}
+	l := tl.layout()
+	var ys, labels []string
+	for _, g := range l.Grants {
+		ys, labels = append(ys, g.Bar.Y), append(labels, g.Label+"@"+g.LabelY)
+	}
+	if diff := cmp.Diff([]string{"52.0", "92.0", "132.0"}, ys); diff != "" {
+		t.Errorf("lanes' y (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"a #1@48.0", "b #2@88.0", "c #3@128.0"}, labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	if l.ViewBox != "0 0 960.0 222.0" || l.AxisY != "184.0" {
+		t.Errorf("viewBox %q, axis at %s; want 80 more for two more lanes", l.ViewBox, l.AxisY)
+	}
+}

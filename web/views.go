@@ -68,6 +68,56 @@ type Lease struct {
 	Metadata json.RawMessage
 	// Rejections counts the refused writes that named this lease, up to [CountCap].
 	Rejections int
+	// Session is the public name ("ses_…") of the session the grant is, or was, held under;
+	// empty for none.
+	Session string
+	// Limit is a semaphore's limit, 0 for a plain lease. A semaphore's Held says a slot is
+	// held, SlotsHeld how many are, Token is the highest and ExpiresAt the soonest expiry.
+	Limit, SlotsHeld int
+	// IsSlot says the lease is slot Slot of the semaphore Name (on a session's page).
+	IsSlot bool
+	Slot   int
+	// Stretched is how much server restarts added to the grant's expiry; zero for none.
+	Stretched time.Duration
+}
+
+// Slot is one slot of a semaphore, on the semaphore's page.
+type Slot struct {
+	Index  int
+	Held   bool
+	Holder string
+	Token  int64
+	// ExpiresAt is when a held slot expires; TTL its duration.
+	ExpiresAt time.Time
+	TTL       time.Duration
+	LockDelay time.Duration
+	// Ended says how a free slot's last grant ended ("released", "expired", "revoked").
+	Ended string
+	// Session is the public name of the session the slot is held under; empty for none.
+	Session string
+}
+
+// SessionInfo is a holder's session (not a dashboard sign-in), by its public name.
+type SessionInfo struct {
+	// Ref is its public name, "ses_…"; the secret ID is never shown.
+	Ref    string
+	Holder string
+	TTL    time.Duration
+	// CreatedAt, RenewedAt and ExpiresAt are its times; ClosedAt is zero while it is open.
+	CreatedAt, RenewedAt, ExpiresAt, ClosedAt time.Time
+	// Held is how many leases are held under it now.
+	Held     int
+	Metadata json.RawMessage
+}
+
+// SessionDetail is the props of a session's page (/sessions/{ref}).
+type SessionDetail struct {
+	// Now is the time the page is rendered for.
+	Now     time.Time
+	Session SessionInfo
+	// Leases are the names whose current, or last, grant was made under the session, in name
+	// order, that the viewer may read.
+	Leases []Lease
 }
 
 // CountCap is where counts of rejections stop: beyond it the page says "1000+".
@@ -184,6 +234,8 @@ type LeaseDetail struct {
 	Lease Lease
 	// Waiters are the acquires waiting in line, oldest first, as far as this server knows.
 	Waiters []Waiter
+	// Slots are a semaphore's slots used so far, by index; nil for a plain lease.
+	Slots []Slot
 	// Range is the timeline's span (query parameter range), one of [TimelineRanges]; empty
 	// for the default, which fits the recent history.
 	Range string

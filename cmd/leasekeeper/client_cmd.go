@@ -280,6 +280,53 @@ func (lf *leaseFlags) acquire(ctx context.Context, cf *clientFlags, name string,
 	return c, l, nil
 }
 
+// addSessionFlag defines --session-ttl of run and lock.
+func addSessionFlag(fs *flag.FlagSet) *time.Duration {
+	return duration(fs, "session-ttl", 0, "hold the lease under a session of this duration, renewed at a third of it and closed on exit "+
+		"(which releases the lease in the same transaction), instead of a lease of its own --ttl")
+}
+
+// hold is acquire, under a session of sessionTTL when it is above 0: the session's keepalive
+// keeps the lease, and giveBack closes the session (releasing the lease with it) rather than
+// releasing the lease alone. --ttl does not go with a session, whose duration is the lease's.
+func (lf *leaseFlags) hold(ctx context.Context, cf *clientFlags, name string, sessionTTL time.Duration, logTo io.Writer,
+	edit func(*client.AcquireOptions)) (c *client.Client, l *client.Lease, giveBack func(context.Context) error, err error) {
+	if sessionTTL <= 0 {
+		c, l, err = lf.acquire(ctx, cf, name, logTo, edit)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return c, l, l.Release, nil
+	}
+	ttlSet := false
+	cf.fs.Visit(func(f *flag.Flag) { ttlSet = ttlSet || f.Name == "ttl" })
+	if ttlSet {
+		return nil, nil, nil, &exitError{code: 2, err: errors.New("--ttl and --session-ttl do not go together: a lease under a session lasts as long as the session")}
+	}
+	o, err := lf.options()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if edit != nil {
+		edit(&o)
+	}
+	if c, err = cf.client(logTo); err != nil {
+		return nil, nil, nil, err
+	}
+	s, err := c.OpenSession(ctx, client.SessionOptions{Holder: o.Holder, TTL: sessionTTL})
+	if err == nil {
+		if l, err = s.Acquire(ctx, name, o); err != nil {
+			// Nothing is held under it: close it now rather than let it linger until it expires.
+			s.Close(context.WithoutCancel(ctx))
+		}
+	}
+	if err != nil {
+		c.Close()
+		return nil, nil, nil, cf.fail(err)
+	}
+	return c, l, s.Close, nil
+}
+
 // parseMetadata reads a --metadata flag: empty for none, else a JSON object.
 func parseMetadata(s string) (map[string]any, error) {
 	if s == "" {

@@ -15,11 +15,12 @@ import (
 // `etcdctl lock NAME` without a command does. A lost lease ends it with exLeaseLost.
 func lockCommand(ctx context.Context, cf *clientFlags, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	lf := addLeaseFlags(cf.fs, getenv, "lease duration; renewed at a third of it")
+	sessionTTL := addSessionFlag(cf.fs)
 	name, err := cf.parse(args, new(string))
 	if err != nil {
 		return err
 	}
-	c, l, err := lf.acquire(ctx, cf, name, stderr, nil)
+	c, l, giveBack, err := lf.hold(ctx, cf, name, *sessionTTL, stderr, nil)
 	switch {
 	case ctx.Err() != nil && err != nil:
 		return nil // interrupted while waiting: nothing to give back
@@ -28,10 +29,10 @@ func lockCommand(ctx context.Context, cf *clientFlags, args []string, getenv fun
 	}
 	defer c.Close()
 	if err := writeGrant(stdout, l, cf.json); err != nil {
-		release(context.WithoutCancel(ctx), "lock", name, l.Release, stderr)
+		release(context.WithoutCancel(ctx), "lock", name, giveBack, stderr)
 		return err
 	}
-	return holdUntilDone(ctx, "lock", l, l.Release, stderr)
+	return holdUntilDone(ctx, "lock", l, giveBack, stderr)
 }
 
 // electCommand is `leasekeeper elect NAME PROPOSAL`: it campaigns as PROPOSAL, prints a line

@@ -47,6 +47,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	lf := addLeaseFlags(cf.fs, getenv, "lease duration; renewed at a third of it")
 	grace := duration(cf.fs, "grace", 10*time.Second, "after SIGTERM on lease loss, how long CMD has before SIGKILL")
 	limit := cf.fs.Int("limit", 0, "hold one of this many slots of the name, a semaphore (like consul lock -n); 0: a plain lease")
+	sessionTTL := addSessionFlag(cf.fs)
 	flagArgs, argv, found := splitDashDash(args)
 	if err := parseFlags(cf.fs, flagArgs, stdout, stderr); err != nil {
 		return err
@@ -61,7 +62,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	case *grace < 0:
 		return &exitError{code: 2, err: errors.New("run: --grace must not be negative")}
 	}
-	c, l, err := lf.acquire(ctx, cf, *name, stderr, func(o *client.AcquireOptions) { o.Limit = *limit })
+	c, l, giveBack, err := lf.hold(ctx, cf, *name, *sessionTTL, stderr, func(o *client.AcquireOptions) { o.Limit = *limit })
 	if err != nil {
 		if exitCode(err) == exTempFail {
 			return &exitError{code: exTempFail, err: fmt.Errorf("run: not starting %s: %w", argv[0], err)}
@@ -86,7 +87,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	defer signal.Stop(sigs)
 
 	if err := cmd.Start(); err != nil {
-		release(relCtx, "run", l.Name(), l.Release, stderr)
+		release(relCtx, "run", l.Name(), giveBack, stderr)
 		return &exitError{code: 127, err: fmt.Errorf("run: start %s: %w", argv[0], err)}
 	}
 	pgid := cmd.Process.Pid
@@ -128,7 +129,7 @@ wait:
 	}
 	code := statusOf(cmd.ProcessState)
 
-	rerr := release(relCtx, "run", l.Name(), l.Release, stderr)
+	rerr := release(relCtx, "run", l.Name(), giveBack, stderr)
 	switch {
 	case lostCause != nil:
 		return &exitError{code: exLeaseLost, err: fmt.Errorf("run: lease %q was lost while %s ran, so it was stopped (its status %d): %w", l.Name(), argv[0], code, lostCause)}

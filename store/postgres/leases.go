@@ -70,6 +70,7 @@ func (g grant) lease() lease.Lease {
 func (g grant) state(now int64) lease.State {
 	st := g.rule().State(ms(now))
 	st.Metadata = raw(g.metadata)
+	st.Session = g.session
 	return st
 }
 

@@ -15,12 +15,23 @@ import (
 // sessionByID reads, and locks with lock ("FOR UPDATE", "FOR SHARE"), the session whose ID is
 // id, for the API key by ("" for an admin). Codes: not_found, forbidden (another key's).
 func sessionByID(ctx context.Context, t *txn, id, by, lock string) (lease.Session, error) {
+	s, err := readSession(t.tx.QueryRow(ctx, sessionSelect+`WHERE hash = $1 `+lock, lease.HashID(id)))
+	if err != nil {
+		return s, err
+	}
+	return s, lease.CheckSessionOwner(s, by)
+}
+
+const sessionSelect = `SELECT ref, holder, ttl_ms, metadata, created_at, renewed_at, expires_at, closed_at, owner
+	FROM lease_sessions `
+
+// readSession scans a row of sessionSelect. Codes: not_found.
+func readSession(row pgx.Row) (lease.Session, error) {
 	var s lease.Session
 	var ttl, created, renewed, expires int64
 	var md *string
 	var closed *int64
-	err := t.tx.QueryRow(ctx, `SELECT ref, holder, ttl_ms, metadata, created_at, renewed_at, expires_at, closed_at, owner
-		FROM lease_sessions WHERE hash = $1 `+lock, lease.HashID(id)).Scan(&s.Ref, &s.Holder, &ttl, &md, &created, &renewed, &expires, &closed, &s.Owner)
+	err := row.Scan(&s.Ref, &s.Holder, &ttl, &md, &created, &renewed, &expires, &closed, &s.Owner)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return s, lease.Errorf(lease.CodeNotFound, "no such session (unknown, or pruned after it ended)")
 	}
@@ -32,7 +43,39 @@ func sessionByID(ctx context.Context, t *txn, id, by, lock string) (lease.Sessio
 	if closed != nil {
 		s.ClosedAt = ms(*closed)
 	}
-	return s, lease.CheckSessionOwner(s, by)
+	return s, nil
+}
+
+// SessionByRef returns a session by its public name with its leases. See store.Store.
+func (s *Store) SessionByRef(ctx context.Context, ref string) (lease.Session, []lease.State, error) {
+	ss, err := readSession(s.pool.QueryRow(ctx, sessionSelect+`WHERE ref = $1`, ref))
+	if err != nil {
+		return ss, nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+grantCols+` FROM grants g JOIN names n ON n.token = g.token
+		WHERE g.session = $1 ORDER BY g.name`, ref)
+	if err != nil {
+		return ss, nil, fmt.Errorf("leases of session %s: %w", ref, translate(err))
+	}
+	gs, err := collect(rows, store.MaxLimit, scanGrant, func(g grant) string { return g.name })
+	if err != nil {
+		return ss, nil, fmt.Errorf("leases of session %s: %w", ref, err)
+	}
+	// The clock is read after the rows, as Get does.
+	now, err := s.now(ctx, s.pool)
+	if err != nil {
+		return ss, nil, err
+	}
+	var page store.Page[lease.State]
+	for _, g := range gs.Items {
+		page.Items = append(page.Items, g.state(now))
+	}
+	for _, st := range page.Items {
+		if st.Held {
+			ss.Leases++
+		}
+	}
+	return ss, page.Items, nil
 }
 
 // OpenSession opens a session. See store.Store.

@@ -76,6 +76,7 @@ func (g grant) lease() lease.Lease {
 func (g grant) state(now int64) lease.State {
 	st := g.rule().State(ms(now))
 	st.Metadata = raw(g.metadata)
+	st.Session, st.ExtendedByRestart = g.session, time.Duration(g.restartExt)*time.Millisecond
 	return st
 }
 

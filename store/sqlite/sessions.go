@@ -14,12 +14,23 @@ import (
 // sessionByID reads the session whose ID is id, for the API key by ("" for an admin). Codes:
 // not_found, forbidden (a session of another key).
 func sessionByID(ctx context.Context, tx *sql.Tx, id, by string) (lease.Session, error) {
+	s, err := readSession(tx.QueryRowContext(ctx, sessionSelect+`WHERE hash = ?`, lease.HashID(id)))
+	if err != nil {
+		return s, err
+	}
+	return s, lease.CheckSessionOwner(s, by)
+}
+
+const sessionSelect = `SELECT ref, holder, ttl_ms, metadata, created_at, renewed_at, expires_at, closed_at, owner
+	FROM lease_sessions `
+
+// readSession scans a row of sessionSelect. Codes: not_found.
+func readSession(row scanner) (lease.Session, error) {
 	var s lease.Session
 	var ttl, created, renewed, expires int64
 	var md sql.NullString
 	var closed sql.NullInt64
-	err := tx.QueryRowContext(ctx, `SELECT ref, holder, ttl_ms, metadata, created_at, renewed_at, expires_at, closed_at, owner
-		FROM lease_sessions WHERE hash = ?`, lease.HashID(id)).Scan(&s.Ref, &s.Holder, &ttl, &md, &created, &renewed, &expires, &closed, &s.Owner)
+	err := row.Scan(&s.Ref, &s.Holder, &ttl, &md, &created, &renewed, &expires, &closed, &s.Owner)
 	if errors.Is(err, sql.ErrNoRows) {
 		return s, lease.Errorf(lease.CodeNotFound, "no such session (unknown, or pruned after it ended)")
 	}
@@ -31,7 +42,34 @@ func sessionByID(ctx context.Context, tx *sql.Tx, id, by string) (lease.Session,
 	if closed.Valid {
 		s.ClosedAt = ms(closed.Int64)
 	}
-	return s, lease.CheckSessionOwner(s, by)
+	return s, nil
+}
+
+// SessionByRef returns a session by its public name with its leases. See store.Store.
+func (s *Store) SessionByRef(ctx context.Context, ref string) (lease.Session, []lease.State, error) {
+	now := s.clock.Now().UnixMilli()
+	ss, err := readSession(s.r.QueryRowContext(ctx, sessionSelect+`WHERE ref = ?`, ref))
+	if err != nil {
+		return ss, nil, err
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+grantCols+` FROM grants g JOIN names n ON n.token = g.token
+		WHERE g.session = ? ORDER BY g.name`, ref)
+	if err != nil {
+		return ss, nil, fmt.Errorf("leases of session %s: %w", ref, w(err))
+	}
+	page, err := collect(rows, store.MaxLimit, func(r scanner) (lease.State, error) {
+		g, err := scanGrant(r)
+		return g.state(now), err
+	}, func(st lease.State) string { return st.Name })
+	if err != nil {
+		return ss, nil, fmt.Errorf("leases of session %s: %w", ref, err)
+	}
+	for _, st := range page.Items {
+		if st.Held {
+			ss.Leases++
+		}
+	}
+	return ss, page.Items, nil
 }
 
 // OpenSession opens a session. See store.Store.

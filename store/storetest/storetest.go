@@ -133,6 +133,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Handover", testHandover},
 		{"Sessions/CloseEndsAll", testSessionClose},
 		{"Sessions/ExpireTogether", testSessionExpiry},
+		{"Sessions/ByRef", testSessionByRef},
 		{"Sessions/ErrForbiddenToOtherKeys", testSessionOwner},
 		{"Semaphore/Limit", testSemaphoreLimit},
 		{"Semaphore/ConcurrentNeverOverLimit", testSemaphoreConcurrent},
@@ -452,6 +453,9 @@ func testRestartVisible(t *testing.T, e *env, databaseClock bool) {
 	again, err := e.s.Acquire(e.ctx, p)
 	if err != nil || again.Token != l.Token || again.ExtendedByRestart != want {
 		t.Errorf("Acquire(same key) after restart = token %d extended %v, %v; want token %d extended %v", again.Token, again.ExtendedByRestart, err, l.Token, want)
+	}
+	if st, err := e.s.Get(e.ctx, "job"); err != nil || st.ExtendedByRestart != want {
+		t.Errorf("Get() after restart = extended %v, %v; want %v", st.ExtendedByRestart, err, want)
 	}
 	for i := range 2 { // the stretch stays with the grant: every renewal reports it
 		r, err := e.s.Renew(e.ctx, "job", l.ID, 0, nil)
@@ -1291,6 +1295,46 @@ func testSessionClose(t *testing.T, e *env) {
 	wantCode(t, "Acquire(closed session)", err, lease.CodeSessionLost)
 	_, err = e.s.CloseSession(e.ctx, lease.NewSessionID(), "")
 	wantCode(t, "CloseSession(unknown)", err, lease.CodeNotFound)
+}
+
+// testSessionByRef: a viewer finds a session by its public name, with its holder, ttl and the
+// leases held under it, and each lease's state names its session, before and after the close.
+func testSessionByRef(t *testing.T, e *env) {
+	ss := e.openSession("proc-1", 10*time.Second)
+	a, b := e.acquireIn(ss, "a"), e.acquireIn(ss, "b")
+	e.acquire("c", "other", 10*time.Second)
+	got, sts, err := e.s.SessionByRef(e.ctx, ss.Ref)
+	if err != nil || got.Ref != ss.Ref || got.Holder != "proc-1" || got.TTL != 10*time.Second || got.Leases != 2 ||
+		!got.ExpiresAt.Equal(ss.ExpiresAt) || got.ID != "" {
+		t.Fatalf("SessionByRef() = %+v, %v; want proc-1's open session of 10s with 2 leases, no ID", got, err)
+	}
+	names := func(sts []lease.State) (out []string) {
+		for _, st := range sts {
+			out = append(out, fmt.Sprintf("%s held=%v token=%d session=%s", st.Name, st.Held, st.Token, st.Session))
+		}
+		return out
+	}
+	want := []string{fmt.Sprintf("a held=true token=%d session=%s", a.Token, ss.Ref), fmt.Sprintf("b held=true token=%d session=%s", b.Token, ss.Ref)}
+	if diff := cmp.Diff(want, names(sts)); diff != "" {
+		t.Errorf("SessionByRef() leases (-want +got):\n%s", diff)
+	}
+	if st, err := e.s.Get(e.ctx, "a"); err != nil || st.Session != ss.Ref {
+		t.Errorf("Get(a) = session %q, %v; want %s", st.Session, err, ss.Ref)
+	}
+	if st, err := e.s.Get(e.ctx, "c"); err != nil || st.Session != "" {
+		t.Errorf("Get(c) = session %q, %v; want none", st.Session, err)
+	}
+	e.clock.Advance(time.Second)
+	if _, err := e.s.CloseSession(e.ctx, ss.ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	got, sts, err = e.s.SessionByRef(e.ctx, ss.Ref)
+	want = []string{fmt.Sprintf("a held=false token=%d session=%s", a.Token, ss.Ref), fmt.Sprintf("b held=false token=%d session=%s", b.Token, ss.Ref)}
+	if err != nil || got.ClosedAt.IsZero() || got.Leases != 0 || !cmp.Equal(want, names(sts)) {
+		t.Errorf("SessionByRef() after the close = %+v %v, %v; want closed, its leases %v", got, names(sts), err, want)
+	}
+	_, _, err = e.s.SessionByRef(e.ctx, lease.SessionRef(lease.HashID(lease.NewSessionID())))
+	wantCode(t, "SessionByRef(unknown)", err, lease.CodeNotFound)
 }
 
 // testSessionExpiry: a lease held under a session expires with it, never before nor after
