@@ -669,6 +669,33 @@ type ResourceList struct {
 	Resources  []ResourceInfo `json:"resources"`
 }
 
+// ResourceWrite defines model for ResourceWrite.
+type ResourceWrite struct {
+	// At An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	At          Timestamp `json:"at"`
+	ContentType string    `json:"content_type"`
+
+	// Holder The holder of its token, when known.
+	Holder *string `json:"holder,omitempty"`
+
+	// Lease Its Lease-Name, if any.
+	Lease *string `json:"lease,omitempty"`
+	Size  int64   `json:"size"`
+
+	// Token The fencing token it presented.
+	Token int64 `json:"token"`
+
+	// Version The version this write made.
+	Version int64 `json:"version"`
+}
+
+// ResourceWriterList defines model for ResourceWriterList.
+type ResourceWriterList struct {
+	Writers []ResourceWrite `json:"writers"`
+}
+
 // Role `reader` reads; `writer` also acquires, renews, releases, writes resources and reports rejections; `admin` may do everything.
 type Role string
 
@@ -1180,6 +1207,15 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 	PutResourceWithBody(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListResourceWriters The newest accepted writes of a resource (at most 10), newest first.
+	//
+	// Who wrote each of the resource's last versions: the write's token, `Lease-Name` and the
+	// holder of the token, with its time, size and content type. Refused writes are not among
+	// them (see /v1/rejections); deleting the resource forgets them.
+	//
+	// Corresponds with GET /v1/resources/{resource}/writers (the `ListResourceWriters` operationId).
+	ListResourceWriters(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// OpenSessionWithBody Open a session, to hold many leases with one keepalive.
 	//
 	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
@@ -1686,6 +1722,25 @@ func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors 
 // Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 func (c *Client) PutResourceWithBody(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutResourceRequestWithBody(c.Server, resource, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListResourceWriters The newest accepted writes of a resource (at most 10), newest first.
+//
+// Who wrote each of the resource's last versions: the write's token, `Lease-Name` and the
+// holder of the token, with its time, size and content type. Refused writes are not among
+// them (see /v1/rejections); deleting the resource forgets them.
+//
+// Corresponds with GET /v1/resources/{resource}/writers (the `ListResourceWriters` operationId).
+func (c *Client) ListResourceWriters(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListResourceWritersRequest(c.Server, resource)
 	if err != nil {
 		return nil, err
 	}
@@ -2817,6 +2872,40 @@ func NewPutResourceRequestWithBody(server string, resource Resource, params *Put
 	return req, nil
 }
 
+// NewListResourceWritersRequest constructs an http.Request for the ListResourceWriters method
+func NewListResourceWritersRequest(server string, resource Resource) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "resource", resource, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/resources/%s/writers", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewOpenSessionRequest calls the generic OpenSession builder with application/json body
 func NewOpenSessionRequest(server string, body OpenSessionJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3287,6 +3376,17 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 	PutResourceWithBodyWithResponse(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutResourceResponse, error)
+
+	// ListResourceWritersWithResponse The newest accepted writes of a resource (at most 10), newest first.
+	//
+	// Who wrote each of the resource's last versions: the write's token, `Lease-Name` and the
+	// holder of the token, with its time, size and content type. Refused writes are not among
+	// them (see /v1/rejections); deleting the resource forgets them.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/resources/{resource}/writers (the `ListResourceWriters` operationId).
+	ListResourceWritersWithResponse(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*ListResourceWritersResponse, error)
 
 	// OpenSessionWithBodyWithResponse Open a session, to hold many leases with one keepalive.
 	//
@@ -5162,6 +5262,96 @@ func (r PutResourceResponse) ContentType() string {
 	return ""
 }
 
+// ListResourceWritersResponse401Headers the declared response headers of an HTTP 401 response for ListResourceWriters
+type ListResourceWritersResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListResourceWritersResponse429Headers the declared response headers of an HTTP 429 response for ListResourceWriters
+type ListResourceWritersResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListResourceWritersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ResourceWriterList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListResourceWritersResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListResourceWritersResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListResourceWritersResponse) GetJSON200() *ResourceWriterList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListResourceWritersResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListResourceWritersResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListResourceWritersResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListResourceWritersResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListResourceWritersResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListResourceWritersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListResourceWritersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListResourceWritersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListResourceWritersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // OpenSessionResponse401Headers the declared response headers of an HTTP 401 response for OpenSession
 type OpenSessionResponse401Headers struct {
 	WWWAuthenticate string
@@ -5957,6 +6147,23 @@ func (c *ClientWithResponses) PutResourceWithBodyWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParsePutResourceResponse(rsp)
+}
+
+// ListResourceWritersWithResponse The newest accepted writes of a resource (at most 10), newest first.
+//
+// Who wrote each of the resource's last versions: the write's token, `Lease-Name` and the
+// holder of the token, with its time, size and content type. Refused writes are not among
+// them (see /v1/rejections); deleting the resource forgets them.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/resources/{resource}/writers (the `ListResourceWriters` operationId).
+func (c *ClientWithResponses) ListResourceWritersWithResponse(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*ListResourceWritersResponse, error) {
+	rsp, err := c.ListResourceWriters(ctx, resource, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListResourceWritersResponse(rsp)
 }
 
 // OpenSessionWithBodyWithResponse Open a session, to hold many leases with one keepalive.
@@ -7835,6 +8042,90 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 	return response, nil
 }
 
+// ParseListResourceWritersResponse parses an HTTP response from a ListResourceWritersWithResponse call
+func ParseListResourceWritersResponse(rsp *http.Response) (*ListResourceWritersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListResourceWritersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ResourceWriterList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListResourceWritersResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListResourceWritersResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseOpenSessionResponse parses an HTTP response from a OpenSessionWithResponse call
 func ParseOpenSessionResponse(rsp *http.Response) (*OpenSessionResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -8302,6 +8593,9 @@ type ServerInterface interface {
 	// PutResource Write a fenced resource.
 	// (PUT /v1/resources/{resource})
 	PutResource(w http.ResponseWriter, r *http.Request, resource Resource, params PutResourceParams)
+	// ListResourceWriters The newest accepted writes of a resource (at most 10), newest first.
+	// (GET /v1/resources/{resource}/writers)
+	ListResourceWriters(w http.ResponseWriter, r *http.Request, resource Resource)
 	// OpenSession Open a session, to hold many leases with one keepalive.
 	// (POST /v1/sessions)
 	OpenSession(w http.ResponseWriter, r *http.Request)
@@ -8431,6 +8725,12 @@ func (_ Unimplemented) GetResource(w http.ResponseWriter, r *http.Request, resou
 // PutResource Write a fenced resource.
 // (PUT /v1/resources/{resource})
 func (_ Unimplemented) PutResource(w http.ResponseWriter, r *http.Request, resource Resource, params PutResourceParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListResourceWriters The newest accepted writes of a resource (at most 10), newest first.
+// (GET /v1/resources/{resource}/writers)
+func (_ Unimplemented) ListResourceWriters(w http.ResponseWriter, r *http.Request, resource Resource) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -9193,6 +9493,32 @@ func (siw *ServerInterfaceWrapper) PutResource(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
+// ListResourceWriters operation middleware
+func (siw *ServerInterfaceWrapper) ListResourceWriters(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "resource" -------------
+	var resource Resource
+
+	err = runtime.BindStyledParameterWithOptions("simple", "resource", chi.URLParam(r, "resource"), &resource, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "resource", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListResourceWriters(w, r, resource)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // OpenSession operation middleware
 func (siw *ServerInterfaceWrapper) OpenSession(w http.ResponseWriter, r *http.Request) {
 
@@ -9482,6 +9808,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/v1/resources/{resource}", wrapper.PutResource)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/resources/{resource}/writers", wrapper.ListResourceWriters)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/sessions", wrapper.OpenSession)
@@ -11699,6 +12028,111 @@ func (response PutResourcedefaultApplicationProblemPlusJSONResponse) VisitPutRes
 	return err
 }
 
+type ListResourceWritersRequestObject struct {
+	Resource Resource `json:"resource"`
+}
+
+type ListResourceWritersResponseObject interface {
+	VisitListResourceWritersResponse(w http.ResponseWriter) error
+}
+
+type ListResourceWriters200JSONResponse ResourceWriterList
+
+func (response ListResourceWriters200JSONResponse) VisitListResourceWritersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListResourceWriters401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListResourceWriters401ApplicationProblemPlusJSONResponse) VisitListResourceWritersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListResourceWriters403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListResourceWriters403ApplicationProblemPlusJSONResponse) VisitListResourceWritersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListResourceWriters404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListResourceWriters404ApplicationProblemPlusJSONResponse) VisitListResourceWritersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListResourceWriters429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response ListResourceWriters429ApplicationProblemPlusJSONResponse) VisitListResourceWritersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListResourceWritersdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListResourceWritersdefaultApplicationProblemPlusJSONResponse) VisitListResourceWritersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type OpenSessionRequestObject struct {
 	Body *OpenSessionJSONRequestBody
 }
@@ -12324,6 +12758,9 @@ type StrictServerInterface interface {
 	// PutResource Write a fenced resource.
 	// (PUT /v1/resources/{resource})
 	PutResource(ctx context.Context, request PutResourceRequestObject) (PutResourceResponseObject, error)
+	// ListResourceWriters The newest accepted writes of a resource (at most 10), newest first.
+	// (GET /v1/resources/{resource}/writers)
+	ListResourceWriters(ctx context.Context, request ListResourceWritersRequestObject) (ListResourceWritersResponseObject, error)
 	// OpenSession Open a session, to hold many leases with one keepalive.
 	// (POST /v1/sessions)
 	OpenSession(ctx context.Context, request OpenSessionRequestObject) (OpenSessionResponseObject, error)
@@ -12910,6 +13347,32 @@ func (sh *strictHandler) PutResource(w http.ResponseWriter, r *http.Request, res
 	}
 }
 
+// ListResourceWriters operation middleware
+func (sh *strictHandler) ListResourceWriters(w http.ResponseWriter, r *http.Request, resource Resource) {
+	var request ListResourceWritersRequestObject
+
+	request.Resource = resource
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListResourceWriters(ctx, request.(ListResourceWritersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListResourceWriters")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListResourceWritersResponseObject); ok {
+		if err := validResponse.VisitListResourceWritersResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // OpenSession operation middleware
 func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
 	var request OpenSessionRequestObject
@@ -13038,171 +13501,175 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rctvG1uBWuvB9VSbvgBQl2UlM1VSN4tiJb3xtX1uZ3PpMj9AEmmR/ArsZdFM07VLVrGZmH7OUWcnU",
-	"OacbaIDgQ4qtPCbJD1Mk0I/T5/3qT1Gq5wuthLImGn6KFrzgc2FFgX89WRZGF/ApEyYt5MJKraJhdDET",
-	"LFHig71M8YmE6QmzM8EWhbiWemnYgk9FP4ojCY//shTFOoojxeciGkb0ThRHJp2JOYfh5/zDC6GmdhYN",
-	"Hx2fxJFdL+BJYwupptHNTRy9kHNpN1fymk8FM/KjiNkxs5odDwYD1snEhC9zC391t60ixwEbi5Dz5Twa",
-	"wiBxNJfK/VmuRyorpqLABb3EYdogkwtuBINpyrkX3M6qqfGfOCrEL0tZiCwa2mIpwpX8eyEm0TD6t6Pq",
-	"cI7oV3OE88IC3gijl0WKi2iZpPA//+qJ3gpjpFZv4NG2/Rr6/YFhi+U4lylunXUSI8zl//2f/yvpbgGD",
-	"e2/nAhfcWlHAu/8Dhns36D3mvcn7T8df3fx7tIknNzCWWWhlBCLwtzx7I35ZCoOok2plhcKPfLHIZcph",
-	"F0eLQo9zMf8v/2lgS58OBM9reosmrQMlkeqa5zK7LGjuZIjE4f5imRaGKW3ZROe5XuFvsLSCp5Z1khWX",
-	"Vqrp5VKZ5WKhCyuyhE10wTiDnxg3VyIDguPMiOJaFGwl7UwvrXtAqinLpRLdfnQTR890MZZZJtS9AmDi",
-	"Z3VbvxJrlvP0yhAgdC6YLvAz4oo0TC+tkZlg0hrgIhP5QZiY4a7HhV4ZUTAjFOzRg9HOuGUrvcwzls64",
-	"Aj6g58LOYP9asbGY8XyCcFLazuB9aQXC5AUQ6At9z0iBbOEy1yU+EJ8QHxaA+jFbccMKgV9mMSvEtcZz",
-	"LphZLkRhRAZfO6jRWDIDyAEmIQotiwIgpBXt8qW2z/RSZfe6SaXt5QRmTXAN/tF7XMK5YqIodIHzv+FW",
-	"oOQQ9wuGgltxmdPEAQkgBs91UfICoAeuEOnhFcaBIZgzVghbrBmfWFGw5A380TuHPxJmRKpVZoClzgTP",
-	"nKAOHoE/t/PTDUEWMPh7pwgnAEKacF95qgB8B7pIc21Ehkf6k+JLO9OF/HjPZ7rEiYWyMAUeq9Ls/PVz",
-	"OFniVIot1ZXSKwV/lQSsROOwfv755955MNRBJ1aJOILBNZc5H+fivkHg53XnlXHLx8DGUq6QEfErwVaF",
-	"tCjiVqyTSXPFJss8j9nzo1dEmjHLdXolsi7TxUiV4pArsxJFn70RPDPsSogFW+niSqrpGUNymHKpdhLF",
-	"SH0+srjxv+NI5ym+GigTPMskwIXnrwu9EIWVoHJMeG5EHC2Crz5FM51nokWN/nmmGfxmmLQxivjZcs4V",
-	"Erf4wOcLON4IYCCK3ul/m2ljezyKQ2355NFXqKn6v483dKLYabobs7stVVKYG1Qp5nwxAxaFKr00bM7V",
-	"mplcWzNkywUo2QmOmDDal2EchE4qYiZ4OhspUEeQpQEllJKKq4xNhEpBPFt9JRTrwMwTWRjLJoUQOAcI",
-	"tGnBlRXZWanNSDNS9Fyq5/4V1H0yhBruQHwIhun2GWrisE4YEtSJjK1mMheMq7VWYqQI8n73w1JN0Eqw",
-	"ji6Y0krETvEqoXJGhL72P8xEnrFFzqUaKdxqF6ZLHg4e0+SXc2nm3KazhJDzFjZGHAGVXGYi5+vLuWk5",
-	"QKQEPKNQlTCsA9SkldcmunFN04IfHYgdSREMYRitpoB8E13MuaXFfPUwCtY5aFvnXFgOjGAfa/mHfw5o",
-	"y/F+mW3HzKXK/Aa9XJDKWMFR/YVVJ9bml3OTsM5UXgs8OocPeJbdQNEaKQ8exM9A2ICypcQKETMQQfgl",
-	"kSaIn8bPI+WgC0+UZ3sbsqSlb+4etVOWLQvk4kwqNjcxLloqtwLQ+h8YNgZFy9TM3QHQ5+lXA/ivC6yU",
-	"ON5ILVUujGFJBfcEaU1eC0XLLznO8SPEzQ0k2Dx4INDWPfygV4hMsBo0WqRCm6QkV0LYcuWDmGUaMROe",
-	"7saO0YS7HSncbvXOqd/k+W47yMkVpMrBSLWaV1YDUeNrQzCwyqESt8UE+RduRSu21kswJzJBkLsVudyE",
-	"5u47Lxvelw/q8X+K1AJ0nxQCFI0fxRot4ZpIuaIvN41xp5AA/xX5pM/ezlAfUfmazQTwrwqmKGIN/Qbs",
-	"esbNrB+1YGohUl1k+6gb1tncHSyzfL9tj0+vneJS38krJZhQIPTRzp1JY3Wx7rOEW0Tb1UyA1sxmfLEQ",
-	"CmQFcgOnNSbE8OZ6Dvr2hqkFe6xDk6e2zc31DFh8NgelI4WvDOskTq1LYpZcifVlSmfk/wx+9f4XYOAC",
-	"HukiCiUzrjJ9LQrvHKgZCGjTZmDX2Rjk8SjK+VjkrINHmnVHUesBcbvvcC7kXBjL5wt43DHCy1u+5le+",
-	"76Uf3HNeWYJXSw1oY+13ER7qAN/bGRPzhV07OZ0UAlAOaF0AyrHVTBv/uDSl4o5aiuNRfJlJS48bwMMr",
-	"sTZb6KPyxG1iUDW1dwPR03TYhZgsjcjwF9SbW2cw4pfNwZ8rwD7jJZq4FsWalktUvgK9gxlbCD5/YFgi",
-	"wSg/iK97z1zrfmBooZwHigCIWhBJa+4FZM2eq/sGW7eIOuE+CBJhG8tz4ZTIRSHAqiaqPmBr9M2nSCjg",
-	"z+8injpuBceoxMp9IjdM5GmFvkTaxk+0nCiOAh7g/gofq3OAqCKhivgDrhh4u0MeCmfvnom965iAVdIV",
-	"coCt7PWFJIulzvMIr9F5bAXJ8F3kR4y6BGDEi4KvkRarMECbuVrfi5u0/lbbwr8HBRVZc56/mkTDd7tX",
-	"hzpTdBN/qs3mbY+WGd7HLcyDFAVSBphDjCHjjDQy4hiJHxTlEM9XfG08EvZZ57li36PeMlJToUQBiMFg",
-	"bkDataGh4tax9ILMybhkQKnOiClYoWBV0va7qHB86E11z+3Ibz36IWDPDX267jOFoQlxiIbRGGC5sCBR",
-	"p3pTPG6zX5+D0oC/tVK059It/JI7l0TLT44ubiucqhfH63ZLG/3mw0NFqtXtAsYBzmoHNkDkmMkJwA7U",
-	"Q+NV3dswORiYhiPnvtV4HHQWe5lag8a2sYgaaNtorim3b+fkqA61wcDBJrdondccHIG1dDw4efgljoDU",
-	"xEr/k5WDvX9be+2mDWCC5/B0k7Uay+2SmGzpxdFX0V5GT6+1HU2rDeDkzm0pxb823mJBlHqoe5BJG+pS",
-	"ldOGVOMrsW5FdTLsKwCAbJxPiun0YzaZf7SrX07yq7b3kDpbeYMPC9Vk1ibWNOSTk8e35yf0GkFpk09p",
-	"cr3uGu8NPNM8ZAlqAO3RjRJsLA7PdAsetEtz0E0PluVoqTUhtWm5bUXFuzGI8mA3WfMSlFhnA4WOUFTH",
-	"SQ0nG3KTcwz2+llCtKlP/ZLPRRlsLG2wOV+DvQd2fof4Bqyi1NqBvYLgl1ei6+kCTIwxBndg7aSIl/H/",
-	"Q06EYu24tef0/OlJCyrfFelq+NZ2qKREtCgOyGHRFJWlsGdGoNeLdVBjLv0rwH6926TUbLpt1jat7PJ+",
-	"zFbxwQqVISlfFvB10e6zek1KHAkN5yFxzxu0omw6Q0PNu6iHIGestqCyzfSKHOVzmefSxSNGys7EmvEs",
-	"I5kOIMRNrNlYrLXK2Ar4bADZFTcs56Co6TyL2VikfAkI6BcyUmDNWVNaXtx448vKnHGLX1tvZ8IrzErA",
-	"8nxJR2htzjqpVrBBbuW1GCn3oPOZu5UAFcz4tWBjkUtx7SxU50cBcDLBi1yif5aHfkmWyWyfW6zV291i",
-	"Gx3oaKh7GHZFTjaljTcRtmS2pIWw3lBHdzDxAvL8njnfGW0/sB4IwethnPzq8vSXk/mzQfbPh8ufvtH/",
-	"Oh4/Un8vvl5Fh4dsnlEwItfW53+4sMQQzxbf6kcHhRIOMJV/jWem2vcYCEJNe0pOZzZft/tP0PC+LWET",
-	"vl2KhU5n7czduOAB0oFLUXNYuih0Koyhs6WjA+tAWpdMYoD/Eyen1zvA20bqtTZ2Woi3/3xB4S5WCIy4",
-	"spnjkXql0CfttVQY3zNMl6dypfTKBIspSbCMUUlLZF3SXMNFH4nF5b+uTq4f/3P+7YA/bXcZbfHhAGKH",
-	"iVolXCjsUVOXK8cOKtjA4BzTr8VPfAoKhZvqeG+EuTydPOaD9GT8dXYsHvKvvmpdb65vj/FSZeJDzCaF",
-	"nrNBn4FB6vx1uDVcJLybwJ//Bh+TdvooDbMqCvL1YwqjuP8O8y6VMZ1bR1ParbjSevPmnJshrknRGgnV",
-	"BGWT8rcK/3a1kvjcwYoljvTWcisO8BTVD/opKlLOOyFU1t9rLrm17fclBatq0XAA0A+QR1hx5rzFGEeG",
-	"H8jfiBLZ0TPwfzyLmNz5pFpwm5R/JiPVqfK4gkQWZ1J0+ywp0yguw4BGGaVNuWJjUY/SjlSHUh+4y45Z",
-	"xyTVcYU6vWJ4yF3iFJ9H4wqXeTudS2XtQcESnIEmETehjgzE+Wd3umLft/ARfyD3EhEReRaYh2Otc8HV",
-	"noDHbtneJtFZAhMlADzF5gIMIyeZXMYE/ByzBPES0QldfHI6E8Y6PMUEjoTl0gCPBMGFL2PswWg24cXv",
-	"Q3H4bMoB7HcvlMt4gkU52AoX1oG1ZU6GSJfO/OvZYSlybiVXDozKuwSo+ubf+KTDMrFmw1W5TxwBwu+S",
-	"SnV0qdbSxpf/EaBJux+B0rSa+Z1r9ve3r14yGgjVAsvm2lj2kP0ov42Z6E/7Xh3JMFGCZ1khTD2vCucs",
-	"omF0POjD/18PHw8Gg6jNz/fyAKU2SFR/d977D977OOg9fl997F8Oe+8/DeLjx4/bMtdrqbKNU3v2hD1+",
-	"+Ohr5vL5WCYsl7npM4yNkQWDDCJmCZ0MfKpYWsI6pXjxScL1lBgXmq5Lpc5+mdR1cXcMyF069sNVNlLE",
-	"iy6VtpfSmCWFxMtYXfAoS9ySLidCpSJpFV93FUOpzmrBvkZePugOPl858ragQ/EqWzuKo2B/HumDrZEH",
-	"Dyx+ROHLkm4a30+4zPFbq/XlnKv1pacOopNGVkr9QZvO6MkFX+eaAwj1Zc6LKZDlXNiZznBJmEHshCRu",
-	"8hLsf720ZJC7WoA4ClI5sToDkJfn9EOY5goDBcnM4aIqBUxbD7YwpTdysq7MgWuV17Xj3xL/beIX20Sv",
-	"A8O/RDutggZTU9tEhhR51svFtcg96RHWN6s8anJhr1/6rirHllhckxcMa+S+I0onlbHcgb7NdxpS7Bc/",
-	"Ho+zMmtdTktg5eHgcavAlDZv8OwXZapCa2TO5wWUz/OxXtrhOOdqf+jGRedp1nKdjgG1yb43mELg7PMG",
-	"t7slj8slkA8Js08H0NcBx7AzYdn7JUrc8PYQygtMo9kREDpg9tw7ow9Bx4OQake4ucrc2cS28icvP3Bl",
-	"V0IsUPkRHxzTbGNrSyOKSz512W27sUeG2SLR5jabh4jpHuX6dqJXu1m/O2fDJ7hIrQ43/SuE3hdZCgbf",
-	"b7uXw74RIBVvGXLaj/u7E5tLTAxDxYNBfDfM3D1XhaX7I+Mh2jaXti+KXT+Kg3Gu/XAQQHcMBwae93DH",
-	"J9/cbg87knxghUqs7nl9d7N/t2WDnzP0ttr8jOm5tMBuKW239Lc+wKDOXTJF9oCOcOO5muiW3AMqObr0",
-	"YnMDBp9D3FzUEpVK1xGmScKuDxI7eXtoE8ZGjaD3MnCCV+N7f/fehM9NsSE/Hrrx5SK7SwbHtSi8a/+2",
-	"Rx5QvJclfrTactw24vpB78KTu0oaevs2gibAy/2yxg9/gKhx0fVmKSc6ERIG/5ozliB2FAnjuSkjfcaV",
-	"kOC/ZBbFvgquXIILHYIYg2+9EDxjCSbSJBhyzTS59rCMue4H5eRyoflBB4C3WnWPt9tCP+dllIfS6pG2",
-	"4jAX2gWoBXNFXJvReyrFvGvS0T35ZXd4X8uIxqYh49MZMqo3HVZRfQebME5GPlfnnST3PnmqQ9B9Ht/o",
-	"neOjW9DguW20apCKLbidmdhvFGBAgbS7RvN2lHe1R9apysrN7emqLAEr4d4ec4dhNFaCOMCHcXdz+d+z",
-	"06vB4j/W36z+eaL+9fX4zfH84lH698fRzrKs2/LWqp9F5R/1ftEA/7cH69q4kqPl59/dTYupn8NnqlAr",
-	"aWXIOKonvljtzKdBVSpKWQBwFwUlWP0O2Hypotx6/YJn61uzWA+B6OfUDOutV/wR7KwU1IrRaHc5jCZS",
-	"t51IxX82ZQ8Vb2I62ZtnT9jp6eljIOOfLp64+pUPPLX5mtlZIQSbFFRzxXOWyam0jaLok8HJV73j497J",
-	"44vBN8OHj4bHp/3jk8F/hPsCZaZnJWVD106inkG/koWAx/oX9Gz5W0/OvdGJnWuG0VTa2XLcT/X8KPAF",
-	"1D770aiA3oh0WUi7fgsHS4g3FrwQxfnSzlqB5Ar4hiw5d30O8FyH7Ft8j+VXV9hVp+97F2E8An+r9jmz",
-	"dkELkE59b6kxNUxfi4L9cHHx+ggjKngMtRptlx+DLBf0EjYt9CrGZ0QWqDZBKdNIUXkOqT8UfeQufRNj",
-	"bBi5xGd53h+pkUKkYbwQ7XgRZNSxRSFSSWLAIzy96ZC2ln7XH6mnVBNVFLrAcg3FymhKsq1VQsIynS6x",
-	"dBDn58xYPs4FS1KdYYDCj+urKsZLy5KjGWaDf3Qe0CNQ2NYfE9bBFKRySA6PgqjiC9lf83meMKnSfJmJ",
-	"rMtSXhQSRWBZx8nNSG3BhNFyMDhNr8QaP4ikz87xlRkW8mOTnY5XX+NKcdWF1zgp7ANq51iMlPPwM6td",
-	"jiumJAEqIBiMDpJlz1wgGbMhGqVmcMhmmQLgsOfJTK9GCjHIZTvijLCuPnup8ZldzTPC8t1j1mzCccb4",
-	"SMEQPvMUMx/ldGbD905Z1ZAIz69REeNTvrgixZt1MJUToyp4ut8/vYjZD0/Pv8Mdv3p98fzVy7ddt31u",
-	"qyZFI2WE47TtDYhYJ3kr0t4zYdNZ7620YsjSQhvTgx/pcAyfC/rTtxVJXhVyKlUycgOVKZduFw8Mm2lj",
-	"u1ThQAWFeGjNvbMn6C32aW+FYErbkXKLNwwWz5SQOAs10iACpicZn0yw8g2B+Jq7NDmst8cVhlltDkVo",
-	"Hb1eqgvTo6cS1lFwsuM1c8XcXZwBy6bEh1QsrC8gpHTslOc5S46ujxNK9ap6QuHoT169ecs6gJs5nLwp",
-	"8/nOWPKM2FnvAqMT8UglTy/4FOih1kEEafaFJnaQgBEEVk43RogARlQkGTMjFZZvClmwVOsrSexrpORU",
-	"6UJkfUb8wfWTwD2zqbCGKU2LdT1KGrg41tmazZcGTqaQ11hylostAj1bMxfZC0vimem6DikITDfPEAmJ",
-	"iot9txVZgQnQ5BvWiBcmxLrhxXRpmZ5M2FhMdIEtukYqeUKOgR6pOwlW17ONkBhGc3OZCkVOGNf67XzB",
-	"05nonfQHURwti9yJLDM8OlqtVn2OP/d1MT1y75qjF8+fPH359im+UwV4Gi750jMSDfrH9KDjtdEwOu0P",
-	"+qcUqp+hJPYsGz5PBcp50BARB55n0dAV+HyMGl3lTgaDHW13btdux9UQtXTbwTxNl6WK527KrlH9KNQt",
-	"ouG793FklvM5L9Yg3OW1UC7dwfKpQeWNpnkP7znRtHXXb+jn32TTODf2eXo0ON02TLmuo7AR0i6QwLAS",
-	"YEJNZ8quRU5GxKUgqxyAlLCPxfjYq4/LvLsVotfHR74CpxWkL6SxP8IDXxCovjZoCypR9fpNHD0cHB8E",
-	"2KrLFr50wGlUvQbhjZPH+98I+7PhqpGP7X+valIVnjJx3ZJNB0qEKZWsmIEZY6yrYeugJtTts5eo3trS",
-	"NVGjHiqGuomjhWuRVj9datTxo+t1gST6rc7WB5xskI3kyqN8ahGj4gUTlocN35WJR2B9UTmQdwjexIfj",
-	"SdmZoW7j2WIpbjYw9PizYWjQ0KQFSd2vffajEAtsp5HUupUYqwux0a4EcXOwH2OCTqB/ahogKIYWRIni",
-	"vrhTGlTKlWvahapFqQ0gfFtwP+ByR59kdkM2ZS4oqbopQIDwPD3UkOlhW1YikinpujnKJk+698qvaG27",
-	"3yh7av42h0ugaj3c5xYIZGF8y7yqKVtZx+JYU+ztNJB5GTezseZF5l1J7Wwv6Ar9rrXbsMwObeN7JdaX",
-	"73jv40nv661tfN87bKuc9Vul6gufhNZYY7OfUL52Vi0V5GBJj2sEJs22HtHEebd1qm7LBLiJW6fGpBnv",
-	"QdREZJTvDsKpz17NJdWOjrWdbVsNpinXFuODQy6pCQZs7SfSjm0VxI6ou/YBD7qO4Dfvv6AiU9WjtEiJ",
-	"V0pgc3Gwqwmgf8mAJpsA2AXYlqGNN65Kkj19O/IqmTv9ffQJnmsw+G2B+QeGOi9S6KyKgoXel8csaH3c",
-	"Z+e+NouTEepYPiDvSPnXTgYP++xndB1QXmFMNGPLThmOeLltdJVEFwhKjyGTEzKDccIZN2yur1EhpB4v",
-	"ZJ/TcB3tw0hKlGvCWpJuGGmSYPo2toSMFAaDRThXEhm+bWKRSq338CvH6EnXcX04XVlHLYP7ganvfhvr",
-	"8Dk9FQHeqji3hdwPFORwqr9vKT44gDyrhuF3JOjbG7OfS1fYQBnAfu7ivk55aGMJsRe5bfVyrvc6N1Qn",
-	"A/gvjavf0lVDgJPBwLn/qH4J43D0tDXtVXX9Dar5XlhPMl9W4rhCnXbrmUCHEvgvpbSOaBdhBRVwT9fb",
-	"U6FFjSft8sy2YVqDFe5RQahXxvs2mXXk8gaaN5kcPGhl4ddRANuRBTl3jXpNj/wdwOMF4DUmjVRFmbEP",
-	"JdW49UhN0VpzDn3S0r0UM0sQ2uhx9ZKw7EUa3iZR63gUk1tjpDYaJceuRUStvNsX87i2PtjetFgqvI2h",
-	"TYK5xrwHibBz18S+6rYLkEKbxTm0Tx6yWReeWhY+cACPOHmMnwkYWFFUIlFVIi+NZ21naOsQW6L3QdpT",
-	"nwoCFjYQJ760KcHJNi4X6M4qk5OJQMbpYU2tnVvd3D+KNUUij78C5eLk0SNQBQqeAnhYx3Xx4CrTc/bT",
-	"T8+/A5jPdSEoiDQWvluurXq4jpRrHkBNTOeVk7Jscll1rXbvPDBur0R92Hig1JnoSFE/mPl0MqcgPM/E",
-	"fKGtUOm6R4Z7u8nz6FE9x+GrFuPtVzjBfFJGW+sOlwaB9fQHO7safdsPcnh9PrlCXQxbRMr3RHje11V2",
-	"y6F6VAqWcuAFQU6a06wblwnU4lvtmnpdP/Zt3REjziji5zr3OA5UtiHdbs/vzx25+X0bZaT13fPdL64w",
-	"y+i5wPidAHWoyjVyclMXjrdJVd6IsyFKRqoWv+yz+vUyvMl8kwaBJ2HrR2QzM25Gijjm7vYFZ9R4GYOZ",
-	"tUX4wGiq54BuY55ejVSO8q2MOhbiWl6HjHroc/1cL3rHewHpr8R6340O+2rgXCZIIPvqunDZMb8ABUpk",
-	"bLno9tl51csrBGs/2nuTilO/7g2vmpWk/mahqtW6NK6RBRplOf5k4lDiuyY53qPoGz/FKM0myzzHOw/q",
-	"V9p81utnfgPjKLz7omEVHewgOao66O72Tj71TW9vp5L+rnxyVSPhPT45AspfPrk2K8m1sSfW66gyCEZ+",
-	"cesobOD+Wc2jl875JbEyOhVZeMEZNT4OutQF/e6COzS84PMtCfojtcXNyPMyWNXWTT9uz0orc+tGqu0t",
-	"QtzK5wjD1GysoF+GK5hwewCjwOoEXYPeoCLLa0f7WQbm0UJg1uQi56lT092Efea8NwQ79GGirwarnnTu",
-	"L58JWoyVEjbVxIZEuwsSxy8b5/0KVd3XK0aFpoB1Jha5Xs/hberd65X4h6TEjw8PUW/cIHCI2n7y+dJT",
-	"yr6CLdfLmSuRnYU9tHPBwX6VmNsJuB1iKohOTFlr4uPvnUPe0Y96rxcNOiVPadSmm4q00is8p8LfejQj",
-	"I4jNMK/tWtAVgX8Qd+65uWrp6OA7hVe7nmrW8SwANG3P6rqH6zWOSX0GKdFkPjhu5c29Dec5DGMaFckH",
-	"8Y3WSIbvEv5HsGL/jLELQuaq/WUlL8frylUYXC5Xhg3JjrwNtiux+gK4rsTqy2J6UNl+z24td+VEW/Ym",
-	"Frb1692nJF0FWTYrdNXqu5xYf3rP05+PZp9im+1NHwvpSuR7LNVZJN9dNFrvQLLVvn4T9hJpy1JqxMGD",
-	"8vftN6zG7e/mjppv/SJ6xdqD79tL1P5wWTv1ljN7vATV8f7lKdgUfnS7FKvX0QFnbfMUBJSyPUOZuudU",
-	"PXq+lEyqN+u5Z7MtaEHUJppSXWS/f5Xuj6KgwQFTaaTHUV8JV96U4a/0D0p0fHXaVgQu2X/QFmQH96+6",
-	"exzA/O+WzfnH4sFBL5a9LNgB7y8O3Jo/2axx3plJWeHrJgofffIf9+ZUoueorD4q00vcHSS1yyPdZeiW",
-	"uZI3duxzTJTPIbEzaUbKVU9QQgm1yC8cLwzEMKpmbR7D73C5byq9ab/1TK/8+ZL3fwM+S6B0eUMBNsbo",
-	"aLzm+bLKp8NH2nL6QuTcktYHyEejpXoeXpHt2BJdYSgp58/fSAgPxVgeXdXjUtpJIVSGiTbS0q3ynum4",
-	"u7wBI4cuys0Biy1PZ3OhbOzzVpScTERGrnzDVTbWH0TGOpxWOVJ+DdywxIoP9mhm53lSFuzj1pjEO4JT",
-	"rrB0OcW1BCt4YKryh25/pJ5Tgs8TLE19opUtdD5kSvdS+Aaj6viJFQLTf7gNIfX0gk9j1/z4+aT3UivR",
-	"+wfe/B5A0xlG8GzpszgdPKxVr+MO+6xTGwSjC7CNTKQ5By7k4Orki4fmDxcXrx/gJSSxa2RE9d74GRZv",
-	"yoyPpcLLBt2VkhtJl9tJvimv/nb0t7qI2mzYPV5TL4gSeWoNSMZSAbpvSb1EeMSHo2TDt+DrlL+TZqGN",
-	"tK0dkZIKBc/YROYC+O5/HUXUYsETEPVZGEXJkFUV8/xaVMcW3k9vZhrvlKeGRHtj4kF7Q7/kt66atfda",
-	"5zJtua4vcaRx5uvoe6ZI2QOllXiQDF2VF1frFV8Dx6DcPu8JB5RwaRxUon7bZQIWHxTuD975rJ6eOPpX",
-	"z8PqYr0QvVeL0mWwES5AlpLcbo8wxWmbiHupLZvrTE6kDwaVghnvG5J57u8y8fJZT1iDLzQQ9fbgvPkr",
-	"EblZ5L0pKs8C4UjCTSpWQ8PtsvJ2LuGSY6JbeNmWPQ+aPaxgMml2pkBR2Li+DUdzJR6iDGsrVnDpu9HR",
-	"vqwGUYulnNjooeDKUPskH9CuWl0mgT+Oek3kRrOxCL52zTCdtBqppfJpYGWuDNp6qAWzc5+lO9bXopbE",
-	"HMhauh6LkppBlPkuJZ3NVuHdIeNpKhYW5D/wd73MM9pzsGXMsqbJXBKbxuPtU0MN1wMFVWnf3SVkfLLS",
-	"grEJB5AmUuXQtdURlk9dXx3G3bGVd7S7DE3MQ24SP3f5dI7uW1WCIftbEo4hg/i9+ADWRwf7FB0fD9j/",
-	"+d/Hp90z6iWy8jAIqpEeHp/gzQrNewbqZUmykpGYyue2zi5KgErD0plIr0Q2Uuhkin2TPcrErnBqWNr9",
-	"ZcXVw8Hjehv42KWs0jzxSK1m3JYl9uVa2yyO18tQ92iz65vJy3Whcqu81V09mUt/bnO+ipj2uYM3zW9U",
-	"/bwmXKnz3LDvn14g0F7/dFGer+1vTdh2+Hq7FSR/S4YhClOBXIW/dSzcNXmFzDtXsDMZ/FDF8bbK4hCN",
-	"YK9zusthjtk/5LcxtWNa15TImF2JBRoHU3lN5QZkhozUgheG7A5skOZ0PEO9CDJ/LaqbqURx+M7M+EJ0",
-	"++xcuTtiMUcBCNbd0IHTuB6xnH0Uhe7l6IryBgCWJCBoYEYapMPVujtkCSx7yAjKyUgRi5zzKwQAWCa6",
-	"cJXOuANa/VhnUvgGUYyHt+gAHd7cg2OKmvZuHt3Pzipg56Ev0V9AXUPRTunw6JLo8oldVfsmEPlhKemA",
-	"5fLKiyYql3A9ngHVTwbH1U2r3sAowFzERmp0w7/hMmN8pJxyUdEojR+aWrUL+4mn0rXAZX9Dbjfymu+i",
-	"S/v9tpvzgf7w05sXse/T1QJe4jL71My/UvmdyRVIuWGgNEmDVTyrQEfp6KK8GrNZtosvdc/abkoagklG",
-	"Sk3dZUItGGeo5QYa1kxOZ332lJq2kXLl/HvUCNA7+ZwNffA1TADc45N7BW6bHjNkpXJG/fEa3hXfoWmm",
-	"c+dzPPnmt1u0J2A6xZpm4rq+/ZGyzn5GbrFhU+1xfbtWIsjY2hOGff49IWTV5jcJHSgJlXwlmLOn86y8",
-	"9HqjKfQQGb4v5ijTbn2rbtRqOiFVuPyULInBiMG8wOr5rmvr7b4eKT+OuwKa5Ei4FGnjsm14Y7AqxZlK",
-	"+PLcWWkjVTPTgGXXARF26SE/KCkdqLghZWMHpBYN+tVCqLdlM+rfTzFeo1/zPXef8hBpi4th63BfjRec",
-	"wpZ6PNerPGxVXmLCXwHmz8F44ETwok53w7RnAWE3fmQeWgnsNs5zeV3jSyUT2mBLR5/cp5sjPMbbJ/+V",
-	"iDzZURRRZizWFMUpl8rfEgGswhnom30PnsDS7krFt6KIqrf8PecR7qBI3H125urvTMIMFpE07mNYiUK0",
-	"3Lvwp8ys3/2CA+UfLGfwCXHRUlYGZc41KVtdQ8+2uDlvS/h3zPrdQvgtub//31KuywE+kHTp9pS/KFf9",
-	"4TL0sS1BSLlb/cXxdlreTbdYLxVkgNUR7SlPZ2wujOFTau6VYAnfkAIc+Nm59xKZDRPyyolfyNrNuOXu",
-	"SSxtBYX6729fveyPVPKCG9vDb3vPv0vA6FniBQWurTa25Pilqupyarkr7uyzc5bqOfb6x1pBtN5xgpHi",
-	"YAIWdgxaQWWlUH2iNExmeWvV3s/OzfrFctzavdwhGPY7eXdyGkzRwCPp0XbrrGbD49Tm2v1j1M3df9jz",
-	"nIHqG1y+QCXYgNFv0W3Ue4s5J64wuyI4Iq/3N43G2fUbSt69h+Ml/xOhXdWufXh0dHzyNd6efjz8ZvDN",
-	"AIWiG36LyR97C6pqFJi51hJONJy5zvrUUwqzFBxpNXLxTbQZ4HjWvJkEXfvjdZiE6i88c853DIKmvCjW",
-	"zf5M/c3CgbY5f/YXvVHQMXAly8L56VbcUMgsZliQqAtglhv3p2BSrZ2JeW3mMj12c2p3v8k1pk4BGsTb",
-	"j92NR6e+OdQ/AuEc8GhQtEorjOIkbh6VUYMlMM6mws7ofmlf8+CZ+eZErtGE8claeFEJxlx4cMOIS2RD",
-	"27sbDIw9aTcH9T3vHTq5bu/Be65d+837m/8XAAD//w==",
+	"7H1rctvG1uBWuvB9VRbvgBQl20lM1VSN4tiJb3xtX1sZ3/pMj9AEmmR/ArsZdFM07VLVrGZmH7OUWcnU",
+	"OacbaIDgS7GVxzj5YYoE+nH6vF/9KUr1bK6VUNZEg0/RnBd8Jqwo8K/Hi8LoAj5lwqSFnFupVTSILqaC",
+	"JUp8sJcpPpEwPWZ2Kti8ENdSLwyb84noRXEk4fFfF6JYRXGk+ExEg4jeieLIpFMx4zD8jH94LtTETqPB",
+	"w5PTOLKrOTxpbCHVJLq5iaPncibt+kpe8YlgRn4UMTthVrOTfr/PjjIx5ovcwl+dTavIccDGIuRsMYsG",
+	"MEgczaRyf5brkcqKiShwQS9wmDbI5IIbwWCacu45t9Nqavwnjgrx60IWIosGtliIcCX/XohxNIj+7bg6",
+	"nGP61RzjvLCA18LoRZHiIlomKfzPv3miN8IYqdVreLRtv4Z+v2fYfDHKZYpbZ0eJEeby//7P/5V0NoDB",
+	"vbd1gXNurSjg3f8Bw73rdx/x7vj9p5Nvbv49WseTGxjLzLUyAhH4e569Fr8uhEHUSbWyQuFHPp/nMuWw",
+	"i+N5oUe5mP2X/zSwpU97gucVvUWT1oGSSHXNc5ldFjR3MkDicH+xTAvDlLZsrPNcL/E3WFrBU8uOkiWX",
+	"VqrJ5UKZxXyuCyuyhI11wTiDnxg3VyIDguPMiOJaFGwp7VQvrHtAqgnLpRKdXnQTR091MZJZJtSdAmDs",
+	"Z3VbvxIrlvP0yhAgdC6YLvAz4oo0TC+skZlg0hrgImP5QZiY4a5HhV4aUTAjFOzRg9FOuWVLvcgzlk65",
+	"Aj6gZ8JOYf9asZGY8nyMcFLaTuF9aQXC5DkQ6HN9x0iBbOEy1yU+EJ8QH+aA+jFbcsMKgV9mMSvEtcZz",
+	"LphZzEVhRAZfO6jRWDIDyAEmIQotigIgpBXt8oW2T/VCZXe6SaXt5RhmTXAN/tE7XMK5YqIodIHzv+ZW",
+	"oOQQdwuGgltxmdPEAQkgBs90UfICoAeuEOnhFcaBIZgzVghbrBgfW1Gw5DX80T2HPxJmRKpVZoClTgXP",
+	"nKAOHoE/N/PTNUEWMPg7pwgnAEKacF95qgB8B7pIc21Ehkf6i+ILO9WF/HjHZ7rAiYWyMAUeq9Ls/NUz",
+	"OFniVIot1JXSSwV/lQSsROOw3r592z0PhtrrxCoRRzC45jLno1zcNQj8vO68Mm75CNhYyhUyIn4l2LKQ",
+	"FkXckh1l0lyx8SLPY/bs+CWRZsxynV6JrMN0MVSlOOTKLEXRY68Fzwy7EmLOlrq4kmpyxpAcJlyqrUQx",
+	"VJ+PLG787zjSeYqvBsoEzzIJcOH5q0LPRWElqBxjnhsRR/Pgq0/RVOeZaFGj3041g98MkzZGET9dzLhC",
+	"4hYf+GwOxxsBDETRvf/fptrYLo/iUFs+ffgNaqr+75M1nSh2mu7a7G5LlRTmBlWKGZ9PgUWhSi8Nm3G1",
+	"YibX1gzYYg5KdoIjJoz2ZRgHoZOKmAmeTocK1BFkaUAJpaTiKmNjoVIQz1ZfCcWOYOaxLIxl40IInAME",
+	"2qTgyorsrNRmpBkqei7VM/8K6j4ZQg13ID4Ew3R6DDVxWCcMCepExpZTmQvG1UorMVQEeb/7QakmaCXY",
+	"kS6Y0krETvEqoXJGhL7yP0xFnrF5zqUaKtxqB6ZLHvQf0eSXM2lm3KbThJDzABsjjoBKLjOR89XlzLQc",
+	"IFICnlGoShh2BNSkldcmOnFN04IfHYgdSREMYRitJoB8Y13MuKXFfPMgCtbZb1vnTFgOjGAXa/mHfw5o",
+	"y/F+mW3GzIXK/Aa9XJDKWMFR/YVVJ9bmlzOTsKOJvBZ4dA4f8Cw7gaI1VB48iJ+BsAFlS4klImYggvBL",
+	"Ik0QP42fh8pBF54oz/YQsqSlr+8etVOWLQrk4kwqNjMxLloqtwLQ+u8ZNgJFy9TM3T7Q5/1v+vBfB1gp",
+	"cbyhWqhcGMOSCu4J0pq8FoqWX3Kck4eIm2tIsH7wQKCte/hJLxGZYDVotEiFNklJroSw5cr7Mcs0YiY8",
+	"3Ykdowl3O1S43eqd+36T59vtICdXkCr7Q9VqXlkNRI2vDcDAKodK3BYT5F+4Fa3YSi/AnMgEQe4gcrkJ",
+	"zd13Xja8Lx/Uo/8UqQXoPi4EKBo/ixVawjWRckVfrhvjTiEB/ivycY+9maI+ovIVmwrgXxVMUcQa+g3Y",
+	"9ZSbaS9qwdRCpLrIdlE3rLO5O1hm+X7bHp9cO8WlvpOXSjChQOijnTuVxupi1WMJt4i2y6kArZlN+Xwu",
+	"FMgK5AZOa0yI4c30DPTtNVML9liHJk9tm5vrKbD4bAZKRwpfGXaUOLUuiVlyJVaXKZ2R/zP41ftfgIEL",
+	"eKSDKJRMucr0tSi8c6BmIKBNm4FdZ2OQx8Mo5yORsyM80qwzjFoPiNtdh3MhZ8JYPpvD444RXh74ml/5",
+	"rpd+cs95ZQleLTWgtbXfRnioPXxvZ0zM5nbl5HRSCEA5oHUBKMeWU23849KUijtqKY5H8UUmLT1uAA+v",
+	"xMpsoI/KE7eOQdXU3g1ET9NhF2K8MCLDX1Bvbp3BiF/XB3+mAPuMl2jiWhQrWi5R+RL0DmZsIfjsnmGJ",
+	"BKN8L77uPXOt+4GhhXIeKAIgakEkrbkXkDV7ru4bbN0i6oS7IEiEbSzPhVMi54UAq5qoeo+t0TefIqGA",
+	"P7+LeOq4FRyjEkv3idwwkacV+hJpGz/RcqI4CniA+yt8rM4BooqEKuIPuGLg7Q55KJy9eyb2rmMCVklX",
+	"yAE2stfnkiyWOs8jvEbnsRUkw7eRHzHqEoARLwq+QlqswgBt5mp9L27S+lttC/8RFFRkzXn+chwN3m1f",
+	"HepM0U38qTabtz1aZngftzAPUhRIGWAOMQaMM9LIiGMkflCUQzxf8pXxSNhjR88U+xH1lqGaCCUKQAwG",
+	"cwPSrgwNFbeOpedkTsYlA0p1RkzBCgWrkrbXQYXjQ3eiu25HfuvRTwF7bujTdZ8pDE2IQzSMxgDLhQWJ",
+	"OtHr4nGT/foMlAb8rZWiPZdu4ZfcuSRafnJ0cahwql4crdotbfSbD/YVqVa3CxgHOKsd2ACRYybHADtQ",
+	"D41XdQ9hcjAwDUfOfavxOOgsdjK1Bo1tYhE10LbRXFNuH+bkqA61wcDBJrdondccHIG1dNI/ffAljoDU",
+	"xEr/k5WDvXeovXbTBjDBc3i6yVqN5XZBTLb04uiraCejp9fajqbVBnBy51BK8a+NNlgQpR7qHmTShrpU",
+	"5bQh1fhKrFpRnQz7CgAgG2fjYjL5mI1nH+3y19P8qu09pM5W3uDDQjWZtY41Dfnk5PHh/IReIyit8ylN",
+	"rtdt472GZ5qHLEENoD26UYKNxeGZbsCDdmkOuuneshwttSak1i23jah4OwZRHuw6a16AEutsoNARiuo4",
+	"qeFkQ65zjv5OP0uINvWpX/CZKIONpQ024yuw98DOPyK+AasotXZgryD45ZXoeLoAE2OEwR1YOyniZfx/",
+	"nxOhWDtu7Rk9f/+0BZVvi3Q1fGs7VFIiWhQH5LBoispS2DMj0OvFjlBjLv0rwH6926TUbDpt1jat7PJu",
+	"zFbxwQqVISlfFvB10e6zekVKHAkN5yFxzxu0omw6RUPNu6gHIGestqCyTfWSHOUzmefSxSOGyk7FivEs",
+	"I5kOIMRNrNhIrLTK2BL4bADZJTcs56Co6TyL2UikfAEI6BcyVGDNWVNaXtx448vKnHGLX1tvZ8IrzErA",
+	"8nxBR2htzo5SrWCD3MprMVTuQeczdysBKpjya8FGIpfi2lmozo8C4GSCF7lE/ywP/ZIsk9kut1irt7vF",
+	"NtrT0VD3MGyLnKxLG28ibMhsSQthvaGO7mDiBeT5PXO+M9p+YD0QgtfDOPnV5f1fT2dP+9k/Hyx++U7/",
+	"62T0UP29+HYZ7R+yeUrBiFxbn//hwhIDPFt8qxftFUrYw1T+LZ6Zat8jIAg16So5mdp81e4/QcP7UMIm",
+	"fLsUc51O25m7ccEDpAOXouawdF7oVBhDZ0tHB9aBtC6ZxAD/J05Orx8BbxuqV9rYSSHe/PM5hbtYITDi",
+	"yqaOR+qlQp+011JhfM8wXZ7KldJLEyymJMEyRiUtkXVJcw0XfSTml/+6Or1+9M/Z933+pN1ltMGHA4gd",
+	"JmqVcKGwR01drhw7qGADg3NMvxY/8SkoFG6q470R5vL++BHvp6ejb7MT8YB/803renN9OMZLlYkPMRsX",
+	"esb6PQYGqfPX4dZwkfBuAn/+G3xM2umjNMyqKMi3jyiM4v7bz7tUxnQOjqa0W3Gl9ebNOTdDXJOiNRKq",
+	"Ccom5W8U/u1qJfG5vRVLHOmN5Vbs4SmqH/QTVKScd0KorLfTXHJr2+1LClbVouEAoO8hj7DizHmLMY4M",
+	"P5C/ESWyo2fg/3gWMbnzSbXgNin/TIbqqMrjChJZnEnR6bGkTKO4DAMaZZQ25YqNRD1KO1RHlPrAXXbM",
+	"KiapjivU6RXDQ+4Qp/g8Gle4zMN0LpW1BwVLcAaaRNyEOjIQ55/d6op938JH/IHcSURE5FlgHo60zgVX",
+	"OwIe22V7m0RnCUyUAPAUmwkwjJxkchkT8HPMEsRLRCd08cnJVBjr8BQTOBKWSwM8EgQXvoyxB6PZmBd/",
+	"DMXhsykHsN+dUC7jCRblYCtc2BGsLXMyRLp05t/ODkuRc5Bc2TMq7xKg6pt/7ZMOy8SaNVflLnEECL9N",
+	"KtXRpVpLG1/+R4Am7X4EStNq5neu2N/fvHzBaCBUCyybaWPZA/az/D5mojfpeXUkw0QJnmWFMPW8Kpyz",
+	"iAbRSb8H/387eNTv96M2P9+LPZTaIFH93Xn3P3j3Y7/76H31sXc56L7/1I9PHj1qy1yvpco2Tu3pY/bo",
+	"wcNvmcvnY5mwXOamxzA2RhYMMoiYJXQy8KliaQk7KsWLTxKup8S40HRdKh3tlkkdF3fHgNylYz9cZUNF",
+	"vOhSaXspjVlQSLyM1QWPssQt6XIsVCqSVvF1WzGU6qwW7Gvk5YPu4POVI28LOhSvsrWjOAr255E+2Bp5",
+	"8MDiRxS+LOmm8f2Yyxy/tVpfzrhaXXrqIDppZKXUH7TplJ6c81WuOYBQX+a8mABZzoSd6gyXhBnETkji",
+	"Ji/B/tcLSwa5qwWIoyCVE6szAHl5Tj+Eaa4wUJDMHC6qUsC09WALU3ojJ+vKHLhWeV07/g3x3yZ+sXX0",
+	"2jP8S7TTKmgwNbVNZEiRZ91cXIvckx5hfbPKoyYXdvqlb6tybIjFNXnBoEbuW6J0UhnLHejbfKchxX7x",
+	"4/E4K7PW5bQEVh70H7UKTGnzBs9+XqYqtEbmfF5A+Twf6YUdjHKudoduXHSeZi3X6RhQm+x7jSkEzj5v",
+	"cLsDeVwugXxImH3ag772OIatCcveL1HihreHUF5gGs2WgNAes+feGb0POu6FVFvCzVXmzjq2lT95+YEr",
+	"uxJijsqP+OCYZhtbWxhRXPKJy27bjj0yzBaJ1rfZPERM9yjXtxW92s367TkbPsFFarW/6V8h9K7IUjD4",
+	"btu9HPa1AKl4YMhpN+5vT2wuMTEMFff78e0wc/tcFZbujoyHaNtc2q4odv0o9sa59sNBAN0yHBh43sMd",
+	"n3532B62JPnACpVY3vH6bmf/bsoGP2fobbX5GdMzaYHdUtpu6W+9h0Gd22SK7AAd4cYzNdYtuQdUcnTp",
+	"xeYaDD6HuLmoJSqVriNMk4Rd7yV28vbQJoyNGkH3ReAEr8b3/u6dCZ/rYkN+3Hfji3l2mwyOa1F41/6h",
+	"Rx5QvJclfrTactw24vpBb8OT20oaevsQQRPg5W5Z44ffR9TQs2/h+H+7WraLQPZDegzZ/hY8f2ZNgOdb",
+	"sfoAxN2Sx1av8ZL24AzdALvXR3c/UlwPCZXNeCZuw/0qvPcS71Z4j+hStGM/LrA4HLcJBWv5ICf9Haju",
+	"52pdq0scaVYpo38sYfCvOWMJDZEwnpsyiG1cdRT+SxZ/7As8S+pyUXHQ0OBbr9+dsQRzxBLMJsg0ea2x",
+	"Qr/u4ufkTaT54SDgrVa1+s2mqOZ5GcCkihGkoDhM83e5F4K5+sT1xBSqMr5tPt0dhRy2BBbKYN26je4z",
+	"dTIqpR5UCSsONmEImMIJzvFOkSsKwoSg+zxu/1uH/jegAbC7WhcSqdic26mJ/UYBBhQjvm2gekvlYnvS",
+	"CBUQurk9XZXVjSXc29NJYBiNRU4O8GFKibn879n9q/78P1bfLf95qv717ej1yeziYfr3R9HWisNDeWXV",
+	"qqVy/XuXf4D/m+PQbVzJ0fKzH26noNfP4TMVX5a0MmAcNW9fh3nmM/wq7busbbmN9AlWvwU2X6revF6a",
+	"49n6xgTtfSD6OY2eelchfwRbi2BBJ8DRbnMYTaRuO5GK/6zLHqpLxkzJ108fs/v37z8CMv7l4rErzfrA",
+	"U5uvmJ0WQrBxQeWEPGeZnEjbqPc/7Z9+0z056Z4+uuh/N3jwcHByv3dy2v+PcF+gp3etpET/2knUi0OW",
+	"shDwWO+Cni1/68qZ96dgU6ZBNJF2uhj1Uj07Dtxctc9+NOoNYUS6KKRdvYGDJcQbCV6I4nxhp61AcrWp",
+	"A5acuxYeeK4D9j2+x/KrK2wY1fNtuTDUhr9V+5xaO6cFSGeZtpRPG6avRcF+urh4dYzBQjyGmmrqUr+Q",
+	"5YJewiaFXsb4jMgC1Sao0hsqqjwj9YcC69xlJmP4GIPy+CzPe0M1VIg0jBeiHS+CZFFQk1NJYsAjPL3p",
+	"kLaWWdobqidU7lcUusBKJMXKQGGyqQtIwjKdLrAqFufnzFg+ygVLUp1h7M2P6wuGRgvLkuMpFjp8dM79",
+	"Y1DYVh8TdoRaeDkkh0dBVPG57K34LE+YVGm+yETWYSkvCokisCxR5maoNmDCcNHv30+vxAo/iKTHzvGV",
+	"KfaowP5RR159jSvFVRde46SIJqidIzFULnjFrHbp25htB6iAYDA6yAM/czkSmOjTqKKEQzaLFACH7Xym",
+	"ejlUiEEukRdnhHX12AuNz2zrCxNWpp+wZn+ZM8aHCobwSdWY1CsnUxu+d59Vvbbw/BrFXj6bkStSvNkR",
+	"ZiljwBBP98cnFzH76cn5D7jjl68unr188abjts9t1X9rqIxwnLa9txY7St6ItPtU2HTafSOtGLC00MZ0",
+	"4Uc6HMNngv70HXOSl4WcSJUM3UBlNrHbxT3DptrYDhXvUK0sHlpz7+wxBkJ8RmchmNJ2qNziDYPFMyUk",
+	"zkI9YoiA6UnGx2Ms6kQgvuIuAxRbSeAKw4RNhyK0jm431YXp0lMJO1JwsqMVc30KOjgDVgSKD6mYW18b",
+	"S5UGKc9zlhxfnySUxVi1O8PRH798/YYdAW7mcPKmTFU9Y8lTYmfdCwy8xUOVPLngE6CHWnMcpNnnmthB",
+	"AkYQWDmdGCECGFGRZMyMVFiZLGTBUq2vJLGvoZITpQuR9RjxB9cqBffMJsIapjQt1rXfaeDiSGcrNlsY",
+	"OJlCXmM1ZS42CPRsxVzQOuz2wEzHNf9BYLp5BkhIVDfvGwnJCkyAJt+xRig8IdYNL6YLy/R4zEZirAvs",
+	"PjdUyWOy/buk7iTYOIKtRXsxUSGXqVDkd3FdDc/nPJ2K7mmvH8XRosidyDKD4+Plctnj+HNPF5Nj9645",
+	"fv7s8ZMXb57gO1XsshFtKt0iUb93Qg86XhsNovu9fu8+ZaFMURJ7lg2fJwLlPGiIiAPPsmjgatc+Ro2G",
+	"iaf9/paOUod1knLlcS2NpDAF2SVg47mbsiFaLwp1i2jw7n0cmcVsxosVCHd5LZTL5LF8YlB5o2new3tO",
+	"NG3c9Wv6+XfZNM6NLcwe9u9vGqZc13HY42sbSGBYCTChfkplQy4nI+JSkFW+bapFwT4T2IaSy7yzEaLX",
+	"J8e+uKwVpM+lsT/DA18QqL7sbQMqUWOGmzh60D/ZC7BVAzl8aY/TqNpowhunj3a/EbYexFUjH9v9XtV/",
+	"LTxl4rolmw6UCFMqWTEDM8ZYV555hJpQp8deoHprS9dEjXqozu8mjuau+1/9dKkHzc+ujQuS6Pc6W+1x",
+	"skGinav881lzjOpyTFj5OHhX5tSB9UWVbt4heBPvjydl05G6jWeLhbhZw9CTz4ahQa+eFiR1v/bYz0LM",
+	"sVNMUmvEY6wuxFonHsTN/m6MCZrc/qVpgKAYWhAlivu6ZWlQKVeuH510gQLnSwP4tuB+wOWOP8nshmzK",
+	"XFAUqClAgPA8PdSQ6UFbwi2SKem6OcomT7p3yq9obdvfKNvF/j6HS6BqPdxnFghkbnw3yKrfYFmi5VhT",
+	"7O00kHkZN9OR5kXmXUntbC9oeP6utZG2zPbtUH0lVpfvePfjaffbjR2q3ztsq5z1G6Xqc59f2Vhjs1VW",
+	"vnJWLdWaYbWa63Enzab258R5NzVhb0tyuYlbp8Z8MO9B1ERkVMoBwqnHXs4klUWPtJ1uWg1m4NcW44ND",
+	"Ll8PBmxtldOObRXEjqlx/B4Pumb3N++/oCJTlVq1SImXSmDffLCrCaBfZUCTTQDsAmzL0MYbVdX2nr4d",
+	"eZXMnf4+/gTPNRj8pvD7PUNNRSl0VkXBQu/LIxZ09e6xc192yMkIdSwfkHeo/Gun/Qc99hZdB5QyGxPN",
+	"2LIJjCNebpvBdOOlx4DJMZnBOOGUGzbT16gQUvsiss9puCPtw0hKlGvCMqlOGGmSYPo2toSMFAaDRThX",
+	"Ehm+bWKRugjs4FeO0ZOu41rMuoqlWnHCPVPf/SbW4YP3FQEeVHfeQu57CnI41T+2FO/vQZ5VL/xbEvTh",
+	"xuzn0hXWUAawn7u4r1Me2lhC7EVuWymou1aAGyoBA/yXxpUm6qrXxWm/79x/VJqHcTh62pr2gtHeGtX8",
+	"KKwnmS8rcVwNWrv1TKBDCfxVKa0j2kVYHAjc07WtVWhR40m7FMpNmNZghTtUEGoD875NZh27vIHmJT17",
+	"D1pZ+HUUwE57QTppoxTZI/8R4PEc8BqTRqp649iHkmrceqgmaK05hz5p6V6KmQUIbfS4eklYttkNL0qp",
+	"NfOKya0xVGs9wGPX/aTWucDXqbmOVdi5t1govGikTYK5ntN7ibBzdz9D1UgaIIU2i3Nonz5g0w48tSh8",
+	"4AAecfIYPxMwsFiuRKKq+4M0nrWdoa1DbIneB2lPLVgIWNgbn/jSugQn27hcoDurTI7HAhmnhzV1LW91",
+	"c/8sVhSJPPkGlIvThw9BFSh4CuBhR65BDVeZnrFffnn2A8B8pgtBQaSR8I2gbdWeeKhcXwzqzzurnJRl",
+	"/9aqIbt7555xeyXqw54apc5ER4r6wdSnkzkF4VkmZnNthUpXXTLc202ehw/rOQ7ftBhvv8EJ5pMy2rrS",
+	"uDQIbBWxt7OrcSXBXg6vzydXqEFni0j5kQjP+7rKRlBUak3BUg68IMhJc5p1456MWnxrn2RTf2MBYsQZ",
+	"RfxcUyrHgcoOu5vt+d25Izd/bKOMtL47vtbI1RwaPRMYvxOgDlW5Rk5u6sLxNqnKy57WRMlQ1eKXPVa/",
+	"OYk3mW/SIPAk7GqKbGbKzVARx9zemeOMeopjMLO2CB8YTfUM0G3E06uhylG+lVHHQlzL65BRD3yun7tm",
+	"wfFeQPorsdp1Wcmu8k6XCRLIvrouXF4GUYACJTK2mHd67LxqUxeCtRftvCTIqV93hlfNIml/aVZ1i4A0",
+	"rkcLGmU5/mTiUOK7/k/eo+h7msUozcaLPMfrPOq3NX3Wm5V+B+MovNalYRXt7SA5rppDb/dOPvH9nA9T",
+	"Sf9QPrmqR/YOnxwB5atPrs1Kcjc0EOt1VBkEI7+4dRTeTfBZzaMXzvklseg/FVl4dx/19A4aMAatHIPr",
+	"Ybzg8902ekO1wc3I8zJY1XZRRNyelVbm1g1V21uEuJXPEYap2VhBKxhXMOH2AEaB1Qm6Br1BRZbXls7K",
+	"DMyjucCsyXnOU6emuwl7zHlvCHbow0RfDRb06dzfqxR0zyslbKqJDYl2FySOX/aE/A2qui/FjQpNAetM",
+	"zHO9msHb1JbaK/EPSIkf7R+iXrscYx+1/fTzpaeULTNbbk40VyI7C9vD54KD/SoxtxNwO8RUEJ2YstbE",
+	"xz86h7ylH/VO79B0Sp7SqE03FWmll3hOhb/Qa0pGEJtiXtu1oNsv/yTu3HNz1dKsxDfBr3Y90ezIswDQ",
+	"tD2r6+yv1zgm9RmkRJP54LiVN/cQzrMfxjSK7ffiG62RDN8A/89gxf4VYxeEzFVn10pejlaVqzC4N7EM",
+	"G5IdeQi2K7H8AriuxPLLYnrQtOGO3VruNpW27E0sbOvVG6tJuuW07MPpGjFsc2L95T1Pfz2afYId5Nd9",
+	"LKQrke+xVGeRfLfRaL25zkb7+nXYJqctS6kRBw86O2y+PDhufzd31Hzwi+gVaw++by5R+9Nl7dS7Ke3w",
+	"ElTH+9VTsC786OI0Vq+jA87a5ikIKGVzhjI1hqraT30pmVTvQ3XHZlvQXatNNKW6yP74Kt2fRUGDA6bS",
+	"SI+jvhKuvARGLywGMIISHV+dthGBS/YfdLzZwv2rxjV7MP/bZXP+uXhw0GZoJwt2wPvKgVvzJ5s1zlsz",
+	"KSt8XUfh40/+486cSvQcldVHZXqJu16ndi+qu+ffls1+TnyOifI5JHYqzVC56glKKKHbHwrHCwMxjKpZ",
+	"m8fwB1zu60pv2m090yt/veT934HPEihd3lCAjTE6Gq95vqjy6fCRtpy+EDk3pPVh1ygcLdWz8PZ3x5bo",
+	"dk5JOX/+sk14KMby6Koel9JOCqEyTLSRlmExumc67pp6wMiBi3JzwGLL0+lMKBv7vBUlx2ORkSvfcJWN",
+	"9AeRsSNOqxwqvwZuWGLFB3s8tbM8KQv2cWtMYmutlCssXU5xLcEK7pmq/KHTG6pnlODzGEtTH2tlC50P",
+	"mNLdFL7BqDp+YoXA9B9uQ0g9ueCT2PX1fjbuvtBKdP/BbTpNAmg6wwieLX0W9/sPatXruMMeO6oNgtEF",
+	"2EYm0pwDF3JwdfLFQ/Oni4tX9/B+ndg1MqJ6b/wMizdlxsdC4T2a7rbUtaTLzSTflFd/O/5bXUSt96If",
+	"ragXRIk8tQYkI6kA3TekXiI84v1RsuFb8HXKP0gz10ba1o5ISYWCZ2wscwF8978OI2qx4AmI+iwMo2TA",
+	"qop5fi2qY8MWJ4Jjowsz1UsMGtntuTTrnTv9kt+4atbuK53LtOUmysSRxpmvo++aImX3lFbiXjJwVV5c",
+	"rZZ8BRyDcvu8JxxQwqVxUIn6ocsELN4r3B+881k9PXH0r66H1cVqLrov56XLYC1cgCwlOWyPMMX9NhH3",
+	"Qls205kcSx8MKgUzXqUl89xf0+Plsx6zBl9oIOrh4Lz5mojcLPJeF5VngXAk4SYVq6HhZll5mEu45Jjo",
+	"Fl60Zc+DZg8rGI+bnSlQFDZuJsTRXImHKMPaihVc+m50tC+rQdRiKSc2eii4MtQ+yQe0q+6WSeCPo14T",
+	"udFsJIKvXZ9XJ62GaqF8GliZK4O2HmrB7Nxn6Y70taglMQeylm5+o6RmEGW+S8nRehf8zoDxNBVzC/If",
+	"+Lte5BntOdgyZlnTZC6JTePx9qihhuuBgqq07+4SMj5ZacHYhANIE6ly4NrqCMsnrq8O4+7YMIaLQ7p2",
+	"NjIXa8TPXT6do/tWlWDA/paEY8ggfi8+gPVxhH2KTk767P/875P7nTPqJbL0MAiqkR6cnOKlIc0rNOpl",
+	"SbKSkZjK57bOLkqASsPSqUivRDZU6GSKfZM9ysSucGpQ2v1lxdWD/qP6DQexS1mleeKhWk65LUvsy7W2",
+	"WRyvFqHu0WbXN5OX60LloLzVbe3GS39uc76KmHa5g9fNb1T9vCZcqfPcsB+fXCDQXv1yUZ6v7W1M2Hb4",
+	"etgKkr8lgxCFqUCuwt86Fm6bvELmrSvYmgy+r+J4qLI4QCPY65zu3qMT9g/5fUztmFY1JTJmV2KOxsFE",
+	"XlO5AZkhQzXnhSG7AxukOR3PUC+CzN/462YqURy+M1M+F50eO1fu+mPMUQCCdZfP4DSuRyxnH0Whuzm6",
+	"orwBgCUJCBqYkQY54mrVGbAElj1gBOVkqIhFzvgVAgAsE124SmfcAa1+pDMpfIMoxsMLooAOb+7AMUX9",
+	"qNeP7q2zCth56Ev0d6vXUPSodHh0SHT5xK6qfROI/LCUtM9yeeVFE5VLuPblgOqn/ZPqEmFvYBRgLmIj",
+	"tXzJV6Dmy4zxoXLKRUWjNH5oank+S/1jkKfSjddlf0Nu1/Kab6NL+/22m/OB/vDL6+ex79PVAl7iMrvU",
+	"zK+p/M7kCqTcIFCapMEqnmWgoxzporz1tVm2iy91ztouARuASUZKTd1lQi0Yp6jlBhrWVE6mPfaEmraR",
+	"cuX8e9QI0Dv5nA299w1jANyT0zsFbpseM2Clckb98RreFd+haapz53M8/e73W7QnYDrFmmbiur79mbLO",
+	"sMf6uk11C9f3cdDmvdUF+Xaq2bLQVtAFk3rctIKwXtgxfzOomFl1yUXNynHW0lDVL8fw9wRQj26DPfRi",
+	"ZuRHcqSGekGPvQ7tCFN1QZxpNcF762fsyAjB6hkLnTOGTn5MNwxF11gX2AUQXmzTfMOY1tvC33r3xYVy",
+	"0Jx/g1bVHoP+6n1oJvg7+Hjz1eMN5vtXCkypkfY728L6n8UR4SjSNfdBFGpP4fcVMSQiqsbbSejSTKgI",
+	"M8EsWp2DHCKPwFqb9gGqYL68qkyE983z0c44CuWUyxjLkpgpPvOk457vuEb77uuh8uNQ63in2YVLkTYu",
+	"G/k3BquKDqioNs+d32Soao4TONA6IMK+WRSZIDMATSmUtdiTrIWyX86FelO2h//jlMc2OqjfcT84D5G2",
+	"SDU28/f1scEpbKiQdbcHhJcHlJjwNeXjc6gCcCJ4K7Qht5ZnAeH9GMg8tBLY/5/n8rqmKZRMqFQU/DfH",
+	"n9ynm2M8xsPTcUtEHm8pUypziGum24RL5e9tAVbhXGbrnUgew9JuS8UHUUR128MdZ/ZuoUjcfXbmKmJN",
+	"wgyWdTVuSFmKQrTchPKXrHXZ/oID5Z8si/cxcdFSVgaNB2pS1pXzeVHbEng4lPBvmYe/gfBbsvH/v6Vc",
+	"l5W/J+nSfUZfKVf96WpmsFFISLkbIzjxZlreTrdYwbjRhH8ChvtMGMMn1G4vwaLaAYUc8bNzuCcyGyTk",
+	"Jxe/kv8p45a7J7HYHBTqv795+aI3VMlzbmwXv+0++yEBU2qBV4a4RvfYJOfXqs7SqeWu3LrHzlmqZ3j7",
+	"Blbvoj8NJxgqzqaCF3YEWkFlpVDFsDRMZnlrHe1bF/j4Ylmn7XGnEAy7wy5bOQ0mTeGRdGm7dVaz5gNu",
+	"cwv8OSpZ794VcM5A9Q2uQ6GmCIDRb9CR232DWWCuVUJFcERe728arezrdwa9ew/HSx5hQrvqAoXB8fHJ",
+	"6be9fq/fOxl81/+uj0LRDb/B5I+9BVW17sxcsxcnGs7cXRfU5Q3zhhxpNapjTLQecnzavCsIg22jVZgW",
+	"7q8gdP4STEtIeVGsmh3TeuulPG1zvvVXL5L7LgjuyMJ5zpfcUBA7ZlgirAtglms3GmGaO/rrwpnLhPX1",
+	"qd2NQ9eYzAhoEG8+djcenfr6UP8IhHPAo0HRKq0wily6eVRGLc/AOJsIOxVFMEvJzNcncq1fjE+fxKuD",
+	"MArKgzt/XGop2t6dYGDsEr0+qL+FwqGTu38heM9doHDz/ub/BQAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,
