@@ -184,7 +184,7 @@ var writersKept = strconv.Itoa(store.WritersKept)
 // ResourceWriters returns the newest accepted writes of a resource. See store.Store.
 func (s *Store) ResourceWriters(ctx context.Context, name string) ([]lease.Write, error) {
 	var writers []byte
-	err := s.r.QueryRowContext(ctx, `SELECT writers FROM resources WHERE name = ?`, name).Scan(&writers)
+	err := s.r.QueryRowContext(ctx, `SELECT json(writers) FROM resources WHERE name = ?`, name).Scan(&writers)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, lease.Errorf(lease.CodeNotFound, "no resource named %q exists", name)
 	}
