@@ -669,6 +669,33 @@ type ResourceList struct {
 	Resources  []ResourceInfo `json:"resources"`
 }
 
+// ResourceWrite defines model for ResourceWrite.
+type ResourceWrite struct {
+	// At An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	At          Timestamp `json:"at"`
+	ContentType string    `json:"content_type"`
+
+	// Holder The holder of its token, when known.
+	Holder *string `json:"holder,omitempty"`
+
+	// Lease Its Lease-Name, if any.
+	Lease *string `json:"lease,omitempty"`
+	Size  int64   `json:"size"`
+
+	// Token The fencing token it presented.
+	Token int64 `json:"token"`
+
+	// Version The version this write made.
+	Version int64 `json:"version"`
+}
+
+// ResourceWriterList defines model for ResourceWriterList.
+type ResourceWriterList struct {
+	Writers []ResourceWrite `json:"writers"`
+}
+
 // Role `reader` reads; `writer` also acquires, renews, releases, writes resources and reports rejections; `admin` may do everything.
 type Role string
 
@@ -1180,6 +1207,15 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 	PutResourceWithBody(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListResourceWriters The newest accepted writes of a resource (at most 10), newest first.
+	//
+	// Who wrote each of the resource's last versions: the write's token, `Lease-Name` and the
+	// holder of the token, with its time, size and content type. Refused writes are not among
+	// them (see /v1/rejections); deleting the resource forgets them.
+	//
+	// Corresponds with GET /v1/resources/{resource}/writers (the `ListResourceWriters` operationId).
+	ListResourceWriters(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// OpenSessionWithBody Open a session, to hold many leases with one keepalive.
 	//
 	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
@@ -1686,6 +1722,25 @@ func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors 
 // Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 func (c *Client) PutResourceWithBody(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutResourceRequestWithBody(c.Server, resource, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListResourceWriters The newest accepted writes of a resource (at most 10), newest first.
+//
+// Who wrote each of the resource's last versions: the write's token, `Lease-Name` and the
+// holder of the token, with its time, size and content type. Refused writes are not among
+// them (see /v1/rejections); deleting the resource forgets them.
+//
+// Corresponds with GET /v1/resources/{resource}/writers (the `ListResourceWriters` operationId).
+func (c *Client) ListResourceWriters(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListResourceWritersRequest(c.Server, resource)
 	if err != nil {
 		return nil, err
 	}
@@ -2817,6 +2872,40 @@ func NewPutResourceRequestWithBody(server string, resource Resource, params *Put
 	return req, nil
 }
 
+// NewListResourceWritersRequest constructs an http.Request for the ListResourceWriters method
+func NewListResourceWritersRequest(server string, resource Resource) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "resource", resource, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/resources/%s/writers", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewOpenSessionRequest calls the generic OpenSession builder with application/json body
 func NewOpenSessionRequest(server string, body OpenSessionJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3287,6 +3376,17 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 	PutResourceWithBodyWithResponse(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutResourceResponse, error)
+
+	// ListResourceWritersWithResponse The newest accepted writes of a resource (at most 10), newest first.
+	//
+	// Who wrote each of the resource's last versions: the write's token, `Lease-Name` and the
+	// holder of the token, with its time, size and content type. Refused writes are not among
+	// them (see /v1/rejections); deleting the resource forgets them.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/resources/{resource}/writers (the `ListResourceWriters` operationId).
+	ListResourceWritersWithResponse(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*ListResourceWritersResponse, error)
 
 	// OpenSessionWithBodyWithResponse Open a session, to hold many leases with one keepalive.
 	//
@@ -5162,6 +5262,96 @@ func (r PutResourceResponse) ContentType() string {
 	return ""
 }
 
+// ListResourceWritersResponse401Headers the declared response headers of an HTTP 401 response for ListResourceWriters
+type ListResourceWritersResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListResourceWritersResponse429Headers the declared response headers of an HTTP 429 response for ListResourceWriters
+type ListResourceWritersResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListResourceWritersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ResourceWriterList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListResourceWritersResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListResourceWritersResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListResourceWritersResponse) GetJSON200() *ResourceWriterList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListResourceWritersResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListResourceWritersResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListResourceWritersResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListResourceWritersResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListResourceWritersResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListResourceWritersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListResourceWritersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListResourceWritersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListResourceWritersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // OpenSessionResponse401Headers the declared response headers of an HTTP 401 response for OpenSession
 type OpenSessionResponse401Headers struct {
 	WWWAuthenticate string
@@ -5957,6 +6147,23 @@ func (c *ClientWithResponses) PutResourceWithBodyWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParsePutResourceResponse(rsp)
+}
+
+// ListResourceWritersWithResponse The newest accepted writes of a resource (at most 10), newest first.
+//
+// Who wrote each of the resource's last versions: the write's token, `Lease-Name` and the
+// holder of the token, with its time, size and content type. Refused writes are not among
+// them (see /v1/rejections); deleting the resource forgets them.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/resources/{resource}/writers (the `ListResourceWriters` operationId).
+func (c *ClientWithResponses) ListResourceWritersWithResponse(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*ListResourceWritersResponse, error) {
+	rsp, err := c.ListResourceWriters(ctx, resource, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListResourceWritersResponse(rsp)
 }
 
 // OpenSessionWithBodyWithResponse Open a session, to hold many leases with one keepalive.
@@ -7835,6 +8042,90 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 	return response, nil
 }
 
+// ParseListResourceWritersResponse parses an HTTP response from a ListResourceWritersWithResponse call
+func ParseListResourceWritersResponse(rsp *http.Response) (*ListResourceWritersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListResourceWritersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ResourceWriterList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListResourceWritersResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListResourceWritersResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseOpenSessionResponse parses an HTTP response from a OpenSessionWithResponse call
 func ParseOpenSessionResponse(rsp *http.Response) (*OpenSessionResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -8302,6 +8593,9 @@ type ServerInterface interface {
 	// PutResource Write a fenced resource.
 	// (PUT /v1/resources/{resource})
 	PutResource(w http.ResponseWriter, r *http.Request, resource Resource, params PutResourceParams)
+	// ListResourceWriters The newest accepted writes of a resource (at most 10), newest first.
+	// (GET /v1/resources/{resource}/writers)
+	ListResourceWriters(w http.ResponseWriter, r *http.Request, resource Resource)
 	// OpenSession Open a session, to hold many leases with one keepalive.
 	// (POST /v1/sessions)
 	OpenSession(w http.ResponseWriter, r *http.Request)
@@ -8431,6 +8725,12 @@ func (_ Unimplemented) GetResource(w http.ResponseWriter, r *http.Request, resou
 // PutResource Write a fenced resource.
 // (PUT /v1/resources/{resource})
 func (_ Unimplemented) PutResource(w http.ResponseWriter, r *http.Request, resource Resource, params PutResourceParams) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// ListResourceWriters The newest accepted writes of a resource (at most 10), newest first.
+// (GET /v1/resources/{resource}/writers)
+func (_ Unimplemented) ListResourceWriters(w http.ResponseWriter, r *http.Request, resource Resource) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -9193,6 +9493,32 @@ func (siw *ServerInterfaceWrapper) PutResource(w http.ResponseWriter, r *http.Re
 	handler.ServeHTTP(w, r)
 }
 
+// ListResourceWriters operation middleware
+func (siw *ServerInterfaceWrapper) ListResourceWriters(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "resource" -------------
+	var resource Resource
+
+	err = runtime.BindStyledParameterWithOptions("simple", "resource", chi.URLParam(r, "resource"), &resource, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "resource", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ListResourceWriters(w, r, resource)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // OpenSession operation middleware
 func (siw *ServerInterfaceWrapper) OpenSession(w http.ResponseWriter, r *http.Request) {
 
@@ -9482,6 +9808,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Put(options.BaseURL+"/v1/resources/{resource}", wrapper.PutResource)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/resources/{resource}/writers", wrapper.ListResourceWriters)
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/sessions", wrapper.OpenSession)
@@ -11699,6 +12028,111 @@ func (response PutResourcedefaultApplicationProblemPlusJSONResponse) VisitPutRes
 	return err
 }
 
+type ListResourceWritersRequestObject struct {
+	Resource Resource `json:"resource"`
+}
+
+type ListResourceWritersResponseObject interface {
+	VisitListResourceWritersResponse(w http.ResponseWriter) error
+}
+
+type ListResourceWriters200JSONResponse ResourceWriterList
+
+func (response ListResourceWriters200JSONResponse) VisitListResourceWritersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListResourceWriters401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response ListResourceWriters401ApplicationProblemPlusJSONResponse) VisitListResourceWritersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListResourceWriters403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response ListResourceWriters403ApplicationProblemPlusJSONResponse) VisitListResourceWritersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListResourceWriters404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response ListResourceWriters404ApplicationProblemPlusJSONResponse) VisitListResourceWritersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListResourceWriters429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response ListResourceWriters429ApplicationProblemPlusJSONResponse) VisitListResourceWritersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type ListResourceWritersdefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response ListResourceWritersdefaultApplicationProblemPlusJSONResponse) VisitListResourceWritersResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type OpenSessionRequestObject struct {
 	Body *OpenSessionJSONRequestBody
 }
@@ -12324,6 +12758,9 @@ type StrictServerInterface interface {
 	// PutResource Write a fenced resource.
 	// (PUT /v1/resources/{resource})
 	PutResource(ctx context.Context, request PutResourceRequestObject) (PutResourceResponseObject, error)
+	// ListResourceWriters The newest accepted writes of a resource (at most 10), newest first.
+	// (GET /v1/resources/{resource}/writers)
+	ListResourceWriters(ctx context.Context, request ListResourceWritersRequestObject) (ListResourceWritersResponseObject, error)
 	// OpenSession Open a session, to hold many leases with one keepalive.
 	// (POST /v1/sessions)
 	OpenSession(ctx context.Context, request OpenSessionRequestObject) (OpenSessionResponseObject, error)
@@ -12910,6 +13347,32 @@ func (sh *strictHandler) PutResource(w http.ResponseWriter, r *http.Request, res
 	}
 }
 
+// ListResourceWriters operation middleware
+func (sh *strictHandler) ListResourceWriters(w http.ResponseWriter, r *http.Request, resource Resource) {
+	var request ListResourceWritersRequestObject
+
+	request.Resource = resource
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ListResourceWriters(ctx, request.(ListResourceWritersRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ListResourceWriters")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ListResourceWritersResponseObject); ok {
+		if err := validResponse.VisitListResourceWritersResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // OpenSession operation middleware
 func (sh *strictHandler) OpenSession(w http.ResponseWriter, r *http.Request) {
 	var request OpenSessionRequestObject
@@ -13038,171 +13501,175 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rctvG1uBWuvB9VSbvgBQl2UlM1VSN4tiJb3xtX1uZ3PpMj9AEmmR/ArsZdFM07VLVrGZmH7OUWcnU",
-	"OacbaIDgQ4qtPCbJD1Mk0I/T5/3qT1Gq5wuthLImGn6KFrzgc2FFgX89WRZGF/ApEyYt5MJKraJhdDET",
-	"LFHig71M8YmE6QmzM8EWhbiWemnYgk9FP4ojCY//shTFOoojxeciGkb0ThRHJp2JOYfh5/zDC6GmdhYN",
-	"Hx2fxJFdL+BJYwupptHNTRy9kHNpN1fymk8FM/KjiNkxs5odDwYD1snEhC9zC391t60ixwEbi5Dz5Twa",
-	"wiBxNJfK/VmuRyorpqLABb3EYdogkwtuBINpyrkX3M6qqfGfOCrEL0tZiCwa2mIpwpX8eyEm0TD6t6Pq",
-	"cI7oV3OE88IC3gijl0WKi2iZpPA//+qJ3gpjpFZv4NG2/Rr6/YFhi+U4lylunXUSI8zl//2f/yvpbgGD",
-	"e2/nAhfcWlHAu/8Dhns36D3mvcn7T8df3fx7tIknNzCWWWhlBCLwtzx7I35ZCoOok2plhcKPfLHIZcph",
-	"F0eLQo9zMf8v/2lgS58OBM9reosmrQMlkeqa5zK7LGjuZIjE4f5imRaGKW3ZROe5XuFvsLSCp5Z1khWX",
-	"Vqrp5VKZ5WKhCyuyhE10wTiDnxg3VyIDguPMiOJaFGwl7UwvrXtAqinLpRLdfnQTR890MZZZJtS9AmDi",
-	"Z3VbvxJrlvP0yhAgdC6YLvAz4oo0TC+tkZlg0hrgIhP5QZiY4a7HhV4ZUTAjFOzRg9HOuGUrvcwzls64",
-	"Aj6g58LOYP9asbGY8XyCcFLazuB9aQXC5AUQ6At9z0iBbOEy1yU+EJ8QHxaA+jFbccMKgV9mMSvEtcZz",
-	"LphZLkRhRAZfO6jRWDIDyAEmIQotiwIgpBXt8qW2z/RSZfe6SaXt5QRmTXAN/tF7XMK5YqIodIHzv+FW",
-	"oOQQ9wuGgltxmdPEAQkgBs91UfICoAeuEOnhFcaBIZgzVghbrBmfWFGw5A380TuHPxJmRKpVZoClzgTP",
-	"nKAOHoE/t/PTDUEWMPh7pwgnAEKacF95qgB8B7pIc21Ehkf6k+JLO9OF/HjPZ7rEiYWyMAUeq9Ls/PVz",
-	"OFniVIot1ZXSKwV/lQSsROOwfv755955MNRBJ1aJOILBNZc5H+fivkHg53XnlXHLx8DGUq6QEfErwVaF",
-	"tCjiVqyTSXPFJss8j9nzo1dEmjHLdXolsi7TxUiV4pArsxJFn70RPDPsSogFW+niSqrpGUNymHKpdhLF",
-	"SH0+srjxv+NI5ym+GigTPMskwIXnrwu9EIWVoHJMeG5EHC2Crz5FM51nokWN/nmmGfxmmLQxivjZcs4V",
-	"Erf4wOcLON4IYCCK3ul/m2ljezyKQ2355NFXqKn6v483dKLYabobs7stVVKYG1Qp5nwxAxaFKr00bM7V",
-	"mplcWzNkywUo2QmOmDDal2EchE4qYiZ4OhspUEeQpQEllJKKq4xNhEpBPFt9JRTrwMwTWRjLJoUQOAcI",
-	"tGnBlRXZWanNSDNS9Fyq5/4V1H0yhBruQHwIhun2GWrisE4YEtSJjK1mMheMq7VWYqQI8n73w1JN0Eqw",
-	"ji6Y0krETvEqoXJGhL72P8xEnrFFzqUaKdxqF6ZLHg4e0+SXc2nm3KazhJDzFjZGHAGVXGYi5+vLuWk5",
-	"QKQEPKNQlTCsA9SkldcmunFN04IfHYgdSREMYRitpoB8E13MuaXFfPUwCtY5aFvnXFgOjGAfa/mHfw5o",
-	"y/F+mW3HzKXK/Aa9XJDKWMFR/YVVJ9bml3OTsM5UXgs8OocPeJbdQNEaKQ8exM9A2ICypcQKETMQQfgl",
-	"kSaIn8bPI+WgC0+UZ3sbsqSlb+4etVOWLQvk4kwqNjcxLloqtwLQ+h8YNgZFy9TM3QHQ5+lXA/iv22c/",
-	"SzsbqaQCdhKDEpKxwZBxhzUEZV7uO+egl3DCBvg32DVttORNx48QizfQZRNFgJRbd/uDXtFEVpN5IxVa",
-	"LyVh0yLLPQ5ilmnEYXi6GzuWFMJlpBAw1TunHhznuy0mJ4GQfgcj1WqIWQ3kj68NwRQrh0rcFhPkdLgV",
-	"rdhaL8HwyARB7laEdRMaxu+8FCkR5335hh7/p0gtgPlJIUA3+VGs0XiuSaEr+nLTfnc6DLBskU/67O0M",
-	"VRiVr9lMAMurgItS2dBvwOFn3Mz6UQtyFyLVRbaPIcA6m9uEZZbvt+3x6bXTdeo7eaUEEwr0BDSNZ9JY",
-	"Xaz7LOE2Aba3mglQtNmMLxZCgXhBBuIUzYR45FzPQUXfsM5gj3Vo8tS2ecaegVTI5qCnpPCVYZ3EaYJJ",
-	"zJIrsb5M6Yz8n8Gv3mUDPF/AI13EpWTGVaavReH9CTWbAs3gDExBGwO1jqKcj0XOOnikWXcUtR4Qt/sO",
-	"50LOhbF8voDHHe+8vOVrfuX7XvrBPef1K3i1VJo21n4XeaMOcNedMTFf2LUT7UkhAOWA6AWgHFvNtPGP",
-	"S1Pq+qjYOGbFl5m09LgBPLwSa7OFPirn3SYGVVN7zxE9TYddiMnSiAx/QVW7dQYjftkc/LkC7DNeCIpr",
-	"UaxpuUTlK1BVmLGF4PMHhiUS7PiDGLx35rXuB4YGqYOUSQBExakhemomYN2d2LpFVCP3QZAI21ieC6d3",
-	"LgoBhjhR9QFbo28+RUIBo34X8dRxKzhGJVbuE3luIk8r9CXSNn6i5URxFPAA91f4WJ0DRBUJVcQfcMXA",
-	"QR7yUDh790zsvc0ErLgSI9xuZ68vJBk5dZ5HeI3+ZitImO8iP2LUJQAjXhR8jbRYRQ7aLNz6Xtyk9bfa",
-	"Fv496LTImvP81SQavtu9OlSzopv4U202b660zPA+bmEepDGQVsAcYoBqRUoccYzED4pyiOcrvjYeCfus",
-	"81yx71GBGampUKIAxGAwNyDt2tBQcetYekEWaFwyoFRnxBSsULAqaftd1Dw+9Ka653bktx79ELDnhgpe",
-	"d7PC0IQ4RMNoP7BcWJCoU70pHreZvM9BacDfWinac+kWfsmdF6PlJ0cXtxVO1Yvjdbtxjq724aEi1ep2",
-	"AeMAZ7UDGyByzOQEYAd6ovE6722YHAxMw1E8wGo8DjqLvUytQWPbWEQNtG0015Tbt/OLVIfaYOBgxls0",
-	"6Gs+kcDAOh6cPPwSR0BqYqX/ycon37+tiXfTBjDBc3i6yVqN5XZJTLZ0/OiraC+jp9fajqbVBnBy57aU",
-	"4l8bb7EgSj3UPcikDXWpys9DqvGVWLeiOvkCKgCAbJxPiun0YzaZf7SrX07yq7b3kDpbeYOPJNVk1ibW",
-	"NOSTk8e35yf0GkFpk09p8tbuGu8NPNM8ZAlqAO3RjRJsLA7PdAsetEtz0E0PluVoqTUhtWm5bUXFuzGI",
-	"8mA3WfMSlFhnA4W+U1THSQ0nG3KTcwz2umZCtKlP/ZLPRRmfLG2wOV+DvQcGf4f4Bqyi1NqBvYLgl1ei",
-	"6+kCTIwxxoNg7aSIlykDh5wIhedxa8/p+dOTFlS+K9LV8K3tUEmJaFEckMOiKSpLYc+MQEcZ66DGXDpa",
-	"gP16/0mp2XTbrG1a2eX9mK3igxUqQ1K+LODrot159ZqUOBIazkPinjdoRdl0hoaa92oPQc5YbUFlm+kV",
-	"+dbnMs+lC2GMlJ2JNeNZRjIdQIibWLOxWGuVsRXw2QCyK27QZceszrOYjUXKl4CAfiEjBdacNaXlxY03",
-	"vqzMGbf4tfV2JrzCrAQsz5d0hNbmrJNqBRvkVl6LkXIPOje7WwlQwYxfCzYWuRTXzkJ1fhQAJxO8yCW6",
-	"dHnoymSZzPb5x1od5C220YGOhrqHYVewZVPaeBNhSzJMWgjrDXX0IBMvIGfxmfOd0fYD64EQvB75ya8u",
-	"T385mT8bZP98uPzpG/2v4/Ej9ffi61V0eJTnGcUvcm19yoiLZAzxbPGtfnRQ9OEAU/nXeGaqfY+BINS0",
-	"p+R0ZvN1u/8EDe/bEjbh26VY6HTWztyNizcgHbisNoeli0Knwhg6Wzo6sA6kdfknBvg/cXJ6vbNC9/tr",
-	"bey0EG//+YIiZKwQGKRlM8cj9Uqhc9prqTC+Z5guteVK6ZUJFlOSYBnWkpbIuqS5hq8+EovLf12dXD/+",
-	"5/zbAX/a7jLa4sMBxA5zu0q4UMSgpi5Xjh1UsIHBOaZfC7n4rBWKUNXx3ghzeTp5zAfpyfjr7Fg85F99",
-	"1breXN8e46XKxIeYTQo9Z4M+A4PU+etwa7hIeDeBP/8NPibt9FEaZlU45OvHFHlx/x3mXSrDQLcOq7Rb",
-	"cVWcwJlzboa4JkVrJFQTlE3K3yr829VK4nMHK5Y40lvLrTjAU1Q/6KeoSDnvhFBZf6+55Na235cUrKpF",
-	"wwFAP0AeYcWZ8xZj6Bl+IH8jSmRHz8D/8SxicueTasFtUv6ZjFSnSv0Kcl+cSdHts6TMvLgMAxplYDfl",
-	"io1FPbA7Uh3KluAuoWYdk1THFer0iuEhd4lTfB6NK1zm7XQulbVHB0twBppE3IQ6MhDnn93pin3fwkf8",
-	"gdxLRETkWWAejrXOBVd7Ah67ZXubRGcJTJQA8BSbCzCMnGRySRbwc8wSxEtEJ3TxyelMGOvwFHM+EpZL",
-	"AzwSBBe+jLEHo9mEF78PxeGzKQew371QLuMJFuVgK1xYB9aWORkiXQb0r2eHpci5lVw5MDzvcqbqm3/j",
-	"8xTLXJwNV+U+cQQIv0sq1dGlWksbX/5HgCbtfgTK7GqmhK7Z39++esloIFQLLJtrY9lD9qP8NmaiP+17",
-	"dSTD3AqeZYUw9VQsnLOIhtHxoA//fz18PBgMojY/38sDlNogt/3dee8/eO/joPf4ffWxfznsvf80iI8f",
-	"P25Ldq9l1zZO7dkT9vjho6+ZSwFkmbBc5qbPMDZGFgwyiJgldDLwqWJpCeuU4sXnFdezaFxoui6VOvtl",
-	"UtfF3TEgd+nYD1fZSBEvulTaXkpjlhQSL2N1waMscUu6nAiViqRVfN1VDKU6qwX7Gqn8oDv4FOfI24IO",
-	"xasE7yiOgv15pA+2Rh48sPgRhS9Luml8P+Eyx2+t1pdzrtaXnjqIThrpKfUHbTqjJxd8nWsOINSXOS+m",
-	"QJZzYWc6wyVh0rETkrjJS7D/9dKSQe7KB+IoyP7Egg5AXp7TD2FmLAwU5D+Hi6oUMG092MIs4MjJujJt",
-	"rlVe145/S/y3iV9sE70ODP8S7bQKGsxmbRMZUuRZLxfXIvekR1jfLAypyYW9fum7qhxbYnFNXjCskfuO",
-	"KJ1UxnIH+jbfaUixX/x4PM7KrHU5LYGVh4PHrQJT2rzBs1+UqQqtkTmfF1A+z8d6aYfjnKv9oRsXnadZ",
-	"y3U6BtQm+95gCoGzzxvc7pY8LpdAPiTMPh1AXwccw84cZ++XKHHD20MoLzCNZkdA6IDZc++MPgQdD0Kq",
-	"HeHmKnNnE9vKn7z8wJVdCbFA5Ud8cEyzja0tjSgu+dRlt+3GHhlmi0Sb22weIqZ7lOvbiV7tZv3unA2f",
-	"4CK1Otz0rxB6X2QpGHy/7V4O+0aAVLxlyGk/7u/OhS4xMQwVDwbx3TBz91wVlu6PjIdo21zavih2/SgO",
-	"xrn2w0EA3TEcGHjewx2ffHO7PexI8oEVKrG65/Xdzf7dlkB+ztDbavMzpufSArultN3S3/oAgzp3yRTZ",
-	"AzrCjedqoltyD6hK6dKLzQ0YfA5xc1FLVCpdR5gmCbs+SOzk7aFNGBs1gt7LwAleje/93XsTPjfFhvx4",
-	"6MaXi+wuGRzXovCu/dseeUDxXpb40WrLcduI6we9C0/uKmno7dsImgAv98saP/wBosZF15vVn+hESBj8",
-	"a85YgthRJIznpoz0GVd1gv+SWRT7wrlyCS50CGIMvvVC8IwlmEiTYMg10+Taw8rnuh+Uk8uF5gcdAN5q",
-	"1T3ebgv9nJdRHkqrR9qKw1xoF6AWzNV9bUbvqXrzrklH9+SX3eF9LSMam4aMT2fIqER1WEX1HWzCOBn5",
-	"XJ13ktz75KkOQfd5fKN3jo9uQYPnttHdQSq24HZmYr9RgAEF0u4azdtREdYeWafCLDe3p6uyaqyEe3vM",
-	"HYbRWAniAB/G3c3lf89OrwaL/1h/s/rnifrX1+M3x/OLR+nfH0c7K7luy1urFhjN6p4a/m8P1rVxJUfL",
-	"z7+7mxZTP4fPVNRW0sqQcVRPfH3bmU+DqlSUsgDgLgpKsPodsPlSdbz1+gXP1rdmsR4C0c+pGda7tfgj",
-	"2FlcqBWj0e5yGIeUrFX8Z1P2UL0nppO9efaEnZ6ePgYy/uniiatf+cBTm6+ZnRVCsElBNVc8Z5mcStuo",
-	"oz4ZnHzVOz7unTy+GHwzfPhoeHzaPz4Z/Ee4L1BmelZSNnTtJOoZ9CtZCHisf0HPlr/15NwbndjsZhhN",
-	"pZ0tx/1Uz48CX0Dtsx+Nau6NSJeFtOu3cLCEeGPBC1GcL+2sFUiugG/IknPXGgHPdci+xfdYfnWFjXj6",
-	"vt0RxiPwt2qfM2sXtADp1PeWslTD9LUo2A8XF6+PMKKCx1Ar63b5MchyQS9h00KvYnxGZIFqE5QyjRSV",
-	"55D6Q9FH7tI3McaGkUt8luf9kRopRBrGC9GOF0FGHVsUIpUkBjzC05sOaWvpd/2Reko1UUWhCyzXUKyM",
-	"piTbuiskLNPpEksHcX7OjOXjXLAk1RkGKPy4vqpivLQsOZphNvhH5wE9AoVt/TFhHUxBKofk8CiIKr6Q",
-	"/TWf5wmTKs2Xmci6LOVFIVEElnWc3IzUFkwYLQeD0/RKrPGDSPrsHF+ZYe0/9uXpePU1rhRXXXiNk8I+",
-	"oHaOxUg5Dz+z2uW4YkoSoAKCweggWfbMBZIxG6JRagaHbJYpAA7bpMz0aqQQg1y2I84I6+qzlxqf2dVv",
-	"I6zjPWbNvh1njI8UDOEzTzHzUU5nNnzvlFU9jPD8GhUxPuWLK1K8WQdTOTGqgqf7/dOLmP3w9Pw73PGr",
-	"1xfPX71823Xb57bqazRSRjhO296ziHWStyLtPRM2nfXeSiuGLC20MT34kQ7H8LmgP30nkuRVIadSJSM3",
-	"UJly6XbxwLCZNrZLFQ5UUIiH1tw7e4LeYp/2VgimtB0pt3hD5eRKSJyFem8QAdOTjE8mWPmGQHzNXZoc",
-	"lujjCsOsNocitI5eL9WF6dFTCesoONnxmrmq7i7OgGVT4kMqFtYXEFI6dsrznCVH18cJpXpVbaRw9Cev",
-	"3rxlHcDNHE7elPl8Zyx5Ruysd4HRiXikkqcXfAr0UGs6gjT7QhM7SMAIAiunSwX2gBEVScbMSIXlm0IW",
-	"LNX6ShL7Gik5VboQWZ8Rf3AtKHDPbCqsYUrTYl1bkwYujnW2ZvOlgZMp5DWWnOVii0DP1sxF9sLaeGa6",
-	"rqkKAtPNM0RCouJi36BFVmACNPmGNeKFCbFueDFdWqYnEzYWE11gV6+RSp6QY6BH6k6CZfZsIySG0dxc",
-	"pkKRE8Z1iztf8HQmeif9QRRHyyJ3IssMj45Wq1Wf4899XUyP3Lvm6MXzJ09fvn2K71QBnoZLvvSMRIP+",
-	"MT3oeG00jE77g/4phepnKIk9y4bPU4FyHjRExIHnWTR0BT4fo0YjupPBYEenntt16HE1RC0NejBP02Wp",
-	"4rmbstFUPwp1i2j47n0cmeV8zos1CHd5LZRLd7B8alB5o2new3tONG3d9Rv6+TfZNM6NraEeDU63DVOu",
-	"6yjsnbQLJDCsBJhQn5qy0ZGTEXEpyCoHICXsYzE+tvfjMu9uhej18ZGvwGkF6Qtp7I/wwBcEqq8N2oJK",
-	"VL1+E0cPB8cHAbZqzIUvHXAaVXtCeOPk8f43wpZuuGrkY/vfq/pahadMXLdk04ESYUolK2Zgxhjratg6",
-	"qAl1++wlqre2dE3UqIeKoW7iaOG6qtVPlxp1/Oh6XSCJfquz9QEnG2QjufIon1rEqHjBhOVhw3dl4hFY",
-	"X1QO5B2CN/HheFJ2ZqjbeLZYipsNDD3+bBgaNDRpQVL3a5/9KMQC22kktW4lxupCbLQrQdwc7MeYoHno",
-	"n5oGCIqhBVGiuC/ulAaVcuX6fKFqUWoDCN8W3A+43NEnmd2QTZkLSqpuChAgPE8PNWR62JaViGRKum6O",
-	"ssmT7r3yK1rb7jfKNpy/zeESqFoP97kFAlkY32Wv6uNW1rE41hR7Ow1kXsbNbKx5kZVNoVrZXtBI+l1r",
-	"g2KZHdr590qsL9/x3seT3tdbO/++d9hWOeu3StUXPgmtscZmP6F87axaKsjBkh7XO0yabW2lifNua27d",
-	"lglwE7dOjUkz3oOoicgo3x2EU5+9mkuqHR1rO9u2GkxTri3GB4dcUhMM2NpPpB3bKogdUUPuAx50TcRv",
-	"3n9BRaaqR2mREq+UwH7kYFcTQP+SAU02AbALsC1DG29clSR7+nbkVTJ3+vvoEzzXYPDbAvMPDDVrpNBZ",
-	"FQULvS+PWdAtuc/OfW0WJyPUsXxA3pHyr50MHlLDO1/VEBPN2LJThiNebhuNKNEFgtJjyOSEzGCccMYN",
-	"m+trVAipxwvZ5zRcR/swkhLlmrCWpBtGmiSYvo0tISOFwWARzpVEhm+bWKRS6z38yjF60nVc605X1lHL",
-	"4H5g6rvfxjp8Tk9FgLcqzm0h9wMFOZzq71uKDw4gz6rH+B0J+vbG7OfSFTZQBrCfu7ivUx7aWELsRW5b",
-	"vZxr184N1ckA/kvj6rd01RDgZDBw7j+qX8I4HD1tTXtVXX+Dar4X1pPMl5U4rlCn3Xom0KEE/ksprSPa",
-	"RVhBBdzTNflUaFHjSbs8s22Y1mCFe1QQ6pXxvk1mHbm8geblJwcPWln4dRTAdmRBzl2jXtMjfwfweAF4",
-	"jUkjVVFm7ENJNW49UlO01pxDn7R0L8XMEoQ2ely9JCybkoYXUNQ6HsXk1hipjd7KsWsRUSvv9sU8rq0P",
-	"9jktlgovcGiTYK6X70Ei7Nz1va8a9AKk0GZxDu2Th2zWhaeWhQ8cwCNOHuNnAgZWFJVIVJXIS+NZ2xna",
-	"OsSW6H2Q9tSngoCFPceJL21KcLKNywW6s8rkZCKQcXpYUzfoVjf3j2JNkcjjr0C5OHn0CFSBgqcAHtZx",
-	"XTy4yvSc/fTT8+8A5nNdCAoijYVvm2urHq4j5ZoHUBPTeeWkLJtcVo2u3TsPjNsrUR82Hih1JjpS1A9m",
-	"Pp3MKQjPMzFfaCtUuu6R4d5u8jx6VM9x+KrFePsVTjCflNHWusOlQWA9/cHOrkar94McXp9PrlAXwxaR",
-	"8j0Rnvd1ld1yqB6VgqUceEGQk+Y068b9A7X4VrumXtePfSd4xIgzivi5zj2OA5VtSLfb8/tzR25+30YZ",
-	"aX33fF2MK8wyei4wfidAHapyjZzc1IXjbVKVl+hsiJKRqsUv+6x+Iw1vMt+kQeBJ2PoR2cyMm5Eijrm7",
-	"fcEZNV7GYGZtET4wmuo5oNuYp1cjlaN8K6OOhbiW1yGjHvpcP9e+3vFeQPorsd53CcS+GjiXCRLIvrou",
-	"XDbZL0CBEhlbLrp9dl718grB2o/2Xr7i1K97w6tmJam/jKjquS6Na2SBRlmOP5k4lPiuSY73KPrGTzFK",
-	"s8kyz/GahPotOJ/1xprfwDgKr8toWEUHO0iOqg66u72TT33T29uppL8rn1zVSHiPT46A8pdPrs1Kcm3s",
-	"ifU6qgyCkV/cOgobuH9W8+ilc35JrIxORRbeiUaNj4MudUG/u+DaDS/4fEuC/khtcTPyvAxWtXXTj9uz",
-	"0srcupFqe4sQt/I5wjA1Gyvol+EKJtwewCiwOkHXoDeoyPLa0X6WgXm0EJg1uch56tR0N2GfOe8NwQ59",
-	"mOirwaonnfv7aoIWY6WETTWxIdHugsTxy8Z5v0JV9/WKUaEpYJ2JRa7Xc3ibevd6Jf4hKfHjw0PUGzcI",
-	"HKK2n3y+9JSyr2DLjXTmSmRnYQ/tXHCwXyXmdgJuh5gKohNT1pr4+HvnkHf0o97r3YROyVMatemmIq30",
-	"Cs+p8BclzcgIYjPMa7sWdKvgH8Sde26uWjo6+E7h1a6nmnU8CwBN27O67uF6jWNSn0FKNJkPjlt5c2/D",
-	"eQ7DmEZF8kF8ozWS4buE/xGs2D9j7IKQuWp/WcnL8bpyFQb30ZVhQ7Ijb4PtSqy+AK4rsfqymB5Utt+z",
-	"W8tdOdGWvYmFbf169ylJt0eWzQpdtfouJ9af3vP056PZp9hme9PHQroS+R5LdRbJdxeN1juQbLWv34S9",
-	"RNqylBpx8KD8ffulrHH7u7mj5lu/iF6x9uD79hK1P1zWTr3lzB4vQXW8f3kKNoUf3S7F6nV0wFnbPAUB",
-	"pWzPUKbuOVWPni8lk+rNeu7ZbAtaELWJplQX2e9fpfujKGhwwFQa6XHUV8KVN2XopcUARlCi46vTtiJw",
-	"yf6DtiA7uH/V3eMA5n+3bM4/Fg8OerHsZcEOeH9x4Nb8yWaN885MygpfN1H46JP/uDenEj1HZfVRmV7i",
-	"7iCpXR7p7k+3zJW8sWOfY6J8DomdSTNSrnqCEkqoRX7heGEghlE1a/MYfofLfVPpTfutZ3rlz5e8/xvw",
-	"WQKlyxsKsDFGR+M1z5dVPh0+0pbTFyLnlrQ+QD4aLdXz8FZtx5boCkNJOX/+RkJ4KMby6Koel9JOCqEy",
-	"TLSRli6i90zHXf8NGDl0UW4OWGx5OpsLZWOft6LkZCIycuUbrrKx/iAy1uG0ypHya+CGJVZ8sEczO8+T",
-	"smAft8Yk3hGccoWly6ml+6/LFTwwVflDtz9SzynB5wmWpj7RyhY6HzKleyl8g1F1/MQKgek/3IaQenrB",
-	"p7Frfvx80nuplej9Ay+LD6DpDCN4tvRZnA4e1qrXcYd91qkNgtEF2EYm0pwDF3JwdfLFQ/OHi4vXD/AS",
-	"ktg1MqJ6b/wMizdlxsdS4WWD7krJjaTL7STflFd/O/pbXURtNuwer6kXRIk8tQYkY6kA3bekXiI84sNR",
-	"suFb8HXK30mz0Eba1o5ISYWCZ2wicwF897+OImqx4AmI+iyMomTIqop5fi2qYwuvtDczjdfQU0OivTHx",
-	"oL2hX/JbV83ae61zmbZc15c40jjzdfQ9U6TsgdJKPEiGrsqLq/WKr4FjUG6f94QDSrg0DipRv+0yAYsP",
-	"CvcH73xWT08c/avnYXWxXojeq0XpMtgIFyBLSW63R5jitE3EvdSWzXUmJ9IHg0rBjPcNyTz3d5l4+awn",
-	"rMEXGoh6e3De/JWI3Czy3hSVZ4FwJOEmFauh4XZZeTuXcMkx0S28bMueB80eVjCZNDtToChsXN+Go7kS",
-	"D1GGtRUruPTd6GhfVoOoxVJObPRQcGWofZIPaFetLpPAH0e9JnKj2VgEX7tmmE5ajdRS+TSwMlcGbT3U",
-	"gtm5z9Id62tRS2IOZC1dj0VJzSDKfJeSzmar8O6Q8TQVCwvyH/i7XuYZ7TnYMmZZ02QuiU3j8fapoYbr",
-	"gYKqtO/uEjI+WWnB2IQDSBOpcuja6gjLp66vDuPu2Mo72l2GJuYhN4mfu3w6R/etKsGQ/S0Jx5BB/F58",
-	"AOujg32Kjo8H7P/87+PT7hn1Ell5GATVSA+PT/BmheY9A/WyJFnJSEzlc1tnFyVApWHpTKRXIhspdDLF",
-	"vskeZWJXODUs7f6y4urh4HG9DXzsUlZpnnikVjNuyxL7cq1tFsfrZah7tNn1zeTlulC5Vd7qrp7MpT+3",
-	"OV9FTPvcwZvmN6p+XhOu1Hlu2PdPLxBor3+6KM/X9rcmbDt8vd0Kkr8lwxCFqUCuwt86Fu6avELmnSvY",
-	"mQx+qOJ4W2VxiEaw1znd5TDH7B/y25jaMa1rSmTMrsQCjYOpvKZyAzJDRmrBC0N2BzZIczqeoV4Emb8W",
-	"1c1Uojh8Z2Z8Ibp9dq7cHbGYowAE627owGlcj1jOPopC93J0RXkDAEsSEDQwIw3S4WrdHbIElj1kBOVk",
-	"pIhFzvkVAgAsE124SmfcAa1+rDMpfIMoxsNbdIAOb+7BMUVNezeP7mdnFbDz0JfoL6CuoWindHh0SXT5",
-	"xK6qfROI/LCUdMByeeVFE5VLuB7PgOong+PqplVvYBRgLmIjNbrh33CZMT5STrmoaJTGD02t2oX9xFPp",
-	"WuCyvyG3G3nNd9Gl/X7bzflAf/jpzYvY9+lqAS9xmX1q5l+p/M7kCqTcMFCapMEqnlWgo3R0UV6N2Szb",
-	"xZe6Z203JQ3BJCOlpu4yoRaMM9RyAw1rJqezPntKTdtIuXL+PWoE6J18zoY++BomAO7xyb0Ct02PGbJS",
-	"OaP+eA3viu/QNNO58zmefPPbLdoTMJ1iTTNxXd/+SFlnPyO32LCp9ri+XSsRZGztCcM+/54Qsmrzm4QO",
-	"lIRKvhLM2dN5Vl56vdEUeogM3xdzlGm3vlU3ajWdkCpcfkqWxGDEYF5g9XzXtfV2X4+UH8ddAU1yJFyK",
-	"tHHZNrwxWJXiTCV8ee6stJGqmWnAsuuACLv0kB+UlA5U3JCysQNSiwb9aiHU27IZ9e+nGK/Rr/meu095",
-	"iLTFxbB1uK/GC05hSz2e61UetiovMeGvAPPnYDxwInhRp7th2rOAsBs/Mg+tBHYb57m8rvGlkgltsKWj",
-	"T+7TzREe4+2T/0pEnuwoiigzFmuK4pRL5W+JAFbhDPTNvgdPYGl3peJbUUTVW/6e8wh3UCTuPjtz9Xcm",
-	"YQaLSBr3MaxEIVruXfhTZtbvfsGB8g+WM/iEuGgpK4My55qUra6hZ1vcnLcl/Dtm/W4h/Jbc3/9vKdfl",
-	"AB9IunR7yl+Uq/5wGfrYliCk3K3+4ng7Le+mW6yXCjLA6oj2lKczNhfG8Ck190qwhG9IAQ787Nx7icyG",
-	"CXnlxC9k7WbccvcklraCQv33t69e9kcqecGN7eG3veffJWD0LPGCAtdWG1ty/FJVdTm13BV39tk5S/Uc",
-	"e/1jrSBa7zjBSHEwAQs7Bq2gslKoPlEaJrO8tWrvZ+dm/WI5bu1e7hAM+528OzkNpmjgkfRou3VWs+Fx",
-	"anPt/jHq5u4/7HnOQPUNLl+gEmzA6LfoNuq9xZwTV5hdERyR1/ubRuPs+g0l797D8ZL/idCuatc+PDo6",
-	"Pvkab08/Hn4z+GaAQtENv8Xkj70FVTUKzFxrCScazlxnfeophVkKjrQaufgm2gxwPGveTIKu/fE6TEL1",
-	"F5455zsGQVNeFOtmf6b+ZuFA25w/+4veKOgYuJJl4fx0K24oZBYzLEjUBTDLjftTMKnWzsS8NnOZHrs5",
-	"tbvf5BpTpwAN4u3H7sajU98c6h+BcA54NChapRVGcRI3j8qowRIYZ1NhZ3S/tK958Mx8cyLXaML4ZC28",
-	"qARjLjy4YcQlsqHt3Q0Gxp60m4P6nvcOnVy39+A916795v3N/wsAAP//",
+	"7H1rctvG1uBWuvh9VRbvgBQl20lM1VSN4tiJb3xtX1sZ3/pMj9AEmkR/ArsZdFM07VLVrGZmH7OUWcnU",
+	"OacbaIDgS7GVxzj5YYoE+nH6vF/9qZPo2VwroazpDD915rzgM2FFgX89XhRGF/ApFSYp5NxKrTrDzkUm",
+	"WKzEB3uZ4BMx0xNmM8HmhbiWemHYnE9FvxN1JDz+60IUq07UUXwmOsMOvdOJOibJxIzD8DP+4blQU5t1",
+	"hg9PTqOOXc3hSWMLqaadm5uo81zOpF1fySs+FczIjyJiJ8xqdjIYDNhRKiZ8kVv4q7tpFTkO2FiEnC1m",
+	"nSEMEnVmUrk/y/VIZcVUFLigFzhMG2RywY1gME0595zbrJoa/4k6hfh1IQuRdoa2WIhwJf9eiEln2Pm3",
+	"4+pwjulXc4zzwgJeC6MXRYKLaJmk8D//5oneCGOkVq/h0bb9Gvr9nmHzxTiXCW6dHcVGmMv/+z//V9zd",
+	"AAb33tYFzrm1ooB3/wcM927Qe8R7k/efTr65+ffOOp7cwFhmrpURiMDf8/S1+HUhDKJOopUVCj/y+TyX",
+	"CYddHM8LPc7F7L/8p4EtfdoTPK/oLZq0DpRYqmuey/SyoLnjIRKH+4ulWhimtGUTned6ib/B0gqeWHYU",
+	"L7m0Uk0vF8os5nNdWJHGbKILxhn8xLi5EikQHGdGFNeiYEtpM72w7gGppiyXSnT7nZuo81QXY5mmQt0p",
+	"ACZ+Vrf1K7FiOU+uDAFC54LpAj8jrkjD9MIamQomrQEuMpEfhIkY7npc6KURBTNCwR49GG3GLVvqRZ6y",
+	"JOMK+ICeCZvB/rViY5HxfIJwUtpm8L60AmHyHAj0ub5jpEC2cJnrEh+IT4gPc0D9iC25YYXAL9OIFeJa",
+	"4zkXzCzmojAiha8d1GgsmQLkAJMQhRZFARDSinb5QtuneqHSO92k0vZyArPGuAb/6B0u4VwxURS6wPlf",
+	"cytQcoi7BUPBrbjMaeKABBCDZ7ooeQHQA1eI9PAK48AQzBkrhC1WjE+sKFj8Gv7oncMfMTMi0So1wFIz",
+	"wVMnqINH4M/N/HRNkAUM/s4pwgmAkCbcV54qAN+BLpJcG5Hikf6i+MJmupAf7/hMFzixUBamwGNVmp2/",
+	"egYnS5xKsYW6Unqp4K+SgJVoHNbbt29758FQe51YJeIIBtdc5nyci7sGgZ/XnVfKLR8DG0u4QkbErwRb",
+	"FtKiiFuyo1SaKzZZ5HnEnh2/JNKMWK6TK5F2mS5GqhSHXJmlKPrsteCpYVdCzNlSF1dSTc8YksOUS7WV",
+	"KEbq85HFjf8dRzpP8NVAmeBpKgEuPH9V6LkorASVY8JzI6LOPPjqUyfTeSpa1Oi3mWbwm2HSRijis8WM",
+	"KyRu8YHP5nC8HYCBKHr3/1umje3xThRqy6cPv0FN1f99sqYTRU7TXZvdbamSwtygSjHj8wxYFKr00rAZ",
+	"Vytmcm3NkC3moGTHOGLMaF+GcRA6iYiY4Ek2UqCOIEsDSiglFVcpmwiVgHi2+koodgQzT2RhLJsUQuAc",
+	"INCmBVdWpGelNiPNSNFziZ75V1D3SRFquAPxIRim22eoicM6YUhQJ1K2zGQuGFcrrcRIEeT97oelmqCV",
+	"YEe6YEorETnFq4TKGRH6yv+QiTxl85xLNVK41S5MFz8YPKLJL2fSzLhNspiQ8wAbI+oAlVymIuery5lp",
+	"OUCkBDyjUJUw7AioSSuvTXSjmqYFPzoQO5IiGMIwWk0B+Sa6mHFLi/nmQSdY56BtnTNhOTCCXazlH/45",
+	"oC3H+2W6GTMXKvUb9HJBKmMFR/UXVh1bm1/OTMyOpvJa4NE5fMCz7AaK1kh58CB+BsIGlC0lloiYgQjC",
+	"L4k0Qfw0fh4pB114ojzbQ8iSlr6+e9ROWbookIszqdjMRLhoqdwKQOu/Z9gYFC1TM3cHQJ/3vxnAf90+",
+	"eyttNlJxBew4AiUkZYMh4w5rCMq83HfOQS/hhA3wb7Br2mjJm04eIhavocs6igApt+72J72kiawm80Yq",
+	"tF5KwqZFlnscRCzViMPwdDdyLCmEy0ghYKp37ntwnG+3mJwEQvodjFSrIWY1kD++NgRTrBwqdluMkdPh",
+	"VrRiK70AwyMVBLmDCOsmNIzfeSlSIs778g09/k+RWADz40KAbvKzWKHxXJNCV/Tluv3udBhg2SKf9Nmb",
+	"DFUYla9YJoDlVcBFqWzoN+DwGTdZv9OC3IVIdJHuYgiwzuY2YZnl+217fHLtdJ36Tl4qwYQCPQFN40wa",
+	"q4tVn8XcxsD2lpkARZtlfD4XCsQLMhCnaMbEI2d6Bir6mnUGe6xDkye2zTP2FKRCOgM9JYGvDDuKnSYY",
+	"Ryy+EqvLhM7I/xn86l02wPMFPNJFXIozrlJ9LQrvT6jZFGgGp2AK2gioddTJ+Vjk7AiPNO2OOq0HxO2u",
+	"w7mQM2Esn83hccc7Lw98za9810s/uee8fgWvlkrT2tpvI2/UHu66MyZmc7tyoj0uBKAcEL0AlGPLTBv/",
+	"uDSlro+KjWNWfJFKS48bwMMrsTIb6KNy3q1jUDW19xzR03TYhZgsjEjxF1S1W2cw4tf1wZ8pwD7jhaC4",
+	"FsWKlktUvgRVhRlbCD67Z1gswY7fi8F7Z17rfmBokDpImQRAVJwaoqdmAtbdia1bRDVyFwSJsI3luXB6",
+	"57wQYIgTVe+xNfrmU0coYNTvOjxx3AqOUYml+0Sem46nFfoSaRs/0XI6USfgAe6v8LE6B+hUJFQRf8AV",
+	"Awd5yEPh7N0zkfc2E7CiSoxwu5m9Ppdk5NR5HuE1+putIGG+jfyIUZcA7PCi4CukxSpy0Gbh1vfiJq2/",
+	"1bbwH0GnRdac5y8nneG77atDNatzE32qzebNlZYZ3kctzIM0BtIKmEMMUK1IiSOOEftBUQ7xfMlXxiNh",
+	"nx09U+xHVGBGaiqUKAAxGMwNSLsyNFTUOpaekwUalQwo0SkxBSsUrErafhc1jw+9qe65Hfmtd34K2HND",
+	"Ba+7WWFoQhyiYbQfWC4sSNSpXhePm0zeZ6A04G+tFO25dAu/5M6L0fKTo4tDhVP14njVbpyjq324r0i1",
+	"ul3AOMBZ7cAGiBwxOQHYgZ5ovM57CJODgWk4igdYjcdBZ7GTqTVobBOLqIG2jeaacvswv0h1qA0GDma8",
+	"RYO+5hMJDKyTwemDL3EEpCZW+p+sfPL9Q028mzaACZ7D003Waiy3C2KypeNHX3V2Mnp6re1oWm0AJ3cO",
+	"pRT/2niDBVHqoe5BJm2oS1V+HlKNr8SqFdXJF1ABAGTjbFJMpx/TyeyjXf56ml+1vYfU2cobfCSpJrPW",
+	"saYhn5w8Ppyf0GsEpXU+pclbu2281/BM85AlqAG0RzdKsLEoPNMNeNAuzUE33VuWo6XWhNS65bYRFW/H",
+	"IMqDXWfNC1BinQ0U+k5RHSc1nGzIdc4x2OmaCdGmPvULPhNlfLK0wWZ8BfYeGPxHxDdgFaXWDuwVBL+8",
+	"El1PF2BijDEeBGsnRbxMGdjnRCg8j1t7Rs/fP21B5dsiXQ3f2g6VlIgWxQE5LJqishT2zAh0lLEj1JhL",
+	"RwuwX+8/KTWbbpu1TSu7vBuzVXywQqVIypcFfF20O69ekRJHQsN5SNzzBq0om2RoqHmv9hDkjNUWVLZM",
+	"L8m3PpN5Ll0IY6RsJlaMpynJdAAhbmLFxmKlVcqWwGcDyC65QZcdszpPIzYWCV8AAvqFjBRYc9aUlhc3",
+	"3viyMmfc4tfW25nwCrMSsDxf0BFam7OjRCvYILfyWoyUe9C52d1KgAoyfi3YWORSXDsL1flRAJxM8CKX",
+	"6NLloSuTpTLd5R9rdZC32EZ7OhrqHoZtwZZ1aeNNhA3JMEkhrDfU0YNMvICcxWfOd0bbD6wHQvB65Ce/",
+	"urz/6+ns6SD954PFL9/pf52MH6q/F98uO/tHeZ5S/CLX1qeMuEjGEM8W3+p39oo+7GEq/xbPTLXvMRCE",
+	"mvaUnGY2X7X7T9DwPpSwCd8uxVwnWTtzNy7egHTgstocls4LnQhj6Gzp6MA6kNblnxjg/8TJ6fWjJbrf",
+	"X2ljp4V488/nFCFjhcAgLcscj9RLhc5pr6XC+J5hutSWK6WXJlhMSYJlWEtaIuuS5hq++o6YX/7r6vT6",
+	"0T9n3w/4k3aX0QYfDiB2mNtVwoUiBjV1uXLsoIINDM4x/VrIxWetUISqjvdGmMv7k0d8kJyOv01PxAP+",
+	"zTet68314RgvVSo+RGxS6Bkb9BkYpM5fh1vDRcK7Mfz5b/AxbqeP0jCrwiHfPqLIi/tvP+9SGQY6OKzS",
+	"bsVVcQJnzrkZopoUrZFQTVA2KX+j8G9XK4nP7a1Y4khvLLdiD09R/aCfoCLlvBNCpf2d5pJb225fUrCq",
+	"Fg0HAH0PeYQVZ85bjKFn+IH8jSiRHT0D/8eziMidT6oFt3H5ZzxSR1XqV5D74kyKbp/FZebFZRjQKAO7",
+	"CVdsLOqB3ZE6omwJ7hJqVhFJdVyhTq4YHnKXOMXn0bjCZR6mc6m0PTpYgjPQJKIm1JGBOP/sVlfs+xY+",
+	"4g/kTiIiIk8D83CsdS642hHw2C7b2yQ6i2GiGICn2EyAYeQkk0uygJ8jFiNeIjqhi09OM2Gsw1PM+YhZ",
+	"Lg3wSBBc+DLGHoxmE178MRSHz6YcwH53QrmMJ1iUg61wYUewttTJEOkyoH87OyxFzkFyZc/wvMuZqm/+",
+	"tc9TLHNx1lyVu8QRIPw2qVRHl2otbXz5HwGatPsRKLOrmRK6Yn9/8/IFo4FQLbBspo1lD9jP8vuIif60",
+	"79WRFHMreJoWwtRTsXDOojPsnAz68P+3w0eDwaDT5ud7sYdSG+S2vzvv/QfvfRz0Hr2vPvYvh733nwbR",
+	"yaNHbcnutezaxqk9fcwePXj4LXMpgCwVlsvc9BnGxsiCQQYRsZhOBj5VLC1mR6V48XnF9SwaF5quS6Wj",
+	"3TKp6+LuGJC7dOyHq3SkiBddKm0vpTELComXsbrgURa7JV1OhEpE3Cq+biuGEp3Wgn2NVH7QHXyKc8fb",
+	"gg7FqwTvTtQJ9ueRPtgaefDA4kcUvizppvH9hMscv7VaX864Wl166iA6aaSn1B+0SUZPzvkq1xxAqC9z",
+	"XkyBLGfCZjrFJWHSsROSuMlLsP/1wpJB7soHok6Q/YkFHYC8PKcfwsxYGCjIfw4XVSlg2nqwhVnAHSfr",
+	"yrS5VnldO/4N8d8mfrF19Noz/Eu00ypoMJu1TWRIkae9XFyL3JMeYX2zMKQmF3b6pW+rcmyIxTV5wbBG",
+	"7luidFIZyx3o23ynIcV+8ePxOCvT1uW0BFYeDB61Ckxp8wbPfl6mKrRG5nxeQPk8H+uFHY5zrnaHblx0",
+	"nmYt1+kYUJvse40pBM4+b3C7A3lcLoF8SJh92oO+9jiGrTnO3i9R4oa3h1BeYBrNloDQHrPn3hm9Dzru",
+	"hVRbws1V5s46tpU/efmBK7sSYo7Kj/jgmGYbW1sYUVzyqctu2449MswW6axvs3mImO5Rrm8rerWb9dtz",
+	"NnyCi9Rqf9O/QuhdkaVg8N22eznsawFS8cCQ027c354LXWJiGCoeDKLbYeb2uSos3R0ZD9G2ubRdUez6",
+	"UeyNc+2HgwC6ZTgw8LyHOz797rA9bEnygRUqsbzj9d3O/t2UQH7O0Ntq8zOmZ9ICu6W03dLfeg+DOrfJ",
+	"FNkBOsKNZ2qiW3IPqErp0ovNNRh8DnFzUUtUKl1HmCYJu95L7OTtoU0YGzWC3ovACV6N7/3dOxM+18WG",
+	"/Ljvxhfz9DYZHNei8K79Q488oHgvS/xoteW4bUT1g96GJ7eVNPT2IYImwMvdssYPv4+ooWffwvH/drVs",
+	"F4Hsh/QYsv0teP7MmgDPt2L1AYi7JY+tXhYm7cEZugF2r4/ufqS4HhIqm/FU3Ib7VXjvJd6t8B7RpWjH",
+	"flxgcThuEwrW8kFOBjtQ3c/VulaXONIsbEb/WMzgX3PGYhoiZjw3ZRDbuIIq/Jcs/sjXhJbU5aLioKHB",
+	"t16/O2Mx5ojFmE2QavJaY1F/3cXPyZtI88NBwFutavWbTVHN8zKASRUjSEFRmObvci8EcyWN64kpVJh8",
+	"23y6Owo5bAkslMG6dRvdZ+qkVH09rBJWHGzCEDCFE5zjnSJXFIQJQfd53P63Dv1vQANgd7XGJVKxObeZ",
+	"ifxGAQYUI75toHpLsWN70gjVHLq5PV2VBZEl3NvTSWAYjUVODvBhSom5/O/p/avB/D9W3y3/ear+9e34",
+	"9cns4mHy90edrUWKh/LKqrtLs3Cthv+b49BtXMnR8rMfbqeg18/hM9VrlrQyZBw1b1+6eeYz/Crtu6xt",
+	"uY30CVa/BTZfqkS9Xprj2frGBO19IPo5jZ56IyJ/BFvrZkEnwNFucxj7VGNW/Gdd9lApM2ZKvn76mN2/",
+	"f/8RkPEvF49dadYHnth8xWxWCMEmBZUT8pylcipto0XA6eD0m97JSe/00cXgu+GDh8OT+/2T08F/hPsC",
+	"Pb1nJSX6106iXhyylIWAx/oX9Gz5W0/OvD8F+zgNO1Nps8W4n+jZceDmqn32o1E7CSOSRSHt6g0cLCHe",
+	"WPBCFOcLm7UCydWmDll87rp+4LkO2ff4HsuvrrDHVN938sJQG/5W7TOzdk4LkM4ybam4Nkxfi4L9dHHx",
+	"6hiDhXgMNdXUpX4hywW9hE0LvYzwGZEGqk1QpTdSVHlG6g8F1rnLTMbwMQbl8Vme90dqpBBpGC9EO14E",
+	"yaKgJieSxIBHeHrTIW0ts7Q/Uk+o3K8odIGVSIqVgcJ4U+OQmKU6WWBVLM7PmbF8nAsWJzrF2Jsf1xcM",
+	"jReWxccZFjp8dM79Y1DYVh9jdoRaeDkkh0dBVPG57K/4LI+ZVEm+SEXaZQkvCokisCxR5makNmDCaDEY",
+	"3E+uxAo/iLjPzvGVDNtaYMupI6++RpXiqguvcVJEE9TOsRgpF7xiVrv0bcy2A1RAMBgd5IGfuRwJTPRp",
+	"VFHCIZtFAoDDDkCZXo4UYpBL5MUZYV199kLjM9tayYQl6ies2ZLmjPGRgiF8UjUm9cppZsP37rOqPRee",
+	"X6PYy2czckWKNzvCLGUMGOLp/vjkImI/PTn/AXf88tXFs5cv3nTd9rmtWnaNlBGO07a342JH8RuR9J4K",
+	"m2S9N9KKIUsKbUwPfqTDMXwm6E/fZCd+WcipVPHIDVRmE7td3DMs08Z2qXiHamXx0Jp7Z48xEOIzOgvB",
+	"lLYj5RZvqFOCEhJnobYyRMD0JOOTCRZ1IhBfcZcBit0ncIVhwqZDEVpHr5fowvToqZgdKTjZ8Yq5hgVd",
+	"nAErAsWHRMytr42lSoOE5zmLj69PYspirDqk4eiPX75+w44AN3M4eVOmqp6x+Cmxs94FBt6ikYqfXPAp",
+	"0EOtnw7S7HNN7CAGIwisnC71jgCMqEgyYkYqrEwWsmCJ1leS2NdIyanShUj7jPiD666Ce2ZTYQ1Tmhbr",
+	"OvY0cHGs0xWbLQycTCGvsZoyFxsEerpiLmgdtn1gpuv6BSEw3TxDJCSqm/e9h2QFJkCT71gjFB4T64YX",
+	"k4VlejJhYzHRBTasG6n4Mdn+PVJ3YuwgwdaivZiokMtEKPK7uEaI53OeZKJ32h90os6iyJ3IMsPj4+Vy",
+	"2ef4c18X02P3rjl+/uzxkxdvnuA7VeyyEW0q3SKdQf+EHnS8tjPs3O8P+vcpCyVDSexZNnyeCpTzoCEi",
+	"DjxLO0NXu/ax0+ixeDoYbGlCdVjzKVce19J7ClOQXQI2nrspe6j1O6Fu0Rm+ex91zGI248UKhLu8Fspl",
+	"8lg+Nai80TTv4T0nmjbu+jX9/LtsGufGrmcPB/c3DVOu6zhsC7YNJDCsBJhQC6ayh5eTEVEpyCrfNtWi",
+	"YJ8J7FzJZd7dCNHrk2NfXNYK0ufS2J/hgS8IVF/2tgGVqDHDTdR5MDjZC7BVzzl8aY/TqDpvwhunj3a/",
+	"EXYrxFUjH9v9XtWyLTxl4rolmw6UCFMqWREDM8ZYV555hJpQt89eoHprS9dEjXqozu8m6sxdw8D66VIP",
+	"mp9dGxck0e91utrjZINEO1f557PmGNXlmLDycfiuzKkD64sq3bxD8CbaH0/KpiN1G88WC3GzhqEnnw1D",
+	"g149LUjqfu2zn4WYY6eYuNaIx1hdiLVOPIibg90YE/TF/UvTAEExtCBKFPd1y9KgUq5cCzvpAgXOlwbw",
+	"bcH9gMsdf5LpDdmUuaAoUFOAAOF5eqgh04O2hFskU9J1c5RNnnTvlF/R2ra/UXaY/X0Ol0DVerjPLBDI",
+	"3PgGklWLwrJEy7GmyNtpIPNSbrKx5kVa9jtrZXtBj/R3rb23ZbpvU+srsbp8x3sfT3vfbmxq/d5hW+Ws",
+	"3yhVn/v8ysYam62y8pWzaqnWDKvVXFs8aTZ1TCfOu6lve1uSy03UOjXmg3kPoiYio1IOEE599nImqSx6",
+	"rG22aTWYgV9bjA8OuXw9GLC1VU47tlUQO6Ze83s86Prj37z/gopMVWrVIiVeKoGt9sGuJoB+lQFNNgGw",
+	"C7AtRRtvXFXbe/p25FUyd/r7+BM812Dwm8Lv9wz1IaXQWRUFC70vj1jQCLzPzn3ZIScj1LF8QN6R8q+d",
+	"Dh5QL0dfsBMRzdiyCYwjXm6bwXTjpceQyQmZwThhxg2b6WtUCKl9EdnnNNyR9mEkJco1YZlUN4w0STB9",
+	"G1tCRgqDwSKcK4kM3zaxSF0EdvArx+hJ13FdaV3FUq044Z6p734T6/DB+4oAD6o7byH3PQU5nOofW4oP",
+	"9iDPqn3+LQn6cGP2c+kKaygD2M9d3NcpD20sIfIit60U1N1EwA2VgAH+S+NKE3XV6+J0MHDuPyrNwzgc",
+	"PW1Ne8Fof41qfhTWk8yXlTiuBq3deibQoQT+qpTWEe0iLA4E7un61yq0qPGkXQrlJkxrsMIdKgi1gXnf",
+	"JrOOXd5A816fvQetLPw6CmCnvSCdtFGK7JH/CPB4DniNSSNVvXHkQ0k1bj1SU7TWnEOftHQvxcwChDZ6",
+	"XL0kLPvthner1Jp5ReTWGKm1tuGR635S61zg69Rcxyps4VssFN5N0ibBXJvqvUTYubvSoeo9DZBCm8U5",
+	"tE8fsKwLTy0KHziAR5w8xs8EDCyWK5Go6v4gjWdtZ2jrEFui90HaUwsWAha20ye+tC7ByTYuF+jOKpWT",
+	"iUDG6WFNjc5b3dw/ixVFIk++AeXi9OFDUAUKngB42JFrUMNVqmfsl1+e/QAwn+lCUBBpLHxHaFu1Jx4p",
+	"1xeD+vPOKidl2b+16uHu3rln3F6J+rCnRqkz0ZGifpD5dDKnIDxLxWyurVDJqkeGe7vJ8/BhPcfhmxbj",
+	"7Tc4wXxSRltXGpcGga0i9nZ2NW4x2Mvh9fnkCjXobBEpPxLheV9X2QiKSq0pWMqBFwQ5aU6zblytUYtv",
+	"7ZNs6i85QIw4o4ifa0rlOFDZYXezPb87d+Tmj22UkdZ3xzchuZpDo2cC43cC1KEq18jJTV043iZVeT/U",
+	"migZqVr8ss/qly3xJvONGwQeh11Nkc1k3IwUccztnTnOqKc4BjNri/CB0UTPAN3GPLkaqRzlWxl1LMS1",
+	"vA4Z9dDn+rmbGRzvBaS/Eqtd95vsKu90mSCB7KvrwuX9EQUoUCJli3m3z86rNnUhWPudnfcKOfXrzvCq",
+	"WSTt79mqrhOQxvVoQaMsx59MFEp81//JexR9T7MIpdlkked4A0j9gqfPehnT72AchTfBNKyivR0kx1Vz",
+	"6O3eySe+n/NhKukfyidX9cje4ZMjoHz1ybVZSe6GBmK9jiqDYOQXt47Cuwk+q3n0wjm/JBb9JyINr/uj",
+	"nt5BA8aglWNwo4wXfL7bRn+kNrgZeV4Gq9ouiojas9LK3LqRanuLELfyOcIwNRsraAXjCibcHsAosDpG",
+	"16A3qMjy2tJZmYF5NBeYNTnPeeLUdDdhnznvDcEOfZjoq8GCPp37q5iC7nmlhE00sSHR7oLE8cuekL9B",
+	"VfeluJ1CU8A6FfNcr2bwNrWl9kr8A1Lix/uHqNcux9hHbT/9fOkpZcvMlssWzZVIz8L28LngYL9KzO0E",
+	"3A4xFUQnpqw18fGPziFv6Ue902s3nZKnNGrTTUVa6SWeU+HvAMvICGIZ5rVdC7ow80/izj03Vy3NSnwT",
+	"/GrXU82OPAsATduzuu7+eo1jUp9BSjSZD45beXMP4Tz7YUyj2H4vvtEayfAN8P8MVuxfMXZByFx1dq3k",
+	"5XhVuQqDqxbLsCHZkYdguxLLL4DrSiy/LKYHTRvu2K3lblNpy97EwrZ+vbGapItRyz6crhHDNifWX97z",
+	"9Nej2SfYQX7dx0K6EvkeS3UWyXcbjdab62y0r1+HbXLaspQacfCgs8Pm+4aj9ndzR80Hv4hesfbg++YS",
+	"tT9d1k69m9IOL0F1vF89BevCjy5OY/U6OuCsbZ6CgFI2ZyhTY6iq/dSXkkn1PlR3bLYF3bXaRFOii/SP",
+	"r9L9WRQ0OGAqjfQ46ivhyktg9MJiACMo0fHVaRsRuGT/QcebLdy/alyzB/O/XTbnn4sHB22GdrJgB7yv",
+	"HLg1f7JZ47w1k7LC13UUPv7kP+7MqUTPUVl9VKaXuOt1aveiUrSM27LZz4nPMVE+h8Rm0oyUq56ghBK6",
+	"/aFwvDAQw6iatXkMf8Dlvq70pt3WM73y10ve/x34LIHS5Q0F2Biho/Ga54sqnw4facvpC5FzQ1ofdo3C",
+	"0RI9Cy+Md2yJbueUlPPnL9uEhyIsj67qcSntpBAqxUQbaRkWo3um4262B4wcuig3Byy2PMlmQtnI560o",
+	"OZmIlFz5hqt0rD+IlB1xWuVI+TVww2IrPtjjzM7yuCzYx60xia21Eq6wdDmxdLV7uYJ7pip/6PZH6hkl",
+	"+DzG0tTHWtlC50OmdC+BbzCqjp9YITD9h9sQUk8u+DRyfb2fTXovtBK9f3CbZHEATWcYwbOlz+L+4EGt",
+	"eh132GdHtUEwugDbSEWSc+BCDq5Ovnho/nRx8eoe3q8TuUZGVO+Nn2Hxpsz4WCi8R9PdlrqWdLmZ5Jvy",
+	"6m/Hf6uLqPVe9OMV9YIokafWgGQsFaD7htRLhEe0P0o2fAu+TvkHaebaSNvaESmuUPCMTWQugO/+11GH",
+	"Wix4AqI+C6NOPGRVxTy/FtWxYYsTwbHRhcn0EoNGdnsuzXrnTr/kN66atfdK5zJpuYkydqRx5uvoe6ZI",
+	"2D2llbgXD12VF1erJV8Bx6DcPu8JB5RwaRxUon7oMgGL9wr3B+98Vk9P1PlXz8PqYjUXvZfz0mWwFi5A",
+	"lhIftkeY4n6biHuhLZvpVE6kDwaVghmv0pJ57q/p8fJZT1iDLzQQ9XBw3nxNRG4Wea+LyrNAOJJwk4rV",
+	"0HCzrDzMJVxyTHQLL9qy50GzhxVMJs3OFCgKGzcT4miuxEOUYW3FCi59Nzral9UgarGUExs9FFwZap/k",
+	"A9pVd8s48MdRr4ncaDYWwdeuz6uTViO1UD4NrMyVQVsPtWB27rN0x/pa1JKYA1lLN79RUjOIMt+l5Gi9",
+	"C353yHiSiLkF+Q/8XS/ylPYcbBmzrGkyl8Sm8Xj71FDD9UBBVdp3dwkZn6y0YGzCAaSJVDl0bXWE5VPX",
+	"V4dxd2wYw8UhXTsbmYs14ucun87RfatKMGR/i8MxZBC/Fx/A+jjCPkUnJwP2f/73yf3uGfUSWXoYBNVI",
+	"D05O8dKQ5hUa9bIkWclITOVzW2cXJUClYUkmkiuRjhQ6mSLfZI8ysSucGpZ2f1lx9WDwqH7DQeRSVmme",
+	"aKSWGbdliX251jaL49Ui1D3a7Ppm8nJdqByUt7qt3Xjpz23OVxHTLnfwuvmNqp/XhCt1nhv245MLBNqr",
+	"Xy7K87X9jQnbDl8PW0H8t3gYojAVyFX4W8fCbZNXyLx1BVuTwfdVHA9VFodoBHud0917dML+Ib+PqB3T",
+	"qqZERuxKzNE4mMprKjcgM2Sk5rwwZHdggzSn4xnqRZD6G3/dTCWKw3cm43PR7bNz5a4/xhwFIFh3+QxO",
+	"43rEcvZRFLqXoyvKGwBYkoCggRlpkCOuVt0hi2HZQ0ZQjkeKWOSMXyEAwDLRhat0xh3Q6sc6lcI3iGI8",
+	"vCAK6PDmDhxT1I96/ejeOquAnYe+RH+3eg1Fj0qHR5dEl0/sqto3gcgPS0kHLJdXXjRRuYRrXw6ofjo4",
+	"qS4R9gZGAeYiNlLLl3wFar5MGR8pp1xUNErjh6aW57PUPwZ5Kt14XfY35HYtr/k2urTfb7s5H+gPv7x+",
+	"Hvk+XS3gJS6zS838msrvTK5Ayg0DpUkarOJZBjrKkS7KW1+bZbv4Uves7RKwIZhkpNTUXSbUgjFDLTfQ",
+	"sDI5zfrsCTVtI+XK+feoEaB38jkbeu8bxgC4J6d3Ctw2PWbISuWM+uM1vCu+Q1Omc+dzPP3u91u0J2A6",
+	"xZpm4rq+/ZmyzrDH+rpNdQvX93HQ5r3VBfk202xZaCvogkk9aVpBWC/smL8ZVsysuuSiZuU4a2mk6pdj",
+	"+HsCqEe3wR56ETPyIzlSQ72gz16HdoSpuiDOtJrivfUzdmSEYPWMhe4ZQyc/phuGomuiC+wCCC+2ab5h",
+	"TOtt4W+9++JCOWjOv0Grao9Bf/U+NBP8HXy8+erxBvP9KwWm1EgH3W1h/c/iiHAU6Zr7IAq1p/D7ihgS",
+	"EVXj7Th0acZUhBljFq3OQQ6RR2CtTfsQVTBfXlUmwvvm+WhnHIVyymWMpXHEFJ950nHPd12jfff1SPlx",
+	"qHW80+zCpUgblY38G4NVRQdUVJvnzm8yUjXHCRxoHRBh3yyKTJAZgKYUylrsSdZC2S/nQr0p28P/ccpj",
+	"Gx3U77gfnIdIW6Qam/n7+tjgFDZUyLrbA8LLA0pM+Jry8TlUATgRvBXakFvLs4DwfgxkHloJ7P/Pc3ld",
+	"0xRKJlQqCv6b40/u080xHuPh6bglIk+2lCmVOcQ1023KpfL3tgCrcC6z9U4kj2Fpt6Xigyiiuu3hjjN7",
+	"t1Ak7j49cxWxJmYGy7oaN6QsRSFabkL5S9a6bH/BgfJPlsX7mLhoKSuDxgM1KevK+byobQk8HEr4t8zD",
+	"30D4Ldn4/99SrsvK35N06T6jr5Sr/nQ1M9goJKTcjRGcaDMtb6dbrGDcaMI/AcN9JozhU2q3F2NR7ZBC",
+	"jvjZOdxjmQ5j8pOLX8n/lHLL3ZNYbA4K9d/fvHzRH6n4OTe2h9/2nv0Qgym1wCtDXKN7bJLza1Vn6dRy",
+	"V27dZ+cs0TO8fQOrd9GfhhOMFGeZ4IUdg1ZQWSlUMSwNk2neWkf71gU+vljWaXvcKQTD7rDLVk6DSVN4",
+	"JD3abp3VrPmA29wCf45K1rt3BZwzUH2D61CoKQJg9Bt05PbeYBaYa5VQERyR1/ubRiv7+p1B797D8ZJH",
+	"mNCuukBheHx8cvptf9Af9E+G3w2+G6BQdMNvMPkjb0FVrTtT1+zFiYYzd9cFdXnDvCFHWo3qGNNZDzk+",
+	"bd4VhMG28SpMC/dXEDp/CaYlJLwoVs2Oaf31Up62Od/6qxfJfRcEd2ThPOdLbiiIHTEsEdYFMMu1G40w",
+	"zR39deHMZcL6+tTuxqFrTGYENIg2H7sbj059fah/BMI54NGgaJVWGEUu3TwqpZZnYJxNhc1EEcxSMvP1",
+	"iVzrF+PTJ/HqIIyC8uDOH5dairZ3NxgYu0SvD+pvoXDo5O5fCN5zFyjcvL/5fwEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -510,6 +510,26 @@ func TestResources(t *testing.T) {
 			}
 		}
 	})
+	t.Run("Writers", func(t *testing.T) {
+		put(b.Token, nil, "v2")
+		r, err := e.c.ListResourceWritersWithResponse(e.ctx, "orders")
+		if err != nil || r.JSON200 == nil {
+			t.Fatalf("ListResourceWriters() = %v %s, %v", status(r), r.Body, err)
+		}
+		at := wiretime.From(t0.Add(time.Second))
+		want := []api.ResourceWrite{
+			{Version: 2, Token: b.Token, Holder: ptr("w2"), At: at, Size: 2, ContentType: "text/plain; charset=utf-8"},
+			{Version: 1, Token: b.Token, Lease: ptr("job"), Holder: ptr("w2"), At: at, Size: 2, ContentType: "text/plain; charset=utf-8"},
+		}
+		if diff := cmp.Diff(want, r.JSON200.Writers); diff != "" {
+			t.Errorf("ListResourceWriters() newest first, without the refused writes (-want +got):\n%s", diff)
+		}
+		nf, err := e.c.ListResourceWritersWithResponse(e.ctx, "never")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantProblem(t, "ListResourceWriters(never written)", nf.HTTPResponse, nf.Body, http.StatusNotFound, api.ProblemCodeNotFound)
+	})
 	t.Run("GetErrNotFound", func(t *testing.T) {
 		r, err := e.c.GetResourceWithResponse(e.ctx, "never")
 		if err != nil {

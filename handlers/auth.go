@@ -385,6 +385,9 @@ var rules = map[string]rule{
 	"requestHandover": {right: auth.Write, names: named(func(r api.RequestHandoverRequestObject) []string { return []string{r.Name} })},
 	"listResources":   {right: auth.Read},
 	"getResource":     {right: auth.Read, names: named(func(r api.GetResourceRequestObject) []string { return []string{r.Resource} })},
+	"listResourceWriters": {right: auth.Read, names: named(func(r api.ListResourceWritersRequestObject) []string {
+		return []string{r.Resource}
+	})},
 	"putResource": {right: auth.Write, names: named(func(r api.PutResourceRequestObject) []string {
 		return []string{r.Resource, deref(r.Params.LeaseName)}
 	})},

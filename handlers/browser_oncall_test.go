@@ -16,6 +16,7 @@ import (
 	cdpbrowser "github.com/chromedp/cdproto/browser"
 	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/leasekeeper/leasekeeper/service/servicetest"
 )
@@ -365,6 +366,14 @@ func TestBrowserOnCall(t *testing.T) {
 		}
 		if fence := dashEval[string](t, ctx, `document.querySelector("[data-testid=resource-state] [data-testid=fence]").innerText`); fence != strconv.FormatInt(c.Token, 10) {
 			t.Errorf("invoices fence = %s, want %d", fence, c.Token)
+		}
+		// Its recent writers, newest first, with when: c's write, then b's; no refused one.
+		writers := dashEval[[]string](t, ctx, `[...document.querySelectorAll("[data-testid=writers-table] [data-testid=writer-row]")].map((r) =>
+		  r.querySelector("[data-testid=writer-holder]").innerText + " " + r.querySelector("[data-testid=writer-token]").innerText +
+		  " " + (r.querySelector("time[data-rel]") ? "dated" : "undated"))`)
+		want := []string{fmt.Sprintf("cron@host-c %d dated", c.Token), fmt.Sprintf("cron@host-b %d dated", b.Token)}
+		if diff := cmp.Diff(want, writers); diff != "" {
+			t.Errorf("invoices writers (-want +got):\n%s", diff)
 		}
 		// The overview marks the reported one as external.
 		dashOpen(t, ctx, s.dashServer, "/", false)

@@ -127,6 +127,17 @@ func wireResource(r lease.Resource) api.ResourceInfo {
 	return out
 }
 
+func wireWrite(x lease.Write) api.ResourceWrite {
+	out := api.ResourceWrite{Version: x.Version, Token: x.Token, At: wireTime(x.At), Size: x.Size, ContentType: x.ContentType}
+	if x.Lease != "" {
+		out.Lease = ptr(x.Lease)
+	}
+	if x.Holder != "" {
+		out.Holder = ptr(x.Holder)
+	}
+	return out
+}
+
 func wireRejection(r lease.Rejection) api.Rejection {
 	out := api.Rejection{Id: r.ID, Resource: r.Resource, PresentedToken: r.PresentedToken, CurrentFence: r.CurrentFence,
 		At: wireTime(r.At), Source: api.RejectionSource(r.Source)}

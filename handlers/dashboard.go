@@ -512,14 +512,18 @@ func (d *dashboard) resource(w http.ResponseWriter, r *http.Request) {
 	}
 	x, err := d.s.store.GetResource(ctx, name)
 	var rej store.Page[lease.Rejection]
+	var writes []lease.Write
 	if err == nil {
 		rej, err = d.s.store.Rejections(ctx, store.RejectionFilter{Resource: name, Limit: store.MaxLimit})
+	}
+	if err == nil {
+		writes, err = d.s.store.ResourceWriters(ctx, name)
 	}
 	if err != nil {
 		d.fail(w, r, err)
 		return
 	}
-	v := web.ResourceDetail{Now: d.s.clock.Now(), Resource: viewResource(x)}
+	v := web.ResourceDetail{Now: d.s.clock.Now(), Resource: viewResource(x), Writers: viewWrites(writes)}
 	v.Resource.Rejections = len(rej.Items)
 	v.Rejections = d.rejectionViews(ctx, rej.Items[:min(len(rej.Items), 20)])
 	d.page(w, r, http.StatusOK, web.ResourceLive(v), web.ErrorInfo{}, web.ResourcePage(d.siteFor(r), v))

@@ -716,11 +716,23 @@ func TestDashboardResourcePage(t *testing.T) {
 	s := newDashServer(t)
 	l := s.acquire("lock-a", "worker-a@host", time.Minute, "")
 	s.put("alpha", l.Token, "hello", map[string]string{"Lease-Name": "lock-a"})
+	l2 := s.acquire("lock-b", "worker-b@host", time.Minute, "")
+	s.put("alpha", l2.Token, "hello again", nil)
 	s.put("alpha", l.Token-1, "stale", nil)
 	_, doc := s.page("/resources/alpha", http.StatusOK, nil)
 	state := dashOne(t, doc, "resource-state")
-	if got := dashText(dashOne(t, state, "fence")); got != strconv.FormatInt(l.Token, 10) {
-		t.Errorf("fence = %q, want %d", got, l.Token)
+	if got := dashText(dashOne(t, state, "fence")); got != strconv.FormatInt(l2.Token, 10) {
+		t.Errorf("fence = %q, want %d", got, l2.Token)
+	}
+	// The recent writers, newest first; the refused write is not one of them.
+	var writers []string
+	for _, row := range dashByTestID(dashOne(t, doc, "writers-table"), "writer-row") {
+		writers = append(writers, dashText(dashOne(t, row, "writer-version"))+" "+dashText(dashOne(t, row, "writer-holder"))+
+			" "+dashText(dashOne(t, row, "writer-token")))
+	}
+	want := []string{fmt.Sprintf("2 worker-b@host %d", l2.Token), fmt.Sprintf("1 worker-a@host %d", l.Token)}
+	if diff := cmp.Diff(want, writers); diff != "" {
+		t.Errorf("writers (-want +got):\n%s", diff)
 	}
 	link := dashOne(t, state, "resource-rejections")
 	if got, want := dashAttr(link, "href"), "/rejections?resource=alpha"; got != want || dashText(link) != "1 rejection" {

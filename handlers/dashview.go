@@ -75,6 +75,15 @@ func viewResource(x lease.Resource) web.Resource {
 		ContentType: x.ContentType, Lease: x.Lease, Holder: x.Holder, UpdatedAt: x.UpdatedAt}
 }
 
+func viewWrites(ws []lease.Write) []web.Write {
+	out := make([]web.Write, len(ws))
+	for i, x := range ws {
+		out[i] = web.Write{Version: x.Version, Token: x.Token, Lease: x.Lease, Holder: x.Holder, At: x.At,
+			Size: x.Size, ContentType: x.ContentType}
+	}
+	return out
+}
+
 // rejectionViews converts rejections and says, where the history of their lease allows, how
 // stale each was: how many grants came after the presented token up to the resource's fence,
 // and how long after the presented grant ended the write came. It reads the history of each

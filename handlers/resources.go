@@ -141,6 +141,23 @@ func (s *server) GetResource(ctx context.Context, req api.GetResourceRequestObje
 			ContentDisposition: `attachment; filename="` + r.Name + `"`, ContentSecurityPolicy: valueCSP, XContentTypeOptions: "nosniff"}}, nil
 }
 
+// ListResourceWriters lists a resource's newest accepted writes, newest first.
+func (s *server) ListResourceWriters(ctx context.Context, req api.ListResourceWritersRequestObject) (api.ListResourceWritersResponseObject, error) {
+	err := lease.ValidateName(req.Resource)
+	var ws []lease.Write
+	if err == nil {
+		ws, err = s.store.ResourceWriters(ctx, req.Resource)
+	}
+	if err != nil {
+		return problemAs[api.ListResourceWritersdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
+	}
+	out := api.ListResourceWriters200JSONResponse{Writers: make([]api.ResourceWrite, len(ws))}
+	for i, x := range ws {
+		out.Writers[i] = wireWrite(x)
+	}
+	return out, nil
+}
+
 // DeleteResource deletes a fenced resource and its fence.
 func (s *server) DeleteResource(ctx context.Context, req api.DeleteResourceRequestObject) (api.DeleteResourceResponseObject, error) {
 	err := lease.ValidateName(req.Resource)

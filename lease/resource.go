@@ -16,6 +16,17 @@ type Resource struct {
 	Value       []byte // only when read with its value
 }
 
+// Write is one accepted write of a fenced resource, as its short history of writers keeps it.
+type Write struct {
+	Version     int64
+	Token       int64
+	Lease       string // Lease-Name of the write, if any
+	Holder      string // holder of the write's token, when known
+	At          time.Time
+	Size        int64
+	ContentType string
+}
+
 // Rejection is a write refused because its token was stale.
 type Rejection struct {
 	ID             int64

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -118,4 +119,30 @@ type eventDetail struct {
 	To      string `json:"to,omitempty"`
 	Reason  string `json:"reason,omitempty"`
 	Session string `json:"session,omitempty"`
+}
+
+// storedWrite is one entry of a resource's writers column, as both backends build it in SQL:
+// an array of these, oldest first, at most WritersKept long.
+type storedWrite struct {
+	Version     int64  `json:"v"`
+	Token       int64  `json:"t"`
+	Lease       string `json:"l"`
+	Holder      string `json:"h"`
+	At          int64  `json:"at"`
+	Size        int64  `json:"n"`
+	ContentType string `json:"ct"`
+}
+
+// DecodeWriters reads a resource's writers column into its writes, newest first.
+func DecodeWriters(b []byte) ([]lease.Write, error) {
+	var stored []storedWrite
+	if err := json.Unmarshal(b, &stored); err != nil {
+		return nil, fmt.Errorf("read the writers of a resource: %w", err)
+	}
+	out := make([]lease.Write, len(stored))
+	for i, x := range stored {
+		out[len(stored)-1-i] = lease.Write{Version: x.Version, Token: x.Token, Lease: x.Lease, Holder: x.Holder,
+			At: time.UnixMilli(x.At).UTC(), Size: x.Size, ContentType: x.ContentType}
+	}
+	return out, nil
 }

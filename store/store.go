@@ -107,6 +107,11 @@ type Store interface {
 	// GetResource returns a resource with its value. Codes: not_found.
 	GetResource(ctx context.Context, name string) (lease.Resource, error)
 
+	// ResourceWriters returns the last WritersKept accepted writes of a resource, newest
+	// first. Refused writes are not among them; deleting the resource forgets them.
+	// Codes: not_found for a resource that does not exist.
+	ResourceWriters(ctx context.Context, name string) ([]lease.Write, error)
+
 	// ListResources returns resources (without values) ordered by name.
 	ListResources(ctx context.Context, f ResourceFilter) (Page[lease.Resource], error)
 
@@ -273,6 +278,9 @@ type Page[T any] struct {
 	Items []T
 	Next  string
 }
+
+// WritersKept is how many of its newest accepted writes a resource keeps (ResourceWriters).
+const WritersKept = 10
 
 // Default and largest page sizes.
 const (

@@ -57,7 +57,8 @@ func evilPages() []page {
 		{"Timeline", TimelineSVG(d.Timeline), nil},
 		{"Rejections", RejectionsPage(evilSite, rl), nil},
 		{"Resources", ResourcesPage(evilSite, res), nil},
-		{"Resource", ResourcePage(evilSite, ResourceDetail{Now: now, Resource: res.Resources[0], Rejections: []Rejection{rej}}), nil},
+		{"Resource", ResourcePage(evilSite, ResourceDetail{Now: now, Resource: res.Resources[0], Rejections: []Rejection{rej},
+			Writers: []Write{{Version: 2, Token: 7, Lease: evilName, Holder: evilHolder, At: at("-1s"), ContentType: evilHolder}}}), nil},
 		{"Error", ErrorPage(evilSite, ErrorInfo{Status: 404, Title: evilName, Detail: evilHolder, RequestID: evilName}), nil},
 	}
 }

@@ -295,6 +295,18 @@ type ResourceDetail struct {
 	Resource Resource
 	// Rejections are the newest refused writes to it, newest first.
 	Rejections []Rejection
+	// Writers are its newest accepted writes, newest first (the store keeps the last 10).
+	Writers []Write
+}
+
+// Write is one accepted write of a resource: who wrote which version, with which token.
+type Write struct {
+	Version, Token int64
+	// Lease is the write's Lease-Name, if any; Holder the holder of its token, when known.
+	Lease, Holder string
+	At            time.Time
+	Size          int64
+	ContentType   string
 }
 
 // ErrorInfo is the props of the error page, for not found and every other failure.

@@ -121,7 +121,7 @@ func runTour(t *testing.T, host, watchHost string) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("the tour took %v: something waited for a lease to expire", d)
 	}
-	for _, want := range []string{`"holder":"me"`, `"lease_held"`, `"stale_token"`, "fencing-token:"} {
+	for _, want := range []string{`"holder":"me"`, `"lease_held"`, `"stale_token"`, "fencing-token:", `"writers":[{`} {
 		if !strings.Contains(strings.ToLower(out), want) { // header names in any case (Prism lowers them)
 			t.Errorf("tour output has no %s:\n%s", want, out)
 		}

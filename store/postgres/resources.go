@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 
@@ -72,9 +73,15 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 		}
 		out = lease.Resource{Name: wr.Name, Fence: wr.Token, Version: version + 1, UpdatedAt: ms(now),
 			Size: int64(len(wr.Value)), ContentType: wr.ContentType, Lease: wr.LeaseName, Holder: holder}
+		// The write joins the row's history of writers, which drops its oldest entry past
+		// store.WritersKept, in the same UPDATE.
 		if _, err := t.tx.Exec(ctx, `UPDATE resources SET fence = $2, version = $3, value = $4, content_type = $5,
-			updated_at = $6, lease = $7, holder = $8 WHERE name = $1`,
-			out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, now, out.Lease, out.Holder); err != nil {
+			updated_at = $6, lease = $7, holder = $8,
+			writers = CASE WHEN jsonb_array_length(writers) >= `+writersKept+` THEN writers - 0 ELSE writers END
+				|| jsonb_build_array(jsonb_build_object('v', $3::bigint, 't', $2::bigint, 'l', $7::text, 'h', $8::text,
+				'at', $6::bigint, 'n', $9::bigint, 'ct', $5::text))
+			WHERE name = $1`,
+			out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, now, out.Lease, out.Holder, out.Size); err != nil {
 			return fmt.Errorf("write resource: %w", err)
 		}
 		return nil
@@ -225,6 +232,26 @@ func (s *Store) GetResource(ctx context.Context, name string) (lease.Resource, e
 	}
 	res.Value = value
 	return res, nil
+}
+
+// writersKept is store.WritersKept in SQL.
+var writersKept = strconv.Itoa(store.WritersKept)
+
+// ResourceWriters returns the newest accepted writes of a resource. See store.Store.
+func (s *Store) ResourceWriters(ctx context.Context, name string) ([]lease.Write, error) {
+	var writers []byte
+	err := s.pool.QueryRow(ctx, `SELECT writers FROM resources WHERE name = $1 AND version > 0`, name).Scan(&writers)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, lease.Errorf(lease.CodeNotFound, "no resource named %q exists", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("writers of resource %q: %w", name, translate(err))
+	}
+	out, err := store.DecodeWriters(writers)
+	if err != nil {
+		return nil, fmt.Errorf("writers of resource %q: %w", name, err)
+	}
+	return out, nil
 }
 
 // ListResources returns resources ordered by name. See store.Store.

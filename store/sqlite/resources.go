@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
@@ -175,6 +176,26 @@ func (s *Store) GetResource(ctx context.Context, name string) (lease.Resource, e
 	}
 	res.UpdatedAt, res.Value = ms(at), value
 	return res, nil
+}
+
+// writersKept is store.WritersKept in SQL.
+var writersKept = strconv.Itoa(store.WritersKept)
+
+// ResourceWriters returns the newest accepted writes of a resource. See store.Store.
+func (s *Store) ResourceWriters(ctx context.Context, name string) ([]lease.Write, error) {
+	var writers []byte
+	err := s.r.QueryRowContext(ctx, `SELECT json(writers) FROM resources WHERE name = ?`, name).Scan(&writers)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, lease.Errorf(lease.CodeNotFound, "no resource named %q exists", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("writers of resource %q: %w", name, w(err))
+	}
+	out, err := store.DecodeWriters(writers)
+	if err != nil {
+		return nil, fmt.Errorf("writers of resource %q: %w", name, err)
+	}
+	return out, nil
 }
 
 // ListResources returns resources ordered by name. See store.Store.

@@ -154,6 +154,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Resources/ErrTokenNotIssued", testResourceNotIssued},
 		{"Resources/Delete", testResourceDelete},
 		{"Resources/Conditional", testResourceConditional},
+		{"Resources/Writers", testResourceWriters},
 		{"Rejections/External", testExternalRejection},
 		{"Rejections/ExternalClaimsNoToken", testExternalRejectionClaimsNothing},
 		{"Concurrent/Contenders", testContenders},
@@ -1526,4 +1527,62 @@ func testSessionOwner(t *testing.T, e *env) {
 	if c, err := e.s.CloseSession(e.ctx, ss.ID, ""); err != nil || c.Leases != 1 {
 		t.Errorf("CloseSession by an admin = %+v, %v; want its lease released", c, err)
 	}
+}
+
+// testResourceWriters: a resource keeps its last store.WritersKept accepted writes, newest
+// first, with who wrote them; a refused write is not among them, nor is a write whose
+// condition failed; deleting the resource forgets them.
+func testResourceWriters(t *testing.T, e *env) {
+	_, err := e.s.ResourceWriters(e.ctx, "db")
+	wantCode(t, "ResourceWriters(never written)", err, lease.CodeNotFound)
+	a := e.acquire("job", "w1", time.Second)
+	e.clock.Advance(2 * time.Second)
+	b := e.acquire("job", "w2", time.Minute)
+	if _, err := e.put("db", a.Token, "", "first"); err != nil {
+		t.Fatal(err)
+	}
+	var want []lease.Write
+	for i := range store.WritersKept + 2 {
+		e.clock.Advance(time.Second)
+		value := strings.Repeat("x", i+1)
+		r, err := e.s.PutResource(e.ctx, store.ResourceWrite{Name: "db", Token: b.Token, LeaseName: "job",
+			Value: []byte(value), ContentType: fmt.Sprintf("text/v%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want = append([]lease.Write{{Version: r.Version, Token: b.Token, Lease: "job", Holder: "w2", At: e.clock.Now(),
+			Size: int64(len(value)), ContentType: fmt.Sprintf("text/v%d", i)}}, want...)
+	}
+	if _, err := e.put("db", a.Token, "", "stale"); !lease.IsCode(err, lease.CodeStale) {
+		t.Fatalf("PutResource(stale) = %v, want stale_token", err)
+	}
+	if _, err := e.s.PutResource(e.ctx, store.ResourceWrite{Name: "db", Token: b.Token, IfVersion: 1}); !lease.IsCode(err, lease.CodePreconditionFailed) {
+		t.Fatalf("PutResource(IfVersion 1) = %v, want precondition_failed", err)
+	}
+	got, err := e.s.ResourceWriters(e.ctx, "db")
+	if err != nil {
+		t.Fatalf("ResourceWriters() = %v", err)
+	}
+	if diff := cmp.Diff(want[:store.WritersKept], got); diff != "" {
+		t.Errorf("writers, newest first, the last %d only (-want +got):\n%s", store.WritersKept, diff)
+	}
+	if err := e.s.DeleteResource(e.ctx, "db", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.s.ResourceWriters(e.ctx, "db")
+	wantCode(t, "ResourceWriters(deleted)", err, lease.CodeNotFound)
+	// Written again, it starts a new history: nothing of the deleted one comes back.
+	if _, err := e.put("db", a.Token, "", "again"); err != nil {
+		t.Fatal(err)
+	}
+	got, err = e.s.ResourceWriters(e.ctx, "db")
+	if err != nil || len(got) != 1 || got[0].Version != 1 || got[0].Token != a.Token || got[0].Holder != "w1" || got[0].Lease != "" {
+		t.Errorf("ResourceWriters(written again) = %+v, %v; want the one new write of w1", got, err)
+	}
+	// A first write refused leaves no resource and no history behind.
+	if _, err := e.put("fresh", a.Token, "job", "refused"); !lease.IsCode(err, lease.CodeStale) {
+		t.Fatalf("PutResource(fresh, token not the lease's) = %v, want stale_token", err)
+	}
+	_, err = e.s.ResourceWriters(e.ctx, "fresh")
+	wantCode(t, "ResourceWriters(only refused)", err, lease.CodeNotFound)
 }

@@ -663,6 +663,33 @@ type ResourceList struct {
 	Resources  []ResourceInfo `json:"resources"`
 }
 
+// ResourceWrite defines model for ResourceWrite.
+type ResourceWrite struct {
+	// At An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	At          Timestamp `json:"at"`
+	ContentType string    `json:"content_type"`
+
+	// Holder The holder of its token, when known.
+	Holder *string `json:"holder,omitempty"`
+
+	// Lease Its Lease-Name, if any.
+	Lease *string `json:"lease,omitempty"`
+	Size  int64   `json:"size"`
+
+	// Token The fencing token it presented.
+	Token int64 `json:"token"`
+
+	// Version The version this write made.
+	Version int64 `json:"version"`
+}
+
+// ResourceWriterList defines model for ResourceWriterList.
+type ResourceWriterList struct {
+	Writers []ResourceWrite `json:"writers"`
+}
+
 // Role `reader` reads; `writer` also acquires, renews, releases, writes resources and reports rejections; `admin` may do everything.
 type Role string
 
@@ -1174,6 +1201,15 @@ type ClientInterface interface {
 	// Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 	PutResourceWithBody(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListResourceWriters The newest accepted writes of a resource (at most 10), newest first.
+	//
+	// Who wrote each of the resource's last versions: the write's token, `Lease-Name` and the
+	// holder of the token, with its time, size and content type. Refused writes are not among
+	// them (see /v1/rejections); deleting the resource forgets them.
+	//
+	// Corresponds with GET /v1/resources/{resource}/writers (the `ListResourceWriters` operationId).
+	ListResourceWriters(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// OpenSessionWithBody Open a session, to hold many leases with one keepalive.
 	//
 	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
@@ -1680,6 +1716,25 @@ func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors 
 // Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 func (c *Client) PutResourceWithBody(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPutResourceRequestWithBody(c.Server, resource, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListResourceWriters The newest accepted writes of a resource (at most 10), newest first.
+//
+// Who wrote each of the resource's last versions: the write's token, `Lease-Name` and the
+// holder of the token, with its time, size and content type. Refused writes are not among
+// them (see /v1/rejections); deleting the resource forgets them.
+//
+// Corresponds with GET /v1/resources/{resource}/writers (the `ListResourceWriters` operationId).
+func (c *Client) ListResourceWriters(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListResourceWritersRequest(c.Server, resource)
 	if err != nil {
 		return nil, err
 	}
@@ -2811,6 +2866,40 @@ func NewPutResourceRequestWithBody(server string, resource Resource, params *Put
 	return req, nil
 }
 
+// NewListResourceWritersRequest constructs an http.Request for the ListResourceWriters method
+func NewListResourceWritersRequest(server string, resource Resource) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "resource", resource, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/resources/%s/writers", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewOpenSessionRequest calls the generic OpenSession builder with application/json body
 func NewOpenSessionRequest(server string, body OpenSessionJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3281,6 +3370,17 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with PUT /v1/resources/{resource} (the `PutResource` operationId).
 	PutResourceWithBodyWithResponse(ctx context.Context, resource Resource, params *PutResourceParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PutResourceResponse, error)
+
+	// ListResourceWritersWithResponse The newest accepted writes of a resource (at most 10), newest first.
+	//
+	// Who wrote each of the resource's last versions: the write's token, `Lease-Name` and the
+	// holder of the token, with its time, size and content type. Refused writes are not among
+	// them (see /v1/rejections); deleting the resource forgets them.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/resources/{resource}/writers (the `ListResourceWriters` operationId).
+	ListResourceWritersWithResponse(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*ListResourceWritersResponse, error)
 
 	// OpenSessionWithBodyWithResponse Open a session, to hold many leases with one keepalive.
 	//
@@ -5156,6 +5256,96 @@ func (r PutResourceResponse) ContentType() string {
 	return ""
 }
 
+// ListResourceWritersResponse401Headers the declared response headers of an HTTP 401 response for ListResourceWriters
+type ListResourceWritersResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// ListResourceWritersResponse429Headers the declared response headers of an HTTP 429 response for ListResourceWriters
+type ListResourceWritersResponse429Headers struct {
+	RetryAfter int
+}
+
+type ListResourceWritersResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *ResourceWriterList
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *ListResourceWritersResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *ListResourceWritersResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListResourceWritersResponse) GetJSON200() *ResourceWriterList {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r ListResourceWritersResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r ListResourceWritersResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r ListResourceWritersResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r ListResourceWritersResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r ListResourceWritersResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r ListResourceWritersResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListResourceWritersResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListResourceWritersResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListResourceWritersResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // OpenSessionResponse401Headers the declared response headers of an HTTP 401 response for OpenSession
 type OpenSessionResponse401Headers struct {
 	WWWAuthenticate string
@@ -5951,6 +6141,23 @@ func (c *ClientWithResponses) PutResourceWithBodyWithResponse(ctx context.Contex
 		return nil, err
 	}
 	return ParsePutResourceResponse(rsp)
+}
+
+// ListResourceWritersWithResponse The newest accepted writes of a resource (at most 10), newest first.
+//
+// Who wrote each of the resource's last versions: the write's token, `Lease-Name` and the
+// holder of the token, with its time, size and content type. Refused writes are not among
+// them (see /v1/rejections); deleting the resource forgets them.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/resources/{resource}/writers (the `ListResourceWriters` operationId).
+func (c *ClientWithResponses) ListResourceWritersWithResponse(ctx context.Context, resource Resource, reqEditors ...RequestEditorFn) (*ListResourceWritersResponse, error) {
+	rsp, err := c.ListResourceWriters(ctx, resource, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListResourceWritersResponse(rsp)
 }
 
 // OpenSessionWithBodyWithResponse Open a session, to hold many leases with one keepalive.
@@ -7824,6 +8031,90 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 			headers.RetryAfter = value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseListResourceWritersResponse parses an HTTP response from a ListResourceWritersWithResponse call
+func ParseListResourceWritersResponse(rsp *http.Response) (*ListResourceWritersResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListResourceWritersResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest ResourceWriterList
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers ListResourceWritersResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers ListResourceWritersResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil

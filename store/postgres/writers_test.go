@@ -1,0 +1,50 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/store/postgres"
+)
+
+// TestWritersMigrationKeepsLastWrite: a resource written before the history of writers existed
+// (migration 0008) starts it with its last write.
+func TestWritersMigrationKeepsLastWrite(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	s, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: "w1", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.PutResource(ctx, store.ResourceWrite{Name: "db", Token: l.Token, LeaseName: "job", Value: []byte("abc"), ContentType: "text/plain"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	// Back to the schema before 0008.
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`ALTER TABLE resources DROP COLUMN writers`, `DELETE FROM goose_db_version WHERE version_id = 8`} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	conn.Close(ctx)
+	s = open(t, url, nil, postgres.Options{})
+	got, err := s.ResourceWriters(ctx, "db")
+	want := lease.Write{Version: 1, Token: l.Token, Lease: "job", Holder: "w1", At: r.UpdatedAt, Size: 3, ContentType: "text/plain"}
+	if err != nil || len(got) != 1 || got[0] != want {
+		t.Errorf("ResourceWriters() after the migration = %+v, %v; want [%+v]", got, err, want)
+	}
+}

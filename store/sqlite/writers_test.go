@@ -1,0 +1,54 @@
+package sqlite_test
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/store/sqlite"
+)
+
+// TestWritersMigrationKeepsLastWrite: a resource written before the history of writers existed
+// (migration 0009) starts it with its last write.
+func TestWritersMigrationKeepsLastWrite(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "leasekeeper.db")
+	s, err := sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: "w1", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.PutResource(ctx, store.ResourceWrite{Name: "db", Token: l.Token, LeaseName: "job", Value: []byte("abc"), ContentType: "text/plain"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	// Back to the schema before 0009.
+	db, err := sql.Open("sqlite3", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`ALTER TABLE resources DROP COLUMN writers`, `DELETE FROM goose_db_version WHERE version_id = 9`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	db.Close()
+	s, err = sqlite.Open(ctx, path, sqlite.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.ResourceWriters(ctx, "db")
+	want := lease.Write{Version: 1, Token: l.Token, Lease: "job", Holder: "w1", At: r.UpdatedAt, Size: 3, ContentType: "text/plain"}
+	if err != nil || len(got) != 1 || got[0] != want {
+		t.Errorf("ResourceWriters() after the migration = %+v, %v; want [%+v]", got, err, want)
+	}
+}
