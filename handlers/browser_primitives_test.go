@@ -23,7 +23,7 @@ func TestBrowserPrimitives(t *testing.T) {
 	b := s.acquireWith("worker-pool", map[string]any{"holder": "pool-worker-2@host-b", "ttl_ms": 300000, "limit": 3, "lock_delay_ms": 5000})
 	kept := s.openSession("deploy-agent@host-k.eu-west-1.compute.internal", 10*time.Minute)
 	for _, name := range []string{"search-index-rebuild-for-the-european-catalogue", "mail-queue"} {
-		s.acquireWith(name, map[string]any{"holder": "deploy-agent@host-k", "session_id": kept.ID})
+		s.acquireWith(name, map[string]any{"holder": "deploy-agent@host-k", "ttl_ms": 0, "session_id": kept.ID})
 	}
 	keptPath := "/sessions/" + kept.Ref
 
@@ -66,7 +66,7 @@ func TestBrowserPrimitives(t *testing.T) {
 	t.Run("SessionCloseEndsLeasesLive", func(t *testing.T) {
 		ss := s.openSession("batch@host-s", time.Minute)
 		for _, name := range []string{"batch-a", "batch-b"} {
-			s.acquireWith(name, map[string]any{"holder": "batch@host-s", "session_id": ss.ID})
+			s.acquireWith(name, map[string]any{"holder": "batch@host-s", "ttl_ms": 0, "session_id": ss.ID})
 		}
 		ctx := dashTab(t, browser)
 		dashOpen(t, ctx, s, "/leases/batch-a", false)

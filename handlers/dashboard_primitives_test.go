@@ -73,8 +73,8 @@ func TestDashboardPrimitives(t *testing.T) {
 	a := s.acquireWith("pool", map[string]any{"holder": "h1", "ttl_ms": 60000, "limit": 3})
 	b := s.acquireWith("pool", map[string]any{"holder": "h2", "ttl_ms": 30000, "limit": 3, "lock_delay_ms": 2000})
 	ss := s.openSession("proc-1", 20*time.Second)
-	s.acquireWith("jobs-a", map[string]any{"holder": "proc-1", "session_id": ss.ID})
-	s.acquireWith("jobs-b", map[string]any{"holder": "proc-1", "session_id": ss.ID})
+	s.acquireWith("jobs-a", map[string]any{"holder": "proc-1", "ttl_ms": 0, "session_id": ss.ID})
+	s.acquireWith("jobs-b", map[string]any{"holder": "proc-1", "ttl_ms": 0, "session_id": ss.ID})
 	s.acquire("plain", "w", time.Minute, "")
 
 	t.Run("OverviewSemaphoreRow", func(t *testing.T) {
