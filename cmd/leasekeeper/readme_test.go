@@ -67,9 +67,10 @@ func readmeSection(t *testing.T, heading string) []string {
 // the port is changed.
 func TestReadmeTour(t *testing.T) {
 	needShellTools(t, "bash", "curl", "jq")
-	s := serveInProcess(t, nil, "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "lk.db"), "--log-level", "warn")
-	host := strings.TrimPrefix(s.url, "http://")
-	runTour(t, host, host)
+	onBackends(t, func(t *testing.T, server string) {
+		host := strings.TrimPrefix(server, "http://")
+		runTour(t, host, host)
+	})
 }
 
 // runTour runs the README's curl tour with its requests sent to host, but the watch stream's

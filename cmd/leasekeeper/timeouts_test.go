@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,8 +14,13 @@ import (
 // TestLongRequestsOutliveBodyTimeout: the body timeout bounds how long a body takes to arrive,
 // not how long a request lasts. A waiting acquire and a watch stream run on well past it.
 func TestLongRequestsOutliveBodyTimeout(t *testing.T) {
-	db := filepath.Join(t.TempDir(), "lk.db")
-	s := serveInProcess(t, nil, "--addr", "127.0.0.1:0", "--db", db, "--body-timeout", "300ms")
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { testLongRequestsOutliveBodyTimeout(t, b.args(t)) })
+	}
+}
+
+func testLongRequestsOutliveBodyTimeout(t *testing.T, db []string) {
+	s := serveInProcess(t, nil, append([]string{"--addr", "127.0.0.1:0", "--body-timeout", "300ms"}, db...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 
