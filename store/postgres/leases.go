@@ -462,21 +462,27 @@ func (s *Store) Release(ctx context.Context, name, id string) error {
 	return nil
 }
 
+// lockSettled locks the row of a used name (see lockName), reads the database's clock after
+// the lock, and settles the name's current grant at that time.
+func lockSettled(ctx context.Context, t *txn, name string) (g grant, ok bool, now int64, err error) {
+	if g, ok, err = lockName(ctx, t, name, false); err != nil {
+		return g, ok, 0, err
+	}
+	if now, err = t.now(ctx); err != nil {
+		return g, ok, 0, err
+	}
+	if ok {
+		g, err = settle(ctx, t, g, now)
+	}
+	return g, ok, now, err
+}
+
 // Revoke ends the current lease on name. See store.Store.
 func (s *Store) Revoke(ctx context.Context, name string, token int64, actor string) error {
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
-		g, ok, err := lockName(ctx, t, name, false)
+		g, ok, now, err := lockSettled(ctx, t, name)
 		if err != nil {
 			return err
-		}
-		now, err := t.now(ctx)
-		if err != nil {
-			return err
-		}
-		if ok {
-			if g, err = settle(ctx, t, g, now); err != nil {
-				return err
-			}
 		}
 		if !(ok && g.rule().HeldAt(ms(now))) {
 			if done, err := revokeSlots(ctx, t, name, token, actor, now); done {
@@ -689,18 +695,9 @@ func (s *Store) Prune(ctx context.Context, r store.Retention) error {
 func (s *Store) RequestHandover(ctx context.Context, name string, h lease.Handover) (lease.Handover, error) {
 	var out lease.Handover
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
-		g, ok, err := lockName(ctx, t, name, false)
+		g, ok, now, err := lockSettled(ctx, t, name)
 		if err != nil {
 			return err
-		}
-		now, err := t.now(ctx)
-		if err != nil {
-			return err
-		}
-		if ok {
-			if g, err = settle(ctx, t, g, now); err != nil {
-				return err
-			}
 		}
 		if out, err = lease.DecideHandover(g.rule(), ok, name, h, ms(now)); err != nil {
 			return err
