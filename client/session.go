@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/client/internal/wire"
+	"github.com/leasekeeper/leasekeeper/lease"
 )
 
 // SessionOptions describes a session asked for.
@@ -76,8 +77,58 @@ func (c *Client) OpenSession(ctx context.Context, o SessionOptions) (*Session, e
 	if resp.JSON201 == nil || resp.JSON201.SessionId == nil {
 		return nil, fmt.Errorf("%s: %w", op, problemOf(resp.HTTPResponse, resp.Body))
 	}
-	s := &Session{c: c, id: *resp.JSON201.SessionId, ref: resp.JSON201.Session, holder: lo.Holder, ttl: lo.TTL, margin: margin,
-		interval: time.Duration(float64(lo.TTL) * c.renewFraction), lastSent: sent, deadline: sent.Add(lo.TTL - margin)}
+	return c.keepSession(ctx, *resp.JSON201.SessionId, resp.JSON201.Session, lo.Holder, lo.TTL, sent), nil
+}
+
+// AttachSession takes up a session another process opened (leasekeeper session open, or
+// Session.ID passed along), by its secret ID: it renews the session once, to learn its ttl
+// and holder, and from then on keeps it alive too, until Detach or Close. Many processes can
+// hold leases under one session this way, each renewing it; this process reckons the
+// session's deadline from its own renewals only, so a renewal of another process never makes
+// it rely on the session longer. Leases acquired through the returned Session are this
+// process's to release; Detach, unlike Close, leaves the session and the other processes'
+// leases alone.
+func (c *Client) AttachSession(ctx context.Context, id string) (*Session, error) {
+	ref := lease.SessionRef(lease.HashID(id))
+	op := fmt.Sprintf("attach session %s", ref)
+	if c.isClosed() {
+		return nil, fmt.Errorf("%s: %w", op, ErrClosed)
+	}
+	if id == "" {
+		return nil, fmt.Errorf("%s: %w: the session ID is empty", op, ErrInvalid)
+	}
+	sent := c.clock.Now()
+	resp, err := c.api.RenewSessionWithResponse(ctx, ref, wire.SessionIDRequest{SessionId: id})
+	if err != nil {
+		return nil, unanswered(ctx, op, err)
+	}
+	if resp.JSON200 == nil {
+		perr := problemOf(resp.HTTPResponse, resp.Body)
+		if sessionGone(perr) {
+			return nil, fmt.Errorf("%s: %w: %w", op, ErrSessionLost, perr)
+		}
+		return nil, fmt.Errorf("%s: %w", op, perr)
+	}
+	ttl := time.Duration(resp.JSON200.TtlMs) * time.Millisecond
+	if margin := c.marginFor(ttl); ttl <= margin {
+		return nil, fmt.Errorf("%s: %w: the session's ttl %v is not longer than the safety margin %v", op, ErrInvalid, ttl, margin)
+	}
+	return c.keepSession(ctx, id, ref, resp.JSON200.Holder, ttl, sent), nil
+}
+
+// sessionGone reports whether the server refused an act on a session because it has ended
+// (expired or closed) or is unknown.
+func sessionGone(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && (ae.Code == string(wire.ProblemCodeSessionLost) || ae.Code == string(wire.ProblemCodeNotFound))
+}
+
+// keepSession returns the session id (public name ref) whose last successful renewal, or
+// opening, was sent at sent, and starts keeping it alive.
+func (c *Client) keepSession(ctx context.Context, id, ref, holder string, ttl time.Duration, sent time.Time) *Session {
+	margin := c.marginFor(ttl)
+	s := &Session{c: c, id: id, ref: ref, holder: holder, ttl: ttl, margin: margin,
+		interval: time.Duration(float64(ttl) * c.renewFraction), lastSent: sent, deadline: sent.Add(ttl - margin)}
 	s.ctx, s.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	s.mu.Lock()
 	s.timer = c.clock.AfterFunc(s.deadline.Sub(c.clock.Now()), s.checkDeadline)
@@ -93,7 +144,7 @@ func (c *Client) OpenSession(ctx context.Context, o SessionOptions) (*Session, e
 		s.bg.Done()
 		s.cancel(err)
 	}
-	return s, nil
+	return s
 }
 
 // Ref returns the session's public name (ses_…), which leases and events show.
@@ -158,8 +209,7 @@ func (s *Session) Renew(ctx context.Context) error {
 	}
 	if resp.JSON200 == nil {
 		perr := problemOf(resp.HTTPResponse, resp.Body)
-		var ae *APIError
-		if errors.As(perr, &ae) && (ae.Code == string(wire.ProblemCodeSessionLost) || ae.Code == string(wire.ProblemCodeNotFound)) {
+		if sessionGone(perr) {
 			err := fmt.Errorf("%w: session %s: %w", ErrSessionLost, s.ref, perr)
 			s.end(fmt.Errorf("%w: %w", ErrLeaseLost, err))
 			return err
@@ -212,25 +262,74 @@ func (s *Session) Close(ctx context.Context) error {
 	if s.closed {
 		return s.closeErr
 	}
+	s.stop(ErrReleased)
+	_, answered, err := s.c.closeSession(ctx, s.id)
+	if answered {
+		s.closed, s.closeErr = true, err
+	}
+	return err
+}
+
+// ClosedSession is what closing a session ended.
+type ClosedSession struct {
+	Ref    string // the session's public name (ses_…)
+	Leases int    // how many leases it held, released with it
+}
+
+// CloseSession closes the session whose secret ID is id, whichever process opened it or
+// keeps it alive: every lease held under it is released in one transaction on the server,
+// and the processes holding them learn it at their next renewal (ErrSessionLost).
+func (c *Client) CloseSession(ctx context.Context, id string) (ClosedSession, error) {
+	out, _, err := c.closeSession(ctx, id)
+	return out, err
+}
+
+// closeSession closes the session id, and reports whether the server answered.
+func (c *Client) closeSession(ctx context.Context, id string) (ClosedSession, bool, error) {
+	ref := lease.SessionRef(lease.HashID(id))
+	op := fmt.Sprintf("close session %s", ref)
+	resp, err := c.api.CloseSessionWithResponse(ctx, ref, wire.SessionIDRequest{SessionId: id})
+	if err != nil {
+		return ClosedSession{}, false, unanswered(ctx, op, err)
+	}
+	if resp.JSON200 == nil {
+		perr := problemOf(resp.HTTPResponse, resp.Body)
+		if sessionGone(perr) {
+			return ClosedSession{}, true, fmt.Errorf("%s: %w: %w", op, ErrSessionLost, perr)
+		}
+		return ClosedSession{}, true, fmt.Errorf("%s: %w", op, perr)
+	}
+	out := ClosedSession{Ref: resp.JSON200.Session}
+	if resp.JSON200.Leases != nil {
+		out.Leases = *resp.JSON200.Leases
+	}
+	return out, true, nil
+}
+
+// ErrDetached is the cause of a session's context, and of its leases', after Detach: this
+// process no longer keeps the session alive, so it may no longer rely on them.
+var ErrDetached = errors.New("session detached")
+
+// Detach stops this process's keepalive of the session without closing it: the session, and
+// every lease under it, lives on while another process renews it (or until it expires). The
+// contexts of the session and of the leases acquired through it end with ErrDetached; release
+// this process's leases first (Lease.Release) if others must not keep them. Detach is
+// idempotent, and a no-op after Close.
+func (s *Session) Detach() { s.stop(ErrDetached) }
+
+// stop stops the keepalive and the deadline timer, and ends the contexts of the session's
+// leases, then its own, with cause.
+func (s *Session) stop(cause error) {
 	s.mu.Lock()
 	leases := s.leases
 	s.timer.Stop()
 	s.mu.Unlock()
 	for _, l := range leases {
-		l.end(ErrReleased)
+		l.end(cause)
 	}
-	s.cancel(ErrReleased)
+	s.cancel(cause)
 	s.bg.Wait()
 	s.stopClose()
-	resp, err := s.c.api.CloseSessionWithResponse(ctx, s.ref, wire.SessionIDRequest{SessionId: s.id})
-	if err != nil {
-		return unanswered(ctx, fmt.Sprintf("close session %s", s.ref), err)
-	}
-	s.closed = true
-	if resp.JSON200 == nil {
-		s.closeErr = fmt.Errorf("close session %s: %w", s.ref, problemOf(resp.HTTPResponse, resp.Body))
-	}
-	return s.closeErr
 }
 
 // followSession moves the lease's reckoning with its session's renewal.

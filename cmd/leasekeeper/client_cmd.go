@@ -22,22 +22,28 @@ const exTempFail = 75
 
 const clientUsage = `Client commands (--server, --json, --api-key-file and --ca-file before or after the command name; --server or env LEASEKEEPER_SERVER; the API key in
 env LEASEKEEPER_API_KEY or --api-key-file; for a server whose certificate a private authority
-signed, --ca-file or env LEASEKEEPER_CA_FILE):
+signed, --ca-file or env LEASEKEEPER_CA_FILE; acquire, lock and run hold their lease under the
+shared session env LEASEKEEPER_SESSION_ID or --session-id-file names, if any, instead of --ttl):
   leasekeeper acquire [--ttl 30s] [--holder H] [--wait 0] [--lock-delay 0] [--metadata JSON] [--json] NAME
   leasekeeper renew   --lease-id ID [--ttl 0] [--json] NAME
   leasekeeper release --lease-id ID NAME
   leasekeeper get     [--json] NAME
   leasekeeper list    [--prefix P] [--state held|free] [--limit N] [--json]
-  leasekeeper run     --name N --ttl 30s [--holder H] [--wait 1m] [--grace 10s] -- CMD ARGS...
+  leasekeeper run     --name N --ttl 30s [--session-ttl D] [--limit N] [--holder H] [--wait 1m] [--grace 10s] -- CMD ARGS...
                       exit status: CMD's; 75 lease held; 122 lease lost while CMD ran
   leasekeeper leader  [--watch] [--json] NAME
-  leasekeeper lock    [--ttl 30s] [--holder H] [--wait 0] [--lock-delay 0] [--metadata JSON] [--json] NAME
+  leasekeeper lock    [--ttl 30s] [--session-ttl D] [--holder H] [--wait 0] [--lock-delay 0] [--metadata JSON] [--json] NAME
                       holds the lease until Ctrl-C (SIGINT, SIGTERM), then releases it
                       exit status: 0 released; 75 lease held; 122 lease lost while held
   leasekeeper elect   [--ttl 30s] [--metadata JSON] [--json] NAME PROPOSAL
                       campaigns as PROPOSAL and leads until Ctrl-C, then resigns
                       exit status: 0 resigned; 122 leadership lost
   leasekeeper elect   --listen [--json] NAME     print the leader and every change
+  leasekeeper session open [--ttl 30s] [--holder H] [--metadata JSON] [--json]
+                      opens a session to share: prints its ID (a secret) for LEASEKEEPER_SESSION_ID;
+                      acquire, lock and run then hold their leases under it and keep it alive
+                      while they run; it expires a ttl after the last of them stops renewing it
+  leasekeeper session close [--json]   closes LEASEKEEPER_SESSION_ID's session: releases its leases
   leasekeeper keys create --label L --role reader|writer|admin [--prefix P]... [--json]
   leasekeeper keys list [--json]
   leasekeeper keys revoke ID
@@ -73,6 +79,8 @@ func clientCommand(ctx context.Context, name string, args []string, getenv func(
 		err = keysCommand(ctx, cf, args, stdout)
 	case "handover":
 		err = handoverCommand(ctx, cf, args, stdout)
+	case "session":
+		err = sessionCommand(ctx, cf, args, getenv, stdout)
 	default:
 		err = &exitError{code: 2, err: fmt.Errorf("unknown client command %q", name)}
 	}
@@ -150,6 +158,15 @@ func (cf *clientFlags) parseAll(args []string) ([]string, error) {
 	}
 }
 
+// noArgs parses the flags of cmd, which takes no positional arguments.
+func (cf *clientFlags) noArgs(args []string, cmd string) error {
+	rest, err := cf.parseAll(args)
+	if err == nil && len(rest) > 0 {
+		err = &exitError{code: 2, err: fmt.Errorf("%s takes no arguments, got %q", cmd, rest)}
+	}
+	return err
+}
+
 func (cf *clientFlags) client(stderr io.Writer, opts ...client.Option) (*client.Client, error) {
 	if stderr != nil {
 		opts = append(opts, client.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
@@ -180,15 +197,7 @@ func (cf *clientFlags) apiKey() (string, error) {
 	if cf.keyFile == "" {
 		return cf.key, nil
 	}
-	b, err := os.ReadFile(cf.keyFile)
-	if err != nil {
-		return "", &exitError{code: 2, err: fmt.Errorf("--api-key-file: %w", err)}
-	}
-	k := strings.TrimSpace(string(b))
-	if k == "" {
-		return "", &exitError{code: 2, err: fmt.Errorf("--api-key-file %s is empty", cf.keyFile)}
-	}
-	return k, nil
+	return readSecretFile("--api-key-file", cf.keyFile)
 }
 
 // defaultHolder names this process for humans: user@host (pid N).
@@ -280,28 +289,74 @@ func (lf *leaseFlags) acquire(ctx context.Context, cf *clientFlags, name string,
 	return c, l, nil
 }
 
-// addSessionFlag defines --session-ttl of run and lock.
-func addSessionFlag(fs *flag.FlagSet) *time.Duration {
-	return duration(fs, "session-ttl", 0, "hold the lease under a session of this duration, renewed at a third of it and closed on exit "+
-		"(which releases the lease in the same transaction), instead of a lease of its own --ttl")
+// sessionFlags choose the session a command holds its lease under: none (a lease of its own
+// --ttl), one of its own (--session-ttl, run and lock), or one shared with other processes,
+// named by its secret ID (env LEASEKEEPER_SESSION_ID, or --session-id-file): the command
+// keeps a shared session alive while it runs, gives back only its own lease, and never closes it.
+type sessionFlags struct {
+	ttl    *time.Duration
+	id     string // LEASEKEEPER_SESSION_ID
+	idFile *string
 }
 
-// hold is acquire, under a session of sessionTTL when it is above 0: the session's keepalive
-// keeps the lease, and giveBack closes the session (releasing the lease with it) rather than
-// releasing the lease alone. --ttl does not go with a session, whose duration is the lease's.
-func (lf *leaseFlags) hold(ctx context.Context, cf *clientFlags, name string, sessionTTL time.Duration, logTo io.Writer,
+// addSessionFlags defines the session flags; own adds --session-ttl.
+func addSessionFlags(fs *flag.FlagSet, getenv func(string) string, own bool) *sessionFlags {
+	sf := &sessionFlags{ttl: new(time.Duration), id: getenv("LEASEKEEPER_SESSION_ID"),
+		idFile: fs.String("session-id-file", getenv("LEASEKEEPER_SESSION_ID_FILE"),
+			"hold the lease under the shared session whose ID this file holds (default: env LEASEKEEPER_SESSION_ID; env LEASEKEEPER_SESSION_ID_FILE)")}
+	if own {
+		sf.ttl = duration(fs, "session-ttl", 0, "hold the lease under a session of this duration, renewed at a third of it and closed on exit "+
+			"(which releases the lease in the same transaction), instead of a lease of its own --ttl")
+	}
+	return sf
+}
+
+// sharedID is the ID of the shared session asked for: from --session-id-file, else
+// LEASEKEEPER_SESSION_ID; "" for none.
+func (sf *sessionFlags) sharedID() (string, error) {
+	if *sf.idFile == "" {
+		return strings.TrimSpace(sf.id), nil
+	}
+	return readSecretFile("--session-id-file", *sf.idFile)
+}
+
+// readSecretFile reads a one-line secret (a key, a session ID) from the file a flag names.
+func readSecretFile(flagName, path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", &exitError{code: 2, err: fmt.Errorf("%s: %w", flagName, err)}
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return "", &exitError{code: 2, err: fmt.Errorf("%s %s is empty", flagName, path)}
+	}
+	return v, nil
+}
+
+// hold is acquire, under the session sf asks for, if any: a session's keepalive keeps the
+// lease. giveBack closes a session of the command's own (releasing the lease with it); under a
+// shared session it releases the lease alone and stops keeping the session alive, leaving the
+// session and the other processes' leases as they are. --ttl does not go with a session,
+// whose duration is the lease's.
+func (lf *leaseFlags) hold(ctx context.Context, cf *clientFlags, name string, sf *sessionFlags, logTo io.Writer,
 	edit func(*client.AcquireOptions)) (c *client.Client, l *client.Lease, giveBack func(context.Context) error, err error) {
-	if sessionTTL <= 0 {
+	shared, err := sf.sharedID()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if shared == "" && *sf.ttl <= 0 {
 		c, l, err = lf.acquire(ctx, cf, name, logTo, edit)
 		if err != nil {
 			return nil, nil, nil, err
 		}
 		return c, l, l.Release, nil
 	}
-	ttlSet := false
-	cf.fs.Visit(func(f *flag.Flag) { ttlSet = ttlSet || f.Name == "ttl" })
-	if ttlSet {
-		return nil, nil, nil, &exitError{code: 2, err: errors.New("--ttl and --session-ttl do not go together: a lease under a session lasts as long as the session")}
+	switch {
+	case shared != "" && *sf.ttl > 0:
+		return nil, nil, nil, &exitError{code: 2, err: errors.New("--session-ttl opens a session of this command's own, " +
+			"LEASEKEEPER_SESSION_ID (or --session-id-file) names a shared one: give one of them")}
+	case given(cf.fs, "ttl"):
+		return nil, nil, nil, &exitError{code: 2, err: errors.New("--ttl does not go with a session: a lease under a session lasts as long as the session")}
 	}
 	o, err := lf.options()
 	if err != nil {
@@ -313,18 +368,40 @@ func (lf *leaseFlags) hold(ctx context.Context, cf *clientFlags, name string, se
 	if c, err = cf.client(logTo); err != nil {
 		return nil, nil, nil, err
 	}
-	s, err := c.OpenSession(ctx, client.SessionOptions{Holder: o.Holder, TTL: sessionTTL})
+	var s *client.Session
+	if shared != "" {
+		s, err = c.AttachSession(ctx, shared)
+	} else {
+		s, err = c.OpenSession(ctx, client.SessionOptions{Holder: o.Holder, TTL: *sf.ttl})
+	}
 	if err == nil {
 		if l, err = s.Acquire(ctx, name, o); err != nil {
-			// Nothing is held under it: close it now rather than let it linger until it expires.
-			s.Close(context.WithoutCancel(ctx))
+			if shared != "" {
+				s.Detach()
+			} else {
+				// Nothing is held under it: close it now rather than let it linger until it expires.
+				s.Close(context.WithoutCancel(ctx))
+			}
 		}
 	}
 	if err != nil {
 		c.Close()
 		return nil, nil, nil, cf.fail(err)
 	}
-	return c, l, s.Close, nil
+	if shared == "" {
+		return c, l, s.Close, nil
+	}
+	return c, l, func(ctx context.Context) error {
+		defer s.Detach()
+		return l.Release(ctx)
+	}, nil
+}
+
+// given reports whether the flag name was given on the command line.
+func given(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // parseMetadata reads a --metadata flag: empty for none, else a JSON object.
@@ -355,11 +432,14 @@ func writeGrant(w io.Writer, l *client.Lease, asJSON bool) error {
 func acquireCommand(ctx context.Context, cf *clientFlags, args []string, getenv func(string) string, stdout io.Writer) error {
 	lf := addLeaseFlags(cf.fs, getenv, "lease duration")
 	key := cf.fs.String("idempotency-key", "", "a key that makes retries of this acquire return the first grant")
+	sf := addSessionFlags(cf.fs, getenv, false)
 	name, err := cf.parse(args, new(string))
 	if err != nil {
 		return err
 	}
-	c, l, err := lf.acquire(ctx, cf, name, nil, func(o *client.AcquireOptions) {
+	// Under a shared session the lease lives as long as the session: the processes that keep
+	// it alive keep the lease. Closing the client stops this one's keepalive and closes nothing.
+	c, l, _, err := lf.hold(ctx, cf, name, sf, nil, func(o *client.AcquireOptions) {
 		o.IdempotencyKey, o.DisableKeepAlive = *key, true
 	})
 	if err != nil {
@@ -463,10 +543,8 @@ func listCommand(ctx context.Context, cf *clientFlags, args []string, stdout io.
 	prefix := cf.fs.String("prefix", "", "only names that start with this")
 	state := cf.fs.String("state", "", "held or free; empty for both")
 	limit := cf.fs.Int("limit", 0, "at most this many (one page); 0 lists all")
-	if rest, err := cf.parseAll(args); err != nil {
+	if err := cf.noArgs(args, "list"); err != nil {
 		return err
-	} else if len(rest) > 0 {
-		return &exitError{code: 2, err: fmt.Errorf("list takes no arguments, got %q", rest)}
 	}
 	if *state != "" && *state != "held" && *state != "free" {
 		return &exitError{code: 2, err: fmt.Errorf("--state must be held or free, not %q", *state)}

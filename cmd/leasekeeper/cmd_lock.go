@@ -15,12 +15,12 @@ import (
 // `etcdctl lock NAME` without a command does. A lost lease ends it with exLeaseLost.
 func lockCommand(ctx context.Context, cf *clientFlags, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	lf := addLeaseFlags(cf.fs, getenv, "lease duration; renewed at a third of it")
-	sessionTTL := addSessionFlag(cf.fs)
+	sf := addSessionFlags(cf.fs, getenv, true)
 	name, err := cf.parse(args, new(string))
 	if err != nil {
 		return err
 	}
-	c, l, giveBack, err := lf.hold(ctx, cf, name, *sessionTTL, stderr, nil)
+	c, l, giveBack, err := lf.hold(ctx, cf, name, sf, stderr, nil)
 	switch {
 	case ctx.Err() != nil && err != nil:
 		return nil // interrupted while waiting: nothing to give back

@@ -25,11 +25,15 @@ type held struct {
 // start runs args in-process against srv with its admin key.
 func start(t *testing.T, srv string, args ...string) *held {
 	t.Helper()
+	return startEnv(t, map[string]string{"LEASEKEEPER_SERVER": srv, "LEASEKEEPER_API_KEY": servicetest.KeyOf(srv)}, args...)
+}
+
+// startEnv runs args in-process with env as its environment.
+func startEnv(t *testing.T, env map[string]string, args ...string) *held {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &held{stop: cancel, done: make(chan int, 1)}
-	getenv := func(k string) string {
-		return map[string]string{"LEASEKEEPER_SERVER": srv, "LEASEKEEPER_API_KEY": servicetest.KeyOf(srv)}[k]
-	}
+	getenv := func(k string) string { return env[k] }
 	go func() {
 		code := 0
 		if err := run(ctx, args, getenv, &h.stdout, &h.stderr); err != nil {

@@ -47,7 +47,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	lf := addLeaseFlags(cf.fs, getenv, "lease duration; renewed at a third of it")
 	grace := duration(cf.fs, "grace", 10*time.Second, "after SIGTERM on lease loss, how long CMD has before SIGKILL")
 	limit := cf.fs.Int("limit", 0, "hold one of this many slots of the name, a semaphore (like consul lock -n); 0: a plain lease")
-	sessionTTL := addSessionFlag(cf.fs)
+	sf := addSessionFlags(cf.fs, getenv, true)
 	flagArgs, argv, found := splitDashDash(args)
 	if err := parseFlags(cf.fs, flagArgs, stdout, stderr); err != nil {
 		return err
@@ -62,7 +62,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	case *grace < 0:
 		return &exitError{code: 2, err: errors.New("run: --grace must not be negative")}
 	}
-	c, l, giveBack, err := lf.hold(ctx, cf, *name, *sessionTTL, stderr, func(o *client.AcquireOptions) { o.Limit = *limit })
+	c, l, giveBack, err := lf.hold(ctx, cf, *name, sf, stderr, func(o *client.AcquireOptions) { o.Limit = *limit })
 	if err != nil {
 		if exitCode(err) == exTempFail {
 			return &exitError{code: exTempFail, err: fmt.Errorf("run: not starting %s: %w", argv[0], err)}

@@ -20,6 +20,7 @@ Usage:
   leasekeeper backup --out FILE  copy the database consistently, even while serve runs
   leasekeeper acquire|renew|release|get|list|leader|run|lock|elect|handover …   client commands (-h on each)
   leasekeeper keys create|list|revoke …                      manage API keys (admin)
+  leasekeeper session open|close …                          a session several commands share
   leasekeeper bench --server URL [--baseline]                load-test a server on this machine
   leasekeeper health [--server URL]   exit 0 when the server is ready (GET /readyz), else 1
   leasekeeper version            print the version
@@ -65,7 +66,7 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return &exitError{code: 2, err: errors.New("no command given")}
 	}
 	switch args[0] {
-	case "acquire", "renew", "release", "get", "list", "run", "leader", "lock", "elect", "keys", "health", "handover":
+	case "acquire", "renew", "release", "get", "list", "run", "leader", "lock", "elect", "keys", "health", "handover", "session":
 	default:
 		if len(global) > 0 {
 			return &exitError{code: 2, err: fmt.Errorf("%s belongs to the client commands, not %q", global[0], args[0])}
@@ -74,7 +75,7 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], getenv, stdout, stderr)
-	case "acquire", "renew", "release", "get", "list", "run", "leader", "lock", "elect", "keys", "handover":
+	case "acquire", "renew", "release", "get", "list", "run", "leader", "lock", "elect", "keys", "handover", "session":
 		return clientCommand(ctx, args[0], withGlobal(args[0], global, args[1:]), getenv, stdout, stderr)
 	case "health":
 		return healthCommand(ctx, withGlobal(args[0], global, args[1:]), getenv, stdout, stderr)
@@ -136,12 +137,12 @@ func splitGlobal(args []string) (global, rest []string, err error) {
 }
 
 // withGlobal puts the global flags given before the command name where the command parses
-// its flags: after keys' subcommand, else first.
+// its flags: after the subcommand of keys and session, else first.
 func withGlobal(cmd string, global, args []string) []string {
 	if len(global) == 0 {
 		return args
 	}
-	if cmd == "keys" && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+	if (cmd == "keys" || cmd == "session") && len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		return append([]string{args[0]}, append(global, args[1:]...)...)
 	}
 	return append(append([]string(nil), global...), args...)

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/service/servicetest"
 )
 
@@ -85,5 +86,108 @@ func TestRunSession(t *testing.T) {
 	// Held for longer than the session's ttl, and released only by the close.
 	if typ, ses := lastEvent(t, srv, "job"); typ != "released" || !strings.HasPrefix(ses, "ses_") {
 		t.Errorf("after run the last event is %q naming session %q, want released by closing its session", typ, ses)
+	}
+}
+
+// TestSharedSession: `session open` gives a session that lock, run and acquire share (env
+// LEASEKEEPER_SESSION_ID): each holds its lease under it and keeps it alive while it runs;
+// each gives back only its own lease when it ends, never the session; `session close` then
+// releases what is still held under it.
+func TestSharedSession(t *testing.T) {
+	ctx := context.Background()
+	srv := newTestServer(t)
+	c := newAdminClient(t, srv)
+	id, errOut, code := cli(t, srv, "session", "open", "--ttl", "2s", "--holder", "deploy-42")
+	id = strings.TrimSpace(id)
+	if code != 0 || !strings.HasPrefix(id, "lks_") {
+		t.Fatalf("session open printed %q, exit %d %q; want a session ID", id, code, errOut)
+	}
+	env := map[string]string{"LEASEKEEPER_SERVER": srv, "LEASEKEEPER_API_KEY": servicetest.KeyOf(srv), "LEASEKEEPER_SESSION_ID": id}
+
+	lock := startEnv(t, env, "lock", "--json", "a")
+	var a leaseJSON
+	if err := jsonDecode(lock.waitOutput(t, "}"), &a); err != nil || a.TTLMs != 2000 {
+		t.Fatalf("lock under the session printed %q (%v), want a grant of the session's 2 s", lock.stdout.lines(), err)
+	}
+	aSession := lease.SessionRef(lease.HashID(id)) // its public name, which events show
+
+	// run shares it: CMD outlives the session's ttl, kept alive by both processes.
+	out := filepath.Join(t.TempDir(), "out")
+	if _, errOut, code := cliEnv(t, env, "run", "--name", "b", "--", "sh", "-c", `sleep 2.5; echo "$LEASEKEEPER_FENCING_TOKEN" > "`+out+`"`); code != 0 {
+		t.Fatalf("run under the session: exit %d %q, want 0", code, errOut)
+	}
+	if b, err := os.ReadFile(out); err != nil || strings.TrimSpace(string(b)) == "" {
+		t.Errorf("CMD wrote %q, %v; want its token", b, err)
+	}
+	if typ, ses := lastEvent(t, srv, "b"); typ != "released" || ses != aSession || !strings.HasPrefix(ses, "ses_") {
+		t.Errorf("after run, b's last event is %q naming session %q; want released under the shared session %q", typ, ses, aSession)
+	}
+	// run gave back its own lease only: lock's is held, and stays held past another ttl.
+	time.Sleep(2500 * time.Millisecond)
+	if st, err := c.Get(ctx, "a"); err != nil || !st.Held || st.Token != a.Token {
+		t.Fatalf("a after run ended and a ttl passed: %+v, %v; want still held by lock (token %d)", st, err, a.Token)
+	}
+
+	// A one-shot acquire under the session: the lease lives as long as the session.
+	var cj leaseJSON
+	if got, errOut, code := cliEnv(t, env, "acquire", "--json", "c"); code != 0 || jsonDecode(got, &cj) != nil {
+		t.Fatalf("acquire under the session: exit %d %q %q", code, got, errOut)
+	}
+
+	lock.stop()
+	if code := lock.exit(t, 10*time.Second); code != 0 {
+		t.Errorf("lock exit %d after the interrupt, want 0; stderr %q", code, lock.stderr.lines())
+	}
+	if typ, _ := lastEvent(t, srv, "a"); typ != "released" {
+		t.Errorf("after lock ended, a's last event is %q, want released", typ)
+	}
+	if st, err := c.Get(ctx, "c"); err != nil || !st.Held {
+		t.Fatalf("c after lock ended: %+v, %v; want held (the session is not closed by a process that shared it)", st, err)
+	}
+	got, errOut, code := cliEnv(t, env, "session", "close")
+	if code != 0 || !strings.Contains(got, "released 1 leases") {
+		t.Fatalf("session close printed %q, exit %d %q; want 1 lease released", got, code, errOut)
+	}
+	if typ, ses := lastEvent(t, srv, "c"); typ != "released" || ses != aSession {
+		t.Errorf("after session close, c's last event is %q naming %q, want released by closing %s", typ, ses, aSession)
+	}
+	// The closed session is no one's to hold leases under any more.
+	if _, errOut, code := cliEnv(t, env, "lock", "d"); code != 1 || !strings.Contains(errOut, "session lost") {
+		t.Errorf("lock under the closed session: exit %d %q, want 1 and session lost", code, errOut)
+	}
+}
+
+// TestSharedSessionUsageErrors: a shared session does not go with a session or a ttl of the
+// command's own; session close needs a session; unknown subcommands and arguments are refused.
+func TestSharedSessionUsageErrors(t *testing.T) {
+	srv := newTestServer(t)
+	env := map[string]string{"LEASEKEEPER_SERVER": srv, "LEASEKEEPER_API_KEY": servicetest.KeyOf(srv), "LEASEKEEPER_SESSION_ID": "lks_whatever"}
+	noID := map[string]string{"LEASEKEEPER_SERVER": srv, "LEASEKEEPER_API_KEY": servicetest.KeyOf(srv)}
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+	}{
+		{env, []string{"lock", "--session-ttl", "5s", "job"}},
+		{env, []string{"lock", "--ttl", "5s", "job"}},
+		{env, []string{"acquire", "--ttl", "5s", "job"}},
+		{env, []string{"run", "--name", "job", "--ttl", "5s", "--", "true"}},
+		{noID, []string{"session", "close"}},
+		{noID, []string{"session"}},
+		{noID, []string{"session", "list"}},
+		{noID, []string{"session", "open", "extra"}},
+		{noID, []string{"session", "open", "--ttl", "30"}},
+		{noID, []string{"lock", "--session-id-file", empty, "job"}},
+	} {
+		if _, errOut, code := cliEnv(t, tc.env, tc.args...); code != 2 {
+			t.Errorf("%q: exit %d %q, want 2", tc.args, code, errOut)
+		}
+	}
+	// An ID that is no session's: refused by the server, nothing held.
+	if _, errOut, code := cliEnv(t, env, "lock", "job"); code != 1 || !strings.Contains(errOut, "session lost") {
+		t.Errorf("lock under an unknown session: exit %d %q, want 1 and session lost", code, errOut)
 	}
 }
