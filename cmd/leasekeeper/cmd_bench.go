@@ -108,7 +108,8 @@ func benchCommand(ctx context.Context, args []string, getenv func(string) string
 	if *attach != "" {
 		return (&bench{hc: hc, cfg: c, tag: *attach}).holdAttached(ctx, os.Stdin, stdout)
 	}
-	fmt.Fprintf(stdout, "%-14s %7s %10s %9s %9s %9s %9s %8s %7s\n", "mode", "clients", "ops/s", "p50", "p90", "p99", "max", "errors", "ratio")
+	fmt.Fprintf(stdout, "%-14s %7s %10s %9s %9s %9s %9s %8s %7s %10s\n", "mode", "clients", "ops/s", "p50", "p90", "p99", "max", "errors", "ratio",
+		"srv-cpu/op")
 	var base float64
 	if c.baseline {
 		r, err := benchBaseline(ctx, hc, c)
@@ -183,6 +184,15 @@ type result struct {
 	elapsed            time.Duration
 	firstErr           error
 	note               string
+	srvCPU             time.Duration // the servers' CPU time during the run; 0 when unknown
+}
+
+// cpuPerOp is the servers' CPU time per operation, "-" when unknown.
+func (r result) cpuPerOp() string {
+	if r.srvCPU <= 0 || r.ops == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0fµs", float64(r.srvCPU.Microseconds())/float64(r.ops))
 }
 
 func (r result) rate() float64 { return float64(r.ops) / r.elapsed.Seconds() }
@@ -199,7 +209,8 @@ func (r result) print(w io.Writer, mode string, clients int, base float64) {
 	if base > 0 {
 		ratio = fmt.Sprintf("%.2f", r.rate()/base)
 	}
-	fmt.Fprintf(w, "%-14s %7d %10.0f %9s %9s %9s %9s %8d %7s\n", mode, clients, r.rate(), pct(.5), pct(.9), pct(.99), pct(1), r.errs, ratio)
+	fmt.Fprintf(w, "%-14s %7d %10.0f %9s %9s %9s %9s %8d %7s %10s\n", mode, clients, r.rate(), pct(.5), pct(.9), pct(.99), pct(1), r.errs, ratio,
+		r.cpuPerOp())
 	if r.refused > 0 {
 		fmt.Fprintf(w, "%-14s %d of the ops were refused (lease_held): %.0f grants/s\n", "", r.refused, float64(r.ops-r.refused)/r.elapsed.Seconds())
 	}
@@ -221,7 +232,54 @@ func (b *bench) run(ctx context.Context, mk func(b *bench, i int) worker) (resul
 			return result{}, fmt.Errorf("setup: %w", err)
 		}
 	}
-	return runWorkers(ctx, ws, b.cfg.dur), nil
+	cpu0, ok0 := b.cfg.serverCPU(ctx, b.hc)
+	r := runWorkers(ctx, ws, b.cfg.dur)
+	if cpu1, ok1 := b.cfg.serverCPU(ctx, b.hc); ok0 && ok1 {
+		r.srvCPU = cpu1 - cpu0
+	}
+	return r, nil
+}
+
+// serverCPU returns the CPU time the servers' processes have used so far, summed, as their
+// /metrics say (process_cpu_seconds_total); false when one does not say. Divided by the
+// operations of a run, it is the server's own cost per operation, apart from the load
+// generator's, which shares the machine.
+func (c benchConfig) serverCPU(ctx context.Context, hc *http.Client) (time.Duration, bool) {
+	var total float64
+	for _, u := range c.servers {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.JoinPath("/metrics").String(), nil)
+		if err != nil {
+			return 0, false
+		}
+		if c.key != "" {
+			req.Header.Set("Authorization", "Bearer "+c.key)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, false
+		}
+		v, ok := processCPU(resp.Body)
+		resp.Body.Close()
+		if !ok || resp.StatusCode != http.StatusOK {
+			return 0, false
+		}
+		total += v
+	}
+	return time.Duration(total * float64(time.Second)), true
+}
+
+// processCPU reads process_cpu_seconds_total from a Prometheus text exposition.
+func processCPU(r io.Reader) (float64, bool) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 2 && f[0] == "process_cpu_seconds_total" {
+			v, err := strconv.ParseFloat(f[1], 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
 }
 
 func runWorkers(ctx context.Context, ws []worker, dur time.Duration) result {
@@ -438,6 +496,10 @@ func (b *bench) watchersMode(ctx context.Context, stdout io.Writer, base float64
 	}
 	fmt.Fprintf(stdout, "%-14s with watchers and waiters (%s): %.2f of the writers' throughput alone; %d events streamed\n", "",
 		where, with.rate()/alone.rate(), events())
+	if alone.srvCPU > 0 && with.srvCPU > 0 && alone.ops > 0 && with.ops > 0 {
+		a, w := alone.srvCPU.Seconds()/float64(alone.ops), with.srvCPU.Seconds()/float64(with.ops)
+		fmt.Fprintf(stdout, "%-14s the server's CPU per cycle: %s alone, %s with them (%+.0f %%)\n", "", alone.cpuPerOp(), with.cpuPerOp(), 100*(w/a-1))
+	}
 	return nil
 }
 

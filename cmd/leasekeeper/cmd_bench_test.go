@@ -73,6 +73,22 @@ func TestBenchWatchersApart(t *testing.T) {
 	if n, _ := strconv.Atoi(string(m[1])); n == 0 {
 		t.Errorf("the watchers held apart received no events:\n%s", out)
 	}
+	// The real server says its CPU time on /metrics: bench divides it by the operations.
+	if !regexp.MustCompile(`(?m)^cycle .* [0-9]+µs$`).Match(out) || !strings.Contains(string(out), "the server's CPU per cycle: ") {
+		t.Errorf("no server CPU per operation in:\n%s", out)
+	}
+}
+
+// TestProcessCPU reads the process's CPU seconds from a scrape, and says when it is absent.
+func TestProcessCPU(t *testing.T) {
+	scrape := "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n" +
+		"# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total_x 9\nprocess_cpu_seconds_total 12.5\ngo_goroutines 7\n"
+	if v, ok := processCPU(strings.NewReader(scrape)); !ok || v != 12.5 {
+		t.Errorf("processCPU = %v, %v; want 12.5", v, ok)
+	}
+	if v, ok := processCPU(strings.NewReader("go_goroutines 7\n")); ok {
+		t.Errorf("processCPU without the metric = %v, true; want false", v)
+	}
 }
 
 // TestBenchRefusesRemote: bench drives servers on this machine only.
