@@ -45,7 +45,8 @@ Modes (comma-separated with --mode):
   watchers  cycle without, then with --watchers SSE watchers and --waiters waiting acquires;
             with --watchers-apart they are held by a second bench process at the lowest CPU
             priority (nice 19), so that reading their streams costs the writers' load
-            generator less of this machine
+            generator less of this machine; each watcher watches every event of the writers,
+            or with --watch-own only one writer's lease, as leasekeeper run follows its own
 `
 
 type benchConfig struct {
@@ -60,6 +61,7 @@ type benchConfig struct {
 	watchers int
 	waiters  int
 	apart    bool
+	own      bool // each watcher follows one writer's name
 	key      string
 }
 
@@ -76,6 +78,7 @@ func benchCommand(ctx context.Context, args []string, getenv func(string) string
 	fs.DurationVar(&c.wait, "wait", 2*time.Second, "wait_ms of contend-wait")
 	fs.IntVar(&c.watchers, "watchers", 1000, "SSE watchers attached in the watchers mode")
 	fs.IntVar(&c.waiters, "waiters", 1000, "acquires waiting in line in the watchers mode")
+	fs.BoolVar(&c.own, "watch-own", false, "in the watchers mode, each watcher follows one writer's lease (as leasekeeper run does) instead of every event")
 	fs.BoolVar(&c.apart, "watchers-apart", false, "hold the watchers mode's watchers and waiters in a second process at nice 19")
 	attach := fs.String("attach", "", "") // internal: hold watchers of this tag for a parent bench
 	if err := parseFlags(fs, args, stdout, stderr); err != nil {
@@ -170,13 +173,17 @@ type worker interface {
 }
 
 var benchModes = map[string]func(b *bench, i int) worker{
-	"cycle":        func(b *bench, i int) worker { return &cycleWorker{b: b, name: fmt.Sprintf("%s-%d", b.tag, i)} },
+	"cycle":        func(b *bench, i int) worker { return &cycleWorker{b: b, name: cycleName(b.tag, i)} },
 	"renew":        func(b *bench, i int) worker { return &renewWorker{b: b, name: fmt.Sprintf("%s-%d", b.tag, i)} },
 	"fenced":       func(b *bench, i int) worker { return &fencedWorker{b: b, name: fmt.Sprintf("%s-%d", b.tag, i)} },
 	"acquire":      func(b *bench, i int) worker { return &acquireWorker{b: b, prefix: fmt.Sprintf("%s-%d-", b.tag, i)} },
 	"contend":      func(b *bench, i int) worker { return &contendWorker{b: b} },
 	"contend-wait": func(b *bench, i int) worker { return &contendWorker{b: b, wait: b.cfg.wait} },
 }
+
+// cycleName is the name the cycle mode's client i takes: of fixed width, so that it is the
+// only name starting with itself, and a watcher of it as a prefix follows that one lease.
+func cycleName(tag string, i int) string { return fmt.Sprintf("%s-%05d", tag, i) }
 
 type result struct {
 	ops, errs, refused int
@@ -521,8 +528,12 @@ func (b *bench) attach(ctx context.Context) (attached, error) {
 		return events.Load()
 	}
 	ready := make(chan error, b.cfg.watchers)
-	for range b.cfg.watchers {
-		wg.Go(func() { b.watch(bg, b.tag+"-w", ready, &events) })
+	for i := range b.cfg.watchers {
+		prefix := b.tag + "-w" // every event of the cycle run with watchers (its tag)
+		if b.cfg.own {
+			prefix = cycleName(b.tag+"-w", i%b.cfg.clients)
+		}
+		wg.Go(func() { b.watch(bg, prefix, ready, &events) })
 	}
 	for range b.cfg.watchers {
 		if err := <-ready; err != nil {
@@ -574,7 +585,8 @@ func (b *bench) attachApart(ctx context.Context) (attached, error) {
 		return attached{}, fmt.Errorf("--watchers-apart needs nice(1): %w (or pass --watchers-apart=false)", err)
 	}
 	cmd := exec.CommandContext(ctx, nice, "-n", "19", self, "bench", "--server", b.cfg.serverList(), "--attach", b.tag,
-		"--watchers", strconv.Itoa(b.cfg.watchers), "--waiters", strconv.Itoa(b.cfg.waiters))
+		"--watchers", strconv.Itoa(b.cfg.watchers), "--waiters", strconv.Itoa(b.cfg.waiters), "-c", strconv.Itoa(b.cfg.clients),
+		"--watch-own="+strconv.FormatBool(b.cfg.own))
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

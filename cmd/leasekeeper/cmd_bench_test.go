@@ -52,6 +52,30 @@ func TestBench(t *testing.T) {
 	if strings.Contains(out.String(), "first error") {
 		t.Errorf("bench reported errors:\n%s", out.String())
 	}
+
+	// --watch-own: each watcher follows one writer's lease, and gets its events.
+	out.Reset()
+	err = run(context.Background(), []string{"bench", "--server", srv.URL, "-c", "3", "-d", "300ms", "--mode", "watchers",
+		"--watchers", "6", "--waiters", "0", "--watch-own"}, getenv, &out, &errb)
+	if err != nil {
+		t.Fatalf("bench --watch-own = %v\n%s%s", err, out.String(), errb.String())
+	}
+	m := regexp.MustCompile(`([0-9]+) events streamed`).FindStringSubmatch(out.String())
+	if m == nil || m[1] == "0" {
+		t.Errorf("watchers of their own writer's lease received no events:\n%s", out.String())
+	}
+}
+
+// TestCycleNamesArePrefixFree: no cycle client's name starts with another's, so a watcher of
+// one as a prefix follows that lease alone.
+func TestCycleNamesArePrefixFree(t *testing.T) {
+	for i := range 200 {
+		for j := range 200 {
+			if i != j && strings.HasPrefix(cycleName("t", j), cycleName("t", i)) {
+				t.Fatalf("%q starts with %q", cycleName("t", j), cycleName("t", i))
+			}
+		}
+	}
 }
 
 // TestBenchWatchersApart runs the watchers mode of the real binary, whose watchers and waiters
