@@ -60,8 +60,13 @@ type Hub struct {
 	opts  Options
 
 	mu       sync.RWMutex
-	changed  chan struct{} // closed and replaced at every commit
 	watchers int
+	// The streams being served, by the prefix they watch, and how many prefixes of each length
+	// there are: a commit wakes only the streams whose prefix starts one of its events' names,
+	// found by looking up each such name's prefixes of those lengths, so that a thousand
+	// watchers of a lease each are not all woken by every commit.
+	byPrefix map[string]map[*Stream]struct{}
+	lens     map[int]int
 	closed   chan struct{} // closed by Close: every stream ends
 	once     sync.Once
 
@@ -95,10 +100,11 @@ func NewHub(st Store, opts Options) *Hub {
 	if opts.WriteBudget == 0 {
 		opts.WriteBudget = 5000
 	}
-	return &Hub{store: st, opts: opts, changed: make(chan struct{}), closed: make(chan struct{}), horizon: -1}
+	return &Hub{store: st, opts: opts, closed: make(chan struct{}), horizon: -1, byPrefix: map[string]map[*Stream]struct{}{}, lens: map[int]int{}}
 }
 
-// ObserveEvents wakes every watcher; wire it to the store's commit hook. It never blocks.
+// ObserveEvents keeps the events and wakes the watchers of their names; wire it to the store's
+// commit hook. It never blocks.
 func (h *Hub) ObserveEvents(evs []lease.Event) {
 	if len(evs) == 0 {
 		return
@@ -126,8 +132,33 @@ func (h *Hub) ObserveEvents(evs []lease.Event) {
 	if h.n == recentCap {
 		h.horizon = h.at(0).Seq - 1
 	}
-	close(h.changed)
-	h.changed = make(chan struct{})
+	h.wake(evs)
+}
+
+// wake signals every stream that watches one of evs' names. h.mu must be held.
+func (h *Hub) wake(evs []lease.Event) {
+	for n := range h.lens {
+		woken := ""
+		for _, e := range evs {
+			if len(e.Name) < n || e.Name[:n] == woken && woken != "" {
+				continue
+			}
+			set, ok := h.byPrefix[e.Name[:n]]
+			if !ok {
+				continue
+			}
+			for st := range set {
+				select {
+				case st.wake <- struct{}{}:
+				default: // already signalled: it reads every event when it runs
+				}
+			}
+			woken = e.Name[:n]
+			if n == 0 {
+				break // the watchers of everything: once is enough
+			}
+		}
+	}
 }
 
 // at returns the i-th oldest event of the ring. h.mu must be held.
@@ -169,12 +200,6 @@ func (h *Hub) fromMemory(after int64, prefix string, visit func(e *lease.Event, 
 	return after, true, nil
 }
 
-func (h *Hub) wait() <-chan struct{} {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return h.changed
-}
-
 // Close ends every open stream and refuses new ones, so a shutting-down server is not held
 // up by watchers. It is safe to call more than once.
 func (h *Hub) Close() { h.once.Do(func() { close(h.closed) }) }
@@ -192,7 +217,8 @@ type Stream struct {
 	ctx    context.Context
 	prefix string
 	after  int64
-	live   int64 // the newest seq when the stream opened: later events count for OnDeliver
+	live   int64         // the newest seq when the stream opened: later events count for OnDeliver
+	wake   chan struct{} // signalled when an event of its prefix commits
 
 	// Keep, when set before Serve, decides which events the watcher may see; the others are
 	// skipped (the stream's position still moves past them).
@@ -228,7 +254,31 @@ func (h *Hub) Open(ctx context.Context, prefix, lastEventID string) (*Stream, er
 		return nil, lease.Errorf(lease.CodeTooManyWatchers, "%d watchers are connected, the most this server allows", h.watchers)
 	}
 	h.watchers++
-	return &Stream{hub: h, ctx: ctx, prefix: prefix, after: after, live: live}, nil
+	return &Stream{hub: h, ctx: ctx, prefix: prefix, after: after, live: live, wake: make(chan struct{}, 1)}, nil
+}
+
+// register makes commits of s's prefix wake s.
+func (h *Hub) register(s *Stream) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.byPrefix[s.prefix] == nil {
+		h.byPrefix[s.prefix] = map[*Stream]struct{}{}
+	}
+	h.byPrefix[s.prefix][s] = struct{}{}
+	h.lens[len(s.prefix)]++
+}
+
+// unregister forgets s and frees its watcher slot.
+func (h *Hub) unregister(s *Stream) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.watchers--
+	if delete(h.byPrefix[s.prefix], s); len(h.byPrefix[s.prefix]) == 0 {
+		delete(h.byPrefix, s.prefix)
+	}
+	if h.lens[len(s.prefix)]--; h.lens[len(s.prefix)] == 0 {
+		delete(h.lens, len(s.prefix))
+	}
 }
 
 // Encoder turns an event into its JSON form on the stream; the HTTP layer supplies it.
@@ -242,16 +292,13 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 	if shared {
 		encode = s.hub.opts.Encode
 	}
-	defer func() {
-		s.hub.mu.Lock()
-		s.hub.watchers--
-		s.hub.mu.Unlock()
-	}()
+	s.hub.register(s)
+	defer s.hub.unregister(s)
 	rc := http.NewResponseController(w)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	h.Set("X-Accel-Buffering", "no")
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-cache")
+	hd.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	if err := s.write(w, rc, []byte("retry: 2000\n\n")); err != nil {
 		return err
@@ -282,7 +329,7 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 		return nil
 	}
 	for {
-		changed := s.hub.wait() // take the signal before reading, so no commit is missed
+		// A commit after this read leaves a signal in s.wake, so none is missed.
 		for {
 			seen, caughtUp, err := s.hub.fromMemory(s.after, s.prefix, add)
 			if err != nil {
@@ -320,7 +367,7 @@ func (s *Stream) Serve(w http.ResponseWriter, encode Encoder) error {
 			return nil
 		case <-s.hub.closed:
 			return nil
-		case <-changed:
+		case <-s.wake:
 			if err := s.pause(last); err != nil {
 				return nil
 			}

@@ -1,0 +1,76 @@
+package watch
+
+import (
+	"context"
+	"testing"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+type emptyStore struct{}
+
+func (emptyStore) Events(context.Context, store.EventFilter) (store.Page[lease.Event], error) {
+	return store.Page[lease.Event]{}, nil
+}
+func (emptyStore) LatestSeq(context.Context) (int64, error) { return 0, nil }
+
+// TestCommitWakesOnlyItsWatchers: a commit wakes the streams whose prefix starts one of its
+// events' names, and no other: a thousand watchers of one lease each are not all woken by
+// every commit. Every stream that is not woken has nothing to read.
+func TestCommitWakesOnlyItsWatchers(t *testing.T) {
+	h := NewHub(emptyStore{}, Options{})
+	prefixes := []string{"", "jobs/", "jobs/a", "jobs/ab", "jobs/b", "other/", "jobs/a/x"}
+	streams := map[string]*Stream{}
+	for _, p := range prefixes {
+		s, err := h.Open(context.Background(), p, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.register(s)
+		streams[p] = s
+	}
+	woken := func() map[string]bool {
+		out := map[string]bool{}
+		for p, s := range streams {
+			select {
+			case <-s.wake:
+				out[p] = true
+			default:
+			}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		names []string
+		want  []string
+	}{
+		{[]string{"jobs/a"}, []string{"", "jobs/", "jobs/a"}},
+		{[]string{"jobs/ab", "jobs/ab"}, []string{"", "jobs/", "jobs/a", "jobs/ab"}},
+		{[]string{"other/x", "jobs/b1"}, []string{"", "jobs/", "jobs/b", "other/"}},
+		{[]string{"zzz"}, []string{""}},
+	} {
+		var evs []lease.Event
+		for i, n := range tc.names {
+			evs = append(evs, lease.Event{Seq: int64(100*len(tc.names) + i), Name: n})
+		}
+		h.ObserveEvents(evs)
+		got := woken()
+		for _, p := range tc.want {
+			if !got[p] {
+				t.Errorf("commit of %q did not wake the watcher of %q", tc.names, p)
+			}
+			delete(got, p)
+		}
+		for p := range got {
+			t.Errorf("commit of %q woke the watcher of %q", tc.names, p)
+		}
+	}
+	// A stream that ends is forgotten, and so are the prefix lengths nobody watches.
+	for _, p := range prefixes {
+		h.unregister(streams[p])
+	}
+	if len(h.byPrefix) != 0 || len(h.lens) != 0 || h.watchers != 0 {
+		t.Errorf("after every stream ended: byPrefix %v, lens %v, watchers %d; want all empty", h.byPrefix, h.lens, h.watchers)
+	}
+}
