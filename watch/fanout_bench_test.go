@@ -1,4 +1,4 @@
-package watch_test
+package watch
 
 import (
 	"bytes"
@@ -14,18 +14,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/lease"
-	"github.com/leasekeeper/leasekeeper/store"
-	"github.com/leasekeeper/leasekeeper/watch"
 )
-
-// quietStore is a store with no history: every event a benchmark's streams see comes from the
-// hub's memory.
-type quietStore struct{}
-
-func (quietStore) Events(context.Context, store.EventFilter) (store.Page[lease.Event], error) {
-	return store.Page[lease.Event]{}, nil
-}
-func (quietStore) LatestSeq(context.Context) (int64, error) { return 0, nil }
 
 // lastIDWriter is a stream's client that keeps only the id of the last event written to it.
 type lastIDWriter struct {
@@ -62,7 +51,7 @@ func BenchmarkFanOut(b *testing.B) {
 // prefix(0)+"": every watcher of a prefix of it must receive them before the next commit.
 func benchFanOut(b *testing.B, streams int, prefix func(int) string) {
 	const batch = 4
-	hub := watch.NewHub(quietStore{}, watch.Options{MaxWatchers: streams, Coalesce: time.Nanosecond, WriteBudget: 1 << 30,
+	hub := NewHub(emptyStore{}, Options{MaxWatchers: streams, Coalesce: time.Nanosecond, WriteBudget: 1 << 30,
 		Encode: func(e lease.Event) any {
 			return map[string]any{"seq": e.Seq, "type": e.Type, "name": e.Name, "token": e.Token}
 		}})

@@ -8,6 +8,8 @@ import (
 	"github.com/leasekeeper/leasekeeper/store"
 )
 
+// emptyStore is a store with no history: every event a test's streams see comes from the
+// hub's memory.
 type emptyStore struct{}
 
 func (emptyStore) Events(context.Context, store.EventFilter) (store.Page[lease.Event], error) {
