@@ -17,11 +17,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/openapi3filter"
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
-	validator "github.com/oapi-codegen/nethttp-middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -112,18 +109,9 @@ func New(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 
-	spec, err := api.GetSpec()
+	spec, err := validationSpec()
 	if err != nil {
-		return nil, fmt.Errorf("load embedded spec: %w", err)
-	}
-	spec.Servers = nil // validate paths, not hosts
-	// Keys are checked by s.authenticate and the strict middleware; the validator's own
-	// security check would only read ahead into the body.
-	spec.Security = nil
-	for _, item := range spec.Paths.Map() {
-		for _, op := range item.Operations() {
-			op.Security = nil
-		}
+		return nil, err
 	}
 
 	r := chi.NewRouter()
@@ -149,9 +137,13 @@ func New(cfg Config) (http.Handler, error) {
 		w.Write(cfg.Spec)
 	})
 
+	routes, err := newSpecRoutes(spec)
+	if err != nil {
+		return nil, err
+	}
 	dash.routes(r)
 	r.Group(func(r chi.Router) {
-		r.Use(noStore, sameOrigin, s.jsonBody, s.validate(spec))
+		r.Use(noStore, sameOrigin, s.jsonBody, s.validate(routes))
 		strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{s.authorize}, api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  s.requestError,
 			ResponseErrorHandlerFunc: s.responseError,
@@ -159,33 +151,6 @@ func New(cfg Config) (http.Handler, error) {
 		api.HandlerWithOptions(strict, api.ChiServerOptions{BaseRouter: r, ErrorHandlerFunc: s.requestError})
 	})
 	return r, nil
-}
-
-// validate enforces the spec (patterns, bounds, required fields, no unknown fields) before the
-// generated code runs. Fenced writes take any content type, so their bodies are not checked
-// against a schema; everything else about them is.
-func (s *server) validate(spec *openapi3.T) func(http.Handler) http.Handler {
-	onErr := func(_ context.Context, err error, w http.ResponseWriter, r *http.Request, _ validator.ErrorHandlerOpts) {
-		s.writeProblem(w, r, validationError(err))
-	}
-	full := validator.OapiRequestValidatorWithOptions(spec, &validator.Options{
-		ErrorHandlerWithOpts: onErr, DoNotValidateServers: true, SilenceServersWarning: true,
-		Options: openapi3filter.Options{MultiError: false},
-	})
-	noBody := validator.OapiRequestValidatorWithOptions(spec, &validator.Options{
-		ErrorHandlerWithOpts: onErr, DoNotValidateServers: true, SilenceServersWarning: true,
-		Options: openapi3filter.Options{ExcludeRequestBody: true},
-	})
-	return func(next http.Handler) http.Handler {
-		withBody, without := full(next), noBody(next)
-		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/resources/") {
-				without.ServeHTTP(w, r)
-				return
-			}
-			withBody.ServeHTTP(w, r)
-		})
-	}
 }
 
 // noStore keeps API answers out of caches: lease state is stale the moment it is sent. A
@@ -325,6 +290,9 @@ func (s *server) accessLog(next http.Handler) http.Handler {
 		}
 		d := time.Since(start)
 		s.metrics.observeRequest(r.Method, route, status, d, *long)
+		if !s.log.Enabled(r.Context(), slog.LevelInfo) {
+			return // the attributes below would be built for nothing
+		}
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("method", r.Method), slog.String("route", route), slog.Int("status", status),
 			slog.Duration("duration", d), slog.Int("bytes", ww.BytesWritten()),
@@ -348,16 +316,28 @@ func (s *server) jsonBody(next http.Handler) http.Handler {
 			s.writeProblem(w, r, err)
 			return
 		}
-		dec := json.NewDecoder(bytes.NewReader(body))
-		var v json.RawMessage
-		if err := dec.Decode(&v); err == nil {
-			if _, err := dec.Token(); err != io.EOF {
-				s.writeProblem(w, r, lease.Errorf(lease.CodeInvalid, "the body must be one JSON value, with nothing after it"))
-				return
-			}
+		if trailingData(body) {
+			s.writeProblem(w, r, lease.Errorf(lease.CodeInvalid, "the body must be one JSON value, with nothing after it"))
+			return
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// trailingData reports whether body is a JSON value followed by more than white space. A body
+// that is not JSON at all is the validator's to refuse. json.Valid, one scan without a copy,
+// settles the usual case (one value, nothing after it); only the rest is decoded.
+func trailingData(body []byte) bool {
+	if json.Valid(body) {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var v json.RawMessage
+	if err := dec.Decode(&v); err != nil {
+		return false
+	}
+	_, err := dec.Token()
+	return err != io.EOF
 }
