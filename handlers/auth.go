@@ -145,15 +145,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			s.writeProblem(w, r, err)
 			return
 		}
-		ctx := context.WithValue(r.Context(), principalKey{}, pi)
-		if pi.p.KeyID != "" {
-			// A revoked key's long requests (watch streams, waits in line) end at once.
-			var cancel context.CancelCauseFunc
-			ctx, cancel = context.WithCancelCause(ctx)
-			stop := context.AfterFunc(a.life(pi.p.KeyID), func() { cancel(errKeyRevoked) })
-			defer func() { stop(); cancel(nil) }()
-		}
-		next.ServeHTTP(w, r.WithContext(ctx))
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, pi)))
 	})
 }
 
@@ -241,6 +233,21 @@ func (a *authn) sessionPrincipal(ctx context.Context, secret string) (*principal
 		}
 	}
 	return &principalInfo{p: ses.Key.Principal(), session: h}, nil
+}
+
+// untilRevoked returns ctx, ended with errKeyRevoked when the key of its principal is revoked
+// through this process, for the requests that last: watch streams and acquires that wait in
+// line end at once. A short request, checked when it arrived, is answered as one that came
+// before the revocation; it does not register with its key, which cost every request a
+// shared lock (all the clients of one key contend for its context's).
+func (a *authn) untilRevoked(ctx context.Context) (context.Context, func()) {
+	id := principalOf(ctx).KeyID
+	if id == "" {
+		return ctx, func() {}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	stop := context.AfterFunc(a.life(id), func() { cancel(errKeyRevoked) })
+	return ctx, func() { stop(); cancel(nil) }
 }
 
 // life returns a context that ends when the key is revoked through this process.

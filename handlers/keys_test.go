@@ -91,6 +91,57 @@ func TestKeysAPI(t *testing.T) {
 	wantProblem(t, "revoke an unknown key", resp, b, http.StatusNotFound, api.ProblemCodeNotFound)
 }
 
+// TestRevokedKeyEndsItsWaits: an acquire waiting in line under a key ends as soon as the key
+// is revoked, not when its wait_ms runs out, and its place in line is given up.
+func TestRevokedKeyEndsItsWaits(t *testing.T) {
+	e := newServiceEnv(t, service.Config{})
+	r, err := e.c.CreateKeyWithResponse(e.ctx, api.KeyRequest{Label: "billing", Role: api.Writer, Prefixes: &[]string{"billing-"}})
+	if err != nil || r.JSON201 == nil {
+		t.Fatalf("CreateKey = %v, %v", status(r), err)
+	}
+	if resp, b := e.bearerDo(e.key, "POST", "/v1/leases/billing-nightly/acquire", `{"holder":"admin","ttl_ms":60000}`, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("acquire = %d %s", resp.StatusCode, b)
+	}
+	answered := make(chan int, 1)
+	go func() {
+		resp, _ := e.bearerDo(r.JSON201.Key, "POST", "/v1/leases/billing-nightly/acquire", `{"holder":"w","ttl_ms":60000,"wait_ms":30000}`, nil)
+		answered <- resp.StatusCode
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		g, err := e.c.GetLeaseWithResponse(e.ctx, "billing-nightly")
+		if err == nil && g.JSON200 != nil && g.JSON200.Waiters == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the key's acquire never waited in line")
+		}
+	}
+	revokedAt := time.Now()
+	if d, err := e.c.RevokeKeyWithResponse(e.ctx, r.JSON201.Record.Id); err != nil || d.StatusCode() != http.StatusNoContent {
+		t.Fatalf("RevokeKey = %v, %v", status(d), err)
+	}
+	select {
+	case code := <-answered:
+		if code == http.StatusOK {
+			t.Errorf("the revoked key's waiting acquire was granted")
+		}
+		if d := time.Since(revokedAt); d > 2*time.Second {
+			t.Errorf("the waiting acquire ended %v after the revocation", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked key's acquire still waits in line")
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		g, err := e.c.GetLeaseWithResponse(e.ctx, "billing-nightly")
+		if err == nil && g.JSON200 != nil && g.JSON200.Waiters == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the revoked key's acquire kept its place in line")
+		}
+	}
+}
+
 // TestIdempotencyKeyBelongsToItsCaller replays a victim's Idempotency-Key and public fields
 // with another API key: the replay must not hand back the victim's lease_id.
 func TestIdempotencyKeyBelongsToItsCaller(t *testing.T) {

@@ -27,7 +27,9 @@ func (s *server) AcquireLease(ctx context.Context, req api.AcquireLeaseRequestOb
 		p.IdempotencyKey, err = s.auth.idempotencyKey(who, p.Name, p.IdempotencyKey)
 	}
 	if err == nil && wait > 0 {
-		var done func()
+		var done, stop func()
+		ctx, stop = s.auth.untilRevoked(ctx)
+		defer stop()
 		if done, err = s.auth.hold(principalOf(ctx), holdWait); err == nil {
 			defer done()
 		}

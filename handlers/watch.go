@@ -22,7 +22,7 @@ func (s *server) Watch(ctx context.Context, req api.WatchRequestObject) (api.Wat
 		return problemAs[api.WatchdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	prefix, _, _ := scope(ctx, deref(req.Params.Prefix))
-	sctx, cancel := context.WithCancel(ctx)
+	sctx, cancel := s.auth.untilRevoked(ctx)
 	st, err := s.hub.Open(sctx, prefix, deref(req.Params.LastEventID))
 	if err != nil {
 		cancel()
