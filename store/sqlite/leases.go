@@ -193,13 +193,22 @@ func settle(ctx context.Context, t *txn, g grant) (grant, error) {
 // Acquire grants the lease on a free name. See store.Store.
 func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease, error) {
 	var out lease.Lease
-	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+	err := s.write(ctx, s.acquireOp(p, &out))
+	if err != nil {
+		return lease.Lease{}, fmt.Errorf("acquire %q: %w", p.Name, err)
+	}
+	return out, nil
+}
+
+// acquireOp is Acquire's operation; it sets *out to the lease granted.
+func (s *Store) acquireOp(p store.AcquireParams, out *lease.Lease) func(context.Context, *txn) error {
+	return func(ctx context.Context, t *txn) error {
 		var keyHash, fp []byte
 		if p.IdempotencyKey != "" {
 			keyHash, fp = lease.HashID(p.IdempotencyKey), store.Fingerprint(p)
 			l, done, err := replay(ctx, t, p, keyHash, fp)
 			if done || err != nil {
-				out = l
+				*out = l
 				return err
 			}
 		}
@@ -258,15 +267,11 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 		// meta.last_token is written once for the batch, in its transaction (see runBatch).
 		t.setToken(token)
 		t.setName(gname, curOf(ng, p.Owner))
-		out = ng.lease()
+		*out = ng.lease()
 		out.ID, out.Limit = id, p.Limit
 		return t.record(ctx, lease.Event{Type: lease.EventAcquired, Name: gname, Token: token, Holder: p.Holder,
 			At: ms(t.now), ExpiresAt: out.ExpiresAt, LockDelay: p.LockDelay, Metadata: p.Metadata})
-	})
-	if err != nil {
-		return lease.Lease{}, fmt.Errorf("acquire %q: %w", p.Name, err)
 	}
-	return out, nil
 }
 
 // decideName decides which name an acquire grants (p.Name, or a free slot of the semaphore
@@ -382,7 +387,16 @@ func isSlotOf(slot, name string) bool {
 // Renew extends the current unexpired lease. See store.Store.
 func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, metadata json.RawMessage) (lease.Lease, error) {
 	var out lease.Lease
-	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+	err := s.write(ctx, s.renewOp(name, id, ttl, metadata, &out))
+	if err != nil {
+		return lease.Lease{}, fmt.Errorf("renew %q: %w", name, err)
+	}
+	return out, nil
+}
+
+// renewOp is Renew's operation; it sets *out to the renewed lease.
+func (s *Store) renewOp(name, id string, ttl time.Duration, metadata json.RawMessage, out *lease.Lease) func(context.Context, *txn) error {
+	return func(ctx context.Context, t *txn) error {
 		g, err := byID(ctx, t, name, id)
 		if err != nil {
 			return err
@@ -410,7 +424,7 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 			c.hasMeta = g.metadata.Valid
 		}
 		t.setName(g.name, c)
-		out = g.lease()
+		*out = g.lease()
 		out.Limit = t.s.mem.sems[out.Name]
 		if h, ok := t.s.mem.handovers[g.token]; ok {
 			h.Name, h.Holder = g.name, g.holder
@@ -418,16 +432,21 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 		}
 		return t.record(ctx, lease.Event{Type: lease.EventRenewed, Name: g.name, Token: g.token, Holder: g.holder,
 			At: ms(t.now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata)})
-	})
-	if err != nil {
-		return lease.Lease{}, fmt.Errorf("renew %q: %w", name, err)
 	}
-	return out, nil
 }
 
 // Release ends the lease. See store.Store.
 func (s *Store) Release(ctx context.Context, name, id string) error {
-	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+	err := s.write(ctx, s.releaseOp(name, id))
+	if err != nil {
+		return fmt.Errorf("release %q: %w", name, err)
+	}
+	return nil
+}
+
+// releaseOp is Release's operation.
+func (s *Store) releaseOp(name, id string) func(context.Context, *txn) error {
+	return func(ctx context.Context, t *txn) error {
 		g, err := byID(ctx, t, name, id)
 		if err != nil {
 			return err
@@ -436,11 +455,7 @@ func (s *Store) Release(ctx context.Context, name, id string) error {
 			return err
 		}
 		return end(ctx, t, g, lease.EndReleased, t.now)
-	})
-	if err != nil {
-		return fmt.Errorf("release %q: %w", name, err)
 	}
-	return nil
 }
 
 // Revoke ends the current lease on name. See store.Store.
