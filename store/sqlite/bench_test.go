@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -13,15 +14,26 @@ import (
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
+// batches counts the batches a store committed and the operations they held.
+type batches struct{ n, ops atomic.Int64 }
+
 // openBench opens a fresh store on the real clock, as the server runs it.
 func openBench(b *testing.B) *sqlite.Store {
+	s, _ := openCounted(b)
+	return s
+}
+
+// openCounted is openBench, counting the store's batches.
+func openCounted(b *testing.B) (*sqlite.Store, *batches) {
 	b.Helper()
-	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{})
+	c := &batches{}
+	s, err := sqlite.Open(context.Background(), filepath.Join(b.TempDir(), "bench.db"), sqlite.Options{
+		OnBatch: func(ops int, _ time.Duration, _ bool) { c.n.Add(1); c.ops.Add(int64(ops)) }})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { s.Close() })
-	return s
+	return s, c
 }
 
 func opsPerSecond(b *testing.B) {
@@ -78,16 +90,16 @@ func BenchmarkRelease(b *testing.B) {
 // BenchmarkAcquireParallel acquires distinct names from many goroutines: concurrent writes
 // share commits, so this is where group commit shows.
 func BenchmarkAcquireParallel(b *testing.B) {
-	s := openBench(b)
+	s, c := openCounted(b)
 	var n atomic.Int64
 	b.SetParallelism(16)
-	b.ResetTimer()
+	m := startCPU(b, c)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			grant(b, s, fmt.Sprintf("n%d", n.Add(1)))
 		}
 	})
-	opsPerSecond(b)
+	m.report()
 }
 
 // BenchmarkPutResource writes one resource again and again under one lease: the fenced-write
@@ -109,13 +121,13 @@ func BenchmarkPutResource(b *testing.B) {
 
 // BenchmarkPutResourceParallel writes 64 resources from many goroutines, sharing commits.
 func BenchmarkPutResourceParallel(b *testing.B) {
-	s := openBench(b)
+	s, c := openCounted(b)
 	l := grant(b, s, "job")
 	ctx := context.Background()
 	value := []byte(`{"balance":100}`)
 	var n atomic.Int64
 	b.SetParallelism(16)
-	b.ResetTimer()
+	m := startCPU(b, c)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			name := fmt.Sprintf("acct%d", n.Add(1)%64)
@@ -126,5 +138,106 @@ func BenchmarkPutResourceParallel(b *testing.B) {
 			}
 		}
 	})
-	opsPerSecond(b)
+	m.report()
+}
+
+// cpuMeter measures the process's CPU time (user and system, every thread: the writer, cgo and
+// the benchmark's goroutines) from startCPU on; on a shared machine it varies far less than
+// the wall time.
+type cpuMeter struct {
+	b        *testing.B
+	start    time.Duration
+	c        *batches
+	n0, ops0 int64
+}
+
+// startCPU resets the benchmark's timer and starts measuring CPU time, and the size of the
+// batches of c when c is not nil: the writer's CPU per operation falls as batches grow, so a
+// change that alters their size must be read with it.
+func startCPU(b *testing.B, c *batches) cpuMeter {
+	b.Helper()
+	b.ResetTimer()
+	m := cpuMeter{b: b, c: c, start: cpuTime(b)}
+	if c != nil {
+		m.n0, m.ops0 = c.n.Load(), c.ops.Load()
+	}
+	return m
+}
+
+// report reports ops/s, the CPU time per b.N iteration as cpu-µs/op, and the writer's
+// operations per batch.
+func (m cpuMeter) report() {
+	m.b.Helper()
+	used := cpuTime(m.b) - m.start
+	m.b.ReportMetric(float64(used.Microseconds())/float64(m.b.N), "cpu-µs/op")
+	if m.c != nil {
+		if n := m.c.n.Load() - m.n0; n > 0 {
+			m.b.ReportMetric(float64(m.c.ops.Load()-m.ops0)/float64(n), "ops/batch")
+		}
+	}
+	opsPerSecond(m.b)
+}
+
+func cpuTime(b *testing.B) time.Duration {
+	b.Helper()
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// holders acquires n leases, named hold0…hold{n-1}, for the parallel benchmarks' goroutines.
+func holders(b *testing.B, s *sqlite.Store, n int) []lease.Lease {
+	b.Helper()
+	out := make([]lease.Lease, n)
+	for i := range out {
+		out[i] = grant(b, s, fmt.Sprintf("hold%d", i))
+	}
+	return out
+}
+
+// BenchmarkRenewParallel renews 32 leases, one per goroutine, as 32 clients keeping their
+// leases alive: the renewals share batches. cpu-µs/op is the CPU per renewal.
+func BenchmarkRenewParallel(b *testing.B) {
+	s, c := openCounted(b)
+	ls := holders(b, s, 256)
+	ctx := context.Background()
+	var next atomic.Int64
+	b.SetParallelism(16)
+	m := startCPU(b, c)
+	b.RunParallel(func(pb *testing.PB) {
+		l := ls[next.Add(1)-1]
+		for pb.Next() {
+			if _, err := s.Renew(ctx, l.Name, l.ID, 0, nil); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	m.report()
+}
+
+// BenchmarkCycleParallel acquires and releases a name per goroutine, again and again: one
+// op is one cycle (two writes, four events' worth of rows).
+func BenchmarkCycleParallel(b *testing.B) {
+	s, c := openCounted(b)
+	ctx := context.Background()
+	var next atomic.Int64
+	b.SetParallelism(16)
+	m := startCPU(b, c)
+	b.RunParallel(func(pb *testing.PB) {
+		name := fmt.Sprintf("cycle%d", next.Add(1))
+		for pb.Next() {
+			l, err := s.Acquire(ctx, store.AcquireParams{Name: name, Holder: "bench", TTL: time.Minute})
+			if err == nil {
+				err = s.Release(ctx, name, l.ID)
+			}
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	m.report()
 }

@@ -193,13 +193,22 @@ func settle(ctx context.Context, t *txn, g grant) (grant, error) {
 // Acquire grants the lease on a free name. See store.Store.
 func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease, error) {
 	var out lease.Lease
-	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+	err := s.write(ctx, s.acquireOp(p, &out))
+	if err != nil {
+		return lease.Lease{}, fmt.Errorf("acquire %q: %w", p.Name, err)
+	}
+	return out, nil
+}
+
+// acquireOp is Acquire's operation; it sets *out to the lease granted.
+func (s *Store) acquireOp(p store.AcquireParams, out *lease.Lease) func(context.Context, *txn) error {
+	return func(ctx context.Context, t *txn) error {
 		var keyHash, fp []byte
 		if p.IdempotencyKey != "" {
 			keyHash, fp = lease.HashID(p.IdempotencyKey), store.Fingerprint(p)
 			l, done, err := replay(ctx, t, p, keyHash, fp)
 			if done || err != nil {
-				out = l
+				*out = l
 				return err
 			}
 		}
@@ -258,15 +267,11 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 		// meta.last_token is written once for the batch, in its transaction (see runBatch).
 		t.setToken(token)
 		t.setName(gname, curOf(ng, p.Owner))
-		out = ng.lease()
+		*out = ng.lease()
 		out.ID, out.Limit = id, p.Limit
 		return t.record(ctx, lease.Event{Type: lease.EventAcquired, Name: gname, Token: token, Holder: p.Holder,
 			At: ms(t.now), ExpiresAt: out.ExpiresAt, LockDelay: p.LockDelay, Metadata: p.Metadata})
-	})
-	if err != nil {
-		return lease.Lease{}, fmt.Errorf("acquire %q: %w", p.Name, err)
 	}
-	return out, nil
 }
 
 // decideName decides which name an acquire grants (p.Name, or a free slot of the semaphore
@@ -382,7 +387,16 @@ func isSlotOf(slot, name string) bool {
 // Renew extends the current unexpired lease. See store.Store.
 func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, metadata json.RawMessage) (lease.Lease, error) {
 	var out lease.Lease
-	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+	err := s.write(ctx, s.renewOp(name, id, ttl, metadata, &out))
+	if err != nil {
+		return lease.Lease{}, fmt.Errorf("renew %q: %w", name, err)
+	}
+	return out, nil
+}
+
+// renewOp is Renew's operation; it sets *out to the renewed lease.
+func (s *Store) renewOp(name, id string, ttl time.Duration, metadata json.RawMessage, out *lease.Lease) func(context.Context, *txn) error {
+	return func(ctx context.Context, t *txn) error {
 		g, err := byID(ctx, t, name, id)
 		if err != nil {
 			return err
@@ -410,7 +424,7 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 			c.hasMeta = g.metadata.Valid
 		}
 		t.setName(g.name, c)
-		out = g.lease()
+		*out = g.lease()
 		out.Limit = t.s.mem.sems[out.Name]
 		if h, ok := t.s.mem.handovers[g.token]; ok {
 			h.Name, h.Holder = g.name, g.holder
@@ -418,16 +432,21 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 		}
 		return t.record(ctx, lease.Event{Type: lease.EventRenewed, Name: g.name, Token: g.token, Holder: g.holder,
 			At: ms(t.now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata)})
-	})
-	if err != nil {
-		return lease.Lease{}, fmt.Errorf("renew %q: %w", name, err)
 	}
-	return out, nil
 }
 
 // Release ends the lease. See store.Store.
 func (s *Store) Release(ctx context.Context, name, id string) error {
-	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+	err := s.write(ctx, s.releaseOp(name, id))
+	if err != nil {
+		return fmt.Errorf("release %q: %w", name, err)
+	}
+	return nil
+}
+
+// releaseOp is Release's operation.
+func (s *Store) releaseOp(name, id string) func(context.Context, *txn) error {
+	return func(ctx context.Context, t *txn) error {
 		g, err := byID(ctx, t, name, id)
 		if err != nil {
 			return err
@@ -436,11 +455,7 @@ func (s *Store) Release(ctx context.Context, name, id string) error {
 			return err
 		}
 		return end(ctx, t, g, lease.EndReleased, t.now)
-	})
-	if err != nil {
-		return fmt.Errorf("release %q: %w", name, err)
 	}
-	return nil
 }
 
 // Revoke ends the current lease on name. See store.Store.
@@ -511,8 +526,11 @@ func (s *Store) ExpireDue(ctx context.Context) (int, time.Time, error) {
 	return n, next, nil
 }
 
-// HeldCount counts leases held now. Each query reads one partial index only (grants_open, or
-// grants_open_name for a prefix), so counting stays cheap with many leases. See store.Store.
+// HeldCount counts leases held now. Without a prefix it reads one partial index only
+// (grants_open). With one, it counts the open grants under the prefix in grants_open_name and
+// subtracts those already past expiry, found in grants_open: grants_open_name holds no expiry
+// (a renewal would rewrite its entry), and the sweeper keeps the open but expired ones few, so
+// counting stays cheap with many leases. See store.Store.
 func (s *Store) HeldCount(ctx context.Context, prefix string) (int, error) {
 	var n int
 	now := s.clock.Now().UnixMilli()
@@ -521,8 +539,9 @@ func (s *Store) HeldCount(ctx context.Context, prefix string) (int, error) {
 		err = s.r.QueryRowContext(ctx, `SELECT count(*) FROM grants WHERE ended_at IS NULL AND expires_at > ?`, now).Scan(&n)
 	} else {
 		lo, hi := store.PrefixRange(prefix)
-		err = s.r.QueryRowContext(ctx, `SELECT count(*) FROM grants INDEXED BY grants_open_name
-			WHERE ended_at IS NULL AND name >= ? AND name < ? AND expires_at > ?`, lo, hi, now).Scan(&n)
+		err = s.r.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM grants INDEXED BY grants_open_name
+			WHERE ended_at IS NULL AND name >= ?1 AND name < ?2) - (SELECT count(*) FROM grants INDEXED BY grants_open
+			WHERE ended_at IS NULL AND expires_at <= ?3 AND name >= ?1 AND name < ?2)`, lo, hi, now).Scan(&n)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("count held leases: %w", w(err))
@@ -601,41 +620,49 @@ func (s *Store) RecentlyFreed(ctx context.Context, prefix string, limit int) ([]
 
 // Prune deletes old history. See store.Store.
 func (s *Store) Prune(ctx context.Context, r store.Retention) error {
-	return s.write(ctx, func(ctx context.Context, t *txn) error {
-		if r.Age > 0 {
-			cut := t.now - r.Age.Milliseconds()
-			for _, q := range []struct{ what, sql string }{
-				{"events", `DELETE FROM events WHERE recorded_at < ?`},
-				{"rejections", `DELETE FROM rejections WHERE at < ?`},
-				{"grants", `DELETE FROM grants WHERE ended_at < ? AND token NOT IN (SELECT token FROM names)`},
-				{"sessions", `DELETE FROM lease_sessions WHERE coalesce(closed_at, expires_at) < ?`},
-			} {
-				if _, err := t.tx.ExecContext(ctx, q.sql, cut); err != nil {
-					return fmt.Errorf("prune %s: %w", q.what, w(err))
-				}
+	return s.write(ctx, func(ctx context.Context, t *txn) error { return prune(ctx, t, r) })
+}
+
+// prune is Prune's operation.
+func prune(ctx context.Context, t *txn, r store.Retention) error {
+	// The batch's earlier operations' events first, so that they are pruned as if each
+	// operation had run alone.
+	if err := t.b.writeEvents(ctx, t.s); err != nil {
+		return err
+	}
+	if r.Age > 0 {
+		cut := t.now - r.Age.Milliseconds()
+		for _, q := range []struct{ what, sql string }{
+			{"events", `DELETE FROM events WHERE recorded_at < ?`},
+			{"rejections", `DELETE FROM rejections WHERE at < ?`},
+			{"grants", `DELETE FROM grants WHERE ended_at < ? AND token NOT IN (SELECT token FROM names)`},
+			{"sessions", `DELETE FROM lease_sessions WHERE coalesce(closed_at, expires_at) < ?`},
+		} {
+			if _, err := t.tx.ExecContext(ctx, q.sql, cut); err != nil {
+				return fmt.Errorf("prune %s: %w", q.what, w(err))
 			}
 		}
-		if r.Rows > 0 {
-			// Keep the newest r.Rows: a client reporting rejections (or taking leases) as fast
-			// as it can must not grow the database without bound inside the age window.
-			for _, q := range []struct{ what, sql string }{
-				{"events", `DELETE FROM events WHERE seq <= (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?)`},
-				{"rejections", `DELETE FROM rejections WHERE id <= (SELECT id FROM rejections ORDER BY id DESC LIMIT 1 OFFSET ?)`},
-			} {
-				if _, err := t.tx.ExecContext(ctx, q.sql, r.Rows); err != nil {
-					return fmt.Errorf("prune %s beyond %d rows: %w", q.what, r.Rows, w(err))
-				}
+	}
+	if r.Rows > 0 {
+		// Keep the newest r.Rows: a client reporting rejections (or taking leases) as fast
+		// as it can must not grow the database without bound inside the age window.
+		for _, q := range []struct{ what, sql string }{
+			{"events", `DELETE FROM events WHERE seq <= (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?)`},
+			{"rejections", `DELETE FROM rejections WHERE id <= (SELECT id FROM rejections ORDER BY id DESC LIMIT 1 OFFSET ?)`},
+		} {
+			if _, err := t.tx.ExecContext(ctx, q.sql, r.Rows); err != nil {
+				return fmt.Errorf("prune %s beyond %d rows: %w", q.what, r.Rows, w(err))
 			}
 		}
-		if _, err := t.tx.ExecContext(ctx, `DELETE FROM idempotency WHERE created_at <= ?`, t.now-store.IdempotencyTTL.Milliseconds()); err != nil {
-			return fmt.Errorf("prune idempotency keys: %w", w(err))
-		}
-		if _, err := t.tx.ExecContext(ctx, `DELETE FROM sessions WHERE expires_at <= ?`, t.now); err != nil {
-			return fmt.Errorf("prune sessions: %w", w(err))
-		}
-		t.dirty = true
-		return nil
-	})
+	}
+	if _, err := t.tx.ExecContext(ctx, `DELETE FROM idempotency WHERE created_at <= ?`, t.now-store.IdempotencyTTL.Milliseconds()); err != nil {
+		return fmt.Errorf("prune idempotency keys: %w", w(err))
+	}
+	if _, err := t.tx.ExecContext(ctx, `DELETE FROM sessions WHERE expires_at <= ?`, t.now); err != nil {
+		return fmt.Errorf("prune sessions: %w", w(err))
+	}
+	t.dirty = true
+	return nil
 }
 
 // RequestHandover records a handover request for name's current grant. See store.Store.

@@ -39,11 +39,13 @@ func TestWriterPragmas(t *testing.T) {
 
 // TestMemoryMatchesDatabase runs concurrent operations of every kind, some of them on a full
 // disk (whole batches and single operations rolled back), then checks that what the writer
-// keeps in memory is exactly what a fresh load reads from the database.
+// keeps in memory is exactly what a fresh load reads from the database, and that the events
+// table holds exactly the events published.
 func TestMemoryMatchesDatabase(t *testing.T) {
 	ctx := context.Background()
 	clock := lease.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "leasekeeper.db"), Options{Clock: clock, MaxPageCount: 64})
+	var p published
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "leasekeeper.db"), Options{Clock: clock, MaxPageCount: 64, OnCommit: p.add})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,6 +115,8 @@ func TestMemoryMatchesDatabase(t *testing.T) {
 	if len(live.names) == 0 || len(live.fences) == 0 {
 		t.Errorf("memory holds %d names and %d fences, want some of each", len(live.names), len(live.fences))
 	}
+	// Every event published was stored, and no event of a rolled-back operation.
+	checkEventsStored(t, s, &p)
 }
 
 // TestAnsweredAfterPublished: a write is answered only once OnCommit has had its events, even

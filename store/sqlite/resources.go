@@ -14,7 +14,16 @@ import (
 // PutResource writes a fenced resource. See store.Store.
 func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.Resource, error) {
 	var out lease.Resource
-	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+	err := s.write(ctx, s.putOp(wr, &out))
+	if err != nil {
+		return lease.Resource{}, fmt.Errorf("put resource %q: %w", wr.Name, err)
+	}
+	return out, nil
+}
+
+// putOp is PutResource's operation; it sets *out to the resource written.
+func (s *Store) putOp(wr store.ResourceWrite, out *lease.Resource) func(context.Context, *txn) error {
+	return func(ctx context.Context, t *txn) error {
 		f := t.s.mem.fences[wr.Name]
 		fence, version, last := f.fence, f.version, t.s.mem.token
 		owner, known, err := tokenOwner(ctx, t, wr.Token, wr.LeaseName)
@@ -47,7 +56,7 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 		if known {
 			holder = owner.holder
 		}
-		out = lease.Resource{Name: wr.Name, Fence: wr.Token, Version: version + 1, UpdatedAt: ms(t.now),
+		*out = lease.Resource{Name: wr.Name, Fence: wr.Token, Version: version + 1, UpdatedAt: ms(t.now),
 			Size: int64(len(wr.Value)), ContentType: wr.ContentType, Lease: wr.LeaseName, Holder: holder}
 		if _, err := t.exec(ctx, stPutResource, out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, t.now, out.Lease, out.Holder); err != nil {
 			return fmt.Errorf("write resource: %w", w(err))
@@ -55,11 +64,7 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 		t.setFence(wr.Name, fenceRow{fence: out.Fence, version: out.Version}, true)
 		t.dirty = true
 		return nil
-	})
-	if err != nil {
-		return lease.Resource{}, fmt.Errorf("put resource %q: %w", wr.Name, err)
 	}
-	return out, nil
 }
 
 // DeleteResource deletes a fenced resource and its fence. See store.Store.

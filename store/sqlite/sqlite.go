@@ -63,6 +63,7 @@ type Store struct {
 	onBatch func(ops int, took time.Duration, committed bool)
 	fault   func(step string) error
 	stmts   [numStmts]*sql.Stmt
+	events  [eventChunk]*sql.Stmt // events[n-1] inserts n events
 
 	lock    chan struct{} // the writer lock: held from BEGIN to the end of the commit
 	mem     mem           // owned by the holder of lock
@@ -238,7 +239,7 @@ func (s *Store) Close() error {
 	if s.cp != nil {
 		errs = append(errs, s.cp.close())
 	}
-	for _, st := range s.stmts {
+	for _, st := range append(s.stmts[:], s.events[:]...) {
 		if st != nil {
 			errs = append(errs, st.Close())
 		}
@@ -258,10 +259,14 @@ type txn struct {
 	undo   []func()
 }
 
-// batchTx is a batch's transaction with the prepared statements it has bound so far.
+// batchTx is a batch's transaction with the prepared statements it has bound so far, and the
+// operations whose events are still to be written (see writeEvents).
 type batchTx struct {
-	tx    *sql.Tx
-	bound [numStmts]*sql.Stmt
+	tx      *sql.Tx
+	bound   [numStmts]*sql.Stmt
+	events  [eventChunk]*sql.Stmt
+	pending []*txn
+	args    []any
 }
 
 // exec runs a prepared statement inside the batch's transaction; binding a statement prepared
@@ -480,6 +485,15 @@ func (s *Store) runBatch(batch []*op, savepoints bool) (committed, retry bool) {
 			}
 		}
 		o.err = o.fn(ctx, t)
+		if len(t.events) > 0 && !failed(o.err) {
+			b.pending = append(b.pending, t)
+			if savepoints {
+				// Inside the operation's savepoint: a failure takes the operation with it.
+				if err := b.writeEvents(ctx, s); err != nil {
+					o.err = err
+				}
+			}
+		}
 		if failed(o.err) {
 			if !savepoints {
 				t.rollback()
@@ -510,6 +524,14 @@ func (s *Store) runBatch(batch []*op, savepoints bool) (committed, retry bool) {
 	if !dirty {
 		return false, false
 	}
+	if err := b.writeEvents(context.Background(), s); err != nil {
+		if savepoints {
+			fail(err) // cannot happen: each operation wrote its own
+			return false, false
+		}
+		undoAll()
+		return false, true
+	}
 	// The clock's high-water mark and the last token, once for the whole batch, in the same
 	// transaction as the grants (invariants 2 and 4).
 	if _, err := b.tx.Stmt(s.stmts[stHWM]).Exec(last); err != nil {
@@ -533,8 +555,73 @@ func (s *Store) runBatch(batch []*op, savepoints bool) (committed, retry bool) {
 	return true, false
 }
 
-// record inserts an event and keeps it for OnCommit.
-func (t *txn) record(ctx context.Context, e lease.Event) error {
+// record gives an event its seq and keeps it for OnCommit; the batch inserts it into the events
+// table with the events of the batch's other operations (see writeEvents), in the operation's
+// savepoint when there are savepoints.
+func (t *txn) record(_ context.Context, e lease.Event) error {
+	e.Seq = t.nextSeq()
+	t.events = append(t.events, e)
+	t.dirty = true
+	return nil
+}
+
+// eventChunk is the most events one INSERT writes. A batch's events go in as few statements
+// as it allows, each prepared once for its number of rows: a multi-row INSERT pays the
+// statement's overhead (database/sql, cgo, the VM's start) once for all its rows. Not more
+// rows: a statement that writes several rows keeps a statement journal of the pages it
+// changes, in memory up to 64 KiB and beyond that in a temporary file, and 16 or 32 events,
+// each changing its own page of the events' name index, went past it on most batches (an
+// open, writes and a close each time cost more system CPU than the statements saved).
+const eventChunk = 8
+
+// eventColumns is how many columns an event row binds.
+const eventColumns = 13
+
+// eventInsert is the INSERT of n events.
+func eventInsert(n int) string {
+	row := "(" + strings.Repeat("?, ", eventColumns-1) + "?)"
+	return `INSERT INTO events (seq, type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor, lock_delay_ms, detail)
+		VALUES ` + strings.Repeat(row+", ", n-1) + row
+}
+
+// writeEvents inserts the events recorded by the operations in b.pending, in seq order, and
+// empties b.pending.
+func (b *batchTx) writeEvents(ctx context.Context, s *Store) error {
+	defer func() { b.pending, b.args = b.pending[:0], b.args[:0] }()
+	n := 0
+	flush := func() error {
+		if err := s.inject("exec"); err != nil {
+			return err
+		}
+		st := b.events[n-1]
+		if st == nil {
+			st = b.tx.StmtContext(ctx, s.events[n-1])
+			b.events[n-1] = st
+		}
+		_, err := st.ExecContext(ctx, b.args...)
+		b.args, n = b.args[:0], 0
+		return err
+	}
+	for _, t := range b.pending {
+		for _, e := range t.events {
+			b.args = appendEvent(b.args, e, t.now)
+			if n++; n == eventChunk {
+				if err := flush(); err != nil {
+					return fmt.Errorf("record events: %w", w(err))
+				}
+			}
+		}
+	}
+	if n > 0 {
+		if err := flush(); err != nil {
+			return fmt.Errorf("record events: %w", w(err))
+		}
+	}
+	return nil
+}
+
+// appendEvent appends the columns of e, recorded at now, to args.
+func appendEvent(args []any, e lease.Event, now int64) []any {
 	var exp sql.NullInt64
 	if !e.ExpiresAt.IsZero() {
 		exp = sql.NullInt64{Int64: e.ExpiresAt.UnixMilli(), Valid: true}
@@ -543,15 +630,8 @@ func (t *txn) record(ctx context.Context, e lease.Event) error {
 	if e.Type == lease.EventAcquired {
 		delay = sql.NullInt64{Int64: e.LockDelay.Milliseconds(), Valid: true}
 	}
-	e.Seq = t.nextSeq()
-	_, err := t.exec(ctx, stEvent, e.Seq, string(e.Type), e.Name, e.Token, e.Holder, e.At.UnixMilli(), exp,
-		nullText(e.Metadata), nullString(e.Resource), t.now, e.Actor, delay, store.EventDetail(e))
-	if err != nil {
-		return fmt.Errorf("record %s event for %q: %w", e.Type, e.Name, w(err))
-	}
-	t.events = append(t.events, e)
-	t.dirty = true
-	return nil
+	return append(args, e.Seq, string(e.Type), e.Name, e.Token, e.Holder, e.At.UnixMilli(), exp,
+		nullText(e.Metadata), nullString(e.Resource), now, e.Actor, delay, store.EventDetail(e))
 }
 
 // stmtID names a statement the writer prepares once, at open.
@@ -563,7 +643,6 @@ const (
 	stRelease
 	stHWM
 	stLastToken
-	stEvent
 	stInsertGrant
 	stPointName
 	stRenew
@@ -585,8 +664,6 @@ var stmtSQL = [numStmts]string{
 	stRelease:    `RELEASE op`,
 	stHWM:        `UPDATE meta SET value = max(value, ?) WHERE key = 'clock_hwm'`,
 	stLastToken:  `UPDATE meta SET value = ? WHERE key = 'last_token'`,
-	stEvent: `INSERT INTO events (seq, type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor, lock_delay_ms, detail)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	stInsertGrant: `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
 		acquired_at, renewed_at, expires_at, metadata, owner, session) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	stPointName:     `INSERT INTO names (name, token) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET token = excluded.token`,
@@ -596,8 +673,10 @@ var stmtSQL = [numStmts]string{
 	stMetadata:      `SELECT metadata FROM grants WHERE token = ?`,
 	stGrantByID:     `SELECT ` + grantCols + ` FROM grants g WHERE g.id_hash = ?`,
 	stGrantByToken:  `SELECT ` + grantCols + ` FROM grants g WHERE g.token = ?`,
-	stCountOwned: `SELECT count(*) FROM grants INDEXED BY grants_open_owner
-		WHERE owner = ? AND ended_at IS NULL AND expires_at > ?`,
+	// The key's open grants less those already past expiry: grants_open_owner leaves out
+	// expires_at, which every renewal changes (see HeldCount).
+	stCountOwned: `SELECT (SELECT count(*) FROM grants INDEXED BY grants_open_owner WHERE owner = ?1 AND ended_at IS NULL)
+		- (SELECT count(*) FROM grants INDEXED BY grants_open WHERE ended_at IS NULL AND expires_at <= ?2 AND owner = ?1)`,
 	// The write's entry is built once, as the new row's one-entry history; an update appends
 	// it to the row's history, first dropping the entry store.WritersKept from the end ($[#-N]
 	// names none while the history is shorter). The history is SQLite's binary JSON (JSONB),
@@ -622,6 +701,13 @@ func (s *Store) prepare(ctx context.Context) error {
 			return fmt.Errorf("prepare %q: %w", q, err)
 		}
 		s.stmts[id] = st
+	}
+	for n := range s.events {
+		st, err := s.w.PrepareContext(ctx, eventInsert(n+1))
+		if err != nil {
+			return fmt.Errorf("prepare the insert of %d events: %w", n+1, err)
+		}
+		s.events[n] = st
 	}
 	return nil
 }

@@ -1139,6 +1139,13 @@ func testRecentlyFreed(t *testing.T, e *env) {
 	if n, _ := e.s.HeldCount(e.ctx, "c"); n != 1 {
 		t.Errorf("HeldCount(prefix c) = %d, want 1", n)
 	}
+	// A lease past expiry that no sweep has recorded yet is not counted under its prefix.
+	e.acquire("p-1", "w", time.Second)
+	e.acquire("p-2", "w", time.Minute)
+	e.clock.Advance(2 * time.Second)
+	if n, _ := e.s.HeldCount(e.ctx, "p-"); n != 1 {
+		t.Errorf("HeldCount(prefix p-) with p-1 expired but not swept = %d, want 1", n)
+	}
 }
 
 func testEventsSince(t *testing.T, e *env) {
