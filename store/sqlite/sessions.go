@@ -112,7 +112,7 @@ func (s *Store) RenewSession(ctx context.Context, id, by string, ttl time.Durati
 		}
 		// The session is open, so its leases have not expired: they share its expiry.
 		rows, err := t.tx.QueryContext(ctx, `UPDATE grants SET ttl_ms = ?, renewed_at = ?, expires_at = ?
-			WHERE session = ? AND ended_at IS NULL RETURNING name, token`, ttlMs, t.now, exp, out.Ref)
+			WHERE session = ? AND session <> '' AND ended_at IS NULL RETURNING name, token`, ttlMs, t.now, exp, out.Ref)
 		if err != nil {
 			return fmt.Errorf("renew the leases of session %s: %w", out.Ref, w(err))
 		}
@@ -164,7 +164,7 @@ func (s *Store) CloseSession(ctx context.Context, id, by string) (lease.Session,
 			return fmt.Errorf("close session %s: %w", out.Ref, w(err))
 		}
 		out.ClosedAt = ms(t.now)
-		rows, err := t.tx.QueryContext(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.session = ? AND g.ended_at IS NULL`, out.Ref)
+		rows, err := t.tx.QueryContext(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.session = ? AND g.session <> '' AND g.ended_at IS NULL`, out.Ref)
 		if err != nil {
 			return fmt.Errorf("find the leases of session %s: %w", out.Ref, w(err))
 		}
