@@ -1,7 +1,7 @@
 // Package sqlite is the embedded SQLite backend of store.Store: WAL mode, synchronous=FULL, one
-// writer. Writes are serialized under the writer lock and committed in groups (each operation in
-// its own savepoint), answered only after the commit reached the disk, and their events are
-// published in commit order.
+// writer. Writes are serialized under the writer lock and committed in groups (an operation that
+// fails for SQLite's reasons rolls back alone: see Store.commit), answered only after the commit
+// reached the disk, and their events are published in commit order.
 package sqlite
 
 import (
