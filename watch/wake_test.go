@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/leasekeeper/leasekeeper/lease"
@@ -74,5 +75,54 @@ func TestCommitWakesOnlyItsWatchers(t *testing.T) {
 	}
 	if len(h.byPrefix) != 0 || len(h.lens) != 0 || h.watchers != 0 {
 		t.Errorf("after every stream ended: byPrefix %v, lens %v, watchers %d; want all empty", h.byPrefix, h.lens, h.watchers)
+	}
+}
+
+// TestQuietWatcherStaysInMemory: a watcher of a quiet prefix is not woken by others' commits,
+// so its position falls behind the ring's horizon; it still reads from memory as long as no
+// event of its prefix has left the ring since, and reads the store once one has (or when its
+// position is older than anything memory ever held).
+func TestQuietWatcherStaysInMemory(t *testing.T) {
+	h := NewHub(emptyStore{}, Options{})
+	early, err := h.Open(context.Background(), "early.", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.register(early) // before any commit: what came before the first is only in the store
+	seq := int64(100)
+	commit := func(names ...string) {
+		var evs []lease.Event
+		for _, n := range names {
+			seq++
+			evs = append(evs, lease.Event{Seq: seq, Name: n})
+		}
+		h.ObserveEvents(evs)
+	}
+	commit("busy/0")
+	quiet, err := h.Open(context.Background(), "quiet.", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.register(quiet)
+	pos := seq
+	for i := range 2 * recentCap {
+		commit(fmt.Sprintf("busy/%d", i)) // the ring rolls over, nothing of quiet.'s
+	}
+	commit("quiet.a")
+	var got []string
+	visit := func(e *lease.Event, _ []byte) error { got = append(got, e.Name); return nil }
+	if _, inMemory, _ := h.fromMemory(pos, "quiet.", visit); !inMemory || len(got) != 1 || got[0] != "quiet.a" {
+		t.Errorf("quiet watcher behind the horizon: in memory %v, events %v; want memory and [quiet.a]", inMemory, got)
+	}
+	// Now an event of its prefix leaves the ring before a watcher at pos reads it.
+	for i := range recentCap {
+		commit(fmt.Sprintf("busy/x%d", i))
+	}
+	got = nil
+	if _, inMemory, _ := h.fromMemory(pos, "quiet.", visit); inMemory || len(got) != 0 {
+		t.Errorf("an event of its prefix left the ring: in memory %v, events %v; want the store", inMemory, got)
+	}
+	if _, inMemory, _ := h.fromMemory(50, "early.", visit); inMemory {
+		t.Error("a position older than the first commit memory saw was served from memory")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,8 +68,14 @@ type Hub struct {
 	// watchers of a lease each are not all woken by every commit.
 	byPrefix map[string]map[*Stream]struct{}
 	lens     map[int]int
-	closed   chan struct{} // closed by Close: every stream ends
-	once     sync.Once
+	// evicted holds, for each watched prefix, the seq of the newest event of that prefix that
+	// has left the ring (or the horizon when the prefix was first watched): a stream further
+	// behind than the horizon still reads from memory when nothing of its prefix left since
+	// its position, as a watcher of a quiet lease, not woken by others' commits, always is.
+	evicted map[string]int64
+	woken   []string      // scratch of wake
+	closed  chan struct{} // closed by Close: every stream ends
+	once    sync.Once
 
 	// The newest committed events, so watchers that keep up are served from memory instead
 	// of each querying the store after every commit: a ring of recentCap events, the oldest at
@@ -78,6 +85,7 @@ type Hub struct {
 	frames   [][]byte // recent[i] as a stream message, by opts.Encode; nil if not encoded
 	start, n int
 	horizon  int64
+	first    int64 // the horizon when the first commit was observed: no older event was ever in memory
 }
 
 // recentCap bounds the events kept in memory; a watcher further behind reads the store.
@@ -100,7 +108,8 @@ func NewHub(st Store, opts Options) *Hub {
 	if opts.WriteBudget == 0 {
 		opts.WriteBudget = 5000
 	}
-	return &Hub{store: st, opts: opts, closed: make(chan struct{}), horizon: -1, byPrefix: map[string]map[*Stream]struct{}{}, lens: map[int]int{}}
+	return &Hub{store: st, opts: opts, closed: make(chan struct{}), horizon: -1, byPrefix: map[string]map[*Stream]struct{}{}, lens: map[int]int{},
+		evicted: map[string]int64{}}
 }
 
 // ObserveEvents keeps the events and wakes the watchers of their names; wire it to the store's
@@ -113,6 +122,7 @@ func (h *Hub) ObserveEvents(evs []lease.Event) {
 	defer h.mu.Unlock()
 	if h.horizon < 0 {
 		h.horizon = evs[0].Seq - 1
+		h.first = h.horizon
 		h.recent, h.frames = make([]lease.Event, recentCap), make([][]byte, recentCap)
 	}
 	// Each event overwrites the oldest once the ring is full: no copy of the window.
@@ -122,6 +132,8 @@ func (h *Hub) ObserveEvents(evs []lease.Event) {
 			i = (h.start + h.n) % recentCap
 			h.n++
 		} else {
+			old := h.recent[h.start]
+			h.watchedPrefixes(old.Name, func(p string) { h.evicted[p] = old.Seq })
 			h.start = (h.start + 1) % recentCap
 		}
 		h.recent[i], h.frames[i] = e, nil
@@ -135,27 +147,34 @@ func (h *Hub) ObserveEvents(evs []lease.Event) {
 	h.wake(evs)
 }
 
-// wake signals every stream that watches one of evs' names. h.mu must be held.
+// wake signals every stream that watches one of evs' names, once. h.mu must be held.
 func (h *Hub) wake(evs []lease.Event) {
-	for n := range h.lens {
-		woken := ""
-		for _, e := range evs {
-			if len(e.Name) < n || e.Name[:n] == woken && woken != "" {
-				continue
+	woken := h.woken[:0]
+	for _, e := range evs {
+		h.watchedPrefixes(e.Name, func(p string) {
+			if slices.Contains(woken, p) {
+				return
 			}
-			set, ok := h.byPrefix[e.Name[:n]]
-			if !ok {
-				continue
-			}
-			for st := range set {
+			woken = append(woken, p)
+			for st := range h.byPrefix[p] {
 				select {
 				case st.wake <- struct{}{}:
 				default: // already signalled: it reads every event when it runs
 				}
 			}
-			woken = e.Name[:n]
-			if n == 0 {
-				break // the watchers of everything: once is enough
+		})
+	}
+	clear(woken)
+	h.woken = woken[:0]
+}
+
+// watchedPrefixes calls f with each watched prefix that name starts with, looking up only the
+// lengths some stream watches. h.mu must be held.
+func (h *Hub) watchedPrefixes(name string, f func(prefix string)) {
+	for n := range h.lens {
+		if n <= len(name) {
+			if _, ok := h.byPrefix[name[:n]]; ok {
+				f(name[:n])
 			}
 		}
 	}
@@ -183,8 +202,16 @@ func message(e lease.Event, encode Encoder) ([]byte, error) {
 func (h *Hub) fromMemory(after int64, prefix string, visit func(e *lease.Event, msg []byte) error) (int64, bool, error) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	if h.horizon < 0 || after < h.horizon {
+	if h.horizon < 0 {
 		return after, false, nil
+	}
+	if after < h.horizon {
+		// Older events have left the ring: none of them is this stream's if none of its
+		// prefix left after its position.
+		if ev, ok := h.evicted[prefix]; !ok || ev > after || after < h.first {
+			return after, false, nil
+		}
+		after = h.horizon
 	}
 	i := sort.Search(h.n, func(i int) bool { return h.at(i).Seq > after })
 	for ; i < h.n; i++ {
@@ -263,6 +290,7 @@ func (h *Hub) register(s *Stream) {
 	defer h.mu.Unlock()
 	if h.byPrefix[s.prefix] == nil {
 		h.byPrefix[s.prefix] = map[*Stream]struct{}{}
+		h.evicted[s.prefix] = h.horizon // what left the ring before is unknown: as if all of it
 	}
 	h.byPrefix[s.prefix][s] = struct{}{}
 	h.lens[len(s.prefix)]++
@@ -275,6 +303,7 @@ func (h *Hub) unregister(s *Stream) {
 	h.watchers--
 	if delete(h.byPrefix[s.prefix], s); len(h.byPrefix[s.prefix]) == 0 {
 		delete(h.byPrefix, s.prefix)
+		delete(h.evicted, s.prefix)
 	}
 	if h.lens[len(s.prefix)]--; h.lens[len(s.prefix)] == 0 {
 		delete(h.lens, len(s.prefix))
