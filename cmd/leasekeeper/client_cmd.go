@@ -303,7 +303,7 @@ type sessionFlags struct {
 func addSessionFlags(fs *flag.FlagSet, getenv func(string) string, own bool) *sessionFlags {
 	sf := &sessionFlags{ttl: new(time.Duration), id: getenv("LEASEKEEPER_SESSION_ID"),
 		idFile: fs.String("session-id-file", getenv("LEASEKEEPER_SESSION_ID_FILE"),
-			"hold the lease under the shared session whose ID this file holds (default: env LEASEKEEPER_SESSION_ID; env LEASEKEEPER_SESSION_ID_FILE)")}
+			"a file holding the ID of the shared session (default: env LEASEKEEPER_SESSION_ID; env LEASEKEEPER_SESSION_ID_FILE)")}
 	if own {
 		sf.ttl = duration(fs, "session-ttl", 0, "hold the lease under a session of this duration, renewed at a third of it and closed on exit "+
 			"(which releases the lease in the same transaction), instead of a lease of its own --ttl")
