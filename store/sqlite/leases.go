@@ -633,6 +633,7 @@ func prune(ctx context.Context, t *txn, r store.Retention) error {
 	if r.Age > 0 {
 		cut := t.now - r.Age.Milliseconds()
 		for _, q := range []struct{ what, sql string }{
+			{"events by name", `DELETE FROM events_by_name WHERE (name, seq) IN (SELECT name, seq FROM events WHERE recorded_at < ?)`},
 			{"events", `DELETE FROM events WHERE recorded_at < ?`},
 			{"rejections", `DELETE FROM rejections WHERE at < ?`},
 			{"grants", `DELETE FROM grants WHERE ended_at < ? AND token NOT IN (SELECT token FROM names)`},
@@ -647,6 +648,8 @@ func prune(ctx context.Context, t *txn, r store.Retention) error {
 		// Keep the newest r.Rows: a client reporting rejections (or taking leases) as fast
 		// as it can must not grow the database without bound inside the age window.
 		for _, q := range []struct{ what, sql string }{
+			{"events by name", `DELETE FROM events_by_name WHERE (name, seq) IN (SELECT name, seq FROM events
+				WHERE seq <= (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?))`},
 			{"events", `DELETE FROM events WHERE seq <= (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?)`},
 			{"rejections", `DELETE FROM rejections WHERE id <= (SELECT id FROM rejections ORDER BY id DESC LIMIT 1 OFFSET ?)`},
 		} {

@@ -6,6 +6,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
@@ -74,6 +75,10 @@ func (s *Store) List(ctx context.Context, f store.LeaseFilter) (store.Page[lease
 
 const eventCols = `seq, type, name, token, holder, at, expires_at, metadata, resource, actor, lock_delay_ms, detail`
 
+// eventColsByName is eventCols of events e found through events_by_name b. The seq is b's (the
+// same), so that SQLite sees the rows come in the order of b's key and sorts none of them.
+var eventColsByName = "b.seq, e." + strings.ReplaceAll(strings.TrimPrefix(eventCols, "seq, "), ", ", ", e.")
+
 func scanEvent(r scanner) (lease.Event, error) {
 	var e lease.Event
 	var typ string
@@ -115,7 +120,14 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lea
 	}
 	var rows *sql.Rows
 	if f.Name != "" {
-		rows, err = s.r.QueryContext(ctx, `SELECT `+eventCols+` FROM events WHERE name = ? AND seq `+cmpSeq+` ? AND at >= ? ORDER BY seq`+order+` LIMIT ?`,
+		// The events up to meta.events_indexed through events_by_name, the newer ones (a few
+		// thousand at most) by seq; one statement, so one snapshot of both and of the mark.
+		rows, err = s.r.QueryContext(ctx, `SELECT `+eventColsByName+` FROM events_by_name b CROSS JOIN events e ON e.seq = b.seq
+			WHERE b.name = ?1 AND b.seq `+cmpSeq+` ?2 AND b.seq <= (SELECT value FROM meta WHERE key = 'events_indexed') AND e.at >= ?3
+			UNION ALL
+			SELECT `+eventCols+` FROM events WHERE seq > (SELECT value FROM meta WHERE key = 'events_indexed') AND seq `+cmpSeq+` ?2
+			AND name = ?1 AND at >= ?3
+			ORDER BY 1`+order+` LIMIT ?4`,
 			f.Name, bound, since, limit+1)
 	} else {
 		lo, hi := store.PrefixRange(f.Prefix)

@@ -20,6 +20,9 @@ type mem struct {
 	fences map[string]fenceRow
 	token  int64 // the last token issued (meta.last_token)
 	seq    int64 // the last event seq given
+	// indexed is the last seq in events_by_name (meta.events_indexed): the events after it
+	// are found by name by reading them in seq order.
+	indexed int64
 	// stretched holds, by token, what restarts added to the expiry of the grants open at
 	// start-up (grants.restart_ext_ms), kept apart from cur: few grants ever have any.
 	stretched map[int64]int64
@@ -85,6 +88,9 @@ func (s *Store) loadCounters(ctx context.Context) error {
 	err := s.w.QueryRowContext(ctx, `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`).Scan(&m.seq)
 	if err != nil {
 		return fmt.Errorf("read the last event seq: %w", err)
+	}
+	if err := s.w.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'events_indexed'`).Scan(&m.indexed); err != nil {
+		return fmt.Errorf("read the events indexed by name: %w", err)
 	}
 	s.mem = m
 	return nil

@@ -50,6 +50,10 @@ type Options struct {
 	// statement, "commit") and a non-nil answer makes that step fail with it, as a failing
 	// disk would (an fsync error surfaces as COMMIT's). For fault-injection tests only.
 	Fault func(step string) error
+	// EventTail is how many of the newest events a query by name may read by seq, unindexed
+	// (default 2048): when more are, the writer's next batch adds the older half of them to
+	// events_by_name in one sorted INSERT. Small in tests, to exercise both halves.
+	EventTail int
 }
 
 // Store is the SQLite store.
@@ -62,6 +66,7 @@ type Store struct {
 
 	onBatch func(ops int, took time.Duration, committed bool)
 	fault   func(step string) error
+	tail    int64 // Options.EventTail
 	stmts   [numStmts]*sql.Stmt
 	events  [eventChunk]*sql.Stmt // events[n-1] inserts n events
 
@@ -132,7 +137,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	cp.SetMaxOpenConns(1)
-	s := &Store{w: w, r: r, onCommit: opts.OnCommit, onBatch: opts.OnBatch, fault: opts.Fault, log: log, lock: make(chan struct{}, 1)}
+	s := &Store{w: w, r: r, onCommit: opts.OnCommit, onBatch: opts.OnBatch, fault: opts.Fault, log: log, lock: make(chan struct{}, 1),
+		tail: int64(opts.EventTail)}
+	if s.tail <= 0 {
+		s.tail = 2048
+	}
 	if err := s.start(ctx, path, opts.Clock); err != nil {
 		w.Close()
 		r.Close()
@@ -532,6 +541,15 @@ func (s *Store) runBatch(batch []*op, savepoints bool) (committed, retry bool) {
 		undoAll()
 		return false, true
 	}
+	indexed, err := b.indexEvents(context.Background(), s, savepoints)
+	if err != nil {
+		if savepoints {
+			fail(err) // the transaction itself failed: its savepoint could not be taken or let go
+			return false, false
+		}
+		undoAll()
+		return false, true
+	}
 	// The clock's high-water mark and the last token, once for the whole batch, in the same
 	// transaction as the grants (invariants 2 and 4).
 	if _, err := b.tx.Stmt(s.stmts[stHWM]).Exec(last); err != nil {
@@ -552,7 +570,54 @@ func (s *Store) runBatch(batch []*op, savepoints bool) (committed, retry bool) {
 		fail(fmt.Errorf("commit: %w", w(err)))
 		return false, false
 	}
+	s.mem.indexed = indexed
 	return true, false
+}
+
+// indexEvents adds to events_by_name, when more than s.tail events are not in it, the older
+// half of those, in one INSERT sorted by name: each page of the table it rewrites takes many
+// entries of a name at once, where an index on events rewrote a page per name in every batch.
+// It returns the last seq indexed, which the memory takes once the batch committed. On the
+// batch's second run (savepoints), a failure here leaves the events to a later batch instead of
+// failing the batch's operations.
+func (b *batchTx) indexEvents(ctx context.Context, s *Store, savepoints bool) (int64, error) {
+	from := s.mem.indexed
+	if s.mem.seq-from <= s.tail {
+		return from, nil
+	}
+	to := s.mem.seq - s.tail/2
+	exec := func(id stmtID, args ...any) error {
+		_, err := b.tx.Stmt(s.stmts[id]).ExecContext(ctx, args...)
+		return err
+	}
+	if savepoints {
+		if err := exec(stSavepoint); err != nil {
+			return from, fmt.Errorf("index events by name: savepoint: %w", w(err))
+		}
+	}
+	err := s.inject("index")
+	if err == nil {
+		err = exec(stIndexEvents, from, to)
+	}
+	if err == nil {
+		err = exec(stIndexed, to)
+	}
+	switch {
+	case err != nil && !savepoints:
+		return from, fmt.Errorf("index events by name: %w", w(err))
+	case err != nil:
+		s.log.Warn("events left for a later batch to index by name", "err", err)
+		if err := exec(stRollbackTo); err != nil {
+			return from, fmt.Errorf("index events by name: roll back: %w", w(err))
+		}
+		to = from
+	}
+	if savepoints {
+		if err := exec(stRelease); err != nil {
+			return from, fmt.Errorf("index events by name: release savepoint: %w", w(err))
+		}
+	}
+	return to, nil
 }
 
 // record gives an event its seq and keeps it for OnCommit; the batch inserts it into the events
@@ -655,6 +720,8 @@ const (
 	stPutResource
 	stDeleteResource
 	stRejection
+	stIndexEvents
+	stIndexed
 	numStmts
 )
 
@@ -691,6 +758,8 @@ var stmtSQL = [numStmts]string{
 	stDeleteResource: `DELETE FROM resources WHERE name = ?`,
 	stRejection: `INSERT INTO rejections (resource, lease, presented_token, current_fence, holder,
 		client_addr, user_agent, reason, source, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+	stIndexEvents: `INSERT INTO events_by_name (name, seq) SELECT name, seq FROM events WHERE seq > ? AND seq <= ? ORDER BY name, seq`,
+	stIndexed:     `UPDATE meta SET value = ? WHERE key = 'events_indexed'`,
 }
 
 // prepare prepares the writer's statements once.
