@@ -436,9 +436,12 @@ func (s *Store) commit(batch []*op) (committed bool, failure error) {
 // failed reports whether err makes an operation roll back: any error but a domain decision,
 // and a domain error the driver's code made (busy, full).
 func failed(err error) bool {
+	if err == nil {
+		return false // before the targets of errors.As, which escape: a call per operation
+	}
 	var domain *lease.Error
 	var driver sqlite3.Error
-	return err != nil && (!errors.As(err, &domain) || errors.As(err, &driver))
+	return !errors.As(err, &domain) || errors.As(err, &driver)
 }
 
 // runBatch runs the batch in one transaction, each operation in a savepoint when savepoints is
