@@ -526,8 +526,8 @@ func (s *Store) ExpireDue(ctx context.Context) (int, time.Time, error) {
 	return n, next, nil
 }
 
-// HeldCount counts leases held now. Without a prefix it reads one partial index only
-// (grants_open). With one, it counts the open grants under the prefix in grants_open_name and
+// HeldCount counts leases held now. Without a prefix it takes the count of open grants the
+// writer keeps in meta and subtracts those already past expiry (grants_open). With one, it counts the open grants under the prefix in grants_open_name and
 // subtracts those already past expiry, found in grants_open: grants_open_name holds no expiry
 // (a renewal would rewrite its entry), and the sweeper keeps the open but expired ones few, so
 // counting stays cheap with many leases. See store.Store.
@@ -536,7 +536,8 @@ func (s *Store) HeldCount(ctx context.Context, prefix string) (int, error) {
 	now := s.clock.Now().UnixMilli()
 	var err error
 	if prefix == "" {
-		err = s.r.QueryRowContext(ctx, `SELECT count(*) FROM grants WHERE ended_at IS NULL AND expires_at > ?`, now).Scan(&n)
+		err = s.r.QueryRowContext(ctx, `SELECT (SELECT value FROM meta WHERE key = 'open_grants') - (SELECT count(*)
+			FROM grants INDEXED BY grants_open WHERE ended_at IS NULL AND expires_at <= ?)`, now).Scan(&n)
 	} else {
 		lo, hi := store.PrefixRange(prefix)
 		err = s.r.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM grants INDEXED BY grants_open_name

@@ -23,6 +23,9 @@ type mem struct {
 	// indexed is the last seq in events_by_name (meta.events_indexed): the events after it
 	// are found by name by reading them in seq order.
 	indexed int64
+	// open counts the open grants (the current grants of names that have not ended); saved is
+	// the count in meta.open_grants, which the batch that changes open writes.
+	open, saved int64
 	// stretched holds, by token, what restarts added to the expiry of the grants open at
 	// start-up (grants.restart_ext_ms), kept apart from cur: few grants ever have any.
 	stretched map[int64]int64
@@ -127,8 +130,11 @@ func (s *Store) load(ctx context.Context) error {
 		g.metadata.Valid, g.idHash = hasMeta, idHash
 		c := curOf(g, owner)
 		m.names[g.name] = c
-		if c.end == "" && owner != "" {
-			m.owners[owner]++
+		if c.end == "" {
+			m.open++
+			if owner != "" {
+				m.owners[owner]++
+			}
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -161,6 +167,17 @@ func (s *Store) load(ctx context.Context) error {
 	}
 	if err := fr.Err(); err != nil {
 		return fmt.Errorf("load fences: %w", err)
+	}
+	// The start-up write ended the grants that had expired before the restart without
+	// counting them (memory held no grants then): the count is mended here, before any read.
+	if err := s.w.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'open_grants'`).Scan(&m.saved); err != nil {
+		return fmt.Errorf("read the count of open grants: %w", err)
+	}
+	if m.saved != m.open {
+		if _, err := s.w.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'open_grants'`, m.open); err != nil {
+			return fmt.Errorf("write the count of open grants: %w", err)
+		}
+		m.saved = m.open
 	}
 	s.mem = m
 	if n > 100_000 {
@@ -208,6 +225,18 @@ func (t *txn) setName(name string, c cur) {
 	})
 	t.countOwner(old, had, -1)
 	t.countOwner(c, true, 1)
+	if d := isOpen(c, true) - isOpen(old, had); d != 0 {
+		m.open += d
+		t.undo = append(t.undo, func() { m.open -= d })
+	}
+}
+
+// isOpen is 1 when there is a grant c and it has not ended, else 0.
+func isOpen(c cur, ok bool) int64 {
+	if ok && c.end == "" {
+		return 1
+	}
+	return 0
 }
 
 // countOwner adds d to the open grants of c's owner when c is open.

@@ -565,6 +565,12 @@ func (s *Store) runBatch(batch []*op, savepoints bool) (committed, retry bool) {
 			return false, false
 		}
 	}
+	if s.mem.open != s.mem.saved {
+		if _, err := b.tx.Stmt(s.stmts[stOpenGrants]).Exec(s.mem.open); err != nil {
+			fail(fmt.Errorf("persist the count of open grants: %w", w(err)))
+			return false, false
+		}
+	}
 	err = s.inject("commit")
 	if err == nil {
 		err = tx.Commit()
@@ -573,7 +579,7 @@ func (s *Store) runBatch(batch []*op, savepoints bool) (committed, retry bool) {
 		fail(fmt.Errorf("commit: %w", w(err)))
 		return false, false
 	}
-	s.mem.indexed = indexed
+	s.mem.indexed, s.mem.saved = indexed, s.mem.open
 	return true, false
 }
 
@@ -725,6 +731,7 @@ const (
 	stRejection
 	stIndexEvents
 	stIndexed
+	stOpenGrants
 	numStmts
 )
 
@@ -763,6 +770,7 @@ var stmtSQL = [numStmts]string{
 		client_addr, user_agent, reason, source, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 	stIndexEvents: `INSERT INTO events_by_name (name, seq) SELECT name, seq FROM events WHERE seq > ? AND seq <= ? ORDER BY name, seq`,
 	stIndexed:     `UPDATE meta SET value = ? WHERE key = 'events_indexed'`,
+	stOpenGrants:  `UPDATE meta SET value = ? WHERE key = 'open_grants'`,
 }
 
 // prepare prepares the writer's statements once.
