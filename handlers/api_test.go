@@ -228,7 +228,7 @@ func TestReleaseLease(t *testing.T) {
 	t.Run("ErrLostWrongID", func(t *testing.T) {
 		e := newEnv(t)
 		e.acquire("job", "w1", 10*time.Second)
-		r, err := e.c.ReleaseLeaseWithResponse(e.ctx, "job", api.ReleaseRequest{LeaseId: lease.NewID()})
+		r, err := e.c.ReleaseLeaseWithResponse(e.ctx, "job", api.ReleaseRequest{LeaseId: lease.NewID(1)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,6 +2,8 @@ package lease_test
 
 import (
 	"bytes"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"regexp"
 	"strings"
@@ -72,6 +74,27 @@ func FuzzNormalizeMetadata(f *testing.F) {
 		}
 		if diff := cmp.Diff(a, b); diff != "" {
 			t.Fatalf("NormalizeMetadata(%q) changed the meaning (-in +out):\n%s", in, diff)
+		}
+	})
+}
+
+// FuzzIDToken: IDToken never panics, and finds a token only in a string of NewID's shape that
+// carries it first.
+func FuzzIDToken(f *testing.F) {
+	for _, s := range []string{lease.NewID(1796000000000000), lease.NewID(-1), "lk_", "lk_abc", "", "lk_" + strings.Repeat("A", 43)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, id string) {
+		token, ok := lease.IDToken(id)
+		if !ok {
+			return
+		}
+		if !strings.HasPrefix(id, lease.IDPrefix) || len(id) != len(lease.NewID(0)) {
+			t.Fatalf("IDToken(%q) = %d, true for a string not of NewID's shape", id, token)
+		}
+		raw, err := base64.RawURLEncoding.DecodeString(id[len(lease.IDPrefix):])
+		if err != nil || len(raw) != 32 || int64(binary.BigEndian.Uint64(raw)) != token {
+			t.Fatalf("IDToken(%q) = %d: not the token its first 8 bytes hold (%x, %v)", id, token, raw, err)
 		}
 	})
 }

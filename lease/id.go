@@ -6,16 +6,36 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
+	"encoding/binary"
+	"strings"
 )
 
 // IDPrefix starts every lease ID, so a leaked one is easy to recognise in logs and scanners.
 const IDPrefix = "lk_"
 
-// NewID returns a fresh lease ID: 192 random bits.
-func NewID() string {
-	var b [24]byte
-	rand.Read(b[:]) // never fails (crypto/rand panics instead)
+// NewID returns a fresh lease ID for the grant of token: the token, then 192 random bits. The
+// token is public (every reader sees it); the random bits are the capability. Carrying the
+// token lets a store find the grant of an ID by its token, and keep what it stores of IDs in
+// the order grants are made.
+func NewID(token int64) string {
+	var b [32]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(token))
+	rand.Read(b[8:]) // never fails (crypto/rand panics instead)
 	return IDPrefix + base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+// IDToken returns the token an ID carries. IDs issued before they carried one (192 random
+// bits alone) and strings that are no ID carry none.
+func IDToken(id string) (token int64, ok bool) {
+	enc, found := strings.CutPrefix(id, IDPrefix)
+	if !found || base64.RawURLEncoding.DecodedLen(len(enc)) != 32 {
+		return 0, false
+	}
+	var b [32]byte
+	if n, err := base64.RawURLEncoding.Decode(b[:], []byte(enc)); err != nil || n != 32 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(b[:8])), true
 }
 
 // EpochPrefix starts every server epoch.
@@ -36,13 +56,26 @@ func NewSalt() []byte {
 	return b
 }
 
-// IdempotentID returns the lease ID of a grant made under an Idempotency-Key: HMAC-SHA256 of a
-// random per-grant salt keyed by the client's key. The server stores only the salt and hashes,
-// so it can answer a retry with the same ID without ever storing the ID itself.
-func IdempotentID(key string, salt []byte) string {
+// IdempotentID returns the lease ID of the grant of token made under an Idempotency-Key: the
+// token, then HMAC-SHA256 of a random per-grant salt keyed by the client's key. The server
+// stores only the salt and hashes, so it can answer a retry with the same ID without ever
+// storing the ID itself.
+func IdempotentID(key string, salt []byte, token int64) string {
+	b := binary.BigEndian.AppendUint64(make([]byte, 0, 32), uint64(token))
+	return IDPrefix + base64.RawURLEncoding.EncodeToString(append(b, idempotentMAC(key, salt)...))
+}
+
+// LegacyIdempotentID is IdempotentID as it was before IDs carried their token: a retry of a
+// grant made then gets the ID it was given then.
+func LegacyIdempotentID(key string, salt []byte) string {
+	return IDPrefix + base64.RawURLEncoding.EncodeToString(idempotentMAC(key, salt))
+}
+
+// idempotentMAC is the 24 bytes of an idempotent ID that only the client's key can make.
+func idempotentMAC(key string, salt []byte) []byte {
 	m := hmac.New(sha256.New, []byte(key))
 	m.Write(salt)
-	return IDPrefix + base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:24])
+	return m.Sum(nil)[:24]
 }
 
 // HashID returns the SHA-256 of a lease ID or idempotency key: what stores keep.

@@ -14,19 +14,41 @@ import (
 
 func TestNewID(t *testing.T) {
 	seen := map[string]bool{}
-	for range 1000 {
-		id := lease.NewID()
-		if !strings.HasPrefix(id, lease.IDPrefix) || len(id) != len(lease.IDPrefix)+32 {
-			t.Fatalf("NewID() = %q, want %q + 32 characters", id, lease.IDPrefix)
+	for i := range 1000 {
+		token := int64(1796000000000000 + i)
+		id := lease.NewID(token)
+		if !strings.HasPrefix(id, lease.IDPrefix) || len(id) != len(lease.IDPrefix)+43 {
+			t.Fatalf("NewID() = %q, want %q + 43 characters", id, lease.IDPrefix)
 		}
 		raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(id, lease.IDPrefix))
-		if err != nil || len(raw) != 24 {
-			t.Fatalf("NewID() = %q: %d random bytes, %v; want 24 (192 bits)", id, len(raw), err)
+		if err != nil || len(raw) != 32 {
+			t.Fatalf("NewID() = %q: %d bytes, %v; want 32 (the token, then 192 random bits)", id, len(raw), err)
 		}
-		if seen[id] {
-			t.Fatalf("NewID() = %q twice", id)
+		if got, ok := lease.IDToken(id); !ok || got != token {
+			t.Fatalf("IDToken(NewID(%d)) = %d, %v", token, got, ok)
 		}
-		seen[id] = true
+		if seen[id] || seen[id[len(lease.IDPrefix)+11:]] {
+			t.Fatalf("NewID() = %q twice, or its random part", id)
+		}
+		seen[id], seen[id[len(lease.IDPrefix)+11:]] = true, true
+	}
+	if lease.NewID(7) == lease.NewID(7) {
+		t.Error("NewID(7) twice gave the same ID")
+	}
+}
+
+// TestIDToken: an ID from before IDs carried their token (192 random bits), and strings that
+// are no ID, carry none.
+func TestIDToken(t *testing.T) {
+	legacy := lease.IDPrefix + base64.RawURLEncoding.EncodeToString(bytes.Repeat([]byte{7}, 24))
+	for _, id := range []string{legacy, "", "lk_", "lk_notanid", "xx_" + lease.NewID(5)[3:], lease.NewID(5) + "A",
+		lease.NewID(5)[:len(lease.NewID(5))-1], strings.Replace(lease.NewID(5), "lk_", "lk_!", 1)} {
+		if token, ok := lease.IDToken(id); ok {
+			t.Errorf("IDToken(%q) = %d, true; want none", id, token)
+		}
+	}
+	if token, ok := lease.IDToken(lease.NewID(-3)); !ok || token != -3 {
+		t.Errorf("IDToken(NewID(-3)) = %d, %v", token, ok)
 	}
 }
 
@@ -39,27 +61,38 @@ func TestNewSalt(t *testing.T) {
 
 func TestIdempotentID(t *testing.T) {
 	salt1, salt2 := []byte("0123456789abcdef"), []byte("fedcba9876543210")
-	a := lease.IdempotentID("key-1", salt1)
-	if !strings.HasPrefix(a, lease.IDPrefix) || len(a) != len(lease.IDPrefix)+32 {
+	a := lease.IdempotentID("key-1", salt1, 42)
+	if !strings.HasPrefix(a, lease.IDPrefix) || len(a) != len(lease.NewID(42)) {
 		t.Errorf("IdempotentID() = %q, want the shape of NewID", a)
 	}
-	if again := lease.IdempotentID("key-1", append([]byte(nil), salt1...)); again != a {
+	if token, ok := lease.IDToken(a); !ok || token != 42 {
+		t.Errorf("IDToken(IdempotentID(token 42)) = %d, %v", token, ok)
+	}
+	if again := lease.IdempotentID("key-1", append([]byte(nil), salt1...), 42); again != a {
 		t.Errorf("IdempotentID(same key, same salt) = %q then %q, want deterministic", a, again)
 	}
+	legacy := lease.LegacyIdempotentID("key-1", salt1)
+	if !strings.HasPrefix(legacy, lease.IDPrefix) || len(legacy) != len(lease.IDPrefix)+32 {
+		t.Errorf("LegacyIdempotentID() = %q, want the 32-character IDs of before", legacy)
+	}
+	if _, ok := lease.IDToken(legacy); ok {
+		t.Errorf("IDToken(LegacyIdempotentID()) found a token")
+	}
 	for what, other := range map[string]string{
-		"other salt":          lease.IdempotentID("key-1", salt2),
-		"other key":           lease.IdempotentID("key-2", salt1),
-		"key as salt swapped": lease.IdempotentID(string(salt1), []byte("key-1")),
-		"empty key":           lease.IdempotentID("", salt1),
+		"other salt":          lease.IdempotentID("key-1", salt2, 42),
+		"other key":           lease.IdempotentID("key-2", salt1, 42),
+		"key as salt swapped": lease.IdempotentID(string(salt1), []byte("key-1"), 42),
+		"empty key":           lease.IdempotentID("", salt1, 42),
+		"legacy":              legacy,
 	} {
-		if other == a {
-			t.Errorf("IdempotentID with %s = %q, same as the first", what, other)
+		if other == a || other[len(other)-32:] == a[len(a)-32:] {
+			t.Errorf("IdempotentID with %s = %q, same as the first (or its secret part)", what, other)
 		}
 	}
 }
 
 func TestHashID(t *testing.T) {
-	id := lease.NewID()
+	id := lease.NewID(1)
 	h := lease.HashID(id)
 	if len(h) != 32 {
 		t.Fatalf("HashID() = %d bytes, want 32 (SHA-256)", len(h))

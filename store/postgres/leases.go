@@ -242,10 +242,10 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 				return err
 			}
 		}
-		id := lease.NewID()
+		id := lease.NewID(token)
 		if keyHash != nil {
 			salt := lease.NewSalt()
-			id = lease.IdempotentID(p.IdempotencyKey, salt)
+			id = lease.IdempotentID(p.IdempotencyKey, salt, token)
 			if _, err := t.tx.Exec(ctx, `INSERT INTO idempotency (key_hash, name, fingerprint, salt, token, created_at)
 				VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key_hash) DO UPDATE SET name = excluded.name,
 				fingerprint = excluded.fingerprint, salt = excluded.salt, token = excluded.token, created_at = excluded.created_at`,
@@ -377,7 +377,10 @@ func replay(ctx context.Context, t *txn, p store.AcquireParams, keyHash, fp []by
 		return lease.Lease{}, true, lease.Errorf(lease.CodeLost, "the lease granted to this Idempotency-Key (token %d) has %s", token, deref(g.endKind))
 	}
 	l := g.lease()
-	l.ID = lease.IdempotentID(p.IdempotencyKey, salt)
+	l.ID = lease.IdempotentID(p.IdempotencyKey, salt, token)
+	if !lease.SameHash(lease.HashID(l.ID), g.idHash) {
+		l.ID = lease.LegacyIdempotentID(p.IdempotencyKey, salt) // granted before IDs carried their token
+	}
 	return l, true, nil
 }
 

@@ -233,10 +233,10 @@ func (s *Store) acquireOp(p store.AcquireParams, out *lease.Lease) func(context.
 				return err
 			}
 		}
-		id := lease.NewID()
+		id := lease.NewID(token)
 		if keyHash != nil {
 			salt := lease.NewSalt()
-			id = lease.IdempotentID(p.IdempotencyKey, salt)
+			id = lease.IdempotentID(p.IdempotencyKey, salt, token)
 			if _, err := t.tx.ExecContext(ctx, `INSERT INTO idempotency (key_hash, name, fingerprint, salt, token, created_at)
 				VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key_hash) DO UPDATE SET name = excluded.name,
 				fingerprint = excluded.fingerprint, salt = excluded.salt, token = excluded.token, created_at = excluded.created_at`,
@@ -245,7 +245,7 @@ func (s *Store) acquireOp(p store.AcquireParams, out *lease.Lease) func(context.
 			}
 		}
 		ng := grant{
-			token: token, name: gname, holder: p.Holder, idHash: lease.HashID(id),
+			token: token, name: gname, holder: p.Holder, idHash: idKey(id),
 			ttl: p.TTL.Milliseconds(), lockDelay: p.LockDelay.Milliseconds(),
 			acquired: t.now, renewed: t.now, expires: t.now + p.TTL.Milliseconds(),
 			metadata: nullText(p.Metadata),
@@ -353,13 +353,16 @@ func replay(ctx context.Context, t *txn, p store.AcquireParams, keyHash, fp []by
 		return lease.Lease{}, true, lease.Errorf(lease.CodeLost, "the lease granted to this Idempotency-Key (token %d) has %s", token, g.endKind.String)
 	}
 	l := g.lease()
-	l.ID = lease.IdempotentID(p.IdempotencyKey, salt)
+	l.ID = lease.IdempotentID(p.IdempotencyKey, salt, token)
+	if !lease.SameHash(idKey(l.ID), g.idHash) {
+		l.ID = lease.LegacyIdempotentID(p.IdempotencyKey, salt) // granted before IDs carried their token
+	}
 	return l, true, nil
 }
 
 // byID finds the grant whose lease ID is id and checks it belongs to name.
 func byID(ctx context.Context, t *txn, name, id string) (grant, error) {
-	h := lease.HashID(id)
+	h := idKey(id)
 	if c, ok := t.s.mem.names[name]; ok && c.ownsID(h) {
 		// The holder of the current grant (nearly every renew and release).
 		g, _, err := t.current(ctx, name)

@@ -2,8 +2,10 @@ package sqlite
 
 import (
 	"context"
+	"crypto/sha256"
 	"crypto/subtle"
 	"database/sql"
+	"encoding/binary"
 	"fmt"
 	"runtime/debug"
 
@@ -56,7 +58,7 @@ type fenceRow struct{ fence, version int64 }
 func curOf(g grant, owner string) cur {
 	c := cur{token: g.token, ttl: g.ttl, lockDelay: g.lockDelay, acquired: g.acquired, renewed: g.renewed,
 		expires: g.expires, holder: g.holder, owner: owner, hasMeta: g.metadata.Valid}
-	copy(c.idHash[:], g.idHash)
+	copy(c.idHash[:], hashOf(g.idHash))
 	if g.ended.Valid {
 		c.ended, c.end = g.ended.Int64, lease.End(g.endKind.String)
 	}
@@ -74,9 +76,31 @@ func (c cur) grant(name string) grant {
 	return g
 }
 
-// ownsID reports, in constant time, whether idHash is the hash of c's lease ID.
-func (c cur) ownsID(idHash []byte) bool {
-	return subtle.ConstantTimeCompare(c.idHash[:], idHash[:len(c.idHash)]) == 1
+// ownsID reports, in constant time, whether key (idKey) is of c's lease ID.
+func (c cur) ownsID(key []byte) bool {
+	return subtle.ConstantTimeCompare(c.idHash[:], hashOf(key)[:len(c.idHash)]) == 1
+}
+
+// idKey is what the grants table keeps of a lease ID (id_hash). For an ID that carries its
+// token: the token, big-endian, then the ID's SHA-256, so that new grants' keys come in token
+// order and the unique index on them grows at its end (a page rewritten per batch) instead of
+// taking each grant's entry to a random page of an index of every grant ever made. For an ID
+// from before IDs carried their token: its SHA-256 alone.
+func idKey(id string) []byte {
+	h := lease.HashID(id)
+	token, ok := lease.IDToken(id)
+	if !ok {
+		return h
+	}
+	return append(binary.BigEndian.AppendUint64(make([]byte, 0, 8+len(h)), uint64(token)), h...)
+}
+
+// hashOf is the SHA-256 of the lease ID in its idKey.
+func hashOf(key []byte) []byte {
+	if len(key) > sha256.Size {
+		return key[len(key)-sha256.Size:]
+	}
+	return key
 }
 
 // loadCounters reads the last token and event seq into an otherwise empty memory.
