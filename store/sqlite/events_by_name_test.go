@@ -158,8 +158,17 @@ func TestEventsByNameAcrossTheMark(t *testing.T) {
 	recordBatches(t, s, clock, 30)
 	checkEventsByName(t, s)
 
+	var kept []lease.Event // recordN's events are recorded at their time
+	for _, e := range allEvents(t, s) {
+		if !e.At.Before(clock.Now().Add(-20 * time.Second)) {
+			kept = append(kept, e)
+		}
+	}
 	if err := s.Prune(ctx, store.Retention{Age: 20 * time.Second}); err != nil {
 		t.Fatal(err)
+	}
+	if diff := cmp.Diff(kept, allEvents(t, s)); diff != "" || len(kept) == 0 {
+		t.Errorf("events after pruning those older than 20 s differ from those recorded since (-want +got):\n%s", diff)
 	}
 	checkEventsByName(t, s)
 }
@@ -216,7 +225,7 @@ func TestEventsByNameMigration(t *testing.T) {
 	}
 	for _, q := range []string{
 		`CREATE INDEX events_name ON events (name, seq)`, `DELETE FROM meta WHERE key = 'events_indexed'`,
-		`DROP TABLE events_by_name`, `DELETE FROM meta WHERE key = 'open_grants'`, `DELETE FROM goose_db_version WHERE version_id >= 11`,
+		`DROP TABLE events_by_name`, `DELETE FROM meta WHERE key = 'open_grants'`, `CREATE INDEX events_recorded ON events (recorded_at)`, `DELETE FROM goose_db_version WHERE version_id >= 11`,
 	} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)

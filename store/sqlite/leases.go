@@ -636,9 +636,24 @@ func prune(ctx context.Context, t *txn, r store.Retention) error {
 	}
 	if r.Age > 0 {
 		cut := t.now - r.Age.Milliseconds()
+		// Events are recorded in seq order at the writer's clock, which never goes back (it
+		// starts past the newest time persisted): those recorded before cut are the ones before
+		// the first recorded since, found by reading them in seq order (what is deleted anyway)
+		// rather than by an index on recorded_at that every event would have to enter.
+		var first int64
+		if err := t.tx.QueryRowContext(ctx, `SELECT coalesce((SELECT seq FROM events WHERE recorded_at >= ? ORDER BY seq LIMIT 1),
+			(SELECT coalesce(max(seq), 0) + 1 FROM events))`, cut).Scan(&first); err != nil {
+			return fmt.Errorf("prune events: %w", w(err))
+		}
 		for _, q := range []struct{ what, sql string }{
-			{"events by name", `DELETE FROM events_by_name WHERE (name, seq) IN (SELECT name, seq FROM events WHERE recorded_at < ?)`},
-			{"events", `DELETE FROM events WHERE recorded_at < ?`},
+			{"events by name", `DELETE FROM events_by_name WHERE (name, seq) IN (SELECT name, seq FROM events WHERE seq < ?)`},
+			{"events", `DELETE FROM events WHERE seq < ?`},
+		} {
+			if _, err := t.tx.ExecContext(ctx, q.sql, first); err != nil {
+				return fmt.Errorf("prune %s: %w", q.what, w(err))
+			}
+		}
+		for _, q := range []struct{ what, sql string }{
 			{"rejections", `DELETE FROM rejections WHERE at < ?`},
 			{"grants", `DELETE FROM grants WHERE ended_at < ? AND token NOT IN (SELECT token FROM names)`},
 			{"sessions", `DELETE FROM lease_sessions WHERE coalesce(closed_at, expires_at) < ?`},
