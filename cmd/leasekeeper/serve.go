@@ -20,6 +20,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/leasekeeper/leasekeeper/handlers"
+	"github.com/leasekeeper/leasekeeper/internal/gcfloor"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/queue"
 	"github.com/leasekeeper/leasekeeper/service"
@@ -168,10 +169,18 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	return c, nil
 }
 
+// gcFloor is the least the heap may grow past its live data before the garbage collector
+// runs (see package gcfloor).
+const gcFloor = 64 << 20
+
 func serve(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	cfg, err := parseServe(args, getenv, stdout, stderr)
 	if err != nil {
 		return err
+	}
+	if getenv("GOGC") == "" {
+		// Less CPU per request for at most gcFloor of memory; GOGC set is the operator's.
+		defer gcfloor.Start(gcFloor)()
 	}
 	opts := &slog.HandlerOptions{Level: cfg.logLevel}
 	var log *slog.Logger
