@@ -32,8 +32,8 @@ func TestNewID(t *testing.T) {
 		}
 		seen[id], seen[id[len(lease.IDPrefix)+11:]] = true, true
 	}
-	if lease.NewID(7) == lease.NewID(7) {
-		t.Error("NewID(7) twice gave the same ID")
+	if a, b := lease.NewID(7), lease.NewID(7); a == b {
+		t.Errorf("NewID(7) twice = %q: the same ID", a)
 	}
 }
 
