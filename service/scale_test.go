@@ -147,6 +147,7 @@ func seedHeld(t *testing.T, path string, n int) {
 			strconv.FormatInt(at, 10) + `, ` + strconv.FormatInt(at, 10) + `, ` + strconv.FormatInt(at+3600000, 10) + `, '' FROM c`,
 		`INSERT INTO names (name, token) SELECT name, token FROM grants`,
 		`UPDATE meta SET value = ` + strconv.FormatInt(first+int64(n), 10) + ` WHERE key = 'last_token'`,
+		`UPDATE meta SET value = ` + strconv.Itoa(n) + ` WHERE key = 'open_grants'`, // as the writer keeps it
 		`PRAGMA wal_checkpoint(TRUNCATE)`,
 	} {
 		if _, err := db.Exec(q); err != nil {

@@ -156,6 +156,31 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	return s, nil
 }
 
+// rebuildAbove is how many open grants make the restart build grants_open again rather than
+// move each entry (see start).
+const rebuildAbove = 50_000
+
+// dropIfMany drops the index when more than above grants are open (by meta.open_grants, which
+// the start-up write has not yet mended: a guide here) and returns the SQL that creates it
+// again, as the schema holds it; otherwise it returns "".
+func dropIfMany(ctx context.Context, t *txn, index string, above int64) (string, error) {
+	var open int64
+	if err := t.tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'open_grants'`).Scan(&open); err != nil {
+		return "", fmt.Errorf("count open grants: %w", err)
+	}
+	if open <= above {
+		return "", nil
+	}
+	var create string
+	if err := t.tx.QueryRowContext(ctx, `SELECT sql FROM sqlite_schema WHERE type = 'index' AND name = ?`, index).Scan(&create); err != nil {
+		return "", fmt.Errorf("read index %s: %w", index, err)
+	}
+	if _, err := t.tx.ExecContext(ctx, `DROP INDEX `+index); err != nil {
+		return "", fmt.Errorf("drop index %s: %w", index, err)
+	}
+	return create, nil
+}
+
 func (s *Store) start(ctx context.Context, path string, clock lease.Clock) error {
 	if err := w(s.w.PingContext(ctx)); err != nil {
 		return fmt.Errorf("open sqlite %s: %w", path, err)
@@ -188,12 +213,23 @@ func (s *Store) start(ctx context.Context, path string, clock lease.Clock) error
 		if err := expireBefore(ctx, t, hwm); err != nil {
 			return err
 		}
+		// With many open grants, moving each one's entry in the index on expiry costs more
+		// than building the index again from the rewritten rows (a million: 8.5 s against 5.3).
+		rebuild, err := dropIfMany(ctx, t, "grants_open", rebuildAbove)
+		if err != nil {
+			return err
+		}
 		// What the stretch adds is kept with the grant, so its holder's next renewal can be
 		// told (extended_by_restart_ms).
-		_, err := t.tx.ExecContext(ctx, `UPDATE grants SET restart_ext_ms = restart_ext_ms + max(0, ? + ttl_ms - expires_at),
+		_, err = t.tx.ExecContext(ctx, `UPDATE grants SET restart_ext_ms = restart_ext_ms + max(0, ? + ttl_ms - expires_at),
 			expires_at = max(expires_at, ? + ttl_ms) WHERE ended_at IS NULL`, t.now, t.now)
 		if err != nil {
 			return err
+		}
+		if rebuild != "" {
+			if _, err := t.tx.ExecContext(ctx, rebuild); err != nil {
+				return fmt.Errorf("build grants_open again: %w", err)
+			}
 		}
 		// Sessions open at the crash are stretched alike, so that they keep expiring with
 		// their leases (invariant S2).
