@@ -6,7 +6,6 @@ package handlers
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -278,8 +277,7 @@ func (s *server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		long := new(bool) // set by markLong, in this goroutine
-		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), keyLong, long)))
+		next.ServeHTTP(ww, r)
 		route := "unmatched"
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 			route = rc.RoutePattern()
@@ -289,7 +287,8 @@ func (s *server) accessLog(next http.Handler) http.Handler {
 			status = http.StatusOK
 		}
 		d := time.Since(start)
-		s.metrics.observeRequest(r.Method, route, status, d, *long)
+		info := infoOf(r.Context()) // withRequestID's, before this
+		s.metrics.observeRequest(r.Method, route, status, d, info != nil && info.long)
 		if !s.log.Enabled(r.Context(), slog.LevelInfo) {
 			return // the attributes below would be built for nothing
 		}

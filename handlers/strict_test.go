@@ -103,7 +103,7 @@ func TestStrictRenewReleaseRevoke(t *testing.T) {
 
 func TestToProblem(t *testing.T) {
 	s, _ := newStrict(t)
-	ctx := context.WithValue(context.Background(), keyRequestID, "req-1")
+	ctx := context.WithValue(context.Background(), requestKey{}, &reqInfo{id: "req-1"})
 	tests := []struct {
 		name   string
 		err    error
