@@ -143,7 +143,7 @@ func New(cfg Config) (http.Handler, error) {
 	dash.routes(r)
 	r.Group(func(r chi.Router) {
 		r.Use(noStore, sameOrigin, s.jsonBody, s.validate(routes))
-		strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{s.authorize}, api.StrictHTTPServerOptions{
+		strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{newAuthorizer().authorize}, api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  s.requestError,
 			ResponseErrorHandlerFunc: s.responseError,
 		})
