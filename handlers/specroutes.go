@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -43,6 +44,9 @@ func validationSpec() (*openapi3.T, error) {
 type specRoutes struct {
 	ops      map[routeKey]*specRoute
 	fallback routers.Router
+	// maps are path parameter maps for reuse (see release): kin-openapi takes the parameters
+	// as a map, and a new one for every request cost two allocations.
+	maps sync.Pool
 }
 
 type routeKey struct{ method, pattern string }
@@ -62,7 +66,8 @@ func newSpecRoutes(spec *openapi3.T) (*specRoutes, error) {
 	if err != nil {
 		return nil, fmt.Errorf("route the spec: %w", err)
 	}
-	t := &specRoutes{ops: map[routeKey]*specRoute{}, fallback: fallback}
+	t := &specRoutes{ops: map[routeKey]*specRoute{}, fallback: fallback,
+		maps: sync.Pool{New: func() any { return map[string]string{} }}}
 	var templates []*specRoute
 	for _, path := range spec.Paths.InMatchingOrder() {
 		item := spec.Paths.Value(path)
@@ -111,42 +116,52 @@ func overlap(a, b []string) bool {
 }
 
 // find returns the operation r is for and its path parameters, or the router's error
-// (routers.ErrPathNotFound, routers.ErrMethodNotAllowed).
+// (routers.ErrPathNotFound, routers.ErrMethodNotAllowed). Give the parameters to release
+// once nothing holds them any more.
 func (t *specRoutes) find(r *http.Request) (*routers.Route, map[string]string, error) {
 	if op := t.ops[routeKey{r.Method, r.Pattern}]; op != nil {
-		if params, ok := op.params(r.URL.EscapedPath()); ok {
+		params := t.maps.Get().(map[string]string)
+		if op.params(params, r.URL.EscapedPath()) {
 			return op.route, params, nil
 		}
+		t.release(params)
 	}
 	return t.fallback.FindRoute(r)
 }
 
-// params cuts path by the template: nil, false if it does not fit. A parameter takes one
-// non-empty segment, as in gorilla/mux's default pattern [^/]+.
-func (op *specRoute) params(path string) (map[string]string, bool) {
-	if path == "" || path[0] != '/' {
-		return nil, false
+// release takes back parameters that find returned, emptied, for another request.
+func (t *specRoutes) release(params map[string]string) {
+	if params != nil {
+		clear(params)
+		t.maps.Put(params)
 	}
-	params := make(map[string]string, len(op.names))
+}
+
+// params cuts path by the template into the empty map params, and reports whether it fits.
+// A parameter takes one non-empty segment, as in gorilla/mux's default pattern [^/]+.
+func (op *specRoute) params(params map[string]string, path string) bool {
+	if path == "" || path[0] != '/' {
+		return false
+	}
 	rest, n := path[1:], 0
 	for i, seg := range op.segs {
 		cur, next, more := strings.Cut(rest, "/")
 		if more != (i < len(op.segs)-1) {
-			return nil, false
+			return false
 		}
 		switch {
 		case seg == "":
 			if cur == "" {
-				return nil, false
+				return false
 			}
 			params[op.names[n]] = cur
 			n++
 		case cur != seg:
-			return nil, false
+			return false
 		}
 		rest = next
 	}
-	return params, true
+	return true
 }
 
 // validate enforces the spec (patterns, bounds, required fields, no unknown fields) before the
@@ -159,6 +174,8 @@ func (s *server) validate(routes *specRoutes) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			route, params, err := routes.find(r)
+			// Nothing keeps the parameters after validation but its error, translated below.
+			defer routes.release(params)
 			if err == nil {
 				opts := full
 				if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/resources/") {
