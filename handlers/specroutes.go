@@ -47,6 +47,9 @@ type specRoutes struct {
 	// maps are path parameter maps for reuse (see release): kin-openapi takes the parameters
 	// as a map, and a new one for every request cost two allocations.
 	maps sync.Pool
+	// defaults is whether a request body schema declares a default, which the validator
+	// writes into the body; without any, validation skips the work of looking for them.
+	defaults bool
 }
 
 type routeKey struct{ method, pattern string }
@@ -67,7 +70,7 @@ func newSpecRoutes(spec *openapi3.T) (*specRoutes, error) {
 		return nil, fmt.Errorf("route the spec: %w", err)
 	}
 	t := &specRoutes{ops: map[routeKey]*specRoute{}, fallback: fallback,
-		maps: sync.Pool{New: func() any { return map[string]string{} }}}
+		maps: sync.Pool{New: func() any { return map[string]string{} }}, defaults: bodyDefaults(spec)}
 	var templates []*specRoute
 	for _, path := range spec.Paths.InMatchingOrder() {
 		item := spec.Paths.Value(path)
@@ -100,6 +103,45 @@ func newSpecRoutes(spec *openapi3.T) (*specRoutes, error) {
 		}
 	}
 	return t, nil
+}
+
+// bodyDefaults reports whether a schema of a request body of spec, or of any part of one,
+// declares a default.
+func bodyDefaults(spec *openapi3.T) bool {
+	seen := map[*openapi3.Schema]bool{}
+	var has func(refs ...*openapi3.SchemaRef) bool
+	has = func(refs ...*openapi3.SchemaRef) bool {
+		for _, ref := range refs {
+			if ref == nil || ref.Value == nil || seen[ref.Value] {
+				continue
+			}
+			s := ref.Value
+			seen[s] = true
+			if s.Default != nil || has(s.Items, s.Not, s.AdditionalProperties.Schema) ||
+				has(s.AllOf...) || has(s.AnyOf...) || has(s.OneOf...) {
+				return true
+			}
+			for _, p := range s.Properties {
+				if has(p) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, item := range spec.Paths.Map() {
+		for _, op := range item.Operations() {
+			if op.RequestBody == nil || op.RequestBody.Value == nil {
+				continue
+			}
+			for _, mt := range op.RequestBody.Value.Content {
+				if has(mt.Schema) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // overlap reports whether some path matches both templates.
@@ -169,7 +211,7 @@ func (op *specRoute) params(params map[string]string, path string) bool {
 // against a schema; everything else about them is.
 func (s *server) validate(routes *specRoutes) func(http.Handler) http.Handler {
 	// KeepValidatedValue as the nethttp-middleware validator this replaces set it.
-	full := &openapi3filter.Options{KeepValidatedValue: true}
+	full := &openapi3filter.Options{KeepValidatedValue: true, SkipSettingDefaults: !routes.defaults}
 	noBody := &openapi3filter.Options{KeepValidatedValue: true, ExcludeRequestBody: true}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
