@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -279,28 +278,71 @@ func limitBody(n int64) func(http.Handler) http.Handler {
 func (s *server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
+		info := infoOf(r.Context()) // withRequestID's, before this
+		info.resp = statusWriter{ResponseWriter: w}
+		ww := &info.resp
 		next.ServeHTTP(ww, r)
 		route := "unmatched"
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 			route = rc.RoutePattern()
 		}
-		status := ww.Status()
+		status := ww.status
 		if status == 0 {
 			status = http.StatusOK
 		}
 		d := time.Since(start)
-		info := infoOf(r.Context()) // withRequestID's, before this
-		s.metrics.observeRequest(r.Method, route, status, d, info != nil && info.long)
+		s.metrics.observeRequest(r.Method, route, status, d, info.long)
 		if !s.log.Enabled(r.Context(), slog.LevelInfo) {
 			return // the attributes below would be built for nothing
 		}
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("method", r.Method), slog.String("route", route), slog.Int("status", status),
-			slog.Duration("duration", d), slog.Int("bytes", ww.BytesWritten()),
+			slog.Duration("duration", d), slog.Int("bytes", ww.bytes),
 			slog.String("request_id", requestID(r.Context())), slog.String("remote", r.RemoteAddr))
 	})
 }
+
+// statusWriter passes a response on and notes its status and size for accessLog, as chi's
+// middleware.WrapResponseWriter did, without its two allocations a request: it lives in the
+// request's reqInfo. http.ResponseController finds what else the response can do (flush,
+// deadlines, hijack) through Unwrap.
+type statusWriter struct {
+	http.ResponseWriter
+	status, bytes int
+	wrote         bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	// Informational answers (1xx but 101) come before the real one.
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		w.ResponseWriter.WriteHeader(code)
+	} else if !w.wrote {
+		w.status, w.wrote = code, true
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += n
+	return n, err
+}
+
+// ReadFrom keeps io.Copy to the response (a static file) on net/http's own ReadFrom, which
+// sends files without copying them through a buffer of the copier's.
+func (w *statusWriter) ReadFrom(src io.Reader) (int64, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := io.Copy(w.ResponseWriter, src)
+	w.bytes += int(n)
+	return n, err
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // jsonBody prepares the body of a POST to the JSON API: it is treated as JSON whatever
 // Content-Type says (`curl -d` sends application/x-www-form-urlencoded, and these endpoints take

@@ -22,6 +22,8 @@ type reqInfo struct {
 	principal principalInfo
 	// long is set by markLong, in the request's goroutine, and read by accessLog after it.
 	long bool
+	// resp is the response as accessLog passes it on.
+	resp statusWriter
 }
 
 func infoOf(ctx context.Context) *reqInfo {

@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -12,7 +13,8 @@ import (
 )
 
 // A request's id is one in its answer's header, its problem and its access log line: the
-// client's when it sent a sane one, else one the server makes. A problem names the path asked.
+// client's when it sent a sane one, else one the server makes. A problem names the path asked,
+// and the log line the answer's status and size.
 func TestRequestIDEverywhere(t *testing.T) {
 	var log logtest.Sink
 	e := newEnvWith(t, func(cfg *handlers.Config) { cfg.Logger = log.Logger() })
@@ -29,10 +31,10 @@ func TestRequestIDEverywhere(t *testing.T) {
 			if got, path := str(p.RequestId), str(p.Instance); got != id || path != "/v1/leases/job/renew" {
 				t.Errorf("problem request_id %q, instance %q; want %q, /v1/leases/job/renew", got, path, id)
 			}
-			// The line is written once the answer is sent.
-			waitFor(t, "an access log line with request_id "+id, func() bool {
+			// The line, with the answer's status and size, is written once the answer is sent.
+			waitFor(t, fmt.Sprintf("an access log line with request_id %s, status 409, %d bytes", id, len(b)), func() bool {
 				for _, r := range log.Records(t, "INFO") {
-					if r["msg"] == "request" && r["request_id"] == id {
+					if r["msg"] == "request" && r["request_id"] == id && r["status"] == 409.0 && r["bytes"] == float64(len(b)) {
 						return true
 					}
 				}
