@@ -354,7 +354,10 @@ func (s *server) jsonBody(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		r.Header.Set("Content-Type", "application/json")
+		// Most clients say so already: then there is nothing to set (Set makes a new slice).
+		if ct := r.Header["Content-Type"]; len(ct) != 1 || ct[0] != "application/json" {
+			r.Header.Set("Content-Type", "application/json")
+		}
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			s.writeProblem(w, r, err)
