@@ -94,24 +94,23 @@ func newAuthn(cfg AuthConfig, st store.Store, clock lease.Clock) *authn {
 		limiter: map[string]*rate.Limiter{}, held: map[string]*[2]int{}}
 }
 
-type principalKey struct{}
-
 type principalInfo struct {
 	p       auth.Principal
 	session []byte // the session's hash when the request came with a dashboard session
 }
 
-// principalOf returns the caller of a request that passed authentication.
+// principalOf returns the caller of a request that passed authentication; before that, or
+// outside a request, a principal with no role: every check fails closed.
 func principalOf(ctx context.Context) auth.Principal {
-	if pi, ok := ctx.Value(principalKey{}).(*principalInfo); ok {
-		return pi.p
+	if info := infoOf(ctx); info != nil {
+		return info.principal.p
 	}
-	return auth.Principal{} // no role: every check fails closed
+	return auth.Principal{}
 }
 
 func sessionOf(ctx context.Context) []byte {
-	if pi, ok := ctx.Value(principalKey{}).(*principalInfo); ok {
-		return pi.session
+	if info := infoOf(ctx); info != nil {
+		return info.principal.session
 	}
 	return nil
 }
@@ -145,7 +144,9 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			s.writeProblem(w, r, err)
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), principalKey{}, pi)))
+		info, r := ensureInfo(r)
+		info.principal = pi
+		next.ServeHTTP(w, r)
 	})
 }
 
@@ -161,25 +162,25 @@ func (s *server) deny(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // principal finds who sent r: the bearer key, else the dashboard session cookie.
-func (a *authn) principal(r *http.Request) (*principalInfo, error) {
+func (a *authn) principal(r *http.Request) (principalInfo, error) {
 	if a.cfg.Off {
-		return &principalInfo{p: auth.Anonymous}, nil
+		return principalInfo{p: auth.Anonymous}, nil
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, secret, ok := strings.Cut(h, " ")
 		if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(secret) == "" {
-			return nil, lease.Errorf(lease.CodeUnauthenticated, "the Authorization header must be \"Bearer <API key>\"")
+			return principalInfo{}, lease.Errorf(lease.CodeUnauthenticated, "the Authorization header must be \"Bearer <API key>\"")
 		}
 		k, err := a.key(r.Context(), strings.TrimSpace(secret))
 		if err != nil {
-			return nil, err
+			return principalInfo{}, err
 		}
-		return &principalInfo{p: k.Principal()}, nil
+		return principalInfo{p: k.Principal()}, nil
 	}
 	if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
 		return a.sessionPrincipal(r.Context(), c.Value)
 	}
-	return nil, lease.Errorf(lease.CodeUnauthenticated, "this request needs an API key: send \"Authorization: Bearer <key>\"")
+	return principalInfo{}, lease.Errorf(lease.CodeUnauthenticated, "this request needs an API key: send \"Authorization: Bearer <key>\"")
 }
 
 // key returns the live key whose secret is given. Codes: unauthenticated.
@@ -211,28 +212,28 @@ func (a *authn) key(ctx context.Context, secret string) (auth.Key, error) {
 }
 
 // sessionPrincipal returns the principal of a live dashboard session. Codes: unauthenticated.
-func (a *authn) sessionPrincipal(ctx context.Context, secret string) (*principalInfo, error) {
+func (a *authn) sessionPrincipal(ctx context.Context, secret string) (principalInfo, error) {
 	h := auth.Hash(secret)
 	ses, err := a.store.Session(ctx, h)
 	if lease.IsCode(err, lease.CodeNotFound) {
-		return nil, lease.Errorf(lease.CodeUnauthenticated, "the dashboard session has ended; sign in again")
+		return principalInfo{}, lease.Errorf(lease.CodeUnauthenticated, "the dashboard session has ended; sign in again")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("look up session: %w", err)
+		return principalInfo{}, fmt.Errorf("look up session: %w", err)
 	}
 	now := a.clock.Now()
 	if ses.Key.Revoked() || now.Sub(ses.LastSeen) > a.cfg.SessionIdle {
 		a.store.DeleteSession(context.WithoutCancel(ctx), h)
-		return nil, lease.Errorf(lease.CodeUnauthenticated, "the dashboard session has ended; sign in again")
+		return principalInfo{}, lease.Errorf(lease.CodeUnauthenticated, "the dashboard session has ended; sign in again")
 	}
 	// Record use for the idle expiry, at most once a minute: a write per page view would be
 	// wasteful.
 	if now.Sub(ses.LastSeen) > time.Minute {
 		if err := a.store.TouchSession(ctx, h); err != nil {
-			return nil, fmt.Errorf("touch session: %w", err)
+			return principalInfo{}, fmt.Errorf("touch session: %w", err)
 		}
 	}
-	return &principalInfo{p: ses.Key.Principal(), session: h}, nil
+	return principalInfo{p: ses.Key.Principal(), session: h}, nil
 }
 
 // untilRevoked returns ctx, ended with errKeyRevoked when the key of its principal is revoked
@@ -422,12 +423,22 @@ func Rules() []string {
 	return out
 }
 
+// authorizer is rules by the names the generated code gives operations, in Go's style
+// (AcquireLease; the spec and rules say acquireLease). The strict server names the operation
+// to its middleware on every request: looked up as given, it costs no new string.
+type authorizer map[string]rule
+
+func newAuthorizer() authorizer {
+	a := make(authorizer, len(rules))
+	for id, rl := range rules {
+		a[strings.ToUpper(id[:1])+id[1:]] = rl
+	}
+	return a
+}
+
 // authorize is the strict server's middleware that checks each operation's rule.
-func (s *server) authorize(f api.StrictHandlerFunc, operationID string) api.StrictHandlerFunc {
-	// The generated code names operations in Go's style (AcquireLease); the spec and rules
-	// say acquireLease.
-	id := strings.ToLower(operationID[:1]) + operationID[1:]
-	rl, ok := rules[id]
+func (a authorizer) authorize(f api.StrictHandlerFunc, operationID string) api.StrictHandlerFunc {
+	rl, ok := a[operationID]
 	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, req any) (any, error) {
 		if !ok {
 			return nil, lease.Errorf(lease.CodeForbidden, "operation %s has no access rule", operationID)

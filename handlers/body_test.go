@@ -129,15 +129,15 @@ func TestWaitingAcquireLeft(t *testing.T) {
 	if errs := log.Records(t, "ERROR"); len(errs) > 0 {
 		t.Errorf("logged at ERROR: %v", errs)
 	}
-	var logged bool
-	for _, r := range log.Records(t, "INFO") {
-		if r["msg"] == "request" && r["route"] == "/v1/leases/{name}/acquire" && fmt.Sprint(r["status"]) == "499" {
-			logged = true
+	// The access log line comes after the answer, and so after the count.
+	waitFor(t, "an access log line with status 499 for the abandoned acquire", func() bool {
+		for _, r := range log.Records(t, "INFO") {
+			if r["msg"] == "request" && r["route"] == "/v1/leases/{name}/acquire" && fmt.Sprint(r["status"]) == "499" {
+				return true
+			}
 		}
-	}
-	if !logged {
-		t.Errorf("no access log line with status 499 for the abandoned acquire: %v", log.Records(t, ""))
-	}
+		return false
+	})
 }
 
 // waitFor polls cond for up to 5 s.

@@ -30,12 +30,13 @@ func wireMetadata(raw json.RawMessage) *api.Metadata {
 	return &m
 }
 
-// wireLease is a grant or renewal answer of the server started as epoch.
-func wireLease(l lease.Lease, epoch string) api.Lease {
+// wireLease is a grant or renewal answer of the server started as epoch. The answers share
+// epoch, which never changes, rather than each taking a copy.
+func wireLease(l lease.Lease, epoch *string) api.Lease {
 	out := api.Lease{
 		Name: l.Name, Holder: l.Holder, Token: l.Token, TtlMs: l.TTL.Milliseconds(),
 		AcquiredAt: wireTime(l.AcquiredAt), RenewedAt: wireTime(l.RenewedAt), ExpiresAt: wireTime(l.ExpiresAt),
-		LockDelayMs: l.LockDelay.Milliseconds(), Metadata: wireMetadata(l.Metadata), ServerEpoch: ptr(epoch),
+		LockDelayMs: l.LockDelay.Milliseconds(), Metadata: wireMetadata(l.Metadata), ServerEpoch: epoch,
 	}
 	if l.ID != "" {
 		out.LeaseId = ptr(l.ID)

@@ -6,7 +6,6 @@ package handlers
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
-	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -144,7 +142,7 @@ func New(cfg Config) (http.Handler, error) {
 	dash.routes(r)
 	r.Group(func(r chi.Router) {
 		r.Use(noStore, sameOrigin, s.jsonBody, s.validate(routes))
-		strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{s.authorize}, api.StrictHTTPServerOptions{
+		strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{newAuthorizer().authorize}, api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  s.requestError,
 			ResponseErrorHandlerFunc: s.responseError,
 		})
@@ -199,11 +197,14 @@ func (s *server) recoverer(next http.Handler) http.Handler {
 // running it. The policy allows nothing; dashboard pages replace it with their own.
 func securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// What h.Set does, with one array for the four values where Set makes a slice for
+		// each; the keys are in the canonical form Set would give them.
+		v := [...]string{"nosniff", "DENY", "same-origin", "default-src 'none'; frame-ancestors 'none'; sandbox"}
 		h := w.Header()
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("Referrer-Policy", "same-origin")
-		h.Set("Content-Security-Policy", "default-src 'none'; frame-ancestors 'none'; sandbox")
+		h["X-Content-Type-Options"] = v[0:1:1]
+		h["X-Frame-Options"] = v[1:2:2]
+		h["Referrer-Policy"] = v[2:3:3]
+		h["Content-Security-Policy"] = v[3:4:4]
 		next.ServeHTTP(w, r)
 	})
 }
@@ -277,28 +278,71 @@ func limitBody(n int64) func(http.Handler) http.Handler {
 func (s *server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
-		long := new(bool) // set by markLong, in this goroutine
-		next.ServeHTTP(ww, r.WithContext(context.WithValue(r.Context(), keyLong, long)))
+		info, r := ensureInfo(r) // withRequestID's, before this
+		info.resp = statusWriter{ResponseWriter: w}
+		ww := &info.resp
+		next.ServeHTTP(ww, r)
 		route := "unmatched"
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
 			route = rc.RoutePattern()
 		}
-		status := ww.Status()
+		status := ww.status
 		if status == 0 {
 			status = http.StatusOK
 		}
 		d := time.Since(start)
-		s.metrics.observeRequest(r.Method, route, status, d, *long)
+		s.metrics.observeRequest(r.Method, route, status, d, info.long)
 		if !s.log.Enabled(r.Context(), slog.LevelInfo) {
 			return // the attributes below would be built for nothing
 		}
 		s.log.LogAttrs(r.Context(), slog.LevelInfo, "request",
 			slog.String("method", r.Method), slog.String("route", route), slog.Int("status", status),
-			slog.Duration("duration", d), slog.Int("bytes", ww.BytesWritten()),
+			slog.Duration("duration", d), slog.Int("bytes", ww.bytes),
 			slog.String("request_id", requestID(r.Context())), slog.String("remote", r.RemoteAddr))
 	})
 }
+
+// statusWriter passes a response on and notes its status and size for accessLog, as chi's
+// middleware.WrapResponseWriter did, without its two allocations a request: it lives in the
+// request's reqInfo. http.ResponseController finds what else the response can do (flush,
+// deadlines, hijack) through Unwrap.
+type statusWriter struct {
+	http.ResponseWriter
+	status, bytes int
+	wrote         bool
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	// Informational answers (1xx but 101) come before the real one.
+	if code >= 100 && code <= 199 && code != http.StatusSwitchingProtocols {
+		w.ResponseWriter.WriteHeader(code)
+	} else if !w.wrote {
+		w.status, w.wrote = code, true
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := w.ResponseWriter.Write(b)
+	w.bytes += n
+	return n, err
+}
+
+// ReadFrom keeps io.Copy to the response (a static file) on net/http's own ReadFrom, which
+// sends files without copying them through a buffer of the copier's.
+func (w *statusWriter) ReadFrom(src io.Reader) (int64, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	n, err := io.Copy(w.ResponseWriter, src)
+	w.bytes += int(n)
+	return n, err
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // jsonBody prepares the body of a POST to the JSON API: it is treated as JSON whatever
 // Content-Type says (`curl -d` sends application/x-www-form-urlencoded, and these endpoints take
@@ -310,7 +354,10 @@ func (s *server) jsonBody(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		r.Header.Set("Content-Type", "application/json")
+		// Most clients say so already: then there is nothing to set (Set makes a new slice).
+		if ct := r.Header["Content-Type"]; len(ct) != 1 || ct[0] != "application/json" {
+			r.Header.Set("Content-Type", "application/json")
+		}
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			s.writeProblem(w, r, err)
@@ -320,11 +367,24 @@ func (s *server) jsonBody(next http.Handler) http.Handler {
 			s.writeProblem(w, r, lease.Errorf(lease.CodeInvalid, "the body must be one JSON value, with nothing after it"))
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
+		// The validator reads the body again, and gives the request a new one from GetBody
+		// when there is one, instead of a reader and a function of its own.
+		r.GetBody = func() (io.ReadCloser, error) {
+			rd := new(bodyReader)
+			rd.Reset(body)
+			return rd, nil
+		}
+		r.Body, _ = r.GetBody()
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
 }
+
+// bodyReader reads a body already in memory: one allocation, where io.NopCloser over a
+// bytes.Reader is two.
+type bodyReader struct{ bytes.Reader }
+
+func (*bodyReader) Close() error { return nil }
 
 // trailingData reports whether body is a JSON value followed by more than white space. A body
 // that is not JSON at all is the validator's to refuse. json.Valid, one scan without a copy,

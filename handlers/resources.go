@@ -98,13 +98,15 @@ func (s *server) putResource(ctx context.Context, req api.PutResourceRequestObje
 	} else if _, _, err := mime.ParseMediaType(ct); err != nil {
 		return lease.Resource{}, lease.Errorf(lease.CodeInvalid, "Content-Type %q: %v", ct, err)
 	}
-	var buf bytes.Buffer
+	// io.ReadAll, not io.Copy into a bytes.Buffer: that one grows to read a small value twice.
+	var value []byte
 	if req.Body != nil {
-		if _, err := io.Copy(&buf, req.Body); err != nil {
+		var err error
+		if value, err = io.ReadAll(req.Body); err != nil {
 			return lease.Resource{}, fmt.Errorf("read value: %w", err)
 		}
 	}
-	if buf.Len() > lease.MaxValueLen {
+	if len(value) > lease.MaxValueLen {
 		return lease.Resource{}, lease.Errorf(lease.CodeTooLarge, "the value is larger than %d bytes", lease.MaxValueLen)
 	}
 	ifVersion, ifAbsent, err := writeCondition(req.Params)
@@ -113,7 +115,7 @@ func (s *server) putResource(ctx context.Context, req api.PutResourceRequestObje
 	}
 	c := clientOf(ctx)
 	return s.store.PutResource(ctx, store.ResourceWrite{Name: req.Resource, Token: token, LeaseName: leaseName,
-		Value: buf.Bytes(), ContentType: ct, ClientAddr: c.addr, UserAgent: c.userAgent, IfVersion: ifVersion, IfAbsent: ifAbsent})
+		Value: value, ContentType: ct, ClientAddr: c.addr, UserAgent: c.userAgent, IfVersion: ifVersion, IfAbsent: ifAbsent})
 }
 
 // GetResource returns a resource's value with its fence.

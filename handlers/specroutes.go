@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -43,6 +44,12 @@ func validationSpec() (*openapi3.T, error) {
 type specRoutes struct {
 	ops      map[routeKey]*specRoute
 	fallback routers.Router
+	// maps are path parameter maps for reuse (see release): kin-openapi takes the parameters
+	// as a map, and a new one for every request cost two allocations.
+	maps sync.Pool
+	// defaults is whether a request body schema declares a default, which the validator
+	// writes into the body; without any, validation skips the work of looking for them.
+	defaults bool
 }
 
 type routeKey struct{ method, pattern string }
@@ -62,7 +69,8 @@ func newSpecRoutes(spec *openapi3.T) (*specRoutes, error) {
 	if err != nil {
 		return nil, fmt.Errorf("route the spec: %w", err)
 	}
-	t := &specRoutes{ops: map[routeKey]*specRoute{}, fallback: fallback}
+	t := &specRoutes{ops: map[routeKey]*specRoute{}, fallback: fallback,
+		maps: sync.Pool{New: func() any { return map[string]string{} }}, defaults: bodyDefaults(spec)}
 	var templates []*specRoute
 	for _, path := range spec.Paths.InMatchingOrder() {
 		item := spec.Paths.Value(path)
@@ -97,6 +105,45 @@ func newSpecRoutes(spec *openapi3.T) (*specRoutes, error) {
 	return t, nil
 }
 
+// bodyDefaults reports whether a schema of a request body of spec, or of any part of one,
+// declares a default.
+func bodyDefaults(spec *openapi3.T) bool {
+	seen := map[*openapi3.Schema]bool{}
+	var has func(refs ...*openapi3.SchemaRef) bool
+	has = func(refs ...*openapi3.SchemaRef) bool {
+		for _, ref := range refs {
+			if ref == nil || ref.Value == nil || seen[ref.Value] {
+				continue
+			}
+			s := ref.Value
+			seen[s] = true
+			if s.Default != nil || has(s.Items, s.Not, s.AdditionalProperties.Schema) ||
+				has(s.AllOf...) || has(s.AnyOf...) || has(s.OneOf...) {
+				return true
+			}
+			for _, p := range s.Properties {
+				if has(p) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for _, item := range spec.Paths.Map() {
+		for _, op := range item.Operations() {
+			if op.RequestBody == nil || op.RequestBody.Value == nil {
+				continue
+			}
+			for _, mt := range op.RequestBody.Value.Content {
+				if has(mt.Schema) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
 // overlap reports whether some path matches both templates.
 func overlap(a, b []string) bool {
 	if len(a) != len(b) {
@@ -111,42 +158,52 @@ func overlap(a, b []string) bool {
 }
 
 // find returns the operation r is for and its path parameters, or the router's error
-// (routers.ErrPathNotFound, routers.ErrMethodNotAllowed).
+// (routers.ErrPathNotFound, routers.ErrMethodNotAllowed). Give the parameters to release
+// once nothing holds them any more.
 func (t *specRoutes) find(r *http.Request) (*routers.Route, map[string]string, error) {
 	if op := t.ops[routeKey{r.Method, r.Pattern}]; op != nil {
-		if params, ok := op.params(r.URL.EscapedPath()); ok {
+		params := t.maps.Get().(map[string]string)
+		if op.params(params, r.URL.EscapedPath()) {
 			return op.route, params, nil
 		}
+		t.release(params)
 	}
 	return t.fallback.FindRoute(r)
 }
 
-// params cuts path by the template: nil, false if it does not fit. A parameter takes one
-// non-empty segment, as in gorilla/mux's default pattern [^/]+.
-func (op *specRoute) params(path string) (map[string]string, bool) {
-	if path == "" || path[0] != '/' {
-		return nil, false
+// release takes back parameters that find returned, emptied, for another request.
+func (t *specRoutes) release(params map[string]string) {
+	if params != nil {
+		clear(params)
+		t.maps.Put(params)
 	}
-	params := make(map[string]string, len(op.names))
+}
+
+// params cuts path by the template into the empty map params, and reports whether it fits.
+// A parameter takes one non-empty segment, as in gorilla/mux's default pattern [^/]+.
+func (op *specRoute) params(params map[string]string, path string) bool {
+	if path == "" || path[0] != '/' {
+		return false
+	}
 	rest, n := path[1:], 0
 	for i, seg := range op.segs {
 		cur, next, more := strings.Cut(rest, "/")
 		if more != (i < len(op.segs)-1) {
-			return nil, false
+			return false
 		}
 		switch {
 		case seg == "":
 			if cur == "" {
-				return nil, false
+				return false
 			}
 			params[op.names[n]] = cur
 			n++
 		case cur != seg:
-			return nil, false
+			return false
 		}
 		rest = next
 	}
-	return params, true
+	return true
 }
 
 // validate enforces the spec (patterns, bounds, required fields, no unknown fields) before the
@@ -154,11 +211,13 @@ func (op *specRoute) params(path string) (map[string]string, bool) {
 // against a schema; everything else about them is.
 func (s *server) validate(routes *specRoutes) func(http.Handler) http.Handler {
 	// KeepValidatedValue as the nethttp-middleware validator this replaces set it.
-	full := &openapi3filter.Options{KeepValidatedValue: true}
+	full := &openapi3filter.Options{KeepValidatedValue: true, SkipSettingDefaults: !routes.defaults}
 	noBody := &openapi3filter.Options{KeepValidatedValue: true, ExcludeRequestBody: true}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			route, params, err := routes.find(r)
+			// Nothing keeps the parameters after validation but its error, translated below.
+			defer routes.release(params)
 			if err == nil {
 				opts := full
 				if r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/v1/resources/") {

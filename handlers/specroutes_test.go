@@ -205,6 +205,7 @@ func TestSpecRoutesPlaceHotRoutesThemselves(t *testing.T) {
 			params[tc.param] != tc.value || len(params) != strings.Count(tc.pattern, "{") {
 			t.Errorf("find(%s %s) = %v %v %v, want %s with %s=%q", tc.method, tc.path, route, params, err, tc.pattern, tc.param, tc.value)
 		}
+		routes.release(params) // the next find takes it back, with nothing left of this one
 	}
 	if fallback.n != 0 {
 		t.Errorf("the router placed %d requests, want none", fallback.n)
@@ -293,9 +294,44 @@ func TestSpecRouteParams(t *testing.T) {
 		"v1/leases/a/acquire":    false,
 		"":                       false,
 	} {
-		params, ok := op.params(path)
+		params := map[string]string{}
+		ok := op.params(params, path)
 		if ok != want || ok && params["name"] != "a" {
 			t.Errorf("params(%q) = %v, %v; want fit %v", path, params, ok, want)
 		}
+	}
+}
+
+// Validation looks for body defaults only in a spec that declares one, and then still writes
+// them into the body: here a default of ttl_ms, and one of a schema under allOf.
+func TestBodyDefaultsStillSet(t *testing.T) {
+	s := &server{log: slog.New(slog.DiscardHandler)}
+	for _, where := range []string{"property", "allOf"} {
+		t.Run(where, func(t *testing.T) {
+			spec, err := validationSpec()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ttl := spec.Components.Schemas["RenewRequest"].Value.Properties["ttl_ms"].Value
+			if where == "allOf" {
+				ttl.AllOf = openapi3.SchemaRefs{{Value: &openapi3.Schema{
+					Properties: openapi3.Schemas{"x": {Value: &openapi3.Schema{Default: 1.0}}}}}}
+				if routes, err := newSpecRoutes(spec); err != nil || !routes.defaults {
+					t.Fatalf("newSpecRoutes(a default under allOf) = defaults %v, %v; want true", routes != nil && routes.defaults, err)
+				}
+				return
+			}
+			ttl.Default = 5000.0
+			routes, err := newSpecRoutes(spec)
+			if err != nil || !routes.defaults {
+				t.Fatalf("newSpecRoutes(a default) = defaults %v, %v; want true", routes != nil && routes.defaults, err)
+			}
+			w := httptest.NewRecorder()
+			validatingRouter(t, s, spec, s.validate(routes)).ServeHTTP(w,
+				httptest.NewRequest("POST", "/v1/leases/job/renew", strings.NewReader(`{"lease_id":"l"}`)))
+			if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"ttl_ms":5000`) {
+				t.Errorf("renew without ttl_ms = %d %s, want the default ttl_ms in the body", w.Code, w.Body)
+			}
+		})
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
@@ -103,7 +104,7 @@ func TestStrictRenewReleaseRevoke(t *testing.T) {
 
 func TestToProblem(t *testing.T) {
 	s, _ := newStrict(t)
-	ctx := context.WithValue(context.Background(), keyRequestID, "req-1")
+	ctx := context.WithValue(context.Background(), requestKey{}, &reqInfo{id: "req-1"})
 	tests := []struct {
 		name   string
 		err    error
@@ -164,5 +165,22 @@ func TestRequestError(t *testing.T) {
 				t.Errorf("requestError(%v) = %d %q, want %d problem+json", tt.err, w.Code, w.Header().Get("Content-Type"), tt.status)
 			}
 		})
+	}
+}
+
+// TestMiddlewaresWithoutRequestInfo: authenticate and accessLog, composed without
+// withRequestID before them, make the request's info themselves instead of dereferencing nil.
+func TestMiddlewaresWithoutRequestInfo(t *testing.T) {
+	s, _ := newStrict(t)
+	s.auth = newAuthn(AuthConfig{Off: true}, s.store, s.clock)
+	var got principalInfo
+	h := s.accessLog(s.authenticate(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = infoOf(r.Context()).principal
+		w.WriteHeader(http.StatusNoContent)
+	})))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/leases", nil))
+	if w.Code != http.StatusNoContent || got.p.Role != auth.Anonymous.Role {
+		t.Errorf("status %d, principal %+v; want 204 and the anonymous admin of auth off", w.Code, got.p)
 	}
 }

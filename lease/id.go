@@ -80,7 +80,10 @@ func idempotentMAC(key string, salt []byte) []byte {
 
 // HashID returns the SHA-256 of a lease ID or idempotency key: what stores keep.
 func HashID(id string) []byte {
-	h := sha256.Sum256([]byte(id))
+	// Copied into a buffer on the stack, which fits lease IDs and most keys: []byte(id)
+	// takes an allocation for anything longer than 32 bytes, as lease IDs are.
+	var buf [64]byte
+	h := sha256.Sum256(append(buf[:0], id...))
 	return h[:]
 }
 

@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -105,6 +106,17 @@ func TestHashID(t *testing.T) {
 	}
 	if bytes.Contains(h, []byte(id)) {
 		t.Errorf("HashID() contains the ID itself")
+	}
+}
+
+// Stores keep HashID's values: it is SHA-256 of the ID's bytes, whatever their length (short
+// ones are copied to the stack first, longer ones not).
+func TestHashIDIsSHA256(t *testing.T) {
+	for n := range 200 {
+		id := strings.Repeat("lk_", n/3+1)[:n]
+		if got, want := lease.HashID(id), sha256.Sum256([]byte(id)); !bytes.Equal(got, want[:]) {
+			t.Errorf("HashID(%d bytes) = %x, want %x", n, got, want)
+		}
 	}
 }
 
