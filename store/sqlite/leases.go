@@ -640,18 +640,9 @@ func prune(ctx context.Context, t *txn, r store.Retention) error {
 		// starts past the newest time persisted): those recorded before cut are the ones before
 		// the first recorded since, found by reading them in seq order (what is deleted anyway)
 		// rather than by an index on recorded_at that every event would have to enter.
-		var first int64
-		if err := t.tx.QueryRowContext(ctx, `SELECT coalesce((SELECT seq FROM events WHERE recorded_at >= ? ORDER BY seq LIMIT 1),
-			(SELECT coalesce(max(seq), 0) + 1 FROM events))`, cut).Scan(&first); err != nil {
-			return fmt.Errorf("prune events: %w", w(err))
-		}
-		for _, q := range []struct{ what, sql string }{
-			{"events by name", `DELETE FROM events_by_name WHERE (name, seq) IN (SELECT name, seq FROM events WHERE seq < ?)`},
-			{"events", `DELETE FROM events WHERE seq < ?`},
-		} {
-			if _, err := t.tx.ExecContext(ctx, q.sql, first); err != nil {
-				return fmt.Errorf("prune %s: %w", q.what, w(err))
-			}
+		if err := pruneEventsBefore(ctx, t, `SELECT coalesce((SELECT seq FROM events WHERE recorded_at >= ? ORDER BY seq LIMIT 1),
+			(SELECT coalesce(max(seq), 0) + 1 FROM events))`, cut); err != nil {
+			return err
 		}
 		for _, q := range []struct{ what, sql string }{
 			{"rejections", `DELETE FROM rejections WHERE at < ?`},
@@ -666,15 +657,11 @@ func prune(ctx context.Context, t *txn, r store.Retention) error {
 	if r.Rows > 0 {
 		// Keep the newest r.Rows: a client reporting rejections (or taking leases) as fast
 		// as it can must not grow the database without bound inside the age window.
-		for _, q := range []struct{ what, sql string }{
-			{"events by name", `DELETE FROM events_by_name WHERE (name, seq) IN (SELECT name, seq FROM events
-				WHERE seq <= (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?))`},
-			{"events", `DELETE FROM events WHERE seq <= (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?)`},
-			{"rejections", `DELETE FROM rejections WHERE id <= (SELECT id FROM rejections ORDER BY id DESC LIMIT 1 OFFSET ?)`},
-		} {
-			if _, err := t.tx.ExecContext(ctx, q.sql, r.Rows); err != nil {
-				return fmt.Errorf("prune %s beyond %d rows: %w", q.what, r.Rows, w(err))
-			}
+		if err := pruneEventsBefore(ctx, t, `SELECT coalesce((SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET ?), 0) + 1`, r.Rows); err != nil {
+			return err
+		}
+		if _, err := t.tx.ExecContext(ctx, `DELETE FROM rejections WHERE id <= (SELECT id FROM rejections ORDER BY id DESC LIMIT 1 OFFSET ?)`, r.Rows); err != nil {
+			return fmt.Errorf("prune rejections beyond %d rows: %w", r.Rows, w(err))
 		}
 	}
 	if _, err := t.tx.ExecContext(ctx, `DELETE FROM idempotency WHERE created_at <= ?`, t.now-store.IdempotencyTTL.Milliseconds()); err != nil {
@@ -684,6 +671,24 @@ func prune(ctx context.Context, t *txn, r store.Retention) error {
 		return fmt.Errorf("prune sessions: %w", w(err))
 	}
 	t.dirty = true
+	return nil
+}
+
+// pruneEventsBefore deletes the events before the seq that firstKept (a query of one argument,
+// arg) finds, and their entries in events_by_name: the cut is found once, for both tables.
+func pruneEventsBefore(ctx context.Context, t *txn, firstKept string, arg any) error {
+	var first int64
+	if err := t.tx.QueryRowContext(ctx, firstKept, arg).Scan(&first); err != nil {
+		return fmt.Errorf("prune events: %w", w(err))
+	}
+	for _, q := range []struct{ what, sql string }{
+		{"events by name", `DELETE FROM events_by_name WHERE (name, seq) IN (SELECT name, seq FROM events WHERE seq < ?)`},
+		{"events", `DELETE FROM events WHERE seq < ?`},
+	} {
+		if _, err := t.tx.ExecContext(ctx, q.sql, first); err != nil {
+			return fmt.Errorf("prune %s: %w", q.what, w(err))
+		}
+	}
 	return nil
 }
 
