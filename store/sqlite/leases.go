@@ -529,11 +529,11 @@ func (s *Store) ExpireDue(ctx context.Context) (int, time.Time, error) {
 	return n, next, nil
 }
 
-// HeldCount counts leases held now. Without a prefix it takes the count of open grants the
-// writer keeps in meta and subtracts those already past expiry (grants_open). With one, it counts the open grants under the prefix in grants_open_name and
-// subtracts those already past expiry, found in grants_open: grants_open_name holds no expiry
-// (a renewal would rewrite its entry), and the sweeper keeps the open but expired ones few, so
-// counting stays cheap with many leases. See store.Store.
+// HeldCount counts leases held now: the open grants less those already past expiry, found in
+// grants_open (the sweeper keeps them few). Without a prefix the open grants are the count the
+// writer keeps in meta; with one, those under the prefix in grants_open_name, which holds no
+// expiry (a renewal would rewrite its entry). Counting stays cheap with many leases. See
+// store.Store.
 func (s *Store) HeldCount(ctx context.Context, prefix string) (int, error) {
 	var n int
 	now := s.clock.Now().UnixMilli()
