@@ -3,6 +3,9 @@ package watch
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/leasekeeper/leasekeeper/lease"
@@ -126,3 +129,72 @@ func TestQuietWatcherStaysInMemory(t *testing.T) {
 		t.Error("a position older than the first commit memory saw was served from memory")
 	}
 }
+
+// TestOwnEventsMatchTheRing: a watched prefix reads exactly the events of the ring a scan of
+// the whole ring finds for it, in order, whatever came before: prefixes watched before the
+// first commit, after events of theirs were already in the ring, given up and watched again,
+// while the ring rolls over many times in commits of several events.
+func TestOwnEventsMatchTheRing(t *testing.T) {
+	h := NewHub(emptyStore{}, Options{MaxWatchers: 100})
+	rng := rand.New(rand.NewPCG(1, 2))
+	names := []string{"a", "a/1", "a/2", "ab", "b", "b/1", "jobs/x", "jobs/xy", "z"}
+	prefixes := []string{"", "a", "a/", "a/1", "b", "jobs/", "jobs/x", "jobs/xy", "q", "z"}
+	open := map[string][]*Stream{}
+	watch := func(p string) {
+		s, err := h.Open(context.Background(), p, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.register(s)
+		open[p] = append(open[p], s)
+	}
+	watch("a") // before any commit
+	seq := int64(10)
+	check := func(round int) {
+		t.Helper()
+		for p := range open {
+			after := h.horizon + int64(rng.IntN(h.n+1)) // from before the ring's oldest to its newest
+			var got, want []int64
+			_, inMemory, _ := h.fromMemory(after, p, func(e *lease.Event, _ []byte) error { got = append(got, e.Seq); return nil })
+			if !inMemory {
+				t.Fatalf("round %d, prefix %q after %d (horizon %d): not served from memory", round, p, after, h.horizon)
+			}
+			for i := range h.n {
+				if e := h.at(i); e.Seq > after && strings.HasPrefix(e.Name, p) {
+					want = append(want, e.Seq)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("round %d, prefix %q after %d: read %d events %v…, the ring holds %d %v…", round, p, after, len(got), head(got), len(want), head(want))
+			}
+		}
+	}
+	for round := range 3000 {
+		evs := make([]lease.Event, 1+rng.IntN(8))
+		for i := range evs {
+			seq++
+			evs[i] = lease.Event{Seq: seq, Name: names[rng.IntN(len(names))]}
+		}
+		h.ObserveEvents(evs)
+		switch p := prefixes[rng.IntN(len(prefixes))]; {
+		case rng.IntN(10) == 0:
+			watch(p)
+		case rng.IntN(10) == 0 && len(open[p]) > 0:
+			h.unregister(open[p][0])
+			if open[p] = open[p][1:]; len(open[p]) == 0 {
+				delete(open, p)
+			}
+		}
+		if round%50 == 0 {
+			check(round)
+		}
+	}
+	check(-1)
+	for p, l := range h.mine {
+		if n := len(l.live()); n > recentCap || len(l.at) > 2*n+64 {
+			t.Errorf("prefix %q keeps %d positions of %d in its array; want at most the ring's %d, and at most 2×+64 in all", p, n, len(l.at), recentCap)
+		}
+	}
+}
+
+func head(s []int64) []int64 { return s[:min(len(s), 5)] }

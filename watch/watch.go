@@ -73,9 +73,14 @@ type Hub struct {
 	// behind than the horizon still reads from memory when nothing of its prefix left since
 	// its position, as a watcher of a quiet lease, not woken by others' commits, always is.
 	evicted map[string]int64
-	woken   []string      // scratch of wake
-	closed  chan struct{} // closed by Close: every stream ends
-	once    sync.Once
+	// mine holds, for each watched prefix, the positions in the ring of its events, oldest
+	// first: a stream reads only its own events, not every event committed since its last
+	// write (with 1,000 watchers of a lease each, woken at their write interval, that scan
+	// was most of what watching cost). At most recentCap positions per watched prefix.
+	mine   map[string]*positions
+	woken  []string      // scratch of wake
+	closed chan struct{} // closed by Close: every stream ends
+	once   sync.Once
 
 	// The newest committed events, so watchers that keep up are served from memory instead
 	// of each querying the store after every commit: a ring of recentCap events, the oldest at
@@ -84,6 +89,7 @@ type Hub struct {
 	recent   []lease.Event
 	frames   [][]byte // recent[i] as a stream message, by opts.Encode; nil if not encoded
 	start, n int
+	next     int64 // the position of the next event: position p is at recent[p%recentCap]
 	horizon  int64
 	first    int64 // the horizon when the first commit was observed: no older event was ever in memory
 }
@@ -109,8 +115,29 @@ func NewHub(st Store, opts Options) *Hub {
 		opts.WriteBudget = 5000
 	}
 	return &Hub{store: st, opts: opts, closed: make(chan struct{}), horizon: -1, byPrefix: map[string]map[*Stream]struct{}{}, lens: map[int]int{},
-		evicted: map[string]int64{}}
+		evicted: map[string]int64{}, mine: map[string]*positions{}}
 }
+
+// positions are a watched prefix's events in the ring, by position, oldest first.
+type positions struct {
+	at   []int64
+	head int // at[:head] have left the ring
+}
+
+func (p *positions) push(pos int64) { p.at = append(p.at, pos) }
+
+// drop forgets the oldest position when it is pos, which has just left the ring.
+func (p *positions) drop(pos int64) {
+	if p.head < len(p.at) && p.at[p.head] == pos {
+		p.head++
+	}
+	if p.head >= 64 && 2*p.head >= len(p.at) {
+		p.at = append(p.at[:0], p.at[p.head:]...)
+		p.head = 0
+	}
+}
+
+func (p *positions) live() []int64 { return p.at[p.head:] }
 
 // ObserveEvents keeps the events and wakes the watchers of their names; wire it to the store's
 // commit hook. It never blocks.
@@ -126,43 +153,43 @@ func (h *Hub) ObserveEvents(evs []lease.Event) {
 		h.recent, h.frames = make([]lease.Event, recentCap), make([][]byte, recentCap)
 	}
 	// Each event overwrites the oldest once the ring is full: no copy of the window.
+	woken := h.woken[:0]
 	for _, e := range evs {
-		i := h.start
 		if h.n < recentCap {
-			i = (h.start + h.n) % recentCap
 			h.n++
 		} else {
-			old := h.recent[h.start]
-			h.watchedPrefixes(old.Name, func(p string) { h.evicted[p] = old.Seq })
+			old, pos := h.recent[h.start], h.next-recentCap
+			h.watchedPrefixes(old.Name, func(p string) {
+				h.evicted[p] = old.Seq
+				h.mine[p].drop(pos)
+			})
 			h.start = (h.start + 1) % recentCap
 		}
+		i := h.next % recentCap
 		h.recent[i], h.frames[i] = e, nil
 		if h.watchers > 0 && h.opts.Encode != nil {
 			h.frames[i], _ = message(e, h.opts.Encode)
 		}
+		pos := h.next
+		h.next++
+		h.watchedPrefixes(e.Name, func(p string) {
+			h.mine[p].push(pos)
+			if !slices.Contains(woken, p) {
+				woken = append(woken, p)
+			}
+		})
 	}
 	if h.n == recentCap {
 		h.horizon = h.at(0).Seq - 1
 	}
-	h.wake(evs)
-}
-
-// wake signals every stream that watches one of evs' names, once. h.mu must be held.
-func (h *Hub) wake(evs []lease.Event) {
-	woken := h.woken[:0]
-	for _, e := range evs {
-		h.watchedPrefixes(e.Name, func(p string) {
-			if slices.Contains(woken, p) {
-				return
+	// Wake every stream that watches one of evs' names, once.
+	for _, p := range woken {
+		for st := range h.byPrefix[p] {
+			select {
+			case st.wake <- struct{}{}:
+			default: // already signalled: it reads every event when it runs
 			}
-			woken = append(woken, p)
-			for st := range h.byPrefix[p] {
-				select {
-				case st.wake <- struct{}{}:
-				default: // already signalled: it reads every event when it runs
-				}
-			}
-		})
+		}
 	}
 	clear(woken)
 	h.woken = woken[:0]
@@ -213,11 +240,21 @@ func (h *Hub) fromMemory(after int64, prefix string, visit func(e *lease.Event, 
 		}
 		after = h.horizon
 	}
-	i := sort.Search(h.n, func(i int) bool { return h.at(i).Seq > after })
-	for ; i < h.n; i++ {
-		if e := h.at(i); strings.HasPrefix(e.Name, prefix) {
-			if err := visit(e, h.frames[(h.start+i)%recentCap]); err != nil {
+	if mine, ok := h.mine[prefix]; ok {
+		// A watched prefix: only its own events, found by their positions.
+		live := mine.live()
+		for _, pos := range live[sort.Search(len(live), func(i int) bool { return h.recent[live[i]%recentCap].Seq > after }):] {
+			if err := visit(&h.recent[pos%recentCap], h.frames[pos%recentCap]); err != nil {
 				return after, true, err
+			}
+		}
+	} else {
+		i := sort.Search(h.n, func(i int) bool { return h.at(i).Seq > after })
+		for ; i < h.n; i++ {
+			if e := h.at(i); strings.HasPrefix(e.Name, prefix) {
+				if err := visit(e, h.frames[(h.start+i)%recentCap]); err != nil {
+					return after, true, err
+				}
 			}
 		}
 	}
@@ -291,6 +328,14 @@ func (h *Hub) register(s *Stream) {
 	if h.byPrefix[s.prefix] == nil {
 		h.byPrefix[s.prefix] = map[*Stream]struct{}{}
 		h.evicted[s.prefix] = h.horizon // what left the ring before is unknown: as if all of it
+		// The prefix's events already in the ring, found once; ObserveEvents adds the others.
+		mine := &positions{}
+		for pos := h.next - int64(h.n); pos < h.next; pos++ {
+			if strings.HasPrefix(h.recent[pos%recentCap].Name, s.prefix) {
+				mine.push(pos)
+			}
+		}
+		h.mine[s.prefix] = mine
 	}
 	h.byPrefix[s.prefix][s] = struct{}{}
 	h.lens[len(s.prefix)]++
@@ -304,6 +349,7 @@ func (h *Hub) unregister(s *Stream) {
 	if delete(h.byPrefix[s.prefix], s); len(h.byPrefix[s.prefix]) == 0 {
 		delete(h.byPrefix, s.prefix)
 		delete(h.evicted, s.prefix)
+		delete(h.mine, s.prefix)
 	}
 	if h.lens[len(s.prefix)]--; h.lens[len(s.prefix)] == 0 {
 		delete(h.lens, len(s.prefix))
