@@ -677,6 +677,8 @@ func (s *Store) Prune(ctx context.Context, r store.Retention) error {
 			for _, q := range []struct{ what, sql string }{
 				{"events", `DELETE FROM events WHERE seq <= (SELECT seq FROM events ORDER BY seq DESC LIMIT 1 OFFSET $1)`},
 				{"rejections", `DELETE FROM rejections WHERE id <= (SELECT id FROM rejections ORDER BY id DESC LIMIT 1 OFFSET $1)`},
+				{"ended grants", `DELETE FROM grants g WHERE ended_at <= (SELECT ended_at FROM grants WHERE ended_at IS NOT NULL ORDER BY ended_at DESC LIMIT 1 OFFSET $1)
+					AND NOT EXISTS (SELECT 1 FROM names n WHERE n.token = g.token)`},
 			} {
 				if _, err := t.tx.Exec(ctx, q.sql, r.Rows); err != nil {
 					return fmt.Errorf("prune %s beyond %d rows: %w", q.what, r.Rows, err)

@@ -622,6 +622,16 @@ func (s *Store) RecentlyFreed(ctx context.Context, prefix string, limit int) ([]
 	return out, nil
 }
 
+// The statements of prune that delete ended grants: those that ended before a time, and those
+// older than the newest n ended grants. Each name's last grant stays (the state of the name).
+// Both read ended grants through grants_ended and look names up by token (names_token), as
+// the foreign key of names.token does for every grant deleted.
+const (
+	pruneGrantsBefore = `DELETE FROM grants WHERE ended_at < ? AND NOT EXISTS (SELECT 1 FROM names n WHERE n.token = grants.token)`
+	pruneGrantsBeyond = `DELETE FROM grants WHERE ended_at <= (SELECT ended_at FROM grants WHERE ended_at IS NOT NULL ORDER BY ended_at DESC LIMIT 1 OFFSET ?)
+		AND NOT EXISTS (SELECT 1 FROM names n WHERE n.token = grants.token)`
+)
+
 // Prune deletes old history. See store.Store.
 func (s *Store) Prune(ctx context.Context, r store.Retention) error {
 	return s.write(ctx, func(ctx context.Context, t *txn) error { return prune(ctx, t, r) })
@@ -646,7 +656,7 @@ func prune(ctx context.Context, t *txn, r store.Retention) error {
 		}
 		for _, q := range []struct{ what, sql string }{
 			{"rejections", `DELETE FROM rejections WHERE at < ?`},
-			{"grants", `DELETE FROM grants WHERE ended_at < ? AND token NOT IN (SELECT token FROM names)`},
+			{"grants", pruneGrantsBefore},
 			{"sessions", `DELETE FROM lease_sessions WHERE coalesce(closed_at, expires_at) < ?`},
 		} {
 			if _, err := t.tx.ExecContext(ctx, q.sql, cut); err != nil {
@@ -662,6 +672,11 @@ func prune(ctx context.Context, t *txn, r store.Retention) error {
 		}
 		if _, err := t.tx.ExecContext(ctx, `DELETE FROM rejections WHERE id <= (SELECT id FROM rejections ORDER BY id DESC LIMIT 1 OFFSET ?)`, r.Rows); err != nil {
 			return fmt.Errorf("prune rejections beyond %d rows: %w", r.Rows, w(err))
+		}
+		// And the ended grants: a client that takes and frees leases as fast as it can must
+		// not grow the database without bound inside the age window either.
+		if _, err := t.tx.ExecContext(ctx, pruneGrantsBeyond, r.Rows); err != nil {
+			return fmt.Errorf("prune ended grants beyond %d: %w", r.Rows, w(err))
 		}
 	}
 	if _, err := t.tx.ExecContext(ctx, `DELETE FROM idempotency WHERE created_at <= ?`, t.now-store.IdempotencyTTL.Milliseconds()); err != nil {

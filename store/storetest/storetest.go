@@ -147,6 +147,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Events/Pagination", testEventsPagination},
 		{"Prune", testPrune},
 		{"Prune/Rows", testPruneRows},
+		{"Prune/EndedGrants", testPruneEndedGrants},
 		{"Resources/Fence", testResourceFence},
 		{"Resources/LeaseName", testResourceLeaseName},
 		{"Resources/ConcurrentWriters", testResourceConcurrent},
@@ -1202,6 +1203,74 @@ func testPruneRows(t *testing.T, e *env) {
 		if st, err := e.s.Get(e.ctx, fmt.Sprintf("n%d", i)); err != nil || !st.Held {
 			t.Errorf("lease n%d after pruning history = %+v, %v; want untouched", i, st, err)
 		}
+	}
+}
+
+// testPruneEndedGrants: prune by rows keeps the newest ended grants and deletes the older ones,
+// but never a name's last grant nor an open one, however old; prune by age deletes ended
+// grants that ended before the cut and keeps a name's last. Whether a grant is kept shows in
+// a rejection reported with its token alone: its lease is named only while the grant is known.
+func testPruneEndedGrants(t *testing.T, e *env) {
+	old := e.acquire("old", "w", time.Hour) // open throughout, the oldest grant
+	var cyc []lease.Lease
+	for range 6 {
+		e.clock.Advance(time.Second)
+		l := e.acquire("cyc", "w", time.Minute)
+		e.clock.Advance(time.Second)
+		if err := e.s.Release(e.ctx, "cyc", l.ID); err != nil {
+			t.Fatal(err)
+		}
+		cyc = append(cyc, l)
+	}
+	known := func(l lease.Lease) bool {
+		t.Helper()
+		r, err := e.s.RecordRejection(e.ctx, lease.Rejection{Resource: "r", PresentedToken: l.Token, CurrentFence: l.Token + 1,
+			Source: lease.RejectionSourceExternal})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Lease != ""
+	}
+	for i, l := range cyc {
+		if !known(l) {
+			t.Fatalf("grant %d of cyc unknown before any prune", i)
+		}
+	}
+	// Keep 3: the 3 newest ended grants stay (cyc 3, 4, 5: the last is also the name's).
+	if err := e.s.Prune(e.ctx, store.Retention{Rows: 3}); err != nil {
+		t.Fatalf("Prune(rows 3) = %v", err)
+	}
+	for i, l := range cyc {
+		if got, want := known(l), i >= 3; got != want {
+			t.Errorf("after Prune(rows 3): grant %d of cyc known %v, want %v", i, got, want)
+		}
+	}
+	if !known(old) {
+		t.Error("after Prune(rows 3): the oldest grant, still open, was pruned")
+	}
+	// Keep 1: only the name's last grant, which would stay anyway.
+	if err := e.s.Prune(e.ctx, store.Retention{Rows: 1}); err != nil {
+		t.Fatalf("Prune(rows 1) = %v", err)
+	}
+	for i, l := range cyc {
+		if got, want := known(l), i == 5; got != want {
+			t.Errorf("after Prune(rows 1): grant %d of cyc known %v, want %v", i, got, want)
+		}
+	}
+	// By age: an ended grant of another name goes once it is older than the cut; the names'
+	// last grants stay.
+	e.clock.Advance(time.Second)
+	a := e.acquire("cyc", "w", time.Minute) // cyc's last grant is now a, and cyc[5] an old one
+	e.clock.Advance(48 * time.Hour)
+	if err := e.s.Prune(e.ctx, store.Retention{Age: 24 * time.Hour}); err != nil {
+		t.Fatalf("Prune(age) = %v", err)
+	}
+	if known(cyc[5]) || !known(a) || !known(old) {
+		t.Errorf("after Prune(age): the ended grant known %v, the name's last %v, the open one %v; want false, true, true",
+			known(cyc[5]), known(a), known(old))
+	}
+	if st, err := e.s.Get(e.ctx, "cyc"); err != nil || st.Token != a.Token {
+		t.Errorf("Get(cyc) after the prunes = %+v, %v; want its last grant, token %d", st, err, a.Token)
 	}
 }
 
