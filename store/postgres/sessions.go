@@ -53,7 +53,7 @@ func (s *Store) SessionByRef(ctx context.Context, ref string) (lease.Session, []
 		return ss, nil, err
 	}
 	rows, err := s.pool.Query(ctx, `SELECT `+grantCols+` FROM grants g JOIN names n ON n.token = g.token
-		WHERE g.session = $1 ORDER BY g.name`, ref)
+		WHERE g.session = $1 AND g.session <> '' ORDER BY g.name`, ref)
 	if err != nil {
 		return ss, nil, fmt.Errorf("leases of session %s: %w", ref, translate(err))
 	}
@@ -126,7 +126,7 @@ func (s *Store) RenewSession(ctx context.Context, id, by string, ttl time.Durati
 		}
 		// The session is open, so its leases have not expired: they share its expiry.
 		tag, err := t.tx.Exec(ctx, `UPDATE grants SET ttl_ms = $1, renewed_at = $2, expires_at = $3
-			WHERE session = $4 AND ended_at IS NULL`, ttlMs, now, exp, out.Ref)
+			WHERE session = $4 AND session <> '' AND ended_at IS NULL`, ttlMs, now, exp, out.Ref)
 		if err != nil {
 			return fmt.Errorf("renew the leases of session %s: %w", out.Ref, err)
 		}
@@ -159,7 +159,7 @@ func (s *Store) CloseSession(ctx context.Context, id, by string) (lease.Session,
 			return fmt.Errorf("close session %s: %w", out.Ref, err)
 		}
 		out.ClosedAt = ms(now)
-		rows, err := t.tx.Query(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.session = $1 AND g.ended_at IS NULL
+		rows, err := t.tx.Query(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.session = $1 AND g.session <> '' AND g.ended_at IS NULL
 			ORDER BY g.token FOR UPDATE`, out.Ref)
 		if err != nil {
 			return fmt.Errorf("find the leases of session %s: %w", out.Ref, err)

@@ -35,7 +35,8 @@ func TestWritersMigrationKeepsLastWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{`ALTER TABLE resources DROP COLUMN writers`, `DROP INDEX grants_ended`, `DROP INDEX names_token`,
+	for _, q := range []string{`ALTER TABLE resources DROP COLUMN writers`, `DROP INDEX grants_ended`, `DROP INDEX names_token`, `DROP INDEX grants_session`,
+		`CREATE INDEX grants_open_session ON grants (session) WHERE ended_at IS NULL AND session <> ''`,
 		`DELETE FROM goose_db_version WHERE version_id >= 8`} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)

@@ -7,21 +7,31 @@ import (
 	"testing"
 )
 
-// TestPruneReadsOnlyWhatItDeletes: the statements that prune ended grants read them through
-// grants_ended and look names up by token, for the NOT EXISTS and for the foreign key of
-// names.token that deleting a grant checks. A scan of grants read every grant ever kept at
-// every prune, and a scan of names, once per grant deleted, made pruning 5,000 grants among
-// 100,000 names take 23 s under the writer lock.
-func TestPruneReadsOnlyWhatItDeletes(t *testing.T) {
+// TestStatementsReadOnlyWhatTheyNeed: statements whose cost must not grow with every grant
+// or name kept read through their indexes. A scan of grants read every grant ever kept at
+// every prune; a scan of names, once per grant deleted (the foreign key of names.token), made
+// pruning 5,000 grants among 100,000 names take 23 s under the writer lock; a session's page
+// read every name.
+func TestStatementsReadOnlyWhatTheyNeed(t *testing.T) {
 	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "p.db"), Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	for _, q := range []string{pruneGrantsBefore, pruneGrantsBeyond} {
-		rows, err := s.w.Query(`EXPLAIN QUERY PLAN `+q, 1)
+	for _, tc := range []struct {
+		name, sql string
+		args      int
+		want      []string
+	}{
+		{"prune by age", pruneGrantsBefore, 1, []string{"SEARCH grants USING COVERING INDEX grants_ended", "SEARCH names USING COVERING INDEX names_token (token=?)"}},
+		{"prune by rows", pruneGrantsBeyond, 1, []string{"SEARCH grants USING COVERING INDEX grants_ended", "SEARCH names USING COVERING INDEX names_token (token=?)"}},
+		{"a session's page", sessionLeases, 1, []string{"SEARCH g USING INDEX grants_session (session=?)", "names_token (token=?)"}},
+		{"renew a session's leases", sessionRenewLeases, 4, []string{"grants_session (session=? AND ended_at=?)"}},
+		{"end a session's leases", sessionOpenLeases, 1, []string{"grants_session (session=? AND ended_at=?)"}},
+	} {
+		rows, err := s.w.Query(`EXPLAIN QUERY PLAN `+tc.sql, make([]any, tc.args)...)
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%s: %v", tc.name, err)
 		}
 		var plan []string
 		for rows.Next() {
@@ -34,14 +44,13 @@ func TestPruneReadsOnlyWhatItDeletes(t *testing.T) {
 		}
 		rows.Close()
 		all := strings.Join(plan, "; ")
-		t.Logf("%s\n  %s", strings.Fields(q)[:6], all)
-		for _, want := range []string{"USING COVERING INDEX grants_ended", "USING COVERING INDEX names_token (token=?)"} {
+		for _, want := range tc.want {
 			if !strings.Contains(all, want) {
-				t.Errorf("plan of %q: %s; want %s", q, all, want)
+				t.Errorf("plan to %s: %s; want %s", tc.name, all, want)
 			}
 		}
 		if strings.Contains(all, "SCAN") {
-			t.Errorf("plan of %q: %s; want no scan", q, all)
+			t.Errorf("plan to %s: %s; want no scan", tc.name, all)
 		}
 	}
 }

@@ -21,6 +21,16 @@ func sessionByID(ctx context.Context, tx *sql.Tx, id, by string) (lease.Session,
 	return s, lease.CheckSessionOwner(s, by)
 }
 
+// The statements that find a session's grants through grants_session: all of them, each the
+// current grant of its name, for its page; its open ones, to renew with it; and to end with it.
+const (
+	sessionLeases = `SELECT ` + grantCols + ` FROM grants g JOIN names n ON n.token = g.token
+		WHERE g.session = ? AND g.session <> '' ORDER BY g.name`
+	sessionRenewLeases = `UPDATE grants SET ttl_ms = ?, renewed_at = ?, expires_at = ?
+		WHERE session = ? AND session <> '' AND ended_at IS NULL RETURNING name, token`
+	sessionOpenLeases = `SELECT ` + grantCols + ` FROM grants g WHERE g.session = ? AND g.session <> '' AND g.ended_at IS NULL`
+)
+
 const sessionSelect = `SELECT ref, holder, ttl_ms, metadata, created_at, renewed_at, expires_at, closed_at, owner
 	FROM lease_sessions `
 
@@ -52,8 +62,7 @@ func (s *Store) SessionByRef(ctx context.Context, ref string) (lease.Session, []
 	if err != nil {
 		return ss, nil, err
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT `+grantCols+` FROM grants g JOIN names n ON n.token = g.token
-		WHERE g.session = ? ORDER BY g.name`, ref)
+	rows, err := s.r.QueryContext(ctx, sessionLeases, ref)
 	if err != nil {
 		return ss, nil, fmt.Errorf("leases of session %s: %w", ref, w(err))
 	}
@@ -111,8 +120,7 @@ func (s *Store) RenewSession(ctx context.Context, id, by string, ttl time.Durati
 			return fmt.Errorf("renew session %s: %w", out.Ref, w(err))
 		}
 		// The session is open, so its leases have not expired: they share its expiry.
-		rows, err := t.tx.QueryContext(ctx, `UPDATE grants SET ttl_ms = ?, renewed_at = ?, expires_at = ?
-			WHERE session = ? AND session <> '' AND ended_at IS NULL RETURNING name, token`, ttlMs, t.now, exp, out.Ref)
+		rows, err := t.tx.QueryContext(ctx, sessionRenewLeases, ttlMs, t.now, exp, out.Ref)
 		if err != nil {
 			return fmt.Errorf("renew the leases of session %s: %w", out.Ref, w(err))
 		}
@@ -164,7 +172,7 @@ func (s *Store) CloseSession(ctx context.Context, id, by string) (lease.Session,
 			return fmt.Errorf("close session %s: %w", out.Ref, w(err))
 		}
 		out.ClosedAt = ms(t.now)
-		rows, err := t.tx.QueryContext(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.session = ? AND g.session <> '' AND g.ended_at IS NULL`, out.Ref)
+		rows, err := t.tx.QueryContext(ctx, sessionOpenLeases, out.Ref)
 		if err != nil {
 			return fmt.Errorf("find the leases of session %s: %w", out.Ref, w(err))
 		}
