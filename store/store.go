@@ -126,9 +126,9 @@ type Store interface {
 	// the server's time, and returns when the next open lease expires (zero if none).
 	ExpireDue(ctx context.Context) (expired int, next time.Time, err error)
 
-	// Prune deletes history past the retention: events, rejections and ended grants older than
-	// r.Age or beyond the newest r.Rows (each name's last grant stays), idempotency keys older
-	// than 24 h, and expired dashboard sessions.
+	// Prune deletes history past the retention: events, rejections, ended grants and ended
+	// sessions older than r.Age or beyond the newest r.Rows (each name's last grant stays),
+	// idempotency keys older than 24 h, and expired dashboard sessions.
 	Prune(ctx context.Context, r Retention) error
 
 	// HeldCount returns how many leases whose names start with prefix are held now.
@@ -179,7 +179,7 @@ type Store interface {
 // Retention bounds the history a store keeps. Zero fields do not bound.
 type Retention struct {
 	Age  time.Duration // history older than this goes
-	Rows int           // at most this many events, this many rejections and this many ended grants are kept
+	Rows int           // at most this many events, rejections, ended grants and ended sessions (each) are kept
 }
 
 // AcquireParams is a validated acquire request.

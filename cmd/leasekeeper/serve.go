@@ -79,7 +79,7 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	durationVar(fs, &c.limits.MaxWait, "max-wait", envDur("LEASEKEEPER_MAX_WAIT", c.limits.MaxWait), "longest wait_ms a client may ask for (env LEASEKEEPER_MAX_WAIT)")
 	durationVar(fs, &c.limits.MaxLockDelay, "max-lock-delay", envDur("LEASEKEEPER_MAX_LOCK_DELAY", c.limits.MaxLockDelay), "longest lock_delay_ms a client may ask for (env LEASEKEEPER_MAX_LOCK_DELAY)")
 	durationVar(fs, &c.retention.Age, "retention", envDur("LEASEKEEPER_RETENTION", 7*24*time.Hour), "how long history and rejections are kept (env LEASEKEEPER_RETENTION)")
-	fs.IntVar(&c.retention.Rows, "max-history", 1_000_000, "most events, most rejections and most ended grants kept (older ones are pruned; each name's last grant stays)")
+	fs.IntVar(&c.retention.Rows, "max-history", 1_000_000, "most events, rejections, ended grants and ended sessions kept, of each (older ones are pruned; each name's last grant stays)")
 	fs.StringVar(&c.logFormat, "log-format", env("LEASEKEEPER_LOG_FORMAT", "text"), "text or json (env LEASEKEEPER_LOG_FORMAT)")
 	fs.IntVar(&c.queue.PerName, "max-waiters-per-name", c.queue.PerName, "most acquire requests waiting for one name")
 	fs.IntVar(&c.queue.Total, "max-waiters", c.queue.Total, "most acquire requests waiting for any name")

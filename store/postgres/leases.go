@@ -684,6 +684,10 @@ func (s *Store) Prune(ctx context.Context, r store.Retention) error {
 					return fmt.Errorf("prune %s beyond %d rows: %w", q.what, r.Rows, err)
 				}
 			}
+			if _, err := t.tx.Exec(ctx, `DELETE FROM lease_sessions WHERE ref IN (SELECT ref FROM lease_sessions
+				WHERE coalesce(closed_at, expires_at) <= $2 ORDER BY created_at DESC, ref DESC OFFSET $1)`, r.Rows, now); err != nil {
+				return fmt.Errorf("prune ended sessions beyond %d rows: %w", r.Rows, err)
+			}
 		}
 		if _, err := t.tx.Exec(ctx, `DELETE FROM idempotency WHERE created_at <= $1`, now-store.IdempotencyTTL.Milliseconds()); err != nil {
 			return fmt.Errorf("prune idempotency keys: %w", err)

@@ -678,6 +678,11 @@ func prune(ctx context.Context, t *txn, r store.Retention) error {
 		if _, err := t.tx.ExecContext(ctx, pruneGrantsBeyond, r.Rows); err != nil {
 			return fmt.Errorf("prune ended grants beyond %d: %w", r.Rows, w(err))
 		}
+		// And the ended sessions (closed, or past their expiry), the newest kept.
+		if _, err := t.tx.ExecContext(ctx, `DELETE FROM lease_sessions WHERE rowid IN (SELECT rowid FROM lease_sessions
+			WHERE coalesce(closed_at, expires_at) <= ? ORDER BY rowid DESC LIMIT -1 OFFSET ?)`, t.now, r.Rows); err != nil {
+			return fmt.Errorf("prune ended sessions beyond %d: %w", r.Rows, w(err))
+		}
 	}
 	if _, err := t.tx.ExecContext(ctx, `DELETE FROM idempotency WHERE created_at <= ?`, t.now-store.IdempotencyTTL.Milliseconds()); err != nil {
 		return fmt.Errorf("prune idempotency keys: %w", w(err))

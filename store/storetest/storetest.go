@@ -148,6 +148,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Prune", testPrune},
 		{"Prune/Rows", testPruneRows},
 		{"Prune/EndedGrants", testPruneEndedGrants},
+		{"Prune/EndedSessions", testPruneEndedSessions},
 		{"Resources/Fence", testResourceFence},
 		{"Resources/LeaseName", testResourceLeaseName},
 		{"Resources/ConcurrentWriters", testResourceConcurrent},
@@ -1271,6 +1272,36 @@ func testPruneEndedGrants(t *testing.T, e *env) {
 	}
 	if st, err := e.s.Get(e.ctx, "cyc"); err != nil || st.Token != a.Token {
 		t.Errorf("Get(cyc) after the prunes = %+v, %v; want its last grant, token %d", st, err, a.Token)
+	}
+}
+
+// testPruneEndedSessions: prune by rows keeps the newest ended sessions (closed, or past their
+// expiry) and deletes the older ones, never an open one however old.
+func testPruneEndedSessions(t *testing.T, e *env) {
+	open := e.openSession("long", time.Hour)
+	var ended []lease.Session
+	for i := range 5 {
+		e.clock.Advance(time.Second)
+		ss := e.openSession(fmt.Sprintf("p%d", i), 2*time.Second)
+		if i%2 == 0 {
+			if _, err := e.s.CloseSession(e.ctx, ss.ID, ""); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ended = append(ended, ss)
+	}
+	e.clock.Advance(3 * time.Second) // the unclosed ones are past their expiry
+	if err := e.s.Prune(e.ctx, store.Retention{Rows: 3}); err != nil {
+		t.Fatalf("Prune(rows 3) = %v", err)
+	}
+	for i, ss := range ended {
+		_, _, err := e.s.SessionByRef(e.ctx, ss.Ref)
+		if kept := err == nil; kept != (i >= 2) {
+			t.Errorf("after Prune(rows 3): ended session %d kept %v (%v), want %v", i, kept, err, i >= 2)
+		}
+	}
+	if _, _, err := e.s.SessionByRef(e.ctx, open.Ref); err != nil {
+		t.Errorf("after Prune(rows 3): the open session = %v, want it kept", err)
 	}
 }
 
