@@ -112,7 +112,7 @@ func endBy(ctx context.Context, t *txn, g grant, kind lease.End, at int64, actor
 		return fmt.Errorf("end lease %q token %d: %w", g.name, g.token, w(err))
 	}
 	if c, ok := t.s.mem.names[g.name]; ok && c.token == g.token {
-		c.ended, c.end = at, kind
+		c.ended, c.end = at, codeOf(kind)
 		t.setName(g.name, c)
 	}
 	t.setHandover(g.token, lease.Handover{}, false)
@@ -156,7 +156,6 @@ func (t *txn) current(ctx context.Context, name string) (grant, bool, error) {
 		return grant{}, false, nil
 	}
 	g := c.grant(name)
-	g.restartExt = t.s.mem.stretched[c.token]
 	g.session = t.s.mem.sessionOf[c.token]
 	if c.hasMeta {
 		if err := t.queryRow(ctx, stMetadata, c.token).Scan(&g.metadata); err != nil {
@@ -318,7 +317,7 @@ func decideName(ctx context.Context, t *txn, p store.AcquireParams) (string, int
 // slotHeld reports whether any of the first limit slots of the semaphore name is held now.
 func (t *txn) slotHeld(name string, limit int) bool {
 	for i := range limit {
-		if c, ok := t.s.mem.names[lease.SlotName(name, i)]; ok && c.end == "" && c.expires > t.now {
+		if c, ok := t.s.mem.names[lease.SlotName(name, i)]; ok && c.end == stillOpen && c.expires > t.now {
 			return true
 		}
 	}

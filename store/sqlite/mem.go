@@ -28,9 +28,6 @@ type mem struct {
 	// open counts the open grants (the current grants of names that have not ended); saved is
 	// the count in meta.open_grants, which the batch that changes open writes.
 	open, saved int64
-	// stretched holds, by token, what restarts added to the expiry of the grants open at
-	// start-up (grants.restart_ext_ms), kept apart from cur: few grants ever have any.
-	stretched map[int64]int64
 	// handovers holds the handover requested of each open grant that has one, by token.
 	handovers map[int64]lease.Handover
 	// sessionOf holds the session Ref of each open grant held under a session, by token.
@@ -47,20 +44,55 @@ type cur struct {
 	token, ttl, lockDelay      int64
 	acquired, renewed, expires int64
 	ended                      int64 // 0 while open
-	idHash                     [16]byte
-	holder, owner              string
-	end                        lease.End
-	hasMeta                    bool
+	// restartExt is what restarts added to the grant's expiry (grants.restart_ext_ms): after
+	// a restart with many leases open, nearly every one has some, so it is kept here rather
+	// than in a map by token (a million entries: 40 MB and 1.8 s of the restart).
+	restartExt    int64
+	idHash        [16]byte
+	holder, owner string
+	end           endCode // how it ended; stillOpen while open
+	hasMeta       bool
+}
+
+// curMaxSize is the most a cur may take: a map keeps values of up to 128 bytes in its own
+// slots, and any larger one apart, behind a pointer: a million names then cost a million more
+// objects to allocate and for the collector to scan (TestCurKeptInline).
+const curMaxSize = 128
+
+// endCode is a lease.End in one byte, so that cur stays within curMaxSize.
+type endCode uint8
+
+const (
+	stillOpen endCode = iota
+	endReleased
+	endExpired
+	endRevoked
+)
+
+func codeOf(e lease.End) endCode {
+	switch e {
+	case lease.EndReleased:
+		return endReleased
+	case lease.EndExpired:
+		return endExpired
+	case lease.EndRevoked:
+		return endRevoked
+	}
+	return stillOpen
+}
+
+func (e endCode) kind() lease.End {
+	return [...]lease.End{"", lease.EndReleased, lease.EndExpired, lease.EndRevoked}[e]
 }
 
 type fenceRow struct{ fence, version int64 }
 
 func curOf(g grant, owner string) cur {
 	c := cur{token: g.token, ttl: g.ttl, lockDelay: g.lockDelay, acquired: g.acquired, renewed: g.renewed,
-		expires: g.expires, holder: g.holder, owner: owner, hasMeta: g.metadata.Valid}
+		expires: g.expires, restartExt: g.restartExt, holder: g.holder, owner: owner, hasMeta: g.metadata.Valid}
 	copy(c.idHash[:], hashOf(g.idHash))
 	if g.ended.Valid {
-		c.ended, c.end = g.ended.Int64, lease.End(g.endKind.String)
+		c.ended, c.end = g.ended.Int64, codeOf(lease.End(g.endKind.String))
 	}
 	return c
 }
@@ -68,10 +100,10 @@ func curOf(g grant, owner string) cur {
 // grant is c as a grants row of name, without its metadata.
 func (c cur) grant(name string) grant {
 	g := grant{token: c.token, name: name, holder: c.holder, idHash: c.idHash[:], ttl: c.ttl, lockDelay: c.lockDelay,
-		acquired: c.acquired, renewed: c.renewed, expires: c.expires}
-	if c.end != "" {
+		acquired: c.acquired, renewed: c.renewed, expires: c.expires, restartExt: c.restartExt}
+	if c.end != stillOpen {
 		g.ended = sql.NullInt64{Int64: c.ended, Valid: true}
-		g.endKind = sql.NullString{String: string(c.end), Valid: true}
+		g.endKind = sql.NullString{String: string(c.end.kind()), Valid: true}
 	}
 	return g
 }
@@ -137,7 +169,8 @@ func (s *Store) load(ctx context.Context) error {
 	}
 	m.names = make(map[string]cur, n)
 	rows, err := s.w.QueryContext(ctx, `SELECT g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at,
-		g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata IS NOT NULL, g.owner FROM names n JOIN grants g ON g.token = n.token`)
+		g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata IS NOT NULL, g.owner, g.restart_ext_ms
+		FROM names n JOIN grants g ON g.token = n.token`)
 	if err != nil {
 		return fmt.Errorf("load leases: %w", err)
 	}
@@ -148,13 +181,13 @@ func (s *Store) load(ctx context.Context) error {
 		var hasMeta bool
 		var owner string
 		if err := rows.Scan(&g.token, &g.name, &g.holder, &idHash, &g.ttl, &g.lockDelay, &g.acquired, &g.renewed,
-			&g.expires, &g.ended, &g.endKind, &hasMeta, &owner); err != nil {
+			&g.expires, &g.ended, &g.endKind, &hasMeta, &owner, &g.restartExt); err != nil {
 			return fmt.Errorf("load leases: %w", err)
 		}
 		g.metadata.Valid, g.idHash = hasMeta, idHash
 		c := curOf(g, owner)
 		m.names[g.name] = c
-		if c.end == "" {
+		if c.end == stillOpen {
 			m.open++
 			if owner != "" {
 				m.owners[owner]++
@@ -163,9 +196,6 @@ func (s *Store) load(ctx context.Context) error {
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load leases: %w", err)
-	}
-	if m.stretched, err = s.loadStretched(ctx); err != nil {
-		return err
 	}
 	if m.handovers, err = s.loadHandovers(ctx); err != nil {
 		return err
@@ -212,27 +242,6 @@ func (s *Store) load(ctx context.Context) error {
 	return nil
 }
 
-// loadStretched reads what restarts added to the expiry of each open grant they stretched.
-func (s *Store) loadStretched(ctx context.Context) (map[int64]int64, error) {
-	rows, err := s.w.QueryContext(ctx, `SELECT token, restart_ext_ms FROM grants WHERE ended_at IS NULL AND restart_ext_ms > 0`)
-	if err != nil {
-		return nil, fmt.Errorf("load restart extensions: %w", err)
-	}
-	defer rows.Close()
-	out := map[int64]int64{}
-	for rows.Next() {
-		var token, ext int64
-		if err := rows.Scan(&token, &ext); err != nil {
-			return nil, fmt.Errorf("load restart extensions: %w", err)
-		}
-		out[token] = ext
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load restart extensions: %w", err)
-	}
-	return out, nil
-}
-
 // The changes an operation makes to mem, each with its undo, so that an operation (or a
 // batch) that SQLite rolls back leaves mem as it found it.
 
@@ -257,7 +266,7 @@ func (t *txn) setName(name string, c cur) {
 
 // isOpen is 1 when there is a grant c and it has not ended, else 0.
 func isOpen(c cur, ok bool) int64 {
-	if ok && c.end == "" {
+	if ok && c.end == stillOpen {
 		return 1
 	}
 	return 0
@@ -265,7 +274,7 @@ func isOpen(c cur, ok bool) int64 {
 
 // countOwner adds d to the open grants of c's owner when c is open.
 func (t *txn) countOwner(c cur, ok bool, d int) {
-	if !ok || c.owner == "" || c.end != "" {
+	if !ok || c.owner == "" || c.end != stillOpen {
 		return
 	}
 	m := &t.s.mem

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
@@ -157,4 +158,20 @@ func TestAnsweredAfterPublished(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestCurKeptInline: the names map keeps each name's entry in its own slots only while the
+// entry takes at most 128 bytes; past that, every entry is an object of its own. With the
+// restart extension added to a cur of 128 bytes, TestScale at a million leases measured the
+// acquire and renew p50 0.3-0.5 ms slower and the dashboard's first page 1 ms slower (4
+// alternating runs each): keep cur within curMaxSize.
+func TestCurKeptInline(t *testing.T) {
+	if n := unsafe.Sizeof(cur{}); n > curMaxSize {
+		t.Errorf("cur takes %d bytes; at most %d keep it in the map's own slots", n, curMaxSize)
+	}
+	for _, e := range []lease.End{"", lease.EndReleased, lease.EndExpired, lease.EndRevoked} {
+		if got := codeOf(e).kind(); got != e {
+			t.Errorf("codeOf(%q).kind() = %q", e, got)
+		}
+	}
 }
