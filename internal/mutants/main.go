@@ -88,6 +88,18 @@ func run(list, only string, out io.Writer) error {
 	return nil
 }
 
+// apply returns src, m's file, mutated: each find replaced, once; an error when a find is not
+// in it exactly once (the text to mutate is gone or ambiguous: update the list).
+func (m mutation) apply(src []byte) ([]byte, error) {
+	for i, find := range m.finds {
+		if n := bytes.Count(src, []byte(find)); n != 1 {
+			return nil, fmt.Errorf("%q is in %s %d times, want once", find, m.file, n)
+		}
+		src = bytes.Replace(src, []byte(find), []byte(m.repls[i]), 1)
+	}
+	return src, nil
+}
+
 // try applies m through an overlay in dir and runs its tests: caught, survived, timeout,
 // not-found (the text to mutate is gone: update the list) or no-build.
 func try(root, dir string, m mutation) (verdict, detail string) {
@@ -99,11 +111,8 @@ func try(root, dir string, m mutation) (verdict, detail string) {
 	if err != nil {
 		return "not-found", err.Error()
 	}
-	for i, find := range m.finds {
-		if n := bytes.Count(src, []byte(find)); n != 1 {
-			return "not-found", fmt.Sprintf("%q is in %s %d times, want once", find, m.file, n)
-		}
-		src = bytes.Replace(src, []byte(find), []byte(m.repls[i]), 1)
+	if src, err = m.apply(src); err != nil {
+		return "not-found", err.Error()
 	}
 	mutated := filepath.Join(dir, filepath.Base(m.file))
 	if err := os.WriteFile(mutated, src, 0o644); err != nil {
