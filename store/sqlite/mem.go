@@ -228,7 +228,7 @@ func (s *Store) load(ctx context.Context) error {
 		return fmt.Errorf("read the count of open grants: %w", err)
 	}
 	if m.saved != m.open {
-		if _, err := s.w.ExecContext(ctx, `UPDATE meta SET value = ? WHERE key = 'open_grants'`, m.open); err != nil {
+		if _, err := s.stmts[stOpenGrants].ExecContext(ctx, m.open); err != nil {
 			return fmt.Errorf("write the count of open grants: %w", err)
 		}
 		m.saved = m.open
