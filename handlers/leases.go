@@ -44,7 +44,7 @@ func (s *server) AcquireLease(ctx context.Context, req api.AcquireLeaseRequestOb
 		}
 		if err == nil {
 			s.metrics.op("acquire", nil)
-			return api.AcquireLease200JSONResponse{Body: wireLease(l, &s.epoch), Headers: api.AcquireLease200ResponseHeaders{FencingToken: l.Token}}, nil
+			return leaseAnswer{wireLease(l, &s.epoch)}, nil
 		}
 	}
 	s.metrics.op("acquire", err)
@@ -141,7 +141,7 @@ func (s *server) RenewLease(ctx context.Context, req api.RenewLeaseRequestObject
 	if err != nil {
 		return problemAs[api.RenewLeasedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
-	return api.RenewLease200JSONResponse{Body: wireLease(l, &s.epoch), Headers: api.RenewLease200ResponseHeaders{FencingToken: l.Token}}, nil
+	return leaseAnswer{wireLease(l, &s.epoch)}, nil
 }
 
 func (s *server) renew(ctx context.Context, req api.RenewLeaseRequestObject) (lease.Lease, error) {

@@ -39,7 +39,7 @@ func (s *server) PutResource(ctx context.Context, req api.PutResourceRequestObje
 		loc := "/v1/resources/" + url.PathEscape(r.Name)
 		h.Location = &loc
 	}
-	return api.PutResource200JSONResponse{Body: wireResource(r), Headers: h}, nil
+	return resourceAnswer{wireResource(r), h}, nil
 }
 
 // writeCondition turns If-Match and If-None-Match into the store's condition. If-Match takes
