@@ -107,6 +107,7 @@ const (
 	ProblemCodeStaleToken           ProblemCode = "stale_token"
 	ProblemCodeTokenNotIssued       ProblemCode = "token_not_issued"
 	ProblemCodeTooManyLeases        ProblemCode = "too_many_leases"
+	ProblemCodeTooManySessions      ProblemCode = "too_many_sessions"
 	ProblemCodeTooManyWaiters       ProblemCode = "too_many_waiters"
 	ProblemCodeTooManyWatchers      ProblemCode = "too_many_watchers"
 	ProblemCodeUnauthenticated      ProblemCode = "unauthenticated"
@@ -152,6 +153,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeTokenNotIssued:
 		return true
 	case ProblemCodeTooManyLeases:
+		return true
+	case ProblemCodeTooManySessions:
 		return true
 	case ProblemCodeTooManyWaiters:
 		return true
@@ -1221,7 +1224,9 @@ type ClientInterface interface {
 	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
 	// expires when the session does (recorded as `expired`, naming the session), renewing the
 	// session renews every lease under it, and closing the session releases them all in one
-	// transaction. The `session_id` is shown once and stored only as a hash.
+	// transaction. The `session_id` is shown once and stored only as a hash. A non-admin API
+	// key may have a bounded number of sessions open at once (neither closed nor expired;
+	// 1,000 unless the server says otherwise).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1233,7 +1238,9 @@ type ClientInterface interface {
 	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
 	// expires when the session does (recorded as `expired`, naming the session), renewing the
 	// session renews every lease under it, and closing the session releases them all in one
-	// transaction. The `session_id` is shown once and stored only as a hash.
+	// transaction. The `session_id` is shown once and stored only as a hash. A non-admin API
+	// key may have a bounded number of sessions open at once (neither closed nor expired;
+	// 1,000 unless the server says otherwise).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1756,7 +1763,9 @@ func (c *Client) ListResourceWriters(ctx context.Context, resource Resource, req
 // Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
 // expires when the session does (recorded as `expired`, naming the session), renewing the
 // session renews every lease under it, and closing the session releases them all in one
-// transaction. The `session_id` is shown once and stored only as a hash.
+// transaction. The `session_id` is shown once and stored only as a hash. A non-admin API
+// key may have a bounded number of sessions open at once (neither closed nor expired;
+// 1,000 unless the server says otherwise).
 //
 // Takes any type of body and a specified content type.
 //
@@ -1778,7 +1787,9 @@ func (c *Client) OpenSessionWithBody(ctx context.Context, contentType string, bo
 // Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
 // expires when the session does (recorded as `expired`, naming the session), renewing the
 // session renews every lease under it, and closing the session releases them all in one
-// transaction. The `session_id` is shown once and stored only as a hash.
+// transaction. The `session_id` is shown once and stored only as a hash. A non-admin API
+// key may have a bounded number of sessions open at once (neither closed nor expired;
+// 1,000 unless the server says otherwise).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3393,7 +3404,9 @@ type ClientWithResponsesInterface interface {
 	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
 	// expires when the session does (recorded as `expired`, naming the session), renewing the
 	// session renews every lease under it, and closing the session releases them all in one
-	// transaction. The `session_id` is shown once and stored only as a hash.
+	// transaction. The `session_id` is shown once and stored only as a hash. A non-admin API
+	// key may have a bounded number of sessions open at once (neither closed nor expired;
+	// 1,000 unless the server says otherwise).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3405,7 +3418,9 @@ type ClientWithResponsesInterface interface {
 	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
 	// expires when the session does (recorded as `expired`, naming the session), renewing the
 	// session renews every lease under it, and closing the session releases them all in one
-	// transaction. The `session_id` is shown once and stored only as a hash.
+	// transaction. The `session_id` is shown once and stored only as a hash. A non-admin API
+	// key may have a bounded number of sessions open at once (neither closed nor expired;
+	// 1,000 unless the server says otherwise).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5379,7 +5394,7 @@ type OpenSessionResponse struct {
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *RateLimited
+	ApplicationproblemJSON429 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
@@ -5413,7 +5428,7 @@ func (r OpenSessionResponse) GetApplicationproblemJSON403() *Forbidden {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r OpenSessionResponse) GetApplicationproblemJSON429() *RateLimited {
+func (r OpenSessionResponse) GetApplicationproblemJSON429() *Problem {
 	return r.ApplicationproblemJSON429
 }
 
@@ -6171,7 +6186,9 @@ func (c *ClientWithResponses) ListResourceWritersWithResponse(ctx context.Contex
 // Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
 // expires when the session does (recorded as `expired`, naming the session), renewing the
 // session renews every lease under it, and closing the session releases them all in one
-// transaction. The `session_id` is shown once and stored only as a hash.
+// transaction. The `session_id` is shown once and stored only as a hash. A non-admin API
+// key may have a bounded number of sessions open at once (neither closed nor expired;
+// 1,000 unless the server says otherwise).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6189,7 +6206,9 @@ func (c *ClientWithResponses) OpenSessionWithBodyWithResponse(ctx context.Contex
 // Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
 // expires when the session does (recorded as `expired`, naming the session), renewing the
 // session renews every lease under it, and closing the session releases them all in one
-// transaction. The `session_id` is shown once and stored only as a hash.
+// transaction. The `session_id` is shown once and stored only as a hash. A non-admin API
+// key may have a bounded number of sessions open at once (neither closed nor expired;
+// 1,000 unless the server says otherwise).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8169,7 +8188,7 @@ func ParseOpenSessionResponse(rsp *http.Response) (*OpenSessionResponse, error) 
 		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest RateLimited
+		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -12204,8 +12223,13 @@ func (response OpenSession403ApplicationProblemPlusJSONResponse) VisitOpenSessio
 	return err
 }
 
+type OpenSession429ResponseHeaders struct {
+	RetryAfter int
+}
+
 type OpenSession429ApplicationProblemPlusJSONResponse struct {
-	RateLimitedApplicationProblemPlusJSONResponse
+	Body    Problem
+	Headers OpenSession429ResponseHeaders
 }
 
 func (response OpenSession429ApplicationProblemPlusJSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
@@ -13501,175 +13525,177 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H1rctvG1uBWuvh9VRbvgBQl20lM1VSN4tiJb3xtX1sZ3/pMj9AEmkR/ArsZdFM07VLVrGZmH7OUWcnU",
-	"OacbaIDgS7GVxzj5YYoE+nH6vF/9qZPo2VwroazpDD915rzgM2FFgX89XhRGF/ApFSYp5NxKrTrDzkUm",
-	"WKzEB3uZ4BMx0xNmM8HmhbiWemHYnE9FvxN1JDz+60IUq07UUXwmOsMOvdOJOibJxIzD8DP+4blQU5t1",
-	"hg9PTqOOXc3hSWMLqaadm5uo81zOpF1fySs+FczIjyJiJ8xqdjIYDNhRKiZ8kVv4q7tpFTkO2FiEnC1m",
-	"nSEMEnVmUrk/y/VIZcVUFLigFzhMG2RywY1gME0595zbrJoa/4k6hfh1IQuRdoa2WIhwJf9eiEln2Pm3",
-	"4+pwjulXc4zzwgJeC6MXRYKLaJmk8D//5oneCGOkVq/h0bb9Gvr9nmHzxTiXCW6dHcVGmMv/+z//V9zd",
-	"AAb33tYFzrm1ooB3/wcM927Qe8R7k/efTr65+ffOOp7cwFhmrpURiMDf8/S1+HUhDKJOopUVCj/y+TyX",
-	"CYddHM8LPc7F7L/8p4EtfdoTPK/oLZq0DpRYqmuey/SyoLnjIRKH+4ulWhimtGUTned6ib/B0gqeWHYU",
-	"L7m0Uk0vF8os5nNdWJHGbKILxhn8xLi5EikQHGdGFNeiYEtpM72w7gGppiyXSnT7nZuo81QXY5mmQt0p",
-	"ACZ+Vrf1K7FiOU+uDAFC54LpAj8jrkjD9MIamQomrQEuMpEfhIkY7npc6KURBTNCwR49GG3GLVvqRZ6y",
-	"JOMK+ICeCZvB/rViY5HxfIJwUtpm8L60AmHyHAj0ub5jpEC2cJnrEh+IT4gPc0D9iC25YYXAL9OIFeJa",
-	"4zkXzCzmojAiha8d1GgsmQLkAJMQhRZFARDSinb5QtuneqHSO92k0vZyArPGuAb/6B0u4VwxURS6wPlf",
-	"cytQcoi7BUPBrbjMaeKABBCDZ7ooeQHQA1eI9PAK48AQzBkrhC1WjE+sKFj8Gv7oncMfMTMi0So1wFIz",
-	"wVMnqINH4M/N/HRNkAUM/s4pwgmAkCbcV54qAN+BLpJcG5Hikf6i+MJmupAf7/hMFzixUBamwGNVmp2/",
-	"egYnS5xKsYW6Unqp4K+SgJVoHNbbt29758FQe51YJeIIBtdc5nyci7sGgZ/XnVfKLR8DG0u4QkbErwRb",
-	"FtKiiFuyo1SaKzZZ5HnEnh2/JNKMWK6TK5F2mS5GqhSHXJmlKPrsteCpYVdCzNlSF1dSTc8YksOUS7WV",
-	"KEbq85HFjf8dRzpP8NVAmeBpKgEuPH9V6LkorASVY8JzI6LOPPjqUyfTeSpa1Oi3mWbwm2HSRijis8WM",
-	"KyRu8YHP5nC8HYCBKHr3/1umje3xThRqy6cPv0FN1f99sqYTRU7TXZvdbamSwtygSjHj8wxYFKr00rAZ",
-	"Vytmcm3NkC3moGTHOGLMaF+GcRA6iYiY4Ek2UqCOIEsDSiglFVcpmwiVgHi2+koodgQzT2RhLJsUQuAc",
-	"INCmBVdWpGelNiPNSNFziZ75V1D3SRFquAPxIRim22eoicM6YUhQJ1K2zGQuGFcrrcRIEeT97oelmqCV",
-	"YEe6YEorETnFq4TKGRH6yv+QiTxl85xLNVK41S5MFz8YPKLJL2fSzLhNspiQ8wAbI+oAlVymIuery5lp",
-	"OUCkBDyjUJUw7AioSSuvTXSjmqYFPzoQO5IiGMIwWk0B+Sa6mHFLi/nmQSdY56BtnTNhOTCCXazlH/45",
-	"oC3H+2W6GTMXKvUb9HJBKmMFR/UXVh1bm1/OTMyOpvJa4NE5fMCz7AaK1kh58CB+BsIGlC0lloiYgQjC",
-	"L4k0Qfw0fh4pB114ojzbQ8iSlr6+e9ROWbookIszqdjMRLhoqdwKQOu/Z9gYFC1TM3cHQJ/3vxnAf90+",
-	"eyttNlJxBew4AiUkZYMh4w5rCMq83HfOQS/hhA3wb7Br2mjJm04eIhavocs6igApt+72J72kiawm80Yq",
-	"tF5KwqZFlnscRCzViMPwdDdyLCmEy0ghYKp37ntwnG+3mJwEQvodjFSrIWY1kD++NgRTrBwqdluMkdPh",
-	"VrRiK70AwyMVBLmDCOsmNIzfeSlSIs778g09/k+RWADz40KAbvKzWKHxXJNCV/Tluv3udBhg2SKf9Nmb",
-	"DFUYla9YJoDlVcBFqWzoN+DwGTdZv9OC3IVIdJHuYgiwzuY2YZnl+217fHLtdJ36Tl4qwYQCPQFN40wa",
-	"q4tVn8XcxsD2lpkARZtlfD4XCsQLMhCnaMbEI2d6Bir6mnUGe6xDkye2zTP2FKRCOgM9JYGvDDuKnSYY",
-	"Ryy+EqvLhM7I/xn86l02wPMFPNJFXIozrlJ9LQrvT6jZFGgGp2AK2gioddTJ+Vjk7AiPNO2OOq0HxO2u",
-	"w7mQM2Esn83hccc7Lw98za9810s/uee8fgWvlkrT2tpvI2/UHu66MyZmc7tyoj0uBKAcEL0AlGPLTBv/",
-	"uDSlro+KjWNWfJFKS48bwMMrsTIb6KNy3q1jUDW19xzR03TYhZgsjEjxF1S1W2cw4tf1wZ8pwD7jhaC4",
-	"FsWKlktUvgRVhRlbCD67Z1gswY7fi8F7Z17rfmBokDpImQRAVJwaoqdmAtbdia1bRDVyFwSJsI3luXB6",
-	"57wQYIgTVe+xNfrmU0coYNTvOjxx3AqOUYml+0Sem46nFfoSaRs/0XI6USfgAe6v8LE6B+hUJFQRf8AV",
-	"Awd5yEPh7N0zkfc2E7CiSoxwu5m9Ppdk5NR5HuE1+putIGG+jfyIUZcA7PCi4CukxSpy0Gbh1vfiJq2/",
-	"1bbwH0GnRdac5y8nneG77atDNatzE32qzebNlZYZ3kctzIM0BtIKmEMMUK1IiSOOEftBUQ7xfMlXxiNh",
-	"nx09U+xHVGBGaiqUKAAxGMwNSLsyNFTUOpaekwUalQwo0SkxBSsUrErafhc1jw+9qe65Hfmtd34K2HND",
-	"Ba+7WWFoQhyiYbQfWC4sSNSpXhePm0zeZ6A04G+tFO25dAu/5M6L0fKTo4tDhVP14njVbpyjq324r0i1",
-	"ul3AOMBZ7cAGiBwxOQHYgZ5ovM57CJODgWk4igdYjcdBZ7GTqTVobBOLqIG2jeaacvswv0h1qA0GDma8",
-	"RYO+5hMJDKyTwemDL3EEpCZW+p+sfPL9Q028mzaACZ7D003Waiy3C2KypeNHX3V2Mnp6re1oWm0AJ3cO",
-	"pRT/2niDBVHqoe5BJm2oS1V+HlKNr8SqFdXJF1ABAGTjbFJMpx/TyeyjXf56ml+1vYfU2cobfCSpJrPW",
-	"saYhn5w8Ppyf0GsEpXU+pclbu2281/BM85AlqAG0RzdKsLEoPNMNeNAuzUE33VuWo6XWhNS65bYRFW/H",
-	"IMqDXWfNC1BinQ0U+k5RHSc1nGzIdc4x2OmaCdGmPvULPhNlfLK0wWZ8BfYeGPxHxDdgFaXWDuwVBL+8",
-	"El1PF2BijDEeBGsnRbxMGdjnRCg8j1t7Rs/fP21B5dsiXQ3f2g6VlIgWxQE5LJqishT2zAh0lLEj1JhL",
-	"RwuwX+8/KTWbbpu1TSu7vBuzVXywQqVIypcFfF20O69ekRJHQsN5SNzzBq0om2RoqHmv9hDkjNUWVLZM",
-	"L8m3PpN5Ll0IY6RsJlaMpynJdAAhbmLFxmKlVcqWwGcDyC65QZcdszpPIzYWCV8AAvqFjBRYc9aUlhc3",
-	"3viyMmfc4tfW25nwCrMSsDxf0BFam7OjRCvYILfyWoyUe9C52d1KgAoyfi3YWORSXDsL1flRAJxM8CKX",
-	"6NLloSuTpTLd5R9rdZC32EZ7OhrqHoZtwZZ1aeNNhA3JMEkhrDfU0YNMvICcxWfOd0bbD6wHQvB65Ce/",
-	"urz/6+ns6SD954PFL9/pf52MH6q/F98uO/tHeZ5S/CLX1qeMuEjGEM8W3+p39oo+7GEq/xbPTLXvMRCE",
-	"mvaUnGY2X7X7T9DwPpSwCd8uxVwnWTtzNy7egHTgstocls4LnQhj6Gzp6MA6kNblnxjg/8TJ6fWjJbrf",
-	"X2ljp4V488/nFCFjhcAgLcscj9RLhc5pr6XC+J5hutSWK6WXJlhMSYJlWEtaIuuS5hq++o6YX/7r6vT6",
-	"0T9n3w/4k3aX0QYfDiB2mNtVwoUiBjV1uXLsoIINDM4x/VrIxWetUISqjvdGmMv7k0d8kJyOv01PxAP+",
-	"zTet68314RgvVSo+RGxS6Bkb9BkYpM5fh1vDRcK7Mfz5b/AxbqeP0jCrwiHfPqLIi/tvP+9SGQY6OKzS",
-	"bsVVcQJnzrkZopoUrZFQTVA2KX+j8G9XK4nP7a1Y4khvLLdiD09R/aCfoCLlvBNCpf2d5pJb225fUrCq",
-	"Fg0HAH0PeYQVZ85bjKFn+IH8jSiRHT0D/8eziMidT6oFt3H5ZzxSR1XqV5D74kyKbp/FZebFZRjQKAO7",
-	"CVdsLOqB3ZE6omwJ7hJqVhFJdVyhTq4YHnKXOMXn0bjCZR6mc6m0PTpYgjPQJKIm1JGBOP/sVlfs+xY+",
-	"4g/kTiIiIk8D83CsdS642hHw2C7b2yQ6i2GiGICn2EyAYeQkk0uygJ8jFiNeIjqhi09OM2Gsw1PM+YhZ",
-	"Lg3wSBBc+DLGHoxmE178MRSHz6YcwH53QrmMJ1iUg61wYUewttTJEOkyoH87OyxFzkFyZc/wvMuZqm/+",
-	"tc9TLHNx1lyVu8QRIPw2qVRHl2otbXz5HwGatPsRKLOrmRK6Yn9/8/IFo4FQLbBspo1lD9jP8vuIif60",
-	"79WRFHMreJoWwtRTsXDOojPsnAz68P+3w0eDwaDT5ud7sYdSG+S2vzvv/QfvfRz0Hr2vPvYvh733nwbR",
-	"yaNHbcnutezaxqk9fcwePXj4LXMpgCwVlsvc9BnGxsiCQQYRsZhOBj5VLC1mR6V48XnF9SwaF5quS6Wj",
-	"3TKp6+LuGJC7dOyHq3SkiBddKm0vpTELComXsbrgURa7JV1OhEpE3Cq+biuGEp3Wgn2NVH7QHXyKc8fb",
-	"gg7FqwTvTtQJ9ueRPtgaefDA4kcUvizppvH9hMscv7VaX864Wl166iA6aaSn1B+0SUZPzvkq1xxAqC9z",
-	"XkyBLGfCZjrFJWHSsROSuMlLsP/1wpJB7soHok6Q/YkFHYC8PKcfwsxYGCjIfw4XVSlg2nqwhVnAHSfr",
-	"yrS5VnldO/4N8d8mfrF19Noz/Eu00ypoMJu1TWRIkae9XFyL3JMeYX2zMKQmF3b6pW+rcmyIxTV5wbBG",
-	"7luidFIZyx3o23ynIcV+8ePxOCvT1uW0BFYeDB61Ckxp8wbPfl6mKrRG5nxeQPk8H+uFHY5zrnaHblx0",
-	"nmYt1+kYUJvse40pBM4+b3C7A3lcLoF8SJh92oO+9jiGrTnO3i9R4oa3h1BeYBrNloDQHrPn3hm9Dzru",
-	"hVRbws1V5s46tpU/efmBK7sSYo7Kj/jgmGYbW1sYUVzyqctu2449MswW6axvs3mImO5Rrm8rerWb9dtz",
-	"NnyCi9Rqf9O/QuhdkaVg8N22eznsawFS8cCQ027c354LXWJiGCoeDKLbYeb2uSos3R0ZD9G2ubRdUez6",
-	"UeyNc+2HgwC6ZTgw8LyHOz797rA9bEnygRUqsbzj9d3O/t2UQH7O0Ntq8zOmZ9ICu6W03dLfeg+DOrfJ",
-	"FNkBOsKNZ2qiW3IPqErp0ovNNRh8DnFzUUtUKl1HmCYJu95L7OTtoU0YGzWC3ovACV6N7/3dOxM+18WG",
-	"/Ljvxhfz9DYZHNei8K79Q488oHgvS/xoteW4bUT1g96GJ7eVNPT2IYImwMvdssYPv4+ooWffwvH/drVs",
-	"F4Hsh/QYsv0teP7MmgDPt2L1AYi7JY+tXhYm7cEZugF2r4/ufqS4HhIqm/FU3Ib7VXjvJd6t8B7RpWjH",
-	"flxgcThuEwrW8kFOBjtQ3c/VulaXONIsbEb/WMzgX3PGYhoiZjw3ZRDbuIIq/Jcs/sjXhJbU5aLioKHB",
-	"t16/O2Mx5ojFmE2QavJaY1F/3cXPyZtI88NBwFutavWbTVHN8zKASRUjSEFRmObvci8EcyWN64kpVJh8",
-	"23y6Owo5bAkslMG6dRvdZ+qkVH09rBJWHGzCEDCFE5zjnSJXFIQJQfd53P63Dv1vQANgd7XGJVKxObeZ",
-	"ifxGAQYUI75toHpLsWN70gjVHLq5PV2VBZEl3NvTSWAYjUVODvBhSom5/O/p/avB/D9W3y3/ear+9e34",
-	"9cns4mHy90edrUWKh/LKqrtLs3Cthv+b49BtXMnR8rMfbqeg18/hM9VrlrQyZBw1b1+6eeYz/Crtu6xt",
-	"uY30CVa/BTZfqkS9Xprj2frGBO19IPo5jZ56IyJ/BFvrZkEnwNFucxj7VGNW/Gdd9lApM2ZKvn76mN2/",
-	"f/8RkPEvF49dadYHnth8xWxWCMEmBZUT8pylcipto0XA6eD0m97JSe/00cXgu+GDh8OT+/2T08F/hPsC",
-	"Pb1nJSX6106iXhyylIWAx/oX9Gz5W0/OvD8F+zgNO1Nps8W4n+jZceDmqn32o1E7CSOSRSHt6g0cLCHe",
-	"WPBCFOcLm7UCydWmDll87rp+4LkO2ff4HsuvrrDHVN938sJQG/5W7TOzdk4LkM4ybam4Nkxfi4L9dHHx",
-	"6hiDhXgMNdXUpX4hywW9hE0LvYzwGZEGqk1QpTdSVHlG6g8F1rnLTMbwMQbl8Vme90dqpBBpGC9EO14E",
-	"yaKgJieSxIBHeHrTIW0ts7Q/Uk+o3K8odIGVSIqVgcJ4U+OQmKU6WWBVLM7PmbF8nAsWJzrF2Jsf1xcM",
-	"jReWxccZFjp8dM79Y1DYVh9jdoRaeDkkh0dBVPG57K/4LI+ZVEm+SEXaZQkvCokisCxR5makNmDCaDEY",
-	"3E+uxAo/iLjPzvGVDNtaYMupI6++RpXiqguvcVJEE9TOsRgpF7xiVrv0bcy2A1RAMBgd5IGfuRwJTPRp",
-	"VFHCIZtFAoDDDkCZXo4UYpBL5MUZYV199kLjM9tayYQl6ies2ZLmjPGRgiF8UjUm9cppZsP37rOqPRee",
-	"X6PYy2czckWKNzvCLGUMGOLp/vjkImI/PTn/AXf88tXFs5cv3nTd9rmtWnaNlBGO07a342JH8RuR9J4K",
-	"m2S9N9KKIUsKbUwPfqTDMXwm6E/fZCd+WcipVPHIDVRmE7td3DMs08Z2qXiHamXx0Jp7Z48xEOIzOgvB",
-	"lLYj5RZvqFOCEhJnobYyRMD0JOOTCRZ1IhBfcZcBit0ncIVhwqZDEVpHr5fowvToqZgdKTjZ8Yq5hgVd",
-	"nAErAsWHRMytr42lSoOE5zmLj69PYspirDqk4eiPX75+w44AN3M4eVOmqp6x+Cmxs94FBt6ikYqfXPAp",
-	"0EOtnw7S7HNN7CAGIwisnC71jgCMqEgyYkYqrEwWsmCJ1leS2NdIyanShUj7jPiD666Ce2ZTYQ1Tmhbr",
-	"OvY0cHGs0xWbLQycTCGvsZoyFxsEerpiLmgdtn1gpuv6BSEw3TxDJCSqm/e9h2QFJkCT71gjFB4T64YX",
-	"k4VlejJhYzHRBTasG6n4Mdn+PVJ3YuwgwdaivZiokMtEKPK7uEaI53OeZKJ32h90os6iyJ3IMsPj4+Vy",
-	"2ef4c18X02P3rjl+/uzxkxdvnuA7VeyyEW0q3SKdQf+EHnS8tjPs3O8P+vcpCyVDSexZNnyeCpTzoCEi",
-	"DjxLO0NXu/ax0+ixeDoYbGlCdVjzKVce19J7ClOQXQI2nrspe6j1O6Fu0Rm+ex91zGI248UKhLu8Fspl",
-	"8lg+Nai80TTv4T0nmjbu+jX9/LtsGufGrmcPB/c3DVOu6zhsC7YNJDCsBJhQC6ayh5eTEVEpyCrfNtWi",
-	"YJ8J7FzJZd7dCNHrk2NfXNYK0ufS2J/hgS8IVF/2tgGVqDHDTdR5MDjZC7BVzzl8aY/TqDpvwhunj3a/",
-	"EXYrxFUjH9v9XtWyLTxl4rolmw6UCFMqWREDM8ZYV555hJpQt89eoHprS9dEjXqozu8m6sxdw8D66VIP",
-	"mp9dGxck0e91utrjZINEO1f557PmGNXlmLDycfiuzKkD64sq3bxD8CbaH0/KpiN1G88WC3GzhqEnnw1D",
-	"g149LUjqfu2zn4WYY6eYuNaIx1hdiLVOPIibg90YE/TF/UvTAEExtCBKFPd1y9KgUq5cCzvpAgXOlwbw",
-	"bcH9gMsdf5LpDdmUuaAoUFOAAOF5eqgh04O2hFskU9J1c5RNnnTvlF/R2ra/UXaY/X0Ol0DVerjPLBDI",
-	"3PgGklWLwrJEy7GmyNtpIPNSbrKx5kVa9jtrZXtBj/R3rb23ZbpvU+srsbp8x3sfT3vfbmxq/d5hW+Ws",
-	"3yhVn/v8ysYam62y8pWzaqnWDKvVXFs8aTZ1TCfOu6lve1uSy03UOjXmg3kPoiYio1IOEE599nImqSx6",
-	"rG22aTWYgV9bjA8OuXw9GLC1VU47tlUQO6Ze83s86Prj37z/gopMVWrVIiVeKoGt9sGuJoB+lQFNNgGw",
-	"C7AtRRtvXFXbe/p25FUyd/r7+BM812Dwm8Lv9wz1IaXQWRUFC70vj1jQCLzPzn3ZIScj1LF8QN6R8q+d",
-	"Dh5QL0dfsBMRzdiyCYwjXm6bwXTjpceQyQmZwThhxg2b6WtUCKl9EdnnNNyR9mEkJco1YZlUN4w0STB9",
-	"G1tCRgqDwSKcK4kM3zaxSF0EdvArx+hJ13FdaV3FUq044Z6p734T6/DB+4oAD6o7byH3PQU5nOofW4oP",
-	"9iDPqn3+LQn6cGP2c+kKaygD2M9d3NcpD20sIfIit60U1N1EwA2VgAH+S+NKE3XV6+J0MHDuPyrNwzgc",
-	"PW1Ne8Fof41qfhTWk8yXlTiuBq3deibQoQT+qpTWEe0iLA4E7un61yq0qPGkXQrlJkxrsMIdKgi1gXnf",
-	"JrOOXd5A816fvQetLPw6CmCnvSCdtFGK7JH/CPB4DniNSSNVvXHkQ0k1bj1SU7TWnEOftHQvxcwChDZ6",
-	"XL0kLPvthner1Jp5ReTWGKm1tuGR635S61zg69Rcxyps4VssFN5N0ibBXJvqvUTYubvSoeo9DZBCm8U5",
-	"tE8fsKwLTy0KHziAR5w8xs8EDCyWK5Go6v4gjWdtZ2jrEFui90HaUwsWAha20ye+tC7ByTYuF+jOKpWT",
-	"iUDG6WFNjc5b3dw/ixVFIk++AeXi9OFDUAUKngB42JFrUMNVqmfsl1+e/QAwn+lCUBBpLHxHaFu1Jx4p",
-	"1xeD+vPOKidl2b+16uHu3rln3F6J+rCnRqkz0ZGifpD5dDKnIDxLxWyurVDJqkeGe7vJ8/BhPcfhmxbj",
-	"7Tc4wXxSRltXGpcGga0i9nZ2NW4x2Mvh9fnkCjXobBEpPxLheV9X2QiKSq0pWMqBFwQ5aU6zblytUYtv",
-	"7ZNs6i85QIw4o4ifa0rlOFDZYXezPb87d+Tmj22UkdZ3xzchuZpDo2cC43cC1KEq18jJTV043iZVeT/U",
-	"migZqVr8ss/qly3xJvONGwQeh11Nkc1k3IwUccztnTnOqKc4BjNri/CB0UTPAN3GPLkaqRzlWxl1LMS1",
-	"vA4Z9dDn+rmbGRzvBaS/Eqtd95vsKu90mSCB7KvrwuX9EQUoUCJli3m3z86rNnUhWPudnfcKOfXrzvCq",
-	"WSTt79mqrhOQxvVoQaMsx59MFEp81//JexR9T7MIpdlkked4A0j9gqfPehnT72AchTfBNKyivR0kx1Vz",
-	"6O3eySe+n/NhKukfyidX9cje4ZMjoHz1ybVZSe6GBmK9jiqDYOQXt47Cuwk+q3n0wjm/JBb9JyINr/uj",
-	"nt5BA8aglWNwo4wXfL7bRn+kNrgZeV4Gq9ouiojas9LK3LqRanuLELfyOcIwNRsraAXjCibcHsAosDpG",
-	"16A3qMjy2tJZmYF5NBeYNTnPeeLUdDdhnznvDcEOfZjoq8GCPp37q5iC7nmlhE00sSHR7oLE8cuekL9B",
-	"VfeluJ1CU8A6FfNcr2bwNrWl9kr8A1Lix/uHqNcux9hHbT/9fOkpZcvMlssWzZVIz8L28LngYL9KzO0E",
-	"3A4xFUQnpqw18fGPziFv6Ue902s3nZKnNGrTTUVa6SWeU+HvAMvICGIZ5rVdC7ow80/izj03Vy3NSnwT",
-	"/GrXU82OPAsATduzuu7+eo1jUp9BSjSZD45beXMP4Tz7YUyj2H4vvtEayfAN8P8MVuxfMXZByFx1dq3k",
-	"5XhVuQqDqxbLsCHZkYdguxLLL4DrSiy/LKYHTRvu2K3lblNpy97EwrZ+vbGapItRyz6crhHDNifWX97z",
-	"9Nej2SfYQX7dx0K6EvkeS3UWyXcbjdab62y0r1+HbXLaspQacfCgs8Pm+4aj9ndzR80Hv4hesfbg++YS",
-	"tT9d1k69m9IOL0F1vF89BevCjy5OY/U6OuCsbZ6CgFI2ZyhTY6iq/dSXkkn1PlR3bLYF3bXaRFOii/SP",
-	"r9L9WRQ0OGAqjfQ46ivhyktg9MJiACMo0fHVaRsRuGT/QcebLdy/alyzB/O/XTbnn4sHB22GdrJgB7yv",
-	"HLg1f7JZ47w1k7LC13UUPv7kP+7MqUTPUVl9VKaXuOt1aveiUrSM27LZz4nPMVE+h8Rm0oyUq56ghBK6",
-	"/aFwvDAQw6iatXkMf8Dlvq70pt3WM73y10ve/x34LIHS5Q0F2Biho/Ga54sqnw4facvpC5FzQ1ofdo3C",
-	"0RI9Cy+Md2yJbueUlPPnL9uEhyIsj67qcSntpBAqxUQbaRkWo3um4262B4wcuig3Byy2PMlmQtnI560o",
-	"OZmIlFz5hqt0rD+IlB1xWuVI+TVww2IrPtjjzM7yuCzYx60xia21Eq6wdDmxdLV7uYJ7pip/6PZH6hkl",
-	"+DzG0tTHWtlC50OmdC+BbzCqjp9YITD9h9sQUk8u+DRyfb2fTXovtBK9f3CbZHEATWcYwbOlz+L+4EGt",
-	"eh132GdHtUEwugDbSEWSc+BCDq5Ovnho/nRx8eoe3q8TuUZGVO+Nn2Hxpsz4WCi8R9PdlrqWdLmZ5Jvy",
-	"6m/Hf6uLqPVe9OMV9YIokafWgGQsFaD7htRLhEe0P0o2fAu+TvkHaebaSNvaESmuUPCMTWQugO/+11GH",
-	"Wix4AqI+C6NOPGRVxTy/FtWxYYsTwbHRhcn0EoNGdnsuzXrnTr/kN66atfdK5zJpuYkydqRx5uvoe6ZI",
-	"2D2llbgXD12VF1erJV8Bx6DcPu8JB5RwaRxUon7oMgGL9wr3B+98Vk9P1PlXz8PqYjUXvZfz0mWwFi5A",
-	"lhIftkeY4n6biHuhLZvpVE6kDwaVghmv0pJ57q/p8fJZT1iDLzQQ9XBw3nxNRG4Wea+LyrNAOJJwk4rV",
-	"0HCzrDzMJVxyTHQLL9qy50GzhxVMJs3OFCgKGzcT4miuxEOUYW3FCi59Nzral9UgarGUExs9FFwZap/k",
-	"A9pVd8s48MdRr4ncaDYWwdeuz6uTViO1UD4NrMyVQVsPtWB27rN0x/pa1JKYA1lLN79RUjOIMt+l5Gi9",
-	"C353yHiSiLkF+Q/8XS/ylPYcbBmzrGkyl8Sm8Xj71FDD9UBBVdp3dwkZn6y0YGzCAaSJVDl0bXWE5VPX",
-	"V4dxd2wYw8UhXTsbmYs14ucun87RfatKMGR/i8MxZBC/Fx/A+jjCPkUnJwP2f/73yf3uGfUSWXoYBNVI",
-	"D05O8dKQ5hUa9bIkWclITOVzW2cXJUClYUkmkiuRjhQ6mSLfZI8ysSucGpZ2f1lx9WDwqH7DQeRSVmme",
-	"aKSWGbdliX251jaL49Ui1D3a7Ppm8nJdqByUt7qt3Xjpz23OVxHTLnfwuvmNqp/XhCt1nhv245MLBNqr",
-	"Xy7K87X9jQnbDl8PW0H8t3gYojAVyFX4W8fCbZNXyLx1BVuTwfdVHA9VFodoBHud0917dML+Ib+PqB3T",
-	"qqZERuxKzNE4mMprKjcgM2Sk5rwwZHdggzSn4xnqRZD6G3/dTCWKw3cm43PR7bNz5a4/xhwFIFh3+QxO",
-	"43rEcvZRFLqXoyvKGwBYkoCggRlpkCOuVt0hi2HZQ0ZQjkeKWOSMXyEAwDLRhat0xh3Q6sc6lcI3iGI8",
-	"vCAK6PDmDhxT1I96/ejeOquAnYe+RH+3eg1Fj0qHR5dEl0/sqto3gcgPS0kHLJdXXjRRuYRrXw6ofjo4",
-	"qS4R9gZGAeYiNlLLl3wFar5MGR8pp1xUNErjh6aW57PUPwZ5Kt14XfY35HYtr/k2urTfb7s5H+gPv7x+",
-	"Hvk+XS3gJS6zS838msrvTK5Ayg0DpUkarOJZBjrKkS7KW1+bZbv4Uves7RKwIZhkpNTUXSbUgjFDLTfQ",
-	"sDI5zfrsCTVtI+XK+feoEaB38jkbeu8bxgC4J6d3Ctw2PWbISuWM+uM1vCu+Q1Omc+dzPP3u91u0J2A6",
-	"xZpm4rq+/ZmyzrDH+rpNdQvX93HQ5r3VBfk202xZaCvogkk9aVpBWC/smL8ZVsysuuSiZuU4a2mk6pdj",
-	"+HsCqEe3wR56ETPyIzlSQ72gz16HdoSpuiDOtJrivfUzdmSEYPWMhe4ZQyc/phuGomuiC+wCCC+2ab5h",
-	"TOtt4W+9++JCOWjOv0Grao9Bf/U+NBP8HXy8+erxBvP9KwWm1EgH3W1h/c/iiHAU6Zr7IAq1p/D7ihgS",
-	"EVXj7Th0acZUhBljFq3OQQ6RR2CtTfsQVTBfXlUmwvvm+WhnHIVyymWMpXHEFJ950nHPd12jfff1SPlx",
-	"qHW80+zCpUgblY38G4NVRQdUVJvnzm8yUjXHCRxoHRBh3yyKTJAZgKYUylrsSdZC2S/nQr0p28P/ccpj",
-	"Gx3U77gfnIdIW6Qam/n7+tjgFDZUyLrbA8LLA0pM+Jry8TlUATgRvBXakFvLs4DwfgxkHloJ7P/Pc3ld",
-	"0xRKJlQqCv6b40/u080xHuPh6bglIk+2lCmVOcQ1023KpfL3tgCrcC6z9U4kj2Fpt6Xigyiiuu3hjjN7",
-	"t1Ak7j49cxWxJmYGy7oaN6QsRSFabkL5S9a6bH/BgfJPlsX7mLhoKSuDxgM1KevK+byobQk8HEr4t8zD",
-	"30D4Ldn4/99SrsvK35N06T6jr5Sr/nQ1M9goJKTcjRGcaDMtb6dbrGDcaMI/AcN9JozhU2q3F2NR7ZBC",
-	"jvjZOdxjmQ5j8pOLX8n/lHLL3ZNYbA4K9d/fvHzRH6n4OTe2h9/2nv0Qgym1wCtDXKN7bJLza1Vn6dRy",
-	"V27dZ+cs0TO8fQOrd9GfhhOMFGeZ4IUdg1ZQWSlUMSwNk2neWkf71gU+vljWaXvcKQTD7rDLVk6DSVN4",
-	"JD3abp3VrPmA29wCf45K1rt3BZwzUH2D61CoKQJg9Bt05PbeYBaYa5VQERyR1/ubRiv7+p1B797D8ZJH",
-	"mNCuukBheHx8cvptf9Af9E+G3w2+G6BQdMNvMPkjb0FVrTtT1+zFiYYzd9cFdXnDvCFHWo3qGNNZDzk+",
-	"bd4VhMG28SpMC/dXEDp/CaYlJLwoVs2Oaf31Up62Od/6qxfJfRcEd2ThPOdLbiiIHTEsEdYFMMu1G40w",
-	"zR39deHMZcL6+tTuxqFrTGYENIg2H7sbj059fah/BMI54NGgaJVWGEUu3TwqpZZnYJxNhc1EEcxSMvP1",
-	"iVzrF+PTJ/HqIIyC8uDOH5dairZ3NxgYu0SvD+pvoXDo5O5fCN5zFyjcvL/5fwEAAP//",
+	"7H3rkts21uCroPR9VZZmKbW6bSexurZqexwn8cRje+zOeuqLvE2IhER8TQEKAbUsu7pqn2b3PfZR9km2",
+	"zjkACVLUrWP3JNkkP6yWSFwOzv2GT51EzxdaCWVNZ/Sps+AFnwsrCvzr6bIwuoBPqTBJIRdWatUZdS4z",
+	"wWIlPtirBJ+ImZ4ymwm2KMSN1EvDFnwmBp2oI+HxX5aiWHeijuJz0Rl16J1O1DFJJuYchp/zDy+Emtms",
+	"M3p8ehZ17HoBTxpbSDXr3N5GnRdyLu3mSl7zmWBGfhQRO2VWs9PhcMi6qZjyZW7hr962VeQ4YGMRcr6c",
+	"d0YwSNSZS+X+LNcjlRUzUeCCXuIwbZDJBTeCwTTl3Atus2pq/CfqFOKXpSxE2hnZYinClfx7IaadUeff",
+	"TqrDOaFfzQnOCwt4I4xeFgkuomWSwv/8qyd6K4yRWr2BR9v2a+j3B4YtlpNcJrh11o2NMFf/93/+r7i3",
+	"BQzuvZ0LXHBrRQHv/g8Y7udh/wnvT99/Ov3q9t87m3hyC2OZhVZGIAL/ladvxC9LYRB1Eq2sUPiRLxa5",
+	"TDjs4mRR6Eku5v/lPw1s6dOB4HlNb9GkdaDEUt3wXKZXBc0dj5A43F8s1cIwpS2b6jzXK/wNllbwxLJu",
+	"vOLSSjW7WiqzXCx0YUUas6kuGGfwE+PmWqRAcJwZUdyIgq2kzfTSugekmrFcKtEbdG6jzne6mMg0Fepe",
+	"ATD1s7qtX4s1y3lybQgQOhdMF/gZcUUappfWyFQwaQ1wkan8IEzEcNeTQq+MKJgRCvbowWgzbtlKL/OU",
+	"JRlXwAf0XNgM9q8Vm4iM51OEk9I2g/elFQiTF0CgL/Q9IwWyhatcl/hAfEJ8WADqR2zFDSsEfplGrBA3",
+	"Gs+5YGa5EIURKXztoEZjyRQgB5iEKLQsCoCQVrTLl9p+p5cqvddNKm2vpjBrjGvwj97jEi4UE0WhC5z/",
+	"DbcCJYe4XzAU3IqrnCYOSAAxeK6LkhcAPXCFSA+vMA4MwZyzQthizfjUioLFb+CP/gX8ETMjEq1SAyw1",
+	"Ezx1gjp4BP7czk83BFnA4O+dIpwACGnCfeWpAvAd6CLJtREpHulPii9tpgv58Z7PdIkTC2VhCjxWpdnF",
+	"6+dwssSpFFuqa6VXCv4qCViJxmG9e/eufxEMddCJVSKOYHDDZc4nubhvEPh53Xml3PIJsLGEK2RE/Fqw",
+	"VSEtirgV66bSXLPpMs8j9vzkFZFmxHKdXIu0x3QxVqU45MqsRDFgbwRPDbsWYsFWuriWanbOkBxmXKqd",
+	"RDFWn48sbv3vONJFgq8GygRPUwlw4fnrQi9EYSWoHFOeGxF1FsFXnzqZzlPRoka/yzSD3wyTNkIRny3n",
+	"XCFxiw98voDj7QAMRNF/+N8ybWyfd6JQWz57/BVqqv7v0w2dKHKa7sbsbkuVFOYGVYo5X2TAolCll4bN",
+	"uVozk2trRmy5ACU7xhFjRvsyjIPQSUTEBE+ysQJ1BFkaUEIpqbhK2VSoBMSz1ddCsS7MPJWFsWxaCIFz",
+	"gECbFVxZkZ6X2ow0Y0XPJXruX0HdJ0Wo4Q7Eh2CY3oChJg7rhCFBnUjZKpO5YFyttRJjRZD3ux+VaoJW",
+	"gnV1wZRWInKKVwmVcyL0tf8hE3nKFjmXaqxwqz2YLn40fEKTX82lmXObZDEh5xE2RtQBKrlKRc7XV3PT",
+	"coBICXhGoSphWBeoSSuvTfSimqYFPzoQO5IiGMIwWs0A+aa6mHNLi/nqUSdY57BtnXNhOTCCfazl7/45",
+	"oC3H+2W6HTOXKvUb9HJBKmMFR/UXVh1bm1/NTcy6M3kj8OgcPuBZ9gJFa6w8eBA/A2EDypYSK0TMQATh",
+	"l0SaIH4aP4+Vgy48UZ7tMWRJS9/cPWqnLF0WyMWZVGxuIly0VG4FoPU/MGwCipapmbtDoM+HXw3hv96A",
+	"vZM2G6u4AnYcgRKSsuGIcYc1BGVe7jvnoJdwwgb4N9g1bbTkTaePEYs30GUTRYCUW3f7g17RRFaTeSMV",
+	"Wi8lYdMiyz0OI5ZqxGF4uhc5lhTCZawQMNU7Dz04LnZbTE4CIf0Ox6rVELMayB9fG4EpVg4Vuy3GyOlw",
+	"K1qxtV6C4ZEKgtxRhHUbGsY/eylSIs778g09+U+RWADz00KAbvKjWKPxXJNC1/Tlpv3udBhg2SKfDtjb",
+	"DFUYla9ZJoDlVcBFqWzoN+DwGTfZoNOC3IVIdJHuYwiwzuY2YZnl+217fHbjdJ36Tl4pwYQCPQFN40wa",
+	"q4v1gMXcxsD2VpkARZtlfLEQCsQLMhCnaMbEI+d6Dir6hnUGe6xDkye2zTP2HUiFdA56SgJfGdaNnSYY",
+	"Ryy+FuurhM7I/xn86l02wPMFPNJDXIozrlJ9IwrvT6jZFGgGp2AK2gioddzJ+UTkrItHmvbGndYD4nbf",
+	"4VzKuTCWzxfwuOOdV0e+5le+76Uf3HNev4JXS6VpY+13kTfqAHfdORPzhV070R4XAlAOiF4AyrFVpo1/",
+	"XJpS10fFxjErvkylpccN4OG1WJst9FE57zYxqJrae47oaTrsQkyXRqT4C6rarTMY8cvm4M8VYJ/xQlDc",
+	"iGJNyyUqX4GqwowtBJ8/MCyWYMcfxOC9M691PzA0SB2kTAIgKk4N0VMzAevuxNYtohq5D4JE2MbyXDi9",
+	"c1EIMMSJqg/YGn3zqSMUMOqfOzxx3AqOUYmV+0Sem46nFfoSaRs/0XI6USfgAe6v8LE6B+hUJFQRf8AV",
+	"Awd5yEPh7N0zkfc2E7CiSoxwu529vpBk5NR5HuE1+putIGG+i/yIUZcA7PCi4GukxSpy0Gbh1vfiJq2/",
+	"1bbw70GnRdac56+mndHPu1eHalbnNvpUm82bKy0zvI9amAdpDKQVMIcYoFqREkccI/aDohzi+YqvjUfC",
+	"Aes+V+x7VGDGaiaUKAAxGMwNSLs2NFTUOpZekAUalQwo0SkxBSsUrEraQQ81jw/9me67Hfmtd34I2HND",
+	"Ba+7WWFoQhyiYbQfWC4sSNSZ3hSP20ze56A04G+tFO25dAu/5M6L0fKTo4tjhVP14mTdbpyjq310qEi1",
+	"ul3AOMBZ7cAGiBwxOQXYgZ5ovM57DJODgWk4igdYjcdBZ7GXqTVobBuLqIG2jeaacvs4v0h1qA0GDma8",
+	"RYO+5hMJDKzT4dmjL3EEpCZW+p+sfPKDY0282zaACZ7D003Waiy3S2KypeNHX3f2Mnp6re1oWm0AJ3eO",
+	"pRT/2mSLBVHqoe5BJm2oS1V+HlKNr8W6FdXJF1ABAGTjfFrMZh/T6fyjXf1yll+3vYfU2cobfCSpJrM2",
+	"saYhn5w8Pp6f0GsEpU0+pclbu2u8N/BM85AlqAG0RzdKsLEoPNMteNAuzUE3PViWo6XWhNSm5bYVFe/G",
+	"IMqD3WTNS1BinQ0U+k5RHSc1nGzITc4x3OuaCdGmPvVLPhdlfLK0weZ8DfYeGPxd4huwilJrB/YKgl9e",
+	"i56nCzAxJhgPgrWTIl6mDBxyIhSex609p+cfnrWg8l2RroZvbYdKSkSL4oAcFk1RWQp7ZgQ6ylgXNebS",
+	"0QLs1/tPSs2m12Zt08qu7sdsFR+sUCmS8lUBXxftzqvXpMSR0HAeEve8QSvKJhkaat6rPQI5Y7UFlS3T",
+	"K/Ktz2WeSxfCGCubiTXjaUoyHUCIm1iziVhrlbIV8NkAsitu0GXHrM7TiE1EwpeAgH4hYwXWnDWl5cWN",
+	"N76szBm3+LX1dia8wqwELM+XdITW5qybaAUb5FbeiLFyDzo3u1sJUEHGbwSbiFyKG2ehOj8KgJMJXuQS",
+	"Xbo8dGWyVKb7/GOtDvIW2+hAR0Pdw7Ar2LIpbbyJsCUZJimE9YY6epCJF5Cz+Nz5zmj7gfVACF6P/OTX",
+	"Vw9/OZt/N0z/8Wj50zf6n6eTx+pvxderzuFRnu8ofpFr61NGXCRjhGeLbw06B0UfDjCVf41nptr3BAhC",
+	"zfpKzjKbr9v9J2h4H0vYhG9XYqGTrJ25GxdvQDpwWW0OSxeFToQxdLZ0dGAdSOvyTwzwf+Lk9Hp3he73",
+	"19rYWSHe/uMFRchYITBIyzLHI/VKoXPaa6kwvmeYLrXlWumVCRZTkmAZ1pKWyLqkuYavviMWV/+8Prt5",
+	"8o/5X4f8WbvLaIsPBxA7zO0q4UIRg5q6XDl2UMEGBueYfi3k4rNWKEJVx3sjzNXD6RM+TM4mX6en4hH/",
+	"6qvW9eb6eIyXKhUfIjYt9JwNBwwMUuevw63hIuHdGP78N/gYt9NHaZhV4ZCvn1Dkxf13mHepDAMdHVZp",
+	"t+KqOIEz59wMUU2K1kioJiiblL9V+LerlcTnDlYscaS3lltxgKeoftDPUJFy3gmh0sFec8mtbb8vKVhV",
+	"i4YDgH6APMKKc+ctxtAz/ED+RpTIjp6B/+NZROTOJ9WC27j8Mx6rbpX6FeS+OJOiN2BxmXlxFQY0ysBu",
+	"whWbiHpgd6y6lC3BXULNOiKpjivUyTXDQ+4Rp/g8Gle4zON0LpW2RwdLcAaaRNSEOjIQ55/d6Yp938JH",
+	"/IHcS0RE5GlgHk60zgVXewIeu2V7m0RnMUwUA/AUmwswjJxkckkW8HPEYsRLRCd08clZJox1eIo5HzHL",
+	"pQEeCYILX8bYg9FsyovfhuLw2ZQD2O9eKJfxBItysBUurAtrS50MkS4D+tezw1LkHCVXDgzPu5yp+ubf",
+	"+DzFMhdnw1W5TxwBwu+SSnV0qdbSxpf/HqBJux+BMruaKaFr9re3r14yGgjVAsvm2lj2iP0o/xoxMZgN",
+	"vDqSYm4FT9NCmHoqFs5ZdEad0+EA/v969GQ4HHba/HwvD1Bqg9z2ny/6/8H7H4f9J++rj4OrUf/9p2F0",
+	"+uRJW7J7Lbu2cWrfPWVPHj3+mrkUQJYKy2VuBgxjY2TBIIOIWEwnA58qlhazbilefF5xPYvGhabrUqm7",
+	"Xyb1XNwdA3JXjv1wlY4V8aIrpe2VNGZJIfEyVhc8ymK3pKupUImIW8XXXcVQotNasK+Ryg+6g09x7nhb",
+	"0KF4leDdiTrB/jzSB1sjDx5Y/IjCVyXdNL6fcpnjt1brqzlX6ytPHUQnjfSU+oM2yejJBV/nmgMI9VXO",
+	"ixmQ5VzYTKe4JEw6dkISN3kF9r9eWjLIXflA1AmyP7GgA5CX5/RDmBkLAwX5z+GiSgWs/MYZBMYB1oEy",
+	"zAzuOPlXptK1yvAaSmyJCTdxjm2i3IEhYaKnVuGDGa5tYkSKPO3n4kbknhyJEprFIjVZsddXfVc1ZEt8",
+	"rskfRjUWsCNyJ5Wx3IG+zZ8aUvEXPx6PxzJtXU5LsOXR8EmrEJU2b/DxF2X6Qmu0zucKlM/ziV7a0STn",
+	"an84x0XsadZynY4ptcnDN5hW4Gz2Bgc8ku/lEsiHBNynA+jrgGPYmffsfRUlbngbCWUIptbsCBIdMHvu",
+	"HdSHoONBSLUjBF1l82xiW/mTlym4smshFqgQiQ+OkbaxtaURxRWfuYy33dgjwwySzuY2m4eIKSDl+nai",
+	"V7upvzuPwye9IHc/1B1QIfS+aFMw+H57vhz2jQBJeWQYaj/u786PLjExDB8Ph9HdMHP3XBWW7o+Wh2jb",
+	"XNq+yHb9KA7GufbDQQDdMUQYeOPDHZ99c9wediT+wAqVWN3z+u5mE29LKr9g6IG1+TnTc2mB3VIqb+mD",
+	"fYCBnrtkj+wBHeHGczXVLfkIVLl05cXmBgw+h7i5rCUvle4kTJ2EXR8kdvL2cCeMjRpB/2XgGK/G9z7w",
+	"vUmgm2JDfjx048tFepesjhtReHf/sUceULyXJX602nLcNqL6Qe/Ck7tKGnr7GEET4OV+WeOHP0TU0LPv",
+	"4Ph/vVq2j0AOQ3oM4/4aPH9uTYDnO7H6CMTdkdtWLxWT9uis3QC7N0d3P1KsDwmVzXkq7sL9Krz3Eu9O",
+	"eI/oUrRjPy6wOB63CQVrOSKnwz2o7udqXatLJmkWO6PPLGbwrzlnMQ0RM56bMrBtXJEV/ktegMjXiZbU",
+	"5SLloKHBt16/O2cx5o3FmGGQavJkY6F/3e3PycNI88NBwFutavXbbZHOizKoSVUkSEFRmPrv8jEEc2WO",
+	"m8kqVKx81xy7ewpD7Ag2lAG8TRvdZ++kVJE9qpJYHGzCsDCFGJwznqJZFJgJQfd5QgF3TgfYggbA7mrN",
+	"TKRiC24zE/mNAgwobnzX4PWOAsj2RBKqQ3Rze7oqiyRLuLenmMAwGgufHODDNBNz9d/Th9fDxX+sv1n9",
+	"40z98+vJm9P55ePkb086OwsXj+WVVceXZjFbDf+3x6bbuJKj5eff3k1Br5/DZ6rhLGllxDhq3r6c89xn",
+	"/VXad1nvchfpE6x+B2y+VNl6vVzHs/WtSduHQPRzGj315kT+CHbW0oJOgKPd5TAOqdCs+M+m7KHyZsye",
+	"fPPdU/bw4cMnQMY/XT515VofeGLzNbNZIQSbFlRiyHOWypm0jbYBZ8Ozr/qnp/2zJ5fDb0aPHo9OHw5O",
+	"z4b/Ee4L9PS+lZT8XzuJesHIShYCHhtc0rPlb3059/4U7O006sykzZaTQaLnJ4Gbq/bZj0YtJoxIloW0",
+	"67dwsIR4E8ELUVwsbdYKJFevOmLxhesEguc6Yn/F91h+fY19pwa+uxeG3/C3ap+ZtQtagHSWaUsVtmH6",
+	"RhTsh8vL1ycYQMRjqKmmLh0MWS7oJWxW6FWEz4g0UG2Cyr2xomo0Un8o2M5dtjKGlDFQj8/yfDBWY4VI",
+	"w3gh2vEiSCAFNTmRJAY8wtObDmlr2aaDsXpGJYBFoQusTlKsDB7G25qJxCzVyRIrZXF+zozlk1ywONEp",
+	"xuP8uL6IaLK0LD7JsPjho3Pun4DCtv4Ysy5q4eWQHB4FUcUXcrDm8zxmUiX5MhVpjyW8KCSKwLJsmZux",
+	"2oIJ4+Vw+DC5Fmv8IOIBu8BXMmx1gW2oul59jSrFVRde46QoJ6idEzFWLqDFrHYp3ZiBB6iAYDA6yA0/",
+	"d3kTmPzTqKyEQzbLBACHXYEyvRorxCCX3IszwroG7KXGZ3a1lwnL1k9Zs03NOeNjBUP4RGtM9JWzzIbv",
+	"PWRVyy48v0YBmM9w5IoUb9bFzGUMIuLpfv/sMmI/PLv4Fnf86vXl81cv3/bc9rmt2niNlRGO07a36GLd",
+	"+K1I+t8Jm2T9t9KKEUsKbUwffqTDMXwu6E/feCd+VciZVPHYDVRmGLtdPDAs08b2qKCH6mfx0Jp7Z08x",
+	"EOKzPAvBlLZj5RZvqHuCEhJnoVYzRMD0JOPTKRZ6IhBfc5cVih0pcIVhEqdDEVpHv5/owvTpqZh1FZzs",
+	"ZM1cE4MezoBVguJDIhbW18tS9UHC85zFJzenMWU2Vl3TcPSnr968ZV3AzRxO3pTpq+cs/o7YWf8SA2/R",
+	"WMXPLvkM6KHWYwdp9oUmdhCDEQRWTo/6SQBGVCQZMSMVVisLWbBE62tJ7Gus5EzpQqQDRvzBdVzBPbOZ",
+	"sIYpTYt1XXwauDjR6ZrNlwZOppA3WGGZiy0CPV0zF8gOW0Ew03M9hBCYbp4REhLV0vt+RLICE6DJN6wR",
+	"Ho+JdcOLydIyPZ2yiZjqApvYjVX8lGz/Pqk7MXaVYBvRXkxeyGUiFPldXHPEiwVPMtE/Gww7UWdZ5E5k",
+	"mdHJyWq1GnD8eaCL2Yl715y8eP702cu3z/CdKnbZiDaVbpHOcHBKDzpe2xl1Hg6Gg4eUmZKhJPYsGz7P",
+	"BMp50BARB56nnZGrZ/vYafRdPBsOdzSmOq4hlSuZa+lHhWnJLikbz92UfdUGnVC36Ix+fh91zHI+58Ua",
+	"hLu8Ecpl91g+M6i80TTv4T0nmrbu+g39/C/ZNM6NndAeDx9uG6Zc10nYKmwXSGBYCTChtkxlXy8nI6JS",
+	"kFW+bapPwd4T2M2Sy7y3FaI3pye+4KwVpC+ksT/CA18QqL4UbgsqUbOG26jzaHh6EGCrPnT40gGnUXXj",
+	"hDfOnux/I+xgiKtGPrb/vaqNW3jKxHVLNh0oEaZUsiIGZoyxrmSzi5pQb8BeonprS9dEjXqo9u826ixc",
+	"E8H66VJfmh9daxck0b/qdH3AyQbJd64a0GfSMarVMWE15OjnMs8OrC+qfvMOwdvocDwpG5HUbTxbLMXt",
+	"BoaefjYMDfr3tCCp+3XAfhRigd1j4lpzHmN1ITa68yBuDvdjTNAr9w9NAwTF0IIoUdzXMkuDSrlybe2k",
+	"CxQ4XxrAtwX3Ay538kmmt2RT5oKiQE0BAoTn6aGGTI/aknCRTEnXzVE2edK9V35Fa9v9Rtl19l9zuASq",
+	"1sN9boFAFsY3lazaFpZlW441Rd5OA5mXcpNNNC/SsgdaK9sL+qb/3NqPW6aHNrq+Fuurn3n/41n/662N",
+	"rt87bKuc9Vul6gufc9lYY7N9Vr52Vi3Vn2EFm2uVJ822LurEebf1cm9LcrmNWqfGfDDvQdREZFTeAcJp",
+	"wF7NJZVKT7TNtq0Gs/Jri/HBIZevBwO2ts9px7YKYifUf/6AB13P/Nv3X1CRqcqvWqTEKyWw/T7Y1QTQ",
+	"P2VAk00A7AJsS9HGm1QV+J6+HXmVzJ3+PvkEzzUY/Lbw+wNDvUkpdFZFwULvyxMWNAcfsAtfisjJCHUs",
+	"H5B3rPxrZ8NH1N/RF/FERDO2bAzjiJfbZjDdeOkxYnJKZjBOmHHD5voGFUJqaUT2OQ3X1T6MpES5Jiyd",
+	"6oWRJgmmb2NLyEhhMFiEcyWR4dsmFqmzwB5+5Rg96TquU62rYqoVLDww9d1vYx0+eF8R4FG16C3kfqAg",
+	"h1P9bUvx4QHkWbXUvyNBH2/Mfi5dYQNlAPu5i/s65aGNJURe5LaVh7rbCbihsjDAf2lcuaKu+l+cDYfO",
+	"/UflehiHo6etaS8iHWxQzffCepL5shLH1aW1W88EOpTAfyqldUS7DAsGgXu6nrYKLWo8aZdCuQ3TGqxw",
+	"jwpCrWHet8msE5c30Lzr5+BBKwu/jgLYfS9IJ22UJ3vk7wIeLwCvMWmkqkGOfCipxq3HaobWmnPok5bu",
+	"pZhZgtBGj6uXhGUP3vC+lVqDr4jcGmO10Uo8ch1Rat0MfO2a62KFbX2LpcL7StokmGtdfZAIu3DXPFT9",
+	"qAFSaLM4h/bZI5b14Kll4QMH8IiTx/iZgIEFdCUSVR0hpPGs7RxtHWJL9D5Ie2rLQsDCFvvElzYlONnG",
+	"5QLdWaVyOhXIOD2sqfl5q5v7R7GmSOTpV6BcnD1+DKpAwRMAD+u6pjVcpXrOfvrp+bcA87kuBAWRJsJ3",
+	"ibZVy+Kxcr0yqGfvvHJSlj1dq77u7p0Hxu2VqA/7bJQ6Ex0p6geZTydzCsLzVMwX2gqVrPtkuLebPI8f",
+	"13Mcvmox3n6FE8wnZbR1qnFpENg+4mBnV+Nmg4McXp9PrlDTzhaR8j0Rnvd1lc2hqPyagqUceEGQk+Y0",
+	"68Z1G7X41iHJpv7iA8SIc4r4uUZVjgOVXXe32/P7c0duf9tGGWl993w7kqs5NHouMH4nQB2qco2c3NSF",
+	"421SlXdGbYiSsarFLwesfgETbzLfuEHgcdjpFNlMxs1YEcfc3a3jnPqMYzCztggfGE30HNBtwpPrscpR",
+	"vpVRx0LcyJuQUY98rp+7rcHxXkD6a7Hed+fJvvJOlwkSyL66LlzeKVGAAiVStlz0Buyial0XgnXQ2XvX",
+	"kFO/7g2vmoXT/u6t6ooBaVzfFjTKcvzJRKHEdz2hvEfR9zmLUJpNl3mOt4LUL336rBc0/QuMo/B2mIZV",
+	"dLCD5KRqGL3bO/nM93g+TiX9Tfnkqr7Ze3xyBJQ/fXJtVpK7tYFYr6PKIBj5xa2j8L6Cz2oevXTOL4lF",
+	"/4lIwysAqc930JQxaO8Y3DLjBZ/vwDEYqy1uRp6Xwaq2yyOi9qy0MrdurNreIsStfI4wTM3GCtrDuIIJ",
+	"twcwCqyO0TXoDSqyvHZ0W2ZgHi0EZk0ucp44Nd1NOGDOe0OwQx8m+mqwoE/n/nqmoKNeKWETTWxItLsg",
+	"cfyyT+SvUNV9KW6n0BSwTsUi1+s5vE2tqr0S/4iU+MnhIeqNCzMOUdvPPl96StlGs+UCRnMt0vOwZXwu",
+	"ONivEnM7AbdDTAXRiSlrTXz8rXPIO/pR7/UqTqfkKY3adFORVnqF51T4e8EyMoJYhnltN4Iu0fyduHMv",
+	"zHVLsxLfGL/a9UyzrmcBoGl7Vtc7XK9xTOozSIkm88FxK2/uMZznMIxpFNsfxDdaIxm+Kf7vwYr9I8Yu",
+	"CJmrbq+VvJysK1dhcP1iGTYkO/IYbFdi9QVwXYnVl8X0oGnDPbu13A0rbdmbWNg2qDdbk3RZatmb0zVi",
+	"2OXE+sN7nv54NPsMu8pv+lhIVyLfY6nOIvnuotF6c52t9vWbsE1OW5ZSIw4edHbYfgdx1P5u7qj56BfR",
+	"K9YefN9eova7y9qpd1Pa4yWojvdPT8Gm8KPL1Fi9jg44a5unIKCU7RnK1Biqaj/1pWRSvQ/VPZttQXet",
+	"NtGU6CL97at0vxcFDQ6YSiM9jvpKuPJiGL20GMAISnR8ddpWBC7Zf9DxZgf3rxrXHMD875bN+fviwUGb",
+	"ob0s2AHvTw7cmj/ZrHHemUlZ4esmCp988h/35lSi56isPirTS9yVO7W7Uilaxm3Z7OfU55gon0NiM2nG",
+	"ylVPUEIJ3QhROF4YiGFUzdo8ht/ict9UetN+65le+eMl7/8L+CyB0uUNBdgYoaPxhufLKp8OH2nL6QuR",
+	"c0taH3aNwtESPQ8vkXdsiW7slJTz5y/ghIciLI+u6nEp7aQQKsVEG2kZFqN7puNuuweMHLkoNwcstjzJ",
+	"5kLZyOetKDmdipRc+YardKI/iJR1Oa1yrPwauGGxFR/sSWbneVwW7OPWmMTWWglXWLqcWLruvVzBA1OV",
+	"P/QGY/WcEnyeYmnqU61sofMRU7qfwDcYVcdPrBCY/sNtCKlnl3wWuV7fz6f9l1qJ/t+5TbI4gKYzjODZ",
+	"0mfxcPioVr2OOxywbm0QjC7ANlKR5By4kIOrky8emj9cXr5+gHfuRK6REdV742dYvCkzPpYK79Z0N6hu",
+	"JF1uJ/mmvPrLyV/qImqzP/1kTb0gSuSpNSCZSAXoviX1EuERHY6SDd+Cr1P+VpqFNtK2dkSKKxQ8Z1OZ",
+	"C+C7/3XcoRYLnoCoz8K4E49YVTHPb0R1bNjiRHBsdGEyvcKgkd2dS7PZudMv+a2rZu2/1rlMWm6njB1p",
+	"nPs6+r4pEvZAaSUexCNX5cXVesXXwDEot897wgElXBoHlagfu0zA4oPC/cE7n9XTE3X+2fewulwvRP/V",
+	"onQZbIQLkKXEx+0RpnjYJuJeasvmOpVT6YNBpWDG67Vknvure7x81lPW4AsNRD0enLd/JiI3i7w3ReV5",
+	"IBxJuEnFami4XVYe5xIuOSa6hZdt2fOg2cMKptNmZwoUhY3bCnE0V+IhyrC2YgWXvhsd7ctqELVYyomN",
+	"HgquDLVP8gHtqrtlHPjjqNdEbjSbiOBr1+fVSauxWiqfBlbmyqCth1owu/BZuhN9I2pJzIGspdvgKKkZ",
+	"RJnvUtLd7ILfGzGeJGJhQf4Df9fLPKU9B1vGLGuazCWxaTzeATXUcD1QUJX23V1CxicrLRibcABpIlWO",
+	"XFsdYfnM9dVh3B0bxnBxSNfORuZig/i5y6dzdN+qEozYX+JwDBnE78UHsD662Kfo9HTI/s//Pn3YO6de",
+	"IisPg6Aa6dHpGV4k0rxWo16WJCsZial8buvssgSoNCzJRHIt0rFCJ1Pkm+xRJnaFU6PS7i8rrh4Nn9Rv",
+	"OIhcyirNE43VKuO2LLEv19pmcbxehrpHm13fTF6uC5Wj8lZ3tRsv/bnN+Spi2ucO3jS/UfXzmnClznPD",
+	"vn92iUB7/dNleb52sDVh2+HrcSuI/xKPQhSmArkKf+tYuGvyCpl3rmBnMvihiuOxyuIIjWCvc7q7kE7Z",
+	"3+VfI2rHtK4pkRG7Fgs0DmbyhsoNyAwZqwUvDNkd2CDN6XiGehGk/hZgN1OJ4vCdyfhC9AbsQrkrkTFH",
+	"AQjWXUiD07gesZx9FIXu5+iK8gYAliQgaGBGGqTL1bo3YjEse8QIyvFYEYuc82sEAFgmunCVzrgDWv1E",
+	"p1L4BlGMh5dGAR3e3oNjivpRbx7dO2cVsIvQl+jvW6+haLd0ePRIdPnErqp9E4j8sJR0yHJ57UUTlUu4",
+	"9uWA6mfD0+piYW9gFGAuYiO1fMXXoObLlPGxcspFRaM0fmhqeT5L/WOQp9It2GV/Q2438prvokv7/bab",
+	"84H+8NObF5Hv09UCXuIy+9TMP1P5nckVSLlRoDRJg1U8q0BH6eqivAm2WbaLL/XO2y4GG4FJRkpN3WVC",
+	"LRgz1HIDDSuTs2zAnlHTNlKunH+PGgF6J5+zoQ++dQyAe3p2r8Bt02NGrFTOqD9ew7viOzRlOnc+x7Nv",
+	"/nWL9gRMp1jTTFzXt99T1hn2WN+0qe7g+j4J2ry3uiDfZZqtCm0FXTqpp00rCOuFHfM3o4qZVZdc1Kwc",
+	"Zy2NVf1yDH9PAPXoNthDL2JGfiRHaqgXDNib0I4wVRfEuVYzvMt+zrpGCFbPWOidM3TyY7phKLqmusAu",
+	"gPBim+YbxrTeFf4mvC8ulIPm/Fu0qvYY9J/eh2aCv4OPN1893mC+f6XAlBrpsLcrrP9ZHBGOIst7CEef",
+	"tqTw+4oYEhFV4+04dGnGVIQZYxatzkEOkUdgo037CFUwX15VJsL75vloZ3RDOeUyxtI4YorPPem453uu",
+	"0b77eqz8ONQ63ml24VKkjcpG/o3BqqIDKqrNc+c3Gaua4wQOtA6IsG8WRSbIDEBTCmUt9iRjF0xp1cdA",
+	"DLt4/Zwa1Pq6KsapG7dImVrOJ8SZ/PlgE3vfuol1fSdWunOBKdQiEUznY3UaDYdDtlQ53dpf9UkDfbV0",
+	"F/TaGM2rhVBvy271v51q3UZD93tuT+ch0hY4x7sFfLlugBRbCnbdZQbhXQYlYv4+4u33X8LoaQC16qAg",
+	"Ea0wQ/dwNOjEuG7S5w7cWlGhYy6ojw8Ry4C9+qPVL77C7XtwRCU/Di8rQU4OULgWYsFzeVNT20qJUGpt",
+	"/puTT+7T7QlC9fjc6JKMpztqxsqE7podPeNS+Ut0gG87/+VmW5insLS78rCj+EF19cY9p1nv4Ee4+/Tc",
+	"lSebmJh+87qalShEy7U0f8jCo90vOFD+zlKqn5IMKRWXoAtETeVxtZVe72mJAh1L+HcsithC+C2lEf/f",
+	"Uq4rkTiQdOlyqT8pV/3uCpiwa0tIuVvDadF2Wt5Nt1hOutWf8ownGZsLY/iMeh/GWOE8ovgvfnbRj1im",
+	"o5iCFuIXcgam3HL3JFb+g6r1t7evXg7GKn7Bje3jt/3n38Zg1y7x/hZ36wB2LPqlKnp1NpKrfQfjKNFz",
+	"vAoFS6nRuYkTjBVnmeCFnYBWUJmMVL4tDZNp3lrU/M5Fob5YCnB7EDAEw/4Y2E5OgxlseCR92m6d1Ww4",
+	"5Nt8NL+PsuL798tcMFB9g7tpqEMFYPRbNJj7bzElz/WtqAiOyOv9beNegfoFTj+/h+Mly5vQrrrNYnRy",
+	"cnr29WA4GA5OR98MvxmiUHTDb/G/RN5+rPqopq7zjhMN5+7iEWq5h0lcjrQapUqmsxn//a55cRNGPifr",
+	"MEff3wfpnFeYI5Lwolg329cNNuuq2uZ85+/BJF9qEGmThQtjrLihjIKIYb22LoBZblwvhTUH6DwNZy6r",
+	"Bzandtc/3WBmKaBBtP3Y3Xh06ptD/T0QzgGPBkWrtMIojOzmUSn1nwPjbCZsJopglpKZb07kzF7jc1nx",
+	"HicMSfPgAiaX54ueh14wMLbs3hzUXwni0MldhhG8526zuH1/+/8CAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -34,10 +34,10 @@ type AuthConfig struct {
 	// Rate 0 does not limit.
 	Rate  rate.Limit
 	Burst int
-	// MaxHeldPerKey, MaxWaitsPerKey and MaxWatchesPerKey cap what one non-admin key may make
-	// the server hold: unexpired leases, acquires waiting in line, open watch streams. 0 does
-	// not cap.
-	MaxHeldPerKey, MaxWaitsPerKey, MaxWatchesPerKey int
+	// MaxHeldPerKey, MaxWaitsPerKey, MaxWatchesPerKey and MaxSessionsPerKey cap what one
+	// non-admin key may make the server hold: unexpired leases, acquires waiting in line, open
+	// watch streams, open sessions. 0 does not cap.
+	MaxHeldPerKey, MaxWaitsPerKey, MaxWatchesPerKey, MaxSessionsPerKey int
 	// PublicMetrics serves /metrics without a key.
 	PublicMetrics bool
 	// SessionIdle and SessionMax end dashboard sessions unused for that long, and that long
@@ -340,11 +340,22 @@ func (a *authn) hold(p auth.Principal, kind int) (func(), error) {
 
 // maxHeld is the cap on unexpired leases the principal's key may hold; 0 for none.
 func (a *authn) maxHeld(p auth.Principal) int {
-	if p.KeyID == "" || p.IsAdmin() {
+	if !capped(p) {
 		return 0
 	}
 	return a.cfg.MaxHeldPerKey
 }
+
+// maxSessions is the cap on open sessions the principal's key may have; 0 for none.
+func (a *authn) maxSessions(p auth.Principal) int {
+	if !capped(p) {
+		return 0
+	}
+	return a.cfg.MaxSessionsPerKey
+}
+
+// capped reports whether the per-key caps apply: not to an admin key, nor with keys off.
+func capped(p auth.Principal) bool { return p.KeyID != "" && !p.IsAdmin() }
 
 // idempotencyKey scopes a client's Idempotency-Key to the calling key and the lease name, and
 // keys it with the server's secret: what the store keeps cannot be guessed from public fields

@@ -238,7 +238,7 @@ func TestPerKeyLimits(t *testing.T) {
 			t.Errorf("admin request = %d while another key is limited", resp.StatusCode)
 		}
 	})
-	e := newServiceEnv(t, service.Config{Auth: handlers.AuthConfig{MaxHeldPerKey: 2, MaxWaitsPerKey: 1, MaxWatchesPerKey: 1}})
+	e := newServiceEnv(t, service.Config{Auth: handlers.AuthConfig{MaxHeldPerKey: 2, MaxWaitsPerKey: 1, MaxWatchesPerKey: 1, MaxSessionsPerKey: 1}})
 	w := servicetest.Key(t, e.store, auth.Writer)
 	t.Run("Leases", func(t *testing.T) {
 		for _, n := range []string{"w-1", "w-2"} {
@@ -278,5 +278,19 @@ func TestPerKeyLimits(t *testing.T) {
 		resp, b := e.bearerDo(w, "GET", "/v1/watch?prefix="+url.QueryEscape("w-"), "", nil)
 		wantProblem(t, "second watch of a key capped at 1", resp, b, http.StatusTooManyRequests, api.ProblemCodeTooManyWatchers)
 		wantRetryAfter(t, "second watch of a key capped at 1", resp)
+	})
+	t.Run("Sessions", func(t *testing.T) {
+		const open = `{"holder":"w","ttl_ms":60000}`
+		if resp, b := e.bearerDo(w, "POST", "/v1/sessions", open, nil); resp.StatusCode != http.StatusCreated {
+			t.Fatalf("first session = %d %s", resp.StatusCode, b)
+		}
+		resp, b := e.bearerDo(w, "POST", "/v1/sessions", open, nil)
+		wantProblem(t, "second session of a key capped at 1", resp, b, http.StatusTooManyRequests, api.ProblemCodeTooManySessions)
+		wantRetryAfter(t, "second session of a key capped at 1", resp)
+		for i := range 2 { // an admin key is not capped
+			if resp, b := e.bearerDo(e.key, "POST", "/v1/sessions", open, nil); resp.StatusCode != http.StatusCreated {
+				t.Fatalf("admin session %d = %d %s", i, resp.StatusCode, b)
+			}
+		}
 	})
 }

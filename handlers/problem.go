@@ -37,6 +37,7 @@ var statusOf = map[lease.Code]int{
 	lease.CodeUnauthenticated:    http.StatusUnauthorized,
 	lease.CodeRateLimited:        http.StatusTooManyRequests,
 	lease.CodeTooManyLeases:      http.StatusTooManyRequests,
+	lease.CodeTooManySessions:    http.StatusTooManyRequests,
 	lease.CodeNotHeld:            http.StatusConflict,
 	lease.CodeSessionLost:        http.StatusConflict,
 	lease.CodeLimitMismatch:      http.StatusConflict,
@@ -115,7 +116,7 @@ func (s *server) toProblem(ctx context.Context, err error) problem {
 	case lease.CodeStale, lease.CodeNotIssued:
 		p.PresentedToken = ptr(le.PresentedToken)
 		p.CurrentFence = ptr(le.CurrentFence)
-	case lease.CodeTooManyWaiters, lease.CodeTooManyWatchers, lease.CodeUnavailable, lease.CodeTooManyLeases:
+	case lease.CodeTooManyWaiters, lease.CodeTooManyWatchers, lease.CodeUnavailable, lease.CodeTooManyLeases, lease.CodeTooManySessions:
 		p.retryAfter = 1
 	case lease.CodeRateLimited:
 		p.retryAfter = s.auth.retryAfterRate()

@@ -36,7 +36,8 @@ func (s *server) openSession(ctx context.Context, req api.OpenSessionRequestObje
 			return lease.Session{}, err
 		}
 	}
-	return s.store.OpenSession(ctx, store.SessionParams{Holder: b.Holder, TTL: ttl, Metadata: md, Owner: principalOf(ctx).KeyID})
+	who := principalOf(ctx)
+	return s.store.OpenSession(ctx, store.SessionParams{Holder: b.Holder, TTL: ttl, Metadata: md, Owner: who.KeyID, MaxOpen: s.auth.maxSessions(who)})
 }
 
 // RenewSession renews a session and its leases.

@@ -29,7 +29,9 @@ const (
 	CodeUnauthenticated    Code = "unauthenticated"
 	CodeRateLimited        Code = "rate_limited"
 	CodeTooManyLeases      Code = "too_many_leases"
-	CodeInternal           Code = "internal"
+	// CodeTooManySessions refuses to open a session for a key that has as many open as it may.
+	CodeTooManySessions Code = "too_many_sessions"
+	CodeInternal        Code = "internal"
 	// CodeNotHeld refuses a handover request for a name nobody holds now.
 	CodeNotHeld Code = "not_held"
 	// CodeSessionLost refuses an act under a session that expired or was closed.

@@ -97,6 +97,15 @@ func CheckHeldCap(held, maxHeld int) error {
 	return nil
 }
 
+// CheckSessionCap refuses to open a session for an owner that already has open sessions open
+// (neither closed nor expired) when it may have at most maxOpen (0: no cap).
+func CheckSessionCap(open, maxOpen int) error {
+	if maxOpen > 0 && open >= maxOpen {
+		return Errorf(CodeTooManySessions, "this API key has %d sessions open, the most one key may have: close one, or let it expire", open)
+	}
+	return nil
+}
+
 // NewGrant is the grant an acquire decided by DecideAcquire writes.
 func NewGrant(name, holder string, token int64, ttl, lockDelay time.Duration, now time.Time) Grant {
 	return Grant{Name: name, Holder: holder, Token: token, TTL: ttl, LockDelay: lockDelay,

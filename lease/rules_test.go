@@ -90,13 +90,19 @@ func TestHeldErrorInLockDelay(t *testing.T) {
 	}
 }
 
-func TestCheckHeldCap(t *testing.T) {
-	for _, tc := range []struct {
-		held, max int
-		code      Code
-	}{{0, 0, ""}, {5, 0, ""}, {4, 5, ""}, {5, 5, CodeTooManyLeases}} {
-		if got := ErrorCode(CheckHeldCap(tc.held, tc.max)); got != tc.code {
-			t.Errorf("CheckHeldCap(%d, %d) = %q, want %q", tc.held, tc.max, got, tc.code)
+func TestCaps(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		check func(n, max int) error
+		code  Code
+	}{{"CheckHeldCap", CheckHeldCap, CodeTooManyLeases}, {"CheckSessionCap", CheckSessionCap, CodeTooManySessions}} {
+		for _, tc := range []struct {
+			n, max int
+			code   Code
+		}{{0, 0, ""}, {5, 0, ""}, {4, 5, ""}, {5, 5, c.code}, {6, 5, c.code}} {
+			if got := ErrorCode(c.check(tc.n, tc.max)); got != tc.code {
+				t.Errorf("%s(%d, %d) = %q, want %q", c.name, tc.n, tc.max, got, tc.code)
+			}
 		}
 	}
 }

@@ -51,7 +51,8 @@ type Store interface {
 	RequestHandover(ctx context.Context, name string, h lease.Handover) (lease.Handover, error)
 
 	// OpenSession opens a session of p.Holder for p.TTL, storing only the hash of its new ID,
-	// which the answer alone carries.
+	// which the answer alone carries. Codes: too_many_sessions (Owner has MaxOpen sessions open,
+	// neither closed nor expired, already).
 	OpenSession(ctx context.Context, p SessionParams) (lease.Session, error)
 
 	// RenewSession extends the session whose ID is id, and in the same transaction every
@@ -209,7 +210,10 @@ type SessionParams struct {
 	Holder   string
 	TTL      time.Duration
 	Metadata json.RawMessage
-	Owner    string
+	// Owner is the id of the API key opening; with MaxOpen > 0 the open is refused with
+	// too_many_sessions when Owner already has MaxOpen sessions open.
+	Owner   string
+	MaxOpen int
 }
 
 // Session is a dashboard session: the key that signed in and when it was last used.

@@ -94,6 +94,7 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	fs.IntVar(&c.auth.MaxHeldPerKey, "max-leases-per-key", 10000, "most unexpired leases one non-admin key may hold (0: no cap)")
 	fs.IntVar(&c.auth.MaxWaitsPerKey, "max-waiters-per-key", 100, "most acquires one non-admin key may have waiting in line (0: no cap)")
 	fs.IntVar(&c.auth.MaxWatchesPerKey, "max-watchers-per-key", 100, "most watch streams one non-admin key may have open (0: no cap)")
+	fs.IntVar(&c.auth.MaxSessionsPerKey, "max-sessions-per-key", 1000, "most open sessions one non-admin key may have (0: no cap)")
 	fs.BoolVar(&c.auth.PublicMetrics, "public-metrics", false, "serve /metrics without an API key")
 	fs.StringVar(&c.tlsCert, "tls-cert", env("LEASEKEEPER_TLS_CERT", ""), "serve HTTPS with this PEM certificate (chain), reread when it changes; needs --tls-key (env LEASEKEEPER_TLS_CERT)")
 	fs.StringVar(&c.tlsKey, "tls-key", env("LEASEKEEPER_TLS_KEY", ""), "the PEM private key of --tls-cert (env LEASEKEEPER_TLS_KEY)")
@@ -126,7 +127,7 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	default:
 		return c, &exitError{code: 2, err: fmt.Errorf("-auth must be on or off, not %q", *authMode)}
 	}
-	if *keyRate < 0 || c.auth.Burst < 0 || c.auth.MaxHeldPerKey < 0 || c.auth.MaxWaitsPerKey < 0 || c.auth.MaxWatchesPerKey < 0 {
+	if *keyRate < 0 || c.auth.Burst < 0 || c.auth.MaxHeldPerKey < 0 || c.auth.MaxWaitsPerKey < 0 || c.auth.MaxWatchesPerKey < 0 || c.auth.MaxSessionsPerKey < 0 {
 		return c, &exitError{code: 2, err: errors.New("per-key limits must not be negative")}
 	}
 	if c.debugAddr != "" && !loopback(c.debugAddr) {

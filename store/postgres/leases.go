@@ -233,12 +233,8 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 			return err
 		}
 		if p.MaxHeld > 0 {
-			var n int
-			if err := t.tx.QueryRow(ctx, `SELECT count(*) FROM grants WHERE owner = $1 AND ended_at IS NULL AND expires_at > $2`,
-				p.Owner, now).Scan(&n); err != nil {
-				return fmt.Errorf("count the key's leases: %w", err)
-			}
-			if err := lease.CheckHeldCap(n, p.MaxHeld); err != nil {
+			if err := checkOwnerCap(ctx, t, "leases", `SELECT count(*) FROM grants WHERE owner = $1 AND ended_at IS NULL AND expires_at > $2`,
+				p.Owner, now, p.MaxHeld, lease.CheckHeldCap); err != nil {
 				return err
 			}
 		}
@@ -341,6 +337,16 @@ func decider(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok boo
 }
 
 // advisory takes a transaction-scoped advisory lock on (kind, key).
+// checkOwnerCap counts what owner holds with count (a query of the owner and now) and lets
+// check refuse when that is most already. The caller holds the owner's advisory lock.
+func checkOwnerCap(ctx context.Context, t *txn, what, count, owner string, now int64, most int, check func(n, most int) error) error {
+	var n int
+	if err := t.tx.QueryRow(ctx, count, owner, now).Scan(&n); err != nil {
+		return fmt.Errorf("count the key's %s: %w", what, err)
+	}
+	return check(n, most)
+}
+
 func advisory(ctx context.Context, t *txn, kind string, key []byte) error {
 	h := sha256.Sum256(append([]byte(kind+"\x00"), key...))
 	if _, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(binary.BigEndian.Uint64(h[:8]))); err != nil {

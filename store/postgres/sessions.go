@@ -82,9 +82,21 @@ func (s *Store) SessionByRef(ctx context.Context, ref string) (lease.Session, []
 func (s *Store) OpenSession(ctx context.Context, p store.SessionParams) (lease.Session, error) {
 	var out lease.Session
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		if p.MaxOpen > 0 {
+			// One open at a time per key, so that two cannot both see room for one.
+			if err := advisory(ctx, t, "owner sessions", []byte(p.Owner)); err != nil {
+				return err
+			}
+		}
 		now, err := t.now(ctx)
 		if err != nil {
 			return err
+		}
+		if p.MaxOpen > 0 {
+			if err := checkOwnerCap(ctx, t, "sessions", `SELECT count(*) FROM lease_sessions WHERE owner = $1 AND closed_at IS NULL AND expires_at > $2`,
+				p.Owner, now, p.MaxOpen, lease.CheckSessionCap); err != nil {
+				return err
+			}
 		}
 		id := lease.NewSessionID()
 		hash := lease.HashID(id)

@@ -28,6 +28,7 @@ func TestStatementsReadOnlyWhatTheyNeed(t *testing.T) {
 		{"a session's page", sessionLeases, 1, []string{"SEARCH g USING INDEX grants_session (session=?)", "names_token (token=?)"}},
 		{"renew a session's leases", sessionRenewLeases, 4, []string{"grants_session (session=? AND ended_at=?)"}},
 		{"end a session's leases", sessionOpenLeases, 1, []string{"grants_session (session=? AND ended_at=?)"}},
+		{"count a key's open sessions", sessionsOpenOwned, 2, []string{"lease_sessions_owner_open (owner=? AND expires_at>?)"}},
 	} {
 		rows, err := s.w.Query(`EXPLAIN QUERY PLAN `+tc.sql, make([]any, tc.args)...)
 		if err != nil {

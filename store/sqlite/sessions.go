@@ -31,6 +31,9 @@ const (
 	sessionOpenLeases = `SELECT ` + grantCols + ` FROM grants g WHERE g.session = ? AND g.session <> '' AND g.ended_at IS NULL`
 )
 
+// sessionsOpenOwned counts a key's open sessions through lease_sessions_owner_open.
+const sessionsOpenOwned = `SELECT count(*) FROM lease_sessions WHERE owner = ? AND closed_at IS NULL AND expires_at > ?`
+
 const sessionSelect = `SELECT ref, holder, ttl_ms, metadata, created_at, renewed_at, expires_at, closed_at, owner
 	FROM lease_sessions `
 
@@ -85,6 +88,15 @@ func (s *Store) SessionByRef(ctx context.Context, ref string) (lease.Session, []
 func (s *Store) OpenSession(ctx context.Context, p store.SessionParams) (lease.Session, error) {
 	var out lease.Session
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		if p.MaxOpen > 0 {
+			var n int
+			if err := t.tx.QueryRowContext(ctx, sessionsOpenOwned, p.Owner, t.now).Scan(&n); err != nil {
+				return fmt.Errorf("count the key's sessions: %w", w(err))
+			}
+			if err := lease.CheckSessionCap(n, p.MaxOpen); err != nil {
+				return err
+			}
+		}
 		id := lease.NewSessionID()
 		hash := lease.HashID(id)
 		out = lease.Session{ID: id, Ref: lease.SessionRef(hash), Holder: p.Holder, TTL: p.TTL, Metadata: p.Metadata,

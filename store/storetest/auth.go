@@ -218,3 +218,29 @@ func testRevokeActor(t *testing.T, e *env) {
 		t.Errorf("acquired event actor = %q, want none", evs[0].Actor)
 	}
 }
+
+func testMaxOpenSessions(t *testing.T, e *env) {
+	p := store.SessionParams{Holder: "w", TTL: time.Minute, Owner: "key_a", MaxOpen: 2}
+	open := func(what string, p store.SessionParams) lease.Session {
+		t.Helper()
+		ss, err := e.s.OpenSession(e.ctx, p)
+		if err != nil {
+			t.Fatalf("OpenSession(%s) = %v", what, err)
+		}
+		return ss
+	}
+	first := open("first", p)
+	open("second", p)
+	_, err := e.s.OpenSession(e.ctx, p)
+	wantCode(t, "OpenSession(third session of a key capped at 2)", err, lease.CodeTooManySessions)
+	// Another key is not affected; a closed session, and then expired ones, no longer count.
+	open("other key", store.SessionParams{Holder: "w", TTL: time.Minute, Owner: "key_b", MaxOpen: 2})
+	if _, err := e.s.CloseSession(e.ctx, first.ID, "key_a"); err != nil {
+		t.Fatalf("CloseSession(first) = %v", err)
+	}
+	open("third, after the first closed", p)
+	_, err = e.s.OpenSession(e.ctx, p)
+	wantCode(t, "OpenSession(again at the cap)", err, lease.CodeTooManySessions)
+	e.clock.Advance(2 * time.Minute)
+	open("after the key's sessions expired", p)
+}

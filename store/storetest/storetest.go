@@ -165,6 +165,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Keys/Sessions", testSessions},
 		{"Keys/ErrLastAdmin", testLastAdmin},
 		{"Keys/MaxHeldPerOwner", testMaxHeld},
+		{"Keys/MaxOpenSessionsPerOwner", testMaxOpenSessions},
 		{"Revoke/Actor", testRevokeActor},
 	}
 	for _, c := range cases {

@@ -101,6 +101,7 @@ const (
 	ProblemCodeStaleToken           ProblemCode = "stale_token"
 	ProblemCodeTokenNotIssued       ProblemCode = "token_not_issued"
 	ProblemCodeTooManyLeases        ProblemCode = "too_many_leases"
+	ProblemCodeTooManySessions      ProblemCode = "too_many_sessions"
 	ProblemCodeTooManyWaiters       ProblemCode = "too_many_waiters"
 	ProblemCodeTooManyWatchers      ProblemCode = "too_many_watchers"
 	ProblemCodeUnauthenticated      ProblemCode = "unauthenticated"
@@ -146,6 +147,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeTokenNotIssued:
 		return true
 	case ProblemCodeTooManyLeases:
+		return true
+	case ProblemCodeTooManySessions:
 		return true
 	case ProblemCodeTooManyWaiters:
 		return true
@@ -1215,7 +1218,9 @@ type ClientInterface interface {
 	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
 	// expires when the session does (recorded as `expired`, naming the session), renewing the
 	// session renews every lease under it, and closing the session releases them all in one
-	// transaction. The `session_id` is shown once and stored only as a hash.
+	// transaction. The `session_id` is shown once and stored only as a hash. A non-admin API
+	// key may have a bounded number of sessions open at once (neither closed nor expired;
+	// 1,000 unless the server says otherwise).
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1227,7 +1232,9 @@ type ClientInterface interface {
 	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
 	// expires when the session does (recorded as `expired`, naming the session), renewing the
 	// session renews every lease under it, and closing the session releases them all in one
-	// transaction. The `session_id` is shown once and stored only as a hash.
+	// transaction. The `session_id` is shown once and stored only as a hash. A non-admin API
+	// key may have a bounded number of sessions open at once (neither closed nor expired;
+	// 1,000 unless the server says otherwise).
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1750,7 +1757,9 @@ func (c *Client) ListResourceWriters(ctx context.Context, resource Resource, req
 // Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
 // expires when the session does (recorded as `expired`, naming the session), renewing the
 // session renews every lease under it, and closing the session releases them all in one
-// transaction. The `session_id` is shown once and stored only as a hash.
+// transaction. The `session_id` is shown once and stored only as a hash. A non-admin API
+// key may have a bounded number of sessions open at once (neither closed nor expired;
+// 1,000 unless the server says otherwise).
 //
 // Takes any type of body and a specified content type.
 //
@@ -1772,7 +1781,9 @@ func (c *Client) OpenSessionWithBody(ctx context.Context, contentType string, bo
 // Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
 // expires when the session does (recorded as `expired`, naming the session), renewing the
 // session renews every lease under it, and closing the session releases them all in one
-// transaction. The `session_id` is shown once and stored only as a hash.
+// transaction. The `session_id` is shown once and stored only as a hash. A non-admin API
+// key may have a bounded number of sessions open at once (neither closed nor expired;
+// 1,000 unless the server says otherwise).
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3387,7 +3398,9 @@ type ClientWithResponsesInterface interface {
 	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
 	// expires when the session does (recorded as `expired`, naming the session), renewing the
 	// session renews every lease under it, and closing the session releases them all in one
-	// transaction. The `session_id` is shown once and stored only as a hash.
+	// transaction. The `session_id` is shown once and stored only as a hash. A non-admin API
+	// key may have a bounded number of sessions open at once (neither closed nor expired;
+	// 1,000 unless the server says otherwise).
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3399,7 +3412,9 @@ type ClientWithResponsesInterface interface {
 	// Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
 	// expires when the session does (recorded as `expired`, naming the session), renewing the
 	// session renews every lease under it, and closing the session releases them all in one
-	// transaction. The `session_id` is shown once and stored only as a hash.
+	// transaction. The `session_id` is shown once and stored only as a hash. A non-admin API
+	// key may have a bounded number of sessions open at once (neither closed nor expired;
+	// 1,000 unless the server says otherwise).
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5373,7 +5388,7 @@ type OpenSessionResponse struct {
 	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
 	ApplicationproblemJSON403 *Forbidden
 	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
-	ApplicationproblemJSON429 *RateLimited
+	ApplicationproblemJSON429 *Problem
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
@@ -5407,7 +5422,7 @@ func (r OpenSessionResponse) GetApplicationproblemJSON403() *Forbidden {
 }
 
 // GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
-func (r OpenSessionResponse) GetApplicationproblemJSON429() *RateLimited {
+func (r OpenSessionResponse) GetApplicationproblemJSON429() *Problem {
 	return r.ApplicationproblemJSON429
 }
 
@@ -6165,7 +6180,9 @@ func (c *ClientWithResponses) ListResourceWritersWithResponse(ctx context.Contex
 // Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
 // expires when the session does (recorded as `expired`, naming the session), renewing the
 // session renews every lease under it, and closing the session releases them all in one
-// transaction. The `session_id` is shown once and stored only as a hash.
+// transaction. The `session_id` is shown once and stored only as a hash. A non-admin API
+// key may have a bounded number of sessions open at once (neither closed nor expired;
+// 1,000 unless the server says otherwise).
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6183,7 +6200,9 @@ func (c *ClientWithResponses) OpenSessionWithBodyWithResponse(ctx context.Contex
 // Acquire with `session_id` instead of `ttl_ms` to hold a lease under the session: it
 // expires when the session does (recorded as `expired`, naming the session), renewing the
 // session renews every lease under it, and closing the session releases them all in one
-// transaction. The `session_id` is shown once and stored only as a hash.
+// transaction. The `session_id` is shown once and stored only as a hash. A non-admin API
+// key may have a bounded number of sessions open at once (neither closed nor expired;
+// 1,000 unless the server says otherwise).
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -8163,7 +8182,7 @@ func ParseOpenSessionResponse(rsp *http.Response) (*OpenSessionResponse, error) 
 		response.ApplicationproblemJSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
-		var dest RateLimited
+		var dest Problem
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
