@@ -12,10 +12,11 @@ import (
 
 // The answers of the hot routes (acquire, renew, a fenced write) are encoded here rather than by
 // the strict server's json.Encoder, which reflects over the struct, calls each timestamp's
-// MarshalJSON and then scans what it returned: about a tenth of the CPU of a renewal. The bytes
-// are the ones json.Encoder writes for the same value (TestWireJSONMatchesEncodingJSON fills
-// every field of the generated types, so a field added to openapi.yaml and not here fails it);
-// the rare nested values (a handover, metadata) still go through encoding/json.
+// MarshalJSON and then scans what it returned (BenchmarkLeaseAnswer: 5.6-6.2 µs and 10
+// allocations for a renewal's answer, against 2.2 µs and 4 here). The bytes are the ones
+// json.Encoder writes for the same value (TestWireJSONMatchesEncodingJSON fills every field of
+// the generated types, so a field added to openapi.yaml and not here fails it); the rare nested
+// values (a handover, metadata) still go through encoding/json.
 
 // leaseAnswer is the 200 answer of acquire and renew.
 type leaseAnswer struct{ body api.Lease }

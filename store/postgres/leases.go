@@ -336,7 +336,6 @@ func decider(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok boo
 	}, nil
 }
 
-// advisory takes a transaction-scoped advisory lock on (kind, key).
 // checkOwnerCap counts what owner holds with count (a query of the owner and now) and lets
 // check refuse when that is most already. The caller holds the owner's advisory lock.
 func checkOwnerCap(ctx context.Context, t *txn, what, count, owner string, now int64, most int, check func(n, most int) error) error {
@@ -347,6 +346,7 @@ func checkOwnerCap(ctx context.Context, t *txn, what, count, owner string, now i
 	return check(n, most)
 }
 
+// advisory takes a transaction-scoped advisory lock on (kind, key).
 func advisory(ctx context.Context, t *txn, kind string, key []byte) error {
 	h := sha256.Sum256(append([]byte(kind+"\x00"), key...))
 	if _, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(binary.BigEndian.Uint64(h[:8]))); err != nil {
