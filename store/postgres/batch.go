@@ -42,6 +42,7 @@ type op struct {
 	fn      func(context.Context, *txn) error
 	fast    *fastOp // when set, the batch may decide it on its fast path instead of calling fn
 	decided bool    // decided on the fast path in this run of the batch
+	skipped bool    // its caller had gone when the batch began: not run
 	err     error
 	events  []lease.Event
 	done    chan struct{}
@@ -126,7 +127,9 @@ func (s *Store) lead(batch []*op) {
 		s.onBatch(len(batch), time.Since(began), committed)
 	}
 	for _, o := range batch {
-		if err != nil && !failed(o.err) {
+		if err != nil && !o.skipped {
+			// The batch failed: whatever its operations were told by their decisions, none
+			// of it is written.
 			o.err = err
 		}
 		close(o.done)
@@ -214,9 +217,9 @@ func (s *Store) runBatch(ctx context.Context, c *pgx.Conn, batch []*op, savepoin
 	}
 	fast := false
 	for _, o := range batch {
-		o.err, o.events, o.decided = nil, nil, false
+		o.err, o.events, o.decided, o.skipped = nil, nil, false, false
 		if err := o.ctx.Err(); err != nil {
-			o.err = err
+			o.err, o.skipped = err, true
 		} else if o.fast != nil && !savepoints {
 			fast = true
 		}

@@ -70,6 +70,8 @@ type Options struct {
 	OnLine func(name string)
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
+
+	tracer pgx.QueryTracer // tests count round trips with it
 }
 
 // Store is the PostgreSQL store.
@@ -111,6 +113,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
+	}
+	if opts.tracer != nil {
+		cfg.ConnConfig.Tracer = opts.tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
