@@ -259,3 +259,42 @@ func TestBatchRoundTripsFixed(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchOwnerCap: a key's cap holds within one batch: of five acquires by a key that may hold
+// three leases and holds one, two are granted.
+func TestBatchOwnerCap(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, srv.NewDatabase(t), nil, postgres.Options{})
+	if _, err := s.Acquire(ctx, store.AcquireParams{Name: "first", Holder: "w", TTL: time.Minute, Owner: "k1", MaxHeld: 3}); err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, 5)
+	var writes []func()
+	for i := range errs {
+		writes = append(writes, func() {
+			_, errs[i] = s.Acquire(ctx, store.AcquireParams{Name: fmt.Sprintf("job-%d", i), Holder: "w", TTL: time.Minute, Owner: "k1", MaxHeld: 3})
+		})
+	}
+	var other error
+	writes = append(writes, func() {
+		_, other = s.Acquire(ctx, store.AcquireParams{Name: "other", Holder: "w", TTL: time.Minute, Owner: "k2", MaxHeld: 3})
+	})
+	batchOf(t, s, writes...)
+	granted, refused := 0, 0
+	for _, err := range errs {
+		switch lease.ErrorCode(err) {
+		case "":
+			granted++
+		case lease.CodeTooManyLeases:
+			refused++
+		default:
+			t.Errorf("acquire: %v", err)
+		}
+	}
+	if granted != 2 || refused != 3 || other != nil {
+		t.Errorf("granted %d, refused %d (want 2 and 3); another key's acquire: %v", granted, refused, other)
+	}
+	if n, err := s.HeldCount(ctx, "job-"); err != nil || n != 2 {
+		t.Errorf("HeldCount(job-) = %d, %v; want 2", n, err)
+	}
+}

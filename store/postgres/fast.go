@@ -60,7 +60,7 @@ func (f *fastOp) eligible() bool {
 		return true
 	}
 	p := f.acquire
-	return p.IdempotencyKey == "" && p.SessionID == "" && p.Limit == 0 && p.MaxHeld == 0
+	return p.IdempotencyKey == "" && p.SessionID == "" && p.Limit == 0
 }
 
 // writeFast runs f as one operation of a batch: on the fast path when it can, otherwise fn.
@@ -99,13 +99,14 @@ type fastBatch struct {
 	rejected  []lease.Rejection // refused fenced writes to record
 	values    map[string][]byte // the value each written resource takes
 	current   map[string]int64  // the grant each locked name's row points at (0: none)
+	held      map[string]int    // unexpired leases each capped key holds
 }
 
 // fastPhase begins the batch's transaction, locks and reads what its fast operations (those
 // with fast set) decide on, and decides them, marking each it decided; the others are left to
 // their own statements. The caller queues the decisions' writes (queueWrites).
 func (s *Store) fastPhase(ctx context.Context, c *pgx.Conn, batch []*op) (*fastBatch, error) {
-	var acquireNames, leaseNames, resources []string
+	var acquireNames, leaseNames, resources, owners []string
 	var idHashes [][]byte
 	var presented []int64
 	for _, o := range batch {
@@ -116,6 +117,9 @@ func (s *Store) fastPhase(ctx context.Context, c *pgx.Conn, batch []*op) (*fastB
 		switch f.kind {
 		case fastAcquire:
 			acquireNames = append(acquireNames, f.acquire.Name)
+			if f.acquire.MaxHeld > 0 {
+				owners = append(owners, f.acquire.Owner)
+			}
 		case fastRenew, fastRelease:
 			idHashes = append(idHashes, lease.HashID(f.id))
 		case fastPut:
@@ -129,8 +133,8 @@ func (s *Store) fastPhase(ctx context.Context, c *pgx.Conn, batch []*op) (*fastB
 	b := &fastBatch{names: map[string]*grant{}, byID: map[string]*grant{}, byToken: map[int64]*grant{},
 		presented: map[int64]grant{}, lines: map[string]bool{}, sems: map[string]bool{}, handovers: map[int64]lease.Handover{},
 		resources: map[string]*resRow{}, isDirty: map[int64]bool{}, pointed: map[string]int64{}, values: map[string][]byte{},
-		current: map[string]int64{}}
-	if err := s.fastLock(ctx, c, b, acquireNames, leaseNames, resources, idHashes, presented); err != nil {
+		current: map[string]int64{}, held: map[string]int{}}
+	if err := s.fastLock(ctx, c, b, acquireNames, leaseNames, resources, idHashes, presented, owners); err != nil {
 		return nil, err
 	}
 	for _, o := range batch {
@@ -149,12 +153,21 @@ func (s *Store) fastPhase(ctx context.Context, c *pgx.Conn, batch []*op) (*fastB
 
 // fastLock runs the first pipeline: it locks and reads what the batch decides on, then reads
 // the clock.
-func (s *Store) fastLock(ctx context.Context, c *pgx.Conn, b *fastBatch, acquireNames, leaseNames, resources []string, idHashes [][]byte, presented []int64) error {
+func (s *Store) fastLock(ctx context.Context, c *pgx.Conn, b *fastBatch, acquireNames, leaseNames, resources []string, idHashes [][]byte, presented []int64, owners []string) error {
 	lockNames := sortedUnique(append(slices.Clone(acquireNames), leaseNames...))
-	acquireNames, resources = sortedUnique(acquireNames), sortedUnique(resources)
+	acquireNames, resources, owners = sortedUnique(acquireNames), sortedUnique(resources), sortedUnique(owners)
 	var pl pipeline
 	queue, exec := pl.queue, func(r pgx.BatchResults) error { _, err := r.Exec(); return err }
 	queue(exec, beginSQL)
+	if len(owners) > 0 {
+		// The keys' caps first, as an acquire of its own takes them (acquire).
+		keys := make([]int64, len(owners))
+		for i, o := range owners {
+			keys[i] = advisoryKey("owner", []byte(o))
+		}
+		slices.Sort(keys)
+		queue(exec, `SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT k FROM unnest($1::bigint[]) AS k ORDER BY k) AS keys`, keys)
+	}
 	if len(acquireNames) > 0 {
 		queue(exec, `INSERT INTO names (name) SELECT n FROM unnest($1::text[]) AS n ORDER BY n ON CONFLICT (name) DO NOTHING`, acquireNames)
 	}
@@ -259,10 +272,33 @@ func (s *Store) fastLock(ctx context.Context, c *pgx.Conn, b *fastBatch, acquire
 			return err
 		}, `SELECT `+grantCols+` FROM grants g WHERE g.token = ANY($1)`, presented)
 	}
-	if s.test == nil {
+	var testNow *int64
+	if s.test != nil {
+		v := s.test.Now().UnixMilli()
+		testNow = &v
+	}
+	switch {
+	case len(owners) > 0:
+		// The clock, and what each capped key holds at its time: after every lock.
+		queue(func(r pgx.BatchResults) error {
+			rows, err := r.Query()
+			if err != nil {
+				return err
+			}
+			var owner string
+			var n int
+			_, err = pgx.ForEachRow(rows, []any{&b.now, &owner, &n}, func() error {
+				b.held[owner] = n
+				return nil
+			})
+			return err
+		}, `WITH c AS MATERIALIZED (SELECT COALESCE($2::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint) AS now)
+			SELECT c.now, o, (SELECT count(*) FROM grants g WHERE g.owner = o AND g.ended_at IS NULL AND g.expires_at > c.now)
+			FROM c CROSS JOIN unnest($1::text[]) AS o`, owners, testNow)
+	case testNow == nil:
 		queue(func(r pgx.BatchResults) error { return r.QueryRow().Scan(&b.now) }, nowSQL)
-	} else {
-		b.now = s.test.Now().UnixMilli()
+	default:
+		b.now = *testNow
 	}
 	if err := pl.run(ctx, c); err != nil {
 		return fmt.Errorf("lock the batch's rows: %w", err)
@@ -308,6 +344,9 @@ func (b *fastBatch) settle(g *grant, evs *[]lease.Event) {
 
 // end closes g and records the event (see end).
 func (b *fastBatch) end(g *grant, kind lease.End, at int64, evs *[]lease.Event) {
+	if n, capped := b.held[g.owner]; capped && kind != lease.EndExpired {
+		b.held[g.owner] = n - 1 // counted as held at the batch's time (an expiry was not)
+	}
 	k := string(kind)
 	g.ended, g.endKind = &at, &k
 	if !slices.Contains(b.fresh, g) {
@@ -358,6 +397,12 @@ func (b *fastBatch) acquire(f *fastOp, evs *[]lease.Event) (bool, error) {
 	token, err := lease.DecideAcquire(rule, cur != nil, ms(b.now), b.last)
 	if err != nil {
 		return true, err
+	}
+	if p.MaxHeld > 0 {
+		if err := lease.CheckHeldCap(b.held[p.Owner], p.MaxHeld); err != nil {
+			return true, err
+		}
+		b.held[p.Owner]++
 	}
 	ng := lease.NewGrant(p.Name, p.Holder, token, p.TTL, p.LockDelay, ms(b.now))
 	id := lease.NewID(token)

@@ -28,16 +28,16 @@ type grant struct {
 	endKind                    *string
 	metadata                   *string
 	session                    string // Ref of the session it is held under, if any
-	owner                      string // the key that took it (written, not read back)
+	owner                      string // the id of the key that took it
 }
 
 const grantCols = `g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at,
-	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata, g.session`
+	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata, g.session, g.owner`
 
 func scanGrant(r pgx.Row) (grant, error) {
 	var g grant
 	err := r.Scan(&g.token, &g.name, &g.holder, &g.idHash, &g.ttl, &g.lockDelay, &g.acquired,
-		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata, &g.session)
+		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata, &g.session, &g.owner)
 	return g, err
 }
 
@@ -354,11 +354,16 @@ func checkOwnerCap(ctx context.Context, t *txn, what, count, owner string, now i
 
 // advisory takes a transaction-scoped advisory lock on (kind, key).
 func advisory(ctx context.Context, t *txn, kind string, key []byte) error {
-	h := sha256.Sum256(append([]byte(kind+"\x00"), key...))
-	if _, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(binary.BigEndian.Uint64(h[:8]))); err != nil {
+	if _, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, advisoryKey(kind, key)); err != nil {
 		return fmt.Errorf("lock %s: %w", kind, err)
 	}
 	return nil
+}
+
+// advisoryKey is the key of the advisory lock on (kind, key).
+func advisoryKey(kind string, key []byte) int64 {
+	h := sha256.Sum256(append([]byte(kind+"\x00"), key...))
+	return int64(binary.BigEndian.Uint64(h[:8]))
 }
 
 // replay answers a retry of an idempotent acquire: done is true when the key was seen within
