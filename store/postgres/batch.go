@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -101,6 +102,9 @@ func (s *Store) lead(batch []*op) {
 	defer unlock()
 	committed := err == nil
 	if committed && conn != nil {
+		if len(evs) > 0 {
+			raise(&s.committed, evs[len(evs)-1].Seq)
+		}
 		unlock()
 		// Committed, locks released, not yet durable: flush, then publish, then answer. The
 		// flush runs whoever has gone: what committed is answered, so that a caller that still
@@ -362,3 +366,13 @@ func lost(err error) bool {
 // resources, grants, the last token, each sorted), so concurrent fast paths cannot deadlock;
 // while one batch waits for a round trip, another decides.
 const writers = 1
+
+// raise sets v to n if n is greater.
+func raise(v *atomic.Int64, n int64) {
+	for {
+		old := v.Load()
+		if n <= old || v.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}

@@ -298,3 +298,59 @@ func TestBatchOwnerCap(t *testing.T) {
 		t.Errorf("HeldCount(job-) = %d, %v; want 2", n, err)
 	}
 }
+
+// TestDecisionClockAfterLocks: a batch reads the database's clock after it has the locks it
+// decides on. Another transaction holds a name's row while it ends the name's grant 100 ms
+// later; an acquire that waited for the row must be granted no earlier than that end.
+func TestDecisionClockAfterLocks(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	s := open(t, url, nil, postgres.Options{})
+	l, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: "w1", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM names WHERE name = 'job' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		l   lease.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: "w2", TTL: time.Hour})
+		got <- result{l, err}
+	}()
+	time.Sleep(100 * time.Millisecond) // the acquire reads its clock, then waits for the row
+	var ended int64
+	if err := tx.QueryRow(ctx, `UPDATE grants SET ended_at = floor(extract(epoch FROM clock_timestamp()) * 1000), end_kind = 'released'
+		WHERE token = $1 RETURNING ended_at`, l.Token).Scan(&ended); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the acquire did not end 30 s after the row was let go")
+	}
+	if r.err != nil {
+		t.Fatalf("acquire after the release: %v", r.err)
+	}
+	if at := r.l.AcquiredAt.UnixMilli(); at < ended {
+		t.Errorf("granted at %d, before the previous grant ended at %d: the decision's clock was read before the lock", at, ended)
+	}
+}

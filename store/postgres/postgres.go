@@ -93,6 +93,9 @@ type Store struct {
 	// published is the last seq handed to OnCommit: every event up to it is committed and
 	// durable. Written under pubMu.
 	published atomic.Int64
+	// committed is the last seq of this replica's newest committed batch, which its leader
+	// publishes after the flush with every event before it.
+	committed atomic.Int64
 
 	lock    chan struct{} // the writer lock: held by a batch's leader from BEGIN to COMMIT
 	pendMu  sync.Mutex
