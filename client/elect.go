@@ -233,7 +233,7 @@ func (c *Client) observeLeader(ctx context.Context, name string, fn func(Leader)
 		return nil
 	}
 	err := c.Follow(ctx, name, current, func(e Event) error {
-		if e.Name == name && (e.Type == "acquired" || e.Type == "renewed") {
+		if e.Name == name && (e.Type == EventAcquired || e.Type == EventRenewed) {
 			report(Leader{Holder: e.Holder, Token: e.Token, Metadata: e.Metadata})
 		}
 		return nil

@@ -269,10 +269,10 @@ func (c *Client) Acquire(ctx context.Context, name string, o AcquireOptions) (*L
 		switch {
 		case waitUntil.IsZero():
 			return nil, err
-		case errors.As(err, &ae) && ae.Code == string(wire.ProblemCodeWaitingUnsupported) && body.WaitMs != nil:
+		case errors.As(err, &ae) && ae.Code == CodeWaitingUnsupported && body.WaitMs != nil:
 			line = false // this server has no line: this acquire waits here, by polling
 			continue
-		case errors.As(err, &ae) && ae.Code == string(wire.ProblemCodeInvalidRequest) && ae.names("wait_ms") && body.WaitMs != nil:
+		case errors.As(err, &ae) && ae.Code == CodeInvalidRequest && ae.names("wait_ms") && body.WaitMs != nil:
 			// A server whose bound on one wait is below the one asked for: ask again for
 			// shorter turns in line, and remember the shorter bound.
 			if !c.lowerMaxWait(time.Duration(*body.WaitMs) * time.Millisecond) {
@@ -288,7 +288,7 @@ func (c *Client) Acquire(ctx context.Context, name string, o AcquireOptions) (*L
 				return nil, fmt.Errorf("%s: waiting: %w (last answer: %w)", op, serr, err)
 			}
 			continue
-		case errors.As(err, &ae) && ae.Code == string(wire.ProblemCodeTooManyWaiters) && left > 0:
+		case errors.As(err, &ae) && ae.Code == CodeTooManyWaiters && left > 0:
 			pause := min(max(ae.RetryAfter, 100*time.Millisecond), left)
 			c.log.DebugContext(ctx, "waiting line full; trying again", "name", name, "pause", pause)
 			if serr := sleep(ctx, c.clock, pause); serr != nil {
@@ -650,11 +650,11 @@ func (l *Lease) follow() {
 	err := l.c.Follow(l.ctx, l.name, opened, func(e Event) error {
 		switch {
 		case e.Name != l.name:
-		case e.Token == l.token && (e.Type == "released" || e.Type == "expired" || e.Type == "revoked"):
+		case e.Token == l.token && (e.Type == EventReleased || e.Type == EventExpired || e.Type == EventRevoked):
 			return lost(fmt.Sprintf("was %s (seen on the watch stream)", e.Type))
-		case e.Type == "acquired" && e.Token > l.token:
+		case e.Type == EventAcquired && e.Token > l.token:
 			return lost(fmt.Sprintf("was superseded by token %d (seen on the watch stream)", e.Token))
-		case e.Type == "handover_requested":
+		case e.Type == EventHandoverRequested:
 			l.noteHandover(e.Handover)
 		}
 		return nil

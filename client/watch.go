@@ -40,7 +40,7 @@ func eventOf(e wire.Event) Event {
 	if e.Metadata != nil {
 		out.Metadata = *e.Metadata
 	}
-	if h := e.Handover; h != nil && out.Type == string(wire.EventTypeHandoverRequested) {
+	if h := e.Handover; h != nil && out.Type == EventHandoverRequested {
 		out.Handover = &HandoverRequest{Name: e.Name, Token: e.Token, To: deref(h.To), Reason: deref(h.Reason), By: deref(e.Actor), At: e.At.Time}
 	}
 	return out
