@@ -85,8 +85,7 @@ func ExampleElection() {
 	defer c.Close()
 	ctx := context.Background()
 
-	e := c.NewElection("scheduler", "node-1")
-	e.Metadata = map[string]any{"addr": "10.0.0.1:9000"}
+	e := c.NewElection("scheduler", client.ElectionOptions{Candidate: "node-1", Metadata: map[string]any{"addr": "10.0.0.1:9000"}})
 	term, err := e.Campaign(ctx)
 	if err != nil {
 		log.Fatal(err)
