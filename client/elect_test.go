@@ -380,3 +380,35 @@ func TestElectionUnderSession(t *testing.T) {
 		t.Errorf("next term = %v, want one above %d", next, term.Token())
 	}
 }
+
+// TestElectionRunUnderSessionReleases: a term under a session would never run out (the
+// session keeps renewing it), so Run releases it when its context ends even without
+// ReleaseOnCancel.
+func TestElectionRunUnderSessionReleases(t *testing.T) {
+	c := newClient(t, newServer(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := c.OpenSession(ctx, client.SessionOptions{Holder: "node-s", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	runCtx, stop := context.WithCancel(ctx)
+	leading := make(chan int64, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.NewElection("leader", client.ElectionOptions{}).Run(runCtx, client.RunOptions{
+			OnStartedLeading: func(ctx context.Context, term *client.Lease) {
+				leading <- term.Token()
+				<-ctx.Done()
+			}})
+	}()
+	token := testwait.Receive(t, leading, 10*time.Second)
+	stop()
+	if err := testwait.Receive(t, done, 10*time.Second); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run = %v, want context.Canceled", err)
+	}
+	if st, err := c.Get(ctx, "leader"); err != nil || st.Held || st.Token != token || st.End != client.EventReleased {
+		t.Errorf("state after Run = %+v, %v; want token %d released", st, err, token)
+	}
+}
