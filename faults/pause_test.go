@@ -296,7 +296,7 @@ func TestPauseClient(t *testing.T) {
 		t.Fatalf("acquire after the writer's ttl: %v", err)
 	}
 	defer l.Release(context.Background())
-	if _, err := c.PutResource(l.Context(), "client-paused", l.Token(), "client-paused", "text/plain", []byte("from the successor")); err != nil {
+	if _, err := c.PutResource(l.Context(), "client-paused", l.Token(), []byte("from the successor"), client.PutOptions{Lease: "client-paused", ContentType: "text/plain"}); err != nil {
 		t.Fatalf("successor's write: %v", err)
 	}
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
