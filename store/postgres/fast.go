@@ -18,7 +18,8 @@ import (
 // round trips whatever their number:
 //
 //  1. one pipeline locks everything they decide on, each kind of row in one statement in one
-//     global order (names by name, resources by name, grants by token, then the last token),
+//     global order (the keys' caps, resources by name, names by name, grants by token, then
+//     the last token, the order a write of its own takes them in),
 //     reads what else they need (waiting lines, semaphores, handovers, the grants of presented
 //     tokens) and last the database's clock, so the clock is read after every lock;
 //  2. the lease rules (package lease) decide each operation in turn, in memory, each seeing what
@@ -168,6 +169,24 @@ func (s *Store) fastLock(ctx context.Context, c *pgx.Conn, b *fastBatch, acquire
 		slices.Sort(keys)
 		queue(exec, `SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT k FROM unnest($1::bigint[]) AS k ORDER BY k) AS keys`, keys)
 	}
+	if len(resources) > 0 {
+		queue(exec, `INSERT INTO resources (name, fence, version, value, content_type, updated_at)
+			SELECT n, 0, 0, '', '', 0 FROM unnest($1::text[]) AS n ORDER BY n ON CONFLICT (name) DO NOTHING`, resources)
+		queue(func(r pgx.BatchResults) error {
+			rows, err := r.Query()
+			if err != nil {
+				return err
+			}
+			var name string
+			var row resRow
+			_, err = pgx.ForEachRow(rows, []any{&name, &row.fence, &row.version}, func() error {
+				rr := row
+				b.resources[name] = &rr
+				return nil
+			})
+			return err
+		}, `SELECT name, fence, version FROM resources WHERE name = ANY($1) ORDER BY name FOR UPDATE`, resources)
+	}
 	if len(acquireNames) > 0 {
 		queue(exec, `INSERT INTO names (name) SELECT n FROM unnest($1::text[]) AS n ORDER BY n ON CONFLICT (name) DO NOTHING`, acquireNames)
 	}
@@ -188,24 +207,6 @@ func (s *Store) fastLock(ctx context.Context, c *pgx.Conn, b *fastBatch, acquire
 			})
 			return err
 		}, `SELECT name, token FROM names WHERE name = ANY($1) ORDER BY name FOR UPDATE`, lockNames)
-	}
-	if len(resources) > 0 {
-		queue(exec, `INSERT INTO resources (name, fence, version, value, content_type, updated_at)
-			SELECT n, 0, 0, '', '', 0 FROM unnest($1::text[]) AS n ORDER BY n ON CONFLICT (name) DO NOTHING`, resources)
-		queue(func(r pgx.BatchResults) error {
-			rows, err := r.Query()
-			if err != nil {
-				return err
-			}
-			var name string
-			var row resRow
-			_, err = pgx.ForEachRow(rows, []any{&name, &row.fence, &row.version}, func() error {
-				rr := row
-				b.resources[name] = &rr
-				return nil
-			})
-			return err
-		}, `SELECT name, fence, version FROM resources WHERE name = ANY($1) ORDER BY name FOR UPDATE`, resources)
 	}
 	if len(lockNames) > 0 || len(idHashes) > 0 {
 		queue(func(r pgx.BatchResults) error {
