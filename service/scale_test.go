@@ -19,8 +19,11 @@ import (
 
 	_ "github.com/mattn/go-sqlite3"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/leasekeeper/leasekeeper/service"
 	"github.com/leasekeeper/leasekeeper/service/servicetest"
+	"github.com/leasekeeper/leasekeeper/store/postgres"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
@@ -30,7 +33,35 @@ import (
 // and the dashboard's first page. It runs only when LEASEKEEPER_SCALE lists the sizes, e.g.
 //
 //	LEASEKEEPER_SCALE=1000,100000,1000000 go test -run TestScale -v -timeout 30m ./service
+//
+// TestScale measures SQLite; TestScalePostgres the same on PostgreSQL.
 func TestScale(t *testing.T) {
+	scale(t, func(t *testing.T, n int) func(*service.Hooks) (service.Store, error) {
+		path := filepath.Join(t.TempDir(), "scale.db")
+		seedHeld(t, path, n)
+		return func(h *service.Hooks) (service.Store, error) {
+			return sqlite.Open(context.Background(), path, sqlite.Options{OnCommit: h.Publish, OnBatch: h.Batch})
+		}
+	})
+}
+
+// TestScalePostgres is TestScale on a database of the PostgreSQL test server (a throwaway
+// cluster without fsync, as every PostgreSQL test's: the figures compare sizes, not disks).
+// Its restart is a replica's start: connect, check the migrations, expire what is due, read
+// the database's clock and the last event, and listen.
+func TestScalePostgres(t *testing.T) {
+	scale(t, func(t *testing.T, n int) func(*service.Hooks) (service.Store, error) {
+		url := pg.NewDatabase(t)
+		seedHeldPostgres(t, url, n)
+		return func(h *service.Hooks) (service.Store, error) {
+			return postgres.Open(context.Background(), url, postgres.Options{OnCommit: h.Publish, OnBatch: h.Batch, OnLine: h.LineChanged})
+		}
+	})
+}
+
+// scale runs measureScale at each size LEASEKEEPER_SCALE lists, on the database seed makes
+// with n held leases; the function seed returns opens it.
+func scale(t *testing.T, seed func(t *testing.T, n int) func(*service.Hooks) (service.Store, error)) {
 	sizes := os.Getenv("LEASEKEEPER_SCALE")
 	if sizes == "" {
 		t.Skip("set LEASEKEEPER_SCALE=1000,100000,1000000 to run the scale measurements")
@@ -41,7 +72,7 @@ func TestScale(t *testing.T) {
 		if err != nil {
 			t.Fatalf("LEASEKEEPER_SCALE: %v", err)
 		}
-		m := measureScale(t, n)
+		m := measureScale(t, seed(t, n))
 		t.Logf("%10d %12s %12s %10.0f %10.0f %12s %12s", n, m.acquire, m.renew, m.rssMB, m.heapMB, m.restart, m.dashboard)
 	}
 }
@@ -51,15 +82,13 @@ type scaleFigures struct {
 	rssMB, heapMB                      float64
 }
 
-func measureScale(t *testing.T, n int) scaleFigures {
-	path := filepath.Join(t.TempDir(), "scale.db")
-	seedHeld(t, path, n)
+func measureScale(t *testing.T, open func(*service.Hooks) (service.Store, error)) scaleFigures {
 	var f scaleFigures
 
-	// The restart: from opening the file to a handler ready to serve.
+	// The restart: from opening the database to a handler ready to serve.
 	began := time.Now()
 	var hooks service.Hooks
-	st, err := sqlite.Open(context.Background(), path, sqlite.Options{OnCommit: hooks.Publish, OnBatch: hooks.Batch})
+	st, err := open(&hooks)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +180,44 @@ func seedHeld(t *testing.T, path string, n int) {
 		`PRAGMA wal_checkpoint(TRUNCATE)`,
 	} {
 		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("seed %d leases: %v", n, err)
+		}
+	}
+}
+
+// seedHeldPostgres writes n held leases (one hour left) into the migrated database at url, as
+// acquires would (a grant, the name's row, its acquired event, the last token and event seq),
+// with generate_series: going through Acquire would take far longer at a million.
+func seedHeldPostgres(t *testing.T, url string, n int) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := postgres.Open(ctx, url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	now := time.Now()
+	at, first := now.UnixMilli(), now.UnixMicro()-int64(n)-1000
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms, acquired_at, renewed_at, expires_at, owner)
+		SELECT $1 + i, 'job-' || lpad(i::text, 7, '0'), 'worker-' || (i % 64), sha256(int8send(i)), 3600000, 0, $2::bigint, $2::bigint, $2::bigint + 3600000, ''
+		FROM generate_series(0, $3::bigint - 1) i`, []any{first, at, n}},
+		{`INSERT INTO names (name, token) SELECT name, token FROM grants`, nil},
+		{`INSERT INTO events (seq, type, name, token, holder, at, expires_at, recorded_at, lock_delay_ms)
+		SELECT row_number() OVER (ORDER BY token), 'acquired', name, token, holder, acquired_at, expires_at, acquired_at, 0 FROM grants`, nil},
+		{`UPDATE tokens SET last = $1`, []any{first + int64(n)}},
+		{`UPDATE event_seq SET last = $1`, []any{n}},
+		{`VACUUM ANALYZE`, nil},
+	} {
+		if _, err := conn.Exec(ctx, q.sql, q.args...); err != nil {
 			t.Fatalf("seed %d leases: %v", n, err)
 		}
 	}
