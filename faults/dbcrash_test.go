@@ -34,12 +34,16 @@ var crashPG = &pgtest.Server{Settings: []string{"synchronous_commit=on", "wal_wr
 // succeeds; when it is back the replica serves again by itself, and every acknowledged grant,
 // renewal, release and fenced write is there, new tokens above every acknowledged one.
 func TestDatabaseCrash(t *testing.T) {
-	w := crashLoop(t, binary(t), cycles(4, 20))
+	w := dbFaultLoop(t, binary(t), crashPG, cycles(4, 20),
+		func() { crashPG.Down(t, "immediate") }, func() { crashPG.Up(t) })
 	w.report(t, "PostgreSQL crash")
 }
 
-func crashLoop(t *testing.T, bin string, n int) *workload {
-	db := crashPG.NewDatabase(t)
+// dbFaultLoop runs n rounds of the workload against bin serving a database of srv, with down
+// (which stops the database) called under load and up (which starts it again) after the
+// outage was probed; see TestDatabaseCrash.
+func dbFaultLoop(t *testing.T, bin string, srv *pgtest.Server, n int, down, up func()) *workload {
+	db := srv.NewDatabase(t)
 	s := startArgs(t, bin, db, []string{"--secret-file", filepath.Join(t.TempDir(), "secret")})
 	w := newWorkload(t, 32)
 	w.only503 = true
@@ -53,8 +57,8 @@ func crashLoop(t *testing.T, bin string, n int) *workload {
 		waitAcked(w, acked+64)
 		w.noPuts.Store(true)
 		waitAcked(w, w.fig.acked.Load()+32)
-		crashPG.Down(t, "immediate")
-		down := time.Now()
+		down()
+		downAt := time.Now()
 		probeOutage(t, ctx, s, round)
 		cancel()
 		select {
@@ -62,11 +66,11 @@ func crashLoop(t *testing.T, bin string, n int) *workload {
 		case <-time.After(30 * time.Second):
 			t.Fatal("clients still running 30 s after the crash")
 		}
-		crashPG.Up(t)
-		up := time.Now()
+		up()
+		upAt := time.Now()
 		waitReady(t, ctx, s)
 		t.Logf("round %d: the database was down %v; the replica was ready %v after it was back",
-			round, up.Sub(down).Round(time.Millisecond), time.Since(up).Round(time.Millisecond))
+			round, upAt.Sub(downAt).Round(time.Millisecond), time.Since(upAt).Round(time.Millisecond))
 		w.noPuts.Store(false)
 		w.fig.cycles.Add(1)
 	}

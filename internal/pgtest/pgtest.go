@@ -34,6 +34,9 @@ type Server struct {
 	// defaults, which turn durability off (fsync, synchronous_commit, full_page_writes): e.g.
 	// "synchronous_commit=on" for a test that crashes the server and counts what survived.
 	Settings []string
+	// WALDir, when set, is where the throwaway cluster keeps its WAL (initdb --waldir): an
+	// existing empty folder the postgres user can write, e.g. a test filesystem.
+	WALDir string
 
 	once sync.Once
 	url  string // of the maintenance database
@@ -162,7 +165,7 @@ func (s *Server) start() {
 		s.skip = err.Error()
 		return
 	}
-	if s.url, s.c, err = startCluster(bin, s.Settings); err != nil {
+	if s.url, s.c, err = startCluster(bin, s.Settings, s.WALDir); err != nil {
 		fmt.Fprintf(os.Stderr, "pgtest: cannot start a throwaway PostgreSQL: %v\n", err)
 		s.skip = err.Error()
 	}
@@ -215,8 +218,8 @@ func (c *cluster) stop() {
 // startCluster makes a cluster in a temporary folder and starts it, as the postgres user when
 // run as root (PostgreSQL refuses to run as root). It listens only on a unix socket in that
 // folder, so nobody else on the machine reaches its trust authentication. settings follow the
-// defaults.
-func startCluster(bin string, settings []string) (string, *cluster, error) {
+// defaults; walDir, when set, holds the WAL.
+func startCluster(bin string, settings []string, walDir string) (string, *cluster, error) {
 	reapOrphans(bin)
 	dir, err := os.MkdirTemp("", "lk-pg-")
 	if err != nil {
@@ -242,7 +245,11 @@ func startCluster(bin string, settings []string) (string, *cluster, error) {
 		}
 	}
 	c := &cluster{bin: bin, dir: dir, data: filepath.Join(dir, "data")}
-	if out, err := pgCommand(bin, "initdb", "-D", c.data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
+	args := []string{"-D", c.data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"}
+	if walDir != "" {
+		args = append(args, "--waldir", walDir)
+	}
+	if out, err := pgCommand(bin, "initdb", args...).CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
 		return "", nil, fmt.Errorf("initdb: %v: %s", err, out)
 	}
