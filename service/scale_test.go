@@ -36,7 +36,7 @@ import (
 //
 // TestScale measures SQLite; TestScalePostgres the same on PostgreSQL.
 func TestScale(t *testing.T) {
-	scale(t, func(t *testing.T, n int) func(*service.Hooks) (service.Store, error) {
+	scale(t, false, func(t *testing.T, n int) func(*service.Hooks) (service.Store, error) {
 		path := filepath.Join(t.TempDir(), "scale.db")
 		seedHeld(t, path, n)
 		return func(h *service.Hooks) (service.Store, error) {
@@ -45,12 +45,14 @@ func TestScale(t *testing.T) {
 	})
 }
 
-// TestScalePostgres is TestScale on a database of the PostgreSQL test server (a throwaway
+// TestScalePostgres is TestScale on databases of the PostgreSQL test server (a throwaway
 // cluster without fsync, as every PostgreSQL test's: the figures compare sizes, not disks).
 // Its restart is a replica's start: connect, check the migrations, expire what is due, read
-// the database's clock and the last event, and listen.
+// the database's clock and the last event, and listen. The sizes are measured side by side,
+// one request to each in turn, so that the machine's other work weighs on every size alike
+// (the process's RSS then counts every store opened so far).
 func TestScalePostgres(t *testing.T) {
-	scale(t, func(t *testing.T, n int) func(*service.Hooks) (service.Store, error) {
+	scale(t, true, func(t *testing.T, n int) func(*service.Hooks) (service.Store, error) {
 		url := pg.NewDatabase(t)
 		seedHeldPostgres(t, url, n)
 		return func(h *service.Hooks) (service.Store, error) {
@@ -59,54 +61,76 @@ func TestScalePostgres(t *testing.T) {
 	})
 }
 
-// scale runs measureScale at each size LEASEKEEPER_SCALE lists, on the database seed makes
-// with n held leases; the function seed returns opens it.
-func scale(t *testing.T, seed func(t *testing.T, n int) func(*service.Hooks) (service.Store, error)) {
+// scale measures each size LEASEKEEPER_SCALE lists, on the database seed makes with n held
+// leases (the function seed returns opens it): one size after the other, or, sideBySide, all
+// of them seeded and opened first, then their requests interleaved.
+func scale(t *testing.T, sideBySide bool, seed func(t *testing.T, n int) func(*service.Hooks) (service.Store, error)) {
 	sizes := os.Getenv("LEASEKEEPER_SCALE")
 	if sizes == "" {
 		t.Skip("set LEASEKEEPER_SCALE=1000,100000,1000000 to run the scale measurements")
 	}
-	t.Logf("%10s %12s %12s %10s %10s %12s %12s", "leases", "acquire p50", "renew p50", "RSS MB", "heap MB", "restart", "dashboard")
+	var ns []int
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(s)
 		if err != nil {
 			t.Fatalf("LEASEKEEPER_SCALE: %v", err)
 		}
-		m := measureScale(t, seed(t, n))
-		t.Logf("%10d %12s %12s %10.0f %10.0f %12s %12s", n, m.acquire, m.renew, m.rssMB, m.heapMB, m.restart, m.dashboard)
+		ns = append(ns, n)
 	}
+	var runs []*scaleRun
+	logRuns := func() {
+		for _, r := range runs {
+			t.Logf("%10d %12s %12s %10.0f %10.0f %12s %12s", r.n, median(r.acq), median(r.ren), r.rssMB, r.heapMB, r.restart, median(r.dash))
+			r.close()
+		}
+		runs = nil
+	}
+	t.Logf("%10s %12s %12s %10s %10s %12s %12s", "leases", "acquire p50", "renew p50", "RSS MB", "heap MB", "restart", "dashboard")
+	for _, n := range ns {
+		runs = append(runs, openScale(t, n, seed(t, n)))
+		if !sideBySide {
+			measureScale(runs)
+			logRuns()
+		}
+	}
+	measureScale(runs)
+	logRuns()
 }
 
-type scaleFigures struct {
-	acquire, renew, restart, dashboard time.Duration
-	rssMB, heapMB                      float64
+// scaleRun is one size's store and server, and its figures.
+type scaleRun struct {
+	n              int
+	restart        time.Duration
+	rssMB, heapMB  float64
+	acq, ren, dash []time.Duration
+	do             func(method, path, body string, header ...string) (time.Duration, string)
+	close          func()
 }
 
-func measureScale(t *testing.T, open func(*service.Hooks) (service.Store, error)) scaleFigures {
-	var f scaleFigures
-
-	// The restart: from opening the database to a handler ready to serve.
+// openScale opens a store with open and serves it, timing the restart: from opening the
+// database to a handler ready to serve.
+func openScale(t *testing.T, n int, open func(*service.Hooks) (service.Store, error)) *scaleRun {
+	r := &scaleRun{n: n}
 	began := time.Now()
 	var hooks service.Hooks
 	st, err := open(&hooks)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
 	svc, err := service.New(st, &hooks, service.Config{})
 	if err != nil {
+		st.Close()
 		t.Fatal(err)
 	}
-	f.restart = time.Since(began)
+	r.restart = time.Since(began)
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	f.rssMB, f.heapMB = rssMB(t), float64(ms.HeapInuse)/(1<<20)
+	r.rssMB, r.heapMB = rssMB(t), float64(ms.HeapInuse)/(1<<20)
 	srv := httptest.NewServer(svc.Handler)
-	defer srv.Close()
+	r.close = func() { srv.Close(); st.Close() }
 	hc := &http.Client{Transport: servicetest.BearerTransport{Key: servicetest.AdminKey(t, st)}}
-
-	do := func(method, path, body string, header ...string) (time.Duration, string) {
+	r.do = func(method, path, body string, header ...string) (time.Duration, string) {
 		req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
@@ -128,24 +152,29 @@ func measureScale(t *testing.T, open func(*service.Hooks) (service.Store, error)
 		}
 		return took, string(b)
 	}
+	return r
+}
+
+// measureScale times 200 acquires of new names, each followed by its renewal, then 5 loads of
+// the dashboard, one request to each of runs in turn.
+func measureScale(runs []*scaleRun) {
 	const ops = 200
-	var acq, ren []time.Duration
 	for i := range ops {
-		took, body := do(http.MethodPost, fmt.Sprintf("/v1/leases/new-%d/acquire", i), `{"holder":"scale","ttl_ms":60000}`)
-		acq = append(acq, took)
-		id := body[strings.Index(body, `"lease_id":"`)+len(`"lease_id":"`):]
-		id = id[:strings.IndexByte(id, '"')]
-		took, _ = do(http.MethodPost, fmt.Sprintf("/v1/leases/new-%d/renew", i), `{"lease_id":"`+id+`"}`)
-		ren = append(ren, took)
+		for _, r := range runs {
+			took, body := r.do(http.MethodPost, fmt.Sprintf("/v1/leases/new-%d/acquire", i), `{"holder":"scale","ttl_ms":60000}`)
+			r.acq = append(r.acq, took)
+			id := body[strings.Index(body, `"lease_id":"`)+len(`"lease_id":"`):]
+			id = id[:strings.IndexByte(id, '"')]
+			took, _ = r.do(http.MethodPost, fmt.Sprintf("/v1/leases/new-%d/renew", i), `{"lease_id":"`+id+`"}`)
+			r.ren = append(r.ren, took)
+		}
 	}
-	f.acquire, f.renew = median(acq), median(ren)
-	var dash []time.Duration
 	for range 5 {
-		took, _ := do(http.MethodGet, "/", "", "Accept", "text/html")
-		dash = append(dash, took)
+		for _, r := range runs {
+			took, _ := r.do(http.MethodGet, "/", "", "Accept", "text/html")
+			r.dash = append(r.dash, took)
+		}
 	}
-	f.dashboard = median(dash)
-	return f
 }
 
 func median(d []time.Duration) time.Duration {
@@ -216,6 +245,8 @@ func seedHeldPostgres(t *testing.T, url string, n int) {
 		{`UPDATE tokens SET last = $1`, []any{first + int64(n)}},
 		{`UPDATE event_seq SET last = $1`, []any{n}},
 		{`VACUUM ANALYZE`, nil},
+		// The seeding's dirty pages written now, not by a checkpoint while the figures are taken.
+		{`CHECKPOINT`, nil},
 	} {
 		if _, err := conn.Exec(ctx, q.sql, q.args...); err != nil {
 			t.Fatalf("seed %d leases: %v", n, err)
