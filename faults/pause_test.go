@@ -218,7 +218,9 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv("LEASEKEEPER_FAULTS_WRITER"); url != "" {
 		os.Exit(writer(url))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	crashPG.Stop()
+	os.Exit(code)
 }
 
 // writer is a client process that takes a lease and then writes with its token forever,

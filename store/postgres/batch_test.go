@@ -354,3 +354,13 @@ func TestDecisionClockAfterLocks(t *testing.T) {
 		t.Errorf("granted at %d, before the previous grant ended at %d: the decision's clock was read before the lock", at, ended)
 	}
 }
+
+// TestCommitsSynchronously: the store's connections commit synchronously whatever the server's
+// default (the test cluster's is off), so the flush after an asynchronous commit waits for the
+// disk.
+func TestCommitsSynchronously(t *testing.T) {
+	s := open(t, srv.NewDatabase(t), nil, postgres.Options{})
+	if v, err := postgres.SynchronousCommit(context.Background(), s); err != nil || v != "on" {
+		t.Errorf("synchronous_commit = %q, %v; want on", v, err)
+	}
+}

@@ -56,3 +56,10 @@ func WriteAborted(ctx context.Context, s *Store, code string, times int) (int, e
 	})
 	return runs, err
 }
+
+// SynchronousCommit is the synchronous_commit setting of a connection of s's pool.
+func SynchronousCommit(ctx context.Context, s *Store) (string, error) {
+	var v string
+	err := s.pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&v)
+	return v, err
+}

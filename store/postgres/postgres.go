@@ -70,6 +70,9 @@ type Options struct {
 	OnLine func(name string)
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
+	// MaxConns is the size of the connection pool; 0 means DefaultMaxConns. The URL's
+	// pool_max_conns, when given, wins.
+	MaxConns int
 
 	tracer pgx.QueryTracer // tests count round trips with it
 }
@@ -113,9 +116,9 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := poolConfig(url, opts.MaxConns)
 	if err != nil {
-		return nil, fmt.Errorf("open postgres: %w", err)
+		return nil, err
 	}
 	if opts.tracer != nil {
 		cfg.ConnConfig.Tracer = opts.tracer
