@@ -194,7 +194,12 @@ func startArgs(t testing.TB, bin, db string, args []string, wrapper ...string) *
 		t.Fatalf("start %v: %v", argv, err)
 	}
 	go func() { cmd.Wait(); close(s.exited) }()
-	t.Cleanup(func() { s.kill() })
+	t.Cleanup(func() {
+		s.kill()
+		if t.Failed() {
+			t.Logf("stderr of %v (the last 8 KiB):\n%s", argv, tail(s.stderr.String(), 8<<10))
+		}
+	})
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -292,4 +297,12 @@ func decode[T any](r reply) (T, error) {
 	}
 	err := json.Unmarshal(r.body, &v)
 	return v, err
+}
+
+// tail is the end of s, at most n bytes.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }
