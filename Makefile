@@ -35,8 +35,10 @@ install: ## install the binary with go install: into $GOBIN, else $(go env GOPAT
 run: build ## build and serve (ADDR=host:port or env LEASEKEEPER_ADDR, default 127.0.0.1:8080; DB= or LEASEKEEPER_DB)
 	$(BIN) serve $(if $(ADDR),--addr $(ADDR)) $(if $(DB),--db $(DB))
 
-test: ## run every test with the race detector
-	$(GO) test -race -count=1 ./...
+# go test -race -count=1 ./..., reported as it goes: a line per package as it ends, the packages
+# still running every 30 s, failing tests' output, and every skipped test with its reason at the end.
+test: ## run every test with the race detector (progress as it goes, skipped tests and why at the end)
+	GO=$(GO) $(GO) run ./internal/testreport -- -race -count=1 ./...
 
 lint: ## go vet, gofmt and staticcheck (generated code excluded)
 	$(GO) vet ./...

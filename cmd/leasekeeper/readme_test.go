@@ -283,3 +283,16 @@ func TestReadmeSaysWhereTheBinaryIs(t *testing.T) {
 		}
 	}
 }
+
+// TestMakeTestReports: the README's `make test` goes through internal/testreport, which shows
+// progress and lists the skipped tests with their reasons (its own tests check how).
+func TestMakeTestReports(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe := regexp.MustCompile(`(?m)^test:.*\n\t(.*)$`).FindSubmatch(mk)
+	if recipe == nil || !strings.Contains(string(recipe[1]), "run ./internal/testreport -- -race -count=1 ./...") {
+		t.Errorf("make test runs %q, want go test -race -count=1 ./... through internal/testreport", recipe)
+	}
+}
