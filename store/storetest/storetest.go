@@ -1068,7 +1068,7 @@ func testContenders(t *testing.T, e *env) {
 	}
 }
 
-// CheckHistory checks the event rules of DESIGN.md on one name's events, oldest first: per
+// CheckHistory checks the event rules of docs/DESIGN.md on one name's events, oldest first: per
 // token acquired → (renewed…) → one end; tokens strictly increase; the next acquired is never
 // earlier than the previous end; and at most one lease is open at a time.
 func CheckHistory(evs []lease.Event) error {
