@@ -12,7 +12,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 50000x
 
 .DEFAULT_GOAL := help
-.PHONY: help generate check-generated build run test lint clients-check bench bench-http bench-backends fuzz faults mutants demo docker dockerfile-check clean
+.PHONY: help generate check-generated build install run test lint clients-check bench bench-http bench-backends fuzz faults mutants demo docker dockerfile-check clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -29,11 +29,16 @@ check-generated: generate ## fail when generated code drifts from its sources
 build: ## build the binary into bin/
 	CGO_ENABLED=1 $(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/leasekeeper
 
+install: ## install the binary with go install: into $GOBIN, else $(go env GOPATH)/bin
+	CGO_ENABLED=1 $(GO) install -ldflags "-X main.version=$(VERSION)" ./cmd/leasekeeper
+
 run: build ## build and serve (ADDR=host:port or env LEASEKEEPER_ADDR, default 127.0.0.1:8080; DB= or LEASEKEEPER_DB)
 	$(BIN) serve $(if $(ADDR),--addr $(ADDR)) $(if $(DB),--db $(DB))
 
-test: ## run every test with the race detector
-	$(GO) test -race -count=1 ./...
+# go test -race -count=1 ./..., reported as it goes: a line per package as it ends, the packages
+# still running every 30 s, failing tests' output, and every skipped test with its reason at the end.
+test: ## run every test with the race detector (progress as it goes, skipped tests and why at the end)
+	GO=$(GO) $(GO) run ./internal/testreport -- -race -count=1 ./...
 
 lint: ## go vet, gofmt and staticcheck (generated code excluded)
 	$(GO) vet ./...

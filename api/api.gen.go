@@ -1098,8 +1098,9 @@ type ClientInterface interface {
 	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
 	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
 	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
-	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
-	// admin's tool for a holder that does not cooperate.
+	// granted first when the lease is released; `to` naming the current holder itself is
+	// `400 invalid_request`. A repeat replaces the request. Revoke stays the admin's tool for a
+	// holder that does not cooperate.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1111,8 +1112,9 @@ type ClientInterface interface {
 	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
 	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
 	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
-	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
-	// admin's tool for a holder that does not cooperate.
+	// granted first when the lease is released; `to` naming the current holder itself is
+	// `400 invalid_request`. A repeat replaces the request. Revoke stays the admin's tool for a
+	// holder that does not cooperate.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1497,8 +1499,9 @@ func (c *Client) ListLeaseEvents(ctx context.Context, name Name, params *ListLea
 // Nothing is forced: the lease stays held until its holder releases it (or it expires).
 // The holder's next renewals answer `handover_requested`, and the watch stream carries a
 // `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
-// granted first when the lease is released. A repeat replaces the request. Revoke stays the
-// admin's tool for a holder that does not cooperate.
+// granted first when the lease is released; `to` naming the current holder itself is
+// `400 invalid_request`. A repeat replaces the request. Revoke stays the admin's tool for a
+// holder that does not cooperate.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1520,8 +1523,9 @@ func (c *Client) RequestHandoverWithBody(ctx context.Context, name Name, content
 // Nothing is forced: the lease stays held until its holder releases it (or it expires).
 // The holder's next renewals answer `handover_requested`, and the watch stream carries a
 // `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
-// granted first when the lease is released. A repeat replaces the request. Revoke stays the
-// admin's tool for a holder that does not cooperate.
+// granted first when the lease is released; `to` naming the current holder itself is
+// `400 invalid_request`. A repeat replaces the request. Revoke stays the admin's tool for a
+// holder that does not cooperate.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3268,8 +3272,9 @@ type ClientWithResponsesInterface interface {
 	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
 	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
 	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
-	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
-	// admin's tool for a holder that does not cooperate.
+	// granted first when the lease is released; `to` naming the current holder itself is
+	// `400 invalid_request`. A repeat replaces the request. Revoke stays the admin's tool for a
+	// holder that does not cooperate.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3281,8 +3286,9 @@ type ClientWithResponsesInterface interface {
 	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
 	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
 	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
-	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
-	// admin's tool for a holder that does not cooperate.
+	// granted first when the lease is released; `to` naming the current holder itself is
+	// `400 invalid_request`. A repeat replaces the request. Revoke stays the admin's tool for a
+	// holder that does not cooperate.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5966,8 +5972,9 @@ func (c *ClientWithResponses) ListLeaseEventsWithResponse(ctx context.Context, n
 // Nothing is forced: the lease stays held until its holder releases it (or it expires).
 // The holder's next renewals answer `handover_requested`, and the watch stream carries a
 // `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
-// granted first when the lease is released. A repeat replaces the request. Revoke stays the
-// admin's tool for a holder that does not cooperate.
+// granted first when the lease is released; `to` naming the current holder itself is
+// `400 invalid_request`. A repeat replaces the request. Revoke stays the admin's tool for a
+// holder that does not cooperate.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5985,8 +5992,9 @@ func (c *ClientWithResponses) RequestHandoverWithBodyWithResponse(ctx context.Co
 // Nothing is forced: the lease stays held until its holder releases it (or it expires).
 // The holder's next renewals answer `handover_requested`, and the watch stream carries a
 // `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
-// granted first when the lease is released. A repeat replaces the request. Revoke stays the
-// admin's tool for a holder that does not cooperate.
+// granted first when the lease is released; `to` naming the current holder itself is
+// `400 invalid_request`. A repeat replaces the request. Revoke stays the admin's tool for a
+// holder that does not cooperate.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13647,55 +13655,56 @@ var swaggerSpec = []string{
 	"kFO/7g2vmoXT/u6t6ooBaVzfFjTKcvzJRKHEdz2hvEfR9zmLUJpNl3mOt4LUL336rBc0/QuMo/B2mIZV",
 	"dLCD5KRqGL3bO/nM93g+TiX9Tfnkqr7Ze3xyBJQ/fXJtVpK7tYFYr6PKIBj5xa2j8L6Cz2oevXTOL4lF",
 	"/4lIwysAqc930JQxaO8Y3DLjBZ/vwDEYqy1uRp6Xwaq2yyOi9qy0MrdurNreIsStfI4wTM3GCtrDuIIJ",
-	"twcwCqyO0TXoDSqyvHZ0W2ZgHi0EZk0ucp44Nd1NOGDOe0OwQx8m+mqwoE/n/nqmoKNeKWETTWxItLsg",
-	"cfyyT+SvUNV9KW6n0BSwTsUi1+s5vE2tqr0S/4iU+MnhIeqNCzMOUdvPPl96StlGs+UCRnMt0vOwZXwu",
-	"ONivEnM7AbdDTAXRiSlrTXz8rXPIO/pR7/UqTqfkKY3adFORVnqF51T4e8EyMoJYhnltN4Iu0fyduHMv",
-	"zHVLsxLfGL/a9UyzrmcBoGl7Vtc7XK9xTOozSIkm88FxK2/uMZznMIxpFNsfxDdaIxm+Kf7vwYr9I8Yu",
-	"CJmrbq+VvJysK1dhcP1iGTYkO/IYbFdi9QVwXYnVl8X0oGnDPbu13A0rbdmbWNg2qDdbk3RZatmb0zVi",
-	"2OXE+sN7nv54NPsMu8pv+lhIVyLfY6nOIvnuotF6c52t9vWbsE1OW5ZSIw4edHbYfgdx1P5u7qj56BfR",
-	"K9YefN9eova7y9qpd1Pa4yWojvdPT8Gm8KPL1Fi9jg44a5unIKCU7RnK1Biqaj/1pWRSvQ/VPZttQXet",
-	"NtGU6CL97at0vxcFDQ6YSiM9jvpKuPJiGL20GMAISnR8ddpWBC7Zf9DxZgf3rxrXHMD875bN+fviwUGb",
-	"ob0s2AHvTw7cmj/ZrHHemUlZ4esmCp988h/35lSi56isPirTS9yVO7W7Uilaxm3Z7OfU55gon0NiM2nG",
-	"ylVPUEIJ3QhROF4YiGFUzdo8ht/ict9UetN+65le+eMl7/8L+CyB0uUNBdgYoaPxhufLKp8OH2nL6QuR",
-	"c0taH3aNwtESPQ8vkXdsiW7slJTz5y/ghIciLI+u6nEp7aQQKsVEG2kZFqN7puNuuweMHLkoNwcstjzJ",
-	"5kLZyOetKDmdipRc+YardKI/iJR1Oa1yrPwauGGxFR/sSWbneVwW7OPWmMTWWglXWLqcWLruvVzBA1OV",
-	"P/QGY/WcEnyeYmnqU61sofMRU7qfwDcYVcdPrBCY/sNtCKlnl3wWuV7fz6f9l1qJ/t+5TbI4gKYzjODZ",
-	"0mfxcPioVr2OOxywbm0QjC7ANlKR5By4kIOrky8emj9cXr5+gHfuRK6REdV742dYvCkzPpYK79Z0N6hu",
-	"JF1uJ/mmvPrLyV/qImqzP/1kTb0gSuSpNSCZSAXoviX1EuERHY6SDd+Cr1P+VpqFNtK2dkSKKxQ8Z1OZ",
-	"C+C7/3XcoRYLnoCoz8K4E49YVTHPb0R1bNjiRHBsdGEyvcKgkd2dS7PZudMv+a2rZu2/1rlMWm6njB1p",
-	"nPs6+r4pEvZAaSUexCNX5cXVesXXwDEot897wgElXBoHlagfu0zA4oPC/cE7n9XTE3X+2fewulwvRP/V",
-	"onQZbIQLkKXEx+0RpnjYJuJeasvmOpVT6YNBpWDG67Vknvure7x81lPW4AsNRD0enLd/JiI3i7w3ReV5",
-	"IBxJuEnFami4XVYe5xIuOSa6hZdt2fOg2cMKptNmZwoUhY3bCnE0V+IhyrC2YgWXvhsd7ctqELVYyomN",
-	"HgquDLVP8gHtqrtlHPjjqNdEbjSbiOBr1+fVSauxWiqfBlbmyqCth1owu/BZuhN9I2pJzIGspdvgKKkZ",
-	"RJnvUtLd7ILfGzGeJGJhQf4Df9fLPKU9B1vGLGuazCWxaTzeATXUcD1QUJX23V1CxicrLRibcABpIlWO",
-	"XFsdYfnM9dVh3B0bxnBxSNfORuZig/i5y6dzdN+qEozYX+JwDBnE78UHsD662Kfo9HTI/s//Pn3YO6de",
-	"IisPg6Aa6dHpGV4k0rxWo16WJCsZial8buvssgSoNCzJRHIt0rFCJ1Pkm+xRJnaFU6PS7i8rrh4Nn9Rv",
-	"OIhcyirNE43VKuO2LLEv19pmcbxehrpHm13fTF6uC5Wj8lZ3tRsv/bnN+Spi2ucO3jS/UfXzmnClznPD",
-	"vn92iUB7/dNleb52sDVh2+HrcSuI/xKPQhSmArkKf+tYuGvyCpl3rmBnMvihiuOxyuIIjWCvc7q7kE7Z",
-	"3+VfI2rHtK4pkRG7Fgs0DmbyhsoNyAwZqwUvDNkd2CDN6XiGehGk/hZgN1OJ4vCdyfhC9AbsQrkrkTFH",
-	"AQjWXUiD07gesZx9FIXu5+iK8gYAliQgaGBGGqTL1bo3YjEse8QIyvFYEYuc82sEAFgmunCVzrgDWv1E",
-	"p1L4BlGMh5dGAR3e3oNjivpRbx7dO2cVsIvQl+jvW6+haLd0ePRIdPnErqp9E4j8sJR0yHJ57UUTlUu4",
-	"9uWA6mfD0+piYW9gFGAuYiO1fMXXoObLlPGxcspFRaM0fmhqeT5L/WOQp9It2GV/Q2438prvokv7/bab",
-	"84H+8NObF5Hv09UCXuIy+9TMP1P5nckVSLlRoDRJg1U8q0BH6eqivAm2WbaLL/XO2y4GG4FJRkpN3WVC",
-	"LRgz1HIDDSuTs2zAnlHTNlKunH+PGgF6J5+zoQ++dQyAe3p2r8Bt02NGrFTOqD9ew7viOzRlOnc+x7Nv",
-	"/nWL9gRMp1jTTFzXt99T1hn2WN+0qe7g+j4J2ry3uiDfZZqtCm0FXTqpp00rCOuFHfM3o4qZVZdc1Kwc",
-	"Zy2NVf1yDH9PAPXoNthDL2JGfiRHaqgXDNib0I4wVRfEuVYzvMt+zrpGCFbPWOidM3TyY7phKLqmusAu",
-	"gPBim+YbxrTeFf4mvC8ulIPm/Fu0qvYY9J/eh2aCv4OPN1893mC+f6XAlBrpsLcrrP9ZHBGOIst7CEef",
-	"tqTw+4oYEhFV4+04dGnGVIQZYxatzkEOkUdgo037CFUwX15VJsL75vloZ3RDOeUyxtI4YorPPem453uu",
-	"0b77eqz8ONQ63ml24VKkjcpG/o3BqqIDKqrNc+c3Gaua4wQOtA6IsG8WRSbIDEBTCmUt9iRjF0xp1cdA",
-	"DLt4/Zwa1Pq6KsapG7dImVrOJ8SZ/PlgE3vfuol1fSdWunOBKdQiEUznY3UaDYdDtlQ53dpf9UkDfbV0",
-	"F/TaGM2rhVBvy271v51q3UZD93tuT+ch0hY4x7sFfLlugBRbCnbdZQbhXQYlYv4+4u33X8LoaQC16qAg",
-	"Ea0wQ/dwNOjEuG7S5w7cWlGhYy6ojw8Ry4C9+qPVL77C7XtwRCU/Di8rQU4OULgWYsFzeVNT20qJUGpt",
-	"/puTT+7T7QlC9fjc6JKMpztqxsqE7podPeNS+Ut0gG87/+VmW5insLS78rCj+EF19cY9p1nv4Ee4+/Tc",
-	"lSebmJh+87qalShEy7U0f8jCo90vOFD+zlKqn5IMKRWXoAtETeVxtZVe72mJAh1L+HcsithC+C2lEf/f",
-	"Uq4rkTiQdOlyqT8pV/3uCpiwa0tIuVvDadF2Wt5Nt1hOutWf8ownGZsLY/iMeh/GWOE8ovgvfnbRj1im",
-	"o5iCFuIXcgam3HL3JFb+g6r1t7evXg7GKn7Bje3jt/3n38Zg1y7x/hZ36wB2LPqlKnp1NpKrfQfjKNFz",
-	"vAoFS6nRuYkTjBVnmeCFnYBWUJmMVL4tDZNp3lrU/M5Fob5YCnB7EDAEw/4Y2E5OgxlseCR92m6d1Ww4",
-	"5Nt8NL+PsuL798tcMFB9g7tpqEMFYPRbNJj7bzElz/WtqAiOyOv9beNegfoFTj+/h+Mly5vQrrrNYnRy",
-	"cnr29WA4GA5OR98MvxmiUHTDb/G/RN5+rPqopq7zjhMN5+7iEWq5h0lcjrQapUqmsxn//a55cRNGPifr",
-	"MEff3wfpnFeYI5Lwolg329cNNuuq2uZ85+/BJF9qEGmThQtjrLihjIKIYb22LoBZblwvhTUH6DwNZy6r",
-	"Bzandtc/3WBmKaBBtP3Y3Xh06ptD/T0QzgGPBkWrtMIojOzmUSn1nwPjbCZsJopglpKZb07kzF7jc1nx",
-	"HicMSfPgAiaX54ueh14wMLbs3hzUXwni0MldhhG8526zuH1/+/8CAAD//w==",
+	"twcwCqyO0TXoDSqyvLZ3Wz6nVxSf+4t36k0I3G0l3t3YYnEwsK8WAtMuFzlPnJ7vfh8w5/4h4KMDM51L",
+	"hQWBOqf+UnRJlE+fL0V0oomPiXYfJo5fNpr8Fbq+r+XtFJoi3qlY5Ho9h7ep17W3Ah6RFTA5PMa9cePG",
+	"IXr/2efLbyn7cLbc4Giu4fyDnvO54GAAS0wOBeIIUR1kL+a8NRH6t85i7+iIvde7PJ2WqDSq401NXOkV",
+	"nlPhLxbLyIpiGSbG3Qi6hfN34g++MNdtjMZ11q92PdOs61kAqOqeV/YOV4wcl/sMYqbJfHDcyh18DOc5",
+	"DGMa1foH8Y3WUIjvqv97MIP/iMEPQuaqXWwlLyfrytcY3N9Yxh3JED0G25VYfQFcV2L1ZTE96Ppwz34x",
+	"d0VLW/onVsYN6t3aJN22Wjb3dJ0cdnnB/vCuqz8ezT7DtvSbThrSlch5WamzZo+pXu/Os9VAfxP22WlL",
+	"c2oE0oPWENsvMY7a380dNR/9IrrV2qP322vcfndpP/V2THvcDNXx/ulq2BR+dBsbqxfiAWdtczUElLI9",
+	"xZk6S1X9q76UTKo3srpnsy1oz9UmmhJdpL99le73oqDBAVNtpcdRX0pX3iyjlxYjIEGNjy9v24rAJfsP",
+	"Wubs4P5V55sDmP/d0kF/Xzw46FO0lwU74P3JgVsTMJtF0jtTMSt83UThk0/+496kTPQcleVLZX6Ku7On",
+	"dtkqhdu4LbsFnfokFeWTUGwmzVi58gvKSKErJQrHCwMxjKpZm8fwW1zum0pv2m890yt/vOz/fwGfJVC6",
+	"xKMAGyN0NN7wfFkl5OEjbUmBIXJuyQvEtlM4WqLn4S30ji3RlZ+Skgb9DZ7wUIT11VVBL+WtFEKlmKkj",
+	"LcNqds903HX5gJEjFybngMWWJ9lcKBv5xBclp1ORUizAcJVO9AeRsi6nVY6VXwM3LLbigz3J7DyPy4p/",
+	"3BqT2Jsr4QprnxNL98WXK3hgqvqJ3mCsnlOG0FOsbX2qlS10PmJK9xP4BsPy+IkVAr353IaQenbJZ5Fr",
+	"Fv582n+plej/ndskiwNoOsMIni19Fg+Hj2rl77jDAevWBsFQAmwjFUnOgQs5uDr54qH5w+Xl6wd4aU/k",
+	"OiFRwTh+hsWbMmVkqfByTncF60bW5naSb8qrv5z8pS6iNhvcT9bUTKJEnloHk4lUgO5bcjcRHtHhKNnw",
+	"LfhC52+lWWgjbWtLpbhCwXM2lbkAvvtfxx3q0eAJiBo1jDvxiFUl9/xGVMeGPVIEx04ZJtMrjDrZ3ck4",
+	"m60//ZLfunLY/mudy6TlesvYkca5L8TvmyJhD5RW4kE8cmViXK1XfA0cg5IDvSccUMLlgVCN+7HLBCw+",
+	"KF8geOezenqizj/7HlaX64Xov1qULoONcAGylPi4PcIUD9tE3Ett2Vyncip9MKgUzHg/l8xzf/ePl896",
+	"yhp8oYGox4Pz9s9M5maV+KaoPA+EIwk3qVgNDbfLyuNcwiXHRLfwsi39HjR7WMF02mxtgaKwcd0hjuZq",
+	"REQZF1es4NK3s6N9WQ2iFmtBsVNEwZWh/ks+Il61x4wDfxw1q8iNZhMRfO0axTppNVZL5fPIymQbtPVQ",
+	"C2YXPs13om9ELQs6kLV0nRxlRYMo821Ouptt9HsjxpNELCzIf+DvepmntOdgy5imTZO5LDiNxzugjhyu",
+	"iQqq0r49TMj4ZKUFYxcPIE2kypHryyMsn7nGPIy7Y8MYLg7p+uHIXGwQP3cJeY7uW1WCEftLHI4hg/i9",
+	"+ADWRxcbHZ2eDtn/+d+nD3vn1Ixk5WEQlDM9Oj3Dm0ia93LU65pkJSMxF9BtnV2WAJWGJZlIrkU6Vuhk",
+	"inyXPkrlrnBqVNr9ZcnWo+GT+hUJkct5pXmisVpl3JY1+uVa2yyO18tQ92iz65vZz3WhclTi665+5aU/",
+	"tzlfRUz73MGb5jeqfl4TrtR5btj3zy4RaK9/uizP1w62Znw7fD1uBfFf4lGIwlRhV+FvHQt3TV4h884V",
+	"7MwmP1RxPFZZHKER7HVOd5nSKfu7/GtE/ZzWNSUyYtdigcbBTN5QvQKZIWO14IUhuwM7rDkdz1Azg9Rf",
+	"I+xmKlEcvjMZX4jegF0od6cy5igAwbobbXAa12SWs4+i0P0cXVHeAMCaBgQNzEiDdLla90YshmWPGEE5",
+	"HitikXN+jQAAy0QXrlQad0Crn+hUCt9hivHw1imgw9t7cExRQ+vNo3vnrAJ2EfoS/YXtNRTtlg6PHoku",
+	"nxlW9X8CkR/Wog5ZLq+9aKJ6C9f/HFD9bHha3UzsDYwCzEXsxJav+BrUfJkyPlZOuaholMYPTS3PZ6kB",
+	"DfJUuka7bJDI7UZi9F10ab/fdnM+0B9+evMi8o2+WsBLXGafmvlnLYAzuQIpNwqUJmmwDGgV6ChdXZRX",
+	"yTbrfvGl3nnbzWIjMMlIqam7TKiHY4ZabqBhZXKWDdgz6vpGypXz71EnQe/kczb0wdeWAXBPz+4VuG16",
+	"zIiVyhk12Gt4V3yLp0znzud49s2/btGegOkUa5qJaxv3e8o6wybtmzbVHVzfJ0Gf+FYX5LtMs1WhraBb",
+	"K/W0aQVhwbFj/mZUMbPqloyaleOspTJL1g3oLxqgJt8Gm/BFzMiP5EgN9YIBexPaEaZqozjXaoaX4c9Z",
+	"1wjB6hkLvXOGTn6fG1yKrqkusI0gvNim+YYxrXeFv0rviwvloLv/Fq2qPQb9p/ehWSHg4OPNV483WDBQ",
+	"KTClRjrs7QrrfxZHhKPI8iLD0actNQC+pIZERNW5Ow5dmjFVccaYRatzkEPkEdjo8z5CFczXZ5WZ9L77",
+	"PtoZ3VBOuYyxNI7CtHr3fM916ndfj5Ufh3rPO80uXIq0UXkTQGOwqmqBqnLz3PlNxqrmOIEDrQMibLxF",
+	"kQkyA9CUQlmLTc3YBVNa9TEQwy5eP6cOt74wi3Fq5y1SppbzCXEmfz7YBd/3fmJd38qVLm1gCrVIBNP5",
+	"WJ1Gw+GQLVVO1/5XjdZAXy3dBb02RvNqIdTbst39b6fct9ER/p7723mItAXO8XICX+8bIMWWil93G0J4",
+	"GUKJmL+PePv910B6GkCtOqhoRCvM0EUeDToxrh31uQO3VlQpmQtqBETEMmCv/mgFkK9w+x4cUcmPw9tO",
+	"kJMDFK6FWPBc3tTUtlIilFqb/+bkk/t0e4JQPT43uiTj6Y6iszKhu2ZHz7hU/hYe4NvOf7nZV+YpLO2u",
+	"POwoflDd3XHPadY7+BHuPj139c0mJqbfvO9mJQrRcq/NH7LwaPcLDpS/s5TqpyRDSsUlaCNRU3lccabX",
+	"e1qiQMcS/h2LIrYQfktpxP+3lOtKJA4kXbqd6k/KVb+7AiZs+xJS7tZwWrSdlnfTLZaTbvWnPONJxubC",
+	"GD6j5okxlkiPKP6Ln130I5bpKKaghfiFnIEpt9w9ia0DQNX629tXLwdjFb/gxvbx2/7zb2Owa5d4AYy7",
+	"tgBbHv1SFb06G8kVz4NxlOg53qWCtdjo3MQJxoqzTPDCTkArqExGqv+Whsk0by1qfueiUF8sBbg9CBiC",
+	"YX8MbCenwQw2PJI+bbfOajYc8m0+mt9HWfH9+2UuGKi+weU21OICMPotGsz9t5iS5xpfVARH5PX+tnEx",
+	"Qf0GqJ/fw/GS5U1oV12HMTo5OT37ejAcDAeno2+G3wxRKLrht/hfIm8/Vo1YU9e6x4mGc3dzCfXswyQu",
+	"R1qNUiXT2Yz/fte8+Qkjn5N1mKPvL5R0zivMEUl4Uayb/e8Gm3VVbXO+8xdpki81iLTJwoUxVtxQRkHE",
+	"sF5bF8AsN+6nwpoDdJ6GM5fVA5tTu/ujbjCzFNAg2n7sbjw69c2h/h4I54BHg6JVWmEURnbzqJQa2IFx",
+	"NhM2E0UwS8nMNydyZq/xuax4ERSGpHlwg5PL80XPQy8YGHt+bw7q7xRx6ORu0wjec9dh3L6//X8BAAD/",
+	"/w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -257,7 +257,7 @@ func TestAuthProblems(t *testing.T) {
 	// A fenced write naming a lease out of scope is refused too.
 	resp, b = e.bearerDo(scoped, "PUT", "/v1/resources/billing-out", "v", map[string]string{"Fencing-Token": "1", "Lease-Name": "payroll"})
 	wantProblem(t, "PUT with Lease-Name out of scope", resp, b, http.StatusForbidden, api.ProblemCodeForbidden)
-	// Health answers without a key (DESIGN's invariant 8); everything else needs one.
+	// Health answers without a key (invariant 8, docs/DESIGN.md); everything else needs one.
 	plain := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for path, want := range map[string]int{"/healthz": 200, "/readyz": 200, "/openapi.yaml": 401, "/metrics": 401, "/": 401, "/signin": 200} {
 		resp, err := plain.Get(e.url + path)

@@ -49,6 +49,7 @@ func TestRequestHandover(t *testing.T) {
 		{"ErrBadTarget", "/v1/leases/job/handover", `{"to":""}`, http.StatusBadRequest, api.ProblemCodeInvalidRequest},
 		{"ErrLongReason", "/v1/leases/job/handover", `{"reason":"` + strings.Repeat("x", 1025) + `"}`, http.StatusBadRequest, api.ProblemCodeInvalidRequest},
 		{"ErrUnknownField", "/v1/leases/job/handover", `{"from":"w1"}`, http.StatusBadRequest, api.ProblemCodeInvalidRequest},
+		{"ErrToTheHolder", "/v1/leases/job/handover", `{"to":"w1"}`, http.StatusBadRequest, api.ProblemCodeInvalidRequest},
 		{"ErrNotFound", "/v1/leases/never/handover", `{}`, http.StatusNotFound, api.ProblemCodeNotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -33,7 +33,7 @@ func (s *server) PutResource(ctx context.Context, req api.PutResourceRequestObje
 	}
 	h := api.PutResource200ResponseHeaders{ETag: etag(r)}
 	// A write that created the resource says where it lives, but still answers 200, not the
-	// 201 RFC 9110 suggests: the API contract (DESIGN.md's table, which outside clients check)
+	// 201 RFC 9110 suggests: the API contract (openapi.yaml, which outside clients check)
 	// has always promised 200 for a fenced PUT, and clients test for exactly that.
 	if r.Version == 1 {
 		loc := "/v1/resources/" + url.PathEscape(r.Name)

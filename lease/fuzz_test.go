@@ -16,7 +16,7 @@ import (
 
 var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$`)
 
-// FuzzValidateName: ValidateName never panics and accepts exactly the names of DESIGN.md's
+// FuzzValidateName: ValidateName never panics and accepts exactly the names of docs/DESIGN.md's
 // pattern.
 func FuzzValidateName(f *testing.F) {
 	for _, s := range []string{"", "a", "job-1", ".a", "a/b", "a b", "é", "a\n", strings.Repeat("z", 200), strings.Repeat("z", 201), "a:b.c_d-e", "\xff"} {

@@ -36,13 +36,18 @@ func ValidateHandover(to, reason string) error {
 
 // DecideHandover decides a request that the holder of cur, the current grant of name (exists
 // false for a name never used), settled at now, hand it over: the request to record, for
-// cur's token; not_found for a name never used, not_held when no one holds it now.
+// cur's token; not_found for a name never used, not_held when no one holds it now,
+// invalid_request when To names the holder itself (a handover to the holder has no meaning:
+// it would ask the holder to let go and then be granted again, first in line).
 func DecideHandover(cur Grant, exists bool, name string, h Handover, now time.Time) (Handover, error) {
 	if !exists {
 		return h, Errorf(CodeNotFound, "no lease named %q was ever taken", name)
 	}
 	if !cur.HeldAt(now) {
 		return h, Errorf(CodeNotHeld, "lease %q is not held (token %d %s): there is nothing to hand over", name, cur.Token, cur.State(now).End)
+	}
+	if h.To != "" && h.To == cur.Holder {
+		return h, invalid("to", "to names %q, which holds lease %q now: a handover goes to another holder", h.To, name)
 	}
 	h.Name, h.Holder, h.Token, h.At = name, cur.Holder, cur.Token, now
 	return h, nil

@@ -180,6 +180,29 @@ func TestDecideRevoke(t *testing.T) {
 	}
 }
 
+func TestDecideHandover(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		g      Grant
+		exists bool
+		to     string
+		code   Code
+	}{
+		{"OK", held(), true, "w2", ""},
+		{"OKToNobody", held(), true, "", ""},
+		{"ErrNotFound", Grant{}, false, "w2", CodeNotFound},
+		{"ErrNotHeld", ended(EndReleased, t0), true, "w2", CodeNotHeld},
+		{"ErrInvalidToTheHolder", held(), true, "w1", CodeInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := DecideHandover(tc.g, tc.exists, "job", Handover{To: tc.to}, t0.Add(time.Second))
+			if ErrorCode(err) != tc.code || err == nil && (h.Token != 100 || h.Holder != "w1") {
+				t.Errorf("DecideHandover(to %q) = %+v, %v; want code %q", tc.to, h, err, tc.code)
+			}
+		})
+	}
+}
+
 func TestDecideFencedWrite(t *testing.T) {
 	now := t0.Add(time.Second)
 	for _, tc := range []struct {

@@ -17,7 +17,7 @@ type Limits struct {
 	MaxLockDelay time.Duration
 }
 
-// DefaultLimits are the bounds of DESIGN.md: 1 s ≤ ttl ≤ 1 h, waits up to 5 min, lock delays
+// DefaultLimits are the bounds of docs/DESIGN.md: 1 s ≤ ttl ≤ 1 h, waits up to 5 min, lock delays
 // up to 1 min.
 func DefaultLimits() Limits {
 	return Limits{MinTTL: time.Second, MaxTTL: time.Hour, MaxWait: 5 * time.Minute, MaxLockDelay: time.Minute}

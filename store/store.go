@@ -1,5 +1,5 @@
 // Package store declares what leasekeeper needs from persistence: one interface, with one
-// transaction per operation and the invariants of DESIGN.md checked inside it. Backends live in
+// transaction per operation and the invariants of docs/DESIGN.md checked inside it. Backends live in
 // subpackages (store/sqlite); store/storetest is the conformance suite every backend passes.
 package store
 
@@ -47,7 +47,7 @@ type Store interface {
 	// Reason, By) for that grant, with a handover_requested event, and answers it with the
 	// token and time set. The holder's renewals carry it until the grant ends; a repeat
 	// replaces it. Nothing ends the lease. Codes: not_found for a name never used, not_held
-	// when nobody holds it now.
+	// when nobody holds it now, invalid_request when h.To names the holder itself.
 	RequestHandover(ctx context.Context, name string, h lease.Handover) (lease.Handover, error)
 
 	// OpenSession opens a session of p.Holder for p.TTL, storing only the hash of its new ID,

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/user"
 	"strings"
@@ -19,35 +18,6 @@ import (
 
 // exTempFail is EX_TEMPFAIL from sysexits.h: the lease cannot be had right now.
 const exTempFail = 75
-
-const clientUsage = `Client commands (--server, --json, --api-key-file and --ca-file before or after the command name; --server or env LEASEKEEPER_SERVER; the API key in
-env LEASEKEEPER_API_KEY or --api-key-file; for a server whose certificate a private authority
-signed, --ca-file or env LEASEKEEPER_CA_FILE; acquire, lock and run hold their lease under the
-shared session env LEASEKEEPER_SESSION_ID or --session-id-file names, if any, instead of --ttl):
-  leasekeeper acquire [--ttl 30s] [--holder H] [--wait 0] [--lock-delay 0] [--metadata JSON] [--json] NAME
-  leasekeeper renew   --lease-id ID [--ttl 0] [--json] NAME
-  leasekeeper release --lease-id ID NAME
-  leasekeeper get     [--json] NAME
-  leasekeeper list    [--prefix P] [--state held|free] [--limit N] [--json]
-  leasekeeper run     --name N --ttl 30s [--session-ttl D] [--limit N] [--holder H] [--wait 1m] [--grace 10s] -- CMD ARGS...
-                      exit status: CMD's; 75 lease held; 122 lease lost while CMD ran
-  leasekeeper leader  [--watch] [--json] NAME
-  leasekeeper lock    [--ttl 30s] [--session-ttl D] [--holder H] [--wait 0] [--lock-delay 0] [--metadata JSON] [--json] NAME
-                      holds the lease until Ctrl-C (SIGINT, SIGTERM), then releases it
-                      exit status: 0 released; 75 lease held; 122 lease lost while held
-  leasekeeper elect   [--ttl 30s] [--metadata JSON] [--json] NAME PROPOSAL
-                      campaigns as PROPOSAL and leads until Ctrl-C, then resigns
-                      exit status: 0 resigned; 122 leadership lost
-  leasekeeper elect   --listen [--json] NAME     print the leader and every change
-  leasekeeper session open [--ttl 30s] [--holder H] [--metadata JSON] [--json]
-                      opens a session to share: prints its ID (a secret) for LEASEKEEPER_SESSION_ID;
-                      acquire, lock and run then hold their leases under it and keep it alive
-                      while they run; it expires a ttl after the last of them stops renewing it
-  leasekeeper session close [--json]   closes LEASEKEEPER_SESSION_ID's session: releases its leases
-  leasekeeper keys create --label L --role reader|writer|admin [--prefix P]... [--json]
-  leasekeeper keys list [--json]
-  leasekeeper keys revoke ID
-`
 
 // clientCommand runs one of the client commands (acquire, renew, release, get, list, run,
 // leader) against a leasekeeper server.
@@ -95,16 +65,14 @@ type clientFlags struct {
 	server  string
 	caFile  string
 	json    bool
+	verbose bool
 	key     string // LEASEKEEPER_API_KEY
 	keyFile string
 }
 
 func newClientFlags(name string, getenv func(string) string, stdout, stderr io.Writer) *clientFlags {
 	cf := &clientFlags{fs: flag.NewFlagSet(name, flag.ContinueOnError), stdout: stdout, stderr: stderr}
-	cf.fs.Usage = func() {
-		fmt.Fprint(cf.fs.Output(), clientUsage, "\nFlags of ", name, ":\n")
-		cf.fs.PrintDefaults()
-	}
+	setUsage(cf.fs)
 	server := getenv("LEASEKEEPER_SERVER")
 	if server == "" {
 		server = "http://127.0.0.1:8080"
@@ -115,6 +83,7 @@ func newClientFlags(name string, getenv func(string) string, stdout, stderr io.W
 	cf.fs.StringVar(&cf.caFile, "ca-file", getenv("LEASEKEEPER_CA_FILE"), "trust the server's certificate if signed by one in this PEM file (env LEASEKEEPER_CA_FILE)")
 	// release prints no lease, but takes --json like the others, so a global flag never fails it.
 	cf.fs.BoolVar(&cf.json, "json", false, "print JSON instead of a table")
+	cf.fs.BoolVar(&cf.verbose, "verbose", false, "log what the client does (retries, reconnections, restarts seen) in log format, from debug up")
 	return cf
 }
 
@@ -147,7 +116,7 @@ func (cf *clientFlags) parse(args []string, nameFlag *string) (string, error) {
 func (cf *clientFlags) parseAll(args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := parseFlags(cf.fs, args, cf.stdout, cf.stderr); err != nil {
+		if err := parseFlags(cf.fs, args, cf.stdout); err != nil {
 			return nil, err
 		}
 		rest := cf.fs.Args()
@@ -169,7 +138,7 @@ func (cf *clientFlags) noArgs(args []string, cmd string) error {
 
 func (cf *clientFlags) client(stderr io.Writer, opts ...client.Option) (*client.Client, error) {
 	if stderr != nil {
-		opts = append(opts, client.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))))
+		opts = append(opts, client.WithLogger(cliLogger(stderr, cf.fs.Name(), cf.verbose)))
 	}
 	key, err := cf.apiKey()
 	if err != nil {

@@ -13,13 +13,14 @@ import (
 // backupCommand writes a consistent copy of the database, safe to take while serve runs.
 func backupCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
+	setUsage(fs)
 	db := getenv("LEASEKEEPER_DB")
 	if db == "" {
 		db = "./leasekeeper.db"
 	}
 	fs.StringVar(&db, "db", db, "the SQLite database to copy (env LEASEKEEPER_DB)")
 	out := fs.String("out", "", "the file to write; it must not exist (required)")
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	switch {

@@ -23,9 +23,7 @@ import (
 	"time"
 )
 
-const benchUsage = `leasekeeper bench --server URL[,URL…] [flags]
-
-Drives a running server on this machine (loopback only) with -c keep-alive clients for -d per
+const benchAbout = `Drives a running server on this machine (loopback only) with -c keep-alive clients for -d per
 mode and prints ops/s, latency percentiles and errors. Given several URLs (replicas on one
 PostgreSQL database), it sends each request to the next of them in turn, as a round-robin load
 balancer would. With --baseline it first runs the same
@@ -67,7 +65,7 @@ type benchConfig struct {
 
 func benchCommand(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), benchUsage); fs.PrintDefaults() }
+	setUsage(fs)
 	server := fs.String("server", "", "the server's URL, e.g. http://127.0.0.1:8080 (loopback only); several, comma-separated, take turns")
 	mode := fs.String("mode", "cycle,renew,fenced,acquire", "modes to run, comma-separated")
 	var c benchConfig
@@ -81,7 +79,7 @@ func benchCommand(ctx context.Context, args []string, getenv func(string) string
 	fs.BoolVar(&c.own, "watch-own", false, "in the watchers mode, each watcher follows one writer's lease (as leasekeeper run does) instead of every event")
 	fs.BoolVar(&c.apart, "watchers-apart", false, "hold the watchers mode's watchers and waiters in a second process at nice 19")
 	attach := fs.String("attach", "", "") // internal: hold watchers of this tag for a parent bench
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return err
 	}
 	for _, s := range strings.Split(*server, ",") {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -33,6 +34,7 @@ func keysCommand(ctx context.Context, cf *clientFlags, args []string, stdout io.
 		return err
 	}
 	sub, args := args[0], args[1:]
+	cf.fs.Init("keys "+sub, flag.ContinueOnError) // its -h and errors are about the subcommand
 	var label, role string
 	var prefixes prefixList
 	switch sub {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -293,16 +295,18 @@ func TestElect(t *testing.T) {
 	})
 }
 
-// TestHelpAndUsageErrorStreams: -h and --help print to stdout and exit 0; a usage error prints
-// to stderr and exits 2, for every command.
+// TestHelpAndUsageErrorStreams: -h and --help print that command's help (its synopsis, what it
+// does, its flags; not every command's) to stdout and exit 0; a usage error is one line on
+// stderr and a pointer to the command's help, exit 2, for every command.
 func TestHelpAndUsageErrorStreams(t *testing.T) {
 	commands := [][]string{{"serve"}, {"backup"}, {"bench"}, {"health"}, {"acquire"}, {"renew"}, {"release"}, {"get"},
-		{"list"}, {"leader"}, {"run"}, {"lock"}, {"elect"}, {"keys"}, {"keys", "create"}, {"keys", "list"}, {"keys", "revoke"}}
+		{"list"}, {"leader"}, {"run"}, {"lock"}, {"elect"}, {"handover"}, {"keys"}, {"keys", "create"}, {"keys", "list"},
+		{"keys", "revoke"}, {"session"}, {"session", "open"}, {"session", "close"}}
 	try := func(args ...string) (stdout, stderr string, code int) {
 		var out, errOut bytes.Buffer
 		if err := run(context.Background(), args, func(string) string { return "" }, &out, &errOut); err != nil {
 			code = exitCode(err)
-			errOut.WriteString(err.Error()) // as main does
+			fmt.Fprintln(&errOut, "leasekeeper:", err) // as main does
 		}
 		return out.String(), errOut.String(), code
 	}
@@ -310,20 +314,33 @@ func TestHelpAndUsageErrorStreams(t *testing.T) {
 		name := strings.Join(cmd, " ")
 		for _, help := range []string{"-h", "--help"} {
 			out, errOut, code := try(append(cmd, help)...)
-			if code != 0 || errOut != "" || !strings.Contains(out, "-") {
-				t.Errorf("%s %s: exit %d, stdout %q, stderr %q; want exit 0 and the flags on stdout only", name, help, code, out, errOut)
+			if code != 0 || errOut != "" || !strings.HasPrefix(out, "Usage: leasekeeper "+name+" ") || !strings.Contains(out, "-") {
+				t.Errorf("%s %s: exit %d, stdout %q, stderr %q; want exit 0 and its help on stdout only", name, help, code, out, errOut)
+			}
+			for other, h := range commandHelp {
+				if other != name && strings.Contains(out, "leasekeeper "+h.synopsis) {
+					t.Errorf("%s %s shows the synopsis of %s too:\n%s", name, help, other, out)
+				}
 			}
 		}
 		out, errOut, code := try(append(cmd, "--no-such-flag")...)
-		if code != 2 || out != "" || !strings.Contains(errOut, "no-such-flag") {
-			t.Errorf("%s --no-such-flag: exit %d, stdout %q, stderr %q; want exit 2 and the error on stderr only", name, code, out, errOut)
+		lines := strings.Split(strings.TrimSuffix(errOut, "\n"), "\n")
+		if code != 2 || out != "" || len(lines) != 2 || !strings.Contains(lines[0], "no-such-flag") {
+			t.Errorf("%s --no-such-flag: exit %d, stdout %q, stderr %q; want exit 2 and one line of error on stderr only, then the pointer", name, code, out, errOut)
+		} else if want := "see leasekeeper " + name + " -h"; lines[1] != want {
+			t.Errorf("%s --no-such-flag: stderr %q, want its second line %q", name, errOut, want)
 		}
 	}
 	if out, errOut, code := try("-h"); code != 0 || errOut != "" || !strings.Contains(out, "Usage") {
 		t.Errorf("leasekeeper -h: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
-	if out, errOut, code := try("no-such-command"); code != 2 || out != "" || errOut == "" {
+	if out, errOut, code := try("no-such-command"); code != 2 || out != "" || errOut != "leasekeeper: unknown command \"no-such-command\"\nsee leasekeeper -h\n" {
 		t.Errorf("leasekeeper no-such-command: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	// The status 2 of run's command is not a usage error of run's.
+	child := &exitError{code: 2, child: true, err: errors.New("run: sh: exit status 2")}
+	if err := withHelpPointer(child, "run"); err.Error() != child.Error() {
+		t.Errorf("withHelpPointer(CMD's status 2) = %q, want %q", err, child)
 	}
 }
 

@@ -49,7 +49,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	limit := cf.fs.Int("limit", 0, "hold one of this many slots of the name, a semaphore (like consul lock -n); 0: a plain lease")
 	sf := addSessionFlags(cf.fs, getenv, true)
 	flagArgs, argv, found := splitDashDash(args)
-	if err := parseFlags(cf.fs, flagArgs, stdout, stderr); err != nil {
+	if err := parseFlags(cf.fs, flagArgs, stdout); err != nil {
 		return err
 	}
 	switch {
@@ -136,7 +136,7 @@ wait:
 	case errors.Is(rerr, client.ErrLeaseLost):
 		return &exitError{code: exLeaseLost, err: fmt.Errorf("run: %s finished (status %d), but the lease had ended first; its work may have overlapped another holder's: %w", argv[0], code, rerr)}
 	case code != 0:
-		return &exitError{code: code, err: fmt.Errorf("run: %s: %w", argv[0], werr)}
+		return &exitError{code: code, child: true, err: fmt.Errorf("run: %s: %w", argv[0], werr)}
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -21,6 +22,10 @@ func sessionCommand(ctx context.Context, cf *clientFlags, args []string, getenv 
 	case "-h", "-help", "--help", "help":
 		_, err := cf.parseAll([]string{"-h"})
 		return err
+	}
+	switch args[0] {
+	case "open", "close":
+		cf.fs.Init("session "+args[0], flag.ContinueOnError) // its -h and errors are about the subcommand
 	}
 	switch sub, args := args[0], args[1:]; sub {
 	case "open":

@@ -14,22 +14,21 @@ import (
 	"github.com/leasekeeper/leasekeeper/client"
 )
 
-// parseFlags parses args with fs. What fs prints goes to stdout when the user asked for it
-// (-h, --help: exit 0) and to stderr on a usage error (exit 2), as the usual tools do; fs's
-// Usage must write to fs.Output().
-func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) error {
+// parseFlags parses args with fs. The help the user asked for (-h, --help) goes to stdout
+// (exit 0); a usage error is only the error (exit 2), which main prints to stderr with a
+// pointer to the help, as the usual tools do. fs's Usage must write to fs.Output().
+func parseFlags(fs *flag.FlagSet, args []string, stdout io.Writer) error {
 	var buf bytes.Buffer
 	fs.SetOutput(&buf)
 	err := fs.Parse(args)
-	out := stderr
-	if errors.Is(err, flag.ErrHelp) {
-		out = stdout
-	}
-	if _, werr := out.Write(buf.Bytes()); werr != nil && err == nil {
-		err = werr
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		if _, werr := stdout.Write(buf.Bytes()); werr != nil {
+			return werr
+		}
 		return &exitError{code: 2, err: err}
+	case err != nil:
+		return &exitError{code: 2, err: fmt.Errorf("%s: %w", fs.Name(), err)}
 	}
 	return nil
 }

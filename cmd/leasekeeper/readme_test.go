@@ -260,3 +260,39 @@ func retryAfterRevoke(t *testing.T, base string) {
 		t.Errorf("the retry after the revoke answered %s, want lease_lost", b)
 	}
 }
+
+// TestReadmeSaysWhereTheBinaryIs: the quick start names the file `make build` writes and the
+// target that puts it on PATH, and the Makefile has both.
+func TestReadmeSaysWhereTheBinaryIs(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^BIN\s+\?=\s+(\S+)$`).FindSubmatch(mk)
+	if m == nil || !regexp.MustCompile(`(?m)^install:`).Match(mk) {
+		t.Fatalf("the Makefile has no BIN default or no install target")
+	}
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quick, _, _ := strings.Cut(string(readme), "\n## Keys\n")
+	for _, want := range []string{"`" + string(m[1]) + "`", "`make install`"} {
+		if !strings.Contains(quick, want) {
+			t.Errorf("the README's quick start does not say %s", want)
+		}
+	}
+}
+
+// TestMakeTestReports: the README's `make test` goes through internal/testreport, which shows
+// progress and lists the skipped tests with their reasons (its own tests check how).
+func TestMakeTestReports(t *testing.T) {
+	mk, err := os.ReadFile(filepath.Join("..", "..", "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe := regexp.MustCompile(`(?m)^test:.*\n\t(.*)$`).FindSubmatch(mk)
+	if recipe == nil || !strings.Contains(string(recipe[1]), "run ./internal/testreport -- -race -count=1 ./...") {
+		t.Errorf("make test runs %q, want go test -race -count=1 ./... through internal/testreport", recipe)
+	}
+}

@@ -15,21 +15,35 @@ var version = "dev"
 
 const usage = `leasekeeper: leases with fencing tokens over HTTP/JSON.
 
-Usage:
-  leasekeeper serve [flags]      run the server (leasekeeper serve -h for flags)
-  leasekeeper backup --out FILE  copy the database consistently, even while serve runs
-  leasekeeper acquire|renew|release|get|list|leader|run|lock|elect|handover …   client commands (-h on each)
-  leasekeeper keys create|list|revoke …                      manage API keys (admin)
-  leasekeeper session open|close …                          a session several commands share
-  leasekeeper bench --server URL [--baseline]                load-test a server on this machine
-  leasekeeper health [--server URL]   exit 0 when the server is ready (GET /readyz), else 1
-  leasekeeper version            print the version
+Usage: leasekeeper COMMAND [flags] [args]   (leasekeeper COMMAND -h: what it does, its flags)
+
+The server:
+  serve      run the server
+  backup     copy the SQLite database consistently, even while serve runs
+  bench      load-test a server on this machine
+Client commands (the server: --server or env LEASEKEEPER_SERVER; the key: env LEASEKEEPER_API_KEY
+or --api-key-file):
+  acquire    take a lease once and print its lease_id and token
+  renew      renew a lease
+  release    release a lease
+  get        print a lease's state
+  list       list leases
+  run        run a command while holding a lease
+  lock       hold a lease until Ctrl-C
+  elect      campaign in an election and lead until Ctrl-C, or --listen
+  leader     print who leads an election
+  handover   ask the holder of a lease to let it go
+  session    open or close a session several commands share
+  keys       create, list or revoke API keys (admin)
+  health     exit 0 when the server is ready, else 1
+  version    print the version
 `
 
 // exitError carries an exit code out of run.
 type exitError struct {
-	code int
-	err  error
+	code  int
+	err   error
+	child bool // code is the status of run's command, not leasekeeper's verdict
 }
 
 func (e *exitError) Error() string { return e.err.Error() }
@@ -45,11 +59,14 @@ func exitCode(err error) int {
 
 // run is the whole program: main only adds the process around it. Asking a command for its
 // flags (-h) is not an error.
+// A usage error says where the help is.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if err := dispatch(ctx, args, getenv, stdout, stderr); !errors.Is(err, flag.ErrHelp) {
-		return err
+	err := dispatch(ctx, args, getenv, stdout, stderr)
+	if err == nil || errors.Is(err, flag.ErrHelp) {
+		return nil
 	}
-	return nil
+	_, rest, _ := splitGlobal(args)
+	return withHelpPointer(err, helpName(rest))
 }
 
 func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -90,7 +107,6 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
-	fmt.Fprint(stderr, usage)
 	return &exitError{code: 2, err: fmt.Errorf("unknown command %q", args[0])}
 }
 
@@ -110,7 +126,7 @@ func globalFlag(name string) (ok, takesValue bool) {
 	switch name {
 	case "server", "api-key-file", "ca-file":
 		return true, true
-	case "json":
+	case "json", "verbose":
 		return true, false
 	}
 	return false, false

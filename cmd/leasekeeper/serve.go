@@ -54,6 +54,7 @@ type serveConfig struct {
 func parseServe(args []string, getenv func(string) string, stdout, stderr io.Writer) (serveConfig, error) {
 	c := serveConfig{limits: lease.DefaultLimits(), queue: queue.DefaultLimits()}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	setUsage(fs)
 	env := func(name, def string) string {
 		if v := getenv(name); v != "" {
 			return v
@@ -112,7 +113,7 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	if envErr != nil {
 		return c, &exitError{code: 2, err: envErr}
 	}
-	if err := parseFlags(fs, args, stdout, stderr); err != nil {
+	if err := parseFlags(fs, args, stdout); err != nil {
 		return c, err
 	}
 	c.auth.Rate = rate.Limit(*keyRate)

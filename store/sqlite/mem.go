@@ -36,7 +36,7 @@ type mem struct {
 	sems map[string]int
 }
 
-// cur is a name's current grant, kept small (a million names fit in ~200 MB): no metadata (read
+// cur is a name's current grant, kept small (heap at a million: BENCHMARKS.md): no metadata (read
 // from SQL when the grant has some), and only the first half of the lease ID's SHA-256, which is
 // enough to recognise the current holder (a forged match needs a 128-bit preimage); any other
 // ID is looked up by its whole hash in SQL.
@@ -46,7 +46,7 @@ type cur struct {
 	ended                      int64 // 0 while open
 	// restartExt is what restarts added to the grant's expiry (grants.restart_ext_ms): after
 	// a restart with many leases open, nearly every one has some, so it is kept here rather
-	// than in a map by token (a million entries: 40 MB and 1.8 s of the restart).
+	// than in a map by token (what that map cost a restart at a million: BENCHMARKS.md).
 	restartExt    int64
 	idHash        [16]byte
 	holder, owner string

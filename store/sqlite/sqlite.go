@@ -214,7 +214,8 @@ func (s *Store) start(ctx context.Context, path string, clock lease.Clock) error
 			return err
 		}
 		// With many open grants, moving each one's entry in the index on expiry costs more
-		// than building the index again from the rewritten rows (a million: 8.5 s against 5.3).
+		// than building the index again from the rewritten rows (restarts at a million open
+		// grants: BENCHMARKS.md).
 		rebuild, err := dropIfMany(ctx, t, "grants_open", rebuildAbove)
 		if err != nil {
 			return err

@@ -1068,7 +1068,7 @@ func testContenders(t *testing.T, e *env) {
 	}
 }
 
-// CheckHistory checks the event rules of DESIGN.md on one name's events, oldest first: per
+// CheckHistory checks the event rules of docs/DESIGN.md on one name's events, oldest first: per
 // token acquired → (renewed…) → one end; tokens strictly increase; the next acquired is never
 // earlier than the previous end; and at most one lease is open at a time.
 func CheckHistory(evs []lease.Event) error {
@@ -1322,6 +1322,9 @@ func testHandover(t *testing.T, e *env) {
 	if st, err := e.s.Get(e.ctx, "job"); err != nil || !st.Held || !st.ExpiresAt.Equal(l.ExpiresAt) {
 		t.Errorf("Get() after the request = %+v, %v; want the lease held, unchanged", st, err)
 	}
+	// To the holder itself: refused, recording nothing (the events below).
+	_, err = e.s.RequestHandover(e.ctx, "job", lease.Handover{To: "w1", By: req.By})
+	wantCode(t, "RequestHandover(to the holder)", err, lease.CodeInvalid)
 	for _, restart := range []bool{false, true} {
 		if restart {
 			e.restart()

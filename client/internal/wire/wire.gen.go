@@ -1092,8 +1092,9 @@ type ClientInterface interface {
 	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
 	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
 	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
-	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
-	// admin's tool for a holder that does not cooperate.
+	// granted first when the lease is released; `to` naming the current holder itself is
+	// `400 invalid_request`. A repeat replaces the request. Revoke stays the admin's tool for a
+	// holder that does not cooperate.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1105,8 +1106,9 @@ type ClientInterface interface {
 	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
 	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
 	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
-	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
-	// admin's tool for a holder that does not cooperate.
+	// granted first when the lease is released; `to` naming the current holder itself is
+	// `400 invalid_request`. A repeat replaces the request. Revoke stays the admin's tool for a
+	// holder that does not cooperate.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1491,8 +1493,9 @@ func (c *Client) ListLeaseEvents(ctx context.Context, name Name, params *ListLea
 // Nothing is forced: the lease stays held until its holder releases it (or it expires).
 // The holder's next renewals answer `handover_requested`, and the watch stream carries a
 // `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
-// granted first when the lease is released. A repeat replaces the request. Revoke stays the
-// admin's tool for a holder that does not cooperate.
+// granted first when the lease is released; `to` naming the current holder itself is
+// `400 invalid_request`. A repeat replaces the request. Revoke stays the admin's tool for a
+// holder that does not cooperate.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1514,8 +1517,9 @@ func (c *Client) RequestHandoverWithBody(ctx context.Context, name Name, content
 // Nothing is forced: the lease stays held until its holder releases it (or it expires).
 // The holder's next renewals answer `handover_requested`, and the watch stream carries a
 // `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
-// granted first when the lease is released. A repeat replaces the request. Revoke stays the
-// admin's tool for a holder that does not cooperate.
+// granted first when the lease is released; `to` naming the current holder itself is
+// `400 invalid_request`. A repeat replaces the request. Revoke stays the admin's tool for a
+// holder that does not cooperate.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3262,8 +3266,9 @@ type ClientWithResponsesInterface interface {
 	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
 	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
 	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
-	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
-	// admin's tool for a holder that does not cooperate.
+	// granted first when the lease is released; `to` naming the current holder itself is
+	// `400 invalid_request`. A repeat replaces the request. Revoke stays the admin's tool for a
+	// holder that does not cooperate.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3275,8 +3280,9 @@ type ClientWithResponsesInterface interface {
 	// Nothing is forced: the lease stays held until its holder releases it (or it expires).
 	// The holder's next renewals answer `handover_requested`, and the watch stream carries a
 	// `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
-	// granted first when the lease is released. A repeat replaces the request. Revoke stays the
-	// admin's tool for a holder that does not cooperate.
+	// granted first when the lease is released; `to` naming the current holder itself is
+	// `400 invalid_request`. A repeat replaces the request. Revoke stays the admin's tool for a
+	// holder that does not cooperate.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5960,8 +5966,9 @@ func (c *ClientWithResponses) ListLeaseEventsWithResponse(ctx context.Context, n
 // Nothing is forced: the lease stays held until its holder releases it (or it expires).
 // The holder's next renewals answer `handover_requested`, and the watch stream carries a
 // `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
-// granted first when the lease is released. A repeat replaces the request. Revoke stays the
-// admin's tool for a holder that does not cooperate.
+// granted first when the lease is released; `to` naming the current holder itself is
+// `400 invalid_request`. A repeat replaces the request. Revoke stays the admin's tool for a
+// holder that does not cooperate.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -5979,8 +5986,9 @@ func (c *ClientWithResponses) RequestHandoverWithBodyWithResponse(ctx context.Co
 // Nothing is forced: the lease stays held until its holder releases it (or it expires).
 // The holder's next renewals answer `handover_requested`, and the watch stream carries a
 // `handover_requested` event. With `to`, a request waiting in line whose holder is `to` is
-// granted first when the lease is released. A repeat replaces the request. Revoke stays the
-// admin's tool for a holder that does not cooperate.
+// granted first when the lease is released; `to` naming the current holder itself is
+// `400 invalid_request`. A repeat replaces the request. Revoke stays the admin's tool for a
+// holder that does not cooperate.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
