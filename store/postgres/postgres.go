@@ -425,7 +425,12 @@ func translate(err error) error {
 		case pe.Code == "25006":
 			msg = "the database is read-only (a standby?)"
 		}
-	case errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.As(err, &ce), errors.As(err, &ne), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, pgconn.ErrConnClosed):
+		// ErrConnClosed: the driver closed the connection after a failure on it (the server
+		// went away between a commit and its flush, say). The flush is not tried again on
+		// another connection: after a crash it would succeed whether the commit survived or
+		// not.
 		msg = "the database cannot be reached"
 	}
 	if msg == "" {

@@ -44,4 +44,9 @@ func TestTranslate(t *testing.T) {
 	if err := translate(lease.Errorf(lease.CodeHeld, "held")); lease.ErrorCode(err) != lease.CodeHeld {
 		t.Errorf("translate(domain) = %v, want it unchanged", err)
 	}
+	// A connection the driver closed after the server went away (between a commit and its
+	// flush, in TestDatabasePowerLoss).
+	if err := translate(fmt.Errorf("flush the commit: %w", pgconn.ErrConnClosed)); lease.ErrorCode(err) != lease.CodeUnavailable {
+		t.Errorf("translate(conn closed) = %v, want unavailable", err)
+	}
 }
