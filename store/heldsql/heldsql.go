@@ -23,6 +23,9 @@ type Dialect struct {
 	// Narrow is the most matches a page reads through its filter's index and sorts (with
 	// Hints); 0 is NarrowRows, -1 never.
 	Narrow int
+	// OpenGrants, when set, is an expression that counts every open grant cheaply (SQLite's
+	// meta.open_grants): the count of an unfiltered Held starts from it.
+	OpenGrants string
 }
 
 // Dialects of the backends.
@@ -35,6 +38,17 @@ var (
 // more, it walks the order's index and checks the filter on each row (it meets a page of
 // matches soon). The count, read first, tells which.
 const NarrowRows = 5000
+
+// NarrowBound is d.Narrow with its default: the most matches a page sorts, 0 for none.
+func (d Dialect) NarrowBound() int {
+	switch {
+	case d.Narrow == 0:
+		return NarrowRows
+	case d.Narrow < 0:
+		return 0
+	}
+	return d.Narrow
+}
 
 // orderIndex is the index each order walks.
 var orderIndex = map[string]string{
@@ -57,6 +71,9 @@ type Query struct {
 	d    Dialect
 	f    store.HeldFilter
 	cols string
+	// among, when set, restricts every statement to the grants whose tokens the JSON array
+	// argument "among" lists (see Among).
+	among bool
 	// Args are the statements' named arguments.
 	Args map[string]any
 }
@@ -83,6 +100,9 @@ func (q Query) sql(s string) string {
 
 // from is "grants a", reading index when the dialect names indexes.
 func (q Query) from(a, index string) string {
+	if q.among {
+		return "grants " + a
+	}
 	if q.d.Hints {
 		return "grants " + a + " INDEXED BY " + index
 	}
@@ -93,6 +113,9 @@ func (q Query) from(a, index string) string {
 func (q Query) filters(a string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%[1]s.ended_at IS NULL AND %[1]s.name >= :lo AND %[1]s.name < :hi", a)
+	if q.among && a != "h" {
+		fmt.Fprintf(&b, " AND %s.token IN (SELECT value FROM json_each(:among))", a)
+	}
 	if len(q.f.Within) > 0 {
 		var or []string
 		for i := range q.f.Within {
@@ -131,17 +154,51 @@ func (q Query) filterIndex() string {
 	return "grants_open_name"
 }
 
+// Sifted reports whether f filters by name or holder, which Sieve can do.
+func (q Query) Sifted() bool { return q.f.Contains != "" || q.f.Holder != "" }
+
+// Sieve is the statement that lists the tokens of the open grants that pass the filters on
+// name and holder, through grants_open_name alone (it holds both), at most limit: the one walk
+// over that index a rare match needs. Only for a dialect with Hints (SQLite), and a filter
+// with Contains or Holder.
+func (q Query) Sieve(limit int) (string, map[string]any) {
+	args := map[string]any{"sieve": limit}
+	for k, v := range q.Args {
+		args[k] = v
+	}
+	return q.sql(`SELECT a.token FROM ` + q.from("a", "grants_open_name") + ` WHERE ` + q.filters("a") + ` LIMIT :sieve`), args
+}
+
+// Among is q restricted to the grants whose tokens are listed, as a JSON array, a Sieve's
+// answer: its Count and Page read those rows by token instead of walking an index.
+func (q Query) Among(tokens string) Query {
+	args := map[string]any{"among": tokens}
+	for k, v := range q.Args {
+		args[k] = v
+	}
+	q.among, q.Args = true, args
+	return q
+}
+
 // Count is the statement that counts the rows of every page: the open grants that match
 // (through the filter's index), less the few open ones past expiry that the sweeper has not
 // recorded yet (through grants_open), plus one per semaphore with a held slot that matches.
 func (q Query) Count() string {
 	plain := "instr(a.name, '#') = 0"
-	c := `SELECT (SELECT count(*) FROM ` + q.from("a", q.filterIndex()) + ` WHERE ` + q.filters("a") + ` AND ` + plain
-	if q.f.State == store.HeldExpiring {
+	var c string
+	switch {
+	case q.f.State == store.HeldExpiring:
 		// grants_open's range gives the unexpired ones directly.
-		c += ` AND a.expires_at > :now)`
-	} else {
-		c += `) - (SELECT count(*) FROM ` + q.from("a", "grants_open") + ` WHERE a.expires_at <= :now AND ` + q.filters("a") + ` AND ` + plain + `)`
+		c = `SELECT (SELECT count(*) FROM ` + q.from("a", q.filterIndex()) + ` WHERE ` + q.filters("a") + ` AND ` + plain + ` AND a.expires_at > :now)`
+	case q.d.OpenGrants != "" && !q.among && q.f.Prefix == "" && len(q.f.Within) == 0 && !q.Sifted() && q.f.State == "":
+		// Every open grant but the semaphores' slots, without a walk over them.
+		c = `SELECT ` + q.d.OpenGrants + ` - (SELECT count(*) FROM semaphores m CROSS JOIN ` + q.from("a", "grants_open_name") + `
+			ON a.ended_at IS NULL AND a.name > m.name || '#' AND a.name < m.name || '$')`
+	default:
+		c = `SELECT (SELECT count(*) FROM ` + q.from("a", q.filterIndex()) + ` WHERE ` + q.filters("a") + ` AND ` + plain + `)`
+	}
+	if q.f.State != store.HeldExpiring {
+		c += ` - (SELECT count(*) FROM ` + q.from("a", "grants_open") + ` WHERE a.expires_at <= :now AND ` + q.filters("a") + ` AND ` + plain + `)`
 	}
 	if q.f.State != store.HeldLate { // a slot is never late
 		c += ` + (SELECT count(*) FROM semaphores m WHERE m.name < :hi AND m.name || '$' > :lo AND EXISTS (
@@ -154,11 +211,8 @@ func (q Query) Count() string {
 // given the total Count answered, with its arguments. A semaphore's slot is a row only when
 // no other held slot of it that matches comes before it in the order.
 func (q Query) Page(total int, after store.HeldKey, more bool) (string, map[string]any) {
-	index, narrow := orderIndex[q.f.Order], q.d.Narrow
-	if narrow == 0 {
-		narrow = NarrowRows
-	}
-	if total <= narrow {
+	index := orderIndex[q.f.Order]
+	if total <= q.d.NarrowBound() {
 		index = q.filterIndex()
 	}
 	k := orderKey[q.f.Order]

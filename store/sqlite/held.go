@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
@@ -11,7 +13,13 @@ import (
 )
 
 // Held returns a page of the held leases that match f, through the indexes of the open grants
-// (see package heldsql): the count first, then the page. See store.Store.
+// (see package heldsql). See store.Store.
+//
+// A filter on name or holder first sieves grants_open_name (which holds both) for the tokens
+// that pass it, up to the narrow bound: when that many or fewer do, the count and the page read
+// those rows alone, so a rare match costs one walk of the index. Otherwise, and for the other
+// filters, the count comes first, then the page through the order's index (or through the
+// filter's, for few matches).
 func (s *Store) Held(ctx context.Context, f store.HeldFilter) (store.HeldPage, error) {
 	f, after, more, err := store.CheckHeld(f)
 	if err != nil {
@@ -20,7 +28,18 @@ func (s *Store) Held(ctx context.Context, f store.HeldFilter) (store.HeldPage, e
 	now := s.clock.Now().UnixMilli()
 	d := heldsql.SQLite
 	d.Narrow = s.narrow
+	d.OpenGrants = `(SELECT value FROM meta WHERE key = 'open_grants')`
 	q := heldsql.New(d, f, now, grantCols)
+	if narrow := d.NarrowBound(); q.Sifted() && narrow > 0 {
+		sieve, args := q.Sieve(narrow + 1)
+		tokens, err := s.sieve(ctx, sieve, args)
+		if err != nil {
+			return store.HeldPage{}, err
+		}
+		if len(tokens) <= narrow {
+			q = q.Among("[" + strings.Join(tokens, ",") + "]")
+		}
+	}
 	var total int
 	if err := s.r.QueryRowContext(ctx, q.Count(), named(q.Args)...).Scan(&total); err != nil {
 		return store.HeldPage{}, fmt.Errorf("count held leases: %w", w(err))
@@ -43,6 +62,27 @@ func (s *Store) Held(ctx context.Context, f store.HeldFilter) (store.HeldPage, e
 		return store.HeldPage{}, fmt.Errorf("list held leases: %w", w(err))
 	}
 	return store.HeldPageOf(items, f.Limit, f.Order, total), nil
+}
+
+// sieve runs a Sieve statement: the tokens it lists, as decimal text.
+func (s *Store) sieve(ctx context.Context, q string, args map[string]any) ([]string, error) {
+	rows, err := s.r.QueryContext(ctx, q, named(args)...)
+	if err != nil {
+		return nil, fmt.Errorf("sieve held leases: %w", w(err))
+	}
+	defer rows.Close()
+	var tokens []string
+	for rows.Next() {
+		var t int64
+		if err := rows.Scan(&t); err != nil {
+			return nil, fmt.Errorf("sieve held leases: %w", err)
+		}
+		tokens = append(tokens, strconv.FormatInt(t, 10))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sieve held leases: %w", w(err))
+	}
+	return tokens, nil
 }
 
 // named is args as database/sql's named arguments.
