@@ -12,7 +12,8 @@ import (
 
 // TestHeldReadsItsIndexes checks the plans of Held: past heldsql.NarrowRows matches, each
 // order walks its own index with no sort, from the cursor on; the count of a filter on name or
-// holder reads grants_open_name (which holds both: SQLite reads no row of the table for them).
+// holder reads grants_open_name (which holds both: SQLite reads no row of the table for them);
+// restricted to a sieve's tokens, the count and the page read those rows by key.
 func TestHeldReadsItsIndexes(t *testing.T) {
 	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "p.db"), Options{})
 	if err != nil {
@@ -55,6 +56,15 @@ func TestHeldReadsItsIndexes(t *testing.T) {
 		got := plan(sql, args)
 		if !strings.Contains(got, tc.page) || strings.Contains(got, "TEMP B-TREE") {
 			t.Errorf("plan of Held(%+v) page: %s; want %s and no sort", tc.f, got, tc.page)
+		}
+		// Among a sieve's tokens, every statement reads those rows by key.
+		among := q.Among("[1,2]")
+		sql, args = among.Page(1, store.HeldKey{Name: "a", N: 1, Token: 1}, true)
+		for what, got := range map[string]string{"page": plan(sql, args), "count": plan(among.Count(), among.Args)} {
+			if !strings.Contains(got, "SEARCH g USING INTEGER PRIMARY KEY (rowid=?)") && !strings.Contains(got, "SEARCH a USING INTEGER PRIMARY KEY (rowid=?)") ||
+				strings.Contains(strings.ReplaceAll(got, "SCAN CONSTANT ROW", ""), "SCAN g") || strings.Contains(got, "SCAN a") {
+				t.Errorf("plan of Held(%+v) %s among tokens: %s; want the rows by key, no scan", tc.f, what, got)
+			}
 		}
 		if tc.f.State == "" {
 			got := plan(q.Count(), q.Args)
