@@ -12,7 +12,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 50000x
 
 .DEFAULT_GOAL := help
-.PHONY: help generate check-generated build run test lint clients-check bench bench-http fuzz faults mutants demo docker dockerfile-check clean
+.PHONY: help generate check-generated build run test lint clients-check bench bench-http bench-backends fuzz faults mutants demo docker dockerfile-check clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -60,6 +60,9 @@ bench-http: build ## start a server on a fresh database (auth on, admin key) and
 	$(BIN) serve --addr $(BENCH_ADDR) --db $$dir/bench.db --log-level warn & pid=$$!; \
 	for i in $$(seq 50); do test -s $$dir/bench.db.admin-key && break; sleep 0.1; done; \
 	LEASEKEEPER_API_KEY=$$(cat $$dir/bench.db.admin-key) $(BIN) bench --server http://$(BENCH_ADDR) $(BENCH_FLAGS)
+
+bench-backends: build ## SQLite, PostgreSQL with one and three replicas, and pgbench on one throwaway PostgreSQL cluster, side by side (see BENCHMARKS.md)
+	BIN=$(BIN) bash scripts/bench-backends.sh
 
 fuzz: ## run each fuzz target FUZZTIME times (executions; default 50000x)
 	@set -e; for f in $$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz'); do \

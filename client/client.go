@@ -75,6 +75,9 @@ type Client struct {
 	mu       sync.Mutex
 	closed   bool
 	bg       sync.WaitGroup
+
+	// followers is the watch stream the kept-alive leases share.
+	followers followers
 }
 
 // New returns a client of the server at baseURL, such as http://127.0.0.1:8080.
@@ -116,6 +119,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	c.closeCtx, c.closeFn = context.WithCancelCause(context.Background())
+	c.followers.c = c
 	return c, nil
 }
 

@@ -47,7 +47,7 @@ func TestCloseStopsBackgroundWork(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire = %v", err)
 	}
-	leaders, err := c.NewElection("leader", "").Observe(ctx)
+	leaders, err := c.NewElection("leader", client.ElectionOptions{}).Observe(ctx)
 	if err != nil {
 		t.Fatalf("Observe = %v", err)
 	}

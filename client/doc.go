@@ -40,7 +40,8 @@
 //     and a renewal that keeps failing (network outage) lets the context end at the deadline:
 //     the holder stops first, before anybody else can be granted the name (invariant 9).
 //   - A kept-alive lease also follows its name on the server's watch stream, so a revoke or
-//     a successor's grant ends the context within moments, not at the next renewal. The
+//     a successor's grant ends the context within moments, not at the next renewal. All the
+//     leases of a Client share one stream (the server bounds the streams a key may open). The
 //     stream only ever ends a context sooner; without it, renewals guard the lease alone.
 //
 // # Why fencing tokens are still needed
@@ -52,6 +53,22 @@
 // therefore carries a fencing token that only grows; send it with every write (Lease.Token,
 // the token argument of Do, PutResource), and let the resource refuse tokens below the highest
 // one it has seen. The context makes overlap rare; the token makes it harmless.
+//
+// # Locks, elections and sessions
+//
+// For those who know etcd's concurrency package or Consul's api: Client.NewMutex is a lock
+// (Lock, TryLock, Unlock, and Locker for a sync.Locker), Client.NewElection a candidate
+// (Campaign, Resign, Proclaim, Observe, and Run for a loop with callbacks), and a Session
+// holds many leases with one keepalive; Session.NewMutex and Session.NewElection hold theirs
+// under it, as etcd's NewMutex(session, pfx) and NewElection(session, pfx) do:
+//
+//	m := c.NewMutex("billing-nightly", client.AcquireOptions{TTL: 15 * time.Second})
+//	if err := m.Lock(ctx); err != nil { … }
+//	// work under m.Lease().Context(); send m.Token() with every write
+//	err = m.Unlock(ctx) // errors.Is(err, client.ErrLeaseLost): the work may have overlapped
+//
+// Problem codes and event types have constants (CodeLimitMismatch, EventRevoked, …) to
+// compare APIError.Code and Event.Type with.
 //
 // # Renewals and errors
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"reflect"
 	"sync"
@@ -42,31 +43,61 @@ func (c *Client) Leader(ctx context.Context, name string) (Leader, error) {
 
 // Election is one candidate's part in the election on a name, in the manner of etcd's
 // concurrency.Election: the candidate that holds the name's lease leads, for as long as it
-// holds it. Set TTL and Metadata before the first Campaign. An Election that never
-// campaigns observes: Leader and Observe need no candidate. It is safe for concurrent use.
+// holds it. Campaign, Resign and Proclaim drive it step by step; Run leads whenever it can,
+// with callbacks. An Election without a candidate observes: Leader and Observe need none. It
+// is safe for concurrent use.
 type Election struct {
 	c         *Client
+	sess      *Session // the session its terms are held under, if any
 	name      string
 	candidate string
+	ttl       time.Duration
 
-	// TTL is the lease duration of a term (zero means DefaultTTL): after a leader's process
-	// dies, another candidate takes over within about TTL.
-	TTL time.Duration
-	// Metadata is published with each term this candidate wins, such as its address.
-	Metadata map[string]any
-
-	mu   sync.Mutex
-	term *Lease // the lease of the current term, while this candidate leads
+	mu       sync.Mutex
+	metadata map[string]any // published with the next term; Proclaim replaces it
+	term     *Lease         // the lease of the current term, while this candidate leads
 }
 
-// NewElection returns candidate's part in the election on name. Nothing is sent until
-// Campaign, Leader or Observe.
-func (c *Client) NewElection(name, candidate string) *Election {
-	return &Election{c: c, name: name, candidate: candidate}
+// ElectionOptions describes a candidate. The zero value observes without campaigning.
+type ElectionOptions struct {
+	// Candidate names this candidate: the holder of its terms' leases. Empty makes an
+	// observer (Campaign is ErrInvalid), except under a Session, where it means the
+	// session's holder.
+	Candidate string
+	// TTL is the lease duration of a term (zero means DefaultTTL): after a leader's process
+	// dies, another candidate takes over within about TTL. Under a Session a term lasts as
+	// long as the session, whose ttl counts instead.
+	TTL time.Duration
+	// Metadata is published with each term this candidate wins, such as its address. The
+	// Election keeps a copy; Proclaim replaces it.
+	Metadata map[string]any
+}
+
+// NewElection returns a candidate's part in the election on name, its terms kept alive by
+// this client. Nothing is sent until Campaign, Run, Leader or Observe.
+func (c *Client) NewElection(name string, o ElectionOptions) *Election {
+	return &Election{c: c, name: name, candidate: o.Candidate, ttl: o.TTL, metadata: maps.Clone(o.Metadata)}
+}
+
+// NewElection returns a candidate's part in the election on name whose terms are held under
+// the session, as etcd's concurrency.NewElection(session, pfx): a term lasts while the
+// session does, renewed with the session's other leases, and ends with it. The candidate
+// defaults to the session's holder. A term under a session cannot Proclaim (the server
+// renews such a lease only through its session, and answers invalid_request).
+func (s *Session) NewElection(name string, o ElectionOptions) *Election {
+	if o.Candidate == "" {
+		o.Candidate = s.holder
+	}
+	e := s.c.NewElection(name, o)
+	e.sess, e.ttl = s, 0
+	return e
 }
 
 // Name returns the election's name: the lease the candidates compete for.
 func (e *Election) Name() string { return e.name }
+
+// Candidate returns the candidate's name, empty for an observer.
+func (e *Election) Candidate() string { return e.candidate }
 
 // check returns the configuration error of a campaign, if any, before anything is sent.
 func (e *Election) check() error {
@@ -79,8 +110,8 @@ func (e *Election) check() error {
 			return invalid(op, err)
 		}
 	}
-	if e.TTL < 0 {
-		return fmt.Errorf("%s: %w: ttl %v is negative", op, ErrInvalid, e.TTL)
+	if e.ttl < 0 {
+		return fmt.Errorf("%s: %w: ttl %v is negative", op, ErrInvalid, e.ttl)
 	}
 	return nil
 }
@@ -104,26 +135,46 @@ func (e *Election) Campaign(ctx context.Context) (*Lease, error) {
 	if term != nil && term.Context().Err() == nil {
 		return term, nil
 	}
+	l, err := e.c.acquireUntil(ctx, fmt.Sprintf("campaign for %q", e.name), func(ctx context.Context) (*Lease, error) {
+		// Read under the lock Proclaim writes it under: a Proclaim may run meanwhile.
+		e.mu.Lock()
+		o := AcquireOptions{Holder: e.candidate, TTL: e.ttl, Wait: time.Hour, Metadata: e.metadata}
+		e.mu.Unlock()
+		if e.sess != nil {
+			return e.sess.Acquire(ctx, e.name, o)
+		}
+		return e.c.Acquire(ctx, e.name, o)
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.term = l
+	e.mu.Unlock()
+	return l, nil
+}
+
+// acquireUntil calls acquire until it grants a lease, ctx ends, or it fails in a way waiting
+// cannot mend. A lease held by somebody else is asked again at once (acquire waits in the
+// server's line); network failures and 5xx answers are retried after growing pauses. op names
+// the operation in errors.
+func (c *Client) acquireUntil(ctx context.Context, op string, acquire func(context.Context) (*Lease, error)) (*Lease, error) {
 	pause := 100 * time.Millisecond
 	for {
-		// A long wait is asked as successive turns in line; Acquire splits it.
-		l, err := e.c.Acquire(ctx, e.name, AcquireOptions{Holder: e.candidate, TTL: e.TTL, Wait: time.Hour, Metadata: e.Metadata})
+		l, err := acquire(ctx)
 		switch {
 		case err == nil:
-			e.mu.Lock()
-			e.term = l
-			e.mu.Unlock()
 			return l, nil
 		case ctx.Err() != nil:
-			return nil, fmt.Errorf("campaign for %q: %w", e.name, context.Cause(ctx))
+			return nil, fmt.Errorf("%s: %w", op, context.Cause(ctx))
 		case errors.Is(err, ErrLeaseHeld):
 			continue
 		case !worthRetrying(err):
-			return nil, fmt.Errorf("campaign for %q: %w", e.name, err)
+			return nil, fmt.Errorf("%s: %w", op, err)
 		}
-		e.c.log.WarnContext(ctx, "campaign failed; trying again", "name", e.name, "err", err)
-		if sleep(ctx, e.c.clock, jitter(pause)) != nil {
-			return nil, fmt.Errorf("campaign for %q: %w (last error: %w)", e.name, context.Cause(ctx), err)
+		c.log.WarnContext(ctx, "acquire failed; trying again", "op", op, "err", err)
+		if sleep(ctx, c.clock, jitter(pause)) != nil {
+			return nil, fmt.Errorf("%s: %w (last error: %w)", op, context.Cause(ctx), err)
 		}
 		pause = min(pause*2, 5*time.Second)
 	}
@@ -174,7 +225,7 @@ func (e *Election) Proclaim(ctx context.Context, metadata map[string]any) error 
 		return fmt.Errorf("proclaim on %q: %w", e.name, err)
 	}
 	e.mu.Lock()
-	e.Metadata = metadata
+	e.metadata = maps.Clone(metadata)
 	e.mu.Unlock()
 	return nil
 }
@@ -233,7 +284,7 @@ func (c *Client) observeLeader(ctx context.Context, name string, fn func(Leader)
 		return nil
 	}
 	err := c.Follow(ctx, name, current, func(e Event) error {
-		if e.Name == name && (e.Type == "acquired" || e.Type == "renewed") {
+		if e.Name == name && (e.Type == EventAcquired || e.Type == EventRenewed) {
 			report(Leader{Holder: e.Holder, Token: e.Token, Metadata: e.Metadata})
 		}
 		return nil
@@ -243,17 +294,12 @@ func (c *Client) observeLeader(ctx context.Context, name string, fn func(Leader)
 	}
 }
 
-// ElectionConfig tunes Elect. Only the callbacks you need must be set.
-type ElectionConfig struct {
-	// TTL is the lease duration of a term (zero means DefaultTTL): after a leader's process
-	// dies, a follower takes over within about TTL.
-	TTL time.Duration
+// RunOptions tunes Election.Run. Only the callbacks you need must be set.
+type RunOptions struct {
 	// ReleaseOnCancel releases the lease when ctx ends, so a follower takes over at once
-	// instead of after TTL (as client-go's leader election). Without it the term simply
-	// runs out.
+	// instead of after the term's ttl (as client-go's leader election). Without it the term
+	// simply runs out; a term under a Session is always released.
 	ReleaseOnCancel bool
-	// ObserveOnly makes Elect only report leaders (OnNewLeader) without campaigning.
-	ObserveOnly bool
 	// OnStartedLeading runs, in its own goroutine, when this candidate becomes leader, with
 	// the lease of its term. ctx ends when the leadership ends (lease lost, context ended); do
 	// the leader's work under it and send the lease's Token with every write.
@@ -272,25 +318,19 @@ type ElectionConfig struct {
 	OnHandoverRequested func(term *Lease, req HandoverRequest)
 }
 
-// ErrHandedOver is the cause of a term's context that Elect ended because the server asked
+// ErrHandedOver is the cause of a term's context that Run ended because the server asked
 // the leader to hand over.
 var ErrHandedOver = errors.New("leadership handed over on request")
 
-// Elect campaigns for leadership of name as candidate, publishing metadata (such as its
-// address) with its lease, until ctx ends: it is a loop of Election.Campaign, leading while
-// the term lasts, with callbacks. It returns ctx's error when ctx ends, and a configuration
-// error (see Campaign) or ErrClosed at once.
-func (c *Client) Elect(ctx context.Context, name, candidate string, metadata map[string]any, cfg ElectionConfig) error {
-	e := c.NewElection(name, candidate)
-	e.TTL, e.Metadata = cfg.TTL, metadata
-	if cfg.ObserveOnly {
-		if err := lease.ValidateName(name); err != nil {
-			return invalid(fmt.Sprintf("observe %q", name), err)
-		}
-	} else if err := e.check(); err != nil {
+// Run campaigns for leadership until ctx ends, leading whenever it wins: a loop of Campaign,
+// each term run through the callbacks of o. It returns ctx's error when ctx ends, and a
+// configuration error (see Campaign) or ErrClosed at once. Only observing needs no Run:
+// see Observe.
+func (e *Election) Run(ctx context.Context, o RunOptions) error {
+	if err := e.check(); err != nil {
 		return err
 	}
-	if cfg.OnNewLeader != nil {
+	if o.OnNewLeader != nil {
 		leaders, err := e.Observe(ctx)
 		if err != nil {
 			return err
@@ -299,18 +339,10 @@ func (c *Client) Elect(ctx context.Context, name, candidate string, metadata map
 		go func() {
 			defer close(observed)
 			for l := range leaders {
-				cfg.OnNewLeader(l)
+				o.OnNewLeader(l)
 			}
 		}()
 		defer func() { <-observed }()
-	}
-	if cfg.ObserveOnly {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-c.closeCtx.Done():
-			return fmt.Errorf("observe %q: %w", name, ErrClosed)
-		}
 	}
 	for {
 		l, err := e.Campaign(ctx)
@@ -320,21 +352,21 @@ func (c *Client) Elect(ctx context.Context, name, candidate string, metadata map
 		if err != nil {
 			return err
 		}
-		c.lead(ctx, e, l, cfg)
+		e.lead(ctx, l, o)
 	}
 }
 
 // lead runs one term: the callback under a context that ends with the lease or with ctx.
-func (c *Client) lead(ctx context.Context, e *Election, l *Lease, cfg ElectionConfig) {
+func (e *Election) lead(ctx context.Context, l *Lease, o RunOptions) {
 	termCtx, cancel := context.WithCancelCause(l.Context())
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	go func() {
 		select {
 		case <-l.HandoverRequested():
-			if cfg.OnHandoverRequested == nil {
+			if o.OnHandoverRequested == nil {
 				cancel(ErrHandedOver)
 			} else if h := l.Handover(); h != nil {
-				cfg.OnHandoverRequested(l, *h)
+				o.OnHandoverRequested(l, *h)
 			}
 		case <-termCtx.Done():
 		}
@@ -342,17 +374,18 @@ func (c *Client) lead(ctx context.Context, e *Election, l *Lease, cfg ElectionCo
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if cfg.OnStartedLeading != nil {
-			cfg.OnStartedLeading(termCtx, l)
+		if o.OnStartedLeading != nil {
+			o.OnStartedLeading(termCtx, l)
 		}
 	}()
 	<-termCtx.Done()
 	stop()
 	<-done // the work has stopped before anybody hears that the term ended
-	if ctx.Err() == nil || cfg.ReleaseOnCancel {
+	// A term under a session would not run out: the session keeps renewing it.
+	if ctx.Err() == nil || o.ReleaseOnCancel || e.sess != nil {
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		if err := e.Resign(rctx); err != nil && !errors.Is(err, ErrLeaseLost) {
-			c.log.Warn("release after a term", "name", l.Name(), "err", err)
+			e.c.log.Warn("release after a term", "name", l.Name(), "err", err)
 		}
 		rcancel()
 	} else {
@@ -362,8 +395,8 @@ func (c *Client) lead(ctx context.Context, e *Election, l *Lease, cfg ElectionCo
 		e.mu.Unlock()
 		l.abandon()
 	}
-	if cfg.OnStoppedLeading != nil {
-		cfg.OnStoppedLeading()
+	if o.OnStoppedLeading != nil {
+		o.OnStoppedLeading()
 	}
 }
 

@@ -113,8 +113,8 @@ func startCandidate(t *testing.T, url, name string, releaseOnCancel bool) *candi
 	cand := &candidate{name: name, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(cand.done)
-		c.Elect(ctx, "leader", name, map[string]any{"addr": name + ":9000"}, client.ElectionConfig{
-			TTL:             time.Second,
+		e := c.NewElection("leader", client.ElectionOptions{Candidate: name, TTL: time.Second, Metadata: map[string]any{"addr": name + ":9000"}})
+		e.Run(ctx, client.RunOptions{
 			ReleaseOnCancel: releaseOnCancel,
 			OnStartedLeading: func(ctx context.Context, term *client.Lease) {
 				cand.mu.Lock()
@@ -224,12 +224,10 @@ func TestCampaignConfigurationErrors(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			err := c.Elect(ctx, tt.election, tt.candidate, nil, client.ElectionConfig{TTL: tt.ttl})
-			if !errors.Is(err, client.ErrInvalid) || ctx.Err() != nil {
-				t.Errorf("Elect = %v (context: %v), want ErrInvalid at once", err, ctx.Err())
+			e := c.NewElection(tt.election, client.ElectionOptions{Candidate: tt.candidate, TTL: tt.ttl})
+			if err := e.Run(ctx, client.RunOptions{}); !errors.Is(err, client.ErrInvalid) || ctx.Err() != nil {
+				t.Errorf("Run = %v (context: %v), want ErrInvalid at once", err, ctx.Err())
 			}
-			e := c.NewElection(tt.election, tt.candidate)
-			e.TTL = tt.ttl
 			if l, err := e.Campaign(ctx); !errors.Is(err, client.ErrInvalid) || ctx.Err() != nil {
 				t.Errorf("Campaign = %v, %v (context: %v), want ErrInvalid at once", l, err, ctx.Err())
 			}
@@ -243,16 +241,14 @@ func TestElectionImperative(t *testing.T) {
 	a, b := newClient(t, url), newClient(t, url)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	ea, eb := a.NewElection("leader", "node-a"), b.NewElection("leader", "node-b")
-	ea.Metadata = map[string]any{"addr": "a:9000"}
-	eb.Metadata = map[string]any{"addr": "b:9000"}
-	ea.TTL, eb.TTL = 10*time.Second, 10*time.Second
+	ea := a.NewElection("leader", client.ElectionOptions{Candidate: "node-a", TTL: 10 * time.Second, Metadata: map[string]any{"addr": "a:9000"}})
+	eb := b.NewElection("leader", client.ElectionOptions{Candidate: "node-b", TTL: 10 * time.Second, Metadata: map[string]any{"addr": "b:9000"}})
 
 	if _, err := a.Leader(ctx, "leader"); !errors.Is(err, client.ErrNoLeader) {
 		t.Errorf("Leader before any term = %v, want ErrNoLeader", err)
 	}
 	watcher := newClient(t, url)
-	seen, err := watcher.NewElection("leader", "").Observe(ctx)
+	seen, err := watcher.NewElection("leader", client.ElectionOptions{}).Observe(ctx)
 	if err != nil {
 		t.Fatalf("Observe = %v", err)
 	}
@@ -309,19 +305,22 @@ func TestElectionImperative(t *testing.T) {
 	}
 }
 
-// TestElectObserveOnly follows an election without campaigning.
-func TestElectObserveOnly(t *testing.T) {
+// TestElectionObserver follows an election without campaigning: an Election without a
+// candidate observes, and never stands in line.
+func TestElectionObserver(t *testing.T) {
 	url := newServer(t)
 	c := newClient(t, url)
 	ctx, cancel := context.WithCancel(context.Background())
-	seen := make(chan client.Leader, 4)
-	done := make(chan error, 1)
-	go func() {
-		done <- c.Elect(ctx, "leader", "", nil, client.ElectionConfig{ObserveOnly: true,
-			OnStartedLeading: func(context.Context, *client.Lease) { t.Error("an observer started leading") },
-			OnNewLeader:      func(l client.Leader) { seen <- l }})
-	}()
-	term, err := newClient(t, url).NewElection("leader", "node-1").Campaign(ctx)
+	defer cancel()
+	observer := c.NewElection("leader", client.ElectionOptions{})
+	seen, err := observer.Observe(ctx)
+	if err != nil {
+		t.Fatalf("Observe = %v", err)
+	}
+	if err := observer.Run(ctx, client.RunOptions{}); !errors.Is(err, client.ErrInvalid) {
+		t.Errorf("Run without a candidate = %v, want ErrInvalid", err)
+	}
+	term, err := newClient(t, url).NewElection("leader", client.ElectionOptions{Candidate: "node-1"}).Campaign(ctx)
 	if err != nil {
 		t.Fatalf("Campaign = %v", err)
 	}
@@ -332,8 +331,84 @@ func TestElectObserveOnly(t *testing.T) {
 		t.Errorf("state = %+v, %v; want node-1 holding and nobody waiting", st, err)
 	}
 	cancel()
-	if err := testwait.Receive(t, done, 10*time.Second); !errors.Is(err, context.Canceled) {
-		t.Errorf("Elect(observe only) = %v, want context.Canceled", err)
+	for range seen {
 	}
 	term.Release(context.Background())
+}
+
+// TestElectionUnderSession: a candidate whose terms are held under a session leads as the
+// session's holder, its term lasts as the session does, and closing the session hands the
+// leadership to the next candidate at once. Such a term cannot proclaim: the server renews it
+// only through its session.
+func TestElectionUnderSession(t *testing.T) {
+	url := newServer(t)
+	c := newClient(t, url)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := c.OpenSession(ctx, client.SessionOptions{Holder: "node-s", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := s.NewElection("leader", client.ElectionOptions{Metadata: map[string]any{"addr": "s:9000"}})
+	term, err := e.Campaign(ctx)
+	if err != nil {
+		t.Fatalf("Campaign = %v", err)
+	}
+	if got, err := c.Leader(ctx, "leader"); err != nil || got.Holder != "node-s" || got.Token != term.Token() || got.Metadata["addr"] != "s:9000" {
+		t.Errorf("Leader = %+v, %v; want node-s (the session's holder) at s:9000, token %d", got, err, term.Token())
+	}
+	if st, err := c.Get(ctx, "leader"); err != nil || st.TTL != time.Minute {
+		t.Errorf("state = %+v, %v; want the session's ttl", st, err)
+	}
+	if err := e.Proclaim(ctx, map[string]any{"addr": "s:9100"}); !errors.Is(err, client.ErrInvalid) {
+		t.Errorf("Proclaim under a session = %v, want ErrInvalid", err)
+	}
+	won := make(chan *client.Lease, 1)
+	go func() {
+		l, err := newClient(t, url).NewElection("leader", client.ElectionOptions{Candidate: "node-b", TTL: time.Minute}).Campaign(ctx)
+		if err != nil {
+			t.Errorf("Campaign b = %v", err)
+		}
+		won <- l
+	}()
+	waiters(t, c, "leader", 1)
+	if err := s.Close(ctx); err != nil {
+		t.Fatalf("session Close = %v", err)
+	}
+	testwait.Receive(t, term.Context().Done(), 5*time.Second)
+	if next := testwait.Receive(t, won, 10*time.Second); next == nil || next.Token() <= term.Token() {
+		t.Errorf("next term = %v, want one above %d", next, term.Token())
+	}
+}
+
+// TestElectionRunUnderSessionReleases: a term under a session would never run out (the
+// session keeps renewing it), so Run releases it when its context ends even without
+// ReleaseOnCancel.
+func TestElectionRunUnderSessionReleases(t *testing.T) {
+	c := newClient(t, newServer(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := c.OpenSession(ctx, client.SessionOptions{Holder: "node-s", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	runCtx, stop := context.WithCancel(ctx)
+	leading := make(chan int64, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.NewElection("leader", client.ElectionOptions{}).Run(runCtx, client.RunOptions{
+			OnStartedLeading: func(ctx context.Context, term *client.Lease) {
+				leading <- term.Token()
+				<-ctx.Done()
+			}})
+	}()
+	token := testwait.Receive(t, leading, 10*time.Second)
+	stop()
+	if err := testwait.Receive(t, done, 10*time.Second); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run = %v, want context.Canceled", err)
+	}
+	if st, err := c.Get(ctx, "leader"); err != nil || st.Held || st.Token != token || st.End != client.EventReleased {
+		t.Errorf("state after Run = %+v, %v; want token %d released", st, err, token)
+	}
 }

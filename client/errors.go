@@ -85,15 +85,15 @@ func (e *APIError) Error() string {
 func (e *APIError) Is(target error) bool {
 	switch target {
 	case ErrLeaseLost:
-		return e.Code == string(wire.ProblemCodeLeaseLost)
+		return e.Code == CodeLeaseLost
 	case ErrLeaseHeld:
-		return e.Code == string(wire.ProblemCodeLeaseHeld)
+		return e.Code == CodeLeaseHeld
 	case ErrNotFound:
-		return e.Code == string(wire.ProblemCodeNotFound)
+		return e.Code == CodeNotFound
 	case ErrStaleToken:
-		return e.Code == string(wire.ProblemCodeStaleToken)
+		return e.Code == CodeStaleToken
 	case ErrInvalid:
-		return e.Code == string(wire.ProblemCodeInvalidRequest)
+		return e.Code == CodeInvalidRequest
 	case ErrUnavailable:
 		return e.transient()
 	}
@@ -104,7 +104,7 @@ func (e *APIError) Is(target error) bool {
 // front of it is briefly unable to answer.
 func (e *APIError) transient() bool {
 	return e.Status == http.StatusBadGateway || e.Status == http.StatusServiceUnavailable ||
-		e.Status == http.StatusGatewayTimeout || e.Code == string(wire.ProblemCodeUnavailable)
+		e.Status == http.StatusGatewayTimeout || e.Code == CodeUnavailable
 }
 
 // retryable reports whether a server's answer is worth repeating: a failure of the server

@@ -85,8 +85,7 @@ func ExampleElection() {
 	defer c.Close()
 	ctx := context.Background()
 
-	e := c.NewElection("scheduler", "node-1")
-	e.Metadata = map[string]any{"addr": "10.0.0.1:9000"}
+	e := c.NewElection("scheduler", client.ElectionOptions{Candidate: "node-1", Metadata: map[string]any{"addr": "10.0.0.1:9000"}})
 	term, err := e.Campaign(ctx)
 	if err != nil {
 		log.Fatal(err)
@@ -106,6 +105,38 @@ func ExampleElection() {
 	// Output:
 	// leader: node-1 10.0.0.1:9000 true
 	// after resigning: true
+}
+
+// A Mutex locks a name as etcd's concurrency.Mutex does: Lock waits in the server's line,
+// TryLock does not wait, and the lock's lease carries the fencing token to send with every
+// write it protects.
+func ExampleMutex() {
+	url, key, stop := exampleServer()
+	defer stop()
+	c, err := client.New(url, client.WithAPIKey(key))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+
+	m := c.NewMutex("billing", client.AcquireOptions{Holder: "worker-a", TTL: 15 * time.Second})
+	if err := m.Lock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Work under m.Lease().Context(), sending m.Token() with every write.
+	other := c.NewMutex("billing", client.AcquireOptions{Holder: "worker-b"})
+	fmt.Println("try lock:", errors.Is(other.TryLock(ctx), client.ErrLeaseHeld))
+	fmt.Println("token:", m.Token() > 0)
+	fmt.Println("unlock:", m.Unlock(ctx))
+	fmt.Println("try lock again:", other.TryLock(ctx), other.Token() > 0)
+	fmt.Println("unlock:", other.Unlock(ctx))
+	// Output:
+	// try lock: true
+	// token: true
+	// unlock: <nil>
+	// try lock again: <nil> true
+	// unlock: <nil>
 }
 
 // Do with a table of your own guarded by fence.Table: every write carries the lease's

@@ -91,7 +91,7 @@ func TestElectHandsOver(t *testing.T) {
 	elect := func(candidate string) {
 		c := newClient(t, url)
 		wg.Go(func() {
-			c.Elect(ctx, "leader", candidate, nil, client.ElectionConfig{TTL: time.Hour, ReleaseOnCancel: true,
+			c.NewElection("leader", client.ElectionOptions{Candidate: candidate, TTL: time.Hour}).Run(ctx, client.RunOptions{ReleaseOnCancel: true,
 				OnStartedLeading: func(ctx context.Context, term *client.Lease) {
 					started <- candidate
 					<-ctx.Done()

@@ -171,6 +171,8 @@ type proxy struct {
 	before     func(r *http.Request)
 	dropAnswer func(r *http.Request) bool
 
+	streams atomic.Int32 // watch streams open through the proxy now
+
 	mu   sync.Mutex
 	seen map[string][]string // path -> Idempotency-Key of each request (or "" )
 	ok   map[string]int      // path -> requests answered 2xx
@@ -189,6 +191,10 @@ func newProxy(t *testing.T, target string) *proxy {
 		p.mu.Lock()
 		p.seen[r.URL.Path] = append(p.seen[r.URL.Path], r.Header.Get("Idempotency-Key"))
 		p.mu.Unlock()
+		if r.URL.Path == "/v1/watch" {
+			p.streams.Add(1)
+			defer p.streams.Add(-1)
+		}
 		if p.failing.Load() {
 			panic(http.ErrAbortHandler) // the connection drops: a network error to the client
 		}

@@ -50,9 +50,8 @@ type AcquireOptions struct {
 	// session, set by Session.Acquire, acquires under that session.
 	session *Session
 	// DisableWatch leaves noticing that somebody else ended the lease (a revoke, say) to the
-	// next renewal, saving the watch stream each kept-alive lease otherwise follows. A process
-	// holding many leases at once may need it: the server bounds its open streams
-	// (serve --max-watchers, default 1000), and a lease refused one retries with backoff.
+	// next renewal, instead of following its name on the watch stream that all the
+	// kept-alive leases of a Client share (one stream per Client, however many leases).
 	DisableWatch bool
 }
 
@@ -269,10 +268,10 @@ func (c *Client) Acquire(ctx context.Context, name string, o AcquireOptions) (*L
 		switch {
 		case waitUntil.IsZero():
 			return nil, err
-		case errors.As(err, &ae) && ae.Code == string(wire.ProblemCodeWaitingUnsupported) && body.WaitMs != nil:
+		case errors.As(err, &ae) && ae.Code == CodeWaitingUnsupported && body.WaitMs != nil:
 			line = false // this server has no line: this acquire waits here, by polling
 			continue
-		case errors.As(err, &ae) && ae.Code == string(wire.ProblemCodeInvalidRequest) && ae.names("wait_ms") && body.WaitMs != nil:
+		case errors.As(err, &ae) && ae.Code == CodeInvalidRequest && ae.names("wait_ms") && body.WaitMs != nil:
 			// A server whose bound on one wait is below the one asked for: ask again for
 			// shorter turns in line, and remember the shorter bound.
 			if !c.lowerMaxWait(time.Duration(*body.WaitMs) * time.Millisecond) {
@@ -288,7 +287,7 @@ func (c *Client) Acquire(ctx context.Context, name string, o AcquireOptions) (*L
 				return nil, fmt.Errorf("%s: waiting: %w (last answer: %w)", op, serr, err)
 			}
 			continue
-		case errors.As(err, &ae) && ae.Code == string(wire.ProblemCodeTooManyWaiters) && left > 0:
+		case errors.As(err, &ae) && ae.Code == CodeTooManyWaiters && left > 0:
 			pause := min(max(ae.RetryAfter, 100*time.Millisecond), left)
 			c.log.DebugContext(ctx, "waiting line full; trying again", "name", name, "pause", pause)
 			if serr := sleep(ctx, c.clock, pause); serr != nil {
@@ -624,44 +623,46 @@ func renewLoop(ctx context.Context, clk Clock, interval time.Duration, last func
 	}
 }
 
-// follow watches the lease's name and ends the context as soon as the stream shows the
-// lease ending by anybody else's hand (a revoke, an expiry the server recorded, a release
-// with its lease_id, a successor's grant), instead of at the next renewal. Each time the
-// stream (re)opens it reads the name's state, so an end in between is not missed either.
-// Without a stream (a server that has none, a network that cuts it) renewals still guard
-// the lease alone.
+// follow makes the lease one of the client's shared watch stream's followers until its
+// context ends: the stream ends the context as soon as it shows the lease ending by anybody
+// else's hand (a revoke, an expiry the server recorded, a release with its lease_id, a
+// successor's grant), instead of at the next renewal. Without a stream (a server that has
+// none, a network that cuts it) renewals still guard the lease alone.
 func (l *Lease) follow() {
-	lost := func(how string) error {
-		l.lose(fmt.Errorf("%w: lease %q token %d %s", ErrLeaseLost, l.name, l.token, how))
-		return errStop
+	if l.c.followers.join(l) {
+		l.checkState() // the stream was open already: what happened before joining is in the state
 	}
-	opened := func() error {
-		st, err := l.c.Get(l.ctx, l.name)
-		switch {
-		case err != nil:
-			return nil // unknown: the renewals decide
-		case !st.Held && st.Token == l.token && st.End != "":
-			return lost(fmt.Sprintf("was %s (seen on reading its state)", st.End))
-		case st.Token > l.token:
-			return lost(fmt.Sprintf("was superseded by token %d (seen on reading its state)", st.Token))
-		}
-		return nil
+	<-l.ctx.Done()
+	l.c.followers.leave(l)
+}
+
+// checkState reads the name's state and ends the context when it shows the lease ended.
+func (l *Lease) checkState() {
+	st, err := l.c.Get(l.ctx, l.name)
+	switch {
+	case err != nil:
+		// unknown: the renewals decide
+	case !st.Held && st.Token == l.token && st.End != "":
+		l.lostBecause(fmt.Sprintf("was %s (seen on reading its state)", st.End))
+	case st.Token > l.token:
+		l.lostBecause(fmt.Sprintf("was superseded by token %d (seen on reading its state)", st.Token))
 	}
-	err := l.c.Follow(l.ctx, l.name, opened, func(e Event) error {
-		switch {
-		case e.Name != l.name:
-		case e.Token == l.token && (e.Type == "released" || e.Type == "expired" || e.Type == "revoked"):
-			return lost(fmt.Sprintf("was %s (seen on the watch stream)", e.Type))
-		case e.Type == "acquired" && e.Token > l.token:
-			return lost(fmt.Sprintf("was superseded by token %d (seen on the watch stream)", e.Token))
-		case e.Type == "handover_requested":
-			l.noteHandover(e.Handover)
-		}
-		return nil
-	})
-	if err != nil && l.ctx.Err() == nil {
-		l.c.log.Warn("following the lease on the watch stream stopped; renewals alone guard it", "name", l.name, "err", err)
+}
+
+// see acts on an event of the lease's name from the watch stream.
+func (l *Lease) see(e Event) {
+	switch {
+	case e.Token == l.token && (e.Type == EventReleased || e.Type == EventExpired || e.Type == EventRevoked):
+		l.lostBecause(fmt.Sprintf("was %s (seen on the watch stream)", e.Type))
+	case e.Type == EventAcquired && e.Token > l.token:
+		l.lostBecause(fmt.Sprintf("was superseded by token %d (seen on the watch stream)", e.Token))
+	case e.Type == EventHandoverRequested:
+		l.noteHandover(e.Handover)
 	}
+}
+
+func (l *Lease) lostBecause(how string) {
+	l.lose(fmt.Errorf("%w: lease %q token %d %s", ErrLeaseLost, l.name, l.token, how))
 }
 
 // Release stops the keepalive and the watch, ends the context and releases the lease on the

@@ -21,17 +21,28 @@ type ResourceInfo struct {
 	ContentType string
 }
 
-// PutResource writes value to a fenced resource kept by leasekeeper, carrying token. With a
-// leaseName the server also requires token to be that lease's current unexpired token. A
-// refused write is a *StaleTokenError (errors.Is ErrStaleToken), recorded by the server.
+// PutOptions are the optional parts of a fenced write.
+type PutOptions struct {
+	// Lease, when set, names the lease whose current unexpired token the write's token must
+	// be (the Lease-Name header): a write by a holder that lost the lease is refused even
+	// when no newer holder has written yet.
+	Lease string
+	// ContentType is the value's media type; empty means application/octet-stream.
+	ContentType string
+}
+
+// PutResource writes value to a fenced resource kept by leasekeeper, carrying token (the
+// Token of the lease the write is made under). A refused write is a *StaleTokenError
+// (errors.Is ErrStaleToken), recorded by the server.
 //
 // The server makes the check, not the client: PutResource sends the write whatever the state
 // of any lease context, which is the point of fencing.
-func (c *Client) PutResource(ctx context.Context, resource string, token int64, leaseName, contentType string, value []byte) (ResourceInfo, error) {
+func (c *Client) PutResource(ctx context.Context, resource string, token int64, value []byte, o PutOptions) (ResourceInfo, error) {
 	p := &wire.PutResourceParams{FencingToken: token}
-	if leaseName != "" {
-		p.LeaseName = &leaseName
+	if o.Lease != "" {
+		p.LeaseName = &o.Lease
 	}
+	contentType := o.ContentType
 	if contentType == "" {
 		contentType = "application/octet-stream"
 	}
@@ -44,7 +55,7 @@ func (c *Client) PutResource(ctx context.Context, resource string, token int64, 
 			Size: r.Size, ContentType: r.ContentType}, nil
 	}
 	if pr := resp.ApplicationproblemJSON409; resp.StatusCode() == http.StatusConflict && pr != nil && pr.Code == wire.ProblemCodeStaleToken {
-		return ResourceInfo{}, &StaleTokenError{Resource: resource, Lease: leaseName, PresentedToken: deref(pr.PresentedToken),
+		return ResourceInfo{}, &StaleTokenError{Resource: resource, Lease: o.Lease, PresentedToken: deref(pr.PresentedToken),
 			CurrentFence: deref(pr.CurrentFence), Detail: deref(pr.Detail)}
 	}
 	return ResourceInfo{}, fmt.Errorf("put resource %q: %w", resource, problemOf(resp.HTTPResponse, resp.Body))

@@ -30,10 +30,14 @@ func TestPutResourceStale(t *testing.T) {
 		}
 	}
 	older, newer := tokens[0], tokens[1]
-	if _, err := c.PutResource(ctx, "ledger", newer, "", "text/plain", []byte("newer")); err != nil {
-		t.Fatalf("PutResource(newer) = %v", err)
+	info, err := c.PutResource(ctx, "ledger", newer, []byte("newer"), client.PutOptions{ContentType: "text/plain"})
+	if err != nil || info.ContentType != "text/plain" || info.Fence != newer {
+		t.Fatalf("PutResource(newer) = %+v, %v; want text/plain at fence %d", info, err, newer)
 	}
-	_, err := c.PutResource(ctx, "ledger", older, "", "text/plain", []byte("older"))
+	if info, err := c.PutResource(ctx, "ledger", newer, []byte("raw"), client.PutOptions{}); err != nil || info.ContentType != "application/octet-stream" {
+		t.Errorf("PutResource without a content type = %+v, %v; want application/octet-stream", info, err)
+	}
+	_, err = c.PutResource(ctx, "ledger", older, []byte("older"), client.PutOptions{})
 	if !errors.Is(err, fence.ErrStaleToken) || !errors.Is(err, client.ErrStaleToken) {
 		t.Errorf("PutResource(older) = %v, want fence.ErrStaleToken", err)
 	}
@@ -44,7 +48,7 @@ func TestPutResourceStale(t *testing.T) {
 	if diff := cmp.Diff([]int64{older, newer}, []int64{stale.PresentedToken, stale.CurrentFence}); diff != "" {
 		t.Errorf("presented and current fence (-want +got):\n%s", diff)
 	}
-	_, err = c.PutResource(ctx, "ledger", older, "billing", "text/plain", []byte("with the lease's name"))
+	_, err = c.PutResource(ctx, "ledger", older, []byte("with the lease's name"), client.PutOptions{Lease: "billing"})
 	if !errors.As(err, &stale) || stale.Lease != "billing" {
 		t.Errorf("PutResource with Lease-Name = %v, want a StaleTokenError naming the lease", err)
 	}

@@ -31,7 +31,7 @@ func TestSemaphore(t *testing.T) {
 		t.Errorf("third Acquire = %v, want ErrLeaseHeld", err)
 	}
 	var ae *client.APIError
-	if _, err := c.Acquire(ctx, "pool", client.AcquireOptions{Holder: "c", TTL: time.Minute, Limit: 3}); !errors.As(err, &ae) || ae.Code != "limit_mismatch" {
+	if _, err := c.Acquire(ctx, "pool", client.AcquireOptions{Holder: "c", TTL: time.Minute, Limit: 3}); !errors.As(err, &ae) || ae.Code != client.CodeLimitMismatch {
 		t.Errorf("Acquire with another limit = %v, want limit_mismatch", err)
 	}
 	st, err := c.Get(ctx, "pool")

@@ -120,7 +120,7 @@ func (c *Client) AttachSession(ctx context.Context, id string) (*Session, error)
 // (expired or closed) or is unknown.
 func sessionGone(err error) bool {
 	var ae *APIError
-	return errors.As(err, &ae) && (ae.Code == string(wire.ProblemCodeSessionLost) || ae.Code == string(wire.ProblemCodeNotFound))
+	return errors.As(err, &ae) && (ae.Code == CodeSessionLost || ae.Code == CodeNotFound)
 }
 
 // keepSession returns the session id (public name ref) whose last successful renewal, or

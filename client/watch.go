@@ -40,7 +40,7 @@ func eventOf(e wire.Event) Event {
 	if e.Metadata != nil {
 		out.Metadata = *e.Metadata
 	}
-	if h := e.Handover; h != nil && out.Type == string(wire.EventTypeHandoverRequested) {
+	if h := e.Handover; h != nil && out.Type == EventHandoverRequested {
 		out.Handover = &HandoverRequest{Name: e.Name, Token: e.Token, To: deref(h.To), Reason: deref(h.Reason), By: deref(e.Actor), At: e.At.Time}
 	}
 	return out
@@ -62,6 +62,16 @@ func (c *Client) Watch(ctx context.Context, prefix string, fn func(Event) error)
 // read and the stream. An error from opened ends Follow with it. Client.Close ends it too,
 // with ErrClosed.
 func (c *Client) Follow(ctx context.Context, prefix string, opened func() error, fn func(Event) error) error {
+	return c.follow(ctx, func(ctx context.Context) (string, context.Context, context.CancelFunc) {
+		return prefix, ctx, func() {}
+	}, opened, fn)
+}
+
+// follow is Follow over a prefix that may change: each connection watches the prefix conn
+// returns, until the context conn returns with it ends, and then reconnects at once,
+// resuming after the last event seen.
+func (c *Client) follow(ctx context.Context, conn func(context.Context) (string, context.Context, context.CancelFunc),
+	opened func() error, fn func(Event) error) error {
 	outer := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -69,7 +79,10 @@ func (c *Client) Follow(ctx context.Context, prefix string, opened func() error,
 	var last string
 	pause := 100 * time.Millisecond
 	for {
-		err := c.watchOnce(ctx, prefix, &last, opened, fn)
+		prefix, cctx, done := conn(ctx)
+		err := c.watchOnce(cctx, prefix, &last, opened, fn)
+		reopen := cctx.Err() != nil
+		done()
 		if ctx.Err() != nil {
 			if outer.Err() == nil {
 				return fmt.Errorf("watch %q: %w", prefix, ErrClosed)
@@ -82,6 +95,9 @@ func (c *Client) Follow(ctx context.Context, prefix string, opened func() error,
 				return nil
 			}
 			return cbErr.err
+		}
+		if reopen {
+			continue // ended to watch another prefix
 		}
 		var ae *APIError
 		if errors.As(err, &ae) && !ae.retryable() && ae.Status != http.StatusTooManyRequests {

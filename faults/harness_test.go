@@ -171,8 +171,15 @@ func (l *lockedBuffer) String() string {
 // unshare), and waits until it prints its address.
 func start(t testing.TB, bin, db string, wrapper ...string) *server {
 	t.Helper()
+	return startArgs(t, bin, db, nil, wrapper...)
+}
+
+// startArgs is start with more arguments for serve.
+func startArgs(t testing.TB, bin, db string, args []string, wrapper ...string) *server {
+	t.Helper()
 	argv := append(append([]string{}, wrapper...), bin, "serve", "--addr", "127.0.0.1:0", "--db", db,
 		"--log-level", "warn", "--min-ttl", "100ms")
+	argv = append(argv, args...)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "LEASEKEEPER_ADMIN_KEY="+adminKey)
 	// Its own process group, so that a kill reaches the server under a wrapper too.

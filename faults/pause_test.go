@@ -218,7 +218,9 @@ func TestMain(m *testing.M) {
 	if url := os.Getenv("LEASEKEEPER_FAULTS_WRITER"); url != "" {
 		os.Exit(writer(url))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	crashPG.Stop()
+	os.Exit(code)
 }
 
 // writer is a client process that takes a lease and then writes with its token forever,
@@ -296,7 +298,7 @@ func TestPauseClient(t *testing.T) {
 		t.Fatalf("acquire after the writer's ttl: %v", err)
 	}
 	defer l.Release(context.Background())
-	if _, err := c.PutResource(l.Context(), "client-paused", l.Token(), "client-paused", "text/plain", []byte("from the successor")); err != nil {
+	if _, err := c.PutResource(l.Context(), "client-paused", l.Token(), []byte("from the successor"), client.PutOptions{Lease: "client-paused", ContentType: "text/plain"}); err != nil {
 		t.Fatalf("successor's write: %v", err)
 	}
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -22,8 +23,13 @@ type disk struct {
 	fs.Inode
 	mu    sync.Mutex
 	files map[string]*file
-	dead  bool // the power is off: every change fails
+	dirs  map[string]*emptyDir // made durable at once, as files are created
+	dead  bool                 // the power is off: every change fails
 }
+
+// emptyDir is a subdirectory that stays empty: PostgreSQL makes pg_wal/archive_status and,
+// without WAL archiving, never writes in it.
+type emptyDir struct{ fs.Inode }
 
 type file struct {
 	fs.Inode
@@ -40,6 +46,8 @@ var (
 	_ fs.NodeRenamer   = (*disk)(nil)
 	_ fs.NodeFsyncer   = (*disk)(nil)
 	_ fs.NodeGetattrer = (*disk)(nil)
+	_ fs.NodeSetattrer = (*disk)(nil)
+	_ fs.NodeMkdirer   = (*disk)(nil)
 	_ fs.NodeOpener    = (*file)(nil)
 	_ fs.NodeReader    = (*file)(nil)
 	_ fs.NodeWriter    = (*file)(nil)
@@ -49,10 +57,15 @@ var (
 	_ fs.NodeSetattrer = (*file)(nil)
 )
 
-// newDisk returns a disk holding files (name → content), all of it durable.
+// newDisk returns a disk holding files (name → content), all of it durable; a name ending in
+// a slash is an empty directory.
 func newDisk(files map[string][]byte) *disk {
-	d := &disk{files: map[string]*file{}}
+	d := &disk{files: map[string]*file{}, dirs: map[string]*emptyDir{}}
 	for name, b := range files {
+		if dir, ok := strings.CutSuffix(name, "/"); ok {
+			d.dirs[dir] = &emptyDir{}
+			continue
+		}
 		d.files[name] = &file{d: d, data: clone(b), synced: clone(b), mode: 0o600}
 	}
 	return d
@@ -64,11 +77,32 @@ func (d *disk) OnAdd(ctx context.Context) {
 	for name, f := range d.files {
 		d.AddChild(name, d.NewPersistentInode(ctx, f, fs.StableAttr{Mode: syscall.S_IFREG}), false)
 	}
+	for name, e := range d.dirs {
+		d.AddChild(name, d.NewPersistentInode(ctx, e, fs.StableAttr{Mode: syscall.S_IFDIR}), false)
+	}
 }
 
 func (d *disk) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	out.Mode = syscall.S_IFDIR | 0o755
+	out.Mode = syscall.S_IFDIR | 0o777
 	return 0
+}
+
+// Setattr accepts a change of mode or owner and keeps none: the disk's root is open to all.
+func (d *disk) Setattr(ctx context.Context, fh fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = syscall.S_IFDIR | 0o777
+	return 0
+}
+
+func (d *disk) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.dead {
+		return nil, syscall.EIO
+	}
+	e := &emptyDir{}
+	d.dirs[name] = e
+	out.Mode = syscall.S_IFDIR | 0o777
+	return d.NewPersistentInode(ctx, e, fs.StableAttr{Mode: syscall.S_IFDIR}), 0
 }
 
 func (d *disk) Create(ctx context.Context, name string, flags, mode uint32, out *fuse.EntryOut) (*fs.Inode, fs.FileHandle, uint32, syscall.Errno) {
@@ -125,6 +159,9 @@ func (d *disk) cut() map[string][]byte {
 	out := map[string][]byte{}
 	for name, f := range d.files {
 		out[name] = clone(f.synced)
+	}
+	for name := range d.dirs {
+		out[name+"/"] = nil
 	}
 	return out
 }
@@ -218,7 +255,8 @@ func mountDisk(t testing.TB, dir string, d *disk) func() {
 		skipUnlessRequired(t, "power-loss test: mounting the test filesystem directly needs root")
 	}
 	srv, err := fs.Mount(dir, d, &fs.Options{MountOptions: fuse.MountOptions{
-		DirectMountStrict: true, FsName: "powerloss", Name: "powerloss", MaxWrite: 1 << 20}})
+		DirectMountStrict: true, FsName: "powerloss", Name: "powerloss", MaxWrite: 1 << 20,
+		AllowOther: true}}) // PostgreSQL's WAL on it is written by the postgres user
 	if err != nil {
 		t.Fatalf("mount the power-loss filesystem at %s: %v", dir, err)
 	}

@@ -35,6 +35,11 @@ type workload struct {
 	maxToken atomic.Int64 // the largest acknowledged token
 	mu       sync.Mutex
 	failures []string
+	// only503, when set, makes every 5xx answer but 503 with Retry-After a failure: the
+	// server's dependency (PostgreSQL) failed, the server did not.
+	only503 bool
+	// noPuts, while set, keeps the clients from fenced writes (see TestDatabaseCrash).
+	noPuts atomic.Bool
 }
 
 type op struct {
@@ -90,7 +95,7 @@ func (w *workload) drive(ctx context.Context, s *server, c *worker) {
 		switch r := rand.IntN(100); {
 		case !c.held:
 			o.kind = "acquire"
-		case r < 35:
+		case r < 35, r < 80 && w.noPuts.Load():
 			o.kind = "renew"
 		case r < 80:
 			c.seq++
@@ -128,6 +133,9 @@ func (w *workload) ack(c *worker, o op, rep reply, floor int64) {
 	if rep.status >= 500 {
 		// The server failed (e.g. its disk went away): it did not acknowledge, so it may or
 		// may not have acted.
+		if w.only503 && (rep.status != http.StatusServiceUnavailable || rep.header.Get("Retry-After") == "") {
+			w.fail("%s %s: status %d (Retry-After %q), want 503 with Retry-After: %s", o.kind, c.name, rep.status, rep.header.Get("Retry-After"), rep.body)
+		}
 		c.pending = &o
 		w.fig.unknown.Add(1)
 		return

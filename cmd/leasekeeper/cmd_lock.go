@@ -64,8 +64,7 @@ func electCommand(ctx context.Context, cf *clientFlags, args []string, stdout, s
 	if *listen {
 		return watchLeader(ctx, c, rest[0], cf.json, stdout)
 	}
-	e := c.NewElection(rest[0], rest[1])
-	e.TTL, e.Metadata = *ttl, md
+	e := c.NewElection(rest[0], client.ElectionOptions{Candidate: rest[1], TTL: *ttl, Metadata: md})
 	l, err := e.Campaign(ctx)
 	switch {
 	case ctx.Err() != nil:

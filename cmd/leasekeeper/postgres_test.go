@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -10,7 +11,35 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/store/postgres"
 )
+
+// TestOpenStorePoolSize: -db-max-conns sizes a replica's pool, its default is the store's, and
+// the URL's pool_max_conns wins.
+func TestOpenStorePoolSize(t *testing.T) {
+	url := pg.NewDatabase(t)
+	for _, tt := range []struct {
+		url      string
+		maxConns int
+		want     int
+	}{
+		{url, 0, postgres.DefaultMaxConns},
+		{url, 24, 24},
+		{url + "&pool_max_conns=3", 24, 3},
+	} {
+		var hooks service.Hooks
+		st, err := openStore(context.Background(), tt.url, tt.maxConns, &hooks, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := st.(*postgres.Store).MaxConns()
+		st.Close()
+		if got != tt.want {
+			t.Errorf("openStore(%q, %d): a pool of %d, want %d", tt.url, tt.maxConns, got, tt.want)
+		}
+	}
+}
 
 // TestServePostgresReplicas runs the real run() twice on one PostgreSQL database, as two
 // replicas: a name held through one is held for the other; a waiter on one is granted when the

@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,12 +28,14 @@ import (
 	"github.com/leasekeeper/leasekeeper/queue"
 	"github.com/leasekeeper/leasekeeper/service"
 	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/store/postgres"
 	"github.com/leasekeeper/leasekeeper/watch"
 )
 
 // serveConfig is the server's configuration: flags, with environment fallbacks.
 type serveConfig struct {
 	addr, db     string
+	dbMaxConns   int
 	limits       lease.Limits
 	retention    store.Retention
 	logFormat    string
@@ -76,6 +79,7 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	}
 	fs.StringVar(&c.addr, "addr", env("LEASEKEEPER_ADDR", "127.0.0.1:8080"), "listen address (env LEASEKEEPER_ADDR)")
 	fs.StringVar(&c.db, "db", env("LEASEKEEPER_DB", "./leasekeeper.db"), "SQLite database file, or a postgres:// URL for PostgreSQL (env LEASEKEEPER_DB)")
+	dbMaxConns := fs.String("db-max-conns", env("LEASEKEEPER_DB_MAX_CONNS", "0"), fmt.Sprintf("PostgreSQL: the most connections of this replica's pool; 0: %d; the URL's pool_max_conns wins (env LEASEKEEPER_DB_MAX_CONNS)", postgres.DefaultMaxConns))
 	durationVar(fs, &c.limits.MinTTL, "min-ttl", envDur("LEASEKEEPER_MIN_TTL", c.limits.MinTTL), "shortest ttl a client may ask for (env LEASEKEEPER_MIN_TTL)")
 	durationVar(fs, &c.limits.MaxTTL, "max-ttl", envDur("LEASEKEEPER_MAX_TTL", c.limits.MaxTTL), "longest ttl a client may ask for (env LEASEKEEPER_MAX_TTL)")
 	durationVar(fs, &c.limits.MaxWait, "max-wait", envDur("LEASEKEEPER_MAX_WAIT", c.limits.MaxWait), "longest wait_ms a client may ask for (env LEASEKEEPER_MAX_WAIT)")
@@ -114,6 +118,11 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 		return c, err
 	}
 	c.auth.Rate = rate.Limit(*keyRate)
+	n, err := strconv.Atoi(*dbMaxConns)
+	if err != nil || n < 0 || n > maxDBConns {
+		return c, &exitError{code: 2, err: fmt.Errorf("-db-max-conns (env LEASEKEEPER_DB_MAX_CONNS) must be a whole number from 0 to %d, not %q", maxDBConns, *dbMaxConns)}
+	}
+	c.dbMaxConns = n
 	// The flag, when given, replaces the environment's list, as every other flag does.
 	c.corsOrigins = corsFlag.origins
 	if len(c.corsOrigins) == 0 {
@@ -172,6 +181,10 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	return c, nil
 }
 
+// maxDBConns bounds -db-max-conns: above PostgreSQL's own limit on connections of 8,388,607
+// long before that, a number this large is a typo.
+const maxDBConns = 10000
+
 // gcFloor is the least the heap may grow past its live data before the garbage collector
 // runs (see package gcfloor).
 const gcFloor = 64 << 20
@@ -226,7 +239,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// The store's commit hook fans events out to the parts the service builds after it, before
 	// the server accepts its first request.
 	var hooks service.Hooks
-	st, err := openStore(ctx, cfg.db, &hooks, log)
+	st, err := openStore(ctx, cfg.db, cfg.dbMaxConns, &hooks, log)
 	if err != nil {
 		return err
 	}

@@ -131,3 +131,29 @@ func TestRedactDB(t *testing.T) {
 		}
 	}
 }
+
+func TestParseServeDBMaxConns(t *testing.T) {
+	for _, tt := range []struct {
+		env  string
+		args []string
+		want int
+		ok   bool
+	}{
+		{"", nil, 0, true},
+		{"24", nil, 24, true},
+		{"24", []string{"--db-max-conns", "8"}, 8, true},
+		{"", []string{"--db-max-conns", "-1"}, 0, false},
+		{"", []string{"--db-max-conns", "100001"}, 0, false},
+		{"many", nil, 0, false},
+	} {
+		c, err := parseServe(tt.args, func(k string) string {
+			if k == "LEASEKEEPER_DB_MAX_CONNS" {
+				return tt.env
+			}
+			return ""
+		}, io.Discard, io.Discard)
+		if (err == nil) != tt.ok || err == nil && c.dbMaxConns != tt.want {
+			t.Errorf("parseServe(%q) with LEASEKEEPER_DB_MAX_CONNS=%q = %d, %v; want %d, ok %v", tt.args, tt.env, c.dbMaxConns, err, tt.want, tt.ok)
+		}
+	}
+}

@@ -16,11 +16,11 @@ func isPostgres(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
-// openStore opens the backend --db names, with its commit hook feeding hooks. This is the one
-// place that knows which backend runs.
-func openStore(ctx context.Context, db string, hooks *service.Hooks, log *slog.Logger) (service.Store, error) {
+// openStore opens the backend --db names, with its commit hook feeding hooks; maxConns sizes a
+// PostgreSQL pool (0: the store's default). This is the one place that knows which backend runs.
+func openStore(ctx context.Context, db string, maxConns int, hooks *service.Hooks, log *slog.Logger) (service.Store, error) {
 	if isPostgres(db) {
-		return postgres.Open(ctx, db, postgres.Options{OnCommit: hooks.Publish, OnLine: hooks.LineChanged, OnBatch: hooks.Batch, Logger: log})
+		return postgres.Open(ctx, db, postgres.Options{OnCommit: hooks.Publish, OnLine: hooks.LineChanged, OnBatch: hooks.Batch, Logger: log, MaxConns: maxConns})
 	}
 	return sqlite.Open(ctx, db, sqlite.Options{OnCommit: hooks.Publish, OnBatch: hooks.Batch, Logger: log})
 }

@@ -52,8 +52,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer c.Close()
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
-	err = c.Elect(ctx, *election, *name, map[string]any{"addr": *addr}, client.ElectionConfig{
-		TTL:             *ttl,
+	e := c.NewElection(*election, client.ElectionOptions{Candidate: *name, TTL: *ttl, Metadata: map[string]any{"addr": *addr}})
+	err = e.Run(ctx, client.RunOptions{
 		ReleaseOnCancel: true,
 		OnStartedLeading: func(ctx context.Context, term *client.Lease) {
 			say("leading token=%d", term.Token())

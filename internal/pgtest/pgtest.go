@@ -30,11 +30,18 @@ import (
 
 // Server is a PostgreSQL server for tests, started on first use.
 type Server struct {
-	once    sync.Once
-	url     string // of the maintenance database
-	stop    func()
-	restart func(mode string) error
-	skip    string // why there is no server
+	// Settings are server settings (name=value) of the throwaway cluster, applied after its
+	// defaults, which turn durability off (fsync, synchronous_commit, full_page_writes): e.g.
+	// "synchronous_commit=on" for a test that crashes the server and counts what survived.
+	Settings []string
+	// WALDir, when set, is where the throwaway cluster keeps its WAL (initdb --waldir): an
+	// existing empty folder the postgres user can write, e.g. a test filesystem.
+	WALDir string
+
+	once sync.Once
+	url  string // of the maintenance database
+	c    *cluster
+	skip string // why there is no server
 }
 
 // Main runs the tests with srv, a server started by the first test that needs one, and stops it
@@ -50,8 +57,8 @@ func Main(m *testing.M, srv *Server) {
 
 // Stop stops the throwaway cluster, if one was started, and removes its folder.
 func (s *Server) Stop() {
-	if s.stop != nil {
-		s.stop()
+	if s.c != nil {
+		s.c.stop()
 	}
 }
 
@@ -98,11 +105,37 @@ func (s *Server) NewDatabase(t testing.TB) string {
 // restart.
 func (s *Server) Restart(t testing.TB, mode string) {
 	t.Helper()
-	if s.restart == nil {
-		t.Skip("SKIPPED: the PostgreSQL server is not a throwaway cluster of this test binary; it cannot be restarted")
-	}
-	if err := s.restart(mode); err != nil {
+	s.cluster(t)
+	if err := s.c.ctl("-m", mode, "restart"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Down stops the throwaway cluster in mode ("immediate" is a crash: no checkpoint, and what
+// the server had not written to its WAL files is lost) and leaves it stopped until Up.
+func (s *Server) Down(t testing.TB, mode string) {
+	t.Helper()
+	s.cluster(t)
+	if err := s.c.ctl("-m", mode, "stop"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Up starts the cluster Down stopped, recovering it from its WAL after a crash.
+func (s *Server) Up(t testing.TB) {
+	t.Helper()
+	s.cluster(t)
+	if err := s.c.ctl("start"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cluster skips t when the server is not a throwaway cluster of this test binary, which alone
+// may be stopped and started.
+func (s *Server) cluster(t testing.TB) {
+	t.Helper()
+	if s.c == nil {
+		t.Skip("SKIPPED: the PostgreSQL server is not a throwaway cluster of this test binary; it cannot be stopped or restarted")
 	}
 }
 
@@ -132,7 +165,7 @@ func (s *Server) start() {
 		s.skip = err.Error()
 		return
 	}
-	if s.url, s.stop, s.restart, err = startCluster(bin); err != nil {
+	if s.url, s.c, err = startCluster(bin, s.Settings, s.WALDir); err != nil {
 		fmt.Fprintf(os.Stderr, "pgtest: cannot start a throwaway PostgreSQL: %v\n", err)
 		s.skip = err.Error()
 	}
@@ -161,68 +194,86 @@ func pgCommand(bin, name string, args ...string) *exec.Cmd {
 	return exec.Command(filepath.Join(bin, name), args...)
 }
 
+// cluster is a throwaway cluster in its own folder.
+type cluster struct {
+	bin, dir, data, opts string
+}
+
+// ctl runs pg_ctl on the cluster with args (a -m mode and start, stop or restart), waiting for
+// it to finish.
+func (c *cluster) ctl(args ...string) error {
+	args = append([]string{"-D", c.data, "-o", c.opts, "-l", filepath.Join(c.dir, "log"), "-w", "-t", "60"}, args...)
+	if out, err := pgCommand(c.bin, "pg_ctl", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("pg_ctl %s: %v: %s", args[len(args)-1], err, out)
+	}
+	return nil
+}
+
+// stop stops the cluster and removes its folder.
+func (c *cluster) stop() {
+	pgCommand(c.bin, "pg_ctl", "-D", c.data, "-m", "immediate", "-w", "stop").Run()
+	os.RemoveAll(c.dir)
+}
+
 // startCluster makes a cluster in a temporary folder and starts it, as the postgres user when
 // run as root (PostgreSQL refuses to run as root). It listens only on a unix socket in that
-// folder, so nobody else on the machine reaches its trust authentication.
-func startCluster(bin string) (u string, stop func(), restart func(mode string) error, err error) {
+// folder, so nobody else on the machine reaches its trust authentication. settings follow the
+// defaults; walDir, when set, holds the WAL.
+func startCluster(bin string, settings []string, walDir string) (string, *cluster, error) {
 	reapOrphans(bin)
 	dir, err := os.MkdirTemp("", "lk-pg-")
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
 	// The test binary that owns the cluster, so that a later one can stop it if this one is
 	// killed (a timeout, a signal) before it stops the cluster itself.
 	if err := os.WriteFile(filepath.Join(dir, "owner"), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		os.RemoveAll(dir)
-		return "", nil, nil, err
+		return "", nil, err
 	}
-	run := func(name string, args ...string) *exec.Cmd { return pgCommand(bin, name, args...) }
 	if os.Geteuid() == 0 {
 		pu, err := user.Lookup("postgres")
 		if err != nil {
 			os.RemoveAll(dir)
-			return "", nil, nil, fmt.Errorf("running as root needs a postgres user: %w", err)
+			return "", nil, fmt.Errorf("running as root needs a postgres user: %w", err)
 		}
 		uid, _ := strconv.Atoi(pu.Uid)
 		gid, _ := strconv.Atoi(pu.Gid)
 		if err := os.Chown(dir, uid, gid); err != nil {
 			os.RemoveAll(dir)
-			return "", nil, nil, err
+			return "", nil, err
 		}
 	}
-	data := filepath.Join(dir, "data")
-	if out, err := run("initdb", "-D", data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
+	c := &cluster{bin: bin, dir: dir, data: filepath.Join(dir, "data")}
+	args := []string{"-D", c.data, "-A", "trust", "-U", "postgres", "-E", "UTF8", "--no-sync"}
+	if walDir != "" {
+		args = append(args, "--waldir", walDir)
+	}
+	if out, err := pgCommand(bin, "initdb", args...).CombinedOutput(); err != nil {
 		os.RemoveAll(dir)
-		return "", nil, nil, fmt.Errorf("initdb: %v: %s", err, out)
+		return "", nil, fmt.Errorf("initdb: %v: %s", err, out)
 	}
 	port, err := freePort()
 	if err != nil {
 		os.RemoveAll(dir)
-		return "", nil, nil, err
+		return "", nil, err
 	}
 	// Durability settings off: the cluster is thrown away with the test binary.
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses= -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300", port, dir)
-	stop = func() {
-		run("pg_ctl", "-D", data, "-m", "immediate", "-w", "stop").Run()
-		os.RemoveAll(dir)
+	c.opts = fmt.Sprintf("-p %d -k %s -c listen_addresses= -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300", port, dir)
+	for _, kv := range settings {
+		c.opts += " -c " + kv
 	}
-	if out, err := run("pg_ctl", "-D", data, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "start").CombinedOutput(); err != nil {
+	if err := c.ctl("start"); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "log"))
-		stop()
-		return "", nil, nil, fmt.Errorf("pg_ctl start: %v: %s\n%s", err, out, log)
+		c.stop()
+		return "", nil, fmt.Errorf("%w\n%s", err, log)
 	}
-	u = fmt.Sprintf("postgres://postgres@/postgres?host=%s&port=%d", url.QueryEscape(dir), port)
+	u := fmt.Sprintf("postgres://postgres@/postgres?host=%s&port=%d", url.QueryEscape(dir), port)
 	if err := ping(u); err != nil {
-		stop()
-		return "", nil, nil, err
+		c.stop()
+		return "", nil, err
 	}
-	restart = func(mode string) error {
-		if out, err := run("pg_ctl", "-D", data, "-m", mode, "-o", opts, "-l", filepath.Join(dir, "log"), "-w", "-t", "60", "restart").CombinedOutput(); err != nil {
-			return fmt.Errorf("pg_ctl restart: %v: %s", err, out)
-		}
-		return nil
-	}
-	return u, stop, restart, nil
+	return u, c, nil
 }
 
 // reapOrphans stops and removes the clusters of test binaries that no longer run.

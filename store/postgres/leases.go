@@ -28,15 +28,16 @@ type grant struct {
 	endKind                    *string
 	metadata                   *string
 	session                    string // Ref of the session it is held under, if any
+	owner                      string // the id of the key that took it
 }
 
 const grantCols = `g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at,
-	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata, g.session`
+	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata, g.session, g.owner`
 
 func scanGrant(r pgx.Row) (grant, error) {
 	var g grant
 	err := r.Scan(&g.token, &g.name, &g.holder, &g.idHash, &g.ttl, &g.lockDelay, &g.acquired,
-		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata, &g.session)
+		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata, &g.session, &g.owner)
 	return g, err
 }
 
@@ -164,7 +165,12 @@ func (s *Store) Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease
 func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64) (lease.Lease, int, error) {
 	var out lease.Lease
 	var ahead int
-	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+	run := s.write
+	if waiter == 0 {
+		f := &fastOp{kind: fastAcquire, acquire: p, lease: &out}
+		run = func(ctx context.Context, fn func(context.Context, *txn) error) error { return s.writeFast(ctx, f, fn) }
+	}
+	err := run(ctx, func(ctx context.Context, t *txn) error {
 		var keyHash, fp []byte
 		if p.IdempotencyKey != "" {
 			keyHash, fp = lease.HashID(p.IdempotencyKey), store.Fingerprint(p)
@@ -348,11 +354,16 @@ func checkOwnerCap(ctx context.Context, t *txn, what, count, owner string, now i
 
 // advisory takes a transaction-scoped advisory lock on (kind, key).
 func advisory(ctx context.Context, t *txn, kind string, key []byte) error {
-	h := sha256.Sum256(append([]byte(kind+"\x00"), key...))
-	if _, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(binary.BigEndian.Uint64(h[:8]))); err != nil {
+	if _, err := t.tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, advisoryKey(kind, key)); err != nil {
 		return fmt.Errorf("lock %s: %w", kind, err)
 	}
 	return nil
+}
+
+// advisoryKey is the key of the advisory lock on (kind, key).
+func advisoryKey(kind string, key []byte) int64 {
+	h := sha256.Sum256(append([]byte(kind+"\x00"), key...))
+	return int64(binary.BigEndian.Uint64(h[:8]))
 }
 
 // replay answers a retry of an idempotent acquire: done is true when the key was seen within
@@ -412,7 +423,8 @@ func byID(ctx context.Context, t *txn, name, id string) (grant, int64, error) {
 // (a new grant needs the old one ended), so the grant's row is the only lock. See store.Store.
 func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, metadata json.RawMessage) (lease.Lease, error) {
 	var out lease.Lease
-	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+	f := &fastOp{kind: fastRenew, name: name, id: id, ttl: ttl, metadata: metadata, lease: &out}
+	err := s.writeFast(ctx, f, func(ctx context.Context, t *txn) error {
 		g, now, err := byID(ctx, t, name, id)
 		if err != nil {
 			return err
@@ -455,7 +467,8 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 
 // Release ends the lease. See store.Store.
 func (s *Store) Release(ctx context.Context, name, id string) error {
-	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+	f := &fastOp{kind: fastRelease, name: name, id: id}
+	err := s.writeFast(ctx, f, func(ctx context.Context, t *txn) error {
 		g, now, err := byID(ctx, t, name, id)
 		if err != nil {
 			return err
@@ -575,7 +588,7 @@ func (s *Store) semaphoreState(ctx context.Context, name string, now int64) (st 
 func (s *Store) ExpireDue(ctx context.Context) (int, time.Time, error) {
 	var n int
 	var next time.Time
-	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+	err := s.writeAlone(ctx, func(ctx context.Context, t *txn) error {
 		now, err := t.now(ctx)
 		if err != nil {
 			return err
@@ -661,7 +674,7 @@ func (s *Store) RecentlyFreed(ctx context.Context, prefix string, limit int) ([]
 
 // Prune deletes old history. See store.Store.
 func (s *Store) Prune(ctx context.Context, r store.Retention) error {
-	return s.write(ctx, func(ctx context.Context, t *txn) error {
+	return s.writeAlone(ctx, func(ctx context.Context, t *txn) error {
 		now, err := t.now(ctx)
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -139,8 +140,11 @@ func (s *Store) listenOn(ctx context.Context, conn *pgx.Conn) error {
 			return fmt.Errorf("catch up: %w", err)
 		}
 		n, err := conn.WaitForNotification(ctx)
-		for err == nil && n.Channel == LineChannel {
-			if s.onLine != nil {
+		// A line's change, and a commit whose events are published already, or will be by
+		// this replica's writer (its own, and the ones before them, which it publishes
+		// with them), need no catching up.
+		for err == nil && (n.Channel == LineChannel || published(n.Payload, max(s.published.Load(), s.committed.Load()))) {
+			if n.Channel == LineChannel && s.onLine != nil {
 				s.onLine(n.Payload)
 			}
 			n, err = conn.WaitForNotification(ctx)
@@ -149,4 +153,11 @@ func (s *Store) listenOn(ctx context.Context, conn *pgx.Conn) error {
 			return fmt.Errorf("wait: %w", err)
 		}
 	}
+}
+
+// published reports whether payload, a commit's notification (its last seq), names a seq at or
+// below last: nothing to catch up.
+func published(payload string, last int64) bool {
+	seq, err := strconv.ParseInt(payload, 10, 64)
+	return err == nil && seq <= last
 }

@@ -1,22 +1,27 @@
 // Package postgres is the PostgreSQL backend of store.Store, for many stateless leasekeeper
-// replicas on one database. The database decides: every write is one transaction that locks the
-// rows it decides on (a name's row, a grant, a resource), then reads the database's clock
-// (clock_timestamp(), after the locks) and calls the lease rules of package lease. Nothing is
-// decided from a replica's memory or its wall clock.
+// replicas on one database. The database decides: every write locks the rows it decides on (a
+// name's row, a grant, a resource), then reads the database's clock (clock_timestamp(), after
+// the locks) and calls the lease rules of package lease. Nothing is decided from a replica's
+// memory or its wall clock.
+//
+// Writes run in batches (batch.go): the operations that arrive while a batch is under way run
+// together in the next one, in one transaction, with one commit and one flush; the hot ones
+// (acquire, renew, release, the fenced write) are decided together on a fast path of set-based
+// statements (fast.go), a fixed number of round trips whatever the batch's size.
 //
 // Two one-row tables order what must be ordered: tokens (the last token issued, locked by every
 // grant, so tokens grow in commit order) and event_seq (taken by every transaction that records
 // events just before it commits and held to the end, so event seqs become visible in order).
 //
 // Locks are held through COMMIT, so a commit that waited for its WAL flush would hold the
-// event_seq row for the length of an fsync, and every write would wait for the one before it:
-// one fsync per operation. So a transaction that records events commits without waiting for
-// the flush (synchronous_commit off, for it alone), which releases its locks at once; then,
-// before the operation is answered or its events are published, a synchronous commit of a
-// one-record transaction on the same connection flushes the WAL through it (WAL is flushed in
-// order, so through every commit before it too). Concurrent flushes share an fsync. Nothing is
-// answered, published or listed (Events reads up to the last published seq) before it is
-// durable.
+// event_seq row for the length of an fsync, and every write would wait for the one before it.
+// So a transaction that records events commits without waiting for the flush
+// (synchronous_commit off, for it alone), which releases its locks at once; then, before its
+// operations are answered or its events are published, a synchronous commit of a one-record
+// transaction on the same connection flushes the WAL through it (WAL is flushed in order, so
+// through every commit before it too). Concurrent flushes share an fsync. Nothing is answered,
+// published or listed (Events reads up to the last published seq) before it is durable
+// (invariant 10).
 package postgres
 
 import (
@@ -65,6 +70,11 @@ type Options struct {
 	OnLine func(name string)
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
+	// MaxConns is the size of the connection pool; 0 means DefaultMaxConns. The URL's
+	// pool_max_conns, when given, wins.
+	MaxConns int
+
+	tracer pgx.QueryTracer // tests count round trips with it
 }
 
 // Store is the PostgreSQL store.
@@ -86,6 +96,13 @@ type Store struct {
 	// published is the last seq handed to OnCommit: every event up to it is committed and
 	// durable. Written under pubMu.
 	published atomic.Int64
+	// committed is the last seq of this replica's newest committed batch, which its leader
+	// publishes after the flush with every event before it.
+	committed atomic.Int64
+
+	lock    chan struct{} // the writer lock: held by a batch's leader from BEGIN to COMMIT
+	pendMu  sync.Mutex
+	pending []*op // operations waiting for the next batch
 
 	stopListen context.CancelFunc
 	listening  chan struct{} // closed when the listener has stopped
@@ -99,15 +116,19 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	cfg, err := pgxpool.ParseConfig(url)
+	cfg, err := poolConfig(url, opts.MaxConns)
 	if err != nil {
-		return nil, fmt.Errorf("open postgres: %w", err)
+		return nil, err
+	}
+	if opts.tracer != nil {
+		cfg.ConnConfig.Tracer = opts.tracer
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	s := &Store{pool: pool, test: opts.TestClock, onCommit: opts.OnCommit, onBatch: opts.OnBatch, onLine: opts.OnLine, log: log}
+	s := &Store{pool: pool, test: opts.TestClock, onCommit: opts.OnCommit, onBatch: opts.OnBatch, onLine: opts.OnLine, log: log,
+		lock: make(chan struct{}, writers)}
 	if err := s.start(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -197,11 +218,12 @@ func (s *Store) Close() error {
 // older than the commit it waited for.
 const nowSQL = `SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint`
 
-// queryer is a pool or a transaction.
+// queryer is a pool, a connection or a transaction.
 type queryer interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 }
 
 // now reads the time a decision is made at, in milliseconds: the database's clock, or the test
@@ -221,7 +243,7 @@ func (s *Store) now(ctx context.Context, q queryer) (int64, error) {
 // at commit.
 type txn struct {
 	s      *Store
-	tx     pgx.Tx
+	tx     queryer // the connection, inside the transaction
 	events []lease.Event
 }
 
@@ -235,17 +257,13 @@ func (t *txn) record(e lease.Event) { t.events = append(t.events, e) }
 // serialization conflict.
 const maxAttempts = 4
 
-// write runs fn in one transaction and commits it, then hands its events to OnCommit. A domain
-// error from fn still commits what fn wrote (an expiry it recorded, a rejection) and is then
-// returned; any other error rolls back. A deadlock or serialization failure runs fn again; when
-// they persist, or the database cannot be reached, the error is unavailable.
-func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error) (err error) {
+// writeAlone runs fn in a transaction of its own, outside the batches: for the sweeper's and
+// the pruner's long transactions, which must not hold up the batches. Its errors are those of
+// write.
+func (s *Store) writeAlone(ctx context.Context, fn func(context.Context, *txn) error) (err error) {
 	if s.onBatch != nil {
 		began := time.Now()
-		defer func() {
-			var domain *lease.Error
-			s.onBatch(1, time.Since(began), err == nil || errors.As(err, &domain) && lease.ErrorCode(err) != lease.CodeUnavailable)
-		}()
+		defer func() { s.onBatch(1, time.Since(began), !failed(err)) }()
 	}
 	for attempt := range maxAttempts {
 		if attempt > 0 {
@@ -255,7 +273,7 @@ func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error)
 			case <-time.After(time.Duration(attempt*attempt) * 5 * time.Millisecond):
 			}
 		}
-		err = s.try(ctx, fn)
+		err = s.tryAlone(ctx, fn)
 		if !retryable(err) {
 			break
 		}
@@ -263,7 +281,7 @@ func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error)
 	return translate(err)
 }
 
-func (s *Store) try(ctx context.Context, fn func(context.Context, *txn) error) error {
+func (s *Store) tryAlone(ctx context.Context, fn func(context.Context, *txn) error) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -275,33 +293,28 @@ func (s *Store) try(ctx context.Context, fn func(context.Context, *txn) error) e
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	t := &txn{s: s, tx: tx}
-	result := fn(ctx, t)
-	var domain *lease.Error
-	if result != nil && !errors.As(result, &domain) {
-		return result
-	}
-	if len(t.events) == 0 {
+	if result := fn(ctx, t); failed(result) || len(t.events) == 0 {
+		if failed(result) {
+			return result
+		}
 		if err := tx.Commit(ctx); err != nil {
 			return fmt.Errorf("commit: %w", err)
 		}
 		return result
 	}
-	if err := t.insertEvents(ctx); err != nil {
+	if err := s.insertEvents(ctx, tx, t.events); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	// Committed, locks released, not yet durable: flush, then publish. The flush runs even if
-	// the caller has gone: what committed is answered, so that a caller that still listens (a
-	// waiter's line, which gives back a grant nobody received) learns of it.
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
 	defer cancel()
 	if _, err := conn.Exec(fctx, flushSQL); err != nil {
 		return fmt.Errorf("flush the commit: %w", err)
 	}
 	s.publishUpTo(fctx, conn.Conn(), t.events)
-	return result
+	return nil
 }
 
 // flushTimeout bounds the flush after a commit.
@@ -316,19 +329,26 @@ const flushSQL = `SELECT pg_logical_emit_message(true, 'leasekeeper', '')`
 // delivered at commit). The event_seq row stays locked until COMMIT: a transaction that takes
 // seq 42 cannot commit before the one that took 41 has, so a reader of seq > n never misses an
 // event that commits later.
-func (t *txn) insertEvents(ctx context.Context) error {
+func (s *Store) insertEvents(ctx context.Context, q queryer, events []lease.Event) error {
+	var pl pipeline
+	s.queueEvents(&pl, events)
+	return pl.run(ctx, q)
+}
+
+// queueEvents queues insertEvents's statement on pl; when pl has run, events have their seqs.
+func (s *Store) queueEvents(pl *pipeline, events []lease.Event) {
 	var recorded *int64
-	if t.s.test != nil {
-		v := t.s.test.Now().UnixMilli()
+	if s.test != nil {
+		v := s.test.Now().UnixMilli()
 		recorded = &v
 	}
-	n := len(t.events)
+	n := len(events)
 	cols := struct {
 		typ, name, holder, meta, res, actor, detail []*string
 		token, at, exp, delay                       []*int64
 	}{}
-	for i := range t.events {
-		e := &t.events[i]
+	for i := range events {
+		e := &events[i]
 		var exp *int64
 		if !e.ExpiresAt.IsZero() {
 			v := e.ExpiresAt.UnixMilli()
@@ -347,8 +367,16 @@ func (t *txn) insertEvents(ctx context.Context) error {
 		cols.delay = append(cols.delay, delay)
 		cols.detail = append(cols.detail, store.EventDetail(*e))
 	}
-	var last int64
-	err := t.tx.QueryRow(ctx, `WITH s AS (UPDATE event_seq SET last = last + $1 RETURNING last),
+	pl.queue(func(r pgx.BatchResults) error {
+		var last int64
+		if err := r.QueryRow().Scan(&last); err != nil {
+			return fmt.Errorf("record events: %w", err)
+		}
+		for i := range events {
+			events[i].Seq = last - int64(n) + 1 + int64(i)
+		}
+		return nil
+	}, `WITH s AS (UPDATE event_seq SET last = last + $1 RETURNING last),
 		c AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
 		n AS (SELECT pg_notify($2, s.last::text) AS v FROM s),
 		i AS (INSERT INTO events (seq, type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor, lock_delay_ms, detail)
@@ -357,14 +385,7 @@ func (t *txn) insertEvents(ctx context.Context) error {
 			FROM s, unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], $13::bigint[], $14::text[])
 				WITH ORDINALITY AS e(type, name, token, holder, at, exp, meta, res, actor, delay, detail, ord))
 		SELECT s.last FROM s, c, n`,
-		n, Channel, cols.typ, cols.name, cols.token, cols.holder, cols.at, cols.exp, cols.meta, cols.res, cols.actor, recorded, cols.delay, cols.detail).Scan(&last)
-	if err != nil {
-		return fmt.Errorf("record events: %w", err)
-	}
-	for i := range t.events {
-		t.events[i].Seq = last - int64(n) + 1 + int64(i)
-	}
-	return nil
+		n, Channel, cols.typ, cols.name, cols.token, cols.holder, cols.at, cols.exp, cols.meta, cols.res, cols.actor, recorded, cols.delay, cols.detail)
 }
 
 // retryable reports whether the database aborted the transaction to break a deadlock or a

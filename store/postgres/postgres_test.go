@@ -87,3 +87,25 @@ func postgresOptions(lines chan<- string) postgres.Options {
 	}
 	return o
 }
+
+// TestPoolSize: the pool has DefaultMaxConns connections unless Options.MaxConns says
+// otherwise, and the URL's pool_max_conns wins over both.
+func TestPoolSize(t *testing.T) {
+	url := srv.NewDatabase(t)
+	for _, tt := range []struct {
+		name     string
+		url      string
+		maxConns int
+		want     int
+	}{
+		{"Default", url, 0, postgres.DefaultMaxConns},
+		{"Option", url, 40, 40},
+		{"URLWins", url + "&pool_max_conns=3", 40, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := open(t, tt.url, nil, postgres.Options{MaxConns: tt.maxConns}).MaxConns(); got != tt.want {
+				t.Errorf("Open(MaxConns: %d).MaxConns() = %d, want %d", tt.maxConns, got, tt.want)
+			}
+		})
+	}
+}

@@ -17,7 +17,8 @@ import (
 // lease.DecideFencedWrite decides (invariant 7). See store.Store.
 func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.Resource, error) {
 	var out lease.Resource
-	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+	f := &fastOp{kind: fastPut, put: wr, resource: &out}
+	err := s.writeFast(ctx, f, func(ctx context.Context, t *txn) error {
 		fence, version, err := lockResource(ctx, t, wr.Name)
 		if err != nil {
 			return err

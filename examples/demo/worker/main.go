@@ -113,7 +113,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if v == "" {
 		v = fmt.Sprintf("written by %s with token %d\n", *holder, l.Token())
 	}
-	info, werr := c.PutResource(wctx, *resource, l.Token(), l.Name(), "text/plain", []byte(v))
+	info, werr := c.PutResource(wctx, *resource, l.Token(), []byte(v), client.PutOptions{Lease: l.Name(), ContentType: "text/plain"})
 	rerr := l.Release(wctx)
 	var stale *client.StaleTokenError
 	switch {

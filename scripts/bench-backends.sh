@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The backends side by side (make bench-backends): on this machine, one throwaway PostgreSQL
+# cluster (fsync and synchronous_commit on, as in production), and the same `leasekeeper bench`
+# (same clients, modes and duration) against
+#
+#   1. leasekeeper on SQLite,
+#   2. leasekeeper on PostgreSQL, one replica,
+#   3. leasekeeper on PostgreSQL, three replicas on one database (bench spreads its requests
+#      over them, as a round-robin balancer would),
+#
+# then `pgbench -N` on the same cluster (one small write per commit: what the database does
+# without leasekeeper), and one table of the ratios issue targets name: PostgreSQL / SQLite per
+# mode, PostgreSQL p99 / SQLite p99, PostgreSQL renew / pgbench tps, three replicas / one.
+#
+# Environment: BIN (the leasekeeper binary, default bin/leasekeeper), PGBIN (PostgreSQL's
+# programs, default the newest /usr/lib/postgresql/*/bin), CLIENTS (64), DURATION (8s),
+# MODES (renew,cycle,fenced), POOL (--db-max-conns of each replica; default the server's).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bin=$(realpath "${BIN:-bin/leasekeeper}")
+pgbin=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
+clients=${CLIENTS:-64}
+duration=${DURATION:-8s}
+modes=${MODES:-renew,cycle,fenced}
+pool=${POOL:+--db-max-conns $POOL}
+[[ -x $bin ]] || { echo "no leasekeeper binary at $bin (make build)" >&2; exit 1; }
+[[ -x $pgbin/initdb ]] || { echo "no PostgreSQL programs (set PGBIN; Debian: apt-get install postgresql)" >&2; exit 1; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasekeeper-backends.XXXXXX")
+chmod 755 "$tmp"
+pids=()
+# PostgreSQL refuses to run as root: as root, its programs run as the postgres user.
+pg() {
+	if [[ $(id -u) == 0 ]]; then runuser -u postgres -- "$pgbin/$1" "${@:2}"; else "$pgbin/$1" "${@:2}"; fi
+}
+cleanup() {
+	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	pg pg_ctl -D "$tmp/pg" -m immediate -w stop >/dev/null 2>&1 || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+[[ $(id -u) == 0 ]] && chown postgres "$tmp"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+port=$(free_port)
+pg initdb -D "$tmp/pg" -A trust -U postgres -E UTF8 >/dev/null
+pg pg_ctl -D "$tmp/pg" -l "$tmp/pg.log" -w -o "-p $port -k $tmp -c listen_addresses= -c fsync=on -c synchronous_commit=on -c max_connections=200" start >/dev/null
+pgurl() { echo "postgres://postgres@/$1?host=$tmp&port=$port"; }
+for db in lk1 lk3 pgb; do pg createdb -h "$tmp" -p "$port" -U postgres "$db"; done
+
+export LEASEKEEPER_ADMIN_KEY=lkk_bench-backends-0123456789abcdefghijklmnopqrstuvwxyz
+# serve DB ARGS…: starts a server on a free port and sets url to its URL once it answers.
+serve() {
+	local p
+	p=$(free_port)
+	"$bin" serve --addr "127.0.0.1:$p" --db "$1" --log-level warn "${@:2}" >/dev/null 2>>"$tmp/serve.log" &
+	pids+=($!)
+	for _ in $(seq 100); do
+		url=http://127.0.0.1:$p
+		curl -fsS "$url/readyz" >/dev/null 2>&1 && return
+		sleep 0.1
+	done
+	echo "the server on $1 did not start:" >&2
+	cat "$tmp/serve.log" >&2
+	exit 1
+}
+# bench NAME URLS: runs the load generator and keeps its output in $tmp/NAME.
+bench() {
+	echo "== $1: leasekeeper bench -c $clients -d $duration --mode $modes" >&2
+	LEASEKEEPER_API_KEY=$LEASEKEEPER_ADMIN_KEY "$bin" bench --server "$2" -c "$clients" -d "$duration" --mode "$modes" | tee "$tmp/$1" >&2
+}
+stop_servers() {
+	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+	wait 2>/dev/null || true
+	pids=()
+}
+
+serve "$tmp/lk.db"
+bench sqlite "$url"
+stop_servers
+# shellcheck disable=SC2086 # $pool is empty or two words
+serve "$(pgurl lk1)" --secret-file "$tmp/secret" $pool
+bench pg1 "$url"
+stop_servers
+urls=()
+for _ in 1 2 3; do
+	# shellcheck disable=SC2086
+	serve "$(pgurl lk3)" --secret-file "$tmp/secret" $pool
+	urls+=("$url")
+done
+bench pg3 "$(IFS=,; echo "${urls[*]}")"
+stop_servers
+
+echo "== pgbench -N -c $clients -T ${duration%s} on the same cluster" >&2
+pg pgbench -h "$tmp" -p "$port" -U postgres -i -q -s 10 pgb >/dev/null 2>&1
+pg pgbench -h "$tmp" -p "$port" -U postgres -N -c "$clients" -j 2 -T "${duration%s}" pgb >"$tmp/pgbench" 2>&1
+tps=$(awk '/^tps = / {print $3; exit}' "$tmp/pgbench")
+echo "pgbench: $tps transactions/s" >&2
+
+# The table: ops/s ($3) and p99 ($6, "12.34ms") of each mode in each run.
+awk -v modes="$modes" -v tps="$tps" -v clients="$clients" -v duration="$duration" '
+	FNR == 1 { run = FILENAME; sub(/.*\//, "", run) }
+	$2 == clients && $3 ~ /^[0-9.]+$/ { rate[run, $1] = $3; p = $6; sub(/ms$/, "", p); p99[run, $1] = p }
+	function ratio(a, b, f) { return b > 0 && a > 0 ? sprintf(f, a / b) : "-" }
+	END {
+		n = split(modes, m, ",")
+		printf "\n%d clients, %s per mode; PostgreSQL with fsync and synchronous_commit on\n\n", clients, duration
+		printf "| mode | SQLite /s | PG 1 replica /s | PG 3 replicas /s | PG/SQLite | SQLite p99 ms | PG p99 ms | PG p99/SQLite p99 | 3 replicas/1 |\n"
+		printf "|---|---|---|---|---|---|---|---|---|\n"
+		for (i = 1; i <= n; i++) {
+			k = m[i]
+			s = rate["sqlite", k]; p = rate["pg1", k]; t = rate["pg3", k]
+			ps = ratio(p, s, "%.2f"); pp = ratio(p99["pg1", k], p99["sqlite", k], "%.1f"); tp = ratio(t, p, "%.2f")
+			printf "| %s | %.0f | %.0f | %.0f | %s | %s | %s | %s | %s |\n", k, s, p, t, ps, p99["sqlite", k], p99["pg1", k], pp, tp
+		}
+		pr = ratio(rate["pg1", "renew"], tps, "%.2f")
+		printf "\npgbench -N: %.0f transactions/s; PostgreSQL renew / pgbench: %s\n", tps, pr
+	}' "$tmp/sqlite" "$tmp/pg1" "$tmp/pg3"

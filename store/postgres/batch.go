@@ -1,0 +1,381 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+)
+
+// The batch writer. Each replica runs its writes as batches: operations that arrive while a
+// batch is under way join the next one, which runs them in one transaction, records all their
+// events in one statement, commits once and flushes once. A batch costs one BEGIN, one event
+// insert, one COMMIT and one flush whatever its size, where each operation cost them all before;
+// the operations' own statements run in turn on the batch's connection, and the fast paths of
+// fast.go (renew, release, the fenced write) decide many operations with a fixed number of
+// statements.
+//
+// The leader of a batch (the operation that took the writer lock) holds the lock from BEGIN to
+// the end of COMMIT, then lets it go before it flushes: the next batch runs its statements
+// while this one's commit reaches the disk, and concurrent flushes share an fsync. Nothing is
+// answered or published before its commit is flushed.
+//
+// Failures: an operation's domain error (a rule refused it) still commits what it wrote and
+// fails it alone. Any other error of an operation rolls the batch back and runs it again with a
+// savepoint around each operation, so that the failure takes that operation only. A batch the
+// database aborted (deadlock, serialization) or that failed before anything was sent runs again,
+// up to maxAttempts times; one whose connection was lost fails, every operation answered
+// unavailable (503): a batch is never half applied.
+
+// maxBatch bounds the operations of one batch, and so the time its locks are held.
+const maxBatch = 256
+
+// op is one write operation waiting for a batch.
+type op struct {
+	ctx     context.Context
+	fn      func(context.Context, *txn) error
+	fast    *fastOp // when set, the batch may decide it on its fast path instead of calling fn
+	decided bool    // decided on the fast path in this run of the batch
+	skipped bool    // its caller had gone when the batch began: not run
+	err     error
+	events  []lease.Event
+	done    chan struct{}
+}
+
+// write runs fn as one operation of a batch (see above) and returns once the batch is flushed
+// to disk. A domain error from fn still commits what fn wrote (an expiry it recorded, a
+// rejection) and is then returned; any other error rolls back fn's writes only. fn may run more
+// than once (a retried batch): it must set its results anew each time.
+func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error) error {
+	return s.enqueue(&op{ctx: ctx, fn: fn, done: make(chan struct{})})
+}
+
+// enqueue runs o in a batch and returns its error.
+func (s *Store) enqueue(o *op) error {
+	s.pendMu.Lock()
+	s.pending = append(s.pending, o)
+	s.pendMu.Unlock()
+	select {
+	case <-o.done: // a leader ran it
+		return o.err
+	case s.lock <- struct{}{}: // lead the next batch
+	}
+	s.pendMu.Lock()
+	batch := s.pending
+	if len(batch) > maxBatch {
+		batch = batch[:maxBatch:maxBatch]
+		s.pending = append([]*op(nil), s.pending[maxBatch:]...)
+	} else {
+		s.pending = nil
+	}
+	s.pendMu.Unlock()
+	if len(batch) == 0 {
+		// o was taken by a batch that is flushing now.
+		<-s.lock
+		<-o.done
+		return o.err
+	}
+	s.lead(batch)
+	<-o.done
+	return o.err
+}
+
+// lead runs batch as its leader, who holds s.lock, and answers its operations; it lets s.lock
+// go once the batch has committed or failed.
+func (s *Store) lead(batch []*op) {
+	began := time.Now()
+	conn, evs, err := s.commitBatch(batch)
+	unlocked := false
+	unlock := func() {
+		if !unlocked {
+			unlocked = true
+			<-s.lock
+		}
+	}
+	defer unlock()
+	committed := err == nil
+	if committed && conn != nil {
+		if len(evs) > 0 {
+			raise(&s.committed, evs[len(evs)-1].Seq)
+		}
+		unlock()
+		// Committed, locks released, not yet durable: flush, then publish, then answer. The
+		// flush runs whoever has gone: what committed is answered, so that a caller that still
+		// listens (a waiter's line, which gives back a grant nobody received) learns of it.
+		if len(evs) > 0 {
+			fctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+			_, ferr := conn.Exec(fctx, flushSQL)
+			if ferr == nil {
+				s.publishUpTo(fctx, conn.Conn(), evs)
+			} else {
+				err, committed = translate(fmt.Errorf("flush the commit: %w", ferr)), false
+			}
+			cancel()
+		}
+	}
+	if conn != nil {
+		if err != nil {
+			// The flush failed: the connection may be broken, do not hand it back.
+			conn.Conn().Close(context.Background())
+		}
+		conn.Release()
+	}
+	if s.onBatch != nil {
+		s.onBatch(len(batch), time.Since(began), committed)
+	}
+	for _, o := range batch {
+		if err != nil && !o.skipped {
+			// The batch failed: whatever its operations were told by their decisions, none
+			// of it is written.
+			o.err = err
+		}
+		close(o.done)
+	}
+}
+
+// commitBatch runs batch in one transaction and commits it (asynchronously, see insertEvents),
+// retrying what may be retried. It returns the connection it committed on, still acquired, and
+// the batch's events in seq order; on error every operation is answered that error.
+func (s *Store) commitBatch(batch []*op) (*pgxpool.Conn, []lease.Event, error) {
+	var err error
+	for attempt := range maxAttempts {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt*attempt) * 5 * time.Millisecond)
+		}
+		var conn *pgxpool.Conn
+		var evs []lease.Event
+		conn, evs, err = s.tryBatch(batch)
+		if err == nil {
+			return conn, evs, nil
+		}
+		if !retryable(err) {
+			break
+		}
+	}
+	return nil, nil, translate(err)
+}
+
+// batchTimeout bounds one run of a batch: its statements do not end with a caller's context
+// (one caller leaving must not abort the others' transaction).
+const batchTimeout = 30 * time.Second
+
+// tryBatch runs batch once: first without savepoints, and again with one around each
+// operation when an operation failed for another reason than a rule. On success it returns the
+// connection, which the caller releases.
+func (s *Store) tryBatch(batch []*op) (conn *pgxpool.Conn, evs []lease.Event, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+	conn, err = s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			conn.Release()
+			conn = nil
+		}
+	}()
+	evs, err = s.runBatch(ctx, conn.Conn(), batch, false)
+	if errors.Is(err, errOperationFailed) {
+		evs, err = s.runBatch(ctx, conn.Conn(), batch, true)
+	}
+	return conn, evs, err
+}
+
+// errOperationFailed says that an operation failed for another reason than a rule, in a run
+// without savepoints: the batch runs again with them.
+var errOperationFailed = errors.New("an operation failed")
+
+// beginSQL starts a batch's transaction. Read committed: every decision locks the rows it
+// reads first.
+const beginSQL = `BEGIN ISOLATION LEVEL READ COMMITTED`
+
+// runBatch runs the operations of batch in one transaction on c and commits it: the fast path's
+// operations first (their first pipeline begins the transaction), then each other operation's
+// own statements, then one pipeline with the fast path's writes (unless the others' statements
+// had to see them first), the batch's events and COMMIT. A batch of fast operations alone costs
+// two round trips, and the flush after.
+func (s *Store) runBatch(ctx context.Context, c *pgx.Conn, batch []*op, savepoints bool) (_ []lease.Event, err error) {
+	open := false
+	defer func() {
+		if open {
+			if _, rerr := c.Exec(context.Background(), `ROLLBACK`); rerr != nil {
+				c.Close(context.Background())
+			}
+		}
+	}()
+	// A failure of the batch's own statements (not an operation's) fails the operations alone
+	// when the database still answers: the run with savepoints finds which.
+	own := func(err error) error {
+		if savepoints || lost(err) || retryable(err) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", errOperationFailed, err)
+	}
+	fast := false
+	for _, o := range batch {
+		o.err, o.events, o.decided, o.skipped = nil, nil, false, false
+		if err := o.ctx.Err(); err != nil {
+			o.err, o.skipped = err, true
+		} else if o.fast != nil && !savepoints {
+			fast = true
+		}
+	}
+	var last pipeline // what is sent with COMMIT
+	open = true
+	if fast {
+		b, err := s.fastPhase(ctx, c, batch)
+		if err != nil {
+			return nil, own(err)
+		}
+		b.queueWrites(&last)
+	} else if _, err := c.Exec(ctx, beginSQL); err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	// The events of the batch in the order their operations ran: the fast path's first.
+	var ran []*op
+	for _, o := range batch {
+		if o.decided {
+			ran = append(ran, o)
+		}
+	}
+	for _, o := range batch {
+		if o.decided || o.err != nil {
+			continue
+		}
+		if last.len() > 0 {
+			// This operation must see what the fast path decided.
+			if err := last.run(ctx, c); err != nil {
+				return nil, own(err)
+			}
+			last = pipeline{}
+		}
+		if savepoints {
+			if _, err := c.Exec(ctx, `SAVEPOINT op`); err != nil {
+				return nil, fmt.Errorf("savepoint: %w", err)
+			}
+		}
+		t := &txn{s: s, tx: c}
+		o.err = o.fn(ctx, t)
+		if failed(o.err) {
+			if lost(o.err) || retryable(o.err) {
+				// The batch's connection or transaction is gone, whichever operation saw it.
+				return nil, o.err
+			}
+			if !savepoints {
+				return nil, errOperationFailed
+			}
+			if _, err := c.Exec(ctx, `ROLLBACK TO SAVEPOINT op`); err != nil {
+				return nil, fmt.Errorf("roll back operation: %w (after %w)", err, o.err)
+			}
+			continue
+		}
+		o.events = t.events
+		ran = append(ran, o)
+	}
+	var evs []lease.Event
+	for _, o := range ran {
+		evs = append(evs, o.events...)
+	}
+	if len(evs) > 0 {
+		s.queueEvents(&last, evs)
+	}
+	last.queue(func(r pgx.BatchResults) error {
+		tag, err := r.Exec()
+		if err == nil && tag.String() != "COMMIT" {
+			err = errors.New("the transaction was rolled back")
+		}
+		return err
+	}, `COMMIT`)
+	if err := last.run(ctx, c); err != nil {
+		return nil, own(fmt.Errorf("commit: %w", err))
+	}
+	open = false
+	// queueEvents set the seqs in evs; each operation's events are a run of them.
+	i := 0
+	for _, o := range ran {
+		o.events = evs[i : i+len(o.events)]
+		i += len(o.events)
+	}
+	return evs, nil
+}
+
+// pipeline is statements sent together, in one round trip, with what reads each one's result.
+type pipeline struct {
+	b     pgx.Batch
+	reads []func(pgx.BatchResults) error
+}
+
+// queue adds a statement whose result read reads.
+func (p *pipeline) queue(read func(pgx.BatchResults) error, sql string, args ...any) {
+	p.b.Queue(sql, args...)
+	p.reads = append(p.reads, read)
+}
+
+// exec adds a statement whose result is only checked for an error.
+func (p *pipeline) exec(sql string, args ...any) {
+	p.queue(func(r pgx.BatchResults) error { _, err := r.Exec(); return err }, sql, args...)
+}
+
+func (p *pipeline) len() int { return len(p.reads) }
+
+// run sends the statements on q and reads their results in order; it returns the first error.
+func (p *pipeline) run(ctx context.Context, q queryer) error {
+	if len(p.reads) == 0 {
+		return nil
+	}
+	res := q.SendBatch(ctx, &p.b)
+	for _, read := range p.reads {
+		if err := read(res); err != nil {
+			res.Close()
+			return err
+		}
+	}
+	return res.Close()
+}
+
+// failed reports whether err makes an operation roll back: any error but a rule's decision,
+// and an unavailable database dressed as one (translate).
+func failed(err error) bool {
+	if err == nil {
+		return false
+	}
+	var domain *lease.Error
+	return !errors.As(err, &domain) || domain.Code == lease.CodeUnavailable
+}
+
+// lost reports whether err says the connection or its transaction is gone (rather than one
+// statement refused): no savepoint can save the batch.
+func lost(err error) bool {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		c := pe.Code[:2]
+		return c == "08" || c == "53" || c == "57" || c == "25"
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || lease.ErrorCode(translate(err)) == lease.CodeUnavailable
+}
+
+// writers is how many batches a replica runs at once: one, as SQLite's writer. Batches lock in
+// one global order (the keys' caps, resources, names, grants, the last token, each sorted), so
+// the fast paths of several replicas cannot deadlock; a batch's operations that take their own
+// locks can, and the database then aborts one batch, which runs again. Two or four writers per
+// replica measured no better here: the commit's round trips are short beside the flush, which
+// batches already overlap.
+const writers = 1
+
+// raise sets v to n if n is greater.
+func raise(v *atomic.Int64, n int64) {
+	for {
+		old := v.Load()
+		if n <= old || v.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}

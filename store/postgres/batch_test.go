@@ -1,0 +1,366 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/store/postgres"
+)
+
+// batchOf runs the writes as one batch: it holds the writer, starts each write in a goroutine,
+// waits until all of them wait for the batch, lets it run, and waits for every write to end.
+func batchOf(t *testing.T, s *postgres.Store, writes ...func()) {
+	t.Helper()
+	pending, release := postgres.HoldBatches(s)
+	var wg sync.WaitGroup
+	for _, w := range writes {
+		wg.Go(w)
+	}
+	for deadline := time.Now().Add(30 * time.Second); pending() < len(writes); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			release()
+			t.Fatalf("%d of %d writes wait for the batch after 30 s", pending(), len(writes))
+		}
+	}
+	release()
+	wg.Wait()
+}
+
+// TestBatchOperationFailsAlone: in one batch with acquires, renewals and fenced writes, an
+// operation the database refuses (division by zero) fails alone; the others are decided and
+// committed once, and the batch is reported as one.
+func TestBatchOperationFailsAlone(t *testing.T) {
+	ctx := context.Background()
+	var sizes []int
+	var mu sync.Mutex
+	s := open(t, srv.NewDatabase(t), nil, postgres.Options{OnBatch: func(ops int, _ time.Duration, committed bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if committed {
+			sizes = append(sizes, ops)
+		}
+	}})
+	held := make([]lease.Lease, 5)
+	for i := range held {
+		var err error
+		if held[i], err = s.Acquire(ctx, store.AcquireParams{Name: fmt.Sprintf("held-%d", i), Holder: "w", TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mu.Lock()
+	sizes = nil
+	mu.Unlock()
+	var writes []func()
+	acquired := make([]lease.Lease, 10)
+	acqErr := make([]error, 10)
+	for i := range acquired {
+		writes = append(writes, func() {
+			acquired[i], acqErr[i] = s.Acquire(ctx, store.AcquireParams{Name: fmt.Sprintf("new-%d", i), Holder: "w", TTL: time.Minute})
+		})
+	}
+	renewErr := make([]error, len(held))
+	putErr := make([]error, len(held))
+	for i, l := range held {
+		writes = append(writes, func() {
+			_, renewErr[i] = s.Renew(ctx, l.Name, l.ID, 2*time.Minute, nil)
+		}, func() {
+			_, putErr[i] = s.PutResource(ctx, store.ResourceWrite{Name: fmt.Sprintf("res-%d", i), Token: l.Token, LeaseName: l.Name, Value: []byte("v")})
+		})
+	}
+	var badErr error
+	writes = append(writes, func() { badErr = postgres.WriteSQL(ctx, s, `SELECT 1/0`) })
+	batchOf(t, s, writes...)
+
+	if badErr == nil || lease.ErrorCode(badErr) != lease.CodeInternal {
+		t.Errorf("the refused operation: err = %v, want an internal error", badErr)
+	}
+	for i, err := range acqErr {
+		if err != nil {
+			t.Errorf("acquire new-%d: %v", i, err)
+		}
+	}
+	for i := range held {
+		if renewErr[i] != nil || putErr[i] != nil {
+			t.Errorf("held-%d: renew %v, put %v", i, renewErr[i], putErr[i])
+		}
+		st, err := s.Get(ctx, held[i].Name)
+		if err != nil || st.Token != held[i].Token || st.ExpiresAt.Sub(st.RenewedAt) != 2*time.Minute {
+			t.Errorf("held-%d after its renewal: %+v, %v", i, st, err)
+		}
+	}
+	evs, err := s.Events(ctx, store.EventFilter{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[lease.EventType]int{}
+	for _, e := range evs.Items {
+		count[e.Type]++
+	}
+	if count[lease.EventAcquired] != len(held)+len(acquired) || count[lease.EventRenewed] != len(held) {
+		t.Errorf("events: %v, want each write's once", count)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sizes) != 1 || sizes[0] != len(writes) {
+		t.Errorf("committed batches: %v, want one of %d operations", sizes, len(writes))
+	}
+}
+
+// TestBatchRetriedWhenAborted: a batch the database aborts (a deadlock) runs again, and what
+// its other operations decided is committed once.
+func TestBatchRetriedWhenAborted(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, srv.NewDatabase(t), nil, postgres.Options{})
+	var l lease.Lease
+	var acqErr, abortedErr error
+	var runs int
+	batchOf(t, s, func() {
+		l, acqErr = s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: "w", TTL: time.Minute})
+	}, func() {
+		runs, abortedErr = postgres.WriteAborted(ctx, s, "40P01", 2)
+	})
+	if acqErr != nil || abortedErr != nil || runs != 3 {
+		t.Fatalf("acquire: %v; the aborted operation: %v after %d runs, want nil after 3", acqErr, abortedErr, runs)
+	}
+	evs, err := s.Events(ctx, store.EventFilter{Name: "job"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs.Items) != 1 || evs.Items[0].Token != l.Token {
+		t.Errorf("events of job: %+v, want one acquired with token %d", evs, l.Token)
+	}
+}
+
+// TestBatchLostConnection: a batch whose connection is lost is never half applied: every
+// operation in it is answered unavailable, and none of their writes is there.
+func TestBatchLostConnection(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, srv.NewDatabase(t), nil, postgres.Options{})
+	var acqErr, killErr error
+	batchOf(t, s, func() {
+		_, acqErr = s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: "w", TTL: time.Minute})
+	}, func() {
+		killErr = postgres.WriteSQL(ctx, s, `SELECT pg_terminate_backend(pg_backend_pid())`)
+	})
+	if lease.ErrorCode(acqErr) != lease.CodeUnavailable || lease.ErrorCode(killErr) != lease.CodeUnavailable {
+		t.Fatalf("acquire: %v; the operation that lost the connection: %v; want both unavailable", acqErr, killErr)
+	}
+	if st, err := s.Get(ctx, "job"); lease.ErrorCode(err) != lease.CodeNotFound {
+		t.Errorf("Get(job) = %+v, %v; want not_found: the batch was rolled back", st, err)
+	}
+	// The store goes on with a new connection.
+	if _, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: "w", TTL: time.Minute}); err != nil {
+		t.Errorf("acquire after the lost connection: %v", err)
+	}
+}
+
+// roundTrips counts the round trips of the store's connections but the listener's (which
+// catches up on other replicas' events when notified): statements sent alone and pipelines.
+type roundTrips struct {
+	n        atomic.Int64
+	mu       sync.Mutex
+	listener *pgx.Conn
+}
+
+func (r *roundTrips) count(c *pgx.Conn, sql string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if strings.HasPrefix(sql, "LISTEN") {
+		r.listener = c
+	}
+	if c != r.listener {
+		r.n.Add(1)
+	}
+}
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, c *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	r.count(c, d.SQL)
+	return ctx
+}
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *roundTrips) TraceBatchStart(ctx context.Context, c *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	r.count(c, "")
+	return ctx
+}
+func (r *roundTrips) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (r *roundTrips) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// TestBatchRoundTripsFixed: a batch of acquires, renewals, fenced writes and releases costs the
+// same round trips whatever its size: it is decided on the fast path, not statement by
+// statement.
+func TestBatchRoundTripsFixed(t *testing.T) {
+	ctx := context.Background()
+	rt := new(roundTrips)
+	s := open(t, srv.NewDatabase(t), nil, postgres.WithTracer(postgres.Options{}, rt))
+	round := 0
+	// trips runs n acquires, then n renewals and fenced writes, then n releases, each kind as
+	// one batch, and returns the round trips of each batch.
+	trips := func(n int) [3]int64 {
+		round++
+		var out [3]int64
+		ls := make([]lease.Lease, n)
+		var writes []func()
+		for i := range n {
+			writes = append(writes, func() {
+				var err error
+				if ls[i], err = s.Acquire(ctx, store.AcquireParams{Name: fmt.Sprintf("r%d-%d", round, i), Holder: "w", TTL: time.Minute}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		before := rt.n.Load()
+		batchOf(t, s, writes...)
+		out[0] = rt.n.Load() - before
+		writes = nil
+		for _, l := range ls {
+			writes = append(writes, func() {
+				if _, err := s.Renew(ctx, l.Name, l.ID, time.Minute, nil); err != nil {
+					t.Error(err)
+				}
+			}, func() {
+				if _, err := s.PutResource(ctx, store.ResourceWrite{Name: l.Name, Token: l.Token, LeaseName: l.Name, Value: []byte("v")}); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		before = rt.n.Load()
+		batchOf(t, s, writes...)
+		out[1] = rt.n.Load() - before
+		writes = nil
+		for _, l := range ls {
+			writes = append(writes, func() {
+				if err := s.Release(ctx, l.Name, l.ID); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		before = rt.n.Load()
+		batchOf(t, s, writes...)
+		out[2] = rt.n.Load() - before
+		return out
+	}
+	trips(3) // statements described and cached on the connections
+	one, many := trips(1), trips(50)
+	if one != many {
+		t.Errorf("round trips of a batch (acquire, renew and write, release): %v for 1 operation, %v for 50; want the same", one, many)
+	}
+	for i, n := range one {
+		if n > 3 {
+			t.Errorf("batch %d: %d round trips, want at most 3 (two pipelines and a flush)", i, n)
+		}
+	}
+}
+
+// TestBatchOwnerCap: a key's cap holds within one batch: of five acquires by a key that may hold
+// three leases and holds one, two are granted.
+func TestBatchOwnerCap(t *testing.T) {
+	ctx := context.Background()
+	s := open(t, srv.NewDatabase(t), nil, postgres.Options{})
+	if _, err := s.Acquire(ctx, store.AcquireParams{Name: "first", Holder: "w", TTL: time.Minute, Owner: "k1", MaxHeld: 3}); err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, 5)
+	var writes []func()
+	for i := range errs {
+		writes = append(writes, func() {
+			_, errs[i] = s.Acquire(ctx, store.AcquireParams{Name: fmt.Sprintf("job-%d", i), Holder: "w", TTL: time.Minute, Owner: "k1", MaxHeld: 3})
+		})
+	}
+	var other error
+	writes = append(writes, func() {
+		_, other = s.Acquire(ctx, store.AcquireParams{Name: "other", Holder: "w", TTL: time.Minute, Owner: "k2", MaxHeld: 3})
+	})
+	batchOf(t, s, writes...)
+	granted, refused := 0, 0
+	for _, err := range errs {
+		switch lease.ErrorCode(err) {
+		case "":
+			granted++
+		case lease.CodeTooManyLeases:
+			refused++
+		default:
+			t.Errorf("acquire: %v", err)
+		}
+	}
+	if granted != 2 || refused != 3 || other != nil {
+		t.Errorf("granted %d, refused %d (want 2 and 3); another key's acquire: %v", granted, refused, other)
+	}
+	if n, err := s.HeldCount(ctx, "job-"); err != nil || n != 2 {
+		t.Errorf("HeldCount(job-) = %d, %v; want 2", n, err)
+	}
+}
+
+// TestDecisionClockAfterLocks: a batch reads the database's clock after it has the locks it
+// decides on. Another transaction holds a name's row while it ends the name's grant 100 ms
+// later; an acquire that waited for the row must be granted no earlier than that end.
+func TestDecisionClockAfterLocks(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	s := open(t, url, nil, postgres.Options{})
+	l, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: "w1", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM names WHERE name = 'job' FOR UPDATE`); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		l   lease.Lease
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: "w2", TTL: time.Hour})
+		got <- result{l, err}
+	}()
+	time.Sleep(100 * time.Millisecond) // the acquire reads its clock, then waits for the row
+	var ended int64
+	if err := tx.QueryRow(ctx, `UPDATE grants SET ended_at = floor(extract(epoch FROM clock_timestamp()) * 1000), end_kind = 'released'
+		WHERE token = $1 RETURNING ended_at`, l.Token).Scan(&ended); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the acquire did not end 30 s after the row was let go")
+	}
+	if r.err != nil {
+		t.Fatalf("acquire after the release: %v", r.err)
+	}
+	if at := r.l.AcquiredAt.UnixMilli(); at < ended {
+		t.Errorf("granted at %d, before the previous grant ended at %d: the decision's clock was read before the lock", at, ended)
+	}
+}
+
+// TestCommitsSynchronously: the store's connections commit synchronously whatever the server's
+// default (the test cluster's is off), so the flush after an asynchronous commit waits for the
+// disk.
+func TestCommitsSynchronously(t *testing.T) {
+	s := open(t, srv.NewDatabase(t), nil, postgres.Options{})
+	if v, err := postgres.SynchronousCommit(context.Background(), s); err != nil || v != "on" {
+		t.Errorf("synchronous_commit = %q, %v; want on", v, err)
+	}
+}
