@@ -315,10 +315,10 @@ func TestBrowserOnCall(t *testing.T) {
 			t.Errorf("expiries sorted by soonest = %q (%d rows), want 16 in order", expiries, len(expiries))
 		}
 
-		dashOpen(t, ctx, s.dashServer, "/?sort=holder", false)
-		holders := dashEval[[]string](t, ctx, `[...document.querySelectorAll("[data-testid=lease-row] [data-testid=holder]")].map((c) => c.innerText)`)
-		if !slices.IsSorted(holders) || len(holders) != 16 {
-			t.Errorf("holders sorted = %q", holders)
+		dashOpen(t, ctx, s.dashServer, "/?sort=newest", false)
+		tokens := dashEval[[]string](t, ctx, `[...document.querySelectorAll("[data-testid=lease-row] [data-testid=token]")].map((c) => c.innerText.padStart(20, "0"))`)
+		if !slices.IsSortedFunc(tokens, func(a, b string) int { return strings.Compare(b, a) }) || len(tokens) != 16 {
+			t.Errorf("tokens, newest first = %q", tokens)
 		}
 		dashOpen(t, ctx, s.dashServer, "/", false)
 		if err := chromedp.Do(ctx, chromedp.SendKeys(chromedp.ID("contains"), "queue"), chromedp.SendKeys(chromedp.ID("holder"), "host-"),

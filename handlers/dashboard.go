@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -9,7 +8,6 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -107,27 +105,25 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	q := r.URL.Query()
 	o := web.Overview{Now: d.s.clock.Now(), Host: d.hostOf(r), Prefix: q.Get("prefix"), Cursor: q.Get("cursor"),
-		Contains: q.Get("q"), Holder: q.Get("holder"), Sort: q.Get("sort")}
-	if o.Sort != web.SortExpiry && o.Sort != web.SortHolder {
+		Contains: q.Get("q"), Holder: q.Get("holder"), Sort: q.Get("sort"), State: q.Get("state")}
+	if heldOrder[o.Sort] == "" {
 		o.Sort = web.SortName
+	}
+	if o.State != web.StateExpiring && o.State != web.StateLate {
+		o.State = ""
 	}
 	who := principalOf(ctx)
 	prefix, keep, none := scope(ctx, o.Prefix)
 	var err error
 	if !none {
 		var held []lease.State
-		held, o.NextCursor, o.Matched, o.Truncated, err = d.held(ctx, o, prefix, keep)
+		held, err = d.held(ctx, &o, who, prefix, keep != nil)
 		if err == nil {
-			n := len(held)
 			held, err = d.semaphoreRows(ctx, held)
-			o.Matched -= n - len(held) // a semaphore's slots match as its one row
 		}
 		for _, st := range held {
 			st.Waiters = d.s.acquirer.Waiters(st.Name)
 			o.Held = append(o.Held, viewLease(st))
-		}
-		if err == nil {
-			o.HeldCount, err = d.heldCount(ctx, who, prefix, keep != nil)
 		}
 	}
 	var freed []lease.State
@@ -166,21 +162,16 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 	d.page(w, r, http.StatusOK, web.OverviewLive(o), web.ErrorInfo{}, web.OverviewPage(d.siteFor(r), o))
 }
 
-// semaphoreRows turns the held slots of each semaphore into one row, at the place of its first
-// slot: the semaphore's state, with its limit and every slot.
+// semaphoreRows turns the slot that stands for its semaphore (the store answers one per
+// semaphore) into the semaphore's row: its state, with its limit and every slot.
 func (d *dashboard) semaphoreRows(ctx context.Context, held []lease.State) ([]lease.State, error) {
 	out := held[:0:0]
-	seen := map[string]bool{}
 	for _, st := range held {
 		name, _, ok := lease.SlotOf(st.Name)
 		if !ok {
 			out = append(out, st)
 			continue
 		}
-		if seen[name] {
-			continue
-		}
-		seen[name] = true
 		sem, err := d.s.store.Get(ctx, name)
 		if err != nil {
 			return nil, err
@@ -190,78 +181,42 @@ func (d *dashboard) semaphoreRows(ctx context.Context, held []lease.State) ([]le
 	return out, nil
 }
 
-// A sorted or filtered overview reads the held leases under the prefix into memory to order
-// them: it reads at most overviewScan of them (then says that it stopped) and shows the first
-// overviewRows matches.
-const (
-	overviewScan = 10 * store.MaxLimit
-	overviewRows = 200
-)
+// overviewRows is the overview's page of held leases.
+const overviewRows = 50
 
-// held is the overview's page of held leases. In name order without filters it is one page of
-// the store's list; sorted otherwise or filtered, it is the first overviewRows matches in the
-// order asked for, with how many matched and whether the scan stopped short.
-func (d *dashboard) held(ctx context.Context, o web.Overview, prefix string, keep func(...string) bool) (out []lease.State, next string, matched int, truncated bool, err error) {
-	visible := func(st lease.State) bool {
-		return (keep == nil || keep(st.Name)) && strings.Contains(st.Name, o.Contains) && strings.Contains(st.Holder, o.Holder)
-	}
-	if o.Sort == web.SortName && o.Contains == "" && o.Holder == "" {
-		page, err := d.s.store.List(ctx, store.LeaseFilter{Prefix: prefix, State: "held", Limit: 50, Cursor: o.Cursor})
-		for _, st := range page.Items {
-			if visible(st) {
-				out = append(out, st)
+// heldOrder is the store's order of each of the overview's sorts.
+var heldOrder = map[string]string{web.SortName: store.OrderName, web.SortExpiry: store.OrderExpiry,
+	web.SortLate: store.OrderLate, web.SortNewest: store.OrderNewest}
+
+// held reads the overview's page of held leases under prefix (the principal's own prefixes
+// under it when within), filtered and ordered by the store over all of them, and sets o's
+// counts: HeldCount, every held lease under the prefix; Matched, those the filters keep. A
+// semaphore is one row and counts once in both.
+func (d *dashboard) held(ctx context.Context, o *web.Overview, who auth.Principal, prefix string, within bool) ([]lease.State, error) {
+	f := store.HeldFilter{Prefix: prefix, Limit: overviewRows}
+	if within {
+		for _, kp := range who.Prefixes {
+			if strings.HasPrefix(kp, prefix) {
+				f.Within = append(f.Within, kp)
 			}
 		}
-		return out, page.Next, len(out), false, err
 	}
-	cursor := ""
-	for read := 0; ; {
-		page, err := d.s.store.List(ctx, store.LeaseFilter{Prefix: prefix, State: "held", Limit: store.MaxLimit, Cursor: cursor})
+	all := f
+	f.Contains, f.Holder, f.State, f.Order, f.Cursor = o.Contains, o.Holder, o.State, heldOrder[o.Sort], o.Cursor
+	page, err := d.s.store.Held(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	o.NextCursor, o.Matched, o.HeldCount = page.Next, page.Total, page.Total
+	if f.Contains != "" || f.Holder != "" || f.State != "" {
+		all.Limit = 1
+		p, err := d.s.store.Held(ctx, all)
 		if err != nil {
-			return nil, "", 0, false, err
+			return nil, err
 		}
-		read += len(page.Items)
-		for _, st := range page.Items {
-			if visible(st) {
-				out = append(out, st)
-			}
-		}
-		if page.Next == "" {
-			break
-		}
-		if read >= overviewScan {
-			truncated = true
-			break
-		}
-		cursor = page.Next
+		o.HeldCount = p.Total
 	}
-	switch o.Sort {
-	case web.SortExpiry:
-		slices.SortStableFunc(out, func(a, b lease.State) int { return a.ExpiresAt.Compare(b.ExpiresAt) })
-	case web.SortHolder:
-		slices.SortStableFunc(out, func(a, b lease.State) int { return cmp.Compare(a.Holder, b.Holder) })
-	}
-	return out[:min(len(out), overviewRows)], "", len(out), truncated, nil
-}
-
-// heldCount counts the held leases under prefix that the principal may see: with several of
-// its prefixes under the one asked for (check), the sum over those.
-func (d *dashboard) heldCount(ctx context.Context, who auth.Principal, prefix string, check bool) (int, error) {
-	if !check {
-		return d.s.store.HeldCount(ctx, prefix)
-	}
-	total := 0
-	for _, kp := range who.Prefixes {
-		if !strings.HasPrefix(kp, prefix) {
-			continue
-		}
-		n, err := d.s.store.HeldCount(ctx, kp)
-		if err != nil {
-			return 0, err
-		}
-		total += n
-	}
-	return total, nil
+	return page.Items, nil
 }
 
 func (d *dashboard) lease(w http.ResponseWriter, r *http.Request) {

@@ -761,32 +761,73 @@ func TestDashboardOverviewSortAndFilter(t *testing.T) {
 	for path, want := range map[string][]string{
 		"/":                    {"a-job", "b-job", "c-task"},
 		"/?sort=expiry":        {"c-task", "a-job", "b-job"},
-		"/?sort=holder":        {"a-job", "c-task", "b-job"},
+		"/?sort=newest":        {"c-task", "a-job", "b-job"},
+		"/?sort=late":          {"c-task", "a-job", "b-job"},
 		"/?q=job":              {"a-job", "b-job"},
 		"/?holder=b&sort=name": {"c-task"},
+		"/?state=expiring":     {"c-task"},
 		"/?sort=bogus":         {"a-job", "b-job", "c-task"},
 	} {
 		if diff := cmp.Diff(want, names(path)); diff != "" {
 			t.Errorf("GET %s held leases (-want +got):\n%s", path, diff)
 		}
 	}
-	_, doc := s.page("/?holder=nobody", http.StatusOK, nil)
-	if got := dashText(dashOne(t, doc, "no-held")); got != "No held lease matches this filter." {
-		t.Errorf("no-held = %q", got)
+	for _, path := range []string{"/?holder=nobody", "/?state=late"} {
+		_, doc := s.page(path, http.StatusOK, nil)
+		if got := dashText(dashOne(t, doc, "no-held")); got != "No held lease matches this filter." {
+			t.Errorf("GET %s: no-held = %q", path, got)
+		}
 	}
 }
 
-func TestDashboardOverviewSortedShowsFirstRows(t *testing.T) {
+// TestDashboardOverviewOrdersAndFiltersAll: every order and filter answers over all the held
+// leases, page by page through the pager's links (which keep the search), with exact counts;
+// a semaphore is one row and counts once.
+func TestDashboardOverviewOrdersAndFiltersAll(t *testing.T) {
 	s := newDashServer(t)
 	for i := range 205 {
 		s.acquire(fmt.Sprintf("job-%03d", i), "w", time.Duration(300-i)*time.Second, "")
 	}
-	_, doc := s.page("/?sort=expiry", http.StatusOK, nil)
-	links := dashTexts(dashByTestID(dashOne(t, doc, "held-table"), "lease-link"))
-	if len(links) != 200 || links[0] != "job-204" {
-		t.Errorf("sorted by expiry: %d rows starting %q, want 200 starting with job-204 (the soonest)", len(links), links[:1])
+	s.acquire("zz-needle", "needle-holder", time.Hour, "")
+	s.acquireWith("pool", map[string]any{"holder": "p1", "ttl_ms": 60000, "limit": 3})
+	s.acquireWith("pool", map[string]any{"holder": "p2", "ttl_ms": 60000, "limit": 3})
+	walk := func(path string) (names []string, count, match string) {
+		t.Helper()
+		for range 10 {
+			_, doc := s.page(path, http.StatusOK, nil)
+			if table := dashByTestID(doc, "held-table"); len(table) == 1 {
+				names = append(names, dashTexts(dashByTestID(table[0], "lease-link"))...)
+			}
+			count = dashText(dashOne(t, doc, "held-count"))
+			if m := dashByTestID(doc, "match-count"); len(m) == 1 {
+				match = dashText(m[0])
+			}
+			next := dashByTestID(doc, "next-page")
+			if len(next) == 0 {
+				return names, count, match
+			}
+			path = dashAttr(next[0], "href")
+		}
+		t.Fatalf("GET %s: more than 10 pages", path)
+		return
 	}
-	if got := dashText(dashOne(t, doc, "more-matches")); !strings.Contains(got, "200 of 205") {
-		t.Errorf("more-matches = %q, want it to say 200 of 205", got)
+	names, count, _ := walk("/?sort=expiry")
+	if len(names) != 207 || names[0] != "pool" || names[1] != "job-204" || names[205] != "job-000" || count != "207" {
+		t.Errorf("sorted by expiry over every page: %d rows from %q, held count %s; want 207 from pool (60 s left, once), job-204 to job-000, count 207",
+			len(names), names[:min(len(names), 2)], count)
+	}
+	for _, tc := range []struct{ path, first, match string }{
+		{"/?q=needle", "zz-needle", "1 of 207 held leases match this filter."},
+		{"/?holder=needle&sort=expiry", "zz-needle", "1 of 207 held leases match this filter."},
+		{"/?holder=p2", "pool", "1 of 207 held leases match this filter."},
+		{"/?q=job-2&sort=newest", "job-204", "5 of 207 held leases match this filter."},
+	} {
+		names, _, match := walk(tc.path)
+		if len(names) == 0 || names[0] != tc.first || match != tc.match {
+			t.Errorf("GET %s = %v, %q; want %s first, %q", tc.path, names, match, tc.first, tc.match)
+		}
+	}
+	if names, _, _ := walk("/"); len(names) != 207 || names[206] != "zz-needle" {
+		t.Errorf("by name over every page: %d rows ending %v, want 207 ending zz-needle", len(names), names[len(names)-1:])
 	}
 }

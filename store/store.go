@@ -132,6 +132,13 @@ type Store interface {
 	// idempotency keys older than 24 h, and expired dashboard sessions.
 	Prune(ctx context.Context, r Retention) error
 
+	// Held returns a page of the leases held now that match f, over all of them, in f's order
+	// (a keyset: a page is the same whatever was read before it), with how many rows match
+	// over all pages. A semaphore is one row, counted once: the first of its held slots that
+	// match, in that order; the caller shows the semaphore there. Codes: invalid_request for
+	// an unknown state or order, or a cursor not given out for f's order.
+	Held(ctx context.Context, f HeldFilter) (HeldPage, error)
+
 	// HeldCount returns how many leases whose names start with prefix are held now.
 	HeldCount(ctx context.Context, prefix string) (int, error)
 

@@ -167,7 +167,9 @@ func TestInjectionShownAsText(t *testing.T) {
 	if got := text(link); got != evilName {
 		t.Errorf("lease link text = %q, want %q", got, evilName)
 	}
-	if got, want := attr(one(t, doc, "next-page"), "href"), "/?prefix=%3Cscript%3Ealert%281%29%3C%2Fscript%3E&cursor=%22%3E%3Cscript%3Ealert%283%29%3C%2Fscript%3E"; got != want {
+	if got, want := attr(one(t, doc, "next-page"), "href"), "/?prefix=%3Cscript%3Ealert%281%29%3C%2Fscript%3E&q=%22%3E%3Cimg+src%3Dx+onerror%3Dalert%281%29%3E+%27it%27%27s%27+%22quoted%22"+
+		"&holder=%3Cscript%3Ealert%281%29%3C%2Fscript%3E&sort=%22%3E%3Cimg+src%3Dx+onerror%3Dalert%281%29%3E+%27it%27%27s%27+%22quoted%22"+
+		"&cursor=%22%3E%3Cscript%3Ealert%283%29%3C%2Fscript%3E"; got != want {
 		t.Errorf("next-page href = %q, want %q", got, want)
 	}
 	if got := attr(byTag(one(t, doc, "search-form"), "input")[0], "value"); got != evilName {

@@ -271,6 +271,20 @@ func (o Overview) isEmpty() bool {
 		o.Prefix == "" && o.Cursor == ""
 }
 
+// filtered reports whether the overview's held leases are filtered beyond their prefix.
+func (o Overview) filtered() bool {
+	return o.Contains != "" || o.Holder != "" || o.State != ""
+}
+
+// pageURL is the overview with o's search and order, at the page of cursor ("" for the first).
+func (o Overview) pageURL(cursor string) templ.SafeURL {
+	sort := o.Sort
+	if sort == SortName {
+		sort = ""
+	}
+	return pageURL("/", "prefix", o.Prefix, "q", o.Contains, "holder", o.Holder, "state", o.State, "sort", sort, "cursor", cursor)
+}
+
 // curlExample is the command of the overview's empty state.
 func curlExample(host string) string {
 	if host == "" {

@@ -197,20 +197,21 @@ type Overview struct {
 	// contain Contains, holders that contain Holder; empty for all.
 	Contains, Holder string
 	// Sort orders the held leases (query parameter sort): [SortName] (the default),
-	// [SortExpiry] or [SortHolder].
+	// [SortExpiry], [SortLate] or [SortNewest].
 	Sort string
+	// State keeps only the held leases expiring within a minute ([StateExpiring]) or whose
+	// renewal is late ([StateLate]) (query parameter state); empty for all.
+	State string
 	// Cursor is the cursor of this page (query parameter cursor); empty on the first page.
 	Cursor string
-	// HeldCount is the number of held leases matching Prefix, over all pages.
+	// HeldCount is the number of held leases matching Prefix, over all pages; a semaphore
+	// counts once, as it shows as one row.
 	HeldCount int
 	// Held is this page of held leases, in the order of Sort.
 	Held []Lease
-	// Matched is how many held leases matched the filters; more than len(Held) when a sorted
-	// or filtered list shows only its first rows.
+	// Matched is how many held leases match the filters (Contains, Holder, State) over all
+	// pages, counted as HeldCount is.
 	Matched int
-	// Truncated is true when a sorted or filtered list read only part of the held leases (the
-	// first ones by name) and ordered those.
-	Truncated bool
 	// NextCursor is the cursor of the next page of held leases; empty on the last page.
 	NextCursor string
 	// Freed are recently freed names, newest first (Held false, with EndedAt and Ended).
@@ -223,7 +224,14 @@ type Overview struct {
 const (
 	SortName   = "name"
 	SortExpiry = "expiry" // soonest expiry first
-	SortHolder = "holder"
+	SortLate   = "late"   // longest overdue renewal first
+	SortNewest = "newest" // latest grant first
+)
+
+// The states the overview's held leases can be filtered by.
+const (
+	StateExpiring = "expiring" // expiring within a minute
+	StateLate     = "late"     // renewal late: none for more than half the ttl
 )
 
 // LeaseDetail is the props of a lease's page (/leases/{name}).

@@ -10,7 +10,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,6 +198,13 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	if getenv("GOGC") == "" {
 		// Less CPU per request for at most gcFloor of memory; GOGC set is the operator's.
 		defer gcfloor.Start(gcFloor)()
+	}
+	if getenv("GOMEMLIMIT") == "" {
+		// In a container with a memory cap, the collector works harder near it rather than
+		// let the kernel kill the process; GOMEMLIMIT set is the operator's.
+		if limit := gcfloor.MachineLimit(os.ReadFile); limit > 0 {
+			defer debug.SetMemoryLimit(debug.SetMemoryLimit(limit))
+		}
 	}
 	opts := &slog.HandlerOptions{Level: cfg.logLevel}
 	var log *slog.Logger

@@ -2,27 +2,34 @@
 // a server whose live heap is a few megabytes collects every few megabytes allocated: under
 // load, many times a second, each time paying the fixed costs of a cycle (stacks, globals,
 // the write barrier while it marks). Keeping the next heap goal at least a floor above the
-// live heap makes a small server collect far less often, for at most the floor in memory;
-// a large heap (a million leases) keeps GOGC's own proportion, and so its memory.
+// live heap makes a small server collect far less often, for at most the floor in memory.
+// A large heap (a million leases: some 360 MB live) grows by a quarter of itself at most,
+// not GOGC's whole (which doubled the process under load): it is collected more often, and
+// the process stays within a quarter of its live data.
 package gcfloor
 
 import (
 	"runtime"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 	"sync/atomic"
 )
 
 // maxPercent caps the GOGC set, whatever the heap: a nearly empty heap would ask for more.
 const maxPercent = 10_000
 
-// Percent returns the GOGC that puts the next heap goal at live + max(live, floor): at least
-// 100, GOGC's default, and at most maxPercent.
+// minPercent is the GOGC of a heap far above the floor: the goal a quarter above the live heap.
+const minPercent = 25
+
+// Percent returns the GOGC that puts the next heap goal at live + max(live/4, floor): at
+// least minPercent and at most maxPercent; GOGC's default, 100, before anything was measured.
 func Percent(live, floor uint64) int {
-	if live == 0 || floor <= live {
+	if live == 0 {
 		return 100
 	}
-	return int(min(floor*100/live, maxPercent))
+	return int(max(min(floor*100/live, maxPercent), minPercent))
 }
 
 // Start sets GOGC after every collection from the live heap it found (see Percent), until
@@ -68,4 +75,26 @@ func (t *tuner) adjust() {
 		return
 	}
 	debug.SetGCPercent(Percent(t.sample[0].Value.Uint64(), t.floor))
+}
+
+// cgroupFiles hold the memory a control group may use: version 2, then version 1.
+var cgroupFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
+
+// MachineLimit is the soft memory limit for a process in a control group with a memory cap
+// (a container): nine tenths of the cap, read with readFile, leaving the rest to what the Go
+// runtime does not count (SQLite's page cache, thread stacks). 0 when there is no cap.
+func MachineLimit(readFile func(string) ([]byte, error)) int64 {
+	for _, f := range cgroupFiles {
+		b, err := readFile(f)
+		if err != nil {
+			continue
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		// "max", or version 1's "no limit" (a huge number), is no cap.
+		if err != nil || n <= 0 || n >= 1<<50 {
+			return 0
+		}
+		return n / 10 * 9
+	}
+	return 0
 }

@@ -1,6 +1,7 @@
 package gcfloor
 
 import (
+	"os"
 	"runtime"
 	"runtime/debug"
 	"testing"
@@ -15,10 +16,12 @@ func TestPercent(t *testing.T) {
 	}{
 		{0, 64 * mb, 100},           // nothing measured yet: GOGC's default
 		{8 * mb, 64 * mb, 800},      // goal 8 + 64 MB
-		{64 * mb, 64 * mb, 100},     // from here GOGC's own proportion
-		{400 * mb, 64 * mb, 100},    // a million leases: goal twice the live heap, as without
+		{64 * mb, 64 * mb, 100},     // the floor is the live heap
+		{128 * mb, 64 * mb, 50},     // the floor still
+		{400 * mb, 64 * mb, 25},     // a million leases: goal a quarter above the live heap
+		{4096 * mb, 64 * mb, 25},    // however large
 		{1024, 64 * mb, maxPercent}, // a nearly empty heap: capped
-		{8 * mb, 0, 100},            // no floor
+		{8 * mb, 0, 25},             // no floor
 	} {
 		if got := Percent(c.live, c.floor); got != c.want {
 			t.Errorf("Percent(live %d, floor %d) = %d, want %d", c.live, c.floor, got, c.want)
@@ -67,4 +70,27 @@ func waitGOGC(want int) bool {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return false
+}
+
+func TestMachineLimit(t *testing.T) {
+	for _, c := range []struct {
+		files map[string]string
+		want  int64
+	}{
+		{map[string]string{"/sys/fs/cgroup/memory.max": "1073741824\n"}, 1073741824 / 10 * 9},
+		{map[string]string{"/sys/fs/cgroup/memory.max": "max\n"}, 0},
+		{map[string]string{"/sys/fs/cgroup/memory/memory.limit_in_bytes": "524288000"}, 524288000 / 10 * 9},
+		{map[string]string{"/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712"}, 0},
+		{nil, 0},
+	} {
+		read := func(name string) ([]byte, error) {
+			if v, ok := c.files[name]; ok {
+				return []byte(v), nil
+			}
+			return nil, os.ErrNotExist
+		}
+		if got := MachineLimit(read); got != c.want {
+			t.Errorf("MachineLimit(%v) = %d, want %d", c.files, got, c.want)
+		}
+	}
 }

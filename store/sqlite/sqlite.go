@@ -54,6 +54,10 @@ type Options struct {
 	// (default 2048): when more are, the writer's next batch adds the older half of them to
 	// events_by_name in one sorted INSERT. Small in tests, to exercise both halves.
 	EventTail int
+	// HeldNarrow is the most matches Held sorts after reading them through its filter's index
+	// (default heldsql.NarrowRows, -1 never); with more, it walks the order's index. Small in
+	// tests, to exercise both plans.
+	HeldNarrow int
 }
 
 // Store is the SQLite store.
@@ -67,6 +71,7 @@ type Store struct {
 	onBatch func(ops int, took time.Duration, committed bool)
 	fault   func(step string) error
 	tail    int64 // Options.EventTail
+	narrow  int   // Options.HeldNarrow
 	stmts   [numStmts]*sql.Stmt
 	events  [eventChunk]*sql.Stmt // events[n-1] inserts n events
 
@@ -138,7 +143,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	cp.SetMaxOpenConns(1)
 	s := &Store{w: w, r: r, onCommit: opts.OnCommit, onBatch: opts.OnBatch, fault: opts.Fault, log: log, lock: make(chan struct{}, 1),
-		tail: int64(opts.EventTail)}
+		tail: int64(opts.EventTail), narrow: opts.HeldNarrow}
 	if s.tail <= 0 {
 		s.tail = 2048
 	}

@@ -143,6 +143,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"ExpireDue", testExpireDue},
 		{"List", testList},
 		{"RecentlyFreed", testRecentlyFreed},
+		{"Held/FiltersAndOrders", testHeld},
 		{"Events/Since", testEventsSince},
 		{"Events/Pagination", testEventsPagination},
 		{"Prune", testPrune},

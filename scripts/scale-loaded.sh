@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# scale-loaded.sh N: the server at N held leases, measured from outside while it is loaded.
+# It seeds N held leases (ttl 1 h) straight into a fresh database with the sqlite3 CLI, starts
+# bin/leasekeeper on it (the time to /readyz is the restart), then runs `leasekeeper bench`
+# (64 clients, 5 s each of acquire of new names and renew) while it fetches every overview
+# view in a loop and samples the server's RSS; it prints the bench's figures, the views'
+# medians under load, and the RSS (the peak while loaded, and after).
+set -euo pipefail
+n=${1:?usage: scale-loaded.sh N}
+bin=${BIN:-bin/leasekeeper}
+addr=${ADDR:-127.0.0.1:18091}
+dir=$(mktemp -d)
+trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$dir"' EXIT
+db=$dir/scale.db
+
+start() {
+	local began=$(date +%s.%N)
+	$bin serve --addr "$addr" --db "$db" --log-level warn --max-leases-per-key 0 & pid=$!
+	until curl -sf "http://$addr/readyz" >/dev/null; do sleep 0.05; done
+	echo "ready after $(echo "$(date +%s.%N) - $began" | bc) s"
+}
+stop() { kill "$pid"; wait "$pid" || true; }
+
+start >/dev/null; stop # the schema and the admin key
+now=$(date +%s%3N)
+sqlite3 "$db" <<SQL
+WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < $n - 1)
+INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms, acquired_at, renewed_at, expires_at, owner)
+SELECT $now * 1000 - $n - 1000 + i, printf('job-%07d', i), 'worker-' || (i % 64), randomblob(32), 3600000, 0,
+	$now - (i * 7919) % 1500000, $now - (i * 7919) % 1500000, $now - (i * 7919) % 1500000 + 3600000, '' FROM c;
+INSERT INTO names (name, token) SELECT name, token FROM grants;
+UPDATE meta SET value = $now * 1000 WHERE key = 'last_token';
+UPDATE meta SET value = $n WHERE key = 'open_grants';
+PRAGMA wal_checkpoint(TRUNCATE);
+SQL
+
+start >"$dir/start"
+echo "restart with $n held leases: $(cat "$dir/start")"
+key=$(cat "$db.admin-key")
+rss() { awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$pid/status"; }
+( while kill -0 "$pid" 2>/dev/null; do rss; sleep 0.2; done ) >"$dir/rss" &
+views=("/" "/?sort=expiry" "/?sort=late" "/?sort=newest" "/?q=needle" "/?holder=needle" "/?state=expiring" "/?state=late" "/?prefix=job-000")
+( while true; do for v in "${views[@]}"; do
+	curl -s -o /dev/null -w "$v %{time_total}\n" -H "Authorization: Bearer $key" -H 'Accept: text/html' "http://$addr$v"
+done; done ) >"$dir/views" & viewer=$!
+LEASEKEEPER_API_KEY=$key $bin bench --server "http://$addr" -c 64 -d 5s --mode acquire,renew
+kill $viewer; wait $viewer 2>/dev/null || true
+echo "RSS: peak $(sort -n "$dir/rss" | tail -1) MB while loaded, $(rss) MB after"
+echo "views under load (median s, samples):"
+for v in "${views[@]}"; do
+	awk -v v="$v" '$1 == v {print $2}' "$dir/views" | sort -n | awk -v v="$v" '{a[NR] = $1} END {printf "  %-20s %s (%d)\n", v, a[int((NR + 1) / 2)], NR}'
+done

@@ -1,0 +1,243 @@
+// Package heldsql writes the SQL of store.Store's Held for both backends, whose schemas agree
+// on the grants and semaphores tables: the filters as conditions on an open grant, each order
+// as a keyset over its index, the count, and one row per semaphore.
+package heldsql
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+// Dialect is what differs between the backends' SQL.
+type Dialect struct {
+	// Instr is the function that finds a substring: instr(s, sub) or strpos(s, sub).
+	Instr string
+	// Param starts a named parameter: ':' (SQLite) or '@' (pgx).
+	Param byte
+	// Hints says that statements name the index they read (SQLite's INDEXED BY); without, the
+	// database's planner chooses.
+	Hints bool
+	// Narrow is the most matches a page reads through its filter's index and sorts (with
+	// Hints); 0 is NarrowRows, -1 never.
+	Narrow int
+	// OpenGrants, when set, is an expression that counts every open grant cheaply (SQLite's
+	// meta.open_grants): the count of an unfiltered Held starts from it.
+	OpenGrants string
+}
+
+// Dialects of the backends.
+var (
+	SQLite   = Dialect{Instr: "instr", Param: ':', Hints: true}
+	Postgres = Dialect{Instr: "strpos", Param: '@'}
+)
+
+// NarrowRows is the most matches a page reads through its filter's index and sorts; with
+// more, it walks the order's index and checks the filter on each row (it meets a page of
+// matches soon). The count, read first, tells which.
+const NarrowRows = 5000
+
+// NarrowBound is d.Narrow with its default: the most matches a page sorts, 0 for none.
+func (d Dialect) NarrowBound() int {
+	switch {
+	case d.Narrow == 0:
+		return NarrowRows
+	case d.Narrow < 0:
+		return 0
+	}
+	return d.Narrow
+}
+
+// orderIndex is the index each order walks.
+var orderIndex = map[string]string{
+	store.OrderName:   "grants_open_name",
+	store.OrderExpiry: "grants_open",
+	store.OrderLate:   "grants_open_late",
+	store.OrderNewest: "grants_open_newest",
+}
+
+// orderKey is each order's key of the grant %[1]s, and what the order sorts by.
+var orderKey = map[string]struct{ key, orderBy string }{
+	store.OrderName:   {"%[1]s.name", "%[1]s.name"},
+	store.OrderExpiry: {"%[1]s.expires_at", "%[1]s.expires_at, %[1]s.token"},
+	store.OrderLate:   {"%[1]s.renewed_at + %[1]s.ttl_ms / 2", "%[1]s.renewed_at + %[1]s.ttl_ms / 2, %[1]s.token"},
+	store.OrderNewest: {"%[1]s.token", "%[1]s.token DESC"},
+}
+
+// Query is the SQL of one Held call, for the checked filter f (store.CheckHeld) at now.
+type Query struct {
+	d    Dialect
+	f    store.HeldFilter
+	cols string
+	// among, when set, restricts every statement to the grants whose tokens the JSON array
+	// argument "among" lists (see Among).
+	among bool
+	// Args are the statements' named arguments.
+	Args map[string]any
+}
+
+// New makes the query of f at now (milliseconds); cols are the columns each row reads, of the
+// grant g.
+func New(d Dialect, f store.HeldFilter, now int64, cols string) Query {
+	lo, hi := store.PrefixRange(f.Prefix)
+	q := Query{d: d, f: f, cols: cols, Args: map[string]any{"now": now, "lo": lo, "hi": hi,
+		"soon": now + store.ExpiringWithin.Milliseconds(), "q": f.Contains, "holder": f.Holder, "limit": f.Limit + 1}}
+	for i, p := range f.Within {
+		q.Args["wlo"+strconv.Itoa(i)], q.Args["whi"+strconv.Itoa(i)] = store.PrefixRange(p)
+	}
+	return q
+}
+
+// sql puts the dialect's parameter marks and function names in s, written with ':' and instr.
+func (q Query) sql(s string) string {
+	if q.d.Param != ':' {
+		s = strings.ReplaceAll(s, ":", string(q.d.Param))
+	}
+	return strings.ReplaceAll(s, "instr(", q.d.Instr+"(")
+}
+
+// from is "grants a", reading index when the dialect names indexes.
+func (q Query) from(a, index string) string {
+	if q.among {
+		return "grants " + a
+	}
+	if q.d.Hints {
+		return "grants " + a + " INDEXED BY " + index
+	}
+	return "grants " + a
+}
+
+// filters are the conditions of f on the open grant a, but its expiry.
+func (q Query) filters(a string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%[1]s.ended_at IS NULL AND %[1]s.name >= :lo AND %[1]s.name < :hi", a)
+	if q.among && a != "h" {
+		fmt.Fprintf(&b, " AND %s.token IN (SELECT value FROM json_each(:among))", a)
+	}
+	if len(q.f.Within) > 0 {
+		var or []string
+		for i := range q.f.Within {
+			or = append(or, fmt.Sprintf("%[1]s.name >= :wlo%[2]d AND %[1]s.name < :whi%[2]d", a, i))
+		}
+		b.WriteString(" AND (" + strings.Join(or, " OR ") + ")")
+	}
+	if q.f.Contains != "" {
+		fmt.Fprintf(&b, " AND instr(%s.name, :q) > 0", a)
+	}
+	if q.f.Holder != "" {
+		fmt.Fprintf(&b, " AND instr(%s.holder, :holder) > 0", a)
+	}
+	switch q.f.State {
+	case store.HeldExpiring:
+		fmt.Fprintf(&b, " AND %s.expires_at <= :soon", a)
+	case store.HeldLate:
+		fmt.Fprintf(&b, " AND %[1]s.renewed_at + %[1]s.ttl_ms / 2 < :now AND instr(%[1]s.name, '#') = 0", a)
+	}
+	return b.String()
+}
+
+// match is filters and unexpired.
+func (q Query) match(a string) string {
+	return q.filters(a) + fmt.Sprintf(" AND %s.expires_at > :now", a)
+}
+
+// filterIndex is the index that holds the fewest candidates of the filter.
+func (q Query) filterIndex() string {
+	switch q.f.State {
+	case store.HeldExpiring:
+		return "grants_open"
+	case store.HeldLate:
+		return "grants_open_late"
+	}
+	return "grants_open_name"
+}
+
+// Sifted reports whether f filters by name or holder, which Sieve can do.
+func (q Query) Sifted() bool { return q.f.Contains != "" || q.f.Holder != "" }
+
+// Sieve is the statement that lists the tokens of the open grants that pass the filters on
+// name and holder, through grants_open_name alone (it holds both), at most limit: the one walk
+// over that index a rare match needs. Only for a dialect with Hints (SQLite), and a filter
+// with Contains or Holder.
+func (q Query) Sieve(limit int) (string, map[string]any) {
+	args := map[string]any{"sieve": limit}
+	for k, v := range q.Args {
+		args[k] = v
+	}
+	return q.sql(`SELECT a.token FROM ` + q.from("a", "grants_open_name") + ` WHERE ` + q.filters("a") + ` LIMIT :sieve`), args
+}
+
+// Among is q restricted to the grants whose tokens are listed, as a JSON array, a Sieve's
+// answer: its Count and Page read those rows by token instead of walking an index.
+func (q Query) Among(tokens string) Query {
+	args := map[string]any{"among": tokens}
+	for k, v := range q.Args {
+		args[k] = v
+	}
+	q.among, q.Args = true, args
+	return q
+}
+
+// Count is the statement that counts the rows of every page: the open grants that match
+// (through the filter's index), less the few open ones past expiry that the sweeper has not
+// recorded yet (through grants_open), plus one per semaphore with a held slot that matches.
+func (q Query) Count() string {
+	plain := "instr(a.name, '#') = 0"
+	var c string
+	switch {
+	case q.f.State == store.HeldExpiring:
+		// grants_open's range gives the unexpired ones directly.
+		c = `SELECT (SELECT count(*) FROM ` + q.from("a", q.filterIndex()) + ` WHERE ` + q.filters("a") + ` AND ` + plain + ` AND a.expires_at > :now)`
+	case q.d.OpenGrants != "" && !q.among && q.f.Prefix == "" && len(q.f.Within) == 0 && !q.Sifted() && q.f.State == "":
+		// Every open grant but the semaphores' slots, without a walk over them.
+		c = `SELECT ` + q.d.OpenGrants + ` - (SELECT count(*) FROM semaphores m CROSS JOIN ` + q.from("a", "grants_open_name") + `
+			ON a.ended_at IS NULL AND a.name > m.name || '#' AND a.name < m.name || '$')`
+	default:
+		c = `SELECT (SELECT count(*) FROM ` + q.from("a", q.filterIndex()) + ` WHERE ` + q.filters("a") + ` AND ` + plain + `)`
+	}
+	if q.f.State != store.HeldExpiring {
+		c += ` - (SELECT count(*) FROM ` + q.from("a", "grants_open") + ` WHERE a.expires_at <= :now AND ` + q.filters("a") + ` AND ` + plain + `)`
+	}
+	if q.f.State != store.HeldLate { // a slot is never late
+		c += ` + (SELECT count(*) FROM semaphores m WHERE m.name < :hi AND m.name || '$' > :lo AND EXISTS (
+		SELECT 1 FROM ` + q.from("a", "grants_open_name") + ` WHERE ` + q.match("a") + ` AND a.name > m.name || '#' AND a.name < m.name || '$'))`
+	}
+	return q.sql(c)
+}
+
+// Page is the statement of the page after the key after (the first page when more is false),
+// given the total Count answered, with its arguments. A semaphore's slot is a row only when
+// no other held slot of it that matches comes before it in the order.
+func (q Query) Page(total int, after store.HeldKey, more bool) (string, map[string]any) {
+	index := orderIndex[q.f.Order]
+	if total <= q.d.NarrowBound() {
+		index = q.filterIndex()
+	}
+	k := orderKey[q.f.Order]
+	gk, hk := fmt.Sprintf(k.key, "g"), fmt.Sprintf(k.key, "h")
+	var keyset, before string
+	switch q.f.Order {
+	case store.OrderName:
+		keyset, before = "g.name > :after", "h.name < g.name"
+	case store.OrderNewest:
+		keyset, before = "g.token < :t", "h.token > g.token"
+	default:
+		keyset = fmt.Sprintf("%[1]s >= :n AND (%[1]s > :n OR g.token > :t)", gk)
+		before = fmt.Sprintf("(%[1]s < %[2]s OR %[1]s = %[2]s AND h.token < g.token)", hk, gk)
+	}
+	s := `SELECT ` + q.cols + ` FROM ` + q.from("g", index) + ` WHERE ` + q.match("g")
+	args := q.Args
+	if more {
+		s += ` AND ` + keyset
+		args = map[string]any{"after": after.Name, "n": after.N, "t": after.Token}
+		for k, v := range q.Args {
+			args[k] = v
+		}
+	}
+	s += ` AND (instr(g.name, '#') = 0 OR NOT EXISTS (SELECT 1 FROM ` + q.from("h", "grants_open_name") + ` WHERE ` + q.match("h") + `
+		AND h.name > substr(g.name, 1, instr(g.name, '#')) AND h.name < substr(g.name, 1, instr(g.name, '#') - 1) || '$' AND ` + before + `))
+		ORDER BY ` + fmt.Sprintf(k.orderBy, "g") + ` LIMIT :limit`
+	return q.sql(s), args
+}
