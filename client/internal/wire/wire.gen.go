@@ -593,7 +593,7 @@ type Rejection struct {
 	ClientAddr   *string   `json:"client_addr,omitempty"`
 	CurrentFence int64     `json:"current_fence"`
 
-	// Holder Who held the presented token, when known.
+	// Holder Who held the presented token, when known, and only with its lease.
 	Holder         *string         `json:"holder,omitempty"`
 	Id             int64           `json:"id"`
 	Lease          *string         `json:"lease,omitempty"`
@@ -648,7 +648,7 @@ type ResourceInfo struct {
 	// Holder The holder of the last write's token, when known.
 	Holder *string `json:"holder,omitempty"`
 
-	// Lease The Lease-Name of the last write, if any.
+	// Lease The lease of the last write (its Lease-Name, else the lease its token was issued to), when known and in the caller's scope.
 	Lease    *string `json:"lease,omitempty"`
 	Resource string  `json:"resource"`
 	Size     int64   `json:"size"`
@@ -677,7 +677,7 @@ type ResourceWrite struct {
 	// Holder The holder of its token, when known.
 	Holder *string `json:"holder,omitempty"`
 
-	// Lease Its Lease-Name, if any.
+	// Lease Its lease (its Lease-Name, else the lease its token was issued to), when known and in the caller's scope.
 	Lease *string `json:"lease,omitempty"`
 	Size  int64   `json:"size"`
 
@@ -1192,6 +1192,12 @@ type ClientInterface interface {
 	// unexpired lease on that name. A token above every token this server has issued is
 	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 	// A refused write changes nothing and is recorded.
+	//
+	// A key limited to some names learns nothing outside them through a token: a token issued
+	// to a lease outside its scope writes as a token that named no lease (no lease, no holder),
+	// and "issued" means, for it, at most the newest token of a lease in its scope or the
+	// server's clock in microseconds (every token to come is at least that), whichever is
+	// higher, so probing `token_not_issued` does not find the newest token.
 	//
 	// `If-Match: <etag>` applies the write only while the resource is at that version, and
 	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
@@ -1711,6 +1717,12 @@ func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors 
 // unexpired lease on that name. A token above every token this server has issued is
 // refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 // A refused write changes nothing and is recorded.
+//
+// A key limited to some names learns nothing outside them through a token: a token issued
+// to a lease outside its scope writes as a token that named no lease (no lease, no holder),
+// and "issued" means, for it, at most the newest token of a lease in its scope or the
+// server's clock in microseconds (every token to come is at least that), whichever is
+// higher, so probing `token_not_issued` does not find the newest token.
 //
 // `If-Match: <etag>` applies the write only while the resource is at that version, and
 // `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
@@ -3370,6 +3382,12 @@ type ClientWithResponsesInterface interface {
 	// unexpired lease on that name. A token above every token this server has issued is
 	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 	// A refused write changes nothing and is recorded.
+	//
+	// A key limited to some names learns nothing outside them through a token: a token issued
+	// to a lease outside its scope writes as a token that named no lease (no lease, no holder),
+	// and "issued" means, for it, at most the newest token of a lease in its scope or the
+	// server's clock in microseconds (every token to come is at least that), whichever is
+	// higher, so probing `token_not_issued` does not find the newest token.
 	//
 	// `If-Match: <etag>` applies the write only while the resource is at that version, and
 	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
@@ -6140,6 +6158,12 @@ func (c *ClientWithResponses) GetResourceWithResponse(ctx context.Context, resou
 // unexpired lease on that name. A token above every token this server has issued is
 // refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 // A refused write changes nothing and is recorded.
+//
+// A key limited to some names learns nothing outside them through a token: a token issued
+// to a lease outside its scope writes as a token that named no lease (no lease, no holder),
+// and "issued" means, for it, at most the newest token of a lease in its scope or the
+// server's clock in microseconds (every token to come is at least that), whichever is
+// higher, so probing `token_not_issued` does not find the newest token.
 //
 // `If-Match: <etag>` applies the write only while the resource is at that version, and
 // `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
