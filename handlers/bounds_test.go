@@ -10,7 +10,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/auth"
+	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
 )
 
 // TestRejectionClipsUserAgent: what a rejection keeps of its client's User-Agent is cut to
@@ -40,6 +43,39 @@ func TestRejectionClipsUserAgent(t *testing.T) {
 		if len(got) > lease.MaxClientHeaderLen || len(got) < lease.MaxClientHeaderLen-utf8.UTFMax || !utf8.ValidString(got) || !strings.HasPrefix(ua, got) {
 			t.Errorf("rejection of %s keeps a User-Agent of %d bytes (valid UTF-8 %t), want the first %d bytes or a character less",
 				r.Resource, len(got), utf8.ValidString(got), lease.MaxClientHeaderLen)
+		}
+	}
+}
+
+// TestResourceQuota: a non-admin key's fenced resources stay within --max-resources-per-key
+// and --max-resource-bytes-per-key; past them a write answers 507 quota_exceeded and writes
+// nothing; an admin key is not held to them.
+func TestResourceQuota(t *testing.T) {
+	e := newEnvWith(t, func(cfg *handlers.Config) { cfg.Auth.ResourceQuota = lease.Quota{Resources: 3, Bytes: 100} })
+	writer := servicetest.Key(t, e.store, auth.Writer, "billing-")
+	l := e.acquire("billing-a", "w", time.Minute)
+	tok := map[string]string{"Fencing-Token": strconv.FormatInt(l.Token, 10)}
+	put := func(key, name string, size int) (*http.Response, []byte) {
+		return e.bearerDo(key, "PUT", "/v1/resources/"+name, strings.Repeat("v", size), tok)
+	}
+	for i, size := range []int{40, 40, 20} {
+		if resp, b := put(writer, "billing-"+strconv.Itoa(i), size); resp.StatusCode/100 != 2 {
+			t.Fatalf("PUT billing-%d (%d bytes) = %d %s", i, size, resp.StatusCode, b)
+		}
+	}
+	resp, b := put(writer, "billing-3", 1)
+	wantProblem(t, "a fourth resource", resp, b, http.StatusInsufficientStorage, api.ProblemCodeQuotaExceeded)
+	resp, b = put(writer, "billing-2", 21)
+	wantProblem(t, "a write to 101 bytes in all", resp, b, http.StatusInsufficientStorage, api.ProblemCodeQuotaExceeded)
+	if resp, b := put(writer, "billing-2", 20); resp.StatusCode != http.StatusOK {
+		t.Errorf("PUT billing-2 again at its size = %d %s, want 200", resp.StatusCode, b)
+	}
+	if resp, _ := e.do("GET", "/v1/resources/billing-3", nil, nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET billing-3 after its write was refused = %d, want 404", resp.StatusCode)
+	}
+	for i := range 5 { // an admin key is not held to the quota
+		if resp, b := put(e.key, "billing-admin-"+strconv.Itoa(i), 50); resp.StatusCode/100 != 2 {
+			t.Fatalf("PUT billing-admin-%d as admin = %d %s", i, resp.StatusCode, b)
 		}
 	}
 }

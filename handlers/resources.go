@@ -113,9 +113,10 @@ func (s *server) putResource(ctx context.Context, req api.PutResourceRequestObje
 	if err != nil {
 		return lease.Resource{}, err
 	}
-	c := clientOf(ctx)
+	c, who := clientOf(ctx), principalOf(ctx)
 	return s.store.PutResource(ctx, store.ResourceWrite{Name: req.Resource, Token: token, LeaseName: leaseName,
-		Value: value, ContentType: ct, ClientAddr: c.addr, UserAgent: c.userAgent, Scope: principalOf(ctx).Scope(), IfVersion: ifVersion, IfAbsent: ifAbsent})
+		Value: value, ContentType: ct, ClientAddr: c.addr, UserAgent: c.userAgent, Scope: who.Scope(),
+		Owner: who.KeyID, Quota: s.auth.quota(who), IfVersion: ifVersion, IfAbsent: ifAbsent})
 }
 
 // GetResource returns a resource's value with its fence.

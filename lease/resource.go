@@ -76,6 +76,26 @@ func Attribute(scope Scope, named, ownerName, ownerHolder string, known bool) (l
 	return ownerName, ownerHolder
 }
 
+// Quota is what one API key's resources (those it wrote last) may hold; a zero field does
+// not bound.
+type Quota struct {
+	Resources int   // how many
+	Bytes     int64 // their values' bytes, in all
+}
+
+// CheckQuota decides whether a write of size bytes to a resource may go ahead, given how many
+// other resources the writing key has (count) and their bytes (bytes); the resource written
+// counts once, at its new size, whoever wrote it before. Codes: quota_exceeded.
+func CheckQuota(q Quota, count int, bytes, size int64) *Error {
+	switch {
+	case q.Resources > 0 && count+1 > q.Resources:
+		return Errorf(CodeQuotaExceeded, "this API key has %d resources, the most it may have: write one it has, or ask an admin to delete some", count)
+	case q.Bytes > 0 && bytes+size > q.Bytes:
+		return Errorf(CodeQuotaExceeded, "this API key's resources hold %d bytes; %d more would pass its quota of %d bytes", bytes, size, q.Bytes)
+	}
+	return nil
+}
+
 // MaxClientHeaderLen bounds what a rejection keeps of a header its client chose (User-Agent):
 // the rest is cut, so a refused write cannot make the server hold a header as long as the
 // server lets a request's headers be.

@@ -99,7 +99,7 @@ type Store interface {
 	// lease and holder only when it is in scope (lease.Attribute), and the last issued token is
 	// lease.ScopedLastToken: nothing outside the scope shows through the token (invariant 8).
 	// Codes: stale_token, token_not_issued (both with presented token and current fence),
-	// precondition_failed.
+	// precondition_failed, quota_exceeded.
 	PutResource(ctx context.Context, w ResourceWrite) (lease.Resource, error)
 
 	// DeleteResource deletes a fenced resource with its value and its fence: the next write
@@ -261,6 +261,11 @@ type ResourceWrite struct {
 	UserAgent   string
 	// Scope is the names the writer reaches; empty for every name.
 	Scope lease.Scope
+	// Owner is the id of the API key writing: the resource counts against it from then on.
+	// With a Quota, a write that would take Owner's resources past it is refused with
+	// quota_exceeded and changes nothing (checked after the fence and the condition).
+	Owner string
+	Quota lease.Quota
 	// IfVersion, when above 0, applies the write only while the resource is at that version
 	// (HTTP If-Match); IfAbsent only while it does not exist (If-None-Match: *). Both are
 	// checked after the fence, in the write's transaction.

@@ -72,18 +72,24 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 			}
 			return e
 		}
+		if err := checkQuota(ctx, t, wr); err != nil {
+			if err := dropUnwritten(ctx, t, wr.Name, version); err != nil {
+				return err
+			}
+			return err
+		}
 		leaseName, holder := lease.Attribute(wr.Scope, wr.LeaseName, owner.name, owner.holder, known)
 		out = lease.Resource{Name: wr.Name, Fence: wr.Token, Version: version + 1, UpdatedAt: ms(now),
 			Size: int64(len(wr.Value)), ContentType: wr.ContentType, Lease: leaseName, Holder: holder}
 		// The write joins the row's history of writers, which drops its oldest entry past
 		// store.WritersKept, in the same UPDATE.
 		if _, err := t.tx.Exec(ctx, `UPDATE resources SET fence = $2, version = $3, value = $4, content_type = $5,
-			updated_at = $6, lease = $7, holder = $8,
+			updated_at = $6, lease = $7, holder = $8, owner = $10,
 			writers = CASE WHEN jsonb_array_length(writers) >= `+writersKept+` THEN writers - 0 ELSE writers END
 				|| jsonb_build_array(jsonb_build_object('v', $3::bigint, 't', $2::bigint, 'l', $7::text, 'h', $8::text,
 				'at', $6::bigint, 'n', $9::bigint, 'ct', $5::text))
 			WHERE name = $1`,
-			out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, now, out.Lease, out.Holder, out.Size); err != nil {
+			out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, now, out.Lease, out.Holder, out.Size, wr.Owner); err != nil {
 			return fmt.Errorf("write resource: %w", err)
 		}
 		return nil
@@ -92,6 +98,29 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 		return lease.Resource{}, fmt.Errorf("put resource %q: %w", wr.Name, err)
 	}
 	return out, nil
+}
+
+// checkQuota refuses a write that would take its key's resources past wr.Quota
+// (lease.CheckQuota). It takes the key's advisory lock, last of the write's locks (so no two
+// writes of a key both pass on counts that leave the other out), and counts the key's other
+// resources through resources_owner.
+func checkQuota(ctx context.Context, t *txn, wr store.ResourceWrite) error {
+	if wr.Owner == "" || wr.Quota == (lease.Quota{}) {
+		return nil
+	}
+	if err := advisory(ctx, t, "owner resources", []byte(wr.Owner)); err != nil {
+		return err
+	}
+	var n int
+	var bytes int64
+	if err := t.tx.QueryRow(ctx, `SELECT count(*), coalesce(sum(octet_length(value)), 0) FROM resources
+		WHERE owner = $1 AND owner <> '' AND name <> $2 AND version > 0`, wr.Owner, wr.Name).Scan(&n, &bytes); err != nil {
+		return fmt.Errorf("count the key's resources: %w", err)
+	}
+	if e := lease.CheckQuota(wr.Quota, n, bytes, int64(len(wr.Value))); e != nil {
+		return e
+	}
+	return nil
 }
 
 // dropUnwritten deletes the row lockResource made for a new name (version 0) when the write

@@ -58,10 +58,13 @@ func (s *Store) putOp(wr store.ResourceWrite, out *lease.Resource) func(context.
 		if e := lease.DecideWriteCondition(wr.IfVersion, wr.IfAbsent, version); e != nil {
 			return e
 		}
+		if err := checkQuota(ctx, t, wr); err != nil {
+			return err
+		}
 		leaseName, holder := lease.Attribute(wr.Scope, wr.LeaseName, owner.name, owner.holder, known)
 		*out = lease.Resource{Name: wr.Name, Fence: wr.Token, Version: version + 1, UpdatedAt: ms(t.now),
 			Size: int64(len(wr.Value)), ContentType: wr.ContentType, Lease: leaseName, Holder: holder}
-		if _, err := t.exec(ctx, stPutResource, out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, t.now, out.Lease, out.Holder); err != nil {
+		if _, err := t.exec(ctx, stPutResource, out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, t.now, out.Lease, out.Holder, wr.Owner); err != nil {
 			return fmt.Errorf("write resource: %w", w(err))
 		}
 		t.setFence(wr.Name, fenceRow{fence: out.Fence, version: out.Version}, true)
@@ -72,7 +75,7 @@ func (s *Store) putOp(wr store.ResourceWrite, out *lease.Resource) func(context.
 
 // DeleteResource deletes a fenced resource and its fence. See store.Store.
 func (s *Store) DeleteResource(ctx context.Context, name, actor string) error {
-	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+	err := s.free(ctx, func(ctx context.Context, t *txn) error {
 		res, err := t.exec(ctx, stDeleteResource, name)
 		if err != nil {
 			return fmt.Errorf("delete resource: %w", w(err))
@@ -114,6 +117,24 @@ func tokenOwner(ctx context.Context, t *txn, token int64, leaseName string) (gra
 		return grant{}, false, fmt.Errorf("find the grant of token %d: %w", token, w(err))
 	}
 	return g, true, nil
+}
+
+// checkQuota refuses a write that would take its key's resources past wr.Quota
+// (lease.CheckQuota), counting the key's other resources through resources_owner.
+func checkQuota(ctx context.Context, t *txn, wr store.ResourceWrite) error {
+	if wr.Owner == "" || wr.Quota == (lease.Quota{}) {
+		return nil
+	}
+	var n int
+	var bytes int64
+	if err := t.tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(length(value)), 0) FROM resources
+		INDEXED BY resources_owner WHERE owner = ? AND owner <> '' AND name <> ?`, wr.Owner, wr.Name).Scan(&n, &bytes); err != nil {
+		return fmt.Errorf("count the key's resources: %w", w(err))
+	}
+	if e := lease.CheckQuota(wr.Quota, n, bytes, int64(len(wr.Value))); e != nil {
+		return e
+	}
+	return nil
 }
 
 // scopedLast is the last token as a writer limited to scope may know it

@@ -158,6 +158,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Resources/Delete", testResourceDelete},
 		{"Resources/Conditional", testResourceConditional},
 		{"Resources/Writers", testResourceWriters},
+		{"Resources/Quota", testResourceQuota},
 		{"Resources/ScopedTokens", testScopedTokens},
 		{"Resources/ScopedNotIssued", testScopedNotIssued},
 		{"Rejections/External", testExternalRejection},
@@ -1847,5 +1848,53 @@ func testScopedNotIssued(t *testing.T, e *env) {
 	e.clock.Advance(time.Second)
 	if err := put(own2.Token+1, scope); !lease.IsCode(err, lease.CodePreconditionFailed) {
 		t.Errorf("PutResource(a token below the clock, scoped) = %v, want precondition_failed", err)
+	}
+}
+
+// testResourceQuota: a key's resources (those it wrote last) stay within its quota, by count
+// and by bytes in all; a write past it is quota_exceeded and changes nothing, records nothing;
+// a resource written by another key, or deleted, counts no more.
+func testResourceQuota(t *testing.T, e *env) {
+	l := e.acquire("job", "w", time.Hour)
+	q := lease.Quota{Resources: 2, Bytes: 10}
+	put := func(owner, name string, size int, q lease.Quota) error {
+		_, err := e.s.PutResource(e.ctx, store.ResourceWrite{Name: name, Token: l.Token, Value: []byte(strings.Repeat("v", size)), Owner: owner, Quota: q})
+		return err
+	}
+	for _, w := range []struct {
+		owner, name string
+		size        int
+		quota       lease.Quota
+		ok          bool
+	}{
+		{"key_a", "r1", 5, q, true},
+		{"key_a", "r2", 4, q, true},
+		{"key_a", "r3", 1, q, false},                // a third resource
+		{"key_a", "r1", 6, q, true},                 // 6 + 4 = 10 bytes
+		{"key_a", "r1", 7, q, false},                // 11 bytes
+		{"key_b", "r3", 1, q, true},                 // another key's quota
+		{"key_b", "r2", 1, q, true},                 // r2 is key_b's now
+		{"key_a", "r4", 4, q, true},                 // key_a has r1 alone
+		{"key_admin", "r5", 0, lease.Quota{}, true}, // no quota (an admin)
+	} {
+		err := put(w.owner, w.name, w.size, w.quota)
+		if w.ok && err != nil {
+			t.Fatalf("PutResource(%s, %d bytes, by %s) = %v, want it written", w.name, w.size, w.owner, err)
+		}
+		if !w.ok {
+			wantCode(t, fmt.Sprintf("PutResource(%s, %d bytes, by %s)", w.name, w.size, w.owner), err, lease.CodeQuotaExceeded)
+		}
+	}
+	if r, err := e.s.GetResource(e.ctx, "r1"); err != nil || len(r.Value) != 6 || r.Version != 2 {
+		t.Errorf("GetResource(r1) = %d bytes at version %d, %v; want the 6 bytes of version 2 (the write past the quota changed nothing)", len(r.Value), r.Version, err)
+	}
+	if p, err := e.s.Rejections(e.ctx, store.RejectionFilter{Since: t0}); err != nil || len(p.Items) != 0 {
+		t.Errorf("Rejections() = %+v, %v; want none: a write past its quota is no rejection", p.Items, err)
+	}
+	if err := e.s.DeleteResource(e.ctx, "r4", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("key_a", "r6", 4, q); err != nil {
+		t.Errorf("PutResource(r6) after r4 was deleted = %v, want it written", err)
 	}
 }
