@@ -20,12 +20,13 @@ import (
 )
 
 // openCapped opens a database capped at 64 pages of 4 KiB, holding the lease "job", on a fake
-// clock.
+// clock. The background checkpoint runs every millisecond, so that the checkpoint after a
+// failed write meets it as on a busy machine (and must not give up, finding it busy).
 func openCapped(t *testing.T, log *slog.Logger) (*sqlite.Store, *lease.FakeClock, string, lease.Lease) {
 	t.Helper()
 	clock := lease.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	path := filepath.Join(t.TempDir(), "leasekeeper.db")
-	s, err := sqlite.Open(context.Background(), path, sqlite.Options{Clock: clock, MaxPageCount: 64, Logger: log})
+	s, err := sqlite.Open(context.Background(), path, sqlite.Options{Clock: clock, MaxPageCount: 64, Logger: log, CheckpointEvery: time.Millisecond})
 	if err != nil {
 		t.Fatalf("Open() = %v", err)
 	}
