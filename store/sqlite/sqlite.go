@@ -366,7 +366,7 @@ func (t *txn) stmt(ctx context.Context, id stmtID) *sql.Stmt {
 type op struct {
 	ctx    context.Context
 	fn     func(context.Context, *txn) error
-	frees  bool // it frees space: it runs while the disk reserve is given back
+	frees  bool // it frees space: it runs again with the disk reserve given back
 	err    error
 	events []lease.Event
 	done   chan struct{}
@@ -466,16 +466,16 @@ func (s *Store) QueueDepth() int {
 // commitWithin commits a batch within the disk's room (see reserve): the reserve given back
 // is taken again first when there is room for it, and when the batch fails for want of space,
 // the reserve is given back and the operations that free space and failed run again, in a
-// batch of their own.
+// batch of their own. (The log tells of the failures once per episode: see writeHealth.)
 func (s *Store) commitWithin(batch []*op) (committed bool, failure error) {
-	if s.reserve != nil && !s.reserve.take() {
-		s.checkpointTake()
+	if s.reserve != nil {
+		s.reserve.take()
 	}
 	committed, failure = s.commit(batch)
 	if !isFull(failure) || s.reserve == nil || !s.reserve.give() {
 		return committed, failure
 	}
-	s.log.Warn("the disk is full: gave back the disk reserve, for deletes and releases", "bytes", s.reserve.size)
+	s.log.Debug("the disk is full: gave back the disk reserve, for deletes and releases", "bytes", s.reserve.size)
 	var again []*op
 	for _, o := range batch {
 		if o.frees && isFull(o.err) {
@@ -496,13 +496,6 @@ func (s *Store) commitWithin(batch []*op) (committed bool, failure error) {
 		}
 	}
 	return committed || ok, failure
-}
-
-// checkpointTake checkpoints the WAL, which gives its room back to the disk, and tries to take
-// the reserve again.
-func (s *Store) checkpointTake() bool {
-	s.checkpoint()
-	return s.reserve.take()
 }
 
 func isFull(err error) bool {
