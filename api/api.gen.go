@@ -101,6 +101,7 @@ const (
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
 	ProblemCodePreconditionFailed   ProblemCode = "precondition_failed"
 	ProblemCodePreconditionRequired ProblemCode = "precondition_required"
+	ProblemCodeQuotaExceeded        ProblemCode = "quota_exceeded"
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
 	ProblemCodeRequestTimeout       ProblemCode = "request_timeout"
 	ProblemCodeSessionLost          ProblemCode = "session_lost"
@@ -141,6 +142,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodePreconditionFailed:
 		return true
 	case ProblemCodePreconditionRequired:
+		return true
+	case ProblemCodeQuotaExceeded:
 		return true
 	case ProblemCodeRateLimited:
 		return true
@@ -599,7 +602,7 @@ type Rejection struct {
 	ClientAddr   *string   `json:"client_addr,omitempty"`
 	CurrentFence int64     `json:"current_fence"`
 
-	// Holder Who held the presented token, when known.
+	// Holder Who held the presented token, when known, and only with its lease.
 	Holder         *string         `json:"holder,omitempty"`
 	Id             int64           `json:"id"`
 	Lease          *string         `json:"lease,omitempty"`
@@ -654,7 +657,7 @@ type ResourceInfo struct {
 	// Holder The holder of the last write's token, when known.
 	Holder *string `json:"holder,omitempty"`
 
-	// Lease The Lease-Name of the last write, if any.
+	// Lease The lease of the last write (its Lease-Name, else the lease its token was issued to), when known and in the caller's scope.
 	Lease    *string `json:"lease,omitempty"`
 	Resource string  `json:"resource"`
 	Size     int64   `json:"size"`
@@ -683,7 +686,7 @@ type ResourceWrite struct {
 	// Holder The holder of its token, when known.
 	Holder *string `json:"holder,omitempty"`
 
-	// Lease Its Lease-Name, if any.
+	// Lease Its lease (its Lease-Name, else the lease its token was issued to), when known and in the caller's scope.
 	Lease *string `json:"lease,omitempty"`
 	Size  int64   `json:"size"`
 
@@ -1200,6 +1203,12 @@ type ClientInterface interface {
 	// unexpired lease on that name. A token above every token this server has issued is
 	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 	// A refused write changes nothing and is recorded.
+	//
+	// A key limited to some names learns nothing outside them through a token: a token issued
+	// to a lease outside its scope writes as a token that named no lease (no lease, no holder),
+	// and "issued" means, for it, at most the newest token of a lease in its scope or the
+	// server's clock in microseconds (every token to come is at least that), whichever is
+	// higher, so probing `token_not_issued` does not find the newest token.
 	//
 	// `If-Match: <etag>` applies the write only while the resource is at that version, and
 	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
@@ -1721,6 +1730,12 @@ func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors 
 // unexpired lease on that name. A token above every token this server has issued is
 // refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 // A refused write changes nothing and is recorded.
+//
+// A key limited to some names learns nothing outside them through a token: a token issued
+// to a lease outside its scope writes as a token that named no lease (no lease, no holder),
+// and "issued" means, for it, at most the newest token of a lease in its scope or the
+// server's clock in microseconds (every token to come is at least that), whichever is
+// higher, so probing `token_not_issued` does not find the newest token.
 //
 // `If-Match: <etag>` applies the write only while the resource is at that version, and
 // `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
@@ -3382,6 +3397,12 @@ type ClientWithResponsesInterface interface {
 	// unexpired lease on that name. A token above every token this server has issued is
 	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 	// A refused write changes nothing and is recorded.
+	//
+	// A key limited to some names learns nothing outside them through a token: a token issued
+	// to a lease outside its scope writes as a token that named no lease (no lease, no holder),
+	// and "issued" means, for it, at most the newest token of a lease in its scope or the
+	// server's clock in microseconds (every token to come is at least that), whichever is
+	// higher, so probing `token_not_issued` does not find the newest token.
 	//
 	// `If-Match: <etag>` applies the write only while the resource is at that version, and
 	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
@@ -5192,6 +5213,8 @@ type PutResourceResponse struct {
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
+	ApplicationproblemJSON507 *Problem
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -5247,6 +5270,11 @@ func (r PutResourceResponse) GetApplicationproblemJSON429() *RateLimited {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r PutResourceResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
+func (r PutResourceResponse) GetApplicationproblemJSON507() *Problem {
+	return r.ApplicationproblemJSON507
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6154,6 +6182,12 @@ func (c *ClientWithResponses) GetResourceWithResponse(ctx context.Context, resou
 // unexpired lease on that name. A token above every token this server has issued is
 // refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 // A refused write changes nothing and is recorded.
+//
+// A key limited to some names learns nothing outside them through a token: a token issued
+// to a lease outside its scope writes as a token that named no lease (no lease, no holder),
+// and "issued" means, for it, at most the newest token of a lease in its scope or the
+// server's clock in microseconds (every token to come is at least that), whichever is
+// higher, so probing `token_not_issued` does not find the newest token.
 //
 // `If-Match: <etag>` applies the write only while the resource is at that version, and
 // `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
@@ -8006,6 +8040,13 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON507 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
@@ -12038,6 +12079,20 @@ func (response PutResource503ApplicationProblemPlusJSONResponse) VisitPutResourc
 	return err
 }
 
+type PutResource507ApplicationProblemPlusJSONResponse Problem
+
+func (response PutResource507ApplicationProblemPlusJSONResponse) VisitPutResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(507)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type PutResourcedefaultApplicationProblemPlusJSONResponse struct {
 	Body       Problem
 	StatusCode int
@@ -13533,178 +13588,184 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rkts21uCroPR9VZZmKbW6bSexurZqexwn8cRje+zOeuqLvE2IhER8TQEKAbUsu7pqn2b3PfZR9km2",
-	"zjkACVLUrWP3JNkkP6yWSFwOzv2GT51EzxdaCWVNZ/Sps+AFnwsrCvzr6bIwuoBPqTBJIRdWatUZdS4z",
-	"wWIlPtirBJ+ImZ4ymwm2KMSN1EvDFnwmBp2oI+HxX5aiWHeijuJz0Rl16J1O1DFJJuYchp/zDy+Emtms",
-	"M3p8ehZ17HoBTxpbSDXr3N5GnRdyLu3mSl7zmWBGfhQRO2VWs9PhcMi6qZjyZW7hr962VeQ4YGMRcr6c",
-	"d0YwSNSZS+X+LNcjlRUzUeCCXuIwbZDJBTeCwTTl3Atus2pq/CfqFOKXpSxE2hnZYinClfx7IaadUeff",
-	"TqrDOaFfzQnOCwt4I4xeFgkuomWSwv/8qyd6K4yRWr2BR9v2a+j3B4YtlpNcJrh11o2NMFf/93/+r7i3",
-	"BQzuvZ0LXHBrRQHv/g8Y7udh/wnvT99/Ov3q9t87m3hyC2OZhVZGIAL/ladvxC9LYRB1Eq2sUPiRLxa5",
-	"TDjs4mRR6Eku5v/lPw1s6dOB4HlNb9GkdaDEUt3wXKZXBc0dj5A43F8s1cIwpS2b6jzXK/wNllbwxLJu",
-	"vOLSSjW7WiqzXCx0YUUas6kuGGfwE+PmWqRAcJwZUdyIgq2kzfTSugekmrFcKtEbdG6jzne6mMg0Fepe",
-	"ATD1s7qtX4s1y3lybQgQOhdMF/gZcUUappfWyFQwaQ1wkan8IEzEcNeTQq+MKJgRCvbowWgzbtlKL/OU",
-	"JRlXwAf0XNgM9q8Vm4iM51OEk9I2g/elFQiTF0CgL/Q9IwWyhatcl/hAfEJ8WADqR2zFDSsEfplGrBA3",
-	"Gs+5YGa5EIURKXztoEZjyRQgB5iEKLQsCoCQVrTLl9p+p5cqvddNKm2vpjBrjGvwj97jEi4UE0WhC5z/",
-	"DbcCJYe4XzAU3IqrnCYOSAAxeK6LkhcAPXCFSA+vMA4MwZyzQthizfjUioLFb+CP/gX8ETMjEq1SAyw1",
-	"Ezx1gjp4BP7czk83BFnA4O+dIpwACGnCfeWpAvAd6CLJtREpHulPii9tpgv58Z7PdIkTC2VhCjxWpdnF",
-	"6+dwssSpFFuqa6VXCv4qCViJxmG9e/eufxEMddCJVSKOYHDDZc4nubhvEPh53Xml3PIJsLGEK2RE/Fqw",
-	"VSEtirgV66bSXLPpMs8j9vzkFZFmxHKdXIu0x3QxVqU45MqsRDFgbwRPDbsWYsFWuriWanbOkBxmXKqd",
-	"RDFWn48sbv3vONJFgq8GygRPUwlw4fnrQi9EYSWoHFOeGxF1FsFXnzqZzlPRoka/yzSD3wyTNkIRny3n",
-	"XCFxiw98voDj7QAMRNF/+N8ybWyfd6JQWz57/BVqqv7v0w2dKHKa7sbsbkuVFOYGVYo5X2TAolCll4bN",
-	"uVozk2trRmy5ACU7xhFjRvsyjIPQSUTEBE+ysQJ1BFkaUEIpqbhK2VSoBMSz1ddCsS7MPJWFsWxaCIFz",
-	"gECbFVxZkZ6X2ow0Y0XPJXruX0HdJ0Wo4Q7Eh2CY3oChJg7rhCFBnUjZKpO5YFyttRJjRZD3ux+VaoJW",
-	"gnV1wZRWInKKVwmVcyL0tf8hE3nKFjmXaqxwqz2YLn40fEKTX82lmXObZDEh5xE2RtQBKrlKRc7XV3PT",
-	"coBICXhGoSphWBeoSSuvTfSimqYFPzoQO5IiGMIwWs0A+aa6mHNLi/nqUSdY57BtnXNhOTCCfazl7/45",
-	"oC3H+2W6HTOXKvUb9HJBKmMFR/UXVh1bm1/NTcy6M3kj8OgcPuBZ9gJFa6w8eBA/A2EDypYSK0TMQATh",
-	"l0SaIH4aP4+Vgy48UZ7tMWRJS9/cPWqnLF0WyMWZVGxuIly0VG4FoPU/MGwCipapmbtDoM+HXw3hv96A",
-	"vZM2G6u4AnYcgRKSsuGIcYc1BGVe7jvnoJdwwgb4N9g1bbTkTaePEYs30GUTRYCUW3f7g17RRFaTeSMV",
-	"Wi8lYdMiyz0OI5ZqxGF4uhc5lhTCZawQMNU7Dz04LnZbTE4CIf0Ox6rVELMayB9fG4EpVg4Vuy3GyOlw",
-	"K1qxtV6C4ZEKgtxRhHUbGsY/eylSIs778g09+U+RWADz00KAbvKjWKPxXJNC1/Tlpv3udBhg2SKfDtjb",
-	"DFUYla9ZJoDlVcBFqWzoN+DwGTfZoNOC3IVIdJHuYwiwzuY2YZnl+217fHbjdJ36Tl4pwYQCPQFN40wa",
-	"q4v1gMXcxsD2VpkARZtlfLEQCsQLMhCnaMbEI+d6Dir6hnUGe6xDkye2zTP2HUiFdA56SgJfGdaNnSYY",
-	"Ryy+FuurhM7I/xn86l02wPMFPNJDXIozrlJ9IwrvT6jZFGgGp2AK2gioddzJ+UTkrItHmvbGndYD4nbf",
-	"4VzKuTCWzxfwuOOdV0e+5le+76Uf3HNev4JXS6VpY+13kTfqAHfdORPzhV070R4XAlAOiF4AyrFVpo1/",
-	"XJpS10fFxjErvkylpccN4OG1WJst9FE57zYxqJrae47oaTrsQkyXRqT4C6rarTMY8cvm4M8VYJ/xQlDc",
-	"iGJNyyUqX4GqwowtBJ8/MCyWYMcfxOC9M691PzA0SB2kTAIgKk4N0VMzAevuxNYtohq5D4JE2MbyXDi9",
-	"c1EIMMSJqg/YGn3zqSMUMOqfOzxx3AqOUYmV+0Sem46nFfoSaRs/0XI6USfgAe6v8LE6B+hUJFQRf8AV",
-	"Awd5yEPh7N0zkfc2E7CiSoxwu529vpBk5NR5HuE1+putIGG+i/yIUZcA7PCi4GukxSpy0Gbh1vfiJq2/",
-	"1bbw70GnRdac56+mndHPu1eHalbnNvpUm82bKy0zvI9amAdpDKQVMIcYoFqREkccI/aDohzi+YqvjUfC",
-	"Aes+V+x7VGDGaiaUKAAxGMwNSLs2NFTUOpZekAUalQwo0SkxBSsUrEraQQ81jw/9me67Hfmtd34I2HND",
-	"Ba+7WWFoQhyiYbQfWC4sSNSZ3hSP20ze56A04G+tFO25dAu/5M6L0fKTo4tjhVP14mTdbpyjq310qEi1",
-	"ul3AOMBZ7cAGiBwxOQXYgZ5ovM57DJODgWk4igdYjcdBZ7GXqTVobBuLqIG2jeaacvs4v0h1qA0GDma8",
-	"RYO+5hMJDKzT4dmjL3EEpCZW+p+sfPKDY0282zaACZ7D003Waiy3S2KypeNHX3f2Mnp6re1oWm0AJ3eO",
-	"pRT/2mSLBVHqoe5BJm2oS1V+HlKNr8W6FdXJF1ABAGTjfFrMZh/T6fyjXf1yll+3vYfU2cobfCSpJrM2",
-	"saYhn5w8Pp6f0GsEpU0+pclbu2u8N/BM85AlqAG0RzdKsLEoPNMteNAuzUE3PViWo6XWhNSm5bYVFe/G",
-	"IMqD3WTNS1BinQ0U+k5RHSc1nGzITc4x3OuaCdGmPvVLPhdlfLK0weZ8DfYeGPxd4huwilJrB/YKgl9e",
-	"i56nCzAxJhgPgrWTIl6mDBxyIhSex609p+cfnrWg8l2RroZvbYdKSkSL4oAcFk1RWQp7ZgQ6ylgXNebS",
-	"0QLs1/tPSs2m12Zt08qu7sdsFR+sUCmS8lUBXxftzqvXpMSR0HAeEve8QSvKJhkaat6rPQI5Y7UFlS3T",
-	"K/Ktz2WeSxfCGCubiTXjaUoyHUCIm1iziVhrlbIV8NkAsitu0GXHrM7TiE1EwpeAgH4hYwXWnDWl5cWN",
-	"N76szBm3+LX1dia8wqwELM+XdITW5qybaAUb5FbeiLFyDzo3u1sJUEHGbwSbiFyKG2ehOj8KgJMJXuQS",
-	"Xbo8dGWyVKb7/GOtDvIW2+hAR0Pdw7Ar2LIpbbyJsCUZJimE9YY6epCJF5Cz+Nz5zmj7gfVACF6P/OTX",
-	"Vw9/OZt/N0z/8Wj50zf6n6eTx+pvxderzuFRnu8ofpFr61NGXCRjhGeLbw06B0UfDjCVf41nptr3BAhC",
-	"zfpKzjKbr9v9J2h4H0vYhG9XYqGTrJ25GxdvQDpwWW0OSxeFToQxdLZ0dGAdSOvyTwzwf+Lk9Hp3he73",
-	"19rYWSHe/uMFRchYITBIyzLHI/VKoXPaa6kwvmeYLrXlWumVCRZTkmAZ1pKWyLqkuYavviMWV/+8Prt5",
-	"8o/5X4f8WbvLaIsPBxA7zO0q4UIRg5q6XDl2UMEGBueYfi3k4rNWKEJVx3sjzNXD6RM+TM4mX6en4hH/",
-	"6qvW9eb6eIyXKhUfIjYt9JwNBwwMUuevw63hIuHdGP78N/gYt9NHaZhV4ZCvn1Dkxf13mHepDAMdHVZp",
-	"t+KqOIEz59wMUU2K1kioJiiblL9V+LerlcTnDlYscaS3lltxgKeoftDPUJFy3gmh0sFec8mtbb8vKVhV",
-	"i4YDgH6APMKKc+ctxtAz/ED+RpTIjp6B/+NZROTOJ9WC27j8Mx6rbpX6FeS+OJOiN2BxmXlxFQY0ysBu",
-	"whWbiHpgd6y6lC3BXULNOiKpjivUyTXDQ+4Rp/g8Gle4zON0LpW2RwdLcAaaRNSEOjIQ55/d6Yp938JH",
-	"/IHcS0RE5GlgHk60zgVXewIeu2V7m0RnMUwUA/AUmwswjJxkckkW8HPEYsRLRCd08clZJox1eIo5HzHL",
-	"pQEeCYILX8bYg9FsyovfhuLw2ZQD2O9eKJfxBItysBUurAtrS50MkS4D+tezw1LkHCVXDgzPu5yp+ubf",
-	"+DzFMhdnw1W5TxwBwu+SSnV0qdbSxpf/HqBJux+BMruaKaFr9re3r14yGgjVAsvm2lj2iP0o/xoxMZgN",
-	"vDqSYm4FT9NCmHoqFs5ZdEad0+EA/v969GQ4HHba/HwvD1Bqg9z2ny/6/8H7H4f9J++rj4OrUf/9p2F0",
-	"+uRJW7J7Lbu2cWrfPWVPHj3+mrkUQJYKy2VuBgxjY2TBIIOIWEwnA58qlhazbilefF5xPYvGhabrUqm7",
-	"Xyb1XNwdA3JXjv1wlY4V8aIrpe2VNGZJIfEyVhc8ymK3pKupUImIW8XXXcVQotNasK+Ryg+6g09x7nhb",
-	"0KF4leDdiTrB/jzSB1sjDx5Y/IjCVyXdNL6fcpnjt1brqzlX6ytPHUQnjfSU+oM2yejJBV/nmgMI9VXO",
-	"ixmQ5VzYTKe4JEw6dkISN3kF9r9eWjLIXflA1AmyP7GgA5CX5/RDmBkLAwX5z+GiSgWs/MYZBMYB1oEy",
-	"zAzuOPlXptK1yvAaSmyJCTdxjm2i3IEhYaKnVuGDGa5tYkSKPO3n4kbknhyJEprFIjVZsddXfVc1ZEt8",
-	"rskfRjUWsCNyJ5Wx3IG+zZ8aUvEXPx6PxzJtXU5LsOXR8EmrEJU2b/DxF2X6Qmu0zucKlM/ziV7a0STn",
-	"an84x0XsadZynY4ptcnDN5hW4Gz2Bgc8ku/lEsiHBNynA+jrgGPYmffsfRUlbngbCWUIptbsCBIdMHvu",
-	"HdSHoONBSLUjBF1l82xiW/mTlym4smshFqgQiQ+OkbaxtaURxRWfuYy33dgjwwySzuY2m4eIKSDl+nai",
-	"V7upvzuPwye9IHc/1B1QIfS+aFMw+H57vhz2jQBJeWQYaj/u786PLjExDB8Ph9HdMHP3XBWW7o+Wh2jb",
-	"XNq+yHb9KA7GufbDQQDdMUQYeOPDHZ99c9wediT+wAqVWN3z+u5mE29LKr9g6IG1+TnTc2mB3VIqb+mD",
-	"fYCBnrtkj+wBHeHGczXVLfkIVLl05cXmBgw+h7i5rCUvle4kTJ2EXR8kdvL2cCeMjRpB/2XgGK/G9z7w",
-	"vUmgm2JDfjx048tFepesjhtReHf/sUceULyXJX602nLcNqL6Qe/Ck7tKGnr7GEET4OV+WeOHP0TU0LPv",
-	"4Ph/vVq2j0AOQ3oM4/4aPH9uTYDnO7H6CMTdkdtWLxWT9uis3QC7N0d3P1KsDwmVzXkq7sL9Krz3Eu9O",
-	"eI/oUrRjPy6wOB63CQVrOSKnwz2o7udqXatLJmkWO6PPLGbwrzlnMQ0RM56bMrBtXJEV/ktegMjXiZbU",
-	"5SLloKHBt16/O2cx5o3FmGGQavJkY6F/3e3PycNI88NBwFutavXbbZHOizKoSVUkSEFRmPrv8jEEc2WO",
-	"m8kqVKx81xy7ewpD7Ag2lAG8TRvdZ++kVJE9qpJYHGzCsDCFGJwznqJZFJgJQfd5QgF3TgfYggbA7mrN",
-	"TKRiC24zE/mNAgwobnzX4PWOAsj2RBKqQ3Rze7oqiyRLuLenmMAwGgufHODDNBNz9d/Th9fDxX+sv1n9",
-	"40z98+vJm9P55ePkb086OwsXj+WVVceXZjFbDf+3x6bbuJKj5eff3k1Br5/DZ6rhLGllxDhq3r6c89xn",
-	"/VXad1nvchfpE6x+B2y+VNl6vVzHs/WtSduHQPRzGj315kT+CHbW0oJOgKPd5TAOqdCs+M+m7KHyZsye",
-	"fPPdU/bw4cMnQMY/XT515VofeGLzNbNZIQSbFlRiyHOWypm0jbYBZ8Ozr/qnp/2zJ5fDb0aPHo9OHw5O",
-	"z4b/Ee4L9PS+lZT8XzuJesHIShYCHhtc0rPlb3059/4U7O006sykzZaTQaLnJ4Gbq/bZj0YtJoxIloW0",
-	"67dwsIR4E8ELUVwsbdYKJFevOmLxhesEguc6Yn/F91h+fY19pwa+uxeG3/C3ap+ZtQtagHSWaUsVtmH6",
-	"RhTsh8vL1ycYQMRjqKmmLh0MWS7oJWxW6FWEz4g0UG2Cyr2xomo0Un8o2M5dtjKGlDFQj8/yfDBWY4VI",
-	"w3gh2vEiSCAFNTmRJAY8wtObDmlr2aaDsXpGJYBFoQusTlKsDB7G25qJxCzVyRIrZXF+zozlk1ywONEp",
-	"xuP8uL6IaLK0LD7JsPjho3Pun4DCtv4Ysy5q4eWQHB4FUcUXcrDm8zxmUiX5MhVpjyW8KCSKwLJsmZux",
-	"2oIJ4+Vw+DC5Fmv8IOIBu8BXMmx1gW2oul59jSrFVRde46QoJ6idEzFWLqDFrHYp3ZiBB6iAYDA6yA0/",
-	"d3kTmPzTqKyEQzbLBACHXYEyvRorxCCX3IszwroG7KXGZ3a1lwnL1k9Zs03NOeNjBUP4RGtM9JWzzIbv",
-	"PWRVyy48v0YBmM9w5IoUb9bFzGUMIuLpfv/sMmI/PLv4Fnf86vXl81cv3/bc9rmt2niNlRGO07a36GLd",
-	"+K1I+t8Jm2T9t9KKEUsKbUwffqTDMXwu6E/feCd+VciZVPHYDVRmGLtdPDAs08b2qKCH6mfx0Jp7Z08x",
-	"EOKzPAvBlLZj5RZvqHuCEhJnoVYzRMD0JOPTKRZ6IhBfc5cVih0pcIVhEqdDEVpHv5/owvTpqZh1FZzs",
-	"ZM1cE4MezoBVguJDIhbW18tS9UHC85zFJzenMWU2Vl3TcPSnr968ZV3AzRxO3pTpq+cs/o7YWf8SA2/R",
-	"WMXPLvkM6KHWYwdp9oUmdhCDEQRWTo/6SQBGVCQZMSMVVisLWbBE62tJ7Gus5EzpQqQDRvzBdVzBPbOZ",
-	"sIYpTYt1XXwauDjR6ZrNlwZOppA3WGGZiy0CPV0zF8gOW0Ew03M9hBCYbp4REhLV0vt+RLICE6DJN6wR",
-	"Ho+JdcOLydIyPZ2yiZjqApvYjVX8lGz/Pqk7MXaVYBvRXkxeyGUiFPldXHPEiwVPMtE/Gww7UWdZ5E5k",
-	"mdHJyWq1GnD8eaCL2Yl715y8eP702cu3z/CdKnbZiDaVbpHOcHBKDzpe2xl1Hg6Gg4eUmZKhJPYsGz7P",
-	"BMp50BARB56nnZGrZ/vYafRdPBsOdzSmOq4hlSuZa+lHhWnJLikbz92UfdUGnVC36Ix+fh91zHI+58Ua",
-	"hLu8Ecpl91g+M6i80TTv4T0nmrbu+g39/C/ZNM6NndAeDx9uG6Zc10nYKmwXSGBYCTChtkxlXy8nI6JS",
-	"kFW+bapPwd4T2M2Sy7y3FaI3pye+4KwVpC+ksT/CA18QqL4UbgsqUbOG26jzaHh6EGCrPnT40gGnUXXj",
-	"hDfOnux/I+xgiKtGPrb/vaqNW3jKxHVLNh0oEaZUsiIGZoyxrmSzi5pQb8BeonprS9dEjXqo9u826ixc",
-	"E8H66VJfmh9daxck0b/qdH3AyQbJd64a0GfSMarVMWE15OjnMs8OrC+qfvMOwdvocDwpG5HUbTxbLMXt",
-	"BoaefjYMDfr3tCCp+3XAfhRigd1j4lpzHmN1ITa68yBuDvdjTNAr9w9NAwTF0IIoUdzXMkuDSrlybe2k",
-	"CxQ4XxrAtwX3Ay538kmmt2RT5oKiQE0BAoTn6aGGTI/aknCRTEnXzVE2edK9V35Fa9v9Rtl19l9zuASq",
-	"1sN9boFAFsY3lazaFpZlW441Rd5OA5mXcpNNNC/SsgdaK9sL+qb/3NqPW6aHNrq+Fuurn3n/41n/662N",
-	"rt87bKuc9Vul6gufc9lYY7N9Vr52Vi3Vn2EFm2uVJ822LurEebf1cm9LcrmNWqfGfDDvQdREZFTeAcJp",
-	"wF7NJZVKT7TNtq0Gs/Jri/HBIZevBwO2ts9px7YKYifUf/6AB13P/Nv3X1CRqcqvWqTEKyWw/T7Y1QTQ",
-	"P2VAk00A7AJsS9HGm1QV+J6+HXmVzJ3+PvkEzzUY/Lbw+wNDvUkpdFZFwULvyxMWNAcfsAtfisjJCHUs",
-	"H5B3rPxrZ8NH1N/RF/FERDO2bAzjiJfbZjDdeOkxYnJKZjBOmHHD5voGFUJqaUT2OQ3X1T6MpES5Jiyd",
-	"6oWRJgmmb2NLyEhhMFiEcyWR4dsmFqmzwB5+5Rg96TquU62rYqoVLDww9d1vYx0+eF8R4FG16C3kfqAg",
-	"h1P9bUvx4QHkWbXUvyNBH2/Mfi5dYQNlAPu5i/s65aGNJURe5LaVh7rbCbihsjDAf2lcuaKu+l+cDYfO",
-	"/UflehiHo6etaS8iHWxQzffCepL5shLH1aW1W88EOpTAfyqldUS7DAsGgXu6nrYKLWo8aZdCuQ3TGqxw",
-	"jwpCrWHet8msE5c30Lzr5+BBKwu/jgLYfS9IJ22UJ3vk7wIeLwCvMWmkqkGOfCipxq3HaobWmnPok5bu",
-	"pZhZgtBGj6uXhGUP3vC+lVqDr4jcGmO10Uo8ch1Rat0MfO2a62KFbX2LpcL7StokmGtdfZAIu3DXPFT9",
-	"qAFSaLM4h/bZI5b14Kll4QMH8IiTx/iZgIEFdCUSVR0hpPGs7RxtHWJL9D5Ie2rLQsDCFvvElzYlONnG",
-	"5QLdWaVyOhXIOD2sqfl5q5v7R7GmSOTpV6BcnD1+DKpAwRMAD+u6pjVcpXrOfvrp+bcA87kuBAWRJsJ3",
-	"ibZVy+Kxcr0yqGfvvHJSlj1dq77u7p0Hxu2VqA/7bJQ6Ex0p6geZTydzCsLzVMwX2gqVrPtkuLebPI8f",
-	"13Mcvmox3n6FE8wnZbR1qnFpENg+4mBnV+Nmg4McXp9PrlDTzhaR8j0Rnvd1lc2hqPyagqUceEGQk+Y0",
-	"68Z1G7X41iHJpv7iA8SIc4r4uUZVjgOVXXe32/P7c0duf9tGGWl993w7kqs5NHouMH4nQB2qco2c3NSF",
-	"421SlXdGbYiSsarFLwesfgETbzLfuEHgcdjpFNlMxs1YEcfc3a3jnPqMYzCztggfGE30HNBtwpPrscpR",
-	"vpVRx0LcyJuQUY98rp+7rcHxXkD6a7Hed+fJvvJOlwkSyL66LlzeKVGAAiVStlz0Buyial0XgnXQ2XvX",
-	"kFO/7g2vmoXT/u6t6ooBaVzfFjTKcvzJRKHEdz2hvEfR9zmLUJpNl3mOt4LUL336rBc0/QuMo/B2mIZV",
-	"dLCD5KRqGL3bO/nM93g+TiX9Tfnkqr7Ze3xyBJQ/fXJtVpK7tYFYr6PKIBj5xa2j8L6Cz2oevXTOL4lF",
-	"/4lIwysAqc930JQxaO8Y3DLjBZ/vwDEYqy1uRp6Xwaq2yyOi9qy0MrdurNreIsStfI4wTM3GCtrDuIIJ",
-	"twcwCqyO0TXoDSqyvLZ3Wz6nVxSf+4t36k0I3G0l3t3YYnEwsK8WAtMuFzlPnJ7vfh8w5/4h4KMDM51L",
-	"hQWBOqf+UnRJlE+fL0V0oomPiXYfJo5fNpr8Fbq+r+XtFJoi3qlY5Ho9h7ep17W3Ah6RFTA5PMa9cePG",
-	"IXr/2efLbyn7cLbc4Giu4fyDnvO54GAAS0wOBeIIUR1kL+a8NRH6t85i7+iIvde7PJ2WqDSq401NXOkV",
-	"nlPhLxbLyIpiGSbG3Qi6hfN34g++MNdtjMZ11q92PdOs61kAqOqeV/YOV4wcl/sMYqbJfHDcyh18DOc5",
-	"DGMa1foH8Y3WUIjvqv97MIP/iMEPQuaqXWwlLyfrytcY3N9Yxh3JED0G25VYfQFcV2L1ZTE96Ppwz34x",
-	"d0VLW/onVsYN6t3aJN22Wjb3dJ0cdnnB/vCuqz8ezT7DtvSbThrSlch5WamzZo+pXu/Os9VAfxP22WlL",
-	"c2oE0oPWENsvMY7a380dNR/9IrrV2qP322vcfndpP/V2THvcDNXx/ulq2BR+dBsbqxfiAWdtczUElLI9",
-	"xZk6S1X9q76UTKo3srpnsy1oz9UmmhJdpL99le73oqDBAVNtpcdRX0pX3iyjlxYjIEGNjy9v24rAJfsP",
-	"Wubs4P5V55sDmP/d0kF/Xzw46FO0lwU74P3JgVsTMJtF0jtTMSt83UThk0/+496kTPQcleVLZX6Ku7On",
-	"dtkqhdu4LbsFnfokFeWTUGwmzVi58gvKSKErJQrHCwMxjKpZm8fwW1zum0pv2m890yt/vOz/fwGfJVC6",
-	"xKMAGyN0NN7wfFkl5OEjbUmBIXJuyQvEtlM4WqLn4S30ji3RlZ+Skgb9DZ7wUIT11VVBL+WtFEKlmKkj",
-	"LcNqds903HX5gJEjFybngMWWJ9lcKBv5xBclp1ORUizAcJVO9AeRsi6nVY6VXwM3LLbigz3J7DyPy4p/",
-	"3BqT2Jsr4QprnxNL98WXK3hgqvqJ3mCsnlOG0FOsbX2qlS10PmJK9xP4BsPy+IkVAr353IaQenbJZ5Fr",
-	"Fv582n+plej/ndskiwNoOsMIni19Fg+Hj2rl77jDAevWBsFQAmwjFUnOgQs5uDr54qH5w+Xl6wd4aU/k",
-	"OiFRwTh+hsWbMmVkqfByTncF60bW5naSb8qrv5z8pS6iNhvcT9bUTKJEnloHk4lUgO5bcjcRHtHhKNnw",
-	"LfhC52+lWWgjbWtLpbhCwXM2lbkAvvtfxx3q0eAJiBo1jDvxiFUl9/xGVMeGPVIEx04ZJtMrjDrZ3ck4",
-	"m60//ZLfunLY/mudy6TlesvYkca5L8TvmyJhD5RW4kE8cmViXK1XfA0cg5IDvSccUMLlgVCN+7HLBCw+",
-	"KF8geOezenqizj/7HlaX64Xov1qULoONcAGylPi4PcIUD9tE3Ett2Vyncip9MKgUzHg/l8xzf/ePl896",
-	"yhp8oYGox4Pz9s9M5maV+KaoPA+EIwk3qVgNDbfLyuNcwiXHRLfwsi39HjR7WMF02mxtgaKwcd0hjuZq",
-	"REQZF1es4NK3s6N9WQ2iFmtBsVNEwZWh/ks+Il61x4wDfxw1q8iNZhMRfO0axTppNVZL5fPIymQbtPVQ",
-	"C2YXPs13om9ELQs6kLV0nRxlRYMo821Ouptt9HsjxpNELCzIf+DvepmntOdgy5imTZO5LDiNxzugjhyu",
-	"iQqq0r49TMj4ZKUFYxcPIE2kypHryyMsn7nGPIy7Y8MYLg7p+uHIXGwQP3cJeY7uW1WCEftLHI4hg/i9",
-	"+ADWRxcbHZ2eDtn/+d+nD3vn1Ixk5WEQlDM9Oj3Dm0ia93LU65pkJSMxF9BtnV2WAJWGJZlIrkU6Vuhk",
-	"inyXPkrlrnBqVNr9ZcnWo+GT+hUJkct5pXmisVpl3JY1+uVa2yyO18tQ92iz65vZz3WhclTi665+5aU/",
-	"tzlfRUz73MGb5jeqfl4TrtR5btj3zy4RaK9/uizP1w62Znw7fD1uBfFf4lGIwlRhV+FvHQt3TV4h884V",
-	"7MwmP1RxPFZZHKER7HVOd5nSKfu7/GtE/ZzWNSUyYtdigcbBTN5QvQKZIWO14IUhuwM7rDkdz1Azg9Rf",
-	"I+xmKlEcvjMZX4jegF0od6cy5igAwbobbXAa12SWs4+i0P0cXVHeAMCaBgQNzEiDdLla90YshmWPGEE5",
-	"HitikXN+jQAAy0QXrlQad0Crn+hUCt9hivHw1imgw9t7cExRQ+vNo3vnrAJ2EfoS/YXtNRTtlg6PHoku",
-	"nxlW9X8CkR/Wog5ZLq+9aKJ6C9f/HFD9bHha3UzsDYwCzEXsxJav+BrUfJkyPlZOuaholMYPTS3PZ6kB",
-	"DfJUuka7bJDI7UZi9F10ab/fdnM+0B9+evMi8o2+WsBLXGafmvlnLYAzuQIpNwqUJmmwDGgV6ChdXZRX",
-	"yTbrfvGl3nnbzWIjMMlIqam7TKiHY4ZabqBhZXKWDdgz6vpGypXz71EnQe/kczb0wdeWAXBPz+4VuG16",
-	"zIiVyhk12Gt4V3yLp0znzud49s2/btGegOkUa5qJaxv3e8o6wybtmzbVHVzfJ0Gf+FYX5LtMs1WhraBb",
-	"K/W0aQVhwbFj/mZUMbPqloyaleOspTJL1g3oLxqgJt8Gm/BFzMiP5EgN9YIBexPaEaZqozjXaoaX4c9Z",
-	"1wjB6hkLvXOGTn6fG1yKrqkusI0gvNim+YYxrXeFv0rviwvloLv/Fq2qPQb9p/ehWSHg4OPNV483WDBQ",
-	"KTClRjrs7QrrfxZHhKPI8iLD0actNQC+pIZERNW5Ow5dmjFVccaYRatzkEPkEdjo8z5CFczXZ5WZ9L77",
-	"PtoZ3VBOuYyxNI7CtHr3fM916ndfj5Ufh3rPO80uXIq0UXkTQGOwqmqBqnLz3PlNxqrmOIEDrQMibLxF",
-	"kQkyA9CUQlmLTc3YBVNa9TEQwy5eP6cOt74wi3Fq5y1SppbzCXEmfz7YBd/3fmJd38qVLm1gCrVIBNP5",
-	"WJ1Gw+GQLVVO1/5XjdZAXy3dBb02RvNqIdTbst39b6fct9ER/p7723mItAXO8XICX+8bIMWWil93G0J4",
-	"GUKJmL+PePv910B6GkCtOqhoRCvM0EUeDToxrh31uQO3VlQpmQtqBETEMmCv/mgFkK9w+x4cUcmPw9tO",
-	"kJMDFK6FWPBc3tTUtlIilFqb/+bkk/t0e4JQPT43uiTj6Y6iszKhu2ZHz7hU/hYe4NvOf7nZV+YpLO2u",
-	"POwoflDd3XHPadY7+BHuPj139c0mJqbfvO9mJQrRcq/NH7LwaPcLDpS/s5TqpyRDSsUlaCNRU3lccabX",
-	"e1qiQMcS/h2LIrYQfktpxP+3lOtKJA4kXbqd6k/KVb+7AiZs+xJS7tZwWrSdlnfTLZaTbvWnPONJxubC",
-	"GD6j5okxlkiPKP6Ln130I5bpKKaghfiFnIEpt9w9ia0DQNX629tXLwdjFb/gxvbx2/7zb2Owa5d4AYy7",
-	"tgBbHv1SFb06G8kVz4NxlOg53qWCtdjo3MQJxoqzTPDCTkArqExGqv+Whsk0by1qfueiUF8sBbg9CBiC",
-	"YX8MbCenwQw2PJI+bbfOajYc8m0+mt9HWfH9+2UuGKi+weU21OICMPotGsz9t5iS5xpfVARH5PX+tnEx",
-	"Qf0GqJ/fw/GS5U1oV12HMTo5OT37ejAcDAeno2+G3wxRKLrht/hfIm8/Vo1YU9e6x4mGc3dzCfXswyQu",
-	"R1qNUiXT2Yz/fte8+Qkjn5N1mKPvL5R0zivMEUl4Uayb/e8Gm3VVbXO+8xdpki81iLTJwoUxVtxQRkHE",
-	"sF5bF8AsN+6nwpoDdJ6GM5fVA5tTu/ujbjCzFNAg2n7sbjw69c2h/h4I54BHg6JVWmEURnbzqJQa2IFx",
-	"NhM2E0UwS8nMNydyZq/xuax4ERSGpHlwg5PL80XPQy8YGHt+bw7q7xRx6ORu0wjec9dh3L6//X8BAAD/",
-	"/w==",
+	"7H3rkts21uCroPR9VZZmKbW6bSexurZqO46deOLYHruznhrL24RISMKIAhQCall2ddU+ze577KPsk2yd",
+	"cwASpKhbx+5cNskPqyUSl4Nzv+FTK9HzhVZCWdMafGoteM7nwooc/3q8zI3O4VMqTJLLhZVatQaty6lg",
+	"sRIf7FWCT8RMj5mdCrbIxbXUS8MWfCJ6ragl4fFfliJft6KW4nPRGrTonVbUMslUzDkMP+cfngs1sdPW",
+	"4OHpWdSy6wU8aWwu1aR1cxO1nsu5tJsrecUnghn5UUTslFnNTvv9PmunYsyXmYW/OttWkeGAtUXI+XLe",
+	"GsAgUWsulfuzWI9UVkxEjgt6gcM0QSYT3AgG0xRzL7idllPjP1ErF78sZS7S1sDmSxGu5D9zMW4NWv9x",
+	"Uh7OCf1qTnBeWMBrYfQyT3ARDZPk/udfPdEbYYzU6jU82rRfQ7/fM2yxHGUywa2zdmyEufq///N/xZ0t",
+	"YHDv7Vzgglsrcnj3f8Bw7/rdR7w7fv/p9Kub/2xt4skNjGUWWhmBCPwtT1+LX5bCIOokWlmh8CNfLDKZ",
+	"cNjFySLXo0zM/8u/DWzp04HgeUVv0aRVoMRSXfNMplc5zR0PkDjcXyzVwjClLRvrLNMr/A2WlvPEsna8",
+	"4tJKNblaKrNcLHRuRRqzsc4ZZ/AT42YmUiA4zozIr0XOVtJO9dK6B6SasEwq0em1bqLWU52PZJoKdacA",
+	"GPtZ3dZnYs0ynswMAUJngukcPyOuSMP00hqZCiatAS4ylh+EiRjuepTrlRE5M0LBHj0Y7ZRbttLLLGXJ",
+	"lCvgA3ou7BT2rxUbiSnPxggnpe0U3pdWIEyeA4E+13eMFMgWrjJd4APxCfFhAagfsRU3LBf4ZRqxXFxr",
+	"POecmeVC5Eak8LWDGo0lU4AcYBKi0DLPAUJa0S5faPtUL1V6p5tU2l6NYdYY1+AfvcMlXCgm8lznOP9r",
+	"bgVKDnG3YMi5FVcZTRyQAGLwXOcFLwB64AqRHl5hHBiCOWe5sPma8bEVOYtfwx/dC/gjZkYkWqUGWOpU",
+	"8NQJ6uAR+HM7P90QZAGDv3OKcAIgpAn3lacKwHegiyTTRqR4pD8rvrRTncuPd3ymS5xYKAtT4LEqzS5e",
+	"PYOTJU6l2FLNlF4p+KsgYCVqh/X27dvuRTDUQSdWijiCwTWXGR9l4q5B4Od155Vyy0fAxhKukBHxmWCr",
+	"XFoUcSvWTqWZsfEyyyL27OQlkWbEMp3MRNphOh+qQhxyZVYi77HXgqeGzYRYsJXOZ1JNzhmSw4RLtZMo",
+	"hurzkcWN/x1Hukjw1UCZ4GkqAS48e5XrhcitBJVjzDMjotYi+OpTa6qzVDSo0W+nmsFvhkkboYifLudc",
+	"IXGLD3y+gONtAQxE3r3/36ba2C5vRaG2fPbwK9RU/d+nGzpR5DTdjdndlkopzA2qFHO+mAKLQpVeGjbn",
+	"as1Mpq0ZsOUClOwYR4wZ7cswDkInERETPJkOFagjyNKAEgpJxVXKxkIlIJ6tngnF2jDzWObGsnEuBM4B",
+	"Am2Sc2VFel5oM9IMFT2X6Ll/BXWfFKGGOxAfgmE6PYaaOKwThgR1ImWrqcwE42qtlRgqgrzf/aBQE7QS",
+	"rK1zprQSkVO8CqicE6Gv/Q9TkaVskXGphgq32oHp4gf9RzT51VyaObfJNCbkPMLGiFpAJVepyPj6am4a",
+	"DhApAc8oVCUMawM1aeW1iU5U0bTgRwdiR1IEQxhGqwkg31jnc25pMV89aAXr7Detcy4sB0awj7X85J8D",
+	"2nK8X6bbMXOpUr9BLxekMlZwVH9h1bG12dXcxKw9kdcCj87hA55lJ1C0hsqDB/EzEDagbCmxQsQMRBB+",
+	"SaQJ4qf281A56MITxdkeQ5a09M3do3bK0mWOXJxJxeYmwkVL5VYAWv89w0agaJmKudsH+rz/VR/+6/TY",
+	"W2mnQxWXwI4jUEJS1h8w7rCGoMyLfWcc9BJO2AD/BrumjRa86fQhYvEGumyiCJBy425/0CuayGoyb6RC",
+	"66UgbFpkscd+xFKNOAxPdyLHkkK4DBUCpnznvgfHxW6LyUkgpN/+UDUaYlYD+eNrAzDFiqFit8UYOR1u",
+	"RSu21kswPFJBkDuKsG5Cw/idlyIF4rwv3tCjf4vEApgf5wJ0kx/FGo3nihSa0Zeb9rvTYYBli2zcY2+m",
+	"qMKobM2mAlheCVyUyoZ+Aw4/5WbaazUgdy4Snaf7GAKss75NWGbxftMen1w7Xae6k5dKMKFAT0DTeCqN",
+	"1fm6x2JuY2B7q6kARZtN+WIhFIgXZCBO0YyJR871HFT0DesM9liFJk9sk2fsKUiFdA56SgJfGdaOnSYY",
+	"RyyeifVVQmfk/wx+9S4b4PkCHukgLsVTrlJ9LXLvT6jYFGgGp2AK2gioddjK+EhkrI1HmnaGrcYD4nbf",
+	"4VzKuTCWzxfwuOOdV0e+5le+76Uf3HNev4JXC6VpY+23kTfqAHfdORPzhV070R7nAlAOiF4AyrHVVBv/",
+	"uDSFro+KjWNWfJlKS48bwMOZWJst9FE67zYxqJzae47oaTrsXIyXRqT4C6rajTMY8cvm4M8UYJ/xQlBc",
+	"i3xNyyUqX4GqwozNBZ/fMyyWYMcfxOC9M69xPzA0SB2kTAIgKk410VMxAavuxMYtohq5D4JE2MbyTDi9",
+	"c5ELMMSJqg/YGn3zqSUUMOp3LZ44bgXHqMTKfSLPTcvTCn2JtI2faDmtqBXwAPdX+FiVA7RKEiqJP+CK",
+	"gYM85KFw9u6ZyHubCVhRKUa43c5en0sycqo8j/Aa/c1WkDDfRX7EqAsAtnie8zXSYhk5aLJwq3txk1bf",
+	"alr496DTImvOspfj1uDd7tWhmtW6iT5VZvPmSsMM76MG5kEaA2kFzCEGqFakxBHHiP2gKId4tuJr45Gw",
+	"x9rPFPseFZihmgglckAMBnMD0q4NDRU1jqUXZIFGBQNKdEpMwQoFq5K210HN40N3ortuR37rrR8C9lxT",
+	"watuVhiaEIdoGO0HlgkLEnWiN8XjNpP3GSgN+FsjRXsu3cAvufNiNPzk6OJY4VS+OFo3G+foah8cKlKt",
+	"bhYwDnBWO7ABIkdMjgF2oCcar/Mew+RgYBqO4gFW43HQWexlajUa28YiKqBtorm63D7OL1Ieao2Bgxlv",
+	"0aCv+EQCA+u0f/bgSxwBqYml/idLn3zvWBPvpglggmfwdJ21Gsvtkphs4fjRs9ZeRk+vNR1Now3g5M6x",
+	"lOJfG22xIAo91D3IpA11qdLPQ6rxTKwbUZ18ASUAQDbOx/lk8jEdzz/a1S9n2azpPaTORt7gI0kVmbWJ",
+	"NTX55OTx8fyEXiMobfIpTd7aXeO9hmfqhyxBDaA9ulGCjUXhmW7Bg2ZpDrrpwbIcLbU6pDYtt62oeDsG",
+	"URzsJmteghLrbKDQd4rqOKnhZENuco7+XtdMiDbVqV/wuSjik4UNNudrsPfA4G8T34BVFFo7sFcQ/HIm",
+	"Op4uwMQYYTwI1k6KeJEycMiJUHget/aMnr9/1oDKt0W6Cr41HSopEQ2KA3JYNEVlIeyZEegoY23UmAtH",
+	"C7Bf7z8pNJtOk7VNK7u6G7NVfLBCpUjKVzl8nTc7r16REkdCw3lI3PMGrSibTNFQ817tAcgZqy2obFO9",
+	"It/6XGaZdCGMobJTsWY8TUmmAwhxE2s2EmutUrYCPhtAdsUNuuyY1VkasZFI+BIQ0C9kqMCas6awvLjx",
+	"xpeVGeMWv7bezoRXmJWA5dmSjtDajLUTrWCD3MprMVTuQedmdysBKpjya8FGIpPi2lmozo8C4GSC55lE",
+	"ly4PXZkslek+/1ijg7zBNjrQ0VD1MOwKtmxKG28ibEmGSXJhvaGOHmTiBeQsPne+M9p+YD0QglcjP9ns",
+	"6v4vZ/On/fQfD5Y/f6P/eTp6qP6ef71qHR7leUrxi0xbnzLiIhkDPFt8q9c6KPpwgKn8azwz5b5HQBBq",
+	"0lVyMrXZutl/gob3sYRN+HYlFjqZNjN34+INSAcuq81h6SLXiTCGzpaODqwDaV3+iQH+T5ycXm+v0P3+",
+	"Shs7ycWbfzynCBnLBQZp2dTxSL1S6Jz2WiqM7xmmS22ZKb0ywWIKEizCWtISWRc0V/PVt8Ti6p+zs+tH",
+	"/5h/2+dPml1GW3w4gNhhblcBF4oYVNTl0rGDCjYwOMf0KyEXn7VCEaoq3hthru6PH/F+cjb6Oj0VD/hX",
+	"XzWuN9PHY7xUqfgQsXGu56zfY2CQOn8dbg0XCe/G8Od/wMe4mT4Kw6wMh3z9iCIv7r/DvEtFGOjosEqz",
+	"FVfGCZw552aIKlK0QkIVQVmn/K3Cv1mtJD53sGKJI72x3IoDPEXVg36CipTzTgiV9vaaS25t+31Jwaoa",
+	"NBwA9D3kEVacO28xhp7hB/I3okR29Az8H88iInc+qRbcxsWf8VC1y9SvIPfFmRSdHouLzIurMKBRBHYT",
+	"rthIVAO7Q9WmbAnuEmrWEUl1XKFOZgwPuUOc4vNoXOEyj9O5VNocHSzAGWgSUR3qyECcf3anK/Z9Ax/x",
+	"B3InERGRpYF5ONI6E1ztCXjslu1NEp3FMFEMwFNsLsAwcpLJJVnAzxGLES8RndDFJydTYazDU8z5iFkm",
+	"DfBIEFz4MsYejGZjnv8+FIfPphzAfvdCuYgnWJSDjXBhbVhb6mSIdBnQv54dFiLnKLlyYHje5UxVN//a",
+	"5ykWuTgbrsp94ggQfpdUqqJLuZYmvvxTgCbNfgTK7KqnhK7Z39+8fMFoIFQLLJtrY9kD9qP8NmKiN+l5",
+	"dSTF3Aqeprkw1VQsnDNvDVqn/R78//XgUb/fbzX5+V4coNQGue3vLrr/4t2P/e6j9+XH3tWg+/5TPzp9",
+	"9Kgp2b2SXVs7taeP2aMHD79mLgWQpcJymZkew9gYWTDIICIW08nAp5KlxaxdiBefV1zNonGh6apUau+X",
+	"SR0Xd8eA3JVjP1ylQ0W86EppeyWNWVJIvIjVBY+y2C3paixUIuJG8XVbMZTotBLsq6Xyg+7gU5xb3hZ0",
+	"KF4meLeiVrA/j/TB1siDBxY/ovBVQTe178dcZvit1fpqztX6ylMH0UktPaX6oE2m9OSCrzPNAYT6KuP5",
+	"BMhyLuxUp7gkTDp2QhI3eQX2v15aMshd+UDUCrI/saADkJdn9EOYGQsDBfnP4aIKBaz4xhkE8N0vS235",
+	"lfiQCJHia7A4B9swVbjlBGKRW9co1Cs4siVIXEdCtomDB8aIicAapRGmvDbJFSmytJuJa5F5+iTSqFeP",
+	"VITHXuf1bfWSLQG7OsMYVHjCjlCeVMZyB/omB2tI1l/8eDxiy7RxOQ3Rlwf9R41SVdqsxtifF/kMjeE7",
+	"nzxQPM9HemkHo4yr/fEdF8KnWYt1Oi7VJCBfY56BM+JrLPFIRphJIB+SeJ8OoK8DjmFnIrR3XhS44Y0m",
+	"FCqYa0OKKXrQiiRj8nVsDycdsKzMu7IPwdODsG1HsLrM+9lEw+InL31wZTMhFqg6iQ+O5Tbxu6UR+RWf",
+	"uNy43Wglw1yT1uY266eLySLF+nbiXbNTYHfGh0+PQTlwqOOgxPR9calg8P2WfzHsawEy9ciA1X6i2J1J",
+	"XWBiGGju96PbYebuuUos3R9XD9G2vrR9MfDqURyMc82HgwC6ZTAx8NuHOz775rg97EgRghUqsbrj9d3O",
+	"et6Wfn7B0Fdrs3Om59ICH6ak38Jbew9DQrfJM9kDOsKNZ2qsGzIXqMbpysvTDRh8Djl0WUlzKhxPmGQJ",
+	"u67Lo97W+NCuVNONoVkbBBnqEd0X6EIUmRGhW926yTHaR6oPs7oTrgVFo4srJTzL0Io1iV6IvQmom4JI",
+	"fjwUlMtFepuMkmuR+1DDsUgU8BAvnfxoleW4bURV1NmFebeVXfT2MaIrwPT90ssPf4jwomffAlb9eg1w",
+	"H8kdRkYF8t6Wcp55Le+3oJMjSGFHpl618E3ao3OQA3rZHN39SJFL4ihznorbcOiSkrxUvhUlIQLmzfSE",
+	"C8yPpxZC6krGy2l/D/H4uRrX6lJj6qXb6AGMGfxrzllMQ8SMZ6YI0xtXMob/kk8j8lWvBb26uD9okfCt",
+	"10HPWYxZcDHmS6Sa/PLYtqAaxODkL6X54SDgrUbV/822uO1FEaKlmhikySgsZHDZJcLbU5upN1R6fduM",
+	"wTsKquwInRThyE0Hg89FSqm+fFCm5DjYhEFuCpi40ALF5ijMFILu8wQ2bp3csAUNgIFWWrNIxRbcTk3k",
+	"NwowoCj4bUPxO8o5m9NiqKrSze3pqij5LODenDADw2gs43KAD5NmzNV/T+/P+ot/rb9Z/eNM/fPr0evT",
+	"+eXD5O+PWjvLMI/llWX/mnppXgX/t0fam7iSo+Vn393OiKiew2eqSC1oZcA4Wge+OPXc5zCWFkJRvXMb",
+	"6ROsfgdsvlQRfrX4yLP1rSnoh0D0cxpm1VZL/gh2VgaDToCj3eYwDqk3LfnPpuyhYm3MBX399DG7f//+",
+	"IyDjny8fu+KzDzyx2ZrZaS4EG+dUMMkzlsqJtLUmCGf9s6+6p6fds0eX/W8GDx4OTu/3Ts/6/wr3BZp/",
+	"10oqZaicRLX8ZSVzAY/1LunZ4reunHufD3aqGrQm0k6Xo16i5yeBK67y2Y9GDTOMSJa5tOs3cLCEeCPB",
+	"c5FfLO20EUiu+nbA4gvX1wTPdcC+xfdYNpthF62e71WGwUT8rdzn1NoFLUA667mhptwwfS1y9sPl5asT",
+	"DIfiMVRUU5fchiwX9BI2yfUqwmdEGqg2QR3iUFFtHak/5KHlLvcaA+SYdoDP8qw3VEOFSMN4LprxIkiH",
+	"BTU5kSQGPMLTmw5pK7mzvaF6QgWNea5zrLVSrAiFxttao8Qs1ckS635xfs6M5aNMsDjRKUYX/bi+JGq0",
+	"tCw+mWIpx0cXmTgBhW39MWZt1MKLITk8CqKKL2RvzedZzKRKsmUq0g5LeJ5LFIFFETY3Q7UFE4bLfv9+",
+	"MhNr/CDiHrvAV6bYuAObarW9+hqViqvOvcZJMVtQO0diqFx4jlntEtQxnxBQAcFgdJDpfu6yQDCVqVYn",
+	"CodslgkADnscTfVqqMhHT6nKOCOsq8deaHxmV7OcsAj/lNWb7pwzPlQwhE8bx7RlOZna8L37rGxAhudX",
+	"K2fz+ZpckeLN2piHjSFRPN3vn1xG7IcnF9/hjl++unz28sWbjts+t2VTsqEywnHa5oZjrB2/EUn3qbDJ",
+	"tPtGWjFgSa6N6cKPdDiGzwX96dsIxS9zOZEqHrqBinxpt4t7hk21sR0qT6JqYDy0+t7ZY4zi+JzVXDCl",
+	"7VC5xRvqBaGExFmocQ4RMD3J+HiMZasIxFfc5bhifw1cYZiS6lCE1tHtJjo3XXoqZm0FJztaM9eSoYMz",
+	"YM2j+JCIhfXVv1RLAXY5i0+uT2PK0yx7wOHoj1++fsPagJsZnLwpknHPWfyU2Fn3EqOG0VDFTy75BOih",
+	"0jEIafa5JnYQgxEEVk6HumMARpQkGTEjFdZeC5mzROuZJPY1VHKidC7SHiP+4PrH4J7ZRFjDlKbFup5E",
+	"NVwc6XTN5ksDJ5PLa6wXzcQWgZ6umQvLh40tmOm4jkgITDfPAAmJOgP47kqyBBOgyTesFuyPfXBNsGRp",
+	"mR6P2UiMdY5elaGKH5Pt3yV1J8YeGWwjVI2pGJlMhCJPjmv1eLHgyVR0z3r9VtRa5pkTWWZwcrJarXoc",
+	"f+7pfHLi3jUnz589fvLizRN8pwy81iJihVuk1e+d0oOO17YGrfu9fu8+5dlMURJ7lg2fJwLlPGiIiAPP",
+	"0tbAVed9bNW6SJ71+zvabB3XXssVADZ018Ika5dijuduii5xvVaoW7QG795HLbOcz3m+BuEur4VyuUqW",
+	"TwwqbzTNe3jPiaatu35NP/8mm8a5sa/bw/79bcMU6zoJG5/tAgkMKwEm1GSq6FLmZERUCLLACY/VNthJ",
+	"A3tzcpl1tkL0+vTEl881gvS5NPZHeOALAtUX9m1BJWo9cRO1HvRPDwJs2VUPXzrgNMreovDG2aP9b4T9",
+	"GHHVyMf2v1c2pQtPmbhuwaYDJcIUSlbEwIwx1hWgtlET6vTYC1RvbeGaqFAPVTLeRK2Fa4lYPV3qsvOj",
+	"a1SDJPqtTtcHnGyQSuhqG31eIKPKIxPWdg7eFVmDYH1RLZ93CN5Eh+NJ0ValauPZfCluNjD09LNhaNCN",
+	"qAFJ3a899qMQC+yFE1daDRmrc7HRawhxs78fY4LOv39qGiAohhZEgeK+MlsaVMqVa9InXaDA+dIAvg24",
+	"H3C5k08yvSGbMhMUV6oLECA8Tw8VZHrQlFKMZEq6boayyZPunfIrWtvuN4oeur/N4RKoGg/3mQUCWRjf",
+	"IrNswlgUoTnWFHk7DWReys10pHmeFh3dGtle0AX+XWN3cZke2rZ7JtZX73j341n3661tu987bCud9Vul",
+	"6nOfQVpbY70ZWLZ2Vi1V02E9nmv8J822nvDEebd1pm9KxLmJGqfGZDbvQdREZFSsAsKpx17OJRV+j7Sd",
+	"blsN1hhUFuODQy7ZEAZsbAbUjG0lxE6om/4BD7obAG7ef0FFpiwma5ASL5XAywTAriaA/iUD6mwCYBdg",
+	"W4o23qjsJ+Dp25FXwdzp75NP8FyNwW8L6N8z1GmVQmdlFCz0vjxiQavzHrvwhZWcjFDH8gF5h8q/dtZ/",
+	"QN0qfUlSRDRjizY3jni5rQfTjZceAybHZAbjhFNu2Fxfo0JIDZrIPqfh2tqHkZQo1oSFYJ0w0iTB9K1t",
+	"CRkpDAaLcK4kMnybxCL1SdjDrxyjJ13H9d11NVmV8ot7prr7bazDB+9LAjyqsr6B3A8U5HCqv28p3j+A",
+	"PMsLAm5J0Mcbs59LV9hAGcB+7uK+TnloYgmRF7lNxa7urgVuqMgNM2iMK77UZTePs37fuf+o+BDjcPS0",
+	"Nc0lsb0NqvleWE8yX1biuCq7ZuuZQIcS+C+ltIpol2H5I3BPl5ul0KIuUvKvZLoN02qscI8KQo1u3jfJ",
+	"rBOXN1C/uejgQUsLv4oC2EswSHmtFVt75G8DHi8ArzFppKyojnwoqcKth2qC1ppz6JOW7qUY5qqRx9VL",
+	"wqKjcHh7TKVdWURujaHaaIweuf4uld4MvhLP9eTCJsX5UuHtK00SzDXiPkiEXbhLK8ru2gAptFmcQ/vs",
+	"AZt24Kll7gMH8IiTx/iZgIHlgAUSlf0tpPGs7RxtHWJL9D5Ie2oyQ8DCCwOIL21KcLKNiwW6s0rleCyQ",
+	"cXpYUyv3Rjf3j2JNkcjTr0C5OHv4EFSBnCcAHtZ2LXi4SvWc/fzzs+8A5nOdCwoijYTveW3LBsxD5Tp/",
+	"UAfieemkLDrUll3q3Tv3jNsrUR92DSl0JjpS1A+mPp3MKQjPUjFfaCtUsu6S4d5s8jx8WM1x+KrBePsV",
+	"TjCflNHUd8elQWAzjIOdXbV7Gg5yeH0+uUItSBtEyvdEeN7XVbS6omJyCpZy4AVBTprTrGuXh1TiW4ck",
+	"m/prHBAjzini59puOQ5U9BDebs/vzx25+X0bZaT13fFdT65g0ui5wPgdZiuXuUZOburc8TapihuwNkTJ",
+	"UFXilz1WvU6K15lvXCPwOOzbimxmys1QEcfc3XvknLqmYzCzsggfGE30HNBtxJPZUGUo34qoYy6u5XXI",
+	"qAc+18/dPeF4LyD9TKz33eCyrzbVZYIEsq+qCxc3ZOSgQImULRedHrsoG/GFYO219t6c5NSvO8Orehm4",
+	"v0msvDBBGteFBo2yDH8yUSjxXYcr71H0XdsilGbjZZbhHSfVK6w+63VTv4FxFN51U7OKDnaQnJTtr3d7",
+	"J5/4jtXHqaS/K59c2QV8j0+OgPKXT67JSnJ3UBDrdVQZBCO/uHUU3r7wWc2jF875JbFjQSLS8EJD6loe",
+	"tJgMmlUGd+Z4wef7ifSGaoubkWdFsKrpKoyoOSutyK0bqqa3CHFLnyMMU7GxgmY3rmDC7QGMAqtjdA16",
+	"g4osr+29o8/pFcXn/hqhagcFd/eKdzc2WBwM7KuFwLTLRcYTp+e733vMuX8I+OjATOdSYdGizqhbFl15",
+	"5dPnCxGdaOJjotmHieMXbTN/ha7v641buaaIdyoWmV7P4W3q3O2tgAdkBYwOj3Fv3B9yiN5/9vnyW4qu",
+	"og33UZoZnH/QQT8THAxgicmhQBwhqoPsxZy3OkL/3lnsLR2xd3ozqdMSlUZ1vK6JK73Cc8r9NWlTsqLY",
+	"FBPjrgXdKfoH8QdfmFkTo3H3BJS7nmjW9iwAVHXPKzuHK0aOy30GMVNnPjhu6Q4+hvMchjG1jgIH8Y3G",
+	"UIi/I+CPYAb/GYMfhMxl89tSXo7Wpa8xuI2yiDuSIXoMtiux+gK4rsTqy2J60Jnijv1i7sKZpvRPrIzr",
+	"VXvPSbo7tmhV6rpN7PKC/eldV38+mn2CTfY3nTSkK5HzslRnzR5TvdpBaKuB/jrsBdSU5lQLpAfNJrZf",
+	"yRw1v5s5aj76RXSrNUfvt9e4/eHSfqoto/a4Gcrj/cvVsCn86G45Vi3EA87a5GoIKGV7ijN1vyp7bH0p",
+	"mVRttnXHZlvQQqxJNCU6T3//Kt0fRUGDA6baSo+jvpSuuCdHLy1GQIIaH1/ethWBC/YfNOHZwf3LXjoH",
+	"MP/bpYP+sXhw0PloLwt2wPuLAzcmYNaLpHemYpb4uonCJ5/8x71Jmeg5KsqXivwUdwNR5epYCrdxW3QL",
+	"OvVJKsonodipNEPlyi8oI4UuyMgdLwzEMKpmTR7D73C5r0u9ab/1TK/8+bL/fwM+S6B0iUcBNkboaLzm",
+	"2bJMyMNHmpICQ+TckheIbadwtETPwzv1HVuiC0wlJQ36+0jhoQjrq8uCXspbyYVKMVNHWobV7J7puMv/",
+	"ASMHLkzOAYstT6ZzoWzkE1+UHI9FSrEAw1U60h9EytqcVjlUfg3csNiKD/ZkaudZXFT849aYxN5cCVdY",
+	"+5xYuv2+WME9U9ZPdHpD9YwyhB5jbetjrWyuswFTupvANxiWx08sF+jN5zaE1JNLPolc6/Nn4+4LrUT3",
+	"J26TaRxA0xlG8Gzhs7jff1Apf8cd9li7MgiGEmAbqUgyDlzIwdXJFw/NHy4vX93DK4gi1wmJCsbxMyze",
+	"FCkjS4VXjboLZTeyNreTfF1e/e3kb1URtdmuf7SmZhIF8lQ6mIykAnTfkruJ8IgOR8mab8EXOn8nzUIb",
+	"aRtbKsUlCp6zscwE8N3/OmxRjwZPQNSoYdiKB6wsuefXojw27JEiOHbKMFO9wqiT3Z2Ms9me1C/5jSuH",
+	"7b7SmUwaLuuMHWmc+0L8rskTdk9pJe7FA1cmxtV6xdfAMSg50HvCASVcHgjVuB+7TMDig/IFgnc+q6cn",
+	"av2z62F1uV6I7stF4TLYCBcgS4mP2yNMcb9JxL3Qls11KsfSB4MKwYy3jcks8zcZefmsx6zGF2qIejw4",
+	"b/7KZK5XiW+KyvNAOJJwk4pV0HC7rDzOJVxwTHQLL5vS70GzhxWMx/XWFigKa5c34miuRkQUcXHFci59",
+	"Ozval9UgarEWFDtF5FwZ6r/kI+Jll8048MdRs4rMaDYSwdeuo62TVkO1VD6PrEi2QVsPtWB24dN8R/pa",
+	"VLKgA1lLl+NRVjSIMt/mpL15B0BnwHiSiIUF+Q/8XS+zlPYcbBnTtGkylwWn8Xh71JHDNVFBVdq3hwkZ",
+	"nyy1YNfFYybWLOihg/1yqOTQBXj9696sxZxeO831cgI6B+5j4D+4vQ6V1cVNnf5FwEfsUOp7TKIo9yBz",
+	"cE2BL/tUfPcpgu8o8NeJhgr2MWy5iVp0LRQ1OANc8FfioBVBvqPidP2KUEHyi9Gu6UihHCWYtigVm8sk",
+	"1z4Xr105YQJ6DXm5xRatMplSDYEZKryKKo+Y0XiJDcBx8+TLJIaxdK7kcOV4UMBDkX0OXAMlYfnEdVBi",
+	"3NEXBtvx7F3jIpmJDS7NXeakY9CNutuA/S0Ox5BBooX4AGZiGztSnZ722f/536f3O+fUNWblkTWoO3tw",
+	"eoYX4NSvg6kWoMlSmcGkTYej7LLAfGlYMhXJDLALvYGRb6dIOfcl8Q8KB01RW/eg/6h6EUfkkpNpnmio",
+	"VlNui2YKxVqbTMNXy1BJbHLA1NPUq9L/qAzlXc3vC8d7fb6S6+3z22/6SVBH9yZLaXdxw75/colAe/Xz",
+	"ZXG+trc1Nd/h63EriP8WD0IUplLIEn+rWLhr8hKZd65gZ9r/oRr+sVr9AL0V3jhwDOuU/SS/jajx1rqi",
+	"7UdsJhZoxU3kNRWWkL04VAueGzIQsRWeU8YNdZ1I/e3VbqYCxZH5TflCdHrsQrmrvDGZBAjWXaSE03hO",
+	"zT6KXHcz9Bl6Sw2LTxA0MCMN0uZq3RmwGJY9YATleKhIls35DAEAJqTOXU077oBWP9KpFL4VGOPhZWdA",
+	"hzd34EGkXuabR/fWmW/sInT6uvaoVRRtF56pDukYPoWvbNQFullYNNxnmZx5HYIKY3AWul/2rH9aXojt",
+	"LcEc7HpsmZet+BrsMZkyPlROCyxplMYPbWLPZ6lTEPJUur296GTJ7UYG+22MHr/fZr9LoOj9/Pp55Duy",
+	"NYCXuMw+e+Cvog1nGwdSbhBot9JgvdYqUCbbOi9uMK4XaONLnfOmC+0GoI+R9ln1bVGzzSmaI4EqDEpQ",
+	"jz2h9nykBTtHLLV89N5Y5+w4+LY8AO7p2Z0Ct0mPGbBCOaNOiDU3mO/FBRqsS7375rdbtCdgOsWKZuL6",
+	"+91peuDD/td3Covq7XyOQIjnkJCaUKFPUFrSRjeq8qnIHSyADAIkQ+WKIknOAk2ghESLm2dZRHWyIHRx",
+	"dtaOu905/9AthuguRN6diTU2eqz+1sUxiwc6lBHmRE2il+jknHCpnMkDC6Yy91xbgXIm48b2mE92D92G",
+	"NQXck+W5yznzSd7OnCR/slkmADuwjn1xki/g9G11zTSXaga6AMGMUezHoHHpmoOSlMOyVVIxwKzsOKr+",
+	"lQ4RvGJh0yNyi8DVSXDLQ2MA4e1UO0jjDbp6XPdhYLsApxGYANvKe3gqPgrn6yhy3N2A/uIRf1uclQBI",
+	"Iz9SGCRUFnvsdegFMGUT1LlWk6FC871thGDVfKPOOR2TP/QCycY6xyag8GKTORRGpN/m/lrPL66pBXdz",
+	"bFG1mzNI/vId1ut7HHy888njDfpLSq22MFP6nV1JOZ/FjegosrhUdfBpSwWPL4gjvaHsux+HAYmYarBj",
+	"zIHXWVq4gTZuaRggv/TVlUUdjL87A43Pdqi8uHzPNI7Cohj3fMfds+G+Hio/Dt0c4dT9cCnSRsU9HrXB",
+	"ypojqqnPMuf1HKqK2xMOtAqIsG0exRXJNkT7GhUwbEnILpjSqksM++LVM+pP7csqGadm/CJlajkfEWfy",
+	"54N3WPjObaztGzHTlStMoWmBYDofqtOo3++zpcqEqXRdNmDEFD6kThOjebkQ6k1xWcXvp1i/dp/DHXen",
+	"9BBpSnvBq0V8tX6AFFvq9d1dJuFVJgVi/jGyZe6+gtnTAGqSgdKIprmha3hqdGJcM/lzB26tSCnKBLXx",
+	"ImLpsZd/tvLll7h9D46o4MfhXUXIyQEKMyEWPJPXFbWtkAiF1ua/OfnkPt2cIFSPr2woyHi8o2S0KMeo",
+	"OFdA//Z3aAHfdjr1Zleox7C02/Kwo/hBefPOHRdJ7OBHuPv03HUnMDEx/fptVSuB1lX9Vqo/Zdng7hcc",
+	"KP9gBRGPSYYUikvQBKai8rjSaq/3NMRwjyX8W5Y0bSH8hsKm/28p1xU4HUi6dLfcX5Sr/nDlh9i0KaTc",
+	"rTHWaDst76ZbLAbf6k95wpMpmwtj+IRan8bY4GBA2Rv42YXEYpkOYopkiV/IQ5xyy92T2PgDVK2/v3n5",
+	"ojdU8XNubBe/7T77Lga7donXN7lLR7Bh2S9lybqzkVzrCzCOEj3Hm5CwkwJ6vHGCoeJsKnhuR6AVlCYj",
+	"dW+Qhsk0a2xJ8NaFJr9YAn9zZDgEw/7A6E5Og/mneCRd2m6V1WxEaZp8NH+MpgB375e5YKD6BldTUYMa",
+	"wOg3aDB332BCrWtbUxIckdf7m9q1ItX72969h+Mly5vQrrzMZnBycnr2da/f6/dOB9/0v+mjUHTDb/G/",
+	"RN5+LNsop67xlhMN5+7eIeq4iSmYjrRqhYamtZkU8LR+bxuGw0frsMLGXwfrnFeY4ZXwPF/Xu1f2Nqsi",
+	"m+Z866/BJV9qEH6VeXA5MwbbIobdFnQOzHLjdjmsGELnaThzUfuzObW7/e0a88IBDaLtx+7Go1PfHOqn",
+	"QDgHPBoUrcIKo9wCN49Kqf0kGGcTYaciD2YpmPnmRM7sNT4THa9xw/ACD+5fc1n66HnoBANjx/7NQf2N",
+	"QA6d3F04wXvuMpub9zf/LwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -10,7 +10,6 @@ import (
 	"encoding/base32"
 	"encoding/base64"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -215,11 +214,15 @@ func (p Principal) Scoped() bool { return len(p.Prefixes) > 0 && p.Role != Admin
 
 // InScope reports whether name is under one of the principal's prefixes. Admins and unscoped
 // keys reach every name.
-func (p Principal) InScope(name string) bool {
+func (p Principal) InScope(name string) bool { return p.Scope().Has(name) }
+
+// Scope is the names the principal reaches, as the store takes them: empty for admins and
+// unscoped keys.
+func (p Principal) Scope() lease.Scope {
 	if !p.Scoped() {
-		return true
+		return nil
 	}
-	return slices.ContainsFunc(p.Prefixes, func(pre string) bool { return strings.HasPrefix(name, pre) })
+	return lease.Scope(p.Prefixes)
 }
 
 // Allow checks that the principal has the right for every name given (lease and resource names

@@ -518,7 +518,7 @@ func TestResources(t *testing.T) {
 		}
 		at := wiretime.From(t0.Add(time.Second))
 		want := []api.ResourceWrite{
-			{Version: 2, Token: b.Token, Holder: ptr("w2"), At: at, Size: 2, ContentType: "text/plain; charset=utf-8"},
+			{Version: 2, Token: b.Token, Lease: ptr("job"), Holder: ptr("w2"), At: at, Size: 2, ContentType: "text/plain; charset=utf-8"}, // the token's lease
 			{Version: 1, Token: b.Token, Lease: ptr("job"), Holder: ptr("w2"), At: at, Size: 2, ContentType: "text/plain; charset=utf-8"},
 		}
 		if diff := cmp.Diff(want, r.JSON200.Writers); diff != "" {

@@ -38,6 +38,9 @@ type AuthConfig struct {
 	// non-admin key may make the server hold: unexpired leases, acquires waiting in line, open
 	// watch streams, open sessions. 0 does not cap.
 	MaxHeldPerKey, MaxWaitsPerKey, MaxWatchesPerKey, MaxSessionsPerKey int
+	// ResourceQuota bounds the fenced resources one non-admin key may have written last:
+	// how many, and their bytes in all. Zero fields do not bound.
+	ResourceQuota lease.Quota
 	// PublicMetrics serves /metrics without a key.
 	PublicMetrics bool
 	// SessionIdle and SessionMax end dashboard sessions unused for that long, and that long
@@ -352,6 +355,14 @@ func (a *authn) maxSessions(p auth.Principal) int {
 		return 0
 	}
 	return a.cfg.MaxSessionsPerKey
+}
+
+// quota is the resource quota of the principal's key; zero for none.
+func (a *authn) quota(p auth.Principal) lease.Quota {
+	if !capped(p) {
+		return lease.Quota{}
+	}
+	return a.cfg.ResourceQuota
 }
 
 // capped reports whether the per-key caps apply: not to an admin key, nor with keys off.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -271,7 +272,12 @@ func (d *dashboard) leaseDetail(ctx context.Context, name, cursor, rng string) (
 	}
 	detail := web.LeaseDetail{Now: now, Lease: viewLease(st), NextCursor: evs.Next, Range: rng,
 		CSRFToken: d.csrfToken(ctx, name, st.Token), CanRevoke: principalOf(ctx).IsAdmin(), Slots: viewSlots(st)}
-	detail.Lease.Rejections = len(rej.Items)
+	who := principalOf(ctx)
+	for _, x := range rej.Items {
+		if sees(who, x) {
+			detail.Lease.Rejections++
+		}
+	}
 	if l, ok := d.s.acquirer.(waitingLine); ok {
 		for _, w := range l.Line(name) {
 			detail.Waiters = append(detail.Waiters, web.Waiter{Holder: w.Holder, Since: w.Since})
@@ -279,6 +285,9 @@ func (d *dashboard) leaseDetail(ctx context.Context, name, cursor, rng string) (
 	}
 	oldest := make([]lease.Event, 0, len(evs.Items))
 	for i := len(evs.Items) - 1; i >= 0; i-- {
+		if !visible(who, evs.Items[i]) {
+			continue
+		}
 		oldest = append(oldest, evs.Items[i])
 		detail.Events = append(detail.Events, viewEvent(evs.Items[i]))
 	}
@@ -442,16 +451,19 @@ func (d *dashboard) resources(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	who := principalOf(r.Context())
 	perResource := map[string]int{}
 	for _, x := range rej.Items {
-		perResource[x.Resource]++
+		if sees(who, x) {
+			perResource[x.Resource]++
+		}
 	}
 	l.NextCursor = page.Next
 	for _, x := range page.Items {
 		if keep != nil && !keep(x.Name) {
 			continue
 		}
-		v := viewResource(x)
+		v := viewResource(who, x)
 		v.Rejections = perResource[x.Name]
 		l.Resources = append(l.Resources, v)
 	}
@@ -478,9 +490,11 @@ func (d *dashboard) resource(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	v := web.ResourceDetail{Now: d.s.clock.Now(), Resource: viewResource(x), Writers: viewWrites(writes)}
-	v.Resource.Rejections = len(rej.Items)
-	v.Rejections = d.rejectionViews(ctx, rej.Items[:min(len(rej.Items), 20)])
+	who := principalOf(ctx)
+	shown := slices.DeleteFunc(rej.Items, func(x lease.Rejection) bool { return !sees(who, x) })
+	v := web.ResourceDetail{Now: d.s.clock.Now(), Resource: viewResource(who, x), Writers: viewWrites(who, writes)}
+	v.Resource.Rejections = len(shown)
+	v.Rejections = d.rejectionViews(ctx, shown[:min(len(shown), 20)])
 	d.page(w, r, http.StatusOK, web.ResourceLive(v), web.ErrorInfo{}, web.ResourcePage(d.siteFor(r), v))
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/web"
@@ -70,15 +71,20 @@ func viewRejection(x lease.Rejection) web.Rejection {
 		Reason: x.Reason, External: x.Source == lease.RejectionSourceExternal, At: x.At, GrantsBehind: -1}
 }
 
-func viewResource(x lease.Resource) web.Resource {
+// viewResource is a resource as who may see it: its last write's lease and holder only when
+// that lease is in scope.
+func viewResource(who auth.Principal, x lease.Resource) web.Resource {
+	l, h := attributed(who, x.Lease, x.Holder)
 	return web.Resource{Name: x.Name, Fence: x.Fence, Version: x.Version, Size: x.Size,
-		ContentType: x.ContentType, Lease: x.Lease, Holder: x.Holder, UpdatedAt: x.UpdatedAt}
+		ContentType: x.ContentType, Lease: l, Holder: h, UpdatedAt: x.UpdatedAt}
 }
 
-func viewWrites(ws []lease.Write) []web.Write {
+// viewWrites is a resource's writers as who may see them (see viewResource).
+func viewWrites(who auth.Principal, ws []lease.Write) []web.Write {
 	out := make([]web.Write, len(ws))
 	for i, x := range ws {
-		out[i] = web.Write{Version: x.Version, Token: x.Token, Lease: x.Lease, Holder: x.Holder, At: x.At,
+		l, h := attributed(who, x.Lease, x.Holder)
+		out[i] = web.Write{Version: x.Version, Token: x.Token, Lease: l, Holder: h, At: x.At,
 			Size: x.Size, ContentType: x.ContentType}
 	}
 	return out

@@ -55,13 +55,7 @@ func TestKeysAPI(t *testing.T) {
 	// A watch stream open under the key ends as soon as the key is revoked.
 	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/v1/watch", nil)
-	req.Header.Set("Authorization", "Bearer "+secret)
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil || stream.StatusCode != http.StatusOK {
-		t.Fatalf("watch = %v, %v", stream, err)
-	}
-	defer stream.Body.Close()
+	stream := e.watchAs(t, ctx, secret)
 	ended := make(chan time.Time, 1)
 	go func() {
 		sc := bufio.NewScanner(stream.Body)
@@ -268,13 +262,7 @@ func TestPerKeyLimits(t *testing.T) {
 	t.Run("Watches", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(e.ctx)
 		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/v1/watch", nil)
-		req.Header.Set("Authorization", "Bearer "+w)
-		first, err := http.DefaultClient.Do(req)
-		if err != nil || first.StatusCode != http.StatusOK {
-			t.Fatalf("first watch = %v, %v", first, err)
-		}
-		defer first.Body.Close()
+		e.watchAs(t, ctx, w)
 		resp, b := e.bearerDo(w, "GET", "/v1/watch?prefix="+url.QueryEscape("w-"), "", nil)
 		wantProblem(t, "second watch of a key capped at 1", resp, b, http.StatusTooManyRequests, api.ProblemCodeTooManyWatchers)
 		wantRetryAfter(t, "second watch of a key capped at 1", resp)

@@ -241,7 +241,11 @@ func (s *server) ListLeaseEvents(ctx context.Context, req api.ListLeaseEventsReq
 		return problemAs[api.ListLeaseEventsdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	out := api.ListLeaseEvents200JSONResponse{Events: make([]api.Event, 0, len(page.Items)), NextCursor: page.Next}
+	who := principalOf(ctx)
 	for _, e := range page.Items {
+		if !visible(who, e) {
+			continue
+		}
 		out.Events = append(out.Events, wireEvent(e))
 	}
 	return out, nil

@@ -38,6 +38,7 @@ var statusOf = map[lease.Code]int{
 	lease.CodeRateLimited:        http.StatusTooManyRequests,
 	lease.CodeTooManyLeases:      http.StatusTooManyRequests,
 	lease.CodeTooManySessions:    http.StatusTooManyRequests,
+	lease.CodeQuotaExceeded:      http.StatusInsufficientStorage,
 	lease.CodeNotHeld:            http.StatusConflict,
 	lease.CodeSessionLost:        http.StatusConflict,
 	lease.CodeLimitMismatch:      http.StatusConflict,

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"net/http"
+
+	"github.com/leasekeeper/leasekeeper/lease"
 )
 
 // requestKey is the context key of a request's *reqInfo.
@@ -53,7 +55,7 @@ func withRequestID(next http.Handler) http.Handler {
 			id = hex.EncodeToString(b[:])
 		}
 		w.Header().Set("X-Request-Id", id)
-		info := &reqInfo{id: id, header: w.Header(), client: client{addr: r.RemoteAddr, userAgent: r.UserAgent(), method: r.Method,
+		info := &reqInfo{id: id, header: w.Header(), client: client{addr: r.RemoteAddr, userAgent: lease.ClipHeader(r.UserAgent()), method: r.Method,
 			path: r.URL.Path, ifNoneMatch: r.Header.Get("If-None-Match")}}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), requestKey{}, info)))
 	})

@@ -113,9 +113,10 @@ func (s *server) putResource(ctx context.Context, req api.PutResourceRequestObje
 	if err != nil {
 		return lease.Resource{}, err
 	}
-	c := clientOf(ctx)
+	c, who := clientOf(ctx), principalOf(ctx)
 	return s.store.PutResource(ctx, store.ResourceWrite{Name: req.Resource, Token: token, LeaseName: leaseName,
-		Value: value, ContentType: ct, ClientAddr: c.addr, UserAgent: c.userAgent, IfVersion: ifVersion, IfAbsent: ifAbsent})
+		Value: value, ContentType: ct, ClientAddr: c.addr, UserAgent: c.userAgent, Scope: who.Scope(),
+		Owner: who.KeyID, Quota: s.auth.quota(who), IfVersion: ifVersion, IfAbsent: ifAbsent})
 }
 
 // GetResource returns a resource's value with its fence.
@@ -154,7 +155,9 @@ func (s *server) ListResourceWriters(ctx context.Context, req api.ListResourceWr
 		return problemAs[api.ListResourceWritersdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	out := api.ListResourceWriters200JSONResponse{Writers: make([]api.ResourceWrite, len(ws))}
+	who := principalOf(ctx)
 	for i, x := range ws {
+		x.Lease, x.Holder = attributed(who, x.Lease, x.Holder)
 		out.Writers[i] = wireWrite(x)
 	}
 	return out, nil
@@ -183,10 +186,12 @@ func (s *server) ListResources(ctx context.Context, req api.ListResourcesRequest
 		return problemAs[api.ListResourcesdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	out := api.ListResources200JSONResponse{Resources: make([]api.ResourceInfo, 0, len(page.Items)), NextCursor: page.Next}
+	who := principalOf(ctx)
 	for _, r := range page.Items {
 		if keep != nil && !keep(r.Name) {
 			continue
 		}
+		r.Lease, r.Holder = attributed(who, r.Lease, r.Holder)
 		out.Resources = append(out.Resources, wireResource(r))
 	}
 	return out, nil
@@ -238,5 +243,6 @@ func (s *server) reportRejection(ctx context.Context, req api.ReportRejectionReq
 	}
 	c := clientOf(ctx)
 	return s.store.RecordRejection(ctx, lease.Rejection{Resource: b.Resource, Lease: deref(b.Lease), PresentedToken: b.PresentedToken,
-		CurrentFence: b.CurrentFence, Reason: deref(b.Reason), ClientAddr: c.addr, UserAgent: c.userAgent, Source: lease.RejectionSourceExternal})
+		CurrentFence: b.CurrentFence, Reason: deref(b.Reason), ClientAddr: c.addr, UserAgent: c.userAgent, Source: lease.RejectionSourceExternal},
+		principalOf(ctx).Scope())
 }

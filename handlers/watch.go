@@ -37,20 +37,30 @@ func (s *server) Watch(ctx context.Context, req api.WatchRequestObject) (api.Wat
 	return stream{st: st, log: s, done: func() { cancel(); done() }}, nil
 }
 
-// visible reports whether the principal may see an event: one on a name or resource in its
-// scope; the audit events of keys only for admins.
+// visible reports whether the principal may see an event: one whose name and resource, each
+// when it has one, are both in its scope (invariant 8: a rejection of a resource outside it
+// does not show on a lease inside, nor the reverse); the audit events of keys only for admins.
 func visible(p auth.Principal, e lease.Event) bool {
 	switch e.Type {
 	case lease.EventKeyCreated, lease.EventKeyRevoked:
 		return p.IsAdmin()
 	}
-	return e.Name != "" && p.InScope(e.Name) || e.Resource != "" && p.InScope(e.Resource)
+	return (e.Name != "" || e.Resource != "") && (e.Name == "" || p.InScope(e.Name)) && (e.Resource == "" || p.InScope(e.Resource))
 }
 
-// sees reports whether the principal may see a rejection: one of a resource, or of a lease,
-// in its scope.
+// sees reports whether the principal may see a rejection: one whose resource and lease (when
+// it names one) are both in its scope.
 func sees(p auth.Principal, r lease.Rejection) bool {
-	return p.InScope(r.Resource) || r.Lease != "" && p.InScope(r.Lease)
+	return p.InScope(r.Resource) && (r.Lease == "" || p.InScope(r.Lease))
+}
+
+// attributed is a write's lease and holder as the principal may see them, on a resource in its
+// scope: both empty when the lease is outside it, as for a token that named no lease.
+func attributed(p auth.Principal, leaseName, holder string) (string, string) {
+	if leaseName != "" && !p.InScope(leaseName) {
+		return "", ""
+	}
+	return leaseName, holder
 }
 
 // stream is the strict server's response for a watch: it writes until the client leaves.

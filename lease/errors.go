@@ -31,7 +31,10 @@ const (
 	CodeTooManyLeases      Code = "too_many_leases"
 	// CodeTooManySessions refuses to open a session for a key that has as many open as it may.
 	CodeTooManySessions Code = "too_many_sessions"
-	CodeInternal        Code = "internal"
+	// CodeQuotaExceeded refuses a fenced write that would make a key's resources more, or
+	// larger in all, than it may have.
+	CodeQuotaExceeded Code = "quota_exceeded"
+	CodeInternal      Code = "internal"
 	// CodeNotHeld refuses a handover request for a name nobody holds now.
 	CodeNotHeld Code = "not_held"
 	// CodeSessionLost refuses an act under a session that expired or was closed.

@@ -172,6 +172,9 @@ type FencedWrite struct {
 	LeaseName   string
 	Lease       Grant
 	LeaseExists bool
+	// Scoped is set for a caller limited to some names, whose LastToken is ScopedLastToken:
+	// a refusal then names no bound, which would be nobody's to tell.
+	Scoped bool
 }
 
 // DecideFencedWrite decides a fenced write (invariant 7): nil when it applies (the resource's
@@ -186,6 +189,9 @@ func DecideFencedWrite(w FencedWrite, now time.Time) *Error {
 	}
 	// last_token is the high-water mark of issued tokens: a token above it was made up (or
 	// comes from before a restore of an older backup, whose lease this store never knew).
+	if w.Token > w.LastToken && w.Scoped {
+		return reject(CodeNotIssued, w.Fence, "token %d was not issued to a lease within this key's scope", w.Token)
+	}
 	if w.Token > w.LastToken {
 		return reject(CodeNotIssued, w.Fence, "token %d was never issued by this server (the highest issued is %d)", w.Token, w.LastToken)
 	}

@@ -23,5 +23,13 @@ func NextToken(last int64, now time.Time) (int64, error) {
 	return t, nil
 }
 
+// ScopedLastToken is the last issued token as a key limited to some names may know it: the
+// highest token issued to a lease in its scope (inScope), or the clock in microseconds when
+// that is higher. Every token to come is at least the clock's (NextToken), so a fence raised
+// to this bound is still passed by every grant to come; and tokens issued outside the scope do
+// not move it, so which tokens a scoped key is told were never issued (token_not_issued)
+// reveals nothing of them (invariant 8).
+func ScopedLastToken(inScope int64, now time.Time) int64 { return max(inScope, now.UnixMicro()) }
+
 // ValidToken reports whether t could have been issued: 0 < t ≤ MaxToken.
 func ValidToken(t int64) bool { return t > 0 && t <= MaxToken }

@@ -95,8 +95,11 @@ type Store interface {
 	// A write whose token passes but whose IfVersion or IfAbsent does not hold changes nothing
 	// and is no rejection: the fence is checked first, so a stale token is always refused and
 	// recorded as one, whatever the condition.
+	// With a Scope (the caller is limited to some names), the token's grant names the write's
+	// lease and holder only when it is in scope (lease.Attribute), and the last issued token is
+	// lease.ScopedLastToken: nothing outside the scope shows through the token (invariant 8).
 	// Codes: stale_token, token_not_issued (both with presented token and current fence),
-	// precondition_failed.
+	// precondition_failed, quota_exceeded.
 	PutResource(ctx context.Context, w ResourceWrite) (lease.Resource, error)
 
 	// DeleteResource deletes a fenced resource with its value and its fence: the next write
@@ -117,8 +120,10 @@ type Store interface {
 	ListResources(ctx context.Context, f ResourceFilter) (Page[lease.Resource], error)
 
 	// RecordRejection records a rejection made by a resource outside leasekeeper, and a
-	// rejected event on its lease when the lease or the token's grant is known.
-	RecordRejection(ctx context.Context, r lease.Rejection) (lease.Rejection, error)
+	// rejected event on its lease when the lease or the token's grant is known. The token's
+	// grant fills the lease and holder as lease.Attribute says for a caller limited to scope
+	// (empty: every name).
+	RecordRejection(ctx context.Context, r lease.Rejection, scope lease.Scope) (lease.Rejection, error)
 
 	// Rejections returns rejections, newest first.
 	Rejections(ctx context.Context, f RejectionFilter) (Page[lease.Rejection], error)
@@ -261,6 +266,13 @@ type ResourceWrite struct {
 	ContentType string
 	ClientAddr  string
 	UserAgent   string
+	// Scope is the names the writer reaches; empty for every name.
+	Scope lease.Scope
+	// Owner is the id of the API key writing: the resource counts against it from then on.
+	// With a Quota, a write that would take Owner's resources past it is refused with
+	// quota_exceeded and changes nothing (checked after the fence and the condition).
+	Owner string
+	Quota lease.Quota
 	// IfVersion, when above 0, applies the write only while the resource is at that version
 	// (HTTP If-Match); IfAbsent only while it does not exist (If-None-Match: *). Both are
 	// checked after the fence, in the write's transaction.

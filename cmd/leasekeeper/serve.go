@@ -78,6 +78,18 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 		}
 		return d
 	}
+	envInt := func(name string, def int64) int64 {
+		v := getenv(name)
+		if v == "" {
+			return def
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			envErr = errors.Join(envErr, fmt.Errorf("%s=%s: not a whole number", name, v))
+			return def
+		}
+		return n
+	}
 	fs.StringVar(&c.addr, "addr", env("LEASEKEEPER_ADDR", "127.0.0.1:8080"), "listen address (env LEASEKEEPER_ADDR)")
 	fs.StringVar(&c.db, "db", env("LEASEKEEPER_DB", "./leasekeeper.db"), "SQLite database file, or a postgres:// URL for PostgreSQL (env LEASEKEEPER_DB)")
 	dbMaxConns := fs.String("db-max-conns", env("LEASEKEEPER_DB_MAX_CONNS", "0"), fmt.Sprintf("PostgreSQL: the most connections of this replica's pool; 0: %d; the URL's pool_max_conns wins (env LEASEKEEPER_DB_MAX_CONNS)", postgres.DefaultMaxConns))
@@ -102,6 +114,10 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	fs.IntVar(&c.auth.MaxWaitsPerKey, "max-waiters-per-key", 100, "most acquires one non-admin key may have waiting in line (0: no cap)")
 	fs.IntVar(&c.auth.MaxWatchesPerKey, "max-watchers-per-key", 100, "most watch streams one non-admin key may have open (0: no cap)")
 	fs.IntVar(&c.auth.MaxSessionsPerKey, "max-sessions-per-key", 1000, "most open sessions one non-admin key may have (0: no cap)")
+	fs.IntVar(&c.auth.ResourceQuota.Resources, "max-resources-per-key", int(envInt("LEASEKEEPER_MAX_RESOURCES_PER_KEY", 1000)),
+		"most fenced resources one non-admin key may have written last (0: no cap; env LEASEKEEPER_MAX_RESOURCES_PER_KEY)")
+	fs.Int64Var(&c.auth.ResourceQuota.Bytes, "max-resource-bytes-per-key", envInt("LEASEKEEPER_MAX_RESOURCE_BYTES_PER_KEY", 64<<20),
+		"most bytes the values of one non-admin key's resources may hold in all (0: no cap; env LEASEKEEPER_MAX_RESOURCE_BYTES_PER_KEY)")
 	fs.BoolVar(&c.auth.PublicMetrics, "public-metrics", false, "serve /metrics without an API key")
 	fs.StringVar(&c.tlsCert, "tls-cert", env("LEASEKEEPER_TLS_CERT", ""), "serve HTTPS with this PEM certificate (chain), reread when it changes; needs --tls-key (env LEASEKEEPER_TLS_CERT)")
 	fs.StringVar(&c.tlsKey, "tls-key", env("LEASEKEEPER_TLS_KEY", ""), "the PEM private key of --tls-cert (env LEASEKEEPER_TLS_KEY)")
@@ -139,7 +155,8 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	default:
 		return c, &exitError{code: 2, err: fmt.Errorf("-auth must be on or off, not %q", *authMode)}
 	}
-	if *keyRate < 0 || c.auth.Burst < 0 || c.auth.MaxHeldPerKey < 0 || c.auth.MaxWaitsPerKey < 0 || c.auth.MaxWatchesPerKey < 0 || c.auth.MaxSessionsPerKey < 0 {
+	if *keyRate < 0 || c.auth.Burst < 0 || c.auth.MaxHeldPerKey < 0 || c.auth.MaxWaitsPerKey < 0 || c.auth.MaxWatchesPerKey < 0 || c.auth.MaxSessionsPerKey < 0 ||
+		c.auth.ResourceQuota.Resources < 0 || c.auth.ResourceQuota.Bytes < 0 {
 		return c, &exitError{code: 2, err: errors.New("per-key limits must not be negative")}
 	}
 	if c.debugAddr != "" && !loopback(c.debugAddr) {

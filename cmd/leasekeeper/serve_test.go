@@ -64,6 +64,30 @@ func TestParseServeBodyTimeout(t *testing.T) {
 	}
 }
 
+func TestParseServeResourceQuota(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		args []string
+		want lease.Quota
+	}{
+		{nil, nil, lease.Quota{Resources: 1000, Bytes: 64 << 20}},
+		{map[string]string{"LEASEKEEPER_MAX_RESOURCES_PER_KEY": "5", "LEASEKEEPER_MAX_RESOURCE_BYTES_PER_KEY": "4096"}, nil,
+			lease.Quota{Resources: 5, Bytes: 4096}},
+		{map[string]string{"LEASEKEEPER_MAX_RESOURCES_PER_KEY": "5"}, []string{"--max-resources-per-key", "0", "--max-resource-bytes-per-key=7"},
+			lease.Quota{Resources: 0, Bytes: 7}},
+	} {
+		c, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
+		if err != nil || c.auth.ResourceQuota != tt.want {
+			t.Errorf("parseServe(%q) with env %v = quota %+v, %v; want %+v", tt.args, tt.env, c.auth.ResourceQuota, err, tt.want)
+		}
+	}
+	for _, bad := range []map[string]string{{"LEASEKEEPER_MAX_RESOURCES_PER_KEY": "many"}, {"LEASEKEEPER_MAX_RESOURCE_BYTES_PER_KEY": "-1"}} {
+		if _, err := parseServe(nil, func(k string) string { return bad[k] }, io.Discard, io.Discard); err == nil {
+			t.Errorf("parseServe() with env %v = nil error, want the value refused", bad)
+		}
+	}
+}
+
 func TestParseServeCORS(t *testing.T) {
 	for _, tt := range []struct {
 		env  string

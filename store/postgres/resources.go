@@ -23,7 +23,7 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 		if err != nil {
 			return err
 		}
-		fw := lease.FencedWrite{Resource: wr.Name, Token: wr.Token, Fence: fence, LeaseName: wr.LeaseName}
+		fw := lease.FencedWrite{Resource: wr.Name, Token: wr.Token, Fence: fence, LeaseName: wr.LeaseName, Scoped: len(wr.Scope) > 0}
 		var leaseGrant grant
 		if wr.LeaseName != "" {
 			var ok bool
@@ -51,13 +51,18 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 		if err != nil {
 			return err
 		}
+		if fw.Scoped {
+			if fw.LastToken, err = scopedLast(ctx, t, wr.Scope, wr.Token, now); err != nil {
+				return err
+			}
+		}
 		if e := lease.DecideFencedWrite(fw, ms(now)); e != nil {
 			if err := dropUnwritten(ctx, t, wr.Name, version); err != nil {
 				return err
 			}
 			r := lease.Rejection{Resource: wr.Name, Lease: wr.LeaseName, PresentedToken: wr.Token, CurrentFence: e.CurrentFence,
 				ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: e.Message, Source: lease.RejectionSourceServer}
-			if _, err := recordRejection(ctx, t, r, owner, known, now); err != nil {
+			if _, err := recordRejection(ctx, t, r, owner, known, wr.Scope, now); err != nil {
 				return err
 			}
 			return e
@@ -68,21 +73,24 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 			}
 			return e
 		}
-		holder := ""
-		if known {
-			holder = owner.holder
+		if err := checkQuota(ctx, t, wr); err != nil {
+			if err := dropUnwritten(ctx, t, wr.Name, version); err != nil {
+				return err
+			}
+			return err
 		}
+		leaseName, holder := lease.Attribute(wr.Scope, wr.LeaseName, owner.name, owner.holder, known)
 		out = lease.Resource{Name: wr.Name, Fence: wr.Token, Version: version + 1, UpdatedAt: ms(now),
-			Size: int64(len(wr.Value)), ContentType: wr.ContentType, Lease: wr.LeaseName, Holder: holder}
+			Size: int64(len(wr.Value)), ContentType: wr.ContentType, Lease: leaseName, Holder: holder}
 		// The write joins the row's history of writers, which drops its oldest entry past
 		// store.WritersKept, in the same UPDATE.
 		if _, err := t.tx.Exec(ctx, `UPDATE resources SET fence = $2, version = $3, value = $4, content_type = $5,
-			updated_at = $6, lease = $7, holder = $8,
+			updated_at = $6, lease = $7, holder = $8, owner = $10,
 			writers = CASE WHEN jsonb_array_length(writers) >= `+writersKept+` THEN writers - 0 ELSE writers END
 				|| jsonb_build_array(jsonb_build_object('v', $3::bigint, 't', $2::bigint, 'l', $7::text, 'h', $8::text,
 				'at', $6::bigint, 'n', $9::bigint, 'ct', $5::text))
 			WHERE name = $1`,
-			out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, now, out.Lease, out.Holder, out.Size); err != nil {
+			out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, now, out.Lease, out.Holder, out.Size, wr.Owner); err != nil {
 			return fmt.Errorf("write resource: %w", err)
 		}
 		return nil
@@ -91,6 +99,29 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 		return lease.Resource{}, fmt.Errorf("put resource %q: %w", wr.Name, err)
 	}
 	return out, nil
+}
+
+// checkQuota refuses a write that would take its key's resources past wr.Quota
+// (lease.CheckQuota). It takes the key's advisory lock, last of the write's locks (so no two
+// writes of a key both pass on counts that leave the other out), and counts the key's other
+// resources through resources_owner.
+func checkQuota(ctx context.Context, t *txn, wr store.ResourceWrite) error {
+	if wr.Owner == "" || wr.Quota == (lease.Quota{}) {
+		return nil
+	}
+	if err := advisory(ctx, t, "owner resources", []byte(wr.Owner)); err != nil {
+		return err
+	}
+	var n int
+	var bytes int64
+	if err := t.tx.QueryRow(ctx, `SELECT count(*), coalesce(sum(octet_length(value)), 0) FROM resources
+		WHERE owner = $1 AND owner <> '' AND name <> $2 AND version > 0`, wr.Owner, wr.Name).Scan(&n, &bytes); err != nil {
+		return fmt.Errorf("count the key's resources: %w", err)
+	}
+	if e := lease.CheckQuota(wr.Quota, n, bytes, int64(len(wr.Value))); e != nil {
+		return e
+	}
+	return nil
 }
 
 // dropUnwritten deletes the row lockResource made for a new name (version 0) when the write
@@ -167,17 +198,30 @@ func tokenOwner(ctx context.Context, t *txn, token int64) (grant, bool, error) {
 	return g, true, nil
 }
 
-// recordRejection inserts a rejection, filling lease and holder from the token's grant, and a
-// rejected event (with an empty name when the lease is unknown, so watchers see every refusal).
-func recordRejection(ctx context.Context, t *txn, r lease.Rejection, owner grant, known bool, now int64) (lease.Rejection, error) {
-	if known {
-		if r.Lease == "" {
-			r.Lease = owner.name
-		}
-		if r.Holder == "" {
-			r.Holder = owner.holder
-		}
+// scopedLast is the last token as a writer limited to scope may know it
+// (lease.ScopedLastToken), found for a write with token: whether a grant in scope has a token at
+// least as high matters only for a token above the clock, and grants above it are few.
+func scopedLast(ctx context.Context, t *txn, scope lease.Scope, token, now int64) (int64, error) {
+	at := ms(now)
+	if token <= at.UnixMicro() {
+		return lease.ScopedLastToken(0, at), nil
 	}
+	var found bool
+	if err := t.tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM grants g, unnest($2::text[]) p
+		WHERE g.token >= $1 AND starts_with(g.name, p))`, token, []string(scope)).Scan(&found); err != nil {
+		return 0, fmt.Errorf("find grants in scope from token %d: %w", token, err)
+	}
+	if found {
+		return lease.ScopedLastToken(token, at), nil
+	}
+	return lease.ScopedLastToken(0, at), nil
+}
+
+// recordRejection inserts a rejection, filling lease and holder from the token's grant as a
+// caller limited to scope may see them (lease.Attribute), and a rejected event (with an empty
+// name when the lease is unknown, so watchers see every refusal).
+func recordRejection(ctx context.Context, t *txn, r lease.Rejection, owner grant, known bool, scope lease.Scope, now int64) (lease.Rejection, error) {
+	r.Lease, r.Holder = lease.Attribute(scope, r.Lease, owner.name, owner.holder, known)
 	r.At = ms(now)
 	err := t.tx.QueryRow(ctx, `INSERT INTO rejections (resource, lease, presented_token, current_fence, holder,
 		client_addr, user_agent, reason, source, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
@@ -191,7 +235,7 @@ func recordRejection(ctx context.Context, t *txn, r lease.Rejection, owner grant
 }
 
 // RecordRejection records a rejection made outside leasekeeper. See store.Store.
-func (s *Store) RecordRejection(ctx context.Context, r lease.Rejection) (lease.Rejection, error) {
+func (s *Store) RecordRejection(ctx context.Context, r lease.Rejection, scope lease.Scope) (lease.Rejection, error) {
 	var out lease.Rejection
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		owner, known, err := tokenOwner(ctx, t, r.PresentedToken)
@@ -202,7 +246,7 @@ func (s *Store) RecordRejection(ctx context.Context, r lease.Rejection) (lease.R
 		if err != nil {
 			return err
 		}
-		out, err = recordRejection(ctx, t, r, owner, known, now)
+		out, err = recordRejection(ctx, t, r, owner, known, scope, now)
 		return err
 	})
 	if err != nil {

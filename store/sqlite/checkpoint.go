@@ -24,6 +24,9 @@ const restartFrames = 1024
 // two batches, copies the few frames committed since (see Store.write): the bulk of the copy
 // stays off the writer.
 type checkpointer struct {
+	// mu is held by each checkpoint, this one's and the writer's after a failed write: two at
+	// once, one finds the other's and gives up busy (a failed write's would leave the WAL whole).
+	mu      sync.Mutex
 	db      *sql.DB
 	dirty   atomic.Bool // a commit since the last checkpoint
 	restart atomic.Bool // the writer should finish the checkpoint between two batches
@@ -57,6 +60,8 @@ func startCheckpointer(db *sql.DB, every time.Duration, log *slog.Logger) *check
 func (c *checkpointer) wrote() { c.dirty.Store(true) }
 
 func (c *checkpointer) run() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var busy, frames, done int
 	if err := c.db.QueryRow(`PRAGMA wal_checkpoint(PASSIVE)`).Scan(&busy, &frames, &done); err != nil {
 		// A full disk or an I/O error: the WAL keeps what was committed; try again later.

@@ -439,7 +439,7 @@ func (s *Store) renewOp(name, id string, ttl time.Duration, metadata json.RawMes
 
 // Release ends the lease. See store.Store.
 func (s *Store) Release(ctx context.Context, name, id string) error {
-	err := s.write(ctx, s.releaseOp(name, id))
+	err := s.free(ctx, s.releaseOp(name, id))
 	if err != nil {
 		return fmt.Errorf("release %q: %w", name, err)
 	}
@@ -462,7 +462,7 @@ func (s *Store) releaseOp(name, id string) func(context.Context, *txn) error {
 
 // Revoke ends the current lease on name. See store.Store.
 func (s *Store) Revoke(ctx context.Context, name string, token int64, actor string) error {
-	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+	err := s.free(ctx, func(ctx context.Context, t *txn) error {
 		g, ok, err := currentSettled(ctx, t, name)
 		if err != nil {
 			return err
@@ -633,7 +633,7 @@ const (
 
 // Prune deletes old history. See store.Store.
 func (s *Store) Prune(ctx context.Context, r store.Retention) error {
-	return s.write(ctx, func(ctx context.Context, t *txn) error { return prune(ctx, t, r) })
+	return s.free(ctx, func(ctx context.Context, t *txn) error { return prune(ctx, t, r) })
 }
 
 // prune is Prune's operation.

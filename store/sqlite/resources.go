@@ -30,15 +30,21 @@ func (s *Store) putOp(wr store.ResourceWrite, out *lease.Resource) func(context.
 		if err != nil {
 			return err
 		}
+		if len(wr.Scope) > 0 {
+			if last, err = scopedLast(ctx, t, wr.Scope, wr.Token); err != nil {
+				return err
+			}
+		}
 		reject := func(e *lease.Error) error {
 			r := lease.Rejection{Resource: wr.Name, Lease: wr.LeaseName, PresentedToken: wr.Token, CurrentFence: e.CurrentFence,
 				ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: e.Message, Source: lease.RejectionSourceServer}
-			if _, err := recordRejection(ctx, t, r, owner, known); err != nil {
+			if _, err := recordRejection(ctx, t, r, owner, known, wr.Scope); err != nil {
 				return err
 			}
 			return e
 		}
-		fw := lease.FencedWrite{Resource: wr.Name, Token: wr.Token, Fence: fence, LastToken: last, LeaseName: wr.LeaseName}
+		fw := lease.FencedWrite{Resource: wr.Name, Token: wr.Token, Fence: fence, LastToken: last, LeaseName: wr.LeaseName,
+			Scoped: len(wr.Scope) > 0}
 		if wr.LeaseName != "" {
 			g, ok, err := currentSettled(ctx, t, wr.LeaseName)
 			if err != nil {
@@ -52,13 +58,13 @@ func (s *Store) putOp(wr store.ResourceWrite, out *lease.Resource) func(context.
 		if e := lease.DecideWriteCondition(wr.IfVersion, wr.IfAbsent, version); e != nil {
 			return e
 		}
-		holder := ""
-		if known {
-			holder = owner.holder
+		if err := checkQuota(ctx, t, wr); err != nil {
+			return err
 		}
+		leaseName, holder := lease.Attribute(wr.Scope, wr.LeaseName, owner.name, owner.holder, known)
 		*out = lease.Resource{Name: wr.Name, Fence: wr.Token, Version: version + 1, UpdatedAt: ms(t.now),
-			Size: int64(len(wr.Value)), ContentType: wr.ContentType, Lease: wr.LeaseName, Holder: holder}
-		if _, err := t.exec(ctx, stPutResource, out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, t.now, out.Lease, out.Holder); err != nil {
+			Size: int64(len(wr.Value)), ContentType: wr.ContentType, Lease: leaseName, Holder: holder}
+		if _, err := t.exec(ctx, stPutResource, out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, t.now, out.Lease, out.Holder, wr.Owner); err != nil {
 			return fmt.Errorf("write resource: %w", w(err))
 		}
 		t.setFence(wr.Name, fenceRow{fence: out.Fence, version: out.Version}, true)
@@ -69,7 +75,7 @@ func (s *Store) putOp(wr store.ResourceWrite, out *lease.Resource) func(context.
 
 // DeleteResource deletes a fenced resource and its fence. See store.Store.
 func (s *Store) DeleteResource(ctx context.Context, name, actor string) error {
-	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+	err := s.free(ctx, func(ctx context.Context, t *txn) error {
 		res, err := t.exec(ctx, stDeleteResource, name)
 		if err != nil {
 			return fmt.Errorf("delete resource: %w", w(err))
@@ -113,17 +119,57 @@ func tokenOwner(ctx context.Context, t *txn, token int64, leaseName string) (gra
 	return g, true, nil
 }
 
-// recordRejection inserts a rejection, filling lease and holder from the token's grant, and a
-// rejected event on the lease when one is known.
-func recordRejection(ctx context.Context, t *txn, r lease.Rejection, owner grant, known bool) (lease.Rejection, error) {
-	if known {
-		if r.Lease == "" {
-			r.Lease = owner.name
+// checkQuota refuses a write that would take its key's resources past wr.Quota
+// (lease.CheckQuota), counting the key's other resources through resources_owner.
+func checkQuota(ctx context.Context, t *txn, wr store.ResourceWrite) error {
+	if wr.Owner == "" || wr.Quota == (lease.Quota{}) {
+		return nil
+	}
+	var n int
+	var bytes int64
+	if err := t.tx.QueryRowContext(ctx, `SELECT count(*), coalesce(sum(length(value)), 0) FROM resources
+		INDEXED BY resources_owner WHERE owner = ? AND owner <> '' AND name <> ?`, wr.Owner, wr.Name).Scan(&n, &bytes); err != nil {
+		return fmt.Errorf("count the key's resources: %w", w(err))
+	}
+	if e := lease.CheckQuota(wr.Quota, n, bytes, int64(len(wr.Value))); e != nil {
+		return e
+	}
+	return nil
+}
+
+// scopedLast is the last token as a writer limited to scope may know it
+// (lease.ScopedLastToken), found for a write with token: whether a grant in scope has a token at
+// least as high matters only for a token above the clock, and grants above it are few.
+func scopedLast(ctx context.Context, t *txn, scope lease.Scope, token int64) (int64, error) {
+	now := ms(t.now)
+	if token <= now.UnixMicro() {
+		return lease.ScopedLastToken(0, now), nil
+	}
+	rows, err := t.tx.QueryContext(ctx, `SELECT name FROM grants WHERE token >= ?`, token)
+	if err != nil {
+		return 0, fmt.Errorf("find grants from token %d: %w", token, w(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return 0, fmt.Errorf("find grants from token %d: %w", token, w(err))
 		}
-		if r.Holder == "" {
-			r.Holder = owner.holder
+		if scope.Has(name) {
+			return lease.ScopedLastToken(token, now), nil
 		}
 	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("find grants from token %d: %w", token, w(err))
+	}
+	return lease.ScopedLastToken(0, now), nil
+}
+
+// recordRejection inserts a rejection, filling lease and holder from the token's grant as a
+// caller limited to scope may see them (lease.Attribute), and a rejected event on the lease
+// when one is known.
+func recordRejection(ctx context.Context, t *txn, r lease.Rejection, owner grant, known bool, scope lease.Scope) (lease.Rejection, error) {
+	r.Lease, r.Holder = lease.Attribute(scope, r.Lease, owner.name, owner.holder, known)
 	r.At = ms(t.now)
 	err := t.queryRow(ctx, stRejection, r.Resource, r.Lease, r.PresentedToken, r.CurrentFence, r.Holder, r.ClientAddr, r.UserAgent, r.Reason, r.Source, t.now).Scan(&r.ID)
 	if err != nil {
@@ -140,14 +186,14 @@ func recordRejection(ctx context.Context, t *txn, r lease.Rejection, owner grant
 }
 
 // RecordRejection records a rejection made outside leasekeeper. See store.Store.
-func (s *Store) RecordRejection(ctx context.Context, r lease.Rejection) (lease.Rejection, error) {
+func (s *Store) RecordRejection(ctx context.Context, r lease.Rejection, scope lease.Scope) (lease.Rejection, error) {
 	var out lease.Rejection
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		owner, known, err := tokenOwner(ctx, t, r.PresentedToken, r.Lease)
 		if err != nil {
 			return err
 		}
-		out, err = recordRejection(ctx, t, r, owner, known)
+		out, err = recordRejection(ctx, t, r, owner, known, scope)
 		return err
 	})
 	if err != nil {

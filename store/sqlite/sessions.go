@@ -172,7 +172,7 @@ func (s *Store) RenewSession(ctx context.Context, id, by string, ttl time.Durati
 // CloseSession closes a session and releases its leases. See store.Store.
 func (s *Store) CloseSession(ctx context.Context, id, by string) (lease.Session, error) {
 	var out lease.Session
-	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+	err := s.free(ctx, func(ctx context.Context, t *txn) error {
 		var err error
 		if out, err = sessionByID(ctx, t.tx, id, by); err != nil {
 			return err

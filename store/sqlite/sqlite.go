@@ -50,6 +50,10 @@ type Options struct {
 	// statement, "commit") and a non-nil answer makes that step fail with it, as a failing
 	// disk would (an fsync error surfaces as COMMIT's). For fault-injection tests only.
 	Fault func(step string) error
+	// Reserve is the disk space held in <db>-reserve and given back when a write fails for
+	// want of space, so that deletes and releases still work on a full disk (see reserve):
+	// 0 takes DefaultReserve, below 0 holds none.
+	Reserve int64
 	// EventTail is how many of the newest events a query by name may read by seq, unindexed
 	// (default 2048): when more are, the writer's next batch adds the older half of them to
 	// events_by_name in one sorted INSERT. Small in tests, to exercise both halves.
@@ -70,8 +74,9 @@ type Store struct {
 
 	onBatch func(ops int, took time.Duration, committed bool)
 	fault   func(step string) error
-	tail    int64 // Options.EventTail
-	narrow  int   // Options.HeldNarrow
+	reserve *reserve // nil with Options.Reserve below 0
+	tail    int64    // Options.EventTail
+	narrow  int      // Options.HeldNarrow
 	stmts   [numStmts]*sql.Stmt
 	events  [eventChunk]*sql.Stmt // events[n-1] inserts n events
 
@@ -152,6 +157,17 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		r.Close()
 		cp.Close()
 		return nil, err
+	}
+	if size := opts.Reserve; size >= 0 {
+		if size == 0 {
+			size = DefaultReserve
+		}
+		if s.reserve, err = openReserve(path+"-reserve", size); err != nil {
+			w.Close()
+			r.Close()
+			cp.Close()
+			return nil, err
+		}
 	}
 	every := opts.CheckpointEvery
 	if every <= 0 {
@@ -275,6 +291,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := s.health.err(); err != nil {
 		return err
 	}
+	if s.reserve != nil && !s.reserve.take() {
+		return lease.Errorf(lease.CodeUnavailable, "the disk is full: its reserve of %d bytes, for deletes and releases, is given back", s.reserve.size)
+	}
 	var one int
 	if err := s.r.QueryRowContext(ctx, `SELECT 1 FROM meta LIMIT 1`).Scan(&one); err != nil {
 		return fmt.Errorf("ping sqlite: %w", err)
@@ -353,6 +372,7 @@ func (t *txn) stmt(ctx context.Context, id stmtID) *sql.Stmt {
 type op struct {
 	ctx    context.Context
 	fn     func(context.Context, *txn) error
+	frees  bool // it frees space: it runs again with the disk reserve given back
 	err    error
 	events []lease.Event
 	done   chan struct{}
@@ -369,7 +389,16 @@ type op struct {
 // the publishing lock before it lets the writer lock go: the next batch is decided and synced
 // while this one's events fan out, and events still reach OnCommit in commit order.
 func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error) error {
-	o := &op{ctx: ctx, fn: fn, done: make(chan struct{})}
+	return s.run(&op{ctx: ctx, fn: fn, done: make(chan struct{})})
+}
+
+// free is write for an operation that frees space (a delete, a release): on a full disk it
+// runs again with the disk reserve given back (see reserve).
+func (s *Store) free(ctx context.Context, fn func(context.Context, *txn) error) error {
+	return s.run(&op{ctx: ctx, fn: fn, frees: true, done: make(chan struct{})})
+}
+
+func (s *Store) run(o *op) error {
 	s.pendMu.Lock()
 	s.pending = append(s.pending, o)
 	s.pendMu.Unlock()
@@ -395,7 +424,7 @@ func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error)
 		return o.err
 	}
 	began := time.Now()
-	committed, failure := s.commit(batch)
+	committed, failure := s.commitWithin(batch)
 	took := time.Since(began)
 	switch {
 	case failure != nil:
@@ -440,10 +469,54 @@ func (s *Store) QueueDepth() int {
 	return len(s.pending)
 }
 
+// commitWithin commits a batch within the disk's room (see reserve): the reserve given back
+// is taken again first when there is room for it, and when the batch fails for want of space,
+// the reserve is given back and the operations that free space and failed run again, in a
+// batch of their own. (The log tells of the failures once per episode: see writeHealth.)
+func (s *Store) commitWithin(batch []*op) (committed bool, failure error) {
+	if s.reserve != nil {
+		s.reserve.take()
+	}
+	committed, failure = s.commit(batch)
+	if !isFull(failure) || s.reserve == nil || !s.reserve.give() {
+		return committed, failure
+	}
+	s.log.Debug("the disk is full: gave back the disk reserve, for deletes and releases", "bytes", s.reserve.size)
+	var again []*op
+	for _, o := range batch {
+		if o.frees && isFull(o.err) {
+			again = append(again, o)
+		}
+	}
+	if len(again) == 0 {
+		return committed, failure
+	}
+	s.checkpoint() // the WAL's frames go to the database file, and the WAL gives its room back
+	ok, err := s.commit(again)
+	if err == nil {
+		failure = nil
+		for _, o := range batch {
+			if failure == nil {
+				failure = writeFailure(o.err)
+			}
+		}
+	}
+	return committed || ok, failure
+}
+
+func isFull(err error) bool {
+	var se sqlite3.Error
+	return errors.As(err, &se) && se.Code == sqlite3.ErrFull
+}
+
 // checkpoint copies the WAL into the database and truncates it, after a write failed: when the
 // disk is full, what the WAL held is freed on disk, and pages freed by deletions are reused.
 // Called by the holder of s.lock, outside any transaction.
 func (s *Store) checkpoint() {
+	if s.cp != nil {
+		s.cp.mu.Lock()
+		defer s.cp.mu.Unlock()
+	}
 	var busy, frames, done int
 	err := s.w.QueryRow(`PRAGMA wal_checkpoint(TRUNCATE)`).Scan(&busy, &frames, &done)
 	if err != nil || busy != 0 {
@@ -801,11 +874,11 @@ var stmtSQL = [numStmts]string{
 	// names none while the history is shorter). The history is SQLite's binary JSON (JSONB),
 	// edited without being parsed: as text, parsed and printed again on every write, it cost
 	// twice the CPU (BenchmarkPutResourceParallel).
-	stPutResource: `INSERT INTO resources (name, fence, version, value, content_type, updated_at, lease, holder, writers)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, jsonb_array(jsonb_object('v', ?3, 't', ?2, 'l', ?7, 'h', ?8, 'at', ?6,
+	stPutResource: `INSERT INTO resources (name, fence, version, value, content_type, updated_at, lease, holder, owner, writers)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, jsonb_array(jsonb_object('v', ?3, 't', ?2, 'l', ?7, 'h', ?8, 'at', ?6,
 		'n', length(?4), 'ct', ?5))) ON CONFLICT (name) DO UPDATE SET fence = excluded.fence, version = excluded.version,
 		value = excluded.value, content_type = excluded.content_type, updated_at = excluded.updated_at,
-		lease = excluded.lease, holder = excluded.holder,
+		lease = excluded.lease, holder = excluded.holder, owner = excluded.owner,
 		writers = jsonb_insert(jsonb_remove(resources.writers, '$[#-` + writersKept + `]'), '$[#]', jsonb_extract(excluded.writers, '$[0]'))`,
 	stDeleteResource: `DELETE FROM resources WHERE name = ?`,
 	stRejection: `INSERT INTO rejections (resource, lease, presented_token, current_fence, holder,

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -158,6 +159,9 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Resources/Delete", testResourceDelete},
 		{"Resources/Conditional", testResourceConditional},
 		{"Resources/Writers", testResourceWriters},
+		{"Resources/Quota", testResourceQuota},
+		{"Resources/ScopedTokens", testScopedTokens},
+		{"Resources/ScopedNotIssued", testScopedNotIssued},
 		{"Rejections/External", testExternalRejection},
 		{"Rejections/ExternalClaimsNoToken", testExternalRejectionClaimsNothing},
 		{"Concurrent/Contenders", testContenders},
@@ -903,7 +907,7 @@ func testResourceList(t *testing.T, e *env) {
 func testExternalRejection(t *testing.T, e *env) {
 	a := e.acquire("job", "w1", 10*time.Second)
 	r, err := e.s.RecordRejection(e.ctx, lease.Rejection{Resource: "orders-db", PresentedToken: a.Token, CurrentFence: a.Token + 5,
-		Reason: "row fence", Source: lease.RejectionSourceExternal, ClientAddr: "10.0.0.1"})
+		Reason: "row fence", Source: lease.RejectionSourceExternal, ClientAddr: "10.0.0.1"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1017,7 +1021,7 @@ func testResourceDelete(t *testing.T, e *env) {
 func testExternalRejectionClaimsNothing(t *testing.T, e *env) {
 	a := e.acquire("job", "w1", time.Second)
 	if _, err := e.s.RecordRejection(e.ctx, lease.Rejection{Resource: "db", Lease: "job", PresentedToken: lease.MaxToken - 1,
-		CurrentFence: lease.MaxToken, Source: lease.RejectionSourceExternal}); err != nil {
+		CurrentFence: lease.MaxToken, Source: lease.RejectionSourceExternal}, nil); err != nil {
 		t.Fatalf("RecordRejection(tokens never issued) = %v", err)
 	}
 	e.clock.Advance(2 * time.Second)
@@ -1181,7 +1185,7 @@ func testRevokeByToken(t *testing.T, e *env) {
 func testPruneRows(t *testing.T, e *env) {
 	for i := range 5 {
 		e.acquire(fmt.Sprintf("n%d", i), "w", time.Minute)
-		if _, err := e.s.RecordRejection(e.ctx, lease.Rejection{Resource: "r", PresentedToken: 1, CurrentFence: int64(2 + i), Source: lease.RejectionSourceExternal}); err != nil {
+		if _, err := e.s.RecordRejection(e.ctx, lease.Rejection{Resource: "r", PresentedToken: 1, CurrentFence: int64(2 + i), Source: lease.RejectionSourceExternal}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -1228,7 +1232,7 @@ func testPruneEndedGrants(t *testing.T, e *env) {
 	known := func(l lease.Lease) bool {
 		t.Helper()
 		r, err := e.s.RecordRejection(e.ctx, lease.Rejection{Resource: "r", PresentedToken: l.Token, CurrentFence: l.Token + 1,
-			Source: lease.RejectionSourceExternal})
+			Source: lease.RejectionSourceExternal}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1688,8 +1692,8 @@ func testResourceWriters(t *testing.T, e *env) {
 		t.Fatal(err)
 	}
 	got, err = e.s.ResourceWriters(e.ctx, "db")
-	if err != nil || len(got) != 1 || got[0].Version != 1 || got[0].Token != a.Token || got[0].Holder != "w1" || got[0].Lease != "" {
-		t.Errorf("ResourceWriters(written again) = %+v, %v; want the one new write of w1", got, err)
+	if err != nil || len(got) != 1 || got[0].Version != 1 || got[0].Token != a.Token || got[0].Holder != "w1" || got[0].Lease != "job" {
+		t.Errorf("ResourceWriters(written again) = %+v, %v; want the one new write of w1, put down to its token's lease", got, err)
 	}
 	// A first write refused leaves no resource and no history behind.
 	if _, err := e.put("fresh", a.Token, "job", "refused"); !lease.IsCode(err, lease.CodeStale) {
@@ -1697,4 +1701,204 @@ func testResourceWriters(t *testing.T, e *env) {
 	}
 	_, err = e.s.ResourceWriters(e.ctx, "fresh")
 	wantCode(t, "ResourceWriters(only refused)", err, lease.CodeNotFound)
+}
+
+// testScopedTokens: a write or a rejection report by a caller limited to "billing-" never puts
+// a token down to a lease outside that scope (invariant 8): it reads as a token that named no
+// lease, with no holder and no rejected event on that lease; an unlimited caller's is put down
+// to the token's lease, and a holder only ever to its own lease.
+func testScopedTokens(t *testing.T, e *env) {
+	scope := lease.Scope{"billing-"}
+	own := e.acquire("billing-a", "bob@billing", time.Hour)
+	e.clock.Advance(time.Second)
+	hr := e.acquire("hr-payroll-lock", "alice@hr-host-7", time.Hour)
+	e.clock.Advance(time.Second) // the clock is past every token: each of them passes the scoped bound
+	put := func(res string, token int64, leaseName string, scope lease.Scope) (lease.Resource, error) {
+		return e.s.PutResource(e.ctx, store.ResourceWrite{Name: res, Token: token, LeaseName: leaseName, Value: []byte("v"), Scope: scope})
+	}
+	hidden := func(what, leaseName, holder string) {
+		t.Helper()
+		if leaseName != "" || holder != "" {
+			t.Errorf("%s = lease %q, holder %q; want neither: the token's lease is outside the scope", what, leaseName, holder)
+		}
+	}
+
+	r, err := put("billing-r2", hr.Token, "", scope)
+	if err != nil {
+		t.Fatalf("PutResource(billing-r2, scoped, an out-of-scope token) = %v, want it to apply as a token that named no lease", err)
+	}
+	hidden("PutResource(billing-r2, scoped)", r.Lease, r.Holder)
+	ws, err := e.s.ResourceWriters(e.ctx, "billing-r2")
+	if err != nil || len(ws) != 1 {
+		t.Fatalf("ResourceWriters(billing-r2) = %+v, %v", ws, err)
+	}
+	hidden("ResourceWriters(billing-r2)[0]", ws[0].Lease, ws[0].Holder)
+	if r, err := put("billing-r3", hr.Token, "", nil); err != nil || r.Lease != "hr-payroll-lock" || r.Holder != "alice@hr-host-7" {
+		t.Errorf("PutResource(billing-r3, unscoped) = %+v, %v; want it put down to hr-payroll-lock and alice", r, err)
+	}
+	if r, err := put("billing-r4", own.Token, "", scope); err != nil || r.Lease != "billing-a" || r.Holder != "bob@billing" {
+		t.Errorf("PutResource(billing-r4, scoped, its own token) = %+v, %v; want it put down to billing-a and bob", r, err)
+	}
+
+	// Stale writes: billing-r3's fence is hr's token, above own's.
+	if _, err := put("billing-r3", own.Token, "", scope); !lease.IsCode(err, lease.CodeStale) {
+		t.Fatalf("PutResource(billing-r3, scoped, stale) = %v, want stale_token", err)
+	}
+	e.clock.Advance(time.Second)
+	hr2 := e.acquire("hr-other", "carol@hr", time.Hour)
+	e.clock.Advance(time.Second)
+	if _, err := put("billing-r5", hr2.Token, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := put("billing-r5", hr.Token, "", scope); !lease.IsCode(err, lease.CodeStale) {
+		t.Fatalf("PutResource(billing-r5, scoped, an out-of-scope stale token) = %v, want stale_token", err)
+	}
+	// With a Lease-Name in scope and another lease's token: the holder is not put down to it.
+	for _, sc := range []lease.Scope{scope, nil} {
+		if _, err := put("billing-r6", hr.Token, "billing-a", sc); !lease.IsCode(err, lease.CodeStale) {
+			t.Fatalf("PutResource(billing-r6, Lease-Name billing-a, hr's token, scope %v) = %v, want stale_token", sc, err)
+		}
+	}
+	rej, err := e.s.Rejections(e.ctx, store.RejectionFilter{Since: t0, Limit: store.MaxLimit})
+	if err != nil || len(rej.Items) != 4 {
+		t.Fatalf("Rejections() = %+v, %v; want 4", rej.Items, err)
+	}
+	byRes := map[string][]lease.Rejection{}
+	for _, x := range rej.Items {
+		byRes[x.Resource] = append(byRes[x.Resource], x)
+	}
+	if x := byRes["billing-r3"]; len(x) != 1 || x[0].Lease != "billing-a" || x[0].Holder != "bob@billing" {
+		t.Errorf("rejection of billing-r3 (own token) = %+v, want it put down to billing-a and bob", x)
+	}
+	hidden("rejection of billing-r5 (hr's token, scoped)", byRes["billing-r5"][0].Lease, byRes["billing-r5"][0].Holder)
+	for _, x := range byRes["billing-r6"] {
+		if x.Lease != "billing-a" || x.Holder != "" {
+			t.Errorf("rejection of billing-r6 = lease %q holder %q; want billing-a and no holder (the token is another lease's)", x.Lease, x.Holder)
+		}
+	}
+
+	// A report of a rejection made outside, with hr's token.
+	x, err := e.s.RecordRejection(e.ctx, lease.Rejection{Resource: "billing-ext", PresentedToken: hr.Token, CurrentFence: hr.Token + 1,
+		Source: lease.RejectionSourceExternal}, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hidden("RecordRejection(scoped, hr's token)", x.Lease, x.Holder)
+	if x, err := e.s.RecordRejection(e.ctx, lease.Rejection{Resource: "billing-ext", PresentedToken: hr.Token, CurrentFence: hr.Token + 1,
+		Source: lease.RejectionSourceExternal}, nil); err != nil || x.Lease != "hr-payroll-lock" || x.Holder != "alice@hr-host-7" {
+		t.Errorf("RecordRejection(unscoped, hr's token) = %+v, %v; want it put down to hr-payroll-lock and alice", x, err)
+	}
+	// hr-payroll-lock's history has its grant and the one unscoped report, nothing scoped.
+	var rejected int
+	for _, ev := range e.events("hr-payroll-lock") {
+		if ev.Type == lease.EventRejected {
+			rejected++
+		}
+	}
+	if rejected != 1 {
+		t.Errorf("rejected events of hr-payroll-lock = %d, want 1 (the unscoped report's)", rejected)
+	}
+	all, err := e.s.Events(e.ctx, store.EventFilter{Limit: store.MaxLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range all.Items {
+		if ev.Type == lease.EventRejected && ev.Name == "" && ev.Holder != "" {
+			t.Errorf("rejected event %+v has a holder and no lease", ev)
+		}
+	}
+}
+
+// testScopedNotIssued: which tokens a caller limited to "billing-" is told were never issued
+// depends only on its scope and the clock, never on tokens issued outside it, so it cannot find
+// the newest token by bisection; an issued token in its scope still writes, a made-up one above
+// the clock is still refused, and the refusal names no bound.
+func testScopedNotIssued(t *testing.T, e *env) {
+	scope := lease.Scope{"billing-"}
+	// The clock stands still: the grants' tokens run ahead of it, one by one.
+	own := e.acquire("billing-a", "bob", time.Hour)
+	hr := e.acquire("hr-a", "alice", time.Hour)
+	hr2 := e.acquire("hr-b", "carol", time.Hour)
+	if hr.Token != own.Token+1 || hr2.Token != hr.Token+1 {
+		t.Fatalf("tokens %d, %d, %d; want consecutive (the clock stands still)", own.Token, hr.Token, hr2.Token)
+	}
+	put := func(token int64, sc lease.Scope) error {
+		_, err := e.s.PutResource(e.ctx, store.ResourceWrite{Name: "billing-probe", Token: token, IfVersion: 99, Scope: sc})
+		return err
+	}
+	if err := put(own.Token, scope); !lease.IsCode(err, lease.CodePreconditionFailed) {
+		t.Errorf("PutResource(own token, scoped) = %v, want precondition_failed (the token passes)", err)
+	}
+	last := strconv.FormatInt(hr2.Token, 10)
+	for _, tok := range []int64{hr.Token, hr2.Token, hr2.Token + 1, lease.MaxToken} {
+		err := put(tok, scope)
+		wantCode(t, fmt.Sprintf("PutResource(token %d, scoped)", tok), err, lease.CodeNotIssued)
+		if strings.Contains(err.Error(), last) && tok != hr2.Token {
+			t.Errorf("PutResource(token %d, scoped) = %v; it names the newest token %s", tok, err, last)
+		}
+	}
+	// Unscoped, the boundary is the newest token, as before.
+	if err := put(hr2.Token, nil); !lease.IsCode(err, lease.CodePreconditionFailed) {
+		t.Errorf("PutResource(newest token, unscoped) = %v, want precondition_failed", err)
+	}
+	if err := put(hr2.Token+1, nil); !lease.IsCode(err, lease.CodeNotIssued) {
+		t.Errorf("PutResource(newest token + 1, unscoped) = %v, want token_not_issued", err)
+	}
+	// A grant in scope above them moves the scoped bound; the clock moving past them does too.
+	own2 := e.acquire("billing-b", "bob", time.Hour)
+	if err := put(hr2.Token, scope); !lease.IsCode(err, lease.CodePreconditionFailed) {
+		t.Errorf("PutResource(hr-b's token, scoped, below billing-b's %d) = %v, want precondition_failed", own2.Token, err)
+	}
+	e.clock.Advance(time.Second)
+	if err := put(own2.Token+1, scope); !lease.IsCode(err, lease.CodePreconditionFailed) {
+		t.Errorf("PutResource(a token below the clock, scoped) = %v, want precondition_failed", err)
+	}
+}
+
+// testResourceQuota: a key's resources (those it wrote last) stay within its quota, by count
+// and by bytes in all; a write past it is quota_exceeded and changes nothing, records nothing;
+// a resource written by another key, or deleted, counts no more.
+func testResourceQuota(t *testing.T, e *env) {
+	l := e.acquire("job", "w", time.Hour)
+	q := lease.Quota{Resources: 2, Bytes: 10}
+	put := func(owner, name string, size int, q lease.Quota) error {
+		_, err := e.s.PutResource(e.ctx, store.ResourceWrite{Name: name, Token: l.Token, Value: []byte(strings.Repeat("v", size)), Owner: owner, Quota: q})
+		return err
+	}
+	for _, w := range []struct {
+		owner, name string
+		size        int
+		quota       lease.Quota
+		ok          bool
+	}{
+		{"key_a", "r1", 5, q, true},
+		{"key_a", "r2", 4, q, true},
+		{"key_a", "r3", 1, q, false},                // a third resource
+		{"key_a", "r1", 6, q, true},                 // 6 + 4 = 10 bytes
+		{"key_a", "r1", 7, q, false},                // 11 bytes
+		{"key_b", "r3", 1, q, true},                 // another key's quota
+		{"key_b", "r2", 1, q, true},                 // r2 is key_b's now
+		{"key_a", "r4", 4, q, true},                 // key_a has r1 alone
+		{"key_admin", "r5", 0, lease.Quota{}, true}, // no quota (an admin)
+	} {
+		err := put(w.owner, w.name, w.size, w.quota)
+		if w.ok && err != nil {
+			t.Fatalf("PutResource(%s, %d bytes, by %s) = %v, want it written", w.name, w.size, w.owner, err)
+		}
+		if !w.ok {
+			wantCode(t, fmt.Sprintf("PutResource(%s, %d bytes, by %s)", w.name, w.size, w.owner), err, lease.CodeQuotaExceeded)
+		}
+	}
+	if r, err := e.s.GetResource(e.ctx, "r1"); err != nil || len(r.Value) != 6 || r.Version != 2 {
+		t.Errorf("GetResource(r1) = %d bytes at version %d, %v; want the 6 bytes of version 2 (the write past the quota changed nothing)", len(r.Value), r.Version, err)
+	}
+	if p, err := e.s.Rejections(e.ctx, store.RejectionFilter{Since: t0}); err != nil || len(p.Items) != 0 {
+		t.Errorf("Rejections() = %+v, %v; want none: a write past its quota is no rejection", p.Items, err)
+	}
+	if err := e.s.DeleteResource(e.ctx, "r4", "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("key_a", "r6", 4, q); err != nil {
+		t.Errorf("PutResource(r6) after r4 was deleted = %v, want it written", err)
+	}
 }

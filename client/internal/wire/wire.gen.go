@@ -95,6 +95,7 @@ const (
 	ProblemCodePayloadTooLarge      ProblemCode = "payload_too_large"
 	ProblemCodePreconditionFailed   ProblemCode = "precondition_failed"
 	ProblemCodePreconditionRequired ProblemCode = "precondition_required"
+	ProblemCodeQuotaExceeded        ProblemCode = "quota_exceeded"
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
 	ProblemCodeRequestTimeout       ProblemCode = "request_timeout"
 	ProblemCodeSessionLost          ProblemCode = "session_lost"
@@ -135,6 +136,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodePreconditionFailed:
 		return true
 	case ProblemCodePreconditionRequired:
+		return true
+	case ProblemCodeQuotaExceeded:
 		return true
 	case ProblemCodeRateLimited:
 		return true
@@ -593,7 +596,7 @@ type Rejection struct {
 	ClientAddr   *string   `json:"client_addr,omitempty"`
 	CurrentFence int64     `json:"current_fence"`
 
-	// Holder Who held the presented token, when known.
+	// Holder Who held the presented token, when known, and only with its lease.
 	Holder         *string         `json:"holder,omitempty"`
 	Id             int64           `json:"id"`
 	Lease          *string         `json:"lease,omitempty"`
@@ -648,7 +651,7 @@ type ResourceInfo struct {
 	// Holder The holder of the last write's token, when known.
 	Holder *string `json:"holder,omitempty"`
 
-	// Lease The Lease-Name of the last write, if any.
+	// Lease The lease of the last write (its Lease-Name, else the lease its token was issued to), when known and in the caller's scope.
 	Lease    *string `json:"lease,omitempty"`
 	Resource string  `json:"resource"`
 	Size     int64   `json:"size"`
@@ -677,7 +680,7 @@ type ResourceWrite struct {
 	// Holder The holder of its token, when known.
 	Holder *string `json:"holder,omitempty"`
 
-	// Lease Its Lease-Name, if any.
+	// Lease Its lease (its Lease-Name, else the lease its token was issued to), when known and in the caller's scope.
 	Lease *string `json:"lease,omitempty"`
 	Size  int64   `json:"size"`
 
@@ -1194,6 +1197,12 @@ type ClientInterface interface {
 	// unexpired lease on that name. A token above every token this server has issued is
 	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 	// A refused write changes nothing and is recorded.
+	//
+	// A key limited to some names learns nothing outside them through a token: a token issued
+	// to a lease outside its scope writes as a token that named no lease (no lease, no holder),
+	// and "issued" means, for it, at most the newest token of a lease in its scope or the
+	// server's clock in microseconds (every token to come is at least that), whichever is
+	// higher, so probing `token_not_issued` does not find the newest token.
 	//
 	// `If-Match: <etag>` applies the write only while the resource is at that version, and
 	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
@@ -1715,6 +1724,12 @@ func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors 
 // unexpired lease on that name. A token above every token this server has issued is
 // refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 // A refused write changes nothing and is recorded.
+//
+// A key limited to some names learns nothing outside them through a token: a token issued
+// to a lease outside its scope writes as a token that named no lease (no lease, no holder),
+// and "issued" means, for it, at most the newest token of a lease in its scope or the
+// server's clock in microseconds (every token to come is at least that), whichever is
+// higher, so probing `token_not_issued` does not find the newest token.
 //
 // `If-Match: <etag>` applies the write only while the resource is at that version, and
 // `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
@@ -3376,6 +3391,12 @@ type ClientWithResponsesInterface interface {
 	// unexpired lease on that name. A token above every token this server has issued is
 	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 	// A refused write changes nothing and is recorded.
+	//
+	// A key limited to some names learns nothing outside them through a token: a token issued
+	// to a lease outside its scope writes as a token that named no lease (no lease, no holder),
+	// and "issued" means, for it, at most the newest token of a lease in its scope or the
+	// server's clock in microseconds (every token to come is at least that), whichever is
+	// higher, so probing `token_not_issued` does not find the newest token.
 	//
 	// `If-Match: <etag>` applies the write only while the resource is at that version, and
 	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
@@ -5186,6 +5207,8 @@ type PutResourceResponse struct {
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
 	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSON507 the response for an HTTP 507 `application/problem+json` response
+	ApplicationproblemJSON507 *Problem
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
@@ -5241,6 +5264,11 @@ func (r PutResourceResponse) GetApplicationproblemJSON429() *RateLimited {
 // GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
 func (r PutResourceResponse) GetApplicationproblemJSON503() *Unavailable {
 	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSON507 returns the response for an HTTP 507 `application/problem+json` response
+func (r PutResourceResponse) GetApplicationproblemJSON507() *Problem {
+	return r.ApplicationproblemJSON507
 }
 
 // GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
@@ -6148,6 +6176,12 @@ func (c *ClientWithResponses) GetResourceWithResponse(ctx context.Context, resou
 // unexpired lease on that name. A token above every token this server has issued is
 // refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 // A refused write changes nothing and is recorded.
+//
+// A key limited to some names learns nothing outside them through a token: a token issued
+// to a lease outside its scope writes as a token that named no lease (no lease, no holder),
+// and "issued" means, for it, at most the newest token of a lease in its scope or the
+// server's clock in microseconds (every token to come is at least that), whichever is
+// higher, so probing `token_not_issued` does not find the newest token.
 //
 // `If-Match: <etag>` applies the write only while the resource is at that version, and
 // `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
@@ -8000,6 +8034,13 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 			return nil, err
 		}
 		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 507:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON507 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
 		var dest Problem
