@@ -57,11 +57,16 @@ type fastOp struct {
 
 // eligible reports whether the fast path may decide f at all, before anything is read.
 func (f *fastOp) eligible() bool {
-	if f.kind != fastAcquire {
-		return true
+	switch f.kind {
+	case fastAcquire:
+		p := f.acquire
+		return p.IdempotencyKey == "" && p.SessionID == "" && p.Limit == 0
+	case fastPut:
+		// A scoped writer's bound on tokens, and a key's quota, read rows of their own.
+		w := f.put
+		return len(w.Scope) == 0 && (w.Owner == "" || w.Quota == lease.Quota{})
 	}
-	p := f.acquire
-	return p.IdempotencyKey == "" && p.SessionID == "" && p.Limit == 0
+	return true
 }
 
 // writeFast runs f as one operation of a batch: on the fast path when it can, otherwise fn.
@@ -78,6 +83,7 @@ type resRow struct {
 	touched        bool // written, refused or dropped by an operation of this batch
 	drop           bool // made by this batch for a refused first write: deleted again
 	written        *lease.Resource
+	owner          string // the key that wrote it
 }
 
 // fastBatch is the fast path's view of the rows it locked, as its operations change them.
@@ -497,12 +503,7 @@ func (b *fastBatch) put(f *fastOp, evs *[]lease.Event) (bool, error) {
 		r.drop = r.version == 0
 		rej := lease.Rejection{Resource: wr.Name, Lease: wr.LeaseName, PresentedToken: wr.Token, CurrentFence: e.CurrentFence,
 			ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: e.Message, Source: lease.RejectionSourceServer}
-		if known {
-			if rej.Lease == "" {
-				rej.Lease = owner.name
-			}
-			rej.Holder = owner.holder
-		}
+		rej.Lease, rej.Holder = lease.Attribute(wr.Scope, rej.Lease, owner.name, owner.holder, known)
 		rej.At = ms(b.now)
 		b.rejected = append(b.rejected, rej)
 		*evs = append(*evs, lease.Event{Type: lease.EventRejected, Name: rej.Lease, Token: rej.PresentedToken,
@@ -513,13 +514,10 @@ func (b *fastBatch) put(f *fastOp, evs *[]lease.Event) (bool, error) {
 		r.drop = r.version == 0
 		return true, e
 	}
-	holder := ""
-	if known {
-		holder = owner.holder
-	}
+	leaseName, holder := lease.Attribute(wr.Scope, wr.LeaseName, owner.name, owner.holder, known)
 	out := lease.Resource{Name: wr.Name, Fence: wr.Token, Version: r.version + 1, UpdatedAt: ms(b.now),
-		Size: int64(len(wr.Value)), ContentType: wr.ContentType, Lease: wr.LeaseName, Holder: holder}
-	r.written, r.fence, r.version = &out, out.Fence, out.Version
+		Size: int64(len(wr.Value)), ContentType: wr.ContentType, Lease: leaseName, Holder: holder}
+	r.written, r.fence, r.version, r.owner = &out, out.Fence, out.Version, wr.Owner
 	*f.resource = out
 	b.values[wr.Name] = nonNil(wr.Value)
 	return true, nil
@@ -571,37 +569,38 @@ func (b *fastBatch) queueWrites(p *pipeline) {
 		p.exec(`UPDATE tokens SET last = $1`, b.last)
 	}
 	var drop []string
-	var written []*lease.Resource
+	var written []*resRow
 	var values [][]byte
 	for name, r := range b.resources {
 		if r.drop {
 			drop = append(drop, name)
 		}
 		if r.written != nil {
-			written = append(written, r.written)
+			written = append(written, r)
 		}
 	}
 	if len(written) > 0 {
 		values = make([][]byte, len(written))
-		var names, cts, leases, holders []string
+		var names, cts, leases, holders, owners []string
 		var fences, versions, sizes []int64
-		for _, w := range written {
+		for _, r := range written {
+			w := r.written
 			names, cts, leases, holders = append(names, w.Name), append(cts, w.ContentType), append(leases, w.Lease), append(holders, w.Holder)
-			fences, versions, sizes = append(fences, w.Fence), append(versions, w.Version), append(sizes, w.Size)
+			fences, versions, sizes, owners = append(fences, w.Fence), append(versions, w.Version), append(sizes, w.Size), append(owners, r.owner)
 		}
-		for i, w := range written {
-			values[i] = b.value(w.Name)
+		for i, r := range written {
+			values[i] = b.value(r.written.Name)
 		}
 		// The write joins the row's history of writers, which drops its oldest entry past
 		// store.WritersKept, in the same UPDATE.
 		p.exec(`UPDATE resources r SET fence = u.fence, version = u.version, value = u.value, content_type = u.ct,
-			updated_at = $8, lease = u.lease, holder = u.holder,
+			updated_at = $8, lease = u.lease, holder = u.holder, owner = u.owner,
 			writers = CASE WHEN jsonb_array_length(r.writers) >= `+writersKept+` THEN r.writers - 0 ELSE r.writers END
 				|| jsonb_build_array(jsonb_build_object('v', u.version, 't', u.fence, 'l', u.lease, 'h', u.holder,
 				'at', $8::bigint, 'n', u.size, 'ct', u.ct))
-			FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::text[], $9::bigint[])
-				AS u(name, fence, version, value, ct, lease, holder, size)
-			WHERE r.name = u.name`, names, fences, versions, values, cts, leases, holders, b.now, sizes)
+			FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::text[], $9::bigint[], $10::text[])
+				AS u(name, fence, version, value, ct, lease, holder, size, owner)
+			WHERE r.name = u.name`, names, fences, versions, values, cts, leases, holders, b.now, sizes, owners)
 	}
 	if len(drop) > 0 {
 		p.exec(`DELETE FROM resources WHERE name = ANY($1) AND version = 0`, drop)
