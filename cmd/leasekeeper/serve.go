@@ -46,6 +46,7 @@ type serveConfig struct {
 	secretFile   string
 	debugAddr    string
 	corsOrigins  []string
+	watched      []string // --metrics-lease
 }
 
 func parseServe(args []string, getenv func(string) string, stdout, stderr io.Writer) (serveConfig, error) {
@@ -105,6 +106,11 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 		envErr = errors.Join(envErr, fmt.Errorf("LEASEKEEPER_CORS_ORIGIN: %w", err))
 	}
 	fs.Var(corsFlag, "cors-origin", "a browser origin (scheme://host[:port]) whose pages may call the API; repeat it or separate origins with commas (default: none; env LEASEKEEPER_CORS_ORIGIN)")
+	watchedFlag, watchedEnv := &nameList{}, &nameList{}
+	if err := watchedEnv.Set(getenv("LEASEKEEPER_METRICS_LEASES")); err != nil {
+		envErr = errors.Join(envErr, fmt.Errorf("LEASEKEEPER_METRICS_LEASES: %w", err))
+	}
+	fs.Var(watchedFlag, "metrics-lease", fmt.Sprintf("a lease name (a leader's) whose holding /metrics reports as leasekeeper_watched_lease_held{name}; repeat it or separate names with commas, at most %d (env LEASEKEEPER_METRICS_LEASES)", service.MaxWatchedLeases))
 	if envErr != nil {
 		return c, &exitError{code: 2, err: envErr}
 	}
@@ -116,6 +122,13 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	c.corsOrigins = corsFlag.origins
 	if len(c.corsOrigins) == 0 {
 		c.corsOrigins = corsEnv.origins
+	}
+	c.watched = watchedFlag.names
+	if len(c.watched) == 0 {
+		c.watched = watchedEnv.names
+	}
+	if len(c.watched) > service.MaxWatchedLeases {
+		return c, &exitError{code: 2, err: fmt.Errorf("-metrics-lease: at most %d names, got %d", service.MaxWatchedLeases, len(c.watched))}
 	}
 	switch *authMode {
 	case "on":
@@ -214,6 +227,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		ConstLabels: prometheus.Labels{"version": buildVersion(), "goversion": runtime.Version()},
 	}, func() float64 { return 1 }))
 
+	backend := "sqlite"
+	if isPostgres(cfg.db) {
+		backend = "postgres"
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "leasekeeper_store_info",
+		Help:        "The store's backend (sqlite or postgres); the value is always 1.",
+		ConstLabels: prometheus.Labels{"backend": backend},
+	}, func() float64 { return 1 }))
+
 	// The store's commit hook fans events out to the parts the service builds after it, before
 	// the server accepts its first request.
 	var hooks service.Hooks
@@ -234,7 +257,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	svc, err := service.New(st, &hooks, service.Config{Limits: cfg.limits, Queue: cfg.queue,
 		Watch: watch.Options{MaxWatchers: cfg.maxWatchers}, Retention: cfg.retention, Logger: log, Registry: reg,
 		Version: buildVersion(), BodyTimeout: cfg.bodyTimeout, Auth: cfg.auth,
-		CORSOrigins: cfg.corsOrigins, Epoch: epoch})
+		CORSOrigins: cfg.corsOrigins, Epoch: epoch, WatchedLeases: cfg.watched})
 	if err != nil {
 		return err
 	}
@@ -334,6 +357,25 @@ func (l *originList) Set(v string) error {
 			return err
 		}
 		l.origins = append(l.origins, n)
+	}
+	return nil
+}
+
+// nameList is --metrics-lease: repeatable, each a comma-separated list of lease names, checked
+// as they are parsed so a typo fails the start.
+type nameList struct{ names []string }
+
+func (l *nameList) String() string { return strings.Join(l.names, ",") }
+
+func (l *nameList) Set(v string) error {
+	for _, n := range strings.Split(v, ",") {
+		if n = strings.TrimSpace(n); n == "" {
+			continue
+		}
+		if err := lease.ValidateName(n); err != nil {
+			return err
+		}
+		l.names = append(l.names, n)
 	}
 	return nil
 }

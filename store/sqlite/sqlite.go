@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -77,6 +79,9 @@ type Store struct {
 	pending []*op // operations waiting for the next group commit
 	health  writeHealth
 	cp      *checkpointer
+
+	dir       string // the database file's folder, whose file system DiskFree reports on
+	stretched int    // leases the start-up held past their expiry (StretchedAtStart)
 }
 
 // Open opens (creating if needed) the database at path, applies the migrations, anchors the
@@ -138,7 +143,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	cp.SetMaxOpenConns(1)
 	s := &Store{w: w, r: r, onCommit: opts.OnCommit, onBatch: opts.OnBatch, fault: opts.Fault, log: log, lock: make(chan struct{}, 1),
-		tail: int64(opts.EventTail)}
+		tail: int64(opts.EventTail), dir: filepath.Dir(path)}
 	if s.tail <= 0 {
 		s.tail = 2048
 	}
@@ -212,6 +217,11 @@ func (s *Store) start(ctx context.Context, path string, clock lease.Clock) error
 		// time had ended before the crash; the others may still be believed held.
 		if err := expireBefore(ctx, t, hwm); err != nil {
 			return err
+		}
+		// Counted before the stretch below, which keeps its statement for all open grants.
+		if err := t.tx.QueryRowContext(ctx, `SELECT count(*) FROM grants WHERE ended_at IS NULL AND ? + ttl_ms > expires_at`,
+			t.now).Scan(&s.stretched); err != nil {
+			return fmt.Errorf("count the leases a restart stretches: %w", err)
 		}
 		// With many open grants, moving each one's entry in the index on expiry costs more
 		// than building the index again from the rewritten rows (a million: 8.5 s against 5.3).
@@ -426,6 +436,21 @@ func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error)
 	<-o.done
 	return o.err
 }
+
+// DiskFree returns how many bytes an unprivileged writer may still write on the file system
+// that holds the database file.
+func (s *Store) DiskFree() (uint64, error) {
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(s.dir, &fs); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", s.dir, err)
+	}
+	return fs.Bavail * uint64(fs.Bsize), nil
+}
+
+// StretchedAtStart returns how many open leases Open held until at least its start + their ttl
+// because they would otherwise have ended earlier (invariant 5): leases whose holders may have
+// paused, or died, across the restart.
+func (s *Store) StretchedAtStart() int { return s.stretched }
 
 // QueueDepth returns how many operations wait for the next group commit.
 func (s *Store) QueueDepth() int {
