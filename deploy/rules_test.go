@@ -38,6 +38,35 @@ func TestRules(t *testing.T) {
 	}
 }
 
+// TestAlertsAnnotated: every alert has a severity, a summary, a description and a runbook_url
+// that points to its own section of docs/RUNBOOK.md, which exists.
+func TestAlertsAnnotated(t *testing.T) {
+	rules, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runbook, err := os.ReadFile("../docs/RUNBOOK.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := strings.Split(string(rules), "\n      - alert: ")[1:]
+	if len(blocks) < 13 {
+		t.Fatalf("%s has %d alerts, want at least 13", rulesFile, len(blocks))
+	}
+	for _, b := range blocks {
+		name, _, _ := strings.Cut(b, "\n")
+		b, _, _ = strings.Cut(b, "\n      - ")
+		for _, want := range []string{"severity: ", "summary: ", "description: ", "runbook_url: https://github.com/leasekeeper/leasekeeper/blob/main/docs/RUNBOOK.md#" + strings.ToLower(name) + "\n"} {
+			if !strings.Contains(b, want) {
+				t.Errorf("alert %s has no %q", name, want)
+			}
+		}
+		if !strings.Contains(string(runbook), "\n## "+name+"\n") {
+			t.Errorf("docs/RUNBOOK.md has no section ## %s", name)
+		}
+	}
+}
+
 // loosened breaks each alert so that it fires where its tests want it quiet: the negative
 // case of every alert must catch it.
 var loosened = map[string][2]string{

@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/service"
 	"github.com/leasekeeper/leasekeeper/service/servicetest"
 )
 
@@ -298,4 +300,35 @@ func orElse(a, b string) string {
 		return a
 	}
 	return b
+}
+
+// TestMetricsLeaseFlag: --metrics-lease takes names from the flag (winning) or the
+// environment, and refuses a name that is not one and more than service.MaxWatchedLeases.
+func TestMetricsLeaseFlag(t *testing.T) {
+	parse := func(env map[string]string, args ...string) ([]string, error) {
+		c, err := parseServe(args, func(k string) string { return env[k] }, io.Discard, io.Discard)
+		return c.watched, err
+	}
+	if got, err := parse(nil, "--metrics-lease", "a,b", "--metrics-lease", "c"); err != nil || !slices.Equal(got, []string{"a", "b", "c"}) {
+		t.Errorf("--metrics-lease a,b --metrics-lease c = %q, %v", got, err)
+	}
+	env := map[string]string{"LEASEKEEPER_METRICS_LEASES": "x, y"}
+	if got, err := parse(env); err != nil || !slices.Equal(got, []string{"x", "y"}) {
+		t.Errorf("LEASEKEEPER_METRICS_LEASES=x, y gives %q, %v", got, err)
+	}
+	if got, err := parse(env, "--metrics-lease", "z"); err != nil || !slices.Equal(got, []string{"z"}) {
+		t.Errorf("the flag with the environment set gives %q, %v; want the flag's", got, err)
+	}
+	many := make([]string, service.MaxWatchedLeases+1)
+	for i := range many {
+		many[i] = "n" + strconv.Itoa(i)
+	}
+	for _, args := range [][]string{{"--metrics-lease", "no/slash"}, {"--metrics-lease", strings.Join(many, ",")}} {
+		if _, err := parse(nil, args...); err == nil {
+			t.Errorf("parseServe(%.40q…) = nil, want a usage error", args)
+		}
+	}
+	if _, err := parse(map[string]string{"LEASEKEEPER_METRICS_LEASES": "bad name"}); err == nil {
+		t.Error("LEASEKEEPER_METRICS_LEASES=bad name: parseServe = nil, want an error")
+	}
 }
