@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/expiry"
@@ -30,6 +31,7 @@ type Hooks struct {
 	funcs  []func([]lease.Event)
 	batch  func(ops int, took time.Duration)
 	failed func()
+	trace  func(store.Batch)
 	line   func(name string)
 }
 
@@ -91,6 +93,9 @@ type Config struct {
 	CORSOrigins []string
 	// Epoch names this start of the server (handlers.Config); empty means a fresh one.
 	Epoch string
+	// Tracer, when set, traces requests, waits in line and (through Hooks.Trace) the store's
+	// batches; nil does not trace.
+	Tracer trace.TracerProvider
 	// WatchedLeases are the names whose holding leasekeeper_watched_lease_held reports, one
 	// series each (at most MaxWatchedLeases): leader names, for an alert when nobody holds one.
 	WatchedLeases []string
@@ -152,6 +157,9 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 	hooks.set(metrics.ObserveEvents, s.sweeper.ObserveEvents, s.Line.ObserveEvents, s.Hub.ObserveEvents)
 	hooks.mu.Lock()
 	hooks.line = s.Line.LineChanged
+	if cfg.Tracer != nil {
+		hooks.trace = batchSpans(cfg.Tracer.Tracer("github.com/leasekeeper/leasekeeper/store"))
+	}
 	hooks.mu.Unlock()
 	registerStoreMetrics(cfg.Registry, st, hooks)
 	cfg.Registry.MustRegister(
@@ -170,7 +178,7 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 	)
 	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: cfg.Limits, Registry: cfg.Registry,
 		Metrics: metrics, Logger: cfg.Logger, Acquirer: s.Line, Hub: s.Hub, Spec: leasekeeper.OpenAPI(), Version: cfg.Version,
-		BodyTimeout: cfg.BodyTimeout, Auth: cfg.Auth, CORSOrigins: cfg.CORSOrigins, Epoch: cfg.Epoch})
+		BodyTimeout: cfg.BodyTimeout, Auth: cfg.Auth, CORSOrigins: cfg.CORSOrigins, Epoch: cfg.Epoch, Tracer: cfg.Tracer})
 	if err != nil {
 		return nil, err
 	}

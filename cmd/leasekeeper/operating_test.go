@@ -1,15 +1,21 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/prometheus/common/expfmt"
@@ -330,5 +336,79 @@ func TestMetricsLeaseFlag(t *testing.T) {
 	}
 	if _, err := parse(map[string]string{"LEASEKEEPER_METRICS_LEASES": "bad name"}); err == nil {
 		t.Error("LEASEKEEPER_METRICS_LEASES=bad name: parseServe = nil, want an error")
+	}
+}
+
+// TestServeExportsTraces runs serve with --otlp-endpoint pointed at a stand-in collector: a
+// request sent with a traceparent comes back as spans of that trace (the request's, the
+// store's batch) in an OTLP/HTTP export, flushed at shutdown at the latest.
+func TestServeExportsTraces(t *testing.T) {
+	var mu sync.Mutex
+	var got []byte
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body io.Reader = r.Body
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				t.Errorf("collector: %v", err)
+				return
+			}
+			body = zr
+		}
+		b, _ := io.ReadAll(body)
+		if r.URL.Path != "/v1/traces" {
+			t.Errorf("collector: POST %s, want /v1/traces", r.URL.Path)
+		}
+		mu.Lock()
+		got = append(got, b...)
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	defer collector.Close()
+	s := serveInProcess(t, nil, "--addr", "127.0.0.1:0", "--db", filepath.Join(t.TempDir(), "lk.db"), "--otlp-endpoint", collector.URL)
+	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	req, _ := http.NewRequest(http.MethodPost, s.url+"/v1/leases/job/acquire", strings.NewReader(`{"holder":"w","ttl_ms":60000}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-"+traceID+"-00f067aa0ba902b7-01")
+	resp, err := s.hc.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("acquire with a traceparent = %v, %v", resp, err)
+	}
+	resp.Body.Close()
+	if err := s.shutdown(t); err != nil {
+		t.Fatalf("shutdown: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	id, _ := hex.DecodeString(traceID)
+	for _, want := range [][]byte{id, []byte("POST /v1/leases/{name}/acquire"), []byte("store.batch"), []byte("leasekeeper")} {
+		if !bytes.Contains(got, want) {
+			t.Errorf("the collector got no %q in %d bytes of spans", want, len(got))
+		}
+	}
+	if bytes.Contains(got, []byte(testAdminKey)) {
+		t.Error("the exported spans hold the API key")
+	}
+}
+
+// TestOTLPEndpointFlag: tracing is off unless --otlp-endpoint or the standard variable is set,
+// and a flag that is not an http(s) URL is a usage error.
+func TestOTLPEndpointFlag(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		env  map[string]string
+		on   bool
+	}{
+		{nil, nil, false},
+		{[]string{"--otlp-endpoint", "http://collector:4318"}, nil, true},
+		{nil, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}, true},
+	} {
+		c, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
+		if err != nil || c.tracing != tt.on {
+			t.Errorf("parseServe(%q, env %v): tracing %v, %v; want %v", tt.args, tt.env, c.tracing, err, tt.on)
+		}
+	}
+	if _, err := parseServe([]string{"--otlp-endpoint", "collector:4318"}, func(string) string { return "" }, io.Discard, io.Discard); err == nil {
+		t.Error("--otlp-endpoint collector:4318 (no scheme) = nil, want a usage error")
 	}
 }

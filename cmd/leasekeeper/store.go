@@ -16,13 +16,19 @@ func isPostgres(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
-// openStore opens the backend --db names, with its commit hook feeding hooks. This is the one
-// place that knows which backend runs.
-func openStore(ctx context.Context, db string, hooks *service.Hooks, log *slog.Logger) (service.Store, error) {
+// openStore opens the backend --db names, with its commit hook feeding hooks, and its batches
+// traced through them when traced is set. This is the one place that knows which backend runs.
+func openStore(ctx context.Context, db string, hooks *service.Hooks, traced bool, log *slog.Logger) (service.Store, error) {
 	if isPostgres(db) {
+		// PostgreSQL's writer has no batch-trace hook yet: its requests are traced, not its
+		// transactions.
 		return postgres.Open(ctx, db, postgres.Options{OnCommit: hooks.Publish, OnLine: hooks.LineChanged, OnBatch: hooks.Batch, Logger: log})
 	}
-	return sqlite.Open(ctx, db, sqlite.Options{OnCommit: hooks.Publish, OnBatch: hooks.Batch, Logger: log})
+	opts := sqlite.Options{OnCommit: hooks.Publish, OnBatch: hooks.Batch, Logger: log}
+	if traced {
+		opts.OnBatchTrace = hooks.Trace
+	}
+	return sqlite.Open(ctx, db, opts)
 }
 
 // redactDB is --db as it may be logged: a URL without its password.

@@ -40,6 +40,9 @@ type Options struct {
 	// OnBatch, when set, is told of every batch the writer ran: how many operations it held,
 	// how long it took from BEGIN to the end of COMMIT, and whether it committed (metrics).
 	OnBatch func(ops int, took time.Duration, committed bool)
+	// OnBatchTrace, when set, is also told of every batch with the contexts of its operations
+	// and the time of its COMMIT (tracing). Unset, the writer neither collects nor times them.
+	OnBatchTrace func(store.Batch)
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
 	// MaxPageCount caps the database file at this many pages (SQLite's max_page_count) on
@@ -67,6 +70,8 @@ type Store struct {
 	log      *slog.Logger
 
 	onBatch func(ops int, took time.Duration, committed bool)
+	onTrace func(store.Batch)
+	commitd time.Duration // the last COMMIT's time, kept only with onTrace; owned by the holder of lock
 	fault   func(step string) error
 	tail    int64 // Options.EventTail
 	stmts   [numStmts]*sql.Stmt
@@ -142,7 +147,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	cp.SetMaxOpenConns(1)
-	s := &Store{w: w, r: r, onCommit: opts.OnCommit, onBatch: opts.OnBatch, fault: opts.Fault, log: log, lock: make(chan struct{}, 1),
+	s := &Store{w: w, r: r, onCommit: opts.OnCommit, onBatch: opts.OnBatch, onTrace: opts.OnBatchTrace, fault: opts.Fault, log: log, lock: make(chan struct{}, 1),
 		tail: int64(opts.EventTail), dir: filepath.Dir(path)}
 	if s.tail <= 0 {
 		s.tail = 2048
@@ -400,7 +405,7 @@ func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error)
 	}
 	began := time.Now()
 	committed, failure := s.commit(batch)
-	took := time.Since(began)
+	took, commitd := time.Since(began), s.commitd // under the writer lock, which the next batch takes
 	switch {
 	case failure != nil:
 		if s.health.fail(s.clock.Now(), failure, s.log) {
@@ -430,6 +435,13 @@ func (s *Store) write(ctx context.Context, fn func(context.Context, *txn) error)
 	}
 	if s.onBatch != nil {
 		s.onBatch(len(batch), took, committed)
+	}
+	if s.onTrace != nil {
+		ops := make([]context.Context, len(batch))
+		for i, o := range batch {
+			ops[i] = o.ctx
+		}
+		s.onTrace(store.Batch{Ops: ops, Began: began, Took: took, Commit: commitd, Committed: committed})
 	}
 	// o may have been in the previous batch, whose leader let the writer lock go before it
 	// answered: wait for that answer.
@@ -634,7 +646,14 @@ func (s *Store) runBatch(batch []*op, savepoints bool) (committed, retry bool) {
 	}
 	err = s.inject("commit")
 	if err == nil {
+		var at time.Time
+		if s.onTrace != nil {
+			at = time.Now()
+		}
 		err = tx.Commit()
+		if s.onTrace != nil {
+			s.commitd = time.Since(at)
+		}
 	}
 	if err != nil {
 		fail(fmt.Errorf("commit: %w", w(err)))
