@@ -12,7 +12,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 FUZZTIME ?= 50000x
 
 .DEFAULT_GOAL := help
-.PHONY: help generate check-generated build install run test lint clients-check bench bench-http bench-backends fuzz faults mutants demo docker dockerfile-check clean
+.PHONY: help generate check-generated build install run test lint rules clients-check bench bench-http bench-backends fuzz faults mutants demo docker dockerfile-check clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -44,6 +44,10 @@ lint: ## go vet, gofmt and staticcheck (generated code excluded)
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v -e '\.gen\.go$$' -e '_templ\.go$$')); test -z "$$out" || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	$(GO) tool staticcheck $$($(GO) list ./... | grep -v -e /api$$ -e /client/internal/wire$$)
+
+rules: ## promtool check rules and promtool test rules on deploy/prometheus (needs promtool: apt-get install prometheus)
+	promtool check rules deploy/prometheus/leasekeeper.rules.yml
+	cd deploy/prometheus && promtool test rules leasekeeper.test.yml
 
 clients-check: ## Go and TypeScript clients generated from the served spec, and the README tour through Prism (needs node, npm and the registries)
 	bash scripts/clients-check.sh

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/propagation"
 	"log/slog"
 	mrand "math/rand/v2"
 	"net/http"
@@ -106,7 +107,10 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	c.api, err = wire.NewClientWithResponses(c.baseURL, wire.WithHTTPClient(c.httpClient),
-		wire.WithRequestEditorFn(func(_ context.Context, r *http.Request) error {
+		wire.WithRequestEditorFn(func(ctx context.Context, r *http.Request) error {
+			// The caller's trace continues on the server (W3C traceparent); without a span in
+			// ctx nothing is sent.
+			propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(r.Header))
 			if r.Header.Get("User-Agent") == "" {
 				r.Header.Set("User-Agent", c.userAgent)
 			}

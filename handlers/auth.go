@@ -144,6 +144,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if err := a.allowRate(pi.p); err != nil {
+			s.metrics.rateLimit(pi.p.KeyID)
 			s.writeProblem(w, r, err)
 			return
 		}

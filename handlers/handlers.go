@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
 	"net/http"
@@ -57,6 +58,9 @@ type Config struct {
 	// CORSOrigins are the browser origins (scheme://host[:port]) whose pages may call the API;
 	// none by default. See withCORS.
 	CORSOrigins []string
+	// Tracer, when set, traces each request (and its wait in line) with the W3C trace context
+	// its client sent; nil does not trace, at no cost.
+	Tracer trace.TracerProvider
 }
 
 // server implements api.StrictServerInterface.
@@ -70,6 +74,7 @@ type server struct {
 	hub      *watch.Hub
 	auth     *authn
 	epoch    string
+	tracer   trace.Tracer // nil: not tracing
 }
 
 var _ api.StrictServerInterface = (*server)(nil)
@@ -101,6 +106,9 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	s := &server{store: cfg.Store, acquirer: cfg.Acquirer, clock: cfg.Clock, limits: cfg.Limits, log: cfg.Logger, metrics: cfg.Metrics, hub: cfg.Hub,
 		auth: newAuthn(cfg.Auth, cfg.Store, cfg.Clock), epoch: cfg.Epoch}
+	if cfg.Tracer != nil {
+		s.tracer = cfg.Tracer.Tracer(tracerName)
+	}
 
 	sameOrigin, err := s.sameOrigin(origins)
 	if err != nil {
@@ -113,7 +121,12 @@ func New(cfg Config) (http.Handler, error) {
 	}
 
 	r := chi.NewRouter()
-	r.Use(securityHeaders, withRequestID, s.accessLog, s.recoverer, headAsGet(r), bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody),
+	mws := []func(http.Handler) http.Handler{securityHeaders, withRequestID}
+	if s.tracer != nil {
+		mws = append(mws, s.traced)
+	}
+	r.Use(mws...)
+	r.Use(s.accessLog, s.recoverer, headAsGet(r), bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody),
 		withCORS(origins), s.authenticate)
 	dash := &dashboard{s: s, site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version, AuthOff: cfg.Auth.Off},
 		csrfKey: auth.MAC(s.auth.cfg.Secret, "csrf")}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/prometheus/client_golang/prometheus"
 	"net/http"
 	"net/url"
 	"os"
@@ -215,7 +216,8 @@ func TestSecretsAtRest(t *testing.T) {
 // TestPerKeyLimits checks the request rate and the caps on what one key may hold.
 func TestPerKeyLimits(t *testing.T) {
 	t.Run("Rate", func(t *testing.T) {
-		e := newServiceEnv(t, service.Config{Auth: handlers.AuthConfig{Rate: rate.Limit(0.5), Burst: 3}})
+		reg := prometheus.NewRegistry()
+		e := newServiceEnv(t, service.Config{Registry: reg, Auth: handlers.AuthConfig{Rate: rate.Limit(0.5), Burst: 3}})
 		key := servicetest.Key(t, e.store, auth.Reader)
 		for i := range 3 {
 			if resp, b := e.bearerDo(key, "GET", "/v1/leases", "", nil); resp.StatusCode != http.StatusOK {
@@ -226,6 +228,20 @@ func TestPerKeyLimits(t *testing.T) {
 		wantProblem(t, "request over the rate", resp, b, http.StatusTooManyRequests, api.ProblemCodeRateLimited)
 		if resp.Header.Get("Retry-After") != "2" {
 			t.Errorf("Retry-After = %q, want 2 (one request every 2 s)", resp.Header.Get("Retry-After"))
+		}
+		// Counted by key id, for the alert that names the key.
+		keys, err := e.store.Keys(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range keys {
+			want := 0.0
+			if k.Role == auth.Reader {
+				want = 1
+			}
+			if got := metric(t, reg, "leasekeeper_rate_limited_total", map[string]string{"key": k.ID}); got != want {
+				t.Errorf("leasekeeper_rate_limited_total{key=%s (%s)} = %v, want %v", k.ID, k.Role, got, want)
+			}
 		}
 		// Admin keys and other keys are not slowed by it.
 		if resp, _ := e.bearerDo(e.key, "GET", "/v1/leases", "", nil); resp.StatusCode != http.StatusOK {

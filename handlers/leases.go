@@ -37,8 +37,13 @@ func (s *server) AcquireLease(ctx context.Context, req api.AcquireLeaseRequestOb
 	if err == nil {
 		var l lease.Lease
 		start := s.clock.Now()
+		var waited func(error)
+		if wait > 0 {
+			waited = s.waitSpan(ctx, wait)
+		}
 		l, err = s.acquirer.Acquire(ctx, p, wait)
 		if wait > 0 {
+			waited(err)
 			markLong(ctx)
 			s.metrics.observeAcquireWait(err, s.clock.Now().Sub(start))
 		}

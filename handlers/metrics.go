@@ -21,6 +21,7 @@ type Metrics struct {
 	longRequests *prometheus.HistogramVec
 	acquireWait  *prometheus.HistogramVec
 	delivery     prometheus.Histogram
+	rateLimited  *prometheus.CounterVec
 }
 
 // Sources of a stale-write rejection, the source label of leasekeeper_stale_writes_rejected_total.
@@ -70,11 +71,15 @@ func NewMetrics(reg prometheus.Registerer, held heldCounter) *Metrics {
 			Help:    "Age of the oldest event in each write to a watch stream (from its commit to the write), among the events committed after the stream opened: how far watchers lag.",
 			Buckets: []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}),
+		rateLimited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "leasekeeper_rate_limited_total",
+			Help: "Requests refused 429 rate_limited by the per-key rate (--key-rate), by key id: as many series as API keys, which admins create.",
+		}, []string{"key"}),
 	}
 	for _, src := range []string{sourceResource, sourceReported} {
 		m.rejections.WithLabelValues(src) // both series exist from the start, at 0
 	}
-	reg.MustRegister(m.ops, m.expirations, m.rejections, m.requests, m.longRequests, m.acquireWait, m.delivery,
+	reg.MustRegister(m.ops, m.expirations, m.rejections, m.requests, m.longRequests, m.acquireWait, m.delivery, m.rateLimited,
 		&heldCollector{held: held, desc: prometheus.NewDesc("leasekeeper_leases_held", "Leases held now.", nil, nil)})
 	return m
 }
@@ -95,6 +100,8 @@ func (m *Metrics) ObserveEvents(evs []lease.Event) {
 		}
 	}
 }
+
+func (m *Metrics) rateLimit(keyID string) { m.rateLimited.WithLabelValues(keyID).Inc() }
 
 func (m *Metrics) op(op string, err error) { m.ops.WithLabelValues(op, outcome(err)).Inc() }
 

@@ -5,12 +5,14 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/expiry"
@@ -25,10 +27,12 @@ import (
 // Publish to the store as its commit hook (and Batch as its batch hook, if it has one); New sets
 // the listeners.
 type Hooks struct {
-	mu    sync.RWMutex
-	funcs []func([]lease.Event)
-	batch func(ops int, took time.Duration)
-	line  func(name string)
+	mu     sync.RWMutex
+	funcs  []func([]lease.Event)
+	batch  func(ops int, took time.Duration)
+	failed func()
+	trace  func(store.Batch)
+	line   func(name string)
 }
 
 // LineChanged tells the waiting line that name's line, shared through the store, changed on
@@ -51,6 +55,9 @@ func (h *Hooks) Batch(ops int, took time.Duration, committed bool) {
 	h.mu.RUnlock()
 	if f != nil && committed {
 		f(ops, took)
+	}
+	if g := h.failed; g != nil && !committed {
+		g()
 	}
 }
 
@@ -86,7 +93,17 @@ type Config struct {
 	CORSOrigins []string
 	// Epoch names this start of the server (handlers.Config); empty means a fresh one.
 	Epoch string
+	// Tracer, when set, traces requests, waits in line and (through Hooks.Trace) the store's
+	// batches; nil does not trace.
+	Tracer trace.TracerProvider
+	// WatchedLeases are the names whose holding leasekeeper_watched_lease_held reports, one
+	// series each (at most MaxWatchedLeases): leader names, for an alert when nobody holds one.
+	WatchedLeases []string
 }
+
+// MaxWatchedLeases bounds Config.WatchedLeases, and with it the series of
+// leasekeeper_watched_lease_held.
+const MaxWatchedLeases = 100
 
 // Service is an assembled server.
 type Service struct {
@@ -116,6 +133,14 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 	if cfg.Registry == nil {
 		cfg.Registry = prometheus.NewRegistry()
 	}
+	if len(cfg.WatchedLeases) > MaxWatchedLeases {
+		return nil, fmt.Errorf("at most %d watched leases, got %d", MaxWatchedLeases, len(cfg.WatchedLeases))
+	}
+	for _, name := range cfg.WatchedLeases {
+		if err := lease.ValidateName(name); err != nil {
+			return nil, fmt.Errorf("watched lease %q: %w", name, err)
+		}
+	}
 	clock := st.Clock()
 	if cfg.Watch.Encode == nil {
 		cfg.Watch.Encode = handlers.EncodeEvent
@@ -132,17 +157,28 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 	hooks.set(metrics.ObserveEvents, s.sweeper.ObserveEvents, s.Line.ObserveEvents, s.Hub.ObserveEvents)
 	hooks.mu.Lock()
 	hooks.line = s.Line.LineChanged
+	if cfg.Tracer != nil {
+		hooks.trace = batchSpans(cfg.Tracer.Tracer("github.com/leasekeeper/leasekeeper/store"))
+	}
 	hooks.mu.Unlock()
 	registerStoreMetrics(cfg.Registry, st, hooks)
 	cfg.Registry.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_waiters", Help: "Acquire requests waiting in line."},
 			func() float64 { return float64(s.Line.Total()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_waiters_limit", Help: "Most acquire requests that may wait in line at once (--max-waiters)."},
+			func() float64 { return float64(cfg.Queue.Total) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_watchers", Help: "Open watch streams."},
 			func() float64 { return float64(s.Hub.Watchers()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_watchers_limit", Help: "Most watch streams that may be open at once (--max-watchers)."},
+			func() float64 { return float64(s.Hub.Limit()) }),
+		&readyCollector{st: st, desc: prometheus.NewDesc("leasekeeper_ready",
+			"1 when the store answers a ping within a second and its writes do not fail (what /readyz answers 200 for), else 0.", nil, nil)},
+		&watchedCollector{st: st, names: cfg.WatchedLeases, desc: prometheus.NewDesc("leasekeeper_watched_lease_held",
+			"1 while a lease named by --metrics-lease is held, else 0, by name (only those names: a bounded set).", []string{"name"}, nil)},
 	)
 	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: cfg.Limits, Registry: cfg.Registry,
 		Metrics: metrics, Logger: cfg.Logger, Acquirer: s.Line, Hub: s.Hub, Spec: leasekeeper.OpenAPI(), Version: cfg.Version,
-		BodyTimeout: cfg.BodyTimeout, Auth: cfg.Auth, CORSOrigins: cfg.CORSOrigins, Epoch: cfg.Epoch})
+		BodyTimeout: cfg.BodyTimeout, Auth: cfg.Auth, CORSOrigins: cfg.CORSOrigins, Epoch: cfg.Epoch, Tracer: cfg.Tracer})
 	if err != nil {
 		return nil, err
 	}
@@ -173,16 +209,96 @@ func registerStoreMetrics(reg prometheus.Registerer, st Store, hooks *Hooks) {
 		Help:    "Operations committed together in each group commit of the store's writer.",
 		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
 	})
-	reg.MustRegister(commit, ops)
+	failures := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "leasekeeper_store_write_failures_total",
+		Help: "Group commits of the store's writer that failed (a full disk, an fsync error, a database that does not answer): their operations were answered with an error.",
+	})
+	reg.MustRegister(commit, ops, failures)
 	hooks.mu.Lock()
 	hooks.batch = func(n int, took time.Duration) {
 		commit.Observe(took.Seconds())
 		ops.Observe(float64(n))
 	}
+	hooks.failed = failures.Inc
 	hooks.mu.Unlock()
+	if d, ok := st.(interface{ DiskFree() (uint64, error) }); ok {
+		reg.MustRegister(&diskCollector{free: d.DiskFree, desc: prometheus.NewDesc("leasekeeper_store_disk_free_bytes",
+			"Bytes free for the store on the file system of its database file (SQLite).", nil, nil)})
+	}
+	if r, ok := st.(interface{ StretchedAtStart() int }); ok {
+		n := r.StretchedAtStart()
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_leases_stretched_at_start",
+			Help: "Leases this start of the server found open and held until at least now + their ttl (conservative restart), so their holders may have been paused past them."},
+			func() float64 { return float64(n) }))
+	}
 	if q, ok := st.(interface{ QueueDepth() int }); ok {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "leasekeeper_store_queue_depth",
 			Help: "Write operations waiting for the store's next group commit."},
 			func() float64 { return float64(q.QueueDepth()) }))
 	}
+}
+
+// readyCollector reports at each scrape whether the store answers, as /readyz does.
+type readyCollector struct {
+	st   store.Store
+	desc *prometheus.Desc
+}
+
+func (c *readyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *readyCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	v := 1.0
+	if c.st.Ping(ctx) != nil {
+		v = 0
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v)
+}
+
+// watchedCollector reports at each scrape whether each watched name is held. A name never
+// used is not held.
+type watchedCollector struct {
+	st    store.Store
+	names []string
+	desc  *prometheus.Desc
+}
+
+func (c *watchedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *watchedCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, name := range c.names {
+		st, err := c.st.Get(ctx, name)
+		switch {
+		case lease.IsCode(err, lease.CodeNotFound):
+			st.Held = false
+		case err != nil:
+			ch <- prometheus.NewInvalidMetric(c.desc, fmt.Errorf("get %s: %w", name, err))
+			continue
+		}
+		v := 0.0
+		if st.Held {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, v, name)
+	}
+}
+
+// diskCollector reports the free space the store has left.
+type diskCollector struct {
+	free func() (uint64, error)
+	desc *prometheus.Desc
+}
+
+func (c *diskCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *diskCollector) Collect(ch chan<- prometheus.Metric) {
+	n, err := c.free()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(c.desc, err)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(n))
 }

@@ -268,6 +268,9 @@ func (h *Hub) fromMemory(after int64, prefix string, visit func(e *lease.Event, 
 // up by watchers. It is safe to call more than once.
 func (h *Hub) Close() { h.once.Do(func() { close(h.closed) }) }
 
+// Limit returns how many streams may be open at once (Options.MaxWatchers).
+func (h *Hub) Limit() int { return h.opts.MaxWatchers }
+
 // Watchers returns how many streams are open.
 func (h *Hub) Watchers() int {
 	h.mu.Lock()

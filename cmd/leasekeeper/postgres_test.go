@@ -29,7 +29,7 @@ func TestOpenStorePoolSize(t *testing.T) {
 		{url + "&pool_max_conns=3", 24, 3},
 	} {
 		var hooks service.Hooks
-		st, err := openStore(context.Background(), tt.url, tt.maxConns, &hooks, slog.New(slog.DiscardHandler))
+		st, err := openStore(context.Background(), tt.url, tt.maxConns, &hooks, false, slog.New(slog.DiscardHandler))
 		if err != nil {
 			t.Fatal(err)
 		}

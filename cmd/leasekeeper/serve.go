@@ -5,11 +5,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"os"
 	"runtime"
 	"runtime/debug"
@@ -51,6 +53,9 @@ type serveConfig struct {
 	secretFile   string
 	debugAddr    string
 	corsOrigins  []string
+	watched      []string // --metrics-lease
+	otlp         string   // --otlp-endpoint
+	tracing      bool     // --otlp-endpoint or OTEL_EXPORTER_OTLP_ENDPOINT set
 }
 
 func parseServe(args []string, getenv func(string) string, stdout, stderr io.Writer) (serveConfig, error) {
@@ -128,6 +133,12 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 		envErr = errors.Join(envErr, fmt.Errorf("LEASEKEEPER_CORS_ORIGIN: %w", err))
 	}
 	fs.Var(corsFlag, "cors-origin", "a browser origin (scheme://host[:port]) whose pages may call the API; repeat it or separate origins with commas (default: none; env LEASEKEEPER_CORS_ORIGIN)")
+	fs.StringVar(&c.otlp, "otlp-endpoint", "", "export traces over OTLP/HTTP to this base URL (/v1/traces is added), e.g. http://collector:4318 (default: off, or to OTEL_EXPORTER_OTLP_ENDPOINT when that is set)")
+	watchedFlag, watchedEnv := &nameList{}, &nameList{}
+	if err := watchedEnv.Set(getenv("LEASEKEEPER_METRICS_LEASES")); err != nil {
+		envErr = errors.Join(envErr, fmt.Errorf("LEASEKEEPER_METRICS_LEASES: %w", err))
+	}
+	fs.Var(watchedFlag, "metrics-lease", fmt.Sprintf("a lease name (a leader's) whose holding /metrics reports as leasekeeper_watched_lease_held{name}; repeat it or separate names with commas, at most %d (env LEASEKEEPER_METRICS_LEASES)", service.MaxWatchedLeases))
 	if envErr != nil {
 		return c, &exitError{code: 2, err: envErr}
 	}
@@ -144,6 +155,19 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	c.corsOrigins = corsFlag.origins
 	if len(c.corsOrigins) == 0 {
 		c.corsOrigins = corsEnv.origins
+	}
+	c.tracing = c.otlp != "" || getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
+	if c.otlp != "" {
+		if u, err := url.Parse(c.otlp); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c, &exitError{code: 2, err: fmt.Errorf("-otlp-endpoint must be an http:// or https:// URL, not %q", c.otlp)}
+		}
+	}
+	c.watched = watchedFlag.names
+	if len(c.watched) == 0 {
+		c.watched = watchedEnv.names
+	}
+	if len(c.watched) > service.MaxWatchedLeases {
+		return c, &exitError{code: 2, err: fmt.Errorf("-metrics-lease: at most %d names, got %d", service.MaxWatchedLeases, len(c.watched))}
 	}
 	switch *authMode {
 	case "on":
@@ -254,10 +278,35 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		ConstLabels: prometheus.Labels{"version": buildVersion(), "goversion": runtime.Version()},
 	}, func() float64 { return 1 }))
 
+	backend := "sqlite"
+	if isPostgres(cfg.db) {
+		backend = "postgres"
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "leasekeeper_store_info",
+		Help:        "The store's backend (sqlite or postgres); the value is always 1.",
+		ConstLabels: prometheus.Labels{"backend": backend},
+	}, func() float64 { return 1 }))
+
 	// The store's commit hook fans events out to the parts the service builds after it, before
 	// the server accepts its first request.
 	var hooks service.Hooks
-	st, err := openStore(ctx, cfg.db, cfg.dbMaxConns, &hooks, log)
+	var tracer trace.TracerProvider
+	if cfg.tracing {
+		tp, stop, err := startTracing(ctx, cfg.otlp)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := stop(sctx); err != nil {
+				log.Warn("flush traces", "err", err)
+			}
+		}()
+		tracer = tp
+	}
+	st, err := openStore(ctx, cfg.db, cfg.dbMaxConns, &hooks, cfg.tracing, log)
 	if err != nil {
 		return err
 	}
@@ -274,7 +323,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	svc, err := service.New(st, &hooks, service.Config{Limits: cfg.limits, Queue: cfg.queue,
 		Watch: watch.Options{MaxWatchers: cfg.maxWatchers}, Retention: cfg.retention, Logger: log, Registry: reg,
 		Version: buildVersion(), BodyTimeout: cfg.bodyTimeout, Auth: cfg.auth,
-		CORSOrigins: cfg.corsOrigins, Epoch: epoch})
+		CORSOrigins: cfg.corsOrigins, Epoch: epoch, WatchedLeases: cfg.watched, Tracer: tracer})
 	if err != nil {
 		return err
 	}
@@ -374,6 +423,25 @@ func (l *originList) Set(v string) error {
 			return err
 		}
 		l.origins = append(l.origins, n)
+	}
+	return nil
+}
+
+// nameList is --metrics-lease: repeatable, each a comma-separated list of lease names, checked
+// as they are parsed so a typo fails the start.
+type nameList struct{ names []string }
+
+func (l *nameList) String() string { return strings.Join(l.names, ",") }
+
+func (l *nameList) Set(v string) error {
+	for _, n := range strings.Split(v, ",") {
+		if n = strings.TrimSpace(n); n == "" {
+			continue
+		}
+		if err := lease.ValidateName(n); err != nil {
+			return err
+		}
+		l.names = append(l.names, n)
 	}
 	return nil
 }

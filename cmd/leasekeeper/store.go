@@ -16,13 +16,22 @@ func isPostgres(db string) bool {
 	return strings.HasPrefix(db, "postgres://") || strings.HasPrefix(db, "postgresql://")
 }
 
-// openStore opens the backend --db names, with its commit hook feeding hooks; maxConns sizes a
-// PostgreSQL pool (0: the store's default). This is the one place that knows which backend runs.
-func openStore(ctx context.Context, db string, maxConns int, hooks *service.Hooks, log *slog.Logger) (service.Store, error) {
+// openStore opens the backend --db names, with its commit hook feeding hooks, and its batches
+// traced through them when traced is set; maxConns sizes a PostgreSQL pool (0: the store's
+// default). This is the one place that knows which backend runs.
+func openStore(ctx context.Context, db string, maxConns int, hooks *service.Hooks, traced bool, log *slog.Logger) (service.Store, error) {
 	if isPostgres(db) {
-		return postgres.Open(ctx, db, postgres.Options{OnCommit: hooks.Publish, OnLine: hooks.LineChanged, OnBatch: hooks.Batch, Logger: log, MaxConns: maxConns})
+		opts := postgres.Options{OnCommit: hooks.Publish, OnLine: hooks.LineChanged, OnBatch: hooks.Batch, Logger: log, MaxConns: maxConns}
+		if traced {
+			opts.OnBatchTrace = hooks.Trace
+		}
+		return postgres.Open(ctx, db, opts)
 	}
-	return sqlite.Open(ctx, db, sqlite.Options{OnCommit: hooks.Publish, OnBatch: hooks.Batch, Logger: log})
+	opts := sqlite.Options{OnCommit: hooks.Publish, OnBatch: hooks.Batch, Logger: log}
+	if traced {
+		opts.OnBatchTrace = hooks.Trace
+	}
+	return sqlite.Open(ctx, db, opts)
 }
 
 // redactDB is --db as it may be logged: a URL without its password.

@@ -17,17 +17,25 @@ import (
 // Required reports whether the environment requires the promtool check to run (CI).
 func Required() bool { return os.Getenv("LEASEKEEPER_PROMTOOL_TESTS") == "required" }
 
-// Check pipes scrape, a /metrics answer in the text format, into `promtool check metrics` and
-// fails t with each of its complaints.
-func Check(t testing.TB, scrape []byte) {
+// Promtool returns the path of promtool. Without it the test skips, saying so, unless the
+// environment requires it (Required), where it fails.
+func Promtool(t testing.TB) string {
 	t.Helper()
 	bin, err := exec.LookPath("promtool")
 	if err != nil {
 		if Required() {
-			t.Fatalf("the promtool check is required (LEASEKEEPER_PROMTOOL_TESTS=required), but promtool is not on PATH: %v", err)
+			t.Fatalf("the promtool checks are required (LEASEKEEPER_PROMTOOL_TESTS=required), but promtool is not on PATH: %v", err)
 		}
-		t.Skipf("*** SKIPPED: `promtool check metrics` needs promtool on PATH (apt-get install prometheus): %v ***", err)
+		t.Skipf("*** SKIPPED: the promtool checks need promtool on PATH (apt-get install prometheus): %v ***", err)
 	}
+	return bin
+}
+
+// Check pipes scrape, a /metrics answer in the text format, into `promtool check metrics` and
+// fails t with each of its complaints.
+func Check(t testing.TB, scrape []byte) {
+	t.Helper()
+	bin := Promtool(t)
 	if len(bytes.TrimSpace(scrape)) == 0 {
 		t.Fatal("promcheck.Check: the scrape is empty")
 	}

@@ -24,6 +24,9 @@ func Start(t testing.TB, cfg service.Config, opts sqlite.Options) (*httptest.Ser
 	t.Helper()
 	var hooks service.Hooks
 	opts.OnCommit, opts.OnBatch = hooks.Publish, hooks.Batch
+	if cfg.Tracer != nil {
+		opts.OnBatchTrace = hooks.Trace
+	}
 	path := filepath.Join(t.TempDir(), "leasekeeper.db")
 	st, err := sqlite.Open(context.Background(), path, opts)
 	if err != nil {

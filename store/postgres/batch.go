@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
 )
 
 // The batch writer. Each replica runs its writes as batches: operations that arrive while a
@@ -92,6 +93,7 @@ func (s *Store) enqueue(o *op) error {
 func (s *Store) lead(batch []*op) {
 	began := time.Now()
 	conn, evs, err := s.commitBatch(batch)
+	var flush time.Duration
 	unlocked := false
 	unlock := func() {
 		if !unlocked {
@@ -111,7 +113,9 @@ func (s *Store) lead(batch []*op) {
 		// listens (a waiter's line, which gives back a grant nobody received) learns of it.
 		if len(evs) > 0 {
 			fctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+			flushed := time.Now()
 			_, ferr := conn.Exec(fctx, flushSQL)
+			flush = time.Since(flushed)
 			if ferr == nil {
 				s.publishUpTo(fctx, conn.Conn(), evs)
 			} else {
@@ -129,6 +133,13 @@ func (s *Store) lead(batch []*op) {
 	}
 	if s.onBatch != nil {
 		s.onBatch(len(batch), time.Since(began), committed)
+	}
+	if s.onTrace != nil {
+		ops := make([]context.Context, len(batch))
+		for i, o := range batch {
+			ops[i] = o.ctx
+		}
+		s.onTrace(store.Batch{Ops: ops, Began: began, Took: time.Since(began), Commit: flush, Committed: committed})
 	}
 	for _, o := range batch {
 		if err != nil && !o.skipped {

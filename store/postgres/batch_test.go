@@ -364,3 +364,33 @@ func TestCommitsSynchronously(t *testing.T) {
 		t.Errorf("synchronous_commit = %q, %v; want on", v, err)
 	}
 }
+
+// TestBatchTrace: OnBatchTrace is told of each batch with its operations' contexts (which carry
+// their requests' traces) and the flush that made it durable.
+func TestBatchTrace(t *testing.T) {
+	type key struct{}
+	var mu sync.Mutex
+	var got []store.Batch
+	s := open(t, srv.NewDatabase(t), nil, postgres.Options{OnBatchTrace: func(b store.Batch) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, b)
+	}})
+	ctx := context.WithValue(context.Background(), key{}, "request 1")
+	if _, err := s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: "w", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, b := range got {
+		for _, op := range b.Ops {
+			if op.Value(key{}) == "request 1" {
+				if !b.Committed || b.Commit <= 0 || b.Took < b.Commit {
+					t.Errorf("the acquire's batch: %+v, want committed, with the flush's time within its own", b)
+				}
+				return
+			}
+		}
+	}
+	t.Errorf("no batch traced with the acquire's context among %d", len(got))
+}

@@ -64,6 +64,9 @@ type Options struct {
 	// OnBatch, when set, is told of every write transaction: one operation, how long it took
 	// from BEGIN to the end of COMMIT (retries included), and whether it committed (metrics).
 	OnBatch func(ops int, took time.Duration, committed bool)
+	// OnBatchTrace, when set, is also told of every batch with the contexts of its operations
+	// (traces); its Commit is the flush that made the batch durable. It must not block.
+	OnBatchTrace func(store.Batch)
 	// OnLine, when set, is called with a name whose waiting line changed on some replica in a
 	// way no event tells (a waiter left; dead replicas' waiters were removed), so the next
 	// waiter here tries at once. It must not block.
@@ -84,6 +87,7 @@ type Store struct {
 	clock    lease.Clock
 	onCommit func([]lease.Event)
 	onBatch  func(ops int, took time.Duration, committed bool)
+	onTrace  func(store.Batch)
 	onLine   func(name string)
 	log      *slog.Logger
 	// replica is this replica's id, whose presence lock its listener's connection holds while
@@ -127,7 +131,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
-	s := &Store{pool: pool, test: opts.TestClock, onCommit: opts.OnCommit, onBatch: opts.OnBatch, onLine: opts.OnLine, log: log,
+	s := &Store{pool: pool, test: opts.TestClock, onCommit: opts.OnCommit, onBatch: opts.OnBatch, onTrace: opts.OnBatchTrace, onLine: opts.OnLine, log: log,
 		lock: make(chan struct{}, writers)}
 	if err := s.start(ctx); err != nil {
 		pool.Close()

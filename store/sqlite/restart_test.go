@@ -62,6 +62,9 @@ func TestRestartStretchesManyGrants(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
+			if got := s.StretchedAtStart(); got != n-short {
+				t.Errorf("StretchedAtStart() = %d, want the %d hour-long grants", got, n-short)
+			}
 			now := clock.Now().UnixMilli()
 			var expired, stretched, other int
 			var got string

@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	sqlite3 "github.com/mattn/go-sqlite3"
@@ -38,6 +40,9 @@ type Options struct {
 	// OnBatch, when set, is told of every batch the writer ran: how many operations it held,
 	// how long it took from BEGIN to the end of COMMIT, and whether it committed (metrics).
 	OnBatch func(ops int, took time.Duration, committed bool)
+	// OnBatchTrace, when set, is also told of every batch with the contexts of its operations
+	// and the time of its COMMIT (tracing). Unset, the writer neither collects nor times them.
+	OnBatchTrace func(store.Batch)
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
 	// MaxPageCount caps the database file at this many pages (SQLite's max_page_count) on
@@ -73,6 +78,8 @@ type Store struct {
 	log      *slog.Logger
 
 	onBatch func(ops int, took time.Duration, committed bool)
+	onTrace func(store.Batch)
+	commitd time.Duration // the last COMMIT's time, kept only with onTrace; owned by the holder of lock
 	fault   func(step string) error
 	reserve *reserve // nil with Options.Reserve below 0
 	tail    int64    // Options.EventTail
@@ -87,6 +94,9 @@ type Store struct {
 	pending []*op // operations waiting for the next group commit
 	health  writeHealth
 	cp      *checkpointer
+
+	dir       string // the database file's folder, whose file system DiskFree reports on
+	stretched int    // leases the start-up held past their expiry (StretchedAtStart)
 }
 
 // Open opens (creating if needed) the database at path, applies the migrations, anchors the
@@ -147,8 +157,8 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open sqlite %s: %w", path, err)
 	}
 	cp.SetMaxOpenConns(1)
-	s := &Store{w: w, r: r, onCommit: opts.OnCommit, onBatch: opts.OnBatch, fault: opts.Fault, log: log, lock: make(chan struct{}, 1),
-		tail: int64(opts.EventTail), narrow: opts.HeldNarrow}
+	s := &Store{w: w, r: r, onCommit: opts.OnCommit, onBatch: opts.OnBatch, onTrace: opts.OnBatchTrace, fault: opts.Fault, log: log, lock: make(chan struct{}, 1),
+		tail: int64(opts.EventTail), narrow: opts.HeldNarrow, dir: filepath.Dir(path)}
 	if s.tail <= 0 {
 		s.tail = 2048
 	}
@@ -233,6 +243,11 @@ func (s *Store) start(ctx context.Context, path string, clock lease.Clock) error
 		// time had ended before the crash; the others may still be believed held.
 		if err := expireBefore(ctx, t, hwm); err != nil {
 			return err
+		}
+		// Counted before the stretch below, which keeps its statement for all open grants.
+		if err := t.tx.QueryRowContext(ctx, `SELECT count(*) FROM grants WHERE ended_at IS NULL AND ? + ttl_ms > expires_at`,
+			t.now).Scan(&s.stretched); err != nil {
+			return fmt.Errorf("count the leases a restart stretches: %w", err)
 		}
 		// With many open grants, moving each one's entry in the index on expiry costs more
 		// than building the index again from the rewritten rows (restarts at a million open
@@ -425,7 +440,7 @@ func (s *Store) run(o *op) error {
 	}
 	began := time.Now()
 	committed, failure := s.commitWithin(batch)
-	took := time.Since(began)
+	took, commitd := time.Since(began), s.commitd // under the writer lock, which the next batch takes
 	switch {
 	case failure != nil:
 		if s.health.fail(s.clock.Now(), failure, s.log) {
@@ -456,11 +471,33 @@ func (s *Store) run(o *op) error {
 	if s.onBatch != nil {
 		s.onBatch(len(batch), took, committed)
 	}
+	if s.onTrace != nil {
+		ops := make([]context.Context, len(batch))
+		for i, o := range batch {
+			ops[i] = o.ctx
+		}
+		s.onTrace(store.Batch{Ops: ops, Began: began, Took: took, Commit: commitd, Committed: committed})
+	}
 	// o may have been in the previous batch, whose leader let the writer lock go before it
 	// answered: wait for that answer.
 	<-o.done
 	return o.err
 }
+
+// DiskFree returns how many bytes an unprivileged writer may still write on the file system
+// that holds the database file.
+func (s *Store) DiskFree() (uint64, error) {
+	var fs syscall.Statfs_t
+	if err := syscall.Statfs(s.dir, &fs); err != nil {
+		return 0, fmt.Errorf("statfs %s: %w", s.dir, err)
+	}
+	return fs.Bavail * uint64(fs.Bsize), nil
+}
+
+// StretchedAtStart returns how many open leases Open held until at least its start + their ttl
+// because they would otherwise have ended earlier (invariant 5): leases whose holders may have
+// paused, or died, across the restart.
+func (s *Store) StretchedAtStart() int { return s.stretched }
 
 // QueueDepth returns how many operations wait for the next group commit.
 func (s *Store) QueueDepth() int {
@@ -688,7 +725,14 @@ func (s *Store) runBatch(batch []*op, savepoints bool) (committed, retry bool) {
 	}
 	err = s.inject("commit")
 	if err == nil {
+		var at time.Time
+		if s.onTrace != nil {
+			at = time.Now()
+		}
 		err = tx.Commit()
+		if s.onTrace != nil {
+			s.commitd = time.Since(at)
+		}
 	}
 	if err != nil {
 		fail(fmt.Errorf("commit: %w", w(err)))
