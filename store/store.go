@@ -135,6 +135,12 @@ type Store interface {
 	// HeldCount returns how many leases whose names start with prefix are held now.
 	HeldCount(ctx context.Context, prefix string) (int, error)
 
+	// Triage counts what the dashboard's summary shows of the held leases whose names start
+	// with prefix: how many expire within the window, are late to renew (no renewal for more
+	// than half their ttl) or were stretched by a restart, and the pending handover requests
+	// of held leases, oldest first, at most MaxLimit. A semaphore's slots count one by one.
+	Triage(ctx context.Context, prefix string, within time.Duration) (Triage, error)
+
 	// RecentlyFreed returns up to limit names (starting with prefix) that are free now, the
 	// most recently freed first, with their last holder and how their last lease ended.
 	RecentlyFreed(ctx context.Context, prefix string, limit int) ([]lease.State, error)

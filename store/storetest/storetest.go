@@ -131,6 +131,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Restart/ExtensionVisible", func(t *testing.T, e *env) { testRestartVisible(t, e, o.databaseClock) }},
 		{"Idempotency", testIdempotency},
 		{"Handover", testHandover},
+		{"Triage", func(t *testing.T, e *env) { testTriage(t, e, o.databaseClock) }},
 		{"Sessions/CloseEndsAll", testSessionClose},
 		{"Sessions/ExpireTogether", testSessionExpiry},
 		{"Sessions/ByRef", testSessionByRef},

@@ -1,0 +1,51 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+// Triage counts the held leases under prefix that need a look, and lists their pending
+// handovers. See store.Store.
+func (s *Store) Triage(ctx context.Context, prefix string, within time.Duration) (store.Triage, error) {
+	var out store.Triage
+	now := s.clock.Now().UnixMilli()
+	lo, hi := store.PrefixRange(prefix)
+	// Expiring soon reads a range of the open grants by expiry; late and stretched read the
+	// open grants under the prefix.
+	err := s.r.QueryRowContext(ctx, `SELECT
+		(SELECT count(*) FROM grants INDEXED BY grants_open WHERE ended_at IS NULL AND expires_at > ?1 AND expires_at <= ?2
+			AND name >= ?3 AND name < ?4),
+		count(*) FILTER (WHERE ?1 - renewed_at > ttl_ms / 2),
+		count(*) FILTER (WHERE restart_ext_ms > 0)
+		FROM grants INDEXED BY grants_open_name WHERE ended_at IS NULL AND expires_at > ?1 AND name >= ?3 AND name < ?4`,
+		now, now+within.Milliseconds(), lo, hi).Scan(&out.Soon, &out.Late, &out.Stretched)
+	if err != nil {
+		return store.Triage{}, fmt.Errorf("count leases to look at: %w", w(err))
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT g.name, g.holder, h.token, h.to_holder, h.reason, h.requested_by, h.requested_at
+		FROM handovers h JOIN grants g ON g.token = h.token
+		WHERE g.ended_at IS NULL AND g.expires_at > ? AND g.name >= ? AND g.name < ?
+		ORDER BY h.requested_at, h.token LIMIT ?`, now, lo, hi, store.MaxLimit)
+	if err != nil {
+		return store.Triage{}, fmt.Errorf("list pending handovers: %w", w(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var h lease.Handover
+		var at int64
+		if err := rows.Scan(&h.Name, &h.Holder, &h.Token, &h.To, &h.Reason, &h.By, &at); err != nil {
+			return store.Triage{}, fmt.Errorf("list pending handovers: %w", w(err))
+		}
+		h.At = ms(at)
+		out.Handovers = append(out.Handovers, h)
+	}
+	if err := rows.Err(); err != nil {
+		return store.Triage{}, fmt.Errorf("list pending handovers: %w", w(err))
+	}
+	return out, nil
+}
