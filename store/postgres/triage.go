@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 )
 
@@ -25,7 +24,7 @@ func (s *Store) Triage(ctx context.Context, prefix string, within time.Duration)
 	if err != nil {
 		return store.Triage{}, fmt.Errorf("count leases to look at: %w", translate(err))
 	}
-	rows, err := s.pool.Query(ctx, `SELECT g.name, g.holder, h.token, h.to_holder, h.reason, h.requested_by, h.requested_at
+	rows, err := s.pool.Query(ctx, `SELECT `+store.TriageHandoverCols+`
 		FROM handovers h JOIN grants g ON g.token = h.token
 		WHERE g.ended_at IS NULL AND g.expires_at > $1 AND g.name >= $2 AND g.name < $3
 		ORDER BY h.requested_at, h.token LIMIT $4`, now, lo, hi, store.MaxLimit)
@@ -33,16 +32,7 @@ func (s *Store) Triage(ctx context.Context, prefix string, within time.Duration)
 		return store.Triage{}, fmt.Errorf("list pending handovers: %w", translate(err))
 	}
 	defer rows.Close()
-	for rows.Next() {
-		var h lease.Handover
-		var at int64
-		if err := rows.Scan(&h.Name, &h.Holder, &h.Token, &h.To, &h.Reason, &h.By, &at); err != nil {
-			return store.Triage{}, fmt.Errorf("list pending handovers: %w", translate(err))
-		}
-		h.At = ms(at)
-		out.Handovers = append(out.Handovers, h)
-	}
-	if err := rows.Err(); err != nil {
+	if out.Handovers, err = store.ScanHandovers(rows); err != nil {
 		return store.Triage{}, fmt.Errorf("list pending handovers: %w", translate(err))
 	}
 	return out, nil
