@@ -163,6 +163,18 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		o.Held[i].Rejections = perLease[o.Held[i].Name]
 	}
 	o.Rejections = d.rejectionViews(ctx, shown)
+	if !none {
+		var visible []lease.Rejection
+		for _, x := range rej.Items {
+			if sees(who, x) {
+				visible = append(visible, x)
+			}
+		}
+		if err := d.triage(ctx, &o, prefix, keep != nil, visible, rej.Next != ""); err != nil {
+			d.fail(w, r, err)
+			return
+		}
+	}
 	d.page(w, r, http.StatusOK, web.OverviewLive(o), web.ErrorInfo{}, web.OverviewPage(d.siteFor(r), o))
 }
 

@@ -70,6 +70,7 @@ type server struct {
 	hub      *watch.Hub
 	auth     *authn
 	epoch    string
+	started  time.Time // by clock, when New ran: the dashboard says how long ago the server started
 }
 
 var _ api.StrictServerInterface = (*server)(nil)
@@ -100,7 +101,7 @@ func New(cfg Config) (http.Handler, error) {
 		cfg.Epoch = lease.NewEpoch()
 	}
 	s := &server{store: cfg.Store, acquirer: cfg.Acquirer, clock: cfg.Clock, limits: cfg.Limits, log: cfg.Logger, metrics: cfg.Metrics, hub: cfg.Hub,
-		auth: newAuthn(cfg.Auth, cfg.Store, cfg.Clock), epoch: cfg.Epoch}
+		auth: newAuthn(cfg.Auth, cfg.Store, cfg.Clock), epoch: cfg.Epoch, started: cfg.Clock.Now()}
 
 	sameOrigin, err := s.sameOrigin(origins)
 	if err != nil {

@@ -79,6 +79,8 @@ type Lease struct {
 	Slot   int
 	// Stretched is how much server restarts added to the grant's expiry; zero for none.
 	Stretched time.Duration
+	// Handover is the pending request that the holder let this lease go; nil for none.
+	Handover *Handover
 }
 
 // Slot is one slot of a semaphore, on the semaphore's page.
@@ -217,6 +219,8 @@ type Overview struct {
 	Freed []Lease
 	// Rejections are the newest rejected stale writes, newest first.
 	Rejections []Rejection
+	// Triage is the summary at the top: what needs a look now.
+	Triage Triage
 }
 
 // The orders of the overview's held leases.
