@@ -564,7 +564,7 @@ func slotTable(d LeaseDetail) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 46, "<div class=\"slots\"><h3 id=\"slots-heading\">Slots</h3><div class=\"table-wrap\" role=\"region\" aria-labelledby=\"slots-heading\" tabindex=\"0\"><table class=\"cards\" data-testid=\"slot-table\"><thead><tr><th scope=\"col\" class=\"num\">Slot</th><th scope=\"col\">Holder</th><th scope=\"col\" class=\"num\">Token</th><th scope=\"col\">Time left</th><th scope=\"col\">Lock delay</th><th scope=\"col\">Session</th></tr></thead> <tbody>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 46, "<div class=\"slots\"><h3 id=\"slots-heading\">Slots</h3><div class=\"table-wrap\" role=\"region\" aria-labelledby=\"slots-heading table-note\" tabindex=\"0\"><table class=\"cards\" data-testid=\"slot-table\"><thead><tr><th scope=\"col\" class=\"num\">Slot</th><th scope=\"col\">Holder</th><th scope=\"col\" class=\"num\">Token</th><th scope=\"col\">Time left</th><th scope=\"col\">Lock delay</th><th scope=\"col\">Session</th></tr></thead> <tbody>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -1228,7 +1228,7 @@ func eventTable(d LeaseDetail) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 106, "<div class=\"table-wrap\" role=\"region\" aria-labelledby=\"history-heading\" tabindex=\"0\"><table class=\"cards\" data-testid=\"event-table\"><thead><tr><th scope=\"col\" class=\"num\">Seq</th><th scope=\"col\">Event</th><th scope=\"col\">Holder</th><th scope=\"col\" class=\"num\">Token</th><th scope=\"col\">Detail</th><th scope=\"col\">Time</th></tr></thead> <tbody>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 106, "<div class=\"table-wrap\" role=\"region\" aria-labelledby=\"history-heading table-note\" tabindex=\"0\"><table class=\"cards\" data-testid=\"event-table\"><thead><tr><th scope=\"col\" class=\"num\">Seq</th><th scope=\"col\">Event</th><th scope=\"col\">Holder</th><th scope=\"col\" class=\"num\">Token</th><th scope=\"col\">Detail</th><th scope=\"col\">Time</th></tr></thead> <tbody>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -354,7 +354,7 @@ func heldTable(o Overview) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<div class=\"table-wrap\" role=\"region\" aria-labelledby=\"held-heading\" tabindex=\"0\"><table class=\"cards\" data-testid=\"held-table\"><thead><tr>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<div class=\"table-wrap\" role=\"region\" aria-labelledby=\"held-heading table-note\" tabindex=\"0\"><table class=\"cards\" data-testid=\"held-table\"><thead><tr>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
@@ -650,7 +650,7 @@ func freedTable(o Overview) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 58, "<div class=\"table-wrap\" role=\"region\" aria-labelledby=\"freed-heading\" tabindex=\"0\"><table class=\"cards\" data-testid=\"freed-table\"><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Last holder</th><th scope=\"col\">How</th><th scope=\"col\">Ended</th><th scope=\"col\" class=\"num\">Token</th></tr></thead> <tbody>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 58, "<div class=\"table-wrap\" role=\"region\" aria-labelledby=\"freed-heading table-note\" tabindex=\"0\"><table class=\"cards\" data-testid=\"freed-table\"><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">Last holder</th><th scope=\"col\">How</th><th scope=\"col\">Ended</th><th scope=\"col\" class=\"num\">Token</th></tr></thead> <tbody>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

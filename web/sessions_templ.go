@@ -327,7 +327,7 @@ func sessionLeases(d SessionDetail) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<div class=\"table-wrap\" role=\"region\" aria-labelledby=\"session-leases-heading\" tabindex=\"0\"><table class=\"cards\" data-testid=\"session-leases\"><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">State</th><th scope=\"col\">Holder</th><th scope=\"col\" class=\"num\">Token</th><th scope=\"col\">Time left</th></tr></thead> <tbody>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<div class=\"table-wrap\" role=\"region\" aria-labelledby=\"session-leases-heading table-note\" tabindex=\"0\"><table class=\"cards\" data-testid=\"session-leases\"><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">State</th><th scope=\"col\">Holder</th><th scope=\"col\" class=\"num\">Token</th><th scope=\"col\">Time left</th></tr></thead> <tbody>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
