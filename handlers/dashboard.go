@@ -329,6 +329,9 @@ func (d *dashboard) leaseDetail(ctx context.Context, name, cursor, rng string) (
 	detail := web.LeaseDetail{Now: now, Lease: viewLease(st), NextCursor: evs.Next, Range: rng,
 		CSRFToken: d.csrfToken(ctx, name, st.Token), CanRevoke: principalOf(ctx).IsAdmin(), Slots: viewSlots(st)}
 	detail.Lease.Rejections = len(rej.Items)
+	if detail.Lease.Handover, err = d.leaseHandover(ctx, name); err != nil {
+		return web.LeaseDetail{}, err
+	}
 	if l, ok := d.s.acquirer.(waitingLine); ok {
 		for _, w := range l.Line(name) {
 			detail.Waiters = append(detail.Waiters, web.Waiter{Holder: w.Holder, Since: w.Since})

@@ -105,3 +105,18 @@ func scopePrefixes(who auth.Principal, prefix string, check bool) []string {
 	}
 	return kept
 }
+
+// leaseHandover is the pending handover request of the lease named name (of one of its slots,
+// for a semaphore), or nil.
+func (d *dashboard) leaseHandover(ctx context.Context, name string) (*web.Handover, error) {
+	x, err := d.s.store.Triage(ctx, name, 0)
+	if err != nil {
+		return nil, err
+	}
+	for _, h := range x.Handovers {
+		if v := viewHandover(h); v.Name == name {
+			return &v, nil
+		}
+	}
+	return nil, nil
+}

@@ -179,3 +179,28 @@ func TestDashboardHeldSortHeaders(t *testing.T) {
 func dashBearer(key string) map[string]string {
 	return map[string]string{"Authorization": "Bearer " + key}
 }
+
+// TestDashboardLeaseHandover: a lease's page shows its pending handover (target, reason, age)
+// and its history names them; once the grant ends, the badge goes.
+func TestDashboardLeaseHandover(t *testing.T) {
+	s := newDashServer(t)
+	l := s.acquire("billing-nightly", "cron@host-b", time.Hour, "")
+	if resp, body := s.do(http.MethodPost, "/v1/leases/billing-nightly/handover", strings.NewReader(`{"to":"cron@host-c","reason":"rolling deployment"}`),
+		map[string]string{"Content-Type": "application/json"}); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("handover = %d %s", resp.StatusCode, body)
+	}
+	s.clock.Advance(3 * time.Minute)
+	_, doc := s.page("/leases/billing-nightly", http.StatusOK, nil)
+	b := dashOne(t, dashOne(t, doc, "lease-state"), "handover-badge")
+	if txt := dashText(b); !strings.Contains(txt, "to cron@host-c") || !strings.Contains(txt, "rolling deployment") || !strings.Contains(txt, "3 min ago") {
+		t.Errorf("handover badge = %q, want its target, reason and age", txt)
+	}
+	if txt := dashText(dashOne(t, doc, "event-handover")); !strings.Contains(txt, "cron@host-c") || !strings.Contains(txt, "rolling deployment") {
+		t.Errorf("history's handover row = %q, want its target and reason", txt)
+	}
+	s.release("billing-nightly", l)
+	_, doc = s.page("/leases/billing-nightly", http.StatusOK, nil)
+	if n := len(dashByTestID(doc, "handover-badge")); n != 0 {
+		t.Errorf("after the release the page shows %d handover badges, want none", n)
+	}
+}

@@ -147,6 +147,9 @@ type Event struct {
 	Actor string
 	// LockDelay is the grant's lock delay, for an acquire; otherwise zero.
 	LockDelay time.Duration
+	// HandoverTo and HandoverReason are a handover request's target (empty for whoever waits
+	// first) and reason.
+	HandoverTo, HandoverReason string
 }
 
 // Rejection is one refused stale write.
