@@ -157,7 +157,7 @@ func TestBrowserAxe(t *testing.T) {
 	ref := dashTriageState(t, s)
 	dashWaitIn(t, s, "billing-nightly", "cron@host-c")
 	pages := []string{"/", "/?sort=expiry", "/leases/billing-nightly", "/leases/gpu-pool", "/leases/invoices-writer", "/rejections",
-		"/resources", "/resources/invoices", "/sessions/" + ref, "/leases/never-used"}
+		"/resources", "/resources/invoices", "/sessions/" + ref, "/keys", "/leases/never-used"}
 	reader := *s
 	reader.key = servicetest.Key(t, s.store, auth.Reader, "billing-", "invoices")
 	for _, who := range []struct {

@@ -55,6 +55,9 @@ func (d *dashboard) routes(r chi.Router) {
 			Detail: "This form must be sent from leasekeeper's own pages."})
 	}))
 	r.With(protect.Handler).Post("/leases/{name}/revoke", d.revoke)
+	r.Get("/keys", d.keys)
+	r.With(protect.Handler).Post("/keys", d.createKey)
+	r.With(protect.Handler).Post("/keys/{id}/revoke", d.revokeKey)
 	r.With(protect.Handler).Post("/signin", d.signIn)
 	r.With(protect.Handler).Post("/signout", d.signOut)
 }
@@ -66,6 +69,7 @@ func (d *dashboard) siteFor(r *http.Request) web.Site {
 		if p := principalOf(r.Context()); p.Role != "" {
 			site.User = p.Actor() + " · " + string(p.Role)
 			site.SignedIn = sessionOf(r.Context()) != nil
+			site.Admin = p.IsAdmin()
 		}
 	}
 	return site

@@ -37,6 +37,8 @@ type Site struct {
 	User string
 	// SignedIn offers the sign-out button (the page was opened with a dashboard session).
 	SignedIn bool
+	// Admin links the keys page: the viewer is an admin.
+	Admin bool
 }
 
 // Lease is the state of one name, held or free, on its page and in the overview's tables.
