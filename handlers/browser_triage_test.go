@@ -41,10 +41,10 @@ const dashAxeRun = `axe.run(document, {resultTypes: ["violations"]}).then((r) =>
   v.id + " (" + v.impact + "): " + v.nodes.slice(0, 4).map((n) => n.target.join(" ")).join(" | ")))`
 
 // dashTriageState fills a live server as an on-call engineer finds it: many healthy leases, a
-// pending handover, a waiter, refused writes, a session and a semaphore.
-func dashTriageState(t *testing.T, s *dashServer) (session string) {
+// pending handover, refused writes, a session and a semaphore.
+func dashTriageState(t *testing.T, s *dashServer, healthy int) (session string) {
 	t.Helper()
-	for i := range 40 {
+	for i := range healthy {
 		s.acquire(fmt.Sprintf("batch-%02d-reconcile-inventory", i), fmt.Sprintf("worker-%d@host-%c", i%7, 'a'+i%5), time.Hour, `{"shard":`+fmt.Sprint(i)+`}`)
 	}
 	old := s.acquire("invoices-writer", "app@host-a", time.Minute, "")
@@ -64,7 +64,7 @@ func dashTriageState(t *testing.T, s *dashServer) (session string) {
 	resp, body := s.do(http.MethodPost, "/v1/sessions", strings.NewReader(`{"holder":"agent@host-s","ttl_ms":60000}`), map[string]string{"Content-Type": "application/json"})
 	var ss struct {
 		ID  string `json:"session_id"`
-		Ref string `json:"ref"`
+		Ref string `json:"session"`
 	}
 	if resp.StatusCode != http.StatusCreated && resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(body), &ss) != nil {
 		t.Fatalf("open a session = %d %s", resp.StatusCode, body)
@@ -102,7 +102,7 @@ func dashWaitIn(t *testing.T, s *dashServer, name, holder string) {
 func TestBrowserTriage(t *testing.T) {
 	browser := dashBrowser(t)
 	s := newDashLiveServer(t)
-	dashTriageState(t, s)
+	dashTriageState(t, s, 40)
 	dashWaitIn(t, s, "billing-nightly", "cron@host-c")
 	shots := dashShots(t)
 	for _, v := range []struct {
@@ -149,12 +149,21 @@ func TestBrowserTriage(t *testing.T) {
 	}
 }
 
+// TestBrowserTriageScreenshots saves the pages this work changed, on a desk and a phone,
+// light and dark.
+func TestBrowserTriageScreenshots(t *testing.T) {
+	browser := dashBrowser(t)
+	s := newDashLiveServer(t)
+	dashTriageState(t, s, 5)
+	dashScreenshots(t, browser, s, dashShots(t), "triage", []dashPage{{"lease-handover", "/leases/billing-nightly"}, {"keys", "/keys"}})
+}
+
 // TestBrowserAxe runs axe-core on every dashboard page, light and dark, signed in as an admin
 // and as a reader scoped to some names, and on the sign-in page: no violation at all.
 func TestBrowserAxe(t *testing.T) {
 	axe := dashAxe(t)
 	s := newDashLiveServer(t)
-	ref := dashTriageState(t, s)
+	ref := dashTriageState(t, s, 8) // enough rows for every kind of cell; axe-core is slow on long pages
 	dashWaitIn(t, s, "billing-nightly", "cron@host-c")
 	pages := []string{"/", "/?sort=expiry", "/leases/billing-nightly", "/leases/gpu-pool", "/leases/invoices-writer", "/rejections",
 		"/resources", "/resources/invoices", "/sessions/" + ref, "/keys", "/leases/never-used"}
@@ -169,7 +178,8 @@ func TestBrowserAxe(t *testing.T) {
 			for _, dark := range []bool{false, true} {
 				for _, path := range append([]string{"/signin"}, pages...) {
 					t.Run(fmt.Sprintf("%s dark=%v", path, dark), func(t *testing.T) {
-						ctx := dashTab(t, browser)
+						// axe-core reads every node: on a busy machine a page takes it many seconds.
+						ctx := dashTabWithin(t, browser, 2*time.Minute)
 						dashViewport(t, ctx, 1280, 800, false, dark)
 						if path == "/signin" {
 							if err := chromedp.Do(ctx, chromedp.Navigate(who.s.url+"/signin"), chromedp.WaitVisible(chromedp.CSS("main"))); err != nil {

@@ -41,6 +41,7 @@ func (d *dashboard) routes(r chi.Router) {
 	})
 	r.Get("/", d.overview)
 	r.Get("/leases/{name}", d.lease)
+	r.Get("/sessions", d.sessions)
 	r.Get("/sessions/{ref}", d.session)
 	r.Get("/rejections", d.rejections)
 	r.Get("/resources", d.resources)

@@ -74,6 +74,11 @@ type Store interface {
 	// MaxLimit. It is for viewers: it needs no ID and reveals none. Codes: not_found.
 	SessionByRef(ctx context.Context, ref string) (lease.Session, []lease.State, error)
 
+	// Sessions lists holders' sessions ordered by ref, for viewers (no ID): only open ones
+	// with f.Open, only those opened by key f.Owner when it is set. Codes: invalid_request
+	// for a bad cursor.
+	Sessions(ctx context.Context, f SessionFilter) (Page[lease.Session], error)
+
 	// Get returns the state of name. Codes: not_found for a name never used.
 	Get(ctx context.Context, name string) (lease.State, error)
 

@@ -41,7 +41,7 @@ func SessionPage(site Site, d SessionDetail) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"page-head\"><nav class=\"crumbs\" aria-label=\"Breadcrumb\"><a href=\"/\">Leases</a> / sessions /</nav><h1 class=\"lease-name\"><span data-testid=\"session-name\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"page-head\"><nav class=\"crumbs\" aria-label=\"Breadcrumb\"><a href=\"/\">Leases</a> / <a href=\"/sessions\" data-testid=\"sessions-crumb\">sessions</a> /</nav><h1 class=\"lease-name\"><span data-testid=\"session-name\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

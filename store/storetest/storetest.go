@@ -135,6 +135,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Sessions/CloseEndsAll", testSessionClose},
 		{"Sessions/ExpireTogether", testSessionExpiry},
 		{"Sessions/ByRef", testSessionByRef},
+		{"Sessions/List", testSessionList},
 		{"Sessions/ErrForbiddenToOtherKeys", testSessionOwner},
 		{"Semaphore/Limit", testSemaphoreLimit},
 		{"Semaphore/ConcurrentNeverOverLimit", testSemaphoreConcurrent},
