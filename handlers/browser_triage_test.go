@@ -166,7 +166,7 @@ func TestBrowserAxe(t *testing.T) {
 	ref := dashTriageState(t, s, 8) // enough rows for every kind of cell; axe-core is slow on long pages
 	dashWaitIn(t, s, "billing-nightly", "cron@host-c")
 	pages := []string{"/", "/?sort=expiry", "/leases/billing-nightly", "/leases/gpu-pool", "/leases/invoices-writer", "/rejections",
-		"/resources", "/resources/invoices", "/sessions/" + ref, "/keys", "/leases/never-used"}
+		"/resources", "/resources/invoices", "/sessions", "/sessions/" + ref, "/keys", "/leases/never-used"}
 	reader := *s
 	reader.key = servicetest.Key(t, s.store, auth.Reader, "billing-", "invoices")
 	for _, who := range []struct {
@@ -201,4 +201,20 @@ func TestBrowserAxe(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBrowserExpiredLeaseLeavesHeld: once a held lease's expiry passes on the page's clock, its
+// row leaves the held list at once, without waiting for the server's next update.
+func TestBrowserExpiredLeaseLeavesHeld(t *testing.T) {
+	browser := dashBrowser(t)
+	s := newDashLiveServer(t)
+	s.acquire("jobs-a", "w1", time.Hour, "")
+	s.acquire("jobs-b", "w2", time.Hour, "")
+	ctx := dashTab(t, browser)
+	dashOpen(t, ctx, s, "/", true)
+	// Move jobs-a's expiry into the past on the page, as time passing would.
+	dashEval[bool](t, ctx, `(() => { const row = [...document.querySelectorAll("[data-testid=lease-row]")].find((r) => r.textContent.includes("jobs-a"));
+  row.querySelector("[data-expires-at]").dataset.expiresAt = new Date(Date.now() - 60000).toISOString(); return true; })()`)
+	dashWaitFor(t, ctx, "jobs-a's row to leave the held list",
+		`[...document.querySelectorAll("[data-testid=lease-row]")].filter((r) => !r.hidden).map((r) => r.textContent.includes("jobs-a") ? "a" : "b").join() === "b"`, 10*time.Second)
 }
