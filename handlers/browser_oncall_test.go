@@ -609,6 +609,6 @@ func (s *dashServer) waiterCount(name string) int {
 	if i < 0 {
 		return 0
 	}
-	n, _ := strconv.Atoi(strings.TrimRight(strings.SplitN(body[i+len(`"waiters":`):], ",", 2)[0], "}"))
+	n, _ := strconv.Atoi(strings.TrimRight(strings.SplitN(body[i+len(`"waiters":`):], ",", 2)[0], "}\n"))
 	return n
 }

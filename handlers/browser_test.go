@@ -99,12 +99,18 @@ const dashInstrument = `(() => {
 // bounds everything the subtest does in it. JavaScript exceptions in the tab fail the test.
 func dashTab(t *testing.T, browser context.Context) context.Context {
 	t.Helper()
+	return dashTabWithin(t, browser, 20*time.Second)
+}
+
+// dashTabWithin is dashTab for a subtest that may take up to limit in its tab.
+func dashTabWithin(t *testing.T, browser context.Context, limit time.Duration) context.Context {
+	t.Helper()
 	tab, cancelTab := chromedp.NewContext(browser)
 	t.Cleanup(cancelTab)
 	if err := chromedp.Do(tab); err != nil {
 		t.Fatalf("open a tab: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(tab, 20*time.Second)
+	ctx, cancel := context.WithTimeout(tab, limit)
 	t.Cleanup(cancel)
 	if _, err := chromedp.Call(ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: dashInstrument}); err != nil {
 		t.Fatalf("instrument the tab: %v", err)

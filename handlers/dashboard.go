@@ -40,6 +40,7 @@ func (d *dashboard) routes(r chi.Router) {
 	})
 	r.Get("/", d.overview)
 	r.Get("/leases/{name}", d.lease)
+	r.Get("/sessions", d.sessions)
 	r.Get("/sessions/{ref}", d.session)
 	r.Get("/rejections", d.rejections)
 	r.Get("/resources", d.resources)
@@ -54,6 +55,9 @@ func (d *dashboard) routes(r chi.Router) {
 			Detail: "This form must be sent from leasekeeper's own pages."})
 	}))
 	r.With(protect.Handler).Post("/leases/{name}/revoke", d.revoke)
+	r.Get("/keys", d.keys)
+	r.With(protect.Handler).Post("/keys", d.createKey)
+	r.With(protect.Handler).Post("/keys/{id}/revoke", d.revokeKey)
 	r.With(protect.Handler).Post("/signin", d.signIn)
 	r.With(protect.Handler).Post("/signout", d.signOut)
 }
@@ -65,6 +69,7 @@ func (d *dashboard) siteFor(r *http.Request) web.Site {
 		if p := principalOf(r.Context()); p.Role != "" {
 			site.User = p.Actor() + " · " + string(p.Role)
 			site.SignedIn = sessionOf(r.Context()) != nil
+			site.Admin = p.IsAdmin()
 		}
 	}
 	return site
@@ -160,6 +165,18 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		o.Held[i].Rejections = perLease[o.Held[i].Name]
 	}
 	o.Rejections = d.rejectionViews(ctx, shown)
+	if !none {
+		var visible []lease.Rejection
+		for _, x := range rej.Items {
+			if sees(who, x) {
+				visible = append(visible, x)
+			}
+		}
+		if err := d.triage(ctx, &o, prefix, keep != nil, visible, rej.Next != ""); err != nil {
+			d.fail(w, r, err)
+			return
+		}
+	}
 	d.page(w, r, http.StatusOK, web.OverviewLive(o), web.ErrorInfo{}, web.OverviewPage(d.siteFor(r), o))
 }
 
@@ -277,6 +294,9 @@ func (d *dashboard) leaseDetail(ctx context.Context, name, cursor, rng string) (
 		if sees(who, x) {
 			detail.Lease.Rejections++
 		}
+	}
+	if detail.Lease.Handover, err = d.leaseHandover(ctx, name); err != nil {
+		return web.LeaseDetail{}, err
 	}
 	if l, ok := d.s.acquirer.(waitingLine); ok {
 		for _, w := range l.Line(name) {

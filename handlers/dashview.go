@@ -61,8 +61,12 @@ func viewSession(ss lease.Session) web.SessionInfo {
 }
 
 func viewEvent(e lease.Event) web.Event {
-	return web.Event{Seq: e.Seq, Kind: string(e.Type), Token: e.Token, Holder: e.Holder, At: e.At,
+	v := web.Event{Seq: e.Seq, Kind: string(e.Type), Token: e.Token, Holder: e.Holder, At: e.At,
 		Resource: e.Resource, Actor: e.Actor, LockDelay: e.LockDelay}
+	if e.Handover != nil {
+		v.HandoverTo, v.HandoverReason = e.Handover.To, e.Handover.Reason
+	}
+	return v
 }
 
 func viewRejection(x lease.Rejection) web.Rejection {

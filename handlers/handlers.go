@@ -75,6 +75,7 @@ type server struct {
 	auth     *authn
 	epoch    string
 	tracer   trace.Tracer // nil: not tracing
+	started  time.Time    // by clock, when New ran: the dashboard says how long ago the server started
 }
 
 var _ api.StrictServerInterface = (*server)(nil)
@@ -105,7 +106,7 @@ func New(cfg Config) (http.Handler, error) {
 		cfg.Epoch = lease.NewEpoch()
 	}
 	s := &server{store: cfg.Store, acquirer: cfg.Acquirer, clock: cfg.Clock, limits: cfg.Limits, log: cfg.Logger, metrics: cfg.Metrics, hub: cfg.Hub,
-		auth: newAuthn(cfg.Auth, cfg.Store, cfg.Clock), epoch: cfg.Epoch}
+		auth: newAuthn(cfg.Auth, cfg.Store, cfg.Clock), epoch: cfg.Epoch, started: cfg.Clock.Now()}
 	if cfg.Tracer != nil {
 		s.tracer = cfg.Tracer.Tracer(tracerName)
 	}

@@ -21,23 +21,34 @@ func (s *server) createKey(ctx context.Context, req api.CreateKeyRequestObject) 
 	if req.Body == nil {
 		return api.CreateKey201JSONResponse{}, lease.Errorf(lease.CodeInvalid, "the body is required")
 	}
-	k := auth.Key{ID: auth.NewKeyID(), Label: req.Body.Label, Role: auth.Role(req.Body.Role), CreatedBy: principalOf(ctx).Actor()}
+	var prefixes []string
 	if req.Body.Prefixes != nil {
-		k.Prefixes = append(k.Prefixes, *req.Body.Prefixes...)
+		prefixes = append(prefixes, *req.Body.Prefixes...)
 	}
-	if err := auth.ValidateKey(k.Label, k.Role, k.Prefixes); err != nil {
+	secret, k, err := s.newKey(ctx, req.Body.Label, auth.Role(req.Body.Role), prefixes)
+	if err != nil {
 		return api.CreateKey201JSONResponse{}, err
 	}
+	return api.CreateKey201JSONResponse{Key: secret, Record: wireKey(k)}, nil
+}
+
+// newKey creates a key for the caller (the API's and the dashboard's create) and returns its
+// secret, the only time anyone sees it. Codes: invalid_request.
+func (s *server) newKey(ctx context.Context, label string, role auth.Role, prefixes []string) (string, auth.Key, error) {
+	k := auth.Key{ID: auth.NewKeyID(), Label: label, Role: role, Prefixes: prefixes, CreatedBy: principalOf(ctx).Actor()}
+	if err := auth.ValidateKey(k.Label, k.Role, k.Prefixes); err != nil {
+		return "", auth.Key{}, err
+	}
 	if k.Role == auth.Admin && len(k.Prefixes) > 0 {
-		return api.CreateKey201JSONResponse{}, lease.Errorf(lease.CodeInvalid, "an admin key reaches every name: prefixes apply to reader and writer keys only")
+		return "", auth.Key{}, lease.Errorf(lease.CodeInvalid, "an admin key reaches every name: prefixes apply to reader and writer keys only")
 	}
 	secret := auth.NewSecret()
 	if _, err := s.store.CreateKey(ctx, k, auth.Hash(secret), false); err != nil {
-		return api.CreateKey201JSONResponse{}, err
+		return "", auth.Key{}, err
 	}
 	k.CreatedAt = s.clock.Now()
 	s.log.InfoContext(ctx, "API key created", "key_id", k.ID, "label", k.Label, "role", k.Role, "by", k.CreatedBy)
-	return api.CreateKey201JSONResponse{Key: secret, Record: wireKey(k)}, nil
+	return secret, k, nil
 }
 
 // ListKeys lists every key, never a secret.

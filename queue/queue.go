@@ -432,3 +432,16 @@ func (l *Line) heldByLine(ctx context.Context, name string) error {
 	}
 	return e
 }
+
+// Waiting returns how many requests wait for each name that has a line on this server.
+func (l *Line) Waiting() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]int, len(l.lines))
+	for name, q := range l.lines {
+		if q.Len() > 0 {
+			out[name] = q.Len()
+		}
+	}
+	return out
+}

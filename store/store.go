@@ -74,6 +74,11 @@ type Store interface {
 	// MaxLimit. It is for viewers: it needs no ID and reveals none. Codes: not_found.
 	SessionByRef(ctx context.Context, ref string) (lease.Session, []lease.State, error)
 
+	// Sessions lists holders' sessions ordered by ref, for viewers (no ID): only open ones
+	// with f.Open, only those opened by key f.Owner when it is set. Codes: invalid_request
+	// for a bad cursor.
+	Sessions(ctx context.Context, f SessionFilter) (Page[lease.Session], error)
+
 	// Get returns the state of name. Codes: not_found for a name never used.
 	Get(ctx context.Context, name string) (lease.State, error)
 
@@ -146,6 +151,12 @@ type Store interface {
 
 	// HeldCount returns how many leases whose names start with prefix are held now.
 	HeldCount(ctx context.Context, prefix string) (int, error)
+
+	// Triage counts what the dashboard's summary shows of the held leases whose names start
+	// with prefix: how many expire within the window, are late to renew (no renewal for more
+	// than half their ttl) or were stretched by a restart, and the pending handover requests
+	// of held leases, oldest first, at most MaxLimit. A semaphore's slots count one by one.
+	Triage(ctx context.Context, prefix string, within time.Duration) (Triage, error)
 
 	// RecentlyFreed returns up to limit names (starting with prefix) that are free now, the
 	// most recently freed first, with their last holder and how their last lease ended.

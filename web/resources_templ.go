@@ -105,7 +105,7 @@ func ResourcesLive(l ResourceList) templ.Component {
 					return templ_7745c5c3_Err
 				}
 			} else {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "<div class=\"table-wrap\" role=\"region\" aria-labelledby=\"resources-heading\" tabindex=\"0\"><table class=\"cards\" data-testid=\"resources-table\"><thead><tr><th scope=\"col\">Resource</th><th scope=\"col\" class=\"num\">Fence</th><th scope=\"col\" class=\"num\">Version</th><th scope=\"col\">Last writer</th><th scope=\"col\">Updated</th><th scope=\"col\" class=\"num\">Size</th><th scope=\"col\">Content type</th></tr></thead> <tbody>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "<div class=\"table-wrap\" role=\"region\" aria-labelledby=\"resources-heading table-note\" tabindex=\"0\"><table class=\"cards\" data-testid=\"resources-table\"><thead><tr><th scope=\"col\">Resource</th><th scope=\"col\" class=\"num\">Fence</th><th scope=\"col\" class=\"num\">Version</th><th scope=\"col\">Last writer</th><th scope=\"col\">Updated</th><th scope=\"col\" class=\"num\">Size</th><th scope=\"col\">Content type</th></tr></thead> <tbody>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
@@ -616,7 +616,7 @@ func writersTable(ws []Write, now time.Time) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "<div class=\"table-wrap\" role=\"region\" aria-labelledby=\"res-writers-heading\" tabindex=\"0\"><table class=\"cards\" data-testid=\"writers-table\"><thead><tr><th scope=\"col\" class=\"num\">Version</th><th scope=\"col\">Holder</th><th scope=\"col\">Lease</th><th scope=\"col\" class=\"num\">Token</th><th scope=\"col\">Time</th><th scope=\"col\" class=\"num\">Size</th><th scope=\"col\">Content type</th></tr></thead> <tbody>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "<div class=\"table-wrap\" role=\"region\" aria-labelledby=\"res-writers-heading table-note\" tabindex=\"0\"><table class=\"cards\" data-testid=\"writers-table\"><thead><tr><th scope=\"col\" class=\"num\">Version</th><th scope=\"col\">Holder</th><th scope=\"col\">Lease</th><th scope=\"col\" class=\"num\">Token</th><th scope=\"col\">Time</th><th scope=\"col\" class=\"num\">Size</th><th scope=\"col\">Content type</th></tr></thead> <tbody>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

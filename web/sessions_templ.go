@@ -41,7 +41,7 @@ func SessionPage(site Site, d SessionDetail) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"page-head\"><nav class=\"crumbs\" aria-label=\"Breadcrumb\"><a href=\"/\">Leases</a> / sessions /</nav><h1 class=\"lease-name\"><span data-testid=\"session-name\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<div class=\"page-head\"><nav class=\"crumbs\" aria-label=\"Breadcrumb\"><a href=\"/\">Leases</a> / <a href=\"/sessions\" data-testid=\"sessions-crumb\">sessions</a> /</nav><h1 class=\"lease-name\"><span data-testid=\"session-name\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
@@ -327,7 +327,7 @@ func sessionLeases(d SessionDetail) templ.Component {
 		}
 		ctx = templ.InitializeContext(ctx)
 		ctx = templ.ClearChildren(ctx)
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<div class=\"table-wrap\" role=\"region\" aria-labelledby=\"session-leases-heading\" tabindex=\"0\"><table class=\"cards\" data-testid=\"session-leases\"><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">State</th><th scope=\"col\">Holder</th><th scope=\"col\" class=\"num\">Token</th><th scope=\"col\">Time left</th></tr></thead> <tbody>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<div class=\"table-wrap\" role=\"region\" aria-labelledby=\"session-leases-heading table-note\" tabindex=\"0\"><table class=\"cards\" data-testid=\"session-leases\"><thead><tr><th scope=\"col\">Name</th><th scope=\"col\">State</th><th scope=\"col\">Holder</th><th scope=\"col\" class=\"num\">Token</th><th scope=\"col\">Time left</th></tr></thead> <tbody>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

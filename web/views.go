@@ -37,6 +37,8 @@ type Site struct {
 	User string
 	// SignedIn offers the sign-out button (the page was opened with a dashboard session).
 	SignedIn bool
+	// Admin links the keys page: the viewer is an admin.
+	Admin bool
 }
 
 // Lease is the state of one name, held or free, on its page and in the overview's tables.
@@ -79,6 +81,8 @@ type Lease struct {
 	Slot   int
 	// Stretched is how much server restarts added to the grant's expiry; zero for none.
 	Stretched time.Duration
+	// Handover is the pending request that the holder let this lease go; nil for none.
+	Handover *Handover
 }
 
 // Slot is one slot of a semaphore, on the semaphore's page.
@@ -145,6 +149,9 @@ type Event struct {
 	Actor string
 	// LockDelay is the grant's lock delay, for an acquire; otherwise zero.
 	LockDelay time.Duration
+	// HandoverTo and HandoverReason are a handover request's target (empty for whoever waits
+	// first) and reason.
+	HandoverTo, HandoverReason string
 }
 
 // Rejection is one refused stale write.
@@ -218,6 +225,8 @@ type Overview struct {
 	Freed []Lease
 	// Rejections are the newest rejected stale writes, newest first.
 	Rejections []Rejection
+	// Triage is the summary at the top: what needs a look now.
+	Triage Triage
 }
 
 // The orders of the overview's held leases.

@@ -72,6 +72,9 @@
         const ttl = parseInt(el.dataset.ttlMs || "", 10);
         const row = el.closest("[data-soon]");
         if (row && ttl > 0) row.dataset.soon = String(ms > 0 && ms < ttl / 5);
+        // A held lease whose expiry passed is no longer held: it leaves the list now, not when
+        // the sweeper's event refreshes it (a semaphore stays while another slot may be held).
+        if (row && ms <= 0 && row.dataset.testid === "lease-row" && !row.querySelector("[data-testid=slots-held]")) row.hidden = true;
       }
       for (const el of document.querySelectorAll("time[data-rel]")) {
         el.textContent = rel(Date.parse(el.dateTime) - now);

@@ -1,0 +1,43 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+// Triage counts the held leases under prefix that need a look, and lists their pending
+// handovers. See store.Store.
+func (s *Store) Triage(ctx context.Context, prefix string, within time.Duration) (store.Triage, error) {
+	var out store.Triage
+	now := s.clock.Now().UnixMilli()
+	lo, hi := store.PrefixRange(prefix)
+	// Each count reads a range of an index of the open grants: expiring soon by expiry, late by
+	// the instant a renewal is late, so neither grows with the held leases that need no look.
+	// A restart's stretch is counted only when the start stretched any (StretchedAtStart).
+	err := s.r.QueryRowContext(ctx, `SELECT
+		(SELECT count(*) FROM grants INDEXED BY grants_open WHERE ended_at IS NULL AND expires_at > ?1 AND expires_at <= ?2
+			AND name >= ?3 AND name < ?4),
+		(SELECT count(*) FROM grants INDEXED BY grants_open_late WHERE ended_at IS NULL AND renewed_at + ttl_ms / 2 < ?1
+			AND expires_at > ?1 AND name >= ?3 AND name < ?4),
+		CASE WHEN ?5 THEN (SELECT count(*) FROM grants INDEXED BY grants_open_name WHERE ended_at IS NULL AND expires_at > ?1
+			AND restart_ext_ms > 0 AND name >= ?3 AND name < ?4) ELSE 0 END`,
+		now, now+within.Milliseconds(), lo, hi, s.stretched > 0).Scan(&out.Soon, &out.Late, &out.Stretched)
+	if err != nil {
+		return store.Triage{}, fmt.Errorf("count leases to look at: %w", w(err))
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT `+store.TriageHandoverCols+`
+		FROM handovers h JOIN grants g ON g.token = h.token
+		WHERE g.ended_at IS NULL AND g.expires_at > ? AND g.name >= ? AND g.name < ?
+		ORDER BY h.requested_at, h.token LIMIT ?`, now, lo, hi, store.MaxLimit)
+	if err != nil {
+		return store.Triage{}, fmt.Errorf("list pending handovers: %w", w(err))
+	}
+	defer rows.Close()
+	if out.Handovers, err = store.ScanHandovers(rows); err != nil {
+		return store.Triage{}, fmt.Errorf("list pending handovers: %w", w(err))
+	}
+	return out, nil
+}
