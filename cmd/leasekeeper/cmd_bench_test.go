@@ -53,9 +53,10 @@ func TestBench(t *testing.T) {
 		t.Errorf("bench reported errors:\n%s", out.String())
 	}
 
-	// --watch-own: each watcher follows one writer's lease, and gets its events.
+	// --watch-own: each watcher follows one writer's lease, and gets its events. 2 s, not
+	// less: on a machine at load 24-40, 300 ms ended before a watcher had attached.
 	out.Reset()
-	err = run(context.Background(), []string{"bench", "--server", srv.URL, "-c", "3", "-d", "300ms", "--mode", "watchers",
+	err = run(context.Background(), []string{"bench", "--server", srv.URL, "-c", "3", "-d", "2s", "--mode", "watchers",
 		"--watchers", "6", "--waiters", "0", "--watch-own"}, getenv, &out, &errb)
 	if err != nil {
 		t.Fatalf("bench --watch-own = %v\n%s%s", err, out.String(), errb.String())
@@ -83,7 +84,8 @@ func TestCycleNamesArePrefixFree(t *testing.T) {
 func TestBenchWatchersApart(t *testing.T) {
 	needBinary(t)
 	p := startBinary(t, "--db", filepath.Join(t.TempDir(), "lk.db"))
-	cmd := exec.Command(binary, "bench", "--server", p.url, "-c", "2", "-d", "300ms", "--mode", "watchers",
+	// 2 s: long enough for the second process's watchers to attach on a loaded machine.
+	cmd := exec.Command(binary, "bench", "--server", p.url, "-c", "2", "-d", "2s", "--mode", "watchers",
 		"--watchers", "3", "--waiters", "2", "--watchers-apart")
 	cmd.Env = append(os.Environ(), "LEASEKEEPER_API_KEY="+testAdminKey)
 	out, err := cmd.CombinedOutput()
