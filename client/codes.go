@@ -17,6 +17,7 @@ const (
 	CodePayloadTooLarge      = "payload_too_large"
 	CodePreconditionFailed   = "precondition_failed"
 	CodePreconditionRequired = "precondition_required"
+	CodeQuotaExceeded        = "quota_exceeded" // a key's resources at their quota (507)
 	CodeRateLimited          = "rate_limited"
 	CodeRequestTimeout       = "request_timeout"
 	CodeSessionLost          = "session_lost"

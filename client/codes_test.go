@@ -18,7 +18,7 @@ import (
 func TestConstantsCoverTheContract(t *testing.T) {
 	codes := []string{client.CodeForbidden, client.CodeInternal, client.CodeInvalidRequest, client.CodeLeaseHeld,
 		client.CodeLeaseLost, client.CodeLimitMismatch, client.CodeMethodNotAllowed, client.CodeNotFound, client.CodeNotHeld,
-		client.CodePayloadTooLarge, client.CodePreconditionFailed, client.CodePreconditionRequired, client.CodeRateLimited,
+		client.CodePayloadTooLarge, client.CodePreconditionFailed, client.CodePreconditionRequired, client.CodeQuotaExceeded, client.CodeRateLimited,
 		client.CodeRequestTimeout, client.CodeSessionLost, client.CodeStaleToken, client.CodeTokenNotIssued,
 		client.CodeTooManyLeases, client.CodeTooManySessions, client.CodeTooManyWaiters, client.CodeTooManyWatchers,
 		client.CodeUnauthenticated, client.CodeUnavailable, client.CodeWaitingUnsupported}
