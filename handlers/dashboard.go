@@ -564,8 +564,15 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, lease.Errorf(lease.CodeInvalid, "the sign-in form could not be read"))
 		return
 	}
+	a := d.s.auth
+	// Every attempt counts against its address before the key is looked at: guessing keys
+	// from one address is as slow as the rate.
+	if err := a.signIns.allow(r.RemoteAddr); err != nil {
+		d.tooMany(w, r, err, a.signIns.retryAfter())
+		return
+	}
 	next := localPath(r.PostForm.Get("next"))
-	k, err := d.s.auth.key(r.Context(), strings.TrimSpace(r.PostForm.Get(web.KeyField)))
+	k, err := a.key(r.Context(), strings.TrimSpace(r.PostForm.Get(web.KeyField)))
 	if err != nil {
 		msg := "That key is not valid: it is unknown or was revoked."
 		status := http.StatusUnauthorized
@@ -573,13 +580,19 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 			d.fail(w, r, err)
 			return
 		}
-		d.s.log.WarnContext(r.Context(), "dashboard sign-in refused", "remote", r.RemoteAddr)
+		if ok, dropped := a.signIns.logRefused(); ok {
+			d.s.log.WarnContext(r.Context(), "dashboard sign-in refused", "remote", r.RemoteAddr, "not_logged_before", dropped)
+		}
 		d.page(w, r, status, web.SignInPage(d.site, web.SignIn{Next: next, Error: msg}), web.ErrorInfo{})
 		return
 	}
+	if err := a.allowRate(k.Principal()); err != nil {
+		d.tooMany(w, r, err, a.retryAfterRate())
+		return
+	}
 	secret := auth.NewSessionID()
-	maxAge := d.s.auth.cfg.SessionMax
-	if err := d.s.store.CreateSession(r.Context(), auth.Hash(secret), k.ID, d.s.clock.Now().Add(maxAge)); err != nil {
+	maxAge := a.cfg.SessionMax
+	if err := d.s.store.CreateSession(r.Context(), auth.Hash(secret), k.ID, d.s.clock.Now().Add(maxAge), a.cfg.MaxDashboardSessionsPerKey); err != nil {
 		d.fail(w, r, err)
 		return
 	}

@@ -54,6 +54,11 @@ type Config struct {
 	// BodyTimeout bounds the time a request's body takes to arrive, counted from the end of
 	// its headers; a body still incomplete then is answered 408. 0 means 30 s.
 	BodyTimeout time.Duration
+	// WriteTimeout bounds the time an answer takes to be sent, counted from its start (the
+	// status line), so that a client that stops reading frees what it holds; 0 means none. A
+	// wait in line before the answer does not count, and a watch stream bounds each of its
+	// writes by the hub's own timeout instead.
+	WriteTimeout time.Duration
 	// CORSOrigins are the browser origins (scheme://host[:port]) whose pages may call the API;
 	// none by default. See withCORS.
 	CORSOrigins []string
@@ -70,6 +75,8 @@ type server struct {
 	hub      *watch.Hub
 	auth     *authn
 	epoch    string
+	// writeTimeout: see Config.WriteTimeout.
+	writeTimeout time.Duration
 }
 
 var _ api.StrictServerInterface = (*server)(nil)
@@ -100,7 +107,7 @@ func New(cfg Config) (http.Handler, error) {
 		cfg.Epoch = lease.NewEpoch()
 	}
 	s := &server{store: cfg.Store, acquirer: cfg.Acquirer, clock: cfg.Clock, limits: cfg.Limits, log: cfg.Logger, metrics: cfg.Metrics, hub: cfg.Hub,
-		auth: newAuthn(cfg.Auth, cfg.Store, cfg.Clock), epoch: cfg.Epoch}
+		auth: newAuthn(cfg.Auth, cfg.Store, cfg.Clock), epoch: cfg.Epoch, writeTimeout: cfg.WriteTimeout}
 
 	sameOrigin, err := s.sameOrigin(origins)
 	if err != nil {
@@ -279,8 +286,13 @@ func (s *server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		info, r := ensureInfo(r) // withRequestID's, before this
-		info.resp = statusWriter{ResponseWriter: w}
+		info.resp = statusWriter{ResponseWriter: w, timeout: s.writeTimeout}
 		ww := &info.resp
+		if s.writeTimeout > 0 {
+			// The deadline of the connection's previous answer still stands: until this
+			// answer starts, nothing written (a 100 Continue) may fall on it.
+			http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		}
 		next.ServeHTTP(ww, r)
 		route := "unmatched"
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
@@ -306,10 +318,14 @@ func (s *server) accessLog(next http.Handler) http.Handler {
 // middleware.WrapResponseWriter did, without its two allocations a request: it lives in the
 // request's reqInfo. http.ResponseController finds what else the response can do (flush,
 // deadlines, hijack) through Unwrap.
+//
+// With a timeout, the answer must be sent within it from its status line on: a client that
+// does not read it loses the connection instead of pinning the answer's buffers.
 type statusWriter struct {
 	http.ResponseWriter
 	status, bytes int
 	wrote         bool
+	timeout       time.Duration
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -318,6 +334,10 @@ func (w *statusWriter) WriteHeader(code int) {
 		w.ResponseWriter.WriteHeader(code)
 	} else if !w.wrote {
 		w.status, w.wrote = code, true
+		if w.timeout > 0 {
+			// A socket deadline is on the operating system's clock, not the server's.
+			http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.timeout))
+		}
 		w.ResponseWriter.WriteHeader(code)
 	}
 }

@@ -82,6 +82,8 @@ type Config struct {
 	Auth handlers.AuthConfig
 	// BodyTimeout bounds the time a request body takes to arrive (handlers.Config).
 	BodyTimeout time.Duration
+	// WriteTimeout bounds the time an answer takes to be read (handlers.Config).
+	WriteTimeout time.Duration
 	// CORSOrigins are the browser origins whose pages may call the API (handlers.Config).
 	CORSOrigins []string
 	// Epoch names this start of the server (handlers.Config); empty means a fresh one.
@@ -142,7 +144,7 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 	)
 	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: cfg.Limits, Registry: cfg.Registry,
 		Metrics: metrics, Logger: cfg.Logger, Acquirer: s.Line, Hub: s.Hub, Spec: leasekeeper.OpenAPI(), Version: cfg.Version,
-		BodyTimeout: cfg.BodyTimeout, Auth: cfg.Auth, CORSOrigins: cfg.CORSOrigins, Epoch: cfg.Epoch})
+		BodyTimeout: cfg.BodyTimeout, WriteTimeout: cfg.WriteTimeout, Auth: cfg.Auth, CORSOrigins: cfg.CORSOrigins, Epoch: cfg.Epoch})
 	if err != nil {
 		return nil, err
 	}

@@ -37,6 +37,7 @@ type serveConfig struct {
 	logLevel     slog.Level
 	shutdownWait time.Duration
 	bodyTimeout  time.Duration
+	writeTimeout time.Duration
 	tlsCert      string // both or neither
 	tlsKey       string
 	queue        queue.Limits
@@ -95,11 +96,15 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	fs.IntVar(&c.auth.MaxWaitsPerKey, "max-waiters-per-key", 100, "most acquires one non-admin key may have waiting in line (0: no cap)")
 	fs.IntVar(&c.auth.MaxWatchesPerKey, "max-watchers-per-key", 100, "most watch streams one non-admin key may have open (0: no cap)")
 	fs.IntVar(&c.auth.MaxSessionsPerKey, "max-sessions-per-key", 1000, "most open sessions one non-admin key may have (0: no cap)")
+	signInRate := fs.Float64("signin-rate", 1, "dashboard sign-ins a second one client address may make, right or wrong (0: no limit)")
+	fs.IntVar(&c.auth.SignInBurst, "signin-burst", 10, "burst of sign-ins above -signin-rate one client address may make")
+	fs.IntVar(&c.auth.MaxDashboardSessionsPerKey, "max-dashboard-sessions-per-key", 10, "dashboard sessions one key keeps; signing in once more ends its oldest (0: no cap)")
 	fs.BoolVar(&c.auth.PublicMetrics, "public-metrics", false, "serve /metrics without an API key")
 	fs.StringVar(&c.tlsCert, "tls-cert", env("LEASEKEEPER_TLS_CERT", ""), "serve HTTPS with this PEM certificate (chain), reread when it changes; needs --tls-key (env LEASEKEEPER_TLS_CERT)")
 	fs.StringVar(&c.tlsKey, "tls-key", env("LEASEKEEPER_TLS_KEY", ""), "the PEM private key of --tls-cert (env LEASEKEEPER_TLS_KEY)")
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "serve Go's profiler (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060 (default: off)")
 	durationVar(fs, &c.bodyTimeout, "body-timeout", envDur("LEASEKEEPER_BODY_TIMEOUT", 30*time.Second), "how long a request body may take to arrive, then 408 (env LEASEKEEPER_BODY_TIMEOUT)")
+	durationVar(fs, &c.writeTimeout, "write-timeout", envDur("LEASEKEEPER_WRITE_TIMEOUT", 30*time.Second), "how long an answer may take to be read once it starts, then the connection closes; watch streams bound each write instead (env LEASEKEEPER_WRITE_TIMEOUT)")
 	corsFlag, corsEnv := &originList{}, &originList{}
 	if err := corsEnv.Set(getenv("LEASEKEEPER_CORS_ORIGIN")); err != nil {
 		envErr = errors.Join(envErr, fmt.Errorf("LEASEKEEPER_CORS_ORIGIN: %w", err))
@@ -112,6 +117,7 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 		return c, err
 	}
 	c.auth.Rate = rate.Limit(*keyRate)
+	c.auth.SignInRate = rate.Limit(*signInRate)
 	// The flag, when given, replaces the environment's list, as every other flag does.
 	c.corsOrigins = corsFlag.origins
 	if len(c.corsOrigins) == 0 {
@@ -127,7 +133,7 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	default:
 		return c, &exitError{code: 2, err: fmt.Errorf("-auth must be on or off, not %q", *authMode)}
 	}
-	if *keyRate < 0 || c.auth.Burst < 0 || c.auth.MaxHeldPerKey < 0 || c.auth.MaxWaitsPerKey < 0 || c.auth.MaxWatchesPerKey < 0 || c.auth.MaxSessionsPerKey < 0 {
+	if *keyRate < 0 || *signInRate < 0 || c.auth.SignInBurst < 0 || c.auth.MaxDashboardSessionsPerKey < 0 || c.auth.Burst < 0 || c.auth.MaxHeldPerKey < 0 || c.auth.MaxWaitsPerKey < 0 || c.auth.MaxWatchesPerKey < 0 || c.auth.MaxSessionsPerKey < 0 {
 		return c, &exitError{code: 2, err: errors.New("per-key limits must not be negative")}
 	}
 	if c.debugAddr != "" && !loopback(c.debugAddr) {
@@ -163,6 +169,9 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	}
 	if c.bodyTimeout <= 0 {
 		return c, &exitError{code: 2, err: fmt.Errorf("-body-timeout must be positive, got %v", c.bodyTimeout)}
+	}
+	if c.writeTimeout <= 0 {
+		return c, &exitError{code: 2, err: fmt.Errorf("-write-timeout must be positive, got %v", c.writeTimeout)}
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return c, &exitError{code: 2, err: fmt.Errorf("-log-format must be text or json, not %q", c.logFormat)}
@@ -233,7 +242,7 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	epoch := lease.NewEpoch()
 	svc, err := service.New(st, &hooks, service.Config{Limits: cfg.limits, Queue: cfg.queue,
 		Watch: watch.Options{MaxWatchers: cfg.maxWatchers}, Retention: cfg.retention, Logger: log, Registry: reg,
-		Version: buildVersion(), BodyTimeout: cfg.bodyTimeout, Auth: cfg.auth,
+		Version: buildVersion(), BodyTimeout: cfg.bodyTimeout, WriteTimeout: cfg.writeTimeout, Auth: cfg.auth,
 		CORSOrigins: cfg.corsOrigins, Epoch: epoch})
 	if err != nil {
 		return err
@@ -255,7 +264,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// Headers must arrive within 10 s, then a body within --body-timeout (set by the handler,
 	// which answers a late body 408 problem+json; a ReadTimeout would also count the headers
 	// and end in a bare i/o error). Neither bounds what follows the body: waits and watch
-	// streams are long. No WriteTimeout for the same reason; the stream bounds each write.
+	// streams are long. No WriteTimeout for the same reason: the handler gives each answer
+	// --write-timeout from its start instead, and the stream bounds each write.
 	srv := &http.Server{
 		Handler:           svc.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
