@@ -59,6 +59,10 @@ type Config struct {
 	// wait in line before the answer does not count, and a watch stream bounds each of its
 	// writes by the hub's own timeout instead.
 	WriteTimeout time.Duration
+	// MaxHeaderBytes bounds a request's line and header fields, answered 431 problem+json
+	// past it; 0 means 64 KiB. Give the http.Server a larger MaxHeaderBytes of its own: what
+	// passes that reaches this handler, past it Go answers by itself in text/plain.
+	MaxHeaderBytes int
 	// CORSOrigins are the browser origins (scheme://host[:port]) whose pages may call the API;
 	// none by default. See withCORS.
 	CORSOrigins []string
@@ -94,6 +98,9 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = lease.MaxValueLen
 	}
+	if cfg.MaxHeaderBytes == 0 {
+		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
 	if cfg.BodyTimeout == 0 {
 		cfg.BodyTimeout = 30 * time.Second
 	}
@@ -120,7 +127,7 @@ func New(cfg Config) (http.Handler, error) {
 	}
 
 	r := chi.NewRouter()
-	r.Use(securityHeaders, withRequestID, s.accessLog, s.recoverer, headAsGet(r), bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody),
+	r.Use(securityHeaders, withRequestID, s.accessLog, s.recoverer, headAsGet(r), s.headerLimit(cfg.MaxHeaderBytes), bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody),
 		withCORS(origins), s.authenticate)
 	dash := &dashboard{s: s, site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version, AuthOff: cfg.Auth.Off},
 		csrfKey: auth.MAC(s.auth.cfg.Secret, "csrf")}
@@ -214,6 +221,30 @@ func securityHeaders(next http.Handler) http.Handler {
 		h["Content-Security-Policy"] = v[3:4:4]
 		next.ServeHTTP(w, r)
 	})
+}
+
+// DefaultMaxHeaderBytes is the default of Config.MaxHeaderBytes.
+const DefaultMaxHeaderBytes = 64 << 10
+
+// headerLimit answers 431 problem+json to a request whose line and header fields (counted as
+// sent: name, ": ", value, CRLF) are more than n bytes.
+func (s *server) headerLimit(n int) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			size := len(r.Method) + len(r.RequestURI) + len(r.Proto) + len(r.Host) + 10
+			for k, vs := range r.Header {
+				for _, v := range vs {
+					size += len(k) + len(v) + 4
+				}
+			}
+			if size > n {
+				w.Header().Set("Connection", "close")
+				s.writeProblem(w, r, lease.Errorf(codeHeaderTooLarge, "the request's header fields are %d bytes, more than the %d this server takes", size, n))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // bodyDeadline gives a request's body d to arrive: a body shorter than its Content-Length, or
@@ -364,14 +395,19 @@ func (w *statusWriter) ReadFrom(src io.Reader) (int64, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// jsonBody prepares the body of a POST to the JSON API: it is treated as JSON whatever
-// Content-Type says (`curl -d` sends application/x-www-form-urlencoded, and these endpoints take
-// nothing else), and must be exactly one JSON value: trailing data is refused here, since the
-// decoders downstream stop after the first value.
+// jsonBody prepares the body of a POST to the JSON API: it must be labelled JSON (or not
+// labelled; see jsonMediaType), else 415, and be exactly one JSON value: trailing data is
+// refused here, since the decoders downstream stop after the first value, and so is what
+// encoding/json would change without a word (see strictJSON).
 func (s *server) jsonBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/v1/") || r.Body == nil {
 			next.ServeHTTP(w, r)
+			return
+		}
+		if !jsonMediaType(r.Header) {
+			w.Header().Set("Accept-Post", "application/json")
+			s.writeProblem(w, r, lease.Errorf(codeUnsupportedMediaType, "the body must be application/json, not %q", r.Header.Get("Content-Type")))
 			return
 		}
 		// Most clients say so already: then there is nothing to set (Set makes a new slice).
@@ -385,6 +421,10 @@ func (s *server) jsonBody(next http.Handler) http.Handler {
 		}
 		if trailingData(body) {
 			s.writeProblem(w, r, lease.Errorf(lease.CodeInvalid, "the body must be one JSON value, with nothing after it"))
+			return
+		}
+		if err := strictJSON(body); err != nil {
+			s.writeProblem(w, r, err)
 			return
 		}
 		// The validator reads the body again, and gives the request a new one from GetBody

@@ -270,8 +270,10 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 		Handler:           svc.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// Go answers a request past its own limit in text/plain; the handler answers one past
+		// handlers.DefaultMaxHeaderBytes in problem+json, so Go's is set far above it.
+		MaxHeaderBytes: 1 << 20,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	log.Info("leasekeeper serving", "addr", scheme+"://"+ln.Addr().String(), "db", redactDB(cfg.db), "version", buildVersion(),
 		"min_ttl", cfg.limits.MinTTL, "max_ttl", cfg.limits.MaxTTL, "auth", !cfg.auth.Off, "server_epoch", epoch)

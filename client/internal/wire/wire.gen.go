@@ -84,6 +84,7 @@ func (e LeaseStateEnd) Valid() bool {
 // Defines values for ProblemCode.
 const (
 	ProblemCodeForbidden            ProblemCode = "forbidden"
+	ProblemCodeHeaderTooLarge       ProblemCode = "header_too_large"
 	ProblemCodeInternal             ProblemCode = "internal"
 	ProblemCodeInvalidRequest       ProblemCode = "invalid_request"
 	ProblemCodeLeaseHeld            ProblemCode = "lease_held"
@@ -106,6 +107,7 @@ const (
 	ProblemCodeTooManyWatchers      ProblemCode = "too_many_watchers"
 	ProblemCodeUnauthenticated      ProblemCode = "unauthenticated"
 	ProblemCodeUnavailable          ProblemCode = "unavailable"
+	ProblemCodeUnsupportedMediaType ProblemCode = "unsupported_media_type"
 	ProblemCodeWaitingUnsupported   ProblemCode = "waiting_unsupported"
 )
 
@@ -113,6 +115,8 @@ const (
 func (e ProblemCode) Valid() bool {
 	switch e {
 	case ProblemCodeForbidden:
+		return true
+	case ProblemCodeHeaderTooLarge:
 		return true
 	case ProblemCodeInternal:
 		return true
@@ -157,6 +161,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeUnauthenticated:
 		return true
 	case ProblemCodeUnavailable:
+		return true
+	case ProblemCodeUnsupportedMediaType:
 		return true
 	case ProblemCodeWaitingUnsupported:
 		return true
@@ -224,7 +230,7 @@ func (e ListLeasesParamsState) Valid() bool {
 
 // AcquireRequest defines model for AcquireRequest.
 type AcquireRequest struct {
-	// Holder Who holds it, for humans.
+	// Holder Who holds it, for humans; no control or invisible format characters (zero-width, bidirectional controls).
 	//
 	// Example: worker-3@host-a
 	Holder string `json:"holder"`
