@@ -899,10 +899,13 @@ type ListResourcesParams struct {
 
 // PutResourceParams defines parameters for PutResource.
 type PutResourceParams struct {
-	FencingToken int64   `json:"Fencing-Token"`
+	// FencingToken The fencing token of the write. Required: a write without it is answered
+	// `428 precondition_required` (the schema marks it optional only so that validators
+	// let the request reach the server, which answers it so).
+	FencingToken *int64  `json:"Fencing-Token,omitempty"`
 	LeaseName    *string `json:"Lease-Name,omitempty"`
 
-	// IfMatch One ETag of this resource, as GET and PUT answer it.
+	// IfMatch One ETag of this resource, as GET and PUT answer it; or `*`: write only if the resource exists.
 	IfMatch *string `json:"If-Match,omitempty"`
 
 	// IfNoneMatch `*`: write only if the resource does not exist.
@@ -1205,11 +1208,14 @@ type ClientInterface interface {
 	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 	// A refused write changes nothing and is recorded.
 	//
-	// `If-Match: <etag>` applies the write only while the resource is at that version, and
-	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
-	// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
-	// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
-	// whatever the condition.
+	// `If-Match: <etag>` applies the write only while the resource is at that version,
+	// `If-Match: *` only while it exists (at any version), and `If-None-Match: *` only while
+	// it does not exist (RFC 9110 §13.1); otherwise the answer is 412 `precondition_failed`
+	// and nothing is written or recorded. The fence is checked first, in the same
+	// transaction: a stale token is 409 `stale_token`, and recorded, whatever the condition.
+	//
+	// A write that creates the resource answers 201 with `Location` (RFC 9110 §9.3.4); every
+	// other write 200.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1724,11 +1730,14 @@ func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors 
 // refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 // A refused write changes nothing and is recorded.
 //
-// `If-Match: <etag>` applies the write only while the resource is at that version, and
-// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
-// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
-// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
-// whatever the condition.
+// `If-Match: <etag>` applies the write only while the resource is at that version,
+// `If-Match: *` only while it exists (at any version), and `If-None-Match: *` only while
+// it does not exist (RFC 9110 §13.1); otherwise the answer is 412 `precondition_failed`
+// and nothing is written or recorded. The fence is checked first, in the same
+// transaction: a stale token is 409 `stale_token`, and recorded, whatever the condition.
+//
+// A write that creates the resource answers 201 with `Location` (RFC 9110 §9.3.4); every
+// other write 200.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2842,14 +2851,16 @@ func NewPutResourceRequestWithBody(server string, resource Resource, params *Put
 
 	if params != nil {
 
-		var headerParam0 string
+		if params.FencingToken != nil {
+			var headerParam0 string
 
-		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Fencing-Token", params.FencingToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: "int64"})
-		if err != nil {
-			return nil, err
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Fencing-Token", *params.FencingToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: "int64"})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Fencing-Token", headerParam0)
 		}
-
-		req.Header.Set("Fencing-Token", headerParam0)
 
 		if params.LeaseName != nil {
 			var headerParam1 string
@@ -3383,11 +3394,14 @@ type ClientWithResponsesInterface interface {
 	// refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 	// A refused write changes nothing and is recorded.
 	//
-	// `If-Match: <etag>` applies the write only while the resource is at that version, and
-	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
-	// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
-	// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
-	// whatever the condition.
+	// `If-Match: <etag>` applies the write only while the resource is at that version,
+	// `If-Match: *` only while it exists (at any version), and `If-None-Match: *` only while
+	// it does not exist (RFC 9110 §13.1); otherwise the answer is 412 `precondition_failed`
+	// and nothing is written or recorded. The fence is checked first, in the same
+	// transaction: a stale token is 409 `stale_token`, and recorded, whatever the condition.
+	//
+	// A write that creates the resource answers 201 with `Location` (RFC 9110 §9.3.4); every
+	// other write 200.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3656,6 +3670,11 @@ func (r ListKeysResponse) ContentType() string {
 	return ""
 }
 
+// CreateKeyResponse201Headers the declared response headers of an HTTP 201 response for CreateKey
+type CreateKeyResponse201Headers struct {
+	Location string
+}
+
 // CreateKeyResponse401Headers the declared response headers of an HTTP 401 response for CreateKey
 type CreateKeyResponse401Headers struct {
 	WWWAuthenticate string
@@ -3681,6 +3700,8 @@ type CreateKeyResponse struct {
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateKeyResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateKeyResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -5152,8 +5173,13 @@ func (r GetResourceResponse) ContentType() string {
 
 // PutResourceResponse200Headers the declared response headers of an HTTP 200 response for PutResource
 type PutResourceResponse200Headers struct {
+	ETag string
+}
+
+// PutResourceResponse201Headers the declared response headers of an HTTP 201 response for PutResource
+type PutResourceResponse201Headers struct {
 	ETag     string
-	Location *string
+	Location string
 }
 
 // PutResourceResponse401Headers the declared response headers of an HTTP 401 response for PutResource
@@ -5176,6 +5202,8 @@ type PutResourceResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *ResourceInfo
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ResourceInfo
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -5196,6 +5224,8 @@ type PutResourceResponse struct {
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PutResourceResponse200Headers
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *PutResourceResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PutResourceResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -5207,6 +5237,11 @@ type PutResourceResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r PutResourceResponse) GetJSON200() *ResourceInfo {
 	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutResourceResponse) GetJSON201() *ResourceInfo {
+	return r.JSON201
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -5373,6 +5408,11 @@ func (r ListResourceWritersResponse) ContentType() string {
 	return ""
 }
 
+// OpenSessionResponse201Headers the declared response headers of an HTTP 201 response for OpenSession
+type OpenSessionResponse201Headers struct {
+	Location string
+}
+
 // OpenSessionResponse401Headers the declared response headers of an HTTP 401 response for OpenSession
 type OpenSessionResponse401Headers struct {
 	WWWAuthenticate string
@@ -5405,6 +5445,8 @@ type OpenSessionResponse struct {
 	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *OpenSessionResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *OpenSessionResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -6153,11 +6195,14 @@ func (c *ClientWithResponses) GetResourceWithResponse(ctx context.Context, resou
 // refused (`token_not_issued`): accepted, it would raise the fence past every grant to come.
 // A refused write changes nothing and is recorded.
 //
-// `If-Match: <etag>` applies the write only while the resource is at that version, and
-// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
-// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
-// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
-// whatever the condition.
+// `If-Match: <etag>` applies the write only while the resource is at that version,
+// `If-Match: *` only while it exists (at any version), and `If-None-Match: *` only while
+// it does not exist (RFC 9110 §13.1); otherwise the answer is 412 `precondition_failed`
+// and nothing is written or recorded. The fence is checked first, in the same
+// transaction: a stale token is 409 `stale_token`, and recorded, whatever the condition.
+//
+// A write that creates the resource answers 201 with `Location` (RFC 9110 §9.3.4); every
+// other write 200.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6508,6 +6553,16 @@ func ParseCreateKeyResponse(rsp *http.Response) (*CreateKeyResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateKeyResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers201 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateKeyResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -7949,6 +8004,13 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ResourceInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest BadRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8024,14 +8086,24 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 			}
 			headers.ETag = value
 		}
-		if values := rsp.Header.Values("Location"); len(values) > 0 {
+		response.Headers200 = &headers
+	case rsp.StatusCode == 201:
+		var headers PutResourceResponse201Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.Location = &value
+			headers.ETag = value
 		}
-		response.Headers200 = &headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers201 = &headers
 	case rsp.StatusCode == 401:
 		var headers PutResourceResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -8217,6 +8289,16 @@ func ParseOpenSessionResponse(rsp *http.Response) (*OpenSessionResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 201:
+		var headers OpenSessionResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers201 = &headers
 	case rsp.StatusCode == 401:
 		var headers OpenSessionResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -9427,7 +9509,7 @@ func (siw *ServerInterfaceWrapper) PutResource(w http.ResponseWriter, r *http.Re
 
 	headers := r.Header
 
-	// ------------- Required header parameter "Fencing-Token" -------------
+	// ------------- Optional header parameter "Fencing-Token" -------------
 	if valueList, found := headers[http.CanonicalHeaderKey("Fencing-Token")]; found {
 		var FencingToken int64
 		n := len(valueList)
@@ -9436,18 +9518,14 @@ func (siw *ServerInterfaceWrapper) PutResource(w http.ResponseWriter, r *http.Re
 			return
 		}
 
-		err = runtime.BindStyledParameterWithOptions("simple", "Fencing-Token", valueList[0], &FencingToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int64"})
+		err = runtime.BindStyledParameterWithOptions("simple", "Fencing-Token", valueList[0], &FencingToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"})
 		if err != nil {
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Fencing-Token", Err: err})
 			return
 		}
 
-		params.FencingToken = FencingToken
+		params.FencingToken = &FencingToken
 
-	} else {
-		err := fmt.Errorf("Header parameter Fencing-Token is required, but not found")
-		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Fencing-Token", Err: err})
-		return
 	}
 
 	// ------------- Optional header parameter "Lease-Name" -------------
@@ -10047,15 +10125,23 @@ type CreateKeyResponseObject interface {
 	VisitCreateKeyResponse(w http.ResponseWriter) error
 }
 
-type CreateKey201JSONResponse CreatedKey
+type CreateKey201ResponseHeaders struct {
+	Location string
+}
+
+type CreateKey201JSONResponse struct {
+	Body    CreatedKey
+	Headers CreateKey201ResponseHeaders
+}
 
 func (response CreateKey201JSONResponse) VisitCreateKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
 	w.WriteHeader(201)
 	_, err := buf.WriteTo(w)
 	return err
@@ -11886,8 +11972,7 @@ type PutResourceResponseObject interface {
 }
 
 type PutResource200ResponseHeaders struct {
-	ETag     string
-	Location *string
+	ETag string
 }
 
 type PutResource200JSONResponse struct {
@@ -11903,10 +11988,31 @@ func (response PutResource200JSONResponse) VisitPutResourceResponse(w http.Respo
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("ETag", fmt.Sprint(response.Headers.ETag))
-	if response.Headers.Location != nil {
-		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
-	}
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutResource201ResponseHeaders struct {
+	ETag     string
+	Location string
+}
+
+type PutResource201JSONResponse struct {
+	Body    ResourceInfo
+	Headers PutResource201ResponseHeaders
+}
+
+func (response PutResource201JSONResponse) VisitPutResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("ETag", fmt.Sprint(response.Headers.ETag))
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.WriteHeader(201)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -12166,15 +12272,23 @@ type OpenSessionResponseObject interface {
 	VisitOpenSessionResponse(w http.ResponseWriter) error
 }
 
-type OpenSession201JSONResponse Session
+type OpenSession201ResponseHeaders struct {
+	Location string
+}
+
+type OpenSession201JSONResponse struct {
+	Body    Session
+	Headers OpenSession201ResponseHeaders
+}
 
 func (response OpenSession201JSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
 	w.WriteHeader(201)
 	_, err := buf.WriteTo(w)
 	return err
@@ -13531,182 +13645,184 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rchu3tuaroHhOlck9TYqS7CSmaqpGcexEO962t62Mdx3Towa7QRJHTYBpgKJpl6rmaWbeYx5lnmRq",
-	"rQV0o5vNm2IrcSbJD1NkX3BZ98uHT61Ez+ZaCWVNa/CpNec5nwkrcvzrySI3OodPqTBJLudWatUatC6n",
-	"gsVKfLBXCV4RMz1mdirYPBc3Ui8Mm/OJ6LWiloTLf12IfNWKWorPRGvQontaUcskUzHj8PgZ//BcqImd",
-	"tgaPjk+ill3N4Upjc6kmrdvbqPVczqRdH8krPhHMyI8iYsfManbc7/dZOxVjvsgs/NXZNIoMH1gbhJwt",
-	"Zq0BPCRqzaRyfxbjkcqKichxQC/wMU0rkwluBIPXFO+eczstX43/RK1c/LqQuUhbA5svRDiSf8/FuDVo",
-	"/dtRuTlH9Ks5wvfCAF4Loxd5goNoeEnuf/7NL3ojjJFavYZLm+Zr6PcHhs0Xo0wmOHXWjo0wV//3f/6v",
-	"uLNhGdx9Wwc459aKHO79H/C4d/3uY94dv/90/M3tv7fW6eQWnmXmWhmBBPw9T1+LXxfCIOkkWlmh8COf",
-	"zzOZcJjF0TzXo0zM/st/GpjSpz2X5xXdRS+tLkos1Q3PZHqV07vjATKH+4ulWhimtGVjnWV6ib/B0HKe",
-	"WNaOl1xaqSZXC2UW87nOrUhjNtY54wx+YtxcixQYjjMj8huRs6W0U72w7gKpJiyTSnR6rduo9UznI5mm",
-	"Qt3rAoz9W93Ur8WKZTy5NrQQOhNM5/gZaUUaphfWyFQwaQ1IkbH8IEzEcNajXC+NyJkRCubol9FOuWVL",
-	"vchSlky5AjmgZ8JOYf5asZGY8myM66S0ncL90gpck+fAoM/1PRMFioWrTBf0QHJCfJgD6UdsyQ3LBX6Z",
-	"RiwXNxr3OWdmMRe5ESl87VaNniVTWDmgJCShRZ7DCmlFs3yh7TO9UOm9TlJpezWGt8Y4Bn/pPQ7hXDGR",
-	"5zrH97/mVqDmEPe7DDm34iqjFwcsgBQ803khC4AfuEKih1sYB4FgzlgubL5ifGxFzuLX8Ef3HP6ImRGJ",
-	"VqkBkToVPHWKOrgE/twsT9cUWSDg750jnAIIecJ95bkC6B34Ism0ESlu6S+KL+xU5/LjPe/pAl8slIVX",
-	"4LYqzc5fXcDOkqRSbKGulV4q+KtgYCVqm/X27dvuefCovXasVHG0BjdcZnyUifteAv9et18pt3wEYizh",
-	"CgURvxZsmUuLKm7J2qk012y8yLKIXRy9JNaMWKaTa5F2mM6HqlCHXJmlyHvsteCpYddCzNlS59dSTc4Y",
-	"ssOES7WVKYbq87HFrf8dn3Se4K2BMcHTVMK68OxVrucitxJMjjHPjIha8+CrT62pzlLRYEa/nWoGvxkm",
-	"bYQqfrqYcWXOgLLQItAZkJJUN9LIUSbgmhm3oO/AWBC5Ye2PItfdpUztNGIjmcpcJDQs/wSD9pf4wGdz",
-	"IJcWrKnIu6f/baqN7fJWFFrfJ4++QcvX/328ZmNFznJem41bolKrc4MmyozPpyDy0EWQhs24WjGTaWsG",
-	"bDEHoz3GJ8aM1skwDkosERETPJkOFZg3KCKBswrNx1XKxkIloO6tvhaKteHNY5kby8a5EPgOUJCTnCsr",
-	"0rPCOpJmqOi6RM/8LWhLpbgLOAPxIXhMp8fQsodxwiPBPEnZciozwbhaaSWGinbSz35QmB1aCdbWOVNa",
-	"icgZcsWqnJHgWPkfpiJL2TzjUg0VTrUDr4sf9h/Ty69m0sy4TaYxEfsBPkvUAq67SkXGV1cz07CByFm4",
-	"R6FpYlgbuFMrb510oorlBj+6JXYsSmsIj9FqAsRHZEuD+eZhKxhnv2mcM2E5CJZdouof/jrgVadLZLqZ",
-	"Mhcq9RP0ekYqYwVHcxpGHVubXc1MzNoTeSNw6xw94F52AsNtqPzyIH0GyguMNyWWSJiBSsMvidVBndV+",
-	"Hiq3unBFsbeHsCUNfX32aO2ydJGjVmBSsZmJcNBSuRGAF/HAsBEYbqbiPveBP0+/6cN/nR57K+10qOJy",
-	"seMIjJqU9QeMO6qhVebFvDMOdg4naoB/g1nTRAvZdPwIqXiNXNZJBFi5cbY/6SW9yGpyl6RCb6hgbBpk",
-	"Mcd+xFKNNAxXdyInksJ1GSpcmPKeU78c59s9MKfRkH/7Q9Xo2FkN7I+3DcC1Kx4VuynGKOlwKlqxlV6A",
-	"I5MKWrmDGOs2dLTfea1UEM774g49+k+RWFjmJ7kAW+dnsUJnvKLVrunL9XiAs4lAZIts3GNvpmgSqWzF",
-	"pgJEXrm4qOUN/QYSfsrNtNdqIO5cJDpPdwkEGGd9mjDM4v6mOT69cbZTdSYvlWBCgd2BrvZUGqvzVY/F",
-	"3MYg9pZTAYY7m/L5XChQLyhAnOEak4yc6RmY/GveHsyxupo8sU2RtmegFdIZ2D2o1g1rx86yjCMWX4vV",
-	"VUJ75P8MfvUhIJD5Ai7pIC3FU65SfSNyH5+o+CjoVqfgWtoIuHXYyvhIZKyNW5p2hq3GDeJ21+Zcypkw",
-	"ls/mcLmTnVcH3uZHvuumn9x13l6DWwsjbG3sd9E3ao/w3xkTs7ldOdUe5wJIDpheAMmx5VQbf7k0he+A",
-	"ho0TVnyRSkuXG6DDa7EyG/ijDAauU1D5ah+Joqtps3MxXhiR4i9ouje+wYhf1x9+oYD6jFeC4kbkKxou",
-	"cfkSTBVmbC747IFhsUzjRntgXcD74GDjfODRoHWQM2kB0XCqqZ6KS1kNTzZOEc3IXStIjG0sz4SzO+e5",
-	"AMeeuHqPqdE3n1pCgaB+1+KJk1awjUos3SeKBLU8r9CXyNv4iYbTilqBDHB/hZdVJUCrZKGS+QOpGATc",
-	"QxkKe++uiXz0mhYrKtUIt5vF63NJTlNV5hFdY/zaClLm29iPBHWxgC2e53yFvFhmIpo85upc3EurdzUN",
-	"/EewaVE0Z9nLcWvwbvvo0Mxq3UafKm/z7krDG95HDcKDLAayCpgjDDCtyIgjiRH7h6Ie4tmSr4wnwh5r",
-	"Xyj2IxowQzURSuRAGAzeDUS7MvSoqPFZek6uY1QIoESnJBSsUDAqaXsdtDw+dCe662bkp976KRDPNRO8",
-	"GraFRxPhEA+j/8AyYUGjTvS6etzkQl+A0YC/NXK0l9IN8pK7qEjDT44vDlVO5Y2jVbOzj6H7wb4q1epm",
-	"BeMWzmq3bEDIEZNjWDuwE423eQ8RcvBgehzlF6zG7aC92CnUajy2SURUlraJ5+p6+7A4S7mpNQEObrxF",
-	"h76IsfSqDtZx/+Thl9gCMhNL+0+WMf7eoS7ebdOCCZ7B1XXRaiy3CxKyReBHX7d2Cnq6rWlrGn0Ap3cO",
-	"5RR/22iDB1HYoe5CJm1oS5VxHjKNr8WqkdQpFlAuAOjG2TifTD6m49lHu/z1JLtuug+5s1E2+MxURWet",
-	"U01NPzl9fLg8odtoldbllKbo77bnvYZr6psswQygObqnBBOLwj3dQAfN2hxs0711OXpq9ZVa99w2kuLd",
-	"BESxseuieQFGrPOBwlgsmuNkhpMPuS45+jtDMyHZVF/9gs9Eke8sfLAZX4G/Bw5/m+QGjKKw2kG8guKX",
-	"16Lj+QJcjBHml2DsZIgXJQj77Ail+3FqF3T96UkDKd+V6Cr01rSpZEQ0GA4oYdEVlYWyZ0ZgoIy10WIu",
-	"Ai0gfn38pLBsOk3eNo3s6n7cVvHBCpUiK1/l8HXeHLx6RUYcKQ0XIXHXG/SibDJFR81HtQegZ6y2YLJN",
-	"9ZJi6zOZZdKlRIbKTsWK8TQlnQ5LiJNYsZFYaZWyJcjZYGWX3GDIjlmdpREbiYQvgAD9QIYKvDlrCs+L",
-	"G+98WZkxbvFr6/1MuIVZCVSeLWgLrc1YO9EKJsitvBFD5S50YXY3EuCCKb8RbCQyKW6ch+riKLCcTPA8",
-	"kxjS5WEok6Uy3RUfawyQN/hGewYaqhGGbcmWdW3jXYQNxTVJLqx31DGCTLKAgsVnLnZG0w+8ByLwauYn",
-	"u746/fVk9qyf/vPh4pfv9L+OR4/U3/Nvl639szzPKH+RaetLUFwmY4B7i3f1WntlH/ZwlX9LZKac9wgY",
-	"Qk26Sk6mNls1x0/Q8T6UsYnersRcJ9Nm4W5cvgH5wFXJOSqd5zoRxtDe0taBdyCtq2cxIP9JktPt7SWG",
-	"319pYye5ePPP55QhY7nApC+bOhmplwqD095Khed7gelKZa6VXppgMAULFmktaYmtC56rxepbYn71r+uT",
-	"m8f/nH3f50+bQ0YbYjhA2GGtWLEulDGomMtlYAcNbBBwTuhXUi6+CoYyVFW6N8JcnY4f835yMvo2PRYP",
-	"+TffNI4304dTvFSp+BCxca5nrN9j4JC6eB1ODQcJ98bw57/Bx7iZPwrHrEyHfPuYMi/uv/2iS0Ua6OC0",
-	"SrMXV+YJnDvn3hBVtGiFhSqKss75G5V/s1lJcm5vwxKf9MZyK/aIFFU3+ikaUi46IVTa2+kuubHtjiUF",
-	"o2qwcGChH6CMsOLMRYsx9Qw/ULwRNbLjZ5D/uBcRhfPJtOA2Lv6Mh6pdlpIFtTTOpej0WFxUclyFCY0i",
-	"sZtwxUaimtgdqjZVX3BXoLOKSKvjCHVyzXCTOyQpPo/FFQ7zMJtLpc3ZwWI5A0siqq86ChAXn90ain3f",
-	"IEf8htxLRkRkaeAejrTOBFc7Eh7bdXuTRmcxvCiGxVNsJsAxcprJFVnAzxGLkS6RnDDEJydTYayjU6z5",
-	"iFkmDchIUFx4M+YejGZjnv8xDIfPZhzAfHeucpFPsKgHG9eFtWFsqdMh0lVU/3ZxWKicg/TKnul5V4NV",
-	"nfxrX/dY1OKshSp3qSMg+G1aqUou5Via5PI/AjJpjiNQpVi9xHTF/v7m5QtGD0KzwLKZNpY9ZD/L7yMm",
-	"epOeN0dSrK3gaZoLYyqGCb4zbw1ax/0e/P/t4HG/3281xfle7GHUBrXy7867/8G7H/vdx+/Lj72rQff9",
-	"p350/PhxU/F8pVq3tmvPnrDHDx99y1xJIUuF5TIzPYa5MfJgUEBELKadgU+lSItZu1Avvk65WkXjUtNV",
-	"rdTerZM6Lu+OCbkrJ364SoeKZNGV0vZKGrOglHiRqwsuZbEb0tVYqETEjerrrmoo0Wkl2VdrDQDbwZdM",
-	"t7wv6Ei8LBhvRa1gfp7og6lRBA88fiThq4Jvat+PuczwW6v11Yyr1ZXnDuKTWnlK9UKbTOnKOV9lmsMS",
-	"6quM5xNgy5mwU53ikLCI2SlJnOQV+P96AdMIHn41E6nkVy6rSFWblUcWTQR4X1nxGqGIyBXP6IewKhde",
-	"GtRehxMojLXiG+c8GLcJbtnDquSW05VF2V2jvq+Qz4b8cZ0+2Tp57pk+Jt5rVFRYXdukcqTI0m4mbkTm",
-	"WZe4pt6oUtErO+PadzVZNuTy6rJkUBEXW7J8UhnL3dI3xV5Djv/i2+NpXqaNw2lIzDzsP25UuNJmNZn/",
-	"vCh1aMzs+bqC4no+0gs7GGVc7U79OD6ktxbjdAKsSXe+xhIE59/XpOWBMjKTwD6kDD/twV97bMPWmmsf",
-	"1yhow/tTqG+wDGdLQmmPt2c+mL0POe5FVFvS1WXlzzq1FT95/YMjuxZijsaT+OAEaZNYWxiRX/GJq47b",
-	"Tj0yrDZprU+zvolYLlKMbyt5NYcFttd8+AIZlO77hg5Kgt6VmQoevtv3Lx77WoDiOzBltZv2t9dSF5QY",
-	"ppr7/ehulLn9XSWV7s6sh2RbH9quLHh1K/amuebNwQW6YzoxiNyHMz757rA5bCkSghEqsbzn8d3Nf95U",
-	"gH7OMFprszOmZ9KCuKWy3yJe+wCTQnepNNmxdEQbF2qsG2oXqGvqyqvNtTX4HOrmslLoVISesMwSZr2X",
-	"2smaU6PwbLQIui+CIHr5fB8v31kwuq425Md9J76Yp3epALkRuU8NHLrlAcd7XeKfVhmOm0ZU3ehtdHJX",
-	"TUN3H6JoArrcrWv84/dRNXTtW9j+326W7WKQ/YgeU76/hc4vrAnofCtVH0C4W+rgqm1l0h5c4RtQ9/rT",
-	"3Y+UF0RGZTOeirtIv5Luvca7E90jueTN1I8DzA+nbSLBSj3JcX8Hqft3NY7VFZ7UG60xbBAz+NecsZge",
-	"ETOemSIJblxDFv5LUYDI96gW3OWy6mChwbfevjtjMdaYxViNkGqKeiPIQDVFwCkaSe+HjYC7Gs3qN5uy",
-	"oudFApQ6TpCDorBNwNVuCOZaItcLW6hR+q71ePeUstiSmCiSfes+uq/0SakbfFAWvLi1CVPIlI5wgXvK",
-	"fFESJ1y6z5M2uHPpwAYyAHFXAVKRis25nZrITxTWgHLMd010b2mWbC46oZ5F927PV0VDZbHuzeUo8BiN",
-	"TVJu4cOSFHP139PT6/78P1bfLf95ov717ej18ezyUfL3x62tTY6HysoSbabe+Fah/8157Cap5Hj54oe7",
-	"GejVffhM/Z4FrwwYR8vbt36e+QrB0vouemPuon2C0W9Zmy/VMl9t7fFifWOB9z4r+jmdniowkt+CrX23",
-	"YBPg0+6yGft0c5byZ133UCs0Vlq+fvaEnZ6ePgY2/uXyiWvt+sATm62YneZCsHHOPcpAKifSVvNarZP+",
-	"yTfd4+PuyePL/neDh48Gx6e945P+f4TzAju9ayU1ClR2otpcspS5gMt6l3Rt8VtXznw8BXGlBq2JtNPF",
-	"qJfo2VEQ5qp89k8jeAsjkkUu7eoNbCwR3kjwXOTnCzttXCTX2zpg8blDIcF9HbDv8T6WXV8j5lXPI4th",
-	"qg5/K+c5tXZOA5DOM23o2DZM34ic/XR5+eoIk424DRXT1JWOocgFu4RNcr2M8BqRBqZN0OU3VNS5RuYP",
-	"Jea5q2zG9DMm9fFanvWGaqiQaBjPRTNdBMWmYCYnktSAJ3i60xFtpTK1N1RPqV0wz3WOnUyKFYnGeBOQ",
-	"ScxSnSywqxbfz5mxfJQJFic6xdydf65vOBotLIuPptgo8dEF94/AYFt9jFkbrfDikRwuBVXF57K34rMs",
-	"ZlIl2SIVaYclPM8lqsCixZmbodpACcNFv3+aXIsVfhBxj53jLVOExUAIrLY3X6PScNW5tzgpIwpm50gM",
-	"lUtoMatd+TdW6wEp4DIYHdSRn7kaCywUqnVhwiabRQILh4hEU70cKqQgVwiMb4Rx9dgLjddsg7YJW9yP",
-	"WR0i54zxoYJH+KJsLAqWk6kN7ztlJVwY7l+tWcxXQ3JFhjdrY5UzJhxxd398ehmxn56e/4Azfvnq8uLl",
-	"izcdN31uSwixoTLCSdpmeDDWjt+IpPtM2GTafSOtGLAk18Z04UfaHMNngv70oD/xy1xOpIqH7kFFNbKb",
-	"xQPDptrYDjX/UK8tblp97uwJJkJ8RWgumNJ2qNzgDSEtKCHxLZQwJQamKxkfj7EpFBfxFXcVpIhegSMM",
-	"Cz4didA4ut1E56ZLV8WsrWBnRyvmAA86+AbsKBQfEjG3vreWOhUSnmUsPro5jqkKskRsw6c/efn6DWsD",
-	"bWaw86YodT1j8TMSZ91LTLxFQxU/veQT4IcKvg/y7HNN4iAGJwi8nA5hTwBFlCwZMSMVdjYLmbNE62tJ",
-	"4muo5ETpXKQ9RvLBobPgnNlEWMOUpsE6BKEaLY50umKzhYGdyeUNdmNmYoNCT1fMJb1D2AhmOg6/CBfT",
-	"vWeAjER99x4LSZbLBGTyHaul0mMS3XBjsrBMj8dsJMY6RwC9oYqfkO/fJXMnRgQKtpbtpQmidqnMsk1q",
-	"4NXLN5fOxsft7dD0R4JhN0cGYwvlNMlnV6VcIomeMY6IRUY4XaXHLF7Ycfe7uMMQGMeWDwTCz7IB1vnS",
-	"DhVzuVzNRYzgPcHSHD9izTUFcY9d2GLAv1w+635H1hdsczwcLmImTMLnwnWRI4aPWeS5niASG7Ca9hU+",
-	"BPGy1GwmZiNgRT3GtXdIl02L2xmQROUsEwrYeqhSAToqd6CFRmZCgUmVi3nGE0SaSXM9D8WEg6cJirlB",
-	"fZToUENVQEH5EW8GiwqxogIIqRps1FCVuFHsJxIyYynA5MbCjPVuC8uvhWHtb7D2iWSF36Chih+eHrN6",
-	"cYcrsclkIhRF/Bwk6PmcJ1PRPen1W1FrkWfOWDKDo6Plctnj+HNP55Mjd685en7x5OmLN0/xnjJrXstz",
-	"FgG5Vr93TBc6Ld8atE57/d4p1U9N0Qb0xgJ8ngi0MME3QSK/SFsD13X5sVVDGz3p97fAsR0Gw+YaOxtQ",
-	"2LB43rUO4A6YAk2w1wqt2tbg3fuoZRazGc9XYFbKG6FcDZrlE4NuA73mPdznjKKNs35NP/8uk8Z3I/7f",
-	"o/7ppscU4zoKAfK2LQk8VsKaEHhYgWbnrJOoMKHKrAp1USFCCmK4cpl1Nq7ozfGRb4tsXNLn0tif4YIv",
-	"uKi+YXMDKRGkyG3Uetg/3mthS/RFvGmP3SgxaOGOk8e77whxO3HUqEF331eCF4a7TPq+MBAC89UU5n3E",
-	"QL4a6xqL22iDd3rsBTpWtgiKVbiHOlRvo9bcQWdWd5fQk352AETIot/rdLXHzgYloq5n1dd7MuooM2HP",
-	"7uBdUQ0Kfj/1aPpQ9G20P50UcDnV6ILNF+J2jUKPPxuFBihTDUTqfu2xn4WYI8ZRXIGQMlbnYg1DCmmz",
-	"v5tiAoToPzUP0CqGvmtB4r7jXhp0B5UDX5QuReWiuLC+DbQfSLmjTzK9pWhGJij/WFcgwHieHyrE9LCp",
-	"VBzZlLysDHWTZ917lVc0tu13FFjLv8/m0lI1bu6FBQaZGw+lWoJrFs2FTjRFPkIAOi/lZjrSPE8LpL5G",
-	"sRecFvCuEYVepvvCu1+L1dU73v140v12I7z7e0dtZZpoo1Z97qt9a2Osg7xlKxdPoS5J7LN0gI7SbDo7",
-	"gCTvphMMmsqrbqPGV2Mloo9da2IyakIC5dRjL2eSGvpH2k43jQZ7RyqD8WlJVykKD2wEeWqmtnLFjujU",
-	"hT0udCdF3L7/goZM2STYoCVeKoGHToBnRgv6lw6oiwlYu4DaUnShRyVOhOdvx16FcKe/jz7BdTUBv6nw",
-	"44EhBF1K2pb51zDu95gFkPjg4rqGWU7hDyfygXi9x2/YSf8hoZD6VrOIeMYW8EWOebmtl3EYrz0GTI4p",
-	"AIMvBI96pm/QICTgLYo70OPa2icwlSjGhA1+nTDHKQ24utUpOY+cYpYuiEmOb5NaJPyLHfLKCXqydRye",
-	"suu1q7TVPDDV2W8SHb5spGTAgxATGth9T0UOu/rH1uL9PdizPEjijgx9uDP7uWyFNZIB6ucuoOWMhyaR",
-	"EHmV29TE7M7k4IaaF4H+pXFNtbpEaTnp913gmZpKMQNMV1vT3OrcW+OaH4X1LPNlNY7rnmz2nmnpUAP/",
-	"ZZRWCe0ybGsF6emQlxV61LjTrnh3E6XVROEOE4QAjN436awjV7FSP+Fq74eWHn6VBBAjMihkrjXRe+Jv",
-	"Ax3Pga6xXKnslI98ErMirYdqgt6aC7WSle61mFmA0sZYv9eEBVJ0eMpQBYYuorDGUK0B3kcOt6eCueE7",
-	"LB3WGoJP5wuFp/Q0aTAHsL6XCjt3h5uUqOmwUuizuFTKyUM27cBVi9ynrOASp4/xMy0GtnkWRFTilkjj",
-	"RdsZ+jokluh+0PYEHkSLhQdLkFxa1+DkGxcDdHuVyvFYoOD0a00Q/Y0Jlp/FinLgx9+AcXHy6FHl9AYH",
-	"rcRVqmfsl18ufoA1n+lcUPpyJDyWuS2BtYfKIboQsvSsDFIWyMPl6QPungfGzZW4D9FgCpuJthTtg6kv",
-	"ZHQGwkUqZnNthUpWXXLcm12eR4+q1TXfNDhvvyEI5suBmvCUXAEOgpzsHeyqneexV8Dr8+kVgpZtUCk/",
-	"EuP5WFcBYUYgAZSm5yALgmpIZ1nXDpmpZFb3KXP2x3MgRZxRrtnBqTkJVGBDb/bnd1ct3f6xnTKy+u75",
-	"TDDX7Wr0TGD6VYA5VFa5Ob2pcyfbpCpOSltTJUNVyZz3WPXYMV4XvnGNweMQjxfFzJSboSKJuR1T5ozQ",
-	"8DE9WRmET8knegbkNuLJ9VBlqN+KfHcubuRNKKgHvsrUnSniZC8Q/bVY7TrpZ1djsatBCnRf1RYuTj7J",
-	"wYASKVvMOz12XgIshsvaa+08YcuZX/dGV/X2fn/iXHkQhjQOXQidsgx/MlGo8R1ymY8oejS+CLXZeJFl",
-	"eHZN9aizz3os2e/gHIVnGNW8or0DJEclrPn26ORTj0R+mEn6h4rJlejuO2JytCh/xeSavCR3tgiJXseV",
-	"QTLyi3tH4akan9U9euGCXxLhJhKRhgdfEhp9AB0agJAGZyF5xedxYnpDtSHMyLMiWdV0xEnUXA9ZVHUO",
-	"VdNdRLhlzBEeU/GxAhAj16rj5gBOgdVUsOQdKvK8tmCCM3CP5gLrdbEqyIROXY+56A2tHcYwMVaDraQ6",
-	"84eIBbiPhYZNNIkh0RyCxOcXaKa/wVT3TeCtXFPCOhXzTK9mcDcBqnsj/iEZ8aP9U9Rrx7rsY7affL7y",
-	"lALsteHYUXMt0rPwYINMcPBfJVYVA22HlAqqE4sl6/T4R5eQd4yj3usBtM7IUxqt6bohrfQS9yn3p9dN",
-	"yQliU6yovBF0dOxXEs49N9cNMDn++IZy1hPN2l4EgKXtRV1nf7vGCanPoCXqwgefW0ZzD5E8+1FMDeZh",
-	"L7nRmMnwRzd8DV7snzF3QcRcYhKX+nK0KkOFwSGhRdqQ/MhDqF2J5RegdSWWX5bSA7iQew5ruXOAmqo3",
-	"saWyV4UElHREcIEg6yBAtgWx/vSRpz8fzz7Fsw/WYyxkK1HssTBnkX238WgV1mmjf/06BGhqqlKq5cED",
-	"TJHNJ29HzfdmjpsPvhGjYs3J983NkV9d1U4Vx2tHlKDc3r8iBevKj478Y9UOTpCsTZGCgFM2VygTJFkJ",
-	"fPaldFIVAe2e3bYA161JNSU6T//4Jt3XYqDBBlNTrqdR34NZHF+kFxYTGEGLjm942kjAhfgPsJa2SP8S",
-	"MmkP4X+3as6vSwYHAFc7RbBbvL8kcGP9ZL27fmslZUmv6yR89Ml/3FlTiZGjovuoKC9xB0NVTvSlbBm3",
-	"BczUsa8xUb6GxE6lGSrXPUEFJXRuSe5kYaCG0TRrihj+gMN9XdpNu71nuuXPV7z/O8hZWkpXNxRQY4SB",
-	"xhueLcp6OrykqaYvJM4NZX2IV4ZPS/TMn/JM58KiWKJzZSXV/PljYuGiCBvzy05wKjvJhUqx0EZahjAI",
-	"XujQGUlIkQOX5eZAxZYn05lQNvJ1K0qOxyKlUL7hKh3pDyJlbU6jHCo/Bm5YbMUHezS1sywuoCJwakwi",
-	"qFvCFTbNJziWYAQPTNn+0OkN1QUV+DzB1tQn1Bw7YEp3E/gGs+r4ieUCy3+4DVfq6SWfRA6R/mLcfaGV",
-	"6P6D22QaB6vpHCO4tohZnPYfVnATcIY91q48BLMLMI1UJBkHKeTW1ekXv5o/XV6+eoAnQ0UOQouQBvAz",
-	"DN4UFR8LhSfAunN+14ouN7N8XV/97ehvVRW1forCaEUoJAXxVKBvRlIBuW8ovcT1iPYnyVpswXeV/yDN",
-	"XBtpG7G44pIEz9hYZgLk7n8dtgjcwzMQIXwMW/GAlVgN/EaU2+YbuRF9Y6qXmDSy22tp1jFj/ZDfuG7W",
-	"7iudyaThDNXYscaZR3DomjxhD5RW4kE8cF1eXK2WfAUSg2r7fCQcSMKVcRA4wqHDBCreK90f3PNZIz1R",
-	"61/dEDSg+3JehAzW0gUoUuLD5givOG1ScS+0ZTOdyrH0yaBCMeMhcDLL/AFTXj/rMavJhRqhHr6ct38V",
-	"ItebvNdV5VmgHEm5ScUqZLhZVx4WEi4kJoaFF03V82DZwwjG4zomCqrC2pma+DTX4iGKtLZiOZceB5Hm",
-	"ZTWoWmzlRIiRnCtDwF0+oV3iqsZBPI5QTjKj2UgEXzuEYaethmqhfBlYUSuDvh5awezcV+mO9I2oFDEH",
-	"upbOLKSiZlBlHviivX7+QmfAeJKIuQX9D/IdUTRwzsGUscqaXuaK2DRub4+gXBz6DprSHlcoFHyytIIR",
-	"HQVYE7ly4ACdhOUTh+jEuNs2zOHiIx2QkszEGvNzV0/n+L7RJBiwv8XhM2SQvxcfwPtoI0LW8XGf/Z//",
-	"fXzaOSOMlKVfg6Ab6eHxCR53Uz/8pdqWJEsdiaV8bursslhQaVgyFcm1SIcKg0yRh3ekSuySpgaF3190",
-	"XD3sP66erRG5klV6TzRUyym3RYt9MdYmj+PVIrQ9mvz6evFyVakcVLe6Dei+iOfW31cy065w8Lr7jaaf",
-	"t4RLc54b9uPTS1y0V79cFvtrexsLth29HjaC+G/xICRhapAr6bdKhdteXhLz1hFsLQbf13A81FgkVCFv",
-	"c7oTu47ZP+T3EQGBrSpGZMSuxRydg4m8oXYDckMQ3MiQ34HgSc7GM4RFkPqzqt2bChKH78yUz0Wnx86V",
-	"O7gbaxQQ1IiOTcLXOHRizhCxJ8NQlHcAsCUBlwbeSA9pc7XqDFgMwx4wWuV4qEhEzvg1LgB4Jjp3nc44",
-	"Axr9SKdSeMwhxsOjzYAPb+8hMEVI6Otb99Z5Bew8jCU6uNYqibaLgEeHVJcv7CqBw0Dlh62kfZbJa6+a",
-	"qF3CAecDqZ/0j8vjr72DkYO7iBB+2ZKvwMyXKeND5YyLkkfp+aGr5eUs4cegTKWz2gtkTW7X6prvYkv7",
-	"+Ta784H98Mvr55FHiGtYXpIyu8zMv0r5ncsVaLlBYDRJg108y8BGaTvQs6a2Xbypc9Z0fN0AXDIyaqoh",
-	"EwL/nKKVG1hYUzmZ9thTggsk48rF9wiC0gf5nA+999l4sLjHJ/e6uE12zIAVxhkhM9aiKx6haaozF3M8",
-	"+e73G7RnYNrFimXi4NG+pqozRPdf96nuEPo+Cg4YaAxBvp1qtsy1FXQ0qh7XvSDsF3bC3wxKYVYer1Lx",
-	"cpy3NFTVY1n8CRWEDm8QvTFiRn6kQGpoF/TY69CPMCX+5kyryVBhT17bCMGqFQudM4ZBfiw3DFXXWOeI",
-	"Pwk3Nlm+YU7rbe7Pa/ziSjk4FmKDVdWcg/4r+lAv8Hfr491XTzdY718aMIVF2u9sS+t/lkCE48jiBMzB",
-	"pw0l/L4jhlRECfkehyHNmJowY6yi1VmKoJfciPUDAgZogvn2qqIQ3h/bgH5GO9RTrmIsjSOm+Myzjru+",
-	"4454cF8PlX8OHVrgLLtwKNJGxREStYeVTQfUVJtlLm4yVJXACWxodSFC3CzKTJAbgK4U6lrEJGPnTGnV",
-	"xUQMO391QdDIvq+KccKBFylTi9mIJJPfHzw+wUM3sbbHAKbTPphCKxKX6WyojqN+v88WKhOmAvhrwF4t",
-	"wgWdJkHzci7Um+KchD9Ot27tKIF7hqfzK9KUOMdTLXy7bkAUGxp23TEa4SkaBWF+Hfn2+29h9DyAVnXQ",
-	"kIhemKETYGp8YhyO+Zlbbq2o0TEThONDzNJjL/9s/Ysvcfp+OaJCHofH5KAkh1W4FmLOM3lTMdsKjVBY",
-	"bf6bo0/u0+0RrurhtdEFG4+39IwVBd0VP3rCpfLHN4HcdvHLdViYJzC0u8qwg+RBeejLPZdZb5FHOPv0",
-	"zLUnm5iEfv2gpKXIRcOBSH/KxqPtN7il/MpKqp+QDikMlwAFomLyuN5Kb/c0ZIEOZfw7NkVsYPyG1oj/",
-	"bznXtUjsybp0rNlfnKu+ugYmRG0JOXdjOi3azMvb+RbbSTfGU57yZMpmwhg+IezDGDucB5T/xc8u+xHL",
-	"dBBT0kL8SsHAlFvursTOfzC1/v7m5YveUMXPubFd/LZ78UMMfu0CTw5y510gYtGvZdOr85Fc7zs4R4me",
-	"4SE82EqNwU18wVBxNhU8tyOwCkqXkdq3pWEyzRqbmt+6LNQXKwFuTgKGy7A7B7ZV0mAFG25Jl6ZbFTVr",
-	"AfmmGM3X0VZ8/3GZcwamb3AqEiFUAEW/QYe5+wZL8hxuRclwxF7vb2vnClSPDnv3HraXPG8iu/I0i8HR",
-	"0fHJt71+r987HnzX/66PStE9fkP8JfL+Y4mjmjrkHacaztyRNwS5h0VcjrVqrUqmtZ7/fVY/Mgwzn6NV",
-	"WKPvTyJ1wSusEUl4nq/q8HW99b6qpne+9SewUiw1yLTJ3KUxltxQRUHEsF9b5yAs1w42w54DDJ6Gby66",
-	"B9Zf7Q4eu8HKUiCDaPO2u+fRrq8/6h+Bcg5kNBhahRdGaWT3HpUS/hw4ZxNhpyIP3lII8/UXObfX+FpW",
-	"PEEMU9I8OPrL1fli5KETPBghu9cf6o8EceTkDsMI7nOnWdy+v/1/AQAA//8=",
+	"7H35khu3ut+roHhvlciTJoezyJY4laqMZcnWsY6kI42jU1dUpsFukMSdJkA3wKEo1VTlaZL3yKPkSVLf",
+	"9wHd6GZzG0vjJbb/EIfsBcu3Lz98biV6NtdKKGtag8+tOc/5TFiR419PFrnROXxKhUlyObdSq9agdTkV",
+	"LFbio71K8IqY6TGzU8HmubiRemHYnE9ErxW1JFz+y0Lkq1bUUnwmWoMW3dOKWiaZihmHx8/4xxdCTey0",
+	"NXh4fBK17GoOVxqbSzVp3d5GrRdyJu36SF7ziWBGfhIRO2ZWs+N+v8/aqRjzRWbhr86mUWT4wNog5Gwx",
+	"aw3gIVFrJpX7sxiPVFZMRI4DeomPaVqZTHAjGLymePec22n5avwnauXil4XMRdoa2HwhwpH8ey7GrUHr",
+	"347KzTmiX80RvhcG8EYYvcgTHETDS3L/869+0VthjNTqDVzaNF9Dvz8wbL4YZTLBqbN2bIS5+r//83/F",
+	"nQ3L4O7bOsA5t1bkcO//gMe973cf8+74w+fjb27/vbVOJ7fwLDPXyggk4O94+kb8shAGSSfRygqFH/l8",
+	"nsmEwyyO5rkeZWL2X/7TwJQ+77k8r+kueml1UWKpbngm06uc3h0PkDncXyzVwjClLRvrLNNL/A2GlvPE",
+	"sna85NJKNblaKLOYz3VuRRqzsc4ZZ/AT4+ZapMBwnBmR34icLaWd6oV1F0g1YZlUotNr3UatZzofyTQV",
+	"6l4XYOzf6qZ+LVYs48m1oYXQmWA6x89IK9IwvbBGpoJJa0CKjOVHYSKGsx7lemlEzoxQMEe/jHbKLVvq",
+	"RZayZMoVyAE9E3YK89eKjcSUZ2NcJ6XtFO6XVuCavAAGfaHvmShQLFxluqAHkhPi4xxIP2JLblgu8Ms0",
+	"Yrm40bjPOTOLuciNSOFrt2r0LJnCygElIQkt8hxWSCua5Uttn+mFSu91kkrbqzG8NcYx+EvvcQgXiok8",
+	"1zm+/w23AjWHuN9lyLkVVxm9OGABpOCZzgtZAPzAFRI93MI4CARzznJh8xXjYytyFr+BP7oX8EfMjEi0",
+	"Sg2I1KngqVPUwSXw52Z5uqbIAgF/7xzhFEDIE+4rzxVA78AXSaaNSHFLf1Z8Yac6l5/ueU8X+GKhLLwC",
+	"t1VpdvH6OewsSSrFFupa6aWCvwoGVqK2We/eveteBI/aa8dKFUdrcMNlxkeZuO8l8O91+5Vyy0cgxhKu",
+	"UBDxa8GWubSo4pasnUpzzcaLLIvY86NXxJoRy3RyLdIO0/lQFeqQK7MUeY+9ETw17FqIOVvq/FqqyTlD",
+	"dphwqbYyxVB9Oba49b/jky4SvDUwJniaSlgXnr3O9VzkVoLJMeaZEVFrHnz1uTXVWSoazOh3U83gN8Ok",
+	"jVDFTxczrsw5UBZaBDoDUpLqRho5ygRcM+MW9B0YCyI3rP1J5Lq7lKmdRmwkU5mLhIbln2DQ/hIf+WwO",
+	"5NKCNRV59/S/TbWxXd6KQuv75OE3aPn6v4/XbKzIWc5rs3FLVGp1btBEmfH5FEQeugjSsBlXK2Yybc2A",
+	"LeZgtMf4xJjROhnGQYklImKCJ9OhAvMGRSRwVqH5uErZWKgE1L3V10KxNrx5LHNj2TgXAt8BCnKSc2VF",
+	"el5YR9IMFV2X6Jm/BW2pFHcBZyA+Bo/p9Bha9jBOeCSYJylbTmUmGFcrrcRQ0U762Q8Ks0Mrwdo6Z0or",
+	"ETlDrliVcxIcK//DVGQpm2dcqqHCqXbgdfFZ/zG9/GomzYzbZBoTsR/gs0Qt4LqrVGR8dTUzDRuInIV7",
+	"FJomhrWBO7Xy1kknqlhu8KNbYseitIbwGK0mQHxEtjSYb85awTj7TeOcCctBsOwSVf/w1wGvOl0i082U",
+	"uVCpn6DXM1IZKzia0zDq2NrsamZi1p7IG4Fb5+gB97ITGG5D5ZcH6TNQXmC8KbFEwgxUGn5JrA7qrPbz",
+	"ULnVhSuKvT2ELWno67NHa5elixy1ApOKzUyEg5bKjQC8iAeGjcBwMxX3uQ/8efpNH/7r9Ng7aadDFZeL",
+	"HUdg1KSsP2DcUQ2tMi/mnXGwczhRA/wbzJomWsim44dIxWvksk4iwMqNs/1RL+lFVpO7JBV6QwVj0yCL",
+	"OfYjlmqkYbi6EzmRFK7LUOHClPec+uW42O6BOY2G/NsfqkbHzmpgf7xtAK5d8ajYTTFGSYdT0Yqt9AIc",
+	"mVTQyh3EWLeho/3ea6WCcD4Ud+jRf4rEwjI/yQXYOj+JFTrjFa12TV+uxwOcTQQiW2TjHns7RZNIZSs2",
+	"FSDyysVFLW/oN5DwU26mvVYDceci0Xm6SyDAOOvThGEW9zfN8emNs52qM3mlBBMK7A50tafSWJ2veizm",
+	"Ngaxt5wKMNzZlM/nQoF6QQHiDNeYZORMz8DkX/P2YI7V1eSJbYq0PQOtkM7A7kG1blg7dpZlHLH4Wqyu",
+	"Etoj/2fwqw8BgcwXcEkHaSmecpXqG5H7+ETFR0G3OgXX0kbArcNWxkciY23c0rQzbDVuELe7NudSzoSx",
+	"fDaHy53svDrwNj/yXTf96K7z9hrcWhhha2O/i75Re4T/zpmYze3KqfY4F0BywPQCSI4tp9r4y6UpfAc0",
+	"bJyw4otUWrrcAB1ei5XZwB9lMHCdgspX+0gUXU2bnYvxwogUf0HTvfENRvyy/vDnCqjPeCUobkS+ouES",
+	"ly/BVGHG5oLPHhgWyzRutAfWBbwPDjbOBx4NWgc5kxYQDaea6qm4lNXwZOMU0YzctYLE2MbyTDi7c54L",
+	"cOyJq/eYGn3zuSUUCOr3LZ44aQXbqMTSfaJIUMvzCn2JvI2faDitqBXIAPdXeFlVArRKFiqZP5CKQcA9",
+	"lKGw9+6ayEevabGiUo1wu1m8vpDkNFVlHtE1xq+tIGW+jf1IUBcL2OJ5zlfIi2Umosljrs7FvbR6V9PA",
+	"fwCbFkVzlr0atwbvt48OzazWbfS58jbvrjS84UPUIDzIYiCrgDnCANOKjDiSGLF/KOohni35yngi7LH2",
+	"c8V+QANmqCZCiRwIg8G7gWhXhh4VNT5Lz8l1jAoBlOiUhIIVCkYlba+DlsfH7kR33Yz81Fs/BuK5ZoJX",
+	"w7bwaCIc4mH0H1gmLGjUiV5Xj5tc6OdgNOBvjRztpXSDvOQuKtLwk+OLQ5VTeeNo1ezsY+h+sK9KtbpZ",
+	"wbiFs9otGxByxOQY1g7sRONt3kOEHDyYHkf5BatxO2gvdgq1Go9tEhGVpW3iubrePizOUm5qTYCDG2/R",
+	"oS9iLL2qg3XcPzn7GltAZmJp/8kyxt871MW7bVowwTO4ui5ajeV2QUK2CPzo69ZOQU+3NW1Now/g9M6h",
+	"nOJvG23wIAo71F3IpA1tqTLOQ6bxtVg1kjrFAsoFAN04G+eTyad0PPtkl7+cZNdN9yF3NsoGn5mq6Kx1",
+	"qqnpJ6ePD5cndBut0rqc0hT93fa8N3BNfZMlmAE0R/eUYGJRuKcb6KBZm4NturcuR0+tvlLrnttGUryb",
+	"gCg2dl00L8CIdT5QGItFc5zMcPIh1yVHf2doJiSb6qtf8pko8p2FDzbjK/D3wOFvk9yAURRWO4hXUPzy",
+	"WnQ8X4CLMcL8EoydDPGiBGGfHaF0P07tOV1/etJAynclugq9NW0qGRENhgNKWHRFZaHsmREYKGNttJiL",
+	"QAuIXx8/KSybTpO3TSO7uh+3VXy0QqXIylc5fJ03B69ekxFHSsNFSNz1Br0om0zRUfNR7QHoGastmGxT",
+	"vaTY+kxmmXQpkaGyU7FiPE1Jp8MS4iRWbCRWWqVsCXI2WNklNxiyY1ZnacRGIuELIEA/kKECb86awvPi",
+	"xjtfVmaMW/zaej8TbmFWApVnC9pCazPWTrSCCXIrb8RQuQtdmN2NBLhgym8EG4lMihvnobo4CiwnEzzP",
+	"JIZ0eRjKZKlMd8XHGgPkDb7RnoGGaoRhW7JlXdt4F2FDcU2SC+sddYwgkyygYPG5i53R9APvgQi8mvnJ",
+	"rq9OfzmZPeun/zxb/PxI/+t49FD9Pf922do/y/OM8heZtr4ExWUyBri3eFevtVf2YQ9X+ddEZsp5j4Ah",
+	"1KSr5GRqs1Vz/AQd70MZm+jtSsx1Mm0W7sblG5APXJWco9J5rhNhDO0tbR14B9K6ehYD8p8kOd3eXmL4",
+	"/bU2dpKLt/98QRkylgtM+rKpk5F6qTA47a1UeL4XmK5U5lrppQkGU7BgkdaSlti64LlarL4l5lf/uj65",
+	"efzP2Xd9/rQ5ZLQhhgOEHdaKFetCGYOKuVwGdtDABgHnhH4l5eKrYChDVaV7I8zV6fgx7ycno2/TY3HG",
+	"v/mmcbyZPpzipUrFx4iNcz1j/R4Dh9TF63BqOEi4N4Y//w0+xs38UThmZTrk28eUeXH/7RddKtJAB6dV",
+	"mr24Mk/g3Dn3hqiiRSssVFGUdc7fqPybzUqSc3sblvikt5ZbsUekqLrRT9GQctEJodLeTnfJjW13LCkY",
+	"VYOFAwv9AGWEFecuWoypZ/iB4o2okR0/g/zHvYgonE+mBbdx8Wc8VO2ylCyopXEuRafH4qKS4ypMaBSJ",
+	"3YQrNhLVxO5Qtan6grsCnVVEWh1HqJNrhpvcIUnxZSyucJiH2Vwqbc4OFssZWBJRfdVRgLj47NZQ7IcG",
+	"OeI35F4yIiJLA/dwpHUmuNqR8Niu25s0OovhRTEsnmIzAY6R00yuyAJ+jliMdInkhCE+OZkKYx2dYs1H",
+	"zDJpQEaC4sKbMfdgNBvz/PdhOHwx4wDmu3OVi3yCRT3YuC6sDWNLnQ6RrqL614vDQuUcpFf2TM+7Gqzq",
+	"5N/4useiFmctVLlLHQHBb9NKVXIpx9Ikl/8RkElzHIEqxeolpiv297evXjJ6EJoFls20seyM/SS/i5jo",
+	"TXreHEmxtoKnaS6MqRgm+M68NWgd93vw/7eDx/1+v9UU53u5h1Eb1Mq/v+j+B+9+6ncffyg/9q4G3Q+f",
+	"+9Hx48dNxfOVat3arj17wh6fPfyWuZJClgrLZWZ6DHNj5MGggIhYTDsDn0qRFrN2oV58nXK1isalpqta",
+	"qb1bJ3Vc3h0TcldO/HCVDhXJoiul7ZU0ZkEp8SJXF1zKYjekq7FQiYgb1ddd1VCi00qyr9YaALaDL5lu",
+	"eV/QkXhZMN6KWsH8PNEHU6MIHnj8SMJXBd/Uvh9zmeG3VuurGVerK88dxCe18pTqhTaZ0pVzvso0hyXU",
+	"VxnPJ8CWM2GnOsUhYRGzU5I4ySvw//UCphE8/GomUsmvXFaRqjYrjyyaCPC+suI1QhGRK57RD2FVLrw0",
+	"qL0OJ1AYa8U3znkwbhPcsodVyS2nK4uyu0Z9XyGfDfnjOn2ydfLcM31MvNeoqLC6tknlSJGl3UzciMyz",
+	"LnFNvVGlold2xrXvarJsyOXVZcmgIi62ZPmkMpa7pW+KvYYc/9W3x9O8TBuH05CYOes/blS40mY1mf+i",
+	"KHVozOz5uoLiej7SCzsYZVztTv04PqS3FuN0AqxJd77BEgTn39ek5YEyMpPAPqQMP+/BX3tsw9aaax/X",
+	"KGjD+1Oob7AMZ0tCaY+3Zz6YvQ857kVUW9LVZeXPOrUVP3n9gyO7FmKOxpP46ARpk1hbGJFf8YmrjttO",
+	"PTKsNmmtT7O+iVguUoxvK3k1hwW213z4AhmU7vuGDkqC3pWZCh6+2/cvHvtGgOI7MGW1m/a311IXlBim",
+	"mvv96G6Uuf1dJZXuzqyHZFsf2q4seHUr9qa55s3BBbpjOjGI3IczPnl02By2FAnBCJVY3vP47uY/bypA",
+	"v2AYrbXZOdMzaUHcUtlvEa99gEmhu1Sa7Fg6oo3naqwbaheoa+rKq821NfgS6uayUuhUhJ6wzBJmvZfa",
+	"yZpTo/BstAi6L4Mgevl8Hy/fWTC6rjbkp30nvpind6kAuRG5Tw0cuuUBx3td4p9WGY6bRlTd6G10cldN",
+	"Q3cfomgCutyta/zj91E1dO072P5fb5btYpD9iB5Tvr+Gzp9bE9D5Vqo+gHC31MFV28qkPbjCN6Du9ae7",
+	"HykviIzKZjwVd5F+Jd17jXcnukdyyZupHweYH07bRIKVepLj/g5S9+9qHKsrPKk3WmPYIGbwrzlnMT0i",
+	"ZjwzRRLcuIYs/JeiAJHvUS24y2XVwUKDb719d85irDGLsRoh1RT1RpCBaoqAUzSS3g8bAXc1mtVvN2VF",
+	"L4oEKHWcIAdFYZuAq90QzLVErhe2UKP0Xevx7illsSUxUST71n10X+mTUjf4oCx4cWsTppApHeEC95T5",
+	"oiROuHRfJm1w59KBDWQA4q4CpCIVm3M7NZGfKKwB5Zjvmuje0izZXHRCPYvu3Z6viobKYt2by1HgMRqb",
+	"pNzChyUp5uq/p6fX/fl/rB4t/3mi/vXt6M3x7PJh8vfHra1NjofKyhJtpt74VqH/zXnsJqnkePn593cz",
+	"0Kv78IX6PQteGTCOlrdv/Tz3FYKl9V30xtxF+wSj37I2X6tlvtra48X6xgLvfVb0Szo9VWAkvwVb+27B",
+	"JsCn3WUz9unmLOXPuu6hVmistHzz7Ak7PT19DGz88+UT19r1kSc2WzE7zYVg45x7lIFUTqSt5rVaJ/2T",
+	"b7rHx92Tx5f9R4Ozh4Pj097xSf8/wnmBnd61khoFKjtRbS5ZylzAZb1Lurb4rStnPp6CuFKD1kTa6WLU",
+	"S/TsKAhzVT77pxG8hRHJIpd29RY2lghvJHgu8ouFnTYukuttHbD4wqGQ4L4O2Hd4H8uurxHzqueRxTBV",
+	"h7+V85xaO6cBSOeZNnRsG6ZvRM5+vLx8fYTJRtyGimnqSsdQ5IJdwia5XkZ4jUgD0ybo8hsq6lwj84cS",
+	"89xVNmP6GZP6eC3PekM1VEg0jOeimS6CYlMwkxNJasATPN3piLZSmdobqqfULpjnOsdOJsWKRGO8Ccgk",
+	"ZqlOFthVi+/nzFg+ygSLE51i7s4/1zccjRaWxUdTbJT45IL7R2CwrT7FrI1WePFIDpeCquJz2VvxWRYz",
+	"qZJskYq0wxKe5xJVYNHizM1QbaCE4aLfP02uxQo/iLjHLvCWKcJiIARW25uvUWm46txbnJQRBbNzJIbK",
+	"JbSY1a78G6v1gBRwGYwO6sjPXY0FFgrVujBhk80igYVDRKKpXg4VUpArBMY3wrh67KXGa7ZB24Qt7ses",
+	"DpFzzvhQwSN8UTYWBcvJ1Ib3nbISLgz3r9Ys5qshuSLDm7WxyhkTjri7Pzy9jNiPTy++xxm/en35/NXL",
+	"tx03fW5LCLGhMsJJ2mZ4MNaO34qk+0zYZNp9K60YsCTXxnThR9ocw2eC/vSgP/GrXE6kiofuQUU1spvF",
+	"A8Om2tgONf9Qry1uWn3u7AkmQnxFaC6Y0nao3OANIS0oIfEtlDAlBqYrGR+PsSkUF/E1dxWkiF6BIwwL",
+	"Ph2J0Di63UTnpktXxaytYGdHK+YADzr4BuwoFB8TMbe+t5Y6FRKeZSw+ujmOqQqyRGzDpz959eYtawNt",
+	"ZrDzpih1PWfxMxJn3UtMvEVDFT+95BPghwq+D/LsC03iIAYnCLycDmFPAEWULBkxIxV2NguZs0Tra0ni",
+	"a6jkROlcpD1G8sGhs+Cc2URYw5SmwToEoRotjnS6YrOFgZ3J5Q12Y2Zig0JPV8wlvUPYCGY6Dr8IF9O9",
+	"Z4CMRH33HgtJlssEZPKI1VLpMYluuDFZWKbHYzYSY50jgN5QxU/I9++SuRMjAgVby/bSBFG7VGbZJjXw",
+	"+tXbS2fj4/Z2aPojwbCbI4OxhXKa5LOrUi6RRM8ZR8QiI5yu0mMWL+y4+yjuMATGseUDgfCzbIB1vrRD",
+	"xVwuV3MRI3hPsDTHD1lzTUHcY89tMeCfL591H5H1BdscD4eLmAmT8LlwXeSI4WMWea4niMQGrKZ9hQ9B",
+	"vCw1m4nZCFhRj3HtHdJl0+J2BiRROcuEArYeqlSAjsodaKGRmVBgUuVinvEEkWbSXM9DMeHgaYJiblAf",
+	"JTrUUBVQUH7Em8GiQqyoAEKqBhs1VCVuFPuRhMxYCjC5sTBjvdvC8mthWPsbrH0iWeE3aKjis9NjVi/u",
+	"cCU2mUyEooifgwS9mPNkKronvX4rai3yzBlLZnB0tFwuexx/7ul8cuTuNUcvnj95+vLtU7ynzJrX8pxF",
+	"QK7V7x3ThU7Ltwat016/d0r1U1O0Ab2xAJ8nAi1M8E2QyJ+nrYHruvzUqqGNnvT7W+DYDoNhc42dDShs",
+	"WDzvWgdwB0yBJthrhVZta/D+Q9Qyi9mM5yswK+WNUK4GzfKJQbeBXvMB7nNG0cZZv6Gff5NJ47sR/+9h",
+	"/3TTY4pxHYUAeduWBB4rYU0IPKxAs3PWSVSYUGVWhbqoECEFMVy5zDobV/Tm+Mi3RTYu6Qtp7E9wwVdc",
+	"VN+wuYGUCFLkNmqd9Y/3WtgSfRFv2mM3SgxauOPk8e47QtxOHDVq0N33leCF4S6Tvi8MhMB8NYV5HzGQ",
+	"r8a6xuI22uCdHnuJjpUtgmIV7qEO1duoNXfQmdXdJfSknxwAEbLodzpd7bGzQYmo61n19Z6MOspM2LM7",
+	"eF9Ug4LfTz2aPhR9G+1PJwVcTjW6YPOFuF2j0OMvRqEBylQDkbpfe+wnIeaIcRRXIKSM1blowJAKcCC9",
+	"6bix2/yBYT+/eRGBzYs9PekALR5k3qPPMr1Fh/4wkM4z4uHtBBsAVP+pWZA2MXSdCw7zDf/SoDeqHPaj",
+	"dBkyF0SG7W1gvUDI4j7RDmeC0p91/QV879mxQstnTZXqKCXIyctQNXrJca/iksa2/Y4C6vm32VxaqsbN",
+	"fW6BP+fGI7mW2J5Fb6OTjJEPUIDKTbmZjjTP0wIosFHqBocVvG8EwZfpvujy12J19Z53P510v92ILv/B",
+	"UVuZpdqo1F/4YuPaGOsYc9nKhXOoSRPbPB2epDSbji4gwb/pAIWm6q7bqPHVWAjpQ+eamIx6oEA39tir",
+	"mSQ8gZG2002jwdaVymB8VtQVqsIDGzGmmqmtXLEjOvRhjwvdQRW3H76iHVX2KDYoqVdK4JkX4BjSgjoh",
+	"8ZcOCPwP33SH1JaiBz8qYSo8fzv2KoQ7/X30Ga6rCfhNdScPDAH4Us64TP+GYcfHLEDkBw/b9etyir44",
+	"kQ/E6wMOhp30zwgE1Xe6RcQztkBPcszLbb2KxHjtMWByTPEffCE49DN9g/Yo4X5R2IMe19Y+f6pEMSbs",
+	"L+yEKVZpwNOuTskFBChk6mKo5Hc3qUWC39ghr5ygJ1PLwTm7Vr9KV88DU539JtHhq1ZKBjwIsKGB3fdU",
+	"5LCrv28t3t+DPctzLO7I0If70l/KVlgjGaB+7uJpznhoEgmRV7lNPdTuSBBuqHcS6F8a19OrS5CYk37f",
+	"xb2ppxUT0HS1Nc2d1r01rvlBWM8yX1fjuObNZuedlg418F9GaZXQLsOuWpCeDvhZoUOPO+1qhzdRWk0U",
+	"7jBBCD/pQ5POOnIFM/UDtvZ+aBlgqJIAQlQGddS1Hn5P/G2g4znQNVZLlY36kc+hVqT1UE3QW3ORXrLS",
+	"vRYzC1DamGrwmrAAqg4POaqg4EUUVRmqNbz9yMEGVSA/fIOng3pD7Ot8ofCQoCYN5vDd91JhF+5slRK0",
+	"HVYKfRaXyTk5Y9MOXLXIfcYMLnH6GD/TYmCXaUFEJWyKNF60naOvQ2KJ7gdtT9hFtFh4rgXJpXUNTr5x",
+	"MUC3V6kcjwUKTr/WdEJAY37nJ7GiFPzxN2BcnDx8WDk8wiE7cZXqGfv55+ffw5rPdC4oezoSHkrdlrje",
+	"Q+UAZQjYelbGSAvg4/LwA3fPA+PmStyHYDSFzURbivbB1NdROgPheSpmc22FSlZdctybXZ6HD6vFPd80",
+	"OG+/Igbnq5Ga4Jxc/Q9irOwda6sdJ7JXvO3L6RVCtm1QKT8Q4/lQW4GgRhgFVCXAQRYExZjOsq5F3CqJ",
+	"3X2qrP3pIEgR55TqdmhuTgIV0NSb/fndRVO/88AcWX33fCSZa7Y1eiYw+yvAHCqL7Jze1LmTbVIVB7Wt",
+	"qZKhqiTue6x66hmvC9+4xuBxCAeMYmbKzVCRxNwOaXNOYPyYHa0MwlcEJHoG5DbiyfVQZajfinR7Lm7k",
+	"TSioB77I1R1p4mQvEP21WO06aGhXX7MrgQp0X9UWLg5eycGAEilbzDs9dlHiO4bL2mvtPODLmV/3Rld1",
+	"dAF/4F15Doc0DtwInbIMfzJRqPEdcJqPKHowwAi12XiRZXh0TvWktS96Ktpv4ByFRyjVvKK9AyRHJar6",
+	"9ujkUw+EfphJ+ruKyZXg8jticrQof8Xkmrwkd7QJiV7HlUEu9Kt7R+GhHl/UPXrpgl8S0S4SkYbnbhIY",
+	"foBcGmCgBkcxecXnYWp6Q7UhzMizIlnVdMJK1FyOWRSVDlXTXUS4ZcwRHlPxsQIMJdcp5OYAToHVVC/l",
+	"HSryvLZAkjNwj+YCy4WxKMmETl2PuegNrR3GMDFWg52sOvNnmAWwk4WGTTSJIdEcgsTnF2Cqv8JU9z3o",
+	"rVxTvjwV80yvZnA34bl7I/6MjPjR/hnytVNl9jHbT75cdUyBNdtw6qm5Ful5eK5CJjj4rxKLmoG2Q0oF",
+	"1Ym1mnV6/L1LyDvGUe/1/Ftn5CmN1nTdkFZ6ifuU+8PzpuQEsSkWdN4IOrn2DxLOvTDXDSg9/vSIctYT",
+	"zdpeBICl7UVdZ3+7xgmpL6Al6sIHn1tGcw+RPPtRTA1lYi+50ZjJ8CdH/BG82D9j7oKIuYRELvXlaFWG",
+	"CoMzSou0IfmRh1C7EsuvQOtKLL8upQdoJfcc1nLHEDUVj2JHZ6+KSCjphOICwNYhkGwLYv3pI09/Pp59",
+	"ikcvrMdYyFai2GNhziL7buPRKqrURv/6TYgP1VSlVMuDB5Amm2sKo+Z7M8fNB9+IUbHm5Pvm3sw/XNVO",
+	"FUZsR5Sg3N6/IgXryo9OHGTVBlKQrE2RgoBTNhdIEyJaibv2tXRSFYDtnt22AFauSTUlOk9//ybdH8VA",
+	"gw2mnmBPo74FtDg9SS8sJjCCDiHfb7WRgAvxH0A9bZH+JWLTHsL/btWcfywZHOBr7RTBbvH+ksCN9ZP1",
+	"5v6tlZQlva6T8NFn/3FnTSVGjormp6K8xJ1LVTlQmLJl3BYoV8e+xkT5GhI7lWaoXPMGFZTQsSm5k4WB",
+	"GkbTrCli+D0O901pN+32numWP1/x/m8gZ2kpXd1QQI0RBhpveLYo6+nwkqaavpA4N5T1IVwaPi3RM3/I",
+	"NB1Li2KJjrWVVPPnT6mFiyLEBSgb0ansJBcqxUIbaRmiMHihQ0c0IUUOXJabAxVbnkxnQtnI160oOR6L",
+	"lEL5hqt0pD+KlLU5jXKo/Bi4YbEVH+3R1M6yuECqwKkxiZhyCVfYs5/gWIIRPDBl+0OnN1TPqcDnCXbG",
+	"PqHe3AFTupvAN5hVx08sF1j+w224Uk8v+SRygPjPx92XWonuP7hNpnGwms4xgmuLmMVp/6wC24Az7LF2",
+	"5SGYXYBppCLJOEght65Ov/jV/PHy8vUDPJgqcgheBHSAn2Hwpqj4WCg8gNYdM7xWdLmZ5ev66m9Hf6uq",
+	"qPVDHEYrAkEpiKeCvDOSCsh9Q+klrke0P0nWYgu+qf17aebayObutLgkwXM2lpkAuftfhy3CFvEMRAAj",
+	"w1Y8YCVUBL8R5bb5PnIE/5jqJSaN7GEtbVEx5Leumbb7WmcyaTjCNXasce4BJLomT9gDpZV4EA9clxdX",
+	"qyVfgcSg2j4fCQeScGUchM1w6DCBivdK9wf3fNFIT9T6VzfELOi+mhchg7V0AYqUO3QXnjapuJfasplO",
+	"5Vj6ZFChmPEMOpll/nwrr5/1mNXkQo1QD1/O278Kkes95uuq8jxQjqTcpGIVMtysKw8LCRcSE8PCi6bq",
+	"ebDsYQTjcR2SBVVh7UhPfJpr8RBFWluxnEsPw0jzshpULbZyIsJJzpUh3DCf0C5hXeMgHkcgK5nRbCSC",
+	"rx3AsdNWQ7VQvgysqJVBXw+tYHbhq3RH+kZUipgDXUtHJlJRM6gyj7vRXj/+oTNgPEnE3IL+B/mOIB44",
+	"52DKWGVNL3NFbBq3t0dIMg78B01pD2sUCj5ZWsEIzgKsiVw5cHhSwvKJA5Ri3G0b5nDxkQ7HSWZijfm5",
+	"q6dzfB9Vnv23OLwVqx0QHajNqWTc3dRxB3lV5EXtbjSuiqw/Poe1Edbr+LjP/s//Pj7tHXfOCdpl6deu",
+	"6GJiZ8cneEhP/ciaeKjCdiZZ6lYsAXRLxi6LjZCGJVORXPuqh8iDUho+E0MV0OKgiBcUnVpn/cfVI0Ei",
+	"V+pK74kQ2aUABijG6vB0grADAUvWfaQiK3Ts+lBKaKNwqR73TntnnXMiJw8uRQ8/6febvKLXi9A+2loH",
+	"v6EC11FSj71x4h5Wh97pjUFZQScaqvjs5BFrPH0oJlQN0hRsxvNrrEfQcwcdiFRjtCNMsl012Oc+d+wL",
+	"XXI8Fa3s+YcNkMk0PPbZ6M6WOvKqft+v4azfpNo/Nz+/lGO7IvHrkQ+0ur0TUnpS3LAfnl4i3b3++bJg",
+	"EUtlj3+LByHPU0dhSWLEv72NZfWO8w8b7K6XVrl+28tL6bF1BFtL9vc17w816Ql6ynsG7li3Y/YP+V1E",
+	"aHGriqkfsWsxRxduIm+oKYScRUTAMuQdIsKWs8QNAVak/kBz96ZCosB3ZsrnotNjF8qd7o6VJIh8RWdr",
+	"4WschDVnCOuUYcDQu2mXJd9J4x7S5mrVGbAYhj1gtMrxUJEim/FrEfAg8STOgEY/0qkUHpiK8fD8O+C7",
+	"23sIHxJc/vrWvfOa4MYfTSoN1sXRWnwJc/ZLop3sOR3nKBP4CZUXFHjx7SK61vnV04t2oKMEBt/Pb178",
+	"qWBQ7rk2LDQoBoFdKw02Wi0DM7LtYPGaOqvxps550wGHA/Caye6sRrUIHnaKjkhgBE/lZNpjTwlQkuxf",
+	"F4IlkFIfh3Vhjr1PT4TFPT6518VtshkHrLBxCbuzFgDzGF5Tnbmw8Mmj327QhdWEu1ixWByA3h+pMBDP",
+	"f1h3e++QnTgKjqBojBK/m2q2zLUVdHiuHtcdVWzpdiLTDEortzyAp+KIOod2qKoH9/gzTOj8AIP4nhEz",
+	"8hPFukOjAMznwNUzJULrTKvJUGHbZNsIwapFJZ1zhnkYNMpD02qsc0QohRubDP8w7fgu9yd6fnWNHBwc",
+	"ssGkai4T+CtAVO/BcOvjIwyebrAlo6CCdmGO9jvbKi++SKzIcWRxRurg84YuC9+0RCqiPBQgDqPOMfXJ",
+	"xljorLMUYVG5EetHSAyYtMWpwGWvgj/YA52MdqinXFFfGkdM8ZlnHXd9xx0C4r4eKv8cOtbChWrCoUgb",
+	"FYeM1B5W9oVQ33OWudBWJZ5Axnd1IUJoM0oekQ+AfhTqWkStYxdMadXFXBm7eP2cwLN96xvjdFKASJla",
+	"zEYkmfz+4AEbHl2LtT1KNJ0Hw5TOfc/k+VAdR/1+ny1UJkwFEtrwlSkjM50mQfNqLtTb4iSN309Dde2w",
+	"iXsGMPQr0lTbgOee+I7qgCg29FS7g1bCc1YKwjwI1bA8fCJENgwOlnEQh56Ajj67T39KrMP7b33164qm",
+	"ftDIivj/hg4uqjGvcfD7544GtKIG2UwQ/hNxcI+9+rP1vb7C6fvliAolEZ7uhOoFVuFaiDnP5E3FlizU",
+	"VGFKrtP1Ea7q4TX1hWwZb+k1LBoBQpQhrIbxp46BMnHx63U4oScwtLsK1oOEVHlW0T2X528Rkjj79Ny1",
+	"tZuYNFH9fK+lyEXDOV5/yoa17Te4pfyDleI/IcVWWFMBekjFDnM9ud4Ya8geHsr4d2ym2cD4DS01/99y",
+	"rmut2ZN16TS+vzhX/eEa3xDtJ+TcSj41ZM5oMy9v51tsQ94Y5HnKkymbCWP4hDAzY+yMH1DdAH52+ZhY",
+	"poOY0ijiF4pQptxydyUiRoCp9fe3r172hip+wY3t4rfd59/H4Gwv8MArd0wLIl39UjZLO8fNYSaAx5bo",
+	"GZ4dhS34GHHFFwwVZ1PBczsCq6D0Y6ntXxom06yxGf6dy4t9tdLx5gxmuAy7s3JbJQ1WPuKWdGm6VVGz",
+	"5kA0BY7+GO3o9x8sumBg+gaHeRGyCVD0W/Tiu2+xlNPhnZQMR+z14bZ2HEb1xLv3H2B7KRxAZFcewjI4",
+	"Ojo++bbX7/V7x4NH/Ud9VIru8RuCQpF3akv83dQhNjnVcO5OaiKoRiz+c6xVa3EzrfWM9LP6SXeYix2t",
+	"wt4Of4Cui6hhbVHC83xVhz3srffjNb3znT84mAK8I5HwhfHnTVFuZckNVZREDPv8dQ7Ccu08PuxVwYhu",
+	"+Oai62T91e68vBusSAYyiDZvu3se7fr6o/4RKOdARoOhVXhhlNh271Ep4RaCczYRdiry4C2FMF9/kXN7",
+	"ja+BxoPvMEnOgxPrXH04hkM6wYMR6n39of4kG0dO7gyX4D53CMvth9v/FwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"net/url"
 
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/auth"
@@ -37,7 +38,8 @@ func (s *server) createKey(ctx context.Context, req api.CreateKeyRequestObject) 
 	}
 	k.CreatedAt = s.clock.Now()
 	s.log.InfoContext(ctx, "API key created", "key_id", k.ID, "label", k.Label, "role", k.Role, "by", k.CreatedBy)
-	return api.CreateKey201JSONResponse{Key: secret, Record: wireKey(k)}, nil
+	return api.CreateKey201JSONResponse{Body: api.CreatedKey{Key: secret, Record: wireKey(k)},
+		Headers: api.CreateKey201ResponseHeaders{Location: "/v1/keys/" + url.PathEscape(k.ID)}}, nil
 }
 
 // ListKeys lists every key, never a secret.

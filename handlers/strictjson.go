@@ -91,8 +91,12 @@ func (s *jsonScan) value() {
 	case '"':
 		s.str()
 	default: // a number, true, false or null
+		start := s.i
 		for s.i < len(s.b) && !delim(s.b[s.i]) {
 			s.i++
+		}
+		if s.i == start {
+			s.i++ // not JSON (a stray delimiter): step over it, never loop on it
 		}
 	}
 }

@@ -256,7 +256,7 @@ type ResourceWrite struct {
 	ClientAddr  string
 	UserAgent   string
 	// IfVersion, when above 0, applies the write only while the resource is at that version
-	// (HTTP If-Match); IfAbsent only while it does not exist (If-None-Match: *). Both are
+	// (HTTP If-Match), and lease.AnyVersion only while it exists (If-Match: *); IfAbsent only while it does not exist (If-None-Match: *). Both are
 	// checked after the fence, in the write's transaction.
 	IfVersion int64
 	IfAbsent  bool
