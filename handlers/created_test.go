@@ -1,12 +1,17 @@
 package handlers_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/auth"
+	"github.com/leasekeeper/leasekeeper/handlers"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
+	"github.com/leasekeeper/leasekeeper/watch"
 )
 
 // TestCreatedLocation checks that what a POST creates is answered 201 with its Location, and
@@ -28,4 +33,44 @@ func TestCreatedLocation(t *testing.T) {
 	}
 	resp, body = e.do("PUT", "/v1/resources/nofence", strings.NewReader("v"), nil)
 	wantProblem(t, "PUT without Fencing-Token", resp, body, http.StatusPreconditionRequired, api.ProblemCodePreconditionRequired)
+}
+
+// TestStaticNoListing checks that /static/ serves its files but never lists a folder.
+func TestStaticNoListing(t *testing.T) {
+	e := newEnv(t)
+	for _, p := range []string{"/static/", "/static//", "/static/./"} {
+		resp, body := e.do("GET", p, nil, nil)
+		if resp.StatusCode != http.StatusNotFound || strings.Contains(string(body), "<a href") {
+			t.Errorf("GET %s = %d %.80q, want 404 without a listing", p, resp.StatusCode, body)
+		}
+	}
+}
+
+// TestWatchAdminReserve checks that the watch endpoint lets an admin key into the hub's
+// reserve when other keys' streams fill it, and no one else.
+func TestWatchAdminReserve(t *testing.T) {
+	e := newEnvWith(t, func(c *handlers.Config) {
+		c.Hub = watch.NewHub(c.Store, watch.Options{MaxWatchers: 1, AdminReserve: 1})
+	})
+	reader := servicetest.Key(t, e.store, auth.Reader)
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	open := func(key string) int {
+		req, _ := http.NewRequestWithContext(ctx, "GET", e.url+"/v1/watch", nil)
+		req.Header.Set("Authorization", "Bearer "+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("GET /v1/watch: %v", err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp.StatusCode
+	}
+	for i, c := range []struct {
+		key  string
+		want int
+	}{{reader, http.StatusOK}, {reader, http.StatusTooManyRequests}, {e.key, http.StatusOK}, {e.key, http.StatusTooManyRequests}} {
+		if got := open(c.key); got != c.want {
+			t.Errorf("watch %d = %d, want %d", i+1, got, c.want)
+		}
+	}
 }

@@ -36,6 +36,11 @@ type dashboard struct {
 func (d *dashboard) routes(r chi.Router) {
 	static := http.StripPrefix("/static/", http.FileServerFS(web.Static()))
 	r.Get("/static/*", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			// A folder: the file server would list what it holds.
+			http.NotFound(w, r)
+			return
+		}
 		w.Header().Set("Cache-Control", "public, max-age=86400")
 		static.ServeHTTP(w, r)
 	})
@@ -554,7 +559,7 @@ func (d *dashboard) signInPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // signIn checks a key and opens a dashboard session: a random secret in an HttpOnly,
-// SameSite=Strict cookie (Secure under TLS), kept by the store only as a hash.
+// SameSite=Strict cookie (Secure under TLS, or behind a trusted proxy serving TLS), kept by the store only as a hash.
 func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 	if d.site.AuthOff {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
@@ -597,7 +602,7 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: secret, Path: "/", MaxAge: int(maxAge / time.Second),
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		HttpOnly: true, Secure: d.s.overTLS(r), SameSite: http.SameSiteStrictMode})
 	d.s.log.InfoContext(r.Context(), "dashboard sign-in", "key_id", k.ID, "label", k.Label, "remote", r.RemoteAddr)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -611,7 +616,7 @@ func (d *dashboard) signOut(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		Secure: d.s.overTLS(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
 

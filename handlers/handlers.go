@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -63,6 +64,10 @@ type Config struct {
 	// past it; 0 means 64 KiB. Give the http.Server a larger MaxHeaderBytes of its own: what
 	// passes that reaches this handler, past it Go answers by itself in text/plain.
 	MaxHeaderBytes int
+	// TrustedProxies are the addresses of TLS-terminating proxies in front of the server: a
+	// request from one of them with X-Forwarded-Proto: https counts as made over TLS (session
+	// cookies Secure, HSTS). The header is ignored from every other address.
+	TrustedProxies []netip.Prefix
 	// CORSOrigins are the browser origins (scheme://host[:port]) whose pages may call the API;
 	// none by default. See withCORS.
 	CORSOrigins []string
@@ -81,6 +86,7 @@ type server struct {
 	epoch    string
 	// writeTimeout: see Config.WriteTimeout.
 	writeTimeout time.Duration
+	proxies      []netip.Prefix
 }
 
 var _ api.StrictServerInterface = (*server)(nil)
@@ -114,7 +120,8 @@ func New(cfg Config) (http.Handler, error) {
 		cfg.Epoch = lease.NewEpoch()
 	}
 	s := &server{store: cfg.Store, acquirer: cfg.Acquirer, clock: cfg.Clock, limits: cfg.Limits, log: cfg.Logger, metrics: cfg.Metrics, hub: cfg.Hub,
-		auth: newAuthn(cfg.Auth, cfg.Store, cfg.Clock), epoch: cfg.Epoch, writeTimeout: cfg.WriteTimeout}
+		auth: newAuthn(cfg.Auth, cfg.Store, cfg.Clock), epoch: cfg.Epoch, writeTimeout: cfg.WriteTimeout,
+		proxies: cfg.TrustedProxies}
 
 	sameOrigin, err := s.sameOrigin(origins)
 	if err != nil {
@@ -127,7 +134,7 @@ func New(cfg Config) (http.Handler, error) {
 	}
 
 	r := chi.NewRouter()
-	r.Use(securityHeaders, withRequestID, s.accessLog, s.recoverer, headAsGet(r), s.headerLimit(cfg.MaxHeaderBytes), bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody),
+	r.Use(s.securityHeaders, withRequestID, s.accessLog, s.recoverer, headAsGet(r), s.headerLimit(cfg.MaxHeaderBytes), bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody),
 		withCORS(origins), s.authenticate)
 	dash := &dashboard{s: s, site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version, AuthOff: cfg.Auth.Off},
 		csrfKey: auth.MAC(s.auth.cfg.Secret, "csrf")}
@@ -207,9 +214,29 @@ func (s *server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
+// overTLS reports whether r came over TLS: to this server, or to a trusted proxy that says so.
+func (s *server) overTLS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	if len(s.proxies) == 0 || !strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	for _, p := range s.proxies {
+		if p.Contains(ap.Addr().Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
 // securityHeaders gives every answer the headers that keep browsers from sniffing, framing or
 // running it. The policy allows nothing; dashboard pages replace it with their own.
-func securityHeaders(next http.Handler) http.Handler {
+func (s *server) securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// What h.Set does, with one array for the four values where Set makes a slice for
 		// each; the keys are in the canonical form Set would give them.
@@ -219,6 +246,10 @@ func securityHeaders(next http.Handler) http.Handler {
 		h["X-Frame-Options"] = v[1:2:2]
 		h["Referrer-Policy"] = v[2:3:3]
 		h["Content-Security-Policy"] = v[3:4:4]
+		if s.overTLS(r) {
+			// Served over TLS: browsers are to come back only over TLS for a year.
+			h.Set("Strict-Transport-Security", "max-age=31536000")
+		}
 		next.ServeHTTP(w, r)
 	})
 }

@@ -2,6 +2,8 @@ package handlers_test
 
 import (
 	"net/http"
+	"net/netip"
+	"net/url"
 	"path/filepath"
 	"testing"
 	"time"
@@ -100,5 +102,33 @@ func TestRefusedSignInLog(t *testing.T) {
 	}
 	if most := 10 + int(time.Since(start).Seconds()) + 1; lines == 0 || lines > most || lines >= tries {
 		t.Errorf("%d refused sign-ins logged %d WARN lines, want 1 to %d", tries, lines, most)
+	}
+}
+
+// TestSecureBehindTrustedProxy checks that X-Forwarded-Proto: https makes the session cookie
+// Secure and adds HSTS only when it comes from a listed proxy.
+func TestSecureBehindTrustedProxy(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		proxies []netip.Prefix
+		secure  bool
+	}{
+		{"TrustedProxy", []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, true},
+		{"OtherProxy", []netip.Prefix{netip.MustParsePrefix("10.0.0.1/32")}, false},
+		{"NoProxy", nil, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSignInServer(t, func(cfg *handlers.Config) { cfg.TrustedProxies = c.proxies })
+			b := newBrowser(t, s)
+			resp, _ := b.do("POST", "/signin", url.Values{"key": {s.key}, "next": {"/"}},
+				map[string]string{"Sec-Fetch-Site": "same-origin", "X-Forwarded-Proto": "https"})
+			ck := sessionCookie(resp)
+			if ck == nil || ck.Secure != c.secure {
+				t.Errorf("sign-in with X-Forwarded-Proto: https = %d, cookie %v; want Secure %v", resp.StatusCode, ck, c.secure)
+			}
+			if hsts := resp.Header.Get("Strict-Transport-Security"); (hsts != "") != c.secure {
+				t.Errorf("Strict-Transport-Security = %q, want set %v", hsts, c.secure)
+			}
+		})
 	}
 }

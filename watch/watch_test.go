@@ -411,3 +411,22 @@ func TestOnDeliver(t *testing.T) {
 		t.Errorf("OnDeliver ages = %v, want [5s] (one write, its oldest live event)", ages)
 	}
 }
+
+// TestAdminReserve checks that admins may open the reserved streams beyond MaxWatchers, and
+// nobody else.
+func TestAdminReserve(t *testing.T) {
+	f := newFixture(t, watch.Options{MaxWatchers: 1, AdminReserve: 1})
+	ctx := context.Background()
+	if _, err := f.hub.OpenAs(ctx, "", "", false); err != nil {
+		t.Fatalf("first watcher = %v", err)
+	}
+	if _, err := f.hub.OpenAs(ctx, "", "", false); !lease.IsCode(err, lease.CodeTooManyWatchers) {
+		t.Fatalf("non-admin watcher past MaxWatchers = %v, want too_many_watchers", err)
+	}
+	if _, err := f.hub.OpenAs(ctx, "", "", true); err != nil {
+		t.Fatalf("admin watcher in the reserve = %v, want a stream", err)
+	}
+	if _, err := f.hub.OpenAs(ctx, "", "", true); !lease.IsCode(err, lease.CodeTooManyWatchers) {
+		t.Fatalf("admin watcher past the reserve = %v, want too_many_watchers", err)
+	}
+}

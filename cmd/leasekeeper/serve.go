@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"runtime"
 	"strings"
 	"sync"
@@ -42,11 +43,13 @@ type serveConfig struct {
 	tlsKey       string
 	queue        queue.Limits
 	maxWatchers  int
+	adminWatches int
 	auth         handlers.AuthConfig
 	adminKeyFile string
 	secretFile   string
 	debugAddr    string
 	corsOrigins  []string
+	proxies      []netip.Prefix
 }
 
 func parseServe(args []string, getenv func(string) string, stdout, stderr io.Writer) (serveConfig, error) {
@@ -85,6 +88,7 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	fs.IntVar(&c.queue.PerName, "max-waiters-per-name", c.queue.PerName, "most acquire requests waiting for one name")
 	fs.IntVar(&c.queue.Total, "max-waiters", c.queue.Total, "most acquire requests waiting for any name")
 	fs.IntVar(&c.maxWatchers, "max-watchers", 1000, "most open watch streams")
+	fs.IntVar(&c.adminWatches, "admin-watchers", 10, "watch streams beyond -max-watchers that only admin keys may open")
 	level := fs.String("log-level", env("LEASEKEEPER_LOG_LEVEL", "info"), "debug, info, warn or error (env LEASEKEEPER_LOG_LEVEL)")
 	durationVar(fs, &c.shutdownWait, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
 	authMode := fs.String("auth", env("LEASEKEEPER_AUTH", "on"), "on: every request needs an API key; off: none do (loopback addresses only, for experiments) (env LEASEKEEPER_AUTH)")
@@ -110,6 +114,12 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 		envErr = errors.Join(envErr, fmt.Errorf("LEASEKEEPER_CORS_ORIGIN: %w", err))
 	}
 	fs.Var(corsFlag, "cors-origin", "a browser origin (scheme://host[:port]) whose pages may call the API; repeat it or separate origins with commas (default: none; env LEASEKEEPER_CORS_ORIGIN)")
+	proxies := &proxyList{}
+	if err := proxies.Set(getenv("LEASEKEEPER_TRUSTED_PROXY")); err != nil {
+		envErr = errors.Join(envErr, fmt.Errorf("LEASEKEEPER_TRUSTED_PROXY: %w", err))
+	}
+	flagProxies := &proxyList{}
+	fs.Var(flagProxies, "trusted-proxy", "address or CIDR of a TLS-terminating proxy whose X-Forwarded-Proto: https counts as TLS (Secure cookies, HSTS); repeat it or separate with commas (default: none; env LEASEKEEPER_TRUSTED_PROXY)")
 	if envErr != nil {
 		return c, &exitError{code: 2, err: envErr}
 	}
@@ -119,6 +129,10 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	c.auth.Rate = rate.Limit(*keyRate)
 	c.auth.SignInRate = rate.Limit(*signInRate)
 	// The flag, when given, replaces the environment's list, as every other flag does.
+	c.proxies = flagProxies.prefixes
+	if len(c.proxies) == 0 {
+		c.proxies = proxies.prefixes
+	}
 	c.corsOrigins = corsFlag.origins
 	if len(c.corsOrigins) == 0 {
 		c.corsOrigins = corsEnv.origins
@@ -133,7 +147,7 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	default:
 		return c, &exitError{code: 2, err: fmt.Errorf("-auth must be on or off, not %q", *authMode)}
 	}
-	if *keyRate < 0 || *signInRate < 0 || c.auth.SignInBurst < 0 || c.auth.MaxDashboardSessionsPerKey < 0 || c.auth.Burst < 0 || c.auth.MaxHeldPerKey < 0 || c.auth.MaxWaitsPerKey < 0 || c.auth.MaxWatchesPerKey < 0 || c.auth.MaxSessionsPerKey < 0 {
+	if *keyRate < 0 || c.adminWatches < 0 || *signInRate < 0 || c.auth.SignInBurst < 0 || c.auth.MaxDashboardSessionsPerKey < 0 || c.auth.Burst < 0 || c.auth.MaxHeldPerKey < 0 || c.auth.MaxWaitsPerKey < 0 || c.auth.MaxWatchesPerKey < 0 || c.auth.MaxSessionsPerKey < 0 {
 		return c, &exitError{code: 2, err: errors.New("per-key limits must not be negative")}
 	}
 	if c.debugAddr != "" && !loopback(c.debugAddr) {
@@ -241,8 +255,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	epoch := lease.NewEpoch()
 	svc, err := service.New(st, &hooks, service.Config{Limits: cfg.limits, Queue: cfg.queue,
-		Watch: watch.Options{MaxWatchers: cfg.maxWatchers}, Retention: cfg.retention, Logger: log, Registry: reg,
-		Version: buildVersion(), BodyTimeout: cfg.bodyTimeout, WriteTimeout: cfg.writeTimeout, Auth: cfg.auth,
+		Watch: watch.Options{MaxWatchers: cfg.maxWatchers, AdminReserve: cfg.adminWatches}, Retention: cfg.retention, Logger: log, Registry: reg,
+		Version: buildVersion(), BodyTimeout: cfg.bodyTimeout, WriteTimeout: cfg.writeTimeout, TrustedProxies: cfg.proxies, Auth: cfg.auth,
 		CORSOrigins: cfg.corsOrigins, Epoch: epoch})
 	if err != nil {
 		return err
@@ -332,6 +346,35 @@ func serveDebug(addr string, log *slog.Logger) (stop func(), err error) {
 
 // originList is --cors-origin: repeatable, each a comma-separated list of origins, checked
 // as they are parsed so a typo fails the start.
+// proxyList is the value of --trusted-proxy: addresses and CIDR prefixes.
+type proxyList struct{ prefixes []netip.Prefix }
+
+func (l *proxyList) String() string {
+	s := make([]string, len(l.prefixes))
+	for i, p := range l.prefixes {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *proxyList) Set(v string) error {
+	for _, a := range strings.Split(v, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(a)
+			if aerr != nil {
+				return fmt.Errorf("trusted proxy %q: not an address or a CIDR prefix", a)
+			}
+			p = netip.PrefixFrom(addr.Unmap(), addr.Unmap().BitLen())
+		}
+		l.prefixes = append(l.prefixes, p.Masked())
+	}
+	return nil
+}
+
 type originList struct{ origins []string }
 
 func (l *originList) String() string { return strings.Join(l.origins, ",") }

@@ -2,6 +2,9 @@ package main
 
 import (
 	"io"
+	"os"
+	"path"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,6 +68,47 @@ func TestParseServeTimeouts(t *testing.T) {
 	}
 }
 
+func TestParseServeTrustedProxy(t *testing.T) {
+	env := map[string]string{"LEASEKEEPER_TRUSTED_PROXY": "192.0.2.1"}
+	for _, tt := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{nil, nil, ""},
+		{env, nil, "192.0.2.1/32"},
+		{env, []string{"--trusted-proxy", "10.0.0.0/8,::ffff:10.1.2.3", "--trusted-proxy=fd00::/8"}, "10.0.0.0/8,10.1.2.3/32,fd00::/8"},
+	} {
+		c, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
+		got := (&proxyList{c.proxies}).String()
+		if err != nil || got != tt.want {
+			t.Errorf("parseServe(%q) with env %v = trusted proxies %q, %v; want %q", tt.args, tt.env, got, err, tt.want)
+		}
+	}
+}
+
+// TestSecretsIgnored checks that the files serve writes beside a database are ignored by git
+// and kept out of container builds: one `git add -A` must not commit the admin key.
+func TestSecretsIgnored(t *testing.T) {
+	for _, f := range []string{"../../.gitignore", "../../.dockerignore"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"leasekeeper.db.admin-key", "leasekeeper.db.secret"} {
+			ignored := false
+			for _, line := range strings.Split(string(b), "\n") {
+				if ok, _ := path.Match(strings.TrimSpace(line), name); ok && !strings.HasPrefix(line, "#") {
+					ignored = true
+				}
+			}
+			if !ignored {
+				t.Errorf("%s does not ignore %s", f, name)
+			}
+		}
+	}
+}
+
 func TestParseServeSignIn(t *testing.T) {
 	c, err := parseServe(nil, func(string) string { return "" }, io.Discard, io.Discard)
 	if err != nil || c.auth.SignInRate != 1 || c.auth.SignInBurst != 10 || c.auth.MaxDashboardSessionsPerKey != 10 {
@@ -111,6 +155,8 @@ func TestParseServeErrors(t *testing.T) {
 		{"ErrUsage/ZeroWriteTimeout", nil, []string{"--write-timeout", "0s"}},
 		{"ErrUsage/EnvWriteTimeout", map[string]string{"LEASEKEEPER_WRITE_TIMEOUT": "soon"}, nil},
 		{"ErrUsage/NegativeSignInRate", nil, []string{"--signin-rate", "-1"}},
+		{"ErrUsage/TrustedProxyNotAnAddress", nil, []string{"--trusted-proxy", "proxy.example"}},
+		{"ErrUsage/EnvTrustedProxy", map[string]string{"LEASEKEEPER_TRUSTED_PROXY": "10.0.0.0/33"}, nil},
 		{"ErrUsage/NegativeDashboardSessions", nil, []string{"--max-dashboard-sessions-per-key", "-1"}},
 		{"ErrUsage/AuthOffOnEveryAddress", nil, []string{"--auth", "off", "--addr", "0.0.0.0:8080"}},
 		{"ErrUsage/AuthOffOnAnAddressOfThisHost", nil, []string{"--auth", "off", "--addr", ":8080"}},
