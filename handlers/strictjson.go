@@ -103,23 +103,24 @@ func (s *jsonScan) value() {
 
 func (s *jsonScan) object() {
 	s.i++
-	var names []string
+	var small [8][]byte // request objects have a few members: no allocation for them
+	names := small[:0]
 	for s.space(); s.i < len(s.b) && s.b[s.i] != '}'; s.space() {
 		start := s.i
 		escaped := s.str()
 		if s.err != nil || s.i > len(s.b) || s.i-start < 2 {
 			return // not JSON: the decoder's to refuse
 		}
-		name := string(s.b[start+1 : s.i-1])
+		name := s.b[start+1 : s.i-1]
 		if escaped {
 			// Two spellings of one name ("a" and "\u0061") are one member.
 			var n string
 			if json.Unmarshal(s.b[start:s.i], &n) == nil {
-				name = n
+				name = []byte(n)
 			}
 		}
 		for _, seen := range names {
-			if seen == name {
+			if bytes.Equal(seen, name) {
 				s.fail("the object has the member %s twice", s.b[start:s.i])
 				return
 			}

@@ -102,3 +102,25 @@ func TestJSONMediaType(t *testing.T) {
 		t.Error("jsonMediaType(two Content-Type fields) = true, want false")
 	}
 }
+
+// BenchmarkStrictJSON: the cost strictJSON adds to an acquire's body, beside json.Valid's scan
+// that every body already gets.
+func BenchmarkStrictJSON(b *testing.B) {
+	body := []byte(`{"holder":"worker-3@host-a","ttl_ms":15000,"metadata":{"job":"nightly","shard":7}}`)
+	b.Run("strictJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if strictJSON(body) != nil {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("json.Valid", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if !json.Valid(body) {
+				b.Fatal("invalid")
+			}
+		}
+	})
+}
