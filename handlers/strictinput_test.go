@@ -55,6 +55,7 @@ func TestStrictJSON(t *testing.T) {
 		{"DuplicateInArray", `{"holder":"w","ttl_ms":60000,"metadata":{"a":[{"b":1,"b":2}]}}`},
 		{"ZeroWidthHolder", `{"holder":"alice\u200b","ttl_ms":60000}`},
 		{"BidiOverrideHolder", "{\"holder\":\"\u202etsoh-live\",\"ttl_ms\":60000}"},
+		{"NotJSONWithAStrayBrace", `["a":1,"a":1}D`}, // once scanned for ever
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			resp, body := e.do("POST", "/v1/leases/strict/acquire", strings.NewReader(c.body), map[string]string{"Content-Type": "application/json"})

@@ -31,8 +31,9 @@ func jsonMediaType(h http.Header) bool {
 
 // strictJSON refuses what encoding/json would accept and change without a word: bytes that are
 // not UTF-8 and \u escapes of lone surrogates (both read as U+FFFD), and an object with two
-// members of one name (the last would win). body is already known to be one valid JSON value.
-// Codes: invalid_request.
+// members of one name (the last would win). body may be anything: what is not JSON is left to
+// the decoder to refuse, and the scan ends on any input (FuzzStrictJSON). Codes:
+// invalid_request.
 func strictJSON(body []byte) error {
 	if !utf8.Valid(body) {
 		return lease.Errorf(lease.CodeInvalid, "the body is not valid UTF-8")
