@@ -49,7 +49,7 @@ func TestReadmeLayoutListsEveryFolder(t *testing.T) {
 	}
 	for _, e := range entries {
 		name := e.Name()
-		if !e.IsDir() || name == ".git" || strings.Contains(string(ignored), "\n/"+name+"/\n") {
+		if !e.IsDir() || name == ".git" || strings.Contains("\n"+string(ignored), "\n/"+name+"/\n") {
 			continue
 		}
 		if !listed[name] {

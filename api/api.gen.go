@@ -90,6 +90,7 @@ func (e LeaseStateEnd) Valid() bool {
 // Defines values for ProblemCode.
 const (
 	ProblemCodeForbidden            ProblemCode = "forbidden"
+	ProblemCodeHeaderTooLarge       ProblemCode = "header_too_large"
 	ProblemCodeInternal             ProblemCode = "internal"
 	ProblemCodeInvalidRequest       ProblemCode = "invalid_request"
 	ProblemCodeLeaseHeld            ProblemCode = "lease_held"
@@ -113,6 +114,7 @@ const (
 	ProblemCodeTooManyWatchers      ProblemCode = "too_many_watchers"
 	ProblemCodeUnauthenticated      ProblemCode = "unauthenticated"
 	ProblemCodeUnavailable          ProblemCode = "unavailable"
+	ProblemCodeUnsupportedMediaType ProblemCode = "unsupported_media_type"
 	ProblemCodeWaitingUnsupported   ProblemCode = "waiting_unsupported"
 )
 
@@ -120,6 +122,8 @@ const (
 func (e ProblemCode) Valid() bool {
 	switch e {
 	case ProblemCodeForbidden:
+		return true
+	case ProblemCodeHeaderTooLarge:
 		return true
 	case ProblemCodeInternal:
 		return true
@@ -166,6 +170,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeUnauthenticated:
 		return true
 	case ProblemCodeUnavailable:
+		return true
+	case ProblemCodeUnsupportedMediaType:
 		return true
 	case ProblemCodeWaitingUnsupported:
 		return true
@@ -233,7 +239,7 @@ func (e ListLeasesParamsState) Valid() bool {
 
 // AcquireRequest defines model for AcquireRequest.
 type AcquireRequest struct {
-	// Holder Who holds it, for humans.
+	// Holder Who holds it, for humans; no control or invisible format characters (zero-width, bidirectional controls).
 	//
 	// Example: worker-3@host-a
 	Holder string `json:"holder"`
@@ -896,10 +902,13 @@ type ListResourcesParams struct {
 
 // PutResourceParams defines parameters for PutResource.
 type PutResourceParams struct {
-	FencingToken int64   `json:"Fencing-Token"`
+	// FencingToken The fencing token of the write. Required: a write without it is answered
+	// `428 precondition_required` (the schema marks it optional only so that validators
+	// let the request reach the server, which answers it so).
+	FencingToken *int64  `json:"Fencing-Token,omitempty"`
 	LeaseName    *string `json:"Lease-Name,omitempty"`
 
-	// IfMatch One ETag of this resource, as GET and PUT answer it.
+	// IfMatch One ETag of this resource, as GET and PUT answer it; or `*`: write only if the resource exists.
 	IfMatch *string `json:"If-Match,omitempty"`
 
 	// IfNoneMatch `*`: write only if the resource does not exist.
@@ -1210,11 +1219,14 @@ type ClientInterface interface {
 	// server's clock in microseconds (every token to come is at least that), whichever is
 	// higher, so probing `token_not_issued` does not find the newest token.
 	//
-	// `If-Match: <etag>` applies the write only while the resource is at that version, and
-	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
-	// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
-	// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
-	// whatever the condition.
+	// `If-Match: <etag>` applies the write only while the resource is at that version,
+	// `If-Match: *` only while it exists (at any version), and `If-None-Match: *` only while
+	// it does not exist (RFC 9110 §13.1); otherwise the answer is 412 `precondition_failed`
+	// and nothing is written or recorded. The fence is checked first, in the same
+	// transaction: a stale token is 409 `stale_token`, and recorded, whatever the condition.
+	//
+	// A write that creates the resource answers 201 with `Location` (RFC 9110 §9.3.4); every
+	// other write 200.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1737,11 +1749,14 @@ func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors 
 // server's clock in microseconds (every token to come is at least that), whichever is
 // higher, so probing `token_not_issued` does not find the newest token.
 //
-// `If-Match: <etag>` applies the write only while the resource is at that version, and
-// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
-// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
-// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
-// whatever the condition.
+// `If-Match: <etag>` applies the write only while the resource is at that version,
+// `If-Match: *` only while it exists (at any version), and `If-None-Match: *` only while
+// it does not exist (RFC 9110 §13.1); otherwise the answer is 412 `precondition_failed`
+// and nothing is written or recorded. The fence is checked first, in the same
+// transaction: a stale token is 409 `stale_token`, and recorded, whatever the condition.
+//
+// A write that creates the resource answers 201 with `Location` (RFC 9110 §9.3.4); every
+// other write 200.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2855,14 +2870,16 @@ func NewPutResourceRequestWithBody(server string, resource Resource, params *Put
 
 	if params != nil {
 
-		var headerParam0 string
+		if params.FencingToken != nil {
+			var headerParam0 string
 
-		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Fencing-Token", params.FencingToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: "int64"})
-		if err != nil {
-			return nil, err
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Fencing-Token", *params.FencingToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: "int64"})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Fencing-Token", headerParam0)
 		}
-
-		req.Header.Set("Fencing-Token", headerParam0)
 
 		if params.LeaseName != nil {
 			var headerParam1 string
@@ -3404,11 +3421,14 @@ type ClientWithResponsesInterface interface {
 	// server's clock in microseconds (every token to come is at least that), whichever is
 	// higher, so probing `token_not_issued` does not find the newest token.
 	//
-	// `If-Match: <etag>` applies the write only while the resource is at that version, and
-	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
-	// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
-	// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
-	// whatever the condition.
+	// `If-Match: <etag>` applies the write only while the resource is at that version,
+	// `If-Match: *` only while it exists (at any version), and `If-None-Match: *` only while
+	// it does not exist (RFC 9110 §13.1); otherwise the answer is 412 `precondition_failed`
+	// and nothing is written or recorded. The fence is checked first, in the same
+	// transaction: a stale token is 409 `stale_token`, and recorded, whatever the condition.
+	//
+	// A write that creates the resource answers 201 with `Location` (RFC 9110 §9.3.4); every
+	// other write 200.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3677,6 +3697,11 @@ func (r ListKeysResponse) ContentType() string {
 	return ""
 }
 
+// CreateKeyResponse201Headers the declared response headers of an HTTP 201 response for CreateKey
+type CreateKeyResponse201Headers struct {
+	Location string
+}
+
 // CreateKeyResponse401Headers the declared response headers of an HTTP 401 response for CreateKey
 type CreateKeyResponse401Headers struct {
 	WWWAuthenticate string
@@ -3702,6 +3727,8 @@ type CreateKeyResponse struct {
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateKeyResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateKeyResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -5173,8 +5200,13 @@ func (r GetResourceResponse) ContentType() string {
 
 // PutResourceResponse200Headers the declared response headers of an HTTP 200 response for PutResource
 type PutResourceResponse200Headers struct {
+	ETag string
+}
+
+// PutResourceResponse201Headers the declared response headers of an HTTP 201 response for PutResource
+type PutResourceResponse201Headers struct {
 	ETag     string
-	Location *string
+	Location string
 }
 
 // PutResourceResponse401Headers the declared response headers of an HTTP 401 response for PutResource
@@ -5197,6 +5229,8 @@ type PutResourceResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *ResourceInfo
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ResourceInfo
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -5219,6 +5253,8 @@ type PutResourceResponse struct {
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PutResourceResponse200Headers
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *PutResourceResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PutResourceResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -5230,6 +5266,11 @@ type PutResourceResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r PutResourceResponse) GetJSON200() *ResourceInfo {
 	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutResourceResponse) GetJSON201() *ResourceInfo {
+	return r.JSON201
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -5401,6 +5442,11 @@ func (r ListResourceWritersResponse) ContentType() string {
 	return ""
 }
 
+// OpenSessionResponse201Headers the declared response headers of an HTTP 201 response for OpenSession
+type OpenSessionResponse201Headers struct {
+	Location string
+}
+
 // OpenSessionResponse401Headers the declared response headers of an HTTP 401 response for OpenSession
 type OpenSessionResponse401Headers struct {
 	WWWAuthenticate string
@@ -5433,6 +5479,8 @@ type OpenSessionResponse struct {
 	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *OpenSessionResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *OpenSessionResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -6189,11 +6237,14 @@ func (c *ClientWithResponses) GetResourceWithResponse(ctx context.Context, resou
 // server's clock in microseconds (every token to come is at least that), whichever is
 // higher, so probing `token_not_issued` does not find the newest token.
 //
-// `If-Match: <etag>` applies the write only while the resource is at that version, and
-// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
-// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
-// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
-// whatever the condition.
+// `If-Match: <etag>` applies the write only while the resource is at that version,
+// `If-Match: *` only while it exists (at any version), and `If-None-Match: *` only while
+// it does not exist (RFC 9110 §13.1); otherwise the answer is 412 `precondition_failed`
+// and nothing is written or recorded. The fence is checked first, in the same
+// transaction: a stale token is 409 `stale_token`, and recorded, whatever the condition.
+//
+// A write that creates the resource answers 201 with `Location` (RFC 9110 §9.3.4); every
+// other write 200.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6544,6 +6595,16 @@ func ParseCreateKeyResponse(rsp *http.Response) (*CreateKeyResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateKeyResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers201 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateKeyResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -7985,6 +8046,13 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ResourceInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest BadRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8067,14 +8135,24 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 			}
 			headers.ETag = value
 		}
-		if values := rsp.Header.Values("Location"); len(values) > 0 {
+		response.Headers200 = &headers
+	case rsp.StatusCode == 201:
+		var headers PutResourceResponse201Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.Location = &value
+			headers.ETag = value
 		}
-		response.Headers200 = &headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers201 = &headers
 	case rsp.StatusCode == 401:
 		var headers PutResourceResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -8260,6 +8338,16 @@ func ParseOpenSessionResponse(rsp *http.Response) (*OpenSessionResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 201:
+		var headers OpenSessionResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers201 = &headers
 	case rsp.StatusCode == 401:
 		var headers OpenSessionResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -9470,7 +9558,7 @@ func (siw *ServerInterfaceWrapper) PutResource(w http.ResponseWriter, r *http.Re
 
 	headers := r.Header
 
-	// ------------- Required header parameter "Fencing-Token" -------------
+	// ------------- Optional header parameter "Fencing-Token" -------------
 	if valueList, found := headers[http.CanonicalHeaderKey("Fencing-Token")]; found {
 		var FencingToken int64
 		n := len(valueList)
@@ -9479,18 +9567,14 @@ func (siw *ServerInterfaceWrapper) PutResource(w http.ResponseWriter, r *http.Re
 			return
 		}
 
-		err = runtime.BindStyledParameterWithOptions("simple", "Fencing-Token", valueList[0], &FencingToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: "int64"})
+		err = runtime.BindStyledParameterWithOptions("simple", "Fencing-Token", valueList[0], &FencingToken, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: "int64"})
 		if err != nil {
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Fencing-Token", Err: err})
 			return
 		}
 
-		params.FencingToken = FencingToken
+		params.FencingToken = &FencingToken
 
-	} else {
-		err := fmt.Errorf("Header parameter Fencing-Token is required, but not found")
-		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Fencing-Token", Err: err})
-		return
 	}
 
 	// ------------- Optional header parameter "Lease-Name" -------------
@@ -10090,15 +10174,23 @@ type CreateKeyResponseObject interface {
 	VisitCreateKeyResponse(w http.ResponseWriter) error
 }
 
-type CreateKey201JSONResponse CreatedKey
+type CreateKey201ResponseHeaders struct {
+	Location string
+}
+
+type CreateKey201JSONResponse struct {
+	Body    CreatedKey
+	Headers CreateKey201ResponseHeaders
+}
 
 func (response CreateKey201JSONResponse) VisitCreateKeyResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
 	w.WriteHeader(201)
 	_, err := buf.WriteTo(w)
 	return err
@@ -11929,8 +12021,7 @@ type PutResourceResponseObject interface {
 }
 
 type PutResource200ResponseHeaders struct {
-	ETag     string
-	Location *string
+	ETag string
 }
 
 type PutResource200JSONResponse struct {
@@ -11946,10 +12037,31 @@ func (response PutResource200JSONResponse) VisitPutResourceResponse(w http.Respo
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("ETag", fmt.Sprint(response.Headers.ETag))
-	if response.Headers.Location != nil {
-		w.Header().Set("Location", fmt.Sprint(*response.Headers.Location))
-	}
 	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type PutResource201ResponseHeaders struct {
+	ETag     string
+	Location string
+}
+
+type PutResource201JSONResponse struct {
+	Body    ResourceInfo
+	Headers PutResource201ResponseHeaders
+}
+
+func (response PutResource201JSONResponse) VisitPutResourceResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("ETag", fmt.Sprint(response.Headers.ETag))
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
+	w.WriteHeader(201)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -12223,15 +12335,23 @@ type OpenSessionResponseObject interface {
 	VisitOpenSessionResponse(w http.ResponseWriter) error
 }
 
-type OpenSession201JSONResponse Session
+type OpenSession201ResponseHeaders struct {
+	Location string
+}
+
+type OpenSession201JSONResponse struct {
+	Body    Session
+	Headers OpenSession201ResponseHeaders
+}
 
 func (response OpenSession201JSONResponse) VisitOpenSessionResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
-	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
 		return err
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Location", fmt.Sprint(response.Headers.Location))
 	w.WriteHeader(201)
 	_, err := buf.WriteTo(w)
 	return err
@@ -13588,184 +13708,191 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H3rkts21uCroPR9VZZmKbW6bSexurZqO46deOLYHruznhrL24RISMKIAhQCall2ddU+ze577KPsk2yd",
-	"cwASpKhbx+5cNskPqyUSl4Nzv+FTK9HzhVZCWdMafGoteM7nwooc/3q8zI3O4VMqTJLLhZVatQaty6lg",
-	"sRIf7FWCT8RMj5mdCrbIxbXUS8MWfCJ6ragl4fFfliJft6KW4nPRGrTonVbUMslUzDkMP+cfngs1sdPW",
-	"4OHpWdSy6wU8aWwu1aR1cxO1nsu5tJsrecUnghn5UUTslFnNTvv9PmunYsyXmYW/OttWkeGAtUXI+XLe",
-	"GsAgUWsulfuzWI9UVkxEjgt6gcM0QSYT3AgG0xRzL7idllPjP1ErF78sZS7S1sDmSxGu5D9zMW4NWv9x",
-	"Uh7OCf1qTnBeWMBrYfQyT3ARDZPk/udfPdEbYYzU6jU82rRfQ7/fM2yxHGUywa2zdmyEufq///N/xZ0t",
-	"YHDv7Vzgglsrcnj3f8Bw7/rdR7w7fv/p9Kub/2xt4skNjGUWWhmBCPwtT1+LX5bCIOokWlmh8CNfLDKZ",
-	"cNjFySLXo0zM/8u/DWzp04HgeUVv0aRVoMRSXfNMplc5zR0PkDjcXyzVwjClLRvrLNMr/A2WlvPEsna8",
-	"4tJKNblaKrNcLHRuRRqzsc4ZZ/AT42YmUiA4zozIr0XOVtJO9dK6B6SasEwq0em1bqLWU52PZJoKdacA",
-	"GPtZ3dZnYs0ynswMAUJngukcPyOuSMP00hqZCiatAS4ylh+EiRjuepTrlRE5M0LBHj0Y7ZRbttLLLGXJ",
-	"lCvgA3ou7BT2rxUbiSnPxggnpe0U3pdWIEyeA4E+13eMFMgWrjJd4APxCfFhAagfsRU3LBf4ZRqxXFxr",
-	"POecmeVC5Eak8LWDGo0lU4AcYBKi0DLPAUJa0S5faPtUL1V6p5tU2l6NYdYY1+AfvcMlXCgm8lznOP9r",
-	"bgVKDnG3YMi5FVcZTRyQAGLwXOcFLwB64AqRHl5hHBiCOWe5sPma8bEVOYtfwx/dC/gjZkYkWqUGWOpU",
-	"8NQJ6uAR+HM7P90QZAGDv3OKcAIgpAn3lacKwHegiyTTRqR4pD8rvrRTncuPd3ymS5xYKAtT4LEqzS5e",
-	"PYOTJU6l2FLNlF4p+KsgYCVqh/X27dvuRTDUQSdWijiCwTWXGR9l4q5B4Od155Vyy0fAxhKukBHxmWCr",
-	"XFoUcSvWTqWZsfEyyyL27OQlkWbEMp3MRNphOh+qQhxyZVYi77HXgqeGzYRYsJXOZ1JNzhmSw4RLtZMo",
-	"hurzkcWN/x1Hukjw1UCZ4GkqAS48e5XrhcitBJVjzDMjotYi+OpTa6qzVDSo0W+nmsFvhkkboYifLudc",
-	"IXGLD3y+gONtAQxE3r3/36ba2C5vRaG2fPbwK9RU/d+nGzpR5DTdjdndlkopzA2qFHO+mAKLQpVeGjbn",
-	"as1Mpq0ZsOUClOwYR4wZ7cswDkInERETPJkOFagjyNKAEgpJxVXKxkIlIJ6tngnF2jDzWObGsnEuBM4B",
-	"Am2Sc2VFel5oM9IMFT2X6Ll/BXWfFKGGOxAfgmE6PYaaOKwThgR1ImWrqcwE42qtlRgqgrzf/aBQE7QS",
-	"rK1zprQSkVO8CqicE6Gv/Q9TkaVskXGphgq32oHp4gf9RzT51VyaObfJNCbkPMLGiFpAJVepyPj6am4a",
-	"DhApAc8oVCUMawM1aeW1iU5U0bTgRwdiR1IEQxhGqwkg31jnc25pMV89aAXr7Detcy4sB0awj7X85J8D",
-	"2nK8X6bbMXOpUr9BLxekMlZwVH9h1bG12dXcxKw9kdcCj87hA55lJ1C0hsqDB/EzEDagbCmxQsQMRBB+",
-	"SaQJ4qf281A56MITxdkeQ5a09M3do3bK0mWOXJxJxeYmwkVL5VYAWv89w0agaJmKudsH+rz/VR/+6/TY",
-	"W2mnQxWXwI4jUEJS1h8w7rCGoMyLfWcc9BJO2AD/BrumjRa86fQhYvEGumyiCJBy425/0CuayGoyb6RC",
-	"66UgbFpkscd+xFKNOAxPdyLHkkK4DBUCpnznvgfHxW6LyUkgpN/+UDUaYlYD+eNrAzDFiqFit8UYOR1u",
-	"RSu21kswPFJBkDuKsG5Cw/idlyIF4rwv3tCjf4vEApgf5wJ0kx/FGo3nihSa0Zeb9rvTYYBli2zcY2+m",
-	"qMKobM2mAlheCVyUyoZ+Aw4/5WbaazUgdy4Snaf7GAKss75NWGbxftMen1w7Xae6k5dKMKFAT0DTeCqN",
-	"1fm6x2JuY2B7q6kARZtN+WIhFIgXZCBO0YyJR871HFT0DesM9liFJk9sk2fsKUiFdA56SgJfGdaOnSYY",
-	"RyyeifVVQmfk/wx+9S4b4PkCHukgLsVTrlJ9LXLvT6jYFGgGp2AK2gioddjK+EhkrI1HmnaGrcYD4nbf",
-	"4VzKuTCWzxfwuOOdV0e+5le+76Uf3HNev4JXC6VpY+23kTfqAHfdORPzhV070R7nAlAOiF4AyrHVVBv/",
-	"uDSFro+KjWNWfJlKS48bwMOZWJst9FE67zYxqJzae47oaTrsXIyXRqT4C6rajTMY8cvm4M8UYJ/xQlBc",
-	"i3xNyyUqX4GqwozNBZ/fMyyWYMcfxOC9M69xPzA0SB2kTAIgKk410VMxAavuxMYtohq5D4JE2MbyTDi9",
-	"c5ELMMSJqg/YGn3zqSUUMOp3LZ44bgXHqMTKfSLPTcvTCn2JtI2faDmtqBXwAPdX+FiVA7RKEiqJP+CK",
-	"gYM85KFw9u6ZyHubCVhRKUa43c5en0sycqo8j/Aa/c1WkDDfRX7EqAsAtnie8zXSYhk5aLJwq3txk1bf",
-	"alr496DTImvOspfj1uDd7tWhmtW6iT5VZvPmSsMM76MG5kEaA2kFzCEGqFakxBHHiP2gKId4tuJr45Gw",
-	"x9rPFPseFZihmgglckAMBnMD0q4NDRU1jqUXZIFGBQNKdEpMwQoFq5K210HN40N3ortuR37rrR8C9lxT",
-	"watuVhiaEIdoGO0HlgkLEnWiN8XjNpP3GSgN+FsjRXsu3cAvufNiNPzk6OJY4VS+OFo3G+foah8cKlKt",
-	"bhYwDnBWO7ABIkdMjgF2oCcar/Mew+RgYBqO4gFW43HQWexlajUa28YiKqBtorm63D7OL1Ieao2Bgxlv",
-	"0aCv+EQCA+u0f/bgSxwBqYml/idLn3zvWBPvpglggmfwdJ21Gsvtkphs4fjRs9ZeRk+vNR1Now3g5M6x",
-	"lOJfG22xIAo91D3IpA11qdLPQ6rxTKwbUZ18ASUAQDbOx/lk8jEdzz/a1S9n2azpPaTORt7gI0kVmbWJ",
-	"NTX55OTx8fyEXiMobfIpTd7aXeO9hmfqhyxBDaA9ulGCjUXhmW7Bg2ZpDrrpwbIcLbU6pDYtt62oeDsG",
-	"URzsJmteghLrbKDQd4rqOKnhZENuco7+XtdMiDbVqV/wuSjik4UNNudrsPfA4G8T34BVFFo7sFcQ/HIm",
-	"Op4uwMQYYTwI1k6KeJEycMiJUHget/aMnr9/1oDKt0W6Cr41HSopEQ2KA3JYNEVlIeyZEegoY23UmAtH",
-	"C7Bf7z8pNJtOk7VNK7u6G7NVfLBCpUjKVzl8nTc7r16REkdCw3lI3PMGrSibTNFQ817tAcgZqy2obFO9",
-	"It/6XGaZdCGMobJTsWY8TUmmAwhxE2s2EmutUrYCPhtAdsUNuuyY1VkasZFI+BIQ0C9kqMCas6awvLjx",
-	"xpeVGeMWv7bezoRXmJWA5dmSjtDajLUTrWCD3MprMVTuQedmdysBKpjya8FGIpPi2lmozo8C4GSC55lE",
-	"ly4PXZkslek+/1ijg7zBNjrQ0VD1MOwKtmxKG28ibEmGSXJhvaGOHmTiBeQsPne+M9p+YD0QglcjP9ns",
-	"6v4vZ/On/fQfD5Y/f6P/eTp6qP6ef71qHR7leUrxi0xbnzLiIhkDPFt8q9c6KPpwgKn8azwz5b5HQBBq",
-	"0lVyMrXZutl/gob3sYRN+HYlFjqZNjN34+INSAcuq81h6SLXiTCGzpaODqwDaV3+iQH+T5ycXm+v0P3+",
-	"Shs7ycWbfzynCBnLBQZp2dTxSL1S6Jz2WiqM7xmmS22ZKb0ywWIKEizCWtISWRc0V/PVt8Ti6p+zs+tH",
-	"/5h/2+dPml1GW3w4gNhhblcBF4oYVNTl0rGDCjYwOMf0KyEXn7VCEaoq3hthru6PH/F+cjb6Oj0VD/hX",
-	"XzWuN9PHY7xUqfgQsXGu56zfY2CQOn8dbg0XCe/G8Od/wMe4mT4Kw6wMh3z9iCIv7r/DvEtFGOjosEqz",
-	"FVfGCZw552aIKlK0QkIVQVmn/K3Cv1mtJD53sGKJI72x3IoDPEXVg36CipTzTgiV9vaaS25t+31Jwaoa",
-	"NBwA9D3kEVacO28xhp7hB/I3okR29Az8H88iInc+qRbcxsWf8VC1y9SvIPfFmRSdHouLzIurMKBRBHYT",
-	"rthIVAO7Q9WmbAnuEmrWEUl1XKFOZgwPuUOc4vNoXOEyj9O5VNocHSzAGWgSUR3qyECcf3anK/Z9Ax/x",
-	"B3InERGRpYF5ONI6E1ztCXjslu1NEp3FMFEMwFNsLsAwcpLJJVnAzxGLES8RndDFJydTYazDU8z5iFkm",
-	"DfBIEFz4MsYejGZjnv8+FIfPphzAfvdCuYgnWJSDjXBhbVhb6mSIdBnQv54dFiLnKLlyYHje5UxVN//a",
-	"5ykWuTgbrsp94ggQfpdUqqJLuZYmvvxTgCbNfgTK7KqnhK7Z39+8fMFoIFQLLJtrY9kD9qP8NmKiN+l5",
-	"dSTF3Aqeprkw1VQsnDNvDVqn/R78//XgUb/fbzX5+V4coNQGue3vLrr/4t2P/e6j9+XH3tWg+/5TPzp9",
-	"9Kgp2b2SXVs7taeP2aMHD79mLgWQpcJymZkew9gYWTDIICIW08nAp5KlxaxdiBefV1zNonGh6apUau+X",
-	"SR0Xd8eA3JVjP1ylQ0W86EppeyWNWVJIvIjVBY+y2C3paixUIuJG8XVbMZTotBLsq6Xyg+7gU5xb3hZ0",
-	"KF4meLeiVrA/j/TB1siDBxY/ovBVQTe178dcZvit1fpqztX6ylMH0UktPaX6oE2m9OSCrzPNAYT6KuP5",
-	"BMhyLuxUp7gkTDp2QhI3eQX2v15aMshd+UDUCrI/saADkJdn9EOYGQsDBfnP4aIKBaz4xhkE8N0vS235",
-	"lfiQCJHia7A4B9swVbjlBGKRW9co1Cs4siVIXEdCtomDB8aIicAapRGmvDbJFSmytJuJa5F5+iTSqFeP",
-	"VITHXuf1bfWSLQG7OsMYVHjCjlCeVMZyB/omB2tI1l/8eDxiy7RxOQ3Rlwf9R41SVdqsxtifF/kMjeE7",
-	"nzxQPM9HemkHo4yr/fEdF8KnWYt1Oi7VJCBfY56BM+JrLPFIRphJIB+SeJ8OoK8DjmFnIrR3XhS44Y0m",
-	"FCqYa0OKKXrQiiRj8nVsDycdsKzMu7IPwdODsG1HsLrM+9lEw+InL31wZTMhFqg6iQ+O5Tbxu6UR+RWf",
-	"uNy43Wglw1yT1uY266eLySLF+nbiXbNTYHfGh0+PQTlwqOOgxPR9calg8P2WfzHsawEy9ciA1X6i2J1J",
-	"XWBiGGju96PbYebuuUos3R9XD9G2vrR9MfDqURyMc82HgwC6ZTAx8NuHOz775rg97EgRghUqsbrj9d3O",
-	"et6Wfn7B0Fdrs3Om59ICH6ak38Jbew9DQrfJM9kDOsKNZ2qsGzIXqMbpysvTDRh8Djl0WUlzKhxPmGQJ",
-	"u67Lo97W+NCuVNONoVkbBBnqEd0X6EIUmRGhW926yTHaR6oPs7oTrgVFo4srJTzL0Io1iV6IvQmom4JI",
-	"fjwUlMtFepuMkmuR+1DDsUgU8BAvnfxoleW4bURV1NmFebeVXfT2MaIrwPT90ssPf4jwomffAlb9eg1w",
-	"H8kdRkYF8t6Wcp55Le+3oJMjSGFHpl618E3ao3OQA3rZHN39SJFL4ihznorbcOiSkrxUvhUlIQLmzfSE",
-	"C8yPpxZC6krGy2l/D/H4uRrX6lJj6qXb6AGMGfxrzllMQ8SMZ6YI0xtXMob/kk8j8lWvBb26uD9okfCt",
-	"10HPWYxZcDHmS6Sa/PLYtqAaxODkL6X54SDgrUbV/822uO1FEaKlmhikySgsZHDZJcLbU5upN1R6fduM",
-	"wTsKquwInRThyE0Hg89FSqm+fFCm5DjYhEFuCpi40ALF5ijMFILu8wQ2bp3csAUNgIFWWrNIxRbcTk3k",
-	"NwowoCj4bUPxO8o5m9NiqKrSze3pqij5LODenDADw2gs43KAD5NmzNV/T+/P+ot/rb9Z/eNM/fPr0evT",
-	"+eXD5O+PWjvLMI/llWX/mnppXgX/t0fam7iSo+Vn393OiKiew2eqSC1oZcA4Wge+OPXc5zCWFkJRvXMb",
-	"6ROsfgdsvlQRfrX4yLP1rSnoh0D0cxpm1VZL/gh2VgaDToCj3eYwDqk3LfnPpuyhYm3MBX399DG7f//+",
-	"IyDjny8fu+KzDzyx2ZrZaS4EG+dUMMkzlsqJtLUmCGf9s6+6p6fds0eX/W8GDx4OTu/3Ts/6/wr3BZp/",
-	"10oqZaicRLX8ZSVzAY/1LunZ4reunHufD3aqGrQm0k6Xo16i5yeBK67y2Y9GDTOMSJa5tOs3cLCEeCPB",
-	"c5FfLO20EUiu+nbA4gvX1wTPdcC+xfdYNpthF62e71WGwUT8rdzn1NoFLUA667mhptwwfS1y9sPl5asT",
-	"DIfiMVRUU5fchiwX9BI2yfUqwmdEGqg2QR3iUFFtHak/5KHlLvcaA+SYdoDP8qw3VEOFSMN4LprxIkiH",
-	"BTU5kSQGPMLTmw5pK7mzvaF6QgWNea5zrLVSrAiFxttao8Qs1ckS635xfs6M5aNMsDjRKUYX/bi+JGq0",
-	"tCw+mWIpx0cXmTgBhW39MWZt1MKLITk8CqKKL2RvzedZzKRKsmUq0g5LeJ5LFIFFETY3Q7UFE4bLfv9+",
-	"MhNr/CDiHrvAV6bYuAObarW9+hqViqvOvcZJMVtQO0diqFx4jlntEtQxnxBQAcFgdJDpfu6yQDCVqVYn",
-	"CodslgkADnscTfVqqMhHT6nKOCOsq8deaHxmV7OcsAj/lNWb7pwzPlQwhE8bx7RlOZna8L37rGxAhudX",
-	"K2fz+ZpckeLN2piHjSFRPN3vn1xG7IcnF9/hjl++unz28sWbjts+t2VTsqEywnHa5oZjrB2/EUn3qbDJ",
-	"tPtGWjFgSa6N6cKPdDiGzwX96dsIxS9zOZEqHrqBinxpt4t7hk21sR0qT6JqYDy0+t7ZY4zi+JzVXDCl",
-	"7VC5xRvqBaGExFmocQ4RMD3J+HiMZasIxFfc5bhifw1cYZiS6lCE1tHtJjo3XXoqZm0FJztaM9eSoYMz",
-	"YM2j+JCIhfXVv1RLAXY5i0+uT2PK0yx7wOHoj1++fsPagJsZnLwpknHPWfyU2Fn3EqOG0VDFTy75BOih",
-	"0jEIafa5JnYQgxEEVk6HumMARpQkGTEjFdZeC5mzROuZJPY1VHKidC7SHiP+4PrH4J7ZRFjDlKbFup5E",
-	"NVwc6XTN5ksDJ5PLa6wXzcQWgZ6umQvLh40tmOm4jkgITDfPAAmJOgP47kqyBBOgyTesFuyPfXBNsGRp",
-	"mR6P2UiMdY5elaGKH5Pt3yV1J8YeGWwjVI2pGJlMhCJPjmv1eLHgyVR0z3r9VtRa5pkTWWZwcrJarXoc",
-	"f+7pfHLi3jUnz589fvLizRN8pwy81iJihVuk1e+d0oOO17YGrfu9fu8+5dlMURJ7lg2fJwLlPGiIiAPP",
-	"0tbAVed9bNW6SJ71+zvabB3XXssVADZ018Ika5dijuduii5xvVaoW7QG795HLbOcz3m+BuEur4VyuUqW",
-	"TwwqbzTNe3jPiaatu35NP/8mm8a5sa/bw/79bcMU6zoJG5/tAgkMKwEm1GSq6FLmZERUCLLACY/VNthJ",
-	"A3tzcpl1tkL0+vTEl881gvS5NPZHeOALAtUX9m1BJWo9cRO1HvRPDwJs2VUPXzrgNMreovDG2aP9b4T9",
-	"GHHVyMf2v1c2pQtPmbhuwaYDJcIUSlbEwIwx1hWgtlET6vTYC1RvbeGaqFAPVTLeRK2Fa4lYPV3qsvOj",
-	"a1SDJPqtTtcHnGyQSuhqG31eIKPKIxPWdg7eFVmDYH1RLZ93CN5Eh+NJ0ValauPZfCluNjD09LNhaNCN",
-	"qAFJ3a899qMQC+yFE1daDRmrc7HRawhxs78fY4LOv39qGiAohhZEgeK+MlsaVMqVa9InXaDA+dIAvg24",
-	"H3C5k08yvSGbMhMUV6oLECA8Tw8VZHrQlFKMZEq6boayyZPunfIrWtvuN4oeur/N4RKoGg/3mQUCWRjf",
-	"IrNswlgUoTnWFHk7DWReys10pHmeFh3dGtle0AX+XWN3cZke2rZ7JtZX73j341n3661tu987bCud9Vul",
-	"6nOfQVpbY70ZWLZ2Vi1V02E9nmv8J822nvDEebd1pm9KxLmJGqfGZDbvQdREZFSsAsKpx17OJRV+j7Sd",
-	"blsN1hhUFuODQy7ZEAZsbAbUjG0lxE6om/4BD7obAG7ef0FFpiwma5ASL5XAywTAriaA/iUD6mwCYBdg",
-	"W4o23qjsJ+Dp25FXwdzp75NP8FyNwW8L6N8z1GmVQmdlFCz0vjxiQavzHrvwhZWcjFDH8gF5h8q/dtZ/",
-	"QN0qfUlSRDRjizY3jni5rQfTjZceAybHZAbjhFNu2Fxfo0JIDZrIPqfh2tqHkZQo1oSFYJ0w0iTB9K1t",
-	"CRkpDAaLcK4kMnybxCL1SdjDrxyjJ13H9d11NVmV8ot7prr7bazDB+9LAjyqsr6B3A8U5HCqv28p3j+A",
-	"PMsLAm5J0Mcbs59LV9hAGcB+7uK+TnloYgmRF7lNxa7urgVuqMgNM2iMK77UZTePs37fuf+o+BDjcPS0",
-	"Nc0lsb0NqvleWE8yX1biuCq7ZuuZQIcS+C+ltIpol2H5I3BPl5ul0KIuUvKvZLoN02qscI8KQo1u3jfJ",
-	"rBOXN1C/uejgQUsLv4oC2EswSHmtFVt75G8DHi8ArzFppKyojnwoqcKth2qC1ppz6JOW7qUY5qqRx9VL",
-	"wqKjcHh7TKVdWURujaHaaIweuf4uld4MvhLP9eTCJsX5UuHtK00SzDXiPkiEXbhLK8ru2gAptFmcQ/vs",
-	"AZt24Kll7gMH8IiTx/iZgIHlgAUSlf0tpPGs7RxtHWJL9D5Ie2oyQ8DCCwOIL21KcLKNiwW6s0rleCyQ",
-	"cXpYUyv3Rjf3j2JNkcjTr0C5OHv4EFSBnCcAHtZ2LXi4SvWc/fzzs+8A5nOdCwoijYTveW3LBsxD5Tp/",
-	"UAfieemkLDrUll3q3Tv3jNsrUR92DSl0JjpS1A+mPp3MKQjPUjFfaCtUsu6S4d5s8jx8WM1x+KrBePsV",
-	"TjCflNHUd8elQWAzjIOdXbV7Gg5yeH0+uUItSBtEyvdEeN7XVbS6omJyCpZy4AVBTprTrGuXh1TiW4ck",
-	"m/prHBAjzini59puOQ5U9BDebs/vzx25+X0bZaT13fFdT65g0ui5wPgdZiuXuUZOburc8TapihuwNkTJ",
-	"UFXilz1WvU6K15lvXCPwOOzbimxmys1QEcfc3XvknLqmYzCzsggfGE30HNBtxJPZUGUo34qoYy6u5XXI",
-	"qAc+18/dPeF4LyD9TKz33eCyrzbVZYIEsq+qCxc3ZOSgQImULRedHrsoG/GFYO219t6c5NSvO8Orehm4",
-	"v0msvDBBGteFBo2yDH8yUSjxXYcr71H0XdsilGbjZZbhHSfVK6w+63VTv4FxFN51U7OKDnaQnJTtr3d7",
-	"J5/4jtXHqaS/K59c2QV8j0+OgPKXT67JSnJ3UBDrdVQZBCO/uHUU3r7wWc2jF875JbFjQSLS8EJD6loe",
-	"tJgMmlUGd+Z4wef7ifSGaoubkWdFsKrpKoyoOSutyK0bqqa3CHFLnyMMU7GxgmY3rmDC7QGMAqtjdA16",
-	"g4osr+29o8/pFcXn/hqhagcFd/eKdzc2WBwM7KuFwLTLRcYTp+e733vMuX8I+OjATOdSYdGizqhbFl15",
-	"5dPnCxGdaOJjotmHieMXbTN/ha7v641buaaIdyoWmV7P4W3q3O2tgAdkBYwOj3Fv3B9yiN5/9vnyW4qu",
-	"og33UZoZnH/QQT8THAxgicmhQBwhqoPsxZy3OkL/3lnsLR2xd3ozqdMSlUZ1vK6JK73Cc8r9NWlTsqLY",
-	"FBPjrgXdKfoH8QdfmFkTo3H3BJS7nmjW9iwAVHXPKzuHK0aOy30GMVNnPjhu6Q4+hvMchjG1jgIH8Y3G",
-	"UIi/I+CPYAb/GYMfhMxl89tSXo7Wpa8xuI2yiDuSIXoMtiux+gK4rsTqy2J60Jnijv1i7sKZpvRPrIzr",
-	"VXvPSbo7tmhV6rpN7PKC/eldV38+mn2CTfY3nTSkK5HzslRnzR5TvdpBaKuB/jrsBdSU5lQLpAfNJrZf",
-	"yRw1v5s5aj76RXSrNUfvt9e4/eHSfqoto/a4Gcrj/cvVsCn86G45Vi3EA87a5GoIKGV7ijN1vyp7bH0p",
-	"mVRttnXHZlvQQqxJNCU6T3//Kt0fRUGDA6baSo+jvpSuuCdHLy1GQIIaH1/ethWBC/YfNOHZwf3LXjoH",
-	"MP/bpYP+sXhw0PloLwt2wPuLAzcmYNaLpHemYpb4uonCJ5/8x71Jmeg5KsqXivwUdwNR5epYCrdxW3QL",
-	"OvVJKsonodipNEPlyi8oI4UuyMgdLwzEMKpmTR7D73C5r0u9ab/1TK/8+bL/fwM+S6B0iUcBNkboaLzm",
-	"2bJMyMNHmpICQ+TckheIbadwtETPwzv1HVuiC0wlJQ36+0jhoQjrq8uCXspbyYVKMVNHWobV7J7puMv/",
-	"ASMHLkzOAYstT6ZzoWzkE1+UHI9FSrEAw1U60h9EytqcVjlUfg3csNiKD/ZkaudZXFT849aYxN5cCVdY",
-	"+5xYuv2+WME9U9ZPdHpD9YwyhB5jbetjrWyuswFTupvANxiWx08sF+jN5zaE1JNLPolc6/Nn4+4LrUT3",
-	"J26TaRxA0xlG8Gzhs7jff1Apf8cd9li7MgiGEmAbqUgyDlzIwdXJFw/NHy4vX93DK4gi1wmJCsbxMyze",
-	"FCkjS4VXjboLZTeyNreTfF1e/e3kb1URtdmuf7SmZhIF8lQ6mIykAnTfkruJ8IgOR8mab8EXOn8nzUIb",
-	"aRtbKsUlCp6zscwE8N3/OmxRjwZPQNSoYdiKB6wsuefXojw27JEiOHbKMFO9wqiT3Z2Ms9me1C/5jSuH",
-	"7b7SmUwaLuuMHWmc+0L8rskTdk9pJe7FA1cmxtV6xdfAMSg50HvCASVcHgjVuB+7TMDig/IFgnc+q6cn",
-	"av2z62F1uV6I7stF4TLYCBcgS4mP2yNMcb9JxL3Qls11KsfSB4MKwYy3jcks8zcZefmsx6zGF2qIejw4",
-	"b/7KZK5XiW+KyvNAOJJwk4pV0HC7rDzOJVxwTHQLL5vS70GzhxWMx/XWFigKa5c34miuRkQUcXHFci59",
-	"Ozval9UgarEWFDtF5FwZ6r/kI+Jll8048MdRs4rMaDYSwdeuo62TVkO1VD6PrEi2QVsPtWB24dN8R/pa",
-	"VLKgA1lLl+NRVjSIMt/mpL15B0BnwHiSiIUF+Q/8XS+zlPYcbBnTtGkylwWn8Xh71JHDNVFBVdq3hwkZ",
-	"nyy1YNfFYybWLOihg/1yqOTQBXj9696sxZxeO831cgI6B+5j4D+4vQ6V1cVNnf5FwEfsUOp7TKIo9yBz",
-	"cE2BL/tUfPcpgu8o8NeJhgr2MWy5iVp0LRQ1OANc8FfioBVBvqPidP2KUEHyi9Gu6UihHCWYtigVm8sk",
-	"1z4Xr105YQJ6DXm5xRatMplSDYEZKryKKo+Y0XiJDcBx8+TLJIaxdK7kcOV4UMBDkX0OXAMlYfnEdVBi",
-	"3NEXBtvx7F3jIpmJDS7NXeakY9CNutuA/S0Ox5BBooX4AGZiGztSnZ722f/536f3O+fUNWblkTWoO3tw",
-	"eoYX4NSvg6kWoMlSmcGkTYej7LLAfGlYMhXJDLALvYGRb6dIOfcl8Q8KB01RW/eg/6h6EUfkkpNpnmio",
-	"VlNui2YKxVqbTMNXy1BJbHLA1NPUq9L/qAzlXc3vC8d7fb6S6+3z22/6SVBH9yZLaXdxw75/colAe/Xz",
-	"ZXG+trc1Nd/h63EriP8WD0IUplLIEn+rWLhr8hKZd65gZ9r/oRr+sVr9AL0V3jhwDOuU/SS/jajx1rqi",
-	"7UdsJhZoxU3kNRWWkL04VAueGzIQsRWeU8YNdZ1I/e3VbqYCxZH5TflCdHrsQrmrvDGZBAjWXaSE03hO",
-	"zT6KXHcz9Bl6Sw2LTxA0MCMN0uZq3RmwGJY9YATleKhIls35DAEAJqTOXU077oBWP9KpFL4VGOPhZWdA",
-	"hzd34EGkXuabR/fWmW/sInT6uvaoVRRtF56pDukYPoWvbNQFullYNNxnmZx5HYIKY3AWul/2rH9aXojt",
-	"LcEc7HpsmZet+BrsMZkyPlROCyxplMYPbWLPZ6lTEPJUur296GTJ7UYG+22MHr/fZr9LoOj9/Pp55Duy",
-	"NYCXuMw+e+Cvog1nGwdSbhBot9JgvdYqUCbbOi9uMK4XaONLnfOmC+0GoI+R9ln1bVGzzSmaI4EqDEpQ",
-	"jz2h9nykBTtHLLV89N5Y5+w4+LY8AO7p2Z0Ct0mPGbBCOaNOiDU3mO/FBRqsS7375rdbtCdgOsWKZuL6",
-	"+91peuDD/td3Covq7XyOQIjnkJCaUKFPUFrSRjeq8qnIHSyADAIkQ+WKIknOAk2ghESLm2dZRHWyIHRx",
-	"dtaOu905/9AthuguRN6diTU2eqz+1sUxiwc6lBHmRE2il+jknHCpnMkDC6Yy91xbgXIm48b2mE92D92G",
-	"NQXck+W5yznzSd7OnCR/slkmADuwjn1xki/g9G11zTSXaga6AMGMUezHoHHpmoOSlMOyVVIxwKzsOKr+",
-	"lQ4RvGJh0yNyi8DVSXDLQ2MA4e1UO0jjDbp6XPdhYLsApxGYANvKe3gqPgrn6yhy3N2A/uIRf1uclQBI",
-	"Iz9SGCRUFnvsdegFMGUT1LlWk6FC871thGDVfKPOOR2TP/QCycY6xyag8GKTORRGpN/m/lrPL66pBXdz",
-	"bFG1mzNI/vId1ut7HHy888njDfpLSq22MFP6nV1JOZ/FjegosrhUdfBpSwWPL4gjvaHsux+HAYmYarBj",
-	"zIHXWVq4gTZuaRggv/TVlUUdjL87A43Pdqi8uHzPNI7Cohj3fMfds+G+Hio/Dt0c4dT9cCnSRsU9HrXB",
-	"ypojqqnPMuf1HKqK2xMOtAqIsG0exRXJNkT7GhUwbEnILpjSqksM++LVM+pP7csqGadm/CJlajkfEWfy",
-	"54N3WPjObaztGzHTlStMoWmBYDofqtOo3++zpcqEqXRdNmDEFD6kThOjebkQ6k1xWcXvp1i/dp/DHXen",
-	"9BBpSnvBq0V8tX6AFFvq9d1dJuFVJgVi/jGyZe6+gtnTAGqSgdKIprmha3hqdGJcM/lzB26tSCnKBLXx",
-	"ImLpsZd/tvLll7h9D46o4MfhXUXIyQEKMyEWPJPXFbWtkAiF1ua/OfnkPt2cIFSPr2woyHi8o2S0KMeo",
-	"OFdA//Z3aAHfdjr1Zleox7C02/Kwo/hBefPOHRdJ7OBHuPv03HUnMDEx/fptVSuB1lX9Vqo/Zdng7hcc",
-	"KP9gBRGPSYYUikvQBKai8rjSaq/3NMRwjyX8W5Y0bSH8hsKm/28p1xU4HUi6dLfcX5Sr/nDlh9i0KaTc",
-	"rTHWaDst76ZbLAbf6k95wpMpmwtj+IRan8bY4GBA2Rv42YXEYpkOYopkiV/IQ5xyy92T2PgDVK2/v3n5",
-	"ojdU8XNubBe/7T77Lga7donXN7lLR7Bh2S9lybqzkVzrCzCOEj3Hm5CwkwJ6vHGCoeJsKnhuR6AVlCYj",
-	"dW+Qhsk0a2xJ8NaFJr9YAn9zZDgEw/7A6E5Og/mneCRd2m6V1WxEaZp8NH+MpgB375e5YKD6BldTUYMa",
-	"wOg3aDB332BCrWtbUxIckdf7m9q1ItX72969h+Mly5vQrrzMZnBycnr2da/f6/dOB9/0v+mjUHTDb/G/",
-	"RN5+LNsop67xlhMN5+7eIeq4iSmYjrRqhYamtZkU8LR+bxuGw0frsMLGXwfrnFeY4ZXwPF/Xu1f2Nqsi",
-	"m+Z866/BJV9qEH6VeXA5MwbbIobdFnQOzHLjdjmsGELnaThzUfuzObW7/e0a88IBDaLtx+7Go1PfHOqn",
-	"QDgHPBoUrcIKo9wCN49Kqf0kGGcTYaciD2YpmPnmRM7sNT4THa9xw/ACD+5fc1n66HnoBANjx/7NQf2N",
-	"QA6d3F04wXvuMpub9zf/LwAA//8=",
+	"7H35khu3ut+roHhvlciTJoczkmyLU6nKWJZsHetIOtI4OnVNZRrsBkncaQJ0AxyKUqkqT5O8Rx4lT5L6",
+	"vg9Ao8nmNpbGS2z/IQ7ZC5ZvX3742Mr0bK6VUNa0Bh9bc17ymbCixL8eL0qjS/iUC5OVcm6lVq1B63Iq",
+	"WKrEe3uV4RUp02Nmp4LNS3Ej9cKwOZ+IXitpSbj8l4UoV62kpfhMtAYtuqeVtEw2FTMOj5/x98+Fmthp",
+	"a/Dw9Cxp2dUcrjS2lGrS+vQpaT2XM2k3R/KKTwQz8oNI2Cmzmp32+33WzsWYLwoLf3W2jaLAB64NQs4W",
+	"s9YAHpK0ZlK5P8N4pLJiIkoc0At8TNPKFIIbweA14d1zbqfVq/GfpFWKXxayFHlrYMuFiEfy76UYtwat",
+	"fzupNueEfjUn+F4YwGth9KLMcBANLyn9z7/6RW+EMVKr13Bp03wN/X7PsPliVMgMp87aqRHm6v/+z/+V",
+	"drYsg7tv5wDn3FpRwr3/Ax73c7/7iHfH7z6efvXp31ubdPIJnmXmWhmBBPwtz1+LXxbCIOlkWlmh8COf",
+	"zwuZcZjFybzUo0LM/st/GpjSxwOX5xXdRS+tL0oq1Q0vZH5V0rvTATKH+4vlWhimtGVjXRR6ib/B0Eqe",
+	"WdZOl1xaqSZXC2UW87kurchTNtYl4wx+YtxcixwYjjMjyhtRsqW0U72w7gKpJqyQSnR6rU9J66kuRzLP",
+	"hbrTBRj7t7qpX4sVK3h2bWghdCGYLvEz0oo0TC+skblg0hqQImP5XpiE4axHpV4aUTIjFMzRL6OdcsuW",
+	"elHkLJtyBXJAz4Sdwvy1YiMx5cUY10lpO4X7pRW4Js+BQZ/rOyYKFAtXhQ70QHJCvJ8D6SdsyQ0rBX6Z",
+	"J6wUNxr3uWRmMRelETl87VaNniVzWDmgJCShRVnCCmlFs3yh7VO9UPmdTlJpezWGt6Y4Bn/pHQ7hQjFR",
+	"lrrE97/mVqDmEHe7DCW34qqgF0csgBQ802WQBcAPXCHRwy2Mg0Aw56wUtlwxPraiZOlr+KN7AX+kzIhM",
+	"q9yASJ0KnjtFHV0Cf26XpxuKLBLwd84RTgHEPOG+8lwB9A58kRXaiBy39CfFF3aqS/nhjvd0gS8WysIr",
+	"cFuVZhevnsHOkqRSbKGulV4q+CswsBJrm/X27dvuRfSog3asUnG0BjdcFnxUiLteAv9et185t3wEYizj",
+	"CgURvxZsWUqLKm7J2rk012y8KIqEPTt5SayZsEJn1yLvMF0OVVCHXJmlKHvsteC5YddCzNlSl9dSTc4Z",
+	"ssOES7WTKYbq87HFJ/87Pukiw1sjY4LnuYR14cWrUs9FaSWYHGNeGJG05tFXH1tTXeSiwYx+O9UMfjNM",
+	"2gRV/HQx48qcA2WhRaALICWpbqSRo0LANTNuQd+BsSBKw9ofRKm7S5nbacJGMpelyGhY/gkG7S/xns/m",
+	"QC4tWFNRdu//t6k2tstbSWx9nz38Ci1f//fpho2VOMt5YzZuiSqtzg2aKDM+n4LIQxdBGjbjasVMoa0Z",
+	"sMUcjPYUn5gyWifDOCixTCRM8Gw6VGDeoIgEzgqaj6ucjYXKQN1bfS0Ua8Obx7I0lo1LIfAdoCAnJVdW",
+	"5OfBOpJmqOi6TM/8LWhL5bgLOAPxPnpMp8fQsodxwiPBPMnZcioLwbhaaSWGinbSz34QzA6tBGvrkimt",
+	"ROIMubAq5yQ4Vv6HqShyNi+4VEOFU+3A69IH/Uf08quZNDNus2lKxH6Ez5K0gOuuclHw1dXMNGwgchbu",
+	"UWyaGNYG7tTKWyedpGa5wY9uiR2L0hrCY7SaAPER2dJgvnrQisbZbxrnTFgOgmWfqPqHvw541ekSmW+n",
+	"zIXK/QS9npHKWMHRnIZRp9YWVzOTsvZE3gjcOkcPuJedyHAbKr88SJ+R8gLjTYklEmak0vBLYnVQZ2s/",
+	"D5VbXbgi7O0xbElD35w9WrssX5SoFZhUbGYSHLRUbgTgRdwzbASGm6m5z33gz/tf9eG/To+9lXY6VGm1",
+	"2GkCRk3O+gPGHdXQKvMw74KDncOJGuDfaNY00SCbTh8iFW+QyyaJACs3zvYHvaQXWU3uklToDQXGpkGG",
+	"OfYTlmukYbi6kziRFK/LUOHCVPfc98txsdsDcxoN+bc/VI2OndXA/njbAFy78KjUTTFFSYdT0Yqt9AIc",
+	"mVzQyh3FWJ9iR/tnr5UC4bwLd+jRf4rMwjI/LgXYOj+KFTrjNa12TV9uxgOcTQQiWxTjHnszRZNIFSs2",
+	"FSDyqsVFLW/oN5DwU26mvVYDcZci02W+TyDAONenCcMM9zfN8cmNs53qM3mpBBMK7A50tafSWF2ueizl",
+	"NgWxt5wKMNzZlM/nQoF6QQHiDNeUZORMz8Dk3/D2YI711eSZbYq0PQWtkM/A7kG1blg7dZZlmrD0Wqyu",
+	"Mtoj/2f0qw8BgcwXcEkHaSmdcpXrG1H6+ETNR0G3OgfX0ibArcNWwUeiYG3c0rwzbDVuELf7NudSzoSx",
+	"fDaHy53svDryNj/yfTf94K7z9hrcGoywjbHfRt+oA8J/50zM5nblVHtaCiA5YHoBJMeWU2385dIE3wEN",
+	"Gyes+CKXli43QIfXYmW28EcVDNykoOrVPhJFV9Nml2K8MCLHX9B0b3yDEb9sPvyZAuozXgmKG1GuaLjE",
+	"5UswVZixpeCze4alMk8b7YFNAe+Dg43zgUeD1kHOpAVEw2lN9dRcynp4snGKaEbuW0FibGN5IZzdOS8F",
+	"OPbE1QdMjb752BIKBPXPLZ45aQXbqMTSfaJIUMvzCn2JvI2faDitpBXJAPdXfFldArQqFqqYP5KKUcA9",
+	"lqGw9+6axEevabGSSo1wu128PpfkNNVlHtE1xq+tIGW+i/1IUIcFbPGy5CvkxSoT0eQx1+fiXlq/q2ng",
+	"34NNi6K5KF6OW4Ofd48OzazWp+Rj7W3eXWl4w7ukQXiQxUBWAXOEAaYVGXEkMVL/UNRDvFjylfFE2GPt",
+	"Z4p9jwbMUE2EEiUQBoN3A9GuDD0qaXyWnpPrmAQBlOmchIIVCkYlba+Dlsf77kR33Yz81Fs/ROJ5zQSv",
+	"h23h0UQ4xMPoP7BCWNCoE72pHre50M/AaMDfGjnaS+kGecldVKThJ8cXxyqn6sbRqtnZx9D94FCVanWz",
+	"gnELZ7VbNiDkhMkxrB3YicbbvMcIOXgwPY7yC1bjdtBe7BVqazy2TUTUlraJ59b19nFxlmpT1wQ4uPEW",
+	"HfoQY+nVHazT/tmDL7EFZCZW9p+sYvy9Y128T00LJngBV6+LVmO5XZCQDYEffd3aK+jptqatafQBnN45",
+	"llP8baMtHkSwQ92FTNrYlqriPGQaX4tVI6lTLKBaANCNs3E5mXzIx7MPdvnLWXHddB9yZ6Ns8Jmpms7a",
+	"pJo1/eT08fHyhG6jVdqUU5qiv7ue9xquWd9kCWYAzdE9JZpYEu/pFjpo1uZgmx6sy9FTW1+pTc9tKyne",
+	"TkCEjd0UzQswYp0PFMdi0RwnM5x8yE3J0d8bmonJpv7qF3wmQr4z+GAzvgJ/Dxz+NskNGEWw2kG8guKX",
+	"16Lj+QJcjBHml2DsZIiHEoRDdoTS/Ti1Z3T9/bMGUr4t0dXorWlTyYhoMBxQwqIrKoOyZ0ZgoIy10WIO",
+	"gRYQvz5+EiybTpO3TSO7uhu3Vby3QuXIylclfF02B69ekRFHSsNFSNz1Br0om03RUfNR7QHoGastmGxT",
+	"vaTY+kwWhXQpkaGyU7FiPM9Jp8MS4iRWbCRWWuVsCXI2WtklNxiyY1YXecJGIuMLIEA/kKECb86a4Hlx",
+	"450vKwvGLX5tvZ8JtzArgcqLBW2htQVrZ1rBBLmVN2Ko3IUuzO5GAlww5TeCjUQhxY3zUF0cBZaTCV4W",
+	"EkO6PA5lslzm++JjjQHyBt/owEBDPcKwK9myqW28i7CluCYrhfWOOkaQSRZQsPjcxc5o+pH3QARez/wU",
+	"11f3fzmbPe3n/3yw+Okb/a/T0UP19/LrZevwLM9Tyl8U2voSFJfJGODe4l291kHZhwNc5V8TmanmPQKG",
+	"UJOukpOpLVbN8RN0vI9lbKK3KzHX2bRZuBuXb0A+cFVyjkrnpc6EMbS3tHXgHUjr6lkMyH+S5HR7e4nh",
+	"91fa2Ekp3vzzOWXIWCkw6cumTkbqpcLgtLdS4fleYLpSmWullyYaTGDBkNaSltg68NxarL4l5lf/uj67",
+	"efTP2bd9/qQ5ZLQlhgOEHdeKhXWhjEHNXK4CO2hgg4BzQr+WcvFVMJShqtO9Eebq/vgR72dno6/zU/GA",
+	"f/VV43gLfTzFS5WL9wkbl3rG+j0GDqmL1+HUcJBwbwp//ht8TJv5IzhmVTrk60eUeXH/HRZdCmmgo9Mq",
+	"zV5clSdw7px7Q1LTojUWqinKdc7fqvybzUqScwcblvikN5ZbcUCkqL7RT9CQctEJofLeXnfJjW1/LCka",
+	"VYOFAwt9D2WEFecuWoypZ/iB4o2okR0/g/zHvUgonE+mBbdp+DMdqnZVShbV0jiXotNjaajkuIoTGiGx",
+	"m3HFRqKe2B2qNlVfcFegs0pIq+MIdXbNcJM7JCk+j8UVD/M4m0vlzdnBsJyRJZGsrzoKEBef3RmKfdcg",
+	"R/yG3ElGRBR55B6OtC4EV3sSHrt1e5NGZym8KIXFU2wmwDFymskVWcDPCUuRLpGcMMQnJ1NhrKNTrPlI",
+	"WSENyEhQXHgz5h6MZmNe/j4Mh89mHMB8965yyCdY1ION68LaMLbc6RDpKqp/vTgMKucovXJget7VYNUn",
+	"/9rXPYZanI1Q5T51BAS/SyvVyaUaS5Nc/kdEJs1xBKoUWy8xXbG/v3n5gtGD0CywbKaNZQ/Yj/LbhIne",
+	"pOfNkRxrK3iel8KYmmGC7yxbg9Zpvwf/fz141O/3W01xvhcHGLVRrfzPF93/4N0P/e6jd9XH3tWg++5j",
+	"Pzl99KipeL5Wrbu2a08fs0cPHn7NXEkhy4XlsjA9hrkx8mBQQCQspZ2BT5VIS1k7qBdfp1yvonGp6bpW",
+	"au/XSR2Xd8eE3JUTP1zlQ0Wy6EppeyWNWVBKPOTqoktZ6oZ0NRYqE2mj+rqtGsp0Xkv2rbUGgO3gS6Zb",
+	"3hd0JF4VjLeSVjQ/T/TR1CiCBx4/kvBV4Ju178dcFvit1fpqxtXqynMH8claeUr9QptN6co5XxWawxLq",
+	"q4KXE2DLmbBTneOQsIjZKUmc5BX4/3oB04gefjUTueRXLqtIVZu1R4YmAryvqnhNUESUihf0Q1yVCy+N",
+	"aq/jCQRjLXzjnAf47peFtvxKvM+EyPE2mIjbh7hMueWUZ6jDazQAavS0JaG8TrBsk14PzCcTMzZqLiy3",
+	"bdJBUhR5txA3ovC8TGy03rlSUzR7A923tWG2JPfWhcugJj92pP2kMpa7pW8KxsYi4Itvj2cCmTcOpyFT",
+	"86D/qFEDS1usKYHnofahMdXnCw3C9XykF3YwKrjanwtyjElvDeN0Eq1Jmb7GmgTn8K+JzyOFZiGBfUg7",
+	"fjyAvw7Yhp1F2D7QEWjDO1iogLAuh4xYjLaFgmSKi2xPPR0wrMKHvQ+h04OobUdiu6oR2iTD8JPXVDiy",
+	"ayHmaGaJ907kNsm7hRHlFZ+4OrrdZCXjupTW5jTXdxcLS8L4dtJdcwBhd3WIL6VBPXBokKGi9H05rOjh",
+	"+6ME4bGvBajII5Nb+5lid9V1oMQ4Kd3vJ7ejzN3vqqh0fw4+Jtv1oe3Ll9e34mCaa94cXKBbJh6jGH88",
+	"47NvjpvDjnIiGKESyzse3+087W2l6hcM47q2OGd6Ji3IYSoQDpHde5g+uk1Nyp6lI9p4psa6ocqB+quu",
+	"vD7dWIPPoYcuayVRIUiFBZkw63V91NuaS9pVlrrxaNYGRYZ2RPcFhhtFYUQcgrfu5ZgZJNOHWd2Jx4Kq",
+	"0eWgMl4U6PGaTM/F3mLVTUUkPxy6lIt5fpvqkxtR+rTEsUQUyRCvnfzTasNx00jqpLOL8m6ru+juY1RX",
+	"ROn7tZd//CHKi659C1T16y3AfSx3GBsF4r0t5zzzVt5vwSdHsMKOqr56k5y0R9crR/yy+XT3I2U5SaLM",
+	"eC5uI6ErTvJa+VachARYNvMTDrA8nluIqGvVMaf9Pczj39U4VldGs942jkGQlMG/5pyl9IiU8cKElL5x",
+	"7WX4L8U0Et9xG/jV1QiAFQnfehv0nKVYMZdibUWuKYaPkAn1hAen2Cq9HzYC7mo0/d9sy/FehHQu9c8g",
+	"TyZx04OrRBHen9os06G279tWF95RAmZHmiWkLjcDDL5uKafe9kFVvuPWJk6IU3LFpSEoj0cpqXjpPk8S",
+	"5NaFEFvIAARoDRZGKjbndmoSP1FYA8qY3zZtv6P1s7mEhjow3bs9X4X20LDuzcU18BiNLV9u4eMCG3P1",
+	"3/P71/35f6y+Wf7zTP3r69Hr09nlw+zvj1o7WzaPlZUVds56G1+N/rdn5ZukkuPlZ9/dzomo78Nn6l4N",
+	"vDJgHL0D38h67usdKw8hdPrcRvtEo9+xNl8KAKDeqOTF+tZy9UNW9HM6ZnWYJ78FO7uIwSbAp91mMw7p",
+	"Ta3kz6buocZurBt9/fQxu3///iNg458uH7tGtfc8s8WK2WkpBBuX3GMm5HIibT1L1zrrn33VPT3tnj26",
+	"7H8zePBwcHq/d3rW/494XmD5d62ktofaTtRbZZayFHBZ75KuDb915czHfBAla9CaSDtdjHqZnp1Eobja",
+	"Z/80AuswIluU0q7ewMYS4Y0EL0V5sbDTxkVynboDll44TBXc1wH7Fu9jxfU1Inj1PE4aJh7xt2qeU2vn",
+	"NADpvOeG/nPD9I0o2Q+Xl69OMHWK21AzTV0hHIpcsEvYpNTLBK8ReWTaRD2LQ0V9eGT+UISWuzptTKZj",
+	"iQJey4veUA0VEg3jpWimi6h0FszkTJIa8ARPdzqirdXZ9obqCTU/lqUusS9LsZA2TbfBsqQs19kCe4Tx",
+	"/ZwZy0eFYGmmc8xE+uf69qnRwrL0ZIptHx9cZuIEDLbVh5S10QoPj+RwKagqPpe9FZ8VKZMqKxa5yDss",
+	"42UpUQWGhm1uhmoLJQwX/f797Fqs8INIe+wCb5kiyAcCerW9+ZpUhqsuvcVJ+V0wO0diqFx6jlntitmx",
+	"9hBIAZfB6Kgq/txVjGDZ01pPKWyyWWSwcIivNNXLoaIYPZU14xthXD32QuM1u4B64ob9U7YO+HPO+FDB",
+	"I3yJOZY4y8nUxvfdZxX4Ge7fWuubr+3kigxv1saabUyf4u5+/+QyYT88ufgOZ/zy1eWzly/edNz0ua0A",
+	"0YbKCCdpm8HOWDt9I7LuU2GzafeNtGLAslIb04UfaXMMnwn600MYpS9LOZEqHboHhdpqN4t7hk21sR1q",
+	"ZaLOYdy09bmzx5jF8fWtpWBK26FygzeEG6GExLdQ+pcYmK5kfDzGFldcxFfc1cMiFgeOMC5fdSRC4+h2",
+	"M12aLl2VsraCnR2tmINv6OAbsD9SvM/E3PpOYeq7AL+cpSc3pynVdFb4c/j0xy9fv2FtoM0Cdt6Ewt1z",
+	"lj4lcda9xKxhMlTpk0s+AX6ooRUhzz7XJA5ScILAy+kQkgZQRMWSCTNSYZ+2kCXLtL6WJL6GSk6ULkXe",
+	"YyQfHNYMzplNhDVMaRqsw0Nao8WRzldstjCwM6W8wd7SQmxR6PmKuRR+DILBTMehMeFiuvcMkJEIRcAj",
+	"O8lqmYBMvmFrhQGpT64Jli0s0+MxG4mxLjGqMlTpY/L9u2TupIinwTZS1TRB1C61WbZJDbx6+ebS2fi4",
+	"vR2a/kgw7E0pYGyxnCb57GquK1zUc8YRf8kIp6v0mKULO+5+k3YYwvzY6oFA+EUxwKpl2qEwl8vVXKQI",
+	"RRQtzelD1lwhkfbYMxsG/NPl0+43ZH3BNqfD4SJlwmR8LlxPPCISmUVZ6gniygGraV+vRIA1S81mYjYC",
+	"VtRjXHuH29m0uJ0BSVTOCqGArYcqF6CjSgfBaGQhFJhUpZgXPEPcnLzU81hMOLCdqDQd1EeFdTVUAdjK",
+	"j3g79FWMfBUBYq2BYA1VhYLFfiAhM5YCTG4sM9nsHbH8WhjW/goruUhW+A0aqvTB/VO2XqriCoYKmQlF",
+	"MUQHcHox59lUdM96/VbSWpSFM5bM4ORkuVz2OP7c0+XkxN1rTp4/e/zkxZsneE+V8l/LxYaAXKvfO6UL",
+	"nZZvDVr3e/3efaoGm6IN6I0F+DwRaGGCb4JE/ixvDVwP6YfWGnbqWb+/A1zuOFA516bagCmHrQCuEQJ3",
+	"wARsxF4rtmpbg5/fJS2zmM14uQKzUt4I5SrqLJ8YdBvoNe/gPmcUbZ31a/r5N5k0vhvRDB/27297TBjX",
+	"SQz3t2tJ4LES1oSg0AI2n7NOkmBCRekf7AlDvBdEpOWy6Gxd0ZvTE9/k2bikz6WxP8IFX3BRffvpFlIi",
+	"gJRPSetB//Sgha2wJPGmA3ajQtSFO84e7b8jRiHFUaMG3X9fBcUY7zLp+2AgROarCeZ9wkC+GuvapNto",
+	"g3d67AU6VjYExWrcQ/22n5LW3AGB1neXsKB+dHBKyKLf6nx1wM5GBa+uA9dXrzLqjzNxB/Lg51DbCn4/",
+	"dZz6UPSn5HA6CeA/9eiCLRfi0waFnn42Co0wsxqI1P3aYz8KMUfEprQGiGWsLkUDIlaEaulNx6298/cM",
+	"++n18wRsXuxQygdo8SDznnyU+Sd06I+DHH1APLybYCO47T81C9Imxq5z4DAPXyANeqPKIVlKlyFzQWTY",
+	"3gbWi4Qs7hPtcCEoobquv4DvPTvWaPlBU909Sgly8gpUjV5y3Km4pLHtviMAV/82m0tL1bi5zyzw59x4",
+	"XNoKqTR0ajrJmPgABajcnJvpSPMyD7CHjVI3Onrh50ZIf5kfipV/LVZXP/Puh7Pu11ux8t85aquyVFuV",
+	"+nNfOr02xnXEvGLlwjnUcopNqw4dU5ptBzGQ4N92HERTBdqnpPHVWMXpQ+eamIw6ukA39tjLmSR0hJG2",
+	"022jwUac2mB8VtRV2cIDGxGzmqmtWrETOsLigAvdsRuf3n1BO6rquGxQUi+VwBM8wDGkBXVC4i8dEPkf",
+	"voUQqS1HD35UgW54/nbsFYQ7/X3yEa5bE/DbKlnuGYIjppxxlf6Nw46PWHS+AHjYrvuYU/TFiXwgXh9w",
+	"MOys/4AgXX3fXkI8YwMWlGNebterSIzXHgMmxxT/wReCQz/TN2iPEooZhT3ocW3t86dKhDFht2QnTrFK",
+	"A552fUouIEAhUxdDJb+7SS0SmMgeeeUEPZlaDpzaNS7WepTumfrst4kOX7VSMeBR8BMN7H6gIodd/X1r",
+	"8f4B7FmdynFLhj7el/5ctsIGyQD1cxdPc8ZDk0hIvMpt6gh3B5xwQ52gWDpmXIeyriBvzvp9F/emDl1M",
+	"QNPV1jT3jfc2uOZ7YT3LfFmN41pRm513WjrUwH8ZpXVCu4x7hEF6uqJEhQ596EW5kvk2SlsThXtMEEKD",
+	"eteks05cwcz6cWEHP7QKMNRJAAE3o1rvNUQCT/xtoOM50DVWS1WwA4nPodak9VBN0FtzkV6y0r0WwyJN",
+	"SjV4TRhgt+Mjm2qYfglFVYZq4/SAxIEg1QBMfLuqA65DJO9yofDIoyYN5tDqD1JhF+6kmAqCHlYKfRaX",
+	"yTl7wKYduGpR+owZXOL0MX6mxcCe2UBEFQiMNF60naOvQ2KJ7gdtT0hMtFh4SgfJpU0NTr5xGKDbq1yO",
+	"xwIFp19rOu+gMb/zo1hRCv70KzAuzh4+rB2F4XCquMr1jP3007PvYM1nuhSUPR0JDwxvK5TyoXLwOATT",
+	"PatipAHGuTrKwd1zz7i5EvchtE6wmWhL0T6Y+jpKZyA8y8Vsrq1Q2apLjnuzy/PwYb2456sG5+1XxOB8",
+	"NVITOJWr/0HEmINjbWuHoxwUb/t8eoVwehtUyvfEeD7UFvDgCHGBqgQ4yIKoGNNZ1msRt1pi95Aqa3/W",
+	"CVLEOaW6HTadk0ABaHu7P7+/aOp3Hpgjq++OD1hzncJGzwRmf7FMvyqyc3pTl062SRWOndtQJUNVS9z3",
+	"WP0MN74ufNM1Bk9jcGMUM1Nuhook5m6AnnM6WgCzo7VB+IqATM+A3EY8ux6qAvVbSLeX4kbexIJ64Itc",
+	"3QEtTvYC0V+L1b5jk/Y1ZbsSqEj31W3hcIxMCQaUyNli3umxiwqtMl7WXmvvcWXO/LozulrHSvDH91Wn",
+	"ikjjoJrQKSvwJ5PEGt/BwPmIooc2TFCbjRdFgQcB1c+N+6xnvP0GzlF8INSaV3RwgOSkwojfHZ184mHd",
+	"jzNJf1cxuQoqf09Mjhblr5hck5fkDmoh0eu4MsqFfnHvKD6i5LO6Ry9c8EsiVEcm8vgUUYL2j3BYI0TX",
+	"6GApr/g86E5vqLaEGXkRklVN58UkzeWYoah0qJruIsKtYo7wmJqPFSFCuU4hNwdwCqymeinvUJHntR1g",
+	"/ZxuUXzmz9qqQ4e4A4p8uLHB42DgX80F1htjVZOJvcIec+EfWnwMYOYzqbBbVxcEKUfnwvm+kaCiM01y",
+	"TDTHMPH5AVv2V9j6vtG+VWpKuOdiXujVDO4meHvvBTwgL2B0eIp945CdQ+z+s89XXhOgdxsOgTXXsP/R",
+	"MROF4OAAS6yKBuaISR10LxZ7rhP0713E3jIQe6fHATsrUWk0x9ctcaWXuE+lP0twSl4Um2JF6I2gg3z/",
+	"IPHgC3PdJGjcYRrVrCeatb0IAFPdy8rO4YaRk3KfQc2sCx98bhUOPkbyHEYxa1AaB8mNxlSIP0jjj+AG",
+	"/xmTH0TMFUJ0pS9HqyrWGB3ZGvKO5IgeQ+1KLL8ArSux/LKUHkGy3HFczJ3K1FR9ii2hvTpAo6QDmwOe",
+	"r4NZ2RUF+9OHrv58PPsET6LYDNKQrUTBy8qcNXtc9Tp01lYH/XUMgtVU5rSWSI9QVrYXJSbN9xaOm4++",
+	"EcNqzdn77c2df7iynzpW2p4wQ7W9f4UaNpUfHcDI6h2oIFmbQg0Rp2yvsCbYtwpc7kvppDrK3B27bRF2",
+	"XpNqynSZ//5Nuj+KgQYbTE3FnkZ9D2k4TEovLGZAohYj37C1lYCD+I/Qp3ZI/wpE6gDhf7ty0D+WDI4g",
+	"v/aKYLd4f0ngxgLMdXSAnaWYFb1ukvDJR/9xb1EmRo5C91SoT3HHdNXOV6Z0G7cBJuvUF6koX4Rip9IM",
+	"lev+oIoUOkWmdLIwUsNomjVFDL/D4b6u7Kb93jPd8uer/v8N5CwtpSs8iqgxwUDjDS8WVUEeXtJUFBgT",
+	"55a6QMRbw6dleubP3KZTelEs0Sm/kooG/aG9cFGCwAJVJzvVrZRC5VipIy1DGAcvdOjEKqTIgUuTc6Bi",
+	"y7PpTCib+MIXJcdjkVMuwHCVj/R7kbM2p1EOlR8DNyy14r09mdpZkQaoC5wakwhKl3GFTf8ZjiUawT1T",
+	"9U90ekP1jCqEHmNr7WNq7h0wpbsZfINpefzESoHRfG7jlXpyySeJOx/g2bj7QivR/Qe32TSNVtM5RnBt",
+	"iFnc7z+o4T7gDHusXXsIphJgGrnICg5SyK2r0y9+NX+4vHx1D8/pShwEGCEl4GcYvAklIwuF5/G6U5c3",
+	"qja3s/y6vvrbyd/qKmrzTIvRilBUAvHUoHtGUgG5b6ndxPVIDifJtdiC74r/Tpq5NrK5vS2tSPCcjWUh",
+	"QO7+12GLwEk8AxFCybCVDliFNcFvRLVtvhEd0UOmeolZJ3tcT1wShvzGdeN2X+lCZg0n2qaONc49AkXX",
+	"lBm7p7QS99KBaxPjarXkK5AYVBzoI+FAEq4OhMAdjh0mUPFB9QLRPZ810pO0/tWNQQ+6L+chZLCRLkCR",
+	"cov2xPtNKu6FtmymczmWPhkUFDMeySeLwh/35fWzHrM1ubBGqMcv56e/KpnXm9Q3VeV5pBxJuUnFamS4",
+	"XVceFxIOEhPDwoum8nuw7GEE4/E6pguqwrUTTvFprkdEhLy4YiWXHseR5mU1qFrsBUWIlJIrQ8BjPiNe",
+	"wcumUTyOUFoKo9lIRF87KGenrYZqoXwdWSi2QV8PrWB24ct8R/pG1KqgI11LJ0hSVTSoMg/c0d48/KIz",
+	"YDzLxNyC/gf5jiggOOdoylimTS9zVXAat7dHUDQOPQhNaY+LFAs+WVnBDt3lWqxYBB6FQFHUcugSvP52",
+	"79ZiTa+dlnoxAZsD5zHwH9xch8rqcJytvxHoEaF5PbgqqnK/ZG5dEaPEl+K7Twl8R4m/TjJUMI9hy72o",
+	"RWenEbIf0II/Nwq9CIodhd31I0IDyQ9GO7SdYBxlWLYoFZvJrNS+Fq9d22Fa9DXi5RaxiWU2pR4CM1R4",
+	"XluZMKPxpCdYx82dr4oYxtKFkuOR40aBDEXxOXDIYcLyiYMOY9zxFybbce8dYpcsxIaU5q5y0gnopPbs",
+	"v6XxrVjXgjhQbU7NAe6mjjuAribY1+5GKzjMDJ/D2gjgdnraZ//nf5/e7512zgnEZ+mJPPSrsQenZ3i4",
+	"1PpRSykRgKpqd7wRhMWejrbZZeAYaVg2Fdm1r29JPPyo4TMxVJHQGITATujJe9B/VD+5JnFFzfSeBDF8",
+	"AgREGKvjrSg+RBCi685sSN+duo6jCsQqXqpHvfu9B51z4nsPI0YPP+v3m9zXV4vYkN3Z8bCl1tpRUo+9",
+	"dnoZVofe6a12WcOhGqr0wdk3rPHUrJTwU0ilsxkvr7FwRM8dSCRSjdGOMMnJ0OBI+SS/L2kq8TS/Ct3B",
+	"8Vt8XLnRnR0dA3VD7LDWwn6TDfax+fmVwtmXMtkMUaF75L3FyuXlhn3/5BLp7tVPl4FFLBW4/i0dxDxP",
+	"vaMViRH/9rY2UDjOP26w+15a5/pdL6+kx84R7GzOONQPO9b3IpAx78I5tXLK/iG/TQgXcFXzyRJ2Lebo",
+	"a0/kDbX/kFePWGeG3HjEUnMukyFoktwfxO/eFCQKqqgpn4tOj10oJvAwXSz5QYwzOhMOX+P1KUMArwIj",
+	"u96fvqz4Thr3kDZXq86ApTDsAaNVToeKLI4ZvxYRDxJP4gxo9COdS+EhyBiPz20Evvt0B3FeOmphc+ve",
+	"ek1w44/UlQYrIGktPoff8TlxbQ6cjotoEMwN1YGEkwHaIQza+dXTS/bg4ESW+U+vn/+pAG/uuIgvNigG",
+	"kQMiDbbULSN7v+0AEJt66PGmznnTwZwDMJnJQaiHHwkIeIoeY+StgJ3aY08IOpQcFRcrJzhaHzB38aiD",
+	"T/2ExT09u9PFbbIZByzYuITSuhap9Ght4GS46shvfrtBB6sJd7FmsTioxDut4HzY//pO16J+cqhjEGd5",
+	"ooaaUC9W1P3Txki38tXiHexRjXJYQ+X6VknJAk+gSsCgCC+KhFqZQePi21k77XZn/H03PKI7F2X3WqwQ",
+	"hLb+WxefGS7oUNGeM4UyvcA49IRL5bxSGDAhEZTagpM1VAU3tsd8P0Ic2V3zdTxbnruyQF+H7zx+Cvmb",
+	"RQZrN1RV/5jvsfWQ32ZaSnUNhgCtGaP0nEH/3wEXk5uBncVkX4Dn33Fc/StjVnj8y2bQ6ha5xZPoBJrG",
+	"HM/bqXYrjb6DHq+HmRDRwelRE1FbdUZYLYzkwlGhDcE90B+K5E+ytBIW0sgPlKmKLUXwqaJAjakAmmda",
+	"TYYKIyxtIwSrl4R1zmmb/KYHIhvrEgGK4cYmbzAuGnhb+uOJv7iZFp0btMXObi7y+Su8u96C5dbHxwc9",
+	"3WBIK1BBO/go/c6uuqnPEul1HBkOfB583NJk5XsWyW6ozgRJ45xRSm3yKbYp6CIPkbqNE2QGKC99A2xo",
+	"VfLn+qDn2Y6NF1eSm6dJ3Lfkru+4M4Dc10Pln0On2rhAazwUDDG6M4bWHla1hRHsQVG4wHQtyEQeWX0h",
+	"YmRDSv2SY4jONRpgCFrJLpjSqksC++LVM8LO952vjNNBISJnajEbkWTy+4Pn63hwPdb2IPF0HBQD7eiW",
+	"6XyoTpN+v88WqhCmhghv+MpU4bpOk6B5ORfqTThI5/eDp7B21swd45f6FWmqTMJjjzygQkQUWyAV3DlL",
+	"8TFLgTCPAjWtzp6JgU2jc6UcwqknoJOP7tOfEur07jvf/bqieRtZsnj8h6Fzy9aY17jTN84dDWhFlloh",
+	"CP6NOLjHXv7Z2t5f4vT9ciRBScSHu6F6gVW4FmLOC3lTsyWDmgqm5CZdn+CqHt8RE2TLeEercWjjiUHG",
+	"0Cnwhw6CMnGG/iaa2GMY2m0F61FCqjqq7I6ba3YISZx9fu5QLUxKmmj9eL+lQJdv/Ri/P2W76e4b3FL+",
+	"wRppHpNiC9ZUBB5Us8NcS743xhpy/8cy/i1b4bYwfkND3P+3nOsa4w5kXTqM8y/OVX+4tlUE+4o5t5Zk",
+	"j5kz2c7Lu/kWQQS2Bnme8GzKZsIYPiHI3BSBMQZU9YOfXZIulfkgpdya+IXC1jm33F2JgDFgav39zcsX",
+	"vaFKn3Nju/ht99l3KTjbCzzvzp3ShEB3v1RQB85xc5Ap4LFleoZHxyECB4bh8QVDxdlU8NKOwCqo/FhC",
+	"/ZCGybxohLJ465KlX6zxozmtHS/D/lTtTkmDdcu4JV2abl3UbDgQTYGjPwaYxN0Hiy4YmL7RWX4EbAQU",
+	"/Qa9+O4bLMR2cEcVwxF7vfu0dhpO/cDLn9/B9lI4gMiuOoNpcHJyevZ1r9/r904H3/S/6aNSdI/fEhRK",
+	"vFNbwW/nDrDNqYZzd1AbIbVi6a5jrbUGVdPaLFN4un7QJSboR6u4M8ufn+0ialgZmPGyXK2jnvY2u2mb",
+	"3vnWnxtOAd6RyPjC+OPmqtPsMQOYMETp0CUIy43jOLHTDCO68ZtDz9jmq91xmTfYTwBkkGzfdvc82vXN",
+	"R/0jUs6RjAZDK3hhVO3g3qNygi0F52wi7FSU0VuCMN98kXN7je9gwHMvMefBowMrXXcHhkM60YPxpIfN",
+	"h/qDrBw5uSOcovvcGUyf3n36fwEAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -6,6 +6,7 @@ package client
 // ErrNotFound, ErrStaleToken, ErrInvalid, ErrUnavailable).
 const (
 	CodeForbidden            = "forbidden"
+	CodeHeaderTooLarge       = "header_too_large" // 431: a header field past the server's bound
 	CodeInternal             = "internal"
 	CodeInvalidRequest       = "invalid_request"
 	CodeLeaseHeld            = "lease_held"
@@ -29,7 +30,8 @@ const (
 	CodeTooManyWatchers      = "too_many_watchers"
 	CodeUnauthenticated      = "unauthenticated"
 	CodeUnavailable          = "unavailable"
-	CodeWaitingUnsupported   = "waiting_unsupported" // a server without a waiting line
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a JSON body labelled otherwise
+	CodeWaitingUnsupported   = "waiting_unsupported"    // a server without a waiting line
 )
 
 // Event types: the Type of an Event on the watch stream or in a name's history.

@@ -16,12 +16,12 @@ import (
 // code and every event type the contract defines (read from the generated wire types, so a
 // code added to openapi.yaml fails here until the client names it), with the contract's value.
 func TestConstantsCoverTheContract(t *testing.T) {
-	codes := []string{client.CodeForbidden, client.CodeInternal, client.CodeInvalidRequest, client.CodeLeaseHeld,
+	codes := []string{client.CodeForbidden, client.CodeHeaderTooLarge, client.CodeInternal, client.CodeInvalidRequest, client.CodeLeaseHeld,
 		client.CodeLeaseLost, client.CodeLimitMismatch, client.CodeMethodNotAllowed, client.CodeNotFound, client.CodeNotHeld,
 		client.CodePayloadTooLarge, client.CodePreconditionFailed, client.CodePreconditionRequired, client.CodeQuotaExceeded, client.CodeRateLimited,
 		client.CodeRequestTimeout, client.CodeSessionLost, client.CodeStaleToken, client.CodeTokenNotIssued,
 		client.CodeTooManyLeases, client.CodeTooManySessions, client.CodeTooManyWaiters, client.CodeTooManyWatchers,
-		client.CodeUnauthenticated, client.CodeUnavailable, client.CodeWaitingUnsupported}
+		client.CodeUnauthenticated, client.CodeUnavailable, client.CodeUnsupportedMediaType, client.CodeWaitingUnsupported}
 	events := []string{client.EventAcquired, client.EventRenewed, client.EventReleased, client.EventExpired,
 		client.EventRevoked, client.EventRejected, client.EventHandoverRequested, client.EventResourceDeleted,
 		client.EventKeyCreated, client.EventKeyRevoked}

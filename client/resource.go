@@ -38,7 +38,7 @@ type PutOptions struct {
 // The server makes the check, not the client: PutResource sends the write whatever the state
 // of any lease context, which is the point of fencing.
 func (c *Client) PutResource(ctx context.Context, resource string, token int64, value []byte, o PutOptions) (ResourceInfo, error) {
-	p := &wire.PutResourceParams{FencingToken: token}
+	p := &wire.PutResourceParams{FencingToken: &token}
 	if o.Lease != "" {
 		p.LeaseName = &o.Lease
 	}
@@ -50,7 +50,11 @@ func (c *Client) PutResource(ctx context.Context, resource string, token int64, 
 	if err != nil {
 		return ResourceInfo{}, unanswered(ctx, fmt.Sprintf("put resource %q", resource), err)
 	}
-	if r := resp.JSON200; r != nil {
+	r := resp.JSON200
+	if r == nil {
+		r = resp.JSON201 // the write created the resource
+	}
+	if r != nil {
 		return ResourceInfo{Resource: r.Resource, Fence: r.Fence, Version: r.Version, UpdatedAt: r.UpdatedAt.Time,
 			Size: r.Size, ContentType: r.ContentType}, nil
 	}

@@ -180,7 +180,7 @@ func linStep(state, in, out any) []any {
 				n.fence = i.token
 				add(true, n)
 			}
-		case o.status == http.StatusOK:
+		case o.status == http.StatusOK || o.status == http.StatusCreated: // 201: the write created it
 			if applies && canLive {
 				n := liveSt
 				n.fence = i.token

@@ -279,8 +279,8 @@ func TestPauseClient(t *testing.T) {
 		}
 		return ""
 	}
-	if l := next(); !strings.HasSuffix(l, " 200") {
-		t.Fatalf("the writer's first write: %q, want 200", l)
+	if l := next(); !strings.HasSuffix(l, " 201") {
+		t.Fatalf("the writer's first write: %q, want 201 (it creates the resource)", l)
 	}
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)

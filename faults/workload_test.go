@@ -141,8 +141,11 @@ func (w *workload) ack(c *worker, o op, rep reply, floor int64) {
 		return
 	}
 	want := http.StatusOK
-	if o.kind == "release" {
+	switch {
+	case o.kind == "release":
 		want = http.StatusNoContent
+	case o.kind == "put" && rep.status == http.StatusCreated:
+		want = http.StatusCreated // the write created the resource
 	}
 	if rep.status != want {
 		w.fail("%s %s: status %d, want %d: %s", o.kind, c.name, rep.status, want, rep.body)

@@ -459,7 +459,7 @@ func TestResources(t *testing.T) {
 	b := e.acquire("job", "w2", time.Minute)
 	put := func(token int64, leaseName *string, value string) *api.PutResourceResponse {
 		t.Helper()
-		r, err := e.c.PutResourceWithBodyWithResponse(e.ctx, "orders", &api.PutResourceParams{FencingToken: token, LeaseName: leaseName},
+		r, err := e.c.PutResourceWithBodyWithResponse(e.ctx, "orders", &api.PutResourceParams{FencingToken: &token, LeaseName: leaseName},
 			"text/plain; charset=utf-8", strings.NewReader(value))
 		if err != nil {
 			t.Fatal(err)
@@ -468,9 +468,10 @@ func TestResources(t *testing.T) {
 	}
 	t.Run("OK", func(t *testing.T) {
 		r := put(b.Token, ptr("job"), "v1")
-		if r.JSON200 == nil || r.HTTPResponse.Header.Get("Location") != "/v1/resources/orders" {
-			t.Fatalf("PutResource() = %v %s, want 200 with Location", status(r), r.Body)
+		if r.JSON201 == nil || r.JSON200 != nil || r.HTTPResponse.Header.Get("Location") != "/v1/resources/orders" {
+			t.Fatalf("PutResource() = %v %s, want 201 with Location (the write created it)", status(r), r.Body)
 		}
+		r.JSON200 = r.JSON201
 		want := api.ResourceInfo{Resource: "orders", Fence: b.Token, Version: 1, UpdatedAt: wiretime.From(t0.Add(time.Second)), Size: 2,
 			ContentType: "text/plain; charset=utf-8", Lease: ptr("job"), Holder: ptr("w2")}
 		if diff := cmp.Diff(want, *r.JSON200); diff != "" {
@@ -540,7 +541,7 @@ func TestResources(t *testing.T) {
 	t.Run("ErrTokenNotIssued", func(t *testing.T) {
 		// One such write used to raise the fence past every grant to come.
 		rejected := metric(t, e.reg, "leasekeeper_stale_writes_rejected_total", map[string]string{"source": "resource"})
-		r, err := e.c.PutResourceWithBodyWithResponse(e.ctx, "bricked", &api.PutResourceParams{FencingToken: lease.MaxToken}, "text/plain", strings.NewReader("x"))
+		r, err := e.c.PutResourceWithBodyWithResponse(e.ctx, "bricked", &api.PutResourceParams{FencingToken: ptr(lease.MaxToken)}, "text/plain", strings.NewReader("x"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -556,12 +557,12 @@ func TestResources(t *testing.T) {
 			!strings.Contains(*list.JSON200.Rejections[0].Reason, "never issued") {
 			t.Errorf("ListRejections(bricked) = %v %s, %v; want the refusal, saying the token was never issued", status(list), list.Body, err)
 		}
-		if ok := writeValue(t, e, "bricked", b.Token); ok.JSON200 == nil {
-			t.Errorf("PutResource(an issued token) after the refusal = %v %s, want 200", status(ok), ok.Body)
+		if ok := writeValue(t, e, "bricked", b.Token); ok.JSON201 == nil {
+			t.Errorf("PutResource(an issued token) after the refusal = %v %s, want 201", status(ok), ok.Body)
 		}
 	})
 	t.Run("Delete", func(t *testing.T) {
-		if r := writeValue(t, e, "to-delete", b.Token); r.JSON200 == nil {
+		if r := writeValue(t, e, "to-delete", b.Token); r.JSON201 == nil {
 			t.Fatalf("PutResource(to-delete) = %v %s", status(r), r.Body)
 		}
 		d, err := e.c.DeleteResourceWithResponse(e.ctx, "to-delete")
@@ -578,8 +579,8 @@ func TestResources(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantProblem(t, "DeleteResource(again)", d.HTTPResponse, d.Body, http.StatusNotFound, api.ProblemCodeNotFound)
-		if r := writeValue(t, e, "to-delete", a.Token); r.JSON200 == nil || r.JSON200.Version != 1 {
-			t.Errorf("PutResource(lower token after delete) = %v %s, want 200 at version 1", status(r), r.Body)
+		if r := writeValue(t, e, "to-delete", a.Token); r.JSON201 == nil || r.JSON201.Version != 1 {
+			t.Errorf("PutResource(lower token after delete) = %v %s, want 201 at version 1", status(r), r.Body)
 		}
 	})
 	t.Run("ErrPreconditionWithoutToken", func(t *testing.T) {
@@ -629,7 +630,7 @@ func TestResources(t *testing.T) {
 // writeValue makes a fenced write of "v" to resource with token.
 func writeValue(t *testing.T, e *env, resource string, token int64) *api.PutResourceResponse {
 	t.Helper()
-	r, err := e.c.PutResourceWithBodyWithResponse(e.ctx, resource, &api.PutResourceParams{FencingToken: token}, "text/plain", strings.NewReader("v"))
+	r, err := e.c.PutResourceWithBodyWithResponse(e.ctx, resource, &api.PutResourceParams{FencingToken: &token}, "text/plain", strings.NewReader("v"))
 	if err != nil {
 		t.Fatal(err)
 	}

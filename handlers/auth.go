@@ -41,6 +41,14 @@ type AuthConfig struct {
 	// ResourceQuota bounds the fenced resources one non-admin key may have written last:
 	// how many, and their bytes in all. Zero fields do not bound.
 	ResourceQuota lease.Quota
+	// SignInRate and SignInBurst bound the dashboard sign-ins from one client address, whether
+	// they succeed or not; SignInRate 0 does not limit. A sign-in is also one request of its
+	// key's Rate.
+	SignInRate  rate.Limit
+	SignInBurst int
+	// MaxDashboardSessionsPerKey is how many dashboard sessions one key keeps open, admin keys
+	// too: a sign-in past it ends the key's oldest. 0 does not cap.
+	MaxDashboardSessionsPerKey int
 	// PublicMetrics serves /metrics without a key.
 	PublicMetrics bool
 	// SessionIdle and SessionMax end dashboard sessions unused for that long, and that long
@@ -70,6 +78,7 @@ type authn struct {
 	lives   map[string]*keyLife // key id → ends when the key is revoked
 	limiter map[string]*rate.Limiter
 	held    map[string]*[2]int // key id → waits, watches in progress
+	signIns *signInGuard
 }
 
 type cachedKey struct {
@@ -94,7 +103,7 @@ func newAuthn(cfg AuthConfig, st store.Store, clock lease.Clock) *authn {
 		cfg.SessionMax = 12 * time.Hour
 	}
 	return &authn{cfg: cfg, store: st, clock: clock, cache: map[[32]byte]cachedKey{}, lives: map[string]*keyLife{},
-		limiter: map[string]*rate.Limiter{}, held: map[string]*[2]int{}}
+		limiter: map[string]*rate.Limiter{}, held: map[string]*[2]int{}, signIns: newSignInGuard(cfg.SignInRate, cfg.SignInBurst)}
 }
 
 type principalInfo struct {

@@ -313,8 +313,8 @@ func TestBrowser(t *testing.T) {
 		old := s.acquire("stale-lock", "paused-worker@host-a", time.Minute, "")
 		s.release("stale-lock", old)
 		cur := s.acquire("stale-lock", "new-worker@host-b", time.Minute, "")
-		if got := s.put("ledger", cur.Token, "balance=100", map[string]string{"Lease-Name": "stale-lock"}); got != http.StatusOK {
-			t.Fatalf("PUT ledger with the current token = %d, want 200", got)
+		if got := s.put("ledger", cur.Token, "balance=100", map[string]string{"Lease-Name": "stale-lock"}); got != http.StatusCreated {
+			t.Fatalf("PUT ledger with the current token = %d, want 201", got)
 		}
 		ctx := dashTab(t, browser)
 		dashOpen(t, ctx, s, "/rejections", true)
@@ -446,8 +446,8 @@ func TestBrowser(t *testing.T) {
   }
 })();
 </script>`
-		if got := s.put("attack", victim.Token, attack, map[string]string{"Content-Type": "text/html; charset=utf-8"}); got != http.StatusOK {
-			t.Fatalf("PUT the attack page = %d, want 200", got)
+		if got := s.put("attack", victim.Token, attack, map[string]string{"Content-Type": "text/html; charset=utf-8"}); got != http.StatusCreated {
+			t.Fatalf("PUT the attack page = %d, want 201", got)
 		}
 		ctx := dashTab(t, browser)
 		if _, err := chromedp.Call(ctx, cdpbrowser.SetDownloadBehavior, cdpbrowser.SetDownloadBehaviorParams{Behavior: cdpbrowser.SetDownloadBehaviorBehaviorDeny}); err != nil {

@@ -72,8 +72,8 @@ func TestBrowserCORS(t *testing.T) {
 		}
 		w := call(ctx, "PUT", "/v1/resources/browser-doc",
 			fmt.Sprintf(`{"Content-Type": "text/plain", "Fencing-Token": %q, "Lease-Name": "browser-job", "If-None-Match": "*"}`, g.Token), `"v1"`)
-		if w.Error != "" || w.Status != http.StatusOK || w.ETag != `"1"` || w.Location != "/v1/resources/browser-doc" {
-			t.Errorf("conditional fenced PUT from %s = %+v, want 200 with ETag \"1\" and Location readable", app.URL, w)
+		if w.Error != "" || w.Status != http.StatusCreated || w.ETag != `"1"` || w.Location != "/v1/resources/browser-doc" {
+			t.Errorf("conditional fenced PUT from %s = %+v, want 201 with ETag \"1\" and Location readable", app.URL, w)
 		}
 		h := call(ctx, "POST", "/v1/leases/browser-job/acquire", `{"Content-Type": "application/json"}`, `JSON.stringify({holder: "other", ttl_ms: 60000})`)
 		if h.Status != http.StatusConflict || h.Retry == "" {

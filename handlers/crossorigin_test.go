@@ -72,19 +72,19 @@ func TestCrossSiteRefused(t *testing.T) {
 
 	t.Run("SameOriginOK", func(t *testing.T) {
 		resp, body := e.do(http.MethodPost, "/v1/leases/from-page/acquire", strings.NewReader(acquire),
-			map[string]string{"Content-Type": "text/plain", "Origin": e.url, "Sec-Fetch-Site": "same-origin"})
+			map[string]string{"Content-Type": "application/json", "Origin": e.url, "Sec-Fetch-Site": "same-origin"})
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("same-origin acquire = %d %s, want 200", resp.StatusCode, body)
 		}
 		resp, body = e.do(http.MethodPost, "/v1/leases/origin-only/acquire", strings.NewReader(acquire),
-			map[string]string{"Content-Type": "text/plain", "Origin": e.url})
+			map[string]string{"Content-Type": "application/json", "Origin": e.url})
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("acquire with this server's Origin (no Sec-Fetch-Site) = %d %s, want 200", resp.StatusCode, body)
 		}
 	})
 
 	t.Run("NoBrowserHeadersOK", func(t *testing.T) {
-		resp, body := e.do(http.MethodPost, "/v1/leases/curl/acquire", strings.NewReader(acquire), map[string]string{"Content-Type": "text/plain"})
+		resp, body := e.do(http.MethodPost, "/v1/leases/curl/acquire", strings.NewReader(acquire), map[string]string{"Content-Type": "application/json"})
 		if resp.StatusCode != http.StatusOK {
 			t.Errorf("acquire like curl = %d %s, want 200", resp.StatusCode, body)
 		}

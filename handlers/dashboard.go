@@ -35,6 +35,11 @@ type dashboard struct {
 func (d *dashboard) routes(r chi.Router) {
 	static := http.StripPrefix("/static/", http.FileServerFS(web.Static()))
 	r.Get("/static/*", func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") {
+			// A folder: the file server would list what it holds.
+			http.NotFound(w, r)
+			return
+		}
 		w.Header().Set("Cache-Control", "public, max-age=86400")
 		static.ServeHTTP(w, r)
 	})
@@ -543,7 +548,7 @@ func (d *dashboard) signInPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // signIn checks a key and opens a dashboard session: a random secret in an HttpOnly,
-// SameSite=Strict cookie (Secure under TLS), kept by the store only as a hash.
+// SameSite=Strict cookie (Secure under TLS, or behind a trusted proxy serving TLS), kept by the store only as a hash.
 func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 	if d.site.AuthOff {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
@@ -553,8 +558,15 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, lease.Errorf(lease.CodeInvalid, "the sign-in form could not be read"))
 		return
 	}
+	a := d.s.auth
+	// Every attempt counts against its address before the key is looked at: guessing keys
+	// from one address is as slow as the rate.
+	if err := a.signIns.allow(r.RemoteAddr); err != nil {
+		d.tooMany(w, r, err, a.signIns.retryAfter())
+		return
+	}
 	next := localPath(r.PostForm.Get("next"))
-	k, err := d.s.auth.key(r.Context(), strings.TrimSpace(r.PostForm.Get(web.KeyField)))
+	k, err := a.key(r.Context(), strings.TrimSpace(r.PostForm.Get(web.KeyField)))
 	if err != nil {
 		msg := "That key is not valid: it is unknown or was revoked."
 		status := http.StatusUnauthorized
@@ -562,18 +574,24 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 			d.fail(w, r, err)
 			return
 		}
-		d.s.log.WarnContext(r.Context(), "dashboard sign-in refused", "remote", r.RemoteAddr)
+		if ok, dropped := a.signIns.logRefused(); ok {
+			d.s.log.WarnContext(r.Context(), "dashboard sign-in refused", "remote", r.RemoteAddr, "not_logged_before", dropped)
+		}
 		d.page(w, r, status, web.SignInPage(d.site, web.SignIn{Next: next, Error: msg}), web.ErrorInfo{})
 		return
 	}
+	if err := a.allowRate(k.Principal()); err != nil {
+		d.tooMany(w, r, err, a.retryAfterRate())
+		return
+	}
 	secret := auth.NewSessionID()
-	maxAge := d.s.auth.cfg.SessionMax
-	if err := d.s.store.CreateSession(r.Context(), auth.Hash(secret), k.ID, d.s.clock.Now().Add(maxAge)); err != nil {
+	maxAge := a.cfg.SessionMax
+	if err := d.s.store.CreateSession(r.Context(), auth.Hash(secret), k.ID, d.s.clock.Now().Add(maxAge), a.cfg.MaxDashboardSessionsPerKey); err != nil {
 		d.fail(w, r, err)
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: secret, Path: "/", MaxAge: int(maxAge / time.Second),
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		HttpOnly: true, Secure: d.s.overTLS(r), SameSite: http.SameSiteStrictMode})
 	d.s.log.InfoContext(r.Context(), "dashboard sign-in", "key_id", k.ID, "label", k.Label, "remote", r.RemoteAddr)
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -587,7 +605,7 @@ func (d *dashboard) signOut(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true,
-		Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		Secure: d.s.overTLS(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 }
 

@@ -53,14 +53,24 @@ func newDashServer(t *testing.T) *dashServer {
 // newDashServerAt is newDashServer with its database at path.
 func newDashServerAt(t *testing.T, path string) *dashServer {
 	t.Helper()
+	return newDashServerWith(t, path, nil)
+}
+
+// newDashServerWith is newDashServerAt with changes to the handler's configuration.
+func newDashServerWith(t *testing.T, path string, change func(*handlers.Config)) *dashServer {
+	t.Helper()
 	clock := lease.NewFakeClock(dashT0)
 	st, err := sqlite.Open(context.Background(), path, sqlite.Options{Clock: clock})
 	if err != nil {
 		t.Fatalf("sqlite.Open(%s) = %v", path, err)
 	}
 	t.Cleanup(func() { st.Close() })
-	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: lease.DefaultLimits(),
-		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI(), Version: "test"})
+	cfg := handlers.Config{Store: st, Clock: clock, Limits: lease.DefaultLimits(),
+		Registry: prometheus.NewRegistry(), Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI(), Version: "test"}
+	if change != nil {
+		change(&cfg)
+	}
+	h, err := handlers.New(cfg)
 	if err != nil {
 		t.Fatalf("handlers.New() = %v", err)
 	}

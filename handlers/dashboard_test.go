@@ -85,8 +85,8 @@ func TestDashboardOverview(t *testing.T) {
 	}
 	// A stale write: the fence of invoices is at billing-2's newer token, then orders-db's
 	// older token is presented.
-	if got := s.put("invoices", orders.Token+10, "v1", nil); got != http.StatusOK {
-		t.Fatalf("PUT invoices = %d, want 200", got)
+	if got := s.put("invoices", orders.Token+10, "v1", nil); got != http.StatusCreated {
+		t.Fatalf("PUT invoices = %d, want 201", got)
 	}
 	if got := s.put("invoices", orders.Token, "v0", nil); got != http.StatusConflict {
 		t.Fatalf("stale PUT invoices = %d, want 409", got)

@@ -25,7 +25,7 @@ func TestDiskFullAnswers(t *testing.T) {
 	var resp *http.Response
 	var body []byte
 	for i := 0; i < 1000; i++ {
-		if resp, body = put(fmt.Sprintf("fill-%d", i)); resp.StatusCode != http.StatusOK {
+		if resp, body = put(fmt.Sprintf("fill-%d", i)); resp.StatusCode != http.StatusCreated {
 			break
 		}
 	}
@@ -72,7 +72,7 @@ func TestDiskFullAnswers(t *testing.T) {
 		t.Errorf("Readyz after a write succeeded = %v, %v; want 200", status(ready), err)
 	}
 	e.acquire("after", "w3", time.Minute)
-	if resp, body := put("after"); resp.StatusCode != http.StatusOK {
-		t.Errorf("PUT after space was freed = %d %s, want 200", resp.StatusCode, body)
+	if resp, body := put("after"); resp.StatusCode != http.StatusCreated {
+		t.Errorf("PUT after space was freed = %d %s, want 201", resp.StatusCode, body)
 	}
 }

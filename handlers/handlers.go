@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -55,6 +56,19 @@ type Config struct {
 	// BodyTimeout bounds the time a request's body takes to arrive, counted from the end of
 	// its headers; a body still incomplete then is answered 408. 0 means 30 s.
 	BodyTimeout time.Duration
+	// WriteTimeout bounds the time an answer takes to be sent, counted from its start (the
+	// status line), so that a client that stops reading frees what it holds; 0 means none. A
+	// wait in line before the answer does not count, and a watch stream bounds each of its
+	// writes by the hub's own timeout instead.
+	WriteTimeout time.Duration
+	// MaxHeaderBytes bounds a request's line and header fields, answered 431 problem+json
+	// past it; 0 means 64 KiB. Give the http.Server a larger MaxHeaderBytes of its own: what
+	// passes that reaches this handler, past it Go answers by itself in text/plain.
+	MaxHeaderBytes int
+	// TrustedProxies are the addresses of TLS-terminating proxies in front of the server: a
+	// request from one of them with X-Forwarded-Proto: https counts as made over TLS (session
+	// cookies Secure, HSTS). The header is ignored from every other address.
+	TrustedProxies []netip.Prefix
 	// CORSOrigins are the browser origins (scheme://host[:port]) whose pages may call the API;
 	// none by default. See withCORS.
 	CORSOrigins []string
@@ -76,6 +90,9 @@ type server struct {
 	epoch    string
 	tracer   trace.Tracer // nil: not tracing
 	started  time.Time    // by clock, when New ran: the dashboard says how long ago the server started
+	// writeTimeout: see Config.WriteTimeout.
+	writeTimeout time.Duration
+	proxies      []netip.Prefix
 }
 
 var _ api.StrictServerInterface = (*server)(nil)
@@ -93,6 +110,9 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.MaxBody == 0 {
 		cfg.MaxBody = lease.MaxValueLen
 	}
+	if cfg.MaxHeaderBytes == 0 {
+		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
 	if cfg.BodyTimeout == 0 {
 		cfg.BodyTimeout = 30 * time.Second
 	}
@@ -106,7 +126,8 @@ func New(cfg Config) (http.Handler, error) {
 		cfg.Epoch = lease.NewEpoch()
 	}
 	s := &server{store: cfg.Store, acquirer: cfg.Acquirer, clock: cfg.Clock, limits: cfg.Limits, log: cfg.Logger, metrics: cfg.Metrics, hub: cfg.Hub,
-		auth: newAuthn(cfg.Auth, cfg.Store, cfg.Clock), epoch: cfg.Epoch, started: cfg.Clock.Now()}
+		auth: newAuthn(cfg.Auth, cfg.Store, cfg.Clock), epoch: cfg.Epoch, started: cfg.Clock.Now(), writeTimeout: cfg.WriteTimeout,
+		proxies: cfg.TrustedProxies}
 	if cfg.Tracer != nil {
 		s.tracer = cfg.Tracer.Tracer(tracerName)
 	}
@@ -122,12 +143,12 @@ func New(cfg Config) (http.Handler, error) {
 	}
 
 	r := chi.NewRouter()
-	mws := []func(http.Handler) http.Handler{securityHeaders, withRequestID}
+	mws := []func(http.Handler) http.Handler{s.securityHeaders, withRequestID}
 	if s.tracer != nil {
 		mws = append(mws, s.traced)
 	}
 	r.Use(mws...)
-	r.Use(s.accessLog, s.recoverer, headAsGet(r), bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody),
+	r.Use(s.accessLog, s.recoverer, headAsGet(r), s.headerLimit(cfg.MaxHeaderBytes), bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody),
 		withCORS(origins), s.authenticate)
 	dash := &dashboard{s: s, site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version, AuthOff: cfg.Auth.Off},
 		csrfKey: auth.MAC(s.auth.cfg.Secret, "csrf")}
@@ -207,9 +228,29 @@ func (s *server) recoverer(next http.Handler) http.Handler {
 	})
 }
 
+// overTLS reports whether r came over TLS: to this server, or to a trusted proxy that says so.
+func (s *server) overTLS(r *http.Request) bool {
+	if r.TLS != nil {
+		return true
+	}
+	if len(s.proxies) == 0 || !strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https") {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	for _, p := range s.proxies {
+		if p.Contains(ap.Addr().Unmap()) {
+			return true
+		}
+	}
+	return false
+}
+
 // securityHeaders gives every answer the headers that keep browsers from sniffing, framing or
 // running it. The policy allows nothing; dashboard pages replace it with their own.
-func securityHeaders(next http.Handler) http.Handler {
+func (s *server) securityHeaders(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// What h.Set does, with one array for the four values where Set makes a slice for
 		// each; the keys are in the canonical form Set would give them.
@@ -219,8 +260,36 @@ func securityHeaders(next http.Handler) http.Handler {
 		h["X-Frame-Options"] = v[1:2:2]
 		h["Referrer-Policy"] = v[2:3:3]
 		h["Content-Security-Policy"] = v[3:4:4]
+		if s.overTLS(r) {
+			// Served over TLS: browsers are to come back only over TLS for a year.
+			h.Set("Strict-Transport-Security", "max-age=31536000")
+		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// DefaultMaxHeaderBytes is the default of Config.MaxHeaderBytes.
+const DefaultMaxHeaderBytes = 64 << 10
+
+// headerLimit answers 431 problem+json to a request whose line and header fields (counted as
+// sent: name, ": ", value, CRLF) are more than n bytes.
+func (s *server) headerLimit(n int) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			size := len(r.Method) + len(r.RequestURI) + len(r.Proto) + len(r.Host) + 10
+			for k, vs := range r.Header {
+				for _, v := range vs {
+					size += len(k) + len(v) + 4
+				}
+			}
+			if size > n {
+				w.Header().Set("Connection", "close")
+				s.writeProblem(w, r, lease.Errorf(codeHeaderTooLarge, "the request's header fields are %d bytes, more than the %d this server takes", size, n))
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }
 
 // bodyDeadline gives a request's body d to arrive: a body shorter than its Content-Length, or
@@ -293,8 +362,13 @@ func (s *server) accessLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		info, r := ensureInfo(r) // withRequestID's, before this
-		info.resp = statusWriter{ResponseWriter: w}
+		info.resp = statusWriter{ResponseWriter: w, timeout: s.writeTimeout}
 		ww := &info.resp
+		if s.writeTimeout > 0 {
+			// The deadline of the connection's previous answer still stands: until this
+			// answer starts, nothing written (a 100 Continue) may fall on it.
+			http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		}
 		next.ServeHTTP(ww, r)
 		route := "unmatched"
 		if rc := chi.RouteContext(r.Context()); rc != nil && rc.RoutePattern() != "" {
@@ -320,10 +394,14 @@ func (s *server) accessLog(next http.Handler) http.Handler {
 // middleware.WrapResponseWriter did, without its two allocations a request: it lives in the
 // request's reqInfo. http.ResponseController finds what else the response can do (flush,
 // deadlines, hijack) through Unwrap.
+//
+// With a timeout, the answer must be sent within it from its status line on: a client that
+// does not read it loses the connection instead of pinning the answer's buffers.
 type statusWriter struct {
 	http.ResponseWriter
 	status, bytes int
 	wrote         bool
+	timeout       time.Duration
 }
 
 func (w *statusWriter) WriteHeader(code int) {
@@ -332,6 +410,10 @@ func (w *statusWriter) WriteHeader(code int) {
 		w.ResponseWriter.WriteHeader(code)
 	} else if !w.wrote {
 		w.status, w.wrote = code, true
+		if w.timeout > 0 {
+			// A socket deadline is on the operating system's clock, not the server's.
+			http.NewResponseController(w.ResponseWriter).SetWriteDeadline(time.Now().Add(w.timeout))
+		}
 		w.ResponseWriter.WriteHeader(code)
 	}
 }
@@ -358,14 +440,19 @@ func (w *statusWriter) ReadFrom(src io.Reader) (int64, error) {
 
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// jsonBody prepares the body of a POST to the JSON API: it is treated as JSON whatever
-// Content-Type says (`curl -d` sends application/x-www-form-urlencoded, and these endpoints take
-// nothing else), and must be exactly one JSON value: trailing data is refused here, since the
-// decoders downstream stop after the first value.
+// jsonBody prepares the body of a POST to the JSON API: it must be labelled JSON (or not
+// labelled; see jsonMediaType), else 415, and be exactly one JSON value: trailing data is
+// refused here, since the decoders downstream stop after the first value, and so is what
+// encoding/json would change without a word (see strictJSON).
 func (s *server) jsonBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/v1/") || r.Body == nil {
 			next.ServeHTTP(w, r)
+			return
+		}
+		if !jsonMediaType(r.Header) {
+			w.Header().Set("Accept-Post", "application/json")
+			s.writeProblem(w, r, lease.Errorf(codeUnsupportedMediaType, "the body must be application/json, not %q", r.Header.Get("Content-Type")))
 			return
 		}
 		// Most clients say so already: then there is nothing to set (Set makes a new slice).
@@ -379,6 +466,10 @@ func (s *server) jsonBody(next http.Handler) http.Handler {
 		}
 		if trailingData(body) {
 			s.writeProblem(w, r, lease.Errorf(lease.CodeInvalid, "the body must be one JSON value, with nothing after it"))
+			return
+		}
+		if err := strictJSON(body); err != nil {
+			s.writeProblem(w, r, err)
 			return
 		}
 		// The validator reads the body again, and gives the request a new one from GetBody

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"net/url"
 
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/auth"
@@ -29,7 +30,8 @@ func (s *server) createKey(ctx context.Context, req api.CreateKeyRequestObject) 
 	if err != nil {
 		return api.CreateKey201JSONResponse{}, err
 	}
-	return api.CreateKey201JSONResponse{Key: secret, Record: wireKey(k)}, nil
+	return api.CreateKey201JSONResponse{Body: api.CreatedKey{Key: secret, Record: wireKey(k)},
+		Headers: api.CreateKey201ResponseHeaders{Location: "/v1/keys/" + url.PathEscape(k.ID)}}, nil
 }
 
 // newKey creates a key for the caller (the API's and the dashboard's create) and returns its

@@ -31,6 +31,8 @@ var statusOf = map[lease.Code]int{
 	lease.CodeForbidden:          http.StatusForbidden,
 	codeMethodNotAllowed:         http.StatusMethodNotAllowed,
 	codeRequestTimeout:           http.StatusRequestTimeout,
+	codeUnsupportedMediaType:     http.StatusUnsupportedMediaType,
+	codeHeaderTooLarge:           http.StatusRequestHeaderFieldsTooLarge,
 	codeCanceled:                 statusClientClosed,
 	lease.CodeUnavailable:        http.StatusServiceUnavailable,
 	lease.CodeInternal:           http.StatusInternalServerError,
@@ -50,6 +52,10 @@ var statusOf = map[lease.Code]int{
 const (
 	codeMethodNotAllowed lease.Code = "method_not_allowed"
 	codeRequestTimeout   lease.Code = "request_timeout"
+	// codeUnsupportedMediaType is a JSON endpoint's body labelled as anything but JSON.
+	codeUnsupportedMediaType lease.Code = "unsupported_media_type"
+	// codeHeaderTooLarge is a request whose header fields are larger than the server takes.
+	codeHeaderTooLarge lease.Code = "header_too_large"
 	// codeCanceled is a request whose client left before the answer (e.g. a waiting acquire
 	// given up). No client reads it: it exists for the access log and the metrics.
 	codeCanceled lease.Code = "canceled"

@@ -57,7 +57,7 @@ func TestMalformedRequests(t *testing.T) {
 	e := newEnv(t)
 	held := e.acquire("job", "w1", time.Minute)
 	id := *held.LeaseId
-	if r, err := e.c.PutResourceWithBodyWithResponse(e.ctx, "res", &api.PutResourceParams{FencingToken: held.Token}, "text/plain", strings.NewReader("v")); err != nil || r.JSON200 == nil {
+	if r, err := e.c.PutResourceWithBodyWithResponse(e.ctx, "res", &api.PutResourceParams{FencingToken: &held.Token}, "text/plain", strings.NewReader("v")); err != nil || r.JSON201 == nil {
 		t.Fatalf("PutResource() = %v, %v", status(r), err)
 	}
 	before := e.snapshot()

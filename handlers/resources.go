@@ -31,25 +31,26 @@ func (s *server) PutResource(ctx context.Context, req api.PutResourceRequestObje
 		}
 		return api.PutResourcedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
 	}
-	h := api.PutResource200ResponseHeaders{ETag: etag(r)}
-	// A write that created the resource says where it lives, but still answers 200, not the
-	// 201 RFC 9110 suggests: the API contract (openapi.yaml, which outside clients check)
-	// has always promised 200 for a fenced PUT, and clients test for exactly that.
+	// A write that created the resource answers 201 with where it lives (RFC 9110 §9.3.4).
+	a := resourceAnswer{body: wireResource(r), etag: etag(r)}
 	if r.Version == 1 {
-		loc := "/v1/resources/" + url.PathEscape(r.Name)
-		h.Location = &loc
+		a.location = "/v1/resources/" + url.PathEscape(r.Name)
 	}
-	return resourceAnswer{wireResource(r), h}, nil
+	return a, nil
 }
 
 // writeCondition turns If-Match and If-None-Match into the store's condition. If-Match takes
 // one strong ETag: one this server never made matches no version, so the write fails with
-// precondition_failed as RFC 9110 §13.1.1 asks. If-None-Match takes only `*`.
+// precondition_failed as RFC 9110 §13.1.1 asks; or `*`, which every current version matches:
+// the write applies only to a resource that exists. If-None-Match takes only `*`.
 func writeCondition(p api.PutResourceParams) (ifVersion int64, ifAbsent bool, err error) {
-	if m := deref(p.IfMatch); m != "" {
-		if m == "*" || strings.Contains(m, ",") {
-			return 0, false, lease.Errorf(lease.CodeInvalid, "If-Match takes one ETag of the resource")
-		}
+	switch m := deref(p.IfMatch); {
+	case m == "":
+	case m == "*":
+		ifVersion = lease.AnyVersion
+	case strings.Contains(m, ","):
+		return 0, false, lease.Errorf(lease.CodeInvalid, "If-Match takes one ETag of the resource, or *")
+	default:
 		ifVersion = math.MaxInt64
 		if s, err := strconv.Unquote(m); err == nil {
 			if v, err := strconv.ParseInt(s, 10, 64); err == nil && v > 0 {
@@ -82,7 +83,10 @@ func (s *server) putResource(ctx context.Context, req api.PutResourceRequestObje
 	if err := lease.ValidateName(req.Resource); err != nil {
 		return lease.Resource{}, err
 	}
-	token := req.Params.FencingToken
+	if req.Params.FencingToken == nil {
+		return lease.Resource{}, lease.Errorf(lease.CodePrecondition, "a fenced write needs a Fencing-Token header")
+	}
+	token := *req.Params.FencingToken
 	if token < 0 || token > lease.MaxToken {
 		return lease.Resource{}, lease.Errorf(lease.CodeInvalid, "Fencing-Token %d is outside [0, %d]", token, lease.MaxToken)
 	}

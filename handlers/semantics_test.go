@@ -98,8 +98,8 @@ func TestHeadWatch(t *testing.T) {
 }
 
 // TestResourceConditions: If-Match and If-None-Match on PUT (412), a conditional GET (304),
-// 200 with Location on create (200, not 201: the contract promises 200 for every fenced PUT),
-// and the cache headers of API answers.
+// 201 with Location on create (RFC 9110 §9.3.4), If-Match: * as "if it exists", and the cache
+// headers of API answers.
 func TestResourceConditions(t *testing.T) {
 	e := newEnv(t)
 	old := e.acquire("old", "w", time.Minute)
@@ -114,9 +114,11 @@ func TestResourceConditions(t *testing.T) {
 	}
 	resp, b := e.do("PUT", "/v1/resources/r", strings.NewReader("v1"), with(tok, "If-Match", `"1"`))
 	wantProblem(t, "PUT If-Match on an absent resource", resp, b, http.StatusPreconditionFailed, "precondition_failed")
+	resp, b = e.do("PUT", "/v1/resources/r", strings.NewReader("v1"), with(tok, "If-Match", "*"))
+	wantProblem(t, "PUT If-Match: * on an absent resource", resp, b, http.StatusPreconditionFailed, "precondition_failed")
 	resp, b = e.do("PUT", "/v1/resources/r", strings.NewReader("v1"), with(tok, "If-None-Match", "*"))
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Location") != "/v1/resources/r" || resp.Header.Get("ETag") != `"1"` {
-		t.Fatalf("PUT If-None-Match: * (create) = %d Location %q ETag %q %s, want 200 /v1/resources/r \"1\"",
+	if resp.StatusCode != http.StatusCreated || resp.Header.Get("Location") != "/v1/resources/r" || resp.Header.Get("ETag") != `"1"` {
+		t.Fatalf("PUT If-None-Match: * (create) = %d Location %q ETag %q %s, want 201 /v1/resources/r \"1\"",
 			resp.StatusCode, resp.Header.Get("Location"), resp.Header.Get("ETag"), b)
 	}
 	resp, b = e.do("PUT", "/v1/resources/r", strings.NewReader("v2"), with(tok, "If-None-Match", "*"))
@@ -130,6 +132,12 @@ func TestResourceConditions(t *testing.T) {
 	resp, b = e.do("PUT", "/v1/resources/r", strings.NewReader("v2"), with(tok, "If-Match", `"1"`))
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("ETag") != `"2"` || resp.Header.Get("Location") != "" {
 		t.Fatalf("PUT If-Match \"1\" = %d ETag %q %s, want 200 \"2\"", resp.StatusCode, resp.Header.Get("ETag"), b)
+	}
+	// If-Match: * holds for any version of a resource that exists (RFC 9110 §13.1.1).
+	e.do("PUT", "/v1/resources/s", strings.NewReader("s1"), tok)
+	resp, b = e.do("PUT", "/v1/resources/s", strings.NewReader("s2"), with(tok, "If-Match", "*"))
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("ETag") != `"2"` {
+		t.Fatalf("PUT If-Match: * on an existing resource = %d ETag %q %s, want 200 \"2\"", resp.StatusCode, resp.Header.Get("ETag"), b)
 	}
 
 	resp, b = e.do("GET", "/v1/resources/r", nil, nil)

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"net/url"
 
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/lease"
@@ -15,7 +16,8 @@ func (s *server) OpenSession(ctx context.Context, req api.OpenSessionRequestObje
 	if err != nil {
 		return problemAs[api.OpenSessiondefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
-	return api.OpenSession201JSONResponse(wireSession(ss)), nil
+	w := wireSession(ss)
+	return api.OpenSession201JSONResponse{Body: w, Headers: api.OpenSession201ResponseHeaders{Location: "/v1/sessions/" + url.PathEscape(w.Session)}}, nil
 }
 
 func (s *server) openSession(ctx context.Context, req api.OpenSessionRequestObject) (lease.Session, error) {

@@ -23,7 +23,7 @@ func (s *server) Watch(ctx context.Context, req api.WatchRequestObject) (api.Wat
 	}
 	prefix, _, _ := scope(ctx, deref(req.Params.Prefix))
 	sctx, cancel := s.auth.untilRevoked(ctx)
-	st, err := s.hub.Open(sctx, prefix, deref(req.Params.LastEventID))
+	st, err := s.hub.OpenAs(sctx, prefix, deref(req.Params.LastEventID), who.IsAdmin())
 	if err != nil {
 		cancel()
 		done()

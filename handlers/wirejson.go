@@ -37,21 +37,23 @@ func (a leaseAnswer) write(w http.ResponseWriter) error {
 	return err
 }
 
-// resourceAnswer is the 200 answer of a fenced write.
+// resourceAnswer is the 200 or 201 answer of a fenced write.
 type resourceAnswer struct {
-	body    api.ResourceInfo
-	headers api.PutResource200ResponseHeaders
+	body           api.ResourceInfo
+	etag, location string // location: on the write that created the resource, which answers 201
 }
 
 func (a resourceAnswer) VisitPutResourceResponse(w http.ResponseWriter) error {
 	b := appendResource(make([]byte, 0, 256), &a.body)
 	h := w.Header()
 	h["Content-Type"] = []string{"application/json"}
-	h["Etag"] = []string{a.headers.ETag}
-	if a.headers.Location != nil {
-		h["Location"] = []string{*a.headers.Location}
+	h["Etag"] = []string{a.etag}
+	status := http.StatusOK
+	if a.location != "" {
+		h["Location"] = []string{a.location}
+		status = http.StatusCreated
 	}
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(status)
 	_, err := w.Write(b)
 	return err
 }

@@ -88,7 +88,10 @@ func TestWireJSONMatchesEncodingJSON(t *testing.T) {
 		same("renew", api.RenewLease200JSONResponse{Body: l, Headers: api.RenewLease200ResponseHeaders{FencingToken: l.Token}}.VisitRenewLeaseResponse,
 			leaseAnswer{l}.VisitRenewLeaseResponse)
 		same("put", api.PutResource200JSONResponse{Body: r, Headers: h}.VisitPutResourceResponse,
-			resourceAnswer{r, h}.VisitPutResourceResponse)
+			resourceAnswer{body: r, etag: h.ETag}.VisitPutResourceResponse)
+		loc := "/v1/resources/" + r.Resource
+		same("put created", api.PutResource201JSONResponse{Body: r, Headers: api.PutResource201ResponseHeaders{ETag: h.ETag, Location: loc}}.VisitPutResourceResponse,
+			resourceAnswer{body: r, etag: h.ETag, location: loc}.VisitPutResourceResponse)
 	}
 }
 

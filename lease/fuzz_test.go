@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -29,6 +31,32 @@ func FuzzValidateName(f *testing.F) {
 		}
 		if err != nil && !lease.IsCode(err, lease.CodeInvalid) {
 			t.Fatalf("ValidateName(%q) = %v, want code invalid_request", name, err)
+		}
+	})
+}
+
+// FuzzValidateHolder: ValidateHolder never panics, and what it accepts is 1 to 256
+// characters of UTF-8 with nothing a reader cannot see: no control character, no format
+// character (zero-width, bidirectional controls).
+func FuzzValidateHolder(f *testing.F) {
+	for _, s := range []string{"", "w", "worker-3@host-a", "a\u200bb", "\u202eabc", "a\x85", "\xff", "é", "a\u00adb", strings.Repeat("h", 257)} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, holder string) {
+		err := lease.ValidateHolder(holder)
+		if err != nil {
+			if !lease.IsCode(err, lease.CodeInvalid) {
+				t.Fatalf("ValidateHolder(%q) = %v, want code invalid_request", holder, err)
+			}
+			return
+		}
+		if n := utf8.RuneCountInString(holder); n < 1 || n > lease.MaxHolderLen || !utf8.ValidString(holder) {
+			t.Fatalf("ValidateHolder(%q) accepted %d characters (valid UTF-8 %v)", holder, n, utf8.ValidString(holder))
+		}
+		for _, r := range holder {
+			if unicode.IsControl(r) || unicode.Is(unicode.Cf, r) {
+				t.Fatalf("ValidateHolder(%q) accepted U+%04X, a character a reader cannot see", holder, r)
+			}
 		}
 	})
 }

@@ -213,11 +213,18 @@ func DecideFencedWrite(w FencedWrite, now time.Time) *Error {
 	return nil
 }
 
+// AnyVersion as a write's ifVersion matches every version of a resource that exists (HTTP
+// If-Match: *).
+const AnyVersion int64 = -1
+
 // DecideWriteCondition checks a conditional write's condition against the resource's current
-// version (0 when it does not exist): ifVersion above 0 must equal it, and ifAbsent needs none.
-// It runs after DecideFencedWrite, which a stale token fails whatever the condition.
+// version (0 when it does not exist): ifVersion above 0 must equal it, AnyVersion needs one,
+// and ifAbsent needs none. It runs after DecideFencedWrite, which a stale token fails whatever
+// the condition.
 func DecideWriteCondition(ifVersion int64, ifAbsent bool, version int64) *Error {
 	switch {
+	case ifVersion == AnyVersion && version == 0:
+		return Errorf(CodePreconditionFailed, "the write required that the resource exist (If-Match: *); it does not")
 	case ifAbsent && version > 0:
 		return Errorf(CodePreconditionFailed, "the resource exists (version %d) and the write required that it did not", version)
 	case ifVersion > 0 && ifVersion != version:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -53,7 +54,12 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// ValidateHolder checks a holder: 1 to 256 characters of valid UTF-8 without control characters.
+// ValidateHolder checks a holder: 1 to 256 characters of valid UTF-8 without control
+// characters (C0, DEL, C1) nor invisible format characters (Unicode's Cf: zero-width spaces and
+// joiners, bidirectional controls, the soft hyphen, the byte order mark…). A holder is read by
+// people, on the dashboard, in the CLI and in logs; such characters would let one holder pass
+// for another ("alice\u200b" for "alice", a right-to-left override reversing "tsoh-live") in
+// every one of them, so they are refused here once rather than escaped in each view.
 func ValidateHolder(holder string) error {
 	n := utf8.RuneCountInString(holder)
 	switch {
@@ -64,9 +70,12 @@ func ValidateHolder(holder string) error {
 	case !utf8.ValidString(holder):
 		return invalid("holder", "holder is not valid UTF-8")
 	}
-	for _, r := range holder {
-		if r < 0x20 || r == 0x7f {
+	for i, r := range holder {
+		switch {
+		case r < 0x20 || r >= 0x7f && r <= 0x9f:
 			return invalid("holder", "holder has a control character")
+		case r >= 0x80 && unicode.Is(unicode.Cf, r):
+			return invalid("holder", "holder has the invisible format character U+%04X at byte %d", r, i)
 		}
 	}
 	return nil

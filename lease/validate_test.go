@@ -86,6 +86,19 @@ func TestValidateHolder(t *testing.T) {
 		{"ErrInvalid/DEL", "a\x7f", false},
 		{"ErrInvalid/InvalidUTF8", "a\xffb", false},
 		{"ErrInvalid/TruncatedUTF8", "caf\xc3", false},
+		{"OK/NonLatin", "工作者-3@ホスト", true},
+		{"OK/RightToLeftScript", "עובד-3@host", true},
+		{"ErrInvalid/C1Control", "a\u0085b", false},
+		{"ErrInvalid/ZeroWidthSpace", "alice\u200b", false},
+		{"ErrInvalid/ZeroWidthJoiner", "al\u200dice", false},
+		{"ErrInvalid/WordJoiner", "al\u2060ice", false},
+		{"ErrInvalid/ByteOrderMark", "\ufeffalice", false},
+		{"ErrInvalid/RightToLeftOverride", "\u202etsoh-live", false},
+		{"ErrInvalid/RightToLeftIsolate", "a\u2067b\u2069", false},
+		{"ErrInvalid/RightToLeftMark", "a\u200fb", false},
+		{"ErrInvalid/ArabicLetterMark", "a\u061cb", false},
+		{"ErrInvalid/SoftHyphen", "al\u00adice", false},
+		{"ErrInvalid/Tag", "a\U000e0041", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -89,6 +90,10 @@ type Config struct {
 	Auth handlers.AuthConfig
 	// BodyTimeout bounds the time a request body takes to arrive (handlers.Config).
 	BodyTimeout time.Duration
+	// TrustedProxies are TLS-terminating proxies whose X-Forwarded-Proto counts (handlers.Config).
+	TrustedProxies []netip.Prefix
+	// WriteTimeout bounds the time an answer takes to be read (handlers.Config).
+	WriteTimeout time.Duration
 	// CORSOrigins are the browser origins whose pages may call the API (handlers.Config).
 	CORSOrigins []string
 	// Epoch names this start of the server (handlers.Config); empty means a fresh one.
@@ -178,7 +183,7 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 	)
 	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: cfg.Limits, Registry: cfg.Registry,
 		Metrics: metrics, Logger: cfg.Logger, Acquirer: s.Line, Hub: s.Hub, Spec: leasekeeper.OpenAPI(), Version: cfg.Version,
-		BodyTimeout: cfg.BodyTimeout, Auth: cfg.Auth, CORSOrigins: cfg.CORSOrigins, Epoch: cfg.Epoch, Tracer: cfg.Tracer})
+		BodyTimeout: cfg.BodyTimeout, WriteTimeout: cfg.WriteTimeout, TrustedProxies: cfg.TrustedProxies, Auth: cfg.Auth, CORSOrigins: cfg.CORSOrigins, Epoch: cfg.Epoch, Tracer: cfg.Tracer})
 	if err != nil {
 		return nil, err
 	}

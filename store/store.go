@@ -180,8 +180,9 @@ type Store interface {
 	RevokeKey(ctx context.Context, id, actor string) (auth.Key, error)
 
 	// CreateSession stores a dashboard session of key keyID by the hash of its secret, valid
-	// until expires at the latest.
-	CreateSession(ctx context.Context, hash []byte, keyID string, expires time.Time) error
+	// until expires at the latest. With keep > 0 the key keeps its keep newest sessions, this
+	// one among them: older ones end in the same transaction.
+	CreateSession(ctx context.Context, hash []byte, keyID string, expires time.Time, keep int) error
 
 	// Session returns the session whose secret hashes to hash, with its key. Codes: not_found
 	// (also for a session past its expiry).
@@ -285,7 +286,7 @@ type ResourceWrite struct {
 	Owner string
 	Quota lease.Quota
 	// IfVersion, when above 0, applies the write only while the resource is at that version
-	// (HTTP If-Match); IfAbsent only while it does not exist (If-None-Match: *). Both are
+	// (HTTP If-Match), and lease.AnyVersion only while it exists (If-Match: *); IfAbsent only while it does not exist (If-None-Match: *). Both are
 	// checked after the fence, in the write's transaction.
 	IfVersion int64
 	IfAbsent  bool

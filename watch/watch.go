@@ -30,7 +30,10 @@ type Store interface {
 
 // Options tune the hub; zero values take the defaults.
 type Options struct {
-	MaxWatchers  int           // default 1000
+	MaxWatchers int // default 1000
+	// AdminReserve is how many streams beyond MaxWatchers only admins may open (OpenAs), so
+	// that a server full of other keys' streams still lets its operator watch. Default 0.
+	AdminReserve int
 	Heartbeat    time.Duration // default 15 s
 	WriteTimeout time.Duration // default 10 s
 	// Encode, when set, is the encoder of streams served with a nil one: the hub then encodes
@@ -296,6 +299,12 @@ type Stream struct {
 // Last-Event-ID, or at the newest event. Codes: too_many_watchers, invalid_request.
 // The caller must Serve the stream, which frees the slot.
 func (h *Hub) Open(ctx context.Context, prefix, lastEventID string) (*Stream, error) {
+	return h.OpenAs(ctx, prefix, lastEventID, false)
+}
+
+// OpenAs is Open for a caller that is an admin, or not: an admin may also take one of the
+// AdminReserve slots beyond MaxWatchers.
+func (h *Hub) OpenAs(ctx context.Context, prefix, lastEventID string, admin bool) (*Stream, error) {
 	var after int64
 	if lastEventID != "" {
 		var err error
@@ -317,7 +326,11 @@ func (h *Hub) Open(ctx context.Context, prefix, lastEventID string) (*Stream, er
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.watchers >= h.opts.MaxWatchers {
+	limit := h.opts.MaxWatchers
+	if admin {
+		limit += h.opts.AdminReserve
+	}
+	if h.watchers >= limit {
 		return nil, lease.Errorf(lease.CodeTooManyWatchers, "%d watchers are connected, the most this server allows", h.watchers)
 	}
 	h.watchers++

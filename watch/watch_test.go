@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekeeper/leasekeeper/internal/smallbuf"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
@@ -57,7 +58,7 @@ func newFixture(t testing.TB, opts watch.Options) *fixture {
 		})
 	}))
 	// Small socket buffers, so a watcher that never reads backs the server's writes up quickly.
-	f.srv.Listener = smallBuffers{f.srv.Listener}
+	f.srv.Listener = smallbuf.Listener(f.srv.Listener)
 	f.srv.Start()
 	t.Cleanup(f.srv.Close)
 	return f
@@ -203,16 +204,6 @@ func TestTooManyWatchers(t *testing.T) {
 	if resp.StatusCode != http.StatusTooManyRequests {
 		t.Errorf("second watcher = %d, want 429", resp.StatusCode)
 	}
-}
-
-type smallBuffers struct{ net.Listener }
-
-func (l smallBuffers) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetWriteBuffer(4096)
-	}
-	return c, err
 }
 
 // stuckWatcher connects and never reads, so the server's writes back up.
@@ -418,5 +409,24 @@ func TestOnDeliver(t *testing.T) {
 	}
 	if ages := got(); len(ages) != 1 || ages[0] != 5*time.Second {
 		t.Errorf("OnDeliver ages = %v, want [5s] (one write, its oldest live event)", ages)
+	}
+}
+
+// TestAdminReserve checks that admins may open the reserved streams beyond MaxWatchers, and
+// nobody else.
+func TestAdminReserve(t *testing.T) {
+	f := newFixture(t, watch.Options{MaxWatchers: 1, AdminReserve: 1})
+	ctx := context.Background()
+	if _, err := f.hub.OpenAs(ctx, "", "", false); err != nil {
+		t.Fatalf("first watcher = %v", err)
+	}
+	if _, err := f.hub.OpenAs(ctx, "", "", false); !lease.IsCode(err, lease.CodeTooManyWatchers) {
+		t.Fatalf("non-admin watcher past MaxWatchers = %v, want too_many_watchers", err)
+	}
+	if _, err := f.hub.OpenAs(ctx, "", "", true); err != nil {
+		t.Fatalf("admin watcher in the reserve = %v, want a stream", err)
+	}
+	if _, err := f.hub.OpenAs(ctx, "", "", true); !lease.IsCode(err, lease.CodeTooManyWatchers) {
+		t.Fatalf("admin watcher past the reserve = %v, want too_many_watchers", err)
 	}
 }

@@ -423,14 +423,22 @@ var fencedValue = bytes.Repeat([]byte("v"), 100)
 
 func (w *fencedWorker) setup(ctx context.Context) error {
 	g, _, err := w.b.acquire(ctx, w.name, time.Hour, 0)
+	if err != nil {
+		return err
+	}
 	w.token = strconv.FormatInt(g.Token, 10)
-	return err
+	// The first write creates the resource (201); the measured ones write over it (200).
+	return w.put(ctx, http.StatusCreated)
 }
 
 func (w *fencedWorker) op(ctx context.Context) (bool, error) {
+	return false, w.put(ctx, http.StatusOK)
+}
+
+func (w *fencedWorker) put(ctx context.Context, want int) error {
 	_, err := w.b.call(ctx, http.MethodPut, "/v1/resources/"+w.name, fencedValue,
-		map[string]string{"Fencing-Token": w.token, "Lease-Name": w.name, "Content-Type": "application/octet-stream"}, http.StatusOK, nil)
-	return false, err
+		map[string]string{"Fencing-Token": w.token, "Lease-Name": w.name, "Content-Type": "application/octet-stream"}, want, nil)
+	return err
 }
 
 type acquireWorker struct {

@@ -227,8 +227,8 @@ func testServeEndToEnd(t *testing.T, db []string) {
 	}
 	pw.Write([]byte("second half"))
 	pw.Close()
-	if got := testwait.Receive(t, answered, 10*time.Second); got.err != nil || got.status != http.StatusOK {
-		t.Errorf("in-flight PUT = %d, %v; want 200 after shutdown began", got.status, got.err)
+	if got := testwait.Receive(t, answered, 10*time.Second); got.err != nil || got.status != http.StatusCreated {
+		t.Errorf("in-flight PUT = %d, %v; want 201 (it creates the resource) after shutdown began", got.status, got.err)
 	}
 	if err := testwait.Receive(t, stopped, 15*time.Second); err != nil {
 		t.Errorf("run() after cancel = %v, want nil (clean shutdown); stderr:\n%s", err, s.stderr)

@@ -62,10 +62,11 @@ func scrapeAfterTraffic(t *testing.T, db []string) exported {
 	if r, err := s.c.RenewLeaseWithResponse(ctx, "leader", api.RenewRequest{LeaseId: *a.JSON200.LeaseId}); err != nil || r.JSON200 == nil {
 		t.Errorf("RenewLease() = %v, %v", r.Status(), err)
 	}
-	if r, err := s.c.PutResourceWithBodyWithResponse(ctx, "report", &api.PutResourceParams{FencingToken: a.JSON200.Token}, "text/plain", strings.NewReader("v1")); err != nil || r.StatusCode() >= 300 {
+	if r, err := s.c.PutResourceWithBodyWithResponse(ctx, "report", &api.PutResourceParams{FencingToken: &a.JSON200.Token}, "text/plain", strings.NewReader("v1")); err != nil || r.StatusCode() >= 300 {
 		t.Errorf("PutResource(token %d) = %v, %v", a.JSON200.Token, r.Status(), err)
 	}
-	if r, err := s.c.PutResourceWithBodyWithResponse(ctx, "report", &api.PutResourceParams{FencingToken: a.JSON200.Token - 1}, "text/plain", strings.NewReader("v0")); err != nil || r.StatusCode() != http.StatusConflict {
+	stale := a.JSON200.Token - 1
+	if r, err := s.c.PutResourceWithBodyWithResponse(ctx, "report", &api.PutResourceParams{FencingToken: &stale}, "text/plain", strings.NewReader("v0")); err != nil || r.StatusCode() != http.StatusConflict {
 		t.Errorf("PutResource(stale token) = %v, %v; want 409", r.Status(), err)
 	}
 	if r, err := s.c.ReleaseLeaseWithResponse(ctx, "leader", api.ReleaseRequest{LeaseId: *a.JSON200.LeaseId}); err != nil || r.StatusCode() != http.StatusNoContent {

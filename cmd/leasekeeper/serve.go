@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"net/url"
 	"os"
 	"runtime"
@@ -44,10 +45,12 @@ type serveConfig struct {
 	logLevel     slog.Level
 	shutdownWait time.Duration
 	bodyTimeout  time.Duration
+	writeTimeout time.Duration
 	tlsCert      string // both or neither
 	tlsKey       string
 	queue        queue.Limits
 	maxWatchers  int
+	adminWatches int
 	auth         handlers.AuthConfig
 	adminKeyFile string
 	secretFile   string
@@ -56,6 +59,7 @@ type serveConfig struct {
 	watched      []string // --metrics-lease
 	otlp         string   // --otlp-endpoint
 	tracing      bool     // --otlp-endpoint or OTEL_EXPORTER_OTLP_ENDPOINT set
+	proxies      []netip.Prefix
 }
 
 func parseServe(args []string, getenv func(string) string, stdout, stderr io.Writer) (serveConfig, error) {
@@ -108,6 +112,7 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	fs.IntVar(&c.queue.PerName, "max-waiters-per-name", c.queue.PerName, "most acquire requests waiting for one name")
 	fs.IntVar(&c.queue.Total, "max-waiters", c.queue.Total, "most acquire requests waiting for any name")
 	fs.IntVar(&c.maxWatchers, "max-watchers", 1000, "most open watch streams")
+	fs.IntVar(&c.adminWatches, "admin-watchers", 10, "watch streams beyond -max-watchers that only admin keys may open")
 	level := fs.String("log-level", env("LEASEKEEPER_LOG_LEVEL", "info"), "debug, info, warn or error (env LEASEKEEPER_LOG_LEVEL)")
 	durationVar(fs, &c.shutdownWait, "shutdown-timeout", 10*time.Second, "how long shutdown waits for in-flight requests")
 	authMode := fs.String("auth", env("LEASEKEEPER_AUTH", "on"), "on: every request needs an API key; off: none do (loopback addresses only, for experiments) (env LEASEKEEPER_AUTH)")
@@ -123,11 +128,15 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 		"most fenced resources one non-admin key may have written last (0: no cap; env LEASEKEEPER_MAX_RESOURCES_PER_KEY)")
 	fs.Int64Var(&c.auth.ResourceQuota.Bytes, "max-resource-bytes-per-key", envInt("LEASEKEEPER_MAX_RESOURCE_BYTES_PER_KEY", 64<<20),
 		"most bytes the values of one non-admin key's resources may hold in all (0: no cap; env LEASEKEEPER_MAX_RESOURCE_BYTES_PER_KEY)")
+	signInRate := fs.Float64("signin-rate", 1, "dashboard sign-ins a second one client address may make, right or wrong (0: no limit)")
+	fs.IntVar(&c.auth.SignInBurst, "signin-burst", 10, "burst of sign-ins above -signin-rate one client address may make")
+	fs.IntVar(&c.auth.MaxDashboardSessionsPerKey, "max-dashboard-sessions-per-key", 10, "dashboard sessions one key keeps; signing in once more ends its oldest (0: no cap)")
 	fs.BoolVar(&c.auth.PublicMetrics, "public-metrics", false, "serve /metrics without an API key")
 	fs.StringVar(&c.tlsCert, "tls-cert", env("LEASEKEEPER_TLS_CERT", ""), "serve HTTPS with this PEM certificate (chain), reread when it changes; needs --tls-key (env LEASEKEEPER_TLS_CERT)")
 	fs.StringVar(&c.tlsKey, "tls-key", env("LEASEKEEPER_TLS_KEY", ""), "the PEM private key of --tls-cert (env LEASEKEEPER_TLS_KEY)")
 	fs.StringVar(&c.debugAddr, "debug-addr", "", "serve Go's profiler (net/http/pprof) on this loopback address, e.g. 127.0.0.1:6060 (default: off)")
 	durationVar(fs, &c.bodyTimeout, "body-timeout", envDur("LEASEKEEPER_BODY_TIMEOUT", 30*time.Second), "how long a request body may take to arrive, then 408 (env LEASEKEEPER_BODY_TIMEOUT)")
+	durationVar(fs, &c.writeTimeout, "write-timeout", envDur("LEASEKEEPER_WRITE_TIMEOUT", 30*time.Second), "how long an answer may take to be read once it starts, then the connection closes; watch streams bound each write instead (env LEASEKEEPER_WRITE_TIMEOUT)")
 	corsFlag, corsEnv := &originList{}, &originList{}
 	if err := corsEnv.Set(getenv("LEASEKEEPER_CORS_ORIGIN")); err != nil {
 		envErr = errors.Join(envErr, fmt.Errorf("LEASEKEEPER_CORS_ORIGIN: %w", err))
@@ -139,6 +148,12 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 		envErr = errors.Join(envErr, fmt.Errorf("LEASEKEEPER_METRICS_LEASES: %w", err))
 	}
 	fs.Var(watchedFlag, "metrics-lease", fmt.Sprintf("a lease name (a leader's) whose holding /metrics reports as leasekeeper_watched_lease_held{name}; repeat it or separate names with commas, at most %d (env LEASEKEEPER_METRICS_LEASES)", service.MaxWatchedLeases))
+	proxies := &proxyList{}
+	if err := proxies.Set(getenv("LEASEKEEPER_TRUSTED_PROXY")); err != nil {
+		envErr = errors.Join(envErr, fmt.Errorf("LEASEKEEPER_TRUSTED_PROXY: %w", err))
+	}
+	flagProxies := &proxyList{}
+	fs.Var(flagProxies, "trusted-proxy", "address or CIDR of a TLS-terminating proxy whose X-Forwarded-Proto: https counts as TLS (Secure cookies, HSTS); repeat it or separate with commas (default: none; env LEASEKEEPER_TRUSTED_PROXY)")
 	if envErr != nil {
 		return c, &exitError{code: 2, err: envErr}
 	}
@@ -151,7 +166,12 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 		return c, &exitError{code: 2, err: fmt.Errorf("-db-max-conns (env LEASEKEEPER_DB_MAX_CONNS) must be a whole number from 0 to %d, not %q", maxDBConns, *dbMaxConns)}
 	}
 	c.dbMaxConns = n
+	c.auth.SignInRate = rate.Limit(*signInRate)
 	// The flag, when given, replaces the environment's list, as every other flag does.
+	c.proxies = flagProxies.prefixes
+	if len(c.proxies) == 0 {
+		c.proxies = proxies.prefixes
+	}
 	c.corsOrigins = corsFlag.origins
 	if len(c.corsOrigins) == 0 {
 		c.corsOrigins = corsEnv.origins
@@ -179,7 +199,7 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	default:
 		return c, &exitError{code: 2, err: fmt.Errorf("-auth must be on or off, not %q", *authMode)}
 	}
-	if *keyRate < 0 || c.auth.Burst < 0 || c.auth.MaxHeldPerKey < 0 || c.auth.MaxWaitsPerKey < 0 || c.auth.MaxWatchesPerKey < 0 || c.auth.MaxSessionsPerKey < 0 ||
+	if *keyRate < 0 || c.adminWatches < 0 || *signInRate < 0 || c.auth.SignInBurst < 0 || c.auth.MaxDashboardSessionsPerKey < 0 || c.auth.Burst < 0 || c.auth.MaxHeldPerKey < 0 || c.auth.MaxWaitsPerKey < 0 || c.auth.MaxWatchesPerKey < 0 || c.auth.MaxSessionsPerKey < 0 ||
 		c.auth.ResourceQuota.Resources < 0 || c.auth.ResourceQuota.Bytes < 0 {
 		return c, &exitError{code: 2, err: errors.New("per-key limits must not be negative")}
 	}
@@ -216,6 +236,9 @@ func parseServe(args []string, getenv func(string) string, stdout, stderr io.Wri
 	}
 	if c.bodyTimeout <= 0 {
 		return c, &exitError{code: 2, err: fmt.Errorf("-body-timeout must be positive, got %v", c.bodyTimeout)}
+	}
+	if c.writeTimeout <= 0 {
+		return c, &exitError{code: 2, err: fmt.Errorf("-write-timeout must be positive, got %v", c.writeTimeout)}
 	}
 	if c.logFormat != "text" && c.logFormat != "json" {
 		return c, &exitError{code: 2, err: fmt.Errorf("-log-format must be text or json, not %q", c.logFormat)}
@@ -321,8 +344,8 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	}
 	epoch := lease.NewEpoch()
 	svc, err := service.New(st, &hooks, service.Config{Limits: cfg.limits, Queue: cfg.queue,
-		Watch: watch.Options{MaxWatchers: cfg.maxWatchers}, Retention: cfg.retention, Logger: log, Registry: reg,
-		Version: buildVersion(), BodyTimeout: cfg.bodyTimeout, Auth: cfg.auth,
+		Watch: watch.Options{MaxWatchers: cfg.maxWatchers, AdminReserve: cfg.adminWatches}, Retention: cfg.retention, Logger: log, Registry: reg,
+		Version: buildVersion(), BodyTimeout: cfg.bodyTimeout, WriteTimeout: cfg.writeTimeout, TrustedProxies: cfg.proxies, Auth: cfg.auth,
 		CORSOrigins: cfg.corsOrigins, Epoch: epoch, WatchedLeases: cfg.watched, Tracer: tracer})
 	if err != nil {
 		return err
@@ -344,13 +367,16 @@ func serve(ctx context.Context, args []string, getenv func(string) string, stdou
 	// Headers must arrive within 10 s, then a body within --body-timeout (set by the handler,
 	// which answers a late body 408 problem+json; a ReadTimeout would also count the headers
 	// and end in a bare i/o error). Neither bounds what follows the body: waits and watch
-	// streams are long. No WriteTimeout for the same reason; the stream bounds each write.
+	// streams are long. No WriteTimeout for the same reason: the handler gives each answer
+	// --write-timeout from its start instead, and the stream bounds each write.
 	srv := &http.Server{
 		Handler:           svc.Handler,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// Go answers a request past its own limit in text/plain; the handler answers one past
+		// handlers.DefaultMaxHeaderBytes in problem+json, so Go's is set far above it.
+		MaxHeaderBytes: 1 << 20,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	log.Info("leasekeeper serving", "addr", scheme+"://"+ln.Addr().String(), "db", redactDB(cfg.db), "version", buildVersion(),
 		"min_ttl", cfg.limits.MinTTL, "max_ttl", cfg.limits.MaxTTL, "auth", !cfg.auth.Off, "server_epoch", epoch)
@@ -409,6 +435,35 @@ func serveDebug(addr string, log *slog.Logger) (stop func(), err error) {
 
 // originList is --cors-origin: repeatable, each a comma-separated list of origins, checked
 // as they are parsed so a typo fails the start.
+// proxyList is the value of --trusted-proxy: addresses and CIDR prefixes.
+type proxyList struct{ prefixes []netip.Prefix }
+
+func (l *proxyList) String() string {
+	s := make([]string, len(l.prefixes))
+	for i, p := range l.prefixes {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *proxyList) Set(v string) error {
+	for _, a := range strings.Split(v, ",") {
+		if a = strings.TrimSpace(a); a == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(a)
+			if aerr != nil {
+				return fmt.Errorf("trusted proxy %q: not an address or a CIDR prefix", a)
+			}
+			p = netip.PrefixFrom(addr.Unmap(), addr.Unmap().BitLen())
+		}
+		l.prefixes = append(l.prefixes, p.Masked())
+	}
+	return nil
+}
+
 type originList struct{ origins []string }
 
 func (l *originList) String() string { return strings.Join(l.origins, ",") }

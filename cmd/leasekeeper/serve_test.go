@@ -2,6 +2,9 @@ package main
 
 import (
 	"io"
+	"os"
+	"path"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,19 +50,39 @@ func TestParseServe(t *testing.T) {
 	}
 }
 
-func TestParseServeBodyTimeout(t *testing.T) {
+func TestParseServeTimeouts(t *testing.T) {
+	for _, tt := range []struct {
+		env       map[string]string
+		args      []string
+		body, out time.Duration
+	}{
+		{nil, nil, 30 * time.Second, 30 * time.Second},
+		{map[string]string{"LEASEKEEPER_BODY_TIMEOUT": "5s", "LEASEKEEPER_WRITE_TIMEOUT": "6s"}, nil, 5 * time.Second, 6 * time.Second},
+		{map[string]string{"LEASEKEEPER_BODY_TIMEOUT": "5s", "LEASEKEEPER_WRITE_TIMEOUT": "6s"}, []string{"--body-timeout", "2s", "--write-timeout", "3s"},
+			2 * time.Second, 3 * time.Second},
+	} {
+		c, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
+		if err != nil || c.bodyTimeout != tt.body || c.writeTimeout != tt.out {
+			t.Errorf("parseServe(%q) with env %v = body timeout %v, write timeout %v, %v; want %v, %v", tt.args, tt.env, c.bodyTimeout, c.writeTimeout, err, tt.body, tt.out)
+		}
+	}
+}
+
+func TestParseServeTrustedProxy(t *testing.T) {
+	env := map[string]string{"LEASEKEEPER_TRUSTED_PROXY": "192.0.2.1"}
 	for _, tt := range []struct {
 		env  map[string]string
 		args []string
-		want time.Duration
+		want string
 	}{
-		{nil, nil, 30 * time.Second},
-		{map[string]string{"LEASEKEEPER_BODY_TIMEOUT": "5s"}, nil, 5 * time.Second},
-		{map[string]string{"LEASEKEEPER_BODY_TIMEOUT": "5s"}, []string{"--body-timeout", "2s"}, 2 * time.Second},
+		{nil, nil, ""},
+		{env, nil, "192.0.2.1/32"},
+		{env, []string{"--trusted-proxy", "10.0.0.0/8,::ffff:10.1.2.3", "--trusted-proxy=fd00::/8"}, "10.0.0.0/8,10.1.2.3/32,fd00::/8"},
 	} {
 		c, err := parseServe(tt.args, func(k string) string { return tt.env[k] }, io.Discard, io.Discard)
-		if err != nil || c.bodyTimeout != tt.want {
-			t.Errorf("parseServe(%q) with env %v = body timeout %v, %v; want %v", tt.args, tt.env, c.bodyTimeout, err, tt.want)
+		got := (&proxyList{c.proxies}).String()
+		if err != nil || got != tt.want {
+			t.Errorf("parseServe(%q) with env %v = trusted proxies %q, %v; want %q", tt.args, tt.env, got, err, tt.want)
 		}
 	}
 }
@@ -85,6 +108,35 @@ func TestParseServeResourceQuota(t *testing.T) {
 		if _, err := parseServe(nil, func(k string) string { return bad[k] }, io.Discard, io.Discard); err == nil {
 			t.Errorf("parseServe() with env %v = nil error, want the value refused", bad)
 		}
+	}
+}
+
+// TestSecretsIgnored checks that the files serve writes beside a database are ignored by git
+// and kept out of container builds: one `git add -A` must not commit the admin key.
+func TestSecretsIgnored(t *testing.T) {
+	for _, f := range []string{"../../.gitignore", "../../.dockerignore"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range []string{"leasekeeper.db.admin-key", "leasekeeper.db.secret"} {
+			ignored := false
+			for _, line := range strings.Split(string(b), "\n") {
+				if ok, _ := path.Match(strings.TrimSpace(line), name); ok && !strings.HasPrefix(line, "#") {
+					ignored = true
+				}
+			}
+			if !ignored {
+				t.Errorf("%s does not ignore %s", f, name)
+			}
+		}
+	}
+}
+
+func TestParseServeSignIn(t *testing.T) {
+	c, err := parseServe(nil, func(string) string { return "" }, io.Discard, io.Discard)
+	if err != nil || c.auth.SignInRate != 1 || c.auth.SignInBurst != 10 || c.auth.MaxDashboardSessionsPerKey != 10 {
+		t.Errorf("parseServe() = sign-in rate %v burst %d, %d dashboard sessions, %v; want 1, 10, 10", c.auth.SignInRate, c.auth.SignInBurst, c.auth.MaxDashboardSessionsPerKey, err)
 	}
 }
 
@@ -124,6 +176,12 @@ func TestParseServeErrors(t *testing.T) {
 		{"ErrUsage/EnvLogFormat", map[string]string{"LEASEKEEPER_LOG_FORMAT": "xml"}, nil},
 		{"ErrUsage/EnvLogLevel", map[string]string{"LEASEKEEPER_LOG_LEVEL": "chatty"}, nil},
 		{"ErrUsage/ZeroBodyTimeout", nil, []string{"--body-timeout", "0s"}},
+		{"ErrUsage/ZeroWriteTimeout", nil, []string{"--write-timeout", "0s"}},
+		{"ErrUsage/EnvWriteTimeout", map[string]string{"LEASEKEEPER_WRITE_TIMEOUT": "soon"}, nil},
+		{"ErrUsage/NegativeSignInRate", nil, []string{"--signin-rate", "-1"}},
+		{"ErrUsage/TrustedProxyNotAnAddress", nil, []string{"--trusted-proxy", "proxy.example"}},
+		{"ErrUsage/EnvTrustedProxy", map[string]string{"LEASEKEEPER_TRUSTED_PROXY": "10.0.0.0/33"}, nil},
+		{"ErrUsage/NegativeDashboardSessions", nil, []string{"--max-dashboard-sessions-per-key", "-1"}},
 		{"ErrUsage/AuthOffOnEveryAddress", nil, []string{"--auth", "off", "--addr", "0.0.0.0:8080"}},
 		{"ErrUsage/AuthOffOnAnAddressOfThisHost", nil, []string{"--auth", "off", "--addr", ":8080"}},
 		{"ErrUsage/EnvAuthOffNotLoopback", map[string]string{"LEASEKEEPER_AUTH": "off", "LEASEKEEPER_ADDR": "10.1.2.3:80"}, nil},

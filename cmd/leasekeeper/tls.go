@@ -95,10 +95,21 @@ func (r *certReloader) reload() {
 	r.log.Info("TLS certificate reloaded", "cert", r.certFile, "not_after", cert.Leaf.NotAfter)
 }
 
-// serverTLS is the TLS configuration of serve: the certificate from r, TLS 1.2 at least.
+// serverTLS is the TLS configuration of serve: the certificate from r, TLS 1.2 at least, and
+// on TLS 1.2 only forward-secret AEAD suites (no CBC, no SHA-1 MAC; TLS 1.3's are all AEAD).
 // http.Server.ServeTLS adds HTTP/2 to it.
 func serverTLS(r *certReloader) *tls.Config {
-	return &tls.Config{GetCertificate: r.GetCertificate, MinVersion: tls.VersionTLS12}
+	return &tls.Config{GetCertificate: r.GetCertificate, MinVersion: tls.VersionTLS12, CipherSuites: aeadSuites}
+}
+
+// aeadSuites are the TLS 1.2 cipher suites serve offers.
+var aeadSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
 }
 
 // caClient returns an HTTP client that trusts the certificates in the PEM file caFile (and no

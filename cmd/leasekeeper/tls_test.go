@@ -102,6 +102,27 @@ func TestServeTLS(t *testing.T) {
 	if got := serial(trusting(t, first)); got != 1 {
 		t.Errorf("serial of the served certificate = %d, want 1", got)
 	}
+	// HSTS over TLS; on TLS 1.2 only AEAD suites: a client offering CBC suites alone is refused.
+	tls12 := func(suites ...uint16) *http.Client {
+		hc := trusting(t, first)
+		tr := hc.Transport.(*http.Transport)
+		tr.TLSClientConfig.MaxVersion, tr.TLSClientConfig.CipherSuites = tls.VersionTLS12, suites
+		return hc
+	}
+	if resp, err := tls12().Get(s.url + "/healthz"); err != nil {
+		t.Errorf("GET /healthz over TLS 1.2 = %v", err)
+	} else {
+		resp.Body.Close()
+		if hsts := resp.Header.Get("Strict-Transport-Security"); !strings.HasPrefix(hsts, "max-age=") {
+			t.Errorf("GET /healthz over TLS: Strict-Transport-Security %q, want max-age=…", hsts)
+		}
+	}
+	cbc := []uint16{tls.TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA,
+		tls.TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA, tls.TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA, tls.TLS_RSA_WITH_AES_128_CBC_SHA}
+	if resp, err := tls12(cbc...).Get(s.url + "/healthz"); err == nil {
+		resp.Body.Close()
+		t.Errorf("a TLS 1.2 client offering only CBC suites got %s; want the handshake refused", tls.CipherSuiteName(resp.TLS.CipherSuite))
+	}
 	if _, err := trusting(t).Get(s.url + "/healthz"); err == nil {
 		t.Errorf("GET /healthz trusting no certificate succeeded, want a verification error")
 	}
@@ -205,5 +226,20 @@ func TestCertReloaderKeepsServing(t *testing.T) {
 	}
 	if got := served(); got != 2 {
 		t.Errorf("serial with the new pair = %d, want 2", got)
+	}
+}
+
+// TestServerTLSSuites checks serve's TLS 1.2 suites: a list of its own (Go's defaults may
+// change with the toolchain), each forward-secret and AEAD.
+func TestServerTLSSuites(t *testing.T) {
+	c := serverTLS(nil)
+	if c.MinVersion != tls.VersionTLS12 || len(c.CipherSuites) == 0 {
+		t.Fatalf("serverTLS: MinVersion %x, %d suites; want TLS 1.2 and a list", c.MinVersion, len(c.CipherSuites))
+	}
+	for _, id := range c.CipherSuites {
+		name := tls.CipherSuiteName(id)
+		if !strings.HasPrefix(name, "TLS_ECDHE_") || !(strings.Contains(name, "_GCM_") || strings.Contains(name, "CHACHA20_POLY1305")) {
+			t.Errorf("serverTLS offers %s, want only ECDHE with AES-GCM or ChaCha20-Poly1305", name)
+		}
 	}
 }

@@ -164,8 +164,14 @@ func (s *Store) RevokeKey(ctx context.Context, id, actor string) (auth.Key, erro
 }
 
 // CreateSession stores a dashboard session. See store.Store.
-func (s *Store) CreateSession(ctx context.Context, hash []byte, keyID string, expires time.Time) error {
+func (s *Store) CreateSession(ctx context.Context, hash []byte, keyID string, expires time.Time, keep int) error {
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		if keep > 0 {
+			// Sign-ins of one key, on any replica, trim its sessions one at a time.
+			if _, err := t.tx.Exec(ctx, `SELECT 1 FROM keys WHERE id = $1 FOR UPDATE`, keyID); err != nil {
+				return fmt.Errorf("lock key: %w", err)
+			}
+		}
 		now, err := t.now(ctx)
 		if err != nil {
 			return err
@@ -173,6 +179,15 @@ func (s *Store) CreateSession(ctx context.Context, hash []byte, keyID string, ex
 		if _, err := t.tx.Exec(ctx, `INSERT INTO sessions (hash, key_id, created_at, last_seen_at, expires_at)
 			VALUES ($1, $2, $3, $3, $4)`, hash, keyID, now, expires.UnixMilli()); err != nil {
 			return fmt.Errorf("insert session: %w", err)
+		}
+		if keep <= 0 {
+			return nil
+		}
+		// The new session stays whatever the clock says: it is kept first, then the newest.
+		if _, err := t.tx.Exec(ctx, `DELETE FROM sessions WHERE key_id = $1 AND hash <> $2 AND hash NOT IN
+			(SELECT hash FROM sessions WHERE key_id = $1 AND hash <> $2 ORDER BY created_at DESC, hash DESC LIMIT $3)`,
+			keyID, hash, keep-1); err != nil {
+			return fmt.Errorf("end the key's oldest sessions: %w", err)
 		}
 		return nil
 	})

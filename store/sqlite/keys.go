@@ -150,7 +150,7 @@ func (s *Store) RevokeKey(ctx context.Context, id, actor string) (auth.Key, erro
 }
 
 // CreateSession stores a dashboard session. See store.Store.
-func (s *Store) CreateSession(ctx context.Context, hash []byte, keyID string, expires time.Time) error {
+func (s *Store) CreateSession(ctx context.Context, hash []byte, keyID string, expires time.Time, keep int) error {
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		_, err := t.tx.ExecContext(ctx, `INSERT INTO sessions (hash, key_id, created_at, last_seen_at, expires_at)
 			VALUES (?, ?, ?, ?, ?)`, hash, keyID, t.now, t.now, expires.UnixMilli())
@@ -158,6 +158,15 @@ func (s *Store) CreateSession(ctx context.Context, hash []byte, keyID string, ex
 			return fmt.Errorf("insert session: %w", w(err))
 		}
 		t.dirty = true
+		if keep <= 0 {
+			return nil
+		}
+		// The new session stays whatever the clock says: it is kept first, then the newest.
+		if _, err := t.tx.ExecContext(ctx, `DELETE FROM sessions WHERE key_id = ?1 AND hash <> ?2 AND hash NOT IN
+			(SELECT hash FROM sessions WHERE key_id = ?1 AND hash <> ?2 ORDER BY created_at DESC, rowid DESC LIMIT ?3)`,
+			keyID, hash, keep-1); err != nil {
+			return fmt.Errorf("end the key's oldest sessions: %w", w(err))
+		}
 		return nil
 	})
 	if err != nil {

@@ -140,7 +140,7 @@ func testLastAdmin(t *testing.T, e *env) {
 func testSessions(t *testing.T, e *env) {
 	k, _ := e.createKey("ops", auth.Reader)
 	h := auth.Hash(auth.NewSessionID())
-	if err := e.s.CreateSession(e.ctx, h, k.ID, t0.Add(time.Hour)); err != nil {
+	if err := e.s.CreateSession(e.ctx, h, k.ID, t0.Add(time.Hour), 0); err != nil {
 		t.Fatalf("CreateSession() = %v", err)
 	}
 	ses, err := e.s.Session(e.ctx, h)
@@ -162,7 +162,7 @@ func testSessions(t *testing.T, e *env) {
 	// Sign-out and key revocation end sessions at once.
 	h2, h3 := auth.Hash(auth.NewSessionID()), auth.Hash(auth.NewSessionID())
 	for _, x := range [][]byte{h2, h3} {
-		if err := e.s.CreateSession(e.ctx, x, k.ID, e.clock.Now().Add(time.Hour)); err != nil {
+		if err := e.s.CreateSession(e.ctx, x, k.ID, e.clock.Now().Add(time.Hour), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -243,4 +243,49 @@ func testMaxOpenSessions(t *testing.T, e *env) {
 	wantCode(t, "OpenSession(again at the cap)", err, lease.CodeTooManySessions)
 	e.clock.Advance(2 * time.Minute)
 	open("after the key's sessions expired", p)
+}
+
+// testSessionsKept checks the cap on one key's dashboard sessions: a new session ends the
+// key's oldest past keep, in the same transaction, and no other key's.
+func testSessionsKept(t *testing.T, e *env) {
+	k, _ := e.createKey("ops", auth.Reader)
+	other, _ := e.createKey("other", auth.Reader)
+	oh := auth.Hash(auth.NewSessionID())
+	if err := e.s.CreateSession(e.ctx, oh, other.ID, e.clock.Now().Add(time.Hour), 1); err != nil {
+		t.Fatal(err)
+	}
+	var hs [][]byte
+	for range 5 {
+		e.clock.Advance(time.Second)
+		h := auth.Hash(auth.NewSessionID())
+		if err := e.s.CreateSession(e.ctx, h, k.ID, e.clock.Now().Add(time.Hour), 3); err != nil {
+			t.Fatalf("CreateSession() = %v", err)
+		}
+		hs = append(hs, h)
+	}
+	// Which of two sessions of one millisecond is older is not known (the database's clock
+	// may be the one in use): count them, and the newest must be among them.
+	live := 0
+	for _, h := range hs {
+		if _, err := e.s.Session(e.ctx, h); err == nil {
+			live++
+		}
+	}
+	if _, err := e.s.Session(e.ctx, hs[len(hs)-1]); live != 3 || err != nil {
+		t.Errorf("5 sessions with keep 3: %d live, the newest %v; want 3, the newest among them", live, err)
+	}
+	if _, err := e.s.Session(e.ctx, oh); err != nil {
+		t.Errorf("another key's session ended: %v", err)
+	}
+	// keep 1 leaves the new session alone, even on the same millisecond as the others.
+	h := auth.Hash(auth.NewSessionID())
+	if err := e.s.CreateSession(e.ctx, h, k.ID, e.clock.Now().Add(time.Hour), 1); err != nil {
+		t.Fatal(err)
+	}
+	for i, x := range append(hs, h) {
+		_, err := e.s.Session(e.ctx, x)
+		if live := err == nil; live != (i == len(hs)) {
+			t.Errorf("after keep 1, session %d: live = %v, want %v", i+1, live, i == len(hs))
+		}
+	}
 }

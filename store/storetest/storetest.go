@@ -170,6 +170,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Keys/CreateFindRevoke", testKeys},
 		{"Keys/BootstrapOnlyIfNone", testKeyBootstrap},
 		{"Keys/Sessions", testSessions},
+		{"Keys/SessionsKept", testSessionsKept},
 		{"Keys/ErrLastAdmin", testLastAdmin},
 		{"Keys/MaxHeldPerOwner", testMaxHeld},
 		{"Keys/MaxOpenSessionsPerOwner", testMaxOpenSessions},

@@ -84,6 +84,7 @@ func (e LeaseStateEnd) Valid() bool {
 // Defines values for ProblemCode.
 const (
 	ProblemCodeForbidden            ProblemCode = "forbidden"
+	ProblemCodeHeaderTooLarge       ProblemCode = "header_too_large"
 	ProblemCodeInternal             ProblemCode = "internal"
 	ProblemCodeInvalidRequest       ProblemCode = "invalid_request"
 	ProblemCodeLeaseHeld            ProblemCode = "lease_held"
@@ -107,6 +108,7 @@ const (
 	ProblemCodeTooManyWatchers      ProblemCode = "too_many_watchers"
 	ProblemCodeUnauthenticated      ProblemCode = "unauthenticated"
 	ProblemCodeUnavailable          ProblemCode = "unavailable"
+	ProblemCodeUnsupportedMediaType ProblemCode = "unsupported_media_type"
 	ProblemCodeWaitingUnsupported   ProblemCode = "waiting_unsupported"
 )
 
@@ -114,6 +116,8 @@ const (
 func (e ProblemCode) Valid() bool {
 	switch e {
 	case ProblemCodeForbidden:
+		return true
+	case ProblemCodeHeaderTooLarge:
 		return true
 	case ProblemCodeInternal:
 		return true
@@ -160,6 +164,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeUnauthenticated:
 		return true
 	case ProblemCodeUnavailable:
+		return true
+	case ProblemCodeUnsupportedMediaType:
 		return true
 	case ProblemCodeWaitingUnsupported:
 		return true
@@ -227,7 +233,7 @@ func (e ListLeasesParamsState) Valid() bool {
 
 // AcquireRequest defines model for AcquireRequest.
 type AcquireRequest struct {
-	// Holder Who holds it, for humans.
+	// Holder Who holds it, for humans; no control or invisible format characters (zero-width, bidirectional controls).
 	//
 	// Example: worker-3@host-a
 	Holder string `json:"holder"`
@@ -890,10 +896,13 @@ type ListResourcesParams struct {
 
 // PutResourceParams defines parameters for PutResource.
 type PutResourceParams struct {
-	FencingToken int64   `json:"Fencing-Token"`
+	// FencingToken The fencing token of the write. Required: a write without it is answered
+	// `428 precondition_required` (the schema marks it optional only so that validators
+	// let the request reach the server, which answers it so).
+	FencingToken *int64  `json:"Fencing-Token,omitempty"`
 	LeaseName    *string `json:"Lease-Name,omitempty"`
 
-	// IfMatch One ETag of this resource, as GET and PUT answer it.
+	// IfMatch One ETag of this resource, as GET and PUT answer it; or `*`: write only if the resource exists.
 	IfMatch *string `json:"If-Match,omitempty"`
 
 	// IfNoneMatch `*`: write only if the resource does not exist.
@@ -1204,11 +1213,14 @@ type ClientInterface interface {
 	// server's clock in microseconds (every token to come is at least that), whichever is
 	// higher, so probing `token_not_issued` does not find the newest token.
 	//
-	// `If-Match: <etag>` applies the write only while the resource is at that version, and
-	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
-	// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
-	// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
-	// whatever the condition.
+	// `If-Match: <etag>` applies the write only while the resource is at that version,
+	// `If-Match: *` only while it exists (at any version), and `If-None-Match: *` only while
+	// it does not exist (RFC 9110 §13.1); otherwise the answer is 412 `precondition_failed`
+	// and nothing is written or recorded. The fence is checked first, in the same
+	// transaction: a stale token is 409 `stale_token`, and recorded, whatever the condition.
+	//
+	// A write that creates the resource answers 201 with `Location` (RFC 9110 §9.3.4); every
+	// other write 200.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1731,11 +1743,14 @@ func (c *Client) GetResource(ctx context.Context, resource Resource, reqEditors 
 // server's clock in microseconds (every token to come is at least that), whichever is
 // higher, so probing `token_not_issued` does not find the newest token.
 //
-// `If-Match: <etag>` applies the write only while the resource is at that version, and
-// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
-// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
-// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
-// whatever the condition.
+// `If-Match: <etag>` applies the write only while the resource is at that version,
+// `If-Match: *` only while it exists (at any version), and `If-None-Match: *` only while
+// it does not exist (RFC 9110 §13.1); otherwise the answer is 412 `precondition_failed`
+// and nothing is written or recorded. The fence is checked first, in the same
+// transaction: a stale token is 409 `stale_token`, and recorded, whatever the condition.
+//
+// A write that creates the resource answers 201 with `Location` (RFC 9110 §9.3.4); every
+// other write 200.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2849,14 +2864,16 @@ func NewPutResourceRequestWithBody(server string, resource Resource, params *Put
 
 	if params != nil {
 
-		var headerParam0 string
+		if params.FencingToken != nil {
+			var headerParam0 string
 
-		headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Fencing-Token", params.FencingToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: "int64"})
-		if err != nil {
-			return nil, err
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Fencing-Token", *params.FencingToken, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "integer", Format: "int64"})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Fencing-Token", headerParam0)
 		}
-
-		req.Header.Set("Fencing-Token", headerParam0)
 
 		if params.LeaseName != nil {
 			var headerParam1 string
@@ -3398,11 +3415,14 @@ type ClientWithResponsesInterface interface {
 	// server's clock in microseconds (every token to come is at least that), whichever is
 	// higher, so probing `token_not_issued` does not find the newest token.
 	//
-	// `If-Match: <etag>` applies the write only while the resource is at that version, and
-	// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
-	// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
-	// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
-	// whatever the condition.
+	// `If-Match: <etag>` applies the write only while the resource is at that version,
+	// `If-Match: *` only while it exists (at any version), and `If-None-Match: *` only while
+	// it does not exist (RFC 9110 §13.1); otherwise the answer is 412 `precondition_failed`
+	// and nothing is written or recorded. The fence is checked first, in the same
+	// transaction: a stale token is 409 `stale_token`, and recorded, whatever the condition.
+	//
+	// A write that creates the resource answers 201 with `Location` (RFC 9110 §9.3.4); every
+	// other write 200.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3671,6 +3691,11 @@ func (r ListKeysResponse) ContentType() string {
 	return ""
 }
 
+// CreateKeyResponse201Headers the declared response headers of an HTTP 201 response for CreateKey
+type CreateKeyResponse201Headers struct {
+	Location string
+}
+
 // CreateKeyResponse401Headers the declared response headers of an HTTP 401 response for CreateKey
 type CreateKeyResponse401Headers struct {
 	WWWAuthenticate string
@@ -3696,6 +3721,8 @@ type CreateKeyResponse struct {
 	ApplicationproblemJSON429 *RateLimited
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *CreateKeyResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *CreateKeyResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -5167,8 +5194,13 @@ func (r GetResourceResponse) ContentType() string {
 
 // PutResourceResponse200Headers the declared response headers of an HTTP 200 response for PutResource
 type PutResourceResponse200Headers struct {
+	ETag string
+}
+
+// PutResourceResponse201Headers the declared response headers of an HTTP 201 response for PutResource
+type PutResourceResponse201Headers struct {
 	ETag     string
-	Location *string
+	Location string
 }
 
 // PutResourceResponse401Headers the declared response headers of an HTTP 401 response for PutResource
@@ -5191,6 +5223,8 @@ type PutResourceResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *ResourceInfo
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *ResourceInfo
 	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
 	ApplicationproblemJSON400 *BadRequest
 	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
@@ -5213,6 +5247,8 @@ type PutResourceResponse struct {
 	ApplicationproblemJSONDefault *Problem
 	// Headers200 the parsed response headers for an HTTP 200 response
 	Headers200 *PutResourceResponse200Headers
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *PutResourceResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *PutResourceResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -5224,6 +5260,11 @@ type PutResourceResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r PutResourceResponse) GetJSON200() *ResourceInfo {
 	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r PutResourceResponse) GetJSON201() *ResourceInfo {
+	return r.JSON201
 }
 
 // GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
@@ -5395,6 +5436,11 @@ func (r ListResourceWritersResponse) ContentType() string {
 	return ""
 }
 
+// OpenSessionResponse201Headers the declared response headers of an HTTP 201 response for OpenSession
+type OpenSessionResponse201Headers struct {
+	Location string
+}
+
 // OpenSessionResponse401Headers the declared response headers of an HTTP 401 response for OpenSession
 type OpenSessionResponse401Headers struct {
 	WWWAuthenticate string
@@ -5427,6 +5473,8 @@ type OpenSessionResponse struct {
 	ApplicationproblemJSON503 *Unavailable
 	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
 	ApplicationproblemJSONDefault *Problem
+	// Headers201 the parsed response headers for an HTTP 201 response
+	Headers201 *OpenSessionResponse201Headers
 	// Headers401 the parsed response headers for an HTTP 401 response
 	Headers401 *OpenSessionResponse401Headers
 	// Headers429 the parsed response headers for an HTTP 429 response
@@ -6183,11 +6231,14 @@ func (c *ClientWithResponses) GetResourceWithResponse(ctx context.Context, resou
 // server's clock in microseconds (every token to come is at least that), whichever is
 // higher, so probing `token_not_issued` does not find the newest token.
 //
-// `If-Match: <etag>` applies the write only while the resource is at that version, and
-// `If-None-Match: *` only while it does not exist (RFC 9110 §13); otherwise the answer is
-// 412 `precondition_failed` and nothing is written or recorded. The fence is checked
-// first, in the same transaction: a stale token is 409 `stale_token`, and recorded,
-// whatever the condition.
+// `If-Match: <etag>` applies the write only while the resource is at that version,
+// `If-Match: *` only while it exists (at any version), and `If-None-Match: *` only while
+// it does not exist (RFC 9110 §13.1); otherwise the answer is 412 `precondition_failed`
+// and nothing is written or recorded. The fence is checked first, in the same
+// transaction: a stale token is 409 `stale_token`, and recorded, whatever the condition.
+//
+// A write that creates the resource answers 201 with `Location` (RFC 9110 §9.3.4); every
+// other write 200.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6538,6 +6589,16 @@ func ParseCreateKeyResponse(rsp *http.Response) (*CreateKeyResponse, error) {
 	}
 
 	switch {
+	case rsp.StatusCode == 201:
+		var headers CreateKeyResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers201 = &headers
 	case rsp.StatusCode == 401:
 		var headers CreateKeyResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -7979,6 +8040,13 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 		}
 		response.JSON200 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest ResourceInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
 		var dest BadRequest
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8061,14 +8129,24 @@ func ParsePutResourceResponse(rsp *http.Response) (*PutResourceResponse, error) 
 			}
 			headers.ETag = value
 		}
-		if values := rsp.Header.Values("Location"); len(values) > 0 {
+		response.Headers200 = &headers
+	case rsp.StatusCode == 201:
+		var headers PutResourceResponse201Headers
+		if values := rsp.Header.Values("ETag"); len(values) > 0 {
 			var value string
-			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""}); err != nil {
+			if err := runtime.BindStyledParameterWithOptions("simple", "ETag", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			}
-			headers.Location = &value
+			headers.ETag = value
 		}
-		response.Headers200 = &headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers201 = &headers
 	case rsp.StatusCode == 401:
 		var headers PutResourceResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
@@ -8254,6 +8332,16 @@ func ParseOpenSessionResponse(rsp *http.Response) (*OpenSessionResponse, error) 
 	}
 
 	switch {
+	case rsp.StatusCode == 201:
+		var headers OpenSessionResponse201Headers
+		if values := rsp.Header.Values("Location"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "Location", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.Location = value
+		}
+		response.Headers201 = &headers
 	case rsp.StatusCode == 401:
 		var headers OpenSessionResponse401Headers
 		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {

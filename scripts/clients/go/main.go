@@ -92,16 +92,17 @@ func run(server, key string) error {
 	return nil
 }
 
-// write PUTs value to resource with token and checks the answer: 200 with the token as the
+// write PUTs value to resource with token and checks the answer: 200 (201 when it creates it) with the token as the
 // fence, or 409 stale_token with the fence it was below.
 func write(ctx context.Context, c *lkclient.ClientWithResponses, resource string, token int64, value string, want int) error {
-	resp, err := c.PutResourceWithBodyWithResponse(ctx, resource, &lkclient.PutResourceParams{FencingToken: token},
+	resp, err := c.PutResourceWithBodyWithResponse(ctx, resource, &lkclient.PutResourceParams{FencingToken: &token},
 		"text/plain", strings.NewReader(value))
 	if err != nil {
 		return fmt.Errorf("put %s with token %d: %w", resource, token, err)
 	}
 	switch {
-	case want == http.StatusOK && resp.JSON200 != nil && resp.JSON200.Fence == token:
+	case want == http.StatusOK && resp.JSON200 != nil && resp.JSON200.Fence == token,
+		want == http.StatusOK && resp.JSON201 != nil && resp.JSON201.Fence == token: // 201: the write created it
 		return nil
 	case want == http.StatusConflict && resp.ApplicationproblemJSON409 != nil &&
 		resp.ApplicationproblemJSON409.Code == "stale_token":

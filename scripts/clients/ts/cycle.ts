@@ -38,7 +38,7 @@ async function release(id: string): Promise<void> {
   }
 }
 
-// write PUTs value with token: want "written" is 200 with the token as the fence, "stale" is
+// write PUTs value with token: want "written" is 200 or 201 (created) with the token as the fence, "stale" is
 // 409 stale_token with the fence it was below.
 async function write(token: number, value: string, want: "written" | "stale"): Promise<void> {
   const { data, error, response } = await client.PUT("/v1/resources/{resource}", {
