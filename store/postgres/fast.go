@@ -164,8 +164,8 @@ func (s *Store) fastLock(ctx context.Context, c *pgx.Conn, b *fastBatch, acquire
 	lockNames := sortedUnique(append(slices.Clone(acquireNames), leaseNames...))
 	acquireNames, resources, owners = sortedUnique(acquireNames), sortedUnique(resources), sortedUnique(owners)
 	var pl pipeline
-	queue, exec := pl.queue, func(r pgx.BatchResults) error { _, err := r.Exec(); return err }
-	queue(exec, beginSQL)
+	queue := pl.queue
+	pl.exec(beginSQL)
 	if len(owners) > 0 {
 		// The keys' caps first, as an acquire of its own takes them (acquire).
 		keys := make([]int64, len(owners))
@@ -173,10 +173,10 @@ func (s *Store) fastLock(ctx context.Context, c *pgx.Conn, b *fastBatch, acquire
 			keys[i] = advisoryKey("owner", []byte(o))
 		}
 		slices.Sort(keys)
-		queue(exec, `SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT k FROM unnest($1::bigint[]) AS k ORDER BY k) AS keys`, keys)
+		pl.exec(`SELECT pg_advisory_xact_lock(k) FROM (SELECT DISTINCT k FROM unnest($1::bigint[]) AS k ORDER BY k) AS keys`, keys)
 	}
 	if len(resources) > 0 {
-		queue(exec, `INSERT INTO resources (name, fence, version, value, content_type, updated_at)
+		pl.exec(`INSERT INTO resources (name, fence, version, value, content_type, updated_at)
 			SELECT n, 0, 0, '', '', 0 FROM unnest($1::text[]) AS n ORDER BY n ON CONFLICT (name) DO NOTHING`, resources)
 		queue(func(r pgx.BatchResults) error {
 			rows, err := r.Query()
@@ -194,7 +194,7 @@ func (s *Store) fastLock(ctx context.Context, c *pgx.Conn, b *fastBatch, acquire
 		}, `SELECT name, fence, version FROM resources WHERE name = ANY($1) ORDER BY name FOR UPDATE`, resources)
 	}
 	if len(acquireNames) > 0 {
-		queue(exec, `INSERT INTO names (name) SELECT n FROM unnest($1::text[]) AS n ORDER BY n ON CONFLICT (name) DO NOTHING`, acquireNames)
+		pl.exec(`INSERT INTO names (name) SELECT n FROM unnest($1::text[]) AS n ORDER BY n ON CONFLICT (name) DO NOTHING`, acquireNames)
 	}
 	if len(lockNames) > 0 {
 		queue(func(r pgx.BatchResults) error {
@@ -589,7 +589,7 @@ func (b *fastBatch) queueWrites(p *pipeline) {
 			fences, versions, sizes, owners = append(fences, w.Fence), append(versions, w.Version), append(sizes, w.Size), append(owners, r.owner)
 		}
 		for i, r := range written {
-			values[i] = b.value(r.written.Name)
+			values[i] = b.values[r.written.Name]
 		}
 		// The write joins the row's history of writers, which drops its oldest entry past
 		// store.WritersKept, in the same UPDATE.
@@ -619,9 +619,4 @@ func (b *fastBatch) queueWrites(p *pipeline) {
 				AS u(resource, lease, token, fence, holder, addr, agent, reason, source)`,
 			resources, leases, tokens, fences, holders, addrs, agents, reasons, sources, b.now)
 	}
-}
-
-// value is the value written to resource name by this batch (kept by the fast operation).
-func (b *fastBatch) value(name string) []byte {
-	return b.values[name]
 }
