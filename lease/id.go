@@ -1,6 +1,7 @@
 package lease
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -8,6 +9,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"strings"
+	"time"
 )
 
 // IDPrefix starts every lease ID, so a leaked one is easy to recognise in logs and scanners.
@@ -89,3 +91,43 @@ func HashID(id string) []byte {
 
 // SameHash compares two hashes in constant time.
 func SameHash(a, b []byte) bool { return subtle.ConstantTimeCompare(a, b) == 1 }
+
+// Idempotent is what a store keeps of an acquire made under an Idempotency-Key (besides the
+// key's hash): the name and fingerprint of the request, the salt of its lease ID, the token it
+// was granted and when.
+type Idempotent struct {
+	Name        string
+	Fingerprint []byte
+	Salt        []byte
+	Token       int64
+	CreatedAt   time.Time
+}
+
+// Remembered reports whether the record still answers retries at now: for ttl after it was made.
+func (r Idempotent) Remembered(now time.Time, ttl time.Duration) bool {
+	return r.CreatedAt.After(now.Add(-ttl))
+}
+
+// CheckRetry refuses a retry that asks for something else than the first request did (another
+// name, or another fingerprint). Codes: invalid_request.
+func (r Idempotent) CheckRetry(name string, fingerprint []byte) error {
+	if name != r.Name || !bytes.Equal(fingerprint, r.Fingerprint) {
+		return Errorf(CodeInvalid, "Idempotency-Key was already used for a different request")
+	}
+	return nil
+}
+
+// Replay answers a retry of the request key with the lease it was granted, g, read and settled
+// in the retry's transaction: that lease again, with its ID, while it is held. isID tells
+// whether an ID is the one the store keeps (a hash of) for g. Codes: lease_lost when it has
+// ended (ended says how).
+func (r Idempotent) Replay(key string, g Lease, held bool, ended string, isID func(id string) bool) (Lease, error) {
+	if !held {
+		return Lease{}, Errorf(CodeLost, "the lease granted to this Idempotency-Key (token %d) has %s", r.Token, ended)
+	}
+	g.ID = IdempotentID(key, r.Salt, r.Token)
+	if !isID(g.ID) {
+		g.ID = LegacyIdempotentID(key, r.Salt) // granted before IDs carried their token
+	}
+	return g, nil
+}

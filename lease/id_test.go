@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasekeeper/leasekeeper/lease"
 )
@@ -158,5 +159,36 @@ func TestErrorCode(t *testing.T) {
 	var le *lease.Error
 	if !errors.As(fmt.Errorf("x: %w", held), &le) || le != held {
 		t.Errorf("errors.As did not find the *Error through wrapping")
+	}
+}
+
+func TestIdempotentReplay(t *testing.T) {
+	t0 := time.UnixMilli(1_700_000_000_000)
+	r := lease.Idempotent{Name: "a", Fingerprint: []byte{1}, Salt: []byte("salt"), Token: 42, CreatedAt: t0}
+	if !r.Remembered(t0.Add(time.Hour-time.Millisecond), time.Hour) || r.Remembered(t0.Add(time.Hour), time.Hour) {
+		t.Error("a record is remembered for exactly its ttl")
+	}
+	if err := r.CheckRetry("a", []byte{1}); err != nil {
+		t.Errorf("the same request: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		fp   []byte
+	}{{"b", []byte{1}}, {"a", []byte{2}}} {
+		if err := r.CheckRetry(c.name, c.fp); !lease.IsCode(err, lease.CodeInvalid) {
+			t.Errorf("retry of %q with fingerprint %v: %v, want invalid_request", c.name, c.fp, err)
+		}
+	}
+	want := lease.IdempotentID("key", r.Salt, r.Token)
+	l, err := r.Replay("key", lease.Lease{Name: "a", Token: 42}, true, "", func(id string) bool { return id == want })
+	if err != nil || l.ID != want {
+		t.Errorf("replay of a held grant: %q, %v; want ID %q", l.ID, err, want)
+	}
+	legacy := lease.LegacyIdempotentID("key", r.Salt)
+	if l, _ := r.Replay("key", lease.Lease{Name: "a", Token: 42}, true, "", func(id string) bool { return id == legacy }); l.ID != legacy {
+		t.Errorf("replay of a grant made before IDs carried their token: ID %q, want %q", l.ID, legacy)
+	}
+	if _, err := r.Replay("key", lease.Lease{Name: "a", Token: 42}, false, "expired", func(string) bool { return true }); !lease.IsCode(err, lease.CodeLost) {
+		t.Errorf("replay of an ended grant: %v, want lease_lost", err)
 	}
 }

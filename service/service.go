@@ -245,7 +245,7 @@ func registerStoreMetrics(reg prometheus.Registerer, st Store, hooks *Hooks) {
 
 // readyCollector reports at each scrape whether the store answers, as /readyz does.
 type readyCollector struct {
-	st   store.Store
+	st   interface{ Ping(context.Context) error }
 	desc *prometheus.Desc
 }
 
@@ -264,7 +264,7 @@ func (c *readyCollector) Collect(ch chan<- prometheus.Metric) {
 // watchedCollector reports at each scrape whether each watched name is held. A name never
 // used is not held.
 type watchedCollector struct {
-	st    store.Store
+	st    store.Reads
 	names []string
 	desc  *prometheus.Desc
 }

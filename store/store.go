@@ -1,6 +1,8 @@
-// Package store declares what leasekeeper needs from persistence: one interface, with one
-// transaction per operation and the invariants of docs/DESIGN.md checked inside it. Backends live in
-// subpackages (store/sqlite); store/storetest is the conformance suite every backend passes.
+// Package store declares what leasekeeper needs from persistence: one interface made of roles,
+// with one transaction per operation and the invariants of docs/DESIGN.md checked inside it.
+// Backends live in subpackages (store/sqlite, store/postgres); store/storetest is the
+// conformance suite every backend passes. What both backends do the same way (cursors, pages,
+// the checks of list filters) lives here too.
 package store
 
 import (
@@ -12,10 +14,30 @@ import (
 	"github.com/leasekeeper/leasekeeper/lease"
 )
 
-// Store is the persistence of leases, events, fenced resources and rejections. Every method
-// runs in one transaction; errors are *lease.Error with the codes listed, or internal errors.
-// Time comes from the store's clock, read once per operation.
+// Store is the persistence of leases, events, fenced resources and rejections, and of the keys
+// and sign-ins that guard them: every role below, plus Ping and Close. Every method runs in one
+// transaction; errors are *lease.Error with the codes listed, or internal errors. Time comes
+// from the store's clock, read once per operation. A part of the server that needs less
+// declares the methods it uses (queue.Store, watch.Store, expiry.Store) or takes a role.
 type Store interface {
+	Leases
+	LeaseSessions
+	Reads
+	Resources
+	Upkeep
+	Overview
+	APIKeys
+	SignIns
+
+	// Ping checks that the database answers.
+	Ping(ctx context.Context) error
+
+	// Close stops the store. Operations after Close fail.
+	Close() error
+}
+
+// Leases changes leases: grant, renew, release, revoke, and ask a holder to hand over.
+type Leases interface {
 	// Acquire grants the lease on a free name (one past its lock delay) with a fresh token
 	// (invariant 2), and answers only after the grant is durable (invariant 3). An expired but
 	// unrecorded lease is recorded as expired first, at its expiry. With an idempotency key, a
@@ -49,7 +71,11 @@ type Store interface {
 	// replaces it. Nothing ends the lease. Codes: not_found for a name never used, not_held
 	// when nobody holds it now, invalid_request when h.To names the holder itself.
 	RequestHandover(ctx context.Context, name string, h lease.Handover) (lease.Handover, error)
+}
 
+// LeaseSessions keeps holders' sessions: the leases held under one end together (PRIMITIVES.md
+// S1, S2).
+type LeaseSessions interface {
 	// OpenSession opens a session of p.Holder for p.TTL, storing only the hash of its new ID,
 	// which the answer alone carries. Codes: too_many_sessions (Owner has MaxOpen sessions open,
 	// neither closed nor expired, already).
@@ -78,7 +104,10 @@ type Store interface {
 	// with f.Open, only those opened by key f.Owner when it is set. Codes: invalid_request
 	// for a bad cursor.
 	Sessions(ctx context.Context, f SessionFilter) (Page[lease.Session], error)
+}
 
+// Reads answers the state of leases and their history.
+type Reads interface {
 	// Get returns the state of name. Codes: not_found for a name never used.
 	Get(ctx context.Context, name string) (lease.State, error)
 
@@ -91,7 +120,10 @@ type Store interface {
 
 	// LatestSeq returns the seq of the newest event, 0 when there is none.
 	LatestSeq(ctx context.Context) (int64, error)
+}
 
+// Resources keeps fenced resources and the rejections of stale writes (invariant 7).
+type Resources interface {
 	// PutResource writes a fenced resource iff the token is at least its fence, and with a
 	// lease name also iff the token is that lease's current unexpired token (invariant 7). A
 	// token above every token this store has issued is refused too: accepted, it would raise
@@ -132,7 +164,10 @@ type Store interface {
 
 	// Rejections returns rejections, newest first.
 	Rejections(ctx context.Context, f RejectionFilter) (Page[lease.Rejection], error)
+}
 
+// Upkeep is the sweeper's: expiries recorded on time, and history pruned.
+type Upkeep interface {
 	// ExpireDue records every lease whose expiry has passed as expired, at its expiry, persists
 	// the server's time, and returns when the next open lease expires (zero if none).
 	ExpireDue(ctx context.Context) (expired int, next time.Time, err error)
@@ -141,7 +176,10 @@ type Store interface {
 	// sessions older than r.Age or beyond the newest r.Rows (each name's last grant stays),
 	// idempotency keys older than 24 h, and expired dashboard sessions.
 	Prune(ctx context.Context, r Retention) error
+}
 
+// Overview answers the dashboard's views of the held leases.
+type Overview interface {
 	// Held returns a page of the leases held now that match f, over all of them, in f's order
 	// (a keyset: a page is the same whatever was read before it), with how many rows match
 	// over all pages. A semaphore is one row, counted once: the first of its held slots that
@@ -161,7 +199,10 @@ type Store interface {
 	// RecentlyFreed returns up to limit names (starting with prefix) that are free now, the
 	// most recently freed first, with their last holder and how their last lease ended.
 	RecentlyFreed(ctx context.Context, prefix string, limit int) ([]lease.State, error)
+}
 
+// APIKeys keeps the API keys, by the hashes of their secrets (invariant 8).
+type APIKeys interface {
 	// CreateKey stores a new API key by the hash of its secret and records a key_created event
 	// naming k.CreatedBy. With onlyIfNone, it stores the key only while no key exists at all (the
 	// bootstrap admin key) and reports created false otherwise. Codes: invalid_request (an id or
@@ -178,7 +219,10 @@ type Store interface {
 	// event naming actor. Revoking a revoked key changes nothing. Codes: not_found,
 	// invalid_request for the last unrevoked admin key (checked in the same transaction).
 	RevokeKey(ctx context.Context, id, actor string) (auth.Key, error)
+}
 
+// SignIns keeps the dashboard's sign-ins (cookies), by the hashes of their secrets.
+type SignIns interface {
 	// CreateSession stores a dashboard session of key keyID by the hash of its secret, valid
 	// until expires at the latest. With keep > 0 the key keeps its keep newest sessions, this
 	// one among them: older ones end in the same transaction.
@@ -193,12 +237,6 @@ type Store interface {
 
 	// DeleteSession ends a session (sign-out). Deleting a missing session changes nothing.
 	DeleteSession(ctx context.Context, hash []byte) error
-
-	// Ping checks that the database answers.
-	Ping(ctx context.Context) error
-
-	// Close stops the store. Operations after Close fail.
-	Close() error
 }
 
 // Retention bounds the history a store keeps. Zero fields do not bound.

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
@@ -369,36 +368,30 @@ func advisoryKey(kind string, key []byte) int64 {
 // replay answers a retry of an idempotent acquire: done is true when the key was seen within
 // 24 h, with the grant it made (still current) or an error saying why not.
 func replay(ctx context.Context, t *txn, p store.AcquireParams, keyHash, fp []byte, now int64) (lease.Lease, bool, error) {
-	var name string
-	var storedFP, salt []byte
-	var token, created int64
+	var r lease.Idempotent
+	var created int64
 	err := t.tx.QueryRow(ctx, `SELECT name, fingerprint, salt, token, created_at FROM idempotency WHERE key_hash = $1`, keyHash).
-		Scan(&name, &storedFP, &salt, &token, &created)
-	if errors.Is(err, pgx.ErrNoRows) || err == nil && created <= now-store.IdempotencyTTL.Milliseconds() {
+		Scan(&r.Name, &r.Fingerprint, &r.Salt, &r.Token, &created)
+	r.CreatedAt = ms(created)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && !r.Remembered(ms(now), store.IdempotencyTTL) {
 		return lease.Lease{}, false, nil
 	}
 	if err != nil {
 		return lease.Lease{}, false, fmt.Errorf("read idempotency key: %w", err)
 	}
-	if name != p.Name || !bytes.Equal(storedFP, fp) {
-		return lease.Lease{}, true, lease.Errorf(lease.CodeInvalid, "Idempotency-Key was already used for a different request")
+	if err := r.CheckRetry(p.Name, fp); err != nil {
+		return lease.Lease{}, true, err
 	}
-	g, err := scanGrant(t.tx.QueryRow(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.token = $1 FOR UPDATE`, token))
+	g, err := scanGrant(t.tx.QueryRow(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.token = $1 FOR UPDATE`, r.Token))
 	if err != nil {
-		return lease.Lease{}, true, fmt.Errorf("read grant %d of idempotency key: %w", token, err)
+		return lease.Lease{}, true, fmt.Errorf("read grant %d of idempotency key: %w", r.Token, err)
 	}
 	if g, err = settle(ctx, t, g, now); err != nil {
 		return lease.Lease{}, true, err
 	}
-	if !g.rule().HeldAt(ms(now)) {
-		return lease.Lease{}, true, lease.Errorf(lease.CodeLost, "the lease granted to this Idempotency-Key (token %d) has %s", token, deref(g.endKind))
-	}
-	l := g.lease()
-	l.ID = lease.IdempotentID(p.IdempotencyKey, salt, token)
-	if !lease.SameHash(lease.HashID(l.ID), g.idHash) {
-		l.ID = lease.LegacyIdempotentID(p.IdempotencyKey, salt) // granted before IDs carried their token
-	}
-	return l, true, nil
+	l, err := r.Replay(p.IdempotencyKey, g.lease(), g.rule().HeldAt(ms(now)), deref(g.endKind),
+		func(id string) bool { return lease.SameHash(lease.HashID(id), g.idHash) })
+	return l, true, err
 }
 
 // byID locks the grant whose lease ID is id, checks it belongs to name, reads the clock and

@@ -16,48 +16,24 @@ import (
 // is the cursor of its last item's key when more remain.
 func collect[T any](rows pgx.Rows, limit int, scan func(pgx.Row) (T, error), key func(T) string) (store.Page[T], error) {
 	defer rows.Close()
-	var items []T
-	for rows.Next() {
-		item, err := scan(rows)
-		if err != nil {
-			return store.Page[T]{}, err
-		}
-		items = append(items, item)
-	}
-	if err := rows.Err(); err != nil {
-		return store.Page[T]{}, translate(err)
-	}
-	return store.PageOf(items, limit, key), nil
+	page, err := store.Collect(rows, limit, func() (T, error) { return scan(rows) }, key)
+	return page, translate(err)
 }
 
 // List returns leases ordered by name. See store.Store.
 func (s *Store) List(ctx context.Context, f store.LeaseFilter) (store.Page[lease.State], error) {
-	after := ""
-	if f.Cursor != "" {
-		var err error
-		if after, err = store.DecodeCursor(f.Cursor); err != nil {
-			return store.Page[lease.State]{}, err
-		}
+	lq, err := store.CheckLeaseFilter(f)
+	if err != nil {
+		return store.Page[lease.State]{}, err
 	}
 	q := `SELECT ` + grantCols + ` FROM names n JOIN grants g ON g.token = n.token
-		WHERE n.name > $1 AND n.name >= $2 AND n.name < $3`
-	switch f.State {
-	case "held":
-		q += ` AND g.ended_at IS NULL AND g.expires_at > $4`
-	case "free":
-		q += ` AND NOT (g.ended_at IS NULL AND g.expires_at > $4)`
-	case "":
-		q += ` AND $4::bigint IS NOT NULL`
-	default:
-		return store.Page[lease.State]{}, lease.Errorf(lease.CodeInvalid, "state must be held or free, not %q", f.State)
-	}
+		WHERE n.name > $1 AND n.name >= $2 AND n.name < $3 AND ` + lq.HeldCondition("$4::bigint") + ` ORDER BY n.name LIMIT $5`
 	now, err := s.now(ctx, s.pool)
 	if err != nil {
 		return store.Page[lease.State]{}, err
 	}
-	limit := store.ClampLimit(f.Limit)
-	lo, hi := store.PrefixRange(f.Prefix)
-	rows, err := s.pool.Query(ctx, q+` ORDER BY n.name LIMIT $5`, after, lo, hi, now, limit+1)
+	limit := lq.Limit
+	rows, err := s.pool.Query(ctx, q, lq.After, lq.Lo, lq.Hi, now, limit+1)
 	if err != nil {
 		return store.Page[lease.State]{}, fmt.Errorf("list leases: %w", translate(err))
 	}
@@ -96,23 +72,11 @@ func scanEvent(r pgx.Row) (lease.Event, error) {
 // Events returns events oldest first, or newest first. Seqs become visible in order (see
 // insertEvents), so a reader resuming after seq n misses nothing. See store.Store.
 func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lease.Event], error) {
-	after, err := store.DecodeSeqCursor(f.Cursor)
+	eq, err := store.CheckEventFilter(f)
 	if err != nil {
 		return store.Page[lease.Event]{}, err
 	}
-	after = max(after, f.AfterSeq)
-	limit := store.ClampLimit(f.Limit)
-	var since int64 = -1 << 62
-	if !f.Since.IsZero() {
-		since = f.Since.UnixMilli()
-	}
-	cmpSeq, order, bound := ">", "", after
-	if f.Newest {
-		cmpSeq, order = "<", " DESC"
-		if f.Cursor == "" {
-			bound = 1<<63 - 1
-		}
-	}
+	cmpSeq, order, bound, since, limit := eq.Cmp, eq.Order, eq.Bound, eq.Since, eq.Limit
 	// Only events known to be durable: those up to the last published (see try).
 	durable := s.published.Load()
 	var rows pgx.Rows

@@ -301,15 +301,11 @@ func (s *Store) ResourceWriters(ctx context.Context, name string) ([]lease.Write
 
 // ListResources returns resources ordered by name. See store.Store.
 func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) (store.Page[lease.Resource], error) {
-	after := ""
-	if f.Cursor != "" {
-		var err error
-		if after, err = store.DecodeCursor(f.Cursor); err != nil {
-			return store.Page[lease.Resource]{}, err
-		}
+	nq, err := store.CheckNamePage(f.Cursor, f.Limit, f.Prefix)
+	if err != nil {
+		return store.Page[lease.Resource]{}, err
 	}
-	limit := store.ClampLimit(f.Limit)
-	lo, hi := store.PrefixRange(f.Prefix)
+	after, limit, lo, hi := nq.After, nq.Limit, nq.Lo, nq.Hi
 	rows, err := s.pool.Query(ctx, `SELECT `+resourceCols+` FROM resources WHERE version > 0 AND name > $1 AND name >= $2 AND name < $3
 		ORDER BY name LIMIT $4`, after, lo, hi, limit+1)
 	if err != nil {
@@ -325,19 +321,11 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) (stor
 
 // Rejections returns rejections newest first. See store.Store.
 func (s *Store) Rejections(ctx context.Context, f store.RejectionFilter) (store.Page[lease.Rejection], error) {
-	before := int64(1<<63 - 1)
-	if f.Cursor != "" {
-		c, err := store.DecodeSeqCursor(f.Cursor)
-		if err != nil {
-			return store.Page[lease.Rejection]{}, err
-		}
-		before = c
+	rq, err := store.CheckRejectionFilter(f)
+	if err != nil {
+		return store.Page[lease.Rejection]{}, err
 	}
-	limit := store.ClampLimit(f.Limit)
-	var since int64 = -1 << 62
-	if !f.Since.IsZero() {
-		since = f.Since.UnixMilli()
-	}
+	before, limit, since := rq.Before, rq.Limit, rq.Since
 	rows, err := s.pool.Query(ctx, `SELECT id, resource, lease, presented_token, current_fence, holder, client_addr,
 		user_agent, reason, source, at FROM rejections WHERE id < $1 AND ($2 = '' OR resource = $2) AND ($3 = '' OR lease = $3)
 		AND at >= $4 ORDER BY id DESC LIMIT $5`, before, f.Resource, f.Lease, since, limit+1)

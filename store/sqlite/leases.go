@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -327,36 +326,30 @@ func (t *txn) slotHeld(name string, limit int) bool {
 // replay answers a retry of an idempotent acquire: done is true when the key was seen within
 // 24 h, with the grant it made (still current) or an error saying why not.
 func replay(ctx context.Context, t *txn, p store.AcquireParams, keyHash, fp []byte) (lease.Lease, bool, error) {
-	var name string
-	var storedFP, salt []byte
-	var token, created int64
+	var r lease.Idempotent
+	var created int64
 	err := t.tx.QueryRowContext(ctx, `SELECT name, fingerprint, salt, token, created_at FROM idempotency WHERE key_hash = ?`, keyHash).
-		Scan(&name, &storedFP, &salt, &token, &created)
-	if errors.Is(err, sql.ErrNoRows) || err == nil && created <= t.now-store.IdempotencyTTL.Milliseconds() {
+		Scan(&r.Name, &r.Fingerprint, &r.Salt, &r.Token, &created)
+	r.CreatedAt = ms(created)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && !r.Remembered(ms(t.now), store.IdempotencyTTL) {
 		return lease.Lease{}, false, nil
 	}
 	if err != nil {
 		return lease.Lease{}, false, fmt.Errorf("read idempotency key: %w", w(err))
 	}
-	if name != p.Name || !bytes.Equal(storedFP, fp) {
-		return lease.Lease{}, true, lease.Errorf(lease.CodeInvalid, "Idempotency-Key was already used for a different request")
+	if err := r.CheckRetry(p.Name, fp); err != nil {
+		return lease.Lease{}, true, err
 	}
-	g, err := scanGrant(t.queryRow(ctx, stGrantByToken, token))
+	g, err := scanGrant(t.queryRow(ctx, stGrantByToken, r.Token))
 	if err != nil {
-		return lease.Lease{}, true, fmt.Errorf("read grant %d of idempotency key: %w", token, w(err))
+		return lease.Lease{}, true, fmt.Errorf("read grant %d of idempotency key: %w", r.Token, w(err))
 	}
 	if g, err = settle(ctx, t, g); err != nil {
 		return lease.Lease{}, true, err
 	}
-	if !g.heldAt(t.now) {
-		return lease.Lease{}, true, lease.Errorf(lease.CodeLost, "the lease granted to this Idempotency-Key (token %d) has %s", token, g.endKind.String)
-	}
-	l := g.lease()
-	l.ID = lease.IdempotentID(p.IdempotencyKey, salt, token)
-	if !lease.SameHash(idKey(l.ID), g.idHash) {
-		l.ID = lease.LegacyIdempotentID(p.IdempotencyKey, salt) // granted before IDs carried their token
-	}
-	return l, true, nil
+	l, err := r.Replay(p.IdempotencyKey, g.lease(), g.heldAt(t.now), g.endKind.String,
+		func(id string) bool { return lease.SameHash(idKey(id), g.idHash) })
+	return l, true, err
 }
 
 // byID finds the grant whose lease ID is id and checks it belongs to name.

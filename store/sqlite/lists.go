@@ -16,50 +16,21 @@ import (
 // is the cursor of its last item's key when more remain.
 func collect[T any](rows *sql.Rows, limit int, scan func(scanner) (T, error), key func(T) string) (store.Page[T], error) {
 	defer rows.Close()
-	var items []T
-	for rows.Next() {
-		item, err := scan(rows)
-		if err != nil {
-			return store.Page[T]{}, err
-		}
-		items = append(items, item)
-	}
-	if err := rows.Err(); err != nil {
-		return store.Page[T]{}, w(err)
-	}
-	return store.PageOf(items, limit, key), nil
+	page, err := store.Collect(rows, limit, func() (T, error) { return scan(rows) }, key)
+	return page, w(err)
 }
 
 // List returns leases ordered by name. See store.Store.
 func (s *Store) List(ctx context.Context, f store.LeaseFilter) (store.Page[lease.State], error) {
-	after := ""
-	if f.Cursor != "" {
-		var err error
-		if after, err = store.DecodeCursor(f.Cursor); err != nil {
-			return store.Page[lease.State]{}, err
-		}
+	lq, err := store.CheckLeaseFilter(f)
+	if err != nil {
+		return store.Page[lease.State]{}, err
 	}
-	limit := store.ClampLimit(f.Limit)
 	now := s.clock.Now().UnixMilli()
-	lo, hi := store.PrefixRange(f.Prefix)
 	q := `SELECT ` + grantCols + ` FROM names n JOIN grants g ON g.token = n.token
-		WHERE n.name > ? AND n.name >= ? AND n.name < ?`
-	switch f.State {
-	case "held":
-		q += ` AND g.ended_at IS NULL AND g.expires_at > ?`
-	case "free":
-		q += ` AND NOT (g.ended_at IS NULL AND g.expires_at > ?)`
-	case "":
-		q += ` AND ? = ?`
-	default:
-		return store.Page[lease.State]{}, lease.Errorf(lease.CodeInvalid, "state must be held or free, not %q", f.State)
-	}
-	q += ` ORDER BY n.name LIMIT ?`
-	args := []any{after, lo, hi, now}
-	if f.State == "" {
-		args = append(args, now)
-	}
-	rows, err := s.r.QueryContext(ctx, q, append(args, limit+1)...)
+		WHERE n.name > ?1 AND n.name >= ?2 AND n.name < ?3 AND ` + lq.HeldCondition("?4") + ` ORDER BY n.name LIMIT ?5`
+	limit := lq.Limit
+	rows, err := s.r.QueryContext(ctx, q, lq.After, lq.Lo, lq.Hi, now, limit+1)
 	if err != nil {
 		return store.Page[lease.State]{}, fmt.Errorf("list leases: %w", w(err))
 	}
@@ -100,24 +71,11 @@ func scanEvent(r scanner) (lease.Event, error) {
 
 // Events returns events oldest first, or newest first. See store.Store.
 func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lease.Event], error) {
-	after, err := store.DecodeSeqCursor(f.Cursor)
+	eq, err := store.CheckEventFilter(f)
 	if err != nil {
 		return store.Page[lease.Event]{}, err
 	}
-	after = max(after, f.AfterSeq)
-	limit := store.ClampLimit(f.Limit)
-	var since int64 = -1 << 62
-	if !f.Since.IsZero() {
-		since = f.Since.UnixMilli()
-	}
-	// Oldest first: seq > cursor ascending. Newest first: seq < cursor descending.
-	cmpSeq, order, bound := ">", "", after
-	if f.Newest {
-		cmpSeq, order = "<", " DESC"
-		if f.Cursor == "" {
-			bound = 1<<63 - 1
-		}
-	}
+	cmpSeq, order, bound, since, limit := eq.Cmp, eq.Order, eq.Bound, eq.Since, eq.Limit
 	var rows *sql.Rows
 	if f.Name != "" {
 		// The events up to meta.events_indexed through events_by_name, the newer ones (a few

@@ -251,15 +251,11 @@ func (s *Store) ResourceWriters(ctx context.Context, name string) ([]lease.Write
 
 // ListResources returns resources ordered by name. See store.Store.
 func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) (store.Page[lease.Resource], error) {
-	after := ""
-	if f.Cursor != "" {
-		var err error
-		if after, err = store.DecodeCursor(f.Cursor); err != nil {
-			return store.Page[lease.Resource]{}, err
-		}
+	nq, err := store.CheckNamePage(f.Cursor, f.Limit, f.Prefix)
+	if err != nil {
+		return store.Page[lease.Resource]{}, err
 	}
-	limit := store.ClampLimit(f.Limit)
-	lo, hi := store.PrefixRange(f.Prefix)
+	after, limit, lo, hi := nq.After, nq.Limit, nq.Lo, nq.Hi
 	rows, err := s.r.QueryContext(ctx, `SELECT `+resourceCols+` FROM resources WHERE name > ? AND name >= ? AND name < ?
 		ORDER BY name LIMIT ?`, after, lo, hi, limit+1)
 	if err != nil {
@@ -274,15 +270,11 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) (stor
 
 // Rejections returns rejections newest first. See store.Store.
 func (s *Store) Rejections(ctx context.Context, f store.RejectionFilter) (store.Page[lease.Rejection], error) {
-	before := int64(1<<63 - 1)
-	if f.Cursor != "" {
-		c, err := store.DecodeSeqCursor(f.Cursor)
-		if err != nil {
-			return store.Page[lease.Rejection]{}, err
-		}
-		before = c
+	rq, err := store.CheckRejectionFilter(f)
+	if err != nil {
+		return store.Page[lease.Rejection]{}, err
 	}
-	limit := store.ClampLimit(f.Limit)
+	before, limit := rq.Before, rq.Limit
 	q := `SELECT id, resource, lease, presented_token, current_fence, holder, client_addr, user_agent, reason, source, at
 		FROM rejections WHERE id < ?`
 	args := []any{before}
@@ -294,10 +286,8 @@ func (s *Store) Rejections(ctx context.Context, f store.RejectionFilter) (store.
 		q += ` AND lease = ?`
 		args = append(args, f.Lease)
 	}
-	if !f.Since.IsZero() {
-		q += ` AND at >= ?`
-		args = append(args, f.Since.UnixMilli())
-	}
+	q += ` AND at >= ?`
+	args = append(args, rq.Since)
 	rows, err := s.r.QueryContext(ctx, q+` ORDER BY id DESC LIMIT ?`, append(args, limit+1)...)
 	if err != nil {
 		return store.Page[lease.Rejection]{}, fmt.Errorf("list rejections: %w", w(err))
