@@ -33,12 +33,8 @@ func (s *Store) acquireAll(ctx context.Context, p store.AcquireAllParams, places
 		if err != nil {
 			return err
 		}
-		sorted := slices.Sorted(slices.Values(p.Names))
-		if _, err := t.tx.Exec(ctx, `INSERT INTO names (name) SELECT unnest($1::text[]) ORDER BY 1 ON CONFLICT (name) DO NOTHING`, sorted); err != nil {
-			return fmt.Errorf("lock the names: %w", err)
-		}
-		if _, err := t.tx.Exec(ctx, `SELECT name FROM names WHERE name = ANY($1) ORDER BY name FOR UPDATE`, sorted); err != nil {
-			return fmt.Errorf("lock the names: %w", err)
+		if err := lockNames(ctx, t, p.Names); err != nil {
+			return err
 		}
 		now, err := t.now(ctx)
 		if err != nil {
@@ -136,4 +132,63 @@ func (s *Store) acquireAll(ctx context.Context, p store.AcquireAllParams, places
 		return nil, ahead, fmt.Errorf("acquire %d names: %w", len(p.Names), err)
 	}
 	return out, 0, nil
+}
+
+// lockNames locks the rows of names, made for names never used, in one global order (by name):
+// two transactions that lock names this way never wait for each other in a cycle.
+func lockNames(ctx context.Context, t *txn, names []string) error {
+	sorted := slices.Sorted(slices.Values(names))
+	if _, err := t.tx.Exec(ctx, `INSERT INTO names (name) SELECT unnest($1::text[]) ORDER BY 1 ON CONFLICT (name) DO NOTHING`, sorted); err != nil {
+		return fmt.Errorf("lock the names: %w", err)
+	}
+	if _, err := t.tx.Exec(ctx, `SELECT name FROM names WHERE name = ANY($1) ORDER BY name FOR UPDATE`, sorted); err != nil {
+		return fmt.Errorf("lock the names: %w", err)
+	}
+	return nil
+}
+
+// JoinLines puts a request of holder at the end of the line of every name, in one transaction
+// that holds every name's row lock: any two such requests stand in the same order in every line
+// they share. See queue.SharedAllStore.
+func (s *Store) JoinLines(ctx context.Context, names []string, holder string) ([]int64, error) {
+	var ids []int64
+	err := s.write(ctx, func(ctx context.Context, t *txn) error {
+		ids = make([]int64, len(names))
+		if err := lockNames(ctx, t, names); err != nil {
+			return err
+		}
+		now, err := t.now(ctx)
+		if err != nil {
+			return err
+		}
+		for i, name := range names {
+			if ids[i], err = s.joinLocked(ctx, t, name, holder, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("wait for %d names: %w", len(names), err)
+	}
+	return ids, nil
+}
+
+// AcquireAllInLine grants every name to the request whose places are ids (one per name, in
+// p.Names's order) when it is the first live waiter in every line and every name is free,
+// taking it out of the lines in the same transaction. Refused, it answers lease_held and how
+// many live waiters are ahead of it in the line where most are. Codes: those of AcquireAll;
+// unavailable when a place was lost. See queue.SharedAllStore.
+func (s *Store) AcquireAllInLine(ctx context.Context, p store.AcquireAllParams, ids []int64) ([]lease.Lease, int, error) {
+	if len(ids) != len(p.Names) {
+		return nil, 0, fmt.Errorf("AcquireAllInLine: %d places for %d names", len(ids), len(p.Names))
+	}
+	places := make(map[string]int64, len(ids))
+	for i, name := range p.Names {
+		if ids[i] <= 0 {
+			return nil, 0, errors.New("AcquireAllInLine: no place in line")
+		}
+		places[name] = ids[i]
+	}
+	return s.acquireAll(ctx, p, places)
 }

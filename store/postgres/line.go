@@ -175,14 +175,22 @@ func (s *Store) JoinLine(ctx context.Context, name, holder string) (int64, error
 		if err != nil {
 			return err
 		}
-		if err := t.tx.QueryRow(ctx, `INSERT INTO waiters (name, replica, joined_at, holder) VALUES ($1, $2, $3, $4) RETURNING id`,
-			name, s.replica.Load(), now, holder).Scan(&id); err != nil {
-			return fmt.Errorf("join the line: %w", err)
-		}
-		return nil
+		id, err = s.joinLocked(ctx, t, name, holder, now)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("wait for %q: %w", name, err)
+	}
+	return id, nil
+}
+
+// joinLocked puts a request of holder at the end of name's line at now; the caller holds
+// name's row lock, so that places are taken in the order of the line.
+func (s *Store) joinLocked(ctx context.Context, t *txn, name, holder string, now int64) (int64, error) {
+	var id int64
+	if err := t.tx.QueryRow(ctx, `INSERT INTO waiters (name, replica, joined_at, holder) VALUES ($1, $2, $3, $4) RETURNING id`,
+		name, s.replica.Load(), now, holder).Scan(&id); err != nil {
+		return 0, fmt.Errorf("join the line: %w", err)
 	}
 	return id, nil
 }
