@@ -19,33 +19,12 @@ import (
 // It tries when it is first in every line, and is granted when all its names are free; a
 // single-name waiter that came later waits behind it in each line, whatever its other names.
 
-// AllStore is what an acquire of several names needs of the store.
-type AllStore interface {
-	AcquireAll(ctx context.Context, p store.AcquireAllParams) ([]lease.Lease, error)
-}
-
-// SharedAllStore is a SharedStore that also keeps the places of acquires of several names.
-type SharedAllStore interface {
-	SharedStore
-	// JoinLines puts a request of holder at the end of the line of every name, in one
-	// transaction, and returns its places, one per name in the same order.
-	JoinLines(ctx context.Context, names []string, holder string) ([]int64, error)
-	// AcquireAllInLine grants every name to the request whose places are ids (one per name)
-	// when it is first in every line and every name is free, and takes it out of the lines.
-	// Refused with lease_held, it returns how many wait ahead of it in the line where most do.
-	AcquireAllInLine(ctx context.Context, p store.AcquireAllParams, ids []int64) ([]lease.Lease, int, error)
-}
-
 // AcquireAll grants every name of p or none, waiting up to wait for all of them at once in the
 // line of each. Without a wait it fails at once when a name is held or others wait for it.
 // Codes: lease_held (the wait ran out), too_many_waiters, unavailable (the line was closed),
-// waiting_unsupported (a shared store without lines of several names), and those of
-// store.AcquireAll.
+// and those of store.AcquireAll.
 func (l *Line) AcquireAll(ctx context.Context, p store.AcquireAllParams, wait time.Duration) ([]lease.Lease, error) {
-	st, ok := l.store.(AllStore)
-	if !ok {
-		return nil, errors.New("the store cannot acquire several names")
-	}
+	st := l.store
 	if l.shared != nil {
 		// The store refuses a free name while anyone, on any server, waits for it.
 		got, err := st.AcquireAll(ctx, p)
@@ -89,10 +68,7 @@ func (l *Line) waitAll(ctx context.Context, p store.AcquireAllParams, wait time.
 // waitAllShared waits in the store's lines of p's names, shared by every server, and in this
 // server's lines of the same waiters in the store's order.
 func (l *Line) waitAllShared(ctx context.Context, p store.AcquireAllParams, wait time.Duration) ([]lease.Lease, error) {
-	shared, ok := l.shared.(SharedAllStore)
-	if !ok {
-		return nil, lease.Errorf(lease.CodeWaitingUnsupported, "this server cannot wait for several names at once; send wait_ms 0 and ask again later")
-	}
+	shared := l.shared
 	w, els, err := l.joinAll(p.Names, p.Holder)
 	if err != nil {
 		return nil, err
@@ -112,7 +88,7 @@ func (l *Line) waitAllShared(ctx context.Context, p store.AcquireAllParams, wait
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		for i, name := range p.Names {
-			l.shared.LeaveLine(lctx, name, ids[i])
+			shared.LeaveLine(lctx, name, ids[i])
 		}
 	}
 	if err := join(ctx); err != nil {

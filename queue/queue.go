@@ -24,6 +24,7 @@ import (
 // Store is what the line needs of the store.
 type Store interface {
 	Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease, error)
+	AcquireAll(ctx context.Context, p store.AcquireAllParams) ([]lease.Lease, error)
 	Release(ctx context.Context, name, id string) error
 	Get(ctx context.Context, name string) (lease.State, error)
 }
@@ -44,6 +45,13 @@ type SharedStore interface {
 	AcquireInLine(ctx context.Context, p store.AcquireParams, id int64) (lease.Lease, int, error)
 	// LineLength returns how many requests wait for name on every server.
 	LineLength(ctx context.Context, name string) (int, error)
+	// JoinLines puts a request of holder at the end of the line of every name, in one
+	// transaction, and returns its places, one per name in the same order.
+	JoinLines(ctx context.Context, names []string, holder string) ([]int64, error)
+	// AcquireAllInLine grants every name to the request whose places are ids (one per name)
+	// when it is first in every line and every name is free, and takes it out of the lines.
+	// Refused with lease_held, it returns how many wait ahead of it in the line where most do.
+	AcquireAllInLine(ctx context.Context, p store.AcquireAllParams, ids []int64) ([]lease.Lease, int, error)
 }
 
 // HeadCheck is how often a waiter that is not first in a shared line checks the line again,

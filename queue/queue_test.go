@@ -28,6 +28,7 @@ type fixture struct {
 type fixtureStore interface {
 	queue.Store
 	RequestHandover(ctx context.Context, name string, h lease.Handover) (lease.Handover, error)
+	Events(ctx context.Context, f store.EventFilter) (store.Page[lease.Event], error)
 }
 
 var pg = new(pgtest.Server)
