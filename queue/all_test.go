@@ -171,3 +171,32 @@ func TestAcquireAllConcurrentNoDeadlock(t *testing.T) {
 		}
 	})
 }
+
+// TestAcquireAllNotPromotedByHandover: a handover request never moves a place of an acquire of
+// several names ahead (in one line only, it could stand before a waiter there and behind it in
+// another line, and the two would wait for each other): the line keeps its order.
+func TestAcquireAllNotPromotedByHandover(t *testing.T) {
+	bothBackends(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		x := f.hold(t, "x", "a")
+		granted := make(chan grant, 2)
+		go func() {
+			l, err := f.line.Acquire(ctx, params("a", "q", time.Minute), time.Minute)
+			granted <- grant{"q", []lease.Lease{l}, err}
+		}()
+		waitFor(t, "q in line", func() bool { return f.line.Waiters("a") == 1 })
+		f.waitAll(t, granted, "p", "a", 2, "a", "b")
+		if _, err := f.st.RequestHandover(ctx, "a", lease.Handover{To: "p"}); err != nil {
+			t.Fatal(err)
+		}
+		f.releaseAll(t, x)
+		g := testwait.Receive(t, granted, 10*time.Second)
+		if g.err != nil || g.holder != "q" {
+			t.Fatalf("first grant = %s %+v, %v; want q, first in line", g.holder, g.ls, g.err)
+		}
+		f.releaseAll(t, g.ls)
+		if g := testwait.Receive(t, granted, 10*time.Second); g.err != nil || g.holder != "p" {
+			t.Fatalf("second grant = %s, %v; want p", g.holder, g.err)
+		}
+	})
+}

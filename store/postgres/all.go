@@ -162,7 +162,7 @@ func (s *Store) JoinLines(ctx context.Context, names []string, holder string) ([
 			return err
 		}
 		for i, name := range names {
-			if ids[i], err = s.joinLocked(ctx, t, name, holder, now); err != nil {
+			if ids[i], err = s.joinLocked(ctx, t, name, holder, now, true); err != nil {
 				return err
 			}
 		}
