@@ -29,11 +29,17 @@ func (c *Client) AcquireAll(ctx context.Context, names []string, o AcquireOption
 	if o.Limit != 0 || o.IdempotencyKey != "" {
 		return nil, fmt.Errorf("%s: %w: Limit and IdempotencyKey do not apply to several names", op, ErrInvalid)
 	}
+	if o.session != nil {
+		o.TTL, o.DisableKeepAlive = o.session.ttl, true
+	}
 	o, one, err := c.acquireRequest(names[0], o)
 	if err != nil {
 		return nil, invalid(op, err)
 	}
 	body := wire.AcquireAllRequest{Names: names, Holder: one.Holder, TtlMs: one.TtlMs, LockDelayMs: one.LockDelayMs, Metadata: one.Metadata}
+	if o.session != nil {
+		body.TtlMs, body.SessionId = 0, &o.session.id
+	}
 	margin := c.marginFor(o.TTL)
 	if o.TTL <= margin {
 		return nil, fmt.Errorf("%s: %w: ttl %v must be longer than the safety margin %v", op, ErrInvalid, o.TTL, margin)

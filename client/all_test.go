@@ -73,6 +73,24 @@ func TestAcquireAll(t *testing.T) {
 			t.Fatal("AcquireAll(wait) not granted after wait-b was freed")
 		}
 	})
+	t.Run("Session", func(t *testing.T) {
+		s, err := c.OpenSession(ctx, client.SessionOptions{Holder: "proc", TTL: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls, err := s.AcquireAll(ctx, []string{"sess-a", "sess-b"}, client.AcquireOptions{})
+		if err != nil || len(ls) != 2 {
+			t.Fatalf("Session.AcquireAll = %v, %v", ls, err)
+		}
+		if err := s.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range []string{"sess-a", "sess-b"} {
+			if st, err := c.Get(ctx, n); err != nil || st.Held {
+				t.Errorf("Get(%s) after the session closed = %+v, %v; want released", n, st, err)
+			}
+		}
+	})
 	t.Run("ContextsEndTogether", func(t *testing.T) {
 		ls, err := c.AcquireAll(ctx, []string{"end-a", "end-b", "end-c"}, client.AcquireOptions{TTL: 30 * time.Second})
 		if err != nil {
