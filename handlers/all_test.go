@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/auth"
@@ -105,4 +106,37 @@ func TestAcquireAllScope(t *testing.T) {
 	if r, b := e.do("GET", "/v1/leases/in-c", nil, nil); r.StatusCode != http.StatusNotFound {
 		t.Errorf("GET in-c = %d %s, want 404", r.StatusCode, b)
 	}
+}
+
+// TestAcquireAllWaits: with wait_ms the request waits in the line of every name and answers
+// 200 with both leases once the held one is released; a server without a waiting line answers
+// 400 waiting_unsupported.
+func TestAcquireAllWaits(t *testing.T) {
+	e := newServiceEnv(t, service.Config{})
+	b := e.acquire("b", "x", time.Minute)
+	type answer struct {
+		status int
+		body   []byte
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, body := e.do("POST", "/v1/acquire", strings.NewReader(`{"names":["a","b"],"holder":"w","ttl_ms":60000,"wait_ms":30000}`), nil)
+		done <- answer{resp.StatusCode, body}
+	}()
+	waitFor(t, "the request in b's line", func() bool { return e.state("b").Waiters == 1 })
+	if resp, body := e.do("POST", "/v1/leases/b/release", strings.NewReader(`{"lease_id":"`+deref(b.LeaseId)+`"}`), nil); resp.StatusCode != http.StatusNoContent {
+		t.Fatalf("release b = %d %s", resp.StatusCode, body)
+	}
+	select {
+	case a := <-done:
+		if a.status != http.StatusOK || !strings.Contains(string(a.body), `"name":"a"`) || !strings.Contains(string(a.body), `"name":"b"`) {
+			t.Errorf("waiting acquire = %d %s, want 200 with a and b", a.status, a.body)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the waiting acquire was not answered after b's release")
+	}
+
+	noLine := newEnv(t)
+	resp, body := noLine.do("POST", "/v1/acquire", strings.NewReader(`{"names":["a"],"holder":"w","ttl_ms":60000,"wait_ms":1000}`), nil)
+	wantProblem(t, "acquire with wait_ms on a server without a line", resp, body, http.StatusBadRequest, api.ProblemCodeWaitingUnsupported)
 }
