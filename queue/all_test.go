@@ -125,9 +125,23 @@ func TestAcquireAllLineOrder(t *testing.T) {
 
 // TestAcquireAllConcurrentNoDeadlock: many clients wait at once for overlapping sets, in
 // opposite orders, and single names: every one is served, none waits for another forever, and
-// the history keeps all or nothing.
+// the history keeps all or nothing. On PostgreSQL the clients wait on two replicas of one
+// database, whose line they share.
 func TestAcquireAllConcurrentNoDeadlock(t *testing.T) {
 	bothBackends(t, func(t *testing.T, f *fixture) {
+		testConcurrentNoDeadlock(t, f, f, 30*time.Second)
+	})
+	t.Run("postgres-replicas", func(t *testing.T) {
+		url := pg.NewDatabase(t)
+		// A waiter behind one of another replica looks again each queue.HeadCheck: slower.
+		testConcurrentNoDeadlock(t, newPGReplica(t, url), newPGReplica(t, url), 2*time.Minute)
+	})
+}
+
+// testConcurrentNoDeadlock runs the clients of TestAcquireAllConcurrentNoDeadlock, the even ones
+// on f, the odd ones on g, each waiting up to wait for a set.
+func testConcurrentNoDeadlock(t *testing.T, f, g *fixture, wait time.Duration) {
+	{
 		names := []string{"n0", "n1", "n2", "n3"}
 		var mu sync.Mutex
 		var got []storetest.Granted
@@ -144,7 +158,11 @@ func TestAcquireAllConcurrentNoDeadlock(t *testing.T) {
 					if c%2 == 1 {
 						slices.Reverse(set)
 					}
-					ls, err := f.line.AcquireAll(context.Background(), allParams(fmt.Sprintf("c%d", c), set...), 30*time.Second)
+					on := f
+					if c%2 == 1 {
+						on = g
+					}
+					ls, err := on.line.AcquireAll(context.Background(), allParams(fmt.Sprintf("c%d", c), set...), wait)
 					if err != nil {
 						t.Errorf("client %d: AcquireAll(%v) = %v, want every waiter served", c, set, err)
 						return
@@ -169,7 +187,7 @@ func TestAcquireAllConcurrentNoDeadlock(t *testing.T) {
 		if err := storetest.CheckAllOrNothing(page.Items, got); err != nil {
 			t.Error(err)
 		}
-	})
+	}
 }
 
 // TestAcquireAllNotPromotedByHandover: a handover request never moves a place of an acquire of
