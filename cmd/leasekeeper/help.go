@@ -29,7 +29,7 @@ Exit status: 0 released; 1 it had already ended (work done under it may have ove
 	"list": {"list [--prefix P] [--state held|free] [--limit N] [--json]", `Lists leases, every page unless --limit.`},
 	"leader": {"leader [--watch] [--json] NAME", `Prints who leads the election NAME (the holder of its lease); --watch follows every
 change until Ctrl-C.`},
-	"run": {"run --name NAME [--name NAME]... [flags] -- CMD [ARG]...", `Runs CMD while holding the lease on NAME (by default a lease of its own, --ttl 30s),
+	"run": {"run --name NAME [flags] -- CMD [ARG]...", `Runs CMD while holding the lease on NAME (by default a lease of its own, --ttl 30s),
 renewing it meanwhile. With several --name (or NAME,NAME), it holds every name, granted all or
 none, and the loss of any of them stops CMD. If the lease is lost (revoked, expired, another holder granted), CMD
 gets SIGTERM, then SIGKILL after --grace; a handover request reaches CMD as SIGTERM too, and
