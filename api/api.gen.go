@@ -24,6 +24,21 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AcquireAllRequestMode.
+const (
+	Exclusive AcquireAllRequestMode = "exclusive"
+)
+
+// Valid indicates whether the value is a known member of the AcquireAllRequestMode enum.
+func (e AcquireAllRequestMode) Valid() bool {
+	switch e {
+	case Exclusive:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EventType.
 const (
 	EventTypeAcquired          EventType = "acquired"
@@ -237,6 +252,45 @@ func (e ListLeasesParamsState) Valid() bool {
 	}
 }
 
+// AcquireAllRequest defines model for AcquireAllRequest.
+type AcquireAllRequest struct {
+	// Holder Who holds them, for humans; no control or invisible format characters.
+	//
+	// Example: transfer-9@host-a
+	Holder string `json:"holder"`
+
+	// LockDelayMs After one of these leases expires (not on release), its name is not granted again for this long.
+	LockDelayMs *int64 `json:"lock_delay_ms,omitempty"`
+
+	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
+	//
+	// Example: {"addr":"10.0.0.7:9000"}
+	Metadata *Metadata `json:"metadata,omitempty"`
+
+	// Mode Every grant is exclusive (the default).
+	Mode *AcquireAllRequestMode `json:"mode,omitempty"`
+
+	// Names The names to acquire, all or none; 1 to 64, none twice. The leases are answered in this order.
+	Names []Name `json:"names"`
+
+	// SessionId Acquire every lease under this session (closing it releases them all).
+	SessionId *string `json:"session_id,omitempty"`
+
+	// TtlMs Duration of every lease in ms, within the server's bounds. With `session_id`, send 0:
+	// the leases last as long as the session.
+	//
+	//
+	// Example: 15000
+	TtlMs int64 `json:"ttl_ms"`
+
+	// WaitMs How long to wait for all the names at once (default 0, do not wait), up to the
+	// server's bound. Meanwhile the request holds none of them.
+	WaitMs *int64 `json:"wait_ms,omitempty"`
+}
+
+// AcquireAllRequestMode Every grant is exclusive (the default).
+type AcquireAllRequestMode string
+
 // AcquireRequest defines model for AcquireRequest.
 type AcquireRequest struct {
 	// Holder Who holds it, for humans; no control or invisible format characters (zero-width, bidirectional controls).
@@ -335,6 +389,12 @@ type EventList struct {
 // Grant The answer to an acquire: a Lease whose `lease_id` is always present. (In Go the
 // generated type stays Lease, whose `lease_id` is optional, for the code written to it.)
 type Grant = Lease
+
+// Grants defines model for Grants.
+type Grants struct {
+	// Leases One grant per name, in the order asked, each with its own `lease_id` and fencing token.
+	Leases []Grant `json:"leases"`
+}
 
 // Handover A request that the holder of a grant let it go.
 type Handover struct {
@@ -577,6 +637,9 @@ type Problem struct {
 	//
 	// Example: 2026-11-29T08:45:13.120Z
 	ExpiresAt *Timestamp `json:"expires_at,omitempty"`
+
+	// Held For `lease_held` of an acquire of several names: the names that are held.
+	Held *[]string `json:"held,omitempty"`
 
 	// Holder For `lease_held`: the current holder.
 	Holder   *string `json:"holder,omitempty"`
@@ -921,6 +984,9 @@ type WatchParams struct {
 	LastEventID *string `json:"Last-Event-ID,omitempty"`
 }
 
+// AcquireAllJSONRequestBody defines body for AcquireAll for application/json ContentType.
+type AcquireAllJSONRequestBody = AcquireAllRequest
+
 // CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
 type CreateKeyJSONRequestBody = KeyRequest
 
@@ -1031,6 +1097,42 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcquireAllWithBody Acquire several names, all or none.
+	//
+	// Grants every name of `names` or none, in one transaction: each name is decided as a
+	// single acquire would decide it, and the grants are made only when all are free (and
+	// past any lock delay), each with its own `lease_id` and a fencing token from the one
+	// counter, in the order asked. A refusal changes none of the names. With `wait_ms` the
+	// request waits in the line of every name it asked for, holding none of them meanwhile
+	// (two such requests can never deadlock); it is granted when all are free at once and no
+	// earlier waiter of any of them is ahead of it. Each lease is then an ordinary lease,
+	// renewed and released by its own `lease_id`, or with its session (`session_id`). A name
+	// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
+	// every name in its scope.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
+	AcquireAllWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcquireAll Acquire several names, all or none.
+	//
+	// Grants every name of `names` or none, in one transaction: each name is decided as a
+	// single acquire would decide it, and the grants are made only when all are free (and
+	// past any lock delay), each with its own `lease_id` and a fencing token from the one
+	// counter, in the order asked. A refusal changes none of the names. With `wait_ms` the
+	// request waits in the line of every name it asked for, holding none of them meanwhile
+	// (two such requests can never deadlock); it is granted when all are free at once and no
+	// earlier waiter of any of them is ahead of it. Each lease is then an ordinary lease,
+	// renewed and released by its own `lease_id`, or with its session (`session_id`). A name
+	// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
+	// every name in its scope.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
+	AcquireAll(ctx context.Context, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListKeys Every API key, revoked ones included, oldest first (admin). Never the secrets.
 	//
@@ -1332,6 +1434,62 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReadyzRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcquireAllWithBody Acquire several names, all or none.
+//
+// Grants every name of `names` or none, in one transaction: each name is decided as a
+// single acquire would decide it, and the grants are made only when all are free (and
+// past any lock delay), each with its own `lease_id` and a fencing token from the one
+// counter, in the order asked. A refusal changes none of the names. With `wait_ms` the
+// request waits in the line of every name it asked for, holding none of them meanwhile
+// (two such requests can never deadlock); it is granted when all are free at once and no
+// earlier waiter of any of them is ahead of it. Each lease is then an ordinary lease,
+// renewed and released by its own `lease_id`, or with its session (`session_id`). A name
+// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
+// every name in its scope.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
+func (c *Client) AcquireAllWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquireAllRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcquireAll Acquire several names, all or none.
+//
+// Grants every name of `names` or none, in one transaction: each name is decided as a
+// single acquire would decide it, and the grants are made only when all are free (and
+// past any lock delay), each with its own `lease_id` and a fencing token from the one
+// counter, in the order asked. A refusal changes none of the names. With `wait_ms` the
+// request waits in the line of every name it asked for, holding none of them meanwhile
+// (two such requests can never deadlock); it is granted when all are free at once and no
+// earlier waiter of any of them is ahead of it. Each lease is then an ordinary lease,
+// renewed and released by its own `lease_id`, or with its session (`session_id`). A name
+// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
+// every name in its scope.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
+func (c *Client) AcquireAll(ctx context.Context, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquireAllRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1981,6 +2139,46 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewAcquireAllRequest calls the generic AcquireAll builder with application/json body
+func NewAcquireAllRequest(server string, body AcquireAllJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAcquireAllRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewAcquireAllRequestWithBody constructs an http.Request for the AcquireAll method, with any body, and a specified content type
+func NewAcquireAllRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/acquire")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -3214,6 +3412,42 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
 
+	// AcquireAllWithBodyWithResponse Acquire several names, all or none.
+	//
+	// Grants every name of `names` or none, in one transaction: each name is decided as a
+	// single acquire would decide it, and the grants are made only when all are free (and
+	// past any lock delay), each with its own `lease_id` and a fencing token from the one
+	// counter, in the order asked. A refusal changes none of the names. With `wait_ms` the
+	// request waits in the line of every name it asked for, holding none of them meanwhile
+	// (two such requests can never deadlock); it is granted when all are free at once and no
+	// earlier waiter of any of them is ahead of it. Each lease is then an ordinary lease,
+	// renewed and released by its own `lease_id`, or with its session (`session_id`). A name
+	// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
+	// every name in its scope.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
+	AcquireAllWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error)
+
+	// AcquireAllWithResponse Acquire several names, all or none.
+	//
+	// Grants every name of `names` or none, in one transaction: each name is decided as a
+	// single acquire would decide it, and the grants are made only when all are free (and
+	// past any lock delay), each with its own `lease_id` and a fencing token from the one
+	// counter, in the order asked. A refusal changes none of the names. With `wait_ms` the
+	// request waits in the line of every name it asked for, holding none of them meanwhile
+	// (two such requests can never deadlock); it is granted when all are free at once and no
+	// earlier waiter of any of them is ahead of it. Each lease is then an ordinary lease,
+	// renewed and released by its own `lease_id`, or with its session (`session_id`). A name
+	// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
+	// every name in its scope.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
+	AcquireAllWithResponse(ctx context.Context, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error)
+
 	// ListKeysWithResponse Every API key, revoked ones included, oldest first (admin). Never the secrets.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -3608,6 +3842,124 @@ func (r ReadyzResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ReadyzResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AcquireAllResponse401Headers the declared response headers of an HTTP 401 response for AcquireAll
+type AcquireAllResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// AcquireAllResponse409Headers the declared response headers of an HTTP 409 response for AcquireAll
+type AcquireAllResponse409Headers struct {
+	RetryAfter *int
+}
+
+// AcquireAllResponse429Headers the declared response headers of an HTTP 429 response for AcquireAll
+type AcquireAllResponse429Headers struct {
+	RetryAfter int
+}
+
+// AcquireAllResponse503Headers the declared response headers of an HTTP 503 response for AcquireAll
+type AcquireAllResponse503Headers struct {
+	RetryAfter int
+}
+
+type AcquireAllResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Grants
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AcquireAllResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *AcquireAllResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AcquireAllResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AcquireAllResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AcquireAllResponse) GetJSON200() *Grants {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AcquireAllResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AcquireAllResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AcquireAllResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r AcquireAllResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AcquireAllResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AcquireAllResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r AcquireAllResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r AcquireAllResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AcquireAllResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AcquireAllResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AcquireAllResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5898,6 +6250,54 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 	return ParseReadyzResponse(rsp)
 }
 
+// AcquireAllWithBodyWithResponse Acquire several names, all or none.
+//
+// Grants every name of `names` or none, in one transaction: each name is decided as a
+// single acquire would decide it, and the grants are made only when all are free (and
+// past any lock delay), each with its own `lease_id` and a fencing token from the one
+// counter, in the order asked. A refusal changes none of the names. With `wait_ms` the
+// request waits in the line of every name it asked for, holding none of them meanwhile
+// (two such requests can never deadlock); it is granted when all are free at once and no
+// earlier waiter of any of them is ahead of it. Each lease is then an ordinary lease,
+// renewed and released by its own `lease_id`, or with its session (`session_id`). A name
+// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
+// every name in its scope.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
+func (c *ClientWithResponses) AcquireAllWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error) {
+	rsp, err := c.AcquireAllWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcquireAllResponse(rsp)
+}
+
+// AcquireAllWithResponse Acquire several names, all or none.
+//
+// Grants every name of `names` or none, in one transaction: each name is decided as a
+// single acquire would decide it, and the grants are made only when all are free (and
+// past any lock delay), each with its own `lease_id` and a fencing token from the one
+// counter, in the order asked. A refusal changes none of the names. With `wait_ms` the
+// request waits in the line of every name it asked for, holding none of them meanwhile
+// (two such requests can never deadlock); it is granted when all are free at once and no
+// earlier waiter of any of them is ahead of it. Each lease is then an ordinary lease,
+// renewed and released by its own `lease_id`, or with its session (`session_id`). A name
+// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
+// every name in its scope.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
+func (c *ClientWithResponses) AcquireAllWithResponse(ctx context.Context, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error) {
+	rsp, err := c.AcquireAll(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcquireAllResponse(rsp)
+}
+
 // ListKeysWithResponse Every API key, revoked ones included, oldest first (admin). Never the secrets.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -6446,6 +6846,124 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 	switch {
 	case rsp.StatusCode == 503:
 		var headers ReadyzResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAcquireAllResponse parses an HTTP response from a AcquireAllWithResponse call
+func ParseAcquireAllResponse(rsp *http.Response) (*AcquireAllResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AcquireAllResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Grants
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers AcquireAllResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers AcquireAllResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers AcquireAllResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers AcquireAllResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
@@ -8698,6 +9216,9 @@ type ServerInterface interface {
 	// Readyz Readiness (the database answers, and the last write to it did not fail).
 	// (GET /readyz)
 	Readyz(w http.ResponseWriter, r *http.Request)
+	// AcquireAll Acquire several names, all or none.
+	// (POST /v1/acquire)
+	AcquireAll(w http.ResponseWriter, r *http.Request)
 	// ListKeys Every API key, revoked ones included, oldest first (admin). Never the secrets.
 	// (GET /v1/keys)
 	ListKeys(w http.ResponseWriter, r *http.Request)
@@ -8779,6 +9300,12 @@ func (_ Unimplemented) Healthz(w http.ResponseWriter, r *http.Request) {
 // Readyz Readiness (the database answers, and the last write to it did not fail).
 // (GET /readyz)
 func (_ Unimplemented) Readyz(w http.ResponseWriter, r *http.Request) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// AcquireAll Acquire several names, all or none.
+// (POST /v1/acquire)
+func (_ Unimplemented) AcquireAll(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -8942,6 +9469,20 @@ func (siw *ServerInterfaceWrapper) Readyz(w http.ResponseWriter, r *http.Request
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.Readyz(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// AcquireAll operation middleware
+func (siw *ServerInterfaceWrapper) AcquireAll(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.AcquireAll(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -9911,6 +10452,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 		r.Get(options.BaseURL+"/readyz", wrapper.Readyz)
 	})
 	r.Group(func(r chi.Router) {
+		r.Post(options.BaseURL+"/v1/acquire", wrapper.AcquireAll)
+	})
+	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/keys", wrapper.ListKeys)
 	})
 	r.Group(func(r chi.Router) {
@@ -10074,6 +10618,157 @@ func (response Readyz503ApplicationProblemPlusJSONResponse) VisitReadyzResponse(
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
 	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireAllRequestObject struct {
+	Body *AcquireAllJSONRequestBody
+}
+
+type AcquireAllResponseObject interface {
+	VisitAcquireAllResponse(w http.ResponseWriter) error
+}
+
+type AcquireAll200JSONResponse Grants
+
+func (response AcquireAll200JSONResponse) VisitAcquireAllResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireAll400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireAll400ApplicationProblemPlusJSONResponse) VisitAcquireAllResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireAll401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireAll401ApplicationProblemPlusJSONResponse) VisitAcquireAllResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireAll403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireAll403ApplicationProblemPlusJSONResponse) VisitAcquireAllResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireAll409ResponseHeaders struct {
+	RetryAfter *int
+}
+
+type AcquireAll409ApplicationProblemPlusJSONResponse struct {
+	Body    Problem
+	Headers AcquireAll409ResponseHeaders
+}
+
+func (response AcquireAll409ApplicationProblemPlusJSONResponse) VisitAcquireAllResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireAll429ResponseHeaders struct {
+	RetryAfter int
+}
+
+type AcquireAll429ApplicationProblemPlusJSONResponse struct {
+	Body    Problem
+	Headers AcquireAll429ResponseHeaders
+}
+
+func (response AcquireAll429ApplicationProblemPlusJSONResponse) VisitAcquireAllResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireAll503ApplicationProblemPlusJSONResponse struct {
+	UnavailableApplicationProblemPlusJSONResponse
+}
+
+func (response AcquireAll503ApplicationProblemPlusJSONResponse) VisitAcquireAllResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type AcquireAlldefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response AcquireAlldefaultApplicationProblemPlusJSONResponse) VisitAcquireAllResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
 	_, err := buf.WriteTo(w)
 	return err
 }
@@ -12914,6 +13609,9 @@ type StrictServerInterface interface {
 	// Readyz Readiness (the database answers, and the last write to it did not fail).
 	// (GET /readyz)
 	Readyz(ctx context.Context, request ReadyzRequestObject) (ReadyzResponseObject, error)
+	// AcquireAll Acquire several names, all or none.
+	// (POST /v1/acquire)
+	AcquireAll(ctx context.Context, request AcquireAllRequestObject) (AcquireAllResponseObject, error)
 	// ListKeys Every API key, revoked ones included, oldest first (admin). Never the secrets.
 	// (GET /v1/keys)
 	ListKeys(ctx context.Context, request ListKeysRequestObject) (ListKeysResponseObject, error)
@@ -13062,6 +13760,37 @@ func (sh *strictHandler) Readyz(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(ReadyzResponseObject); ok {
 		if err := validResponse.VisitReadyzResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// AcquireAll operation middleware
+func (sh *strictHandler) AcquireAll(w http.ResponseWriter, r *http.Request) {
+	var request AcquireAllRequestObject
+
+	var body AcquireAllJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.AcquireAll(ctx, request.(AcquireAllRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "AcquireAll")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(AcquireAllResponseObject); ok {
+		if err := validResponse.VisitAcquireAllResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
@@ -13708,191 +14437,204 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H35khu3ut+roHhvlciTJoczkmyLU6nKWJZsHetIOtI4OnVNZRrsBkncaQJ0AxyKUqkqT5O8Rx4lT5L6",
-	"vg9Ao8nmNpbGS2z/IQ7ZC5ZvX3742Mr0bK6VUNa0Bh9bc17ymbCixL8eL0qjS/iUC5OVcm6lVq1B63Iq",
-	"WKrEe3uV4RUp02Nmp4LNS3Ej9cKwOZ+IXitpSbj8l4UoV62kpfhMtAYtuqeVtEw2FTMOj5/x98+Fmthp",
-	"a/Dw9Cxp2dUcrjS2lGrS+vQpaT2XM2k3R/KKTwQz8oNI2Cmzmp32+33WzsWYLwoLf3W2jaLAB64NQs4W",
-	"s9YAHpK0ZlK5P8N4pLJiIkoc0At8TNPKFIIbweA14d1zbqfVq/GfpFWKXxayFHlrYMuFiEfy76UYtwat",
-	"fzupNueEfjUn+F4YwGth9KLMcBANLyn9z7/6RW+EMVKr13Bp03wN/X7PsPliVMgMp87aqRHm6v/+z/+V",
-	"drYsg7tv5wDn3FpRwr3/Ax73c7/7iHfH7z6efvXp31ubdPIJnmXmWhmBBPwtz1+LXxbCIOlkWlmh8COf",
-	"zwuZcZjFybzUo0LM/st/GpjSxwOX5xXdRS+tL0oq1Q0vZH5V0rvTATKH+4vlWhimtGVjXRR6ib/B0Eqe",
-	"WdZOl1xaqSZXC2UW87kurchTNtYl4wx+YtxcixwYjjMjyhtRsqW0U72w7gKpJqyQSnR6rU9J66kuRzLP",
-	"hbrTBRj7t7qpX4sVK3h2bWghdCGYLvEz0oo0TC+skblg0hqQImP5XpiE4axHpV4aUTIjFMzRL6OdcsuW",
-	"elHkLJtyBXJAz4Sdwvy1YiMx5cUY10lpO4X7pRW4Js+BQZ/rOyYKFAtXhQ70QHJCvJ8D6SdsyQ0rBX6Z",
-	"J6wUNxr3uWRmMRelETl87VaNniVzWDmgJCShRVnCCmlFs3yh7VO9UPmdTlJpezWGt6Y4Bn/pHQ7hQjFR",
-	"lrrE97/mVqDmEHe7DCW34qqgF0csgBQ802WQBcAPXCHRwy2Mg0Aw56wUtlwxPraiZOlr+KN7AX+kzIhM",
-	"q9yASJ0KnjtFHV0Cf26XpxuKLBLwd84RTgHEPOG+8lwB9A58kRXaiBy39CfFF3aqS/nhjvd0gS8WysIr",
-	"cFuVZhevnsHOkqRSbKGulV4q+CswsBJrm/X27dvuRfSog3asUnG0BjdcFnxUiLteAv9et185t3wEYizj",
-	"CgURvxZsWUqLKm7J2rk012y8KIqEPTt5SayZsEJn1yLvMF0OVVCHXJmlKHvsteC5YddCzNlSl9dSTc4Z",
-	"ssOES7WTKYbq87HFJ/87Pukiw1sjY4LnuYR14cWrUs9FaSWYHGNeGJG05tFXH1tTXeSiwYx+O9UMfjNM",
-	"2gRV/HQx48qcA2WhRaALICWpbqSRo0LANTNuQd+BsSBKw9ofRKm7S5nbacJGMpelyGhY/gkG7S/xns/m",
-	"QC4tWFNRdu//t6k2tstbSWx9nz38Ci1f//fpho2VOMt5YzZuiSqtzg2aKDM+n4LIQxdBGjbjasVMoa0Z",
-	"sMUcjPYUn5gyWifDOCixTCRM8Gw6VGDeoIgEzgqaj6ucjYXKQN1bfS0Ua8Obx7I0lo1LIfAdoCAnJVdW",
-	"5OfBOpJmqOi6TM/8LWhL5bgLOAPxPnpMp8fQsodxwiPBPMnZcioLwbhaaSWGinbSz34QzA6tBGvrkimt",
-	"ROIMubAq5yQ4Vv6HqShyNi+4VEOFU+3A69IH/Uf08quZNDNus2lKxH6Ez5K0gOuuclHw1dXMNGwgchbu",
-	"UWyaGNYG7tTKWyedpGa5wY9uiR2L0hrCY7SaAPER2dJgvnrQisbZbxrnTFgOgmWfqPqHvw541ekSmW+n",
-	"zIXK/QS9npHKWMHRnIZRp9YWVzOTsvZE3gjcOkcPuJedyHAbKr88SJ+R8gLjTYklEmak0vBLYnVQZ2s/",
-	"D5VbXbgi7O0xbElD35w9WrssX5SoFZhUbGYSHLRUbgTgRdwzbASGm6m5z33gz/tf9eG/To+9lXY6VGm1",
-	"2GkCRk3O+gPGHdXQKvMw74KDncOJGuDfaNY00SCbTh8iFW+QyyaJACs3zvYHvaQXWU3uklToDQXGpkGG",
-	"OfYTlmukYbi6kziRFK/LUOHCVPfc98txsdsDcxoN+bc/VI2OndXA/njbAFy78KjUTTFFSYdT0Yqt9AIc",
-	"mVzQyh3FWJ9iR/tnr5UC4bwLd+jRf4rMwjI/LgXYOj+KFTrjNa12TV9uxgOcTQQiWxTjHnszRZNIFSs2",
-	"FSDyqsVFLW/oN5DwU26mvVYDcZci02W+TyDAONenCcMM9zfN8cmNs53qM3mpBBMK7A50tafSWF2ueizl",
-	"NgWxt5wKMNzZlM/nQoF6QQHiDNeUZORMz8Dk3/D2YI711eSZbYq0PQWtkM/A7kG1blg7dZZlmrD0Wqyu",
-	"Mtoj/2f0qw8BgcwXcEkHaSmdcpXrG1H6+ETNR0G3OgfX0ibArcNWwUeiYG3c0rwzbDVuELf7NudSzoSx",
-	"fDaHy53svDryNj/yfTf94K7z9hrcGoywjbHfRt+oA8J/50zM5nblVHtaCiA5YHoBJMeWU2385dIE3wEN",
-	"Gyes+CKXli43QIfXYmW28EcVDNykoOrVPhJFV9Nml2K8MCLHX9B0b3yDEb9sPvyZAuozXgmKG1GuaLjE",
-	"5UswVZixpeCze4alMk8b7YFNAe+Dg43zgUeD1kHOpAVEw2lN9dRcynp4snGKaEbuW0FibGN5IZzdOS8F",
-	"OPbE1QdMjb752BIKBPXPLZ45aQXbqMTSfaJIUMvzCn2JvI2faDitpBXJAPdXfFldArQqFqqYP5KKUcA9",
-	"lqGw9+6axEevabGSSo1wu128PpfkNNVlHtE1xq+tIGW+i/1IUIcFbPGy5CvkxSoT0eQx1+fiXlq/q2ng",
-	"34NNi6K5KF6OW4Ofd48OzazWp+Rj7W3eXWl4w7ukQXiQxUBWAXOEAaYVGXEkMVL/UNRDvFjylfFE2GPt",
-	"Z4p9jwbMUE2EEiUQBoN3A9GuDD0qaXyWnpPrmAQBlOmchIIVCkYlba+Dlsf77kR33Yz81Fs/ROJ5zQSv",
-	"h23h0UQ4xMPoP7BCWNCoE72pHre50M/AaMDfGjnaS+kGecldVKThJ8cXxyqn6sbRqtnZx9D94FCVanWz",
-	"gnELZ7VbNiDkhMkxrB3YicbbvMcIOXgwPY7yC1bjdtBe7BVqazy2TUTUlraJ59b19nFxlmpT1wQ4uPEW",
-	"HfoQY+nVHazT/tmDL7EFZCZW9p+sYvy9Y128T00LJngBV6+LVmO5XZCQDYEffd3aK+jptqatafQBnN45",
-	"llP8baMtHkSwQ92FTNrYlqriPGQaX4tVI6lTLKBaANCNs3E5mXzIx7MPdvnLWXHddB9yZ6Ns8Jmpms7a",
-	"pJo1/eT08fHyhG6jVdqUU5qiv7ue9xquWd9kCWYAzdE9JZpYEu/pFjpo1uZgmx6sy9FTW1+pTc9tKyne",
-	"TkCEjd0UzQswYp0PFMdi0RwnM5x8yE3J0d8bmonJpv7qF3wmQr4z+GAzvgJ/Dxz+NskNGEWw2kG8guKX",
-	"16Lj+QJcjBHml2DsZIiHEoRDdoTS/Ti1Z3T9/bMGUr4t0dXorWlTyYhoMBxQwqIrKoOyZ0ZgoIy10WIO",
-	"gRYQvz5+EiybTpO3TSO7uhu3Vby3QuXIylclfF02B69ekRFHSsNFSNz1Br0om03RUfNR7QHoGastmGxT",
-	"vaTY+kwWhXQpkaGyU7FiPM9Jp8MS4iRWbCRWWuVsCXI2WtklNxiyY1YXecJGIuMLIEA/kKECb86a4Hlx",
-	"450vKwvGLX5tvZ8JtzArgcqLBW2htQVrZ1rBBLmVN2Ko3IUuzO5GAlww5TeCjUQhxY3zUF0cBZaTCV4W",
-	"EkO6PA5lslzm++JjjQHyBt/owEBDPcKwK9myqW28i7CluCYrhfWOOkaQSRZQsPjcxc5o+pH3QARez/wU",
-	"11f3fzmbPe3n/3yw+Okb/a/T0UP19/LrZevwLM9Tyl8U2voSFJfJGODe4l291kHZhwNc5V8TmanmPQKG",
-	"UJOukpOpLVbN8RN0vI9lbKK3KzHX2bRZuBuXb0A+cFVyjkrnpc6EMbS3tHXgHUjr6lkMyH+S5HR7e4nh",
-	"91fa2Ekp3vzzOWXIWCkw6cumTkbqpcLgtLdS4fleYLpSmWullyYaTGDBkNaSltg68NxarL4l5lf/uj67",
-	"efTP2bd9/qQ5ZLQlhgOEHdeKhXWhjEHNXK4CO2hgg4BzQr+WcvFVMJShqtO9Eebq/vgR72dno6/zU/GA",
-	"f/VV43gLfTzFS5WL9wkbl3rG+j0GDqmL1+HUcJBwbwp//ht8TJv5IzhmVTrk60eUeXH/HRZdCmmgo9Mq",
-	"zV5clSdw7px7Q1LTojUWqinKdc7fqvybzUqScwcblvikN5ZbcUCkqL7RT9CQctEJofLeXnfJjW1/LCka",
-	"VYOFAwt9D2WEFecuWoypZ/iB4o2okR0/g/zHvUgonE+mBbdp+DMdqnZVShbV0jiXotNjaajkuIoTGiGx",
-	"m3HFRqKe2B2qNlVfcFegs0pIq+MIdXbNcJM7JCk+j8UVD/M4m0vlzdnBsJyRJZGsrzoKEBef3RmKfdcg",
-	"R/yG3ElGRBR55B6OtC4EV3sSHrt1e5NGZym8KIXFU2wmwDFymskVWcDPCUuRLpGcMMQnJ1NhrKNTrPlI",
-	"WSENyEhQXHgz5h6MZmNe/j4Mh89mHMB8965yyCdY1ION68LaMLbc6RDpKqp/vTgMKucovXJget7VYNUn",
-	"/9rXPYZanI1Q5T51BAS/SyvVyaUaS5Nc/kdEJs1xBKoUWy8xXbG/v3n5gtGD0CywbKaNZQ/Yj/LbhIne",
-	"pOfNkRxrK3iel8KYmmGC7yxbg9Zpvwf/fz141O/3W01xvhcHGLVRrfzPF93/4N0P/e6jd9XH3tWg++5j",
-	"Pzl99KipeL5Wrbu2a08fs0cPHn7NXEkhy4XlsjA9hrkx8mBQQCQspZ2BT5VIS1k7qBdfp1yvonGp6bpW",
-	"au/XSR2Xd8eE3JUTP1zlQ0Wy6EppeyWNWVBKPOTqoktZ6oZ0NRYqE2mj+rqtGsp0Xkv2rbUGgO3gS6Zb",
-	"3hd0JF4VjLeSVjQ/T/TR1CiCBx4/kvBV4Ju178dcFvit1fpqxtXqynMH8claeUr9QptN6co5XxWawxLq",
-	"q4KXE2DLmbBTneOQsIjZKUmc5BX4/3oB04gefjUTueRXLqtIVZu1R4YmAryvqnhNUESUihf0Q1yVCy+N",
-	"aq/jCQRjLXzjnAf47peFtvxKvM+EyPE2mIjbh7hMueWUZ6jDazQAavS0JaG8TrBsk14PzCcTMzZqLiy3",
-	"bdJBUhR5txA3ovC8TGy03rlSUzR7A923tWG2JPfWhcugJj92pP2kMpa7pW8KxsYi4Itvj2cCmTcOpyFT",
-	"86D/qFEDS1usKYHnofahMdXnCw3C9XykF3YwKrjanwtyjElvDeN0Eq1Jmb7GmgTn8K+JzyOFZiGBfUg7",
-	"fjyAvw7Yhp1F2D7QEWjDO1iogLAuh4xYjLaFgmSKi2xPPR0wrMKHvQ+h04OobUdiu6oR2iTD8JPXVDiy",
-	"ayHmaGaJ907kNsm7hRHlFZ+4OrrdZCXjupTW5jTXdxcLS8L4dtJdcwBhd3WIL6VBPXBokKGi9H05rOjh",
-	"+6ME4bGvBajII5Nb+5lid9V1oMQ4Kd3vJ7ejzN3vqqh0fw4+Jtv1oe3Ll9e34mCaa94cXKBbJh6jGH88",
-	"47NvjpvDjnIiGKESyzse3+087W2l6hcM47q2OGd6Ji3IYSoQDpHde5g+uk1Nyp6lI9p4psa6ocqB+quu",
-	"vD7dWIPPoYcuayVRIUiFBZkw63V91NuaS9pVlrrxaNYGRYZ2RPcFhhtFYUQcgrfu5ZgZJNOHWd2Jx4Kq",
-	"0eWgMl4U6PGaTM/F3mLVTUUkPxy6lIt5fpvqkxtR+rTEsUQUyRCvnfzTasNx00jqpLOL8m6ru+juY1RX",
-	"ROn7tZd//CHKi659C1T16y3AfSx3GBsF4r0t5zzzVt5vwSdHsMKOqr56k5y0R9crR/yy+XT3I2U5SaLM",
-	"eC5uI6ErTvJa+VachARYNvMTDrA8nluIqGvVMaf9Pczj39U4VldGs942jkGQlMG/5pyl9IiU8cKElL5x",
-	"7WX4L8U0Et9xG/jV1QiAFQnfehv0nKVYMZdibUWuKYaPkAn1hAen2Cq9HzYC7mo0/d9sy/FehHQu9c8g",
-	"TyZx04OrRBHen9os06G279tWF95RAmZHmiWkLjcDDL5uKafe9kFVvuPWJk6IU3LFpSEoj0cpqXjpPk8S",
-	"5NaFEFvIAARoDRZGKjbndmoSP1FYA8qY3zZtv6P1s7mEhjow3bs9X4X20LDuzcU18BiNLV9u4eMCG3P1",
-	"3/P71/35f6y+Wf7zTP3r69Hr09nlw+zvj1o7WzaPlZUVds56G1+N/rdn5ZukkuPlZ9/dzomo78Nn6l4N",
-	"vDJgHL0D38h67usdKw8hdPrcRvtEo9+xNl8KAKDeqOTF+tZy9UNW9HM6ZnWYJ78FO7uIwSbAp91mMw7p",
-	"Ta3kz6buocZurBt9/fQxu3///iNg458uH7tGtfc8s8WK2WkpBBuX3GMm5HIibT1L1zrrn33VPT3tnj26",
-	"7H8zePBwcHq/d3rW/494XmD5d62ktofaTtRbZZayFHBZ75KuDb915czHfBAla9CaSDtdjHqZnp1Eobja",
-	"Z/80AuswIluU0q7ewMYS4Y0EL0V5sbDTxkVynboDll44TBXc1wH7Fu9jxfU1Inj1PE4aJh7xt2qeU2vn",
-	"NADpvOeG/nPD9I0o2Q+Xl69OMHWK21AzTV0hHIpcsEvYpNTLBK8ReWTaRD2LQ0V9eGT+UISWuzptTKZj",
-	"iQJey4veUA0VEg3jpWimi6h0FszkTJIa8ARPdzqirdXZ9obqCTU/lqUusS9LsZA2TbfBsqQs19kCe4Tx",
-	"/ZwZy0eFYGmmc8xE+uf69qnRwrL0ZIptHx9cZuIEDLbVh5S10QoPj+RwKagqPpe9FZ8VKZMqKxa5yDss",
-	"42UpUQWGhm1uhmoLJQwX/f797Fqs8INIe+wCb5kiyAcCerW9+ZpUhqsuvcVJ+V0wO0diqFx6jlntitmx",
-	"9hBIAZfB6Kgq/txVjGDZ01pPKWyyWWSwcIivNNXLoaIYPZU14xthXD32QuM1u4B64ob9U7YO+HPO+FDB",
-	"I3yJOZY4y8nUxvfdZxX4Ge7fWuubr+3kigxv1saabUyf4u5+/+QyYT88ufgOZ/zy1eWzly/edNz0ua0A",
-	"0YbKCCdpm8HOWDt9I7LuU2GzafeNtGLAslIb04UfaXMMnwn600MYpS9LOZEqHboHhdpqN4t7hk21sR1q",
-	"ZaLOYdy09bmzx5jF8fWtpWBK26FygzeEG6GExLdQ+pcYmK5kfDzGFldcxFfc1cMiFgeOMC5fdSRC4+h2",
-	"M12aLl2VsraCnR2tmINv6OAbsD9SvM/E3PpOYeq7AL+cpSc3pynVdFb4c/j0xy9fv2FtoM0Cdt6Ewt1z",
-	"lj4lcda9xKxhMlTpk0s+AX6ooRUhzz7XJA5ScILAy+kQkgZQRMWSCTNSYZ+2kCXLtL6WJL6GSk6ULkXe",
-	"YyQfHNYMzplNhDVMaRqsw0Nao8WRzldstjCwM6W8wd7SQmxR6PmKuRR+DILBTMehMeFiuvcMkJEIRcAj",
-	"O8lqmYBMvmFrhQGpT64Jli0s0+MxG4mxLjGqMlTpY/L9u2TupIinwTZS1TRB1C61WbZJDbx6+ebS2fi4",
-	"vR2a/kgw7E0pYGyxnCb57GquK1zUc8YRf8kIp6v0mKULO+5+k3YYwvzY6oFA+EUxwKpl2qEwl8vVXKQI",
-	"RRQtzelD1lwhkfbYMxsG/NPl0+43ZH3BNqfD4SJlwmR8LlxPPCISmUVZ6gniygGraV+vRIA1S81mYjYC",
-	"VtRjXHuH29m0uJ0BSVTOCqGArYcqF6CjSgfBaGQhFJhUpZgXPEPcnLzU81hMOLCdqDQd1EeFdTVUAdjK",
-	"j3g79FWMfBUBYq2BYA1VhYLFfiAhM5YCTG4sM9nsHbH8WhjW/goruUhW+A0aqvTB/VO2XqriCoYKmQlF",
-	"MUQHcHox59lUdM96/VbSWpSFM5bM4ORkuVz2OP7c0+XkxN1rTp4/e/zkxZsneE+V8l/LxYaAXKvfO6UL",
-	"nZZvDVr3e/3efaoGm6IN6I0F+DwRaGGCb4JE/ixvDVwP6YfWGnbqWb+/A1zuOFA516bagCmHrQCuEQJ3",
-	"wARsxF4rtmpbg5/fJS2zmM14uQKzUt4I5SrqLJ8YdBvoNe/gPmcUbZ31a/r5N5k0vhvRDB/27297TBjX",
-	"SQz3t2tJ4LES1oSg0AI2n7NOkmBCRekf7AlDvBdEpOWy6Gxd0ZvTE9/k2bikz6WxP8IFX3BRffvpFlIi",
-	"gJRPSetB//Sgha2wJPGmA3ajQtSFO84e7b8jRiHFUaMG3X9fBcUY7zLp+2AgROarCeZ9wkC+GuvapNto",
-	"g3d67AU6VjYExWrcQ/22n5LW3AGB1neXsKB+dHBKyKLf6nx1wM5GBa+uA9dXrzLqjzNxB/Lg51DbCn4/",
-	"dZz6UPSn5HA6CeA/9eiCLRfi0waFnn42Co0wsxqI1P3aYz8KMUfEprQGiGWsLkUDIlaEaulNx6298/cM",
-	"++n18wRsXuxQygdo8SDznnyU+Sd06I+DHH1APLybYCO47T81C9Imxq5z4DAPXyANeqPKIVlKlyFzQWTY",
-	"3gbWi4Qs7hPtcCEoobquv4DvPTvWaPlBU909Sgly8gpUjV5y3Km4pLHtviMAV/82m0tL1bi5zyzw59x4",
-	"XNoKqTR0ajrJmPgABajcnJvpSPMyD7CHjVI3Onrh50ZIf5kfipV/LVZXP/Puh7Pu11ux8t85aquyVFuV",
-	"+nNfOr02xnXEvGLlwjnUcopNqw4dU5ptBzGQ4N92HERTBdqnpPHVWMXpQ+eamIw6ukA39tjLmSR0hJG2",
-	"022jwUac2mB8VtRV2cIDGxGzmqmtWrETOsLigAvdsRuf3n1BO6rquGxQUi+VwBM8wDGkBXVC4i8dEPkf",
-	"voUQqS1HD35UgW54/nbsFYQ7/X3yEa5bE/DbKlnuGYIjppxxlf6Nw46PWHS+AHjYrvuYU/TFiXwgXh9w",
-	"MOys/4AgXX3fXkI8YwMWlGNebterSIzXHgMmxxT/wReCQz/TN2iPEooZhT3ocW3t86dKhDFht2QnTrFK",
-	"A552fUouIEAhUxdDJb+7SS0SmMgeeeUEPZlaDpzaNS7WepTumfrst4kOX7VSMeBR8BMN7H6gIodd/X1r",
-	"8f4B7FmdynFLhj7el/5ctsIGyQD1cxdPc8ZDk0hIvMpt6gh3B5xwQ52gWDpmXIeyriBvzvp9F/emDl1M",
-	"QNPV1jT3jfc2uOZ7YT3LfFmN41pRm513WjrUwH8ZpXVCu4x7hEF6uqJEhQ596EW5kvk2SlsThXtMEEKD",
-	"eteks05cwcz6cWEHP7QKMNRJAAE3o1rvNUQCT/xtoOM50DVWS1WwA4nPodak9VBN0FtzkV6y0r0WwyJN",
-	"SjV4TRhgt+Mjm2qYfglFVYZq4/SAxIEg1QBMfLuqA65DJO9yofDIoyYN5tDqD1JhF+6kmAqCHlYKfRaX",
-	"yTl7wKYduGpR+owZXOL0MX6mxcCe2UBEFQiMNF60naOvQ2KJ7gdtT0hMtFh4SgfJpU0NTr5xGKDbq1yO",
-	"xwIFp19rOu+gMb/zo1hRCv70KzAuzh4+rB2F4XCquMr1jP3007PvYM1nuhSUPR0JDwxvK5TyoXLwOATT",
-	"PatipAHGuTrKwd1zz7i5EvchtE6wmWhL0T6Y+jpKZyA8y8Vsrq1Q2apLjnuzy/PwYb2456sG5+1XxOB8",
-	"NVITOJWr/0HEmINjbWuHoxwUb/t8eoVwehtUyvfEeD7UFvDgCHGBqgQ4yIKoGNNZ1msRt1pi95Aqa3/W",
-	"CVLEOaW6HTadk0ABaHu7P7+/aOp3Hpgjq++OD1hzncJGzwRmf7FMvyqyc3pTl062SRWOndtQJUNVS9z3",
-	"WP0MN74ufNM1Bk9jcGMUM1Nuhook5m6AnnM6WgCzo7VB+IqATM+A3EY8ux6qAvVbSLeX4kbexIJ64Itc",
-	"3QEtTvYC0V+L1b5jk/Y1ZbsSqEj31W3hcIxMCQaUyNli3umxiwqtMl7WXmvvcWXO/LozulrHSvDH91Wn",
-	"ikjjoJrQKSvwJ5PEGt/BwPmIooc2TFCbjRdFgQcB1c+N+6xnvP0GzlF8INSaV3RwgOSkwojfHZ184mHd",
-	"jzNJf1cxuQoqf09Mjhblr5hck5fkDmoh0eu4MsqFfnHvKD6i5LO6Ry9c8EsiVEcm8vgUUYL2j3BYI0TX",
-	"6GApr/g86E5vqLaEGXkRklVN58UkzeWYoah0qJruIsKtYo7wmJqPFSFCuU4hNwdwCqymeinvUJHntR1g",
-	"/ZxuUXzmz9qqQ4e4A4p8uLHB42DgX80F1htjVZOJvcIec+EfWnwMYOYzqbBbVxcEKUfnwvm+kaCiM01y",
-	"TDTHMPH5AVv2V9j6vtG+VWpKuOdiXujVDO4meHvvBTwgL2B0eIp945CdQ+z+s89XXhOgdxsOgTXXsP/R",
-	"MROF4OAAS6yKBuaISR10LxZ7rhP0713E3jIQe6fHATsrUWk0x9ctcaWXuE+lP0twSl4Um2JF6I2gg3z/",
-	"IPHgC3PdJGjcYRrVrCeatb0IAFPdy8rO4YaRk3KfQc2sCx98bhUOPkbyHEYxa1AaB8mNxlSIP0jjj+AG",
-	"/xmTH0TMFUJ0pS9HqyrWGB3ZGvKO5IgeQ+1KLL8ArSux/LKUHkGy3HFczJ3K1FR9ii2hvTpAo6QDmwOe",
-	"r4NZ2RUF+9OHrv58PPsET6LYDNKQrUTBy8qcNXtc9Tp01lYH/XUMgtVU5rSWSI9QVrYXJSbN9xaOm4++",
-	"EcNqzdn77c2df7iynzpW2p4wQ7W9f4UaNpUfHcDI6h2oIFmbQg0Rp2yvsCbYtwpc7kvppDrK3B27bRF2",
-	"XpNqynSZ//5Nuj+KgQYbTE3FnkZ9D2k4TEovLGZAohYj37C1lYCD+I/Qp3ZI/wpE6gDhf7ty0D+WDI4g",
-	"v/aKYLd4f0ngxgLMdXSAnaWYFb1ukvDJR/9xb1EmRo5C91SoT3HHdNXOV6Z0G7cBJuvUF6koX4Rip9IM",
-	"lev+oIoUOkWmdLIwUsNomjVFDL/D4b6u7Kb93jPd8uer/v8N5CwtpSs8iqgxwUDjDS8WVUEeXtJUFBgT",
-	"55a6QMRbw6dleubP3KZTelEs0Sm/kooG/aG9cFGCwAJVJzvVrZRC5VipIy1DGAcvdOjEKqTIgUuTc6Bi",
-	"y7PpTCib+MIXJcdjkVMuwHCVj/R7kbM2p1EOlR8DNyy14r09mdpZkQaoC5wakwhKl3GFTf8ZjiUawT1T",
-	"9U90ekP1jCqEHmNr7WNq7h0wpbsZfINpefzESoHRfG7jlXpyySeJOx/g2bj7QivR/Qe32TSNVtM5RnBt",
-	"iFnc7z+o4T7gDHusXXsIphJgGrnICg5SyK2r0y9+NX+4vHx1D8/pShwEGCEl4GcYvAklIwuF5/G6U5c3",
-	"qja3s/y6vvrbyd/qKmrzTIvRilBUAvHUoHtGUgG5b6ndxPVIDifJtdiC74r/Tpq5NrK5vS2tSPCcjWUh",
-	"QO7+12GLwEk8AxFCybCVDliFNcFvRLVtvhEd0UOmeolZJ3tcT1wShvzGdeN2X+lCZg0n2qaONc49AkXX",
-	"lBm7p7QS99KBaxPjarXkK5AYVBzoI+FAEq4OhMAdjh0mUPFB9QLRPZ810pO0/tWNQQ+6L+chZLCRLkCR",
-	"cov2xPtNKu6FtmymczmWPhkUFDMeySeLwh/35fWzHrM1ubBGqMcv56e/KpnXm9Q3VeV5pBxJuUnFamS4",
-	"XVceFxIOEhPDwoum8nuw7GEE4/E6pguqwrUTTvFprkdEhLy4YiWXHseR5mU1qFrsBUWIlJIrQ8BjPiNe",
-	"wcumUTyOUFoKo9lIRF87KGenrYZqoXwdWSi2QV8PrWB24ct8R/pG1KqgI11LJ0hSVTSoMg/c0d48/KIz",
-	"YDzLxNyC/gf5jiggOOdoylimTS9zVXAat7dHUDQOPQhNaY+LFAs+WVnBDt3lWqxYBB6FQFHUcugSvP52",
-	"79ZiTa+dlnoxAZsD5zHwH9xch8rqcJytvxHoEaF5PbgqqnK/ZG5dEaPEl+K7Twl8R4m/TjJUMI9hy72o",
-	"RWenEbIf0II/Nwq9CIodhd31I0IDyQ9GO7SdYBxlWLYoFZvJrNS+Fq9d22Fa9DXi5RaxiWU2pR4CM1R4",
-	"XluZMKPxpCdYx82dr4oYxtKFkuOR40aBDEXxOXDIYcLyiYMOY9zxFybbce8dYpcsxIaU5q5y0gnopPbs",
-	"v6XxrVjXgjhQbU7NAe6mjjuAribY1+5GKzjMDJ/D2gjgdnraZ//nf5/e7512zgnEZ+mJPPSrsQenZ3i4",
-	"1PpRSykRgKpqd7wRhMWejrbZZeAYaVg2Fdm1r29JPPyo4TMxVJHQGITATujJe9B/VD+5JnFFzfSeBDF8",
-	"AgREGKvjrSg+RBCi685sSN+duo6jCsQqXqpHvfu9B51z4nsPI0YPP+v3m9zXV4vYkN3Z8bCl1tpRUo+9",
-	"dnoZVofe6a12WcOhGqr0wdk3rPHUrJTwU0ilsxkvr7FwRM8dSCRSjdGOMMnJ0OBI+SS/L2kq8TS/Ct3B",
-	"8Vt8XLnRnR0dA3VD7LDWwn6TDfax+fmVwtmXMtkMUaF75L3FyuXlhn3/5BLp7tVPl4FFLBW4/i0dxDxP",
-	"vaMViRH/9rY2UDjOP26w+15a5/pdL6+kx84R7GzOONQPO9b3IpAx78I5tXLK/iG/TQgXcFXzyRJ2Lebo",
-	"a0/kDbX/kFePWGeG3HjEUnMukyFoktwfxO/eFCQKqqgpn4tOj10oJvAwXSz5QYwzOhMOX+P1KUMArwIj",
-	"u96fvqz4Thr3kDZXq86ApTDsAaNVToeKLI4ZvxYRDxJP4gxo9COdS+EhyBiPz20Evvt0B3FeOmphc+ve",
-	"ek1w44/UlQYrIGktPoff8TlxbQ6cjotoEMwN1YGEkwHaIQza+dXTS/bg4ESW+U+vn/+pAG/uuIgvNigG",
-	"kQMiDbbULSN7v+0AEJt66PGmznnTwZwDMJnJQaiHHwkIeIoeY+StgJ3aY08IOpQcFRcrJzhaHzB38aiD",
-	"T/2ExT09u9PFbbIZByzYuITSuhap9Ght4GS46shvfrtBB6sJd7FmsTioxDut4HzY//pO16J+cqhjEGd5",
-	"ooaaUC9W1P3Txki38tXiHexRjXJYQ+X6VknJAk+gSsCgCC+KhFqZQePi21k77XZn/H03PKI7F2X3WqwQ",
-	"hLb+WxefGS7oUNGeM4UyvcA49IRL5bxSGDAhEZTagpM1VAU3tsd8P0Ic2V3zdTxbnruyQF+H7zx+Cvmb",
-	"RQZrN1RV/5jvsfWQ32ZaSnUNhgCtGaP0nEH/3wEXk5uBncVkX4Dn33Fc/StjVnj8y2bQ6ha5xZPoBJrG",
-	"HM/bqXYrjb6DHq+HmRDRwelRE1FbdUZYLYzkwlGhDcE90B+K5E+ytBIW0sgPlKmKLUXwqaJAjakAmmda",
-	"TYYKIyxtIwSrl4R1zmmb/KYHIhvrEgGK4cYmbzAuGnhb+uOJv7iZFp0btMXObi7y+Su8u96C5dbHxwc9",
-	"3WBIK1BBO/go/c6uuqnPEul1HBkOfB583NJk5XsWyW6ozgRJ45xRSm3yKbYp6CIPkbqNE2QGKC99A2xo",
-	"VfLn+qDn2Y6NF1eSm6dJ3Lfkru+4M4Dc10Pln0On2rhAazwUDDG6M4bWHla1hRHsQVG4wHQtyEQeWX0h",
-	"YmRDSv2SY4jONRpgCFrJLpjSqksC++LVM8LO952vjNNBISJnajEbkWTy+4Pn63hwPdb2IPF0HBQD7eiW",
-	"6XyoTpN+v88WqhCmhghv+MpU4bpOk6B5ORfqTThI5/eDp7B21swd45f6FWmqTMJjjzygQkQUWyAV3DlL",
-	"8TFLgTCPAjWtzp6JgU2jc6UcwqknoJOP7tOfEur07jvf/bqieRtZsnj8h6Fzy9aY17jTN84dDWhFlloh",
-	"CP6NOLjHXv7Z2t5f4vT9ciRBScSHu6F6gVW4FmLOC3lTsyWDmgqm5CZdn+CqHt8RE2TLeEercWjjiUHG",
-	"0Cnwhw6CMnGG/iaa2GMY2m0F61FCqjqq7I6ba3YISZx9fu5QLUxKmmj9eL+lQJdv/Ri/P2W76e4b3FL+",
-	"wRppHpNiC9ZUBB5Us8NcS743xhpy/8cy/i1b4bYwfkND3P+3nOsa4w5kXTqM8y/OVX+4tlUE+4o5t5Zk",
-	"j5kz2c7Lu/kWQQS2Bnme8GzKZsIYPiHI3BSBMQZU9YOfXZIulfkgpdya+IXC1jm33F2JgDFgav39zcsX",
-	"vaFKn3Nju/ht99l3KTjbCzzvzp3ShEB3v1RQB85xc5Ap4LFleoZHxyECB4bh8QVDxdlU8NKOwCqo/FhC",
-	"/ZCGybxohLJ465KlX6zxozmtHS/D/lTtTkmDdcu4JV2abl3UbDgQTYGjPwaYxN0Hiy4YmL7RWX4EbAQU",
-	"/Qa9+O4bLMR2cEcVwxF7vfu0dhpO/cDLn9/B9lI4gMiuOoNpcHJyevZ1r9/r904H3/S/6aNSdI/fEhRK",
-	"vFNbwW/nDrDNqYZzd1AbIbVi6a5jrbUGVdPaLFN4un7QJSboR6u4M8ufn+0ialgZmPGyXK2jnvY2u2mb",
-	"3vnWnxtOAd6RyPjC+OPmqtPsMQOYMETp0CUIy43jOLHTDCO68ZtDz9jmq91xmTfYTwBkkGzfdvc82vXN",
-	"R/0jUs6RjAZDK3hhVO3g3qNygi0F52wi7FSU0VuCMN98kXN7je9gwHMvMefBowMrXXcHhkM60YPxpIfN",
-	"h/qDrBw5uSOcovvcGUyf3n36fwEAAP//",
+	"7H37chs31ueroPh9VSZnmxQly05M1VatxrETz3hsj61spr7Qqwa7QRKfmgDTAEXTLlXt0+y+xz7KPsnW",
+	"OQdAo8nmRbKtXDbJHxbJvuBycO7ndz61Mj2bayWUNa3Bp9acl3wmrCjx09NFaXQJf+XCZKWcW6lVa9C6",
+	"mAqWKvHBXmZ4Rcr0mNmpYPNSXEu9MGzOJ6LXSloSLv9lIcpVK2kpPhOtQYvuaSUtk03FjMPjZ/zDS6Em",
+	"dtoaPDo+SVp2NYcrjS2lmrRubpLWSzmTdnMkb/hEMCM/ioQdM6vZcb/fZ+1cjPmisPCps20UBT5wbRBy",
+	"tpi1BvCQpDWTyn0M45HKiokocUCv8DFNK1MIbgSD14R3z7mdVq/Gf5JWKX5ZyFLkrYEtFyIeyb+XYtwa",
+	"tP7tqNqcI/rVHOF7YQBvhdGLMsNBNLyk9D9/9oveCWOkVm/h0qb5Gvr9gWHzxaiQGU6dtVMjzOX//Z//",
+	"K+1sWQZ3384Bzrm1ooR7/wc87ud+9wnvjt9/On588++tTTq5gWeZuVZGIAH/ledvxS8LYZB0Mq2sUPgn",
+	"n88LmXGYxdG81KNCzP7LfxqY0qcDl+cN3UUvrS9KKtU1L2R+WdK70wEeDveJ5VoYprRlY10Ueom/wdBK",
+	"nlnWTpdcWqkmlwtlFvO5Lq3IUzbWJeMMfmLcXIkcDhxnRpTXomRLaad6Yd0FUk1YIZXo9Fo3Seu5Lkcy",
+	"z4W61wUY+7e6qV+JFSt4dmVoIXQhmC7xb6QVaZheWCNzwaQ1wEXG8oMwCcNZj0q9NKJkRiiYo19GO+WW",
+	"LfWiyFk25Qr4gJ4JO4X5a8VGYsqLMa6T0nYK90srcE1ewgF9qe+ZKJAtXBY60APxCfFhDqSfsCU3rBT4",
+	"ZZ6wUlxr3OeSmcVclEbk8LVbNXqWzGHlgJKQhBZlCSukFc3ylbbP9ULl9zpJpe3lGN6a4hj8pfc4hHPF",
+	"RFnqEt//lluBkkPc7zKU3IrLgl4cHQGk4JkuAy+A88AVEj3cwjgwBHPGSmHLFeNjK0qWvoUP3XP4kDIj",
+	"Mq1yAyx1KnjuBHV0CXzczk83BFnE4O/9RDgBEJ8J95U/FUDvcC6yQhuR45b+qPjCTnUpP97zni7wxUJZ",
+	"eAVuq9Ls/M0L2FniVIot1JXSSwWfwgFWYm2zfvrpp+559KiDdqwScbQG11wWfFSI+14C/163Xzm3fARs",
+	"LOMKGRG/EmxZSosibsnauTRXbLwoioS9OHpNRzNhhc6uRN5huhyqIA65MktR9thbwXPDroSYs6Uur6Sa",
+	"nDE8DhMu1c5DMVRf7ljc+N/xSecZ3npeFJE+wfNcwtLw4k2p56K0ErSOMS+MSFrz6KtPrakuctGgSf80",
+	"1Qx+Q8E4S1DOTxczrswZkBeqBboAepLqWho5KgRcM+MWhB5oDKJEZiA+8NkcyKFlS67MWJTdJ/9tqo3t",
+	"8lYS69cnjx6jbus/H29oUUkLtucyFwVfXc7M5qBxQYGwndpvnEAy7tga1ob91MrLs06CLM7LevhxUnJl",
+	"Re42dYxyTRpWaDWB6dAcaUsen7Yibby/qY0nrZmwHEhxH3H/w18H9+i8QYF/di3KFY0Ohio+ZMXCyGvB",
+	"2kjuZFigRisUDOfnVrik9b5hKWHOpllvxp/AaOFEXAmwf9hqpZU4I3vm8WmCH5ldykz0WLAvDOOlcEdG",
+	"5EwqWj9d5qJEfdsK2rr9Kj6Sxwu6/vEpLrX7VNEGL0sOxtNCyV8Wwv0MpwiOiWPjMm8gFZoaE7ispPEs",
+	"VC7cdnt23wYGD4qbtJ5m6ETAkuBq35KCrS0aSfe7RYnMESg3HpNUbGYS1KRxKYXTrR8YNgJ1xvTYT9JO",
+	"WVpNNk1AnuesPxgqW21LwQ3o6EjJ8G8k1Yg/hZN6/AjtzA1S3yRvUOsbp/ODXtKLrCbjAO2EogiqtWEc",
+	"DmImKqO4n7Bc4xmEOzoJW8zhdjsVQ1WfdI/9Q3C1nMpC1AwYYliqYgAzmtmtDu1NbPb97M5J4hll2MHq",
+	"TOnRf4rMwnI4ovpanFjaO/Jh1v4oSt1dytxOEzaSuSxFRsPyTzCdOrMGASfK7sO7s+pmv4g/d8HE4gbt",
+	"xRmfT0H/xH2Ths24WjFTaGsGjg5SfGLKaJ0C/SRM8Gw6VHBCkJmDmhPMEK5yNhYqk0iKV0IRuxzL0lg2",
+	"LoXAdwBDdXz/LJiq0gwVXZfpmb8F6TB3YkEwJT5Ej+k4NgjjhEeCrZgzIlOuVlqJoQoyFWc/CDYg0Gzb",
+	"sdjEWdVhVc5Ii1v5H6aiyNm84FINFckxeF162n9CL7+cSTPjNpumRP+3cCAdKGNJJkZ2YpNojc3o34Zo",
+	"PUQiNEgBqYwVHH0bMOqUWEDK2hMQwMhuiB5wLzuRFT1UfnmQPiOeC5a0EkskzMi+wC/pqHvRE/08VEEI",
+	"SRv29kvIH3Q9sNxLob1ip+bL7MP5fPi4D/91SCANVaNEYrwma3mYN0gn8+uJJ6nQNRUONg3yANEU1mWo",
+	"cGGqex765Tjf7Q5zuhKe3/5QNXrZQBdTK7xtwLi5Co9K3RRT5HQ4Fa3YSi9KZmQuPl/8HSL2npYCDM+/",
+	"ixV6RmtS7Yq+3FQynYEKLFsU4x57N0X7VBUrNhXA8qrFRZPL0G/A4afcTHutBuIuRabLfB9DgHGuTxOG",
+	"Ge5vmuOza2fI1mfyWgkmFBiB6PecSmN1ueqxlNsU2N5yKhTojlM+nwsF4gUZiPMipMQjZ3omlN10vcEc",
+	"66vJM9sU9ngOUiGfgRGKYt2wdurM/DRh6ZVYXWa0R/5j9Kv3xwPPF3BJB2kpnXKV62tRemdxzWGEPs5c",
+	"5siouGHDVsFHomBt3NK8M2w1bhC3+zbnQs6EsXw2h8sd77y85W1+5Ptu+sFd5/W1myRSwjbGfhd5ow6I",
+	"xZwxMZvblRPtaSmA5ODQCyA5tpxqb8YCQXlHDio2jlnxRS4tXW6ADq/Eymw5H1VkZpOCqlf7sABdTZtd",
+	"ivHCiBx/QT9K4xuM+GXz4S8UUJ/xQpDMGxwunfIlqCrM2FLw2QPDUpmnjfrAJoP3kZrG+cCjQergyaQF",
+	"RMVpTfTU/Hv1WFHjFFGN3LeCdLCN5WChoN45L4URoP4cODX65lOw5p0tniObUmLp/iK3fMufFfoSzzb+",
+	"RcNpJa2IB7hP8WV1DtCqjlB1+BucCGs8FPbeXZP4UCItVmQ9cbudvb6UZDTVeR7RNQYTD3EdEKO+WXMQ",
+	"wFmswsJN7sv6XNxL63c1Dfx70GmRNRfF63Fr8PPu0aGa1bpJPtXe5s2Vhje8TxqYB2kMpBV4Jw2oVqTE",
+	"EcdI/UNRDvFiyVfGE2GPtV8o9r2zrSdCiRIIg8G7gWhXhh6VND5Lz8l0TAIDynROTMEKBaOSttdBzeND",
+	"d6K7bkZ+6rRkZnOjSbFtlrHk95qLEs9lwpxSil4lCjySHchqZmA07g1D8GBfFO3wBkGtEYwbfBOJ/BCJ",
+	"ozWTox4zhBnRQSGeRZMuhAUNYqI31YFtLoMXoCThb40czEulBvnAnUu+4SfHB24rjKsbR6tm5wZu3+BQ",
+	"FcLqZoHqFs5qt2xwcBMmx7B2oBcbr+PfhqnDg+lxFNy2GreD9mIvE2/wJDWxxNrS7iKgu/mVqk1dE1il",
+	"EMyiAyP4lNYcmsf9k9OvsQWkFlf6rqwCzLd2qd40LZjgBVy9zmGM5XZBQiU4uvRVa69go9uatqbR5nFy",
+	"9rYnxd822mIxBb3bXcikjXXHyq9FpsCVWDWSOvk+qgUAXWA2LieTj/l49tEufzkprpruw9PZyBt8WkRN",
+	"Rm9SzZo8dvrH7fkJ3UartMmnNIUedz3vLVyzvskS1B6ao3tKNLEk3tMtdNCsvYAufrDugpbpHkGDD9wy",
+	"hLsxiLCxm6x54cIdFEqu+ASKUzI7yGbe5Bz9va6omGzqr37FZyIk2wSbc8ZXYN8yrVib+AaMIlgpLqpQ",
+	"yCvR8ecCTKoRJjfA2MnwCPlvdwtEPTxpIOW7El2N3po2lZSmBsUBOSya3jIIe2YEOgZZGy2E4FgC9uv9",
+	"RUEj6jR5F2hkl/djposPVqgcj/JlCV+Xzc66N6S0ktBwHiF3vUGr0WZTNEy9F3+A6qG2oKJO9ZJiCTNZ",
+	"FNLF4zEutmI8z0mmwxLiJFZsJFZa5WwJfDZa2SV3ATSrizxhI5HxBRCgH8hQgfVqTbA0ufHGppUF4xa/",
+	"tt6uhluYlUDlxYK20NqCtTONkS5u5bUYKnehCyu4kcApmPJrwUaikOLaWeTObwTLyQQvC4kubB67blku",
+	"833+wMaAQIMteKBjpe5R2RVc2pQ23iTaktmZlcJ6xwR6zIkXkBp+5nyFNP3IWiICr0e6iqvLh7+czJ73",
+	"83+eLn78Vv/rePRI/a38Ztk6PKr1nOI1hbY+/9FFbga4t3hXr3VQtOUA18DneKKqeY/gQKhJV8nJ1Bar",
+	"Zn8ROhpue7CJ3i7FXGfTZuZuXHwFz4FL0XZUOi91JoyhvfVpBLCMLpnSAP8nTk63t5cYbnijjZ2U4t0/",
+	"XzpLsBSYccSmjkfqpUJnvNdS4fmeYbo8zSullyYaTDiCIYwnLR3rcObWYhMtMb/819XJ9ZN/zv7a58+a",
+	"XWRbfFZA2HGiclgXipDU1OXKkYUKNjA4x/RrISafgkkRuTrdG2EuH46f8H52MvomPxan/PHjxvEW+vYU",
+	"L1UuPiRsXOoZ6/cYGKTOP4lTw0HCvSl8/Df4M20+H8Ewq8I/3zyhSJP77zBvWgh73TqM1GzFVXERZ865",
+	"NyQ1KVo7QjVBuX7ytwr/ZrWy8pUcpMbgk95ZbsUBnrG1vCNUpJx3Qqi8t9dccmPb7zuLRtWg4cBCP0Ae",
+	"YcWZ845jqJ08QEjW3CV9iBL5P+5FQuELUi24TcPHdKjaVR5zlMjpTIpOj6UhjfAyDuCEQHbGFRuJeiB7",
+	"qNqU+sdddugqIamOI9TZFcNN7hCn+DIaVzzM2+lcKm+OhobljDSJZH3V4+yyna7npoQzvyH3EgESRR6Z",
+	"hyOtC8HVngDPbtneJNFZCi9KYfEUmwkwjJxkckkl8HPCUqRLJCd08cnJVBjr6BRzXFJWSAM8EgQX3oyx",
+	"FqPZmJe/DcXhiykHMN+9qxziJxblYOO6sDaMLXcyRLpyns9nh0Hk3EquHJiO4BKA65N/65PuQ+7Rhqty",
+	"nzgCgt8llerkUo2liS//IyKTZj8CpSmv1zes2N/evX7F6EGoFlg208ayU/Z3+deEid6k59WRHHNJeJ6X",
+	"wtTzhPGdZWvQOu734P9vBk/6/X6ryc/36gClNirU+vm8+x+8+7HfffK++rN3Oei+/9RPjp88aarcqpWK",
+	"rO3a86fsyemjb5jLZ2e5sFwWpscwFkgWDDKIhKW0M/BXxdJS1g7ixRfJ1LOGXCi+LpXa+2VSx+UZYADy",
+	"0rEfrvKhIl50qbS9lMYsKAUgxCajS1nqhnQ5FioTaaP4uqsYylyKsxcma3VpoDv4ep2WtwUdiVfVSq2k",
+	"Fc3PE300NfLggcWPJHwZzs3a92MuC/zWan0542p16U8HnZO1dJz6hTab0pVzvio0hyXUlwUvJ3AsZ8JO",
+	"dY5DwgoaJyRxkpdg/+uFxeTl8PDLmcglv3RRVCoZqD0yVLDhfVW5RYIsolS8oB/ikhB4aVT4E08gKGvh",
+	"G2c8wHe/LLTll+JDJkSOt8FE3D7ENTItJzxD3mGjAlCjpy0B9HWCZZv0emD8nA5jo+TCWo8mGSRFkXcL",
+	"cS0Kf5bpGK2XTdYEzV5H92fqMA2rFLEWqiP0ng34ZEAF4QX5QwdRwjVZ1CVlQdxuCtsCjeujGdR42Y4Q",
+	"pFTGckcGTY7hmB19dVLxB1LmjcNpiBqd9p80agPSFmsC6WXIO2kMO/okj3A9H+mFHYwKrvbHpRyToLeG",
+	"cTru2iTY32I+iHM+rLHyWzLwQsJRJkn96YCzfsA27EyA906XQBve2ENhiDlRpFCj5y9kAZCPZnsY7IBh",
+	"Fd4FfwidHkRtO4LsVX7WJhmGn7zUxJFdCTFHlU98cOy/ifcujCgv+cTlMO4mKxnnBLU2p7m+u5jUE8a3",
+	"k+6anRm7M3N8GhPKpEMdHhWl74unRQ/f77EIj30rQFzfMtC2/1DszngPlBgHyPv95G6UuftdFZXuzweI",
+	"yXZ9aPti9/WtOJjmmjcHF+iOQdAo3hDP+OTb281hRyoXjFCJ5T2P725W/7YygXOGPmZbnDE9kxb4MCVn",
+	"By/zAwxl3SU/Zs/SEW28UGPdkHFBhcaXXp5urMGXkEMXtfSs4DDDZFiY9bo86m2Na+1KCd54NGuDIEM9",
+	"ovsKXZ+iMCIOB1j3coxSkurDrO7EY0HR6OJhGS8KtL5Npudib6LwpiCSHw9dysU8v0smzLUofYjktkQU",
+	"8RAvnfzTasNx00jqpLOL8u4qu+ju24iuiNL3Sy//+EOEF137E1DV52uA+47cYccoEO9dT84Lr+X9Gufk",
+	"FkdhR4ZhvUBR2lvnikfnZfPp7keKuBJHmfFc3IVDVyfJS+U7nSQkwLL5POEAy9ufFiLqWqbOcX/P4fHv",
+	"ahyrS+lZx09Bh0zK4F9zxlJ6RMp4YUJ6gXGlffgv+VcSDz0RzqvLVwAtEr71OugZSzF7L8U8j1xTPAGx",
+	"g+rBF05+Xno/bATc1aj6v9sWbz4PoWWqXcIzmcQFJx43wdtTmylDhH9y10zHewoG7Qj5bEk5f45RQcqh",
+	"ygnkZVClElUwAGEFKdDjQiIUU6TwWLx0XyYgc+ekjC1kAAy0ho8mFZtzOzVJAHRQuYve3zWFYEfZbXM6",
+	"D1W/unf7cxVKc8O6Nyf6wGM0ltu5hY+Tfczlf88fXvXn/7H6dvnPE/Wvb0Zvj2cXj7K/PWntLJe9La+s",
+	"QOTWSyhr9L89Q6CJK7mz/OK7uxkR9X34QpXD4awMGEfrwBcRn/ncy8pCCFVWd5E+0eh3rM1XhMGJisQ8",
+	"W9+aOn/Iin5Jw6yOd+i3YGcFN+gE+LS7bMYhdcEV/9mUPVRUjzmsb58/ZQ8fPnwCx/jHi6euSPADz2yx",
+	"YnZaCsHGJfd4FbmcSLuGLHTSP3ncPT7unjy56H87OH00OH7YOz7p/0c8L9D8u1ZSCUZtJ+plSktZCris",
+	"d0HXht+6cuZ9PggXOWhNpJ0uRr1Mz44iV1ztb/80Qq0yIluU0q7ewcYS4Y0EL0V5vrDTxkVyVdIDlp47",
+	"cDHc1wH7K97HiqsrhLLsecBQDILib9U8p9bOaQDSWc8Ntf+G6WtRsh8uLt4cYRgXt6GmmroQArJc0EvY",
+	"pNTLBK8ReaTaRPWiQ0U1kKT+kIeWu5zxCuoGr+VFb6iGCokGwxSNdBGl8YKanEkSA57g6U5HtLWc395Q",
+	"EYQSRn+wJk6xEMJNt+GTpSzX2QLrs/H9nBnLR4VgaaZzjIr65/pSrtHCsvRoiiUoH11k4ggUttXHlLVR",
+	"Cw+P5HApiCo+l70VnxUpkyorFrnIOyzjZSlRBIZieW6GagslDBf9/sPsSqzwD5H22DneMkWAFUS2bHv1",
+	"NakUV116jZNizaB2jsRQuVAhs9pFjzAPEkgBl8HoKEP/zGWvYArWWj0vRqQWGSwcAg1O9XKoyEdPKdb4",
+	"RhhXj73SeM0uxLoYLOGYrSPfnTE+VPAIn+6O6dZyMrXxfQ9ZhQKK+7dWhufzTLkixZu1MX8cQ7m4u98/",
+	"u0jYD8/Ov8MZv35z8eL1q3cdN31uK2TQoTLCcdpm1E/WTt+JrPtc2GzafSetGLCs1MZ04UfaHMNngj56",
+	"LL/0dSknUqVD96CQ5+1m8cCwqTa2Q2VVVLWNm7Y+d/YUozhRZFBpO1Ru8IYwO5SQ+BYKRdMBpisZH4+x",
+	"vBgX8Q13ublUlwkjjFNpHYnQOLrdTJemS1elrI2ITaNVQDHDN2BtqviQibn1VdpUAwJ2OUuPro9Tyi+t",
+	"gFjx6U9fv33H2kCbBey8CUnEZyx9Tuyse4FRw2So0mcXfALnoQbbh2f2pSZ2kIIRBFZOh1BMgCKqI5kw",
+	"IxXWyAtZskzrK0nsa6jkROlS5D1G/MHh/OCc2URYw5SmwTpgwDVaHOl8xWYLAztTymus6y3EFoGer5hL",
+	"J4gBSJjpOFhCXEz3ngEeJEJw8BCHslomIJNv2VqSQuqDa4JlC8v0eMxGYqxL9KoMVfqUbP8uqTspYpmw",
+	"jbA5TRClS22WbRIDb16/u3A6Pm5vh6Y/EgzrZAoYW8yniT+7/O8KIPyMccS+MsLJKj1m6cKOu9+mHUKx",
+	"s9UDgfCLYoAZ1LRDYS4Xq7lIEQYqWprjR6w5WyPtsRc2DPjHi+fdb0n7gm1Oh8NFyoTJ+Fw4PAJEgzKL",
+	"stQTBFiFo6Z97hSBBS01m4nZCI6iHuPaOwDrpsXtDIijclYIBcd6qHIBMqp0WMRGFkKBSlWKecEzxCzK",
+	"Sz2P2YQDOorS5EF8VDhjQxVAxfyIt8OOxahjERjZGgDZUFUIZOwHYjJjKUDlxpSXzToWy6+EYe3HmFXW",
+	"qcENDlV6+vCYrafNuOSlQmZCkQ/RIX2fz3k2Fd2TXr+VtBZl4ZQlMzg6Wi6XPY4/93Q5OXL3mqOXL54+",
+	"e/XuGd5ThfzXYrHBIdfq947pQiflW4PWw16/95Ay06aoA3plAf6eCNQwwTZBIn+RtwaunvVjaw1E/KTf",
+	"34Gyejt0VVcy2wCuimUJrigDd8AEkOBeK9ZqW4Of3ycts5jNeLkCtVJeC+Wy+yyfGDQb6DXv4T6nFG2d",
+	"9Vv6+VeZNL4bYX0f9R9ue0wY11GMe7trSeCxEtbEoXZ6kFqnnSRBhYrCP1ifhlg7CM3OJeFONq7o9fGR",
+	"c5agmeJwk+tTI/iFqBgS+SMqeSkLCHRSkZQouTJkew0oC9cDuuUikzkwUANKl5FqUoiQhkQchy4hiCA3",
+	"rwm9HM7sjOfCZWtMhUJwSPgak83bmKs4R8RKtYqz6A+AeeBrDnVUElArAZab6YWyWDazASEBbM+ZIkEJ",
+	"jMAkSRH2eJsBeAtFqxdnocwdN1HSvdFSB5j8sS4T5LEwzhixEvPIsdhoqNogAlB7DrDcGVdMofGVC57D",
+	"wnTOmIwRDBuW00NtEsseKl8hSGmOpJSuwgBAF5g6uDtpe+wZLHioPMJcdw56eS4V9zilCSwBOT+jQrwc",
+	"lLrNXUJFNuxggFqNAeOwUgtWDLSWIl9HiSR55fVLG9TbTfxDdk7HCNQksAyUELkZqnhLCOacgjwoJ+ps",
+	"qEJYrnI3/6rz1QFcKMpp9g6mRhRkh8X7c4tnSJ7d42+wkIg+nJ6gd8U5frBs6ebQXhmb8NA3dU+Og8r9",
+	"aizWgb00sNjviVyTuCyb/V2IOZ3wmFzo8AKn4Cvgh5Vr3hEaabMu2esmaZ3SDHYz7agHB95yfBCfrzDe",
+	"8aYDhEPV6QLvePIrNHdwyZmhDDnokr6UsI0AsqHRRcVw8ayiYmwCkO9QVYiJnTNfBEMGHqGF+3R3V3sV",
+	"Zbw7y46QKh6QxBuquvmFZI8A1BVOCI46YlBe3PYcLmx15Acgj2qTqzOPfWDs+zJcnT/JVXavDY5eSB6T",
+	"eJisXeoFVmcv5p1ea2/ng9OT+yWT9cz3FJE6nfxaF4HkiCgKvMCE3h8k+9DB5f1Vvlg9IVm0KIozlq7l",
+	"nqeIblvvTPFFu0jcXoOD5UEbev991aLGep7Hkq3lYtdg1GMVzmNHeRXOY4Y0asUvpbF/hwu+ItP2aCZb",
+	"rAHCF7xHnkmHYfcdcUeVz99ActkEH0/kgTTBQ5swYHLGOtSdNrpROz32CtUzG+KaNQOI4FtukqCc13eX",
+	"oFT/7tBI76hrOEAXXwzFCG7BxIA2g59DqRQoFwRg4rMJDtYuIsiZg9SK4y9GoRHkbAORul+dOpFeiVVa",
+	"w5M1VpeiAVA2Yjne+7cViumBYT++fZl4DVfmA3Ra4eE9+iTzG2Rit2uf8htWW+7/CNImxtGPcMI8GpY0",
+	"GFBQDgje95pweQCwvQ1HL2KyuE+0w4WgnLh1FwSce38ca7R82lTGiVzCiUf0bnjOca/sksa2+47QhOvX",
+	"2VxaqsbNfWHhfM6N77FTAf0H4A/HGRMfYwItM+dmOtK8zANqeCPXjdpI/tzYnlDmh/b9uxKry5959+NJ",
+	"95utff/eO2qrEo22CvWXvhJvbYzrYJjFKq7nIgwUBy4vzbamksT4t7W2bCoiuEkaX436rc9+0HTIyMkA",
+	"srHHXs9cs4+RttNto8G67tpgfGKbK5SCBzYCzjZTW7ViR9SO84ALXQvRm/dfUY+qADwahNRrJbAbKajW",
+	"tKC/ddP1/tkErF1EbTkGYUYVhts2DZo+H32C69YY/LZk5AeGunmQb6HK4Isjx09Y1CvRe6joHCLGLrF8",
+	"IF4fMzLspH/qXYZUq5jQmQneUH94uV1PBDZeegyYHJOfEV845YbN9DXqowQCTJErelxb+xQ4JcKYEHyj",
+	"E2fJSTNU61NyDkKKejsPaJNLjLg3YdPt4VeO0ZOq5Xq7OByMWsn7A9MAz9vAOnzicXUAb4Vm1nDcDxTk",
+	"sKu/bSneP+B4Vh1G73igfwVj2pHQBskA9XMXEnXKQxNLSLzIbQIYcs1auSFgEcz+Nw7wRlcIiif9vvMx",
+	"k68LcwjpamuaYYh6G6fme2H9kfm6EschmzQb77R0KIH/VErrhHYRQ84A93R1JRRvCeXElzLfRmlrrHCP",
+	"CkLgou+bZFYtjHeXhya7o39VVUwdTMQTfxvouDn+5tLgatx6qCZorblgPWnpXophnQ1lizQFz9hG7KyQ",
+	"2ANLlsYO1UbzrST2vPqolI99Ra5IVi4Utm/eEdQ5SISdu663VQcnWCm0WVwyzskpm3bgqkXpk57gEieP",
+	"8W9aDHR2ByKqMAWl8aztjCJ1yJbofpD2BOxJi4UdR4kvbUpwso3DAN1e5XI8Fsg4/VpTu7DGFJ2/ixUF",
+	"aI8fg3Jx8uhRrZOcgz3lKtcz9uOPL76DNZ/pUlAC3Ej4vkq2avIzVA5tkbrczKowd+iCUnVCc/c8MG6u",
+	"dPoQqTHoTLSlqB9MfSmMUxBe5GI211aobNUlw73Z5Hn0qJ6f/bjBePsS8b4GrNPPieT9mmG8HVE872q7",
+	"TdBuzeNWy807pFDOtwpEijijbEUHdew4UOhTs92e35/3fvNnPHFbPNHomcAEPqy0rOoknNzUpeNtjZFF",
+	"J0rWgn89Vu9Hz9eZb7p2wNO4VwaymSk3Q0Ucczfe4xl15sIEt9ogfFJnpmdAbiOeXQ1VgfItZEyW4lpe",
+	"x4x6ELJfqL+h471A9Fdi9eWjjnVdOHRhjOOM7LwCP4+X9fcRgAwpNKFTJCF/fk7w8Q8baayOXbCKDnaQ",
+	"HFUtlnZ7J5/5rki3U0l/Uz65qtPUHp8cLcqfPrkmK8n1OSTW605lFAv96tZR3OHvi5pHr5zzSyLyWyby",
+	"qJer64wVwfpHDQKivqxe8HkMx95QbXEz8iIEq5raLSbNFTWhLmiomu4iwq18jvCYmo0VAYy6Ym83BzAK",
+	"rKaUd29QkeW1vV/PGd2i+My3qq2jv7n+nt7d2GBxYNLlXGDJGCamm9gq7DHn/qHFRwdmPpMKAVd0QQjF",
+	"1FbZl/4GEZ1p4mOi2YeJzw+tCj5D1/dYSa1SU8A9F/NCr2ZwN3VL8lbAKVkBo8ND7Bs9Kg/R+0++XIZ0",
+	"6OSwySzPzRXsf9S1rBAcDGCJhW1wOGJSB9kbUnFjgv7NZ+zdzRF7b6qTB+VMB0xpVMfXNXGll7hPpW/F",
+	"PSUrik2xqOdalL3fkT/43Fw1MRrXm62a9USztmcBoKp7Xtk5XDFyXO4LiJl15oPPrdzBt+E8h1HMGhra",
+	"QXyjMRTi+7L9HszgP2Lwwyc4+4YjlbwcrSpfo3e8RCGLUzJEb0PtSiy/Aq0rsfy6lB6h6t2zX8w1NW0q",
+	"IMJqiF49+xm577JqD+GQ8nZ5wf7wrqs/3pl9ho3NNp00pCuR87JSZ80eU72OfrrVQH8b45g2pTmtBdIj",
+	"oLztSYlJ872FO823vhHdas3R++34HL+7tJ863O0eN0O1vX+6GjaFH/UvZ3UQEeCsTa6G6KRsz7Am5N4K",
+	"H/hryaQ6UPA9m20R/HGTaMp0mf/2Vbrfi4IGG0y4MJ5GPQxI6E2qFxYjIFGVuK+530rAgf1HAKI7uH+F",
+	"A3oA879bOujviwdHqK17WbBbvD85cGMC5jrA085UzIpeN0n46JP/c29SJnqOQgF8yE9xXV9dG1U6XBRu",
+	"4zYgnR77JBXlk1DsVJqhctUflJFCTQlLxwsjMYyqWZPH8Dsc7ttKb9pvPdMtf7zs/1+Bz9JSusSjiBoT",
+	"dDRe82JRJeThJU1JgTFxbskLRMhcfFqmZ8JUgWfHlhgwRupoT3C6VlCsN0FsqAqMiPJWSqFyzNTByn/G",
+	"A9OhBqhIkQMXJudAxZZn05lQNvGJL0qOxyKnWIDhKh/pDyJnbU6jHCo/Bm5YasUHezS1syINaGU4NSpy",
+	"ZxlXiNuU4ViiETwwVf1EpzdULyhD6CmiozwlfJYBU7qbwTcYlse/WCnQm89tvFLPLvjEF/a+GHdfaSW6",
+	"/8Da3Gg1nWEE1wafxcP+aQ26C2fYY+3aQzCUANPIRVbw0kFQsCBf/Gr+cHHx5gFCDyQOxZXArvBvGLwJ",
+	"KSMLRfgPnYZT/72w24/8urz6y9Ff6iJqs0XaaEVAeIF4auiLI8RU2Ja7ieuRHE6Sa74FD2z0nTRzbWRz",
+	"eVtakeAZG8tCAN/9r8MW4cv5A0Qgc8NWOmAVXBi/FtW2eSwhBICb6iVGneztauKSMOR3DlCl+0YXMls1",
+	"DNsdjTMPItY1ZcYeKK3Eg3TgysS4Wi35CjgGJQd6TziQhMsDIXyu2w4TqPigfIHoni/q6Ula/+rGuFXd",
+	"1/PgMtgIFyBLuUN54sMmEfdKWzbTuRxLHwwKghk7PMui8N1jvXzWY7bGF9YI9fbLefNnJvM6ztCmqDyL",
+	"hCMJN6lYjQy3y8rbuYQDx0S38KIp/R40exjBeLwOy4eicK1hPj7N1YiIEBdXrOTS48DQvKwGUduEX+Qj",
+	"4lWHgDTyxxHQXmE0G4noawd74KTVUC2UzyMLyTZo6xF6yblP8x3pa1HLgo5kLTUkp6xoEGUee6292b+s",
+	"M2A8y8QcYVKAvyOsEs45mjKmadPLXBacxu3tEZqgA4BEVbpCNaoYn6y0YAfQdyVWLML/RKxPKjl0AV5/",
+	"uzdrMafXTku9mIDOgfMY+D/cXIfKagSnw2VzNwbgHY+Pj6LcL5lbV4SZ86n47q8EvqPAXycZKpjHsOVe",
+	"1KJWvATOjOBTrg0pWhHkOwq760cUowC5nDJvMDwwLMO0RanYTGal9rl47doO06KvES+32F5CZlOqITBD",
+	"he1/y4QZjY1DYR03d75KYhhL50qOR44bBTwU2efAgb8KyycO/ZVxd74w2I5776C2ZCE2uDR3mZOOQSe1",
+	"Z/8ljW/FvBZEemlzKg5wN3VcP+MaY1+7G7XgMDN8DmsjBu/xcZ/9n/99/LB33DkjuJmlJ/JQr8ZOj0+w",
+	"V+l6586UCEBVuTteCcJkT0fb7CKcGGlYNhXZlc9vCWBgBhGnaqBn3rETavJO+0/qzQcTl9RM70kQhjFA",
+	"QISxurMV+YcIBX7dmA3hu2NXcVThkMZL9aT3sHfaOaNz75Fg6eEn/X6T+fpmESuyOysetuRaO0rqsbdO",
+	"LsPq0Du91i5rUKJDlZ6efMsam7CmBIFHIp3NeHmFiSN67nC+kWqMdoRJRoYGQ8oH+X1KU4lwURW6gztv",
+	"YSWlZUZ3dlQM1BWxw0oL+0062Kfm51cCZ1/IZNNFheaRtxYrk5cb9v2zC6S7Nz9ehCNiKcH1L+kgPvNU",
+	"O1qRGJ3f3tYCCnfybzfYfS+tn/pdL6+4x84R7CzOONQOu63tRTix3oRzYuWY/UP+NfEoerFNlrArMUdb",
+	"eyKvqfyHrHqEqzVkxiMcrjOZDEGToEkL4si9KXAUFFFTPhedHjtXTMzmdkUQughTSy2G8TVenjLEYC3Q",
+	"s+vt6Yvq3EnjHtLmatUZsBSGPWC0yulQkcYx41ciOoN0JnEGNPqRzqXwKLKMx23A4dzd3IOfl7plbW7d",
+	"T14SXGNxJpEf8DVaiy9hd3xJXJsDp+M8GgRzQ3kgoblTO7hBO589vWQPDk6kmf/49uUfCvDmnpP4YoVi",
+	"EBkg0mBJ3TLS99sOw7qphh5v6pw19XkfgMpMBkLd/Ui9HKZoMUbWCuipPfaM0N/JUHG+cuoo4B3mzh91",
+	"cBN5WNzjk3td3CadccCCjktA+2ueSg+4C0aGy4789tcbdNCacBdrGotDu77XDM5H/W/udS3qjejdAXGa",
+	"J0qoCdViRdU/bfR0K58t3sEa1SiGNVSubpWELJwJFAnoFOFFkVApM0hcfDtrp93ujH/ohkd056LsXokV",
+	"9hGo/9bFZ4YLOpS051QhB2+JYStnlcKACYmg1BaMrKEquLE95usRYs/umq3jj+WZSwv0efjO4ieXv1lk",
+	"sHZDVdWP+Rpb37XFTEuprkARoDVjFJ4zaP+73hNkZmBlMekXYPl33Kn+TJ8VdvDbdFrdIbZ4FDURbIzx",
+	"/DTVbqXRdtDjdTcTIjo4OWoiaqvavNbcSM4dFcoQ3AN9X0uPdGwlLKSRHylSFWuKYFNFjhpT9diYaTUZ",
+	"KvSwtI0QrJ4S1jmjbfKbHohsrEvsMQE3NlmDcdLAT2657kFNi1o/btGzm5N8/nTvrpdgufXx/kFPN+jS",
+	"ClTQDjZKv7Mrb+qLeHrdiXTwa2Y7Ar2vWSS9IUL9jmNGKZXJp1imoIs8eOo2mgAOkF/6AthQquRxxdHy",
+	"bMfKi0vJzdMkrlty13dcG0f39VD551BjQudojYfi8e2zQpu1h1VlYQR7UBTOMV1zMpFFVl+IGNmQQr9k",
+	"GKJxjQoYglayc6a06hLDPn/zgtof+cpXxqnXm8iZWsxGxJn8/mCLxAAN3/Z9fqijJwPp6JbpbKiOk36/",
+	"zxaqEKbW1MfwlancdZ0mRvN6LtS70Avxt4OnsNYu8J7xS/2KNGUmYedKD6gQEcUWSAXXKjPulBkI81ag",
+	"plX7wBjYNGoN6hBOPQEdfXJ//SGhTu+/8t2vK6q3kSaLHdwMtZ5dO7zGNVA7czSArTt0iYVQWnlUgB57",
+	"/Ucre3+N0/fLkQQhEffnRfECq3AlxJwX8rqmSwYxFVTJTbo+wlW9fUVM4C3jHaXGoYwnBhlDo8D3jabW",
+	"IKH58xpSNAztroz1Vkyq6jZ7z8U1O5gkzj4/c6gWJiVJtN6heSnQ5FvvxPyHLDfdfYNbyt9ZIc1TEmxB",
+	"m4o7fsR6mCvJ98pYQ+z/tgf/jqVwWw5+Q0Hc/7cn1xXGHXh0qaXQnydX/e7KVhHsKz65tSB7fDiT7Wd5",
+	"97lFEIGtTh5sWzUTxvAJQeamCIwxoKwf/NsF6VKZD1LXi+oXclvn3HJ3JQLGgKr1t3evX/WGKn3Jje3i",
+	"t90X36VgbC+wZbFrtIlAd79UUAfOcHOQKWCxZXqG3X8RgQPd8PiCoeJsKnhpR6AVVHYsoX5Iw2ReNEJZ",
+	"/OSCpV+t8KM5rB0vw/5Q7U5Og3nLuCVdmm6d1WwYEE2Oo98HmMT9O4vOGai+UTtmAjYCin6HVnz3HSZi",
+	"O7ij6sDR8Xp/s9bQsN6z/Of3sL3kDiCyq9poDo6Ojk++6fV7/d7x4Nv+t30Uiu7xW5xCiTdqK/jt3AG2",
+	"OdFw5nrtElIrpu66o7VWoGpam2kKz9d7lWOAfrSKK7MSh4rjPGqYGZjxslyto572Nqtpm975Ez3HZ+KN",
+	"RMYXxncMpoDbkhtKM0oYonRgN67NjupYaYYe3fjNoWZs89Wu4/k11hMAGSTbt909j3Z981H/iIRzxKNB",
+	"0QpWGGU7uPeonGBLwTibCDsVZfSWwMw3X+TMXuMrGLB1OcY8eNRz3FV3oDukEz0YOz1sPtT3InXk5Lpw",
+	"Rve5Npo372/+XwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -133,6 +133,9 @@ type HeldError struct {
 	AvailableAt time.Time
 	// RetryAfter is how long the server suggests waiting before asking again.
 	RetryAfter time.Duration
+	// Held lists, for an acquire of several names, the names that are held (Name is the
+	// first of them).
+	Held []string
 }
 
 func (e *HeldError) Error() string {

@@ -247,55 +247,72 @@ func (c *Client) Acquire(ctx context.Context, name string, o AcquireOptions) (*L
 	if key == "" {
 		key = newKey()
 	}
+	var g Grant
+	var sent time.Time
+	err = c.untilGranted(ctx, op, name, o.Wait, func(waitMs *int64) (err error) {
+		body.WaitMs = waitMs
+		g, sent, err = c.acquireOnce(ctx, name, key, body)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return c.hold(ctx, g, sent, o, margin)
+}
+
+// untilGranted asks (send) for what op acquires, waiting up to wait for it: in the server's
+// line (waitMs, each turn at most the server's bound on one wait) or, from a server without
+// one, by asking again after each Retry-After.
+func (c *Client) untilGranted(ctx context.Context, op, name string, wait time.Duration, send func(waitMs *int64) error) error {
 	var waitUntil time.Time
-	if o.Wait > 0 {
-		waitUntil = c.clock.Now().Add(o.Wait)
+	if wait > 0 {
+		waitUntil = c.clock.Now().Add(wait)
 	}
 	line := true // the server waits in line, until it answers that it has no line
 	for {
-		body.WaitMs = nil
+		var waitMs *int64
 		if left := waitUntil.Sub(c.clock.Now()); line && left >= time.Millisecond {
 			ms := min(left, time.Duration(c.maxWait.Load())).Milliseconds()
-			body.WaitMs = &ms
+			waitMs = &ms
 		}
-		g, sent, err := c.acquireOnce(ctx, name, key, body)
+		err := send(waitMs)
 		if err == nil {
-			return c.hold(ctx, g, sent, o, margin)
+			return nil
 		}
 		var held *HeldError
 		var ae *APIError
 		left := waitUntil.Sub(c.clock.Now())
 		switch {
 		case waitUntil.IsZero():
-			return nil, err
-		case errors.As(err, &ae) && ae.Code == CodeWaitingUnsupported && body.WaitMs != nil:
+			return err
+		case errors.As(err, &ae) && ae.Code == CodeWaitingUnsupported && waitMs != nil:
 			line = false // this server has no line: this acquire waits here, by polling
 			continue
-		case errors.As(err, &ae) && ae.Code == CodeInvalidRequest && ae.names("wait_ms") && body.WaitMs != nil:
+		case errors.As(err, &ae) && ae.Code == CodeInvalidRequest && ae.names("wait_ms") && waitMs != nil:
 			// A server whose bound on one wait is below the one asked for: ask again for
 			// shorter turns in line, and remember the shorter bound.
-			if !c.lowerMaxWait(time.Duration(*body.WaitMs) * time.Millisecond) {
-				return nil, err
+			if !c.lowerMaxWait(time.Duration(*waitMs) * time.Millisecond) {
+				return err
 			}
 			continue
-		case errors.As(err, &held) && body.WaitMs != nil && left > 0:
+		case errors.As(err, &held) && waitMs != nil && left > 0:
 			continue // one turn in line ran out: queue again for the rest of the wait
 		case errors.As(err, &held) && left > 0:
 			pause := min(max(held.RetryAfter, 50*time.Millisecond), left)
 			c.log.DebugContext(ctx, "lease held; waiting", "name", name, "holder", held.Holder, "pause", pause)
 			if serr := sleep(ctx, c.clock, pause); serr != nil {
-				return nil, fmt.Errorf("%s: waiting: %w (last answer: %w)", op, serr, err)
+				return fmt.Errorf("%s: waiting: %w (last answer: %w)", op, serr, err)
 			}
 			continue
 		case errors.As(err, &ae) && ae.Code == CodeTooManyWaiters && left > 0:
 			pause := min(max(ae.RetryAfter, 100*time.Millisecond), left)
 			c.log.DebugContext(ctx, "waiting line full; trying again", "name", name, "pause", pause)
 			if serr := sleep(ctx, c.clock, pause); serr != nil {
-				return nil, fmt.Errorf("%s: waiting: %w (last answer: %w)", op, serr, err)
+				return fmt.Errorf("%s: waiting: %w (last answer: %w)", op, serr, err)
 			}
 			continue
 		}
-		return nil, err
+		return err
 	}
 }
 

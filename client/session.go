@@ -170,6 +170,19 @@ func (s *Session) Acquire(ctx context.Context, name string, o AcquireOptions) (*
 	return s.c.Acquire(ctx, name, o)
 }
 
+// AcquireAll acquires several names under the session, all or none, as Client.AcquireAll:
+// every lease expires with the session, and closing the session releases them all.
+func (s *Session) AcquireAll(ctx context.Context, names []string, o AcquireOptions) ([]*Lease, error) {
+	if err := context.Cause(s.ctx); err != nil {
+		return nil, fmt.Errorf("acquire %q under session %s: %w", names, s.ref, err)
+	}
+	if o.Holder == "" {
+		o.Holder = s.holder
+	}
+	o.session = s
+	return s.c.AcquireAll(ctx, names, o)
+}
+
 func (s *Session) lastRenewal() time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()

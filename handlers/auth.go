@@ -416,6 +416,12 @@ var rules = map[string]rule{
 	"getLease":        {right: auth.Read, names: named(func(r api.GetLeaseRequestObject) []string { return []string{r.Name} })},
 	"listLeaseEvents": {right: auth.Read, names: named(func(r api.ListLeaseEventsRequestObject) []string { return []string{r.Name} })},
 	"acquireLease":    {right: auth.Write, names: named(func(r api.AcquireLeaseRequestObject) []string { return []string{r.Name} })},
+	"acquireAll": {right: auth.Write, names: named(func(r api.AcquireAllRequestObject) []string {
+		if r.Body == nil {
+			return nil
+		}
+		return r.Body.Names
+	})},
 	"renewLease":      {right: auth.Write, names: named(func(r api.RenewLeaseRequestObject) []string { return []string{r.Name} })},
 	"releaseLease":    {right: auth.Write, names: named(func(r api.ReleaseLeaseRequestObject) []string { return []string{r.Name} })},
 	"revokeLease":     {right: auth.Manage},

@@ -51,6 +51,7 @@ func matrixOps(revokable string) map[string]matrixOp {
 		"getLease":            {readNamed, "GET", "/v1/leases/in-job", "", nil},
 		"revokeLease":         {adminOnly, "DELETE", "/v1/leases/in-job", "", nil},
 		"acquireLease":        {writeNamed, "POST", "/v1/leases/in-new/acquire", acq, nil},
+		"acquireAll":          {writeNamed, "POST", "/v1/acquire", `{"names":["in-all-1","in-all-2"],"holder":"w","ttl_ms":60000}`, nil},
 		"renewLease":          {writeNamed, "POST", "/v1/leases/in-job/renew", `{"lease_id":"lk_nope"}`, nil},
 		"releaseLease":        {writeNamed, "POST", "/v1/leases/in-job/release", `{"lease_id":"lk_nope"}`, nil},
 		"openSession":         {writeAny, "POST", "/v1/sessions", `{"holder":"w","ttl_ms":60000}`, nil},

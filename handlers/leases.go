@@ -14,6 +14,8 @@ import (
 // Acquirer grants leases, waiting in line first-come first-served when asked to wait.
 type Acquirer interface {
 	Acquire(ctx context.Context, p store.AcquireParams, wait time.Duration) (lease.Lease, error)
+	// AcquireAll grants every name of p or none, waiting in the line of each when asked to.
+	AcquireAll(ctx context.Context, p store.AcquireAllParams, wait time.Duration) ([]lease.Lease, error)
 	// Waiters returns how many requests wait in line for name.
 	Waiters(name string) int
 }
@@ -26,27 +28,12 @@ func (s *server) AcquireLease(ctx context.Context, req api.AcquireLeaseRequestOb
 		p.Owner, p.MaxHeld = who.KeyID, s.auth.maxHeld(who)
 		p.IdempotencyKey, err = s.auth.idempotencyKey(who, p.Name, p.IdempotencyKey)
 	}
-	if err == nil && wait > 0 {
-		var done, stop func()
-		ctx, stop = s.auth.untilRevoked(ctx)
-		defer stop()
-		if done, err = s.auth.hold(principalOf(ctx), holdWait); err == nil {
-			defer done()
-		}
-	}
 	if err == nil {
 		var l lease.Lease
-		start := s.clock.Now()
-		var waited func(error)
-		if wait > 0 {
-			waited = s.waitSpan(ctx, wait)
-		}
-		l, err = s.acquirer.Acquire(ctx, p, wait)
-		if wait > 0 {
-			waited(err)
-			markLong(ctx)
-			s.metrics.observeAcquireWait(err, s.clock.Now().Sub(start))
-		}
+		err = s.acquireWaiting(ctx, wait, func(ctx context.Context) (err error) {
+			l, err = s.acquirer.Acquire(ctx, p, wait)
+			return err
+		})
 		if err == nil {
 			s.metrics.op("acquire", nil)
 			return leaseAnswer{wireLease(l, &s.epoch)}, nil
@@ -63,36 +50,80 @@ func (s *server) AcquireLease(ctx context.Context, req api.AcquireLeaseRequestOb
 	return api.AcquireLeasedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
 }
 
+// acquireWaiting runs acquire, which waits up to wait for its grant when wait is above 0: then
+// only while the caller's key is not revoked, counted among the key's waits, traced and timed.
+func (s *server) acquireWaiting(ctx context.Context, wait time.Duration, acquire func(context.Context) error) error {
+	if wait > 0 {
+		var done, stop func()
+		ctx, stop = s.auth.untilRevoked(ctx)
+		defer stop()
+		var err error
+		if done, err = s.auth.hold(principalOf(ctx), holdWait); err != nil {
+			return err
+		}
+		defer done()
+	}
+	start := s.clock.Now()
+	var waited func(error)
+	if wait > 0 {
+		waited = s.waitSpan(ctx, wait)
+	}
+	err := acquire(ctx)
+	if wait > 0 {
+		waited(err)
+		markLong(ctx)
+		s.metrics.observeAcquireWait(err, s.clock.Now().Sub(start))
+	}
+	return err
+}
+
 // acquireParams validates an acquire request against the domain rules and the server's limits.
 func (s *server) acquireParams(req api.AcquireLeaseRequestObject) (store.AcquireParams, time.Duration, error) {
 	b := req.Body
 	if b == nil {
 		return store.AcquireParams{}, 0, lease.Errorf(lease.CodeInvalid, "the body is required")
 	}
+	p, wait, err := s.grantParams(grantFields{b.Holder, b.TtlMs, b.SessionId, b.WaitMs, b.LockDelayMs, b.Metadata}, req.Name, deref(b.Limit))
+	p.IdempotencyKey = deref(req.Params.IdempotencyKey)
+	return p, wait, err
+}
+
+// grantFields are the fields of a request that every acquire has, of one name or several.
+type grantFields struct {
+	holder      string
+	ttlMs       int64
+	sessionID   *string
+	waitMs      *int64
+	lockDelayMs *int64
+	metadata    *api.Metadata
+}
+
+// grantParams validates f, the fields of an acquire of name (a semaphore's with limit above 0),
+// against the domain rules and the server's limits, and returns the acquire and its wait.
+func (s *server) grantParams(f grantFields, name string, limit int) (store.AcquireParams, time.Duration, error) {
 	var ttl time.Duration
-	if b.SessionId != nil {
-		if b.TtlMs != 0 {
+	if f.sessionID != nil {
+		if f.ttlMs != 0 {
 			return store.AcquireParams{}, 0, lease.Errorf(lease.CodeInvalid, "ttl_ms must be 0 with session_id: a lease under a session lasts as long as the session")
 		}
 	} else {
 		// Range-check the raw milliseconds before any arithmetic: a huge value would wrap
 		// around into the allowed range once multiplied into a time.Duration.
 		var err error
-		if ttl, err = lease.Millis("ttl_ms", b.TtlMs); err != nil {
+		if ttl, err = lease.Millis("ttl_ms", f.ttlMs); err != nil {
 			return store.AcquireParams{}, 0, err
 		}
 	}
-	wait, err := lease.Millis("wait_ms", deref(b.WaitMs))
+	wait, err := lease.Millis("wait_ms", deref(f.waitMs))
 	if err != nil {
 		return store.AcquireParams{}, 0, err
 	}
-	delay, err := lease.Millis("lock_delay_ms", deref(b.LockDelayMs))
+	delay, err := lease.Millis("lock_delay_ms", deref(f.lockDelayMs))
 	if err != nil {
 		return store.AcquireParams{}, 0, err
 	}
-	p := store.AcquireParams{Name: req.Name, Holder: b.Holder, TTL: ttl, LockDelay: delay, IdempotencyKey: deref(req.Params.IdempotencyKey),
-		SessionID: deref(b.SessionId), Limit: deref(b.Limit)}
-	md, err := metadataParam(b.Metadata)
+	p := store.AcquireParams{Name: name, Holder: f.holder, TTL: ttl, LockDelay: delay, SessionID: deref(f.sessionID), Limit: limit}
+	md, err := metadataParam(f.metadata)
 	if err != nil {
 		return p, 0, err
 	}
@@ -256,14 +287,26 @@ func (s *server) ListLeaseEvents(ctx context.Context, req api.ListLeaseEventsReq
 	return out, nil
 }
 
+// errNoLine refuses a wait of a server without a waiting line.
+func errNoLine() error {
+	return lease.Errorf(lease.CodeWaitingUnsupported, "this server has no waiting line; send wait_ms 0 and ask again later")
+}
+
 // noLine is the Acquirer without a waiting line.
 type noLine struct{ store store.Store }
 
 func (n noLine) Acquire(ctx context.Context, p store.AcquireParams, wait time.Duration) (lease.Lease, error) {
 	if wait > 0 {
-		return lease.Lease{}, lease.Errorf(lease.CodeWaitingUnsupported, "this server has no waiting line; send wait_ms 0 and ask again later")
+		return lease.Lease{}, errNoLine()
 	}
 	return n.store.Acquire(ctx, p)
+}
+
+func (n noLine) AcquireAll(ctx context.Context, p store.AcquireAllParams, wait time.Duration) ([]lease.Lease, error) {
+	if wait > 0 {
+		return nil, errNoLine()
+	}
+	return n.store.AcquireAll(ctx, p)
 }
 
 func (noLine) Waiters(string) int { return 0 }

@@ -113,6 +113,9 @@ func (s *server) toProblem(ctx context.Context, err error) problem {
 	switch le.Code {
 	case lease.CodeHeld:
 		p.Holder = ptr(le.Holder)
+		if len(le.Held) > 0 {
+			p.Held = &le.Held
+		}
 		p.ExpiresAt = optTime(le.ExpiresAt)
 		p.AvailableAt = optTime(le.AvailableAt)
 		until := le.AvailableAt

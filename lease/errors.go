@@ -66,6 +66,9 @@ type Error struct {
 
 	// Fields lists the rule each invalid field broke, for CodeInvalid.
 	Fields []string
+
+	// Held lists, for CodeHeld of an acquire of several names, the names that refused it.
+	Held []string
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }

@@ -24,6 +24,7 @@ import (
 // Store is what the line needs of the store.
 type Store interface {
 	Acquire(ctx context.Context, p store.AcquireParams) (lease.Lease, error)
+	AcquireAll(ctx context.Context, p store.AcquireAllParams) ([]lease.Lease, error)
 	Release(ctx context.Context, name, id string) error
 	Get(ctx context.Context, name string) (lease.State, error)
 }
@@ -44,6 +45,13 @@ type SharedStore interface {
 	AcquireInLine(ctx context.Context, p store.AcquireParams, id int64) (lease.Lease, int, error)
 	// LineLength returns how many requests wait for name on every server.
 	LineLength(ctx context.Context, name string) (int, error)
+	// JoinLines puts a request of holder at the end of the line of every name, in one
+	// transaction, and returns its places, one per name in the same order.
+	JoinLines(ctx context.Context, names []string, holder string) ([]int64, error)
+	// AcquireAllInLine grants every name to the request whose places are ids (one per name)
+	// when it is first in every line and every name is free, and takes it out of the lines.
+	// Refused with lease_held, it returns how many wait ahead of it in the line where most do.
+	AcquireAllInLine(ctx context.Context, p store.AcquireAllParams, ids []int64) ([]lease.Lease, int, error)
 }
 
 // HeadCheck is how often a waiter that is not first in a shared line checks the line again,
@@ -86,6 +94,9 @@ type waiter struct {
 	id     int64         // its place in a shared line; 0 before it has one, or in a line of its own
 	holder string
 	since  time.Time
+	// multi is set for a place of an acquire of several names: a handover never moves it
+	// ahead, which could put two such waiters in opposite orders in two lines.
+	multi bool
 }
 
 // preferred is the holder a handover request of grant token named.
@@ -193,7 +204,7 @@ func (l *Line) promote(name, holder string) {
 		return
 	}
 	for el := q.Front(); el != nil; el = el.Next() {
-		if w := el.Value.(*waiter); w.holder == holder && (l.shared == nil || w.id != 0) {
+		if w := el.Value.(*waiter); w.holder == holder && !w.multi && (l.shared == nil || w.id != 0) {
 			q.MoveToFront(el)
 			return
 		}
@@ -298,28 +309,37 @@ func (l *Line) waitShared(ctx context.Context, p store.AcquireParams, wait time.
 	})
 }
 
-// wait waits in line until try, called whenever the waiter is first in this server's line and
-// may have its turn, grants the lease. try answers how many wait ahead in a shared line when
-// it is refused.
+// wait waits in line for the lease of p.Name (see waitTurn).
 func (l *Line) wait(ctx context.Context, p store.AcquireParams, wait time.Duration, w *waiter, el *list.Element,
 	try func(context.Context) (lease.Lease, int, error)) (lease.Lease, error) {
+	return waitTurn(l, ctx, fmt.Sprintf("%q", p.Name), wait, w, func() bool { return l.isHead(p.Name, el) }, try,
+		func(ctx context.Context, got lease.Lease) { l.store.Release(ctx, p.Name, got.ID) })
+}
+
+// waitTurn waits in line until try, called whenever the waiter is first in this server's lines
+// (head) and may have its turn, grants what it asks for (what, for messages). try answers how
+// many wait ahead in a shared line when it is refused. A grant that raced with ctx ending is
+// handed to giveBack, so that nothing is held that nobody received.
+func waitTurn[T any](l *Line, ctx context.Context, what string, wait time.Duration, w *waiter, head func() bool,
+	try func(context.Context) (T, int, error), giveBack func(context.Context, T)) (T, error) {
+	var none T
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	retry := time.NewTimer(0) // the first try happens at once if this waiter is the head
 	defer retry.Stop()
-	var lastErr error = lease.Errorf(lease.CodeHeld, "lease %q is held", p.Name)
+	var lastErr error = lease.Errorf(lease.CodeHeld, "lease %s is held", what)
 	for {
 		select {
 		case <-ctx.Done():
-			return lease.Lease{}, fmt.Errorf("wait for %q: %w", p.Name, ctx.Err())
+			return none, fmt.Errorf("wait for %s: %w", what, ctx.Err())
 		case <-deadline.C:
-			return lease.Lease{}, lastErr
+			return none, lastErr
 		case <-l.closed:
-			return lease.Lease{}, lease.Errorf(lease.CodeUnavailable, "the server is shutting down; try again")
+			return none, lease.Errorf(lease.CodeUnavailable, "the server is shutting down; try again")
 		case <-w.turn:
 		case <-retry.C:
 		}
-		if !l.isHead(p.Name, el) {
+		if !head() {
 			continue
 		}
 		got, ahead, err := try(ctx)
@@ -327,15 +347,15 @@ func (l *Line) wait(ctx context.Context, p store.AcquireParams, wait time.Durati
 			if ctx.Err() != nil {
 				// The requester left while the grant committed: give it back.
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-				l.store.Release(rctx, p.Name, got.ID)
+				giveBack(rctx, got)
 				cancel()
-				return lease.Lease{}, fmt.Errorf("wait for %q: %w", p.Name, ctx.Err())
+				return none, fmt.Errorf("wait for %s: %w", what, ctx.Err())
 			}
 			return got, nil
 		}
 		var le *lease.Error
 		if !errors.As(err, &le) || le.Code != lease.CodeHeld {
-			return lease.Lease{}, err
+			return none, err
 		}
 		lastErr = err
 		if ahead > 0 {
@@ -378,24 +398,39 @@ func (l *Line) place(name string, el *list.Element, id int64) {
 func (l *Line) join(name, holder string) (*waiter, *list.Element, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if err := l.room(name, 1); err != nil {
+		return nil, nil, err
+	}
+	w := &waiter{turn: make(chan struct{}, 1), holder: holder, since: l.clock.Now()}
+	return w, l.push(name, w), nil
+}
+
+// room refuses a waiter when name's line, or the server's lines with more places taken, are
+// full. l.mu is held.
+func (l *Line) room(name string, more int) error {
+	if q := l.lines[name]; q != nil && q.Len() >= l.limits.PerName {
+		return lease.Errorf(lease.CodeTooManyWaiters, "%d requests already wait for %q", q.Len(), name)
+	}
+	if l.total+more > l.limits.Total {
+		return lease.Errorf(lease.CodeTooManyWaiters, "%d requests already wait on this server", l.total)
+	}
+	return nil
+}
+
+// push puts w at the end of name's line (or first, for the holder a handover named) and
+// returns its place. l.mu is held.
+func (l *Line) push(name string, w *waiter) *list.Element {
 	q := l.lines[name]
 	if q == nil {
 		q = list.New()
 		l.lines[name] = q
 	}
-	if q.Len() >= l.limits.PerName {
-		return nil, nil, lease.Errorf(lease.CodeTooManyWaiters, "%d requests already wait for %q", q.Len(), name)
-	}
-	if l.total >= l.limits.Total {
-		return nil, nil, lease.Errorf(lease.CodeTooManyWaiters, "%d requests already wait on this server", l.total)
-	}
-	w := &waiter{turn: make(chan struct{}, 1), holder: holder, since: l.clock.Now()}
 	el := q.PushBack(w)
 	l.total++
-	if h, ok := l.first[name]; ok && h == holder {
+	if h, ok := l.first[name]; ok && h == w.holder {
 		l.promote(name, h)
 	}
-	return w, el, nil
+	return el
 }
 
 // leave takes a waiter out of the line; if it was the head, the next one gets its turn.

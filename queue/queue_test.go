@@ -28,6 +28,7 @@ type fixture struct {
 type fixtureStore interface {
 	queue.Store
 	RequestHandover(ctx context.Context, name string, h lease.Handover) (lease.Handover, error)
+	Events(ctx context.Context, f store.EventFilter) (store.Page[lease.Event], error)
 }
 
 var pg = new(pgtest.Server)
@@ -37,6 +38,12 @@ func TestMain(m *testing.M) { pgtest.Main(m, pg) }
 // newPGFixture is a fixture on a new PostgreSQL database: a shared line, kept in the database,
 // and decided by the database's clock.
 func newPGFixture(t *testing.T) *fixture {
+	t.Helper()
+	return newPGReplica(t, pg.NewDatabase(t))
+}
+
+// newPGReplica is a fixture on the PostgreSQL database url, as one replica of several.
+func newPGReplica(t *testing.T, url string) *fixture {
 	t.Helper()
 	f := &fixture{}
 	var mu sync.Mutex
@@ -48,7 +55,7 @@ func newPGFixture(t *testing.T) *fixture {
 			do(l)
 		}
 	}
-	st, err := postgres.Open(context.Background(), pg.NewDatabase(t), postgres.Options{
+	st, err := postgres.Open(context.Background(), url, postgres.Options{
 		OnCommit: func(evs []lease.Event) { hook(func(l *queue.Line) { l.ObserveEvents(evs) }) },
 		OnLine:   func(name string) { hook(func(l *queue.Line) { l.LineChanged(name) }) }})
 	if err != nil {

@@ -47,6 +47,15 @@ type Leases interface {
 	// MaxHeld leases already).
 	Acquire(ctx context.Context, p AcquireParams) (lease.Lease, error)
 
+	// AcquireAll grants every name of p.Names or none, in one transaction: each name is
+	// decided by Acquire's rule, and the grants are written only when every name is free, in
+	// the order asked, each with its own lease ID and a token from the one counter. A name
+	// refused leaves the others untouched (an expiry recorded on the way stays recorded).
+	// Codes: lease_held (Held lists the names held or in their lock delay), limit_mismatch (a
+	// name held as a semaphore), too_many_leases (Owner would hold more than MaxHeld), and
+	// those of a session as Acquire's.
+	AcquireAll(ctx context.Context, p AcquireAllParams) ([]lease.Lease, error)
+
 	// Renew extends the unexpired lease whose ID is id to now+ttl (ttl 0 keeps the lease's).
 	// Codes: lease_lost when id is not the current unexpired lease of name (invariant 6);
 	// invalid_request for a lease held under a session (renew the session).
@@ -265,6 +274,28 @@ type AcquireParams struct {
 	// with the session. Codes: not_found (no such session), session_lost, forbidden (a session
 	// of another key than Owner, unless Owner is "").
 	SessionID string
+}
+
+// AcquireAllParams is a validated acquire of several names, all or none.
+type AcquireAllParams struct {
+	Names     []string // 1 to lease.MaxNames, none twice
+	Holder    string
+	TTL       time.Duration
+	LockDelay time.Duration
+	Metadata  json.RawMessage
+	// Owner and MaxHeld cap the key's leases as AcquireParams's do, counting every grant.
+	Owner   string
+	MaxHeld int
+	// SessionID, when set, holds every lease under that session (see AcquireParams).
+	SessionID string
+	// Mode is "" or lease.ModeExclusive: every grant is exclusive.
+	Mode string
+}
+
+// One is the acquire of one of p's names, as Acquire's rule decides it.
+func (p AcquireAllParams) One(name string) AcquireParams {
+	return AcquireParams{Name: name, Holder: p.Holder, TTL: p.TTL, LockDelay: p.LockDelay, Metadata: p.Metadata,
+		Owner: p.Owner, MaxHeld: p.MaxHeld, SessionID: p.SessionID}
 }
 
 // SessionParams is a validated request to open a session.

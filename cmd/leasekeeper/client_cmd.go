@@ -235,10 +235,10 @@ func (lf *leaseFlags) options() (client.AcquireOptions, error) {
 	return client.AcquireOptions{Holder: *lf.holder, TTL: *lf.ttl, Wait: *lf.wait, LockDelay: *lf.lockDelay, Metadata: md}, err
 }
 
-// acquire connects and acquires name with the options the flags ask for, changed by edit if
-// it is not nil. On success the caller closes the client; on failure it is closed, and the
-// error has its exit code.
-func (lf *leaseFlags) acquire(ctx context.Context, cf *clientFlags, name string, logTo io.Writer, edit func(*client.AcquireOptions)) (*client.Client, *client.Lease, error) {
+// acquire connects and acquires names (several: all or none) with the options the flags ask
+// for, changed by edit if it is not nil. On success the caller closes the client; on failure
+// it is closed, and the error has its exit code.
+func (lf *leaseFlags) acquire(ctx context.Context, cf *clientFlags, names []string, logTo io.Writer, edit func(*client.AcquireOptions)) (*client.Client, []*client.Lease, error) {
 	o, err := lf.options()
 	if err != nil {
 		return nil, nil, err
@@ -250,12 +250,41 @@ func (lf *leaseFlags) acquire(ctx context.Context, cf *clientFlags, name string,
 	if err != nil {
 		return nil, nil, err
 	}
-	l, err := c.Acquire(ctx, name, o)
+	ls, err := acquireNames(ctx, c, names, o)
 	if err != nil {
 		c.Close()
 		return nil, nil, cf.fail(err)
 	}
-	return c, l, nil
+	return c, ls, nil
+}
+
+// acquirer takes leases: a Client, or a Session for leases under it.
+type acquirer interface {
+	Acquire(ctx context.Context, name string, o client.AcquireOptions) (*client.Lease, error)
+	AcquireAll(ctx context.Context, names []string, o client.AcquireOptions) ([]*client.Lease, error)
+}
+
+// acquireNames acquires names from a: one name as a lease of its own, several all or none.
+func acquireNames(ctx context.Context, a acquirer, names []string, o client.AcquireOptions) ([]*client.Lease, error) {
+	if len(names) > 1 {
+		return a.AcquireAll(ctx, names, o)
+	}
+	l, err := a.Acquire(ctx, names[0], o)
+	if err != nil {
+		return nil, err
+	}
+	return []*client.Lease{l}, nil
+}
+
+// releaseAll gives back every lease of ls.
+func releaseAll(ls []*client.Lease) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var errs []error
+		for _, l := range ls {
+			errs = append(errs, l.Release(ctx))
+		}
+		return errors.Join(errs...)
+	}
 }
 
 // sessionFlags choose the session a command holds its lease under: none (a lease of its own
@@ -302,23 +331,23 @@ func readSecretFile(flagName, path string) (string, error) {
 	return v, nil
 }
 
-// hold is acquire, under the session sf asks for, if any: a session's keepalive keeps the
-// lease. giveBack closes a session of the command's own (releasing the lease with it); under a
+// hold is acquire (of several names: all or none), under the session sf asks for, if any: a
+// session's keepalive keeps the leases. giveBack closes a session of the command's own (releasing the lease with it); under a
 // shared session it releases the lease alone and stops keeping the session alive, leaving the
 // session and the other processes' leases as they are. --ttl does not go with a session,
 // whose duration is the lease's.
-func (lf *leaseFlags) hold(ctx context.Context, cf *clientFlags, name string, sf *sessionFlags, logTo io.Writer,
-	edit func(*client.AcquireOptions)) (c *client.Client, l *client.Lease, giveBack func(context.Context) error, err error) {
+func (lf *leaseFlags) hold(ctx context.Context, cf *clientFlags, names []string, sf *sessionFlags, logTo io.Writer,
+	edit func(*client.AcquireOptions)) (c *client.Client, ls []*client.Lease, giveBack func(context.Context) error, err error) {
 	shared, err := sf.sharedID()
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	if shared == "" && *sf.ttl <= 0 {
-		c, l, err = lf.acquire(ctx, cf, name, logTo, edit)
+		c, ls, err = lf.acquire(ctx, cf, names, logTo, edit)
 		if err != nil {
 			return nil, nil, nil, err
 		}
-		return c, l, l.Release, nil
+		return c, ls, releaseAll(ls), nil
 	}
 	switch {
 	case shared != "" && *sf.ttl > 0:
@@ -344,7 +373,7 @@ func (lf *leaseFlags) hold(ctx context.Context, cf *clientFlags, name string, sf
 		s, err = c.OpenSession(ctx, client.SessionOptions{Holder: o.Holder, TTL: *sf.ttl})
 	}
 	if err == nil {
-		if l, err = s.Acquire(ctx, name, o); err != nil {
+		if ls, err = acquireNames(ctx, s, names, o); err != nil {
 			if shared != "" {
 				s.Detach()
 			} else {
@@ -358,11 +387,11 @@ func (lf *leaseFlags) hold(ctx context.Context, cf *clientFlags, name string, sf
 		return nil, nil, nil, cf.fail(err)
 	}
 	if shared == "" {
-		return c, l, s.Close, nil
+		return c, ls, s.Close, nil
 	}
-	return c, l, func(ctx context.Context) error {
+	return c, ls, func(ctx context.Context) error {
 		defer s.Detach()
-		return l.Release(ctx)
+		return releaseAll(ls)(ctx)
 	}, nil
 }
 
@@ -408,14 +437,14 @@ func acquireCommand(ctx context.Context, cf *clientFlags, args []string, getenv 
 	}
 	// Under a shared session the lease lives as long as the session: the processes that keep
 	// it alive keep the lease. Closing the client stops this one's keepalive and closes nothing.
-	c, l, _, err := lf.hold(ctx, cf, name, sf, nil, func(o *client.AcquireOptions) {
+	c, ls, _, err := lf.hold(ctx, cf, []string{name}, sf, nil, func(o *client.AcquireOptions) {
 		o.IdempotencyKey, o.DisableKeepAlive = *key, true
 	})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	return writeGrant(stdout, l, cf.json)
+	return writeGrant(stdout, ls[0], cf.json)
 }
 
 func renewCommand(ctx context.Context, cf *clientFlags, args []string, getenv func(string) string, stdout io.Writer) error {

@@ -10,17 +10,21 @@ import (
 	"github.com/leasekeeper/leasekeeper/client"
 )
 
-// lockCommand is `leasekeeper lock NAME`: it acquires the lease, prints the grant, and holds
-// it (renewing it, following it on the watch stream) until interrupted, then releases it, as
-// `etcdctl lock NAME` without a command does. A lost lease ends it with exLeaseLost.
+// lockCommand is `leasekeeper lock NAME…`: it acquires the lease (of several names, all or
+// none), prints the grants, and holds them (renewing them, following them on the watch stream)
+// until interrupted, then releases them, as `etcdctl lock NAME` without a command does. A lost
+// lease ends it with exLeaseLost: the leases of several names end together.
 func lockCommand(ctx context.Context, cf *clientFlags, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	lf := addLeaseFlags(cf.fs, getenv, "lease duration; renewed at a third of it")
 	sf := addSessionFlags(cf.fs, getenv, true)
-	name, err := cf.parse(args, new(string))
+	names, err := cf.parseAll(args)
 	if err != nil {
 		return err
 	}
-	c, l, giveBack, err := lf.hold(ctx, cf, name, sf, stderr, nil)
+	if len(names) == 0 {
+		return &exitError{code: 2, err: errors.New("lock: a lease name is required (several: all or none)")}
+	}
+	c, ls, giveBack, err := lf.hold(ctx, cf, names, sf, stderr, nil)
 	switch {
 	case ctx.Err() != nil && err != nil:
 		return nil // interrupted while waiting: nothing to give back
@@ -28,11 +32,14 @@ func lockCommand(ctx context.Context, cf *clientFlags, args []string, getenv fun
 		return err
 	}
 	defer c.Close()
-	if err := writeGrant(stdout, l, cf.json); err != nil {
-		release(context.WithoutCancel(ctx), "lock", name, giveBack, stderr)
-		return err
+	for _, l := range ls {
+		if err := writeGrant(stdout, l, cf.json); err != nil {
+			release(context.WithoutCancel(ctx), "lock", l.Name(), giveBack, stderr)
+			return err
+		}
 	}
-	return holdUntilDone(ctx, "lock", l, giveBack, stderr)
+	// The contexts of several leases end together: the first's tells for all.
+	return holdUntilDone(ctx, "lock", ls[0], giveBack, stderr)
 }
 
 // electCommand is `leasekeeper elect NAME PROPOSAL`: it campaigns as PROPOSAL, prints a line

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -172,9 +173,49 @@ func TestLock(t *testing.T) {
 			t.Errorf("lock interrupted while waiting: exit %d, stdout %q; want 0 and nothing", code, h.stdout.lines())
 		}
 	})
+	t.Run("SeveralNamesAllOrNone", func(t *testing.T) {
+		srv := newTestServer(t)
+		c := newAdminClient(t, srv)
+		h := start(t, srv, "lock", "--json", "a", "b")
+		h.waitOutput(t, `"name": "b"`)
+		var got []string
+		for deadline := time.Now().Add(10 * time.Second); len(got) < 2 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			got = nil
+			dec := json.NewDecoder(strings.NewReader(strings.Join(h.stdout.lines(), "\n")))
+			for {
+				var g leaseJSON
+				if err := dec.Decode(&g); err != nil || g.Token == 0 || g.LeaseID == "" {
+					break
+				}
+				got = append(got, g.Name)
+			}
+		}
+		if !slices.Equal(got, []string{"a", "b"}) {
+			t.Errorf("lock a b printed grants of %v, want a then b", got)
+		}
+		h.stop()
+		if code := h.exit(t, 10*time.Second); code != 0 {
+			t.Errorf("lock a b exit %d after the interrupt, want 0", code)
+		}
+		for _, n := range []string{"a", "b"} {
+			if st, err := c.Get(ctx, n); err != nil || st.Held || st.End != "released" {
+				t.Errorf("%s after lock ended: %+v, %v; want released", n, st, err)
+			}
+		}
+		if _, err := c.Acquire(ctx, "d", client.AcquireOptions{Holder: "other", TTL: time.Minute, DisableKeepAlive: true}); err != nil {
+			t.Fatal(err)
+		}
+		_, errOut, code := cli(t, srv, "lock", "--wait", "200ms", "c", "d")
+		if code != exTempFail || !strings.Contains(errOut, "other") {
+			t.Errorf("lock c d with d held: exit %d %q, want %d naming the holder", code, errOut, exTempFail)
+		}
+		if _, err := c.Get(ctx, "c"); !errors.Is(err, client.ErrNotFound) {
+			t.Errorf("Get(c) = %v, want not found: none granted", err)
+		}
+	})
 	t.Run("UsageErrors", func(t *testing.T) {
 		srv := newTestServer(t)
-		for _, args := range [][]string{{"lock"}, {"lock", "a", "b"}, {"lock", "--metadata", "[1]", "job"}, {"lock", "--ttl", "30", "job"}} {
+		for _, args := range [][]string{{"lock"}, {"lock", "a", "a"}, {"lock", "--metadata", "[1]", "job"}, {"lock", "--ttl", "30", "job"}} {
 			if _, errOut, code := cli(t, srv, args...); code != 2 {
 				t.Errorf("%q: exit %d %q, want 2", args, code, errOut)
 			}

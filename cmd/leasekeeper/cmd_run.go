@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -43,7 +44,8 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	var mu sync.Mutex
 	stdout, stderr = &lockedWriter{mu: &mu, w: stdout}, &lockedWriter{mu: &mu, w: stderr}
 	cf := newClientFlags("run", getenv, stdout, stderr)
-	name := cf.fs.String("name", "", "the lease to hold while CMD runs (required)")
+	nf := &nameList{}
+	cf.fs.Var(nf, "name", "the lease to hold while CMD runs (required); given more than once (or comma-separated), every name, all or none")
 	lf := addLeaseFlags(cf.fs, getenv, "lease duration; renewed at a third of it")
 	grace := duration(cf.fs, "grace", 10*time.Second, "after SIGTERM on lease loss, how long CMD has before SIGKILL")
 	limit := cf.fs.Int("limit", 0, "hold one of this many slots of the name, a semaphore (like consul lock -n); 0: a plain lease")
@@ -57,12 +59,14 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		return &exitError{code: 2, err: errors.New("run: the command goes after a literal --: leasekeeper run --name N -- CMD [ARG]")}
 	case cf.fs.NArg() > 0:
 		return &exitError{code: 2, err: fmt.Errorf("run: unexpected %q before --", cf.fs.Args())}
-	case *name == "":
+	case len(nf.names) == 0:
 		return &exitError{code: 2, err: errors.New("run: --name is required")}
+	case len(nf.names) > 1 && *limit != 0:
+		return &exitError{code: 2, err: errors.New("run: --limit takes one --name")}
 	case *grace < 0:
 		return &exitError{code: 2, err: errors.New("run: --grace must not be negative")}
 	}
-	c, l, giveBack, err := lf.hold(ctx, cf, *name, sf, stderr, func(o *client.AcquireOptions) { o.Limit = *limit })
+	c, ls, giveBack, err := lf.hold(ctx, cf, nf.names, sf, stderr, func(o *client.AcquireOptions) { o.Limit = *limit })
 	if err != nil {
 		if exitCode(err) == exTempFail {
 			return &exitError{code: exTempFail, err: fmt.Errorf("run: not starting %s: %w", argv[0], err)}
@@ -71,6 +75,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 	}
 	defer c.Close()
 	relCtx := context.WithoutCancel(ctx) // release even after a signal ended ctx
+	l := ls[0]                           // the leases of several names end together: the first's context tells for all
 
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(),
@@ -78,6 +83,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 		"LEASEKEEPER_LEASE_NAME="+l.Name(),
 		"LEASEKEEPER_SLOT="+strconv.Itoa(l.Slot()),
 		"LEASEKEEPER_SERVER="+c.BaseURL(),
+		"LEASEKEEPER_FENCING_TOKENS="+tokensOf(ls),
 	)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -96,7 +102,7 @@ func runCommand(ctx context.Context, args []string, getenv func(string) string, 
 
 	var (
 		lostCause error
-		asked     = l.HandoverRequested()
+		asked     = handoverOfAny(ls)
 		leaseDone = l.Context().Done()
 		killAfter <-chan time.Time
 		werr      error
@@ -109,8 +115,8 @@ wait:
 		case <-asked:
 			// Cooperative: CMD decides how to stop; the lease is released once it has.
 			asked = nil
-			h := l.Handover()
-			fmt.Fprintf(stderr, "leasekeeper run: handover of %q requested (to %q, reason %q); sending SIGTERM to %s\n", l.Name(), h.To, h.Reason, argv[0])
+			h, name := handoverOf(ls)
+			fmt.Fprintf(stderr, "leasekeeper run: handover of %q requested (to %q, reason %q); sending SIGTERM to %s\n", name, h.To, h.Reason, argv[0])
 			syscall.Kill(-pgid, syscall.SIGTERM)
 		case <-leaseDone:
 			leaseDone = nil
@@ -151,6 +157,45 @@ func release(ctx context.Context, cmd, name string, giveBack func(context.Contex
 		fmt.Fprintf(stderr, "leasekeeper %s: release %q: %v (it will expire on its own)\n", cmd, name, err)
 	}
 	return err
+}
+
+// tokensOf lists each lease's name and fencing token, "name=token" separated by spaces.
+func tokensOf(ls []*client.Lease) string {
+	out := make([]string, len(ls))
+	for i, l := range ls {
+		out[i] = l.Name() + "=" + strconv.FormatInt(l.Token(), 10)
+	}
+	return strings.Join(out, " ")
+}
+
+// handoverOfAny returns a channel closed when a handover of any lease of ls is first
+// requested; it stops looking once the leases end.
+func handoverOfAny(ls []*client.Lease) <-chan struct{} {
+	if len(ls) == 1 {
+		return ls[0].HandoverRequested()
+	}
+	asked := make(chan struct{})
+	var once sync.Once
+	for _, l := range ls {
+		go func() {
+			select {
+			case <-l.HandoverRequested():
+				once.Do(func() { close(asked) })
+			case <-l.Context().Done():
+			}
+		}()
+	}
+	return asked
+}
+
+// handoverOf returns the first handover requested of a lease of ls, and its name.
+func handoverOf(ls []*client.Lease) (client.HandoverRequest, string) {
+	for _, l := range ls {
+		if h := l.Handover(); h != nil {
+			return *h, l.Name()
+		}
+	}
+	return client.HandoverRequest{}, ls[0].Name()
 }
 
 // statusOf is a process's exit status as a shell reports it: 128+n when signal n ended it.

@@ -163,6 +163,46 @@ func TestRun(t *testing.T) {
 			},
 			within: 5 * time.Second,
 		},
+		{
+			// Several names, all or none: CMD sees every lease's token.
+			name: "SeveralNamesEveryToken", script: `echo "$LEASEKEEPER_FENCING_TOKENS" > "$OUT"`, flags: []string{"--name", "job2"},
+			wantOut: func(t *testing.T, c *client.Client, out string) {
+				var want []string
+				for _, n := range []string{"job", "job2"} {
+					st, err := c.Get(context.Background(), n)
+					if err != nil || st.Held || st.End != "released" {
+						t.Errorf("%s after run: %+v, %v; want released", n, st, err)
+					}
+					want = append(want, fmt.Sprintf("%s=%d", n, st.Token))
+				}
+				if got := waitFile(t, out, 10*time.Second); got != strings.Join(want, " ") {
+					t.Errorf("CMD saw LEASEKEEPER_FENCING_TOKENS=%q, want %q", got, strings.Join(want, " "))
+				}
+			},
+			within: 5 * time.Second,
+		},
+		{
+			name: "SeveralNamesNoneWhenOneHeld", held: true, script: `echo ran > "$OUT"`, flags: []string{"--name", "job2", "--wait", "300ms"},
+			wantCode: exTempFail, wantErr: "not starting sh",
+			wantOut: func(t *testing.T, c *client.Client, out string) {
+				if _, err := c.Get(context.Background(), "job2"); !errors.Is(err, client.ErrNotFound) {
+					t.Errorf("Get(job2) = %v, want not found: granted with none of the others", err)
+				}
+			},
+			within: 5 * time.Second,
+		},
+		{
+			// One of several leases lost stops CMD: their contexts end together.
+			name:   "SeveralNamesStoppedWhenOneRevoked",
+			script: `trap 'exit 0' TERM; echo started > "$OUT"; while :; do sleep 0.05; done`, flags: []string{"--name", "job2", "--ttl", "30s"},
+			during: func(t *testing.T, c *client.Client, out string) {
+				waitFile(t, out, 30*time.Second)
+				if err := c.Revoke(context.Background(), "job2"); err != nil {
+					t.Errorf("Revoke = %v", err)
+				}
+			},
+			wantCode: exLeaseLost, wantErr: `"job2"`, within: 5 * time.Second,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -30,7 +30,8 @@ Exit status: 0 released; 1 it had already ended (work done under it may have ove
 	"leader": {"leader [--watch] [--json] NAME", `Prints who leads the election NAME (the holder of its lease); --watch follows every
 change until Ctrl-C.`},
 	"run": {"run --name NAME [flags] -- CMD [ARG]...", `Runs CMD while holding the lease on NAME (by default a lease of its own, --ttl 30s),
-renewing it meanwhile. If the lease is lost (revoked, expired, another holder granted), CMD
+renewing it meanwhile. With several --name (or NAME,NAME), it holds every name, granted all or
+none, and the loss of any of them stops CMD. If the lease is lost (revoked, expired, another holder granted), CMD
 gets SIGTERM, then SIGKILL after --grace; a handover request reaches CMD as SIGTERM too, and
 the lease is released once CMD exits. Signals sent to run are passed on to CMD's process group.
 
@@ -39,14 +40,15 @@ CMD gets, besides this environment:
   LEASEKEEPER_LEASE_NAME     NAME
   LEASEKEEPER_SLOT           the slot held of a semaphore (--limit N: 0 to N-1); 0 without --limit
   LEASEKEEPER_SERVER         the server's URL
+  LEASEKEEPER_FENCING_TOKENS every lease's NAME=TOKEN, space-separated (the first is the one above)
 
 Under a session of its own (--session-ttl) or a shared one (env LEASEKEEPER_SESSION_ID, or
 --session-id-file) the lease lasts as long as the session, and --ttl does not go with it.
 Exit status: CMD's; 75 the lease is held (after --wait) or the server unreachable, CMD not
 started; 122 the lease was lost while CMD ran; 127 CMD could not start.`},
-	"lock": {"lock [flags] NAME", `Holds the lease on NAME until Ctrl-C (SIGINT, SIGTERM), renewing it, then releases it, as
+	"lock": {"lock [flags] NAME...", `Holds the lease on NAME until Ctrl-C (SIGINT, SIGTERM), renewing it, then releases it, as
 etcdctl lock NAME does without a command. It prints the grant; its token fences your writes
-meanwhile. To run a command under the lease, use leasekeeper run.
+meanwhile. Several names are granted all or none (one grant each), and held until any is lost. To run a command under the lease, use leasekeeper run.
 Exit status: 0 released; 75 the lease is held (after --wait) or the server unreachable;
 122 the lease was lost while held.`},
 	"elect": {"elect [flags] NAME PROPOSAL\n       leasekeeper elect --listen [--json] NAME", `Campaigns as PROPOSAL in the election NAME, prints a line when it leads, and leads until

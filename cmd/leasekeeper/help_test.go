@@ -9,7 +9,7 @@ import (
 )
 
 // runEnv is the environment run gives its command, as `run -h` and the README name it.
-var runEnv = []string{"LEASEKEEPER_FENCING_TOKEN", "LEASEKEEPER_LEASE_NAME", "LEASEKEEPER_SLOT", "LEASEKEEPER_SERVER"}
+var runEnv = []string{"LEASEKEEPER_FENCING_TOKEN", "LEASEKEEPER_LEASE_NAME", "LEASEKEEPER_SLOT", "LEASEKEEPER_SERVER", "LEASEKEEPER_FENCING_TOKENS"}
 
 // TestRunHelp: `run -h` names every variable the command gets (TestRun checks their values),
 // and its synopsis asks only for what is required: --name and the command, not --ttl.

@@ -122,7 +122,8 @@ func runTour(t *testing.T, host, watchHost string) {
 	if d := time.Since(start); d > 20*time.Second {
 		t.Errorf("the tour took %v: something waited for a lease to expire", d)
 	}
-	for _, want := range []string{`"holder":"me"`, `"lease_held"`, `"stale_token"`, "fencing-token:", `"writers":[{`} {
+	for _, want := range []string{`"holder":"me"`, `"lease_held"`, `"stale_token"`, "fencing-token:", `"writers":[{`,
+		`{"code":"lease_held","held":["account-42"]}`, `[{"name":"account-17","token":`} {
 		if !strings.Contains(strings.ToLower(out), want) { // header names in any case (Prism lowers them)
 			t.Errorf("tour output has no %s:\n%s", want, out)
 		}

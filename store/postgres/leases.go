@@ -177,18 +177,9 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 				return err
 			}
 		}
-		if p.MaxHeld > 0 {
-			if err := advisory(ctx, t, "owner", []byte(p.Owner)); err != nil {
-				return err
-			}
-		}
-		// A session before the name, as its renewal and close lock it before its grants.
-		var sess lease.Session
-		if p.SessionID != "" {
-			var err error
-			if sess, err = sessionByID(ctx, t, p.SessionID, p.Owner, "FOR SHARE"); err != nil {
-				return err
-			}
+		sess, err := lockOwner(ctx, t, p.Owner, p.MaxHeld, p.SessionID)
+		if err != nil {
+			return err
 		}
 		g, ok, err := lockName(ctx, t, p.Name, true)
 		if err != nil {
@@ -238,8 +229,7 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 			return err
 		}
 		if p.MaxHeld > 0 {
-			if err := checkOwnerCap(ctx, t, "leases", `SELECT count(*) FROM grants WHERE owner = $1 AND ended_at IS NULL AND expires_at > $2`,
-				p.Owner, now, p.MaxHeld, lease.CheckHeldCap); err != nil {
+			if err := checkOwnerCap(ctx, t, "leases", ownedLeases, p.Owner, now, p.MaxHeld, lease.CheckHeldCap); err != nil {
 				return err
 			}
 		}
@@ -254,20 +244,8 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 				return fmt.Errorf("keep idempotency key: %w", err)
 			}
 		}
-		ng := lease.NewGrant(gname, p.Holder, token, p.TTL, p.LockDelay, ms(now))
-		if p.SessionID != "" {
-			if ng, err = lease.SessionGrant(sess, p.Name, p.Holder, token, p.LockDelay, ms(now)); err != nil {
-				return err
-			}
-		}
-		if _, err := t.tx.Exec(ctx, `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
-			acquired_at, renewed_at, expires_at, metadata, owner, session) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-			token, gname, p.Holder, lease.HashID(id), ng.TTL.Milliseconds(), p.LockDelay.Milliseconds(),
-			now, now, ng.ExpiresAt.UnixMilli(), nullText(p.Metadata), p.Owner, sess.Ref); err != nil {
-			return fmt.Errorf("insert grant %q: %w", gname, err)
-		}
-		if _, err := t.tx.Exec(ctx, `UPDATE names SET token = $2 WHERE name = $1`, gname, token); err != nil {
-			return fmt.Errorf("point %q at its grant: %w", gname, err)
+		if out, err = insertGrant(ctx, t, p, sess, gname, token, id, now); err != nil {
+			return err
 		}
 		if _, err := t.tx.Exec(ctx, `UPDATE tokens SET last = $1`, token); err != nil {
 			return fmt.Errorf("persist the last token: %w", err)
@@ -277,18 +255,56 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 				return fmt.Errorf("take the waiter out of line: %w", err)
 			}
 		}
-		_, slot, _ := lease.SlotOf(gname)
-		out = lease.Lease{Name: p.Name, Holder: p.Holder, ID: id, Token: token, TTL: ng.TTL, AcquiredAt: ng.AcquiredAt,
-			RenewedAt: ng.RenewedAt, ExpiresAt: ng.ExpiresAt, LockDelay: ng.LockDelay, Metadata: p.Metadata, Session: sess.Ref,
-			Limit: p.Limit, Slot: slot}
-		t.record(lease.Event{Type: lease.EventAcquired, Name: gname, Token: token, Holder: p.Holder,
-			At: ms(now), ExpiresAt: out.ExpiresAt, LockDelay: p.LockDelay, Metadata: p.Metadata})
 		return nil
 	})
 	if err != nil {
 		return lease.Lease{}, ahead, fmt.Errorf("acquire %q: %w", p.Name, err)
 	}
 	return out, 0, nil
+}
+
+// lockOwner takes the locks an acquire takes before its names: the owner's cap (advisory) when
+// it has one, then the session it acquires under, if any (before the names, as its renewal and
+// close lock it before its grants), which it returns.
+func lockOwner(ctx context.Context, t *txn, owner string, maxHeld int, sessionID string) (lease.Session, error) {
+	if maxHeld > 0 {
+		if err := advisory(ctx, t, "owner", []byte(owner)); err != nil {
+			return lease.Session{}, err
+		}
+	}
+	if sessionID == "" {
+		return lease.Session{}, nil
+	}
+	return sessionByID(ctx, t, sessionID, owner, "FOR SHARE")
+}
+
+// insertGrant writes the grant of gname that an acquire decided at now, with its token and
+// lease ID, under sess when p has a SessionID, points the name at it and records the acquired
+// event. The caller persists the last token.
+func insertGrant(ctx context.Context, t *txn, p store.AcquireParams, sess lease.Session, gname string, token int64, id string, now int64) (lease.Lease, error) {
+	ng := lease.NewGrant(gname, p.Holder, token, p.TTL, p.LockDelay, ms(now))
+	if p.SessionID != "" {
+		var err error
+		if ng, err = lease.SessionGrant(sess, p.Name, p.Holder, token, p.LockDelay, ms(now)); err != nil {
+			return lease.Lease{}, err
+		}
+	}
+	if _, err := t.tx.Exec(ctx, `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
+		acquired_at, renewed_at, expires_at, metadata, owner, session) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		token, gname, p.Holder, lease.HashID(id), ng.TTL.Milliseconds(), p.LockDelay.Milliseconds(),
+		now, now, ng.ExpiresAt.UnixMilli(), nullText(p.Metadata), p.Owner, sess.Ref); err != nil {
+		return lease.Lease{}, fmt.Errorf("insert grant %q: %w", gname, err)
+	}
+	if _, err := t.tx.Exec(ctx, `UPDATE names SET token = $2 WHERE name = $1`, gname, token); err != nil {
+		return lease.Lease{}, fmt.Errorf("point %q at its grant: %w", gname, err)
+	}
+	_, slot, _ := lease.SlotOf(gname)
+	out := lease.Lease{Name: p.Name, Holder: p.Holder, ID: id, Token: token, TTL: ng.TTL, AcquiredAt: ng.AcquiredAt,
+		RenewedAt: ng.RenewedAt, ExpiresAt: ng.ExpiresAt, LockDelay: ng.LockDelay, Metadata: p.Metadata, Session: sess.Ref,
+		Limit: p.Limit, Slot: slot}
+	t.record(lease.Event{Type: lease.EventAcquired, Name: gname, Token: token, Holder: p.Holder,
+		At: ms(now), ExpiresAt: out.ExpiresAt, LockDelay: p.LockDelay, Metadata: p.Metadata})
+	return out, nil
 }
 
 // decider returns how an acquire decides, given name's current grant g (locked and settled):
@@ -340,6 +356,9 @@ func decider(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok boo
 		return lease.SlotName(p.Name, slot), token, err
 	}, nil
 }
+
+// ownedLeases counts the leases an owner ($1) holds at now ($2).
+const ownedLeases = `SELECT count(*) FROM grants WHERE owner = $1 AND ended_at IS NULL AND expires_at > $2`
 
 // checkOwnerCap counts what owner holds with count (a query of the owner and now) and lets
 // check refuse when that is most already. The caller holds the owner's advisory lock.

@@ -40,17 +40,19 @@ const liveReplicas = `WITH live AS MATERIALIZED (
 	WHERE l.locktype = 'advisory' AND l.classid::bigint = $2 AND l.objsubid = 2 AND l.granted
 		AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))`
 
-// place is a live waiter in a name's line: its id and the holder it waits as.
+// place is a live waiter in a name's line: its id, the holder it waits as, and whether it is
+// one place of an acquire of several names.
 type place struct {
 	id     int64
 	holder string
+	multi  bool
 }
 
 // lineOf returns the live waiters of name, oldest first, and deletes the dead ones (telling
 // every replica). The caller holds name's row lock.
 func lineOf(ctx context.Context, t *txn, name string) ([]place, error) {
 	rows, err := t.tx.Query(ctx, liveReplicas+`
-		SELECT w.id, w.holder, EXISTS (SELECT 1 FROM live WHERE live.replica = w.replica) FROM waiters w
+		SELECT w.id, w.holder, w.multi, EXISTS (SELECT 1 FROM live WHERE live.replica = w.replica) FROM waiters w
 		WHERE w.name = $1 ORDER BY w.id`, name, presenceClass)
 	if err != nil {
 		return nil, fmt.Errorf("read the line of %q: %w", name, err)
@@ -59,7 +61,7 @@ func lineOf(ctx context.Context, t *txn, name string) ([]place, error) {
 	var dead []int64
 	var w place
 	var alive bool
-	_, err = pgx.ForEachRow(rows, []any{&w.id, &w.holder, &alive}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&w.id, &w.holder, &w.multi, &alive}, func() error {
 		if alive {
 			line = append(line, w)
 		} else {
@@ -100,12 +102,12 @@ func handedTo(ctx context.Context, t *txn, g grant, ok bool) (string, error) {
 }
 
 // order returns the ids of line in the order they are served: first come first served, except
-// that the first waiter of holder to, if any, goes first.
+// that the first single-name waiter of holder to, if any, goes first.
 func order(line []place, to string) []int64 {
 	ids := make([]int64, 0, len(line))
 	first := -1
 	if to != "" {
-		first = slices.IndexFunc(line, func(w place) bool { return w.holder == to })
+		first = slices.IndexFunc(line, func(w place) bool { return w.holder == to && !w.multi })
 	}
 	if first > 0 {
 		ids = append(ids, line[first].id)
@@ -175,14 +177,23 @@ func (s *Store) JoinLine(ctx context.Context, name, holder string) (int64, error
 		if err != nil {
 			return err
 		}
-		if err := t.tx.QueryRow(ctx, `INSERT INTO waiters (name, replica, joined_at, holder) VALUES ($1, $2, $3, $4) RETURNING id`,
-			name, s.replica.Load(), now, holder).Scan(&id); err != nil {
-			return fmt.Errorf("join the line: %w", err)
-		}
-		return nil
+		id, err = s.joinLocked(ctx, t, name, holder, now, false)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("wait for %q: %w", name, err)
+	}
+	return id, nil
+}
+
+// joinLocked puts a request of holder (one place of an acquire of several names, with multi) at
+// the end of name's line at now; the caller holds
+// name's row lock, so that places are taken in the order of the line.
+func (s *Store) joinLocked(ctx context.Context, t *txn, name, holder string, now int64, multi bool) (int64, error) {
+	var id int64
+	if err := t.tx.QueryRow(ctx, `INSERT INTO waiters (name, replica, joined_at, holder, multi) VALUES ($1, $2, $3, $4, $5) RETURNING id`,
+		name, s.replica.Load(), now, holder, multi).Scan(&id); err != nil {
+		return 0, fmt.Errorf("join the line: %w", err)
 	}
 	return id, nil
 }

@@ -266,3 +266,39 @@ func BenchmarkCycleParallel(b *testing.B) {
 	})
 	m.report()
 }
+
+// BenchmarkAcquireSet takes 8 names, by one acquire of all of them (All) or by 8 acquires one
+// after another (OneByOne, each its own commit): a set costs one commit.
+func BenchmarkAcquireSet(b *testing.B) {
+	const size = 8
+	ctx := context.Background()
+	names := func(i int) []string {
+		out := make([]string, size)
+		for k := range out {
+			out[k] = fmt.Sprintf("set-%d-%d", i, k)
+		}
+		return out
+	}
+	b.Run("All", func(b *testing.B) {
+		s := openBench(b)
+		i := 0
+		for b.Loop() {
+			if _, err := s.AcquireAll(ctx, store.AcquireAllParams{Names: names(i), Holder: "bench", TTL: time.Hour}); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "sets/s")
+	})
+	b.Run("OneByOne", func(b *testing.B) {
+		s := openBench(b)
+		i := 0
+		for b.Loop() {
+			for _, n := range names(i) {
+				grant(b, s, n)
+			}
+			i++
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "sets/s")
+	})
+}

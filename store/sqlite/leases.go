@@ -221,15 +221,8 @@ func (s *Store) acquireOp(p store.AcquireParams, out *lease.Lease) func(context.
 		if err != nil {
 			return err
 		}
-		// Memory counts the key's open grants, never fewer than its held leases: only at the
-		// cap does it take SQL to leave out the expired ones not yet recorded.
-		if n := t.s.mem.owners[p.Owner]; p.MaxHeld > 0 && n >= p.MaxHeld {
-			if err := t.queryRow(ctx, stCountOwned, p.Owner, t.now).Scan(&n); err != nil {
-				return fmt.Errorf("count the key's leases: %w", w(err))
-			}
-			if err := lease.CheckHeldCap(n, p.MaxHeld); err != nil {
-				return err
-			}
+		if err := checkHeldCap(ctx, t, p.Owner, p.MaxHeld, 1); err != nil {
+			return err
 		}
 		id := lease.NewID(token)
 		if keyHash != nil {
@@ -242,34 +235,55 @@ func (s *Store) acquireOp(p store.AcquireParams, out *lease.Lease) func(context.
 				return fmt.Errorf("keep idempotency key: %w", w(err))
 			}
 		}
-		ng := grant{
-			token: token, name: gname, holder: p.Holder, idHash: idKey(id),
-			ttl: p.TTL.Milliseconds(), lockDelay: p.LockDelay.Milliseconds(),
-			acquired: t.now, renewed: t.now, expires: t.now + p.TTL.Milliseconds(),
-			metadata: nullText(p.Metadata),
-		}
-		if p.SessionID != "" {
-			sg, err := lease.SessionGrant(sess, p.Name, p.Holder, token, p.LockDelay, ms(t.now))
-			if err != nil {
-				return err
-			}
-			ng.ttl, ng.expires, ng.session = sg.TTL.Milliseconds(), sg.ExpiresAt.UnixMilli(), sess.Ref
-			t.setSessionOf(token, sess.Ref, true)
-		}
-		if _, err := t.exec(ctx, stInsertGrant, ng.token, ng.name, ng.holder, ng.idHash, ng.ttl, ng.lockDelay, ng.acquired, ng.renewed, ng.expires, ng.metadata, p.Owner, ng.session); err != nil {
-			return fmt.Errorf("insert grant %q: %w", p.Name, w(err))
-		}
-		if _, err := t.exec(ctx, stPointName, gname, token); err != nil {
-			return fmt.Errorf("point %q at its grant: %w", gname, w(err))
-		}
-		// meta.last_token is written once for the batch, in its transaction (see runBatch).
-		t.setToken(token)
-		t.setName(gname, curOf(ng, p.Owner))
-		*out = ng.lease()
-		out.ID, out.Limit = id, p.Limit
-		return t.record(ctx, lease.Event{Type: lease.EventAcquired, Name: gname, Token: token, Holder: p.Holder,
-			At: ms(t.now), ExpiresAt: out.ExpiresAt, LockDelay: p.LockDelay, Metadata: p.Metadata})
+		l, err := writeGrant(ctx, t, p, sess, gname, token, id)
+		*out = l
+		return err
 	}
+}
+
+// checkHeldCap refuses grants of more leases to owner when it would hold more than maxHeld.
+// Memory counts the key's open grants, never fewer than its held leases: only near the cap does
+// it take SQL to leave out the expired ones not yet recorded.
+func checkHeldCap(ctx context.Context, t *txn, owner string, maxHeld, more int) error {
+	if n := t.s.mem.owners[owner]; maxHeld > 0 && n+more > maxHeld {
+		if err := t.queryRow(ctx, stCountOwned, owner, t.now).Scan(&n); err != nil {
+			return fmt.Errorf("count the key's leases: %w", w(err))
+		}
+		return lease.CheckHeldCap(n+more-1, maxHeld)
+	}
+	return nil
+}
+
+// writeGrant writes the grant of gname that an acquire decided, with its token and lease ID,
+// under sess when p has a SessionID, and records it in memory and as an acquired event.
+func writeGrant(ctx context.Context, t *txn, p store.AcquireParams, sess lease.Session, gname string, token int64, id string) (lease.Lease, error) {
+	ng := grant{
+		token: token, name: gname, holder: p.Holder, idHash: idKey(id),
+		ttl: p.TTL.Milliseconds(), lockDelay: p.LockDelay.Milliseconds(),
+		acquired: t.now, renewed: t.now, expires: t.now + p.TTL.Milliseconds(),
+		metadata: nullText(p.Metadata),
+	}
+	if p.SessionID != "" {
+		sg, err := lease.SessionGrant(sess, p.Name, p.Holder, token, p.LockDelay, ms(t.now))
+		if err != nil {
+			return lease.Lease{}, err
+		}
+		ng.ttl, ng.expires, ng.session = sg.TTL.Milliseconds(), sg.ExpiresAt.UnixMilli(), sess.Ref
+		t.setSessionOf(token, sess.Ref, true)
+	}
+	if _, err := t.exec(ctx, stInsertGrant, ng.token, ng.name, ng.holder, ng.idHash, ng.ttl, ng.lockDelay, ng.acquired, ng.renewed, ng.expires, ng.metadata, p.Owner, ng.session); err != nil {
+		return lease.Lease{}, fmt.Errorf("insert grant %q: %w", p.Name, w(err))
+	}
+	if _, err := t.exec(ctx, stPointName, gname, token); err != nil {
+		return lease.Lease{}, fmt.Errorf("point %q at its grant: %w", gname, w(err))
+	}
+	// meta.last_token is written once for the batch, in its transaction (see runBatch).
+	t.setToken(token)
+	t.setName(gname, curOf(ng, p.Owner))
+	out := ng.lease()
+	out.ID, out.Limit = id, p.Limit
+	return out, t.record(ctx, lease.Event{Type: lease.EventAcquired, Name: gname, Token: token, Holder: p.Holder,
+		At: ms(t.now), ExpiresAt: out.ExpiresAt, LockDelay: p.LockDelay, Metadata: p.Metadata})
 }
 
 // decideName decides which name an acquire grants (p.Name, or a free slot of the semaphore

@@ -175,6 +175,12 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Keys/MaxHeldPerOwner", testMaxHeld},
 		{"Keys/MaxOpenSessionsPerOwner", testMaxOpenSessions},
 		{"Revoke/Actor", testRevokeActor},
+		{"AcquireAll/OK", testAcquireAllOK},
+		{"AcquireAll/ErrHeldTouchesNone", testAcquireAllHeld},
+		{"AcquireAll/ErrLimitMismatch", testAcquireAllSemaphore},
+		{"AcquireAll/Session", testAcquireAllSession},
+		{"AcquireAll/MaxHeldCountsEveryGrant", testAcquireAllMaxHeld},
+		{"AcquireAll/ConcurrentAllOrNothing", testAcquireAllConcurrent},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -18,6 +18,21 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AcquireAllRequestMode.
+const (
+	Exclusive AcquireAllRequestMode = "exclusive"
+)
+
+// Valid indicates whether the value is a known member of the AcquireAllRequestMode enum.
+func (e AcquireAllRequestMode) Valid() bool {
+	switch e {
+	case Exclusive:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EventType.
 const (
 	EventTypeAcquired          EventType = "acquired"
@@ -231,6 +246,45 @@ func (e ListLeasesParamsState) Valid() bool {
 	}
 }
 
+// AcquireAllRequest defines model for AcquireAllRequest.
+type AcquireAllRequest struct {
+	// Holder Who holds them, for humans; no control or invisible format characters.
+	//
+	// Example: transfer-9@host-a
+	Holder string `json:"holder"`
+
+	// LockDelayMs After one of these leases expires (not on release), its name is not granted again for this long.
+	LockDelayMs *int64 `json:"lock_delay_ms,omitempty"`
+
+	// Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
+	//
+	// Example: {"addr":"10.0.0.7:9000"}
+	Metadata *Metadata `json:"metadata,omitempty"`
+
+	// Mode Every grant is exclusive (the default).
+	Mode *AcquireAllRequestMode `json:"mode,omitempty"`
+
+	// Names The names to acquire, all or none; 1 to 64, none twice. The leases are answered in this order.
+	Names []Name `json:"names"`
+
+	// SessionId Acquire every lease under this session (closing it releases them all).
+	SessionId *string `json:"session_id,omitempty"`
+
+	// TtlMs Duration of every lease in ms, within the server's bounds. With `session_id`, send 0:
+	// the leases last as long as the session.
+	//
+	//
+	// Example: 15000
+	TtlMs int64 `json:"ttl_ms"`
+
+	// WaitMs How long to wait for all the names at once (default 0, do not wait), up to the
+	// server's bound. Meanwhile the request holds none of them.
+	WaitMs *int64 `json:"wait_ms,omitempty"`
+}
+
+// AcquireAllRequestMode Every grant is exclusive (the default).
+type AcquireAllRequestMode string
+
 // AcquireRequest defines model for AcquireRequest.
 type AcquireRequest struct {
 	// Holder Who holds it, for humans; no control or invisible format characters (zero-width, bidirectional controls).
@@ -329,6 +383,12 @@ type EventList struct {
 // Grant The answer to an acquire: a Lease whose `lease_id` is always present. (In Go the
 // generated type stays Lease, whose `lease_id` is optional, for the code written to it.)
 type Grant = Lease
+
+// Grants defines model for Grants.
+type Grants struct {
+	// Leases One grant per name, in the order asked, each with its own `lease_id` and fencing token.
+	Leases []Grant `json:"leases"`
+}
 
 // Handover A request that the holder of a grant let it go.
 type Handover struct {
@@ -571,6 +631,9 @@ type Problem struct {
 	//
 	// Example: 2026-11-29T08:45:13.120Z
 	ExpiresAt *Timestamp `json:"expires_at,omitempty"`
+
+	// Held For `lease_held` of an acquire of several names: the names that are held.
+	Held *[]string `json:"held,omitempty"`
 
 	// Holder For `lease_held`: the current holder.
 	Holder   *string `json:"holder,omitempty"`
@@ -915,6 +978,9 @@ type WatchParams struct {
 	LastEventID *string `json:"Last-Event-ID,omitempty"`
 }
 
+// AcquireAllJSONRequestBody defines body for AcquireAll for application/json ContentType.
+type AcquireAllJSONRequestBody = AcquireAllRequest
+
 // CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
 type CreateKeyJSONRequestBody = KeyRequest
 
@@ -1025,6 +1091,42 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcquireAllWithBody Acquire several names, all or none.
+	//
+	// Grants every name of `names` or none, in one transaction: each name is decided as a
+	// single acquire would decide it, and the grants are made only when all are free (and
+	// past any lock delay), each with its own `lease_id` and a fencing token from the one
+	// counter, in the order asked. A refusal changes none of the names. With `wait_ms` the
+	// request waits in the line of every name it asked for, holding none of them meanwhile
+	// (two such requests can never deadlock); it is granted when all are free at once and no
+	// earlier waiter of any of them is ahead of it. Each lease is then an ordinary lease,
+	// renewed and released by its own `lease_id`, or with its session (`session_id`). A name
+	// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
+	// every name in its scope.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
+	AcquireAllWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AcquireAll Acquire several names, all or none.
+	//
+	// Grants every name of `names` or none, in one transaction: each name is decided as a
+	// single acquire would decide it, and the grants are made only when all are free (and
+	// past any lock delay), each with its own `lease_id` and a fencing token from the one
+	// counter, in the order asked. A refusal changes none of the names. With `wait_ms` the
+	// request waits in the line of every name it asked for, holding none of them meanwhile
+	// (two such requests can never deadlock); it is granted when all are free at once and no
+	// earlier waiter of any of them is ahead of it. Each lease is then an ordinary lease,
+	// renewed and released by its own `lease_id`, or with its session (`session_id`). A name
+	// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
+	// every name in its scope.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
+	AcquireAll(ctx context.Context, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListKeys Every API key, revoked ones included, oldest first (admin). Never the secrets.
 	//
@@ -1326,6 +1428,62 @@ func (c *Client) Healthz(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 // Corresponds with GET /readyz (the `Readyz` operationId).
 func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewReadyzRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcquireAllWithBody Acquire several names, all or none.
+//
+// Grants every name of `names` or none, in one transaction: each name is decided as a
+// single acquire would decide it, and the grants are made only when all are free (and
+// past any lock delay), each with its own `lease_id` and a fencing token from the one
+// counter, in the order asked. A refusal changes none of the names. With `wait_ms` the
+// request waits in the line of every name it asked for, holding none of them meanwhile
+// (two such requests can never deadlock); it is granted when all are free at once and no
+// earlier waiter of any of them is ahead of it. Each lease is then an ordinary lease,
+// renewed and released by its own `lease_id`, or with its session (`session_id`). A name
+// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
+// every name in its scope.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
+func (c *Client) AcquireAllWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquireAllRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AcquireAll Acquire several names, all or none.
+//
+// Grants every name of `names` or none, in one transaction: each name is decided as a
+// single acquire would decide it, and the grants are made only when all are free (and
+// past any lock delay), each with its own `lease_id` and a fencing token from the one
+// counter, in the order asked. A refusal changes none of the names. With `wait_ms` the
+// request waits in the line of every name it asked for, holding none of them meanwhile
+// (two such requests can never deadlock); it is granted when all are free at once and no
+// earlier waiter of any of them is ahead of it. Each lease is then an ordinary lease,
+// renewed and released by its own `lease_id`, or with its session (`session_id`). A name
+// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
+// every name in its scope.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
+func (c *Client) AcquireAll(ctx context.Context, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquireAllRequest(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1975,6 +2133,46 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewAcquireAllRequest calls the generic AcquireAll builder with application/json body
+func NewAcquireAllRequest(server string, body AcquireAllJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAcquireAllRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewAcquireAllRequestWithBody constructs an http.Request for the AcquireAll method, with any body, and a specified content type
+func NewAcquireAllRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/acquire")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -3208,6 +3406,42 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /readyz (the `Readyz` operationId).
 	ReadyzWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ReadyzResponse, error)
 
+	// AcquireAllWithBodyWithResponse Acquire several names, all or none.
+	//
+	// Grants every name of `names` or none, in one transaction: each name is decided as a
+	// single acquire would decide it, and the grants are made only when all are free (and
+	// past any lock delay), each with its own `lease_id` and a fencing token from the one
+	// counter, in the order asked. A refusal changes none of the names. With `wait_ms` the
+	// request waits in the line of every name it asked for, holding none of them meanwhile
+	// (two such requests can never deadlock); it is granted when all are free at once and no
+	// earlier waiter of any of them is ahead of it. Each lease is then an ordinary lease,
+	// renewed and released by its own `lease_id`, or with its session (`session_id`). A name
+	// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
+	// every name in its scope.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
+	AcquireAllWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error)
+
+	// AcquireAllWithResponse Acquire several names, all or none.
+	//
+	// Grants every name of `names` or none, in one transaction: each name is decided as a
+	// single acquire would decide it, and the grants are made only when all are free (and
+	// past any lock delay), each with its own `lease_id` and a fencing token from the one
+	// counter, in the order asked. A refusal changes none of the names. With `wait_ms` the
+	// request waits in the line of every name it asked for, holding none of them meanwhile
+	// (two such requests can never deadlock); it is granted when all are free at once and no
+	// earlier waiter of any of them is ahead of it. Each lease is then an ordinary lease,
+	// renewed and released by its own `lease_id`, or with its session (`session_id`). A name
+	// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
+	// every name in its scope.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
+	AcquireAllWithResponse(ctx context.Context, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error)
+
 	// ListKeysWithResponse Every API key, revoked ones included, oldest first (admin). Never the secrets.
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -3602,6 +3836,124 @@ func (r ReadyzResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ReadyzResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+// AcquireAllResponse401Headers the declared response headers of an HTTP 401 response for AcquireAll
+type AcquireAllResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// AcquireAllResponse409Headers the declared response headers of an HTTP 409 response for AcquireAll
+type AcquireAllResponse409Headers struct {
+	RetryAfter *int
+}
+
+// AcquireAllResponse429Headers the declared response headers of an HTTP 429 response for AcquireAll
+type AcquireAllResponse429Headers struct {
+	RetryAfter int
+}
+
+// AcquireAllResponse503Headers the declared response headers of an HTTP 503 response for AcquireAll
+type AcquireAllResponse503Headers struct {
+	RetryAfter int
+}
+
+type AcquireAllResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Grants
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *Problem
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *Problem
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Unavailable
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *AcquireAllResponse401Headers
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *AcquireAllResponse409Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *AcquireAllResponse429Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *AcquireAllResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AcquireAllResponse) GetJSON200() *Grants {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r AcquireAllResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r AcquireAllResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r AcquireAllResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r AcquireAllResponse) GetApplicationproblemJSON409() *Problem {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r AcquireAllResponse) GetApplicationproblemJSON429() *Problem {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r AcquireAllResponse) GetApplicationproblemJSON503() *Unavailable {
+	return r.ApplicationproblemJSON503
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r AcquireAllResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r AcquireAllResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AcquireAllResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AcquireAllResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AcquireAllResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5892,6 +6244,54 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 	return ParseReadyzResponse(rsp)
 }
 
+// AcquireAllWithBodyWithResponse Acquire several names, all or none.
+//
+// Grants every name of `names` or none, in one transaction: each name is decided as a
+// single acquire would decide it, and the grants are made only when all are free (and
+// past any lock delay), each with its own `lease_id` and a fencing token from the one
+// counter, in the order asked. A refusal changes none of the names. With `wait_ms` the
+// request waits in the line of every name it asked for, holding none of them meanwhile
+// (two such requests can never deadlock); it is granted when all are free at once and no
+// earlier waiter of any of them is ahead of it. Each lease is then an ordinary lease,
+// renewed and released by its own `lease_id`, or with its session (`session_id`). A name
+// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
+// every name in its scope.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
+func (c *ClientWithResponses) AcquireAllWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error) {
+	rsp, err := c.AcquireAllWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcquireAllResponse(rsp)
+}
+
+// AcquireAllWithResponse Acquire several names, all or none.
+//
+// Grants every name of `names` or none, in one transaction: each name is decided as a
+// single acquire would decide it, and the grants are made only when all are free (and
+// past any lock delay), each with its own `lease_id` and a fencing token from the one
+// counter, in the order asked. A refusal changes none of the names. With `wait_ms` the
+// request waits in the line of every name it asked for, holding none of them meanwhile
+// (two such requests can never deadlock); it is granted when all are free at once and no
+// earlier waiter of any of them is ahead of it. Each lease is then an ordinary lease,
+// renewed and released by its own `lease_id`, or with its session (`session_id`). A name
+// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
+// every name in its scope.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
+func (c *ClientWithResponses) AcquireAllWithResponse(ctx context.Context, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error) {
+	rsp, err := c.AcquireAll(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAcquireAllResponse(rsp)
+}
+
 // ListKeysWithResponse Every API key, revoked ones included, oldest first (admin). Never the secrets.
 //
 // Returns a wrapper object for the known response body format(s).
@@ -6440,6 +6840,124 @@ func ParseReadyzResponse(rsp *http.Response) (*ReadyzResponse, error) {
 	switch {
 	case rsp.StatusCode == 503:
 		var headers ReadyzResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseAcquireAllResponse parses an HTTP response from a AcquireAllWithResponse call
+func ParseAcquireAllResponse(rsp *http.Response) (*AcquireAllResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AcquireAllResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Grants
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Unavailable
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers AcquireAllResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 409:
+		var headers AcquireAllResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 429:
+		var headers AcquireAllResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	case rsp.StatusCode == 503:
+		var headers AcquireAllResponse503Headers
 		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
 			var value int
 			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
