@@ -24,6 +24,39 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for AcquireRequestMode.
+const (
+	AcquireRequestModeExclusive AcquireRequestMode = "exclusive"
+	AcquireRequestModeShared    AcquireRequestMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the AcquireRequestMode enum.
+func (e AcquireRequestMode) Valid() bool {
+	switch e {
+	case AcquireRequestModeExclusive:
+		return true
+	case AcquireRequestModeShared:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EventMode.
+const (
+	EventModeShared EventMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the EventMode enum.
+func (e EventMode) Valid() bool {
+	switch e {
+	case EventModeShared:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EventType.
 const (
 	EventTypeAcquired          EventType = "acquired"
@@ -66,6 +99,24 @@ func (e EventType) Valid() bool {
 	}
 }
 
+// Defines values for LeaseMode.
+const (
+	LeaseModeExclusive LeaseMode = "exclusive"
+	LeaseModeShared    LeaseMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the LeaseMode enum.
+func (e LeaseMode) Valid() bool {
+	switch e {
+	case LeaseModeExclusive:
+		return true
+	case LeaseModeShared:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LeaseStateEnd.
 const (
 	LeaseStateEndExpired  LeaseStateEnd = "expired"
@@ -81,6 +132,24 @@ func (e LeaseStateEnd) Valid() bool {
 	case LeaseStateEndReleased:
 		return true
 	case LeaseStateEndRevoked:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LeaseStateMode.
+const (
+	LeaseStateModeExclusive LeaseStateMode = "exclusive"
+	LeaseStateModeShared    LeaseStateMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the LeaseStateMode enum.
+func (e LeaseStateMode) Valid() bool {
+	switch e {
+	case LeaseStateModeExclusive:
+		return true
+	case LeaseStateModeShared:
 		return true
 	default:
 		return false
@@ -106,6 +175,7 @@ const (
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
 	ProblemCodeRequestTimeout       ProblemCode = "request_timeout"
 	ProblemCodeSessionLost          ProblemCode = "session_lost"
+	ProblemCodeSharedToken          ProblemCode = "shared_token"
 	ProblemCodeStaleToken           ProblemCode = "stale_token"
 	ProblemCodeTokenNotIssued       ProblemCode = "token_not_issued"
 	ProblemCodeTooManyLeases        ProblemCode = "too_many_leases"
@@ -154,6 +224,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeRequestTimeout:
 		return true
 	case ProblemCodeSessionLost:
+		return true
+	case ProblemCodeSharedToken:
 		return true
 	case ProblemCodeStaleToken:
 		return true
@@ -259,6 +331,13 @@ type AcquireRequest struct {
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
 
+	// Mode `exclusive` (the default) excludes every other grant of the name; `shared` (a read
+	// lease) coexists with other shared grants and nothing else, each with its own lease_id
+	// and token. Once an exclusive acquire waits in line, later shared ones wait behind it
+	// (without `wait_ms`: `409 lease_held`). A fenced write with a shared grant's token is
+	// `409 shared_token`. Not with `limit` (400).
+	Mode *AcquireRequestMode `json:"mode,omitempty"`
+
 	// SessionId Acquire under this session instead of for `ttl_ms` (give one or the other): the lease
 	// expires with the session, renewing the session renews it, closing the session
 	// releases it.
@@ -276,6 +355,13 @@ type AcquireRequest struct {
 	// waiting_unsupported` to any wait: ask without `wait_ms` and wait on your side.
 	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
+
+// AcquireRequestMode `exclusive` (the default) excludes every other grant of the name; `shared` (a read
+// lease) coexists with other shared grants and nothing else, each with its own lease_id
+// and token. Once an exclusive acquire waits in line, later shared ones wait behind it
+// (without `wait_ms`: `409 lease_held`). A fenced write with a shared grant's token is
+// `409 shared_token`. Not with `limit` (400).
+type AcquireRequestMode string
 
 // CreatedKey defines model for CreatedKey.
 type CreatedKey struct {
@@ -306,6 +392,9 @@ type Event struct {
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
 
+	// Mode For the events of a shared grant (named `name#i`): `shared`.
+	Mode *EventMode `json:"mode,omitempty"`
+
 	// Name The lease name; empty for a `rejected` event whose lease is unknown and for the audit events of keys.
 	Name string `json:"name"`
 
@@ -322,6 +411,9 @@ type Event struct {
 	Token int64     `json:"token"`
 	Type  EventType `json:"type"`
 }
+
+// EventMode For the events of a shared grant (named `name#i`): `shared`.
+type EventMode string
 
 // EventType defines model for Event.Type.
 type EventType string
@@ -453,6 +545,9 @@ type Lease struct {
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
 
+	// Mode How the grant holds its name (absent for a semaphore's slot).
+	Mode *LeaseMode `json:"mode,omitempty"`
+
 	// Name Example: billing-nightly
 	Name string `json:"name"`
 
@@ -474,7 +569,7 @@ type Lease struct {
 	// Example: ses_3f9a0c2b7d1e4a66
 	Session *string `json:"session,omitempty"`
 
-	// Slot For a slot of a semaphore: its index, from 0. Its events name the slot `name#slot`.
+	// Slot For a slot of a semaphore, or a shared grant: its index, from 0. Its events name the slot `name#slot`.
 	Slot *int `json:"slot,omitempty"`
 
 	// Token Example: 1796000000000000
@@ -483,6 +578,9 @@ type Lease struct {
 	// TtlMs Example: 15000
 	TtlMs int64 `json:"ttl_ms"`
 }
+
+// LeaseMode How the grant holds its name (absent for a semaphore's slot).
+type LeaseMode string
 
 // LeaseList defines model for LeaseList.
 type LeaseList struct {
@@ -521,6 +619,9 @@ type LeaseState struct {
 	Held      bool       `json:"held"`
 	Holder    string     `json:"holder"`
 
+	// Holders For a shared name, each shared grant held now (its slot named `name#i`).
+	Holders *[]LeaseState `json:"holders,omitempty"`
+
 	// Limit For a semaphore: its limit. `held` then means every slot is held, `token` is the highest, and `slots` lists each slot used so far.
 	Limit       *int  `json:"limit,omitempty"`
 	LockDelayMs int64 `json:"lock_delay_ms"`
@@ -529,7 +630,13 @@ type LeaseState struct {
 	//
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
-	Name     string    `json:"name"`
+
+	// Mode `shared` while the name's current (or last) grants are shared ones: `held` then means
+	// any shared grant is held, `holder` is the first of `holders`, `token` the highest,
+	// `expires_at` the latest expiry and `available_at` when an exclusive acquire can have
+	// it. Absent for a semaphore.
+	Mode *LeaseStateMode `json:"mode,omitempty"`
+	Name string          `json:"name"`
 
 	// RenewedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
@@ -547,6 +654,12 @@ type LeaseState struct {
 
 // LeaseStateEnd How the last lease ended, for a free name.
 type LeaseStateEnd string
+
+// LeaseStateMode `shared` while the name's current (or last) grants are shared ones: `held` then means
+// any shared grant is held, `holder` is the first of `holders`, `token` the highest,
+// `expires_at` the latest expiry and `available_at` when an exclusive acquire can have
+// it. Absent for a semaphore.
+type LeaseStateMode string
 
 // Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
 //
@@ -566,7 +679,7 @@ type Problem struct {
 	AvailableAt *Timestamp  `json:"available_at,omitempty"`
 	Code        ProblemCode `json:"code"`
 
-	// CurrentFence For `stale_token` and `token_not_issued`.
+	// CurrentFence For `stale_token`, `token_not_issued` and `shared_token`.
 	CurrentFence *int64  `json:"current_fence,omitempty"`
 	Detail       *string `json:"detail,omitempty"`
 
@@ -582,7 +695,7 @@ type Problem struct {
 	Holder   *string `json:"holder,omitempty"`
 	Instance *string `json:"instance,omitempty"`
 
-	// PresentedToken For `stale_token` and `token_not_issued`.
+	// PresentedToken For `stale_token`, `token_not_issued` and `shared_token`.
 	PresentedToken *int64  `json:"presented_token,omitempty"`
 	RequestId      *string `json:"request_id,omitempty"`
 
@@ -13708,191 +13821,197 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H35khu3ut+roHhvlciTJoczkmyLU6nKWJZsHetIOtI4OnVNZRrsBkncaQJ0AxyKUqkqT5O8Rx4lT5L6",
-	"vg9Ao8nmNpbGS2z/IQ7ZC5ZvX3742Mr0bK6VUNa0Bh9bc17ymbCixL8eL0qjS/iUC5OVcm6lVq1B63Iq",
-	"WKrEe3uV4RUp02Nmp4LNS3Ej9cKwOZ+IXitpSbj8l4UoV62kpfhMtAYtuqeVtEw2FTMOj5/x98+Fmthp",
-	"a/Dw9Cxp2dUcrjS2lGrS+vQpaT2XM2k3R/KKTwQz8oNI2Cmzmp32+33WzsWYLwoLf3W2jaLAB64NQs4W",
-	"s9YAHpK0ZlK5P8N4pLJiIkoc0At8TNPKFIIbweA14d1zbqfVq/GfpFWKXxayFHlrYMuFiEfy76UYtwat",
-	"fzupNueEfjUn+F4YwGth9KLMcBANLyn9z7/6RW+EMVKr13Bp03wN/X7PsPliVMgMp87aqRHm6v/+z/+V",
-	"drYsg7tv5wDn3FpRwr3/Ax73c7/7iHfH7z6efvXp31ubdPIJnmXmWhmBBPwtz1+LXxbCIOlkWlmh8COf",
-	"zwuZcZjFybzUo0LM/st/GpjSxwOX5xXdRS+tL0oq1Q0vZH5V0rvTATKH+4vlWhimtGVjXRR6ib/B0Eqe",
-	"WdZOl1xaqSZXC2UW87kurchTNtYl4wx+YtxcixwYjjMjyhtRsqW0U72w7gKpJqyQSnR6rU9J66kuRzLP",
-	"hbrTBRj7t7qpX4sVK3h2bWghdCGYLvEz0oo0TC+skblg0hqQImP5XpiE4axHpV4aUTIjFMzRL6OdcsuW",
-	"elHkLJtyBXJAz4Sdwvy1YiMx5cUY10lpO4X7pRW4Js+BQZ/rOyYKFAtXhQ70QHJCvJ8D6SdsyQ0rBX6Z",
-	"J6wUNxr3uWRmMRelETl87VaNniVzWDmgJCShRVnCCmlFs3yh7VO9UPmdTlJpezWGt6Y4Bn/pHQ7hQjFR",
-	"lrrE97/mVqDmEHe7DCW34qqgF0csgBQ802WQBcAPXCHRwy2Mg0Aw56wUtlwxPraiZOlr+KN7AX+kzIhM",
-	"q9yASJ0KnjtFHV0Cf26XpxuKLBLwd84RTgHEPOG+8lwB9A58kRXaiBy39CfFF3aqS/nhjvd0gS8WysIr",
-	"cFuVZhevnsHOkqRSbKGulV4q+CswsBJrm/X27dvuRfSog3asUnG0BjdcFnxUiLteAv9et185t3wEYizj",
-	"CgURvxZsWUqLKm7J2rk012y8KIqEPTt5SayZsEJn1yLvMF0OVVCHXJmlKHvsteC5YddCzNlSl9dSTc4Z",
-	"ssOES7WTKYbq87HFJ/87Pukiw1sjY4LnuYR14cWrUs9FaSWYHGNeGJG05tFXH1tTXeSiwYx+O9UMfjNM",
-	"2gRV/HQx48qcA2WhRaALICWpbqSRo0LANTNuQd+BsSBKw9ofRKm7S5nbacJGMpelyGhY/gkG7S/xns/m",
-	"QC4tWFNRdu//t6k2tstbSWx9nz38Ci1f//fpho2VOMt5YzZuiSqtzg2aKDM+n4LIQxdBGjbjasVMoa0Z",
-	"sMUcjPYUn5gyWifDOCixTCRM8Gw6VGDeoIgEzgqaj6ucjYXKQN1bfS0Ua8Obx7I0lo1LIfAdoCAnJVdW",
-	"5OfBOpJmqOi6TM/8LWhL5bgLOAPxPnpMp8fQsodxwiPBPMnZcioLwbhaaSWGinbSz34QzA6tBGvrkimt",
-	"ROIMubAq5yQ4Vv6HqShyNi+4VEOFU+3A69IH/Uf08quZNDNus2lKxH6Ez5K0gOuuclHw1dXMNGwgchbu",
-	"UWyaGNYG7tTKWyedpGa5wY9uiR2L0hrCY7SaAPER2dJgvnrQisbZbxrnTFgOgmWfqPqHvw541ekSmW+n",
-	"zIXK/QS9npHKWMHRnIZRp9YWVzOTsvZE3gjcOkcPuJedyHAbKr88SJ+R8gLjTYklEmak0vBLYnVQZ2s/",
-	"D5VbXbgi7O0xbElD35w9WrssX5SoFZhUbGYSHLRUbgTgRdwzbASGm6m5z33gz/tf9eG/To+9lXY6VGm1",
-	"2GkCRk3O+gPGHdXQKvMw74KDncOJGuDfaNY00SCbTh8iFW+QyyaJACs3zvYHvaQXWU3uklToDQXGpkGG",
-	"OfYTlmukYbi6kziRFK/LUOHCVPfc98txsdsDcxoN+bc/VI2OndXA/njbAFy78KjUTTFFSYdT0Yqt9AIc",
-	"mVzQyh3FWJ9iR/tnr5UC4bwLd+jRf4rMwjI/LgXYOj+KFTrjNa12TV9uxgOcTQQiWxTjHnszRZNIFSs2",
-	"FSDyqsVFLW/oN5DwU26mvVYDcZci02W+TyDAONenCcMM9zfN8cmNs53qM3mpBBMK7A50tafSWF2ueizl",
-	"NgWxt5wKMNzZlM/nQoF6QQHiDNeUZORMz8Dk3/D2YI711eSZbYq0PQWtkM/A7kG1blg7dZZlmrD0Wqyu",
-	"Mtoj/2f0qw8BgcwXcEkHaSmdcpXrG1H6+ETNR0G3OgfX0ibArcNWwUeiYG3c0rwzbDVuELf7NudSzoSx",
-	"fDaHy53svDryNj/yfTf94K7z9hrcGoywjbHfRt+oA8J/50zM5nblVHtaCiA5YHoBJMeWU2385dIE3wEN",
-	"Gyes+CKXli43QIfXYmW28EcVDNykoOrVPhJFV9Nml2K8MCLHX9B0b3yDEb9sPvyZAuozXgmKG1GuaLjE",
-	"5UswVZixpeCze4alMk8b7YFNAe+Dg43zgUeD1kHOpAVEw2lN9dRcynp4snGKaEbuW0FibGN5IZzdOS8F",
-	"OPbE1QdMjb752BIKBPXPLZ45aQXbqMTSfaJIUMvzCn2JvI2faDitpBXJAPdXfFldArQqFqqYP5KKUcA9",
-	"lqGw9+6axEevabGSSo1wu128PpfkNNVlHtE1xq+tIGW+i/1IUIcFbPGy5CvkxSoT0eQx1+fiXlq/q2ng",
-	"34NNi6K5KF6OW4Ofd48OzazWp+Rj7W3eXWl4w7ukQXiQxUBWAXOEAaYVGXEkMVL/UNRDvFjylfFE2GPt",
-	"Z4p9jwbMUE2EEiUQBoN3A9GuDD0qaXyWnpPrmAQBlOmchIIVCkYlba+Dlsf77kR33Yz81Fs/ROJ5zQSv",
-	"h23h0UQ4xMPoP7BCWNCoE72pHre50M/AaMDfGjnaS+kGecldVKThJ8cXxyqn6sbRqtnZx9D94FCVanWz",
-	"gnELZ7VbNiDkhMkxrB3YicbbvMcIOXgwPY7yC1bjdtBe7BVqazy2TUTUlraJ59b19nFxlmpT1wQ4uPEW",
-	"HfoQY+nVHazT/tmDL7EFZCZW9p+sYvy9Y128T00LJngBV6+LVmO5XZCQDYEffd3aK+jptqatafQBnN45",
-	"llP8baMtHkSwQ92FTNrYlqriPGQaX4tVI6lTLKBaANCNs3E5mXzIx7MPdvnLWXHddB9yZ6Ns8Jmpms7a",
-	"pJo1/eT08fHyhG6jVdqUU5qiv7ue9xquWd9kCWYAzdE9JZpYEu/pFjpo1uZgmx6sy9FTW1+pTc9tKyne",
-	"TkCEjd0UzQswYp0PFMdi0RwnM5x8yE3J0d8bmonJpv7qF3wmQr4z+GAzvgJ/Dxz+NskNGEWw2kG8guKX",
-	"16Lj+QJcjBHml2DsZIiHEoRDdoTS/Ti1Z3T9/bMGUr4t0dXorWlTyYhoMBxQwqIrKoOyZ0ZgoIy10WIO",
-	"gRYQvz5+EiybTpO3TSO7uhu3Vby3QuXIylclfF02B69ekRFHSsNFSNz1Br0om03RUfNR7QHoGastmGxT",
-	"vaTY+kwWhXQpkaGyU7FiPM9Jp8MS4iRWbCRWWuVsCXI2WtklNxiyY1YXecJGIuMLIEA/kKECb86a4Hlx",
-	"450vKwvGLX5tvZ8JtzArgcqLBW2htQVrZ1rBBLmVN2Ko3IUuzO5GAlww5TeCjUQhxY3zUF0cBZaTCV4W",
-	"EkO6PA5lslzm++JjjQHyBt/owEBDPcKwK9myqW28i7CluCYrhfWOOkaQSRZQsPjcxc5o+pH3QARez/wU",
-	"11f3fzmbPe3n/3yw+Okb/a/T0UP19/LrZevwLM9Tyl8U2voSFJfJGODe4l291kHZhwNc5V8TmanmPQKG",
-	"UJOukpOpLVbN8RN0vI9lbKK3KzHX2bRZuBuXb0A+cFVyjkrnpc6EMbS3tHXgHUjr6lkMyH+S5HR7e4nh",
-	"91fa2Ekp3vzzOWXIWCkw6cumTkbqpcLgtLdS4fleYLpSmWullyYaTGDBkNaSltg68NxarL4l5lf/uj67",
-	"efTP2bd9/qQ5ZLQlhgOEHdeKhXWhjEHNXK4CO2hgg4BzQr+WcvFVMJShqtO9Eebq/vgR72dno6/zU/GA",
-	"f/VV43gLfTzFS5WL9wkbl3rG+j0GDqmL1+HUcJBwbwp//ht8TJv5IzhmVTrk60eUeXH/HRZdCmmgo9Mq",
-	"zV5clSdw7px7Q1LTojUWqinKdc7fqvybzUqScwcblvikN5ZbcUCkqL7RT9CQctEJofLeXnfJjW1/LCka",
-	"VYOFAwt9D2WEFecuWoypZ/iB4o2okR0/g/zHvUgonE+mBbdp+DMdqnZVShbV0jiXotNjaajkuIoTGiGx",
-	"m3HFRqKe2B2qNlVfcFegs0pIq+MIdXbNcJM7JCk+j8UVD/M4m0vlzdnBsJyRJZGsrzoKEBef3RmKfdcg",
-	"R/yG3ElGRBR55B6OtC4EV3sSHrt1e5NGZym8KIXFU2wmwDFymskVWcDPCUuRLpGcMMQnJ1NhrKNTrPlI",
-	"WSENyEhQXHgz5h6MZmNe/j4Mh89mHMB8965yyCdY1ION68LaMLbc6RDpKqp/vTgMKucovXJget7VYNUn",
-	"/9rXPYZanI1Q5T51BAS/SyvVyaUaS5Nc/kdEJs1xBKoUWy8xXbG/v3n5gtGD0CywbKaNZQ/Yj/LbhIne",
-	"pOfNkRxrK3iel8KYmmGC7yxbg9Zpvwf/fz141O/3W01xvhcHGLVRrfzPF93/4N0P/e6jd9XH3tWg++5j",
-	"Pzl99KipeL5Wrbu2a08fs0cPHn7NXEkhy4XlsjA9hrkx8mBQQCQspZ2BT5VIS1k7qBdfp1yvonGp6bpW",
-	"au/XSR2Xd8eE3JUTP1zlQ0Wy6EppeyWNWVBKPOTqoktZ6oZ0NRYqE2mj+rqtGsp0Xkv2rbUGgO3gS6Zb",
-	"3hd0JF4VjLeSVjQ/T/TR1CiCBx4/kvBV4Ju178dcFvit1fpqxtXqynMH8claeUr9QptN6co5XxWawxLq",
-	"q4KXE2DLmbBTneOQsIjZKUmc5BX4/3oB04gefjUTueRXLqtIVZu1R4YmAryvqnhNUESUihf0Q1yVCy+N",
-	"aq/jCQRjLXzjnAf47peFtvxKvM+EyPE2mIjbh7hMueWUZ6jDazQAavS0JaG8TrBsk14PzCcTMzZqLiy3",
-	"bdJBUhR5txA3ovC8TGy03rlSUzR7A923tWG2JPfWhcugJj92pP2kMpa7pW8KxsYi4Itvj2cCmTcOpyFT",
-	"86D/qFEDS1usKYHnofahMdXnCw3C9XykF3YwKrjanwtyjElvDeN0Eq1Jmb7GmgTn8K+JzyOFZiGBfUg7",
-	"fjyAvw7Yhp1F2D7QEWjDO1iogLAuh4xYjLaFgmSKi2xPPR0wrMKHvQ+h04OobUdiu6oR2iTD8JPXVDiy",
-	"ayHmaGaJ907kNsm7hRHlFZ+4OrrdZCXjupTW5jTXdxcLS8L4dtJdcwBhd3WIL6VBPXBokKGi9H05rOjh",
-	"+6ME4bGvBajII5Nb+5lid9V1oMQ4Kd3vJ7ejzN3vqqh0fw4+Jtv1oe3Ll9e34mCaa94cXKBbJh6jGH88",
-	"47NvjpvDjnIiGKESyzse3+087W2l6hcM47q2OGd6Ji3IYSoQDpHde5g+uk1Nyp6lI9p4psa6ocqB+quu",
-	"vD7dWIPPoYcuayVRIUiFBZkw63V91NuaS9pVlrrxaNYGRYZ2RPcFhhtFYUQcgrfu5ZgZJNOHWd2Jx4Kq",
-	"0eWgMl4U6PGaTM/F3mLVTUUkPxy6lIt5fpvqkxtR+rTEsUQUyRCvnfzTasNx00jqpLOL8m6ru+juY1RX",
-	"ROn7tZd//CHKi659C1T16y3AfSx3GBsF4r0t5zzzVt5vwSdHsMKOqr56k5y0R9crR/yy+XT3I2U5SaLM",
-	"eC5uI6ErTvJa+VachARYNvMTDrA8nluIqGvVMaf9Pczj39U4VldGs942jkGQlMG/5pyl9IiU8cKElL5x",
-	"7WX4L8U0Et9xG/jV1QiAFQnfehv0nKVYMZdibUWuKYaPkAn1hAen2Cq9HzYC7mo0/d9sy/FehHQu9c8g",
-	"TyZx04OrRBHen9os06G279tWF95RAmZHmiWkLjcDDL5uKafe9kFVvuPWJk6IU3LFpSEoj0cpqXjpPk8S",
-	"5NaFEFvIAARoDRZGKjbndmoSP1FYA8qY3zZtv6P1s7mEhjow3bs9X4X20LDuzcU18BiNLV9u4eMCG3P1",
-	"3/P71/35f6y+Wf7zTP3r69Hr09nlw+zvj1o7WzaPlZUVds56G1+N/rdn5ZukkuPlZ9/dzomo78Nn6l4N",
-	"vDJgHL0D38h67usdKw8hdPrcRvtEo9+xNl8KAKDeqOTF+tZy9UNW9HM6ZnWYJ78FO7uIwSbAp91mMw7p",
-	"Ta3kz6buocZurBt9/fQxu3///iNg458uH7tGtfc8s8WK2WkpBBuX3GMm5HIibT1L1zrrn33VPT3tnj26",
-	"7H8zePBwcHq/d3rW/494XmD5d62ktofaTtRbZZayFHBZ75KuDb915czHfBAla9CaSDtdjHqZnp1Eobja",
-	"Z/80AuswIluU0q7ewMYS4Y0EL0V5sbDTxkVynboDll44TBXc1wH7Fu9jxfU1Inj1PE4aJh7xt2qeU2vn",
-	"NADpvOeG/nPD9I0o2Q+Xl69OMHWK21AzTV0hHIpcsEvYpNTLBK8ReWTaRD2LQ0V9eGT+UISWuzptTKZj",
-	"iQJey4veUA0VEg3jpWimi6h0FszkTJIa8ARPdzqirdXZ9obqCTU/lqUusS9LsZA2TbfBsqQs19kCe4Tx",
-	"/ZwZy0eFYGmmc8xE+uf69qnRwrL0ZIptHx9cZuIEDLbVh5S10QoPj+RwKagqPpe9FZ8VKZMqKxa5yDss",
-	"42UpUQWGhm1uhmoLJQwX/f797Fqs8INIe+wCb5kiyAcCerW9+ZpUhqsuvcVJ+V0wO0diqFx6jlntitmx",
-	"9hBIAZfB6Kgq/txVjGDZ01pPKWyyWWSwcIivNNXLoaIYPZU14xthXD32QuM1u4B64ob9U7YO+HPO+FDB",
-	"I3yJOZY4y8nUxvfdZxX4Ge7fWuubr+3kigxv1saabUyf4u5+/+QyYT88ufgOZ/zy1eWzly/edNz0ua0A",
-	"0YbKCCdpm8HOWDt9I7LuU2GzafeNtGLAslIb04UfaXMMnwn600MYpS9LOZEqHboHhdpqN4t7hk21sR1q",
-	"ZaLOYdy09bmzx5jF8fWtpWBK26FygzeEG6GExLdQ+pcYmK5kfDzGFldcxFfc1cMiFgeOMC5fdSRC4+h2",
-	"M12aLl2VsraCnR2tmINv6OAbsD9SvM/E3PpOYeq7AL+cpSc3pynVdFb4c/j0xy9fv2FtoM0Cdt6Ewt1z",
-	"lj4lcda9xKxhMlTpk0s+AX6ooRUhzz7XJA5ScILAy+kQkgZQRMWSCTNSYZ+2kCXLtL6WJL6GSk6ULkXe",
-	"YyQfHNYMzplNhDVMaRqsw0Nao8WRzldstjCwM6W8wd7SQmxR6PmKuRR+DILBTMehMeFiuvcMkJEIRcAj",
-	"O8lqmYBMvmFrhQGpT64Jli0s0+MxG4mxLjGqMlTpY/L9u2TupIinwTZS1TRB1C61WbZJDbx6+ebS2fi4",
-	"vR2a/kgw7E0pYGyxnCb57GquK1zUc8YRf8kIp6v0mKULO+5+k3YYwvzY6oFA+EUxwKpl2qEwl8vVXKQI",
-	"RRQtzelD1lwhkfbYMxsG/NPl0+43ZH3BNqfD4SJlwmR8LlxPPCISmUVZ6gniygGraV+vRIA1S81mYjYC",
-	"VtRjXHuH29m0uJ0BSVTOCqGArYcqF6CjSgfBaGQhFJhUpZgXPEPcnLzU81hMOLCdqDQd1EeFdTVUAdjK",
-	"j3g79FWMfBUBYq2BYA1VhYLFfiAhM5YCTG4sM9nsHbH8WhjW/goruUhW+A0aqvTB/VO2XqriCoYKmQlF",
-	"MUQHcHox59lUdM96/VbSWpSFM5bM4ORkuVz2OP7c0+XkxN1rTp4/e/zkxZsneE+V8l/LxYaAXKvfO6UL",
-	"nZZvDVr3e/3efaoGm6IN6I0F+DwRaGGCb4JE/ixvDVwP6YfWGnbqWb+/A1zuOFA516bagCmHrQCuEQJ3",
-	"wARsxF4rtmpbg5/fJS2zmM14uQKzUt4I5SrqLJ8YdBvoNe/gPmcUbZ31a/r5N5k0vhvRDB/27297TBjX",
-	"SQz3t2tJ4LES1oSg0AI2n7NOkmBCRekf7AlDvBdEpOWy6Gxd0ZvTE9/k2bikz6WxP8IFX3BRffvpFlIi",
-	"gJRPSetB//Sgha2wJPGmA3ajQtSFO84e7b8jRiHFUaMG3X9fBcUY7zLp+2AgROarCeZ9wkC+GuvapNto",
-	"g3d67AU6VjYExWrcQ/22n5LW3AGB1neXsKB+dHBKyKLf6nx1wM5GBa+uA9dXrzLqjzNxB/Lg51DbCn4/",
-	"dZz6UPSn5HA6CeA/9eiCLRfi0waFnn42Co0wsxqI1P3aYz8KMUfEprQGiGWsLkUDIlaEaulNx6298/cM",
-	"++n18wRsXuxQygdo8SDznnyU+Sd06I+DHH1APLybYCO47T81C9Imxq5z4DAPXyANeqPKIVlKlyFzQWTY",
-	"3gbWi4Qs7hPtcCEoobquv4DvPTvWaPlBU909Sgly8gpUjV5y3Km4pLHtviMAV/82m0tL1bi5zyzw59x4",
-	"XNoKqTR0ajrJmPgABajcnJvpSPMyD7CHjVI3Onrh50ZIf5kfipV/LVZXP/Puh7Pu11ux8t85aquyVFuV",
-	"+nNfOr02xnXEvGLlwjnUcopNqw4dU5ptBzGQ4N92HERTBdqnpPHVWMXpQ+eamIw6ukA39tjLmSR0hJG2",
-	"022jwUac2mB8VtRV2cIDGxGzmqmtWrETOsLigAvdsRuf3n1BO6rquGxQUi+VwBM8wDGkBXVC4i8dEPkf",
-	"voUQqS1HD35UgW54/nbsFYQ7/X3yEa5bE/DbKlnuGYIjppxxlf6Nw46PWHS+AHjYrvuYU/TFiXwgXh9w",
-	"MOys/4AgXX3fXkI8YwMWlGNebterSIzXHgMmxxT/wReCQz/TN2iPEooZhT3ocW3t86dKhDFht2QnTrFK",
-	"A552fUouIEAhUxdDJb+7SS0SmMgeeeUEPZlaDpzaNS7WepTumfrst4kOX7VSMeBR8BMN7H6gIodd/X1r",
-	"8f4B7FmdynFLhj7el/5ctsIGyQD1cxdPc8ZDk0hIvMpt6gh3B5xwQ52gWDpmXIeyriBvzvp9F/emDl1M",
-	"QNPV1jT3jfc2uOZ7YT3LfFmN41pRm513WjrUwH8ZpXVCu4x7hEF6uqJEhQ596EW5kvk2SlsThXtMEEKD",
-	"eteks05cwcz6cWEHP7QKMNRJAAE3o1rvNUQCT/xtoOM50DVWS1WwA4nPodak9VBN0FtzkV6y0r0WwyJN",
-	"SjV4TRhgt+Mjm2qYfglFVYZq4/SAxIEg1QBMfLuqA65DJO9yofDIoyYN5tDqD1JhF+6kmAqCHlYKfRaX",
-	"yTl7wKYduGpR+owZXOL0MX6mxcCe2UBEFQiMNF60naOvQ2KJ7gdtT0hMtFh4SgfJpU0NTr5xGKDbq1yO",
-	"xwIFp19rOu+gMb/zo1hRCv70KzAuzh4+rB2F4XCquMr1jP3007PvYM1nuhSUPR0JDwxvK5TyoXLwOATT",
-	"PatipAHGuTrKwd1zz7i5EvchtE6wmWhL0T6Y+jpKZyA8y8Vsrq1Q2apLjnuzy/PwYb2456sG5+1XxOB8",
-	"NVITOJWr/0HEmINjbWuHoxwUb/t8eoVwehtUyvfEeD7UFvDgCHGBqgQ4yIKoGNNZ1msRt1pi95Aqa3/W",
-	"CVLEOaW6HTadk0ABaHu7P7+/aOp3Hpgjq++OD1hzncJGzwRmf7FMvyqyc3pTl062SRWOndtQJUNVS9z3",
-	"WP0MN74ufNM1Bk9jcGMUM1Nuhook5m6AnnM6WgCzo7VB+IqATM+A3EY8ux6qAvVbSLeX4kbexIJ64Itc",
-	"3QEtTvYC0V+L1b5jk/Y1ZbsSqEj31W3hcIxMCQaUyNli3umxiwqtMl7WXmvvcWXO/LozulrHSvDH91Wn",
-	"ikjjoJrQKSvwJ5PEGt/BwPmIooc2TFCbjRdFgQcB1c+N+6xnvP0GzlF8INSaV3RwgOSkwojfHZ184mHd",
-	"jzNJf1cxuQoqf09Mjhblr5hck5fkDmoh0eu4MsqFfnHvKD6i5LO6Ry9c8EsiVEcm8vgUUYL2j3BYI0TX",
-	"6GApr/g86E5vqLaEGXkRklVN58UkzeWYoah0qJruIsKtYo7wmJqPFSFCuU4hNwdwCqymeinvUJHntR1g",
-	"/ZxuUXzmz9qqQ4e4A4p8uLHB42DgX80F1htjVZOJvcIec+EfWnwMYOYzqbBbVxcEKUfnwvm+kaCiM01y",
-	"TDTHMPH5AVv2V9j6vtG+VWpKuOdiXujVDO4meHvvBTwgL2B0eIp945CdQ+z+s89XXhOgdxsOgTXXsP/R",
-	"MROF4OAAS6yKBuaISR10LxZ7rhP0713E3jIQe6fHATsrUWk0x9ctcaWXuE+lP0twSl4Um2JF6I2gg3z/",
-	"IPHgC3PdJGjcYRrVrCeatb0IAFPdy8rO4YaRk3KfQc2sCx98bhUOPkbyHEYxa1AaB8mNxlSIP0jjj+AG",
-	"/xmTH0TMFUJ0pS9HqyrWGB3ZGvKO5IgeQ+1KLL8ArSux/LKUHkGy3HFczJ3K1FR9ii2hvTpAo6QDmwOe",
-	"r4NZ2RUF+9OHrv58PPsET6LYDNKQrUTBy8qcNXtc9Tp01lYH/XUMgtVU5rSWSI9QVrYXJSbN9xaOm4++",
-	"EcNqzdn77c2df7iynzpW2p4wQ7W9f4UaNpUfHcDI6h2oIFmbQg0Rp2yvsCbYtwpc7kvppDrK3B27bRF2",
-	"XpNqynSZ//5Nuj+KgQYbTE3FnkZ9D2k4TEovLGZAohYj37C1lYCD+I/Qp3ZI/wpE6gDhf7ty0D+WDI4g",
-	"v/aKYLd4f0ngxgLMdXSAnaWYFb1ukvDJR/9xb1EmRo5C91SoT3HHdNXOV6Z0G7cBJuvUF6koX4Rip9IM",
-	"lev+oIoUOkWmdLIwUsNomjVFDL/D4b6u7Kb93jPd8uer/v8N5CwtpSs8iqgxwUDjDS8WVUEeXtJUFBgT",
-	"55a6QMRbw6dleubP3KZTelEs0Sm/kooG/aG9cFGCwAJVJzvVrZRC5VipIy1DGAcvdOjEKqTIgUuTc6Bi",
-	"y7PpTCib+MIXJcdjkVMuwHCVj/R7kbM2p1EOlR8DNyy14r09mdpZkQaoC5wakwhKl3GFTf8ZjiUawT1T",
-	"9U90ekP1jCqEHmNr7WNq7h0wpbsZfINpefzESoHRfG7jlXpyySeJOx/g2bj7QivR/Qe32TSNVtM5RnBt",
-	"iFnc7z+o4T7gDHusXXsIphJgGrnICg5SyK2r0y9+NX+4vHx1D8/pShwEGCEl4GcYvAklIwuF5/G6U5c3",
-	"qja3s/y6vvrbyd/qKmrzTIvRilBUAvHUoHtGUgG5b6ndxPVIDifJtdiC74r/Tpq5NrK5vS2tSPCcjWUh",
-	"QO7+12GLwEk8AxFCybCVDliFNcFvRLVtvhEd0UOmeolZJ3tcT1wShvzGdeN2X+lCZg0n2qaONc49AkXX",
-	"lBm7p7QS99KBaxPjarXkK5AYVBzoI+FAEq4OhMAdjh0mUPFB9QLRPZ810pO0/tWNQQ+6L+chZLCRLkCR",
-	"cov2xPtNKu6FtmymczmWPhkUFDMeySeLwh/35fWzHrM1ubBGqMcv56e/KpnXm9Q3VeV5pBxJuUnFamS4",
-	"XVceFxIOEhPDwoum8nuw7GEE4/E6pguqwrUTTvFprkdEhLy4YiWXHseR5mU1qFrsBUWIlJIrQ8BjPiNe",
-	"wcumUTyOUFoKo9lIRF87KGenrYZqoXwdWSi2QV8PrWB24ct8R/pG1KqgI11LJ0hSVTSoMg/c0d48/KIz",
-	"YDzLxNyC/gf5jiggOOdoylimTS9zVXAat7dHUDQOPQhNaY+LFAs+WVnBDt3lWqxYBB6FQFHUcugSvP52",
-	"79ZiTa+dlnoxAZsD5zHwH9xch8rqcJytvxHoEaF5PbgqqnK/ZG5dEaPEl+K7Twl8R4m/TjJUMI9hy72o",
-	"RWenEbIf0II/Nwq9CIodhd31I0IDyQ9GO7SdYBxlWLYoFZvJrNS+Fq9d22Fa9DXi5RaxiWU2pR4CM1R4",
-	"XluZMKPxpCdYx82dr4oYxtKFkuOR40aBDEXxOXDIYcLyiYMOY9zxFybbce8dYpcsxIaU5q5y0gnopPbs",
-	"v6XxrVjXgjhQbU7NAe6mjjuAribY1+5GKzjMDJ/D2gjgdnraZ//nf5/e7512zgnEZ+mJPPSrsQenZ3i4",
-	"1PpRSykRgKpqd7wRhMWejrbZZeAYaVg2Fdm1r29JPPyo4TMxVJHQGITATujJe9B/VD+5JnFFzfSeBDF8",
-	"AgREGKvjrSg+RBCi685sSN+duo6jCsQqXqpHvfu9B51z4nsPI0YPP+v3m9zXV4vYkN3Z8bCl1tpRUo+9",
-	"dnoZVofe6a12WcOhGqr0wdk3rPHUrJTwU0ilsxkvr7FwRM8dSCRSjdGOMMnJ0OBI+SS/L2kq8TS/Ct3B",
-	"8Vt8XLnRnR0dA3VD7LDWwn6TDfax+fmVwtmXMtkMUaF75L3FyuXlhn3/5BLp7tVPl4FFLBW4/i0dxDxP",
-	"vaMViRH/9rY2UDjOP26w+15a5/pdL6+kx84R7GzOONQPO9b3IpAx78I5tXLK/iG/TQgXcFXzyRJ2Lebo",
-	"a0/kDbX/kFePWGeG3HjEUnMukyFoktwfxO/eFCQKqqgpn4tOj10oJvAwXSz5QYwzOhMOX+P1KUMArwIj",
-	"u96fvqz4Thr3kDZXq86ApTDsAaNVToeKLI4ZvxYRDxJP4gxo9COdS+EhyBiPz20Evvt0B3FeOmphc+ve",
-	"ek1w44/UlQYrIGktPoff8TlxbQ6cjotoEMwN1YGEkwHaIQza+dXTS/bg4ESW+U+vn/+pAG/uuIgvNigG",
-	"kQMiDbbULSN7v+0AEJt66PGmznnTwZwDMJnJQaiHHwkIeIoeY+StgJ3aY08IOpQcFRcrJzhaHzB38aiD",
-	"T/2ExT09u9PFbbIZByzYuITSuhap9Ght4GS46shvfrtBB6sJd7FmsTioxDut4HzY//pO16J+cqhjEGd5",
-	"ooaaUC9W1P3Txki38tXiHexRjXJYQ+X6VknJAk+gSsCgCC+KhFqZQePi21k77XZn/H03PKI7F2X3WqwQ",
-	"hLb+WxefGS7oUNGeM4UyvcA49IRL5bxSGDAhEZTagpM1VAU3tsd8P0Ic2V3zdTxbnruyQF+H7zx+Cvmb",
-	"RQZrN1RV/5jvsfWQ32ZaSnUNhgCtGaP0nEH/3wEXk5uBncVkX4Dn33Fc/StjVnj8y2bQ6ha5xZPoBJrG",
-	"HM/bqXYrjb6DHq+HmRDRwelRE1FbdUZYLYzkwlGhDcE90B+K5E+ytBIW0sgPlKmKLUXwqaJAjakAmmda",
-	"TYYKIyxtIwSrl4R1zmmb/KYHIhvrEgGK4cYmbzAuGnhb+uOJv7iZFp0btMXObi7y+Su8u96C5dbHxwc9",
-	"3WBIK1BBO/go/c6uuqnPEul1HBkOfB583NJk5XsWyW6ozgRJ45xRSm3yKbYp6CIPkbqNE2QGKC99A2xo",
-	"VfLn+qDn2Y6NF1eSm6dJ3Lfkru+4M4Dc10Pln0On2rhAazwUDDG6M4bWHla1hRHsQVG4wHQtyEQeWX0h",
-	"YmRDSv2SY4jONRpgCFrJLpjSqksC++LVM8LO952vjNNBISJnajEbkWTy+4Pn63hwPdb2IPF0HBQD7eiW",
-	"6XyoTpN+v88WqhCmhghv+MpU4bpOk6B5ORfqTThI5/eDp7B21swd45f6FWmqTMJjjzygQkQUWyAV3DlL",
-	"8TFLgTCPAjWtzp6JgU2jc6UcwqknoJOP7tOfEur07jvf/bqieRtZsnj8h6Fzy9aY17jTN84dDWhFlloh",
-	"CP6NOLjHXv7Z2t5f4vT9ciRBScSHu6F6gVW4FmLOC3lTsyWDmgqm5CZdn+CqHt8RE2TLeEercWjjiUHG",
-	"0Cnwhw6CMnGG/iaa2GMY2m0F61FCqjqq7I6ba3YISZx9fu5QLUxKmmj9eL+lQJdv/Ri/P2W76e4b3FL+",
-	"wRppHpNiC9ZUBB5Us8NcS743xhpy/8cy/i1b4bYwfkND3P+3nOsa4w5kXTqM8y/OVX+4tlUE+4o5t5Zk",
-	"j5kz2c7Lu/kWQQS2Bnme8GzKZsIYPiHI3BSBMQZU9YOfXZIulfkgpdya+IXC1jm33F2JgDFgav39zcsX",
-	"vaFKn3Nju/ht99l3KTjbCzzvzp3ShEB3v1RQB85xc5Ap4LFleoZHxyECB4bh8QVDxdlU8NKOwCqo/FhC",
-	"/ZCGybxohLJ465KlX6zxozmtHS/D/lTtTkmDdcu4JV2abl3UbDgQTYGjPwaYxN0Hiy4YmL7RWX4EbAQU",
-	"/Qa9+O4bLMR2cEcVwxF7vfu0dhpO/cDLn9/B9lI4gMiuOoNpcHJyevZ1r9/r904H3/S/6aNSdI/fEhRK",
-	"vFNbwW/nDrDNqYZzd1AbIbVi6a5jrbUGVdPaLFN4un7QJSboR6u4M8ufn+0ialgZmPGyXK2jnvY2u2mb",
-	"3vnWnxtOAd6RyPjC+OPmqtPsMQOYMETp0CUIy43jOLHTDCO68ZtDz9jmq91xmTfYTwBkkGzfdvc82vXN",
-	"R/0jUs6RjAZDK3hhVO3g3qNygi0F52wi7FSU0VuCMN98kXN7je9gwHMvMefBowMrXXcHhkM60YPxpIfN",
-	"h/qDrBw5uSOcovvcGUyf3n36fwEAAP//",
+	"7H1rchu3uuBWULy3yuSZJkXJchJTNVWjOHbiEx/bx1Ymp27oUYPdIImrJsA0QNG0y1Wzmpl9zFJmJVPf",
+	"9wFoNNl8KY7ymCQ/TJHdeH7v58dWpmdzrYSypjX42Jrzks+EFSX+9WRRGl3Cp1yYrJRzK7VqDVpXU8FS",
+	"Jd7b6wyfSJkeMzsVbF6KW6kXhs35RPRaSUvC4z8vRLlqJS3FZ6I1aNE7raRlsqmYcRh+xt+/EGpip63B",
+	"o9OzpGVXc3jS2FKqSevTp6T1Qs6k3VzJaz4RzMgPImGnzGp22u/3WTsXY74oLPzV2baKAgdcW4ScLWat",
+	"AQyStGZSuT/DeqSyYiJKXNBLHKbpZArBjWAwTZh7zu20mhr/SVql+HkhS5G3BrZciHgl/16KcWvQ+reT",
+	"6nJO6FdzgvPCAt4IoxdlhotomKT0P//iid4KY6RWb+DRpv0a+v2BYfPFqJAZbp21UyPM9f/9n/8r7Ww5",
+	"BvfezgXOubWihHf/Bwz3U7/7mHfH7z6efvHp31ubcPIJxjJzrYxAAP6a52/EzwthEHQyraxQ+JHP54XM",
+	"OOziZF7qUSFm/+U/DWzp44HH85reoknrh5JKdcsLmV+XNHc6QORwf7FcC8OUtmysi0Iv8TdYWskzy9rp",
+	"kksr1eR6ocxiPtelFXnKxrpknMFPjJsbkQPCcWZEeStKtpR2qhfWPSDVhBVSiU6v9SlpPdPlSOa5UPd6",
+	"AGM/q9v6jVixgmc3hg5CF4LpEj8jrEjD9MIamQsmrQEqMpbvhUkY7npU6qURJTNCwR79Mdopt2ypF0XO",
+	"silXQAf0TNgp7F8rNhJTXozxnJS2U3hfWoFn8gIQ9IW+Z6BAsnBd6AAPRCfE+zmAfsKW3LBS4Jd5wkpx",
+	"q/GeS2YWc1EakcPX7tRoLJnDyQEkIQgtyhJOSCva5Uttn+mFyu91k0rb6zHMmuIa/KP3uIRLxURZ6hLn",
+	"f8OtQM4h7vcYSm7FdUETRyiAEDzTZaAFgA9cIdDDK4wDQTAXrBS2XDE+tqJk6Rv4o3sJf6TMiEyr3ABJ",
+	"nQqeO0YdPQJ/bqenG4wsIvD3jhGOAcQ44b7yWAHwDniRFdqIHK/0B8UXdqpL+eGe73SBEwtlYQq8VqXZ",
+	"5evncLNEqRRbqBullwr+CgisxNpl/fjjj93LaKiDbqxicXQGt1wWfFSI+z4CP6+7r5xbPgIylnGFhIjf",
+	"CLYspUUWt2TtXJobNl4URcKen7wi1ExYobMbkXeYLocqsEOuzFKUPfZG8NywGyHmbKnLG6kmFwzRYcKl",
+	"2okUQ/X50OKT/x1Huszw1UiY4Hku4Vx48brUc1FaCSLHmBdGJK159NXH1lQXuWgQo3+caga/GSZtgix+",
+	"uphxZS4AslAi0AWAklS30shRIeCZGbfA70BYEKVh7Q+i1N2lzO00YSOZy1JktCw/gkH5S7znszmASwvO",
+	"VJTdh/9tqo3t8lYSS99nj75Aydf/fbohYyVOct7YjTuiiqtzgyLKjM+nQPJQRZCGzbhaMVNoawZsMQeh",
+	"PcURU0bnZBgHJpaJhAmeTYcKxBskkYBZgfNxlbOxUBmwe6tvhGJtmHksS2PZuBQC5wAGOSm5siK/CNKR",
+	"NENFz2V65l9BWSrHW8AdiPfRMJ0eQ8ke1glDgniSs+VUFoJxtdJKDBXdpN/9IIgdWgnW1iVTWonECXLh",
+	"VC6IcKz8D1NR5GxecKmGCrfagenS8/5jmvx6Js2M22yaErAfobMkLcC661wUfHU9Mw0XiJiFdxSLJoa1",
+	"ATu18tJJJ6lJbvCjO2KHonSGMIxWEwA+AltazBfnrWid/aZ1zoTlQFj2kap/+OfgHZ03qGOpeJ8VCyNv",
+	"RUrg4TTDDsMfcmGYuBXlitFV4Ta8Lgv7u2CpmfISJPA2SJ48D9eSafFeAgdH8HQSJj5LwxiEUIABADkB",
+	"ZAHhmTWC81DB0wjHPfZKZQBWLCyecYdbAMGGSYUCfsIKbqtZtRKGNISRmEqVM2mHqu11A1QrrmcmHTho",
+	"wokB3NJOj10iKgFIA+mmJfLadh4Yh2WAPDgC/XqN36Y99lJbes9jc/sctG+EUqHgrn9qhQ2B3o2vt941",
+	"EBgvF8h8O5VZqNwDq5cZpDJWcFSNAAJTawvYMGtP4AgBDR1u42V1IiF8qDyo4w4iQQQEcSWWSGQi8QS/",
+	"JLINosnaz0PlMAWeCHh6DImlpW/uHjUXli9K5PAACDOT4KKlcisAjfCBYSMQwk3NFNIHWvvwiz781+mx",
+	"H6WdDlVaHXaagICas/6AcUcB6JR52HfBAeI5YTb8G+3aXbXnM6ePkCJtoP4mujvI3Nztd3pJE1lNgO0A",
+	"PxBpWmTYYz9huUZ6BE93Esde4nMZKjyY6p2H/jgud2vTTjpBWtwfqkYl3Wog5fjaANR0toF8SBNwK1qx",
+	"lV6AUpoLOrmjiOSn2Gjyk5cwAuBUWKVH/ykyC8f8pBQgt34vVmhYqUkoN/Tlpm3HybdAr0Qx7rG3UxRv",
+	"VbFiUwHsqzpclNgM/QZUasrNtNdqAO5SZLrM9xF3WOf6NmGZ4f2mPT69dXJwfSevlGBCgQyJZpOpNFaX",
+	"qx5LuU2BhS2nQNgsm/L5XCgQFZCAOCUkJX430zNQ3zY0d9hj/TR5Zpusps+Aw+czkGFRRDOsnTotIU1Y",
+	"eiNW1xndkf8z+tWb84B/C3ikg7CUTrnK9a0ova2ppm+iiSSXORIqbtiwVfCRKFgbrzTvDFuNF8Ttvsu5",
+	"kjNhLJ/N4XFHO6+PfM2vfN9L37nnvOwNrwaBemPtn092eOaIjACYMs7gFnFE1gYJIWcp/PNvMu0MgrDQ",
+	"i3jeDj6nDjAhXzAxm9uVEw/TUgCoA7HBZbHlVBv/uDRB/0Th2K2fL3Jpo13ciJXZgpeVQXnzKKqpvTWT",
+	"niYgK8V4YUSOv6AM0TiDET9vDv5cAdQbz3xJHsPlEnVZgrjLjC0Fnz0wLJV0vgcwFm9g3n61yhlS6QBR",
+	"+F5jeTWzRN3E3bhFFIf2nSARFGN5IZxUNS+FESBCH7g1+uZjgDInIOZIHpVYuk9kTWx5HKUvkabgJ1pO",
+	"K2lFtMf9FT9WpzytCnUrotMA32u0G+7ePZN4DwgdVlKxL263k/UXkhTvOq0luEYfiBUkROxCe2IQ4QBb",
+	"vCz5CnGx8mY1WV3qe3GT1t9qWvi3QCiQJRTFq3Fr8NPu1aF41/qUfKzN5nWEhhneJQ3EgyQVkka85gAi",
+	"HQmPRDFSPyjyP14s+cp4IOyx9nPFvkXBaagmQokSAIPB3AC0K0NDJY1j6TmZH5JAgDKdE1GwQsGqpO11",
+	"UOJ5353ortuR33rru4gtrIn+ddM/DE2AQzhMRLkQFjj5RG+y5W1mmOcgrOBvjRjtqXQDveTOstbwk8OL",
+	"Y5li9eJo1WwwQvfP4FBWbnUzg3EHZ7U7NgDkhMkxnF1NyTyGyMHANBz5qKzG66C72EvU1nBsG4moHW0T",
+	"zq3LC8fZ6qpLXSPgpRDMolEo2Ol6dcXutH92/mtcAYmnldwpKz9R71jV8lPTgQlewNPrpNVYbhdEZIPx",
+	"UN+09hJ6eq3pahp1D8d3jsUU/9poi+YS5F/3IJM2lqUqWyGJ5Ddi1QjqZIOoDgB442xcTiYf8vHsg13+",
+	"fFbcNL2H2NlIG7x3s8azNqFmjT85fnw8PaHX6JQ26ZQmD8Ku8d7AM+uXLEEMoD26UaKNJfGdboGDZm4O",
+	"sunBvBw1xPWT2tQYt4Li3QhEuNhN0rwAIdbpXrE9H8VxEsNJd92kHP29JqEYbOpTv+QzEXzmQfeb8RXo",
+	"mUwr1ia6AasIUjuQV2D88kZ0PF6AijFCHyWsnQTxEMZyyI1QyAhu7Tk9//CsAZTvCnQ1eGu6VBIiGgQH",
+	"pLCoAsvA7JkRaKBjbZSYg4FH2spuEySbTpOWTyu7vh91Wby3QuWIytclfF02G81ekxBHTMNZZtzzBrUo",
+	"m01RUfOekQHwGastiGxTvST/zEwWhXRutaGyU7FiPM+Jp8MR4iZWbCRWWuVsCXQ2OtklN2gqZFYXecJG",
+	"IuMLAEC/kKECbc6aoHlx45UvKwvGLX5tvZ4JrzArAcqLBV2htQVrZ1rBBrmVt2Ko3IPOVeNWAlgw5beC",
+	"jUQhxa3TUJ39Bo6TCV4WEk3JPDahslzm++xyjU6WBt3oQANH3bKxy2G3yW28irAlQCsrhfWKOlquiRaQ",
+	"kfrC2exo+5H2QABe9x4WN9cPfz6bPevn/zxf/PCV/tfp6JH6e/nlsnW4p/AZ+cAKbX0Yk/OGDfBu8a1e",
+	"6yAP1gGq8uezCH3ngrVIXvOeW+Pi3SLSGW3pgXEOxOPdIF7xqA5/BFipJl0lJ1NbrJqNOKj9H0tdCOiv",
+	"xVxn02YOY5yzBZHRucgcqsxLnQljCMAIfkBFkdYFZhlgQsRO6HX0Sg3Va23spBRv//nCucZKgdELbOoI",
+	"tV4qtMx7URnG91TbxXzdKL000WICHQj+WWmJtgTEX3NUtMT8+l83Z7eP/zn7us+ftrY7pJqxKw56DOdC",
+	"7pKazF5Zl1DKByrrOE/N3+TDucjNWEc+I8z1w/Fj3s/ORl/mp+Kcf/FF43oLfQzauTi72LhJmChVLt4n",
+	"bFzqGev3GCjKzo6Iu8V1w3BkAoWPaTPeBoWxcg99+Zg8Ue6/w6xewS12tJupWbus/CZOzXQzJDXuXsOq",
+	"GgNfp0hbhZJmcZfo78ECL4701nIrDrBg1e/+KQp4zmoiVN7bq8a5te23cUWrapC84KAfINmw4sIRRwyr",
+	"gB/IDoqSgkPx4AVPyL1BIg+3afgzHap2FSYZxYk5VafTY2mIUrqOHTwhaCHjio1EPWhhqNoUWcRd8Nkq",
+	"IWkDV6izG4aX7Bzan0cSjJd5nCyo8u3cCY8zknCS9VOPWdFOE3ETU/IXci8eIlHkkdo60roQXO1xALkg",
+	"oq3kj4gcQR8ynZpPB4k0Bq4B/UPitublOVgZ2o2tu0WjJoGIpRitAXes2EyAXul4qotzgp8TllJABnyB",
+	"FlI5mQpjHTph2FXKCgxcod3Dy+i6MZqNefl7lLtCDA4xdI/HD0yIeW7rEuG+E2JvShHHxQw2D2+oMA4t",
+	"vvzqDAmIwiGSoUiP/Q8mrc45PuShSitQTx02WmGs15fwEurUCUlTY7APkCnQXYYKbv+yUby8U3zNDov2",
+	"3YRHgKq9sBycXhblpEbo2/CpfiZsC/LHUULGgbErjdTmjQ/wDkGHG/b0fbIJUL9dIkodKau1NDHpf0TI",
+	"2GzsopDY9Vj6Ffv721cvGQ2EYqNlM20sO2ffy68TJnqTnhdXcww84nleCmNqgivOWbYGrdN+D/7/cvC4",
+	"3++3mozRLw9QeqKkoJ8uu//Bux/63cfvqo+960H33cd+cvr4cVOWUC0tYe3Wnj1hj88ffclc7DTLheWy",
+	"MD2GDtwoaK4iEgmrIX07yBqeONVDzDpNRKC9X0DpuKAU9Bq7qDsYaqiIEl0rba+lMQuKFwkO5ehRlrol",
+	"XWO0X9ooy9xVJskc6fa0aC0HCgRJnxvS8gYLB+JVZgzQrWp/HuijrZGZOdOKQPg64M3a92MuC/zWan09",
+	"42p17bGD8GQtdqv+oM2m9OScrwrN4Qj1dcHLCaDlTNipznFJmK3hJCbc5LWVM6EXsI1o8OuZyCW/dq5v",
+	"Ck+vDRmypfC9KrQ/QRJRKl7QD3H6AUwaJZnEGwiSe/jGKZfw3c8Lbfm1eJ8JkeNrsBF3D3E+RsuJKCHg",
+	"OLAUdzdNjKUGXluCIGL49Vw0hl0nqNSCSw+LiSBcbWRsmHbQxKKkKPJuIW5F4VGdsGw9g6/Gh/Y6a+4q",
+	"725xUK/TnkGNvOxwXUtlLHdX0eRQiCnEvV+XxxmZNy6vwft43n/cyLClLdZ4xosQz9PovvbBM+F5PtIL",
+	"OxgVXO33bzo8plnDOh0BbOK9bzDOxtmP1qjtkTS2kIBexEw/HoB/B1zDzuQUbzcLsOKVc+RXGGtGmgVa",
+	"kENkO5nZtrtTD1hW4V05h8DtQdC2I1ijinvbBMPwk2dsuLIbIeYolYn3jkI30cOFEeU1n7iY1N1gJeNY",
+	"q9bmNtdvF4Olwvp2wl2z8Wl3xJMPD0O2caiBqoL0fX7ZaPD9FqYw7BsBHPVIh+1+pNidjRIgMQ606PeT",
+	"u0Hm7rkqKN0fVxKD7frS9sWA1K/iYJhrvhw8oDs60yO/Vbzjs6+O28OOEDlYoRLLe17f3cwf29I+Lhm6",
+	"CWxxwfRMWqDDFGwfHAUP0CV6lzirPUdHsPFcjXVD5A7lnV57frpxBp+DD13VwvyCgRODjH1SUsyPelv9",
+	"o7tCrTeGJgMgyhHdl2QsLIyIPTrWZ0QtuWEkDTGrO/FakDU6v2rGiwIVZJPpudgbgL3JiOSHQ49yMc/v",
+	"ElF1K0rv5ToWiCIa4rmTH622HLeNpA46uyDvrryL3j6GdUWQvp97+eEPYV707I8AVb9cAtyHcoehUQDe",
+	"u2LOcy/l/RZ4cgQq7IhUrScPS3t0DH6EL5ujux/JaU4UZcZzcRcKXWGS58p3wiQEwLIZn3CB5fHYQkBd",
+	"i/g67e9BHj9X41pdaNh6OQ20maSYgGsuWEpDpIwXJoSpGJeqif+SCSTxlQgCvrq4F5Ai4Vsvg16wFKNA",
+	"U4wXyjU5VjBzt+4s42SKpfnhIuCtRtH/7baQgcsQHUC5aIiTSZzI46KrhNenNkPPqBzGXSNm78l5t91F",
+	"V7m9Nw0OPhYvp5ofgyokzZ1NHF9B3hrntSAfMLkz46P7PJ6pO8fVbAEDIKC1cllSsTm3U5P4jcIZULTF",
+	"XaNAdqRRN4eFUTazm9vjVUi1DufeHDAGw2hMn3QHHweNmev/nj+86c//Y/XV8p9n6l9fjt6czq4eZX9/",
+	"3NqZ/nwsraxqiq2nxNbgf3tERxNVcrj8/Ju7KRH1e/hMmeABVwaMo3bgk8IvfAxvpSGE7LW7cJ9o9TvO",
+	"5tcqjFJPvvNkfWsKxiEn+jkVs3r5O38FOzPyQSbA0e5yGYfkeVf0Z5P3UJEEjIV+8+wJe/jw4WNA4x+u",
+	"nrjky/c8s8WK2WkpBBuX3NeSyeVE2rpTr3XWP/uie3raPXt81f9qcP5ocPqwd3rW/494XyD5d62kVJ7a",
+	"TdTTv5ayFPBY74qeDb915czbfLB64KA1kXa6GPUyPTuJTHG1z340KmJkRLYopV29hYslwBsJXorycmGn",
+	"jYfkst4HLL10tabwXgfsa3yPFTc3WNmw5+tHop8Sf6v2ObV2TguQTntuqOVgmL4VJfvu6ur1CXpa8Rpq",
+	"oqmLq0SSC3IJm5R6mfiCHZVoE+XhDhXllpL4QxZa7nIP0PeOcSP4LC96QzVUCDQYNdEIF1E4OIjJmSQ2",
+	"4AGe3nRAW4sd7w3VU0roLUtdYq6hYsHLmm4rV5WyXGcLzLf3tUgsHxWCpZnO0XHpx/UpgaOFZenJFFOZ",
+	"PjivxAkIbKsPWPpFmmpIDo8Cq+Jz2VvxWZEyqbAcTN5hGS9LiSwwFD/gZqi2QMJw0e8/zG7ECj+ItMcu",
+	"8ZUpFj/CQodtL74mleCqSy9xkjsYxM6RGCrnzWNWuwQNDGUFUMBjMDrK9LhwYTwYMreWJw2XbBYZHBzW",
+	"nZvq5VCRjZ5C9XFGWFePvdT4zK4CZnHxi1O2XgjtgvGhgiF82gSG7cvJ1MbvPWRVUUi8v7V0Th8qzBUJ",
+	"3qyNeQjobcXb/fbpVcK+e3r5De741eur569evu247XNbFYocKiMcpW0uAsna6VuRdZ8Jm027b6UVA5aV",
+	"2pgu/EiXY/hM0J++tFv6qpQTqdKhGyjkC7hdPDBsqo3tUHoeZcNTPZy1vbMn6MXx4dKlYErboXKLN1SD",
+	"RQmJs5C3mBCYnmR8PMa0bTzE19yFV2NdG1xhHA3tQITW0e1mujRdeiplbQU3O1pVNZE4Ve8aKvE+E3Pr",
+	"s98plwj0cpae3J6mFA9c1eXE0Z+8evOWtQE2C7h5E+LAL1j6jMhZ94q8iEOVPr3iE8CHWhU3xNkXmshB",
+	"CkoQaDkdqkoDEFGhZMKMVFh7QMiSZVrfSCJfQyUnSpci77GnUWEn2jObCGuY0rRYVyduDRZHOl+x2cLA",
+	"zZTyFvOlC7GFoecr5jz+cUEZZjquSh0epptngIhEFTl8xTtZHROAyVdsLY4g9c41wbKFZXo8ZiMx1iVa",
+	"VYYqfUK6f5fEnRRr07AN1zVtELlLbZdtYgOvX729cjI+Xm+Htj8SDPOtClhbTKeJPrsQ/qpe9AXjWJfO",
+	"CMer9JilCzvufpV2GJY/s9WAAPhFMcAgeLqhsJer1VykWGUqOprTR6w5oCLtsec2LPiHq2fdr0j6gmtO",
+	"h8NFyoTJ+Fy4Og9Yqc0sylJPsN4mlujy4U1U/Gmp2UzMRoCKeoxn7+oZNx1uZ0AUlbNCKEDrocoF8KjS",
+	"laY1shAKRKpSzAueYQ2qvNTzmEy4wlVRpgOwj6oG4FCFgn9+xdtLAsYVAaNCgWvFAYeqqg7IviMiM5YC",
+	"RG6MStnMh7L8RhjW/gIDv4hW+AsaqvT84Slbj2xx8UWFzIQiG6Ir/Hw559lUdM96/VbSWpSFE5bM4ORk",
+	"uVz2OP7c0+XkxL1rTl48f/L05dun+E7l8l/zxQaDXKvfO6UHHZdvDVoPe/3eQwoem6IM6IUF+DwRKGGC",
+	"boJA/jxvDVxe9IfWWk3ps35/R9HN44ptutTrhlqbmFni8mrwBkyoGdtrxVJta/DTu6RlFrMZL1cgVspb",
+	"oVwAnuUTg2oDTfMO3nNC0dZdv6Gff5NN49xY5fVR/+G2YcK6TuIyqLuOBIaVcCauBqCvWeqkkySIUJH7",
+	"B/McsXYSVurmsuhsPdHb0xOfuNx4pC+ksd/DA7/iofqU6i2gREV/PiWt8/7pQQdb1djFlw64jarSOLxx",
+	"9nj/G3F1Zlw1ctD971UlauNbJn4fBIRIfDVBvE8Y0FdjXUR3G2XwTo+9RMXKBqNYDXsoh/xT0pq7Asn1",
+	"26W6at+70mSIol/rfHXAzUbxsS6r3Ae7Msr5NHFW/eCnEAoLej9lUXtT9KfkcDgJhbTq1gVbLsSnDQg9",
+	"/WwQGtWfawBS92uPfS/EHKufpbXicsbqUjRUl4uq/XrRcWs9iAeG/fDmRQIyL2a35QOUeBB5Tz7K/BMq",
+	"9MeVYj4nHN4NsFEbgj81CtIlxqpzwDBfkkMa1EaVq/ArnYfMGZHhehtQLyKyeE90w4Ugh+o6/wK89+hY",
+	"g+XzpjB9pBKk5BXIGj3luFdySWvb/UYo6P/bXC4dVePlPreAn3Pj63VXFZxD4q+jjIk3UADLzbmZjjQv",
+	"81BCtJHqRi1pfmpsdSLzQ3uI3IjV9U+8++Gs++XWHiLvHLRVXqqtTP2Fj7ReW+N69cli5cw5lMGMOdCu",
+	"0qw02xrUEOHf1ianKQLtU9I4NUZxetO5JiSjbEDgjT32aiYpr2ik7XTbajBvp7YY7xV1UbYwYGMVuGZo",
+	"q07shFr7HPCga0f06d2vKEdV2boNTOqVEtjZCBRDOlBHJP7iAZH+4dNPEdpy1OBHVSEZj98OvQJxp79P",
+	"PsJzawR+WyTLA0Nl2slnXLl/Y7Ojr3SNPSZAw3aZ65ysL47kA/B6g4NhZ/1zKo/sk/wSwpmq9oNDXm7X",
+	"o0iM5x4DJsdk/8EJQaGf6VuUR6kyX1xxvK29/1SJsCbMtO3ELtZQejvaUq3KuLOhkt7dxBapQM4eeuUI",
+	"PYlarmi/S4SspTQ9MPXdbyMdPmqlQsCjSqo0oPuBjBxu9ffNxfsHoGfVreiOCH28Lv25ZIUNkAHo575e",
+	"CgkPTSQh8Sy3qZqAa/zEDSWOYuiYcdntuirjdNbvO7s3Zf6iA5qetqa55kBvA2u+FdajzK/LcVzmarPy",
+	"TkeHHPgvobQOaFdxSjFQTxeUqFChD7ko1zLfBmlrpHCPCEIVzt418awTFzCz3kbx4EErA0MdBL6llPYq",
+	"pLKeLOqBvw1wPAe4xmipqmRF4n2oNWo9VBPU1pyll6R0z8UwSJNcDZ4ThhL2cSu7tX4UaFUZqo2uKokr",
+	"7FWrh+OzW10xRqyKXy4UtoJr4mCu88NBLOzSddCq2jnASaHO4jw5Z+ds2oGnFqX3mMEjjh/jZzoMTLEN",
+	"QFTVFJKh+sAF6jpEllwVCW5cdTE6LOxeRHRpk4OTbhwW6O4ql+OxQMLpz5r6wDT6d74XK3LBn34BwsXZ",
+	"o0e1FkGu9hpXuZ6xH354/g2c+UyXgrynI+GbLNiq4v9QuWpLVPJ+VtlIQ2nyqsWNe+eBcXsl7MNKTUFm",
+	"oitF+WDq4yidgPA8F7O5tkJlqy4p7s0qz6NH9eCeLxqUt19gg/PRSE0F11z8D1YbOtjWttY06iB72+fj",
+	"K1R7uoGlfEuI501tocYhFWigKAEOtCAKxnSS9ZrFrebYPSTK2veAQoi4IFe3q7foKFAoHr9dn98fNPU7",
+	"N8yR1HfPjSdd5rDRM4HeXwzTr4LsHN/UpaNtUoV2nBusZKhqjvseq/e25OvEN11D8DQu2I1kZsrNUBHF",
+	"3F3c6YLadKB3tLYIHxGQ6RmA24hnN0NF/ZGCu70Ut/I2JtSDUGuFGlc52gtAfyNW+9rJ7UvSdiFQEe+r",
+	"y8KhvVYJApTI2WLeqdV5iY+119rbxtGJX/cGV+ulFXxb06pDjzSu0BIqZQX+ZJKY47uqgt6i6Mt1JsjN",
+	"xouiwAZp9X6an7X35W+gHMWN8ta0ooMNJCdV34Pd1smnvlXBcSLp78omV7V/2GOTo0P5yybXpCW5pkdE",
+	"eh1WRr7QX107itv9fFb16KUzfkks3ZGJPO6uTO0qotrCUZXiqEmbZ3y+Rk9vqLaYGXkRnFVNvZeS5nDM",
+	"EFQ6VE1vEeBWNkcYpqZjRQWkXKaQ2wMoBVZTvJRXqEjz2t404IJeUXzm+9bVS4m4Zl/e3NigcTDQr+YC",
+	"440xqsnEWmGPOfMPHT4aMPOZVJitqwsqYUb9Mn3eSGDRmSY6JpptmDh+qJf8C2R9n2jfKjU53HMxL/Rq",
+	"Bm9TywavBZyTFjA63MW+0bDqELn/7POF14Ry0g3Nsc0N3H/UOqUQHBRgiVHRWMw4AnXgvRjsuQ7Qv3cS",
+	"e0dD7L22SXdSotIojq9L4kov8Z5K32N1SloUm2JE6K2gBud/EHvwpblpIjSuQUy164lmbU8CQFT3tLJz",
+	"uGDkqNxnYDPrxAfHrczBx1CewyBmrZTGQXSj0RXim8P8EdTgP6Pzg4C5Kjhe8cvRqrI1Rq2sg9+RFNFj",
+	"oF2J5a8A60osf11Ij0qy3LNdzHUaa4o+xZTQXr2eo6RG9qEWtCuzsssK9qc3Xf35cPYpdlfZNNKQrETG",
+	"y0qcNXtU9XrprK0K+pu4CFZTmNOaIz2qsrI9KDFpfrdw2Hz0i2hWa/beb0/u/MOF/dRrpe0xM1TX+5ep",
+	"YZP5UVNRVs9ABcraZGqIMGV7hDWVfauKy/1aPKleZe6e1baodl4Ta8p0mf/+Rbo/ioAGF0xJxR5GfQ5p",
+	"aJCmFxY9IFGKkU/Y2grAgfxH1ad2UP+qiNQBxP9u4aB/LBoclfzaS4Ld4f1FgRsDMNerA+wMxazgdROE",
+	"Tz76j3uDMtFyFLKnQnyKaz1X6xlO7jZuQ5msUx+konwQip1KM1Qu+4MiUqgDUeloYcSGUTRrshh+g8t9",
+	"U8lN+7VneuXPF/3/G9BZOkoXeBRBY4KGxlteLKqAPHykKSgwBs4tcYFYbw1Hy/TM95GnztNIlqhztaSg",
+	"Qd+IGh5KsLBAlclOcSulUDlG6kjLsIyDJzrUAA0hcuDc5Byg2PJsOhPKJj7wRcnxWOTkCzBc5SP9XuSs",
+	"zWmVQ+XXwA1LrXhvT6Z2VqSh1AVujUksSpdxhUn/Ga4lWsEDU+VPdHpD9ZwihJ5gau0TSu4dMKW7GXyD",
+	"bnn8xEqB1nxu45N6esUniWsn8HzcfamV6P6D22yaRqfpFCN4NtgsHvbPa3UfcIc91q4Ngq4E2EYusgIb",
+	"rrhzdfzFn+Z3V1evH2Dbt8SVAKNKCfgZFm9CyMhCYY9p10l8I2pzO8qv86u/nfytzqI2W2CMVlRFJQBP",
+	"rXTPSCoA9y2xm3geyeEguWZb8Fnx30gz10Y2p7elFQhesLEsBNDd/zpsUXESj0BUoWTYSgesqjXBb0V1",
+	"bT4RHauHTPUSvU72uJy4JCz5rcvG7b7WhcxWTW19CDUufAWKrikz9kBpJR6kA5cmxtVqyVdAMSg40FvC",
+	"ASRcHAgVdzh2mQDFB8ULRO98VktP0vpXNy560H01DyaDDXcBkpQ7pCc+bGJxL7VlM53LsfTOoMCYscOj",
+	"LArfKs7zZz1ma3RhDVCPP85Pf0Uyryepb7LKi4g5EnOTitXAcDuvPM4kHCgmmoUXTeH3INnDCsbj9Zou",
+	"yArXuvbiaC5HRAS/uGIll76OI+3LamC1mAuKJVJKrgwVHvMe8aq8bBrZ46hKS2E0G4noa1fK2XGroVoo",
+	"H0cWgm1Q10MpmF36MN+RvhW1KOiI11JDUoqKBlbmC3e0N/thdAaMZ5mYW+D/QN+xCgjuOdoyhmnTZC4K",
+	"TuP19qgUjasehKK0r4sUEz5ZScGuusuNWLGoeBQWiqKUQ+fg9a97tRZjeu201IsJyBy4j4H/4PY6VFaH",
+	"Fs3+ReyLl+m5t+0QK/dHxn2/PKVDKL77lMB35PjrJEMF+xi23EQt6slGlf0AFnybKdQiyHYUbtevCAUk",
+	"vxjtqu0E4SjDsEWp2ExmpfaxeO3aDdOhrwEvt1ibWGZTyiEwQ4X93cqEGY2NoeAcGzqhhCCGsXSm5Hjl",
+	"eFFAQ5F8DlzlMGH5xJUOY9zhFzrb8e5dxS7f9C6m0txFTjoCndTG/lsav4pxLVgHqs0pOcC91HFdAWuE",
+	"fe1tlILDznAc1sYCbqenffZ//vfpw95p54KK+Cw9kId8NXZ+eoa9qNY7M6UEAKqK3fFCEAZ7OthmVwFj",
+	"pGHZVGQ3Pr4l8eVHDZ+JoYqIxiAYdkJO3nn/8XonGwpqpnkSrOETSkCEtTrciuxDVEJ0XZkN7rtTl3FU",
+	"FbGKj+px72HvvHNBeO/LiNHgZ/1+k/r6ehELsjszHrbEWjtI6rE3ji/D6dCcXmqXtTpUQ5Wen33FGpts",
+	"pVQ/hVg6m/HyBgNH9NwViUSoMdoBJikZGhQp7+T3IU0lNv+rqjs4fItb8Bvd2ZExUBfEDkst7DfJYB+b",
+	"x68Yzj6XyaaJCtUjry1WKi837NunVwh3r3+4CihiKcD1b+kgxnnKHa1AjPC3tzWBwmH+cYvdN2kd63dN",
+	"XlGPnSvYmZxxqB52rO5FRca8CufYyin7h/w6obqAq5pOlrAbMUddeyJvKf2HtHqsdWZIjcdaak5lMlSa",
+	"BFVaYEdupkBRkEVN+Vx0euxSMYGNmDHkB2ucUQs5nMbzU4YFvAq07Hp9+qrCO2ncIG2uVp0BS2HZA0an",
+	"nA4VSRwzfiMiHCScxB3Q6kc6l8KXIGM8bvMIePfpHuy81Gph8+p+9Jzg1rdjlgYjIOksPofe8Tnr2hy4",
+	"HWfRoDI3FAcSOgO0gxm084u3l+ypgxNJ5j+8efGnKnhzz0F8sUAxiBQQaTClbhnJ+21XALEphx5f6lw0",
+	"9fEcgMhMCkLd/EiFgKeoMUbaCsipMFCtHd/a0kIL7HYpeO4aJj8wXiJCyGO5xuU62eEpz6ZDFSkdJPMH",
+	"+7szbx3ccxTu6vTsXu+qSQQdsCAyU9HXNcOnL/4GOosLtvzqt1t0EMIQKGoCkKu8eK8BoY/6X97rWdT7",
+	"ljqgdoIsMrwJpXZFyURtNJwrH3zewZTXyCU2VC4Nlng2oBhyGLSx8KJIKDMaGDjOztpptzvj77thiO5c",
+	"lN0bscKatvXfujhmeKBDMYBOssr0As3aEy6VU3JhwVTYoNQWdLahKrixPebTG2JD8Zrq5NHywkUZ+rB+",
+	"Z0AgD4JZZHB2Q1Wlo/mUXV9B3ExLqW5ArqAzY+TtM2hOcHWQSWvBRGUSV+xUzDoOq3+hCQy7yWzawO7g",
+	"qjyJGto0uox+nGp30qiK6PG61QoLRDi2bCJoq1qO1axSzroVshrcgL7Hkm+MaSUcpJEfyPEVC56gokV2",
+	"H1PVe55pNRkqNNi0jRCsHmHWuaBr8pcegGysS6x3DC82KZdxDMKPpW+O/KtLfVEboi1ie3PM0F/W4vWM",
+	"Lnc+3tzo4QYtZAEK2kHl6Xd2hWF9FsOxw8jQbnrwcUvOlk+BJLmhajGSxi6olLLuU8x60EUeDH8bDWkG",
+	"SC99Pm3IfPJtglCRbcfCi4vwzdMkToNyz3dcSyH39VD5cahJjrPbxktBi6VrWbQ2WJVlRlUUisLZuWs2",
+	"K1Lw6gcRF0okTzLpmairowCGNTDZJVNadYlgX75+TqX4fSIt49R3RORMLWYjokz+frBdj6/Vx9q+5jx1",
+	"l2LAHd0xXQzVadLv99lCFcLUCswbvjKV9a/TRGhezYV6G/ry/H7KM6y1rrnncqj+RJoCnbCLkq/PEAHF",
+	"lgoNrm1T3LUpAOZRNVKrVjZxndSoTZUrmOoB6OSj+/SnrJx6/4n0/lxRvI0kWewmYqgN2hryGtfM48LB",
+	"gFYkqRWCqskRBvfYqz9bFv0r3L4/jiQwibhXHLIXOIUbIea8kLc1WTKwqSBKbsL1CZ7q8Qk2gbaMd2Qu",
+	"h6yguGYZKgW+hyEwEyfobxYnewJLuythPYpIVZ3P7jlXZweRxN3nF65IhkmJE613C1wKVPnWuwL+KbNX",
+	"d7/gjvIPlpfzhBhbkKaiWkQ1Ocxl+HthrCGU4FjEv2Nm3RbEb8iv+/8Wc12e3YGoS709/8Jc9YfLgsXa",
+	"YTHm1nz2MXIm23F5N95iTYKtRp6nPJuymTCGT6gCb4p1NgYURISfnc8vlfkgJVed+JnM1jm33D2J9WdA",
+	"1Pr721cve0OVvuDGdvHb7vNvUlC2F9g+zzV9wrp5P1eVE5zi5iqwgMaW6Rl2osOCHmjVxwmGirOp4KUd",
+	"gVRQ6bFUREQaJvOisTLGj873+qvlkTR7yeNj2O/53UlpMAwar6RL262Tmg0Foslw9MeoTXH/xqJLBqJv",
+	"1BqQ6iQBRL9FLb77FuO6XfWkCuEIvd59WmuuU++f+dM7uF4yBxDYVS2dBicnp2df9vq9fu908FX/qz4y",
+	"RTf8FqNQ4pXaqpp37uq/OdZw4fq+UeFXjAR2qLWW72pam1EPz9b7ZqK/f7SKE718O25nUcNAw4yX5Wq9",
+	"iGpvMzm3ac4ffRtyMvCORMYXxnevq5rjo0MxYVj0Q5dALDe6e2LiGlp045lDCtrm1K775i2mJwAYJNuv",
+	"3Y1Ht7451D8i5hzRaBC0ghZGwRNuHpVTFVRQzibCTkUZzRKI+eZETu01PiEC22iiz4NH/S9dsgiaQzrR",
+	"wNg4YnNQ3xcr+Dml75Ll3nMtnT69+/T/AgAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

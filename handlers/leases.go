@@ -97,6 +97,9 @@ func (s *server) acquireParams(req api.AcquireLeaseRequestObject) (store.Acquire
 		return p, 0, err
 	}
 	p.Metadata = md
+	if p.Mode, err = lease.ValidateMode(string(deref(b.Mode)), p.Limit); err != nil {
+		return p, 0, err
+	}
 	ttlErr := s.limits.ValidateTTL(p.TTL)
 	if p.SessionID != "" {
 		ttlErr = nil // the session's

@@ -29,15 +29,16 @@ type grant struct {
 	metadata                   *string
 	session                    string // Ref of the session it is held under, if any
 	owner                      string // the id of the key that took it
+	shared                     bool   // a shared (read) grant, of a slot of its name
 }
 
 const grantCols = `g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at,
-	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata, g.session, g.owner`
+	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata, g.session, g.owner, g.shared`
 
 func scanGrant(r pgx.Row) (grant, error) {
 	var g grant
 	err := r.Scan(&g.token, &g.name, &g.holder, &g.idHash, &g.ttl, &g.lockDelay, &g.acquired,
-		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata, &g.session, &g.owner)
+		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata, &g.session, &g.owner, &g.shared)
 	return g, err
 }
 
@@ -64,6 +65,7 @@ func (g grant) lease() lease.Lease {
 		LockDelay: time.Duration(g.lockDelay) * time.Millisecond,
 		Metadata:  raw(g.metadata),
 		Session:   g.session,
+		Mode:      lease.EventMode(g.shared),
 	}
 }
 
@@ -125,7 +127,7 @@ func end(ctx context.Context, t *txn, g grant, kind lease.End, at, now int64, ac
 		return fmt.Errorf("end lease %q token %d: %w", g.name, g.token, err)
 	}
 	t.record(lease.Event{Type: lease.EventType(kind), Name: g.name, Token: g.token, Holder: g.holder, At: ms(at),
-		Metadata: raw(g.metadata), Actor: actor, Session: g.session})
+		Metadata: raw(g.metadata), Actor: actor, Session: g.session, Mode: lease.EventMode(g.shared)})
 	return nil
 }
 
@@ -217,7 +219,7 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 		}
 		// A held name is refused before the last token is locked: contention on one name
 		// does not queue every other grant behind it.
-		if _, _, err := decide(now, 0); err != nil {
+		if _, _, _, err := decide(now, 0); err != nil {
 			return err
 		}
 		// A free name goes to the first in its line, if anyone waits.
@@ -234,7 +236,7 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 		if now, err = t.now(ctx); err != nil {
 			return err
 		}
-		gname, token, err := decide(now, last)
+		gname, token, shared, err := decide(now, last)
 		if err != nil {
 			return err
 		}
@@ -262,9 +264,9 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 			}
 		}
 		if _, err := t.tx.Exec(ctx, `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
-			acquired_at, renewed_at, expires_at, metadata, owner, session) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			acquired_at, renewed_at, expires_at, metadata, owner, session, shared) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 			token, gname, p.Holder, lease.HashID(id), ng.TTL.Milliseconds(), p.LockDelay.Milliseconds(),
-			now, now, ng.ExpiresAt.UnixMilli(), nullText(p.Metadata), p.Owner, sess.Ref); err != nil {
+			now, now, ng.ExpiresAt.UnixMilli(), nullText(p.Metadata), p.Owner, sess.Ref, shared); err != nil {
 			return fmt.Errorf("insert grant %q: %w", gname, err)
 		}
 		if _, err := t.tx.Exec(ctx, `UPDATE names SET token = $2 WHERE name = $1`, gname, token); err != nil {
@@ -281,9 +283,9 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 		_, slot, _ := lease.SlotOf(gname)
 		out = lease.Lease{Name: p.Name, Holder: p.Holder, ID: id, Token: token, TTL: ng.TTL, AcquiredAt: ng.AcquiredAt,
 			RenewedAt: ng.RenewedAt, ExpiresAt: ng.ExpiresAt, LockDelay: ng.LockDelay, Metadata: p.Metadata, Session: sess.Ref,
-			Limit: p.Limit, Slot: slot}
+			Limit: p.Limit, Slot: slot, Mode: lease.EventMode(shared)}
 		t.record(lease.Event{Type: lease.EventAcquired, Name: gname, Token: token, Holder: p.Holder,
-			At: ms(now), ExpiresAt: out.ExpiresAt, LockDelay: p.LockDelay, Metadata: p.Metadata})
+			At: ms(now), ExpiresAt: out.ExpiresAt, LockDelay: p.LockDelay, Metadata: p.Metadata, Mode: out.Mode})
 		return nil
 	})
 	if err != nil {
@@ -293,19 +295,25 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 }
 
 // decider returns how an acquire decides, given name's current grant g (locked and settled):
-// a plain lease's token, or a free slot of the semaphore name (whose slots it locks, in order)
-// and its token; the limit of a held name stays fixed.
-func decider(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok bool, now int64) (func(now, last int64) (string, int64, error), error) {
+// a plain lease's token, a free slot of the semaphore name, or the exclusive grant or a shared
+// slot (lease.DecideMode), with its token; it locks the name's slots, in order, first. The
+// limit of a held name stays fixed. shared reports a shared grant.
+func decider(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok bool, now int64) (func(now, last int64) (name string, token int64, shared bool, err error), error) {
 	var lim int
-	err := t.tx.QueryRow(ctx, `SELECT lim FROM semaphores WHERE name = $1`, p.Name).Scan(&lim)
+	var isShared bool
+	err := t.tx.QueryRow(ctx, `SELECT lim, shared FROM semaphores WHERE name = $1`, p.Name).Scan(&lim, &isShared)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("read the limit of %q: %w", p.Name, err)
 	}
 	n := max(lim, p.Limit)
+	// A shared acquire may take a new slot after the last: its row is locked (made) too.
+	if p.Mode == lease.ModeShared && lim < lease.MaxShared {
+		n = lim + 1
+	}
 	slots, exists := make([]grant, n), make([]bool, n)
-	fixed := 0
+	fixed, sharedHeld := 0, false
 	for i := range n {
-		if slots[i], exists[i], err = lockName(ctx, t, lease.SlotName(p.Name, i), p.Limit > 0); err != nil {
+		if slots[i], exists[i], err = lockName(ctx, t, lease.SlotName(p.Name, i), p.Limit > 0 || i >= lim); err != nil {
 			return nil, err
 		}
 		if exists[i] {
@@ -313,33 +321,55 @@ func decider(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok boo
 				return nil, err
 			}
 			if i < lim && slots[i].rule().HeldAt(ms(now)) {
-				fixed = lim
+				fixed, sharedHeld = lim, isShared
 			}
 		}
+	}
+	if isShared {
+		fixed = 0
 	}
 	if err := lease.CheckLimit(p.Name, p.Limit, fixed, ok && g.rule().HeldAt(ms(now))); err != nil {
 		return nil, err
 	}
+	if err := lease.CheckSharedLimit(p.Name, p.Limit, sharedHeld); err != nil {
+		return nil, err
+	}
 	if p.Limit == 0 {
-		return func(now, last int64) (string, int64, error) {
-			token, err := lease.DecideAcquire(g.rule(), ok, ms(now), last)
-			return p.Name, token, err
+		h := lease.Holders{Name: p.Name, Excl: g.rule(), ExclExists: ok}
+		if isShared || p.Mode == lease.ModeShared {
+			h.Shared, h.SharedExists = make([]lease.Grant, lim), exists[:lim]
+			for i := range lim {
+				h.Shared[i] = slots[i].rule()
+			}
+		}
+		return func(now, last int64) (string, int64, bool, error) {
+			return store.DecideMode(h, p.Mode, ms(now), last, lim, isShared, func(n int) error {
+				return keepSlots(ctx, t, p.Name, n, true)
+			})
 		}, nil
 	}
-	if lim != p.Limit {
-		if _, err := t.tx.Exec(ctx, `INSERT INTO semaphores (name, lim) VALUES ($1, $2)
-			ON CONFLICT (name) DO UPDATE SET lim = excluded.lim`, p.Name, p.Limit); err != nil {
-			return nil, fmt.Errorf("keep the limit of %q: %w", p.Name, err)
+	if lim != p.Limit || isShared {
+		if err := keepSlots(ctx, t, p.Name, p.Limit, false); err != nil {
+			return nil, err
 		}
 	}
 	rules := make([]lease.Grant, p.Limit)
 	for i := range rules {
 		rules[i] = slots[i].rule()
 	}
-	return func(now, last int64) (string, int64, error) {
+	return func(now, last int64) (string, int64, bool, error) {
 		slot, token, err := lease.DecideSemaphore(p.Name, rules, exists[:p.Limit], ms(now), last)
-		return lease.SlotName(p.Name, slot), token, err
+		return lease.SlotName(p.Name, slot), token, false, err
 	}, nil
+}
+
+// keepSlots records that name has lim slots, shared ones or a semaphore's.
+func keepSlots(ctx context.Context, t *txn, name string, lim int, shared bool) error {
+	if _, err := t.tx.Exec(ctx, `INSERT INTO semaphores (name, lim, shared) VALUES ($1, $2, $3)
+		ON CONFLICT (name) DO UPDATE SET lim = excluded.lim, shared = excluded.shared`, name, lim, shared); err != nil {
+		return fmt.Errorf("keep the slots of %q: %w", name, err)
+	}
+	return nil
 }
 
 // checkOwnerCap counts what owner holds with count (a query of the owner and now) and lets
@@ -450,13 +480,13 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 		if out.Handover, err = handoverOf(ctx, t, g); err != nil {
 			return err
 		}
-		if _, _, isSlot := lease.SlotOf(g.name); isSlot {
+		if _, _, isSlot := lease.SlotOf(g.name); isSlot && !g.shared {
 			if err := t.tx.QueryRow(ctx, `SELECT lim FROM semaphores WHERE name = $1`, name).Scan(&out.Limit); err != nil {
 				return fmt.Errorf("read the limit of %q: %w", name, err)
 			}
 		}
 		t.record(lease.Event{Type: lease.EventRenewed, Name: g.name, Token: g.token, Holder: g.holder,
-			At: ms(now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata)})
+			At: ms(now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata), Mode: lease.EventMode(g.shared)})
 		return nil
 	})
 	if err != nil {
@@ -562,7 +592,8 @@ func (s *Store) Get(ctx context.Context, name string) (lease.State, error) {
 // name is no semaphore.
 func (s *Store) semaphoreState(ctx context.Context, name string, now int64) (st lease.State, ok bool, err error) {
 	var lim int
-	err = s.pool.QueryRow(ctx, `SELECT lim FROM semaphores WHERE name = $1`, name).Scan(&lim)
+	var shared bool
+	err = s.pool.QueryRow(ctx, `SELECT lim, shared FROM semaphores WHERE name = $1`, name).Scan(&lim, &shared)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, false, nil
 	}
@@ -579,7 +610,12 @@ func (s *Store) semaphoreState(ctx context.Context, name string, now int64) (st 
 			st.Slots = append(st.Slots, g.state(now))
 		}
 	}
-	lease.SumSlots(&st)
+	if shared {
+		st.Limit = 0
+		lease.SumShared(&st)
+	} else {
+		lease.SumSlots(&st)
+	}
 	return st, true, nil
 }
 

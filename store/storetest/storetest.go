@@ -176,6 +176,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"Keys/MaxOpenSessionsPerOwner", testMaxOpenSessions},
 		{"Revoke/Actor", testRevokeActor},
 	}
+	cases = append(cases, sharedCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if o.databaseClock && c.name == "Restart/Conservative" {
