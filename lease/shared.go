@@ -173,3 +173,26 @@ func SharedGrant(name string, slot, lim int, isShared bool) (gname string, keep 
 	}
 	return SlotName(name, slot), 0
 }
+
+// DecideSharedHandover decides a handover request of a shared name whose shared slots are
+// slots (settled at now; exists[i] false for a slot never used): every holder of a held slot
+// is asked, each by a request of its own grant, named by its slot. Codes: not_held when none is held,
+// invalid_request when h.To names one of them.
+func DecideSharedHandover(name string, slots []Grant, exists []bool, h Handover, now time.Time) ([]Handover, error) {
+	var out []Handover
+	for i, g := range slots {
+		if !exists[i] || !g.HeldAt(now) {
+			continue
+		}
+		one, err := DecideHandover(g, true, name, h, now)
+		if err != nil {
+			return nil, err
+		}
+		one.Name = g.Name // the slot's, as its renewals and events say
+		out = append(out, one)
+	}
+	if len(out) == 0 {
+		return nil, Errorf(CodeNotHeld, "lease %q is not held: there is nothing to hand over", name)
+	}
+	return out, nil
+}

@@ -763,23 +763,71 @@ func (s *Store) RequestHandover(ctx context.Context, name string, h lease.Handov
 		if err != nil {
 			return err
 		}
+		if !(ok && g.rule().HeldAt(ms(now))) {
+			// A shared name: every shared holder is asked; the answer is the first one's request.
+			hs, shared, err := sharedHandovers(ctx, t, name, h, now)
+			for _, one := range hs {
+				if err := recordHandover(ctx, t, one, now); err != nil {
+					return err
+				}
+			}
+			if len(hs) > 0 {
+				out = hs[0]
+			}
+			if shared {
+				return err
+			}
+		}
 		if out, err = lease.DecideHandover(g.rule(), ok, name, h, ms(now)); err != nil {
 			return err
 		}
-		if _, err := t.tx.Exec(ctx, `INSERT INTO handovers (token, to_holder, reason, requested_by, requested_at)
-			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (token) DO UPDATE SET to_holder = excluded.to_holder, reason = excluded.reason,
-			requested_by = excluded.requested_by, requested_at = excluded.requested_at`,
-			out.Token, out.To, out.Reason, out.By, now); err != nil {
-			return fmt.Errorf("record handover of token %d: %w", out.Token, err)
-		}
-		t.record(lease.Event{Type: lease.EventHandoverRequested, Name: name, Token: g.token, Holder: g.holder,
-			At: ms(now), Actor: out.By, Handover: &out})
-		return nil
+		return recordHandover(ctx, t, out, now)
 	})
 	if err != nil {
 		return lease.Handover{}, fmt.Errorf("request handover of %q: %w", name, err)
 	}
 	return out, nil
+}
+
+// sharedHandovers decides a handover request of name if its slots are shared ones (shared
+// false when they are not), locking them in order.
+func sharedHandovers(ctx context.Context, t *txn, name string, h lease.Handover, now int64) (hs []lease.Handover, shared bool, err error) {
+	var lim int
+	err = t.tx.QueryRow(ctx, `SELECT lim, shared FROM semaphores WHERE name = $1`, name).Scan(&lim, &shared)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && !shared {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, fmt.Errorf("read the slots of %q: %w", name, err)
+	}
+	slots, exists := make([]lease.Grant, lim), make([]bool, lim)
+	for i := range lim {
+		sg, found, err := lockName(ctx, t, lease.SlotName(name, i), false)
+		if err != nil {
+			return nil, true, err
+		}
+		if found {
+			if sg, err = settle(ctx, t, sg, now); err != nil {
+				return nil, true, err
+			}
+		}
+		slots[i], exists[i] = sg.rule(), found
+	}
+	hs, err = lease.DecideSharedHandover(name, slots, exists, h, ms(now))
+	return hs, true, err
+}
+
+// recordHandover records the handover request h of its grant, with its event.
+func recordHandover(ctx context.Context, t *txn, h lease.Handover, now int64) error {
+	if _, err := t.tx.Exec(ctx, `INSERT INTO handovers (token, to_holder, reason, requested_by, requested_at)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (token) DO UPDATE SET to_holder = excluded.to_holder, reason = excluded.reason,
+		requested_by = excluded.requested_by, requested_at = excluded.requested_at`,
+		h.Token, h.To, h.Reason, h.By, now); err != nil {
+		return fmt.Errorf("record handover of token %d: %w", h.Token, err)
+	}
+	t.record(lease.Event{Type: lease.EventHandoverRequested, Name: h.Name, Token: h.Token, Holder: h.Holder,
+		At: ms(now), Actor: h.By, Handover: &h})
+	return nil
 }
 
 // handoverOf reads the handover requested of the grant token, nil for none.

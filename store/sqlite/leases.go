@@ -763,23 +763,49 @@ func (s *Store) RequestHandover(ctx context.Context, name string, h lease.Handov
 		if err != nil {
 			return err
 		}
+		if lim := t.s.mem.sems[name]; t.s.mem.shared[name] && !(ok && g.heldAt(t.now)) {
+			// Every shared holder is asked; the answer is the first one's request.
+			slots, exists := make([]lease.Grant, lim), make([]bool, lim)
+			for i := range lim {
+				sg, found, err := currentSettled(ctx, t, lease.SlotName(name, i))
+				if err != nil {
+					return err
+				}
+				slots[i], exists[i] = sg.rule(), found
+			}
+			hs, err := lease.DecideSharedHandover(name, slots, exists, h, ms(t.now))
+			for _, one := range hs {
+				if err := recordHandover(ctx, t, one); err != nil {
+					return err
+				}
+			}
+			if len(hs) > 0 {
+				out = hs[0]
+			}
+			return err
+		}
 		if out, err = lease.DecideHandover(g.rule(), ok, name, h, ms(t.now)); err != nil {
 			return err
 		}
-		if _, err := t.tx.ExecContext(ctx, `INSERT INTO handovers (token, to_holder, reason, requested_by, requested_at)
-			VALUES (?, ?, ?, ?, ?) ON CONFLICT (token) DO UPDATE SET to_holder = excluded.to_holder, reason = excluded.reason,
-			requested_by = excluded.requested_by, requested_at = excluded.requested_at`,
-			out.Token, out.To, out.Reason, out.By, t.now); err != nil {
-			return fmt.Errorf("record handover of token %d: %w", out.Token, w(err))
-		}
-		t.setHandover(out.Token, out, true)
-		return t.record(ctx, lease.Event{Type: lease.EventHandoverRequested, Name: name, Token: g.token, Holder: g.holder,
-			At: ms(t.now), Actor: out.By, Handover: &out})
+		return recordHandover(ctx, t, out)
 	})
 	if err != nil {
 		return lease.Handover{}, fmt.Errorf("request handover of %q: %w", name, err)
 	}
 	return out, nil
+}
+
+// recordHandover records the handover request h of its grant, with its event.
+func recordHandover(ctx context.Context, t *txn, h lease.Handover) error {
+	if _, err := t.tx.ExecContext(ctx, `INSERT INTO handovers (token, to_holder, reason, requested_by, requested_at)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (token) DO UPDATE SET to_holder = excluded.to_holder, reason = excluded.reason,
+		requested_by = excluded.requested_by, requested_at = excluded.requested_at`,
+		h.Token, h.To, h.Reason, h.By, t.now); err != nil {
+		return fmt.Errorf("record handover of token %d: %w", h.Token, w(err))
+	}
+	t.setHandover(h.Token, h, true)
+	return t.record(ctx, lease.Event{Type: lease.EventHandoverRequested, Name: h.Name, Token: h.Token, Holder: h.Holder,
+		At: ms(t.now), Actor: h.By, Handover: &h})
 }
 
 // loadHandovers reads the handover requested of each open grant that has one.

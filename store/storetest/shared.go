@@ -24,6 +24,7 @@ var sharedCases = []struct {
 	{"Shared/Revoke", testSharedRevoke},
 	{"Shared/ErrSharedToken", testSharedToken},
 	{"Shared/IdempotencyAndSessions", testSharedIdempotency},
+	{"Shared/HandoverAsksEveryHolder", testSharedHandover},
 	{"Shared/RestartKeepsExclusion", testSharedRestart},
 	{"Shared/ConcurrentNeverBesideExclusive", testSharedConcurrent},
 }
@@ -348,4 +349,34 @@ func modeName(shared bool) lease.Mode {
 		return lease.ModeShared
 	}
 	return lease.ModeExclusive
+}
+
+// testSharedHandover: a handover request of a shared name asks every shared holder: each one's
+// renewal carries it; a name nobody holds is not_held.
+func testSharedHandover(t *testing.T, e *env) {
+	var rs []lease.Lease
+	for i := range 2 {
+		l, err := e.acquireMode("cfg", fmt.Sprintf("r%d", i), lease.ModeShared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, l)
+	}
+	h, err := e.s.RequestHandover(e.ctx, "cfg", lease.Handover{To: "w", Reason: "migrate", By: "admin"})
+	if err != nil || h.Token != rs[0].Token {
+		t.Fatalf("RequestHandover(cfg) = %+v, %v; want r0's request first", h, err)
+	}
+	for _, l := range rs {
+		r, err := e.s.Renew(e.ctx, "cfg", l.ID, 0, nil)
+		if err != nil || r.Handover == nil || r.Handover.To != "w" || r.Handover.Token != l.Token {
+			t.Errorf("Renew(%s) = %+v, %v; want the handover to w asked of its own grant", l.Holder, r.Handover, err)
+		}
+	}
+	for _, l := range rs {
+		if err := e.s.Release(e.ctx, "cfg", l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = e.s.RequestHandover(e.ctx, "cfg", lease.Handover{To: "w"})
+	wantCode(t, "RequestHandover(cfg free)", err, lease.CodeNotHeld)
 }
