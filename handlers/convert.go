@@ -106,6 +106,8 @@ func wireSlots(st lease.State) api.LeaseState {
 	}
 	if st.Mode == lease.ModeShared {
 		out.Mode = ptr(api.LeaseStateModeShared)
+	}
+	if st.Mode == lease.ModeShared && st.Slots != nil {
 		holders := make([]api.LeaseState, 0, len(st.Holders))
 		for _, h := range st.Holders {
 			holders = append(holders, wireSlots(h))

@@ -73,7 +73,7 @@ func (g grant) lease() lease.Lease {
 func (g grant) state(now int64) lease.State {
 	st := g.rule().State(ms(now))
 	st.Metadata = raw(g.metadata)
-	st.Session = g.session
+	st.Session, st.Mode = g.session, lease.EventMode(g.shared)
 	return st
 }
 

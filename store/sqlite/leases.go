@@ -85,6 +85,7 @@ func (g grant) state(now int64) lease.State {
 	st := g.rule().State(ms(now))
 	st.Metadata = raw(g.metadata)
 	st.Session, st.ExtendedByRestart = g.session, time.Duration(g.restartExt)*time.Millisecond
+	st.Mode = g.mode()
 	return st
 }
 

@@ -54,6 +54,10 @@ func testSharedCoexist(t *testing.T, e *env) {
 	if err != nil || st.Mode != lease.ModeShared || !st.Held || len(st.Holders) != 3 || st.Token != rs[2].Token || st.Holders[1].Holder != "r1" {
 		t.Fatalf("Get(cfg) = %+v, %v; want shared, held by r0 r1 r2", st, err)
 	}
+	page, err := e.s.List(e.ctx, store.LeaseFilter{Prefix: "cfg", State: "held"})
+	if err != nil || len(page.Items) != 3 || page.Items[0].Name != lease.SlotName("cfg", 0) || page.Items[0].Mode != lease.ModeShared {
+		t.Errorf("List(cfg, held) = %+v, %v; want the 3 shared slots, saying so", page.Items, err)
+	}
 	e.clock.Advance(time.Second)
 	if r, err := e.s.Renew(e.ctx, "cfg", rs[1].ID, 0, nil); err != nil || r.Token != rs[1].Token || r.Mode != lease.ModeShared {
 		t.Errorf("Renew(r1) = %+v, %v; want r1's grant renewed, shared", r, err)

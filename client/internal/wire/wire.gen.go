@@ -628,7 +628,8 @@ type LeaseState struct {
 	// Mode `shared` while the name's current (or last) grants are shared ones: `held` then means
 	// any shared grant is held, `holder` is the first of `holders`, `token` the highest,
 	// `expires_at` the latest expiry and `available_at` when an exclusive acquire can have
-	// it. Absent for a semaphore.
+	// it. On a list row or in `holders`, `shared` marks a shared grant's slot (`name#i`).
+	// Absent for a semaphore.
 	Mode *LeaseStateMode `json:"mode,omitempty"`
 	Name string          `json:"name"`
 
@@ -652,7 +653,8 @@ type LeaseStateEnd string
 // LeaseStateMode `shared` while the name's current (or last) grants are shared ones: `held` then means
 // any shared grant is held, `holder` is the first of `holders`, `token` the highest,
 // `expires_at` the latest expiry and `available_at` when an exclusive acquire can have
-// it. Absent for a semaphore.
+// it. On a list row or in `holders`, `shared` marks a shared grant's slot (`name#i`).
+// Absent for a semaphore.
 type LeaseStateMode string
 
 // Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
