@@ -47,7 +47,7 @@ func TestRWMutex(t *testing.T) {
 		_, err := w.Lock(ctx)
 		locked <- err
 	}()
-	waitUntil(t, "the writer in line", func() bool { st, err := c.Get(ctx, "cfg"); return err == nil && st.Waiters == 1 })
+	eventually(t, 10*time.Second, "the writer in line", func() bool { st, err := c.Get(ctx, "cfg"); return err == nil && st.Waiters == 1 })
 	if _, err := c.Acquire(ctx, "cfg", client.AcquireOptions{TTL: time.Minute, Shared: true}); !errors.Is(err, client.ErrLeaseHeld) {
 		t.Errorf("a reader after a waiting writer = %v, want ErrLeaseHeld", err)
 	}
@@ -76,15 +76,4 @@ func TestRWMutex(t *testing.T) {
 func isCode(err error, code string) bool {
 	var ae *client.APIError
 	return errors.As(err, &ae) && ae.Code == code
-}
-
-// waitUntil polls cond for up to ten seconds.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatalf("timed out waiting for %s", what)
 }

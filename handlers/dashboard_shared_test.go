@@ -2,7 +2,6 @@ package handlers_test
 
 import (
 	"net/http"
-	"strconv"
 	"testing"
 	"time"
 )
@@ -31,14 +30,5 @@ func TestDashboardShared(t *testing.T) {
 	if got := dashText(dashOne(t, doc, "readers")); got != "2 readers" {
 		t.Errorf("cfg's page says %q, want 2 readers", got)
 	}
-	rows := dashByTestID(doc, "slot-row")
-	if len(rows) != 2 {
-		t.Fatalf("%d holder rows, want 2", len(rows))
-	}
-	for i, l := range []dashLease{a, b} {
-		holder, token := dashText(dashOne(t, rows[i], "slot-holder")), dashText(dashOne(t, rows[i], "slot-token"))
-		if holder != l.Holder || token != strconv.FormatInt(l.Token, 10) {
-			t.Errorf("holder %d = %s %s, want %s %d", i, holder, token, l.Holder, l.Token)
-		}
-	}
+	wantSlotRows(t, doc, a, b)
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/internal/testwait"
 	"github.com/leasekeeper/leasekeeper/lease"
-	"github.com/leasekeeper/leasekeeper/queue"
 	"github.com/leasekeeper/leasekeeper/store"
 )
 
@@ -20,12 +19,7 @@ func modeParams(name, holder string, mode lease.Mode) store.AcquireParams {
 // though the name is held shared; the writer is granted when the reader lets go; the readers
 // that waited behind it are then granted together. On SQLite the line is the server's; on
 // PostgreSQL it is the database's.
-func TestWritersNeverStarve(t *testing.T) {
-	t.Run("sqlite", func(t *testing.T) {
-		testWritersNeverStarve(t, newFixture(t, lease.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), queue.DefaultLimits()))
-	})
-	t.Run("postgres", func(t *testing.T) { testWritersNeverStarve(t, newPGFixture(t)) })
-}
+func TestWritersNeverStarve(t *testing.T) { onBothLines(t, testWritersNeverStarve) }
 
 func testWritersNeverStarve(t *testing.T, f *fixture) {
 	ctx := context.Background()

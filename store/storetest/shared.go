@@ -105,6 +105,20 @@ func testSharedCoexist(t *testing.T, e *env) {
 	}
 }
 
+// readers acquires n shared leases of name, held by r0, r1, ….
+func (e *env) readers(name string, n int) []lease.Lease {
+	e.t.Helper()
+	var rs []lease.Lease
+	for i := range n {
+		l, err := e.acquireMode(name, fmt.Sprintf("r%d", i), lease.ModeShared)
+		if err != nil {
+			e.t.Fatalf("Acquire(%q, shared) #%d = %v", name, i, err)
+		}
+		rs = append(rs, l)
+	}
+	return rs
+}
+
 // eventsOf returns the events of name and its slots, in seq order.
 func (e *env) eventsOf(name string) []lease.Event {
 	e.t.Helper()
@@ -154,14 +168,7 @@ func testSharedLockDelay(t *testing.T, e *env) {
 
 // testSharedRevoke: an admin revokes one shared grant by its token, or all of them.
 func testSharedRevoke(t *testing.T, e *env) {
-	var rs []lease.Lease
-	for i := range 3 {
-		l, err := e.acquireMode("cfg", fmt.Sprintf("r%d", i), lease.ModeShared)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, l)
-	}
+	rs := e.readers("cfg", 3)
 	if err := e.s.Revoke(e.ctx, "cfg", rs[1].Token, "admin"); err != nil {
 		t.Fatalf("Revoke(cfg, r1's token) = %v", err)
 	}
@@ -358,14 +365,7 @@ func modeName(shared bool) lease.Mode {
 // testSharedHandover: a handover request of a shared name asks every shared holder: each one's
 // renewal carries it; a name nobody holds is not_held.
 func testSharedHandover(t *testing.T, e *env) {
-	var rs []lease.Lease
-	for i := range 2 {
-		l, err := e.acquireMode("cfg", fmt.Sprintf("r%d", i), lease.ModeShared)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rs = append(rs, l)
-	}
+	rs := e.readers("cfg", 2)
 	h, err := e.s.RequestHandover(e.ctx, "cfg", lease.Handover{To: "w", Reason: "migrate", By: "admin"})
 	if err != nil || h.Token != rs[0].Token {
 		t.Fatalf("RequestHandover(cfg) = %+v, %v; want r0's request first", h, err)
