@@ -26,13 +26,46 @@ import (
 
 // Defines values for AcquireAllRequestMode.
 const (
-	Exclusive AcquireAllRequestMode = "exclusive"
+	AcquireAllRequestModeExclusive AcquireAllRequestMode = "exclusive"
 )
 
 // Valid indicates whether the value is a known member of the AcquireAllRequestMode enum.
 func (e AcquireAllRequestMode) Valid() bool {
 	switch e {
-	case Exclusive:
+	case AcquireAllRequestModeExclusive:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AcquireRequestMode.
+const (
+	AcquireRequestModeExclusive AcquireRequestMode = "exclusive"
+	AcquireRequestModeShared    AcquireRequestMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the AcquireRequestMode enum.
+func (e AcquireRequestMode) Valid() bool {
+	switch e {
+	case AcquireRequestModeExclusive:
+		return true
+	case AcquireRequestModeShared:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EventMode.
+const (
+	EventModeShared EventMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the EventMode enum.
+func (e EventMode) Valid() bool {
+	switch e {
+	case EventModeShared:
 		return true
 	default:
 		return false
@@ -81,6 +114,24 @@ func (e EventType) Valid() bool {
 	}
 }
 
+// Defines values for LeaseMode.
+const (
+	LeaseModeExclusive LeaseMode = "exclusive"
+	LeaseModeShared    LeaseMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the LeaseMode enum.
+func (e LeaseMode) Valid() bool {
+	switch e {
+	case LeaseModeExclusive:
+		return true
+	case LeaseModeShared:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LeaseStateEnd.
 const (
 	LeaseStateEndExpired  LeaseStateEnd = "expired"
@@ -96,6 +147,24 @@ func (e LeaseStateEnd) Valid() bool {
 	case LeaseStateEndReleased:
 		return true
 	case LeaseStateEndRevoked:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LeaseStateMode.
+const (
+	LeaseStateModeExclusive LeaseStateMode = "exclusive"
+	LeaseStateModeShared    LeaseStateMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the LeaseStateMode enum.
+func (e LeaseStateMode) Valid() bool {
+	switch e {
+	case LeaseStateModeExclusive:
+		return true
+	case LeaseStateModeShared:
 		return true
 	default:
 		return false
@@ -121,6 +190,7 @@ const (
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
 	ProblemCodeRequestTimeout       ProblemCode = "request_timeout"
 	ProblemCodeSessionLost          ProblemCode = "session_lost"
+	ProblemCodeSharedToken          ProblemCode = "shared_token"
 	ProblemCodeStaleToken           ProblemCode = "stale_token"
 	ProblemCodeTokenNotIssued       ProblemCode = "token_not_issued"
 	ProblemCodeTooManyLeases        ProblemCode = "too_many_leases"
@@ -169,6 +239,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeRequestTimeout:
 		return true
 	case ProblemCodeSessionLost:
+		return true
+	case ProblemCodeSharedToken:
 		return true
 	case ProblemCodeStaleToken:
 		return true
@@ -313,6 +385,13 @@ type AcquireRequest struct {
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
 
+	// Mode `exclusive` (the default) excludes every other grant of the name; `shared` (a read
+	// lease) coexists with other shared grants and nothing else, each with its own lease_id
+	// and token. Once an exclusive acquire waits in line, later shared ones wait behind it
+	// (without `wait_ms`: `409 lease_held`). A fenced write with a shared grant's token is
+	// `409 shared_token`. Not with `limit` (400).
+	Mode *AcquireRequestMode `json:"mode,omitempty"`
+
 	// SessionId Acquire under this session instead of for `ttl_ms` (give one or the other): the lease
 	// expires with the session, renewing the session renews it, closing the session
 	// releases it.
@@ -330,6 +409,13 @@ type AcquireRequest struct {
 	// waiting_unsupported` to any wait: ask without `wait_ms` and wait on your side.
 	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
+
+// AcquireRequestMode `exclusive` (the default) excludes every other grant of the name; `shared` (a read
+// lease) coexists with other shared grants and nothing else, each with its own lease_id
+// and token. Once an exclusive acquire waits in line, later shared ones wait behind it
+// (without `wait_ms`: `409 lease_held`). A fenced write with a shared grant's token is
+// `409 shared_token`. Not with `limit` (400).
+type AcquireRequestMode string
 
 // CreatedKey defines model for CreatedKey.
 type CreatedKey struct {
@@ -360,6 +446,9 @@ type Event struct {
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
 
+	// Mode For the events of a shared grant (named `name#i`): `shared`.
+	Mode *EventMode `json:"mode,omitempty"`
+
 	// Name The lease name; empty for a `rejected` event whose lease is unknown and for the audit events of keys.
 	Name string `json:"name"`
 
@@ -376,6 +465,9 @@ type Event struct {
 	Token int64     `json:"token"`
 	Type  EventType `json:"type"`
 }
+
+// EventMode For the events of a shared grant (named `name#i`): `shared`.
+type EventMode string
 
 // EventType defines model for Event.Type.
 type EventType string
@@ -513,6 +605,9 @@ type Lease struct {
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
 
+	// Mode How the grant holds its name (absent for a semaphore's slot).
+	Mode *LeaseMode `json:"mode,omitempty"`
+
 	// Name Example: billing-nightly
 	Name string `json:"name"`
 
@@ -534,7 +629,7 @@ type Lease struct {
 	// Example: ses_3f9a0c2b7d1e4a66
 	Session *string `json:"session,omitempty"`
 
-	// Slot For a slot of a semaphore: its index, from 0. Its events name the slot `name#slot`.
+	// Slot For a slot of a semaphore, or a shared grant: its index, from 0. Its events name the slot `name#slot`.
 	Slot *int `json:"slot,omitempty"`
 
 	// Token Example: 1796000000000000
@@ -543,6 +638,9 @@ type Lease struct {
 	// TtlMs Example: 15000
 	TtlMs int64 `json:"ttl_ms"`
 }
+
+// LeaseMode How the grant holds its name (absent for a semaphore's slot).
+type LeaseMode string
 
 // LeaseList defines model for LeaseList.
 type LeaseList struct {
@@ -581,6 +679,9 @@ type LeaseState struct {
 	Held      bool       `json:"held"`
 	Holder    string     `json:"holder"`
 
+	// Holders For a shared name, each shared grant held now (its slot named `name#i`).
+	Holders *[]LeaseState `json:"holders,omitempty"`
+
 	// Limit For a semaphore: its limit. `held` then means every slot is held, `token` is the highest, and `slots` lists each slot used so far.
 	Limit       *int  `json:"limit,omitempty"`
 	LockDelayMs int64 `json:"lock_delay_ms"`
@@ -589,7 +690,14 @@ type LeaseState struct {
 	//
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
-	Name     string    `json:"name"`
+
+	// Mode `shared` while the name's current (or last) grants are shared ones: `held` then means
+	// any shared grant is held, `holder` is the first of `holders`, `token` the highest,
+	// `expires_at` the latest expiry and `available_at` when an exclusive acquire can have
+	// it. On a list row or in `holders`, `shared` marks a shared grant's slot (`name#i`).
+	// Absent for a semaphore.
+	Mode *LeaseStateMode `json:"mode,omitempty"`
+	Name string          `json:"name"`
 
 	// RenewedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
@@ -607,6 +715,13 @@ type LeaseState struct {
 
 // LeaseStateEnd How the last lease ended, for a free name.
 type LeaseStateEnd string
+
+// LeaseStateMode `shared` while the name's current (or last) grants are shared ones: `held` then means
+// any shared grant is held, `holder` is the first of `holders`, `token` the highest,
+// `expires_at` the latest expiry and `available_at` when an exclusive acquire can have
+// it. On a list row or in `holders`, `shared` marks a shared grant's slot (`name#i`).
+// Absent for a semaphore.
+type LeaseStateMode string
 
 // Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
 //
@@ -626,7 +741,7 @@ type Problem struct {
 	AvailableAt *Timestamp  `json:"available_at,omitempty"`
 	Code        ProblemCode `json:"code"`
 
-	// CurrentFence For `stale_token` and `token_not_issued`.
+	// CurrentFence For `stale_token`, `token_not_issued` and `shared_token`.
 	CurrentFence *int64  `json:"current_fence,omitempty"`
 	Detail       *string `json:"detail,omitempty"`
 
@@ -645,7 +760,7 @@ type Problem struct {
 	Holder   *string `json:"holder,omitempty"`
 	Instance *string `json:"instance,omitempty"`
 
-	// PresentedToken For `stale_token` and `token_not_issued`.
+	// PresentedToken For `stale_token`, `token_not_issued` and `shared_token`.
 	PresentedToken *int64  `json:"presented_token,omitempty"`
 	RequestId      *string `json:"request_id,omitempty"`
 
@@ -14437,204 +14552,210 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37chs31ueroPh9VSZnmxQly05M1VatxrETz3hsj61spr7Qqwa7QRKfmgDTAEXTLlXt0+y+xz7KPsnW",
-	"OQdAo8nmRbKtXDbJHxbJvuBycO7ndz61Mj2bayWUNa3Bp9acl3wmrCjx09NFaXQJf+XCZKWcW6lVa9C6",
-	"mAqWKvHBXmZ4Rcr0mNmpYPNSXEu9MGzOJ6LXSloSLv9lIcpVK2kpPhOtQYvuaSUtk03FjMPjZ/zDS6Em",
-	"dtoaPDo+SVp2NYcrjS2lmrRubpLWSzmTdnMkb/hEMCM/ioQdM6vZcb/fZ+1cjPmisPCps20UBT5wbRBy",
-	"tpi1BvCQpDWTyn0M45HKiokocUCv8DFNK1MIbgSD14R3z7mdVq/Gf5JWKX5ZyFLkrYEtFyIeyb+XYtwa",
-	"tP7tqNqcI/rVHOF7YQBvhdGLMsNBNLyk9D9/9oveCWOkVm/h0qb5Gvr9gWHzxaiQGU6dtVMjzOX//Z//",
-	"K+1sWQZ3384Bzrm1ooR7/wc87ud+9wnvjt9/On588++tTTq5gWeZuVZGIAH/ledvxS8LYZB0Mq2sUPgn",
-	"n88LmXGYxdG81KNCzP7LfxqY0qcDl+cN3UUvrS9KKtU1L2R+WdK70wEeDveJ5VoYprRlY10Ueom/wdBK",
-	"nlnWTpdcWqkmlwtlFvO5Lq3IUzbWJeMMfmLcXIkcDhxnRpTXomRLaad6Yd0FUk1YIZXo9Fo3Seu5Lkcy",
-	"z4W61wUY+7e6qV+JFSt4dmVoIXQhmC7xb6QVaZheWCNzwaQ1wEXG8oMwCcNZj0q9NKJkRiiYo19GO+WW",
-	"LfWiyFk25Qr4gJ4JO4X5a8VGYsqLMa6T0nYK90srcE1ewgF9qe+ZKJAtXBY60APxCfFhDqSfsCU3rBT4",
-	"ZZ6wUlxr3OeSmcVclEbk8LVbNXqWzGHlgJKQhBZlCSukFc3ylbbP9ULl9zpJpe3lGN6a4hj8pfc4hHPF",
-	"RFnqEt//lluBkkPc7zKU3IrLgl4cHQGk4JkuAy+A88AVEj3cwjgwBHPGSmHLFeNjK0qWvoUP3XP4kDIj",
-	"Mq1yAyx1KnjuBHV0CXzczk83BFnE4O/9RDgBEJ8J95U/FUDvcC6yQhuR45b+qPjCTnUpP97zni7wxUJZ",
-	"eAVuq9Ls/M0L2FniVIot1JXSSwWfwgFWYm2zfvrpp+559KiDdqwScbQG11wWfFSI+14C/163Xzm3fARs",
-	"LOMKGRG/EmxZSosibsnauTRXbLwoioS9OHpNRzNhhc6uRN5huhyqIA65MktR9thbwXPDroSYs6Uur6Sa",
-	"nDE8DhMu1c5DMVRf7ljc+N/xSecZ3npeFJE+wfNcwtLw4k2p56K0ErSOMS+MSFrz6KtPrakuctGgSf80",
-	"1Qx+Q8E4S1DOTxczrswZkBeqBboAepLqWho5KgRcM+MWhB5oDKJEZiA+8NkcyKFlS67MWJTdJ/9tqo3t",
-	"8lYS69cnjx6jbus/H29oUUkLtucyFwVfXc7M5qBxQYGwndpvnEAy7tga1ob91MrLs06CLM7LevhxUnJl",
-	"Re42dYxyTRpWaDWB6dAcaUsen7Yibby/qY0nrZmwHEhxH3H/w18H9+i8QYF/di3KFY0Ohio+ZMXCyGvB",
-	"2kjuZFigRisUDOfnVrik9b5hKWHOpllvxp/AaOFEXAmwf9hqpZU4I3vm8WmCH5ldykz0WLAvDOOlcEdG",
-	"5EwqWj9d5qJEfdsK2rr9Kj6Sxwu6/vEpLrX7VNEGL0sOxtNCyV8Wwv0MpwiOiWPjMm8gFZoaE7ispPEs",
-	"VC7cdnt23wYGD4qbtJ5m6ETAkuBq35KCrS0aSfe7RYnMESg3HpNUbGYS1KRxKYXTrR8YNgJ1xvTYT9JO",
-	"WVpNNk1AnuesPxgqW21LwQ3o6EjJ8G8k1Yg/hZN6/AjtzA1S3yRvUOsbp/ODXtKLrCbjAO2EogiqtWEc",
-	"DmImKqO4n7Bc4xmEOzoJW8zhdjsVQ1WfdI/9Q3C1nMpC1AwYYliqYgAzmtmtDu1NbPb97M5J4hll2MHq",
-	"TOnRf4rMwnI4ovpanFjaO/Jh1v4oSt1dytxOEzaSuSxFRsPyTzCdOrMGASfK7sO7s+pmv4g/d8HE4gbt",
-	"xRmfT0H/xH2Ths24WjFTaGsGjg5SfGLKaJ0C/SRM8Gw6VHBCkJmDmhPMEK5yNhYqk0iKV0IRuxzL0lg2",
-	"LoXAdwBDdXz/LJiq0gwVXZfpmb8F6TB3YkEwJT5Ej+k4NgjjhEeCrZgzIlOuVlqJoQoyFWc/CDYg0Gzb",
-	"sdjEWdVhVc5Ii1v5H6aiyNm84FINFckxeF162n9CL7+cSTPjNpumRP+3cCAdKGNJJkZ2YpNojc3o34Zo",
-	"PUQiNEgBqYwVHH0bMOqUWEDK2hMQwMhuiB5wLzuRFT1UfnmQPiOeC5a0EkskzMi+wC/pqHvRE/08VEEI",
-	"SRv29kvIH3Q9sNxLob1ip+bL7MP5fPi4D/91SCANVaNEYrwma3mYN0gn8+uJJ6nQNRUONg3yANEU1mWo",
-	"cGGqex765Tjf7Q5zuhKe3/5QNXrZQBdTK7xtwLi5Co9K3RRT5HQ4Fa3YSi9KZmQuPl/8HSL2npYCDM+/",
-	"ixV6RmtS7Yq+3FQynYEKLFsU4x57N0X7VBUrNhXA8qrFRZPL0G/A4afcTHutBuIuRabLfB9DgHGuTxOG",
-	"Ge5vmuOza2fI1mfyWgkmFBiB6PecSmN1ueqxlNsU2N5yKhTojlM+nwsF4gUZiPMipMQjZ3omlN10vcEc",
-	"66vJM9sU9ngOUiGfgRGKYt2wdurM/DRh6ZVYXWa0R/5j9Kv3xwPPF3BJB2kpnXKV62tRemdxzWGEPs5c",
-	"5siouGHDVsFHomBt3NK8M2w1bhC3+zbnQs6EsXw2h8sd77y85W1+5Ptu+sFd5/W1myRSwjbGfhd5ow6I",
-	"xZwxMZvblRPtaSmA5ODQCyA5tpxqb8YCQXlHDio2jlnxRS4tXW6ADq/Eymw5H1VkZpOCqlf7sABdTZtd",
-	"ivHCiBx/QT9K4xuM+GXz4S8UUJ/xQpDMGxwunfIlqCrM2FLw2QPDUpmnjfrAJoP3kZrG+cCjQergyaQF",
-	"RMVpTfTU/Hv1WFHjFFGN3LeCdLCN5WChoN45L4URoP4cODX65lOw5p0tniObUmLp/iK3fMufFfoSzzb+",
-	"RcNpJa2IB7hP8WV1DtCqjlB1+BucCGs8FPbeXZP4UCItVmQ9cbudvb6UZDTVeR7RNQYTD3EdEKO+WXMQ",
-	"wFmswsJN7sv6XNxL63c1Dfx70GmRNRfF63Fr8PPu0aGa1bpJPtXe5s2Vhje8TxqYB2kMpBV4Jw2oVqTE",
-	"EcdI/UNRDvFiyVfGE2GPtV8o9r2zrSdCiRIIg8G7gWhXhh6VND5Lz8l0TAIDynROTMEKBaOSttdBzeND",
-	"d6K7bkZ+6rRkZnOjSbFtlrHk95qLEs9lwpxSil4lCjySHchqZmA07g1D8GBfFO3wBkGtEYwbfBOJ/BCJ",
-	"ozWTox4zhBnRQSGeRZMuhAUNYqI31YFtLoMXoCThb40czEulBvnAnUu+4SfHB24rjKsbR6tm5wZu3+BQ",
-	"FcLqZoHqFs5qt2xwcBMmx7B2oBcbr+PfhqnDg+lxFNy2GreD9mIvE2/wJDWxxNrS7iKgu/mVqk1dE1il",
-	"EMyiAyP4lNYcmsf9k9OvsQWkFlf6rqwCzLd2qd40LZjgBVy9zmGM5XZBQiU4uvRVa69go9uatqbR5nFy",
-	"9rYnxd822mIxBb3bXcikjXXHyq9FpsCVWDWSOvk+qgUAXWA2LieTj/l49tEufzkprpruw9PZyBt8WkRN",
-	"Rm9SzZo8dvrH7fkJ3UartMmnNIUedz3vLVyzvskS1B6ao3tKNLEk3tMtdNCsvYAufrDugpbpHkGDD9wy",
-	"hLsxiLCxm6x54cIdFEqu+ASKUzI7yGbe5Bz9va6omGzqr37FZyIk2wSbc8ZXYN8yrVib+AaMIlgpLqpQ",
-	"yCvR8ecCTKoRJjfA2MnwCPlvdwtEPTxpIOW7El2N3po2lZSmBsUBOSya3jIIe2YEOgZZGy2E4FgC9uv9",
-	"RUEj6jR5F2hkl/djposPVqgcj/JlCV+Xzc66N6S0ktBwHiF3vUGr0WZTNEy9F3+A6qG2oKJO9ZJiCTNZ",
-	"FNLF4zEutmI8z0mmwxLiJFZsJFZa5WwJfDZa2SV3ATSrizxhI5HxBRCgH8hQgfVqTbA0ufHGppUF4xa/",
-	"tt6uhluYlUDlxYK20NqCtTONkS5u5bUYKnehCyu4kcApmPJrwUaikOLaWeTObwTLyQQvC4kubB67blku",
-	"833+wMaAQIMteKBjpe5R2RVc2pQ23iTaktmZlcJ6xwR6zIkXkBp+5nyFNP3IWiICr0e6iqvLh7+czJ73",
-	"83+eLn78Vv/rePRI/a38Ztk6PKr1nOI1hbY+/9FFbga4t3hXr3VQtOUA18DneKKqeY/gQKhJV8nJ1Bar",
-	"Zn8ROhpue7CJ3i7FXGfTZuZuXHwFz4FL0XZUOi91JoyhvfVpBLCMLpnSAP8nTk63t5cYbnijjZ2U4t0/",
-	"XzpLsBSYccSmjkfqpUJnvNdS4fmeYbo8zSullyYaTDiCIYwnLR3rcObWYhMtMb/819XJ9ZN/zv7a58+a",
-	"XWRbfFZA2HGiclgXipDU1OXKkYUKNjA4x/RrISafgkkRuTrdG2EuH46f8H52MvomPxan/PHjxvEW+vYU",
-	"L1UuPiRsXOoZ6/cYGKTOP4lTw0HCvSl8/Df4M20+H8Ewq8I/3zyhSJP77zBvWgh73TqM1GzFVXERZ865",
-	"NyQ1KVo7QjVBuX7ytwr/ZrWy8pUcpMbgk95ZbsUBnrG1vCNUpJx3Qqi8t9dccmPb7zuLRtWg4cBCP0Ae",
-	"YcWZ845jqJ08QEjW3CV9iBL5P+5FQuELUi24TcPHdKjaVR5zlMjpTIpOj6UhjfAyDuCEQHbGFRuJeiB7",
-	"qNqU+sdddugqIamOI9TZFcNN7hCn+DIaVzzM2+lcKm+OhobljDSJZH3V4+yyna7npoQzvyH3EgESRR6Z",
-	"hyOtC8HVngDPbtneJNFZCi9KYfEUmwkwjJxkckkl8HPCUqRLJCd08cnJVBjr6BRzXFJWSAM8EgQX3oyx",
-	"FqPZmJe/DcXhiykHMN+9qxziJxblYOO6sDaMLXcyRLpyns9nh0Hk3EquHJiO4BKA65N/65PuQ+7Rhqty",
-	"nzgCgt8llerkUo2liS//IyKTZj8CpSmv1zes2N/evX7F6EGoFlg208ayU/Z3+deEid6k59WRHHNJeJ6X",
-	"wtTzhPGdZWvQOu734P9vBk/6/X6ryc/36gClNirU+vm8+x+8+7HfffK++rN3Oei+/9RPjp88aarcqpWK",
-	"rO3a86fsyemjb5jLZ2e5sFwWpscwFkgWDDKIhKW0M/BXxdJS1g7ixRfJ1LOGXCi+LpXa+2VSx+UZYADy",
-	"0rEfrvKhIl50qbS9lMYsKAUgxCajS1nqhnQ5FioTaaP4uqsYylyKsxcma3VpoDv4ep2WtwUdiVfVSq2k",
-	"Fc3PE300NfLggcWPJHwZzs3a92MuC/zWan0542p16U8HnZO1dJz6hTab0pVzvio0hyXUlwUvJ3AsZ8JO",
-	"dY5DwgoaJyRxkpdg/+uFxeTl8PDLmcglv3RRVCoZqD0yVLDhfVW5RYIsolS8oB/ikhB4aVT4E08gKGvh",
-	"G2c8wHe/LLTll+JDJkSOt8FE3D7ENTItJzxD3mGjAlCjpy0B9HWCZZv0emD8nA5jo+TCWo8mGSRFkXcL",
-	"cS0Kf5bpGK2XTdYEzV5H92fqMA2rFLEWqiP0ng34ZEAF4QX5QwdRwjVZ1CVlQdxuCtsCjeujGdR42Y4Q",
-	"pFTGckcGTY7hmB19dVLxB1LmjcNpiBqd9p80agPSFmsC6WXIO2kMO/okj3A9H+mFHYwKrvbHpRyToLeG",
-	"cTru2iTY32I+iHM+rLHyWzLwQsJRJkn96YCzfsA27EyA906XQBve2ENhiDlRpFCj5y9kAZCPZnsY7IBh",
-	"Fd4FfwidHkRtO4LsVX7WJhmGn7zUxJFdCTFHlU98cOy/ifcujCgv+cTlMO4mKxnnBLU2p7m+u5jUE8a3",
-	"k+6anRm7M3N8GhPKpEMdHhWl74unRQ/f77EIj30rQFzfMtC2/1DszngPlBgHyPv95G6UuftdFZXuzweI",
-	"yXZ9aPti9/WtOJjmmjcHF+iOQdAo3hDP+OTb281hRyoXjFCJ5T2P725W/7YygXOGPmZbnDE9kxb4MCVn",
-	"By/zAwxl3SU/Zs/SEW28UGPdkHFBhcaXXp5urMGXkEMXtfSs4DDDZFiY9bo86m2Na+1KCd54NGuDIEM9",
-	"ovsKXZ+iMCIOB1j3coxSkurDrO7EY0HR6OJhGS8KtL5Npudib6LwpiCSHw9dysU8v0smzLUofYjktkQU",
-	"8RAvnfzTasNx00jqpLOL8u4qu+ju24iuiNL3Sy//+EOEF137E1DV52uA+47cYccoEO9dT84Lr+X9Gufk",
-	"FkdhR4ZhvUBR2lvnikfnZfPp7keKuBJHmfFc3IVDVyfJS+U7nSQkwLL5POEAy9ufFiLqWqbOcX/P4fHv",
-	"ahyrS+lZx09Bh0zK4F9zxlJ6RMp4YUJ6gXGlffgv+VcSDz0RzqvLVwAtEr71OugZSzF7L8U8j1xTPAGx",
-	"g+rBF05+Xno/bATc1aj6v9sWbz4PoWWqXcIzmcQFJx43wdtTmylDhH9y10zHewoG7Qj5bEk5f45RQcqh",
-	"ygnkZVClElUwAGEFKdDjQiIUU6TwWLx0XyYgc+ekjC1kAAy0ho8mFZtzOzVJAHRQuYve3zWFYEfZbXM6",
-	"D1W/unf7cxVKc8O6Nyf6wGM0ltu5hY+Tfczlf88fXvXn/7H6dvnPE/Wvb0Zvj2cXj7K/PWntLJe9La+s",
-	"QOTWSyhr9L89Q6CJK7mz/OK7uxkR9X34QpXD4awMGEfrwBcRn/ncy8pCCFVWd5E+0eh3rM1XhMGJisQ8",
-	"W9+aOn/Iin5Jw6yOd+i3YGcFN+gE+LS7bMYhdcEV/9mUPVRUjzmsb58/ZQ8fPnwCx/jHi6euSPADz2yx",
-	"YnZaCsHGJfd4FbmcSLuGLHTSP3ncPT7unjy56H87OH00OH7YOz7p/0c8L9D8u1ZSCUZtJ+plSktZCris",
-	"d0HXht+6cuZ9PggXOWhNpJ0uRr1Mz44iV1ztb/80Qq0yIluU0q7ewcYS4Y0EL0V5vrDTxkVyVdIDlp47",
-	"cDHc1wH7K97HiqsrhLLsecBQDILib9U8p9bOaQDSWc8Ntf+G6WtRsh8uLt4cYRgXt6GmmroQArJc0EvY",
-	"pNTLBK8ReaTaRPWiQ0U1kKT+kIeWu5zxCuoGr+VFb6iGCokGwxSNdBGl8YKanEkSA57g6U5HtLWc395Q",
-	"EYQSRn+wJk6xEMJNt+GTpSzX2QLrs/H9nBnLR4VgaaZzjIr65/pSrtHCsvRoiiUoH11k4ggUttXHlLVR",
-	"Cw+P5HApiCo+l70VnxUpkyorFrnIOyzjZSlRBIZieW6GagslDBf9/sPsSqzwD5H22DneMkWAFUS2bHv1",
-	"NakUV116jZNizaB2jsRQuVAhs9pFjzAPEkgBl8HoKEP/zGWvYArWWj0vRqQWGSwcAg1O9XKoyEdPKdb4",
-	"RhhXj73SeM0uxLoYLOGYrSPfnTE+VPAIn+6O6dZyMrXxfQ9ZhQKK+7dWhufzTLkixZu1MX8cQ7m4u98/",
-	"u0jYD8/Ov8MZv35z8eL1q3cdN31uK2TQoTLCcdpm1E/WTt+JrPtc2GzafSetGLCs1MZ04UfaHMNngj56",
-	"LL/0dSknUqVD96CQ5+1m8cCwqTa2Q2VVVLWNm7Y+d/YUozhRZFBpO1Ru8IYwO5SQ+BYKRdMBpisZH4+x",
-	"vBgX8Q13ublUlwkjjFNpHYnQOLrdTJemS1elrI2ITaNVQDHDN2BtqviQibn1VdpUAwJ2OUuPro9Tyi+t",
-	"gFjx6U9fv33H2kCbBey8CUnEZyx9Tuyse4FRw2So0mcXfALnoQbbh2f2pSZ2kIIRBFZOh1BMgCKqI5kw",
-	"IxXWyAtZskzrK0nsa6jkROlS5D1G/MHh/OCc2URYw5SmwTpgwDVaHOl8xWYLAztTymus6y3EFoGer5hL",
-	"J4gBSJjpOFhCXEz3ngEeJEJw8BCHslomIJNv2VqSQuqDa4JlC8v0eMxGYqxL9KoMVfqUbP8uqTspYpmw",
-	"jbA5TRClS22WbRIDb16/u3A6Pm5vh6Y/EgzrZAoYW8yniT+7/O8KIPyMccS+MsLJKj1m6cKOu9+mHUKx",
-	"s9UDgfCLYoAZ1LRDYS4Xq7lIEQYqWprjR6w5WyPtsRc2DPjHi+fdb0n7gm1Oh8NFyoTJ+Fw4PAJEgzKL",
-	"stQTBFiFo6Z97hSBBS01m4nZCI6iHuPaOwDrpsXtDIijclYIBcd6qHIBMqp0WMRGFkKBSlWKecEzxCzK",
-	"Sz2P2YQDOorS5EF8VDhjQxVAxfyIt8OOxahjERjZGgDZUFUIZOwHYjJjKUDlxpSXzToWy6+EYe3HmFXW",
-	"qcENDlV6+vCYrafNuOSlQmZCkQ/RIX2fz3k2Fd2TXr+VtBZl4ZQlMzg6Wi6XPY4/93Q5OXL3mqOXL54+",
-	"e/XuGd5ThfzXYrHBIdfq947pQiflW4PWw16/95Ay06aoA3plAf6eCNQwwTZBIn+RtwaunvVjaw1E/KTf",
-	"34Gyejt0VVcy2wCuimUJrigDd8AEkOBeK9ZqW4Of3ycts5jNeLkCtVJeC+Wy+yyfGDQb6DXv4T6nFG2d",
-	"9Vv6+VeZNL4bYX0f9R9ue0wY11GMe7trSeCxEtbEoXZ6kFqnnSRBhYrCP1ifhlg7CM3OJeFONq7o9fGR",
-	"c5agmeJwk+tTI/iFqBgS+SMqeSkLCHRSkZQouTJkew0oC9cDuuUikzkwUANKl5FqUoiQhkQchy4hiCA3",
-	"rwm9HM7sjOfCZWtMhUJwSPgak83bmKs4R8RKtYqz6A+AeeBrDnVUElArAZab6YWyWDazASEBbM+ZIkEJ",
-	"jMAkSRH2eJsBeAtFqxdnocwdN1HSvdFSB5j8sS4T5LEwzhixEvPIsdhoqNogAlB7DrDcGVdMofGVC57D",
-	"wnTOmIwRDBuW00NtEsseKl8hSGmOpJSuwgBAF5g6uDtpe+wZLHioPMJcdw56eS4V9zilCSwBOT+jQrwc",
-	"lLrNXUJFNuxggFqNAeOwUgtWDLSWIl9HiSR55fVLG9TbTfxDdk7HCNQksAyUELkZqnhLCOacgjwoJ+ps",
-	"qEJYrnI3/6rz1QFcKMpp9g6mRhRkh8X7c4tnSJ7d42+wkIg+nJ6gd8U5frBs6ebQXhmb8NA3dU+Og8r9",
-	"aizWgb00sNjviVyTuCyb/V2IOZ3wmFzo8AKn4Cvgh5Vr3hEaabMu2esmaZ3SDHYz7agHB95yfBCfrzDe",
-	"8aYDhEPV6QLvePIrNHdwyZmhDDnokr6UsI0AsqHRRcVw8ayiYmwCkO9QVYiJnTNfBEMGHqGF+3R3V3sV",
-	"Zbw7y46QKh6QxBuquvmFZI8A1BVOCI46YlBe3PYcLmx15Acgj2qTqzOPfWDs+zJcnT/JVXavDY5eSB6T",
-	"eJisXeoFVmcv5p1ea2/ng9OT+yWT9cz3FJE6nfxaF4HkiCgKvMCE3h8k+9DB5f1Vvlg9IVm0KIozlq7l",
-	"nqeIblvvTPFFu0jcXoOD5UEbev991aLGep7Hkq3lYtdg1GMVzmNHeRXOY4Y0asUvpbF/hwu+ItP2aCZb",
-	"rAHCF7xHnkmHYfcdcUeVz99ActkEH0/kgTTBQ5swYHLGOtSdNrpROz32CtUzG+KaNQOI4FtukqCc13eX",
-	"oFT/7tBI76hrOEAXXwzFCG7BxIA2g59DqRQoFwRg4rMJDtYuIsiZg9SK4y9GoRHkbAORul+dOpFeiVVa",
-	"w5M1VpeiAVA2Yjne+7cViumBYT++fZl4DVfmA3Ra4eE9+iTzG2Rit2uf8htWW+7/CNImxtGPcMI8GpY0",
-	"GFBQDgje95pweQCwvQ1HL2KyuE+0w4WgnLh1FwSce38ca7R82lTGiVzCiUf0bnjOca/sksa2+47QhOvX",
-	"2VxaqsbNfWHhfM6N77FTAf0H4A/HGRMfYwItM+dmOtK8zANqeCPXjdpI/tzYnlDmh/b9uxKry5959+NJ",
-	"95utff/eO2qrEo22CvWXvhJvbYzrYJjFKq7nIgwUBy4vzbamksT4t7W2bCoiuEkaX436rc9+0HTIyMkA",
-	"srHHXs9cs4+RttNto8G67tpgfGKbK5SCBzYCzjZTW7ViR9SO84ALXQvRm/dfUY+qADwahNRrJbAbKajW",
-	"tKC/ddP1/tkErF1EbTkGYUYVhts2DZo+H32C69YY/LZk5AeGunmQb6HK4Isjx09Y1CvRe6joHCLGLrF8",
-	"IF4fMzLspH/qXYZUq5jQmQneUH94uV1PBDZeegyYHJOfEV845YbN9DXqowQCTJErelxb+xQ4JcKYEHyj",
-	"E2fJSTNU61NyDkKKejsPaJNLjLg3YdPt4VeO0ZOq5Xq7OByMWsn7A9MAz9vAOnzicXUAb4Vm1nDcDxTk",
-	"sKu/bSneP+B4Vh1G73igfwVj2pHQBskA9XMXEnXKQxNLSLzIbQIYcs1auSFgEcz+Nw7wRlcIiif9vvMx",
-	"k68LcwjpamuaYYh6G6fme2H9kfm6EschmzQb77R0KIH/VErrhHYRQ84A93R1JRRvCeXElzLfRmlrrHCP",
-	"CkLgou+bZFYtjHeXhya7o39VVUwdTMQTfxvouDn+5tLgatx6qCZorblgPWnpXophnQ1lizQFz9hG7KyQ",
-	"2ANLlsYO1UbzrST2vPqolI99Ra5IVi4Utm/eEdQ5SISdu663VQcnWCm0WVwyzskpm3bgqkXpk57gEieP",
-	"8W9aDHR2ByKqMAWl8aztjCJ1yJbofpD2BOxJi4UdR4kvbUpwso3DAN1e5XI8Fsg4/VpTu7DGFJ2/ixUF",
-	"aI8fg3Jx8uhRrZOcgz3lKtcz9uOPL76DNZ/pUlAC3Ej4vkq2avIzVA5tkbrczKowd+iCUnVCc/c8MG6u",
-	"dPoQqTHoTLSlqB9MfSmMUxBe5GI211aobNUlw73Z5Hn0qJ6f/bjBePsS8b4GrNPPieT9mmG8HVE872q7",
-	"TdBuzeNWy807pFDOtwpEijijbEUHdew4UOhTs92e35/3fvNnPHFbPNHomcAEPqy0rOoknNzUpeNtjZFF",
-	"J0rWgn89Vu9Hz9eZb7p2wNO4VwaymSk3Q0Ucczfe4xl15sIEt9ogfFJnpmdAbiOeXQ1VgfItZEyW4lpe",
-	"x4x6ELJfqL+h471A9Fdi9eWjjnVdOHRhjOOM7LwCP4+X9fcRgAwpNKFTJCF/fk7w8Q8baayOXbCKDnaQ",
-	"HFUtlnZ7J5/5rki3U0l/Uz65qtPUHp8cLcqfPrkmK8n1OSTW605lFAv96tZR3OHvi5pHr5zzSyLyWyby",
-	"qJer64wVwfpHDQKivqxe8HkMx95QbXEz8iIEq5raLSbNFTWhLmiomu4iwq18jvCYmo0VAYy6Ym83BzAK",
-	"rKaUd29QkeW1vV/PGd2i+My3qq2jv7n+nt7d2GBxYNLlXGDJGCamm9gq7DHn/qHFRwdmPpMKAVd0QQjF",
-	"1FbZl/4GEZ1p4mOi2YeJzw+tCj5D1/dYSa1SU8A9F/NCr2ZwN3VL8lbAKVkBo8ND7Bs9Kg/R+0++XIZ0",
-	"6OSwySzPzRXsf9S1rBAcDGCJhW1wOGJSB9kbUnFjgv7NZ+zdzRF7b6qTB+VMB0xpVMfXNXGll7hPpW/F",
-	"PSUrik2xqOdalL3fkT/43Fw1MRrXm62a9USztmcBoKp7Xtk5XDFyXO4LiJl15oPPrdzBt+E8h1HMGhra",
-	"QXyjMRTi+7L9HszgP2Lwwyc4+4YjlbwcrSpfo3e8RCGLUzJEb0PtSiy/Aq0rsfy6lB6h6t2zX8w1NW0q",
-	"IMJqiF49+xm577JqD+GQ8nZ5wf7wrqs/3pl9ho3NNp00pCuR87JSZ80eU72OfrrVQH8b45g2pTmtBdIj",
-	"oLztSYlJ872FO823vhHdas3R++34HL+7tJ863O0eN0O1vX+6GjaFH/UvZ3UQEeCsTa6G6KRsz7Am5N4K",
-	"H/hryaQ6UPA9m20R/HGTaMp0mf/2Vbrfi4IGG0y4MJ5GPQxI6E2qFxYjIFGVuK+530rAgf1HAKI7uH+F",
-	"A3oA879bOujviwdHqK17WbBbvD85cGMC5jrA085UzIpeN0n46JP/c29SJnqOQgF8yE9xXV9dG1U6XBRu",
-	"4zYgnR77JBXlk1DsVJqhctUflJFCTQlLxwsjMYyqWZPH8Dsc7ttKb9pvPdMtf7zs/1+Bz9JSusSjiBoT",
-	"dDRe82JRJeThJU1JgTFxbskLRMhcfFqmZ8JUgWfHlhgwRupoT3C6VlCsN0FsqAqMiPJWSqFyzNTByn/G",
-	"A9OhBqhIkQMXJudAxZZn05lQNvGJL0qOxyKnWIDhKh/pDyJnbU6jHCo/Bm5YasUHezS1syINaGU4NSpy",
-	"ZxlXiNuU4ViiETwwVf1EpzdULyhD6CmiozwlfJYBU7qbwTcYlse/WCnQm89tvFLPLvjEF/a+GHdfaSW6",
-	"/8Da3Gg1nWEE1wafxcP+aQ26C2fYY+3aQzCUANPIRVbw0kFQsCBf/Gr+cHHx5gFCDyQOxZXArvBvGLwJ",
-	"KSMLRfgPnYZT/72w24/8urz6y9Ff6iJqs0XaaEVAeIF4auiLI8RU2Ja7ieuRHE6Sa74FD2z0nTRzbWRz",
-	"eVtakeAZG8tCAN/9r8MW4cv5A0Qgc8NWOmAVXBi/FtW2eSwhBICb6iVGneztauKSMOR3DlCl+0YXMls1",
-	"DNsdjTMPItY1ZcYeKK3Eg3TgysS4Wi35CjgGJQd6TziQhMsDIXyu2w4TqPigfIHoni/q6Ula/+rGuFXd",
-	"1/PgMtgIFyBLuUN54sMmEfdKWzbTuRxLHwwKghk7PMui8N1jvXzWY7bGF9YI9fbLefNnJvM6ztCmqDyL",
-	"hCMJN6lYjQy3y8rbuYQDx0S38KIp/R40exjBeLwOy4eicK1hPj7N1YiIEBdXrOTS48DQvKwGUduEX+Qj",
-	"4lWHgDTyxxHQXmE0G4noawd74KTVUC2UzyMLyTZo6xF6yblP8x3pa1HLgo5kLTUkp6xoEGUee6292b+s",
-	"M2A8y8QcYVKAvyOsEs45mjKmadPLXBacxu3tEZqgA4BEVbpCNaoYn6y0YAfQdyVWLML/RKxPKjl0AV5/",
-	"uzdrMafXTku9mIDOgfMY+D/cXIfKagSnw2VzNwbgHY+Pj6LcL5lbV4SZ86n47q8EvqPAXycZKpjHsOVe",
-	"1KJWvATOjOBTrg0pWhHkOwq760cUowC5nDJvMDwwLMO0RanYTGal9rl47doO06KvES+32F5CZlOqITBD",
-	"he1/y4QZjY1DYR03d75KYhhL50qOR44bBTwU2efAgb8KyycO/ZVxd74w2I5776C2ZCE2uDR3mZOOQSe1",
-	"Z/8ljW/FvBZEemlzKg5wN3VcP+MaY1+7G7XgMDN8DmsjBu/xcZ/9n/99/LB33DkjuJmlJ/JQr8ZOj0+w",
-	"V+l6586UCEBVuTteCcJkT0fb7CKcGGlYNhXZlc9vCWBgBhGnaqBn3rETavJO+0/qzQcTl9RM70kQhjFA",
-	"QISxurMV+YcIBX7dmA3hu2NXcVThkMZL9aT3sHfaOaNz75Fg6eEn/X6T+fpmESuyOysetuRaO0rqsbdO",
-	"LsPq0Du91i5rUKJDlZ6efMsam7CmBIFHIp3NeHmFiSN67nC+kWqMdoRJRoYGQ8oH+X1KU4lwURW6gztv",
-	"YSWlZUZ3dlQM1BWxw0oL+0062Kfm51cCZ1/IZNNFheaRtxYrk5cb9v2zC6S7Nz9ehCNiKcH1L+kgPvNU",
-	"O1qRGJ3f3tYCCnfybzfYfS+tn/pdL6+4x84R7CzOONQOu63tRTix3oRzYuWY/UP+NfEoerFNlrArMUdb",
-	"eyKvqfyHrHqEqzVkxiMcrjOZDEGToEkL4si9KXAUFFFTPhedHjtXTMzmdkUQughTSy2G8TVenjLEYC3Q",
-	"s+vt6Yvq3EnjHtLmatUZsBSGPWC0yulQkcYx41ciOoN0JnEGNPqRzqXwKLKMx23A4dzd3IOfl7plbW7d",
-	"T14SXGNxJpEf8DVaiy9hd3xJXJsDp+M8GgRzQ3kgoblTO7hBO589vWQPDk6kmf/49uUfCvDmnpP4YoVi",
-	"EBkg0mBJ3TLS99sOw7qphh5v6pw19XkfgMpMBkLd/Ui9HKZoMUbWCuipPfaM0N/JUHG+cuoo4B3mzh91",
-	"cBN5WNzjk3td3CadccCCjktA+2ueSg+4C0aGy4789tcbdNCacBdrGotDu77XDM5H/W/udS3qjejdAXGa",
-	"J0qoCdViRdU/bfR0K58t3sEa1SiGNVSubpWELJwJFAnoFOFFkVApM0hcfDtrp93ujH/ohkd056LsXokV",
-	"9hGo/9bFZ4YLOpS051QhB2+JYStnlcKACYmg1BaMrKEquLE95usRYs/umq3jj+WZSwv0efjO4ieXv1lk",
-	"sHZDVdWP+Rpb37XFTEuprkARoDVjFJ4zaP+73hNkZmBlMekXYPl33Kn+TJ8VdvDbdFrdIbZ4FDURbIzx",
-	"/DTVbqXRdtDjdTcTIjo4OWoiaqvavNbcSM4dFcoQ3AN9X0uPdGwlLKSRHylSFWuKYFNFjhpT9diYaTUZ",
-	"KvSwtI0QrJ4S1jmjbfKbHohsrEvsMQE3NlmDcdLAT2657kFNi1o/btGzm5N8/nTvrpdgufXx/kFPN+jS",
-	"ClTQDjZKv7Mrb+qLeHrdiXTwa2Y7Ar2vWSS9IUL9jmNGKZXJp1imoIs8eOo2mgAOkF/6AthQquRxxdHy",
-	"bMfKi0vJzdMkrlty13dcG0f39VD551BjQudojYfi8e2zQpu1h1VlYQR7UBTOMV1zMpFFVl+IGNmQQr9k",
-	"GKJxjQoYglayc6a06hLDPn/zgtof+cpXxqnXm8iZWsxGxJn8/mCLxAAN3/Z9fqijJwPp6JbpbKiOk36/",
-	"zxaqEKbW1MfwlancdZ0mRvN6LtS70Avxt4OnsNYu8J7xS/2KNGUmYedKD6gQEcUWSAXXKjPulBkI81ag",
-	"plX7wBjYNGoN6hBOPQEdfXJ//SGhTu+/8t2vK6q3kSaLHdwMtZ5dO7zGNVA7czSArTt0iYVQWnlUgB57",
-	"/Ucre3+N0/fLkQQhEffnRfECq3AlxJwX8rqmSwYxFVTJTbo+wlW9fUVM4C3jHaXGoYwnBhlDo8D3jabW",
-	"IKH58xpSNAztroz1Vkyq6jZ7z8U1O5gkzj4/c6gWJiVJtN6heSnQ5FvvxPyHLDfdfYNbyt9ZIc1TEmxB",
-	"m4o7fsR6mCvJ98pYQ+z/tgf/jqVwWw5+Q0Hc/7cn1xXGHXh0qaXQnydX/e7KVhHsKz65tSB7fDiT7Wd5",
-	"97lFEIGtTh5sWzUTxvAJQeamCIwxoKwf/NsF6VKZD1LXi+oXclvn3HJ3JQLGgKr1t3evX/WGKn3Jje3i",
-	"t90X36VgbC+wZbFrtIlAd79UUAfOcHOQKWCxZXqG3X8RgQPd8PiCoeJsKnhpR6AVVHYsoX5Iw2ReNEJZ",
-	"/OSCpV+t8KM5rB0vw/5Q7U5Og3nLuCVdmm6d1WwYEE2Oo98HmMT9O4vOGai+UTtmAjYCin6HVnz3HSZi",
-	"O7ij6sDR8Xp/s9bQsN6z/Of3sL3kDiCyq9poDo6Ojk++6fV7/d7x4Nv+t30Uiu7xW5xCiTdqK/jt3AG2",
-	"OdFw5nrtElIrpu66o7VWoGpam2kKz9d7lWOAfrSKK7MSh4rjPGqYGZjxslyto572Nqtpm975Ez3HZ+KN",
-	"RMYXxncMpoDbkhtKM0oYonRgN67NjupYaYYe3fjNoWZs89Wu4/k11hMAGSTbt909j3Z981H/iIRzxKNB",
-	"0QpWGGU7uPeonGBLwTibCDsVZfSWwMw3X+TMXuMrGLB1OcY8eNRz3FV3oDukEz0YOz1sPtT3InXk5Lpw",
-	"Rve5Npo372/+XwAAAP//",
+	"7H37chu30ueroPh9VSbPDilKlp2Yqq1aHcdOfOLYPrayOfWFXg04A5L4NASYASiadqlqn2b3PfZR9km2",
+	"0N3AYMjhRYqtXDbJH6bIueDS6Hv/+lMr07O5VkJZ0xp8as15yWfCihL+eroojS7dp1yYrJRzK7VqDVoX",
+	"U8FSJT7YywyuSJkeMzsVbF6Ka6kXhs35RPRaSUu6y39ZiHLVSlqKz0Rr0MJ7WknLZFMx4+7xM/7hpVAT",
+	"O20NHh2fJC27mrsrjS2lmrRubpLWSzmTdnMkb/hEMCM/ioQdM6vZcb/fZ+1cjPmisO6vzrZRFPDAtUHI",
+	"2WLWGriHJK2ZVPRnGI9UVkxECQN6BY9pWplCcCOYe01495zbafVq+CdpleKXhSxF3hrYciHikfx7Kcat",
+	"QevfjqrNOcJfzRG81w3grTB6UWYwiIaXlP7nX/2id8IYqdVbd2nTfA3+/sCw+WJUyAymztqpEeby//7P",
+	"/5V2tiwD3bdzgHNurSjdvf/DPe7nfvcJ747ffzp+fPPvrU06uXHPMnOtjAAC/jvP34pfFsIA6WRaWaHg",
+	"I5/PC5lxN4ujealHhZj9l/80bkqfDlyeN3gXvrS+KKlU17yQ+WWJ704HcDjoL5ZrYZjSlo11Uegl/OaG",
+	"VvLMsna65NJKNblcKLOYz3VpRZ6ysS4ZZ+4nxs2VyN2B48yI8lqUbCntVC8sXSDVhBVSiU6vdZO0nuty",
+	"JPNcqHtdgLF/K039SqxYwbMrgwuhC8F0CZ+BVqRhemGNzAWT1jguMpYfhEkYzHpU6qURJTNCuTn6ZbRT",
+	"btlSL4qcZVOuHB/QM2Gnbv5asZGY8mIM66S0nbr7pRWwJi/dAX2p75kogC1cFjrQA/IJ8WHuSD9hS25Y",
+	"KeDLPGGluNawzyUzi7kojcjd17Rq+CyZu5VzlAQktChLt0Ja4SxfaftcL1R+r5NU2l6O3VtTGIO/9B6H",
+	"cK6YKEtdwvvfcitAcoj7XYaSW3FZ4IujIwAUPNNl4AXuPHAFRO9uYdwxBHPGSmHLFeNjK0qWvnV/dM/d",
+	"HykzItMqN46lTgXPSVBHl7g/t/PTDUEWMfh7PxEkAOIzQV/5U+Ho3Z2LrNBG5LClPyq+sFNdyo/3vKcL",
+	"eLFQ1r0CtlVpdv7mhdtZ5FSKLdSV0kvl/goHWIm1zfrpp5+659GjDtqxSsThGlxzWfBRIe57Cfx7ab9y",
+	"bvnIsbGMK2BE/EqwZSktiLgla+fSXLHxoigS9uLoNR7NhBU6uxJ5h+lyqII45MosRdljbwXPDbsSYs6W",
+	"urySanLG4DhMuFQ7D8VQfb5jceN/hyedZ3DreVFE+gTPc+mWhhdvSj0XpZVO6xjzwoikNY+++tSa6iIX",
+	"DZr0T1PN3G8gGGcJyPnpYsaVOXPkBWqBLhw9SXUtjRwVwl0z49YJPacxiBKYgfjAZ3NHDi1bcmXGouw+",
+	"+W9TbWyXt5JYvz559Bh0W//38YYWlbTc9lzmouCry5nZHDQsqCNsUvsNCSRDx9awtttPrbw86yTA4rys",
+	"dz9OSq6syGlTxyDXpGGFVhM3HZwjbsnj01akjfc3tfGkNROWO1LcR9w/+OvcPTpvUOCfXYtyhaNzQxUf",
+	"smJh5LVgbSB3NCxAoxXKDefnVrik9b5hKd2cTbPeDD85o4UjcSWO/butVlqJM7RnHp8m8CezS5mJHgv2",
+	"hWG8FHRkRM6kwvXTZS5K0LetwK3br+IDebzA6x+fwlLTXxVt8LLkznhaKPnLQtDP7hS5Y0JsXOYNpIJT",
+	"YwKWFTWehcoFbbdn923H4J3iJq2nGTwRbklgtW9JwdYWjaT7zaIE5ugoNx6TVGxmEtCkYSkF6dYPDBs5",
+	"dcb02E/STllaTTZNnDzPWX8wVLbaloIbp6MDJbt/I6mG/Cmc1ONHYGdukPomeTu1vnE63+klvshqNA7A",
+	"TiiKoFobxt1BzERlFPcTlms4g+6OTsIWc3e7nYqhqk+6x34QXC2nshA1AwYZlqoYwAxndqtDexObfT/T",
+	"OUk8oww7WJ0pPfpPkVm3HERUX4oTS3tHPszaH0Wpu0uZ22nCRjKXpchwWP4JplNn1k7AibL78O6sutkv",
+	"4s9dMLG4AXtxxudTp3/CvknDZlytmCm0NQOigxSemDJcp0A/CRM8mw6VOyHAzJ2aE8wQrnI2FiqTQIpX",
+	"QiG7HMvSWDYuhYB3OIZKfP8smKrSDBVel+mZvwXoMCexIJgSH6LHdIgNunG6RzpbMWdIplyttBJDFWQq",
+	"zH4QbEBHs21isQlZ1WFVzlCLW/kfpqLI2bzgUg0VyjH3uvS0/wRffjmTZsZtNk2R/m/hQDpQxqJMjOzE",
+	"JtEam9G/Z9GaBkmZ1qUpStnc6Q/AknGrUAaTY9HN74ylZspLkaeszVkpeB62JdPig3TmFJAnmftwLT7G",
+	"AIU6GnAkJxxbAHpmjeQ8VO5qoOMee+2YJ1eRJkDiGijYOMlRSEdMBbfVW7USBjnySEylypm0Q9X2jpqU",
+	"GHo6IGqCFztySzs9dg5HyZG006NxiLw2nQeGTpk7PPAE/PUSvk177JXj7iCv6DS3T/v9DsmfDb0laeHt",
+	"jQrMIdK9QaJLZazg4KdyFJgiO09Ze+KWEEQHnm3YrE7kERkqT+owg0h+JqwUSiyByUS2InyJbNurEdHP",
+	"QxUUCmnDOf0cugS4kVjuNYq9KkTNL913vPbh4777r4PKxVA1aheM1/QmHubtNA3z26kaRPiBSeMgD1Az",
+	"wroMFSxMdc9Dvxznu12bpPcCL+4PVaPH1OnVagW3DRg3V2zj8AFPgKloxVZ6UTIjc/HrVZlDVJinpeBW",
+	"5N+LFXi5axrKFX65aTCQs8HxK1GMe+zdFHwNqlixqXDiq1pcMJ8N/ua41JSbaa/VQNylyHSZ72Pubpzr",
+	"03TDDPc3zfHZNTkl6jN5rQQTyhn04MOeSmN1ueqxlNvUibDl1DE2y6Z8PhfKqQrAQMgjlKK8m+mZUHbT",
+	"jermWF9NntmmENZzJ+HzmVSMg4pmWDsll02asPRKrC4z3CP/Z/Srj604+S3cJR2gpXTKVa6vRekd/zXn",
+	"H/irc5kDo+KGDVsFH4mCtWFL886w1bhB3O7bnAs5E8by2dxdTrzz8pa3+ZHvu+k7us7r3jdJpFBvjP3z",
+	"6Q7PickIR1OGoh+RRGRtpyHkLHX//JtMO4OgLMS2+g45pw6I550xMZvbFamHaSkcqTtmA8Niy6n2rhBH",
+	"yN4ZCMoxjZ8vcmmjWVyJldlyLqvo3uZSVK/2oSW8GomsFOOFETn8AjpE4xuM+GXz4S+Uo3rjhS/qYzBc",
+	"5C5Lp+4yY0vBZw8MSyWu7wGCxUf7tm+toqgWLiAo32sir+YjrscbG6cI6tC+FUSGYix3Vi5oVfNSGOFU",
+	"6AOnht98ClRGCmIO7FGJJX3C0E7Ln1H8EngKfMLhtJJWxHvor/iyOudpVUe3YjoN9L3Gu93e0zWJD0fj",
+	"YkUWOLfb2fpLiYZ3ndciXUNA+hD3EwqImzUnkzuLVWpBkwu8Phd6af2upoF/6xgFiISieD1uDX7ePTpQ",
+	"71o3yafa27yN0PCG90kD80BNBbURbzk4lQ6VR+QYqX8oyD9eLPnKeCLssfYLxb4l/8xEKFE6wmDu3Y5o",
+	"VwYflTQ+S8/R/ZAEBpTpHJmCFcqNStpeBzSeD92J7tKM/NRxyczmRqNC3SzbkR/PRQnnMmGkDINnEoPX",
+	"TbZXNO4NZ8LB/kzc4Q2CWiMYGnwTiXwXicE1U6ced3YzwoOCPAsnXQjrNJeJ3lRDtrmdXjjlDH5r5GBe",
+	"KjXIB05hnYafiA/cVgmobhytmh1ksH2DQ1UXq5sFKi2c1bRs7uAmTI7d2tWM6tswdfdgfBwmSFgN24F7",
+	"sZeJN3gjm1hibWl3EdDdfJPVpq4JrFIIZsEJFvySa07x4/7J6ZfYAlTHKz1bVkkKt3bL3zQtmOCFu3qd",
+	"wxjL7QKFSnCW6qvWXsGGtzVtTaOtRXL2tifF3zbaYqkFfZ8uZNLGumPlG0UT5EqsGkkdfS7VAjhdYDYu",
+	"J5OP+Xj20S5/OSmumu6D09nIG3xqTU1Gb1LNmjwm/eP2/ARvw1Xa5FMaw9e7nvfWXbO+ydKpPThHeko0",
+	"sSTe0y100Ky9OF38YN0FLOI9ggYeuGUId2MQYWM3WfOCQmaYjlDxCRCnaHagrb7JOfp7XWAx2dRf/YrP",
+	"REjYCrbujK+cXc20Ym3kG24UwUqhyFQhr0THnwtnUo0gQcaNHQ2PkEN5t2Dmw5MGUr4r0dXorWlTUWlq",
+	"UByAw4LJL4OwZ0aAQ5K1wUIIDi1pKz9V0Ig6TV4NHNnl/bgHxAcrVA5H+bJ0X5fNTsI3qLSi0CBPFF1v",
+	"wGq02RQMUx8JGoB6qK1TUad6ifGomSwKSTkdEFtdMZ7nKNPdEsIkVmwkVlrlbOn4bLSyS05BWKuLPGEj",
+	"kfGFI0A/kKFy1qs1wdLkxhubVhaMW/jaerva3cKsdFReLHALrS1YO9MQLeVWXouhogspNEUjcadgyq8F",
+	"G4lCimuyyMlf5ZaTCV4WElznPHYZs1zm+/yQjUGlBlvwQIdO3ZOzK0C5KW28SbQlOzgrhfWOCfDUIy9A",
+	"NfyMfJQ4/chaQgKvR0uLq8uHv5zMnvfzf54ufvxa/+t49Ej9o/xq2To8MvocY36Ftj6HlqJ/A9hbuKvX",
+	"Oihid4Br4PN5wL6jTGHU13ykmpJq2hHrjKb0wFDA9PZhH294VIs/cqdSTbpKTqa2WDU7rcDbcVvugkR/",
+	"KeY6mzZLGEPBJTiMFBKkozIvdSaMQQLz+TBuLykr2DghhOIEb4co3FC90cZOSvHuny/JHC0FpM6xKTFq",
+	"vVQQifCqsnu+59qUcHyl9NJEgwl8IMSjpUXeEg7+WmCmJeaX/7o6uX7yz9nf+/xZa3sArvl0xRn3YV0w",
+	"PFTT2StvGmj5jsuS5KnF13wuMYZV64fPCHP5cPyE97OT0Vf5sTjljx83jrfQtzl2lOQdO3PxJEqViw8J",
+	"G5d6xvo95gxl8pvCbGHc7nHo8nUf0+ZzGwzGKhz21ROMvNF/h3n5Qhjw1mG1ZuuyihORmUlvSGrSvXaq",
+	"agJ8nSNtVUqa1d3Kh3OQegVPeme5FQd47NZy6kDBI6+JUHlvrxlHY9vv04tG1aB5uYV+AGzDijNijpBG",
+	"gp4poHROCU2iZCHqn2A4B1UebtPwZzpU7SpHP0pSJlOn02NpSJG9jANaIUkj44qNRD1JY6jamNbKKfN5",
+	"laC2ASPU2RWDTaYA/ufRBONh3k4XVPl26QTLGWk4yfqqx6Jop0u8SSj5DbmXiJgo8shsHWldCK72BLwo",
+	"aWor+0Mmh9QHQqcWwwImDVnTjv8Bc1uLah1sDO0+rbtVoyaFiKWQneL2WLGZcHYlyVTK63I/JyzFBBT3",
+	"BXhI5WQqjKXjBGlmKSsgUQdn726GUJXRbMzL36PeFXKOqjxIYiu+4KatS6D7Tsg1KkWcBzTYXLyhgry7",
+	"ePOrNUQiCouIjiI99j+YtFrneJGHKq1IPaXTaIWx3l6CTahzJ2BNjclNjk0522Wo3O6/Vs5aksayUi8x",
+	"C7I2HL9GM15emc1kJdjndkXFQ3XeqK/eKUFph4v8btqoI9O9hyNEDS0oXo3kvBGU/kzHNyg0t9JaDkz+",
+	"aWRfb325Usja3HDQ71N2HDvdpfPUT3k1liap/0N0upu9Z1jgsV4ZtmL/ePf6FcMHgR5q2Uwby07Z9/Lv",
+	"CRO9Sc/rvzlkbvE8L4WpV1jAO8vWoHXc77n/vxo86ff7rSbv9qsDrKioxPXn8+5/8O7HfvfJ++pj73LQ",
+	"ff+pnxw/edJU81orslvbtedP2ZPTR18xqgRiubBcFqbHIAIeZR1WXCdhNS7SDsqL53b1HL1OE1dp79d4",
+	"OpTVA2F3Slt0jxoqZG2XSttLacwCE25CRD66lKU0pEtIl0wblaO7KjkZyQLPi9Yqep1m6isdW94DQiRe",
+	"1Xk6vlXNzxN9NDX0W2daIQlfhnOz9v2YywK+tVpfzrhaXfrTgedkLfmtfqHNpnjlnK8Kzd0S6suClxN3",
+	"LGfCTnUOQ4LaQ1LBYJKXVs6EXlgo+wgPv5yJXPJLyh3AYqvaI0PtL9xXFaolwCJKxQv8IS6mcy+NSibj",
+	"CQRTIHxD1qr77peFtvxSfMiEyOE2NxHah7i6sEU6T8jYDiKF9qZJsNTIa0sWSUy/XizHtEuaTy0797Ck",
+	"EjyrjYINiuiaRJQURd4txLUo/FHHU7Zej16TQ3ujP79SgW5YtYjzYIF2UDv0mBmnWPICgwSDqJIFPTwl",
+	"pgbdbgrbou/roxnUWN2OuLxUxnIii6ZoScyt7p10/PmVeePwGkKrp/0njcqDtMWa/HoZkrMaY/M+Eypc",
+	"z0d6YQejgqv9wVviKfjWME5ixk16wFtImiLn2BrnvyW/L6Q76ijYPx3ACw7Yhp2VRt4pGGjFex5AdkLi",
+	"IJpN4B4PqTLoQ9weKz5gWIWPUx1CtwdR245MlCqJcZMMw09eyMLIroSYg4YoPpC0aOLNCyPKSz6hBOPd",
+	"ZCXjxLnW5jTXdxcy38L4dtJds2dtd/qaz/UDEXao962i9H1B5+jh+91n4bFvhZPut4xG7z8Uu0uLAiXG",
+	"WST9fnI3ytz9ropK9yfNxGS7PrR9CS71rTiY5po3BxbojpkCUVAunvHJ17ebw458RzdCJZb3PL67+Xa2",
+	"1fCcM4iB2OKM6Zm0jg9j5USIgjyAeO9dksj2LB3Sxgs11g1pSYjocOnl6cYafA45dFHLYQzeW8gY9xVm",
+	"sTzqbQ3+7sqb33g0ejdBj+i+Qk9oYUQcrrK+vG3JDUNtiFndiccCopGCxhkvCjDWTabnYm82/aYgkh8P",
+	"XcrFPL9Luti1KH0I77ZEFPEQL53802rDoWkkddLZRXl3lV14921EV0Tp+6WXf/whwguv/clR1a/XAPcd",
+	"ucOOUSDeu56cF17L+y3OyS2Owo403HoluLS3LqiIzsvm0+lHzAhAjjLjubgLh65OkpfKdzpJQIBl83mC",
+	"AZa3Py1I1LV0tuP+nsPj39U4Vsp7WweqAv9NCtXU5oyl+IiU8cKEHBxDdbfwL7pjEo/xE84rJfU4LdJ9",
+	"63XQM5ZCimsKyVC5xqgRlGHXI4Ec3cL4frcR7q5G1f/dtnyI85D6gIWFcCaTuCrLA9R4e2ozrw6Bpu6a",
+	"DnxPkcnt8cdtdRnPIUSNiYY5omkNqny7Cm8lrCCGoiiCggFujNXGS/d5wm53ThraQgaOgdaAKKVic26n",
+	"JgnIOSqnVJK7prjsqIlvznnD0nR6tz9XoW4+rHtzNpx7jIZaWFr4OCPOXP73/OFVf/4fq6+X/zxR//pq",
+	"9PZ4dvEo+8eT1s5a9tvyygqtc72+uUb/29NVmrgSneUX39zNiKjvw2cq6w9nZcA4WAe+wv/MJyhXFkIo",
+	"RbyL9IlGv2NtviDeWFRJ6dn61vqSQ1b0cxpmdWBZvwU74RWcTgBPu8tmHFK0X/GfTdmDiBeQ6P32+VP2",
+	"8OHDJ+4Y/3jxlCppP/DMFitmp6UQbFxyDwyUy4m0axBuJ/2Tx93j4+7Jk4v+14PTR4Pjh73jk/5/xPNy",
+	"mn/XSqxTqu1EvZZvKUvhLutd4LXht66ceZ8P4PIOWhNpp4tRL9Ozo8gVV/vsn4bwgEZki1La1Tu3sUh4",
+	"I8FLUZ4v7LRxkQjCYMDSc0JxhH0dsL/Dfay4ugLM4J5HZoaYKfxWzXNq7RwHIMl6bgDmMExfi5J9d3Hx",
+	"5giivrANNdWUQgrAcp1ewialXiYefaVSbaKi6qHCQmFUf9BDy6mwosIUg2t50RuqoQKigbBFI11Eue5O",
+	"Tc4kigFP8HgnEW0tMb43VIhVB9EgKBxVLER8021AkCnLdbYA8AQPLGP5qBAszXQOQVT/XF/vOFpYlh5N",
+	"oU7rI0UljpzCtvoIOD7SVI/k7lInqvhc9lZ8VqRMKsD2yTss42UpQQQGJAtuhmoLJQwX/f7D7Eqs4INI",
+	"e+wcbpkCkhVACLe9+ppUiqsuvcaJoWmndo7EUFFkkVlN0STI03WkAMtgdFTGckY5SpAPuFb0DhGqReYW",
+	"DhBdp3o5VOijxzoEeKMbV4+90nDNLmjQGMnkmK1DjJ4xPlTuEb4mBGoS5GRq4/sesgpuGfZvrVbV50Fz",
+	"hYo3a0ORBUR+YXe/fXaRsO+enX8DM3795uLF61fvOjR9bisI5qEygjhtM7wya6fvRNZ9Lmw27b6TVgxY",
+	"Vmpjuu5H3BzDZwL/9KCp6etSTqRKh/SgUAxBs3hg2FQb28HaQ4Q2QHCjtbmzpxDFiSKFStuhosEbBNRR",
+	"QsJbMHKNBxivZHw8hhp8WMQ3nHLHsXjZjTBO9SYSwXF0u5kuTRevSlkboPFGqwrgiiMU21CJD5mYWw9l",
+	"gIVSzi5n6dH1cYrJzhXiNTz96eu371jb0Wbhdt6EJPczlj5Hdta9wCjiUKXPLvjEnYcaPiqc2Zca2UHq",
+	"jCBn5XQQYshRRHUkE2akAiAJIUuWaX0lkX0NlZwoXYq8x55FKF04ZzYR1jClcbCEwLpGiyOdr9hsYdzO",
+	"lPIait8LsUWg5ytG2QcxOhAzHcJ/hcWk9wzgICG8iseSldUyOTL5mq3lNKQ+uCZYtrBMj8dsJMa6BK/K",
+	"UKVP0fbvorqTAtAQ2wij4wRButRm2UYx8Ob1uwvS8WF7Ozj9kWBQTFa4scV8Gvkz1SdUnRjOGAeQQSNI",
+	"VukxSxd23P067SBcqK0e6Ai/KAaQ4Y87FOZysZqLFCDDoqU5fsSakzvSHnthw4B/vHje/Rq1L7fN6XC4",
+	"SJkwGZ8LAu0A2D2zKEs9ASRrwFvzqVaI5LXUbCZmI3cU9RjWnjoFNC1uZ4AclbNCKHeshyoXTkaVBPpu",
+	"ZCGUU6lKMS94BoBieannMZsgFLKojMOJjwrQcagCeqMf8XZ8xxjeMUJ9XEN6HKoK6pF9h0xmLIVTuSFD",
+	"ZrPYy/IrYVj7MSShdWq4rkOVnj48ZutZNpTrVMhMKPQhUkuF8znPpqJ70uu3ktaiLEhZMoOjo+Vy2ePw",
+	"c0+XkyO61xy9fPH02at3z+CeKuS/FosNDrlWv3eMF5KUbw1aD3v93kNMZJuCDuiVBfd5IkDDdLYJEPmL",
+	"vDWgou+PrbVuDSf9/g4469vBWFNdeQOKNZTNUNEQ7IAJaOy9VqzVtgY/v09aZjGb8XLl1Ep5LRQlA1o+",
+	"MWA24Gveu/tIKdo667f4828yaXg34Kc/6j/c9pgwrqMYYHzXkrjHSrcmBOjo0cBJO0mCChWFf6CIE4Cw",
+	"oAcGlwjw27ii18dH5CwBM4UA6utTQ4ySqGIY+CMoeSkLUJ9SoZQouTJoew0wadcjZ+Yik7ljoMYpXUaq",
+	"SRFBPQLHwUsQv4vmFWV8z3guKFsDsqqLAr6Gyoc2pDbOARpYreKSjgOwUPiaQx2UBNBKHMvN9EJZKOva",
+	"wFlxbI9MkaAERqi9qAh7YOOAigei1YuzgAUBmyjx3mipQz+SsS4T4LFunDE0MCS8Q+78ULWdCADtOfQ/",
+	"yLhiCoyvXPDcLUznjMkYKrZhOT2mMbLsofJltJgViUrpKgzA6QJTwqKUtseeuQUPlXGWUuB1mUvFPSB0",
+	"4pYAnZ9RtWrulLrNXQJFNuxgwLSO0RyhktCtmNNainwdjhflldcvbVBvN4Fm2TkeI6cmOctACZGboYq3",
+	"BPtJYJAH5ESdDVVQ9lWq5991vjqAC0Up0N7B1Ag3T6DnP7d4BuTZPf4Kqtrwj9MT8K6Q4wdq6G4ObUq0",
+	"icN/U/fkECb5F2OxhIjUwGK/RXJNYuwC9r0QczzhMbng4XWcgq8cP6xc80RoqM1SstdN0jrFGexm2lGz",
+	"I7jl+CA+XzXTgJsOEA5VSyG448lv0EWHkjVDrX7QJX2paxtqVEJHoYrhwlkFxdgExPShquBMO2e+WgcN",
+	"PGzLEGpysBAwSpAnyw6rdB6gxBuquvkFZA9I/xWYDje2xqC8uO0RZG915AdOHtUmV2ce+7pe7Mt4JX8S",
+	"wR+sDY5q0sBjEg+TtUu9AAiDxbzTa+1tMXN6cr9ksp4onwKMLsmvdRGIjoiigAtMaLKEsg8cXN5f5REd",
+	"EpRFi6I4Y+laqnoKMOL1FkCftV3P7TU4tzxgQ++/r1rUWM/zQM+13Oxav4pYhfMAa16F88A6jVrxS2ns",
+	"9+6CL8i0PeTPFmsAQTjvkWfiYdh9R9y66tdvILpsgo8n8kCa4KFNmGNyxlLFYRvcqJ0eewXqmQ1xzZoB",
+	"hBhHN0lQzuu7izjH3xNU8B11DUI98rVTDDFJTIz6NPg5VFY55QJRfnw2wcHaRYTLdJBacfzZKDTCg24g",
+	"UvqV1In0SqzSGtizsboUDWjPEcvx3r+teGUPDPvx7cvEa7gyH4DTCg7v0SeZ3wATu12fqt+x2nL/RxA3",
+	"MY5+hBPmIeOkgYCCoo4bvqkP5QG47W04ehGThX3CHS4E5sStuyDcuffHsUbLp01Vn8AlSDyCd8Nzjntl",
+	"lzi23XeEboe/zebiUjVu7gvrzufc+GZmVUeVAExDnDHxMSanZebcTEeal3mA9G/kulG/3p8b+8DK/NAG",
+	"q1didfkz73486X61tcHqe6K2KtFoq1B/6Qv31sa4jhhbrOL6LsTooc4P0mzr3ouMf1sP4aYigpuk8dWg",
+	"3/rsB42HDJ0MTjb22OsZdVUaaTvdNhooA68Nxie2UaGUe2AjKnMztVUrdoR9jw+4kHo137z/gnpUhSbT",
+	"IKReKwFtn51qjQv6ezdd759NuLWLqC2HIMyoAjrcpkHj30ef3HVrDH5bMvIDg22T0LdQZfDFkWPfeQYa",
+	"cHoPFZ5DAKJGlu+I18eMDDvpn3qXoa9dhDNTYZPR4eV2PRHYeOkxYHKMfkZ44ZQbNtPXoI8iUnbcAait",
+	"fQqcEmFMgATTibPkQiucaEq1rj/kAW1yiSH3RgDHPfyKGD2qWtREi4A6ahXyD0wDhnUD6/CJx9UBvBXk",
+	"X8NxP1CQu139fUvx/gHHs2rlfMcD/RsY00RCGyTjqJ97PD9UHppYQuJFbhPaFXXF5gZxSCD73xD6kq5g",
+	"Rk/6ffIxo68LcgjxamuaMbF6G6fmW2H9kfmyEoeAUJqNd1w6kMB/KaV1QruIEWoc96S6Eoy3hHLiS5lv",
+	"o7Q1VrhHBUEE3vdNMqsWxrvLQ5Pd0b+qKqaOPeKJv+3ouDn+RmlwNW49VBOw1ihYj1q6l2JQZ4PZIk3B",
+	"M7YRO8P+cOBVGaqNLodJ7Hn1USkf+4pckaxcKOiTvyOoc5AIO6f24lV7NbdSYLNQMs7JKZt23FWL0ic9",
+	"uUtIHsNnXAxwdgciqjAvZUDHOsNIHbAlQjnjhtBvcbGgtTPypU0JjrZxGCDtVS7HYwGM06819mVsTNH5",
+	"XqwwQHv82CkXJ48e1Vp2EjYwV7mesR9/fPGNW/OZLgUmwI2Eb3pmqw5cQ0VooNiCalaFuUOroKrlJN3z",
+	"wNBc8fQBkmjQmXBLQT+Y+lIYUhBe5GI211aobNVFw73Z5Hn0qJ6f/bjBePsc8b4GQOBfE8n7LcN4O6J4",
+	"3tV2m6Ddmsetlpt3SKGc78kKFHGG2YqEB04cKDRz2m7P7897v/krnrgtnmj0TEACH1RaVnUSJDd1Sbyt",
+	"MbJIomQt+NfzNATsbADJ4jXmm64d8DRuKANsZsrNUCHH3A0+eoZt8yDBrTYIn9SZ6ZkjtxHProYK+5WG",
+	"jMlSXMvrmFEPQvYLNpIl3uuI/kqsPn/Usa4Lh3a3cZyRRbCB8bL+MQKQIYUmtORFINBfE3z800Yaq2MX",
+	"rKKDHSRHVR+y3d7JZ7512O1U0t+VT65qx7bHJ4eL8pdPrslKoiakyHrpVEax0C9uHcXtNz+refSKnF8S",
+	"kOAykUeNlql9XNT7IuqiETVN9oLPQz72hmqLm5EXIVjV1As1aa6oCXVBQ9V0FxJu5XN0j6nZWBEeKRV7",
+	"0xycUWA1prx7gwotr+1Nrc7wFsVnvo90HQ2Omu96d2ODxQFJl3MBJWOQmG5iq7DHyP2Diw8OzHwmFQCu",
+	"6AIRcbF/vS/9DSI608jHRLMPE54f+nn8Cl3fYyW1So0B91zMC72aubuxpZi3Ak7RChgdHmLfaCB7iN5/",
+	"8vkypEO7k01meW6u3P5Hrf0KwZ0BLKGwDZptRKTuZG9IxY0J+nefsXc3R+y9qU4ewzMdMKVBHV/XxJVe",
+	"wj6VcHS9g99qNoWinmtR9v5A/uBzc9XEaKiBYTXriWZtzwKcqu55ZedwxYi43GcQM+vMB55buYNvw3kO",
+	"o5g1NLSD+EZjKMQ3L/wjmMF/xuCHT3D2DXEqeTlaVb5G73iJQhanaIjehtqVWH4BWldi+WUpPULVu2e/",
+	"GHX+bSoggmqIXj37GbjvsupVQkh5u7xgf3rX1Z/vzD6D7n+bThrUldB5WamzZo+pXkc/3Wqgv41xTJvS",
+	"nNYC6RFQ3vakxKT53oJO861vBLdac/R+Oz7HHy7tpw53u8fNUG3vX66GTeGHTf5ZHUTEcdYmV0N0UrZn",
+	"WCNyb4UP/KVkUh0o+J7Ntgj+uEk0ZbrMf/8q3R9FQXMbjLgwnkY9DEho4KsXFiIgUZW4r7nfSsCB/UcA",
+	"oju4f4UDegDzv1s66B+LB0eorXtZMC3eXxy4MQFzHeBpZypmRa+bJHz0yX/cm5QJnqNQAB/yU6g1MvUa",
+	"xsOF4TZuA9LpsU9SUT4JxU6lGSqq/sCMFOyQWRIvjMQwqGZNHsNvYLhvK71pv/WMt/z5sv9/Az6LS0mJ",
+	"RxE1JuBovObFokrIg0uakgJj4tySFwiQufC0TM+EqQLPxJaYY4yQZ8ARTtcKjPUmgA1VgRFh3kopVA6Z",
+	"OlD5z3hgOtigFyhyQGFy7qjY8mw6E8omPvFFyfFY5BgLMFzlI/1B5KzNcZRD5cfADUut+GCPpnZWpAGt",
+	"DKaGRe4s4wpwmzIYSzSCB6aqn+j0huoFZgg9BXSUp4jPMmBKdzP3DYTl4RMrBXjzuY1X6tkFn/jC3hfj",
+	"7iutRPcHqM2NVpMMI3dt8Fk87J/WoLtghj3Wrj0EQgluGrnICmibR+tK8sWv5ncXF28eAPRAQiiuCHYF",
+	"n93gTUgZWSjEf+g0nPpvhd1+5Nfl1d+O/lYXUZsd1UYrBMILxFNDXxwBpsK23E1Yj+RwklzzLXhgo2+k",
+	"mWsjm8vb0ooEz9hYFsLx3f86bCG+nD9ACDI3bKUDVsGF8WtRbZvHEgIAuKleQtTJ3q4mLglDfkeAKt03",
+	"upDZqqntJB6NMw8i1jVlxh4orcSDdEBlYlytlnzlOAYmB3pPuCMJygNBfK7bDtNR8UH5AtE9n9XTk7T+",
+	"1Y1xq7qv58FlsBEuAJZyh/LEh00i7pW2bKZzOZY+GBQEM3Qgl0XhWxl7+azHbI0vrBHq7Zfz5q9M5nWc",
+	"oU1ReRYJRxRuUrEaGW6XlbdzCQeOCW7hRVP6vdPs3QjG43VYPhCFHqkiJiiqEREhLq5YyaXHgcF5We1E",
+	"bRN+kY+IVx0C0sgfh0B7hdFsJKKvCfaApNVQLZTPIwvJNmDrIXrJuU/zHelrUcuCjmQtNszHrGgnyjz2",
+	"WnuzpVlnwHiWiTnApDj+DrBKMOdoypCmjS+jLDgN29tDNEECgARVukI1qhifrLRgAui7EisW4X8C1ieW",
+	"HFKA19/uzVrI6bXTUi8mTueAeQz8B5rrUFkN4HSwbHRjAN7x+Pggyv2Scd/PWemQik+fEvcdBv46yVC5",
+	"eQxb9KIW9gxGcGYAn6KupWBFoO8o7K4fUYwCRDll3mB4YFgGaYtSsZnMSu1z8dq1HcZFXyNebqG9hMym",
+	"WENghgr6D5cJMxr6jLp1bGhmF5IYxpJcyfHIYaMcDwX2OSDwV2H5hNBfGafzBcF22HuC2vJNmWMuzSlz",
+	"khh0Unv239L4VshrAaSXNsfiALqpQ12ra4x97W7QgsPM4DmsDRi8x8d99n/+9/HD3nHnDOFmlp7IQ70a",
+	"Oz0+gdam640+UyQAVeXueCUIkj2JttlFODHSsGwqsiuf3xLAwAwgTtVAz7xjJ9TknfafrDcjxKRmfE8C",
+	"MIwBAiKMlc5W5B9CFPh1YzaE746p4qjCIY2X6knvYe+0c4bn3iPB4sNP+v0m8/XNIlZkd1Y8bMm1Jkrq",
+	"sbckl93q4Du91i5rUKJDlZ6efM0ae7amCIGHIp0aYUvL9JxwvoFqjCbCRCNDO0PKB/l9SlMJcFEVugOd",
+	"t7CS0jKjOzsqBuqK2GGlhf0mHexT8/MrgbMvZLLpogLzyFuLlcnLDfv22QXQ3ZsfL8IRsZjg+rd0EJ95",
+	"rB2tSAzPb29rAQWd/NsNdt9L66d+18sr7rFzBDuLMw61w25reyFOrDfhSKwcsx/k3xOPohfbZAm7EnOw",
+	"tSfyGst/0KoHuFqDZjzA4ZLJZBCaBExaJ47oTYGjgIia8rno9Ni5YmI2tyuE0AWYWuxIDK/x8pQBBmsB",
+	"nl1vT19U504aekibq1VnwFI37AHDVU6HCjWOGb8S0RnEMwkzwNGPdC6FR5FlPO4a7s7dzT34ebFb1ubW",
+	"/eQlwTUUZyL5Ob6Ga/E57I7PiWtz4HTIo4EwN5gHEpo7tYMbtPOrp5fswcGJNPMf3778UwHe3HMSX6xQ",
+	"DCIDRBooqVtG+n6bMKybaujhps5ZU1v4gVOZ0UCoux+xl8MULMbIWnF6qntQraPy2tA4w19ZuxQ87+Dj",
+	"CdWPYbMBw3INwyXd4RnPpkMVGR2o8wf/O7m3Dm5h7/bq+ORe96pJBR2woDIjbv+a49Pj9zqbhZItv/7t",
+	"Bh2UMCCKmgJE4Nn3mhD6qP/Vva5FvQ0+ETUpsiDwJljaFRUTtcFxrnzyeQdKXqOQ2FBRGSzKbHfEQMKA",
+	"j4UXRYKV0U6Aw9tZO+12Z/xDNzyiOxdl90qsoC1B/bcuPDNc0MEcQNKsCC0TomBk5LoBI7BBqa2z2Yaq",
+	"4Mb2mC9viB3Fa6aTP5ZnlGXo0/rJgYARBLPI3NoNVVWO5kt2fRMYMy2lunJ6Ba4Zw2ifAXcCtbJAqwUK",
+	"lVFdsVMx69Cp/pUuMGgIuOkDu0Oo8ijqSdgYMvppqmmlwRTR43WvFQBEkFg2EbVVXWNrXinyboWqBnqg",
+	"b5PpgZOtdAtp5EcMfMWKpzPRIr+PqVp2zLSaDBU4bNpGCFbPMOuc4Tb5TQ9ENtYltKxwNzYZl3EOwk+0",
+	"XPeg9UWdJLeo7c05Q395i9crumh9vLvR0w14yAIVtIPJ0+/sSsP6LI5jOpGE5ma2A9r7EkjUGyIQ8TgE",
+	"lWLVfQpVD7rIg+Nvo6fgAPilr6cNlU8ephwM2XasvFCGb54mcRkUXd+hrpD09VD552CfQ/LbxkPxcPlZ",
+	"oc3aw6oqM0RRKAryc9d8Vmjg1RciBkrESDLamWCrgwIGGJjsnCmtusiwz9+8wG5KvpCWcWwdJ3KmFrMR",
+	"cia/P9BxMSDNt33bIGwQypx0pGU6G6rjpN/vs4UqhKn1CDJ8ZSrvX6eJ0byeC/UutFb8/cAzrHUfvGc4",
+	"VL8iTYlO0AjT4zNERLEFoYE6b8aNNwNh3gojtepGGOOkRp1GCTDVE9DRJ/r0p0ROvf9Cer+uoN5Gmiw0",
+	"hDPYyXbt8Brqx3ZGNACdQHQJdVVaeZCBHnv9Z6uifw3T98uRBCERt/sF8eJW4UqIOS/kdU2XDGIqqJKb",
+	"dH0Eq3r7ApvAW8Y7KpdDVVCMWQZGgW9DjZ1GQi/pNeBpN7S7MtZbMamqee091+rsYJIw+/yMQDJMipJo",
+	"veHzUoDJt97Y+U9Zvbr7BlrKP1hdzlMUbEGbihuIxHoYVfh7ZawhleC2B/+OlXVbDn5Dfd3/tyeX6uwO",
+	"PLrYoeivk6v+cFWwgB0Wn9xazD4+nMn2s7z73AImwVYnD3TBmglj+AQReFPA2RhgEhF8pphfKvNBSq2t",
+	"fkG3dc4tpysBf8apWv949/pVb6jSl9zYLnzbffFN6oztBXRApr6dgJv3S4WcQIYbIbA4iy3TM2gmDIAe",
+	"4NWHFwwVZ1PBSztyWkFlxyKIiDRM5kUjMsZPFHv9YnUkzVHyeBn2R353chpIg4Yt6eJ066xmw4Bochz9",
+	"MbAp7t9ZdM6c6ht1d0acJEfR78CK776DvG5CT6oOHB6v9zdr/RHrLdB/fu+2F90BSHZVV87B0dHxyVe9",
+	"fq/fOx583f+6D0KRHr/FKZR4o7ZC884J/41Ewxm17kXgV8gEpqO1Vu9qWptZD8/XW59DvH+0igu9EgLZ",
+	"IY8aJBpmvCxX6yCqvc3i3KZ3/oTP8Yl9I5HxhfENiDEyt+QGs5YSBqAf0Nxrs0E7FK6BRzd+cyhB23w1",
+	"NVC/hvIERwbJ9m2n5+Gubz7qh0g4RzzaKVrBCsPkCXqPyhEF1RlnE2GnoozeEpj55ovI7DW+IAI6oUPM",
+	"g0ctzKlYBNwhnejB0Dhi86G+tWmIc0rf6JTuo66cN+9v/l8AAAD//w==",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -218,8 +218,11 @@ type Grant struct {
 	// that does not say): a change means the server restarted (or, with PostgreSQL, that
 	// another replica answered).
 	ServerEpoch string
-	// Limit and Slot are, for a slot of a semaphore, its limit and index.
+	// Limit and Slot are, for a slot of a semaphore, its limit and index; Slot is also a
+	// shared lease's slot.
 	Limit, Slot int
+	// Shared is set for a shared (read) lease.
+	Shared bool
 	// ExtendedByRestart is how much the server's restarts added to this grant's expiry beyond
 	// what its holder was last told, in total: a restarted server treats a lease as held until
 	// at least the restart plus its ttl, so it may have kept the name from others longer than
@@ -246,7 +249,8 @@ func grantOf(l *wire.Lease) Grant {
 	g := Grant{Name: l.Name, Holder: l.Holder, LeaseID: deref(l.LeaseId), Token: l.Token,
 		TTL: time.Duration(l.TtlMs) * time.Millisecond, LockDelay: time.Duration(l.LockDelayMs) * time.Millisecond,
 		AcquiredAt: l.AcquiredAt.Time, RenewedAt: l.RenewedAt.Time, ExpiresAt: l.ExpiresAt.Time,
-		Limit: deref(l.Limit), Slot: deref(l.Slot), ServerEpoch: deref(l.ServerEpoch), ExtendedByRestart: time.Duration(deref(l.ExtendedByRestartMs)) * time.Millisecond}
+		Limit: deref(l.Limit), Slot: deref(l.Slot), ServerEpoch: deref(l.ServerEpoch), ExtendedByRestart: time.Duration(deref(l.ExtendedByRestartMs)) * time.Millisecond,
+		Shared: deref(l.Mode) == wire.LeaseModeShared}
 	if h := l.HandoverRequested; h != nil {
 		g.Handover = handoverOf(h)
 	}
@@ -280,6 +284,10 @@ type State struct {
 	// and Slots holds each slot's state (named "name#i").
 	Limit int
 	Slots []State
+	// Shared is set for a name held (or last held) by shared leases: Held then means any is,
+	// and Holders holds each shared lease held now (named "name#i").
+	Shared  bool
+	Holders []State
 }
 
 func stateOf(s *wire.LeaseState) State {
@@ -294,6 +302,12 @@ func stateOf(s *wire.LeaseState) State {
 	if s.Slots != nil {
 		for _, sl := range *s.Slots {
 			st.Slots = append(st.Slots, stateOf(&sl))
+		}
+	}
+	st.Shared = deref(s.Mode) == wire.LeaseStateModeShared
+	if s.Holders != nil {
+		for _, h := range *s.Holders {
+			st.Holders = append(st.Holders, stateOf(&h))
 		}
 	}
 	return st

@@ -22,6 +22,7 @@ const (
 	CodeRateLimited          = "rate_limited"
 	CodeRequestTimeout       = "request_timeout"
 	CodeSessionLost          = "session_lost"
+	CodeSharedToken          = "shared_token" // a fenced write with a shared (read) grant's token
 	CodeStaleToken           = "stale_token"
 	CodeTokenNotIssued       = "token_not_issued"
 	CodeTooManyLeases        = "too_many_leases"

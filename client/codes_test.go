@@ -19,7 +19,7 @@ func TestConstantsCoverTheContract(t *testing.T) {
 	codes := []string{client.CodeForbidden, client.CodeHeaderTooLarge, client.CodeInternal, client.CodeInvalidRequest, client.CodeLeaseHeld,
 		client.CodeLeaseLost, client.CodeLimitMismatch, client.CodeMethodNotAllowed, client.CodeNotFound, client.CodeNotHeld,
 		client.CodePayloadTooLarge, client.CodePreconditionFailed, client.CodePreconditionRequired, client.CodeQuotaExceeded, client.CodeRateLimited,
-		client.CodeRequestTimeout, client.CodeSessionLost, client.CodeStaleToken, client.CodeTokenNotIssued,
+		client.CodeRequestTimeout, client.CodeSessionLost, client.CodeSharedToken, client.CodeStaleToken, client.CodeTokenNotIssued,
 		client.CodeTooManyLeases, client.CodeTooManySessions, client.CodeTooManyWaiters, client.CodeTooManyWatchers,
 		client.CodeUnauthenticated, client.CodeUnavailable, client.CodeUnsupportedMediaType, client.CodeWaitingUnsupported}
 	events := []string{client.EventAcquired, client.EventRenewed, client.EventReleased, client.EventExpired,

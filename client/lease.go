@@ -47,6 +47,13 @@ type AcquireOptions struct {
 	// semaphore's lease does not follow the watch stream (its slots' events are named name#i):
 	// renewals guard it.
 	Limit int
+	// Shared acquires a shared (read) lease: shared leases of a name coexist, and exclude
+	// every exclusive (the default) one. Once an exclusive acquire waits in line, later shared
+	// ones wait behind it. Readers do not write: a fenced write with a shared lease's token is
+	// refused (an *APIError with code shared_token). Like a semaphore's, a shared lease does
+	// not follow the watch stream (its events are named name#i): renewals guard it. Not with
+	// Limit.
+	Shared bool
 	// session, set by Session.Acquire, acquires under that session.
 	session *Session
 	// DisableWatch leaves noticing that somebody else ended the lease (a revoke, say) to the
@@ -88,7 +95,8 @@ type Lease struct {
 	relDone bool
 	relErr  error
 
-	slot int // for a slot of a semaphore
+	slot   int  // for a slot of a semaphore, or a shared lease
+	shared bool // a shared (read) lease
 
 	sess *Session // the session it is held under, if any: renewing it renews the lease
 }
@@ -106,8 +114,12 @@ func (l *Lease) ID() string { return l.id }
 // that checks it refuses writes from holders that lost the lease without noticing.
 func (l *Lease) Token() int64 { return l.token }
 
-// Slot returns, for a lease acquired with a Limit, the index of its slot of the semaphore.
+// Slot returns, for a lease acquired with a Limit, the index of its slot of the semaphore;
+// for a shared lease, the index of its shared slot.
 func (l *Lease) Slot() int { return l.slot }
+
+// Shared reports whether the lease is a shared (read) one.
+func (l *Lease) Shared() bool { return l.shared }
 
 // TTL returns the lease duration.
 func (l *Lease) TTL() time.Duration { return l.ttl }
@@ -238,6 +250,13 @@ func (c *Client) Acquire(ctx context.Context, name string, o AcquireOptions) (*L
 	}
 	if o.Limit > 0 {
 		body.Limit, o.DisableWatch = &o.Limit, true
+	}
+	if o.Shared {
+		if o.Limit > 0 {
+			return nil, fmt.Errorf("%s: %w: a shared lease has no limit", op, ErrInvalid)
+		}
+		mode := wire.AcquireRequestModeShared
+		body.Mode, o.DisableWatch = &mode, true
 	}
 	margin := c.marginFor(o.TTL)
 	if o.TTL <= margin {
@@ -430,7 +449,7 @@ func (c *Client) acquireOnce(ctx context.Context, name, key string, body wire.Ac
 func (c *Client) hold(ctx context.Context, g Grant, sent time.Time, o AcquireOptions, margin time.Duration) (*Lease, error) {
 	l := &Lease{c: c, name: g.Name, holder: g.Holder, id: g.LeaseID, token: g.Token, ttl: o.TTL, margin: margin,
 		interval: time.Duration(float64(o.TTL) * c.renewFraction), lastSent: sent, expiresAt: g.ExpiresAt,
-		asked: make(chan struct{}), onAsk: o.OnHandover, slot: g.Slot}
+		asked: make(chan struct{}), onAsk: o.OnHandover, slot: g.Slot, shared: g.Shared}
 	// The lease context outlives the acquire's context (which often bounds only the asking),
 	// keeping its values.
 	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))

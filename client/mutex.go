@@ -50,16 +50,22 @@ func (m *Mutex) Name() string { return m.name }
 // wrong (ErrInvalid, say) return at once. A goroutine that locks a Mutex it already holds
 // waits until ctx ends, as with sync.Mutex.
 func (m *Mutex) Lock(ctx context.Context) error {
-	o := m.o
-	o.Wait = time.Hour // one turn in line after another, until ctx ends
-	l, err := m.until(ctx, fmt.Sprintf("lock %q", m.name), func(ctx context.Context) (*Lease, error) {
-		return m.acquire(ctx, m.name, o)
-	})
+	l, err := m.lease(ctx, "lock")
 	if err != nil {
 		return err
 	}
 	m.hold(l)
 	return nil
+}
+
+// lease waits in the server's line until it has a lease of the Mutex's name, or until ctx
+// ends; op names the wait in errors.
+func (m *Mutex) lease(ctx context.Context, op string) (*Lease, error) {
+	o := m.o
+	o.Wait = time.Hour // one turn in line after another, until ctx ends
+	return m.until(ctx, fmt.Sprintf("%s %q", op, m.name), func(ctx context.Context) (*Lease, error) {
+		return m.acquire(ctx, m.name, o)
+	})
 }
 
 // TryLock locks without waiting: when somebody holds the name (this process included) it

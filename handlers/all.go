@@ -51,11 +51,11 @@ func (s *server) acquireAllParams(req api.AcquireAllRequestObject) (store.Acquir
 		return store.AcquireAllParams{}, 0, err
 	}
 	if b.Mode != nil {
-		if err := lease.ValidateMode(string(*b.Mode)); err != nil {
+		if err := lease.ValidateAllMode(string(*b.Mode)); err != nil {
 			return store.AcquireAllParams{}, 0, err
 		}
 	}
-	one, wait, err := s.grantParams(grantFields{b.Holder, b.TtlMs, b.SessionId, b.WaitMs, b.LockDelayMs, b.Metadata}, b.Names[0], 0)
+	one, wait, err := s.grantParams(grantFields{b.Holder, b.TtlMs, b.SessionId, b.WaitMs, b.LockDelayMs, b.Metadata, ""}, b.Names[0], 0)
 	if err != nil {
 		return store.AcquireAllParams{}, 0, err
 	}

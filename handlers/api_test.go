@@ -33,7 +33,7 @@ func TestAcquireLease(t *testing.T) {
 		}
 		want := api.Lease{Name: "job", Holder: "w1", LeaseId: l.LeaseId, Token: t0.UnixMicro(), TtlMs: 15000,
 			AcquiredAt: wiretime.From(t0), RenewedAt: wiretime.From(t0), ExpiresAt: wiretime.From(t0.Add(15 * time.Second)), Metadata: &md,
-			ServerEpoch: l.ServerEpoch}
+			ServerEpoch: l.ServerEpoch, Mode: ptr(api.LeaseModeExclusive)}
 		if diff := cmp.Diff(want, l); diff != "" {
 			t.Errorf("AcquireLease() mismatch (-want +got):\n%s", diff)
 		}
@@ -259,7 +259,7 @@ func TestGetLease(t *testing.T) {
 		}
 		at, exp := wiretime.From(t0), wiretime.From(t0.Add(10*time.Second))
 		want := api.LeaseState{Name: "job", Held: true, Holder: "w1", Token: l.Token, TtlMs: 10000,
-			AcquiredAt: &at, RenewedAt: &at, ExpiresAt: &exp, AvailableAt: &exp}
+			AcquiredAt: &at, RenewedAt: &at, ExpiresAt: &exp, AvailableAt: &exp, Mode: ptr(api.LeaseStateModeExclusive)}
 		if diff := cmp.Diff(want, *r.JSON200); diff != "" {
 			t.Errorf("GetLease() mismatch (-want +got):\n%s", diff)
 		}

@@ -53,6 +53,12 @@ func wireLease(l lease.Lease, epoch *string) api.Lease {
 	if l.Limit > 0 {
 		out.Limit, out.Slot = ptr(l.Limit), ptr(l.Slot)
 	}
+	switch {
+	case l.Mode == lease.ModeShared:
+		out.Mode, out.Slot = ptr(api.LeaseModeShared), ptr(l.Slot)
+	case l.Limit == 0:
+		out.Mode = ptr(api.LeaseModeExclusive)
+	}
 	return out
 }
 
@@ -69,7 +75,18 @@ func wireHandover(h lease.Handover) api.Handover {
 	return out
 }
 
+// wireState is a name's state; a name neither shared nor a semaphore says it is exclusive.
 func wireState(st lease.State) api.LeaseState {
+	out := wireSlots(st)
+	if st.Limit == 0 && st.Mode == "" {
+		out.Mode = ptr(api.LeaseStateModeExclusive)
+	}
+	return out
+}
+
+// wireSlots is a state with its slots, or its shared holders, as they are: a slot's says no
+// mode of its own.
+func wireSlots(st lease.State) api.LeaseState {
 	out := api.LeaseState{
 		Name: st.Name, Held: st.Held, Holder: st.Holder, Token: st.Token, TtlMs: st.TTL.Milliseconds(),
 		AcquiredAt: optTime(st.AcquiredAt), RenewedAt: optTime(st.RenewedAt), ExpiresAt: optTime(st.ExpiresAt),
@@ -83,9 +100,19 @@ func wireState(st lease.State) api.LeaseState {
 		out.Limit = ptr(st.Limit)
 		slots := make([]api.LeaseState, 0, len(st.Slots))
 		for _, sl := range st.Slots {
-			slots = append(slots, wireState(sl))
+			slots = append(slots, wireSlots(sl))
 		}
 		out.Slots = &slots
+	}
+	if st.Mode == lease.ModeShared {
+		out.Mode = ptr(api.LeaseStateModeShared)
+	}
+	if st.Mode == lease.ModeShared && st.Slots != nil {
+		holders := make([]api.LeaseState, 0, len(st.Holders))
+		for _, h := range st.Holders {
+			holders = append(holders, wireSlots(h))
+		}
+		out.Holders = &holders
 	}
 	return out
 }
@@ -103,6 +130,9 @@ func wireEvent(e lease.Event) api.Event {
 	}
 	if e.Session != "" {
 		out.Session = ptr(e.Session)
+	}
+	if e.Mode == lease.ModeShared {
+		out.Mode = ptr(api.EventModeShared)
 	}
 	if h := e.Handover; h != nil {
 		out.Handover = &api.HandoverRequest{}

@@ -381,3 +381,20 @@ func dashHTML(n *html.Node) string {
 	html.Render(&b, n)
 	return b.String()
 }
+
+// wantSlotRows checks that a lease page lists a slot row for each of want, in order, with its
+// holder and token, and returns the rows.
+func wantSlotRows(t *testing.T, doc *html.Node, want ...dashLease) []*html.Node {
+	t.Helper()
+	rows := dashByTestID(doc, "slot-row")
+	if len(rows) != len(want) {
+		t.Fatalf("%d slot rows, want %d", len(rows), len(want))
+	}
+	for i, l := range want {
+		holder, token := dashText(dashOne(t, rows[i], "slot-holder")), dashText(dashOne(t, rows[i], "slot-token"))
+		if holder != l.Holder || token != strconv.FormatInt(l.Token, 10) {
+			t.Errorf("slot row %d = %s %s, want %s %d", i, holder, token, l.Holder, l.Token)
+		}
+	}
+	return rows
+}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -102,16 +101,7 @@ func TestDashboardPrimitives(t *testing.T) {
 		if got := dashText(dashOne(t, doc, "slots-held")); got != "2/3 slots held" {
 			t.Errorf("status = %q, want 2/3 slots held", got)
 		}
-		rows := dashByTestID(doc, "slot-row")
-		if len(rows) != 2 {
-			t.Fatalf("%d slot rows, want 2", len(rows))
-		}
-		for i, l := range []dashLease{a, b} {
-			holder, token := dashText(dashOne(t, rows[i], "slot-holder")), dashText(dashOne(t, rows[i], "slot-token"))
-			if holder != l.Holder || token != strconv.FormatInt(l.Token, 10) {
-				t.Errorf("slot %d = %s %s, want %s %d", i, holder, token, l.Holder, l.Token)
-			}
-		}
+		rows := wantSlotRows(t, doc, a, b)
 		if got := dashText(rows[1]); !strings.Contains(got, "2 s") || !strings.Contains(got, "in 30 s") {
 			t.Errorf("slot 1 = %q, want its lock delay of 2 s and 30 s left", got)
 		}

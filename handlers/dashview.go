@@ -26,6 +26,9 @@ func viewLease(st lease.State) web.Lease {
 	if name, i, ok := lease.SlotOf(st.Name); ok {
 		v.Name, v.IsSlot, v.Slot = name, true, i
 	}
+	if st.Mode == lease.ModeShared && st.Slots != nil {
+		v.Shared, v.Readers = true, len(st.Holders)
+	}
 	if st.Limit > 0 {
 		// A semaphore's state is held when every slot is; its page and row say how many are.
 		v.Limit = st.Limit

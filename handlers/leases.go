@@ -83,7 +83,7 @@ func (s *server) acquireParams(req api.AcquireLeaseRequestObject) (store.Acquire
 	if b == nil {
 		return store.AcquireParams{}, 0, lease.Errorf(lease.CodeInvalid, "the body is required")
 	}
-	p, wait, err := s.grantParams(grantFields{b.Holder, b.TtlMs, b.SessionId, b.WaitMs, b.LockDelayMs, b.Metadata}, req.Name, deref(b.Limit))
+	p, wait, err := s.grantParams(grantFields{b.Holder, b.TtlMs, b.SessionId, b.WaitMs, b.LockDelayMs, b.Metadata, string(deref(b.Mode))}, req.Name, deref(b.Limit))
 	p.IdempotencyKey = deref(req.Params.IdempotencyKey)
 	return p, wait, err
 }
@@ -96,6 +96,7 @@ type grantFields struct {
 	waitMs      *int64
 	lockDelayMs *int64
 	metadata    *api.Metadata
+	mode        string
 }
 
 // grantParams validates f, the fields of an acquire of name (a semaphore's with limit above 0),
@@ -128,6 +129,9 @@ func (s *server) grantParams(f grantFields, name string, limit int) (store.Acqui
 		return p, 0, err
 	}
 	p.Metadata = md
+	if p.Mode, err = lease.ValidateMode(f.mode, p.Limit); err != nil {
+		return p, 0, err
+	}
 	ttlErr := s.limits.ValidateTTL(p.TTL)
 	if p.SessionID != "" {
 		ttlErr = nil // the session's

@@ -44,6 +44,7 @@ var statusOf = map[lease.Code]int{
 	lease.CodeNotHeld:            http.StatusConflict,
 	lease.CodeSessionLost:        http.StatusConflict,
 	lease.CodeLimitMismatch:      http.StatusConflict,
+	lease.CodeSharedToken:        http.StatusConflict,
 
 	lease.CodeWaitingUnsupported: http.StatusBadRequest,
 }
@@ -123,7 +124,7 @@ func (s *server) toProblem(ctx context.Context, err error) problem {
 			until = le.ExpiresAt
 		}
 		p.retryAfter = retryAfter(until.Sub(s.clock.Now()))
-	case lease.CodeStale, lease.CodeNotIssued:
+	case lease.CodeStale, lease.CodeNotIssued, lease.CodeSharedToken:
 		p.PresentedToken = ptr(le.PresentedToken)
 		p.CurrentFence = ptr(le.CurrentFence)
 	case lease.CodeTooManyWaiters, lease.CodeTooManyWatchers, lease.CodeUnavailable, lease.CodeTooManyLeases, lease.CodeTooManySessions:

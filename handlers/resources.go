@@ -26,7 +26,7 @@ func (s *server) PutResource(ctx context.Context, req api.PutResourceRequestObje
 	r, err := s.putResource(ctx, req)
 	if err != nil {
 		pr := s.toProblem(ctx, err)
-		if pr.Code == api.ProblemCodeStaleToken || pr.Code == api.ProblemCodeTokenNotIssued {
+		if pr.Code == api.ProblemCodeStaleToken || pr.Code == api.ProblemCodeTokenNotIssued || pr.Code == api.ProblemCodeSharedToken {
 			s.metrics.rejections.WithLabelValues(sourceResource).Inc()
 		}
 		return api.PutResourcedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil

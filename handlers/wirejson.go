@@ -83,6 +83,9 @@ func appendLease(b []byte, l *api.Lease) (_ []byte, err error) {
 			return nil, err
 		}
 	}
+	if l.Mode != nil {
+		b = appendStringField(b, "mode", string(*l.Mode))
+	}
 	b = appendStringField(b, "name", l.Name)
 	b = appendTimeField(b, ',', "renewed_at", l.RenewedAt)
 	if l.ServerEpoch != nil {

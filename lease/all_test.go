@@ -37,9 +37,9 @@ func TestValidateNames(t *testing.T) {
 }
 
 func TestValidateMode(t *testing.T) {
-	wantValid(t, `ValidateMode("")`, lease.ValidateMode(""), "")
-	wantValid(t, `ValidateMode("exclusive")`, lease.ValidateMode("exclusive"), "")
-	wantValid(t, `ValidateMode("shared")`, lease.ValidateMode("shared"), "mode")
+	wantValid(t, `ValidateMode("")`, lease.ValidateAllMode(""), "")
+	wantValid(t, `ValidateMode("exclusive")`, lease.ValidateAllMode("exclusive"), "")
+	wantValid(t, `ValidateMode("shared")`, lease.ValidateAllMode("shared"), "mode")
 }
 
 // TestHeldAll: the refusal of a set names every held name, the first's holder, and is

@@ -42,6 +42,9 @@ const (
 	// CodeLimitMismatch refuses an acquire whose limit differs from the one the name is held
 	// with (a semaphore's, or none for a plain lease).
 	CodeLimitMismatch Code = "limit_mismatch"
+	// CodeSharedToken refuses a fenced write that presents a shared (read) grant's token:
+	// readers do not write.
+	CodeSharedToken Code = "shared_token"
 
 	// CodeWaitingUnsupported refuses wait_ms on a server without a waiting line: the client
 	// waits on its side instead, asking again without wait_ms.
@@ -60,7 +63,7 @@ type Error struct {
 	ExpiresAt   time.Time
 	AvailableAt time.Time
 
-	// For CodeStale and CodeNotIssued: the token presented and the resource's fence.
+	// For CodeStale, CodeNotIssued and CodeSharedToken: the token presented and the resource's fence.
 	PresentedToken int64
 	CurrentFence   int64
 

@@ -30,6 +30,8 @@ type Lease struct {
 	// Limit is the semaphore's limit for a slot of one (0 for a plain lease), Slot its index;
 	// Name is then the semaphore's name.
 	Limit, Slot int
+	// Mode is how the grant holds Name; a shared grant is slot Slot of the name's shared slots.
+	Mode Mode
 }
 
 // End says how a lease ended.
@@ -64,6 +66,12 @@ type State struct {
 	// highest.
 	Limit int
 	Slots []State
+	// Mode is ModeShared for a name whose current (or last) grants are shared ones: Slots are
+	// then its shared slots used so far (Limit how many), Holders the held ones, and the
+	// fields above sum them up (see SumShared). Otherwise ModeExclusive (or "" for a
+	// semaphore).
+	Mode    Mode
+	Holders []State
 	// Session is the Ref of the session the current, or last, grant was held under ("" for
 	// none).
 	Session string
@@ -114,4 +122,5 @@ type Event struct {
 	Actor     string    // who did it, for admin actions: "label (key id)"
 	Handover  *Handover // for handover_requested: To and Reason
 	Session   string    // the Ref of the session a lease was held under, for its end
+	Mode      Mode      // ModeShared for the events of a shared grant ("" otherwise)
 }

@@ -172,6 +172,9 @@ type FencedWrite struct {
 	LeaseName   string
 	Lease       Grant
 	LeaseExists bool
+	// Shared says the token is a shared (read) grant's: the write is refused, whatever the
+	// fence (shared_token).
+	Shared bool
 	// Scoped is set for a caller limited to some names, whose LastToken is ScopedLastToken:
 	// a refusal then names no bound, which would be nobody's to tell.
 	Scoped bool
@@ -180,7 +183,7 @@ type FencedWrite struct {
 // DecideFencedWrite decides a fenced write (invariant 7): nil when it applies (the resource's
 // fence becomes w.Token), else the rejection to record and answer: token_not_issued for a token
 // above every token issued (accepted, it would raise the fence past every grant to come), or
-// stale_token. The error carries the presented token and the fence to report.
+// shared_token for a shared grant's token, or stale_token. The error carries the presented token and the fence to report.
 func DecideFencedWrite(w FencedWrite, now time.Time) *Error {
 	reject := func(code Code, current int64, format string, args ...any) *Error {
 		e := Errorf(code, format, args...)
@@ -194,6 +197,9 @@ func DecideFencedWrite(w FencedWrite, now time.Time) *Error {
 	}
 	if w.Token > w.LastToken {
 		return reject(CodeNotIssued, w.Fence, "token %d was never issued by this server (the highest issued is %d)", w.Token, w.LastToken)
+	}
+	if w.Shared {
+		return reject(CodeSharedToken, w.Fence, "token %d is a shared (read) grant's; a shared lease may not write resource %q", w.Token, w.Resource)
 	}
 	if w.Token < w.Fence {
 		return reject(CodeStale, w.Fence, "token %d is below the fence %d of resource %q", w.Token, w.Fence, w.Resource)

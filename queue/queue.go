@@ -188,6 +188,12 @@ func (l *Line) ObserveEvents(evs []lease.Event) {
 			name, _, _ := lease.SlotOf(e.Name)
 			l.wakeHead(name)
 		case lease.EventAcquired:
+			if e.Mode == lease.ModeShared {
+				// A reader granted from the head lets the next reader in line try at
+				// once: readers at the head of the line are granted together.
+				name, _, _ := lease.SlotOf(e.Name)
+				l.wakeHead(name)
+			}
 			delete(l.first, e.Name) // the holder handed to, or someone else, has the name
 			if p, ok := l.next[e.Name]; ok && p.token < e.Token {
 				delete(l.next, e.Name) // the grant asked about ended unseen

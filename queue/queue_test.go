@@ -291,11 +291,15 @@ func TestLockDelayEndsWaitWithoutEvent(t *testing.T) {
 // has it granted first when the holder releases; the others keep their order. A request
 // without a target, or naming nobody in line, changes no order. On SQLite the line is the
 // server's; on PostgreSQL it is the database's.
-func TestHandoverTargetGoesFirst(t *testing.T) {
+func TestHandoverTargetGoesFirst(t *testing.T) { onBothLines(t, testHandoverTargetGoesFirst) }
+
+// onBothLines runs test on a SQLite fixture, whose line is the server's, and on a PostgreSQL
+// one, whose line is the database's.
+func onBothLines(t *testing.T, test func(t *testing.T, f *fixture)) {
 	t.Run("sqlite", func(t *testing.T) {
-		testHandoverTargetGoesFirst(t, newFixture(t, lease.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), queue.DefaultLimits()))
+		test(t, newFixture(t, lease.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), queue.DefaultLimits()))
 	})
-	t.Run("postgres", func(t *testing.T) { testHandoverTargetGoesFirst(t, newPGFixture(t)) })
+	t.Run("postgres", func(t *testing.T) { test(t, newPGFixture(t)) })
 }
 
 func testHandoverTargetGoesFirst(t *testing.T, f *fixture) {

@@ -82,13 +82,16 @@ func Fingerprint(p AcquireParams) []byte {
 	if p.Limit > 0 {
 		binary.Write(h, binary.BigEndian, int64(p.Limit))
 	}
+	if p.Mode == lease.ModeShared {
+		h.Write([]byte(p.Mode))
+	}
 	return h.Sum(nil)
 }
 
 // EventDetail is the stored form of what an event carries beyond its columns (a handover's
 // target and reason), nil when it carries nothing.
 func EventDetail(e lease.Event) *string {
-	d := eventDetail{Session: e.Session}
+	d := eventDetail{Session: e.Session, Mode: e.Mode}
 	if e.Handover != nil {
 		d.To, d.Reason = e.Handover.To, e.Handover.Reason
 	}
@@ -109,16 +112,17 @@ func SetEventDetail(e *lease.Event, detail *string) {
 	if detail == nil || json.Unmarshal([]byte(*detail), &d) != nil {
 		return
 	}
-	e.Session = d.Session
+	e.Session, e.Mode = d.Session, d.Mode
 	if e.Type == lease.EventHandoverRequested {
 		e.Handover = &lease.Handover{Name: e.Name, Holder: e.Holder, Token: e.Token, To: d.To, Reason: d.Reason, By: e.Actor, At: e.At}
 	}
 }
 
 type eventDetail struct {
-	To      string `json:"to,omitempty"`
-	Reason  string `json:"reason,omitempty"`
-	Session string `json:"session,omitempty"`
+	Mode    lease.Mode `json:"mode,omitempty"`
+	To      string     `json:"to,omitempty"`
+	Reason  string     `json:"reason,omitempty"`
+	Session string     `json:"session,omitempty"`
 }
 
 // storedWrite is one entry of a resource's writers column, as both backends build it in SQL:
@@ -145,4 +149,20 @@ func DecodeWriters(b []byte) ([]lease.Write, error) {
 			At: time.UnixMilli(x.At).UTC(), Size: x.Size, ContentType: x.ContentType}
 	}
 	return out, nil
+}
+
+// DecideMode decides an acquire of h.Name without a limit (lease.DecideMode), the name's
+// semaphores row counting lim slots (shared ones if isShared); keep records the row's new
+// count when the grant takes a slot it does not count as shared yet. It answers the grant's
+// name (the name itself, or a shared slot's), its token, and whether it is shared.
+func DecideMode(h lease.Holders, mode lease.Mode, now time.Time, last int64, lim int, isShared bool, keep func(lim int) error) (string, int64, bool, error) {
+	slot, token, err := lease.DecideMode(h, mode, now, last)
+	if err != nil {
+		return "", 0, false, err
+	}
+	gname, n := lease.SharedGrant(h.Name, slot, lim, isShared)
+	if n > 0 {
+		err = keep(n)
+	}
+	return gname, token, slot >= 0, err
 }

@@ -270,6 +270,11 @@ type AcquireParams struct {
 	// the first free one. Codes: limit_mismatch when the name is held with another limit (or
 	// as a plain lease, or with a limit by a plain acquire), lease_held when every slot is.
 	Limit int
+	// Mode is how the grant holds Name: exclusive ("" too) or shared (lease.DecideMode). A
+	// shared grant is a slot "Name#i" of the name; it is refused (lease_held) while the
+	// name's exclusive grant is held, and an exclusive one while any shared grant is. Never
+	// with a Limit.
+	Mode lease.Mode
 	// SessionID, when set, acquires under that session instead of for TTL: the lease expires
 	// with the session. Codes: not_found (no such session), session_lost, forbidden (a session
 	// of another key than Owner, unless Owner is "").
@@ -289,7 +294,7 @@ type AcquireAllParams struct {
 	// SessionID, when set, holds every lease under that session (see AcquireParams).
 	SessionID string
 	// Mode is "" or lease.ModeExclusive: every grant is exclusive.
-	Mode string
+	Mode lease.Mode
 }
 
 // One is the acquire of one of p's names, as Acquire's rule decides it.

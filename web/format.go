@@ -362,6 +362,9 @@ func sessionSummary(d SessionDetail) string {
 	return "session " + s.Ref + " expired"
 }
 
+// readersText says how many shared holders a name has: "1 reader", "2 readers".
+func readersText(l Lease) string { return plural(l.Readers, "reader") }
+
 // slotsText says how full a semaphore is: "2/3 slots held".
 func slotsText(l Lease) string {
 	return itoa(l.SlotsHeld) + "/" + itoa(l.Limit) + " slots held"

@@ -76,6 +76,10 @@ type Lease struct {
 	// Limit is a semaphore's limit, 0 for a plain lease. A semaphore's Held says a slot is
 	// held, SlotsHeld how many are, Token is the highest and ExpiresAt the soonest expiry.
 	Limit, SlotsHeld int
+	// Shared says the name is held (or was last held) by shared leases, Readers by how many
+	// now; Held then says any is.
+	Shared  bool
+	Readers int
 	// IsSlot says the lease is slot Slot of the semaphore Name (on a session's page).
 	IsSlot bool
 	Slot   int

@@ -217,6 +217,7 @@ type leaseFlags struct {
 	wait      *time.Duration
 	lockDelay *time.Duration
 	metadata  *string
+	shared    *bool
 }
 
 func addLeaseFlags(fs *flag.FlagSet, getenv func(string) string, ttlUsage string) *leaseFlags {
@@ -226,13 +227,15 @@ func addLeaseFlags(fs *flag.FlagSet, getenv func(string) string, ttlUsage string
 		wait:      duration(fs, "wait", 0, "how long to wait for a lease somebody else holds (then exit 75)"),
 		lockDelay: duration(fs, "lock-delay", 0, "after this lease expires, keep the name from others this long"),
 		metadata:  fs.String("metadata", "", "a JSON object shown with the lease"),
+		shared:    fs.Bool("shared", false, "a shared (read) lease: held beside other shared ones, never beside an exclusive one; its token does not write"),
 	}
 }
 
 // options are the acquire options the flags ask for, after parsing.
 func (lf *leaseFlags) options() (client.AcquireOptions, error) {
 	md, err := parseMetadata(*lf.metadata)
-	return client.AcquireOptions{Holder: *lf.holder, TTL: *lf.ttl, Wait: *lf.wait, LockDelay: *lf.lockDelay, Metadata: md}, err
+	return client.AcquireOptions{Holder: *lf.holder, TTL: *lf.ttl, Wait: *lf.wait, LockDelay: *lf.lockDelay, Metadata: md,
+		Shared: *lf.shared}, err
 }
 
 // acquire connects and acquires names (several: all or none) with the options the flags ask
@@ -418,13 +421,20 @@ func parseMetadata(s string) (map[string]any, error) {
 func writeGrant(w io.Writer, l *client.Lease, asJSON bool) error {
 	out := leaseJSON{Name: l.Name(), Holder: l.Holder(), LeaseID: l.ID(), Token: l.Token(), TTLMs: l.TTL().Milliseconds(),
 		ExpiresAt: l.ExpiresAt()}
+	if l.Shared() {
+		out.Mode = "shared"
+	}
 	if asJSON {
 		return writeJSON(w, out)
 	}
-	return writeKV(w, [][2]string{
+	kv := [][2]string{
 		{"lease_id", out.LeaseID}, {"token", fmt.Sprint(out.Token)}, {"name", out.Name}, {"holder", out.Holder},
 		{"expires_at", fmtTime(out.ExpiresAt)},
-	})
+	}
+	if out.Mode != "" {
+		kv = append(kv, [2]string{"mode", out.Mode})
+	}
+	return writeKV(w, kv)
 }
 
 func acquireCommand(ctx context.Context, cf *clientFlags, args []string, getenv func(string) string, stdout io.Writer) error {
@@ -585,6 +595,7 @@ type leaseJSON struct {
 	Token     int64     `json:"token"`
 	TTLMs     int64     `json:"ttl_ms"`
 	ExpiresAt time.Time `json:"expires_at"`
+	Mode      string    `json:"mode,omitempty"` // "shared" for a shared lease
 }
 
 // stateJSON is a lease state as the commands print it.

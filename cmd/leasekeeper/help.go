@@ -38,7 +38,8 @@ the lease is released once CMD exits. Signals sent to run are passed on to CMD's
 CMD gets, besides this environment:
   LEASEKEEPER_FENCING_TOKEN  the lease's fencing token: send it with every write it protects
   LEASEKEEPER_LEASE_NAME     NAME
-  LEASEKEEPER_SLOT           the slot held of a semaphore (--limit N: 0 to N-1); 0 without --limit
+  LEASEKEEPER_SLOT           the slot held of a semaphore (--limit N: 0 to N-1), or of a shared
+                             lease (--shared); 0 otherwise
   LEASEKEEPER_SERVER         the server's URL
   LEASEKEEPER_FENCING_TOKENS every lease's NAME=TOKEN, space-separated (the first is the one above)
 

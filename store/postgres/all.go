@@ -49,7 +49,7 @@ func (s *Store) acquireAll(ctx context.Context, p store.AcquireAllParams, places
 		type name struct {
 			g      grant
 			ok     bool
-			decide func(now, last int64) (string, int64, error)
+			decide func(now, last int64) (string, int64, bool, error)
 		}
 		names := make([]name, len(p.Names))
 		var held []string
@@ -70,7 +70,7 @@ func (s *Store) acquireAll(ctx context.Context, p store.AcquireAllParams, places
 				return err
 			}
 			names[i] = name{g, ok, decide}
-			_, _, err = decide(now, 0)
+			_, _, _, err = decide(now, 0)
 			if err == nil {
 				// A free name goes to the first in its line, if anyone waits.
 				var before int
@@ -104,11 +104,11 @@ func (s *Store) acquireAll(ctx context.Context, p store.AcquireAllParams, places
 			}
 		}
 		for i, n := range names {
-			gname, token, err := n.decide(now, last)
+			gname, token, _, err := n.decide(now, last)
 			if err != nil {
 				return err
 			}
-			l, err := insertGrant(ctx, t, p.One(p.Names[i]), sess, gname, token, lease.NewID(token), now)
+			l, err := insertGrant(ctx, t, p.One(p.Names[i]), sess, gname, token, lease.NewID(token), now, false)
 			if err != nil {
 				return err
 			}

@@ -60,7 +60,9 @@ func (f *fastOp) eligible() bool {
 	switch f.kind {
 	case fastAcquire:
 		p := f.acquire
-		return p.IdempotencyKey == "" && p.SessionID == "" && p.Limit == 0
+		// A shared acquire, and any of a name with shared grants (a semaphores row), decides
+		// over the name's slots: the ordinary statements lock and read them.
+		return p.IdempotencyKey == "" && p.SessionID == "" && p.Limit == 0 && p.Mode != lease.ModeShared
 	case fastPut:
 		// A scoped writer's bound on tokens, and a key's quota, read rows of their own.
 		w := f.put
@@ -360,7 +362,7 @@ func (b *fastBatch) end(g *grant, kind lease.End, at int64, evs *[]lease.Event) 
 		b.touch(g)
 	}
 	*evs = append(*evs, lease.Event{Type: lease.EventType(kind), Name: g.name, Token: g.token, Holder: g.holder, At: ms(at),
-		Metadata: raw(g.metadata), Session: g.session})
+		Metadata: raw(g.metadata), Session: g.session, Mode: lease.EventMode(g.shared)})
 }
 
 // decide decides f in memory. done is false when the fast path cannot decide it (its own
@@ -482,7 +484,12 @@ func (b *fastBatch) put(f *fastOp, evs *[]lease.Event) (bool, error) {
 		// statement.
 		return false, nil
 	}
-	fw := lease.FencedWrite{Resource: wr.Name, Token: wr.Token, Fence: r.fence, LeaseName: wr.LeaseName, LastToken: b.last}
+	owner, known := b.presented[wr.Token]
+	if g := b.byToken[wr.Token]; g != nil {
+		owner, known = *g, true
+	}
+	fw := lease.FencedWrite{Resource: wr.Name, Token: wr.Token, Fence: r.fence, LeaseName: wr.LeaseName, LastToken: b.last,
+		Shared: known && owner.shared}
 	var lg *grant
 	if wr.LeaseName != "" {
 		cur, locked := b.names[wr.LeaseName]
@@ -493,10 +500,6 @@ func (b *fastBatch) put(f *fastOp, evs *[]lease.Event) (bool, error) {
 	if lg != nil {
 		b.settle(lg, evs)
 		fw.Lease = lg.rule()
-	}
-	owner, known := b.presented[wr.Token]
-	if g := b.byToken[wr.Token]; g != nil {
-		owner, known = *g, true
 	}
 	r.touched = true
 	if e := lease.DecideFencedWrite(fw, ms(b.now)); e != nil {

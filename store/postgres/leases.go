@@ -28,15 +28,16 @@ type grant struct {
 	metadata                   *string
 	session                    string // Ref of the session it is held under, if any
 	owner                      string // the id of the key that took it
+	shared                     bool   // a shared (read) grant, of a slot of its name
 }
 
 const grantCols = `g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at,
-	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata, g.session, g.owner`
+	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata, g.session, g.owner, g.shared`
 
 func scanGrant(r pgx.Row) (grant, error) {
 	var g grant
 	err := r.Scan(&g.token, &g.name, &g.holder, &g.idHash, &g.ttl, &g.lockDelay, &g.acquired,
-		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata, &g.session, &g.owner)
+		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata, &g.session, &g.owner, &g.shared)
 	return g, err
 }
 
@@ -63,6 +64,7 @@ func (g grant) lease() lease.Lease {
 		LockDelay: time.Duration(g.lockDelay) * time.Millisecond,
 		Metadata:  raw(g.metadata),
 		Session:   g.session,
+		Mode:      lease.EventMode(g.shared),
 	}
 }
 
@@ -70,7 +72,7 @@ func (g grant) lease() lease.Lease {
 func (g grant) state(now int64) lease.State {
 	st := g.rule().State(ms(now))
 	st.Metadata = raw(g.metadata)
-	st.Session = g.session
+	st.Session, st.Mode = g.session, lease.EventMode(g.shared)
 	return st
 }
 
@@ -124,7 +126,7 @@ func end(ctx context.Context, t *txn, g grant, kind lease.End, at, now int64, ac
 		return fmt.Errorf("end lease %q token %d: %w", g.name, g.token, err)
 	}
 	t.record(lease.Event{Type: lease.EventType(kind), Name: g.name, Token: g.token, Holder: g.holder, At: ms(at),
-		Metadata: raw(g.metadata), Actor: actor, Session: g.session})
+		Metadata: raw(g.metadata), Actor: actor, Session: g.session, Mode: lease.EventMode(g.shared)})
 	return nil
 }
 
@@ -207,7 +209,7 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 		}
 		// A held name is refused before the last token is locked: contention on one name
 		// does not queue every other grant behind it.
-		if _, _, err := decide(now, 0); err != nil {
+		if _, _, _, err := decide(now, 0); err != nil {
 			return err
 		}
 		// A free name goes to the first in its line, if anyone waits.
@@ -224,7 +226,7 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 		if now, err = t.now(ctx); err != nil {
 			return err
 		}
-		gname, token, err := decide(now, last)
+		gname, token, shared, err := decide(now, last)
 		if err != nil {
 			return err
 		}
@@ -244,7 +246,7 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 				return fmt.Errorf("keep idempotency key: %w", err)
 			}
 		}
-		if out, err = insertGrant(ctx, t, p, sess, gname, token, id, now); err != nil {
+		if out, err = insertGrant(ctx, t, p, sess, gname, token, id, now, shared); err != nil {
 			return err
 		}
 		if _, err := t.tx.Exec(ctx, `UPDATE tokens SET last = $1`, token); err != nil {
@@ -281,7 +283,7 @@ func lockOwner(ctx context.Context, t *txn, owner string, maxHeld int, sessionID
 // insertGrant writes the grant of gname that an acquire decided at now, with its token and
 // lease ID, under sess when p has a SessionID, points the name at it and records the acquired
 // event. The caller persists the last token.
-func insertGrant(ctx context.Context, t *txn, p store.AcquireParams, sess lease.Session, gname string, token int64, id string, now int64) (lease.Lease, error) {
+func insertGrant(ctx context.Context, t *txn, p store.AcquireParams, sess lease.Session, gname string, token int64, id string, now int64, shared bool) (lease.Lease, error) {
 	ng := lease.NewGrant(gname, p.Holder, token, p.TTL, p.LockDelay, ms(now))
 	if p.SessionID != "" {
 		var err error
@@ -290,9 +292,9 @@ func insertGrant(ctx context.Context, t *txn, p store.AcquireParams, sess lease.
 		}
 	}
 	if _, err := t.tx.Exec(ctx, `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
-		acquired_at, renewed_at, expires_at, metadata, owner, session) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+		acquired_at, renewed_at, expires_at, metadata, owner, session, shared) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		token, gname, p.Holder, lease.HashID(id), ng.TTL.Milliseconds(), p.LockDelay.Milliseconds(),
-		now, now, ng.ExpiresAt.UnixMilli(), nullText(p.Metadata), p.Owner, sess.Ref); err != nil {
+		now, now, ng.ExpiresAt.UnixMilli(), nullText(p.Metadata), p.Owner, sess.Ref, shared); err != nil {
 		return lease.Lease{}, fmt.Errorf("insert grant %q: %w", gname, err)
 	}
 	if _, err := t.tx.Exec(ctx, `UPDATE names SET token = $2 WHERE name = $1`, gname, token); err != nil {
@@ -301,26 +303,32 @@ func insertGrant(ctx context.Context, t *txn, p store.AcquireParams, sess lease.
 	_, slot, _ := lease.SlotOf(gname)
 	out := lease.Lease{Name: p.Name, Holder: p.Holder, ID: id, Token: token, TTL: ng.TTL, AcquiredAt: ng.AcquiredAt,
 		RenewedAt: ng.RenewedAt, ExpiresAt: ng.ExpiresAt, LockDelay: ng.LockDelay, Metadata: p.Metadata, Session: sess.Ref,
-		Limit: p.Limit, Slot: slot}
+		Limit: p.Limit, Slot: slot, Mode: lease.EventMode(shared)}
 	t.record(lease.Event{Type: lease.EventAcquired, Name: gname, Token: token, Holder: p.Holder,
-		At: ms(now), ExpiresAt: out.ExpiresAt, LockDelay: p.LockDelay, Metadata: p.Metadata})
+		At: ms(now), ExpiresAt: out.ExpiresAt, LockDelay: p.LockDelay, Metadata: p.Metadata, Mode: out.Mode})
 	return out, nil
 }
 
 // decider returns how an acquire decides, given name's current grant g (locked and settled):
-// a plain lease's token, or a free slot of the semaphore name (whose slots it locks, in order)
-// and its token; the limit of a held name stays fixed.
-func decider(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok bool, now int64) (func(now, last int64) (string, int64, error), error) {
+// a plain lease's token, a free slot of the semaphore name, or the exclusive grant or a shared
+// slot (lease.DecideMode), with its token; it locks the name's slots, in order, first. The
+// limit of a held name stays fixed. shared reports a shared grant.
+func decider(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok bool, now int64) (func(now, last int64) (name string, token int64, shared bool, err error), error) {
 	var lim int
-	err := t.tx.QueryRow(ctx, `SELECT lim FROM semaphores WHERE name = $1`, p.Name).Scan(&lim)
+	var isShared bool
+	err := t.tx.QueryRow(ctx, `SELECT lim, shared FROM semaphores WHERE name = $1`, p.Name).Scan(&lim, &isShared)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("read the limit of %q: %w", p.Name, err)
 	}
 	n := max(lim, p.Limit)
+	// A shared acquire may take a new slot after the last: its row is locked (made) too.
+	if p.Mode == lease.ModeShared && lim < lease.MaxShared {
+		n = lim + 1
+	}
 	slots, exists := make([]grant, n), make([]bool, n)
-	fixed := 0
+	fixed, sharedHeld := 0, false
 	for i := range n {
-		if slots[i], exists[i], err = lockName(ctx, t, lease.SlotName(p.Name, i), p.Limit > 0); err != nil {
+		if slots[i], exists[i], err = lockName(ctx, t, lease.SlotName(p.Name, i), p.Limit > 0 || i >= lim); err != nil {
 			return nil, err
 		}
 		if exists[i] {
@@ -328,37 +336,59 @@ func decider(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok boo
 				return nil, err
 			}
 			if i < lim && slots[i].rule().HeldAt(ms(now)) {
-				fixed = lim
+				fixed, sharedHeld = lim, isShared
 			}
 		}
+	}
+	if isShared {
+		fixed = 0
 	}
 	if err := lease.CheckLimit(p.Name, p.Limit, fixed, ok && g.rule().HeldAt(ms(now))); err != nil {
 		return nil, err
 	}
+	if err := lease.CheckSharedLimit(p.Name, p.Limit, sharedHeld); err != nil {
+		return nil, err
+	}
 	if p.Limit == 0 {
-		return func(now, last int64) (string, int64, error) {
-			token, err := lease.DecideAcquire(g.rule(), ok, ms(now), last)
-			return p.Name, token, err
+		h := lease.Holders{Name: p.Name, Excl: g.rule(), ExclExists: ok}
+		if isShared || p.Mode == lease.ModeShared {
+			h.Shared, h.SharedExists = make([]lease.Grant, lim), exists[:lim]
+			for i := range lim {
+				h.Shared[i] = slots[i].rule()
+			}
+		}
+		return func(now, last int64) (string, int64, bool, error) {
+			return store.DecideMode(h, p.Mode, ms(now), last, lim, isShared, func(n int) error {
+				return keepSlots(ctx, t, p.Name, n, true)
+			})
 		}, nil
 	}
-	if lim != p.Limit {
-		if _, err := t.tx.Exec(ctx, `INSERT INTO semaphores (name, lim) VALUES ($1, $2)
-			ON CONFLICT (name) DO UPDATE SET lim = excluded.lim`, p.Name, p.Limit); err != nil {
-			return nil, fmt.Errorf("keep the limit of %q: %w", p.Name, err)
+	if lim != p.Limit || isShared {
+		if err := keepSlots(ctx, t, p.Name, p.Limit, false); err != nil {
+			return nil, err
 		}
 	}
 	rules := make([]lease.Grant, p.Limit)
 	for i := range rules {
 		rules[i] = slots[i].rule()
 	}
-	return func(now, last int64) (string, int64, error) {
+	return func(now, last int64) (string, int64, bool, error) {
 		slot, token, err := lease.DecideSemaphore(p.Name, rules, exists[:p.Limit], ms(now), last)
-		return lease.SlotName(p.Name, slot), token, err
+		return lease.SlotName(p.Name, slot), token, false, err
 	}, nil
 }
 
 // ownedLeases counts the leases an owner ($1) holds at now ($2).
 const ownedLeases = `SELECT count(*) FROM grants WHERE owner = $1 AND ended_at IS NULL AND expires_at > $2`
+
+// keepSlots records that name has lim slots, shared ones or a semaphore's.
+func keepSlots(ctx context.Context, t *txn, name string, lim int, shared bool) error {
+	if _, err := t.tx.Exec(ctx, `INSERT INTO semaphores (name, lim, shared) VALUES ($1, $2, $3)
+		ON CONFLICT (name) DO UPDATE SET lim = excluded.lim, shared = excluded.shared`, name, lim, shared); err != nil {
+		return fmt.Errorf("keep the slots of %q: %w", name, err)
+	}
+	return nil
+}
 
 // checkOwnerCap counts what owner holds with count (a query of the owner and now) and lets
 // check refuse when that is most already. The caller holds the owner's advisory lock.
@@ -462,13 +492,13 @@ func (s *Store) Renew(ctx context.Context, name, id string, ttl time.Duration, m
 		if out.Handover, err = handoverOf(ctx, t, g); err != nil {
 			return err
 		}
-		if _, _, isSlot := lease.SlotOf(g.name); isSlot {
+		if _, _, isSlot := lease.SlotOf(g.name); isSlot && !g.shared {
 			if err := t.tx.QueryRow(ctx, `SELECT lim FROM semaphores WHERE name = $1`, name).Scan(&out.Limit); err != nil {
 				return fmt.Errorf("read the limit of %q: %w", name, err)
 			}
 		}
 		t.record(lease.Event{Type: lease.EventRenewed, Name: g.name, Token: g.token, Holder: g.holder,
-			At: ms(now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata)})
+			At: ms(now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata), Mode: lease.EventMode(g.shared)})
 		return nil
 	})
 	if err != nil {
@@ -574,7 +604,8 @@ func (s *Store) Get(ctx context.Context, name string) (lease.State, error) {
 // name is no semaphore.
 func (s *Store) semaphoreState(ctx context.Context, name string, now int64) (st lease.State, ok bool, err error) {
 	var lim int
-	err = s.pool.QueryRow(ctx, `SELECT lim FROM semaphores WHERE name = $1`, name).Scan(&lim)
+	var shared bool
+	err = s.pool.QueryRow(ctx, `SELECT lim, shared FROM semaphores WHERE name = $1`, name).Scan(&lim, &shared)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, false, nil
 	}
@@ -591,7 +622,12 @@ func (s *Store) semaphoreState(ctx context.Context, name string, now int64) (st 
 			st.Slots = append(st.Slots, g.state(now))
 		}
 	}
-	lease.SumSlots(&st)
+	if shared {
+		st.Limit = 0
+		lease.SumShared(&st)
+	} else {
+		lease.SumSlots(&st)
+	}
 	return st, true, nil
 }
 
@@ -739,23 +775,71 @@ func (s *Store) RequestHandover(ctx context.Context, name string, h lease.Handov
 		if err != nil {
 			return err
 		}
+		if !(ok && g.rule().HeldAt(ms(now))) {
+			// A shared name: every shared holder is asked; the answer is the first one's request.
+			hs, shared, err := sharedHandovers(ctx, t, name, h, now)
+			for _, one := range hs {
+				if err := recordHandover(ctx, t, one, now); err != nil {
+					return err
+				}
+			}
+			if len(hs) > 0 {
+				out = hs[0]
+			}
+			if shared {
+				return err
+			}
+		}
 		if out, err = lease.DecideHandover(g.rule(), ok, name, h, ms(now)); err != nil {
 			return err
 		}
-		if _, err := t.tx.Exec(ctx, `INSERT INTO handovers (token, to_holder, reason, requested_by, requested_at)
-			VALUES ($1, $2, $3, $4, $5) ON CONFLICT (token) DO UPDATE SET to_holder = excluded.to_holder, reason = excluded.reason,
-			requested_by = excluded.requested_by, requested_at = excluded.requested_at`,
-			out.Token, out.To, out.Reason, out.By, now); err != nil {
-			return fmt.Errorf("record handover of token %d: %w", out.Token, err)
-		}
-		t.record(lease.Event{Type: lease.EventHandoverRequested, Name: name, Token: g.token, Holder: g.holder,
-			At: ms(now), Actor: out.By, Handover: &out})
-		return nil
+		return recordHandover(ctx, t, out, now)
 	})
 	if err != nil {
 		return lease.Handover{}, fmt.Errorf("request handover of %q: %w", name, err)
 	}
 	return out, nil
+}
+
+// sharedHandovers decides a handover request of name if its slots are shared ones (shared
+// false when they are not), locking them in order.
+func sharedHandovers(ctx context.Context, t *txn, name string, h lease.Handover, now int64) (hs []lease.Handover, shared bool, err error) {
+	var lim int
+	err = t.tx.QueryRow(ctx, `SELECT lim, shared FROM semaphores WHERE name = $1`, name).Scan(&lim, &shared)
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && !shared {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, true, fmt.Errorf("read the slots of %q: %w", name, err)
+	}
+	slots, exists := make([]lease.Grant, lim), make([]bool, lim)
+	for i := range lim {
+		sg, found, err := lockName(ctx, t, lease.SlotName(name, i), false)
+		if err != nil {
+			return nil, true, err
+		}
+		if found {
+			if sg, err = settle(ctx, t, sg, now); err != nil {
+				return nil, true, err
+			}
+		}
+		slots[i], exists[i] = sg.rule(), found
+	}
+	hs, err = lease.DecideSharedHandover(name, slots, exists, h, ms(now))
+	return hs, true, err
+}
+
+// recordHandover records the handover request h of its grant, with its event.
+func recordHandover(ctx context.Context, t *txn, h lease.Handover, now int64) error {
+	if _, err := t.tx.Exec(ctx, `INSERT INTO handovers (token, to_holder, reason, requested_by, requested_at)
+		VALUES ($1, $2, $3, $4, $5) ON CONFLICT (token) DO UPDATE SET to_holder = excluded.to_holder, reason = excluded.reason,
+		requested_by = excluded.requested_by, requested_at = excluded.requested_at`,
+		h.Token, h.To, h.Reason, h.By, now); err != nil {
+		return fmt.Errorf("record handover of token %d: %w", h.Token, err)
+	}
+	t.record(lease.Event{Type: lease.EventHandoverRequested, Name: h.Name, Token: h.Token, Holder: h.Holder,
+		At: ms(now), Actor: h.By, Handover: &h})
+	return nil
 }
 
 // handoverOf reads the handover requested of the grant token, nil for none.

@@ -51,6 +51,7 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 		if err != nil {
 			return err
 		}
+		fw.Shared = known && owner.shared
 		if fw.Scoped {
 			if fw.LastToken, err = scopedLast(ctx, t, wr.Scope, wr.Token, now); err != nil {
 				return err

@@ -38,6 +38,7 @@ func TestWritersMigrationKeepsLastWrite(t *testing.T) {
 	for _, q := range []string{`ALTER TABLE resources DROP COLUMN writers`, `DROP INDEX grants_ended`, `DROP INDEX names_token`, `DROP INDEX grants_session`,
 		`DROP INDEX lease_sessions_owner_open`, `DROP INDEX grants_open_late`, `DROP INDEX grants_open_newest`,
 		`DROP INDEX resources_owner`, `ALTER TABLE resources DROP COLUMN owner`, `ALTER TABLE waiters DROP COLUMN multi`,
+		`ALTER TABLE grants DROP COLUMN shared`, `ALTER TABLE semaphores DROP COLUMN shared`,
 		`DROP INDEX grants_open`, `CREATE INDEX grants_open ON grants (expires_at) WHERE ended_at IS NULL`, `CREATE INDEX grants_open_session ON grants (session) WHERE ended_at IS NULL AND session <> ''`,
 		`DELETE FROM goose_db_version WHERE version_id >= 8`} {
 		if _, err := conn.Exec(ctx, q); err != nil {

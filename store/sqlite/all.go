@@ -42,7 +42,7 @@ func acquireAll(ctx context.Context, t *txn, p store.AcquireAllParams) ([]lease.
 	var free, held []string
 	var refusals []*lease.Error
 	for _, name := range p.Names {
-		_, _, err := decideName(ctx, t, p.One(name))
+		_, _, _, err := decideName(ctx, t, p.One(name))
 		var le *lease.Error
 		switch {
 		case err == nil:
@@ -67,7 +67,7 @@ func acquireAll(ctx context.Context, t *txn, p store.AcquireAllParams) ([]lease.
 		if err != nil {
 			return nil, err
 		}
-		l, err := writeGrant(ctx, t, p.One(name), sess, name, token, lease.NewID(token))
+		l, err := writeGrant(ctx, t, p.One(name), sess, name, token, lease.NewID(token), false)
 		if err != nil {
 			return nil, err
 		}

@@ -302,3 +302,36 @@ func BenchmarkAcquireSet(b *testing.B) {
 		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "sets/s")
 	})
 }
+
+// BenchmarkSharedCycle acquires and releases one name, again and again: exclusively, shared,
+// and shared beside 100 readers that hold it throughout (a shared acquire reads every slot of
+// the name from the writer's memory). One op is one cycle.
+func BenchmarkSharedCycle(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		mode    lease.Mode
+		besides int
+	}{{"exclusive", lease.ModeExclusive, 0}, {"shared", lease.ModeShared, 0}, {"shared-beside-100", lease.ModeShared, 100}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := openBench(b)
+			ctx := context.Background()
+			p := store.AcquireParams{Name: "cfg", Holder: "bench", TTL: time.Hour, Mode: bc.mode}
+			for range bc.besides {
+				if _, err := s.Acquire(ctx, p); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for range b.N {
+				l, err := s.Acquire(ctx, p)
+				if err == nil {
+					err = s.Release(ctx, "cfg", l.ID)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			opsPerSecond(b)
+		})
+	}
+}

@@ -25,17 +25,18 @@ type grant struct {
 	metadata                   sql.NullString
 	restartExt                 int64  // ms the server's restarts added to its expiry
 	session                    string // Ref of the session it is held under, if any
+	shared                     bool   // a shared (read) grant, of a slot of its name
 }
 
 const grantCols = `g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at,
-	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata, g.restart_ext_ms, g.session`
+	g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata, g.restart_ext_ms, g.session, g.shared`
 
 type scanner interface{ Scan(dest ...any) error }
 
 func scanGrant(r scanner) (grant, error) {
 	var g grant
 	err := r.Scan(&g.token, &g.name, &g.holder, &g.idHash, &g.ttl, &g.lockDelay, &g.acquired,
-		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata, &g.restartExt, &g.session)
+		&g.renewed, &g.expires, &g.ended, &g.endKind, &g.metadata, &g.restartExt, &g.session, &g.shared)
 	return g, err
 }
 
@@ -67,7 +68,14 @@ func (g grant) lease() lease.Lease {
 
 		ExtendedByRestart: time.Duration(g.restartExt) * time.Millisecond,
 		Session:           g.session,
+		Mode:              g.mode(),
 	}
+}
+
+// mode is ModeShared for a shared grant, "" otherwise (the wire says exclusive for a plain
+// lease).
+func (g grant) mode() lease.Mode {
+	return lease.EventMode(g.shared)
 }
 
 // state is what anyone may see of the grant at now; an expired grant not yet recorded reads
@@ -76,6 +84,7 @@ func (g grant) state(now int64) lease.State {
 	st := g.rule().State(ms(now))
 	st.Metadata = raw(g.metadata)
 	st.Session, st.ExtendedByRestart = g.session, time.Duration(g.restartExt)*time.Millisecond
+	st.Mode = g.mode()
 	return st
 }
 
@@ -117,7 +126,7 @@ func endBy(ctx context.Context, t *txn, g grant, kind lease.End, at int64, actor
 	t.setHandover(g.token, lease.Handover{}, false)
 	t.setSessionOf(g.token, "", false)
 	return t.record(ctx, lease.Event{Type: lease.EventType(kind), Name: g.name, Token: g.token, Holder: g.holder, At: ms(at),
-		Metadata: raw(g.metadata), Actor: actor, Session: g.session})
+		Metadata: raw(g.metadata), Actor: actor, Session: g.session, Mode: lease.EventMode(g.shared)})
 }
 
 // expireBefore records as expired, at their expiry, all open grants that expired by cutoff.
@@ -217,7 +226,7 @@ func (s *Store) acquireOp(p store.AcquireParams, out *lease.Lease) func(context.
 				return err
 			}
 		}
-		gname, token, err := decideName(ctx, t, p)
+		gname, token, shared, err := decideName(ctx, t, p)
 		if err != nil {
 			return err
 		}
@@ -235,7 +244,7 @@ func (s *Store) acquireOp(p store.AcquireParams, out *lease.Lease) func(context.
 				return fmt.Errorf("keep idempotency key: %w", w(err))
 			}
 		}
-		l, err := writeGrant(ctx, t, p, sess, gname, token, id)
+		l, err := writeGrant(ctx, t, p, sess, gname, token, id, shared)
 		*out = l
 		return err
 	}
@@ -255,13 +264,14 @@ func checkHeldCap(ctx context.Context, t *txn, owner string, maxHeld, more int) 
 }
 
 // writeGrant writes the grant of gname that an acquire decided, with its token and lease ID,
-// under sess when p has a SessionID, and records it in memory and as an acquired event.
-func writeGrant(ctx context.Context, t *txn, p store.AcquireParams, sess lease.Session, gname string, token int64, id string) (lease.Lease, error) {
+// under sess when p has a SessionID, shared or not, and records it in memory and as an
+// acquired event.
+func writeGrant(ctx context.Context, t *txn, p store.AcquireParams, sess lease.Session, gname string, token int64, id string, shared bool) (lease.Lease, error) {
 	ng := grant{
 		token: token, name: gname, holder: p.Holder, idHash: idKey(id),
 		ttl: p.TTL.Milliseconds(), lockDelay: p.LockDelay.Milliseconds(),
 		acquired: t.now, renewed: t.now, expires: t.now + p.TTL.Milliseconds(),
-		metadata: nullText(p.Metadata),
+		metadata: nullText(p.Metadata), shared: shared,
 	}
 	if p.SessionID != "" {
 		sg, err := lease.SessionGrant(sess, p.Name, p.Holder, token, p.LockDelay, ms(t.now))
@@ -271,7 +281,7 @@ func writeGrant(ctx context.Context, t *txn, p store.AcquireParams, sess lease.S
 		ng.ttl, ng.expires, ng.session = sg.TTL.Milliseconds(), sg.ExpiresAt.UnixMilli(), sess.Ref
 		t.setSessionOf(token, sess.Ref, true)
 	}
-	if _, err := t.exec(ctx, stInsertGrant, ng.token, ng.name, ng.holder, ng.idHash, ng.ttl, ng.lockDelay, ng.acquired, ng.renewed, ng.expires, ng.metadata, p.Owner, ng.session); err != nil {
+	if _, err := t.exec(ctx, stInsertGrant, ng.token, ng.name, ng.holder, ng.idHash, ng.ttl, ng.lockDelay, ng.acquired, ng.renewed, ng.expires, ng.metadata, p.Owner, ng.session, ng.shared); err != nil {
 		return lease.Lease{}, fmt.Errorf("insert grant %q: %w", p.Name, w(err))
 	}
 	if _, err := t.exec(ctx, stPointName, gname, token); err != nil {
@@ -283,48 +293,82 @@ func writeGrant(ctx context.Context, t *txn, p store.AcquireParams, sess lease.S
 	out := ng.lease()
 	out.ID, out.Limit = id, p.Limit
 	return out, t.record(ctx, lease.Event{Type: lease.EventAcquired, Name: gname, Token: token, Holder: p.Holder,
-		At: ms(t.now), ExpiresAt: out.ExpiresAt, LockDelay: p.LockDelay, Metadata: p.Metadata})
+		At: ms(t.now), ExpiresAt: out.ExpiresAt, LockDelay: p.LockDelay, Metadata: p.Metadata, Mode: lease.EventMode(shared)})
 }
 
-// decideName decides which name an acquire grants (p.Name, or a free slot of the semaphore
-// p.Name) and with which token, keeping a name's limit fixed while it is held.
-func decideName(ctx context.Context, t *txn, p store.AcquireParams) (string, int64, error) {
+// decideName decides which name an acquire grants (p.Name, a free slot of the semaphore
+// p.Name, or a shared slot of it) and with which token, keeping a name's limit fixed while it
+// is held; shared reports a shared grant.
+func decideName(ctx context.Context, t *txn, p store.AcquireParams) (gname string, token int64, shared bool, err error) {
 	now := ms(t.now)
 	g, ok, err := currentSettled(ctx, t, p.Name)
 	if err != nil {
-		return "", 0, err
+		return "", 0, false, err
 	}
-	fixed := t.s.mem.sems[p.Name]
-	if fixed > 0 && !t.slotHeld(p.Name, fixed) {
+	lim, isShared := t.s.mem.sems[p.Name], t.s.mem.shared[p.Name]
+	fixed := lim
+	if isShared || fixed > 0 && !t.slotHeld(p.Name, fixed) {
 		fixed = 0
 	}
 	if err := lease.CheckLimit(p.Name, p.Limit, fixed, ok && g.heldAt(t.now)); err != nil {
-		return "", 0, err
+		return "", 0, false, err
+	}
+	if err := lease.CheckSharedLimit(p.Name, p.Limit, isShared && t.slotHeld(p.Name, lim)); err != nil {
+		return "", 0, false, err
 	}
 	if p.Limit == 0 {
-		token, err := lease.DecideAcquire(g.rule(), ok, now, t.s.mem.token)
-		return p.Name, token, err
+		return decideMode(ctx, t, p, g, ok)
 	}
 	slots, exists := make([]lease.Grant, p.Limit), make([]bool, p.Limit)
 	for i := range slots {
 		sg, ok, err := currentSettled(ctx, t, lease.SlotName(p.Name, i))
 		if err != nil {
-			return "", 0, err
+			return "", 0, false, err
 		}
 		slots[i], exists[i] = sg.rule(), ok
 	}
 	slot, token, err := lease.DecideSemaphore(p.Name, slots, exists, now, t.s.mem.token)
 	if err != nil {
-		return "", 0, err
+		return "", 0, false, err
 	}
-	if t.s.mem.sems[p.Name] != p.Limit {
-		if _, err := t.tx.ExecContext(ctx, `INSERT INTO semaphores (name, lim) VALUES (?, ?)
-			ON CONFLICT (name) DO UPDATE SET lim = excluded.lim`, p.Name, p.Limit); err != nil {
-			return "", 0, fmt.Errorf("keep the limit of %q: %w", p.Name, w(err))
+	if lim != p.Limit || isShared {
+		if err := keepSlots(ctx, t, p.Name, p.Limit, false); err != nil {
+			return "", 0, false, err
 		}
-		setUndoable(t, t.s.mem.sems, p.Name, p.Limit, true)
 	}
-	return lease.SlotName(p.Name, slot), token, nil
+	return lease.SlotName(p.Name, slot), token, false, nil
+}
+
+// decideMode decides an acquire of p.Name without a limit, exclusive or shared
+// (lease.DecideMode), given its own grant g (settled; ok false for one never made): the name
+// itself, or the shared slot to grant.
+func decideMode(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok bool) (string, int64, bool, error) {
+	h := lease.Holders{Name: p.Name, Excl: g.rule(), ExclExists: ok}
+	lim, isShared := t.s.mem.sems[p.Name], t.s.mem.shared[p.Name]
+	if isShared || p.Mode == lease.ModeShared {
+		h.Shared, h.SharedExists = make([]lease.Grant, lim), make([]bool, lim)
+		for i := range lim {
+			sg, ok, err := currentSettled(ctx, t, lease.SlotName(p.Name, i))
+			if err != nil {
+				return "", 0, false, err
+			}
+			h.Shared[i], h.SharedExists[i] = sg.rule(), ok
+		}
+	}
+	return store.DecideMode(h, p.Mode, ms(t.now), t.s.mem.token, lim, isShared, func(n int) error {
+		return keepSlots(ctx, t, p.Name, n, true)
+	})
+}
+
+// keepSlots records that name has lim slots, shared ones or a semaphore's.
+func keepSlots(ctx context.Context, t *txn, name string, lim int, shared bool) error {
+	if _, err := t.tx.ExecContext(ctx, `INSERT INTO semaphores (name, lim, shared) VALUES (?, ?, ?)
+		ON CONFLICT (name) DO UPDATE SET lim = excluded.lim, shared = excluded.shared`, name, lim, shared); err != nil {
+		return fmt.Errorf("keep the slots of %q: %w", name, w(err))
+	}
+	setUndoable(t, t.s.mem.sems, name, lim, true)
+	setUndoable(t, t.s.mem.shared, name, true, shared)
+	return nil
 }
 
 // slotHeld reports whether any of the first limit slots of the semaphore name is held now.
@@ -434,13 +478,15 @@ func (s *Store) renewOp(name, id string, ttl time.Duration, metadata json.RawMes
 		}
 		t.setName(g.name, c)
 		*out = g.lease()
-		out.Limit = t.s.mem.sems[out.Name]
+		if !g.shared {
+			out.Limit = t.s.mem.sems[out.Name]
+		}
 		if h, ok := t.s.mem.handovers[g.token]; ok {
 			h.Name, h.Holder = g.name, g.holder
 			out.Handover = &h
 		}
 		return t.record(ctx, lease.Event{Type: lease.EventRenewed, Name: g.name, Token: g.token, Holder: g.holder,
-			At: ms(t.now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata)})
+			At: ms(t.now), ExpiresAt: out.ExpiresAt, Metadata: raw(g.metadata), Mode: lease.EventMode(g.shared)})
 	}
 }
 
@@ -726,23 +772,49 @@ func (s *Store) RequestHandover(ctx context.Context, name string, h lease.Handov
 		if err != nil {
 			return err
 		}
+		if lim := t.s.mem.sems[name]; t.s.mem.shared[name] && !(ok && g.heldAt(t.now)) {
+			// Every shared holder is asked; the answer is the first one's request.
+			slots, exists := make([]lease.Grant, lim), make([]bool, lim)
+			for i := range lim {
+				sg, found, err := currentSettled(ctx, t, lease.SlotName(name, i))
+				if err != nil {
+					return err
+				}
+				slots[i], exists[i] = sg.rule(), found
+			}
+			hs, err := lease.DecideSharedHandover(name, slots, exists, h, ms(t.now))
+			for _, one := range hs {
+				if err := recordHandover(ctx, t, one); err != nil {
+					return err
+				}
+			}
+			if len(hs) > 0 {
+				out = hs[0]
+			}
+			return err
+		}
 		if out, err = lease.DecideHandover(g.rule(), ok, name, h, ms(t.now)); err != nil {
 			return err
 		}
-		if _, err := t.tx.ExecContext(ctx, `INSERT INTO handovers (token, to_holder, reason, requested_by, requested_at)
-			VALUES (?, ?, ?, ?, ?) ON CONFLICT (token) DO UPDATE SET to_holder = excluded.to_holder, reason = excluded.reason,
-			requested_by = excluded.requested_by, requested_at = excluded.requested_at`,
-			out.Token, out.To, out.Reason, out.By, t.now); err != nil {
-			return fmt.Errorf("record handover of token %d: %w", out.Token, w(err))
-		}
-		t.setHandover(out.Token, out, true)
-		return t.record(ctx, lease.Event{Type: lease.EventHandoverRequested, Name: name, Token: g.token, Holder: g.holder,
-			At: ms(t.now), Actor: out.By, Handover: &out})
+		return recordHandover(ctx, t, out)
 	})
 	if err != nil {
 		return lease.Handover{}, fmt.Errorf("request handover of %q: %w", name, err)
 	}
 	return out, nil
+}
+
+// recordHandover records the handover request h of its grant, with its event.
+func recordHandover(ctx context.Context, t *txn, h lease.Handover) error {
+	if _, err := t.tx.ExecContext(ctx, `INSERT INTO handovers (token, to_holder, reason, requested_by, requested_at)
+		VALUES (?, ?, ?, ?, ?) ON CONFLICT (token) DO UPDATE SET to_holder = excluded.to_holder, reason = excluded.reason,
+		requested_by = excluded.requested_by, requested_at = excluded.requested_at`,
+		h.Token, h.To, h.Reason, h.By, t.now); err != nil {
+		return fmt.Errorf("record handover of token %d: %w", h.Token, w(err))
+	}
+	t.setHandover(h.Token, h, true)
+	return t.record(ctx, lease.Event{Type: lease.EventHandoverRequested, Name: h.Name, Token: h.Token, Holder: h.Holder,
+		At: ms(t.now), Actor: h.By, Handover: &h})
 }
 
 // loadHandovers reads the handover requested of each open grant that has one.

@@ -32,8 +32,11 @@ type mem struct {
 	handovers map[int64]lease.Handover
 	// sessionOf holds the session Ref of each open grant held under a session, by token.
 	sessionOf map[int64]string
-	// sems holds the limit of every name ever acquired as a semaphore.
+	// sems holds the limit of every name ever acquired as a semaphore, or with shared
+	// grants: then how many of its slots were used so far.
 	sems map[string]int
+	// shared holds the names in sems whose slots are shared grants (lease.ModeShared).
+	shared map[string]bool
 }
 
 // cur is a name's current grant, kept small (heap at a million: BENCHMARKS.md): no metadata (read
@@ -52,6 +55,7 @@ type cur struct {
 	holder, owner string
 	end           endCode // how it ended; stillOpen while open
 	hasMeta       bool
+	shared        bool // a shared (read) grant
 }
 
 // curMaxSize is the most a cur may take: a map keeps values of up to 128 bytes in its own
@@ -89,7 +93,7 @@ type fenceRow struct{ fence, version int64 }
 
 func curOf(g grant, owner string) cur {
 	c := cur{token: g.token, ttl: g.ttl, lockDelay: g.lockDelay, acquired: g.acquired, renewed: g.renewed,
-		expires: g.expires, restartExt: g.restartExt, holder: g.holder, owner: owner, hasMeta: g.metadata.Valid}
+		expires: g.expires, restartExt: g.restartExt, holder: g.holder, owner: owner, hasMeta: g.metadata.Valid, shared: g.shared}
 	copy(c.idHash[:], hashOf(g.idHash))
 	if g.ended.Valid {
 		c.ended, c.end = g.ended.Int64, codeOf(lease.End(g.endKind.String))
@@ -99,8 +103,8 @@ func curOf(g grant, owner string) cur {
 
 // grant is c as a grants row of name, without its metadata.
 func (c cur) grant(name string) grant {
-	g := grant{token: c.token, name: name, holder: c.holder, idHash: c.idHash[:], ttl: c.ttl, lockDelay: c.lockDelay,
-		acquired: c.acquired, renewed: c.renewed, expires: c.expires, restartExt: c.restartExt}
+	g := grant{token: c.token, name: name, shared: c.shared, holder: c.holder, idHash: c.idHash[:], ttl: c.ttl,
+		lockDelay: c.lockDelay, acquired: c.acquired, renewed: c.renewed, expires: c.expires, restartExt: c.restartExt}
 	if c.end != stillOpen {
 		g.ended = sql.NullInt64{Int64: c.ended, Valid: true}
 		g.endKind = sql.NullString{String: string(c.end.kind()), Valid: true}
@@ -138,7 +142,7 @@ func hashOf(key []byte) []byte {
 // loadCounters reads the last token and event seq into an otherwise empty memory.
 func (s *Store) loadCounters(ctx context.Context) error {
 	m := mem{names: map[string]cur{}, owners: map[string]int{}, fences: map[string]fenceRow{}, handovers: map[int64]lease.Handover{},
-		sessionOf: map[int64]string{}, sems: map[string]int{}}
+		sessionOf: map[int64]string{}, sems: map[string]int{}, shared: map[string]bool{}}
 	if err := s.w.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&m.token); err != nil {
 		return fmt.Errorf("read the last token: %w", err)
 	}
@@ -169,8 +173,8 @@ func (s *Store) load(ctx context.Context) error {
 	}
 	m.names = make(map[string]cur, n)
 	rows, err := s.w.QueryContext(ctx, `SELECT g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at,
-		g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata IS NOT NULL, g.owner, g.restart_ext_ms
-		FROM names n JOIN grants g ON g.token = n.token`)
+		g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata IS NOT NULL, g.owner, g.restart_ext_ms,
+		g.shared FROM names n JOIN grants g ON g.token = n.token`)
 	if err != nil {
 		return fmt.Errorf("load leases: %w", err)
 	}
@@ -181,7 +185,7 @@ func (s *Store) load(ctx context.Context) error {
 		var hasMeta bool
 		var owner string
 		if err := rows.Scan(&g.token, &g.name, &g.holder, &idHash, &g.ttl, &g.lockDelay, &g.acquired, &g.renewed,
-			&g.expires, &g.ended, &g.endKind, &hasMeta, &owner, &g.restartExt); err != nil {
+			&g.expires, &g.ended, &g.endKind, &hasMeta, &owner, &g.restartExt, &g.shared); err != nil {
 			return fmt.Errorf("load leases: %w", err)
 		}
 		g.metadata.Valid, g.idHash = hasMeta, idHash
@@ -203,7 +207,7 @@ func (s *Store) load(ctx context.Context) error {
 	if m.sessionOf, err = s.loadSessionOf(ctx); err != nil {
 		return err
 	}
-	if m.sems, err = s.loadSemaphores(ctx); err != nil {
+	if m.sems, m.shared, err = s.loadSemaphores(ctx); err != nil {
 		return err
 	}
 	fr, err := s.w.QueryContext(ctx, `SELECT name, fence, version FROM resources`)

@@ -44,7 +44,7 @@ func (s *Store) putOp(wr store.ResourceWrite, out *lease.Resource) func(context.
 			return e
 		}
 		fw := lease.FencedWrite{Resource: wr.Name, Token: wr.Token, Fence: fence, LastToken: last, LeaseName: wr.LeaseName,
-			Scoped: len(wr.Scope) > 0}
+			Scoped: len(wr.Scope) > 0, Shared: known && owner.shared}
 		if wr.LeaseName != "" {
 			g, ok, err := currentSettled(ctx, t, wr.LeaseName)
 			if err != nil {

@@ -9,33 +9,38 @@ import (
 	"github.com/leasekeeper/leasekeeper/lease"
 )
 
-// loadSemaphores reads the limit of every semaphore.
-func (s *Store) loadSemaphores(ctx context.Context) (map[string]int, error) {
-	rows, err := s.w.QueryContext(ctx, `SELECT name, lim FROM semaphores`)
+// loadSemaphores reads the limit of every semaphore, and which of them have shared slots.
+func (s *Store) loadSemaphores(ctx context.Context) (map[string]int, map[string]bool, error) {
+	rows, err := s.w.QueryContext(ctx, `SELECT name, lim, shared FROM semaphores`)
 	if err != nil {
-		return nil, fmt.Errorf("load semaphores: %w", err)
+		return nil, nil, fmt.Errorf("load semaphores: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]int{}
+	out, shared := map[string]int{}, map[string]bool{}
 	for rows.Next() {
 		var name string
 		var lim int
-		if err := rows.Scan(&name, &lim); err != nil {
-			return nil, fmt.Errorf("load semaphores: %w", err)
+		var sh bool
+		if err := rows.Scan(&name, &lim, &sh); err != nil {
+			return nil, nil, fmt.Errorf("load semaphores: %w", err)
 		}
 		out[name] = lim
+		if sh {
+			shared[name] = true
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load semaphores: %w", err)
+		return nil, nil, fmt.Errorf("load semaphores: %w", err)
 	}
-	return out, nil
+	return out, shared, nil
 }
 
 // semaphoreState is the state of the semaphore name of limit lim at now, with its slots', or
 // ok false when name is no semaphore.
 func (s *Store) semaphoreState(ctx context.Context, name string, now int64) (st lease.State, ok bool, err error) {
 	var lim int
-	err = s.r.QueryRowContext(ctx, `SELECT lim FROM semaphores WHERE name = ?`, name).Scan(&lim)
+	var shared bool
+	err = s.r.QueryRowContext(ctx, `SELECT lim, shared FROM semaphores WHERE name = ?`, name).Scan(&lim, &shared)
 	if errors.Is(err, sql.ErrNoRows) {
 		return st, false, nil
 	}
@@ -52,7 +57,12 @@ func (s *Store) semaphoreState(ctx context.Context, name string, now int64) (st 
 			st.Slots = append(st.Slots, g.state(now))
 		}
 	}
-	lease.SumSlots(&st)
+	if shared {
+		st.Limit = 0
+		lease.SumShared(&st)
+	} else {
+		lease.SumSlots(&st)
+	}
 	return st, true, nil
 }
 

@@ -901,7 +901,7 @@ var stmtSQL = [numStmts]string{
 	stHWM:        `UPDATE meta SET value = max(value, ?) WHERE key = 'clock_hwm'`,
 	stLastToken:  `UPDATE meta SET value = ? WHERE key = 'last_token'`,
 	stInsertGrant: `INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms,
-		acquired_at, renewed_at, expires_at, metadata, owner, session) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		acquired_at, renewed_at, expires_at, metadata, owner, session, shared) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 	stPointName:     `INSERT INTO names (name, token) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET token = excluded.token`,
 	stRenew:         `UPDATE grants SET ttl_ms = ?, renewed_at = ?, expires_at = ? WHERE token = ?`,
 	stRenewMetadata: `UPDATE grants SET ttl_ms = ?, renewed_at = ?, expires_at = ?, metadata = ? WHERE token = ?`,

@@ -182,6 +182,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"AcquireAll/MaxHeldCountsEveryGrant", testAcquireAllMaxHeld},
 		{"AcquireAll/ConcurrentAllOrNothing", testAcquireAllConcurrent},
 	}
+	cases = append(cases, sharedCases...)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			if o.databaseClock && c.name == "Restart/Conservative" {

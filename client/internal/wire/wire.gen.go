@@ -20,13 +20,46 @@ import (
 
 // Defines values for AcquireAllRequestMode.
 const (
-	Exclusive AcquireAllRequestMode = "exclusive"
+	AcquireAllRequestModeExclusive AcquireAllRequestMode = "exclusive"
 )
 
 // Valid indicates whether the value is a known member of the AcquireAllRequestMode enum.
 func (e AcquireAllRequestMode) Valid() bool {
 	switch e {
-	case Exclusive:
+	case AcquireAllRequestModeExclusive:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AcquireRequestMode.
+const (
+	AcquireRequestModeExclusive AcquireRequestMode = "exclusive"
+	AcquireRequestModeShared    AcquireRequestMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the AcquireRequestMode enum.
+func (e AcquireRequestMode) Valid() bool {
+	switch e {
+	case AcquireRequestModeExclusive:
+		return true
+	case AcquireRequestModeShared:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EventMode.
+const (
+	EventModeShared EventMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the EventMode enum.
+func (e EventMode) Valid() bool {
+	switch e {
+	case EventModeShared:
 		return true
 	default:
 		return false
@@ -75,6 +108,24 @@ func (e EventType) Valid() bool {
 	}
 }
 
+// Defines values for LeaseMode.
+const (
+	LeaseModeExclusive LeaseMode = "exclusive"
+	LeaseModeShared    LeaseMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the LeaseMode enum.
+func (e LeaseMode) Valid() bool {
+	switch e {
+	case LeaseModeExclusive:
+		return true
+	case LeaseModeShared:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for LeaseStateEnd.
 const (
 	LeaseStateEndExpired  LeaseStateEnd = "expired"
@@ -90,6 +141,24 @@ func (e LeaseStateEnd) Valid() bool {
 	case LeaseStateEndReleased:
 		return true
 	case LeaseStateEndRevoked:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for LeaseStateMode.
+const (
+	LeaseStateModeExclusive LeaseStateMode = "exclusive"
+	LeaseStateModeShared    LeaseStateMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the LeaseStateMode enum.
+func (e LeaseStateMode) Valid() bool {
+	switch e {
+	case LeaseStateModeExclusive:
+		return true
+	case LeaseStateModeShared:
 		return true
 	default:
 		return false
@@ -115,6 +184,7 @@ const (
 	ProblemCodeRateLimited          ProblemCode = "rate_limited"
 	ProblemCodeRequestTimeout       ProblemCode = "request_timeout"
 	ProblemCodeSessionLost          ProblemCode = "session_lost"
+	ProblemCodeSharedToken          ProblemCode = "shared_token"
 	ProblemCodeStaleToken           ProblemCode = "stale_token"
 	ProblemCodeTokenNotIssued       ProblemCode = "token_not_issued"
 	ProblemCodeTooManyLeases        ProblemCode = "too_many_leases"
@@ -163,6 +233,8 @@ func (e ProblemCode) Valid() bool {
 	case ProblemCodeRequestTimeout:
 		return true
 	case ProblemCodeSessionLost:
+		return true
+	case ProblemCodeSharedToken:
 		return true
 	case ProblemCodeStaleToken:
 		return true
@@ -307,6 +379,13 @@ type AcquireRequest struct {
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
 
+	// Mode `exclusive` (the default) excludes every other grant of the name; `shared` (a read
+	// lease) coexists with other shared grants and nothing else, each with its own lease_id
+	// and token. Once an exclusive acquire waits in line, later shared ones wait behind it
+	// (without `wait_ms`: `409 lease_held`). A fenced write with a shared grant's token is
+	// `409 shared_token`. Not with `limit` (400).
+	Mode *AcquireRequestMode `json:"mode,omitempty"`
+
 	// SessionId Acquire under this session instead of for `ttl_ms` (give one or the other): the lease
 	// expires with the session, renewing the session renews it, closing the session
 	// releases it.
@@ -324,6 +403,13 @@ type AcquireRequest struct {
 	// waiting_unsupported` to any wait: ask without `wait_ms` and wait on your side.
 	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
+
+// AcquireRequestMode `exclusive` (the default) excludes every other grant of the name; `shared` (a read
+// lease) coexists with other shared grants and nothing else, each with its own lease_id
+// and token. Once an exclusive acquire waits in line, later shared ones wait behind it
+// (without `wait_ms`: `409 lease_held`). A fenced write with a shared grant's token is
+// `409 shared_token`. Not with `limit` (400).
+type AcquireRequestMode string
 
 // CreatedKey defines model for CreatedKey.
 type CreatedKey struct {
@@ -354,6 +440,9 @@ type Event struct {
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
 
+	// Mode For the events of a shared grant (named `name#i`): `shared`.
+	Mode *EventMode `json:"mode,omitempty"`
+
 	// Name The lease name; empty for a `rejected` event whose lease is unknown and for the audit events of keys.
 	Name string `json:"name"`
 
@@ -370,6 +459,9 @@ type Event struct {
 	Token int64     `json:"token"`
 	Type  EventType `json:"type"`
 }
+
+// EventMode For the events of a shared grant (named `name#i`): `shared`.
+type EventMode string
 
 // EventType defines model for Event.Type.
 type EventType string
@@ -507,6 +599,9 @@ type Lease struct {
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
 
+	// Mode How the grant holds its name (absent for a semaphore's slot).
+	Mode *LeaseMode `json:"mode,omitempty"`
+
 	// Name Example: billing-nightly
 	Name string `json:"name"`
 
@@ -528,7 +623,7 @@ type Lease struct {
 	// Example: ses_3f9a0c2b7d1e4a66
 	Session *string `json:"session,omitempty"`
 
-	// Slot For a slot of a semaphore: its index, from 0. Its events name the slot `name#slot`.
+	// Slot For a slot of a semaphore, or a shared grant: its index, from 0. Its events name the slot `name#slot`.
 	Slot *int `json:"slot,omitempty"`
 
 	// Token Example: 1796000000000000
@@ -537,6 +632,9 @@ type Lease struct {
 	// TtlMs Example: 15000
 	TtlMs int64 `json:"ttl_ms"`
 }
+
+// LeaseMode How the grant holds its name (absent for a semaphore's slot).
+type LeaseMode string
 
 // LeaseList defines model for LeaseList.
 type LeaseList struct {
@@ -575,6 +673,9 @@ type LeaseState struct {
 	Held      bool       `json:"held"`
 	Holder    string     `json:"holder"`
 
+	// Holders For a shared name, each shared grant held now (its slot named `name#i`).
+	Holders *[]LeaseState `json:"holders,omitempty"`
+
 	// Limit For a semaphore: its limit. `held` then means every slot is held, `token` is the highest, and `slots` lists each slot used so far.
 	Limit       *int  `json:"limit,omitempty"`
 	LockDelayMs int64 `json:"lock_delay_ms"`
@@ -583,7 +684,14 @@ type LeaseState struct {
 	//
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
-	Name     string    `json:"name"`
+
+	// Mode `shared` while the name's current (or last) grants are shared ones: `held` then means
+	// any shared grant is held, `holder` is the first of `holders`, `token` the highest,
+	// `expires_at` the latest expiry and `available_at` when an exclusive acquire can have
+	// it. On a list row or in `holders`, `shared` marks a shared grant's slot (`name#i`).
+	// Absent for a semaphore.
+	Mode *LeaseStateMode `json:"mode,omitempty"`
+	Name string          `json:"name"`
 
 	// RenewedAt An instant, RFC 3339 in UTC with exactly three fractional digits.
 	//
@@ -601,6 +709,13 @@ type LeaseState struct {
 
 // LeaseStateEnd How the last lease ended, for a free name.
 type LeaseStateEnd string
+
+// LeaseStateMode `shared` while the name's current (or last) grants are shared ones: `held` then means
+// any shared grant is held, `holder` is the first of `holders`, `token` the highest,
+// `expires_at` the latest expiry and `available_at` when an exclusive acquire can have
+// it. On a list row or in `holders`, `shared` marks a shared grant's slot (`name#i`).
+// Absent for a semaphore.
+type LeaseStateMode string
 
 // Metadata Any JSON object of at most 4 KiB, e.g. the leader's address.
 //
@@ -620,7 +735,7 @@ type Problem struct {
 	AvailableAt *Timestamp  `json:"available_at,omitempty"`
 	Code        ProblemCode `json:"code"`
 
-	// CurrentFence For `stale_token` and `token_not_issued`.
+	// CurrentFence For `stale_token`, `token_not_issued` and `shared_token`.
 	CurrentFence *int64  `json:"current_fence,omitempty"`
 	Detail       *string `json:"detail,omitempty"`
 
@@ -639,7 +754,7 @@ type Problem struct {
 	Holder   *string `json:"holder,omitempty"`
 	Instance *string `json:"instance,omitempty"`
 
-	// PresentedToken For `stale_token` and `token_not_issued`.
+	// PresentedToken For `stale_token`, `token_not_issued` and `shared_token`.
 	PresentedToken *int64  `json:"presented_token,omitempty"`
 	RequestId      *string `json:"request_id,omitempty"`
 
