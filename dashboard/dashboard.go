@@ -581,7 +581,7 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	secret := auth.NewSessionID()
 	maxAge := a.cfg.SessionMax
-	if err := d.s.store.CreateSession(r.Context(), auth.Hash(secret), k.ID, d.s.clock.Now().Add(maxAge), a.cfg.MaxDashboardSessionsPerKey); err != nil {
+	if err := d.s.store.CreateSignIn(r.Context(), auth.Hash(secret), k.ID, d.s.clock.Now().Add(maxAge), a.cfg.MaxDashboardSessionsPerKey); err != nil {
 		d.fail(w, r, err)
 		return
 	}
@@ -594,7 +594,7 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 // signOut ends the session of the request, if any, and clears its cookie.
 func (d *dashboard) signOut(w http.ResponseWriter, r *http.Request) {
 	if h := d.sessionOf(r.Context()); h != nil {
-		if err := d.s.store.DeleteSession(r.Context(), h); err != nil {
+		if err := d.s.store.DeleteSignIn(r.Context(), h); err != nil {
 			d.fail(w, r, err)
 			return
 		}

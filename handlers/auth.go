@@ -224,7 +224,7 @@ func (a *authn) key(ctx context.Context, secret string) (auth.Key, error) {
 // sessionPrincipal returns the principal of a live dashboard session. Codes: unauthenticated.
 func (a *authn) sessionPrincipal(ctx context.Context, secret string) (principalInfo, error) {
 	h := auth.Hash(secret)
-	ses, err := a.store.Session(ctx, h)
+	ses, err := a.store.SignIn(ctx, h)
 	if lease.IsCode(err, lease.CodeNotFound) {
 		return principalInfo{}, lease.Errorf(lease.CodeUnauthenticated, "the dashboard session has ended; sign in again")
 	}
@@ -233,13 +233,13 @@ func (a *authn) sessionPrincipal(ctx context.Context, secret string) (principalI
 	}
 	now := a.clock.Now()
 	if ses.Key.Revoked() || now.Sub(ses.LastSeen) > a.cfg.SessionIdle {
-		a.store.DeleteSession(context.WithoutCancel(ctx), h)
+		a.store.DeleteSignIn(context.WithoutCancel(ctx), h)
 		return principalInfo{}, lease.Errorf(lease.CodeUnauthenticated, "the dashboard session has ended; sign in again")
 	}
 	// Record use for the idle expiry, at most once a minute: a write per page view would be
 	// wasteful.
 	if now.Sub(ses.LastSeen) > time.Minute {
-		if err := a.store.TouchSession(ctx, h); err != nil {
+		if err := a.store.TouchSignIn(ctx, h); err != nil {
 			return principalInfo{}, fmt.Errorf("touch session: %w", err)
 		}
 	}
