@@ -36,10 +36,6 @@ type Edge interface {
 	OverTLS(r *http.Request) bool
 	// Key returns the live key whose secret is given. Codes: unauthenticated.
 	Key(ctx context.Context, secret string) (auth.Key, error)
-	// AllowRate takes one request of the key's rate. Codes: rate_limited.
-	AllowRate(p auth.Principal) error
-	// RetryAfterRate is the Retry-After of a request refused for its key's rate.
-	RetryAfterRate() int
 	// NewKey creates a key for the caller and returns its secret. Codes: invalid_request.
 	NewKey(ctx context.Context, label string, role auth.Role, prefixes []string) (string, auth.Key, error)
 	// RevokeKey revokes a key for the caller. Codes: invalid_request, not_found.
@@ -54,13 +50,15 @@ type Acquirer interface {
 	Waiters(name string) int
 }
 
-// Config is what the dashboard needs. Store, Clock, Logger and Edge are required.
+// Config is what the dashboard needs. Store, Clock, Logger, Edge and Gate are required.
 type Config struct {
 	Store    store.Store
 	Acquirer Acquirer
 	Clock    lease.Clock
 	Logger   *slog.Logger
 	Edge     Edge
+	// Gate is the keys' rate, which a sign-in counts against.
+	Gate *auth.Gate
 	// Site is what every page shows around its content.
 	Site web.Site
 	// CSRFKey keys the tokens of the pages' forms.
@@ -88,7 +86,7 @@ type Dashboard struct{ d *dashboard }
 func New(cfg Config) *Dashboard {
 	s := &server{store: cfg.Store, acquirer: cfg.Acquirer, clock: cfg.Clock, log: cfg.Logger, edge: cfg.Edge,
 		metrics: opCounter(cfg.Edge.Op), epoch: cfg.Epoch, started: cfg.Started,
-		auth: &signInAuth{Edge: cfg.Edge, signIns: newSignInGuard(cfg.SignInRate, cfg.SignInBurst),
+		auth: &signInAuth{Edge: cfg.Edge, gate: cfg.Gate, signIns: newSignInGuard(cfg.SignInRate, cfg.SignInBurst),
 			cfg: signInConfig{SessionMax: cfg.SessionMax, MaxDashboardSessionsPerKey: cfg.MaxSessionsPerKey}}}
 	return &Dashboard{d: &dashboard{s: s, site: cfg.Site, csrfKey: cfg.CSRFKey}}
 }
@@ -136,6 +134,7 @@ func (f opCounter) op(op string, err error) { f(op, err) }
 // signInAuth is what sign-in checks: the client's rate of attempts, the key, and its rate.
 type signInAuth struct {
 	Edge
+	gate    *auth.Gate
 	signIns *signInGuard
 	cfg     signInConfig
 }
@@ -148,8 +147,8 @@ type signInConfig struct {
 func (a *signInAuth) key(ctx context.Context, secret string) (auth.Key, error) {
 	return a.Key(ctx, secret)
 }
-func (a *signInAuth) allowRate(p auth.Principal) error { return a.AllowRate(p) }
-func (a *signInAuth) retryAfterRate() int              { return a.RetryAfterRate() }
+func (a *signInAuth) allowRate(p auth.Principal) error { return a.gate.AllowRate(p) }
+func (a *signInAuth) retryAfterRate() int              { return a.gate.RetryAfterRate() }
 
 func (d *dashboard) principalOf(ctx context.Context) auth.Principal { return d.s.edge.Principal(ctx) }
 func (d *dashboard) sessionOf(ctx context.Context) []byte           { return d.s.edge.SignIn(ctx) }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -71,11 +70,11 @@ type authn struct {
 	store store.Store
 	clock lease.Clock
 
-	mu      sync.Mutex
-	cache   map[[32]byte]cachedKey
-	lives   map[string]*keyLife // key id → ends when the key is revoked
-	limiter map[string]*rate.Limiter
-	held    map[string]*[2]int // key id → waits, watches in progress
+	gate *auth.Gate
+
+	mu    sync.Mutex
+	cache map[[32]byte]cachedKey
+	lives map[string]*keyLife // key id → ends when the key is revoked
 }
 
 type cachedKey struct {
@@ -99,8 +98,9 @@ func newAuthn(cfg AuthConfig, st store.Store, clock lease.Clock) *authn {
 	if cfg.SessionMax == 0 {
 		cfg.SessionMax = 12 * time.Hour
 	}
-	return &authn{cfg: cfg, store: st, clock: clock, cache: map[[32]byte]cachedKey{}, lives: map[string]*keyLife{},
-		limiter: map[string]*rate.Limiter{}, held: map[string]*[2]int{}}
+	gate := auth.NewGate(auth.Limits{Rate: cfg.Rate, Burst: cfg.Burst, MaxHeld: cfg.MaxHeldPerKey, MaxWaits: cfg.MaxWaitsPerKey,
+		MaxWatches: cfg.MaxWatchesPerKey, MaxSessions: cfg.MaxSessionsPerKey, ResourceQuota: cfg.ResourceQuota})
+	return &authn{cfg: cfg, store: st, clock: clock, gate: gate, cache: map[[32]byte]cachedKey{}, lives: map[string]*keyLife{}}
 }
 
 type principalInfo struct {
@@ -149,7 +149,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			s.deny(w, r, err)
 			return
 		}
-		if err := a.allowRate(pi.p); err != nil {
+		if err := a.gate.AllowRate(pi.p); err != nil {
 			s.metrics.rateLimit(pi.p.KeyID)
 			s.writeProblem(w, r, err)
 			return
@@ -287,110 +287,7 @@ func (a *authn) ended(id string) {
 		l.cancel()
 		delete(a.lives, id)
 	}
-	delete(a.limiter, id)
-}
-
-// allowRate applies the per-key request rate to non-admin keys. Codes: rate_limited.
-func (a *authn) allowRate(p auth.Principal) error {
-	if a.cfg.Rate == 0 || p.KeyID == "" || p.IsAdmin() {
-		return nil
-	}
-	a.mu.Lock()
-	l, ok := a.limiter[p.KeyID]
-	if !ok {
-		l = rate.NewLimiter(a.cfg.Rate, max(1, a.cfg.Burst))
-		a.limiter[p.KeyID] = l
-	}
-	a.mu.Unlock()
-	if l.Allow() {
-		return nil
-	}
-	return &lease.Error{Code: lease.CodeRateLimited, Message: fmt.Sprintf("API key %s sent more than %g requests a second (burst %d)", p.KeyID, float64(a.cfg.Rate), l.Burst())}
-}
-
-// Kinds of long requests a key may hold only so many of.
-const (
-	holdWait = iota
-	holdWatch
-)
-
-// hold reserves one long request of a kind for a non-admin key, within its cap. Call the
-// returned func when it ends. Codes: too_many_waiters, too_many_watchers.
-func (a *authn) hold(p auth.Principal, kind int) (func(), error) {
-	limit := a.cfg.MaxWaitsPerKey
-	if kind == holdWatch {
-		limit = a.cfg.MaxWatchesPerKey
-	}
-	if limit == 0 || p.KeyID == "" || p.IsAdmin() {
-		return func() {}, nil
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	n, ok := a.held[p.KeyID]
-	if !ok {
-		n = new([2]int)
-		a.held[p.KeyID] = n
-	}
-	if n[kind] >= limit {
-		if kind == holdWatch {
-			return nil, lease.Errorf(lease.CodeTooManyWatchers, "API key %s has %d watch streams open, the most one key may have", p.KeyID, n[kind])
-		}
-		return nil, lease.Errorf(lease.CodeTooManyWaiters, "API key %s has %d acquires waiting, the most one key may have", p.KeyID, n[kind])
-	}
-	n[kind]++
-	return func() {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		n[kind]--
-		if n[0] == 0 && n[1] == 0 {
-			delete(a.held, p.KeyID)
-		}
-	}, nil
-}
-
-// maxHeld is the cap on unexpired leases the principal's key may hold; 0 for none.
-func (a *authn) maxHeld(p auth.Principal) int {
-	if !capped(p) {
-		return 0
-	}
-	return a.cfg.MaxHeldPerKey
-}
-
-// maxSessions is the cap on open sessions the principal's key may have; 0 for none.
-func (a *authn) maxSessions(p auth.Principal) int {
-	if !capped(p) {
-		return 0
-	}
-	return a.cfg.MaxSessionsPerKey
-}
-
-// quota is the resource quota of the principal's key; zero for none.
-func (a *authn) quota(p auth.Principal) lease.Quota {
-	if !capped(p) {
-		return lease.Quota{}
-	}
-	return a.cfg.ResourceQuota
-}
-
-// capped reports whether the per-key caps apply: not to an admin key, nor with keys off.
-func capped(p auth.Principal) bool { return p.KeyID != "" && !p.IsAdmin() }
-
-// idempotencyKey scopes a client's Idempotency-Key to the calling key and the lease name, and
-// keys it with the server's secret: what the store keeps cannot be guessed from public fields
-// nor recovered from a copy of the database.
-func (a *authn) idempotencyKey(p auth.Principal, name, key string) (string, error) {
-	if key == "" {
-		return "", nil
-	}
-	if len(key) < 16 || len(key) > 255 {
-		return "", lease.Errorf(lease.CodeInvalid, "Idempotency-Key must be 16 to 255 characters, got %d (use a random UUID)", len(key))
-	}
-	for _, c := range key {
-		if c < ' ' || c > '~' {
-			return "", lease.Errorf(lease.CodeInvalid, "Idempotency-Key must be printable ASCII")
-		}
-	}
-	return fmt.Sprintf("%x", auth.MAC(a.cfg.Secret, "idempotency", p.KeyID, name, key)), nil
+	a.gate.Forget(id)
 }
 
 // rule is who may call an operation: the right it needs and the names it acts on.
@@ -483,12 +380,4 @@ func (a authorizer) authorize(f api.StrictHandlerFunc, operationID string) api.S
 		}
 		return f(ctx, w, r, req)
 	}
-}
-
-// retryAfterRate is the Retry-After of a rate-limited request: the time one token takes.
-func (a *authn) retryAfterRate() int {
-	if a.cfg.Rate <= 0 {
-		return 1
-	}
-	return max(1, int(math.Ceil(1/float64(a.cfg.Rate))))
 }

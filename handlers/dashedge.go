@@ -17,8 +17,6 @@ func (e dashEdge) Principal(ctx context.Context) auth.Principal { return princip
 func (e dashEdge) SignIn(ctx context.Context) []byte            { return sessionOf(ctx) }
 func (e dashEdge) RequestID(ctx context.Context) string         { return requestID(ctx) }
 func (e dashEdge) OverTLS(r *http.Request) bool                 { return e.s.overTLS(r) }
-func (e dashEdge) AllowRate(p auth.Principal) error             { return e.s.auth.allowRate(p) }
-func (e dashEdge) RetryAfterRate() int                          { return e.s.auth.retryAfterRate() }
 func (e dashEdge) Op(op string, err error)                      { e.s.metrics.op(op, err) }
 
 func (e dashEdge) Problem(ctx context.Context, err error) (int, string) {

@@ -154,7 +154,7 @@ func New(cfg Config) (http.Handler, error) {
 	dash := dashboard.New(dashboard.Config{Store: cfg.Store, Acquirer: cfg.Acquirer, Clock: cfg.Clock, Logger: cfg.Logger, Edge: dashEdge{s},
 		Site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version, AuthOff: cfg.Auth.Off}, CSRFKey: auth.MAC(s.auth.cfg.Secret, "csrf"),
 		Started: s.started, Epoch: s.epoch, SignInRate: cfg.Auth.SignInRate, SignInBurst: cfg.Auth.SignInBurst,
-		SessionMax: s.auth.cfg.SessionMax, MaxSessionsPerKey: cfg.Auth.MaxDashboardSessionsPerKey})
+		SessionMax: s.auth.cfg.SessionMax, Gate: s.auth.gate, MaxSessionsPerKey: cfg.Auth.MaxDashboardSessionsPerKey})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		if dashboard.WantsHTML(r) {
 			dash.NotFound(w, r)

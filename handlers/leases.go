@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 )
@@ -23,14 +24,14 @@ func (s *server) AcquireLease(ctx context.Context, req api.AcquireLeaseRequestOb
 	p, wait, err := s.acquireParams(req)
 	if err == nil {
 		who := principalOf(ctx)
-		p.Owner, p.MaxHeld = who.KeyID, s.auth.maxHeld(who)
-		p.IdempotencyKey, err = s.auth.idempotencyKey(who, p.Name, p.IdempotencyKey)
+		p.Owner, p.MaxHeld = who.KeyID, s.auth.gate.MaxHeld(who)
+		p.IdempotencyKey, err = auth.IdempotencyKey(s.auth.cfg.Secret, who, p.Name, p.IdempotencyKey)
 	}
 	if err == nil && wait > 0 {
 		var done, stop func()
 		ctx, stop = s.auth.untilRevoked(ctx)
 		defer stop()
-		if done, err = s.auth.hold(principalOf(ctx), holdWait); err == nil {
+		if done, err = s.auth.gate.Hold(principalOf(ctx), auth.HoldWait); err == nil {
 			defer done()
 		}
 	}

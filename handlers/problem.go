@@ -126,7 +126,7 @@ func (s *server) toProblem(ctx context.Context, err error) problem {
 	case lease.CodeTooManyWaiters, lease.CodeTooManyWatchers, lease.CodeUnavailable, lease.CodeTooManyLeases, lease.CodeTooManySessions:
 		p.retryAfter = 1
 	case lease.CodeRateLimited:
-		p.retryAfter = s.auth.retryAfterRate()
+		p.retryAfter = s.auth.gate.RetryAfterRate()
 	}
 	// Typed responses of the strict server carry only the headers their operation declares:
 	// every answer that asks the client to come back says when, whatever carries it.

@@ -87,8 +87,8 @@ func (s *server) putResource(ctx context.Context, req api.PutResourceRequestObje
 		return lease.Resource{}, lease.Errorf(lease.CodePrecondition, "a fenced write needs a Fencing-Token header")
 	}
 	token := *req.Params.FencingToken
-	if token < 0 || token > lease.MaxToken {
-		return lease.Resource{}, lease.Errorf(lease.CodeInvalid, "Fencing-Token %d is outside [0, %d]", token, lease.MaxToken)
+	if err := lease.ValidatePresentedToken(token); err != nil {
+		return lease.Resource{}, err
 	}
 	leaseName := deref(req.Params.LeaseName)
 	if leaseName != "" {
@@ -120,7 +120,7 @@ func (s *server) putResource(ctx context.Context, req api.PutResourceRequestObje
 	c, who := clientOf(ctx), principalOf(ctx)
 	return s.store.PutResource(ctx, store.ResourceWrite{Name: req.Resource, Token: token, LeaseName: leaseName,
 		Value: value, ContentType: ct, ClientAddr: c.addr, UserAgent: c.userAgent, Scope: who.Scope(),
-		Owner: who.KeyID, Quota: s.auth.quota(who), IfVersion: ifVersion, IfAbsent: ifAbsent})
+		Owner: who.KeyID, Quota: s.auth.gate.Quota(who), IfVersion: ifVersion, IfAbsent: ifAbsent})
 }
 
 // GetResource returns a resource's value with its fence.

@@ -39,7 +39,7 @@ func (s *server) openSession(ctx context.Context, req api.OpenSessionRequestObje
 		}
 	}
 	who := principalOf(ctx)
-	return s.store.OpenSession(ctx, store.SessionParams{Holder: b.Holder, TTL: ttl, Metadata: md, Owner: who.KeyID, MaxOpen: s.auth.maxSessions(who)})
+	return s.store.OpenSession(ctx, store.SessionParams{Holder: b.Holder, TTL: ttl, Metadata: md, Owner: who.KeyID, MaxOpen: s.auth.gate.MaxSessions(who)})
 }
 
 // RenewSession renews a session and its leases.

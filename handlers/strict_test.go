@@ -32,7 +32,7 @@ func newStrict(t *testing.T) (*server, *lease.FakeClock) {
 	}
 	t.Cleanup(func() { st.Close() })
 	return &server{store: st, acquirer: noLine{st}, clock: clock, limits: lease.DefaultLimits(),
-		log: slog.New(slog.DiscardHandler), metrics: NewMetrics(prometheus.NewRegistry(), st)}, clock
+		log: slog.New(slog.DiscardHandler), metrics: NewMetrics(prometheus.NewRegistry(), st), auth: newAuthn(AuthConfig{}, st, clock)}, clock
 }
 
 func TestStrictAcquireLease(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/watch"
 )
@@ -16,7 +17,7 @@ func (s *server) Watch(ctx context.Context, req api.WatchRequestObject) (api.Wat
 	}
 	markLong(ctx)
 	who := principalOf(ctx)
-	done, err := s.auth.hold(who, holdWatch)
+	done, err := s.auth.gate.Hold(who, auth.HoldWatch)
 	if err != nil {
 		return problemAs[api.WatchdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
