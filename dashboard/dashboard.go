@@ -394,7 +394,7 @@ func (d *dashboard) revoke(w http.ResponseWriter, r *http.Request) {
 	// The form names the grant the operator confirmed revoking; the store revokes it only if it
 	// is still the current one, in the same transaction, so a later holder's lease is never hit.
 	err = d.s.store.Revoke(r.Context(), name, token, who.Actor())
-	d.s.metrics.op("revoke", err)
+	d.s.metrics.Op("revoke", err)
 	if lease.IsCode(err, lease.CodeLost) {
 		var le *lease.Error
 		errors.As(err, &le)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/metrics"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/web"
 )
@@ -40,8 +41,6 @@ type Edge interface {
 	NewKey(ctx context.Context, label string, role auth.Role, prefixes []string) (string, auth.Key, error)
 	// RevokeKey revokes a key for the caller. Codes: invalid_request, not_found.
 	RevokeKey(ctx context.Context, id string) error
-	// Op counts an operation the dashboard made (a revoke) with its outcome.
-	Op(op string, err error)
 }
 
 // Acquirer is the waiting line, as far as the pages show it.
@@ -50,13 +49,15 @@ type Acquirer interface {
 	Waiters(name string) int
 }
 
-// Config is what the dashboard needs. Store, Clock, Logger, Edge and Gate are required.
+// Config is what the dashboard needs. Store, Clock, Logger, Edge, Gate and Metrics are required.
 type Config struct {
 	Store    store.Store
 	Acquirer Acquirer
 	Clock    lease.Clock
 	Logger   *slog.Logger
 	Edge     Edge
+	// Metrics count the operations the pages make (a revoke).
+	Metrics *metrics.Metrics
 	// Gate is the keys' rate, which a sign-in counts against.
 	Gate *auth.Gate
 	// Site is what every page shows around its content.
@@ -85,7 +86,7 @@ type Dashboard struct{ d *dashboard }
 // New returns the dashboard of cfg.
 func New(cfg Config) *Dashboard {
 	s := &server{store: cfg.Store, acquirer: cfg.Acquirer, clock: cfg.Clock, log: cfg.Logger, edge: cfg.Edge,
-		metrics: opCounter(cfg.Edge.Op), epoch: cfg.Epoch, started: cfg.Started,
+		metrics: cfg.Metrics, epoch: cfg.Epoch, started: cfg.Started,
 		auth: &signInAuth{Edge: cfg.Edge, gate: cfg.Gate, signIns: newSignInGuard(cfg.SignInRate, cfg.SignInBurst),
 			cfg: signInConfig{SessionMax: cfg.SessionMax, MaxDashboardSessionsPerKey: cfg.MaxSessionsPerKey}}}
 	return &Dashboard{d: &dashboard{s: s, site: cfg.Site, csrfKey: cfg.CSRFKey}}
@@ -112,7 +113,7 @@ type server struct {
 	clock    lease.Clock
 	log      *slog.Logger
 	edge     Edge
-	metrics  opCounter
+	metrics  *metrics.Metrics
 	auth     *signInAuth
 	epoch    string
 	started  time.Time
@@ -125,11 +126,6 @@ func (s *server) newKey(ctx context.Context, label string, role auth.Role, prefi
 }
 
 func (s *server) revokeKey(ctx context.Context, id string) error { return s.edge.RevokeKey(ctx, id) }
-
-// opCounter counts the dashboard's operations in the server's metrics.
-type opCounter func(op string, err error)
-
-func (f opCounter) op(op string, err error) { f(op, err) }
 
 // signInAuth is what sign-in checks: the client's rate of attempts, the key, and its rate.
 type signInAuth struct {

@@ -150,7 +150,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if err := a.gate.AllowRate(pi.p); err != nil {
-			s.metrics.rateLimit(pi.p.KeyID)
+			s.metrics.RateLimited(pi.p.KeyID)
 			s.writeProblem(w, r, err)
 			return
 		}

@@ -17,7 +17,6 @@ func (e dashEdge) Principal(ctx context.Context) auth.Principal { return princip
 func (e dashEdge) SignIn(ctx context.Context) []byte            { return sessionOf(ctx) }
 func (e dashEdge) RequestID(ctx context.Context) string         { return requestID(ctx) }
 func (e dashEdge) OverTLS(r *http.Request) bool                 { return e.s.overTLS(r) }
-func (e dashEdge) Op(op string, err error)                      { e.s.metrics.op(op, err) }
 
 func (e dashEdge) Problem(ctx context.Context, err error) (int, string) {
 	p := e.s.toProblem(ctx, err)

@@ -26,6 +26,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/dashboard"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/metrics"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/watch"
 	"github.com/leasekeeper/leasekeeper/web"
@@ -37,7 +38,7 @@ type Config struct {
 	Clock    lease.Clock
 	Limits   lease.Limits
 	Registry *prometheus.Registry
-	Metrics  *Metrics
+	Metrics  *metrics.Metrics
 	Logger   *slog.Logger
 	// Acquirer grants leases with waiting; nil means no waiting line (wait_ms is refused).
 	Acquirer Acquirer
@@ -85,7 +86,7 @@ type server struct {
 	clock    lease.Clock
 	limits   lease.Limits
 	log      *slog.Logger
-	metrics  *Metrics
+	metrics  *metrics.Metrics
 	hub      *watch.Hub
 	auth     *authn
 	epoch    string
@@ -118,7 +119,7 @@ func New(cfg Config) (http.Handler, error) {
 		cfg.BodyTimeout = 30 * time.Second
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = NewMetrics(cfg.Registry, cfg.Store)
+		cfg.Metrics = metrics.New(cfg.Registry, cfg.Store)
 	}
 	if cfg.Acquirer == nil {
 		cfg.Acquirer = noLine{cfg.Store}
@@ -151,7 +152,7 @@ func New(cfg Config) (http.Handler, error) {
 	r.Use(mws...)
 	r.Use(s.accessLog, s.recoverer, headAsGet(r), s.headerLimit(cfg.MaxHeaderBytes), bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody),
 		withCORS(origins), s.authenticate)
-	dash := dashboard.New(dashboard.Config{Store: cfg.Store, Acquirer: cfg.Acquirer, Clock: cfg.Clock, Logger: cfg.Logger, Edge: dashEdge{s},
+	dash := dashboard.New(dashboard.Config{Store: cfg.Store, Acquirer: cfg.Acquirer, Clock: cfg.Clock, Logger: cfg.Logger, Edge: dashEdge{s}, Metrics: s.metrics,
 		Site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version, AuthOff: cfg.Auth.Off}, CSRFKey: auth.MAC(s.auth.cfg.Secret, "csrf"),
 		Started: s.started, Epoch: s.epoch, SignInRate: cfg.Auth.SignInRate, SignInBurst: cfg.Auth.SignInBurst,
 		SessionMax: s.auth.cfg.SessionMax, Gate: s.auth.gate, MaxSessionsPerKey: cfg.Auth.MaxDashboardSessionsPerKey})
@@ -381,7 +382,7 @@ func (s *server) accessLog(next http.Handler) http.Handler {
 			status = http.StatusOK
 		}
 		d := time.Since(start)
-		s.metrics.observeRequest(r.Method, route, status, d, info.long)
+		s.metrics.ObserveRequest(r.Method, route, status, d, info.long)
 		if !s.log.Enabled(r.Context(), slog.LevelInfo) {
 			return // the attributes below would be built for nothing
 		}

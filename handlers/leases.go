@@ -46,14 +46,14 @@ func (s *server) AcquireLease(ctx context.Context, req api.AcquireLeaseRequestOb
 		if wait > 0 {
 			waited(err)
 			markLong(ctx)
-			s.metrics.observeAcquireWait(err, s.clock.Now().Sub(start))
+			s.metrics.ObserveAcquireWait(err, s.clock.Now().Sub(start))
 		}
 		if err == nil {
-			s.metrics.op("acquire", nil)
+			s.metrics.Op("acquire", nil)
 			return leaseAnswer{wireLease(l, &s.epoch)}, nil
 		}
 	}
-	s.metrics.op("acquire", err)
+	s.metrics.Op("acquire", err)
 	pr := s.toProblem(ctx, err)
 	switch pr.Code {
 	case api.ProblemCodeLeaseHeld:
@@ -143,7 +143,7 @@ func (s *server) ttlParam(ms *int64) (time.Duration, error) {
 // RenewLease extends a lease.
 func (s *server) RenewLease(ctx context.Context, req api.RenewLeaseRequestObject) (api.RenewLeaseResponseObject, error) {
 	l, err := s.renew(ctx, req)
-	s.metrics.op("renew", err)
+	s.metrics.Op("renew", err)
 	if err != nil {
 		return problemAs[api.RenewLeasedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
@@ -177,7 +177,7 @@ func (s *server) ReleaseLease(ctx context.Context, req api.ReleaseLeaseRequestOb
 	if err == nil {
 		err = s.store.Release(ctx, req.Name, req.Body.LeaseId)
 	}
-	s.metrics.op("release", err)
+	s.metrics.Op("release", err)
 	if err != nil {
 		return problemAs[api.ReleaseLeasedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
@@ -190,7 +190,7 @@ func (s *server) RevokeLease(ctx context.Context, req api.RevokeLeaseRequestObje
 	if err == nil {
 		err = s.store.Revoke(ctx, req.Name, deref(req.Params.Token), principalOf(ctx).Actor())
 	}
-	s.metrics.op("revoke", err)
+	s.metrics.Op("revoke", err)
 	if err != nil {
 		return problemAs[api.RevokeLeasedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
@@ -283,7 +283,7 @@ func (s *server) RequestHandover(ctx context.Context, req api.RequestHandoverReq
 	if err == nil {
 		h, err = s.store.RequestHandover(ctx, req.Name, h)
 	}
-	s.metrics.op("handover", err)
+	s.metrics.Op("handover", err)
 	if err != nil {
 		return problemAs[api.RequestHandoverdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/metrics"
 )
 
 // statusOf is the one table from error code to HTTP status.
@@ -58,7 +59,7 @@ const (
 	codeHeaderTooLarge lease.Code = "header_too_large"
 	// codeCanceled is a request whose client left before the answer (e.g. a waiting acquire
 	// given up). No client reads it: it exists for the access log and the metrics.
-	codeCanceled lease.Code = "canceled"
+	codeCanceled lease.Code = metrics.Canceled
 )
 
 // statusClientClosed is the status logged for a request whose client left (nginx's 499).

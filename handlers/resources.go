@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/metrics"
 	"github.com/leasekeeper/leasekeeper/store"
 )
 
@@ -27,7 +28,7 @@ func (s *server) PutResource(ctx context.Context, req api.PutResourceRequestObje
 	if err != nil {
 		pr := s.toProblem(ctx, err)
 		if pr.Code == api.ProblemCodeStaleToken || pr.Code == api.ProblemCodeTokenNotIssued {
-			s.metrics.rejections.WithLabelValues(sourceResource).Inc()
+			s.metrics.Rejected(metrics.SourceResource)
 		}
 		return api.PutResourcedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
 	}
@@ -225,7 +226,7 @@ func (s *server) ReportRejection(ctx context.Context, req api.ReportRejectionReq
 	if err != nil {
 		return problemAs[api.ReportRejectiondefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
-	s.metrics.rejections.WithLabelValues(sourceReported).Inc()
+	s.metrics.Rejected(metrics.SourceReported)
 	return api.ReportRejection202JSONResponse(wireRejection(r)), nil
 }
 

@@ -12,7 +12,7 @@ import (
 // OpenSession opens a session of a holder.
 func (s *server) OpenSession(ctx context.Context, req api.OpenSessionRequestObject) (api.OpenSessionResponseObject, error) {
 	ss, err := s.openSession(ctx, req)
-	s.metrics.op("session_open", err)
+	s.metrics.Op("session_open", err)
 	if err != nil {
 		return problemAs[api.OpenSessiondefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
@@ -53,7 +53,7 @@ func (s *server) RenewSession(ctx context.Context, req api.RenewSessionRequestOb
 			ss, err = s.store.RenewSession(ctx, id, sessionActor(ctx), d)
 		}
 	}
-	s.metrics.op("session_renew", err)
+	s.metrics.Op("session_renew", err)
 	if err != nil {
 		return problemAs[api.RenewSessiondefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
@@ -67,7 +67,7 @@ func (s *server) CloseSession(ctx context.Context, req api.CloseSessionRequestOb
 	if err == nil {
 		ss, err = s.store.CloseSession(ctx, id, sessionActor(ctx))
 	}
-	s.metrics.op("session_close", err)
+	s.metrics.Op("session_close", err)
 	if err != nil {
 		return problemAs[api.CloseSessiondefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/metrics"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
@@ -32,7 +33,7 @@ func newStrict(t *testing.T) (*server, *lease.FakeClock) {
 	}
 	t.Cleanup(func() { st.Close() })
 	return &server{store: st, acquirer: noLine{st}, clock: clock, limits: lease.DefaultLimits(),
-		log: slog.New(slog.DiscardHandler), metrics: NewMetrics(prometheus.NewRegistry(), st), auth: newAuthn(AuthConfig{}, st, clock)}, clock
+		log: slog.New(slog.DiscardHandler), metrics: metrics.New(prometheus.NewRegistry(), st), auth: newAuthn(AuthConfig{}, st, clock)}, clock
 }
 
 func TestStrictAcquireLease(t *testing.T) {

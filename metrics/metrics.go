@@ -1,4 +1,8 @@
-package handlers
+// Package metrics is leasekeeper's Prometheus metrics of leases and requests, registered on
+// one registry made by the caller: fed by the store's commit hook (ObserveEvents), the watch
+// hub (ObserveDelivery) and the HTTP edge (operations, requests, waits, rejections, rate
+// limits).
+package metrics
 
 import (
 	"context"
@@ -26,18 +30,21 @@ type Metrics struct {
 
 // Sources of a stale-write rejection, the source label of leasekeeper_stale_writes_rejected_total.
 const (
-	sourceResource = "resource" // a fenced write to a resource this server keeps
-	sourceReported = "reported" // reported by a resource elsewhere (POST /v1/rejections)
+	SourceResource = "resource" // a fenced write to a resource this server keeps
+	SourceReported = "reported" // reported by a resource elsewhere (POST /v1/rejections)
 )
+
+// Canceled is the outcome of an operation whose client went away.
+const Canceled = "canceled"
 
 // heldCounter counts the leases held now.
 type heldCounter interface {
 	HeldCount(ctx context.Context, prefix string) (int, error)
 }
 
-// NewMetrics registers the metrics on reg. leasekeeper_leases_held is read from held at every
+// New registers the metrics on reg. leasekeeper_leases_held is read from held at every
 // scrape, so it is always true, whatever restarts or expiries happened.
-func NewMetrics(reg prometheus.Registerer, held heldCounter) *Metrics {
+func New(reg prometheus.Registerer, held heldCounter) *Metrics {
 	m := &Metrics{
 		ops: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasekeeper_lease_operations_total",
@@ -76,7 +83,7 @@ func NewMetrics(reg prometheus.Registerer, held heldCounter) *Metrics {
 			Help: "Requests refused 429 rate_limited by the per-key rate (--key-rate), by key id: as many series as API keys, which admins create.",
 		}, []string{"key"}),
 	}
-	for _, src := range []string{sourceResource, sourceReported} {
+	for _, src := range []string{SourceResource, SourceReported} {
 		m.rejections.WithLabelValues(src) // both series exist from the start, at 0
 	}
 	reg.MustRegister(m.ops, m.expirations, m.rejections, m.requests, m.longRequests, m.acquireWait, m.delivery, m.rateLimited,
@@ -88,8 +95,9 @@ func NewMetrics(reg prometheus.Registerer, held heldCounter) *Metrics {
 // to the hub as watch.Options.OnDeliver.
 func (m *Metrics) ObserveDelivery(age time.Duration) { m.delivery.Observe(max(age, 0).Seconds()) }
 
-func (m *Metrics) observeAcquireWait(err error, d time.Duration) {
-	m.acquireWait.WithLabelValues(outcome(err)).Observe(max(d, 0).Seconds())
+// ObserveAcquireWait records the time an acquire with wait_ms took before its answer.
+func (m *Metrics) ObserveAcquireWait(err error, d time.Duration) {
+	m.acquireWait.WithLabelValues(Outcome(err)).Observe(max(d, 0).Seconds())
 }
 
 // ObserveEvents counts committed events; wire it to the store's commit hook.
@@ -101,34 +109,41 @@ func (m *Metrics) ObserveEvents(evs []lease.Event) {
 	}
 }
 
-func (m *Metrics) rateLimit(keyID string) { m.rateLimited.WithLabelValues(keyID).Inc() }
+// RateLimited counts a request refused for its key's rate.
+func (m *Metrics) RateLimited(keyID string) { m.rateLimited.WithLabelValues(keyID).Inc() }
 
-func (m *Metrics) op(op string, err error) { m.ops.WithLabelValues(op, outcome(err)).Inc() }
+// Op counts a lease operation (acquire, renew, release, revoke, handover, session_*) by how it
+// ended.
+func (m *Metrics) Op(op string, err error) { m.ops.WithLabelValues(op, Outcome(err)).Inc() }
 
-// outcome labels how an operation ended: ok or an error code.
-func outcome(err error) string {
+// Rejected counts a stale write refused here (SourceResource) or reported (SourceReported).
+func (m *Metrics) Rejected(source string) { m.rejections.WithLabelValues(source).Inc() }
+
+// Outcome labels how an operation ended: ok, canceled or an error code.
+func Outcome(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
 	case errors.Is(err, context.Canceled):
-		return string(codeCanceled) // the client left (a handler's context ends no other way)
+		return Canceled // the client left (a handler's context ends no other way)
 	}
 	return string(lease.ErrorCode(err))
 }
 
-// observeRequest records a request's duration: a long-lived one (see markLong) in its own
-// histogram, so its minutes do not drown the milliseconds of the others.
-func (m *Metrics) observeRequest(method, route string, status int, d time.Duration, long bool) {
+// ObserveRequest records a request's duration by method, route pattern and status: a
+// long-lived one (a watch stream, an acquire that waits) in its own histogram, so its minutes
+// do not drown the milliseconds of the others.
+func (m *Metrics) ObserveRequest(method, route string, status int, d time.Duration, long bool) {
 	h := m.requests
 	if long {
 		h = m.longRequests
 	}
-	h.WithLabelValues(methodLabel(method), route, strconv.Itoa(status)).Observe(d.Seconds())
+	h.WithLabelValues(MethodLabel(method), route, strconv.Itoa(status)).Observe(d.Seconds())
 }
 
-// methodLabel bounds the method label: a client may send any token as a method, and each one
-// would otherwise be a new series.
-func methodLabel(method string) string {
+// MethodLabel bounds a label (or a span attribute) that names a request's method: a client may
+// send any token as a method, and each one would otherwise be a new series.
+func MethodLabel(method string) string {
 	switch method {
 	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
 		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
