@@ -6,12 +6,12 @@ package handlers
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/netip"
 	"os"
@@ -30,6 +30,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/watch"
 	"github.com/leasekeeper/leasekeeper/web"
+	"github.com/leasekeeper/leasekeeper/wire"
 )
 
 // Config is what the HTTP layer needs. Store, Clock, Registry and Logger are required.
@@ -446,7 +447,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // jsonBody prepares the body of a POST to the JSON API: it must be labelled JSON (or not
 // labelled; see jsonMediaType), else 415, and be exactly one JSON value: trailing data is
 // refused here, since the decoders downstream stop after the first value, and so is what
-// encoding/json would change without a word (see strictJSON).
+// encoding/json would change without a word (see wire.StrictJSON).
 func (s *server) jsonBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/v1/") || r.Body == nil {
@@ -467,11 +468,11 @@ func (s *server) jsonBody(next http.Handler) http.Handler {
 			s.writeProblem(w, r, err)
 			return
 		}
-		if trailingData(body) {
+		if wire.TrailingData(body) {
 			s.writeProblem(w, r, lease.Errorf(lease.CodeInvalid, "the body must be one JSON value, with nothing after it"))
 			return
 		}
-		if err := strictJSON(body); err != nil {
+		if err := wire.StrictJSON(body); err != nil {
 			s.writeProblem(w, r, err)
 			return
 		}
@@ -494,18 +495,20 @@ type bodyReader struct{ bytes.Reader }
 
 func (*bodyReader) Close() error { return nil }
 
-// trailingData reports whether body is a JSON value followed by more than white space. A body
-// that is not JSON at all is the validator's to refuse. json.Valid, one scan without a copy,
-// settles the usual case (one value, nothing after it); only the rest is decoded.
-func trailingData(body []byte) bool {
-	if json.Valid(body) {
+// jsonMediaType reports whether a request's Content-Type says JSON: application/json, with
+// parameters (a charset only of utf-8: JSON is UTF-8). A body without a Content-Type is taken as JSON too: a
+// client that labels nothing has not said it sends something else.
+func jsonMediaType(h http.Header) bool {
+	ct := h["Content-Type"]
+	switch {
+	case len(ct) == 0:
+		return true
+	case len(ct) > 1:
 		return false
+	case ct[0] == "application/json":
+		return true
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var v json.RawMessage
-	if err := dec.Decode(&v); err != nil {
-		return false
-	}
-	_, err := dec.Token()
-	return err != io.EOF
+	mt, params, err := mime.ParseMediaType(ct[0])
+	cs, ok := params["charset"]
+	return err == nil && mt == "application/json" && (!ok || strings.EqualFold(cs, "utf-8"))
 }

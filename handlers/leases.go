@@ -10,6 +10,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/wire"
 )
 
 // Acquirer grants leases, waiting in line first-come first-served when asked to wait.
@@ -50,7 +51,7 @@ func (s *server) AcquireLease(ctx context.Context, req api.AcquireLeaseRequestOb
 		}
 		if err == nil {
 			s.metrics.Op("acquire", nil)
-			return leaseAnswer{wireLease(l, &s.epoch)}, nil
+			return wire.LeaseAnswer{Body: wire.Lease(l, &s.epoch)}, nil
 		}
 	}
 	s.metrics.Op("acquire", err)
@@ -147,7 +148,7 @@ func (s *server) RenewLease(ctx context.Context, req api.RenewLeaseRequestObject
 	if err != nil {
 		return problemAs[api.RenewLeasedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
-	return leaseAnswer{wireLease(l, &s.epoch)}, nil
+	return wire.LeaseAnswer{Body: wire.Lease(l, &s.epoch)}, nil
 }
 
 func (s *server) renew(ctx context.Context, req api.RenewLeaseRequestObject) (lease.Lease, error) {
@@ -208,7 +209,7 @@ func (s *server) GetLease(ctx context.Context, req api.GetLeaseRequestObject) (a
 		return problemAs[api.GetLeasedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	st.Waiters = s.acquirer.Waiters(st.Name)
-	return api.GetLease200JSONResponse(wireState(st)), nil
+	return api.GetLease200JSONResponse(wire.State(st)), nil
 }
 
 // ListLeases lists leases by name.
@@ -231,7 +232,7 @@ func (s *server) ListLeases(ctx context.Context, req api.ListLeasesRequestObject
 			continue
 		}
 		st.Waiters = s.acquirer.Waiters(st.Name)
-		out.Leases = append(out.Leases, wireState(st))
+		out.Leases = append(out.Leases, wire.State(st))
 	}
 	return out, nil
 }
@@ -252,7 +253,7 @@ func (s *server) ListLeaseEvents(ctx context.Context, req api.ListLeaseEventsReq
 		if !who.SeesEvent(e) {
 			continue
 		}
-		out.Events = append(out.Events, wireEvent(e))
+		out.Events = append(out.Events, wire.Event(e))
 	}
 	return out, nil
 }
@@ -287,5 +288,5 @@ func (s *server) RequestHandover(ctx context.Context, req api.RequestHandoverReq
 	if err != nil {
 		return problemAs[api.RequestHandoverdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
-	return api.RequestHandover202JSONResponse(wireHandover(h)), nil
+	return api.RequestHandover202JSONResponse(wire.Handover(h)), nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/metrics"
+	"github.com/leasekeeper/leasekeeper/wire"
 )
 
 // statusOf is the one table from error code to HTTP status.
@@ -114,8 +115,8 @@ func (s *server) toProblem(ctx context.Context, err error) problem {
 	switch le.Code {
 	case lease.CodeHeld:
 		p.Holder = ptr(le.Holder)
-		p.ExpiresAt = optTime(le.ExpiresAt)
-		p.AvailableAt = optTime(le.AvailableAt)
+		p.ExpiresAt = wire.OptTime(le.ExpiresAt)
+		p.AvailableAt = wire.OptTime(le.AvailableAt)
 		until := le.AvailableAt
 		if until.IsZero() {
 			until = le.ExpiresAt
@@ -207,3 +208,11 @@ func cleanDecodeError(err error) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

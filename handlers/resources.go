@@ -15,6 +15,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/metrics"
 	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/wire"
 )
 
 // valueCSP is the policy of a stored value: sandboxed, no origin, nothing loads or runs.
@@ -33,9 +34,9 @@ func (s *server) PutResource(ctx context.Context, req api.PutResourceRequestObje
 		return api.PutResourcedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
 	}
 	// A write that created the resource answers 201 with where it lives (RFC 9110 §9.3.4).
-	a := resourceAnswer{body: wireResource(r), etag: etag(r)}
+	a := wire.ResourceAnswer{Body: wire.Resource(r), ETag: etag(r)}
 	if r.Version == 1 {
-		a.location = "/v1/resources/" + url.PathEscape(r.Name)
+		a.Location = "/v1/resources/" + url.PathEscape(r.Name)
 	}
 	return a, nil
 }
@@ -163,7 +164,7 @@ func (s *server) ListResourceWriters(ctx context.Context, req api.ListResourceWr
 	who := principalOf(ctx)
 	for i, x := range ws {
 		x.Lease, x.Holder = who.Attributed(x.Lease, x.Holder)
-		out.Writers[i] = wireWrite(x)
+		out.Writers[i] = wire.Write(x)
 	}
 	return out, nil
 }
@@ -197,7 +198,7 @@ func (s *server) ListResources(ctx context.Context, req api.ListResourcesRequest
 			continue
 		}
 		r.Lease, r.Holder = who.Attributed(r.Lease, r.Holder)
-		out.Resources = append(out.Resources, wireResource(r))
+		out.Resources = append(out.Resources, wire.Resource(r))
 	}
 	return out, nil
 }
@@ -215,7 +216,7 @@ func (s *server) ListRejections(ctx context.Context, req api.ListRejectionsReque
 		if !who.SeesRejection(r) {
 			continue
 		}
-		out.Rejections = append(out.Rejections, wireRejection(r))
+		out.Rejections = append(out.Rejections, wire.Rejection(r))
 	}
 	return out, nil
 }
@@ -227,7 +228,7 @@ func (s *server) ReportRejection(ctx context.Context, req api.ReportRejectionReq
 		return problemAs[api.ReportRejectiondefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	s.metrics.Rejected(metrics.SourceReported)
-	return api.ReportRejection202JSONResponse(wireRejection(r)), nil
+	return api.ReportRejection202JSONResponse(wire.Rejection(r)), nil
 }
 
 func (s *server) reportRejection(ctx context.Context, req api.ReportRejectionRequestObject) (lease.Rejection, error) {

@@ -7,6 +7,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/wire"
 )
 
 // OpenSession opens a session of a holder.
@@ -95,9 +96,9 @@ func sessionIDParam(ref string, b *api.SessionIDRequest) (string, error) {
 }
 
 func wireSession(ss lease.Session) api.Session {
-	out := api.Session{Session: ss.Ref, Holder: ss.Holder, TtlMs: ss.TTL.Milliseconds(), CreatedAt: wireTime(ss.CreatedAt),
-		RenewedAt: wireTime(ss.RenewedAt), ExpiresAt: wireTime(ss.ExpiresAt), ClosedAt: optTime(ss.ClosedAt),
-		Metadata: wireMetadata(ss.Metadata), Leases: ptr(ss.Leases)}
+	out := api.Session{Session: ss.Ref, Holder: ss.Holder, TtlMs: ss.TTL.Milliseconds(), CreatedAt: wire.Time(ss.CreatedAt),
+		RenewedAt: wire.Time(ss.RenewedAt), ExpiresAt: wire.Time(ss.ExpiresAt), ClosedAt: wire.OptTime(ss.ClosedAt),
+		Metadata: wire.Metadata(ss.Metadata), Leases: ptr(ss.Leases)}
 	if ss.ID != "" {
 		out.SessionId = ptr(ss.ID)
 	}

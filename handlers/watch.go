@@ -46,11 +46,8 @@ type stream struct {
 
 func (r stream) VisitWatchResponse(w http.ResponseWriter) error {
 	defer r.done()
-	if err := r.st.Serve(w, nil); err != nil { // the hub's EncodeEvent, shared by every watcher
+	if err := r.st.Serve(w, nil); err != nil { // the hub's encoder, shared by every watcher
 		r.log.log.Debug("watcher dropped", "err", err)
 	}
 	return nil
 }
-
-// EncodeEvent is an event as watch streams send it: give it to the hub as watch.Options.Encode.
-func EncodeEvent(e lease.Event) any { return wireEvent(e) }

@@ -148,9 +148,6 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 		}
 	}
 	clock := st.Clock()
-	if cfg.Watch.Encode == nil {
-		cfg.Watch.Encode = handlers.EncodeEvent
-	}
 	meters := metrics.New(cfg.Registry, st)
 	if cfg.Watch.OnDeliver == nil {
 		cfg.Watch.OnDeliver, cfg.Watch.Clock = meters.ObserveDelivery, clock

@@ -1,4 +1,7 @@
-package handlers
+// Package wire is the wire form of the domain's values: lease's types as the api types
+// generated from openapi.yaml, and the hand-written JSON of the hot routes' answers (acquire,
+// renew, a fenced write) and of the watch stream's events.
+package wire
 
 import (
 	"encoding/json"
@@ -9,17 +12,19 @@ import (
 	"github.com/leasekeeper/leasekeeper/wiretime"
 )
 
-// The wire says times in UTC with exactly three fractional digits (wiretime).
-func wireTime(t time.Time) api.Timestamp { return wiretime.From(t) }
+// Time is t on the wire: UTC with exactly three fractional digits (wiretime).
+func Time(t time.Time) api.Timestamp { return wiretime.From(t) }
 
-func optTime(t time.Time) *api.Timestamp {
+// OptTime is t on the wire, nil for the zero time.
+func OptTime(t time.Time) *api.Timestamp {
 	if t.IsZero() {
 		return nil
 	}
-	return ptr(wireTime(t))
+	return ptr(Time(t))
 }
 
-func wireMetadata(raw json.RawMessage) *api.Metadata {
+// Metadata is a lease's metadata on the wire, nil for none.
+func Metadata(raw json.RawMessage) *api.Metadata {
 	if len(raw) == 0 {
 		return nil
 	}
@@ -30,13 +35,13 @@ func wireMetadata(raw json.RawMessage) *api.Metadata {
 	return &m
 }
 
-// wireLease is a grant or renewal answer of the server started as epoch. The answers share
+// Lease is a grant or renewal answer of the server started as epoch. The answers share
 // epoch, which never changes, rather than each taking a copy.
-func wireLease(l lease.Lease, epoch *string) api.Lease {
+func Lease(l lease.Lease, epoch *string) api.Lease {
 	out := api.Lease{
 		Name: l.Name, Holder: l.Holder, Token: l.Token, TtlMs: l.TTL.Milliseconds(),
-		AcquiredAt: wireTime(l.AcquiredAt), RenewedAt: wireTime(l.RenewedAt), ExpiresAt: wireTime(l.ExpiresAt),
-		LockDelayMs: l.LockDelay.Milliseconds(), Metadata: wireMetadata(l.Metadata), ServerEpoch: epoch,
+		AcquiredAt: Time(l.AcquiredAt), RenewedAt: Time(l.RenewedAt), ExpiresAt: Time(l.ExpiresAt),
+		LockDelayMs: l.LockDelay.Milliseconds(), Metadata: Metadata(l.Metadata), ServerEpoch: epoch,
 	}
 	if l.ID != "" {
 		out.LeaseId = ptr(l.ID)
@@ -45,7 +50,7 @@ func wireLease(l lease.Lease, epoch *string) api.Lease {
 		out.ExtendedByRestartMs = ptr(ms)
 	}
 	if l.Handover != nil {
-		out.HandoverRequested = ptr(wireHandover(*l.Handover))
+		out.HandoverRequested = ptr(Handover(*l.Handover))
 	}
 	if l.Session != "" {
 		out.Session = ptr(l.Session)
@@ -56,8 +61,9 @@ func wireLease(l lease.Lease, epoch *string) api.Lease {
 	return out
 }
 
-func wireHandover(h lease.Handover) api.Handover {
-	out := api.Handover{Name: h.Name, Holder: h.Holder, Token: h.Token, RequestedAt: wireTime(h.At)}
+// Handover is a pending handover request on the wire.
+func Handover(h lease.Handover) api.Handover {
+	out := api.Handover{Name: h.Name, Holder: h.Holder, Token: h.Token, RequestedAt: Time(h.At)}
 	for _, f := range []struct {
 		dst **string
 		v   string
@@ -69,12 +75,13 @@ func wireHandover(h lease.Handover) api.Handover {
 	return out
 }
 
-func wireState(st lease.State) api.LeaseState {
+// State is a lease's state on the wire (never its lease_id).
+func State(st lease.State) api.LeaseState {
 	out := api.LeaseState{
 		Name: st.Name, Held: st.Held, Holder: st.Holder, Token: st.Token, TtlMs: st.TTL.Milliseconds(),
-		AcquiredAt: optTime(st.AcquiredAt), RenewedAt: optTime(st.RenewedAt), ExpiresAt: optTime(st.ExpiresAt),
-		EndedAt: optTime(st.EndedAt), LockDelayMs: st.LockDelay.Milliseconds(), AvailableAt: optTime(st.AvailableAt),
-		Metadata: wireMetadata(st.Metadata), Waiters: st.Waiters,
+		AcquiredAt: OptTime(st.AcquiredAt), RenewedAt: OptTime(st.RenewedAt), ExpiresAt: OptTime(st.ExpiresAt),
+		EndedAt: OptTime(st.EndedAt), LockDelayMs: st.LockDelay.Milliseconds(), AvailableAt: OptTime(st.AvailableAt),
+		Metadata: Metadata(st.Metadata), Waiters: st.Waiters,
 	}
 	if st.End != "" {
 		out.End = ptr(api.LeaseStateEnd(st.End))
@@ -83,17 +90,18 @@ func wireState(st lease.State) api.LeaseState {
 		out.Limit = ptr(st.Limit)
 		slots := make([]api.LeaseState, 0, len(st.Slots))
 		for _, sl := range st.Slots {
-			slots = append(slots, wireState(sl))
+			slots = append(slots, State(sl))
 		}
 		out.Slots = &slots
 	}
 	return out
 }
 
-func wireEvent(e lease.Event) api.Event {
+// Event is an event on the wire, as the history and the watch stream show it.
+func Event(e lease.Event) api.Event {
 	out := api.Event{
 		Seq: e.Seq, Type: api.EventType(e.Type), Name: e.Name, Token: e.Token, Holder: e.Holder,
-		At: wireTime(e.At), ExpiresAt: optTime(e.ExpiresAt), Metadata: wireMetadata(e.Metadata),
+		At: Time(e.At), ExpiresAt: OptTime(e.ExpiresAt), Metadata: Metadata(e.Metadata),
 	}
 	if e.Resource != "" {
 		out.Resource = ptr(e.Resource)
@@ -116,8 +124,9 @@ func wireEvent(e lease.Event) api.Event {
 	return out
 }
 
-func wireResource(r lease.Resource) api.ResourceInfo {
-	out := api.ResourceInfo{Resource: r.Name, Fence: r.Fence, Version: r.Version, UpdatedAt: wireTime(r.UpdatedAt),
+// Resource is a fenced resource's state on the wire.
+func Resource(r lease.Resource) api.ResourceInfo {
+	out := api.ResourceInfo{Resource: r.Name, Fence: r.Fence, Version: r.Version, UpdatedAt: Time(r.UpdatedAt),
 		Size: r.Size, ContentType: r.ContentType}
 	if r.Lease != "" {
 		out.Lease = ptr(r.Lease)
@@ -128,8 +137,9 @@ func wireResource(r lease.Resource) api.ResourceInfo {
 	return out
 }
 
-func wireWrite(x lease.Write) api.ResourceWrite {
-	out := api.ResourceWrite{Version: x.Version, Token: x.Token, At: wireTime(x.At), Size: x.Size, ContentType: x.ContentType}
+// Write is a resource's recorded write on the wire.
+func Write(x lease.Write) api.ResourceWrite {
+	out := api.ResourceWrite{Version: x.Version, Token: x.Token, At: Time(x.At), Size: x.Size, ContentType: x.ContentType}
 	if x.Lease != "" {
 		out.Lease = ptr(x.Lease)
 	}
@@ -139,9 +149,10 @@ func wireWrite(x lease.Write) api.ResourceWrite {
 	return out
 }
 
-func wireRejection(r lease.Rejection) api.Rejection {
+// Rejection is a refused write on the wire.
+func Rejection(r lease.Rejection) api.Rejection {
 	out := api.Rejection{Id: r.ID, Resource: r.Resource, PresentedToken: r.PresentedToken, CurrentFence: r.CurrentFence,
-		At: wireTime(r.At), Source: api.RejectionSource(r.Source)}
+		At: Time(r.At), Source: api.RejectionSource(r.Source)}
 	for _, f := range []struct {
 		dst **string
 		v   string
@@ -153,10 +164,4 @@ func wireRejection(r lease.Rejection) api.Rejection {
 	return out
 }
 
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
-}
+func ptr[T any](v T) *T { return &v }

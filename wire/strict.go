@@ -1,40 +1,20 @@
-package handlers
+package wire
 
 import (
 	"bytes"
 	"encoding/json"
-	"mime"
-	"net/http"
-	"strings"
+	"io"
 	"unicode/utf8"
 
 	"github.com/leasekeeper/leasekeeper/lease"
 )
 
-// jsonMediaType reports whether a request's Content-Type says JSON: application/json, with
-// parameters (a charset only of utf-8: JSON is UTF-8). A body without a Content-Type is taken as JSON too: a
-// client that labels nothing has not said it sends something else.
-func jsonMediaType(h http.Header) bool {
-	ct := h["Content-Type"]
-	switch {
-	case len(ct) == 0:
-		return true
-	case len(ct) > 1:
-		return false
-	case ct[0] == "application/json":
-		return true
-	}
-	mt, params, err := mime.ParseMediaType(ct[0])
-	cs, ok := params["charset"]
-	return err == nil && mt == "application/json" && (!ok || strings.EqualFold(cs, "utf-8"))
-}
-
-// strictJSON refuses what encoding/json would accept and change without a word: bytes that are
+// StrictJSON refuses what encoding/json would accept and change without a word: bytes that are
 // not UTF-8 and \u escapes of lone surrogates (both read as U+FFFD), and an object with two
 // members of one name (the last would win). body may be anything: what is not JSON is left to
 // the decoder to refuse, and the scan ends on any input (FuzzStrictJSON). Codes:
 // invalid_request.
-func strictJSON(body []byte) error {
+func StrictJSON(body []byte) error {
 	if !utf8.Valid(body) {
 		return lease.Errorf(lease.CodeInvalid, "the body is not valid UTF-8")
 	}
@@ -205,4 +185,20 @@ func (s *jsonScan) hex(i int) rune {
 		}
 	}
 	return r
+}
+
+// TrailingData reports whether body is a JSON value followed by more than white space. A body
+// that is not JSON at all is the validator's to refuse. json.Valid, one scan without a copy,
+// settles the usual case (one value, nothing after it); only the rest is decoded.
+func TrailingData(body []byte) bool {
+	if json.Valid(body) {
+		return false
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	var v json.RawMessage
+	if err := dec.Decode(&v); err != nil {
+		return false
+	}
+	_, err := dec.Token()
+	return err != io.EOF
 }

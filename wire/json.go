@@ -1,4 +1,4 @@
-package handlers
+package wire
 
 import (
 	"encoding/json"
@@ -18,39 +18,43 @@ import (
 // the generated types, so a field added to openapi.yaml and not here fails it); the rare nested
 // values (a handover, metadata) still go through encoding/json.
 
-// leaseAnswer is the 200 answer of acquire and renew.
-type leaseAnswer struct{ body api.Lease }
+// LeaseAnswer is the 200 answer of acquire and renew.
+type LeaseAnswer struct{ Body api.Lease }
 
-func (a leaseAnswer) VisitAcquireLeaseResponse(w http.ResponseWriter) error { return a.write(w) }
-func (a leaseAnswer) VisitRenewLeaseResponse(w http.ResponseWriter) error   { return a.write(w) }
+// VisitAcquireLeaseResponse writes the answer of an acquire.
+func (a LeaseAnswer) VisitAcquireLeaseResponse(w http.ResponseWriter) error { return a.write(w) }
 
-func (a leaseAnswer) write(w http.ResponseWriter) error {
-	b, err := appendLease(make([]byte, 0, 512), &a.body)
+// VisitRenewLeaseResponse writes the answer of a renewal.
+func (a LeaseAnswer) VisitRenewLeaseResponse(w http.ResponseWriter) error { return a.write(w) }
+
+func (a LeaseAnswer) write(w http.ResponseWriter) error {
+	b, err := appendLease(make([]byte, 0, 512), &a.Body)
 	if err != nil {
 		return err
 	}
 	h := w.Header()
 	h["Content-Type"] = []string{"application/json"}
-	h["Fencing-Token"] = []string{strconv.FormatInt(a.body.Token, 10)}
+	h["Fencing-Token"] = []string{strconv.FormatInt(a.Body.Token, 10)}
 	w.WriteHeader(http.StatusOK)
 	_, err = w.Write(b)
 	return err
 }
 
-// resourceAnswer is the 200 or 201 answer of a fenced write.
-type resourceAnswer struct {
-	body           api.ResourceInfo
-	etag, location string // location: on the write that created the resource, which answers 201
+// ResourceAnswer is the 200 or 201 answer of a fenced write.
+type ResourceAnswer struct {
+	Body           api.ResourceInfo
+	ETag, Location string // Location: on the write that created the resource, which answers 201
 }
 
-func (a resourceAnswer) VisitPutResourceResponse(w http.ResponseWriter) error {
-	b := appendResource(make([]byte, 0, 256), &a.body)
+// VisitPutResourceResponse writes the answer of a fenced write.
+func (a ResourceAnswer) VisitPutResourceResponse(w http.ResponseWriter) error {
+	b := appendResource(make([]byte, 0, 256), &a.Body)
 	h := w.Header()
 	h["Content-Type"] = []string{"application/json"}
-	h["Etag"] = []string{a.etag}
+	h["Etag"] = []string{a.ETag}
 	status := http.StatusOK
-	if a.location != "" {
-		h["Location"] = []string{a.location}
+	if a.Location != "" {
+		h["Location"] = []string{a.Location}
 		status = http.StatusCreated
 	}
 	w.WriteHeader(status)

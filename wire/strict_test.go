@@ -1,14 +1,13 @@
-package handlers
+package wire
 
 import (
 	"bytes"
 	"encoding/json"
-	"net/http"
 	"testing"
 	"unicode/utf8"
 )
 
-// duplicateMember is the reference for strictJSON's member check: encoding/json's own tokens,
+// duplicateMember is the reference for StrictJSON's member check: encoding/json's own tokens,
 // each object's names decoded and compared.
 func duplicateMember(body []byte) bool {
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -55,7 +54,7 @@ func duplicateMember(body []byte) bool {
 	}
 }
 
-// loneSurrogate is the reference for strictJSON's escape check: decoding a text whose strings
+// loneSurrogate is the reference for StrictJSON's escape check: decoding a text whose strings
 // come out with U+FFFD that the text does not spell.
 func loneSurrogate(body []byte) bool {
 	var v any
@@ -76,41 +75,25 @@ func FuzzStrictJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		err := strictJSON(body)
+		err := StrictJSON(body)
 		if !json.Valid(body) {
 			return // any answer, but no panic; the decoder refuses it
 		}
 		want := !utf8.Valid(body) || duplicateMember(body) || loneSurrogate(body)
 		if (err != nil) != want {
-			t.Fatalf("strictJSON(%q) = %v, want refused %v", body, err, want)
+			t.Fatalf("StrictJSON(%q) = %v, want refused %v", body, err, want)
 		}
 	})
-}
-
-func TestJSONMediaType(t *testing.T) {
-	for ct, want := range map[string]bool{"": true, "application/json": true, "application/json;charset=utf-8": true, "APPLICATION/JSON; Charset=\"UTF-8\"": true,
-		"application/json; charset=utf-16": false, "text/plain": false, "application/json, text/plain": false, ";": false} {
-		h := http.Header{}
-		if ct != "" {
-			h.Set("Content-Type", ct)
-		}
-		if got := jsonMediaType(h); got != want {
-			t.Errorf("jsonMediaType(%q) = %v, want %v", ct, got, want)
-		}
-	}
-	if jsonMediaType(http.Header{"Content-Type": {"application/json", "application/json"}}) {
-		t.Error("jsonMediaType(two Content-Type fields) = true, want false")
-	}
 }
 
 // BenchmarkStrictJSON: the cost strictJSON adds to an acquire's body, beside json.Valid's scan
 // that every body already gets.
 func BenchmarkStrictJSON(b *testing.B) {
 	body := []byte(`{"holder":"worker-3@host-a","ttl_ms":15000,"metadata":{"job":"nightly","shard":7}}`)
-	b.Run("strictJSON", func(b *testing.B) {
+	b.Run("StrictJSON", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if strictJSON(body) != nil {
+			if StrictJSON(body) != nil {
 				b.Fatal("refused")
 			}
 		}

@@ -1,4 +1,4 @@
-package handlers
+package wire
 
 import (
 	"encoding/json"
@@ -84,14 +84,14 @@ func TestWireJSONMatchesEncodingJSON(t *testing.T) {
 			fillWire(t, reflect.ValueOf(&h).Elem(), rnd, all)
 		}
 		same("acquire", api.AcquireLease200JSONResponse{Body: l, Headers: api.AcquireLease200ResponseHeaders{FencingToken: l.Token}}.VisitAcquireLeaseResponse,
-			leaseAnswer{l}.VisitAcquireLeaseResponse)
+			LeaseAnswer{l}.VisitAcquireLeaseResponse)
 		same("renew", api.RenewLease200JSONResponse{Body: l, Headers: api.RenewLease200ResponseHeaders{FencingToken: l.Token}}.VisitRenewLeaseResponse,
-			leaseAnswer{l}.VisitRenewLeaseResponse)
+			LeaseAnswer{l}.VisitRenewLeaseResponse)
 		same("put", api.PutResource200JSONResponse{Body: r, Headers: h}.VisitPutResourceResponse,
-			resourceAnswer{body: r, etag: h.ETag}.VisitPutResourceResponse)
+			ResourceAnswer{Body: r, ETag: h.ETag}.VisitPutResourceResponse)
 		loc := "/v1/resources/" + r.Resource
 		same("put created", api.PutResource201JSONResponse{Body: r, Headers: api.PutResource201ResponseHeaders{ETag: h.ETag, Location: loc}}.VisitPutResourceResponse,
-			resourceAnswer{body: r, etag: h.ETag, location: loc}.VisitPutResourceResponse)
+			ResourceAnswer{Body: r, ETag: h.ETag, Location: loc}.VisitPutResourceResponse)
 	}
 }
 
@@ -119,7 +119,7 @@ func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (d *discardWriter) WriteHeader(int)             {}
 
 // BenchmarkLeaseAnswer compares a renewal's answer written by the generated strict server with
-// the fast encoder (go test -bench LeaseAnswer ./handlers).
+// the fast encoder (go test -bench LeaseAnswer ./wire).
 func BenchmarkLeaseAnswer(b *testing.B) {
 	at := wiretime.From(time.Date(2026, 11, 29, 8, 45, 13, 120e6, time.UTC))
 	epoch := "ep_Xk2v9QmB0aE"
@@ -134,7 +134,7 @@ func BenchmarkLeaseAnswer(b *testing.B) {
 	b.Run("fast", func(b *testing.B) {
 		w := &discardWriter{h: http.Header{}}
 		for b.Loop() {
-			leaseAnswer{l}.VisitRenewLeaseResponse(w)
+			LeaseAnswer{l}.VisitRenewLeaseResponse(w)
 		}
 	})
 }
