@@ -290,11 +290,13 @@ func (a *authn) ended(id string) {
 	a.gate.Forget(id)
 }
 
-// rule is who may call an operation: the right it needs and the names it acts on.
+// rule is who may call an operation: the right it needs and the names it acts on; or, for a
+// HEAD operation, the GET operation it is served as (headAsGet), whose rule it follows.
 type rule struct {
 	public bool
 	right  auth.Right
 	names  func(req any) []string
+	asGet  string
 }
 
 func named[T any](f func(T) []string) func(any) []string {
@@ -337,14 +339,27 @@ var rules = map[string]rule{
 	"createKey":      {right: auth.Manage},
 	"listKeys":       {right: auth.Manage},
 	"revokeKey":      {right: auth.Manage},
+	// The HEAD operations: the request goes on as its GET, checked by the GET's rule.
+	"headLeases":          {asGet: "listLeases"},
+	"headLease":           {asGet: "getLease"},
+	"headLeaseEvents":     {asGet: "listLeaseEvents"},
+	"headResources":       {asGet: "listResources"},
+	"headResource":        {asGet: "getResource"},
+	"headResourceWriters": {asGet: "listResourceWriters"},
+	"headRejections":      {asGet: "listRejections"},
+	"headWatch":           {asGet: "watch"},
+	"headKeys":            {asGet: "listKeys"},
+	"headHealthz":         {asGet: "healthz"},
+	"headReadyz":          {asGet: "readyz"},
 }
 
 // Rules lists the operation ids that have an access rule (for tests that check every
-// operation of the spec has one).
-func Rules() []string {
-	out := make([]string, 0, len(rules))
-	for id := range rules {
-		out = append(out, id)
+// operation of the spec has one), each HEAD operation with the GET it is served as; the
+// others with "".
+func Rules() map[string]string {
+	out := make(map[string]string, len(rules))
+	for id, rl := range rules {
+		out[id] = rl.asGet
 	}
 	return out
 }
@@ -357,6 +372,9 @@ type authorizer map[string]rule
 func newAuthorizer() authorizer {
 	a := make(authorizer, len(rules))
 	for id, rl := range rules {
+		if rl.asGet != "" {
+			rl = rules[rl.asGet] // were it ever routed as itself, it is still the GET
+		}
 		a[strings.ToUpper(id[:1])+id[1:]] = rl
 	}
 	return a
