@@ -24,6 +24,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/auth"
+	"github.com/leasekeeper/leasekeeper/authz"
 	"github.com/leasekeeper/leasekeeper/dashboard"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/metrics"
@@ -181,7 +182,7 @@ func New(cfg Config) (http.Handler, error) {
 	dash.Routes(r)
 	r.Group(func(r chi.Router) {
 		r.Use(noStore, sameOrigin, s.jsonBody, s.validate(routes))
-		strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{newAuthorizer().authorize}, api.StrictHTTPServerOptions{
+		strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{authz.Middleware(principalOf)}, api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  s.requestError,
 			ResponseErrorHandlerFunc: s.responseError,
 		})

@@ -9,7 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/leasekeeper/leasekeeper"
-	"github.com/leasekeeper/leasekeeper/handlers"
+	"github.com/leasekeeper/leasekeeper/authz"
 )
 
 // TestHeadDeclaredWhereServed checks openapi.yaml against the server: every API path the
@@ -21,7 +21,7 @@ func TestHeadDeclaredWhereServed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rules := handlers.Rules()
+	rules := authz.Rules()
 	for path, item := range spec.Paths.Map() {
 		switch {
 		case item.Get != nil && item.Head == nil:
