@@ -466,7 +466,7 @@ func TestLostAnswers(t *testing.T) {
 // Idempotency-Key answers a retried acquire lease_held against itself, which no order explains.
 func TestLostAnswersCatchesIgnoredIdempotencyKey(t *testing.T) {
 	bin := binary(t, mutation{file: "handlers/leases.go",
-		find: "p.IdempotencyKey, err = s.auth.idempotencyKey(who, p.Name, p.IdempotencyKey)",
+		find: "p.IdempotencyKey, err = auth.IdempotencyKey(s.auth.cfg.Secret, who, p.Name, p.IdempotencyKey)",
 		repl: "p.IdempotencyKey = \"\""})
 	res, fig := lostAnswers(t, bin, 3*time.Second)
 	t.Logf("with Idempotency-Key ignored: %s", fig)

@@ -7,6 +7,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/wire"
 )
 
 // AcquireAll grants several names, all or none.
@@ -14,22 +15,22 @@ func (s *server) AcquireAll(ctx context.Context, req api.AcquireAllRequestObject
 	p, wait, err := s.acquireAllParams(req)
 	if err == nil {
 		who := principalOf(ctx)
-		p.Owner, p.MaxHeld = who.KeyID, s.auth.maxHeld(who)
+		p.Owner, p.MaxHeld = who.KeyID, s.auth.gate.MaxHeld(who)
 		var ls []lease.Lease
 		err = s.acquireWaiting(ctx, wait, func(ctx context.Context) (err error) {
 			ls, err = s.acquirer.AcquireAll(ctx, p, wait)
 			return err
 		})
 		if err == nil {
-			s.metrics.op("acquire_all", nil)
+			s.metrics.Op("acquire_all", nil)
 			out := api.AcquireAll200JSONResponse{Leases: make([]api.Lease, len(ls))}
 			for i, l := range ls {
-				out.Leases[i] = wireLease(l, &s.epoch)
+				out.Leases[i] = wire.Lease(l, &s.epoch)
 			}
 			return out, nil
 		}
 	}
-	s.metrics.op("acquire_all", err)
+	s.metrics.Op("acquire_all", err)
 	pr := s.toProblem(ctx, err)
 	switch pr.Code {
 	case api.ProblemCodeLeaseHeld:

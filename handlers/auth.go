@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -14,8 +13,8 @@ import (
 
 	"golang.org/x/time/rate"
 
-	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/auth"
+	"github.com/leasekeeper/leasekeeper/dashboard"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 )
@@ -56,9 +55,6 @@ type AuthConfig struct {
 	SessionIdle, SessionMax time.Duration
 }
 
-// SessionCookie is the dashboard session's cookie.
-const SessionCookie = "lk_session"
-
 // keyCacheTTL bounds how long a key read from the store is trusted without reading it again.
 // A revocation through this process takes effect at once; one made through another process
 // sharing the database, within this time.
@@ -73,12 +69,11 @@ type authn struct {
 	store store.Store
 	clock lease.Clock
 
-	mu      sync.Mutex
-	cache   map[[32]byte]cachedKey
-	lives   map[string]*keyLife // key id → ends when the key is revoked
-	limiter map[string]*rate.Limiter
-	held    map[string]*[2]int // key id → waits, watches in progress
-	signIns *signInGuard
+	gate *auth.Gate
+
+	mu    sync.Mutex
+	cache map[[32]byte]cachedKey
+	lives map[string]*keyLife // key id → ends when the key is revoked
 }
 
 type cachedKey struct {
@@ -102,8 +97,9 @@ func newAuthn(cfg AuthConfig, st store.Store, clock lease.Clock) *authn {
 	if cfg.SessionMax == 0 {
 		cfg.SessionMax = 12 * time.Hour
 	}
-	return &authn{cfg: cfg, store: st, clock: clock, cache: map[[32]byte]cachedKey{}, lives: map[string]*keyLife{},
-		limiter: map[string]*rate.Limiter{}, held: map[string]*[2]int{}, signIns: newSignInGuard(cfg.SignInRate, cfg.SignInBurst)}
+	gate := auth.NewGate(auth.Limits{Rate: cfg.Rate, Burst: cfg.Burst, MaxHeld: cfg.MaxHeldPerKey, MaxWaits: cfg.MaxWaitsPerKey,
+		MaxWatches: cfg.MaxWatchesPerKey, MaxSessions: cfg.MaxSessionsPerKey, ResourceQuota: cfg.ResourceQuota})
+	return &authn{cfg: cfg, store: st, clock: clock, gate: gate, cache: map[[32]byte]cachedKey{}, lives: map[string]*keyLife{}}
 }
 
 type principalInfo struct {
@@ -152,8 +148,8 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			s.deny(w, r, err)
 			return
 		}
-		if err := a.allowRate(pi.p); err != nil {
-			s.metrics.rateLimit(pi.p.KeyID)
+		if err := a.gate.AllowRate(pi.p); err != nil {
+			s.metrics.RateLimited(pi.p.KeyID)
 			s.writeProblem(w, r, err)
 			return
 		}
@@ -166,7 +162,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 // deny answers a request without a valid key: a browser asking for a page is sent to sign in,
 // everything else gets 401 with a Bearer challenge.
 func (s *server) deny(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Method == http.MethodGet && wantsHTML(r) && r.Header.Get("LK-Fragment") == "" {
+	if r.Method == http.MethodGet && dashboard.WantsHTML(r) && r.Header.Get("LK-Fragment") == "" {
 		http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 		return
 	}
@@ -190,7 +186,7 @@ func (a *authn) principal(r *http.Request) (principalInfo, error) {
 		}
 		return principalInfo{p: k.Principal()}, nil
 	}
-	if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
+	if c, err := r.Cookie(dashboard.SessionCookie); err == nil && c.Value != "" {
 		return a.sessionPrincipal(r.Context(), c.Value)
 	}
 	return principalInfo{}, lease.Errorf(lease.CodeUnauthenticated, "this request needs an API key: send \"Authorization: Bearer <key>\"")
@@ -227,7 +223,7 @@ func (a *authn) key(ctx context.Context, secret string) (auth.Key, error) {
 // sessionPrincipal returns the principal of a live dashboard session. Codes: unauthenticated.
 func (a *authn) sessionPrincipal(ctx context.Context, secret string) (principalInfo, error) {
 	h := auth.Hash(secret)
-	ses, err := a.store.Session(ctx, h)
+	ses, err := a.store.SignIn(ctx, h)
 	if lease.IsCode(err, lease.CodeNotFound) {
 		return principalInfo{}, lease.Errorf(lease.CodeUnauthenticated, "the dashboard session has ended; sign in again")
 	}
@@ -236,13 +232,13 @@ func (a *authn) sessionPrincipal(ctx context.Context, secret string) (principalI
 	}
 	now := a.clock.Now()
 	if ses.Key.Revoked() || now.Sub(ses.LastSeen) > a.cfg.SessionIdle {
-		a.store.DeleteSession(context.WithoutCancel(ctx), h)
+		a.store.DeleteSignIn(context.WithoutCancel(ctx), h)
 		return principalInfo{}, lease.Errorf(lease.CodeUnauthenticated, "the dashboard session has ended; sign in again")
 	}
 	// Record use for the idle expiry, at most once a minute: a write per page view would be
 	// wasteful.
 	if now.Sub(ses.LastSeen) > time.Minute {
-		if err := a.store.TouchSession(ctx, h); err != nil {
+		if err := a.store.TouchSignIn(ctx, h); err != nil {
 			return principalInfo{}, fmt.Errorf("touch session: %w", err)
 		}
 	}
@@ -290,233 +286,5 @@ func (a *authn) ended(id string) {
 		l.cancel()
 		delete(a.lives, id)
 	}
-	delete(a.limiter, id)
-}
-
-// allowRate applies the per-key request rate to non-admin keys. Codes: rate_limited.
-func (a *authn) allowRate(p auth.Principal) error {
-	if a.cfg.Rate == 0 || p.KeyID == "" || p.IsAdmin() {
-		return nil
-	}
-	a.mu.Lock()
-	l, ok := a.limiter[p.KeyID]
-	if !ok {
-		l = rate.NewLimiter(a.cfg.Rate, max(1, a.cfg.Burst))
-		a.limiter[p.KeyID] = l
-	}
-	a.mu.Unlock()
-	if l.Allow() {
-		return nil
-	}
-	return &lease.Error{Code: lease.CodeRateLimited, Message: fmt.Sprintf("API key %s sent more than %g requests a second (burst %d)", p.KeyID, float64(a.cfg.Rate), l.Burst())}
-}
-
-// Kinds of long requests a key may hold only so many of.
-const (
-	holdWait = iota
-	holdWatch
-)
-
-// hold reserves one long request of a kind for a non-admin key, within its cap. Call the
-// returned func when it ends. Codes: too_many_waiters, too_many_watchers.
-func (a *authn) hold(p auth.Principal, kind int) (func(), error) {
-	limit := a.cfg.MaxWaitsPerKey
-	if kind == holdWatch {
-		limit = a.cfg.MaxWatchesPerKey
-	}
-	if limit == 0 || p.KeyID == "" || p.IsAdmin() {
-		return func() {}, nil
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	n, ok := a.held[p.KeyID]
-	if !ok {
-		n = new([2]int)
-		a.held[p.KeyID] = n
-	}
-	if n[kind] >= limit {
-		if kind == holdWatch {
-			return nil, lease.Errorf(lease.CodeTooManyWatchers, "API key %s has %d watch streams open, the most one key may have", p.KeyID, n[kind])
-		}
-		return nil, lease.Errorf(lease.CodeTooManyWaiters, "API key %s has %d acquires waiting, the most one key may have", p.KeyID, n[kind])
-	}
-	n[kind]++
-	return func() {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		n[kind]--
-		if n[0] == 0 && n[1] == 0 {
-			delete(a.held, p.KeyID)
-		}
-	}, nil
-}
-
-// maxHeld is the cap on unexpired leases the principal's key may hold; 0 for none.
-func (a *authn) maxHeld(p auth.Principal) int {
-	if !capped(p) {
-		return 0
-	}
-	return a.cfg.MaxHeldPerKey
-}
-
-// maxSessions is the cap on open sessions the principal's key may have; 0 for none.
-func (a *authn) maxSessions(p auth.Principal) int {
-	if !capped(p) {
-		return 0
-	}
-	return a.cfg.MaxSessionsPerKey
-}
-
-// quota is the resource quota of the principal's key; zero for none.
-func (a *authn) quota(p auth.Principal) lease.Quota {
-	if !capped(p) {
-		return lease.Quota{}
-	}
-	return a.cfg.ResourceQuota
-}
-
-// capped reports whether the per-key caps apply: not to an admin key, nor with keys off.
-func capped(p auth.Principal) bool { return p.KeyID != "" && !p.IsAdmin() }
-
-// idempotencyKey scopes a client's Idempotency-Key to the calling key and the lease name, and
-// keys it with the server's secret: what the store keeps cannot be guessed from public fields
-// nor recovered from a copy of the database.
-func (a *authn) idempotencyKey(p auth.Principal, name, key string) (string, error) {
-	if key == "" {
-		return "", nil
-	}
-	if len(key) < 16 || len(key) > 255 {
-		return "", lease.Errorf(lease.CodeInvalid, "Idempotency-Key must be 16 to 255 characters, got %d (use a random UUID)", len(key))
-	}
-	for _, c := range key {
-		if c < ' ' || c > '~' {
-			return "", lease.Errorf(lease.CodeInvalid, "Idempotency-Key must be printable ASCII")
-		}
-	}
-	return fmt.Sprintf("%x", auth.MAC(a.cfg.Secret, "idempotency", p.KeyID, name, key)), nil
-}
-
-// rule is who may call an operation: the right it needs and the names it acts on.
-type rule struct {
-	public bool
-	right  auth.Right
-	names  func(req any) []string
-}
-
-func named[T any](f func(T) []string) func(any) []string {
-	return func(req any) []string { return f(req.(T)) }
-}
-
-// rules is every operation of openapi.yaml with its access rule. An operation missing here is
-// refused to everyone (and fails the authorization matrix test).
-var rules = map[string]rule{
-	"healthz":         {public: true},
-	"readyz":          {public: true},
-	"listLeases":      {right: auth.Read},
-	"getLease":        {right: auth.Read, names: named(func(r api.GetLeaseRequestObject) []string { return []string{r.Name} })},
-	"listLeaseEvents": {right: auth.Read, names: named(func(r api.ListLeaseEventsRequestObject) []string { return []string{r.Name} })},
-	"acquireLease":    {right: auth.Write, names: named(func(r api.AcquireLeaseRequestObject) []string { return []string{r.Name} })},
-	"acquireAll": {right: auth.Write, names: named(func(r api.AcquireAllRequestObject) []string {
-		if r.Body == nil {
-			return nil
-		}
-		return r.Body.Names
-	})},
-	"renewLease":      {right: auth.Write, names: named(func(r api.RenewLeaseRequestObject) []string { return []string{r.Name} })},
-	"releaseLease":    {right: auth.Write, names: named(func(r api.ReleaseLeaseRequestObject) []string { return []string{r.Name} })},
-	"revokeLease":     {right: auth.Manage},
-	"openSession":     {right: auth.Write},
-	"renewSession":    {right: auth.Write},
-	"closeSession":    {right: auth.Write},
-	"requestHandover": {right: auth.Write, names: named(func(r api.RequestHandoverRequestObject) []string { return []string{r.Name} })},
-	"listResources":   {right: auth.Read},
-	"getResource":     {right: auth.Read, names: named(func(r api.GetResourceRequestObject) []string { return []string{r.Resource} })},
-	"listResourceWriters": {right: auth.Read, names: named(func(r api.ListResourceWritersRequestObject) []string {
-		return []string{r.Resource}
-	})},
-	"putResource": {right: auth.Write, names: named(func(r api.PutResourceRequestObject) []string {
-		return []string{r.Resource, deref(r.Params.LeaseName)}
-	})},
-	"listRejections": {right: auth.Read},
-	"reportRejection": {right: auth.Write, names: named(func(r api.ReportRejectionRequestObject) []string {
-		if r.Body == nil {
-			return nil
-		}
-		return []string{r.Body.Resource, deref(r.Body.Lease)}
-	})},
-	"deleteResource": {right: auth.Manage},
-	"watch":          {right: auth.Read},
-	"createKey":      {right: auth.Manage},
-	"listKeys":       {right: auth.Manage},
-	"revokeKey":      {right: auth.Manage},
-}
-
-// Rules lists the operation ids that have an access rule (for tests that check every
-// operation of the spec has one).
-func Rules() []string {
-	out := make([]string, 0, len(rules))
-	for id := range rules {
-		out = append(out, id)
-	}
-	return out
-}
-
-// authorizer is rules by the names the generated code gives operations, in Go's style
-// (AcquireLease; the spec and rules say acquireLease). The strict server names the operation
-// to its middleware on every request: looked up as given, it costs no new string.
-type authorizer map[string]rule
-
-func newAuthorizer() authorizer {
-	a := make(authorizer, len(rules))
-	for id, rl := range rules {
-		a[strings.ToUpper(id[:1])+id[1:]] = rl
-	}
-	return a
-}
-
-// authorize is the strict server's middleware that checks each operation's rule.
-func (a authorizer) authorize(f api.StrictHandlerFunc, operationID string) api.StrictHandlerFunc {
-	rl, ok := a[operationID]
-	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, req any) (any, error) {
-		if !ok {
-			return nil, lease.Errorf(lease.CodeForbidden, "operation %s has no access rule", operationID)
-		}
-		if !rl.public {
-			var names []string
-			if rl.names != nil {
-				names = rl.names(req)
-			}
-			if err := principalOf(ctx).Allow(rl.right, names...); err != nil {
-				return nil, err
-			}
-		}
-		return f(ctx, w, r, req)
-	}
-}
-
-// retryAfterRate is the Retry-After of a rate-limited request: the time one token takes.
-func (a *authn) retryAfterRate() int {
-	if a.cfg.Rate <= 0 {
-		return 1
-	}
-	return max(1, int(math.Ceil(1/float64(a.cfg.Rate))))
-}
-
-// scope narrows a list under prefix to what the caller may read: the prefix to ask the store
-// for, a check for each item's names (nil when every item is in scope), and none when nothing
-// under prefix is.
-func scope(ctx context.Context, prefix string) (narrowed string, keep func(names ...string) bool, none bool) {
-	p := principalOf(ctx)
-	narrowed, check, none := p.Narrow(prefix)
-	if check {
-		keep = func(names ...string) bool {
-			for _, n := range names {
-				if n != "" && p.InScope(n) {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	return narrowed, keep, none
+	a.gate.Forget(id)
 }

@@ -6,12 +6,12 @@ package handlers
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"go.opentelemetry.io/otel/trace"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"net/netip"
 	"os"
@@ -24,10 +24,14 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/auth"
+	"github.com/leasekeeper/leasekeeper/authz"
+	"github.com/leasekeeper/leasekeeper/dashboard"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/metrics"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/watch"
 	"github.com/leasekeeper/leasekeeper/web"
+	"github.com/leasekeeper/leasekeeper/wire"
 )
 
 // Config is what the HTTP layer needs. Store, Clock, Registry and Logger are required.
@@ -36,7 +40,7 @@ type Config struct {
 	Clock    lease.Clock
 	Limits   lease.Limits
 	Registry *prometheus.Registry
-	Metrics  *Metrics
+	Metrics  *metrics.Metrics
 	Logger   *slog.Logger
 	// Acquirer grants leases with waiting; nil means no waiting line (wait_ms is refused).
 	Acquirer Acquirer
@@ -84,7 +88,7 @@ type server struct {
 	clock    lease.Clock
 	limits   lease.Limits
 	log      *slog.Logger
-	metrics  *Metrics
+	metrics  *metrics.Metrics
 	hub      *watch.Hub
 	auth     *authn
 	epoch    string
@@ -117,7 +121,7 @@ func New(cfg Config) (http.Handler, error) {
 		cfg.BodyTimeout = 30 * time.Second
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = NewMetrics(cfg.Registry, cfg.Store)
+		cfg.Metrics = metrics.New(cfg.Registry, cfg.Store)
 	}
 	if cfg.Acquirer == nil {
 		cfg.Acquirer = noLine{cfg.Store}
@@ -150,12 +154,13 @@ func New(cfg Config) (http.Handler, error) {
 	r.Use(mws...)
 	r.Use(s.accessLog, s.recoverer, headAsGet(r), s.headerLimit(cfg.MaxHeaderBytes), bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody),
 		withCORS(origins), s.authenticate)
-	dash := &dashboard{s: s, site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version, AuthOff: cfg.Auth.Off},
-		csrfKey: auth.MAC(s.auth.cfg.Secret, "csrf")}
+	dash := dashboard.New(dashboard.Config{Store: cfg.Store, Acquirer: cfg.Acquirer, Clock: cfg.Clock, Logger: cfg.Logger, Edge: dashEdge{s}, Metrics: s.metrics,
+		Site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version, AuthOff: cfg.Auth.Off}, CSRFKey: auth.MAC(s.auth.cfg.Secret, "csrf"),
+		Started: s.started, Epoch: s.epoch, SignInRate: cfg.Auth.SignInRate, SignInBurst: cfg.Auth.SignInBurst,
+		SessionMax: s.auth.cfg.SessionMax, Gate: s.auth.gate, MaxSessionsPerKey: cfg.Auth.MaxDashboardSessionsPerKey})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		if wantsHTML(r) {
-			dash.page(w, r, http.StatusNotFound, nil, web.ErrorInfo{Status: http.StatusNotFound,
-				Detail: "There is no page at " + r.URL.Path + "."})
+		if dashboard.WantsHTML(r) {
+			dash.NotFound(w, r)
 			return
 		}
 		s.writeProblem(w, r, lease.Errorf(lease.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
@@ -174,10 +179,10 @@ func New(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	dash.routes(r)
+	dash.Routes(r)
 	r.Group(func(r chi.Router) {
 		r.Use(noStore, sameOrigin, s.jsonBody, s.validate(routes))
-		strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{newAuthorizer().authorize}, api.StrictHTTPServerOptions{
+		strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{authz.Middleware(principalOf)}, api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  s.requestError,
 			ResponseErrorHandlerFunc: s.responseError,
 		})
@@ -379,7 +384,7 @@ func (s *server) accessLog(next http.Handler) http.Handler {
 			status = http.StatusOK
 		}
 		d := time.Since(start)
-		s.metrics.observeRequest(r.Method, route, status, d, info.long)
+		s.metrics.ObserveRequest(r.Method, route, status, d, info.long)
 		if !s.log.Enabled(r.Context(), slog.LevelInfo) {
 			return // the attributes below would be built for nothing
 		}
@@ -443,7 +448,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // jsonBody prepares the body of a POST to the JSON API: it must be labelled JSON (or not
 // labelled; see jsonMediaType), else 415, and be exactly one JSON value: trailing data is
 // refused here, since the decoders downstream stop after the first value, and so is what
-// encoding/json would change without a word (see strictJSON).
+// encoding/json would change without a word (see wire.StrictJSON).
 func (s *server) jsonBody(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/v1/") || r.Body == nil {
@@ -464,11 +469,11 @@ func (s *server) jsonBody(next http.Handler) http.Handler {
 			s.writeProblem(w, r, err)
 			return
 		}
-		if trailingData(body) {
+		if wire.TrailingData(body) {
 			s.writeProblem(w, r, lease.Errorf(lease.CodeInvalid, "the body must be one JSON value, with nothing after it"))
 			return
 		}
-		if err := strictJSON(body); err != nil {
+		if err := wire.StrictJSON(body); err != nil {
 			s.writeProblem(w, r, err)
 			return
 		}
@@ -491,18 +496,20 @@ type bodyReader struct{ bytes.Reader }
 
 func (*bodyReader) Close() error { return nil }
 
-// trailingData reports whether body is a JSON value followed by more than white space. A body
-// that is not JSON at all is the validator's to refuse. json.Valid, one scan without a copy,
-// settles the usual case (one value, nothing after it); only the rest is decoded.
-func trailingData(body []byte) bool {
-	if json.Valid(body) {
+// jsonMediaType reports whether a request's Content-Type says JSON: application/json, with
+// parameters (a charset only of utf-8: JSON is UTF-8). A body without a Content-Type is taken as JSON too: a
+// client that labels nothing has not said it sends something else.
+func jsonMediaType(h http.Header) bool {
+	ct := h["Content-Type"]
+	switch {
+	case len(ct) == 0:
+		return true
+	case len(ct) > 1:
 		return false
+	case ct[0] == "application/json":
+		return true
 	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	var v json.RawMessage
-	if err := dec.Decode(&v); err != nil {
-		return false
-	}
-	_, err := dec.Token()
-	return err != io.EOF
+	mt, params, err := mime.ParseMediaType(ct[0])
+	cs, ok := params["charset"]
+	return err == nil && mt == "application/json" && (!ok || strings.EqualFold(cs, "utf-8"))
 }

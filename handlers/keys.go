@@ -7,6 +7,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/wire"
 )
 
 // CreateKey creates an API key and shows its secret once.
@@ -86,8 +87,8 @@ func (s *server) revokeKey(ctx context.Context, id string) error {
 }
 
 func wireKey(k auth.Key) api.Key {
-	out := api.Key{Id: k.ID, Label: k.Label, Role: api.Role(k.Role), Prefixes: k.Prefixes, CreatedAt: wireTime(k.CreatedAt),
-		RevokedAt: optTime(k.RevokedAt)}
+	out := api.Key{Id: k.ID, Label: k.Label, Role: api.Role(k.Role), Prefixes: k.Prefixes, CreatedAt: wire.Time(k.CreatedAt),
+		RevokedAt: wire.OptTime(k.RevokedAt)}
 	if out.Prefixes == nil {
 		out.Prefixes = []string{}
 	}

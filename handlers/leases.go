@@ -7,8 +7,10 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/wire"
 )
 
 // Acquirer grants leases, waiting in line first-come first-served when asked to wait.
@@ -25,8 +27,8 @@ func (s *server) AcquireLease(ctx context.Context, req api.AcquireLeaseRequestOb
 	p, wait, err := s.acquireParams(req)
 	if err == nil {
 		who := principalOf(ctx)
-		p.Owner, p.MaxHeld = who.KeyID, s.auth.maxHeld(who)
-		p.IdempotencyKey, err = s.auth.idempotencyKey(who, p.Name, p.IdempotencyKey)
+		p.Owner, p.MaxHeld = who.KeyID, s.auth.gate.MaxHeld(who)
+		p.IdempotencyKey, err = auth.IdempotencyKey(s.auth.cfg.Secret, who, p.Name, p.IdempotencyKey)
 	}
 	if err == nil {
 		var l lease.Lease
@@ -35,11 +37,11 @@ func (s *server) AcquireLease(ctx context.Context, req api.AcquireLeaseRequestOb
 			return err
 		})
 		if err == nil {
-			s.metrics.op("acquire", nil)
-			return leaseAnswer{wireLease(l, &s.epoch)}, nil
+			s.metrics.Op("acquire", nil)
+			return wire.LeaseAnswer{Body: wire.Lease(l, &s.epoch)}, nil
 		}
 	}
-	s.metrics.op("acquire", err)
+	s.metrics.Op("acquire", err)
 	pr := s.toProblem(ctx, err)
 	switch pr.Code {
 	case api.ProblemCodeLeaseHeld:
@@ -58,7 +60,7 @@ func (s *server) acquireWaiting(ctx context.Context, wait time.Duration, acquire
 		ctx, stop = s.auth.untilRevoked(ctx)
 		defer stop()
 		var err error
-		if done, err = s.auth.hold(principalOf(ctx), holdWait); err != nil {
+		if done, err = s.auth.gate.Hold(principalOf(ctx), auth.HoldWait); err != nil {
 			return err
 		}
 		defer done()
@@ -72,7 +74,7 @@ func (s *server) acquireWaiting(ctx context.Context, wait time.Duration, acquire
 	if wait > 0 {
 		waited(err)
 		markLong(ctx)
-		s.metrics.observeAcquireWait(err, s.clock.Now().Sub(start))
+		s.metrics.ObserveAcquireWait(err, s.clock.Now().Sub(start))
 	}
 	return err
 }
@@ -177,11 +179,11 @@ func (s *server) ttlParam(ms *int64) (time.Duration, error) {
 // RenewLease extends a lease.
 func (s *server) RenewLease(ctx context.Context, req api.RenewLeaseRequestObject) (api.RenewLeaseResponseObject, error) {
 	l, err := s.renew(ctx, req)
-	s.metrics.op("renew", err)
+	s.metrics.Op("renew", err)
 	if err != nil {
 		return problemAs[api.RenewLeasedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
-	return leaseAnswer{wireLease(l, &s.epoch)}, nil
+	return wire.LeaseAnswer{Body: wire.Lease(l, &s.epoch)}, nil
 }
 
 func (s *server) renew(ctx context.Context, req api.RenewLeaseRequestObject) (lease.Lease, error) {
@@ -211,7 +213,7 @@ func (s *server) ReleaseLease(ctx context.Context, req api.ReleaseLeaseRequestOb
 	if err == nil {
 		err = s.store.Release(ctx, req.Name, req.Body.LeaseId)
 	}
-	s.metrics.op("release", err)
+	s.metrics.Op("release", err)
 	if err != nil {
 		return problemAs[api.ReleaseLeasedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
@@ -224,7 +226,7 @@ func (s *server) RevokeLease(ctx context.Context, req api.RevokeLeaseRequestObje
 	if err == nil {
 		err = s.store.Revoke(ctx, req.Name, deref(req.Params.Token), principalOf(ctx).Actor())
 	}
-	s.metrics.op("revoke", err)
+	s.metrics.Op("revoke", err)
 	if err != nil {
 		return problemAs[api.RevokeLeasedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
@@ -242,12 +244,12 @@ func (s *server) GetLease(ctx context.Context, req api.GetLeaseRequestObject) (a
 		return problemAs[api.GetLeasedefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
 	st.Waiters = s.acquirer.Waiters(st.Name)
-	return api.GetLease200JSONResponse(wireState(st)), nil
+	return api.GetLease200JSONResponse(wire.State(st)), nil
 }
 
 // ListLeases lists leases by name.
 func (s *server) ListLeases(ctx context.Context, req api.ListLeasesRequestObject) (api.ListLeasesResponseObject, error) {
-	prefix, keep, none := scope(ctx, deref(req.Params.Prefix))
+	prefix, keep, none := principalOf(ctx).ListScope(deref(req.Params.Prefix))
 	if none {
 		return api.ListLeases200JSONResponse{Leases: []api.LeaseState{}}, nil
 	}
@@ -265,7 +267,7 @@ func (s *server) ListLeases(ctx context.Context, req api.ListLeasesRequestObject
 			continue
 		}
 		st.Waiters = s.acquirer.Waiters(st.Name)
-		out.Leases = append(out.Leases, wireState(st))
+		out.Leases = append(out.Leases, wire.State(st))
 	}
 	return out, nil
 }
@@ -283,10 +285,10 @@ func (s *server) ListLeaseEvents(ctx context.Context, req api.ListLeaseEventsReq
 	out := api.ListLeaseEvents200JSONResponse{Events: make([]api.Event, 0, len(page.Items)), NextCursor: page.Next}
 	who := principalOf(ctx)
 	for _, e := range page.Items {
-		if !visible(who, e) {
+		if !who.SeesEvent(e) {
 			continue
 		}
-		out.Events = append(out.Events, wireEvent(e))
+		out.Events = append(out.Events, wire.Event(e))
 	}
 	return out, nil
 }
@@ -329,9 +331,9 @@ func (s *server) RequestHandover(ctx context.Context, req api.RequestHandoverReq
 	if err == nil {
 		h, err = s.store.RequestHandover(ctx, req.Name, h)
 	}
-	s.metrics.op("handover", err)
+	s.metrics.Op("handover", err)
 	if err != nil {
 		return problemAs[api.RequestHandoverdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
-	return api.RequestHandover202JSONResponse(wireHandover(h)), nil
+	return api.RequestHandover202JSONResponse(wire.Handover(h)), nil
 }

@@ -13,6 +13,8 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/metrics"
+	"github.com/leasekeeper/leasekeeper/wire"
 )
 
 // statusOf is the one table from error code to HTTP status.
@@ -59,7 +61,7 @@ const (
 	codeHeaderTooLarge lease.Code = "header_too_large"
 	// codeCanceled is a request whose client left before the answer (e.g. a waiting acquire
 	// given up). No client reads it: it exists for the access log and the metrics.
-	codeCanceled lease.Code = "canceled"
+	codeCanceled lease.Code = metrics.Canceled
 )
 
 // statusClientClosed is the status logged for a request whose client left (nginx's 499).
@@ -117,8 +119,8 @@ func (s *server) toProblem(ctx context.Context, err error) problem {
 		if len(le.Held) > 0 {
 			p.Held = &le.Held
 		}
-		p.ExpiresAt = optTime(le.ExpiresAt)
-		p.AvailableAt = optTime(le.AvailableAt)
+		p.ExpiresAt = wire.OptTime(le.ExpiresAt)
+		p.AvailableAt = wire.OptTime(le.AvailableAt)
 		until := le.AvailableAt
 		if until.IsZero() {
 			until = le.ExpiresAt
@@ -130,7 +132,7 @@ func (s *server) toProblem(ctx context.Context, err error) problem {
 	case lease.CodeTooManyWaiters, lease.CodeTooManyWatchers, lease.CodeUnavailable, lease.CodeTooManyLeases, lease.CodeTooManySessions:
 		p.retryAfter = 1
 	case lease.CodeRateLimited:
-		p.retryAfter = s.auth.retryAfterRate()
+		p.retryAfter = s.auth.gate.RetryAfterRate()
 	}
 	// Typed responses of the strict server carry only the headers their operation declares:
 	// every answer that asks the client to come back says when, whatever carries it.
@@ -210,3 +212,11 @@ func cleanDecodeError(err error) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}

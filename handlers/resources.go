@@ -13,7 +13,9 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/metrics"
 	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/wire"
 )
 
 // valueCSP is the policy of a stored value: sandboxed, no origin, nothing loads or runs.
@@ -27,14 +29,14 @@ func (s *server) PutResource(ctx context.Context, req api.PutResourceRequestObje
 	if err != nil {
 		pr := s.toProblem(ctx, err)
 		if pr.Code == api.ProblemCodeStaleToken || pr.Code == api.ProblemCodeTokenNotIssued || pr.Code == api.ProblemCodeSharedToken {
-			s.metrics.rejections.WithLabelValues(sourceResource).Inc()
+			s.metrics.Rejected(metrics.SourceResource)
 		}
 		return api.PutResourcedefaultApplicationProblemPlusJSONResponse{Body: pr.Problem, StatusCode: pr.Status}, nil
 	}
 	// A write that created the resource answers 201 with where it lives (RFC 9110 §9.3.4).
-	a := resourceAnswer{body: wireResource(r), etag: etag(r)}
+	a := wire.ResourceAnswer{Body: wire.Resource(r), ETag: etag(r)}
 	if r.Version == 1 {
-		a.location = "/v1/resources/" + url.PathEscape(r.Name)
+		a.Location = "/v1/resources/" + url.PathEscape(r.Name)
 	}
 	return a, nil
 }
@@ -87,8 +89,8 @@ func (s *server) putResource(ctx context.Context, req api.PutResourceRequestObje
 		return lease.Resource{}, lease.Errorf(lease.CodePrecondition, "a fenced write needs a Fencing-Token header")
 	}
 	token := *req.Params.FencingToken
-	if token < 0 || token > lease.MaxToken {
-		return lease.Resource{}, lease.Errorf(lease.CodeInvalid, "Fencing-Token %d is outside [0, %d]", token, lease.MaxToken)
+	if err := lease.ValidatePresentedToken(token); err != nil {
+		return lease.Resource{}, err
 	}
 	leaseName := deref(req.Params.LeaseName)
 	if leaseName != "" {
@@ -120,7 +122,7 @@ func (s *server) putResource(ctx context.Context, req api.PutResourceRequestObje
 	c, who := clientOf(ctx), principalOf(ctx)
 	return s.store.PutResource(ctx, store.ResourceWrite{Name: req.Resource, Token: token, LeaseName: leaseName,
 		Value: value, ContentType: ct, ClientAddr: c.addr, UserAgent: c.userAgent, Scope: who.Scope(),
-		Owner: who.KeyID, Quota: s.auth.quota(who), IfVersion: ifVersion, IfAbsent: ifAbsent})
+		Owner: who.KeyID, Quota: s.auth.gate.Quota(who), IfVersion: ifVersion, IfAbsent: ifAbsent})
 }
 
 // GetResource returns a resource's value with its fence.
@@ -161,8 +163,8 @@ func (s *server) ListResourceWriters(ctx context.Context, req api.ListResourceWr
 	out := api.ListResourceWriters200JSONResponse{Writers: make([]api.ResourceWrite, len(ws))}
 	who := principalOf(ctx)
 	for i, x := range ws {
-		x.Lease, x.Holder = attributed(who, x.Lease, x.Holder)
-		out.Writers[i] = wireWrite(x)
+		x.Lease, x.Holder = who.Attributed(x.Lease, x.Holder)
+		out.Writers[i] = wire.Write(x)
 	}
 	return out, nil
 }
@@ -181,7 +183,7 @@ func (s *server) DeleteResource(ctx context.Context, req api.DeleteResourceReque
 
 // ListResources lists fenced resources.
 func (s *server) ListResources(ctx context.Context, req api.ListResourcesRequestObject) (api.ListResourcesResponseObject, error) {
-	prefix, keep, none := scope(ctx, deref(req.Params.Prefix))
+	prefix, keep, none := principalOf(ctx).ListScope(deref(req.Params.Prefix))
 	if none {
 		return api.ListResources200JSONResponse{Resources: []api.ResourceInfo{}}, nil
 	}
@@ -195,8 +197,8 @@ func (s *server) ListResources(ctx context.Context, req api.ListResourcesRequest
 		if keep != nil && !keep(r.Name) {
 			continue
 		}
-		r.Lease, r.Holder = attributed(who, r.Lease, r.Holder)
-		out.Resources = append(out.Resources, wireResource(r))
+		r.Lease, r.Holder = who.Attributed(r.Lease, r.Holder)
+		out.Resources = append(out.Resources, wire.Resource(r))
 	}
 	return out, nil
 }
@@ -211,10 +213,10 @@ func (s *server) ListRejections(ctx context.Context, req api.ListRejectionsReque
 	out := api.ListRejections200JSONResponse{Rejections: make([]api.Rejection, 0, len(page.Items)), NextCursor: page.Next}
 	who := principalOf(ctx)
 	for _, r := range page.Items {
-		if !sees(who, r) {
+		if !who.SeesRejection(r) {
 			continue
 		}
-		out.Rejections = append(out.Rejections, wireRejection(r))
+		out.Rejections = append(out.Rejections, wire.Rejection(r))
 	}
 	return out, nil
 }
@@ -225,8 +227,8 @@ func (s *server) ReportRejection(ctx context.Context, req api.ReportRejectionReq
 	if err != nil {
 		return problemAs[api.ReportRejectiondefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
-	s.metrics.rejections.WithLabelValues(sourceReported).Inc()
-	return api.ReportRejection202JSONResponse(wireRejection(r)), nil
+	s.metrics.Rejected(metrics.SourceReported)
+	return api.ReportRejection202JSONResponse(wire.Rejection(r)), nil
 }
 
 func (s *server) reportRejection(ctx context.Context, req api.ReportRejectionRequestObject) (lease.Rejection, error) {

@@ -20,6 +20,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/metrics"
 	"github.com/leasekeeper/leasekeeper/service/servicetest"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
@@ -58,11 +59,11 @@ func newEnvWith(t testing.TB, change func(cfg *handlers.Config)) *env {
 func newEnvStore(t testing.TB, opts sqlite.Options, change func(cfg *handlers.Config)) *env {
 	t.Helper()
 	clock := lease.NewFakeClock(t0)
-	var metrics atomic.Pointer[handlers.Metrics]
+	var meters atomic.Pointer[metrics.Metrics]
 	path := filepath.Join(t.TempDir(), "leasekeeper.db")
 	opts.Clock = clock
 	opts.OnCommit = func(evs []lease.Event) {
-		if m := metrics.Load(); m != nil {
+		if m := meters.Load(); m != nil {
 			m.ObserveEvents(evs)
 		}
 	}
@@ -72,8 +73,8 @@ func newEnvStore(t testing.TB, opts sqlite.Options, change func(cfg *handlers.Co
 	}
 	t.Cleanup(func() { st.Close() })
 	reg := prometheus.NewRegistry()
-	m := handlers.NewMetrics(reg, st)
-	metrics.Store(m)
+	m := metrics.New(reg, st)
+	meters.Store(m)
 	cfg := handlers.Config{Store: st, Clock: clock, Limits: lease.DefaultLimits(), Registry: reg,
 		Metrics: m, Logger: slog.New(slog.DiscardHandler), Spec: leasekeeper.OpenAPI()}
 	if change != nil {

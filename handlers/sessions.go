@@ -7,12 +7,13 @@ import (
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/wire"
 )
 
 // OpenSession opens a session of a holder.
 func (s *server) OpenSession(ctx context.Context, req api.OpenSessionRequestObject) (api.OpenSessionResponseObject, error) {
 	ss, err := s.openSession(ctx, req)
-	s.metrics.op("session_open", err)
+	s.metrics.Op("session_open", err)
 	if err != nil {
 		return problemAs[api.OpenSessiondefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
@@ -39,7 +40,7 @@ func (s *server) openSession(ctx context.Context, req api.OpenSessionRequestObje
 		}
 	}
 	who := principalOf(ctx)
-	return s.store.OpenSession(ctx, store.SessionParams{Holder: b.Holder, TTL: ttl, Metadata: md, Owner: who.KeyID, MaxOpen: s.auth.maxSessions(who)})
+	return s.store.OpenSession(ctx, store.SessionParams{Holder: b.Holder, TTL: ttl, Metadata: md, Owner: who.KeyID, MaxOpen: s.auth.gate.MaxSessions(who)})
 }
 
 // RenewSession renews a session and its leases.
@@ -53,7 +54,7 @@ func (s *server) RenewSession(ctx context.Context, req api.RenewSessionRequestOb
 			ss, err = s.store.RenewSession(ctx, id, sessionActor(ctx), d)
 		}
 	}
-	s.metrics.op("session_renew", err)
+	s.metrics.Op("session_renew", err)
 	if err != nil {
 		return problemAs[api.RenewSessiondefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
@@ -67,7 +68,7 @@ func (s *server) CloseSession(ctx context.Context, req api.CloseSessionRequestOb
 	if err == nil {
 		ss, err = s.store.CloseSession(ctx, id, sessionActor(ctx))
 	}
-	s.metrics.op("session_close", err)
+	s.metrics.Op("session_close", err)
 	if err != nil {
 		return problemAs[api.CloseSessiondefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
@@ -95,9 +96,9 @@ func sessionIDParam(ref string, b *api.SessionIDRequest) (string, error) {
 }
 
 func wireSession(ss lease.Session) api.Session {
-	out := api.Session{Session: ss.Ref, Holder: ss.Holder, TtlMs: ss.TTL.Milliseconds(), CreatedAt: wireTime(ss.CreatedAt),
-		RenewedAt: wireTime(ss.RenewedAt), ExpiresAt: wireTime(ss.ExpiresAt), ClosedAt: optTime(ss.ClosedAt),
-		Metadata: wireMetadata(ss.Metadata), Leases: ptr(ss.Leases)}
+	out := api.Session{Session: ss.Ref, Holder: ss.Holder, TtlMs: ss.TTL.Milliseconds(), CreatedAt: wire.Time(ss.CreatedAt),
+		RenewedAt: wire.Time(ss.RenewedAt), ExpiresAt: wire.Time(ss.ExpiresAt), ClosedAt: wire.OptTime(ss.ClosedAt),
+		Metadata: wire.Metadata(ss.Metadata), Leases: ptr(ss.Leases)}
 	if ss.ID != "" {
 		out.SessionId = ptr(ss.ID)
 	}

@@ -17,7 +17,9 @@ import (
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/metrics"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
+	"github.com/leasekeeper/leasekeeper/wire"
 )
 
 var t0 = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
@@ -32,7 +34,7 @@ func newStrict(t *testing.T) (*server, *lease.FakeClock) {
 	}
 	t.Cleanup(func() { st.Close() })
 	return &server{store: st, acquirer: noLine{st}, clock: clock, limits: lease.DefaultLimits(),
-		log: slog.New(slog.DiscardHandler), metrics: NewMetrics(prometheus.NewRegistry(), st)}, clock
+		log: slog.New(slog.DiscardHandler), metrics: metrics.New(prometheus.NewRegistry(), st), auth: newAuthn(AuthConfig{}, st, clock)}, clock
 }
 
 func TestStrictAcquireLease(t *testing.T) {
@@ -43,12 +45,12 @@ func TestStrictAcquireLease(t *testing.T) {
 	}
 	t.Run("OK", func(t *testing.T) {
 		resp, err := s.AcquireLease(ctx, req("w1", 10000))
-		ok, isOK := resp.(leaseAnswer)
+		ok, isOK := resp.(wire.LeaseAnswer)
 		if err != nil || !isOK {
 			t.Fatalf("AcquireLease() = %T, %v; want 200", resp, err)
 		}
-		if ok.body.Token != t0.UnixMicro() || ok.body.LeaseId == nil {
-			t.Errorf("AcquireLease() = %+v; want the token %d and a lease_id", ok.body, t0.UnixMicro())
+		if ok.Body.Token != t0.UnixMicro() || ok.Body.LeaseId == nil {
+			t.Errorf("AcquireLease() = %+v; want the token %d and a lease_id", ok.Body, t0.UnixMicro())
 		}
 	})
 	t.Run("ErrHeld", func(t *testing.T) {
@@ -83,9 +85,9 @@ func TestStrictRenewReleaseRevoke(t *testing.T) {
 	s, _ := newStrict(t)
 	ctx := context.Background()
 	resp, _ := s.AcquireLease(ctx, api.AcquireLeaseRequestObject{Name: "job", Body: &api.AcquireRequest{Holder: "w1", TtlMs: 10000}})
-	l := resp.(leaseAnswer).body
+	l := resp.(wire.LeaseAnswer).Body
 	rn, err := s.RenewLease(ctx, api.RenewLeaseRequestObject{Name: "job", Body: &api.RenewRequest{LeaseId: *l.LeaseId}})
-	if r, ok := rn.(leaseAnswer); err != nil || !ok || r.body.Token != l.Token {
+	if r, ok := rn.(wire.LeaseAnswer); err != nil || !ok || r.Body.Token != l.Token {
 		t.Errorf("RenewLease() = %#v, %v", rn, err)
 	}
 	rl, err := s.ReleaseLease(ctx, api.ReleaseLeaseRequestObject{Name: "job", Body: &api.ReleaseRequest{LeaseId: *l.LeaseId}})

@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/leasekeeper/leasekeeper/metrics"
 )
 
 // tracerName names the spans this package makes (the instrumentation scope).
@@ -24,7 +26,7 @@ func (s *server) traced(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
 		ctx, span := s.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.request.method", methodLabel(r.Method))))
+			trace.WithAttributes(attribute.String("http.request.method", metrics.MethodLabel(r.Method))))
 		defer span.End()
 		info, r := ensureInfo(r.WithContext(ctx))
 		next.ServeHTTP(w, r)
@@ -56,7 +58,7 @@ func (s *server) waitSpan(ctx context.Context, wait time.Duration) func(err erro
 	}
 	_, span := s.tracer.Start(ctx, "lease.wait", trace.WithAttributes(attribute.Int64("lease.wait_ms", wait.Milliseconds())))
 	return func(err error) {
-		span.SetAttributes(attribute.String("lease.outcome", outcome(err)))
+		span.SetAttributes(attribute.String("lease.outcome", metrics.Outcome(err)))
 		span.End()
 	}
 }

@@ -17,11 +17,11 @@ func (s *server) Watch(ctx context.Context, req api.WatchRequestObject) (api.Wat
 	}
 	markLong(ctx)
 	who := principalOf(ctx)
-	done, err := s.auth.hold(who, holdWatch)
+	done, err := s.auth.gate.Hold(who, auth.HoldWatch)
 	if err != nil {
 		return problemAs[api.WatchdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
-	prefix, _, _ := scope(ctx, deref(req.Params.Prefix))
+	prefix, _, _ := principalOf(ctx).ListScope(deref(req.Params.Prefix))
 	sctx, cancel := s.auth.untilRevoked(ctx)
 	st, err := s.hub.OpenAs(sctx, prefix, deref(req.Params.LastEventID), who.IsAdmin())
 	if err != nil {
@@ -33,34 +33,8 @@ func (s *server) Watch(ctx context.Context, req api.WatchRequestObject) (api.Wat
 		// A HEAD gets the stream's headers and its end: the stream stops at its first wait.
 		cancel()
 	}
-	st.Keep = func(e lease.Event) bool { return visible(who, e) }
+	st.Keep = func(e lease.Event) bool { return who.SeesEvent(e) }
 	return stream{st: st, log: s, done: func() { cancel(); done() }}, nil
-}
-
-// visible reports whether the principal may see an event: one whose name and resource, each
-// when it has one, are both in its scope (invariant 8: a rejection of a resource outside it
-// does not show on a lease inside, nor the reverse); the audit events of keys only for admins.
-func visible(p auth.Principal, e lease.Event) bool {
-	switch e.Type {
-	case lease.EventKeyCreated, lease.EventKeyRevoked:
-		return p.IsAdmin()
-	}
-	return (e.Name != "" || e.Resource != "") && (e.Name == "" || p.InScope(e.Name)) && (e.Resource == "" || p.InScope(e.Resource))
-}
-
-// sees reports whether the principal may see a rejection: one whose resource and lease (when
-// it names one) are both in its scope.
-func sees(p auth.Principal, r lease.Rejection) bool {
-	return p.InScope(r.Resource) && (r.Lease == "" || p.InScope(r.Lease))
-}
-
-// attributed is a write's lease and holder as the principal may see them, on a resource in its
-// scope: both empty when the lease is outside it, as for a token that named no lease.
-func attributed(p auth.Principal, leaseName, holder string) (string, string) {
-	if leaseName != "" && !p.InScope(leaseName) {
-		return "", ""
-	}
-	return leaseName, holder
 }
 
 // stream is the strict server's response for a watch: it writes until the client leaves.
@@ -72,11 +46,8 @@ type stream struct {
 
 func (r stream) VisitWatchResponse(w http.ResponseWriter) error {
 	defer r.done()
-	if err := r.st.Serve(w, nil); err != nil { // the hub's EncodeEvent, shared by every watcher
+	if err := r.st.Serve(w, nil); err != nil { // the hub's encoder, shared by every watcher
 		r.log.log.Debug("watcher dropped", "err", err)
 	}
 	return nil
 }
-
-// EncodeEvent is an event as watch streams send it: give it to the hub as watch.Options.Encode.
-func EncodeEvent(e lease.Event) any { return wireEvent(e) }

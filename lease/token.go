@@ -31,5 +31,14 @@ func NextToken(last int64, now time.Time) (int64, error) {
 // reveals nothing of them (invariant 8).
 func ScopedLastToken(inScope int64, now time.Time) int64 { return max(inScope, now.UnixMicro()) }
 
+// ValidatePresentedToken checks a token a client presents with a fenced write: 0 (a writer
+// that never held a lease) up to MaxToken. Codes: invalid_request.
+func ValidatePresentedToken(t int64) error {
+	if t < 0 || t > MaxToken {
+		return Errorf(CodeInvalid, "Fencing-Token %d is outside [0, %d]", t, MaxToken)
+	}
+	return nil
+}
+
 // ValidToken reports whether t could have been issued: 0 < t ≤ MaxToken.
 func ValidToken(t int64) bool { return t > 0 && t <= MaxToken }

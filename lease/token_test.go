@@ -81,3 +81,15 @@ func TestValidToken(t *testing.T) {
 		t.Errorf("MaxToken = %d, want 2^53-1", lease.MaxToken)
 	}
 }
+
+func TestValidatePresentedToken(t *testing.T) {
+	for _, tt := range []struct {
+		tok  int64
+		want bool
+	}{{-1, false}, {0, true}, {1, true}, {lease.MaxToken, true}, {lease.MaxToken + 1, false}, {-1 << 63, false}} {
+		err := lease.ValidatePresentedToken(tt.tok)
+		if ok := err == nil; ok != tt.want || !ok && !lease.IsCode(err, lease.CodeInvalid) {
+			t.Errorf("ValidatePresentedToken(%d) = %v, want ok %v (else %s)", tt.tok, err, tt.want, lease.CodeInvalid)
+		}
+	}
+}

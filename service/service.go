@@ -19,6 +19,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/expiry"
 	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/metrics"
 	"github.com/leasekeeper/leasekeeper/queue"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/watch"
@@ -147,19 +148,16 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 		}
 	}
 	clock := st.Clock()
-	if cfg.Watch.Encode == nil {
-		cfg.Watch.Encode = handlers.EncodeEvent
-	}
-	metrics := handlers.NewMetrics(cfg.Registry, st)
+	meters := metrics.New(cfg.Registry, st)
 	if cfg.Watch.OnDeliver == nil {
-		cfg.Watch.OnDeliver, cfg.Watch.Clock = metrics.ObserveDelivery, clock
+		cfg.Watch.OnDeliver, cfg.Watch.Clock = meters.ObserveDelivery, clock
 	}
 	s := &Service{
 		Line:    queue.New(st, clock, cfg.Queue),
 		Hub:     watch.NewHub(st, cfg.Watch),
 		sweeper: expiry.New(st, clock, cfg.Retention, cfg.Logger),
 	}
-	hooks.set(metrics.ObserveEvents, s.sweeper.ObserveEvents, s.Line.ObserveEvents, s.Hub.ObserveEvents)
+	hooks.set(meters.ObserveEvents, s.sweeper.ObserveEvents, s.Line.ObserveEvents, s.Hub.ObserveEvents)
 	hooks.mu.Lock()
 	hooks.line = s.Line.LineChanged
 	if cfg.Tracer != nil {
@@ -182,7 +180,7 @@ func New(st Store, hooks *Hooks, cfg Config) (*Service, error) {
 			"1 while a lease named by --metrics-lease is held, else 0, by name (only those names: a bounded set).", []string{"name"}, nil)},
 	)
 	h, err := handlers.New(handlers.Config{Store: st, Clock: clock, Limits: cfg.Limits, Registry: cfg.Registry,
-		Metrics: metrics, Logger: cfg.Logger, Acquirer: s.Line, Hub: s.Hub, Spec: leasekeeper.OpenAPI(), Version: cfg.Version,
+		Metrics: meters, Logger: cfg.Logger, Acquirer: s.Line, Hub: s.Hub, Spec: leasekeeper.OpenAPI(), Version: cfg.Version,
 		BodyTimeout: cfg.BodyTimeout, WriteTimeout: cfg.WriteTimeout, TrustedProxies: cfg.TrustedProxies, Auth: cfg.Auth, CORSOrigins: cfg.CORSOrigins, Epoch: cfg.Epoch, Tracer: cfg.Tracer})
 	if err != nil {
 		return nil, err

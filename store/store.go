@@ -232,20 +232,20 @@ type APIKeys interface {
 
 // SignIns keeps the dashboard's sign-ins (cookies), by the hashes of their secrets.
 type SignIns interface {
-	// CreateSession stores a dashboard session of key keyID by the hash of its secret, valid
-	// until expires at the latest. With keep > 0 the key keeps its keep newest sessions, this
+	// CreateSignIn stores a dashboard sign-in of key keyID by the hash of its secret, valid
+	// until expires at the latest. With keep > 0 the key keeps its keep newest sign-ins, this
 	// one among them: older ones end in the same transaction.
-	CreateSession(ctx context.Context, hash []byte, keyID string, expires time.Time, keep int) error
+	CreateSignIn(ctx context.Context, hash []byte, keyID string, expires time.Time, keep int) error
 
-	// Session returns the session whose secret hashes to hash, with its key. Codes: not_found
-	// (also for a session past its expiry).
-	Session(ctx context.Context, hash []byte) (Session, error)
+	// SignIn returns the dashboard sign-in whose secret hashes to hash, with its key. Codes:
+	// not_found (also for a sign-in past its expiry).
+	SignIn(ctx context.Context, hash []byte) (SignIn, error)
 
-	// TouchSession records that a session was used now, for its idle expiry.
-	TouchSession(ctx context.Context, hash []byte) error
+	// TouchSignIn records that a sign-in was used now, for its idle expiry.
+	TouchSignIn(ctx context.Context, hash []byte) error
 
-	// DeleteSession ends a session (sign-out). Deleting a missing session changes nothing.
-	DeleteSession(ctx context.Context, hash []byte) error
+	// DeleteSignIn ends a sign-in (sign-out). Deleting a missing one changes nothing.
+	DeleteSignIn(ctx context.Context, hash []byte) error
 }
 
 // Retention bounds the history a store keeps. Zero fields do not bound.
@@ -314,8 +314,9 @@ type SessionParams struct {
 	MaxOpen int
 }
 
-// Session is a dashboard session: the key that signed in and when it was last used.
-type Session struct {
+// SignIn is a dashboard sign-in (its session): the key that signed in and when it was last
+// used. Not to be confused with lease.Session, a holder's session.
+type SignIn struct {
 	Key       auth.Key
 	CreatedAt time.Time
 	LastSeen  time.Time

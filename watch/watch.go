@@ -20,6 +20,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/wire"
 )
 
 // Store is what watchers need of the store.
@@ -36,8 +37,9 @@ type Options struct {
 	AdminReserve int
 	Heartbeat    time.Duration // default 15 s
 	WriteTimeout time.Duration // default 10 s
-	// Encode, when set, is the encoder of streams served with a nil one: the hub then encodes
-	// each recent event once, for all of them, instead of once per watcher.
+	// Encode is the encoder of streams served with a nil one (default: the event's wire form,
+	// wire.Event): the hub encodes each recent event once, for all of them, instead of once
+	// per watcher.
 	Encode Encoder
 	// Coalesce is the least time between two writes to one watcher (default 20 ms): events
 	// committed meanwhile go out together, so a watcher costs a bounded number of wake-ups and
@@ -116,6 +118,9 @@ func NewHub(st Store, opts Options) *Hub {
 	}
 	if opts.WriteBudget == 0 {
 		opts.WriteBudget = 5000
+	}
+	if opts.Encode == nil {
+		opts.Encode = func(e lease.Event) any { return wire.Event(e) }
 	}
 	return &Hub{store: st, opts: opts, closed: make(chan struct{}), horizon: -1, byPrefix: map[string]map[*Stream]struct{}{}, lens: map[int]int{},
 		evicted: map[string]int64{}, mine: map[string]*positions{}}
@@ -372,7 +377,7 @@ func (h *Hub) unregister(s *Stream) {
 	}
 }
 
-// Encoder turns an event into its JSON form on the stream; the HTTP layer supplies it.
+// Encoder turns an event into its JSON form on the stream.
 type Encoder func(lease.Event) any
 
 // Serve writes the stream until the client leaves, a write times out, or the store fails.

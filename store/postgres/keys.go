@@ -163,8 +163,8 @@ func (s *Store) RevokeKey(ctx context.Context, id, actor string) (auth.Key, erro
 	return k, nil
 }
 
-// CreateSession stores a dashboard session. See store.Store.
-func (s *Store) CreateSession(ctx context.Context, hash []byte, keyID string, expires time.Time, keep int) error {
+// CreateSignIn stores a dashboard sign-in. See store.Store.
+func (s *Store) CreateSignIn(ctx context.Context, hash []byte, keyID string, expires time.Time, keep int) error {
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		if keep > 0 {
 			// Sign-ins of one key, on any replica, trim its sessions one at a time.
@@ -197,9 +197,9 @@ func (s *Store) CreateSession(ctx context.Context, hash []byte, keyID string, ex
 	return nil
 }
 
-// Session reads a live session with its key. See store.Store.
-func (s *Store) Session(ctx context.Context, hash []byte) (store.Session, error) {
-	var out store.Session
+// SignIn reads a live dashboard sign-in with its key. See store.Store.
+func (s *Store) SignIn(ctx context.Context, hash []byte) (store.SignIn, error) {
+	var out store.SignIn
 	var created, seen, expires int64
 	now, err := s.now(ctx, s.pool)
 	if err != nil {
@@ -214,11 +214,11 @@ func (s *Store) Session(ctx context.Context, hash []byte) (store.Session, error)
 	if err != nil {
 		return out, fmt.Errorf("read session: %w", translate(err))
 	}
-	return store.Session{Key: k, CreatedAt: ms(created), LastSeen: ms(seen), ExpiresAt: ms(expires)}, nil
+	return store.SignIn{Key: k, CreatedAt: ms(created), LastSeen: ms(seen), ExpiresAt: ms(expires)}, nil
 }
 
-// TouchSession records a session's use. See store.Store.
-func (s *Store) TouchSession(ctx context.Context, hash []byte) error {
+// TouchSignIn records a dashboard sign-in's use. See store.Store.
+func (s *Store) TouchSignIn(ctx context.Context, hash []byte) error {
 	return s.write(ctx, func(ctx context.Context, t *txn) error {
 		now, err := t.now(ctx)
 		if err != nil {
@@ -231,8 +231,8 @@ func (s *Store) TouchSession(ctx context.Context, hash []byte) error {
 	})
 }
 
-// DeleteSession ends a session. See store.Store.
-func (s *Store) DeleteSession(ctx context.Context, hash []byte) error {
+// DeleteSignIn ends a dashboard sign-in. See store.Store.
+func (s *Store) DeleteSignIn(ctx context.Context, hash []byte) error {
 	return s.write(ctx, func(ctx context.Context, t *txn) error {
 		if _, err := t.tx.Exec(ctx, `DELETE FROM sessions WHERE hash = $1`, hash); err != nil {
 			return fmt.Errorf("delete session: %w", err)

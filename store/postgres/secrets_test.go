@@ -35,7 +35,7 @@ func TestNoSecretsStored(t *testing.T) {
 	if _, err := s.CreateKey(ctx, k, auth.Hash(keySecret), false); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreateSession(ctx, auth.Hash(sessionSecret), k.ID, time.Now().Add(time.Hour), 0); err != nil {
+	if err := s.CreateSignIn(ctx, auth.Hash(sessionSecret), k.ID, time.Now().Add(time.Hour), 0); err != nil {
 		t.Fatal(err)
 	}
 	held, err := s.OpenSession(ctx, store.SessionParams{Holder: "w", TTL: time.Minute})

@@ -149,8 +149,8 @@ func (s *Store) RevokeKey(ctx context.Context, id, actor string) (auth.Key, erro
 	return k, nil
 }
 
-// CreateSession stores a dashboard session. See store.Store.
-func (s *Store) CreateSession(ctx context.Context, hash []byte, keyID string, expires time.Time, keep int) error {
+// CreateSignIn stores a dashboard sign-in. See store.Store.
+func (s *Store) CreateSignIn(ctx context.Context, hash []byte, keyID string, expires time.Time, keep int) error {
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		_, err := t.tx.ExecContext(ctx, `INSERT INTO sessions (hash, key_id, created_at, last_seen_at, expires_at)
 			VALUES (?, ?, ?, ?, ?)`, hash, keyID, t.now, t.now, expires.UnixMilli())
@@ -175,9 +175,9 @@ func (s *Store) CreateSession(ctx context.Context, hash []byte, keyID string, ex
 	return nil
 }
 
-// Session reads a live session with its key. See store.Store.
-func (s *Store) Session(ctx context.Context, hash []byte) (store.Session, error) {
-	var out store.Session
+// SignIn reads a live dashboard sign-in with its key. See store.Store.
+func (s *Store) SignIn(ctx context.Context, hash []byte) (store.SignIn, error) {
+	var out store.SignIn
 	var created, seen, expires int64
 	now := s.clock.Now().UnixMilli()
 	row := s.r.QueryRowContext(ctx, `SELECT s.created_at, s.last_seen_at, s.expires_at, `+keyCols+`
@@ -189,11 +189,11 @@ func (s *Store) Session(ctx context.Context, hash []byte) (store.Session, error)
 	if err != nil {
 		return out, fmt.Errorf("read session: %w", w(err))
 	}
-	return store.Session{Key: k, CreatedAt: ms(created), LastSeen: ms(seen), ExpiresAt: ms(expires)}, nil
+	return store.SignIn{Key: k, CreatedAt: ms(created), LastSeen: ms(seen), ExpiresAt: ms(expires)}, nil
 }
 
-// TouchSession records a session's use. See store.Store.
-func (s *Store) TouchSession(ctx context.Context, hash []byte) error {
+// TouchSignIn records a dashboard sign-in's use. See store.Store.
+func (s *Store) TouchSignIn(ctx context.Context, hash []byte) error {
 	return s.write(ctx, func(ctx context.Context, t *txn) error {
 		if _, err := t.tx.ExecContext(ctx, `UPDATE sessions SET last_seen_at = ? WHERE hash = ?`, t.now, hash); err != nil {
 			return fmt.Errorf("touch session: %w", w(err))
@@ -203,8 +203,8 @@ func (s *Store) TouchSession(ctx context.Context, hash []byte) error {
 	})
 }
 
-// DeleteSession ends a session. See store.Store.
-func (s *Store) DeleteSession(ctx context.Context, hash []byte) error {
+// DeleteSignIn ends a dashboard sign-in. See store.Store.
+func (s *Store) DeleteSignIn(ctx context.Context, hash []byte) error {
 	return s.write(ctx, func(ctx context.Context, t *txn) error {
 		if _, err := t.tx.ExecContext(ctx, `DELETE FROM sessions WHERE hash = ?`, hash); err != nil {
 			return fmt.Errorf("delete session: %w", w(err))

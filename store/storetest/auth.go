@@ -140,42 +140,42 @@ func testLastAdmin(t *testing.T, e *env) {
 func testSessions(t *testing.T, e *env) {
 	k, _ := e.createKey("ops", auth.Reader)
 	h := auth.Hash(auth.NewSessionID())
-	if err := e.s.CreateSession(e.ctx, h, k.ID, t0.Add(time.Hour), 0); err != nil {
-		t.Fatalf("CreateSession() = %v", err)
+	if err := e.s.CreateSignIn(e.ctx, h, k.ID, t0.Add(time.Hour), 0); err != nil {
+		t.Fatalf("CreateSignIn() = %v", err)
 	}
-	ses, err := e.s.Session(e.ctx, h)
+	ses, err := e.s.SignIn(e.ctx, h)
 	if err != nil || ses.Key.ID != k.ID || !ses.LastSeen.Equal(t0) || !ses.ExpiresAt.Equal(t0.Add(time.Hour)) {
-		t.Fatalf("Session() = %+v, %v; want key %s seen at %v", ses, err, k.ID, t0)
+		t.Fatalf("SignIn() = %+v, %v; want key %s seen at %v", ses, err, k.ID, t0)
 	}
 	e.clock.Advance(time.Minute)
-	if err := e.s.TouchSession(e.ctx, h); err != nil {
+	if err := e.s.TouchSignIn(e.ctx, h); err != nil {
 		t.Fatal(err)
 	}
-	if ses, _ := e.s.Session(e.ctx, h); !ses.LastSeen.Equal(t0.Add(time.Minute)) {
-		t.Errorf("Session() after touch: last seen %v, want %v", ses.LastSeen, t0.Add(time.Minute))
+	if ses, _ := e.s.SignIn(e.ctx, h); !ses.LastSeen.Equal(t0.Add(time.Minute)) {
+		t.Errorf("SignIn() after touch: last seen %v, want %v", ses.LastSeen, t0.Add(time.Minute))
 	}
 	// Past its expiry a session is gone, and Prune deletes it.
 	e.clock.Advance(time.Hour)
-	_, err = e.s.Session(e.ctx, h)
-	wantCode(t, "Session(expired)", err, lease.CodeNotFound)
+	_, err = e.s.SignIn(e.ctx, h)
+	wantCode(t, "SignIn(expired)", err, lease.CodeNotFound)
 
 	// Sign-out and key revocation end sessions at once.
 	h2, h3 := auth.Hash(auth.NewSessionID()), auth.Hash(auth.NewSessionID())
 	for _, x := range [][]byte{h2, h3} {
-		if err := e.s.CreateSession(e.ctx, x, k.ID, e.clock.Now().Add(time.Hour), 0); err != nil {
+		if err := e.s.CreateSignIn(e.ctx, x, k.ID, e.clock.Now().Add(time.Hour), 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := e.s.DeleteSession(e.ctx, h2); err != nil {
+	if err := e.s.DeleteSignIn(e.ctx, h2); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.s.Session(e.ctx, h2)
-	wantCode(t, "Session(signed out)", err, lease.CodeNotFound)
+	_, err = e.s.SignIn(e.ctx, h2)
+	wantCode(t, "SignIn(signed out)", err, lease.CodeNotFound)
 	if _, err := e.s.RevokeKey(e.ctx, k.ID, "root"); err != nil {
 		t.Fatal(err)
 	}
-	_, err = e.s.Session(e.ctx, h3)
-	wantCode(t, "Session(key revoked)", err, lease.CodeNotFound)
+	_, err = e.s.SignIn(e.ctx, h3)
+	wantCode(t, "SignIn(key revoked)", err, lease.CodeNotFound)
 	if err := e.s.Prune(e.ctx, store.Retention{}); err != nil {
 		t.Fatal(err)
 	}
@@ -251,15 +251,15 @@ func testSessionsKept(t *testing.T, e *env) {
 	k, _ := e.createKey("ops", auth.Reader)
 	other, _ := e.createKey("other", auth.Reader)
 	oh := auth.Hash(auth.NewSessionID())
-	if err := e.s.CreateSession(e.ctx, oh, other.ID, e.clock.Now().Add(time.Hour), 1); err != nil {
+	if err := e.s.CreateSignIn(e.ctx, oh, other.ID, e.clock.Now().Add(time.Hour), 1); err != nil {
 		t.Fatal(err)
 	}
 	var hs [][]byte
 	for range 5 {
 		e.clock.Advance(time.Second)
 		h := auth.Hash(auth.NewSessionID())
-		if err := e.s.CreateSession(e.ctx, h, k.ID, e.clock.Now().Add(time.Hour), 3); err != nil {
-			t.Fatalf("CreateSession() = %v", err)
+		if err := e.s.CreateSignIn(e.ctx, h, k.ID, e.clock.Now().Add(time.Hour), 3); err != nil {
+			t.Fatalf("CreateSignIn() = %v", err)
 		}
 		hs = append(hs, h)
 	}
@@ -267,23 +267,23 @@ func testSessionsKept(t *testing.T, e *env) {
 	// may be the one in use): count them, and the newest must be among them.
 	live := 0
 	for _, h := range hs {
-		if _, err := e.s.Session(e.ctx, h); err == nil {
+		if _, err := e.s.SignIn(e.ctx, h); err == nil {
 			live++
 		}
 	}
-	if _, err := e.s.Session(e.ctx, hs[len(hs)-1]); live != 3 || err != nil {
+	if _, err := e.s.SignIn(e.ctx, hs[len(hs)-1]); live != 3 || err != nil {
 		t.Errorf("5 sessions with keep 3: %d live, the newest %v; want 3, the newest among them", live, err)
 	}
-	if _, err := e.s.Session(e.ctx, oh); err != nil {
+	if _, err := e.s.SignIn(e.ctx, oh); err != nil {
 		t.Errorf("another key's session ended: %v", err)
 	}
 	// keep 1 leaves the new session alone, even on the same millisecond as the others.
 	h := auth.Hash(auth.NewSessionID())
-	if err := e.s.CreateSession(e.ctx, h, k.ID, e.clock.Now().Add(time.Hour), 1); err != nil {
+	if err := e.s.CreateSignIn(e.ctx, h, k.ID, e.clock.Now().Add(time.Hour), 1); err != nil {
 		t.Fatal(err)
 	}
 	for i, x := range append(hs, h) {
-		_, err := e.s.Session(e.ctx, x)
+		_, err := e.s.SignIn(e.ctx, x)
 		if live := err == nil; live != (i == len(hs)) {
 			t.Errorf("after keep 1, session %d: live = %v, want %v", i+1, live, i == len(hs))
 		}
