@@ -133,6 +133,16 @@ type Store interface {
 	// Rejections returns rejections, newest first.
 	Rejections(ctx context.Context, f RejectionFilter) (Page[lease.Rejection], error)
 
+	// LeaseResources returns up to limit resources (without values), ordered by name, whose
+	// last accepted write was put down to lease name or one of its slots (lease.Attribute, as
+	// the writer could see it), through an index on that lease.
+	LeaseResources(ctx context.Context, name string, limit int) ([]lease.Resource, error)
+
+	// TokenGrants returns, for each of tokens whose grant the history still has (ended grants
+	// go with the retention), the name and holder it was issued to. It applies no scope:
+	// callers put each through lease.Attribute for theirs. At most MaxLimit tokens.
+	TokenGrants(ctx context.Context, tokens []int64) (map[int64]TokenGrant, error)
+
 	// ExpireDue records every lease whose expiry has passed as expired, at its expiry, persists
 	// the server's time, and returns when the next open lease expires (zero if none).
 	ExpireDue(ctx context.Context) (expired int, next time.Time, err error)
@@ -173,6 +183,11 @@ type Store interface {
 
 	// Keys returns every key, revoked ones included, oldest first.
 	Keys(ctx context.Context) ([]auth.Key, error)
+
+	// TouchKey records that key id was used now (by the store's clock), never moving its last
+	// use back. It is a write: callers bound how often they call it (handlers do once a minute
+	// per key at most). A key that does not exist changes nothing.
+	TouchKey(ctx context.Context, id string) error
 
 	// RevokeKey revokes a key at once, ends its dashboard sessions, and records a key_revoked
 	// event naming actor. Revoking a revoked key changes nothing. Codes: not_found,
@@ -312,6 +327,12 @@ type RejectionFilter struct {
 type Page[T any] struct {
 	Items []T
 	Next  string
+}
+
+// TokenGrant is the grant a token was issued to: its name (a slot's, for a semaphore) and holder.
+type TokenGrant struct {
+	Name   string
+	Holder string
 }
 
 // WritersKept is how many of its newest accepted writes a resource keeps (ResourceWriters).

@@ -502,7 +502,7 @@ func (b *fastBatch) put(f *fastOp, evs *[]lease.Event) (bool, error) {
 	if e := lease.DecideFencedWrite(fw, ms(b.now)); e != nil {
 		r.drop = r.version == 0
 		rej := lease.Rejection{Resource: wr.Name, Lease: wr.LeaseName, PresentedToken: wr.Token, CurrentFence: e.CurrentFence,
-			ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: e.Message, Source: lease.RejectionSourceServer}
+			ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: e.Message, Source: lease.RejectionSourceServer, KeyID: wr.Owner}
 		rej.Lease, rej.Holder = lease.Attribute(wr.Scope, rej.Lease, owner.name, owner.holder, known)
 		rej.At = ms(b.now)
 		b.rejected = append(b.rejected, rej)
@@ -606,17 +606,17 @@ func (b *fastBatch) queueWrites(p *pipeline) {
 		p.exec(`DELETE FROM resources WHERE name = ANY($1) AND version = 0`, drop)
 	}
 	if len(b.rejected) > 0 {
-		var resources, leases, holders, addrs, agents, reasons, sources []string
+		var resources, leases, holders, addrs, agents, reasons, sources, keys []string
 		var tokens, fences []int64
 		for _, r := range b.rejected {
 			resources, leases, holders, addrs = append(resources, r.Resource), append(leases, r.Lease), append(holders, r.Holder), append(addrs, r.ClientAddr)
-			agents, reasons, sources = append(agents, r.UserAgent), append(reasons, r.Reason), append(sources, r.Source)
+			agents, reasons, sources, keys = append(agents, r.UserAgent), append(reasons, r.Reason), append(sources, r.Source), append(keys, r.KeyID)
 			tokens, fences = append(tokens, r.PresentedToken), append(fences, r.CurrentFence)
 		}
-		p.exec(`INSERT INTO rejections (resource, lease, presented_token, current_fence, holder, client_addr, user_agent, reason, source, at)
-			SELECT resource, lease, token, fence, holder, addr, agent, reason, source, $10
-			FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
-				AS u(resource, lease, token, fence, holder, addr, agent, reason, source)`,
-			resources, leases, tokens, fences, holders, addrs, agents, reasons, sources, b.now)
+		p.exec(`INSERT INTO rejections (resource, lease, presented_token, current_fence, holder, client_addr, user_agent, reason, source, at, key_id)
+			SELECT resource, lease, token, fence, holder, addr, agent, reason, source, $10, key_id
+			FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $11::text[])
+				AS u(resource, lease, token, fence, holder, addr, agent, reason, source, key_id)`,
+			resources, leases, tokens, fences, holders, addrs, agents, reasons, sources, b.now, keys)
 	}
 }

@@ -926,7 +926,7 @@ var stmtSQL = [numStmts]string{
 		writers = jsonb_insert(jsonb_remove(resources.writers, '$[#-` + writersKept + `]'), '$[#]', jsonb_extract(excluded.writers, '$[0]'))`,
 	stDeleteResource: `DELETE FROM resources WHERE name = ?`,
 	stRejection: `INSERT INTO rejections (resource, lease, presented_token, current_fence, holder,
-		client_addr, user_agent, reason, source, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		client_addr, user_agent, reason, source, at, key_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 	stIndexEvents: `INSERT INTO events_by_name (name, seq) SELECT name, seq FROM events WHERE seq > ? AND seq <= ? ORDER BY name, seq`,
 	stIndexed:     `UPDATE meta SET value = ? WHERE key = 'events_indexed'`,
 	stOpenGrants:  `UPDATE meta SET value = ? WHERE key = 'open_grants'`,
