@@ -79,6 +79,7 @@ type authn struct {
 	limiter map[string]*rate.Limiter
 	held    map[string]*[2]int // key id → waits, watches in progress
 	signIns *signInGuard
+	uses    *keyUse
 }
 
 type cachedKey struct {
@@ -103,7 +104,8 @@ func newAuthn(cfg AuthConfig, st store.Store, clock lease.Clock) *authn {
 		cfg.SessionMax = 12 * time.Hour
 	}
 	return &authn{cfg: cfg, store: st, clock: clock, cache: map[[32]byte]cachedKey{}, lives: map[string]*keyLife{},
-		limiter: map[string]*rate.Limiter{}, held: map[string]*[2]int{}, signIns: newSignInGuard(cfg.SignInRate, cfg.SignInBurst)}
+		limiter: map[string]*rate.Limiter{}, held: map[string]*[2]int{}, signIns: newSignInGuard(cfg.SignInRate, cfg.SignInBurst),
+		uses: newKeyUse(st, clock)}
 }
 
 type principalInfo struct {
@@ -156,6 +158,11 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			s.metrics.rateLimit(pi.p.KeyID)
 			s.writeProblem(w, r, err)
 			return
+		}
+		if !a.cfg.Off {
+			if err := a.uses.used(r.Context(), pi.p.KeyID); err != nil {
+				s.log.WarnContext(r.Context(), "key use", "err", err)
+			}
 		}
 		info, r := ensureInfo(r)
 		info.principal = pi

@@ -345,11 +345,16 @@ func TestBrowserOnCall(t *testing.T) {
 		if len(rows) != 5 {
 			t.Fatalf("rejections of billing-nightly = %d, want 5: %q", len(rows), rows)
 		}
-		stale := dashEval[[]string](t, ctx, `[...document.querySelectorAll("[data-testid=staleness]")].map((r) => r.innerText)`)
+		stale := dashEval[[]string](t, ctx, `[...document.querySelectorAll("[data-testid=rejection-row]")].map((r) => {
+		  const tok = r.querySelector("[data-testid=presented-token]"), late = r.querySelector("[data-testid=late]");
+		  return tok.innerText + " | " + (late ? late.innerText : "") + " | " + tok.title;
+		})`)
 		// Newest first: the report (a's token against c's fence: 2 grants behind), b's late
-		// write (1 behind), a's three (2 behind, each late by more than a second).
-		if !strings.HasPrefix(stale[1], "1 grant behind, ") || !strings.HasPrefix(stale[2], "2 grants behind, ") || !strings.HasSuffix(stale[2], " late") {
-			t.Errorf("how stale = %q, want 1 then 2 grants behind, with how late", stale)
+		// write (1 behind), a's three (2 behind, each late by more than a second). The token in
+		// full is the title.
+		if !strings.HasPrefix(stale[1], "1 grant behind | ") || !strings.HasPrefix(stale[2], "2 grants behind | ") ||
+			!strings.HasSuffix(stale[2], " late | Presented token "+strconv.FormatInt(a.Token, 10)) {
+			t.Errorf("how stale = %q, want 1 then 2 grants behind, with how late and the token in the title", stale)
 		}
 		if n := dashEval[int](t, ctx, `document.querySelectorAll("[data-testid=rejection-row] [data-testid=external]").length`); n != 1 {
 			t.Errorf("rows marked external = %d, want 1", n)
@@ -388,7 +393,7 @@ func TestBrowserOnCall(t *testing.T) {
 	})
 
 	t.Run("NoOverflow", func(t *testing.T) {
-		keys := `["name-cell","holder-cell","left-cell","token-cell","presented-token","staleness"]`
+		keys := `["name-cell","holder-cell","left-cell","token-cell","presented-token","rejection-key"]`
 		for _, vp := range []struct {
 			w      int64
 			mobile bool

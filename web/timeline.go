@@ -26,6 +26,9 @@ type Timeline struct {
 	// Lanes is how many rows of grants the picture has (a semaphore's slots, up to
 	// [MaxLanes]); 0 or 1 for one.
 	Lanes int
+	// Hidden counts the grants that [Timeline.FitRecent] left before the window; the page
+	// says they are out of view.
+	Hidden int
 }
 
 // MaxLanes bounds the rows of a timeline; grants of higher lanes share the last.
@@ -109,6 +112,77 @@ func TimelineWindow(l Lease, oldest time.Time, span time.Duration, now time.Time
 	return start, end
 }
 
+// tlMinVisible is the narrowest, in viewBox units, that [Timeline.FitRecent] lets a grant be
+// drawn at its true length; tlMinBar the narrowest any bar is drawn, whatever its length.
+const (
+	tlMinVisible = 8.0
+	tlMinBar     = 4.0
+)
+
+// FitRecent zooms a window fitted to the whole history in on the recent activity, so that a
+// grant of seconds beside grants of an hour is not a sliver: the window starts just before
+// the oldest of the newest grants that, drawn together, are each at least tlMinVisible wide
+// (the newest grant always stays in). The window's end does not move. Hidden counts the
+// grants left out before it; a longer range on the page shows them.
+func (tl Timeline) FitRecent() Timeline {
+	if len(tl.Grants) < 2 || !tl.End.After(tl.Start) {
+		return tl
+	}
+	// extent is the part of g after the window's start that the picture draws.
+	extent := func(g Grant) (from, to time.Time) {
+		from, to = g.AcquiredAt, g.EndedAt
+		if from.IsZero() || from.Before(tl.Start) {
+			from = tl.Start
+		}
+		if g.held() {
+			to = tl.Now
+			if g.ExpiresAt.After(to) {
+				to = g.ExpiresAt
+			}
+		}
+		if to.After(tl.End) {
+			to = tl.End
+		}
+		return from, to
+	}
+	width := tlRight - tlLeft
+	order := slices.Clone(tl.Grants)
+	slices.SortStableFunc(order, func(a, b Grant) int { return a.AcquiredAt.Compare(b.AcquiredAt) })
+	start, shortest, kept := tl.End, time.Duration(1<<63-1), 0
+	for i := len(order) - 1; i >= 0; i-- {
+		from, to := extent(order[i])
+		d := max(to.Sub(from), 0)
+		s := start
+		if from.Before(s) {
+			s = from
+		}
+		// The margin before the oldest grant kept is a twentieth of the window.
+		span := tl.End.Sub(s) + tl.End.Sub(s)/20
+		if kept > 0 && float64(min(shortest, d))/float64(span)*width < tlMinVisible {
+			break
+		}
+		start, shortest, kept = s, min(shortest, d), kept+1
+	}
+	if kept == len(order) {
+		return tl
+	}
+	start = start.Add(-tl.End.Sub(start) / 20)
+	if start.Before(tl.Start) {
+		return tl
+	}
+	if tl.End.Sub(start) < time.Minute {
+		start = tl.End.Add(-time.Minute)
+	}
+	tl.Start = start
+	tl.Hidden = 0
+	for _, g := range tl.Grants {
+		if _, to := extent(g); to.Before(start) {
+			tl.Hidden++
+		}
+	}
+	return tl
+}
+
 // The geometry of the picture, in viewBox units.
 const (
 	tlWidth     = 960.0
@@ -131,16 +205,19 @@ const (
 // tlLayout is a Timeline turned into shapes, every coordinate already formatted, so that the
 // template only writes them out and the output is the same on every machine.
 type tlLayout struct {
-	ViewBox    string
-	Title      string
-	Empty      bool
-	Grants     []tlGrant
-	Delays     []tlBox
-	Marks      []tlMark
-	Ticks      []tlTick
-	HasNow     bool
-	NowX       string
-	NowAnchor  string
+	ViewBox   string
+	Title     string
+	Empty     bool
+	Grants    []tlGrant
+	Delays    []tlBox
+	Marks     []tlMark
+	Ticks     []tlTick
+	HasNow    bool
+	NowX      string
+	NowAnchor string
+	// NowLines are the pieces of the now line: beside the "now" text, and across each lane
+	// down to the axis, leaving out the rows of labels over the lanes.
+	NowLines   []tlLine
 	AxisFrom   string
 	AxisTo     string
 	EmptyTextX string
@@ -193,6 +270,10 @@ type tlMark struct {
 	StemY1 string
 	StemY2 string
 	CountY string
+}
+
+type tlLine struct {
+	Y1, Y2 string
 }
 
 type tlTick struct {
@@ -266,7 +347,7 @@ func (tl Timeline) layout() tlLayout {
 	for i, v := range vis {
 		g := v.g
 		y := laneY(g)
-		w := max(v.xTo-v.xFrom, 2)
+		w := max(v.xTo-v.xFrom, tlMinBar)
 		lg := tlGrant{
 			Class: "tl-grant tl-" + grantState(g),
 			Fill:  "#4a7fb5",
@@ -391,6 +472,15 @@ func (tl Timeline) layout() tlLayout {
 		x := xOf(tl.Now)
 		out.NowX = f1(x)
 		out.NowAnchor = edgeAnchor(x)
+		out.NowLines = append(out.NowLines, tlLine{Y1: f1(14), Y2: f1(tlLabelY0 - 11)})
+		for i := range lanes {
+			y := tlLaneY + float64(i)*tlLaneStep
+			y2 := y + tlLaneH + 2
+			if i == lanes-1 {
+				y2 = tlAxisY + extra
+			}
+			out.NowLines = append(out.NowLines, tlLine{Y1: f1(y - 2), Y2: f1(y2)})
+		}
 	}
 
 	step := tickStep(end.Sub(start))

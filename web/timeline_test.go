@@ -231,3 +231,84 @@ func TestTimelineLanes(t *testing.T) {
 		t.Errorf("viewBox %q, axis at %s; want 80 more for two more lanes", l.ViewBox, l.AxisY)
 	}
 }
+
+// TestTimelineFitRecent: a fitted window zooms in on the recent grants so that seconds-long
+// ones beside an hour-long one are drawn wide enough to see; the hour-long one is then out of
+// view and counted.
+func TestTimelineFitRecent(t *testing.T) {
+	long := Grant{Token: tok1, Holder: "slow", AcquiredAt: at("-2h"), EndedAt: at("-1h"), End: "released"}
+	var grants = []Grant{long}
+	for i := range 5 {
+		from := at("-60s").Add(time.Duration(i) * 10 * time.Second)
+		grants = append(grants, Grant{Token: tok2 + int64(i), Holder: "quick", AcquiredAt: from, EndedAt: from.Add(3 * time.Second), End: "released"})
+	}
+	full := Timeline{Start: at("-2h"), End: now.Add(5 * time.Second), Now: now, Grants: grants}
+	widths := func(tl Timeline) []float64 {
+		var out []float64
+		for _, g := range tl.layout().Grants {
+			w, _ := strconv.ParseFloat(g.Bar.W, 64)
+			out = append(out, w)
+		}
+		return out
+	}
+	for _, w := range widths(full)[1:] {
+		if w > tlMinBar {
+			t.Fatalf("the fixture's short grants are %.1f wide over two hours, want slivers of at most %.1f", w, tlMinBar)
+		}
+	}
+	fit := full.FitRecent()
+	if !fit.Start.After(at("-1h")) || !fit.Start.Before(at("-60s")) || !fit.End.Equal(full.End) {
+		t.Errorf("FitRecent() window = %v – %v, want from after the long grant's end to before the first short one, to %v", fit.Start, fit.End, full.End)
+	}
+	if fit.Hidden != 1 {
+		t.Errorf("FitRecent().Hidden = %d, want 1 (the hour-long grant)", fit.Hidden)
+	}
+	ws := widths(fit)
+	if len(ws) != 5 {
+		t.Fatalf("grants drawn after FitRecent() = %d, want the 5 short ones", len(ws))
+	}
+	for i, w := range ws {
+		if w < tlMinVisible {
+			t.Errorf("short grant %d is %.1f wide, want at least %.1f", i, w, tlMinVisible)
+		}
+	}
+	// Grants all of one size are already fine: the window stays.
+	even := Timeline{Start: at("-10m"), End: now, Now: now, Grants: grants[1:]}
+	if got := even.FitRecent(); !got.Start.Equal(even.Start) || got.Hidden != 0 {
+		t.Errorf("FitRecent() of even grants = start %v hidden %d, want the window unchanged", got.Start, got.Hidden)
+	}
+}
+
+// TestTimelineNowSkipsLabels: the now line runs beside its word and across the lanes, never
+// through a row of labels over them, with one lane or several.
+func TestTimelineNowSkipsLabels(t *testing.T) {
+	for _, lanes := range []int{1, 3} {
+		tl := timeline()
+		tl.Lanes = lanes
+		l := tl.layout()
+		if !l.HasNow || len(l.NowLines) == 0 {
+			t.Fatalf("lanes %d: no now line", lanes)
+		}
+		var rows [][2]float64 // the label rows' extents: a baseline and 11 units of text above it
+		for _, y := range []float64{tlLabelY0, tlLabelY1} {
+			rows = append(rows, [2]float64{y - 11, y + 2})
+		}
+		for i := range lanes {
+			y := tlLaneY + float64(i)*tlLaneStep - 4
+			rows = append(rows, [2]float64{y - 11, y + 2})
+		}
+		for _, s := range l.NowLines {
+			y1, _ := strconv.ParseFloat(s.Y1, 64)
+			y2, _ := strconv.ParseFloat(s.Y2, 64)
+			for _, r := range rows {
+				if y1 < r[1] && y2 > r[0] {
+					t.Errorf("lanes %d: now line %.1f–%.1f crosses the label row %.1f–%.1f", lanes, y1, y2, r[0], r[1])
+				}
+			}
+		}
+		last := l.NowLines[len(l.NowLines)-1]
+		if last.Y2 != l.AxisY {
+			t.Errorf("lanes %d: the now line ends at %s, want the axis at %s", lanes, last.Y2, l.AxisY)
+		}
+	}
+}
