@@ -16,6 +16,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/auth"
+	"github.com/leasekeeper/leasekeeper/dashboard"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 )
@@ -56,9 +57,6 @@ type AuthConfig struct {
 	SessionIdle, SessionMax time.Duration
 }
 
-// SessionCookie is the dashboard session's cookie.
-const SessionCookie = "lk_session"
-
 // keyCacheTTL bounds how long a key read from the store is trusted without reading it again.
 // A revocation through this process takes effect at once; one made through another process
 // sharing the database, within this time.
@@ -78,7 +76,6 @@ type authn struct {
 	lives   map[string]*keyLife // key id → ends when the key is revoked
 	limiter map[string]*rate.Limiter
 	held    map[string]*[2]int // key id → waits, watches in progress
-	signIns *signInGuard
 	uses    *keyUse
 }
 
@@ -104,8 +101,7 @@ func newAuthn(cfg AuthConfig, st store.Store, clock lease.Clock) *authn {
 		cfg.SessionMax = 12 * time.Hour
 	}
 	return &authn{cfg: cfg, store: st, clock: clock, cache: map[[32]byte]cachedKey{}, lives: map[string]*keyLife{},
-		limiter: map[string]*rate.Limiter{}, held: map[string]*[2]int{}, signIns: newSignInGuard(cfg.SignInRate, cfg.SignInBurst),
-		uses: newKeyUse(st, clock)}
+		limiter: map[string]*rate.Limiter{}, held: map[string]*[2]int{}, uses: newKeyUse(st, clock)}
 }
 
 type principalInfo struct {
@@ -173,7 +169,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 // deny answers a request without a valid key: a browser asking for a page is sent to sign in,
 // everything else gets 401 with a Bearer challenge.
 func (s *server) deny(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Method == http.MethodGet && wantsHTML(r) && r.Header.Get("LK-Fragment") == "" {
+	if r.Method == http.MethodGet && dashboard.WantsHTML(r) && r.Header.Get("LK-Fragment") == "" {
 		http.Redirect(w, r, "/signin?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 		return
 	}
@@ -197,7 +193,7 @@ func (a *authn) principal(r *http.Request) (principalInfo, error) {
 		}
 		return principalInfo{p: k.Principal()}, nil
 	}
-	if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
+	if c, err := r.Cookie(dashboard.SessionCookie); err == nil && c.Value != "" {
 		return a.sessionPrincipal(r.Context(), c.Value)
 	}
 	return principalInfo{}, lease.Errorf(lease.CodeUnauthenticated, "this request needs an API key: send \"Authorization: Bearer <key>\"")
@@ -501,23 +497,4 @@ func (a *authn) retryAfterRate() int {
 		return 1
 	}
 	return max(1, int(math.Ceil(1/float64(a.cfg.Rate))))
-}
-
-// scope narrows a list under prefix to what the caller may read: the prefix to ask the store
-// for, a check for each item's names (nil when every item is in scope), and none when nothing
-// under prefix is.
-func scope(ctx context.Context, prefix string) (narrowed string, keep func(names ...string) bool, none bool) {
-	p := principalOf(ctx)
-	narrowed, check, none := p.Narrow(prefix)
-	if check {
-		keep = func(names ...string) bool {
-			for _, n := range names {
-				if n != "" && p.InScope(n) {
-					return true
-				}
-			}
-			return false
-		}
-	}
-	return narrowed, keep, none
 }

@@ -7,11 +7,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/leasekeeper/leasekeeper/handlers"
+
+	"github.com/leasekeeper/leasekeeper/internal/browsertest"
 )
 
 // fetchResult is what the page's fetch saw: the status and the headers CORS let it read, or
@@ -30,7 +33,7 @@ type fetchResult struct {
 // other's requests never leave the browser (their preflight gets no CORS answer) and change
 // nothing.
 func TestBrowserCORS(t *testing.T) {
-	browser := dashBrowser(t)
+	browser := browsertest.Start(t)
 	page := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, `<!doctype html><title>an app elsewhere</title><p>app</p>`)
@@ -62,7 +65,7 @@ func TestBrowserCORS(t *testing.T) {
 	jsonCT := `{"Content-Type": "application/json", "Idempotency-Key": "browser-cors-0001"}`
 
 	t.Run("ListedOrigin", func(t *testing.T) {
-		ctx := dashTab(t, browser)
+		ctx := tab(t, browser)
 		if err := chromedp.Do(ctx, chromedp.Navigate(app.URL+"/")); err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +85,7 @@ func TestBrowserCORS(t *testing.T) {
 	})
 
 	t.Run("ErrOtherOrigin", func(t *testing.T) {
-		ctx := dashTab(t, browser)
+		ctx := tab(t, browser)
 		if err := chromedp.Do(ctx, chromedp.Navigate(evil.URL+"/")); err != nil {
 			t.Fatal(err)
 		}
@@ -97,4 +100,14 @@ func TestBrowserCORS(t *testing.T) {
 			t.Errorf("a page on an unlisted origin changed the data (-before +after):\n%s", diff)
 		}
 	})
+}
+
+// tab opens a tab in the browser for one subtest, bounded to 20 s.
+func tab(t *testing.T, browser context.Context) context.Context {
+	t.Helper()
+	tab, cancelTab := chromedp.NewContext(browser)
+	t.Cleanup(cancelTab)
+	ctx, cancel := context.WithTimeout(tab, 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
 }

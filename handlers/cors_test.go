@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/dashboard"
 	"github.com/leasekeeper/leasekeeper/handlers"
 )
 
@@ -137,7 +138,12 @@ func TestCORS(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		session := sessionCookie(resp)
+		var session *http.Cookie
+		for _, c := range resp.Cookies() {
+			if c.Name == dashboard.SessionCookie {
+				session = c
+			}
+		}
 		if session == nil {
 			t.Fatalf("sign-in = %d without a session cookie", resp.StatusCode)
 		}

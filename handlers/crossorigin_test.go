@@ -11,6 +11,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
+	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
 // TestCrossSiteRefused replays what a page on another site can make a browser send: simple
@@ -53,14 +56,14 @@ func TestCrossSiteRefused(t *testing.T) {
 				t.Errorf("cross-site GET %s = %d %s, want 200", path, resp.StatusCode, body)
 			}
 		}
-		live := newDashLiveServer(t) // with the watch hub
+		live, _ := servicetest.Start(t, service.Config{}, sqlite.Options{}) // with the watch hub
 		ctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
 		defer cancel()
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, live.url+"/v1/watch", nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, live.URL+"/v1/watch", nil)
 		for k, v := range crossSite {
 			req.Header.Set(k, v)
 		}
-		resp, err := live.hc.Do(req)
+		resp, err := live.Client().Do(req)
 		if err != nil {
 			t.Fatalf("cross-site GET /v1/watch: %v", err)
 		}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/auth"
+	"github.com/leasekeeper/leasekeeper/dashboard"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/watch"
@@ -150,12 +151,13 @@ func New(cfg Config) (http.Handler, error) {
 	r.Use(mws...)
 	r.Use(s.accessLog, s.recoverer, headAsGet(r), s.headerLimit(cfg.MaxHeaderBytes), bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody),
 		withCORS(origins), s.authenticate)
-	dash := &dashboard{s: s, site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version, AuthOff: cfg.Auth.Off},
-		csrfKey: auth.MAC(s.auth.cfg.Secret, "csrf")}
+	dash := dashboard.New(dashboard.Config{Store: cfg.Store, Acquirer: cfg.Acquirer, Clock: cfg.Clock, Logger: cfg.Logger, Edge: dashEdge{s},
+		Site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version, AuthOff: cfg.Auth.Off}, CSRFKey: auth.MAC(s.auth.cfg.Secret, "csrf"),
+		Started: s.started, Epoch: s.epoch, SignInRate: cfg.Auth.SignInRate, SignInBurst: cfg.Auth.SignInBurst,
+		SessionMax: s.auth.cfg.SessionMax, MaxSessionsPerKey: cfg.Auth.MaxDashboardSessionsPerKey})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		if wantsHTML(r) {
-			dash.page(w, r, http.StatusNotFound, nil, web.ErrorInfo{Status: http.StatusNotFound,
-				Detail: "There is no page at " + r.URL.Path + "."})
+		if dashboard.WantsHTML(r) {
+			dash.NotFound(w, r)
 			return
 		}
 		s.writeProblem(w, r, lease.Errorf(lease.CodeNotFound, "no route for %s %s", r.Method, r.URL.Path))
@@ -174,7 +176,7 @@ func New(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	dash.routes(r)
+	dash.Routes(r)
 	r.Group(func(r chi.Router) {
 		r.Use(noStore, sameOrigin, s.jsonBody, s.validate(routes))
 		strict := api.NewStrictHandlerWithOptions(s, []api.StrictMiddlewareFunc{newAuthorizer().authorize}, api.StrictHTTPServerOptions{

@@ -212,7 +212,7 @@ func (s *server) GetLease(ctx context.Context, req api.GetLeaseRequestObject) (a
 
 // ListLeases lists leases by name.
 func (s *server) ListLeases(ctx context.Context, req api.ListLeasesRequestObject) (api.ListLeasesResponseObject, error) {
-	prefix, keep, none := scope(ctx, deref(req.Params.Prefix))
+	prefix, keep, none := principalOf(ctx).ListScope(deref(req.Params.Prefix))
 	if none {
 		return api.ListLeases200JSONResponse{Leases: []api.LeaseState{}}, nil
 	}
@@ -248,7 +248,7 @@ func (s *server) ListLeaseEvents(ctx context.Context, req api.ListLeaseEventsReq
 	out := api.ListLeaseEvents200JSONResponse{Events: make([]api.Event, 0, len(page.Items)), NextCursor: page.Next}
 	who := principalOf(ctx)
 	for _, e := range page.Items {
-		if !visible(who, e) {
+		if !who.SeesEvent(e) {
 			continue
 		}
 		out.Events = append(out.Events, wireEvent(e))

@@ -161,7 +161,7 @@ func (s *server) ListResourceWriters(ctx context.Context, req api.ListResourceWr
 	out := api.ListResourceWriters200JSONResponse{Writers: make([]api.ResourceWrite, len(ws))}
 	who := principalOf(ctx)
 	for i, x := range ws {
-		x.Lease, x.Holder = attributed(who, x.Lease, x.Holder)
+		x.Lease, x.Holder = who.Attributed(x.Lease, x.Holder)
 		out.Writers[i] = wireWrite(x)
 	}
 	return out, nil
@@ -181,7 +181,7 @@ func (s *server) DeleteResource(ctx context.Context, req api.DeleteResourceReque
 
 // ListResources lists fenced resources.
 func (s *server) ListResources(ctx context.Context, req api.ListResourcesRequestObject) (api.ListResourcesResponseObject, error) {
-	prefix, keep, none := scope(ctx, deref(req.Params.Prefix))
+	prefix, keep, none := principalOf(ctx).ListScope(deref(req.Params.Prefix))
 	if none {
 		return api.ListResources200JSONResponse{Resources: []api.ResourceInfo{}}, nil
 	}
@@ -195,7 +195,7 @@ func (s *server) ListResources(ctx context.Context, req api.ListResourcesRequest
 		if keep != nil && !keep(r.Name) {
 			continue
 		}
-		r.Lease, r.Holder = attributed(who, r.Lease, r.Holder)
+		r.Lease, r.Holder = who.Attributed(r.Lease, r.Holder)
 		out.Resources = append(out.Resources, wireResource(r))
 	}
 	return out, nil
@@ -211,7 +211,7 @@ func (s *server) ListRejections(ctx context.Context, req api.ListRejectionsReque
 	out := api.ListRejections200JSONResponse{Rejections: make([]api.Rejection, 0, len(page.Items)), NextCursor: page.Next}
 	who := principalOf(ctx)
 	for _, r := range page.Items {
-		if !sees(who, r) {
+		if !who.SeesRejection(r) {
 			continue
 		}
 		out.Rejections = append(out.Rejections, wireRejection(r))

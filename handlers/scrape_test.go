@@ -20,19 +20,28 @@ import (
 	"github.com/leasekeeper/leasekeeper/internal/promcheck"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/service"
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
+	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
 // liveService is the whole service as `leasekeeper serve` assembles it (waiting line, watch
 // hub, metrics on one registry), on a fake clock, served on a local port.
 type liveService struct {
-	*dashServer
-	svc *service.Service
+	t     *testing.T
+	url   string
+	hc    *http.Client // sends an admin key
+	clock *lease.FakeClock
+	store *sqlite.Store
+	svc   *service.Service
 }
 
 func newLiveService(t *testing.T) *liveService {
 	t.Helper()
-	s, svc := newServiceServer(t, lease.NewFakeClock(dashT0), nil)
-	return &liveService{dashServer: s, svc: svc}
+	clock := lease.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	srv, st, svc := servicetest.StartService(t, service.Config{Retention: store.Retention{Age: time.Hour}, Version: "test"},
+		sqlite.Options{Clock: clock})
+	return &liveService{t: t, url: srv.URL, hc: srv.Client(), clock: clock, store: st, svc: svc}
 }
 
 // post sends a JSON body and returns the status and the decoded answer.

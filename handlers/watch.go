@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"github.com/leasekeeper/leasekeeper/api"
-	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/watch"
 )
@@ -21,7 +20,7 @@ func (s *server) Watch(ctx context.Context, req api.WatchRequestObject) (api.Wat
 	if err != nil {
 		return problemAs[api.WatchdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
 	}
-	prefix, _, _ := scope(ctx, deref(req.Params.Prefix))
+	prefix, _, _ := principalOf(ctx).ListScope(deref(req.Params.Prefix))
 	sctx, cancel := s.auth.untilRevoked(ctx)
 	st, err := s.hub.OpenAs(sctx, prefix, deref(req.Params.LastEventID), who.IsAdmin())
 	if err != nil {
@@ -33,34 +32,8 @@ func (s *server) Watch(ctx context.Context, req api.WatchRequestObject) (api.Wat
 		// A HEAD gets the stream's headers and its end: the stream stops at its first wait.
 		cancel()
 	}
-	st.Keep = func(e lease.Event) bool { return visible(who, e) }
+	st.Keep = func(e lease.Event) bool { return who.SeesEvent(e) }
 	return stream{st: st, log: s, done: func() { cancel(); done() }}, nil
-}
-
-// visible reports whether the principal may see an event: one whose name and resource, each
-// when it has one, are both in its scope (invariant 8: a rejection of a resource outside it
-// does not show on a lease inside, nor the reverse); the audit events of keys only for admins.
-func visible(p auth.Principal, e lease.Event) bool {
-	switch e.Type {
-	case lease.EventKeyCreated, lease.EventKeyRevoked:
-		return p.IsAdmin()
-	}
-	return (e.Name != "" || e.Resource != "") && (e.Name == "" || p.InScope(e.Name)) && (e.Resource == "" || p.InScope(e.Resource))
-}
-
-// sees reports whether the principal may see a rejection: one whose resource and lease (when
-// it names one) are both in its scope.
-func sees(p auth.Principal, r lease.Rejection) bool {
-	return p.InScope(r.Resource) && (r.Lease == "" || p.InScope(r.Lease))
-}
-
-// attributed is a write's lease and holder as the principal may see them, on a resource in its
-// scope: both empty when the lease is outside it, as for a token that named no lease.
-func attributed(p auth.Principal, leaseName, holder string) (string, string) {
-	if leaseName != "" && !p.InScope(leaseName) {
-		return "", ""
-	}
-	return leaseName, holder
 }
 
 // stream is the strict server's response for a watch: it writes until the client leaves.

@@ -3,12 +3,10 @@ package handlers_test
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -76,25 +74,11 @@ func TestWriteTimeout(t *testing.T) {
 // still delivers.
 func TestWriteTimeoutSparesWaits(t *testing.T) {
 	const timeout = 50 * time.Millisecond
-	var hooks service.Hooks
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "lk.db"), sqlite.Options{OnCommit: hooks.Publish})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	svc, err := service.New(st, &hooks, service.Config{Retention: store.Retention{Age: time.Hour}, WriteTimeout: timeout})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bg, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() { svc.Run(bg) })
-	t.Cleanup(func() { stop(); wg.Wait() })
-	s := dashServe(t, svc.Handler, st, nil)
+	srv, st := servicetest.Start(t, service.Config{Retention: store.Retention{Age: time.Hour}, WriteTimeout: timeout}, sqlite.Options{})
 	hc := servicetest.Bearer(servicetest.AdminKey(t, st))
 	post := func(path, body string) (*http.Response, string) {
 		t.Helper()
-		resp, err := hc.Post(s.url+path, "application/json", strings.NewReader(body))
+		resp, err := hc.Post(srv.URL+path, "application/json", strings.NewReader(body))
 		if err != nil {
 			t.Fatalf("POST %s = %v", path, err)
 		}
@@ -103,7 +87,7 @@ func TestWriteTimeoutSparesWaits(t *testing.T) {
 		return resp, string(b)
 	}
 
-	req, _ := http.NewRequest("GET", s.url+"/v1/watch?prefix=job", nil)
+	req, _ := http.NewRequest("GET", srv.URL+"/v1/watch?prefix=job", nil)
 	watch, err := hc.Do(req)
 	if err != nil || watch.StatusCode != http.StatusOK {
 		t.Fatalf("watch = %v, %v", watch, err)
@@ -119,7 +103,7 @@ func TestWriteTimeoutSparesWaits(t *testing.T) {
 	leaseID = leaseID[:strings.IndexByte(leaseID, '"')]
 	waited := make(chan string, 1)
 	go func() {
-		resp, err := hc.Post(s.url+"/v1/leases/job/acquire", "application/json", strings.NewReader(`{"holder":"second","ttl_ms":60000,"wait_ms":60000}`))
+		resp, err := hc.Post(srv.URL+"/v1/leases/job/acquire", "application/json", strings.NewReader(`{"holder":"second","ttl_ms":60000,"wait_ms":60000}`))
 		if err != nil {
 			waited <- err.Error()
 			return

@@ -22,6 +22,14 @@ import (
 // authentication off, the server gets an admin key that srv.Client(), Client() and KeyOf send.
 func Start(t testing.TB, cfg service.Config, opts sqlite.Options) (*httptest.Server, *sqlite.Store) {
 	t.Helper()
+	srv, st, _ := StartService(t, cfg, opts)
+	return srv, st
+}
+
+// StartService is Start that also returns the service, for tests that look at its parts (the
+// waiting line).
+func StartService(t testing.TB, cfg service.Config, opts sqlite.Options) (*httptest.Server, *sqlite.Store, *service.Service) {
+	t.Helper()
 	var hooks service.Hooks
 	opts.OnCommit, opts.OnBatch = hooks.Publish, hooks.Batch
 	if cfg.Tracer != nil {
@@ -33,13 +41,20 @@ func Start(t testing.TB, cfg service.Config, opts sqlite.Options) (*httptest.Ser
 		t.Fatalf("sqlite.Open(%s) = %v", path, err)
 	}
 	t.Cleanup(func() { st.Close() })
-	return Serve(t, st, &hooks, cfg), st
+	srv, svc := serve(t, st, &hooks, cfg)
+	return srv, st, svc
 }
 
 // Serve runs a server assembled as `leasekeeper serve` assembles it over st, an open store
 // whose commit hook is hooks.Publish, until the test ends. Unless cfg turns authentication off,
 // the server gets an admin key of its own that srv.Client(), Client() and KeyOf send.
 func Serve(t testing.TB, st service.Store, hooks *service.Hooks, cfg service.Config) *httptest.Server {
+	t.Helper()
+	srv, _ := serve(t, st, hooks, cfg)
+	return srv
+}
+
+func serve(t testing.TB, st service.Store, hooks *service.Hooks, cfg service.Config) (*httptest.Server, *service.Service) {
 	t.Helper()
 	svc, err := service.New(st, hooks, cfg)
 	if err != nil {
@@ -59,7 +74,7 @@ func Serve(t testing.TB, st service.Store, hooks *service.Hooks, cfg service.Con
 	// Cleanups run last-in first-out: the server closes, then the loops stop, then the store.
 	t.Cleanup(func() { cancel(); <-done })
 	t.Cleanup(srv.Close)
-	return srv
+	return srv, svc
 }
 
 // AdminKey creates an admin API key in st for the test and returns the key.

@@ -1,4 +1,4 @@
-package handlers_test
+package dashboard_test
 
 import (
 	"context"
@@ -19,6 +19,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/leasekeeper/leasekeeper/service/servicetest"
+
+	"github.com/leasekeeper/leasekeeper/internal/browsertest"
 )
 
 // dashRestartable serves the live handler on one address that can be stopped and served
@@ -189,7 +191,7 @@ const dashSmallestText = `Math.min(...[...document.querySelectorAll("svg[data-te
 // 15 held leases with long names and metadata, waiters, a handover with lock delays, stale
 // writes from three holders and one reported from outside.
 func TestBrowserOnCall(t *testing.T) {
-	browser := dashBrowser(t)
+	browser := browsertest.Start(t)
 	s := newDashRestartable(t)
 	shots := dashShots(t)
 

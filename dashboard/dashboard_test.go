@@ -1,4 +1,4 @@
-package handlers_test
+package dashboard_test
 
 import (
 	"context"

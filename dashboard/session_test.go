@@ -1,4 +1,4 @@
-package handlers_test
+package dashboard_test
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/leasekeeper/leasekeeper"
 	"github.com/leasekeeper/leasekeeper/auth"
+	"github.com/leasekeeper/leasekeeper/dashboard"
 	"github.com/leasekeeper/leasekeeper/handlers"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/service/servicetest"
@@ -70,7 +71,7 @@ func (b *browser) signIn(key, next string) *http.Response {
 	b.t.Helper()
 	resp, body := b.do("POST", "/signin", url.Values{"key": {key}, "next": {next}}, map[string]string{"Sec-Fetch-Site": "same-origin"})
 	for _, c := range resp.Cookies() {
-		if c.Name == handlers.SessionCookie {
+		if c.Name == dashboard.SessionCookie {
 			b.cookie = c
 		}
 	}
@@ -83,7 +84,7 @@ func (b *browser) signIn(key, next string) *http.Response {
 // sessionCookie is the session cookie resp sets, or nil.
 func sessionCookie(resp *http.Response) *http.Cookie {
 	for _, c := range resp.Cookies() {
-		if c.Name == handlers.SessionCookie {
+		if c.Name == dashboard.SessionCookie {
 			return c
 		}
 	}
@@ -258,7 +259,7 @@ func TestSessionCookieSecureUnderTLS(t *testing.T) {
 
 // TestAuthOff checks the experiment mode: no key needed, and every page says so.
 func TestAuthOff(t *testing.T) {
-	e := newEnvWith(t, func(c *handlers.Config) { c.Auth.Off = true })
+	e := newDashServerWith(t, filepath.Join(t.TempDir(), "lk.db"), func(c *handlers.Config) { c.Auth.Off = true })
 	resp, err := http.Post(e.url+"/v1/leases/job/acquire", "application/json", strings.NewReader(`{"holder":"w","ttl_ms":60000}`))
 	if err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("acquire without a key, auth off = %v, %v", resp, err)
@@ -268,7 +269,7 @@ func TestAuthOff(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `data-testid="auth-off"`) {
 		t.Errorf("overview with auth off = %d, want the auth-off banner", resp.StatusCode)
 	}
-	e2 := newEnv(t)
+	e2 := newDashServer(t)
 	if _, body := e2.do("GET", "/", nil, map[string]string{"Accept": "text/html"}); strings.Contains(string(body), `data-testid="auth-off"`) {
 		t.Errorf("the auth-off banner shows with auth on")
 	}

@@ -1,4 +1,4 @@
-package handlers
+package dashboard
 
 import (
 	"cmp"
@@ -27,7 +27,7 @@ const maxWaitingShown = 10
 func (d *dashboard) triage(ctx context.Context, o *web.Overview, prefix string, check bool, rej []lease.Rejection, full bool) error {
 	t := web.Triage{Held: o.HeldCount, Started: d.s.started, Epoch: d.s.epoch}
 	var handovers []lease.Handover
-	for _, p := range scopePrefixes(principalOf(ctx), prefix, check) {
+	for _, p := range scopePrefixes(d.principalOf(ctx), prefix, check) {
 		x, err := d.s.store.Triage(ctx, p, web.SoonWindow)
 		if err != nil {
 			return err
@@ -52,7 +52,7 @@ func (d *dashboard) triage(ctx context.Context, o *web.Overview, prefix string, 
 	}
 	t.RejectedMore = full && len(rej) > 0 && rej[len(rej)-1].At.After(day)
 	if l, ok := d.s.acquirer.(waitingNames); ok {
-		who := principalOf(ctx)
+		who := d.principalOf(ctx)
 		for name, n := range l.Waiting() {
 			base, _, _ := lease.SlotOf(name)
 			if strings.HasPrefix(name, prefix) && who.Allow(auth.Read, base) == nil {

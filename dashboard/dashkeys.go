@@ -1,4 +1,4 @@
-package handlers
+package dashboard
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 // formToken binds a keys page form to its action (and key) and to the viewer (session, or key),
 // with a key derived from the server's secret.
 func (d *dashboard) formToken(ctx context.Context, action string) string {
-	who := principalOf(ctx).KeyID + "\x00" + string(sessionOf(ctx))
+	who := d.principalOf(ctx).KeyID + "\x00" + string(d.sessionOf(ctx))
 	m := hmac.New(sha256.New, d.csrfKey)
 	m.Write([]byte("keys\x00" + action + "\x00" + who))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
@@ -54,7 +54,7 @@ func (d *dashboard) showKeys(w http.ResponseWriter, r *http.Request, status int,
 }
 
 func (d *dashboard) keys(w http.ResponseWriter, r *http.Request) {
-	if err := principalOf(r.Context()).Allow(auth.Manage); err != nil {
+	if err := d.principalOf(r.Context()).Allow(auth.Manage); err != nil {
 		d.fail(w, r, err)
 		return
 	}
@@ -68,7 +68,7 @@ func (d *dashboard) keys(w http.ResponseWriter, r *http.Request) {
 // keyForm checks that the viewer is an admin and that the form carries the token of action;
 // otherwise it answers and returns false.
 func (d *dashboard) keyForm(w http.ResponseWriter, r *http.Request, action string) bool {
-	if err := principalOf(r.Context()).Allow(auth.Manage); err != nil {
+	if err := d.principalOf(r.Context()).Allow(auth.Manage); err != nil {
 		d.fail(w, r, err)
 		return false
 	}

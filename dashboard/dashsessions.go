@@ -1,4 +1,4 @@
-package handlers
+package dashboard
 
 import (
 	"net/http"
@@ -13,7 +13,7 @@ import (
 // page still shows those with a lease in its scope).
 func (d *dashboard) sessions(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	who := principalOf(ctx)
+	who := d.principalOf(ctx)
 	if err := who.Allow(auth.Read); err != nil {
 		d.fail(w, r, err)
 		return

@@ -1,4 +1,4 @@
-package handlers
+package dashboard
 
 import (
 	"context"
@@ -71,9 +71,9 @@ func (d *dashboard) routes(r chi.Router) {
 func (d *dashboard) siteFor(r *http.Request) web.Site {
 	site := d.site
 	if !site.AuthOff {
-		if p := principalOf(r.Context()); p.Role != "" {
+		if p := d.principalOf(r.Context()); p.Role != "" {
 			site.User = p.Actor() + " · " + string(p.Role)
-			site.SignedIn = sessionOf(r.Context()) != nil
+			site.SignedIn = d.sessionOf(r.Context()) != nil
 			site.Admin = p.IsAdmin()
 		}
 	}
@@ -95,7 +95,7 @@ func (d *dashboard) page(w http.ResponseWriter, r *http.Request, status int, liv
 	w.Header().Set("Content-Security-Policy", pageCSP)
 	c := live
 	if live == nil {
-		e.RequestID = requestID(r.Context())
+		e.RequestID = d.s.edge.RequestID(r.Context())
 		c = web.ErrorPage(d.siteFor(r), e)
 	} else if !web.IsFragment(r) && len(full) > 0 {
 		c = full[0]
@@ -108,8 +108,8 @@ func (d *dashboard) page(w http.ResponseWriter, r *http.Request, status int, liv
 
 // fail renders a store error as the error page.
 func (d *dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
-	p := d.s.toProblem(r.Context(), err)
-	d.page(w, r, p.Status, nil, web.ErrorInfo{Status: p.Status, Detail: deref(p.Detail)})
+	status, detail := d.s.edge.Problem(r.Context(), err)
+	d.page(w, r, status, nil, web.ErrorInfo{Status: status, Detail: detail})
 }
 
 func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
@@ -123,8 +123,8 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 	if o.State != web.StateExpiring && o.State != web.StateLate {
 		o.State = ""
 	}
-	who := principalOf(ctx)
-	prefix, keep, none := scope(ctx, o.Prefix)
+	who := d.principalOf(ctx)
+	prefix, keep, none := d.principalOf(ctx).ListScope(o.Prefix)
 	var err error
 	if !none {
 		var held []lease.State
@@ -158,7 +158,7 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 	perLease := map[string]int{}
 	var shown []lease.Rejection
 	for _, x := range rej.Items {
-		if !sees(who, x) {
+		if !who.SeesRejection(x) {
 			continue
 		}
 		perLease[x.Lease]++
@@ -173,7 +173,7 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 	if !none {
 		var visible []lease.Rejection
 		for _, x := range rej.Items {
-			if sees(who, x) {
+			if who.SeesRejection(x) {
 				visible = append(visible, x)
 			}
 		}
@@ -248,7 +248,7 @@ func (d *dashboard) lease(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, lease.Errorf(lease.CodeNotFound, "%q is not a lease name", name))
 		return
 	}
-	if err := principalOf(r.Context()).Allow(auth.Read, name); err != nil {
+	if err := d.principalOf(r.Context()).Allow(auth.Read, name); err != nil {
 		d.fail(w, r, err)
 		return
 	}
@@ -293,10 +293,10 @@ func (d *dashboard) leaseDetail(ctx context.Context, name, cursor, rng string) (
 		return web.LeaseDetail{}, err
 	}
 	detail := web.LeaseDetail{Now: now, Lease: viewLease(st), NextCursor: evs.Next, Range: rng,
-		CSRFToken: d.csrfToken(ctx, name, st.Token), CanRevoke: principalOf(ctx).IsAdmin(), Slots: viewSlots(st)}
-	who := principalOf(ctx)
+		CSRFToken: d.csrfToken(ctx, name, st.Token), CanRevoke: d.principalOf(ctx).IsAdmin(), Slots: viewSlots(st)}
+	who := d.principalOf(ctx)
 	for _, x := range rej.Items {
-		if sees(who, x) {
+		if who.SeesRejection(x) {
 			detail.Lease.Rejections++
 		}
 	}
@@ -310,7 +310,7 @@ func (d *dashboard) leaseDetail(ctx context.Context, name, cursor, rng string) (
 	}
 	oldest := make([]lease.Event, 0, len(evs.Items))
 	for i := len(evs.Items) - 1; i >= 0; i-- {
-		if !visible(who, evs.Items[i]) {
+		if !who.SeesEvent(evs.Items[i]) {
 			continue
 		}
 		oldest = append(oldest, evs.Items[i])
@@ -340,7 +340,7 @@ func (d *dashboard) session(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := web.SessionDetail{Now: d.s.clock.Now(), Session: viewSession(ss)}
-	who := principalOf(ctx)
+	who := d.principalOf(ctx)
 	for _, st := range sts {
 		l := viewLease(st)
 		if who.Allow(auth.Read, l.Name) == nil {
@@ -376,7 +376,7 @@ func (d *dashboard) revoke(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, lease.Errorf(lease.CodeNotFound, "%q is not a lease name", name))
 		return
 	}
-	who := principalOf(r.Context())
+	who := d.principalOf(r.Context())
 	if err := who.Allow(auth.Manage); err != nil {
 		d.fail(w, r, err)
 		return
@@ -413,7 +413,7 @@ func (d *dashboard) revoke(w http.ResponseWriter, r *http.Request) {
 // csrfToken binds the revoke form to its lease and grant (by fencing token) and to the viewer
 // (session, or key), with a key derived from the server's secret.
 func (d *dashboard) csrfToken(ctx context.Context, name string, token int64) string {
-	who := principalOf(ctx).KeyID + "\x00" + string(sessionOf(ctx))
+	who := d.principalOf(ctx).KeyID + "\x00" + string(d.sessionOf(ctx))
 	m := hmac.New(sha256.New, d.csrfKey)
 	m.Write([]byte("revoke\x00" + name + "\x00" + strconv.FormatInt(token, 10) + "\x00" + who))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
@@ -432,9 +432,9 @@ func (d *dashboard) rejections(w http.ResponseWriter, r *http.Request) {
 	} else {
 		l.Range = ""
 	}
-	who := principalOf(r.Context())
+	who := d.principalOf(r.Context())
 	keep := func(x lease.Rejection) bool {
-		return sees(who, x) && strings.Contains(x.Holder, l.Holder) && (l.Source == "" || x.Source == l.Source)
+		return who.SeesRejection(x) && strings.Contains(x.Holder, l.Holder) && (l.Source == "" || x.Source == l.Source)
 	}
 	// Holder and source are filtered here, so a page may take several of the store's: read on
 	// until it is full or a few pages were read, and go on from there next time.
@@ -462,7 +462,7 @@ func (d *dashboard) rejections(w http.ResponseWriter, r *http.Request) {
 
 func (d *dashboard) resources(w http.ResponseWriter, r *http.Request) {
 	l := web.ResourceList{Now: d.s.clock.Now(), Cursor: r.URL.Query().Get("cursor")}
-	prefix, keep, none := scope(r.Context(), "")
+	prefix, keep, none := d.principalOf(r.Context()).ListScope("")
 	var page store.Page[lease.Resource]
 	var rej store.Page[lease.Rejection]
 	if !none {
@@ -476,10 +476,10 @@ func (d *dashboard) resources(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	who := principalOf(r.Context())
+	who := d.principalOf(r.Context())
 	perResource := map[string]int{}
 	for _, x := range rej.Items {
-		if sees(who, x) {
+		if who.SeesRejection(x) {
 			perResource[x.Resource]++
 		}
 	}
@@ -498,7 +498,7 @@ func (d *dashboard) resources(w http.ResponseWriter, r *http.Request) {
 func (d *dashboard) resource(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	name := chi.URLParam(r, "name")
-	if err := principalOf(ctx).Allow(auth.Read, name); err != nil {
+	if err := d.principalOf(ctx).Allow(auth.Read, name); err != nil {
 		d.fail(w, r, err)
 		return
 	}
@@ -515,8 +515,8 @@ func (d *dashboard) resource(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	who := principalOf(ctx)
-	shown := slices.DeleteFunc(rej.Items, func(x lease.Rejection) bool { return !sees(who, x) })
+	who := d.principalOf(ctx)
+	shown := slices.DeleteFunc(rej.Items, func(x lease.Rejection) bool { return !who.SeesRejection(x) })
 	v := web.ResourceDetail{Now: d.s.clock.Now(), Resource: viewResource(who, x), Writers: viewWrites(who, writes)}
 	v.Resource.Rejections = len(shown)
 	v.Rejections = d.rejectionViews(ctx, shown[:min(len(shown), 20)])
@@ -532,11 +532,6 @@ func (d *dashboard) hostOf(r *http.Request) string {
 		return h
 	}
 	return "localhost:8080"
-}
-
-// wantsHTML reports whether an error for r should be a page rather than problem+json.
-func wantsHTML(r *http.Request) bool {
-	return !strings.HasPrefix(r.URL.Path, "/v1/") && strings.Contains(r.Header.Get("Accept"), "text/html")
 }
 
 func (d *dashboard) signInPage(w http.ResponseWriter, r *http.Request) {
@@ -598,7 +593,7 @@ func (d *dashboard) signIn(w http.ResponseWriter, r *http.Request) {
 
 // signOut ends the session of the request, if any, and clears its cookie.
 func (d *dashboard) signOut(w http.ResponseWriter, r *http.Request) {
-	if h := sessionOf(r.Context()); h != nil {
+	if h := d.sessionOf(r.Context()); h != nil {
 		if err := d.s.store.DeleteSession(r.Context(), h); err != nil {
 			d.fail(w, r, err)
 			return

@@ -1,4 +1,4 @@
-package handlers_test
+package dashboard_test
 
 import (
 	"path/filepath"
@@ -6,13 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasekeeper/leasekeeper/internal/browsertest"
 )
 
 // TestBrowserPrimitives drives the views of semaphores, sessions and restart stretches in
 // headless Chromium, against a server assembled as `leasekeeper serve` assembles it, started
 // on a database where a grant waits to be stretched.
 func TestBrowserPrimitives(t *testing.T) {
-	browser := dashBrowser(t)
+	browser := browsertest.Start(t)
 	path := filepath.Join(t.TempDir(), "leasekeeper.db")
 	stretchedDB(t, path, "stretched-job", "w-old@host-a", time.Now())
 	svc, st := newServiceAt(t, nil, nil, path)

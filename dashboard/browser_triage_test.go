@@ -1,4 +1,4 @@
-package handlers_test
+package dashboard_test
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/service/servicetest"
+
+	"github.com/leasekeeper/leasekeeper/internal/browsertest"
 )
 
 // dashAxe is axe-core's script, installed from the npm registry by `npm ci --prefix
@@ -100,7 +102,7 @@ func dashWaitIn(t *testing.T, s *dashServer, name, holder string) {
 // the title, the refused writes come before the long list of held leases, and a column header
 // orders the held leases.
 func TestBrowserTriage(t *testing.T) {
-	browser := dashBrowser(t)
+	browser := browsertest.Start(t)
 	s := newDashLiveServer(t)
 	dashTriageState(t, s, 40)
 	dashWaitIn(t, s, "billing-nightly", "cron@host-c")
@@ -152,7 +154,7 @@ func TestBrowserTriage(t *testing.T) {
 // TestBrowserTriageScreenshots saves the pages this work changed, on a desk and a phone,
 // light and dark.
 func TestBrowserTriageScreenshots(t *testing.T) {
-	browser := dashBrowser(t)
+	browser := browsertest.Start(t)
 	s := newDashLiveServer(t)
 	dashTriageState(t, s, 5)
 	dashScreenshots(t, browser, s, dashShots(t), "triage", []dashPage{{"lease-handover", "/leases/billing-nightly"}, {"keys", "/keys"}})
@@ -174,7 +176,7 @@ func TestBrowserAxe(t *testing.T) {
 		s    *dashServer
 	}{{"admin", s}, {"reader", &reader}} {
 		t.Run(who.name, func(t *testing.T) {
-			browser := dashBrowser(t)
+			browser := browsertest.Start(t)
 			for _, dark := range []bool{false, true} {
 				for _, path := range append([]string{"/signin"}, pages...) {
 					t.Run(fmt.Sprintf("%s dark=%v", path, dark), func(t *testing.T) {
@@ -206,7 +208,7 @@ func TestBrowserAxe(t *testing.T) {
 // TestBrowserExpiredLeaseLeavesHeld: once a held lease's expiry passes on the page's clock, its
 // row leaves the held list at once, without waiting for the server's next update.
 func TestBrowserExpiredLeaseLeavesHeld(t *testing.T) {
-	browser := dashBrowser(t)
+	browser := browsertest.Start(t)
 	s := newDashLiveServer(t)
 	s.acquire("jobs-a", "w1", time.Hour, "")
 	s.acquire("jobs-b", "w2", time.Hour, "")

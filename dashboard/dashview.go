@@ -1,4 +1,4 @@
-package handlers
+package dashboard
 
 import (
 	"cmp"
@@ -78,7 +78,7 @@ func viewRejection(x lease.Rejection) web.Rejection {
 // viewResource is a resource as who may see it: its last write's lease and holder only when
 // that lease is in scope.
 func viewResource(who auth.Principal, x lease.Resource) web.Resource {
-	l, h := attributed(who, x.Lease, x.Holder)
+	l, h := who.Attributed(x.Lease, x.Holder)
 	return web.Resource{Name: x.Name, Fence: x.Fence, Version: x.Version, Size: x.Size,
 		ContentType: x.ContentType, Lease: l, Holder: h, UpdatedAt: x.UpdatedAt}
 }
@@ -87,7 +87,7 @@ func viewResource(who auth.Principal, x lease.Resource) web.Resource {
 func viewWrites(who auth.Principal, ws []lease.Write) []web.Write {
 	out := make([]web.Write, len(ws))
 	for i, x := range ws {
-		l, h := attributed(who, x.Lease, x.Holder)
+		l, h := who.Attributed(x.Lease, x.Holder)
 		out[i] = web.Write{Version: x.Version, Token: x.Token, Lease: l, Holder: h, At: x.At,
 			Size: x.Size, ContentType: x.ContentType}
 	}
