@@ -461,9 +461,9 @@ func TestLeasePageTimelineNotes(t *testing.T) {
 		t.Errorf("zoom notes with nothing hidden = %d, want 0", n)
 	}
 	one(t, doc, "timeline-scroll-hint")
-	d.Timeline.Hidden = 2
+	d.Timeline.Zoomed, d.Timeline.Hidden = true, 2
 	doc = parse(t, LeasePage(site, d))
-	if got := text(one(t, doc, "timeline-zoom-note")); !strings.Contains(got, "2 earlier grants out of view") {
+	if got := text(one(t, doc, "timeline-zoom-note")); !strings.Contains(got, "(2 earlier grants out of view)") {
 		t.Errorf("zoom note = %q, want it to count 2 earlier grants", got)
 	}
 }

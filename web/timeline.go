@@ -26,8 +26,9 @@ type Timeline struct {
 	// Lanes is how many rows of grants the picture has (a semaphore's slots, up to
 	// [MaxLanes]); 0 or 1 for one.
 	Lanes int
-	// Hidden counts the grants that [Timeline.FitRecent] left before the window; the page
-	// says they are out of view.
+	// Zoomed says [Timeline.FitRecent] narrowed the window to the recent activity, and Hidden
+	// counts the grants it left wholly before it; the page says so.
+	Zoomed bool
 	Hidden int
 }
 
@@ -173,14 +174,22 @@ func (tl Timeline) FitRecent() Timeline {
 	if tl.End.Sub(start) < time.Minute {
 		start = tl.End.Add(-time.Minute)
 	}
-	tl.Start = start
-	tl.Hidden = 0
+	tl.Start, tl.Zoomed, tl.Hidden = start, true, 0
 	for _, g := range tl.Grants {
 		if _, to := extent(g); to.Before(start) {
 			tl.Hidden++
 		}
 	}
 	return tl
+}
+
+// zoomNote says what a window zoomed by [Timeline.FitRecent] leaves out.
+func zoomNote(tl Timeline) string {
+	s := "Zoomed to recent activity so that short grants show"
+	if tl.Hidden > 0 {
+		s += " (" + plural(tl.Hidden, "earlier grant") + " out of view)"
+	}
+	return s + "; a longer range shows the whole history."
 }
 
 // The geometry of the picture, in viewBox units.

@@ -260,8 +260,8 @@ func TestTimelineFitRecent(t *testing.T) {
 	if !fit.Start.After(at("-1h")) || !fit.Start.Before(at("-60s")) || !fit.End.Equal(full.End) {
 		t.Errorf("FitRecent() window = %v – %v, want from after the long grant's end to before the first short one, to %v", fit.Start, fit.End, full.End)
 	}
-	if fit.Hidden != 1 {
-		t.Errorf("FitRecent().Hidden = %d, want 1 (the hour-long grant)", fit.Hidden)
+	if fit.Hidden != 1 || !fit.Zoomed {
+		t.Errorf("FitRecent() = zoomed %v, hidden %d; want zoomed, 1 hidden (the hour-long grant)", fit.Zoomed, fit.Hidden)
 	}
 	ws := widths(fit)
 	if len(ws) != 5 {
@@ -274,7 +274,7 @@ func TestTimelineFitRecent(t *testing.T) {
 	}
 	// Grants all of one size are already fine: the window stays.
 	even := Timeline{Start: at("-10m"), End: now, Now: now, Grants: grants[1:]}
-	if got := even.FitRecent(); !got.Start.Equal(even.Start) || got.Hidden != 0 {
+	if got := even.FitRecent(); !got.Start.Equal(even.Start) || got.Hidden != 0 || got.Zoomed {
 		t.Errorf("FitRecent() of even grants = start %v hidden %d, want the window unchanged", got.Start, got.Hidden)
 	}
 }
