@@ -518,8 +518,29 @@ func TestBrowserOnCall(t *testing.T) {
 		dashOpen(t, ctx, s.dashServer, "/?q=ticking", true)
 		dashEval[bool](t, ctx, `window.__lkMarker = true`)
 		dashWaitFor(t, ctx, "the live indicator", `document.getElementById("conn").dataset.state === "live" && /^live · updated/.test(document.querySelector("#conn .conn-text").textContent)`, 3*time.Second)
+		// Where the header ends and the page begins, at each size: going stale moves neither.
+		sizes := []struct {
+			w, h   int64
+			mobile bool
+		}{{1280, 800, false}, {390, 844, true}}
+		const edges = `[document.querySelector("header.site").getBoundingClientRect().height, document.querySelector("main").getBoundingClientRect().top]`
+		live := map[int64][]float64{}
+		for _, vp := range sizes {
+			dashViewport(t, ctx, vp.w, vp.h, vp.mobile, false)
+			live[vp.w] = dashEval[[]float64](t, ctx, edges)
+		}
 		s.stop()
 		dashWaitFor(t, ctx, "the disconnected state", `document.getElementById("conn").dataset.state === "stale"`, 5*time.Second)
+		for _, vp := range sizes {
+			dashViewport(t, ctx, vp.w, vp.h, vp.mobile, false)
+			if stale := dashEval[[]float64](t, ctx, edges); !slices.Equal(stale, live[vp.w]) {
+				t.Errorf("at %d px the header's height and the page's top went from %v live to %v disconnected, want no shift", vp.w, live[vp.w], stale)
+			}
+		}
+		if title := dashEval[string](t, ctx, `document.getElementById("conn").title`); !strings.HasPrefix(title, "disconnected — data may be stale (updated ") {
+			t.Errorf("the connection line's title = %q, want the whole message", title)
+		}
+		dashViewport(t, ctx, 1280, 800, false, false)
 		text := dashEval[string](t, ctx, `document.querySelector("#conn .conn-text").textContent`)
 		if !strings.HasPrefix(text, "disconnected — data may be stale") {
 			t.Errorf("connection line = %q", text)
