@@ -26,6 +26,28 @@ const dashAligned = `((sel) => [...document.querySelectorAll(sel)].map((el) => {
   return Math.abs(rects[rects.length - 1].top - time.getBoundingClientRect().top);
 }))`
 
+// dashMidWord lists the line breaks inside the text of the elements matching sel that do
+// not follow a separator (- . _ : / # @) or a space, as "text: before|after".
+const dashMidWord = `((sel) => {
+  const bad = [];
+  for (const el of document.querySelectorAll(sel)) {
+    const walk = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    let prev = null, prevTop = null;
+    while (walk.nextNode()) {
+      const n = walk.currentNode;
+      for (let i = 0; i < n.length; i++) {
+        const r = document.createRange();
+        r.setStart(n, i); r.setEnd(n, i + 1);
+        const rect = r.getClientRects()[0];
+        if (!rect || n.data[i].trim() === "") { prev = n.data[i]; continue; }
+        if (prevTop !== null && rect.top > prevTop + 2 && !/[-._:\/#@\s]/.test(prev)) bad.push(el.textContent.trim() + ": " + prev + "|" + n.data[i]);
+        prev = n.data[i]; prevTop = rect.top;
+      }
+    }
+  }
+  return bad;
+})`
+
 // TestBrowserSmallFaults: on a desk and on a phone, a held lease late to renew keeps each copy
 // button beside its value (not under the "renewal late" badge), "waiting since" and a
 // session's "ended" sit on the line of their time, names wrap only after a separator, and the
@@ -40,6 +62,13 @@ func TestBrowserSmallFaults(t *testing.T) {
 	ss := s.openSession("agent@host-s", time.Minute)
 	s.acquireWith("agent-task", map[string]any{"holder": "agent@host-s", "ttl_ms": 0, "session_id": ss.ID})
 	s.closeSession(ss)
+	// A refused write with long names in every column.
+	const resource, name = "orders-database-primary.eu-west-1.replica-set-7", "nightly-reconciliation-of-customer-ledgers"
+	old := s.acquire(name, "reconciler@worker_host_with_a_rather_long_name.internal.example", time.Minute, "")
+	s.release(name, old)
+	cur := s.acquire(name, "reconciler@worker_host_with_a_rather_long_name.internal.example", time.Minute, "")
+	s.put(resource, cur.Token, "new", nil)
+	s.put(resource, old.Token, "stale", map[string]string{"Lease-Name": name})
 	shots := dashShots(t)
 
 	for _, v := range []struct {
@@ -85,6 +114,12 @@ func TestBrowserSmallFaults(t *testing.T) {
 				t.Errorf("ended: its word is %v px off its time, want on one line", off)
 			}
 			dashShot(t, ctx, shots, "faults-session-"+v.name)
+
+			dashOpen(t, ctx, s, "/rejections", false)
+			if bad := dashEval[[]string](t, ctx, dashMidWord+`("[data-testid=rejection-row] :is([data-testid=resource-link], [data-testid=lease-link], td[data-label=Holder], [data-testid=rejection-key])")`); len(bad) > 0 {
+				t.Errorf("names broken inside a word: %q", bad)
+			}
+			dashShot(t, ctx, shots, "faults-rejections-"+v.name)
 		})
 	}
 }
