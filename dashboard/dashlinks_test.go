@@ -74,7 +74,7 @@ func TestDashboardRejectionKey(t *testing.T) {
 }
 
 // TestDashboardLeaseResources: a lease's page lists the resources last written under its
-// tokens that the viewer may read; a resource's writers link the lease of their token even
+// tokens (with Lease-Name or without, by any writer) that the viewer may read; a resource's writers link the lease of their token even
 // without Lease-Name, unless the viewer's scope does not reach it.
 func TestDashboardLeaseResources(t *testing.T) {
 	s := newDashServer(t)
@@ -87,16 +87,24 @@ func TestDashboardLeaseResources(t *testing.T) {
 		t.Fatalf("PUT res-plain = %d", got)
 	}
 
-	_, doc := s.page("/leases/job", http.StatusOK, nil)
-	var listed []string
-	for _, row := range dashByTestID(dashOne(t, doc, "lease-resources"), "lease-resource-row") {
-		listed = append(listed, dashText(dashOne(t, row, "resource-link")))
+	listed := func(header map[string]string) []string {
+		t.Helper()
+		_, doc := s.page("/leases/job", http.StatusOK, header)
+		var out []string
+		for _, row := range dashByTestID(doc, "lease-resource-row") {
+			out = append(out, dashText(dashOne(t, row, "resource-link")))
+		}
+		return out
 	}
-	if diff := cmp.Diff([]string{"res-named"}, listed); diff != "" {
+	// Both were written with job's token, with Lease-Name or without.
+	if diff := cmp.Diff([]string{"res-named", "res-plain"}, listed(nil)); diff != "" {
 		t.Errorf("resources on the lease page (-want +got):\n%s", diff)
 	}
+	if diff := cmp.Diff([]string{"res-plain"}, listed(dashBearer(servicetest.Key(t, s.store, auth.Reader, "job", "res-p")))); diff != "" {
+		t.Errorf("resources on the lease page for a reader of job and res-p (-want +got):\n%s", diff)
+	}
 	// A reader of the lease alone does not learn the names of resources outside its scope.
-	_, doc = s.page("/leases/job", http.StatusOK, dashBearer(servicetest.Key(t, s.store, auth.Reader, "job")))
+	_, doc := s.page("/leases/job", http.StatusOK, dashBearer(servicetest.Key(t, s.store, auth.Reader, "job")))
 	dashOne(t, doc, "no-lease-resources")
 	if strings.Contains(dashHTML(doc), "res-named") {
 		t.Errorf("a reader scoped to job sees the resource res-named")

@@ -134,8 +134,9 @@ type Store interface {
 	Rejections(ctx context.Context, f RejectionFilter) (Page[lease.Rejection], error)
 
 	// LeaseResources returns up to limit resources (without values), ordered by name, whose
-	// last accepted write was put down to lease name or one of its slots (lease.Attribute, as
-	// the writer could see it), through an index on that lease.
+	// last accepted write carried a token granted on name or one of its slots (GrantName, with
+	// or without Lease-Name, whatever the writer's scope), through an index. It applies no
+	// scope: callers show only the resources and leases theirs reaches.
 	LeaseResources(ctx context.Context, name string, limit int) ([]lease.Resource, error)
 
 	// TokenGrants returns, for each of tokens whose grant the history still has (ended grants
@@ -327,6 +328,15 @@ type RejectionFilter struct {
 type Page[T any] struct {
 	Items []T
 	Next  string
+}
+
+// GrantName is what a write records as its token's grant, for LeaseResources: the name of the
+// grant (ownerName, a slot's name for a semaphore) when it is known, else "".
+func GrantName(ownerName string, known bool) string {
+	if !known {
+		return ""
+	}
+	return ownerName
 }
 
 // TokenGrant is the grant a token was issued to: its name (a slot's, for a semaphore) and holder.

@@ -84,6 +84,7 @@ type resRow struct {
 	drop           bool // made by this batch for a refused first write: deleted again
 	written        *lease.Resource
 	owner          string // the key that wrote it
+	grant          string // the grant its token was issued to (store.GrantName)
 }
 
 // fastBatch is the fast path's view of the rows it locked, as its operations change them.
@@ -517,7 +518,7 @@ func (b *fastBatch) put(f *fastOp, evs *[]lease.Event) (bool, error) {
 	leaseName, holder := lease.Attribute(wr.Scope, wr.LeaseName, owner.name, owner.holder, known)
 	out := lease.Resource{Name: wr.Name, Fence: wr.Token, Version: r.version + 1, UpdatedAt: ms(b.now),
 		Size: int64(len(wr.Value)), ContentType: wr.ContentType, Lease: leaseName, Holder: holder}
-	r.written, r.fence, r.version, r.owner = &out, out.Fence, out.Version, wr.Owner
+	r.written, r.fence, r.version, r.owner, r.grant = &out, out.Fence, out.Version, wr.Owner, store.GrantName(owner.name, known)
 	*f.resource = out
 	b.values[wr.Name] = nonNil(wr.Value)
 	return true, nil
@@ -581,12 +582,13 @@ func (b *fastBatch) queueWrites(p *pipeline) {
 	}
 	if len(written) > 0 {
 		values = make([][]byte, len(written))
-		var names, cts, leases, holders, owners []string
+		var names, cts, leases, holders, owners, grants []string
 		var fences, versions, sizes []int64
 		for _, r := range written {
 			w := r.written
 			names, cts, leases, holders = append(names, w.Name), append(cts, w.ContentType), append(leases, w.Lease), append(holders, w.Holder)
 			fences, versions, sizes, owners = append(fences, w.Fence), append(versions, w.Version), append(sizes, w.Size), append(owners, r.owner)
+			grants = append(grants, r.grant)
 		}
 		for i, r := range written {
 			values[i] = b.values[r.written.Name]
@@ -594,13 +596,13 @@ func (b *fastBatch) queueWrites(p *pipeline) {
 		// The write joins the row's history of writers, which drops its oldest entry past
 		// store.WritersKept, in the same UPDATE.
 		p.exec(`UPDATE resources r SET fence = u.fence, version = u.version, value = u.value, content_type = u.ct,
-			updated_at = $8, lease = u.lease, holder = u.holder, owner = u.owner,
+			updated_at = $8, lease = u.lease, holder = u.holder, owner = u.owner, grant_name = u.gname,
 			writers = CASE WHEN jsonb_array_length(r.writers) >= `+writersKept+` THEN r.writers - 0 ELSE r.writers END
 				|| jsonb_build_array(jsonb_build_object('v', u.version, 't', u.fence, 'l', u.lease, 'h', u.holder,
 				'at', $8::bigint, 'n', u.size, 'ct', u.ct))
-			FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::text[], $9::bigint[], $10::text[])
-				AS u(name, fence, version, value, ct, lease, holder, size, owner)
-			WHERE r.name = u.name`, names, fences, versions, values, cts, leases, holders, b.now, sizes, owners)
+			FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::text[], $9::bigint[], $10::text[], $11::text[])
+				AS u(name, fence, version, value, ct, lease, holder, size, owner, gname)
+			WHERE r.name = u.name`, names, fences, versions, values, cts, leases, holders, b.now, sizes, owners, grants)
 	}
 	if len(drop) > 0 {
 		p.exec(`DELETE FROM resources WHERE name = ANY($1) AND version = 0`, drop)

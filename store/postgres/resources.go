@@ -85,12 +85,13 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 		// The write joins the row's history of writers, which drops its oldest entry past
 		// store.WritersKept, in the same UPDATE.
 		if _, err := t.tx.Exec(ctx, `UPDATE resources SET fence = $2, version = $3, value = $4, content_type = $5,
-			updated_at = $6, lease = $7, holder = $8, owner = $10,
+			updated_at = $6, lease = $7, holder = $8, owner = $10, grant_name = $11,
 			writers = CASE WHEN jsonb_array_length(writers) >= `+writersKept+` THEN writers - 0 ELSE writers END
 				|| jsonb_build_array(jsonb_build_object('v', $3::bigint, 't', $2::bigint, 'l', $7::text, 'h', $8::text,
 				'at', $6::bigint, 'n', $9::bigint, 'ct', $5::text))
 			WHERE name = $1`,
-			out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, now, out.Lease, out.Holder, out.Size, wr.Owner); err != nil {
+			out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, now, out.Lease, out.Holder, out.Size, wr.Owner,
+			store.GrantName(owner.name, known)); err != nil {
 			return fmt.Errorf("write resource: %w", err)
 		}
 		return nil
@@ -327,7 +328,7 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) (stor
 func (s *Store) LeaseResources(ctx context.Context, name string, limit int) ([]lease.Resource, error) {
 	// A semaphore's slots are "name#i": the range from "name#" to "name$" holds them all.
 	rows, err := s.pool.Query(ctx, `SELECT `+resourceCols+` FROM resources
-		WHERE lease <> '' AND (lease = $1 OR lease >= $1 || '#' AND lease < $1 || '$') ORDER BY name LIMIT $2`, name, store.ClampLimit(limit))
+		WHERE grant_name <> '' AND (grant_name = $1 OR grant_name >= $1 || '#' AND grant_name < $1 || '$') ORDER BY name LIMIT $2`, name, store.ClampLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("resources of lease %q: %w", name, translate(err))
 	}

@@ -39,7 +39,7 @@ func TestWritersMigrationKeepsLastWrite(t *testing.T) {
 		`DROP INDEX lease_sessions_owner_open`, `DROP INDEX grants_open_late`, `DROP INDEX grants_open_newest`,
 		`DROP INDEX resources_owner`, `ALTER TABLE resources DROP COLUMN owner`,
 		`DROP INDEX grants_open`, `CREATE INDEX grants_open ON grants (expires_at) WHERE ended_at IS NULL`, `CREATE INDEX grants_open_session ON grants (session) WHERE ended_at IS NULL AND session <> ''`,
-		`DROP INDEX resources_lease`, `ALTER TABLE keys DROP COLUMN last_used`, `ALTER TABLE rejections DROP COLUMN key_id`, `DELETE FROM goose_db_version WHERE version_id >= 8`} {
+		`DROP INDEX resources_grant`, `ALTER TABLE resources DROP COLUMN grant_name`, `ALTER TABLE keys DROP COLUMN last_used`, `ALTER TABLE rejections DROP COLUMN key_id`, `DELETE FROM goose_db_version WHERE version_id >= 8`} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

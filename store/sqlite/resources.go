@@ -65,7 +65,8 @@ func (s *Store) putOp(wr store.ResourceWrite, out *lease.Resource) func(context.
 		leaseName, holder := lease.Attribute(wr.Scope, wr.LeaseName, owner.name, owner.holder, known)
 		*out = lease.Resource{Name: wr.Name, Fence: wr.Token, Version: version + 1, UpdatedAt: ms(t.now),
 			Size: int64(len(wr.Value)), ContentType: wr.ContentType, Lease: leaseName, Holder: holder}
-		if _, err := t.exec(ctx, stPutResource, out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, t.now, out.Lease, out.Holder, wr.Owner); err != nil {
+		if _, err := t.exec(ctx, stPutResource, out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, t.now, out.Lease, out.Holder, wr.Owner,
+			store.GrantName(owner.name, known)); err != nil {
 			return fmt.Errorf("write resource: %w", w(err))
 		}
 		t.setFence(wr.Name, fenceRow{fence: out.Fence, version: out.Version}, true)
@@ -276,8 +277,8 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) (stor
 // LeaseResources returns the resources last written under a lease. See store.Store.
 func (s *Store) LeaseResources(ctx context.Context, name string, limit int) ([]lease.Resource, error) {
 	// A semaphore's slots are "name#i": the range from "name#" to "name$" holds them all.
-	rows, err := s.r.QueryContext(ctx, `SELECT `+resourceCols+` FROM resources INDEXED BY resources_lease
-		WHERE lease <> '' AND (lease = ?1 OR lease >= ?1 || '#' AND lease < ?1 || '$') ORDER BY name LIMIT ?2`, name, store.ClampLimit(limit))
+	rows, err := s.r.QueryContext(ctx, `SELECT `+resourceCols+` FROM resources INDEXED BY resources_grant
+		WHERE grant_name <> '' AND (grant_name = ?1 OR grant_name >= ?1 || '#' AND grant_name < ?1 || '$') ORDER BY name LIMIT ?2`, name, store.ClampLimit(limit))
 	if err != nil {
 		return nil, fmt.Errorf("resources of lease %q: %w", name, w(err))
 	}

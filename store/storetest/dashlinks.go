@@ -71,8 +71,8 @@ func testKeyLastUsed(t *testing.T, e *env) {
 	}
 }
 
-// testLeaseResources: a lease finds the resources last written under it (or its slots), and a
-// token finds its grant even when the write named no lease.
+// testLeaseResources: a lease finds the resources last written with its tokens (or its
+// slots'), whoever wrote them, and a token finds its grant even when the write named no lease.
 func testLeaseResources(t *testing.T, e *env) {
 	a := e.acquire("job", "w1", time.Minute)
 	s, err := e.s.Acquire(e.ctx, store.AcquireParams{Name: "pool", Holder: "p1", TTL: time.Minute, Limit: 2})
@@ -88,6 +88,12 @@ func testLeaseResources(t *testing.T, e *env) {
 		if _, err := e.put(w.res, w.token, w.named, "v"); err != nil {
 			t.Fatalf("PutResource(%s) = %v", w.res, err)
 		}
+	}
+	// A writer limited to r… cannot see the grant of job's token: the write is put down to no
+	// lease, yet it was written under job's token.
+	r, err := e.s.PutResource(e.ctx, store.ResourceWrite{Name: "r5", Token: a.Token, Value: []byte("v"), Scope: lease.Scope{"r"}})
+	if err != nil || r.Lease != "" {
+		t.Fatalf("PutResource(r5, scoped) = %+v, %v; want it put down to no lease", r, err)
 	}
 	names := func(name string, limit int) []string {
 		t.Helper()
@@ -105,7 +111,7 @@ func testLeaseResources(t *testing.T, e *env) {
 		name  string
 		limit int
 		want  []string
-	}{{"job", 0, []string{"r1", "r2"}}, {"job", 1, []string{"r1"}}, {"pool", 0, []string{"r3"}}, {"jobs", 0, []string{"r4"}}, {"nobody", 0, nil}} {
+	}{{"job", 0, []string{"r1", "r2", "r5"}}, {"job", 1, []string{"r1"}}, {"pool", 0, []string{"r3"}}, {"jobs", 0, []string{"r4"}}, {"nobody", 0, nil}} {
 		if diff := cmp.Diff(c.want, names(c.name, c.limit)); diff != "" {
 			t.Errorf("LeaseResources(%q, %d) differs (-want +got):\n%s", c.name, c.limit, diff)
 		}
