@@ -120,63 +120,83 @@ const (
 	tlMinBar     = 4.0
 )
 
+// tlMinZoom is the narrowest window [Timeline.FitRecent] zooms to.
+const tlMinZoom = 10 * time.Second
+
 // FitRecent zooms a window fitted to the whole history in on the recent activity, so that a
-// grant of seconds beside grants of an hour is not a sliver: the window starts just before
-// the oldest of the newest grants that, drawn together, are each at least tlMinVisible wide
-// (the newest grant always stays in). The window's end does not move. Hidden counts the
-// grants left out before it; a longer range on the page shows them.
+// grant of seconds beside grants of an hour (past ones, or a held one's hour ahead) is not a
+// sliver. The window starts just before the oldest of the newest grants that, drawn together,
+// are each at least tlMinVisible wide (the newest grant always stays in), and ends a quarter of
+// that span after now (a held grant's expected expiry further on runs off the right edge). It
+// spans tlMinZoom at least, and the window is kept unless this cuts a fifth of it or more.
+// Zoomed says the window changed, Hidden counts the grants left wholly before it; a longer
+// range on the page shows them.
 func (tl Timeline) FitRecent() Timeline {
-	if len(tl.Grants) < 2 || !tl.End.After(tl.Start) {
+	if len(tl.Grants) == 0 || !tl.End.After(tl.Start) {
 		return tl
 	}
-	// extent is the part of g after the window's start that the picture draws.
-	extent := func(g Grant) (from, to time.Time) {
+	now := tl.Now
+	if now.Before(tl.Start) || now.After(tl.End) {
+		return tl
+	}
+	// endFor is the window's end for a window starting at s.
+	endFor := func(s time.Time) time.Time {
+		if e := now.Add(now.Sub(s) / 4); e.Before(tl.End) {
+			return e
+		}
+		return tl.End
+	}
+	// extent is the part of g the picture draws in a window ending at e.
+	extent := func(g Grant, e time.Time) (from, to time.Time) {
 		from, to = g.AcquiredAt, g.EndedAt
 		if from.IsZero() || from.Before(tl.Start) {
 			from = tl.Start
 		}
 		if g.held() {
-			to = tl.Now
-			if g.ExpiresAt.After(to) {
+			to = e
+			if !g.ExpiresAt.IsZero() && g.ExpiresAt.Before(to) {
 				to = g.ExpiresAt
 			}
 		}
-		if to.After(tl.End) {
-			to = tl.End
+		if to.After(e) {
+			to = e
 		}
 		return from, to
 	}
 	width := tlRight - tlLeft
 	order := slices.Clone(tl.Grants)
 	slices.SortStableFunc(order, func(a, b Grant) int { return a.AcquiredAt.Compare(b.AcquiredAt) })
-	start, shortest, kept := tl.End, time.Duration(1<<63-1), 0
+	start, shortest := now, time.Duration(1<<63-1)
 	for i := len(order) - 1; i >= 0; i-- {
-		from, to := extent(order[i])
-		d := max(to.Sub(from), 0)
 		s := start
-		if from.Before(s) {
+		if from, _ := extent(order[i], tl.End); from.Before(s) {
 			s = from
 		}
+		e := endFor(s)
+		from, to := extent(order[i], e)
+		d := max(to.Sub(from), 0)
 		// The margin before the oldest grant kept is a twentieth of the window.
-		span := tl.End.Sub(s) + tl.End.Sub(s)/20
-		if kept > 0 && float64(min(shortest, d))/float64(span)*width < tlMinVisible {
+		span := e.Sub(s) + e.Sub(s)/20
+		if i < len(order)-1 && float64(min(shortest, d))/float64(span)*width < tlMinVisible {
 			break
 		}
-		start, shortest, kept = s, min(shortest, d), kept+1
+		start, shortest = s, min(shortest, d)
 	}
-	if kept == len(order) {
+	end := endFor(start)
+	start = start.Add(-end.Sub(start) / 20)
+	if end.Sub(start) < tlMinZoom {
+		start = end.Add(-tlMinZoom)
+	}
+	// A window not much narrower is left as it is: the picture does not jump for little.
+	if end.Sub(start) > tl.End.Sub(tl.Start)*4/5 {
 		return tl
 	}
-	start = start.Add(-tl.End.Sub(start) / 20)
-	if start.Before(tl.Start) {
-		return tl
+	if start.After(tl.Start) {
+		tl.Start = start
 	}
-	if tl.End.Sub(start) < time.Minute {
-		start = tl.End.Add(-time.Minute)
-	}
-	tl.Start, tl.Zoomed, tl.Hidden = start, true, 0
+	tl.End, tl.Zoomed, tl.Hidden = end, true, 0
 	for _, g := range tl.Grants {
-		if _, to := extent(g); to.Before(start) {
+		if _, to := extent(g, tl.End); to.Before(tl.Start) {
 			tl.Hidden++
 		}
 	}
@@ -417,16 +437,15 @@ func (tl Timeline) layout() tlLayout {
 					break
 				}
 			}
-			if n := int((limit - lx - 4) / tlCharW); n >= 3 {
-				lg.Label, lg.LabelX, lg.LabelY = truncate(text, n), f1(lx), f1(y-4)
+			if text = labelFit(text, limit-lx-4); text != "" {
+				lg.Label, lg.LabelX, lg.LabelY = text, f1(lx), f1(y-4)
 			}
-		} else if n := int((limit - lx - 4) / tlCharW); n >= 3 {
-			text = truncate(text, n)
+		} else if text = labelFit(text, limit-lx-4); text != "" {
 			row := 0
 			if rowEnd[0]+4 > lx {
 				row = 1
 			}
-			rowEnd[row] = lx + float64(utf8.RuneCountInString(text))*tlCharW
+			rowEnd[row] = lx + labelWidth(text)
 			lg.Label, lg.LabelX = text, f1(lx)
 			lg.LabelY = f1([2]float64{tlLabelY0, tlLabelY1}[row])
 		}
@@ -516,6 +535,29 @@ func (tl Timeline) layout() tlLayout {
 	out.Title = fmt.Sprintf("Timeline of %s from %s to %s: %d grants, %d rejected writes",
 		tl.Name, absTime(start), absTime(end), len(vis), countIn(tl.Rejections, inWindow))
 	return out
+}
+
+// tlEllipsisW is the estimated width of the "…" that ends a cut label: about an em.
+const tlEllipsisW = 11.0
+
+// labelWidth estimates the width of a label, in viewBox units.
+func labelWidth(s string) float64 {
+	w := float64(utf8.RuneCountInString(s)) * tlCharW
+	if strings.HasSuffix(s, "…") {
+		w += tlEllipsisW - tlCharW
+	}
+	return w
+}
+
+// labelFit is s, cut with "…" to fit room (viewBox units) by labelWidth; "" when fewer than
+// three characters would.
+func labelFit(s string, room float64) string {
+	for n := utf8.RuneCountInString(s); n >= 3; n-- {
+		if t := truncate(s, n); labelWidth(t) <= room {
+			return t
+		}
+	}
+	return ""
 }
 
 // addDelay adds the shaded lock delay after g's expiry, if it reaches into the window.

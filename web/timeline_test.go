@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/html"
@@ -157,7 +156,7 @@ func TestTimelineLabelsDoNotOverlap(t *testing.T) {
 		}
 		labels++
 		x, _ := strconv.ParseFloat(g.LabelX, 64)
-		rows[g.LabelY] = append(rows[g.LabelY], span{x, x + float64(utf8.RuneCountInString(g.Label))*tlCharW})
+		rows[g.LabelY] = append(rows[g.LabelY], span{x, x + labelWidth(g.Label)})
 	}
 	if labels == 0 {
 		t.Fatal("no label drawn")
@@ -272,8 +271,8 @@ func TestTimelineFitRecent(t *testing.T) {
 			t.Errorf("short grant %d is %.1f wide, want at least %.1f", i, w, tlMinVisible)
 		}
 	}
-	// Grants all of one size are already fine: the window stays.
-	even := Timeline{Start: at("-10m"), End: now, Now: now, Grants: grants[1:]}
+	// Grants all of one size, in a window that fits them, are already fine: the window stays.
+	even := Timeline{Start: at("-70s"), End: now.Add(5 * time.Second), Now: now, Grants: grants[1:]}
 	if got := even.FitRecent(); !got.Start.Equal(even.Start) || got.Hidden != 0 || got.Zoomed {
 		t.Errorf("FitRecent() of even grants = start %v hidden %d, want the window unchanged", got.Start, got.Hidden)
 	}
@@ -310,5 +309,34 @@ func TestTimelineNowSkipsLabels(t *testing.T) {
 		if last.Y2 != l.AxisY {
 			t.Errorf("lanes %d: the now line ends at %s, want the axis at %s", lanes, last.Y2, l.AxisY)
 		}
+	}
+}
+
+// TestTimelineFitRecentHeldAhead: short grants just before a grant held for ten more minutes
+// are not squeezed by its expected expiry: the window ends soon after now, and the held grant's
+// dashed part runs to the right edge.
+func TestTimelineFitRecentHeldAhead(t *testing.T) {
+	grants := []Grant{
+		{Token: tok1, Holder: "a", AcquiredAt: at("-3s"), EndedAt: at("-2s"), End: "expired"},
+		{Token: tok2, Holder: "b", AcquiredAt: at("-2s"), EndedAt: at("-1500ms"), End: "released"},
+		{Token: tok3, Holder: "c", AcquiredAt: at("-1500ms"), ExpiresAt: now.Add(10 * time.Minute)},
+	}
+	held := Lease{Held: true, ExpiresAt: now.Add(10 * time.Minute)}
+	start, end := TimelineWindow(held, at("-3s"), 0, now)
+	fit := Timeline{Start: start, End: end, Now: now, Grants: grants}.FitRecent()
+	if !fit.Zoomed || !fit.End.Before(now.Add(time.Minute)) || fit.Hidden != 0 {
+		t.Fatalf("FitRecent() = %v – %v, zoomed %v, hidden %d; want it to end within a minute of now, nothing hidden", fit.Start, fit.End, fit.Zoomed, fit.Hidden)
+	}
+	l := fit.layout()
+	for i, g := range l.Grants[:2] {
+		if w, _ := strconv.ParseFloat(g.Bar.W, 64); w < tlMinVisible {
+			t.Errorf("short grant %d is %.1f wide, want at least %.1f", i, w, tlMinVisible)
+		}
+	}
+	last := l.Grants[2]
+	x, _ := strconv.ParseFloat(last.Expected.X, 64)
+	w, _ := strconv.ParseFloat(last.Expected.W, 64)
+	if !last.HasExpected || x+w < tlRight-0.5 {
+		t.Errorf("the held grant's expected part ends at %.1f, want it to run to the right edge %.1f", x+w, tlRight)
 	}
 }
