@@ -141,7 +141,8 @@ type Store interface {
 
 	// TokenGrants returns, for each of tokens whose grant the history still has (ended grants
 	// go with the retention), the name and holder it was issued to. It applies no scope:
-	// callers put each through lease.Attribute for theirs. At most MaxLimit tokens.
+	// callers put each through lease.Attribute for theirs. Codes: invalid_request for more than
+	// MaxLimit tokens.
 	TokenGrants(ctx context.Context, tokens []int64) (map[int64]TokenGrant, error)
 
 	// ExpireDue records every lease whose expiry has passed as expired, at its expiry, persists
