@@ -83,6 +83,7 @@ type Key struct {
 	CreatedBy string // actor, or empty for the bootstrap key
 	RevokedAt time.Time
 	RevokedBy string
+	LastUsed  time.Time // the last use recorded (store.Store.TouchKey); zero if never
 }
 
 // Revoked reports whether the key was revoked.

@@ -347,11 +347,16 @@ func TestBrowserOnCall(t *testing.T) {
 		if len(rows) != 5 {
 			t.Fatalf("rejections of billing-nightly = %d, want 5: %q", len(rows), rows)
 		}
-		stale := dashEval[[]string](t, ctx, `[...document.querySelectorAll("[data-testid=staleness]")].map((r) => r.innerText)`)
+		stale := dashEval[[]string](t, ctx, `[...document.querySelectorAll("[data-testid=rejection-row]")].map((r) => {
+		  const tok = r.querySelector("[data-testid=presented-token]"), late = r.querySelector("[data-testid=late]");
+		  return tok.innerText + " | " + (late ? late.innerText : "") + " | " + tok.title;
+		})`)
 		// Newest first: the report (a's token against c's fence: 2 grants behind), b's late
-		// write (1 behind), a's three (2 behind, each late by more than a second).
-		if !strings.HasPrefix(stale[1], "1 grant behind, ") || !strings.HasPrefix(stale[2], "2 grants behind, ") || !strings.HasSuffix(stale[2], " late") {
-			t.Errorf("how stale = %q, want 1 then 2 grants behind, with how late", stale)
+		// write (1 behind), a's three (2 behind, each late by more than a second). The token in
+		// full is the title.
+		if !strings.HasPrefix(stale[1], "1 grant behind | ") || !strings.HasPrefix(stale[2], "2 grants behind | ") ||
+			!strings.HasSuffix(stale[2], " late | Presented token "+strconv.FormatInt(a.Token, 10)) {
+			t.Errorf("how stale = %q, want 1 then 2 grants behind, with how late and the token in the title", stale)
 		}
 		if n := dashEval[int](t, ctx, `document.querySelectorAll("[data-testid=rejection-row] [data-testid=external]").length`); n != 1 {
 			t.Errorf("rows marked external = %d, want 1", n)
@@ -390,7 +395,7 @@ func TestBrowserOnCall(t *testing.T) {
 	})
 
 	t.Run("NoOverflow", func(t *testing.T) {
-		keys := `["name-cell","holder-cell","left-cell","token-cell","presented-token","staleness"]`
+		keys := `["name-cell","holder-cell","left-cell","token-cell","presented-token","rejection-key"]`
 		for _, vp := range []struct {
 			w      int64
 			mobile bool
@@ -513,8 +518,29 @@ func TestBrowserOnCall(t *testing.T) {
 		dashOpen(t, ctx, s.dashServer, "/?q=ticking", true)
 		dashEval[bool](t, ctx, `window.__lkMarker = true`)
 		dashWaitFor(t, ctx, "the live indicator", `document.getElementById("conn").dataset.state === "live" && /^live · updated/.test(document.querySelector("#conn .conn-text").textContent)`, 3*time.Second)
+		// Where the header ends and the page begins, at each size: going stale moves neither.
+		sizes := []struct {
+			w, h   int64
+			mobile bool
+		}{{1280, 800, false}, {390, 844, true}}
+		const edges = `[document.querySelector("header.site").getBoundingClientRect().height, document.querySelector("main").getBoundingClientRect().top]`
+		live := map[int64][]float64{}
+		for _, vp := range sizes {
+			dashViewport(t, ctx, vp.w, vp.h, vp.mobile, false)
+			live[vp.w] = dashEval[[]float64](t, ctx, edges)
+		}
 		s.stop()
 		dashWaitFor(t, ctx, "the disconnected state", `document.getElementById("conn").dataset.state === "stale"`, 5*time.Second)
+		for _, vp := range sizes {
+			dashViewport(t, ctx, vp.w, vp.h, vp.mobile, false)
+			if stale := dashEval[[]float64](t, ctx, edges); !slices.Equal(stale, live[vp.w]) {
+				t.Errorf("at %d px the header's height and the page's top went from %v live to %v disconnected, want no shift", vp.w, live[vp.w], stale)
+			}
+		}
+		if title := dashEval[string](t, ctx, `document.getElementById("conn").title`); !strings.HasPrefix(title, "disconnected — data may be stale (updated ") {
+			t.Errorf("the connection line's title = %q, want the whole message", title)
+		}
+		dashViewport(t, ctx, 1280, 800, false, false)
 		text := dashEval[string](t, ctx, `document.querySelector("#conn .conn-text").textContent`)
 		if !strings.HasPrefix(text, "disconnected — data may be stale") {
 			t.Errorf("connection line = %q", text)

@@ -273,7 +273,7 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("PUT ledger with the old token = %d, want 409", got)
 		}
 		dashWaitFor(t, ctx, "the rejection to appear",
-			`[...document.querySelectorAll("[data-testid=presented-token]")].some((c) => c.innerText === "`+strconv.FormatInt(old.Token, 10)+`")`, 5*time.Second)
+			`[...document.querySelectorAll("[data-testid=presented-token]")].some((c) => c.dataset.token === "`+strconv.FormatInt(old.Token, 10)+`")`, 5*time.Second)
 		if !dashEval[bool](t, ctx, `window.__lkMarker === true`) {
 			t.Errorf("the page was reloaded; want the live region updated in place")
 		}

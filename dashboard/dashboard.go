@@ -322,7 +322,30 @@ func (d *dashboard) leaseDetail(ctx context.Context, name, cursor, rng string) (
 	}
 	start, end := web.TimelineWindow(detail.Lease, first, span, now)
 	detail.Timeline = timelineOf(st, oldest, start, end, now)
+	if rng == "" {
+		detail.Timeline = detail.Timeline.FitRecent()
+	}
+	if detail.Resources, err = d.leaseResources(ctx, name); err != nil {
+		return web.LeaseDetail{}, err
+	}
 	return detail, nil
+}
+
+// leaseResources are the resources last written under name's tokens that the viewer may
+// read, with the write's lease and holder as it may see them.
+func (d *dashboard) leaseResources(ctx context.Context, name string) ([]web.Resource, error) {
+	rs, err := d.s.store.LeaseResources(ctx, name, web.LeaseResourcesShown)
+	if err != nil {
+		return nil, err
+	}
+	who := d.principalOf(ctx)
+	var out []web.Resource
+	for _, x := range rs {
+		if who.InScope(x.Name) {
+			out = append(out, viewResource(who, x))
+		}
+	}
+	return out, nil
 }
 
 // session is the page of a holder's session (not a dashboard sign-in): its holder, ttl and
@@ -517,7 +540,7 @@ func (d *dashboard) resource(w http.ResponseWriter, r *http.Request) {
 	}
 	who := d.principalOf(ctx)
 	shown := slices.DeleteFunc(rej.Items, func(x lease.Rejection) bool { return !who.SeesRejection(x) })
-	v := web.ResourceDetail{Now: d.s.clock.Now(), Resource: viewResource(who, x), Writers: viewWrites(who, writes)}
+	v := web.ResourceDetail{Now: d.s.clock.Now(), Resource: viewResource(who, x), Writers: viewWrites(who, writes, d.writeGrants(ctx, writes))}
 	v.Resource.Rejections = len(shown)
 	v.Rejections = d.rejectionViews(ctx, shown[:min(len(shown), 20)])
 	d.page(w, r, http.StatusOK, web.ResourceLive(v), web.ErrorInfo{}, web.ResourcePage(d.siteFor(r), v))

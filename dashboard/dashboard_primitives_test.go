@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/service/servicetest"
@@ -175,6 +176,17 @@ func TestDashboardPrimitives(t *testing.T) {
 		_, doc = s.page("/leases/plain", http.StatusOK, nil)
 		if n := len(dashByTestID(doc, "stretch")) + len(dashByTestID(doc, "lease-stretched")); n != 0 {
 			t.Errorf("a grant made after the restart shows %d stretch marks, want none", n)
+		}
+		// The overview marks the stretched lease's row, and only it.
+		_, doc = s.page("/", http.StatusOK, nil)
+		marked := map[string]string{}
+		for _, row := range dashByTestID(doc, "lease-row") {
+			for _, m := range dashByTestID(row, "stretch-mark") {
+				marked[dashText(dashOne(t, row, "lease-link"))] = dashText(m)
+			}
+		}
+		if diff := cmp.Diff(map[string]string{"stretched-job": "restart +30 s"}, marked); diff != "" {
+			t.Errorf("overview stretch marks (-want +got):\n%s", diff)
 		}
 	})
 }

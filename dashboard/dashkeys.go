@@ -38,7 +38,8 @@ func (d *dashboard) keyList(ctx context.Context, l web.KeyList) (web.KeyList, er
 	l.Now, l.CreateToken = d.s.clock.Now(), d.formToken(ctx, "create")
 	for _, k := range keys {
 		l.Keys = append(l.Keys, web.KeyInfo{ID: k.ID, Label: k.Label, Role: string(k.Role), Prefixes: k.Prefixes, CreatedAt: k.CreatedAt,
-			CreatedBy: k.CreatedBy, RevokedAt: k.RevokedAt, RevokedBy: k.RevokedBy, RevokeToken: d.formToken(ctx, "revoke\x00"+k.ID)})
+			CreatedBy: k.CreatedBy, RevokedAt: k.RevokedAt, RevokedBy: k.RevokedBy, RevokeToken: d.formToken(ctx, "revoke\x00"+k.ID),
+			LastUsed: d.s.edge.KeyLastUsed(k.ID, k.LastUsed)})
 	}
 	return l, nil
 }

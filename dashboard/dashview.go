@@ -75,7 +75,7 @@ func viewEvent(e lease.Event) web.Event {
 func viewRejection(x lease.Rejection) web.Rejection {
 	return web.Rejection{ID: x.ID, Resource: x.Resource, Lease: x.Lease, PresentedToken: x.PresentedToken,
 		CurrentFence: x.CurrentFence, Holder: x.Holder, ClientAddr: x.ClientAddr, UserAgent: x.UserAgent,
-		Reason: x.Reason, External: x.Source == lease.RejectionSourceExternal, At: x.At, GrantsBehind: -1}
+		Reason: x.Reason, External: x.Source == lease.RejectionSourceExternal, At: x.At, GrantsBehind: -1, KeyID: x.KeyID}
 }
 
 // viewResource is a resource as who may see it: its last write's lease and holder only when
@@ -86,15 +86,60 @@ func viewResource(who auth.Principal, x lease.Resource) web.Resource {
 		ContentType: x.ContentType, Lease: l, Holder: h, UpdatedAt: x.UpdatedAt}
 }
 
-// viewWrites is a resource's writers as who may see them (see viewResource).
-func viewWrites(who auth.Principal, ws []lease.Write) []web.Write {
+// viewWrites is a resource's writers as who may see them (see viewResource). A write put
+// down to no lease (it named none, and its writer's scope did not reach its token's grant)
+// links the grant of its token from grants, as who's own scope allows (lease.Attribute): a
+// scoped viewer never learns a name outside its scope.
+func viewWrites(who auth.Principal, ws []lease.Write, grants map[int64]store.TokenGrant) []web.Write {
 	out := make([]web.Write, len(ws))
 	for i, x := range ws {
 		l, h := who.Attributed(x.Lease, x.Holder)
+		if g, ok := grants[x.Token]; ok && x.Lease == "" {
+			l, h = lease.Attribute(who.Scope(), "", g.Name, g.Holder, true)
+			l, _, _ = lease.SlotOf(l)
+		}
 		out[i] = web.Write{Version: x.Version, Token: x.Token, Lease: l, Holder: h, At: x.At,
 			Size: x.Size, ContentType: x.ContentType}
 	}
 	return out
+}
+
+// writeGrants finds the grants of the tokens of the writes put down to no lease, for
+// viewWrites; a store that cannot answer leaves them unlinked.
+func (d *dashboard) writeGrants(ctx context.Context, ws []lease.Write) map[int64]store.TokenGrant {
+	var tokens []int64
+	for _, x := range ws {
+		if x.Lease == "" {
+			tokens = append(tokens, x.Token)
+		}
+	}
+	if len(tokens) == 0 {
+		return nil
+	}
+	grants, err := d.s.store.TokenGrants(ctx, tokens)
+	if err != nil {
+		d.s.log.DebugContext(ctx, "grants of writers' tokens", "err", err)
+		return nil
+	}
+	return grants
+}
+
+// keyLabels maps the ids of the keys that sent rejections to their labels; a store that
+// cannot answer leaves the ids alone.
+func (d *dashboard) keyLabels(ctx context.Context, xs []lease.Rejection) map[string]string {
+	if !slices.ContainsFunc(xs, func(x lease.Rejection) bool { return x.KeyID != "" }) {
+		return nil
+	}
+	keys, err := d.s.store.Keys(ctx)
+	if err != nil {
+		d.s.log.DebugContext(ctx, "labels of rejections' keys", "err", err)
+		return nil
+	}
+	labels := make(map[string]string, len(keys))
+	for _, k := range keys {
+		labels[k.ID] = k.Label
+	}
+	return labels
 }
 
 // rejectionViews converts rejections and says, where the history of their lease allows, how
@@ -122,9 +167,11 @@ func (d *dashboard) rejectionViews(ctx context.Context, xs []lease.Rejection) []
 		}
 		histories[name] = page.Items
 	}
+	labels := d.keyLabels(ctx, xs)
 	out := make([]web.Rejection, len(xs))
 	for i, x := range xs {
 		out[i] = viewRejection(x)
+		out[i].KeyLabel = labels[x.KeyID]
 		if evs, ok := histories[x.Lease]; ok {
 			out[i].GrantsBehind, out[i].Late = staleness(x, evs)
 		}

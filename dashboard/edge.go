@@ -41,6 +41,9 @@ type Edge interface {
 	NewKey(ctx context.Context, label string, role auth.Role, prefixes []string) (string, auth.Key, error)
 	// RevokeKey revokes a key for the caller. Codes: invalid_request, not_found.
 	RevokeKey(ctx context.Context, id string) error
+	// KeyLastUsed is when key id was last used: the later of stored (the store's, written at
+	// most once a minute) and the edge's own memory of it.
+	KeyLastUsed(id string, stored time.Time) time.Time
 }
 
 // Acquirer is the waiting line, as far as the pages show it.

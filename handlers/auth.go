@@ -70,6 +70,7 @@ type authn struct {
 	clock lease.Clock
 
 	gate *auth.Gate
+	uses *keyUse
 
 	mu    sync.Mutex
 	cache map[[32]byte]cachedKey
@@ -99,7 +100,7 @@ func newAuthn(cfg AuthConfig, st store.Store, clock lease.Clock) *authn {
 	}
 	gate := auth.NewGate(auth.Limits{Rate: cfg.Rate, Burst: cfg.Burst, MaxHeld: cfg.MaxHeldPerKey, MaxWaits: cfg.MaxWaitsPerKey,
 		MaxWatches: cfg.MaxWatchesPerKey, MaxSessions: cfg.MaxSessionsPerKey, ResourceQuota: cfg.ResourceQuota})
-	return &authn{cfg: cfg, store: st, clock: clock, gate: gate, cache: map[[32]byte]cachedKey{}, lives: map[string]*keyLife{}}
+	return &authn{cfg: cfg, store: st, clock: clock, gate: gate, uses: newKeyUse(st, clock), cache: map[[32]byte]cachedKey{}, lives: map[string]*keyLife{}}
 }
 
 type principalInfo struct {
@@ -152,6 +153,11 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			s.metrics.RateLimited(pi.p.KeyID)
 			s.writeProblem(w, r, err)
 			return
+		}
+		if !a.cfg.Off {
+			if err := a.uses.used(r.Context(), pi.p.KeyID); err != nil {
+				s.log.WarnContext(r.Context(), "key use", "err", err)
+			}
 		}
 		info, r := ensureInfo(r)
 		info.principal = pi

@@ -3,6 +3,7 @@ package handlers
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/dashboard"
@@ -32,3 +33,7 @@ func (e dashEdge) NewKey(ctx context.Context, label string, role auth.Role, pref
 }
 
 func (e dashEdge) RevokeKey(ctx context.Context, id string) error { return e.s.revokeKey(ctx, id) }
+
+func (e dashEdge) KeyLastUsed(id string, stored time.Time) time.Time {
+	return e.s.auth.uses.last(id, stored)
+}

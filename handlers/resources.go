@@ -249,6 +249,6 @@ func (s *server) reportRejection(ctx context.Context, req api.ReportRejectionReq
 	}
 	c := clientOf(ctx)
 	return s.store.RecordRejection(ctx, lease.Rejection{Resource: b.Resource, Lease: deref(b.Lease), PresentedToken: b.PresentedToken,
-		CurrentFence: b.CurrentFence, Reason: deref(b.Reason), ClientAddr: c.addr, UserAgent: c.userAgent, Source: lease.RejectionSourceExternal},
-		principalOf(ctx).Scope())
+		CurrentFence: b.CurrentFence, Reason: deref(b.Reason), ClientAddr: c.addr, UserAgent: c.userAgent, Source: lease.RejectionSourceExternal,
+		KeyID: principalOf(ctx).KeyID}, principalOf(ctx).Scope())
 }

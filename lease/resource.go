@@ -44,6 +44,7 @@ type Rejection struct {
 	Reason         string
 	At             time.Time
 	Source         string // RejectionSourceServer or RejectionSourceExternal
+	KeyID          string // the API key that sent the write (or reported the rejection); empty when unknown
 }
 
 // Scope is the name prefixes a caller is limited to; empty reaches every name.

@@ -173,6 +173,18 @@ type Resources interface {
 
 	// Rejections returns rejections, newest first.
 	Rejections(ctx context.Context, f RejectionFilter) (Page[lease.Rejection], error)
+
+	// LeaseResources returns up to limit resources (without values), ordered by name, whose
+	// last accepted write carried a token granted on name or one of its slots (GrantName, with
+	// or without Lease-Name, whatever the writer's scope), through an index. It applies no
+	// scope: callers show only the resources and leases theirs reaches.
+	LeaseResources(ctx context.Context, name string, limit int) ([]lease.Resource, error)
+
+	// TokenGrants returns, for each of tokens whose grant the history still has (ended grants
+	// go with the retention), the name and holder it was issued to. It applies no scope:
+	// callers put each through lease.Attribute for theirs. Codes: invalid_request for more than
+	// MaxLimit tokens.
+	TokenGrants(ctx context.Context, tokens []int64) (map[int64]TokenGrant, error)
 }
 
 // Upkeep is the sweeper's: expiries recorded on time, and history pruned.
@@ -223,6 +235,11 @@ type APIKeys interface {
 
 	// Keys returns every key, revoked ones included, oldest first.
 	Keys(ctx context.Context) ([]auth.Key, error)
+
+	// TouchKey records that key id was used now (by the store's clock), never moving its last
+	// use back. It is a write: callers bound how often they call it (handlers do once a minute
+	// per key at most). A key that does not exist changes nothing.
+	TouchKey(ctx context.Context, id string) error
 
 	// RevokeKey revokes a key at once, ends its dashboard sessions, and records a key_revoked
 	// event naming actor. Revoking a revoked key changes nothing. Codes: not_found,
@@ -387,6 +404,21 @@ type RejectionFilter struct {
 type Page[T any] struct {
 	Items []T
 	Next  string
+}
+
+// GrantName is what a write records as its token's grant, for LeaseResources: the name of the
+// grant (ownerName, a slot's name for a semaphore) when it is known, else "".
+func GrantName(ownerName string, known bool) string {
+	if !known {
+		return ""
+	}
+	return ownerName
+}
+
+// TokenGrant is the grant a token was issued to: its name (a slot's, for a semaphore) and holder.
+type TokenGrant struct {
+	Name   string
+	Holder string
 }
 
 // WritersKept is how many of its newest accepted writes a resource keeps (ResourceWriters).

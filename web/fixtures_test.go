@@ -80,7 +80,7 @@ func rejections() []Rejection {
 	return []Rejection{
 		{ID: 2, Resource: "orders-db", Lease: "billing-nightly", PresentedToken: tok3, CurrentFence: tok4,
 			Holder: "worker-3@host-c", ClientAddr: "10.0.0.9:51234", UserAgent: "leasekeeper-go/0.1 (linux; worker-3)",
-			At: at("-50s"), GrantsBehind: 1, Late: 8300 * time.Millisecond},
+			At: at("-50s"), GrantsBehind: 1, Late: 8300 * time.Millisecond, KeyID: "key_7f3a9c", KeyLabel: "billing-workers"},
 		{ID: 1, Resource: "ledger", PresentedToken: tok2, CurrentFence: tok3, Reason: "fence check in UPDATE",
 			External: true, At: at("-2m5s"), GrantsBehind: -1},
 	}

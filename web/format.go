@@ -2,8 +2,11 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"html"
+	"io"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -151,20 +154,36 @@ func absShort(t, now time.Time) string {
 	}
 }
 
-// staleness says how far behind a refused write was, e.g. "3 grants behind, 8.3 s late";
-// "" when nothing is known.
-func staleness(r Rejection) string {
-	var parts []string
+// staleToken is a refused write's token as the dashboard shows it: how many grants behind
+// the fence it was ("3 grants behind"), or the token itself when that is not known.
+func staleToken(r Rejection) string {
 	switch {
 	case r.GrantsBehind == 1:
-		parts = append(parts, "1 grant behind")
+		return "1 grant behind"
 	case r.GrantsBehind > 1:
-		parts = append(parts, strconv.Itoa(r.GrantsBehind)+" grants behind")
+		return strconv.Itoa(r.GrantsBehind) + " grants behind"
 	}
-	if r.Late > 0 {
-		parts = append(parts, lateText(r.Late)+" late")
-	}
-	return strings.Join(parts, ", ")
+	return itoa(r.PresentedToken)
+}
+
+// name is a name or holder that may wrap after its separators (- . _ : / # @) rather than
+// inside a word: a break opportunity (wbr) follows each separator, with no space around it
+// (templ would put one between an element and text on separate lines).
+func name(s string) templ.Component {
+	return templ.ComponentFunc(func(_ context.Context, w io.Writer) error {
+		var b strings.Builder
+		for s != "" {
+			i := strings.IndexAny(s, "-._:/#@")
+			if i < 0 || i == len(s)-1 {
+				break
+			}
+			b.WriteString(html.EscapeString(s[:i+1]) + "<wbr>")
+			s = s[i+1:]
+		}
+		b.WriteString(html.EscapeString(s))
+		_, err := io.WriteString(w, b.String())
+		return err
+	})
 }
 
 // lateText is a lateness: milliseconds below a second ("40 ms"), seconds with one decimal

@@ -1,8 +1,10 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 )
@@ -181,6 +183,37 @@ func TestIsFragment(t *testing.T) {
 		}
 		if got := IsFragment(r); got != tt.want {
 			t.Errorf("IsFragment(%s: %q) = %v, want %v", FragmentHeader, tt.header, got, tt.want)
+		}
+	}
+}
+
+func TestNameWrapsAfterSeparators(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"orders-db", "orders-<wbr>db"},
+		{"worker-3@host-c.example", "worker-<wbr>3@<wbr>host-<wbr>c.<wbr>example"},
+		{"plain", "plain"},
+		{"trailing-", "trailing-"},
+		{"a-<b>&", "a-<wbr>&lt;b&gt;&amp;"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		var b strings.Builder
+		if err := name(tt.in).Render(context.Background(), &b); err != nil {
+			t.Fatalf("name(%q) = %v", tt.in, err)
+		}
+		if got := b.String(); got != tt.want {
+			t.Errorf("name(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestStaleToken(t *testing.T) {
+	for _, tt := range []struct {
+		behind int
+		want   string
+	}{{-1, "1772366340000000"}, {0, "1772366340000000"}, {1, "1 grant behind"}, {4, "4 grants behind"}} {
+		if got := staleToken(Rejection{PresentedToken: 1772366340000000, GrantsBehind: tt.behind}); got != tt.want {
+			t.Errorf("staleToken(%d behind) = %q, want %q", tt.behind, got, tt.want)
 		}
 	}
 }

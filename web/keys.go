@@ -14,6 +14,9 @@ type KeyInfo struct {
 	// CreatedAt and CreatedBy say when and by whom it was made ("" for the first key).
 	CreatedAt time.Time
 	CreatedBy string
+	// LastUsed is when the key was last used (written at most once a minute, newer from this
+	// server's memory); zero if never.
+	LastUsed time.Time
 	// RevokedAt is zero while the key works.
 	RevokedAt time.Time
 	RevokedBy string

@@ -212,6 +212,43 @@ func TestLeasePage(t *testing.T) {
 	if got, want := attr(one(t, doc, "next-page"), "href"), "/leases/billing-nightly?cursor=seq%3A11"; got != want {
 		t.Errorf("next-page href = %q, want %q", got, want)
 	}
+	one(t, doc, "no-lease-resources")
+}
+
+func TestLeasePageResources(t *testing.T) {
+	d := leaseDetail()
+	d.Resources = resources().Resources[:1]
+	doc := parse(t, LeasePage(site, d))
+	rows := byTestID(one(t, doc, "lease-resources"), "lease-resource-row")
+	if len(rows) != 1 {
+		t.Fatalf("lease resource rows = %d, want 1", len(rows))
+	}
+	cells := texts(findAll(rows[0], func(n *html.Node) bool { return n.Data == "td" || n.Data == "th" }))
+	want := []string{"orders-db", strconv.FormatInt(tok4, 10), "worker-1@host-a", "5 s ago 11:59:55 UTC", "17"}
+	if diff := cmp.Diff(want, cells); diff != "" {
+		t.Errorf("lease resource row (-want +got):\n%s", diff)
+	}
+	if got := attr(one(t, rows[0], "resource-link"), "href"); got != "/resources/orders-db" {
+		t.Errorf("resource link = %q, want /resources/orders-db", got)
+	}
+	if n := len(byTestID(doc, "no-lease-resources")); n != 0 {
+		t.Errorf("the empty note shows beside %d resources", len(rows))
+	}
+}
+
+func TestKeysPageLastUsed(t *testing.T) {
+	l := KeyList{Now: now, Keys: []KeyInfo{
+		{ID: "key_a", Label: "ops", Role: "admin", CreatedAt: at("-1h"), LastUsed: at("-90s")},
+		{ID: "key_b", Label: "idle", Role: "reader", CreatedAt: at("-1h")},
+	}}
+	doc := parse(t, KeysPage(site, l))
+	heads := texts(byTag(byTag(one(t, doc, "keys-table"), "thead")[0], "th"))
+	if diff := cmp.Diff([]string{"Label", "Role", "Prefixes", "Created", "Last used", "State"}, heads); diff != "" {
+		t.Errorf("key columns (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"1 min ago 11:58:30 UTC", "never"}, texts(byTestID(doc, "key-last-used"))); diff != "" {
+		t.Errorf("last used (-want +got):\n%s", diff)
+	}
 }
 
 func TestLeasePageFree(t *testing.T) {
@@ -252,7 +289,7 @@ func TestRejectionsPage(t *testing.T) {
 		t.Errorf("filter inputs (-want +got):\n%s", diff)
 	}
 	heads := texts(byTag(byTag(one(t, doc, "rejections-table"), "thead")[0], "th"))
-	wantHeads := []string{"Resource", "Lease", "Holder", "Presented token, fence", "How stale", "Client", "Time"}
+	wantHeads := []string{"Resource", "Lease", "Holder", "Stale token, fence", "Key", "Client", "Time"}
 	if diff := cmp.Diff(wantHeads, heads); diff != "" {
 		t.Errorf("rejection columns (-want +got):\n%s", diff)
 	}
@@ -261,8 +298,8 @@ func TestRejectionsPage(t *testing.T) {
 		t.Fatalf("rejection rows = %d, want 2", len(rows))
 	}
 	cells := texts(findAll(rows[0], func(n *html.Node) bool { return n.Data == "td" || n.Data == "th" }))
-	want := []string{"orders-db", "billing-nightly", "worker-3@host-c", strconv.FormatInt(tok3, 10) + " fence " + strconv.FormatInt(tok4, 10),
-		"1 grant behind, 8.3 s late", "10.0.0.9:51234 leasekeeper-go/0.1 (linux; worker-3)", "50 s ago 11:59:10 UTC"}
+	want := []string{"orders-db", "billing-nightly", "worker-3@host-c", "1 grant behind 8.3 s late fence " + strconv.FormatInt(tok4, 10),
+		"billing-workers key_7f3a9c", "10.0.0.9:51234 leasekeeper-go/0.1 (linux; worker-3)", "50 s ago 11:59:10 UTC"}
 	if diff := cmp.Diff(want, cells); diff != "" {
 		t.Errorf("first rejection row (-want +got):\n%s", diff)
 	}
@@ -271,6 +308,15 @@ func TestRejectionsPage(t *testing.T) {
 		"—", "—", "2 min ago 11:57:55 UTC"}
 	if diff := cmp.Diff(want, cells); diff != "" {
 		t.Errorf("second rejection row (-want +got):\n%s", diff)
+	}
+	// The stale token in full is on hover (title) and copied by its button, whatever the cell says.
+	for i, tok := range []int64{tok3, tok2} {
+		shown := one(t, rows[i], "presented-token")
+		full := strconv.FormatInt(tok, 10)
+		if attr(shown, "title") != "Presented token "+full || attr(shown, "data-token") != full || attr(one(t, rows[i], "copy"), "data-copy") != full {
+			t.Errorf("row %d: presented token title %q, data-token %q, copy %q; want the full token %s in each", i,
+				attr(shown, "title"), attr(shown, "data-token"), attr(one(t, rows[i], "copy"), "data-copy"), full)
+		}
 	}
 	if got, want := attr(one(t, doc, "next-page"), "href"), "/rejections?resource=orders-db&cursor=n2"; got != want {
 		t.Errorf("next-page href = %q, want %q", got, want)
@@ -405,5 +451,19 @@ func TestAccessibility(t *testing.T) {
 				t.Errorf("<html lang=%q>, want en", attr(html, "lang"))
 			}
 		})
+	}
+}
+
+func TestLeasePageTimelineNotes(t *testing.T) {
+	d := leaseDetail()
+	doc := parse(t, LeasePage(site, d))
+	if n := len(byTestID(doc, "timeline-zoom-note")); n != 0 {
+		t.Errorf("zoom notes with nothing hidden = %d, want 0", n)
+	}
+	one(t, doc, "timeline-scroll-hint")
+	d.Timeline.Zoomed, d.Timeline.Hidden = true, 2
+	doc = parse(t, LeasePage(site, d))
+	if got := text(one(t, doc, "timeline-zoom-note")); !strings.Contains(got, "(2 earlier grants out of view)") {
+		t.Errorf("zoom note = %q, want it to count 2 earlier grants", got)
 	}
 }

@@ -26,6 +26,10 @@ type Timeline struct {
 	// Lanes is how many rows of grants the picture has (a semaphore's slots, up to
 	// [MaxLanes]); 0 or 1 for one.
 	Lanes int
+	// Zoomed says [Timeline.FitRecent] narrowed the window to the recent activity, and Hidden
+	// counts the grants it left wholly before it; the page says so.
+	Zoomed bool
+	Hidden int
 }
 
 // MaxLanes bounds the rows of a timeline; grants of higher lanes share the last.
@@ -109,6 +113,105 @@ func TimelineWindow(l Lease, oldest time.Time, span time.Duration, now time.Time
 	return start, end
 }
 
+// tlMinVisible is the narrowest, in viewBox units, that [Timeline.FitRecent] lets a grant be
+// drawn at its true length; tlMinBar the narrowest any bar is drawn, whatever its length.
+const (
+	tlMinVisible = 8.0
+	tlMinBar     = 4.0
+)
+
+// tlMinZoom is the narrowest window [Timeline.FitRecent] zooms to.
+const tlMinZoom = 10 * time.Second
+
+// FitRecent zooms a window fitted to the whole history in on the recent activity, so that a
+// grant of seconds beside grants of an hour (past ones, or a held one's hour ahead) is not a
+// sliver. The window starts just before the oldest of the newest grants that, drawn together,
+// are each at least tlMinVisible wide (the newest grant always stays in), and ends a quarter of
+// that span after now (a held grant's expected expiry further on runs off the right edge). It
+// spans tlMinZoom at least, and the window is kept unless this cuts a fifth of it or more.
+// Zoomed says the window changed, Hidden counts the grants left wholly before it; a longer
+// range on the page shows them.
+func (tl Timeline) FitRecent() Timeline {
+	if len(tl.Grants) == 0 || !tl.End.After(tl.Start) {
+		return tl
+	}
+	now := tl.Now
+	if now.Before(tl.Start) || now.After(tl.End) {
+		return tl
+	}
+	// endFor is the window's end for a window starting at s.
+	endFor := func(s time.Time) time.Time {
+		if e := now.Add(now.Sub(s) / 4); e.Before(tl.End) {
+			return e
+		}
+		return tl.End
+	}
+	// extent is the part of g the picture draws in a window ending at e.
+	extent := func(g Grant, e time.Time) (from, to time.Time) {
+		from, to = g.AcquiredAt, g.EndedAt
+		if from.IsZero() || from.Before(tl.Start) {
+			from = tl.Start
+		}
+		if g.held() {
+			to = e
+			if !g.ExpiresAt.IsZero() && g.ExpiresAt.Before(to) {
+				to = g.ExpiresAt
+			}
+		}
+		if to.After(e) {
+			to = e
+		}
+		return from, to
+	}
+	width := tlRight - tlLeft
+	order := slices.Clone(tl.Grants)
+	slices.SortStableFunc(order, func(a, b Grant) int { return a.AcquiredAt.Compare(b.AcquiredAt) })
+	start, shortest := now, time.Duration(1<<63-1)
+	for i := len(order) - 1; i >= 0; i-- {
+		s := start
+		if from, _ := extent(order[i], tl.End); from.Before(s) {
+			s = from
+		}
+		e := endFor(s)
+		from, to := extent(order[i], e)
+		d := max(to.Sub(from), 0)
+		// The margin before the oldest grant kept is a twentieth of the window.
+		span := e.Sub(s) + e.Sub(s)/20
+		if i < len(order)-1 && float64(min(shortest, d))/float64(span)*width < tlMinVisible {
+			break
+		}
+		start, shortest = s, min(shortest, d)
+	}
+	end := endFor(start)
+	start = start.Add(-end.Sub(start) / 20)
+	if end.Sub(start) < tlMinZoom {
+		start = end.Add(-tlMinZoom)
+	}
+	// A window not much narrower is left as it is: the picture does not jump for little.
+	if end.Sub(start) > tl.End.Sub(tl.Start)*4/5 {
+		return tl
+	}
+	if start.After(tl.Start) {
+		tl.Start = start
+	}
+	tl.End, tl.Zoomed, tl.Hidden = end, true, 0
+	for _, g := range tl.Grants {
+		if _, to := extent(g, tl.End); to.Before(tl.Start) {
+			tl.Hidden++
+		}
+	}
+	return tl
+}
+
+// zoomNote says what a window zoomed by [Timeline.FitRecent] leaves out.
+func zoomNote(tl Timeline) string {
+	s := "Zoomed to recent activity so that short grants show"
+	if tl.Hidden > 0 {
+		s += " (" + plural(tl.Hidden, "earlier grant") + " out of view)"
+	}
+	return s + "; a longer range shows the whole history."
+}
+
 // The geometry of the picture, in viewBox units.
 const (
 	tlWidth     = 960.0
@@ -131,16 +234,19 @@ const (
 // tlLayout is a Timeline turned into shapes, every coordinate already formatted, so that the
 // template only writes them out and the output is the same on every machine.
 type tlLayout struct {
-	ViewBox    string
-	Title      string
-	Empty      bool
-	Grants     []tlGrant
-	Delays     []tlBox
-	Marks      []tlMark
-	Ticks      []tlTick
-	HasNow     bool
-	NowX       string
-	NowAnchor  string
+	ViewBox   string
+	Title     string
+	Empty     bool
+	Grants    []tlGrant
+	Delays    []tlBox
+	Marks     []tlMark
+	Ticks     []tlTick
+	HasNow    bool
+	NowX      string
+	NowAnchor string
+	// NowLines are the pieces of the now line: beside the "now" text, and across each lane
+	// down to the axis, leaving out the rows of labels over the lanes.
+	NowLines   []tlLine
 	AxisFrom   string
 	AxisTo     string
 	EmptyTextX string
@@ -193,6 +299,10 @@ type tlMark struct {
 	StemY1 string
 	StemY2 string
 	CountY string
+}
+
+type tlLine struct {
+	Y1, Y2 string
 }
 
 type tlTick struct {
@@ -266,7 +376,7 @@ func (tl Timeline) layout() tlLayout {
 	for i, v := range vis {
 		g := v.g
 		y := laneY(g)
-		w := max(v.xTo-v.xFrom, 2)
+		w := max(v.xTo-v.xFrom, tlMinBar)
 		lg := tlGrant{
 			Class: "tl-grant tl-" + grantState(g),
 			Fill:  "#4a7fb5",
@@ -327,16 +437,15 @@ func (tl Timeline) layout() tlLayout {
 					break
 				}
 			}
-			if n := int((limit - lx - 4) / tlCharW); n >= 3 {
-				lg.Label, lg.LabelX, lg.LabelY = truncate(text, n), f1(lx), f1(y-4)
+			if text = labelFit(text, limit-lx-4); text != "" {
+				lg.Label, lg.LabelX, lg.LabelY = text, f1(lx), f1(y-4)
 			}
-		} else if n := int((limit - lx - 4) / tlCharW); n >= 3 {
-			text = truncate(text, n)
+		} else if text = labelFit(text, limit-lx-4); text != "" {
 			row := 0
 			if rowEnd[0]+4 > lx {
 				row = 1
 			}
-			rowEnd[row] = lx + float64(utf8.RuneCountInString(text))*tlCharW
+			rowEnd[row] = lx + labelWidth(text)
 			lg.Label, lg.LabelX = text, f1(lx)
 			lg.LabelY = f1([2]float64{tlLabelY0, tlLabelY1}[row])
 		}
@@ -391,6 +500,15 @@ func (tl Timeline) layout() tlLayout {
 		x := xOf(tl.Now)
 		out.NowX = f1(x)
 		out.NowAnchor = edgeAnchor(x)
+		out.NowLines = append(out.NowLines, tlLine{Y1: f1(14), Y2: f1(tlLabelY0 - 11)})
+		for i := range lanes {
+			y := tlLaneY + float64(i)*tlLaneStep
+			y2 := y + tlLaneH + 2
+			if i == lanes-1 {
+				y2 = tlAxisY + extra
+			}
+			out.NowLines = append(out.NowLines, tlLine{Y1: f1(y - 2), Y2: f1(y2)})
+		}
 	}
 
 	step := tickStep(end.Sub(start))
@@ -417,6 +535,29 @@ func (tl Timeline) layout() tlLayout {
 	out.Title = fmt.Sprintf("Timeline of %s from %s to %s: %d grants, %d rejected writes",
 		tl.Name, absTime(start), absTime(end), len(vis), countIn(tl.Rejections, inWindow))
 	return out
+}
+
+// tlEllipsisW is the estimated width of the "…" that ends a cut label: about an em.
+const tlEllipsisW = 11.0
+
+// labelWidth estimates the width of a label, in viewBox units.
+func labelWidth(s string) float64 {
+	w := float64(utf8.RuneCountInString(s)) * tlCharW
+	if strings.HasSuffix(s, "…") {
+		w += tlEllipsisW - tlCharW
+	}
+	return w
+}
+
+// labelFit is s, cut with "…" to fit room (viewBox units) by labelWidth; "" when fewer than
+// three characters would.
+func labelFit(s string, room float64) string {
+	for n := utf8.RuneCountInString(s); n >= 3; n-- {
+		if t := truncate(s, n); labelWidth(t) <= room {
+			return t
+		}
+	}
+	return ""
 }
 
 // addDelay adds the shaded lock delay after g's expiry, if it reaches into the window.

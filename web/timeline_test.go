@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	"golang.org/x/net/html"
@@ -157,7 +156,7 @@ func TestTimelineLabelsDoNotOverlap(t *testing.T) {
 		}
 		labels++
 		x, _ := strconv.ParseFloat(g.LabelX, 64)
-		rows[g.LabelY] = append(rows[g.LabelY], span{x, x + float64(utf8.RuneCountInString(g.Label))*tlCharW})
+		rows[g.LabelY] = append(rows[g.LabelY], span{x, x + labelWidth(g.Label)})
 	}
 	if labels == 0 {
 		t.Fatal("no label drawn")
@@ -229,5 +228,115 @@ func TestTimelineLanes(t *testing.T) {
 	}
 	if l.ViewBox != "0 0 960.0 222.0" || l.AxisY != "184.0" {
 		t.Errorf("viewBox %q, axis at %s; want 80 more for two more lanes", l.ViewBox, l.AxisY)
+	}
+}
+
+// TestTimelineFitRecent: a fitted window zooms in on the recent grants so that seconds-long
+// ones beside an hour-long one are drawn wide enough to see; the hour-long one is then out of
+// view and counted.
+func TestTimelineFitRecent(t *testing.T) {
+	long := Grant{Token: tok1, Holder: "slow", AcquiredAt: at("-2h"), EndedAt: at("-1h"), End: "released"}
+	var grants = []Grant{long}
+	for i := range 5 {
+		from := at("-60s").Add(time.Duration(i) * 10 * time.Second)
+		grants = append(grants, Grant{Token: tok2 + int64(i), Holder: "quick", AcquiredAt: from, EndedAt: from.Add(3 * time.Second), End: "released"})
+	}
+	full := Timeline{Start: at("-2h"), End: now.Add(5 * time.Second), Now: now, Grants: grants}
+	widths := func(tl Timeline) []float64 {
+		var out []float64
+		for _, g := range tl.layout().Grants {
+			w, _ := strconv.ParseFloat(g.Bar.W, 64)
+			out = append(out, w)
+		}
+		return out
+	}
+	for _, w := range widths(full)[1:] {
+		if w > tlMinBar {
+			t.Fatalf("the fixture's short grants are %.1f wide over two hours, want slivers of at most %.1f", w, tlMinBar)
+		}
+	}
+	fit := full.FitRecent()
+	if !fit.Start.After(at("-1h")) || !fit.Start.Before(at("-60s")) || !fit.End.Equal(full.End) {
+		t.Errorf("FitRecent() window = %v – %v, want from after the long grant's end to before the first short one, to %v", fit.Start, fit.End, full.End)
+	}
+	if fit.Hidden != 1 || !fit.Zoomed {
+		t.Errorf("FitRecent() = zoomed %v, hidden %d; want zoomed, 1 hidden (the hour-long grant)", fit.Zoomed, fit.Hidden)
+	}
+	ws := widths(fit)
+	if len(ws) != 5 {
+		t.Fatalf("grants drawn after FitRecent() = %d, want the 5 short ones", len(ws))
+	}
+	for i, w := range ws {
+		if w < tlMinVisible {
+			t.Errorf("short grant %d is %.1f wide, want at least %.1f", i, w, tlMinVisible)
+		}
+	}
+	// Grants all of one size, in a window that fits them, are already fine: the window stays.
+	even := Timeline{Start: at("-70s"), End: now.Add(5 * time.Second), Now: now, Grants: grants[1:]}
+	if got := even.FitRecent(); !got.Start.Equal(even.Start) || got.Hidden != 0 || got.Zoomed {
+		t.Errorf("FitRecent() of even grants = start %v hidden %d, want the window unchanged", got.Start, got.Hidden)
+	}
+}
+
+// TestTimelineNowSkipsLabels: the now line runs beside its word and across the lanes, never
+// through a row of labels over them, with one lane or several.
+func TestTimelineNowSkipsLabels(t *testing.T) {
+	for _, lanes := range []int{1, 3} {
+		tl := timeline()
+		tl.Lanes = lanes
+		l := tl.layout()
+		if !l.HasNow || len(l.NowLines) == 0 {
+			t.Fatalf("lanes %d: no now line", lanes)
+		}
+		var rows [][2]float64 // the label rows' extents: a baseline and 11 units of text above it
+		for _, y := range []float64{tlLabelY0, tlLabelY1} {
+			rows = append(rows, [2]float64{y - 11, y + 2})
+		}
+		for i := range lanes {
+			y := tlLaneY + float64(i)*tlLaneStep - 4
+			rows = append(rows, [2]float64{y - 11, y + 2})
+		}
+		for _, s := range l.NowLines {
+			y1, _ := strconv.ParseFloat(s.Y1, 64)
+			y2, _ := strconv.ParseFloat(s.Y2, 64)
+			for _, r := range rows {
+				if y1 < r[1] && y2 > r[0] {
+					t.Errorf("lanes %d: now line %.1f–%.1f crosses the label row %.1f–%.1f", lanes, y1, y2, r[0], r[1])
+				}
+			}
+		}
+		last := l.NowLines[len(l.NowLines)-1]
+		if last.Y2 != l.AxisY {
+			t.Errorf("lanes %d: the now line ends at %s, want the axis at %s", lanes, last.Y2, l.AxisY)
+		}
+	}
+}
+
+// TestTimelineFitRecentHeldAhead: short grants just before a grant held for ten more minutes
+// are not squeezed by its expected expiry: the window ends soon after now, and the held grant's
+// dashed part runs to the right edge.
+func TestTimelineFitRecentHeldAhead(t *testing.T) {
+	grants := []Grant{
+		{Token: tok1, Holder: "a", AcquiredAt: at("-3s"), EndedAt: at("-2s"), End: "expired"},
+		{Token: tok2, Holder: "b", AcquiredAt: at("-2s"), EndedAt: at("-1500ms"), End: "released"},
+		{Token: tok3, Holder: "c", AcquiredAt: at("-1500ms"), ExpiresAt: now.Add(10 * time.Minute)},
+	}
+	held := Lease{Held: true, ExpiresAt: now.Add(10 * time.Minute)}
+	start, end := TimelineWindow(held, at("-3s"), 0, now)
+	fit := Timeline{Start: start, End: end, Now: now, Grants: grants}.FitRecent()
+	if !fit.Zoomed || !fit.End.Before(now.Add(time.Minute)) || fit.Hidden != 0 {
+		t.Fatalf("FitRecent() = %v – %v, zoomed %v, hidden %d; want it to end within a minute of now, nothing hidden", fit.Start, fit.End, fit.Zoomed, fit.Hidden)
+	}
+	l := fit.layout()
+	for i, g := range l.Grants[:2] {
+		if w, _ := strconv.ParseFloat(g.Bar.W, 64); w < tlMinVisible {
+			t.Errorf("short grant %d is %.1f wide, want at least %.1f", i, w, tlMinVisible)
+		}
+	}
+	last := l.Grants[2]
+	x, _ := strconv.ParseFloat(last.Expected.X, 64)
+	w, _ := strconv.ParseFloat(last.Expected.W, 64)
+	if !last.HasExpected || x+w < tlRight-0.5 {
+		t.Errorf("the held grant's expected part ends at %.1f, want it to run to the right edge %.1f", x+w, tlRight)
 	}
 }

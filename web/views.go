@@ -180,6 +180,9 @@ type Rejection struct {
 	GrantsBehind int
 	// Late is how long after the presented grant ended the write came; zero when unknown.
 	Late time.Duration
+	// KeyID is the API key that sent the write (or reported it), KeyLabel its label; empty
+	// when unknown (rejections recorded before keys were kept with them, or auth off).
+	KeyID, KeyLabel string
 }
 
 // Resource is one fenced resource.
@@ -273,7 +276,13 @@ type LeaseDetail struct {
 	CanRevoke bool
 	// Notice is a one-line message shown above the state, e.g. "Lease revoked."; empty for none.
 	Notice string
+	// Resources are the fenced resources last written under the lease's tokens (or its
+	// slots'), in name order, that the viewer may read; at most [LeaseResourcesShown].
+	Resources []Resource
 }
+
+// LeaseResourcesShown is how many resources a lease page lists at most.
+const LeaseResourcesShown = 50
 
 // RejectionList is the props of the rejections page (/rejections).
 type RejectionList struct {

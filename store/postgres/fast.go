@@ -86,6 +86,7 @@ type resRow struct {
 	drop           bool // made by this batch for a refused first write: deleted again
 	written        *lease.Resource
 	owner          string // the key that wrote it
+	grant          string // the grant its token was issued to (store.GrantName)
 }
 
 // fastBatch is the fast path's view of the rows it locked, as its operations change them.
@@ -505,7 +506,7 @@ func (b *fastBatch) put(f *fastOp, evs *[]lease.Event) (bool, error) {
 	if e := lease.DecideFencedWrite(fw, ms(b.now)); e != nil {
 		r.drop = r.version == 0
 		rej := lease.Rejection{Resource: wr.Name, Lease: wr.LeaseName, PresentedToken: wr.Token, CurrentFence: e.CurrentFence,
-			ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: e.Message, Source: lease.RejectionSourceServer}
+			ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: e.Message, Source: lease.RejectionSourceServer, KeyID: wr.Owner}
 		rej.Lease, rej.Holder = lease.Attribute(wr.Scope, rej.Lease, owner.name, owner.holder, known)
 		rej.At = ms(b.now)
 		b.rejected = append(b.rejected, rej)
@@ -520,7 +521,7 @@ func (b *fastBatch) put(f *fastOp, evs *[]lease.Event) (bool, error) {
 	leaseName, holder := lease.Attribute(wr.Scope, wr.LeaseName, owner.name, owner.holder, known)
 	out := lease.Resource{Name: wr.Name, Fence: wr.Token, Version: r.version + 1, UpdatedAt: ms(b.now),
 		Size: int64(len(wr.Value)), ContentType: wr.ContentType, Lease: leaseName, Holder: holder}
-	r.written, r.fence, r.version, r.owner = &out, out.Fence, out.Version, wr.Owner
+	r.written, r.fence, r.version, r.owner, r.grant = &out, out.Fence, out.Version, wr.Owner, store.GrantName(owner.name, known)
 	*f.resource = out
 	b.values[wr.Name] = nonNil(wr.Value)
 	return true, nil
@@ -584,12 +585,13 @@ func (b *fastBatch) queueWrites(p *pipeline) {
 	}
 	if len(written) > 0 {
 		values = make([][]byte, len(written))
-		var names, cts, leases, holders, owners []string
+		var names, cts, leases, holders, owners, grants []string
 		var fences, versions, sizes []int64
 		for _, r := range written {
 			w := r.written
 			names, cts, leases, holders = append(names, w.Name), append(cts, w.ContentType), append(leases, w.Lease), append(holders, w.Holder)
 			fences, versions, sizes, owners = append(fences, w.Fence), append(versions, w.Version), append(sizes, w.Size), append(owners, r.owner)
+			grants = append(grants, r.grant)
 		}
 		for i, r := range written {
 			values[i] = b.values[r.written.Name]
@@ -597,29 +599,29 @@ func (b *fastBatch) queueWrites(p *pipeline) {
 		// The write joins the row's history of writers, which drops its oldest entry past
 		// store.WritersKept, in the same UPDATE.
 		p.exec(`UPDATE resources r SET fence = u.fence, version = u.version, value = u.value, content_type = u.ct,
-			updated_at = $8, lease = u.lease, holder = u.holder, owner = u.owner,
+			updated_at = $8, lease = u.lease, holder = u.holder, owner = u.owner, grant_name = u.gname,
 			writers = CASE WHEN jsonb_array_length(r.writers) >= `+writersKept+` THEN r.writers - 0 ELSE r.writers END
 				|| jsonb_build_array(jsonb_build_object('v', u.version, 't', u.fence, 'l', u.lease, 'h', u.holder,
 				'at', $8::bigint, 'n', u.size, 'ct', u.ct))
-			FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::text[], $9::bigint[], $10::text[])
-				AS u(name, fence, version, value, ct, lease, holder, size, owner)
-			WHERE r.name = u.name`, names, fences, versions, values, cts, leases, holders, b.now, sizes, owners)
+			FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[], $5::text[], $6::text[], $7::text[], $9::bigint[], $10::text[], $11::text[])
+				AS u(name, fence, version, value, ct, lease, holder, size, owner, gname)
+			WHERE r.name = u.name`, names, fences, versions, values, cts, leases, holders, b.now, sizes, owners, grants)
 	}
 	if len(drop) > 0 {
 		p.exec(`DELETE FROM resources WHERE name = ANY($1) AND version = 0`, drop)
 	}
 	if len(b.rejected) > 0 {
-		var resources, leases, holders, addrs, agents, reasons, sources []string
+		var resources, leases, holders, addrs, agents, reasons, sources, keys []string
 		var tokens, fences []int64
 		for _, r := range b.rejected {
 			resources, leases, holders, addrs = append(resources, r.Resource), append(leases, r.Lease), append(holders, r.Holder), append(addrs, r.ClientAddr)
-			agents, reasons, sources = append(agents, r.UserAgent), append(reasons, r.Reason), append(sources, r.Source)
+			agents, reasons, sources, keys = append(agents, r.UserAgent), append(reasons, r.Reason), append(sources, r.Source), append(keys, r.KeyID)
 			tokens, fences = append(tokens, r.PresentedToken), append(fences, r.CurrentFence)
 		}
-		p.exec(`INSERT INTO rejections (resource, lease, presented_token, current_fence, holder, client_addr, user_agent, reason, source, at)
-			SELECT resource, lease, token, fence, holder, addr, agent, reason, source, $10
-			FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
-				AS u(resource, lease, token, fence, holder, addr, agent, reason, source)`,
-			resources, leases, tokens, fences, holders, addrs, agents, reasons, sources, b.now)
+		p.exec(`INSERT INTO rejections (resource, lease, presented_token, current_fence, holder, client_addr, user_agent, reason, source, at, key_id)
+			SELECT resource, lease, token, fence, holder, addr, agent, reason, source, $10, key_id
+			FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $11::text[])
+				AS u(resource, lease, token, fence, holder, addr, agent, reason, source, key_id)`,
+			resources, leases, tokens, fences, holders, addrs, agents, reasons, sources, b.now, keys)
 	}
 }

@@ -14,18 +14,21 @@ import (
 	"github.com/leasekeeper/leasekeeper/store"
 )
 
-const keyCols = `k.id, k.label, k.role, k.prefixes, k.created_at, k.created_by, k.revoked_at, k.revoked_by`
+const keyCols = `k.id, k.label, k.role, k.prefixes, k.created_at, k.created_by, k.revoked_at, k.revoked_by, k.last_used`
 
 // scanKey scans keyCols, after the columns that before points into.
 func scanKey(r pgx.Row, before ...any) (auth.Key, error) {
 	var k auth.Key
 	var role, prefixes string
-	var created int64
+	var created, used int64
 	var revoked *int64
-	if err := r.Scan(append(before, &k.ID, &k.Label, &role, &prefixes, &created, &k.CreatedBy, &revoked, &k.RevokedBy)...); err != nil {
+	if err := r.Scan(append(before, &k.ID, &k.Label, &role, &prefixes, &created, &k.CreatedBy, &revoked, &k.RevokedBy, &used)...); err != nil {
 		return k, err
 	}
 	k.Role, k.CreatedAt = auth.Role(role), ms(created)
+	if used > 0 {
+		k.LastUsed = ms(used)
+	}
 	if revoked != nil {
 		k.RevokedAt = ms(*revoked)
 	}
@@ -226,6 +229,20 @@ func (s *Store) TouchSignIn(ctx context.Context, hash []byte) error {
 		}
 		if _, err := t.tx.Exec(ctx, `UPDATE sessions SET last_seen_at = $1 WHERE hash = $2`, now, hash); err != nil {
 			return fmt.Errorf("touch session: %w", err)
+		}
+		return nil
+	})
+}
+
+// TouchKey records a key's use. See store.Store.
+func (s *Store) TouchKey(ctx context.Context, id string) error {
+	return s.write(ctx, func(ctx context.Context, t *txn) error {
+		now, err := t.now(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := t.tx.Exec(ctx, `UPDATE keys SET last_used = $1 WHERE id = $2 AND last_used < $1`, now, id); err != nil {
+			return fmt.Errorf("touch key %s: %w", id, err)
 		}
 		return nil
 	})

@@ -62,7 +62,7 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 				return err
 			}
 			r := lease.Rejection{Resource: wr.Name, Lease: wr.LeaseName, PresentedToken: wr.Token, CurrentFence: e.CurrentFence,
-				ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: e.Message, Source: lease.RejectionSourceServer}
+				ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: e.Message, Source: lease.RejectionSourceServer, KeyID: wr.Owner}
 			if _, err := recordRejection(ctx, t, r, owner, known, wr.Scope, now); err != nil {
 				return err
 			}
@@ -86,12 +86,13 @@ func (s *Store) PutResource(ctx context.Context, wr store.ResourceWrite) (lease.
 		// The write joins the row's history of writers, which drops its oldest entry past
 		// store.WritersKept, in the same UPDATE.
 		if _, err := t.tx.Exec(ctx, `UPDATE resources SET fence = $2, version = $3, value = $4, content_type = $5,
-			updated_at = $6, lease = $7, holder = $8, owner = $10,
+			updated_at = $6, lease = $7, holder = $8, owner = $10, grant_name = $11,
 			writers = CASE WHEN jsonb_array_length(writers) >= `+writersKept+` THEN writers - 0 ELSE writers END
 				|| jsonb_build_array(jsonb_build_object('v', $3::bigint, 't', $2::bigint, 'l', $7::text, 'h', $8::text,
 				'at', $6::bigint, 'n', $9::bigint, 'ct', $5::text))
 			WHERE name = $1`,
-			out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, now, out.Lease, out.Holder, out.Size, wr.Owner); err != nil {
+			out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, now, out.Lease, out.Holder, out.Size, wr.Owner,
+			store.GrantName(owner.name, known)); err != nil {
 			return fmt.Errorf("write resource: %w", err)
 		}
 		return nil
@@ -225,8 +226,8 @@ func recordRejection(ctx context.Context, t *txn, r lease.Rejection, owner grant
 	r.Lease, r.Holder = lease.Attribute(scope, r.Lease, owner.name, owner.holder, known)
 	r.At = ms(now)
 	err := t.tx.QueryRow(ctx, `INSERT INTO rejections (resource, lease, presented_token, current_fence, holder,
-		client_addr, user_agent, reason, source, at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
-		r.Resource, r.Lease, r.PresentedToken, r.CurrentFence, r.Holder, r.ClientAddr, r.UserAgent, r.Reason, r.Source, now).Scan(&r.ID)
+		client_addr, user_agent, reason, source, at, key_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`,
+		r.Resource, r.Lease, r.PresentedToken, r.CurrentFence, r.Holder, r.ClientAddr, r.UserAgent, r.Reason, r.Source, now, r.KeyID).Scan(&r.ID)
 	if err != nil {
 		return r, fmt.Errorf("record rejection: %w", err)
 	}
@@ -320,6 +321,43 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) (stor
 	return page, nil
 }
 
+// LeaseResources returns the resources last written under a lease. See store.Store.
+func (s *Store) LeaseResources(ctx context.Context, name string, limit int) ([]lease.Resource, error) {
+	// A semaphore's slots are "name#i": the range from "name#" to "name$" holds them all.
+	rows, err := s.pool.Query(ctx, `SELECT `+resourceCols+` FROM resources
+		WHERE grant_name <> '' AND (grant_name = $1 OR grant_name >= $1 || '#' AND grant_name < $1 || '$') ORDER BY name LIMIT $2`, name, store.ClampLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("resources of lease %q: %w", name, translate(err))
+	}
+	page, err := collect(rows, store.MaxLimit, func(r pgx.Row) (lease.Resource, error) { return scanResource(r) },
+		func(r lease.Resource) string { return r.Name })
+	if err != nil {
+		return nil, fmt.Errorf("resources of lease %q: %w", name, err)
+	}
+	return page.Items, nil
+}
+
+// TokenGrants finds the grants tokens were issued to. See store.Store.
+func (s *Store) TokenGrants(ctx context.Context, tokens []int64) (map[int64]store.TokenGrant, error) {
+	out := map[int64]store.TokenGrant{}
+	if len(tokens) > store.MaxLimit {
+		return nil, lease.Errorf(lease.CodeInvalid, "at most %d tokens at once, not %d", store.MaxLimit, len(tokens))
+	}
+	rows, err := s.pool.Query(ctx, `SELECT token, name, holder FROM grants WHERE token = ANY($1)`, tokens)
+	if err != nil {
+		return nil, fmt.Errorf("grants of tokens: %w", translate(err))
+	}
+	var tok int64
+	var g store.TokenGrant
+	if _, err := pgx.ForEachRow(rows, []any{&tok, &g.Name, &g.Holder}, func() error {
+		out[tok] = g
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("grants of tokens: %w", translate(err))
+	}
+	return out, nil
+}
+
 // Rejections returns rejections newest first. See store.Store.
 func (s *Store) Rejections(ctx context.Context, f store.RejectionFilter) (store.Page[lease.Rejection], error) {
 	rq, err := store.CheckRejectionFilter(f)
@@ -328,7 +366,7 @@ func (s *Store) Rejections(ctx context.Context, f store.RejectionFilter) (store.
 	}
 	before, limit, since := rq.Before, rq.Limit, rq.Since
 	rows, err := s.pool.Query(ctx, `SELECT id, resource, lease, presented_token, current_fence, holder, client_addr,
-		user_agent, reason, source, at FROM rejections WHERE id < $1 AND ($2 = '' OR resource = $2) AND ($3 = '' OR lease = $3)
+		user_agent, reason, source, at, key_id FROM rejections WHERE id < $1 AND ($2 = '' OR resource = $2) AND ($3 = '' OR lease = $3)
 		AND at >= $4 ORDER BY id DESC LIMIT $5`, before, f.Resource, f.Lease, since, limit+1)
 	if err != nil {
 		return store.Page[lease.Rejection]{}, fmt.Errorf("list rejections: %w", translate(err))
@@ -344,7 +382,7 @@ func scanRejection(r pgx.Row) (lease.Rejection, error) {
 	var x lease.Rejection
 	var at int64
 	err := r.Scan(&x.ID, &x.Resource, &x.Lease, &x.PresentedToken, &x.CurrentFence, &x.Holder,
-		&x.ClientAddr, &x.UserAgent, &x.Reason, &x.Source, &at)
+		&x.ClientAddr, &x.UserAgent, &x.Reason, &x.Source, &at, &x.KeyID)
 	x.At = ms(at)
 	return x, err
 }

@@ -225,7 +225,7 @@ func TestEventsByNameMigration(t *testing.T) {
 	}
 	for _, q := range []string{
 		`CREATE INDEX events_name ON events (name, seq)`, `DELETE FROM meta WHERE key = 'events_indexed'`, `DROP INDEX grants_open_late`, `DROP INDEX grants_open_newest`,
-		`DROP TABLE events_by_name`, `DELETE FROM meta WHERE key = 'open_grants'`, `CREATE INDEX events_recorded ON events (recorded_at)`, `DROP INDEX grants_ended`, `DROP INDEX names_token`, `DROP INDEX grants_session`, `DROP INDEX lease_sessions_owner_open`, `DROP INDEX resources_owner`, `ALTER TABLE resources DROP COLUMN owner`, `ALTER TABLE grants DROP COLUMN shared`, `ALTER TABLE semaphores DROP COLUMN shared`, `CREATE INDEX grants_open_session ON grants (session) WHERE ended_at IS NULL AND session <> ''`, `DELETE FROM goose_db_version WHERE version_id >= 11`,
+		`DROP TABLE events_by_name`, `DELETE FROM meta WHERE key = 'open_grants'`, `CREATE INDEX events_recorded ON events (recorded_at)`, `DROP INDEX grants_ended`, `DROP INDEX names_token`, `DROP INDEX grants_session`, `DROP INDEX lease_sessions_owner_open`, `DROP INDEX resources_owner`, `ALTER TABLE resources DROP COLUMN owner`, `ALTER TABLE grants DROP COLUMN shared`, `ALTER TABLE semaphores DROP COLUMN shared`, `CREATE INDEX grants_open_session ON grants (session) WHERE ended_at IS NULL AND session <> ''`, `DROP INDEX resources_grant`, `ALTER TABLE resources DROP COLUMN grant_name`, `ALTER TABLE keys DROP COLUMN last_used`, `ALTER TABLE rejections DROP COLUMN key_id`, `DELETE FROM goose_db_version WHERE version_id >= 11`,
 	} {
 		if _, err := db.Exec(q); err != nil {
 			t.Fatalf("%s: %v", q, err)

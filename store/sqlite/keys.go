@@ -15,18 +15,21 @@ import (
 	"github.com/leasekeeper/leasekeeper/store"
 )
 
-const keyCols = `k.id, k.label, k.role, k.prefixes, k.created_at, k.created_by, k.revoked_at, k.revoked_by`
+const keyCols = `k.id, k.label, k.role, k.prefixes, k.created_at, k.created_by, k.revoked_at, k.revoked_by, k.last_used`
 
 // scanKey scans keyCols, after the columns that before points into.
 func scanKey(r scanner, before ...any) (auth.Key, error) {
 	var k auth.Key
 	var role, prefixes string
-	var created int64
+	var created, used int64
 	var revoked sql.NullInt64
-	if err := r.Scan(append(before, &k.ID, &k.Label, &role, &prefixes, &created, &k.CreatedBy, &revoked, &k.RevokedBy)...); err != nil {
+	if err := r.Scan(append(before, &k.ID, &k.Label, &role, &prefixes, &created, &k.CreatedBy, &revoked, &k.RevokedBy, &used)...); err != nil {
 		return k, err
 	}
 	k.Role, k.CreatedAt = auth.Role(role), ms(created)
+	if used > 0 {
+		k.LastUsed = ms(used)
+	}
 	if revoked.Valid {
 		k.RevokedAt = ms(revoked.Int64)
 	}
@@ -197,6 +200,17 @@ func (s *Store) TouchSignIn(ctx context.Context, hash []byte) error {
 	return s.write(ctx, func(ctx context.Context, t *txn) error {
 		if _, err := t.tx.ExecContext(ctx, `UPDATE sessions SET last_seen_at = ? WHERE hash = ?`, t.now, hash); err != nil {
 			return fmt.Errorf("touch session: %w", w(err))
+		}
+		t.dirty = true
+		return nil
+	})
+}
+
+// TouchKey records a key's use. See store.Store.
+func (s *Store) TouchKey(ctx context.Context, id string) error {
+	return s.write(ctx, func(ctx context.Context, t *txn) error {
+		if _, err := t.tx.ExecContext(ctx, `UPDATE keys SET last_used = ?1 WHERE id = ?2 AND last_used < ?1`, t.now, id); err != nil {
+			return fmt.Errorf("touch key %s: %w", id, w(err))
 		}
 		t.dirty = true
 		return nil

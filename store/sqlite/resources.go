@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -37,7 +38,7 @@ func (s *Store) putOp(wr store.ResourceWrite, out *lease.Resource) func(context.
 		}
 		reject := func(e *lease.Error) error {
 			r := lease.Rejection{Resource: wr.Name, Lease: wr.LeaseName, PresentedToken: wr.Token, CurrentFence: e.CurrentFence,
-				ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: e.Message, Source: lease.RejectionSourceServer}
+				ClientAddr: wr.ClientAddr, UserAgent: wr.UserAgent, Reason: e.Message, Source: lease.RejectionSourceServer, KeyID: wr.Owner}
 			if _, err := recordRejection(ctx, t, r, owner, known, wr.Scope); err != nil {
 				return err
 			}
@@ -64,7 +65,8 @@ func (s *Store) putOp(wr store.ResourceWrite, out *lease.Resource) func(context.
 		leaseName, holder := lease.Attribute(wr.Scope, wr.LeaseName, owner.name, owner.holder, known)
 		*out = lease.Resource{Name: wr.Name, Fence: wr.Token, Version: version + 1, UpdatedAt: ms(t.now),
 			Size: int64(len(wr.Value)), ContentType: wr.ContentType, Lease: leaseName, Holder: holder}
-		if _, err := t.exec(ctx, stPutResource, out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, t.now, out.Lease, out.Holder, wr.Owner); err != nil {
+		if _, err := t.exec(ctx, stPutResource, out.Name, out.Fence, out.Version, nonNil(wr.Value), out.ContentType, t.now, out.Lease, out.Holder, wr.Owner,
+			store.GrantName(owner.name, known)); err != nil {
 			return fmt.Errorf("write resource: %w", w(err))
 		}
 		t.setFence(wr.Name, fenceRow{fence: out.Fence, version: out.Version}, true)
@@ -171,7 +173,7 @@ func scopedLast(ctx context.Context, t *txn, scope lease.Scope, token int64) (in
 func recordRejection(ctx context.Context, t *txn, r lease.Rejection, owner grant, known bool, scope lease.Scope) (lease.Rejection, error) {
 	r.Lease, r.Holder = lease.Attribute(scope, r.Lease, owner.name, owner.holder, known)
 	r.At = ms(t.now)
-	err := t.queryRow(ctx, stRejection, r.Resource, r.Lease, r.PresentedToken, r.CurrentFence, r.Holder, r.ClientAddr, r.UserAgent, r.Reason, r.Source, t.now).Scan(&r.ID)
+	err := t.queryRow(ctx, stRejection, r.Resource, r.Lease, r.PresentedToken, r.CurrentFence, r.Holder, r.ClientAddr, r.UserAgent, r.Reason, r.Source, t.now, r.KeyID).Scan(&r.ID)
 	if err != nil {
 		return r, fmt.Errorf("record rejection: %w", w(err))
 	}
@@ -268,6 +270,50 @@ func (s *Store) ListResources(ctx context.Context, f store.ResourceFilter) (stor
 	return page, nil
 }
 
+// LeaseResources returns the resources last written under a lease. See store.Store.
+func (s *Store) LeaseResources(ctx context.Context, name string, limit int) ([]lease.Resource, error) {
+	// A semaphore's slots are "name#i": the range from "name#" to "name$" holds them all.
+	rows, err := s.r.QueryContext(ctx, `SELECT `+resourceCols+` FROM resources INDEXED BY resources_grant
+		WHERE grant_name <> '' AND (grant_name = ?1 OR grant_name >= ?1 || '#' AND grant_name < ?1 || '$') ORDER BY name LIMIT ?2`, name, store.ClampLimit(limit))
+	if err != nil {
+		return nil, fmt.Errorf("resources of lease %q: %w", name, w(err))
+	}
+	page, err := collect(rows, store.MaxLimit, scanResource, func(r lease.Resource) string { return r.Name })
+	if err != nil {
+		return nil, fmt.Errorf("resources of lease %q: %w", name, err)
+	}
+	return page.Items, nil
+}
+
+// TokenGrants finds the grants tokens were issued to. See store.Store.
+func (s *Store) TokenGrants(ctx context.Context, tokens []int64) (map[int64]store.TokenGrant, error) {
+	out := map[int64]store.TokenGrant{}
+	if len(tokens) > store.MaxLimit {
+		return nil, lease.Errorf(lease.CodeInvalid, "at most %d tokens at once, not %d", store.MaxLimit, len(tokens))
+	}
+	list, err := json.Marshal(tokens)
+	if err != nil {
+		return nil, fmt.Errorf("grants of tokens: %w", err)
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT token, name, holder FROM grants WHERE token IN (SELECT value FROM json_each(?))`, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("grants of tokens: %w", w(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var tok int64
+		var g store.TokenGrant
+		if err := rows.Scan(&tok, &g.Name, &g.Holder); err != nil {
+			return nil, fmt.Errorf("grants of tokens: %w", w(err))
+		}
+		out[tok] = g
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("grants of tokens: %w", w(err))
+	}
+	return out, nil
+}
+
 // Rejections returns rejections newest first. See store.Store.
 func (s *Store) Rejections(ctx context.Context, f store.RejectionFilter) (store.Page[lease.Rejection], error) {
 	rq, err := store.CheckRejectionFilter(f)
@@ -275,7 +321,7 @@ func (s *Store) Rejections(ctx context.Context, f store.RejectionFilter) (store.
 		return store.Page[lease.Rejection]{}, err
 	}
 	before, limit := rq.Before, rq.Limit
-	q := `SELECT id, resource, lease, presented_token, current_fence, holder, client_addr, user_agent, reason, source, at
+	q := `SELECT id, resource, lease, presented_token, current_fence, holder, client_addr, user_agent, reason, source, at, key_id
 		FROM rejections WHERE id < ?`
 	args := []any{before}
 	if f.Resource != "" {
@@ -303,7 +349,7 @@ func scanRejection(r scanner) (lease.Rejection, error) {
 	var x lease.Rejection
 	var at int64
 	err := r.Scan(&x.ID, &x.Resource, &x.Lease, &x.PresentedToken, &x.CurrentFence, &x.Holder,
-		&x.ClientAddr, &x.UserAgent, &x.Reason, &x.Source, &at)
+		&x.ClientAddr, &x.UserAgent, &x.Reason, &x.Source, &at, &x.KeyID)
 	x.At = ms(at)
 	return x, err
 }

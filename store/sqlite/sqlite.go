@@ -918,15 +918,15 @@ var stmtSQL = [numStmts]string{
 	// names none while the history is shorter). The history is SQLite's binary JSON (JSONB),
 	// edited without being parsed: as text, parsed and printed again on every write, it cost
 	// twice the CPU (BenchmarkPutResourceParallel).
-	stPutResource: `INSERT INTO resources (name, fence, version, value, content_type, updated_at, lease, holder, owner, writers)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, jsonb_array(jsonb_object('v', ?3, 't', ?2, 'l', ?7, 'h', ?8, 'at', ?6,
+	stPutResource: `INSERT INTO resources (name, fence, version, value, content_type, updated_at, lease, holder, owner, grant_name, writers)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, jsonb_array(jsonb_object('v', ?3, 't', ?2, 'l', ?7, 'h', ?8, 'at', ?6,
 		'n', length(?4), 'ct', ?5))) ON CONFLICT (name) DO UPDATE SET fence = excluded.fence, version = excluded.version,
 		value = excluded.value, content_type = excluded.content_type, updated_at = excluded.updated_at,
-		lease = excluded.lease, holder = excluded.holder, owner = excluded.owner,
+		lease = excluded.lease, holder = excluded.holder, owner = excluded.owner, grant_name = excluded.grant_name,
 		writers = jsonb_insert(jsonb_remove(resources.writers, '$[#-` + writersKept + `]'), '$[#]', jsonb_extract(excluded.writers, '$[0]'))`,
 	stDeleteResource: `DELETE FROM resources WHERE name = ?`,
 	stRejection: `INSERT INTO rejections (resource, lease, presented_token, current_fence, holder,
-		client_addr, user_agent, reason, source, at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		client_addr, user_agent, reason, source, at, key_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
 	stIndexEvents: `INSERT INTO events_by_name (name, seq) SELECT name, seq FROM events WHERE seq > ? AND seq <= ? ORDER BY name, seq`,
 	stIndexed:     `UPDATE meta SET value = ? WHERE key = 'events_indexed'`,
 	stOpenGrants:  `UPDATE meta SET value = ? WHERE key = 'open_grants'`,

@@ -93,6 +93,7 @@
     conn.dataset.state = connected ? "live" : "stale";
     const t = conn.querySelector(".conn-text");
     if (t && t.textContent !== text) t.textContent = text;
+    if (conn.title !== text) conn.title = text;
   }
 
   function say(msg) {
