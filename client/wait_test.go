@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,8 +89,11 @@ func TestWaitQueuesOnServer(t *testing.T) {
 func TestWaitTurnTakesAllThatIsLeft(t *testing.T) {
 	cliClock := newFakeClock(base)
 	p := newProxy(t, newServer(t))
+	var mu sync.Mutex
 	var asked []int64
 	p.before = func(r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
 		if r.URL.Path != "/v1/leases/job/acquire" {
 			return
 		}
@@ -110,12 +114,19 @@ func TestWaitTurnTakesAllThatIsLeft(t *testing.T) {
 	if _, err := c.Acquire(ctx, "job", client.AcquireOptions{Holder: "a", TTL: time.Minute}); err != nil {
 		t.Fatalf("Acquire = %v", err)
 	}
+	mu.Lock()
 	asked = nil
-	_, err := c.Acquire(ctx, "job", client.AcquireOptions{Holder: "b", TTL: time.Minute, Wait: 1500 * time.Microsecond, DisableKeepAlive: true})
-	if !errors.Is(err, client.ErrLeaseHeld) {
-		t.Fatalf("waiting Acquire = %v, want ErrLeaseHeld", err)
-	}
+	mu.Unlock()
+	// Bounded: an acquire sent after the turn would pause on the fake clock, which stands still.
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := c.Acquire(wctx, "job", client.AcquireOptions{Holder: "b", TTL: time.Minute, Wait: 1500 * time.Microsecond, DisableKeepAlive: true})
+	mu.Lock()
+	defer mu.Unlock()
 	if len(asked) != 1 || asked[0] != 2 {
 		t.Errorf("acquires sent with wait_ms %v (-1: none), want one with 2 (1.5 ms rounded up)", asked)
+	}
+	if !errors.Is(err, client.ErrLeaseHeld) {
+		t.Errorf("waiting Acquire = %v, want ErrLeaseHeld", err)
 	}
 }
