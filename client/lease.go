@@ -291,7 +291,10 @@ func (c *Client) untilGranted(ctx context.Context, op, name string, wait time.Du
 	for {
 		var waitMs *int64
 		if left := waitUntil.Sub(c.clock.Now()); line && left >= time.Millisecond {
-			ms := min(left, time.Duration(c.maxWait.Load())).Milliseconds()
+			// Rounded up, so that the server's turn takes all that is left: rounded down, a
+			// turn that runs out would leave a sliver of the wait for one more request.
+			d := min(left, time.Duration(c.maxWait.Load()))
+			ms := (d + time.Millisecond - 1).Milliseconds()
 			waitMs = &ms
 		}
 		err := send(waitMs)

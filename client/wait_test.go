@@ -1,8 +1,13 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -76,4 +81,52 @@ func TestWaitQueuesOnServer(t *testing.T) {
 			t.Errorf("waiting Acquire = %v, want the lease once released", err)
 		}
 	})
+}
+
+// TestWaitTurnTakesAllThatIsLeft: a wait that is not a whole number of milliseconds is asked of
+// the server rounded up, so that the turn in line that runs out ends the wait; rounded down,
+// its last sliver cost one more acquire.
+func TestWaitTurnTakesAllThatIsLeft(t *testing.T) {
+	cliClock := newFakeClock(base)
+	p := newProxy(t, newServer(t))
+	var mu sync.Mutex
+	var asked []int64
+	p.before = func(r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		if r.URL.Path != "/v1/leases/job/acquire" {
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		var b struct {
+			WaitMs *int64 `json:"wait_ms"`
+		}
+		if err := json.Unmarshal(body, &b); err == nil && b.WaitMs != nil {
+			asked = append(asked, *b.WaitMs)
+			cliClock.Advance(time.Duration(*b.WaitMs) * time.Millisecond) // the turn the server gives
+		} else {
+			asked = append(asked, -1)
+		}
+	}
+	c := newClient(t, p.URL, client.WithClock(cliClock))
+	ctx := context.Background()
+	if _, err := c.Acquire(ctx, "job", client.AcquireOptions{Holder: "a", TTL: time.Minute}); err != nil {
+		t.Fatalf("Acquire = %v", err)
+	}
+	mu.Lock()
+	asked = nil
+	mu.Unlock()
+	// Bounded: an acquire sent after the turn would pause on the fake clock, which stands still.
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := c.Acquire(wctx, "job", client.AcquireOptions{Holder: "b", TTL: time.Minute, Wait: 1500 * time.Microsecond, DisableKeepAlive: true})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(asked) != 1 || asked[0] != 2 {
+		t.Errorf("acquires sent with wait_ms %v (-1: none), want one with 2 (1.5 ms rounded up)", asked)
+	}
+	if !errors.Is(err, client.ErrLeaseHeld) {
+		t.Errorf("waiting Acquire = %v, want ErrLeaseHeld", err)
+	}
 }

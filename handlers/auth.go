@@ -70,7 +70,7 @@ type authn struct {
 	clock lease.Clock
 
 	gate *auth.Gate
-	uses *keyUse
+	uses *auth.Uses
 
 	mu    sync.Mutex
 	cache map[[32]byte]cachedKey
@@ -100,7 +100,7 @@ func newAuthn(cfg AuthConfig, st store.Store, clock lease.Clock) *authn {
 	}
 	gate := auth.NewGate(auth.Limits{Rate: cfg.Rate, Burst: cfg.Burst, MaxHeld: cfg.MaxHeldPerKey, MaxWaits: cfg.MaxWaitsPerKey,
 		MaxWatches: cfg.MaxWatchesPerKey, MaxSessions: cfg.MaxSessionsPerKey, ResourceQuota: cfg.ResourceQuota})
-	return &authn{cfg: cfg, store: st, clock: clock, gate: gate, uses: newKeyUse(st, clock), cache: map[[32]byte]cachedKey{}, lives: map[string]*keyLife{}}
+	return &authn{cfg: cfg, store: st, clock: clock, gate: gate, uses: auth.NewUses(st, clock), cache: map[[32]byte]cachedKey{}, lives: map[string]*keyLife{}}
 }
 
 type principalInfo struct {
@@ -155,7 +155,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			return
 		}
 		if !a.cfg.Off {
-			if err := a.uses.used(r.Context(), pi.p.KeyID); err != nil {
+			if err := a.uses.Used(r.Context(), pi.p.KeyID); err != nil {
 				s.log.WarnContext(r.Context(), "key use", "err", err)
 			}
 		}

@@ -35,5 +35,5 @@ func (e dashEdge) NewKey(ctx context.Context, label string, role auth.Role, pref
 func (e dashEdge) RevokeKey(ctx context.Context, id string) error { return e.s.revokeKey(ctx, id) }
 
 func (e dashEdge) KeyLastUsed(id string, stored time.Time) time.Time {
-	return e.s.auth.uses.last(id, stored)
+	return e.s.auth.uses.Last(id, stored)
 }

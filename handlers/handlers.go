@@ -167,7 +167,7 @@ func New(cfg Config) (http.Handler, error) {
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Allow", allowed(r, req.URL.Path))
-		s.writeProblem(w, req, lease.Errorf(codeMethodNotAllowed, "%s is not allowed on %s", req.Method, req.URL.Path))
+		s.writeProblem(w, req, lease.Errorf(wire.CodeMethodNotAllowed, "%s is not allowed on %s", req.Method, req.URL.Path))
 	})
 	r.Handle("/metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{Registry: cfg.Registry}))
 	r.Get("/openapi.yaml", func(w http.ResponseWriter, r *http.Request) {
@@ -289,7 +289,7 @@ func (s *server) headerLimit(n int) func(http.Handler) http.Handler {
 			}
 			if size > n {
 				w.Header().Set("Connection", "close")
-				s.writeProblem(w, r, lease.Errorf(codeHeaderTooLarge, "the request's header fields are %d bytes, more than the %d this server takes", size, n))
+				s.writeProblem(w, r, lease.Errorf(wire.CodeHeaderTooLarge, "the request's header fields are %d bytes, more than the %d this server takes", size, n))
 				return
 			}
 			next.ServeHTTP(w, r)
@@ -345,7 +345,7 @@ func (e *bodyError) Unwrap() error { return e.err }
 // problem turns the failure into the domain error that answers it.
 func (e *bodyError) problem() *lease.Error {
 	if errors.Is(e.err, os.ErrDeadlineExceeded) {
-		return lease.Errorf(codeRequestTimeout, "the request body did not arrive within %v", e.timeout)
+		return lease.Errorf(wire.CodeRequestTimeout, "the request body did not arrive within %v", e.timeout)
 	}
 	return lease.Errorf(lease.CodeInvalid, "the request body was cut off (%v)", e.err)
 }
@@ -457,7 +457,7 @@ func (s *server) jsonBody(next http.Handler) http.Handler {
 		}
 		if !jsonMediaType(r.Header) {
 			w.Header().Set("Accept-Post", "application/json")
-			s.writeProblem(w, r, lease.Errorf(codeUnsupportedMediaType, "the body must be application/json, not %q", r.Header.Get("Content-Type")))
+			s.writeProblem(w, r, lease.Errorf(wire.CodeUnsupportedMediaType, "the body must be application/json, not %q", r.Header.Get("Content-Type")))
 			return
 		}
 		// Most clients say so already: then there is nothing to set (Set makes a new slice).

@@ -13,59 +13,12 @@ import (
 
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/lease"
-	"github.com/leasekeeper/leasekeeper/metrics"
 	"github.com/leasekeeper/leasekeeper/wire"
 )
 
-// statusOf is the one table from error code to HTTP status.
-var statusOf = map[lease.Code]int{
-	lease.CodeInvalid:            http.StatusBadRequest,
-	lease.CodeNotFound:           http.StatusNotFound,
-	lease.CodeHeld:               http.StatusConflict,
-	lease.CodeLost:               http.StatusConflict,
-	lease.CodeStale:              http.StatusConflict,
-	lease.CodeNotIssued:          http.StatusConflict,
-	lease.CodePrecondition:       http.StatusPreconditionRequired,
-	lease.CodePreconditionFailed: http.StatusPreconditionFailed,
-	lease.CodeTooManyWaiters:     http.StatusTooManyRequests,
-	lease.CodeTooManyWatchers:    http.StatusTooManyRequests,
-	lease.CodeTooLarge:           http.StatusRequestEntityTooLarge,
-	lease.CodeForbidden:          http.StatusForbidden,
-	codeMethodNotAllowed:         http.StatusMethodNotAllowed,
-	codeRequestTimeout:           http.StatusRequestTimeout,
-	codeUnsupportedMediaType:     http.StatusUnsupportedMediaType,
-	codeHeaderTooLarge:           http.StatusRequestHeaderFieldsTooLarge,
-	codeCanceled:                 statusClientClosed,
-	lease.CodeUnavailable:        http.StatusServiceUnavailable,
-	lease.CodeInternal:           http.StatusInternalServerError,
-	lease.CodeUnauthenticated:    http.StatusUnauthorized,
-	lease.CodeRateLimited:        http.StatusTooManyRequests,
-	lease.CodeTooManyLeases:      http.StatusTooManyRequests,
-	lease.CodeTooManySessions:    http.StatusTooManyRequests,
-	lease.CodeQuotaExceeded:      http.StatusInsufficientStorage,
-	lease.CodeNotHeld:            http.StatusConflict,
-	lease.CodeSessionLost:        http.StatusConflict,
-	lease.CodeLimitMismatch:      http.StatusConflict,
-	lease.CodeSharedToken:        http.StatusConflict,
-
-	lease.CodeWaitingUnsupported: http.StatusBadRequest,
-}
-
-// Codes of the HTTP layer, beside the domain's.
-const (
-	codeMethodNotAllowed lease.Code = "method_not_allowed"
-	codeRequestTimeout   lease.Code = "request_timeout"
-	// codeUnsupportedMediaType is a JSON endpoint's body labelled as anything but JSON.
-	codeUnsupportedMediaType lease.Code = "unsupported_media_type"
-	// codeHeaderTooLarge is a request whose header fields are larger than the server takes.
-	codeHeaderTooLarge lease.Code = "header_too_large"
-	// codeCanceled is a request whose client left before the answer (e.g. a waiting acquire
-	// given up). No client reads it: it exists for the access log and the metrics.
-	codeCanceled lease.Code = metrics.Canceled
-)
-
-// statusClientClosed is the status logged for a request whose client left (nginx's 499).
-const statusClientClosed = 499
+// codeCanceled is a request whose client left before the answer (e.g. a waiting acquire given
+// up). No client reads it: it exists for the access log and the metrics.
+const codeCanceled = wire.CodeCanceled
 
 // problem is an RFC 9457 problem built from an error; Status and RetryAfter drive the headers.
 type problem struct {
@@ -97,7 +50,7 @@ func (s *server) toProblem(ctx context.Context, err error) problem {
 		s.log.ErrorContext(ctx, "internal error", "err", err, "method", c.method, "path", c.path, "request_id", requestID(ctx))
 		le = lease.Errorf(lease.CodeInternal, "an internal error occurred; the server log has the details (request_id %s)", requestID(ctx))
 	}
-	status, ok := statusOf[le.Code]
+	status, ok := wire.Status(le.Code)
 	if !ok {
 		status = http.StatusInternalServerError
 	}

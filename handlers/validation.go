@@ -9,6 +9,7 @@ import (
 	"github.com/getkin/kin-openapi/routers"
 
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/wire"
 )
 
 // validationError translates a request validator error into a domain error.
@@ -20,7 +21,7 @@ func validationError(err error) error {
 	var route *routers.RouteError
 	if errors.As(err, &route) {
 		if errors.Is(err, routers.ErrMethodNotAllowed) {
-			return lease.Errorf(codeMethodNotAllowed, "%s", route.Reason)
+			return lease.Errorf(wire.CodeMethodNotAllowed, "%s", route.Reason)
 		}
 		return lease.Errorf(lease.CodeNotFound, "%s", route.Reason)
 	}

@@ -1,4 +1,4 @@
-package handlers
+package auth
 
 import (
 	"context"
@@ -25,11 +25,11 @@ func TestKeyUseWritesOncePerMinute(t *testing.T) {
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 	clock := lease.NewFakeClock(t0)
 	st := &countingToucher{}
-	u := newKeyUse(st, clock)
+	u := NewUses(st, clock)
 	ctx := context.Background()
 	use := func(id string) {
 		t.Helper()
-		if err := u.used(ctx, id); err != nil {
+		if err := u.Used(ctx, id); err != nil {
 			t.Fatalf("used(%q) = %v", id, err)
 		}
 	}
@@ -41,13 +41,13 @@ func TestKeyUseWritesOncePerMinute(t *testing.T) {
 	if len(st.touched) != 1 {
 		t.Fatalf("TouchKey calls after 100 uses in 50 s = %d, want 1", len(st.touched))
 	}
-	if got, want := u.last("key_a", t0), t0.Add(99*500*time.Millisecond); !got.Equal(want) {
+	if got, want := u.Last("key_a", t0), t0.Add(99*500*time.Millisecond); !got.Equal(want) {
 		t.Errorf("last(key_a) = %v, want the newest use in memory, %v", got, want)
 	}
-	if got, want := u.last("key_a", t0.Add(time.Hour)), t0.Add(time.Hour); !got.Equal(want) {
+	if got, want := u.Last("key_a", t0.Add(time.Hour)), t0.Add(time.Hour); !got.Equal(want) {
 		t.Errorf("last(key_a) with a later stored use = %v, want the stored %v", got, want)
 	}
-	clock.Set(t0.Add(keyUseEvery))
+	clock.Set(t0.Add(UseEvery))
 	use("key_a")
 	use("key_b")
 	use("")
@@ -57,8 +57,8 @@ func TestKeyUseWritesOncePerMinute(t *testing.T) {
 
 	// A failed write is tried again on the next use, not a minute later.
 	st.err = errors.New("disk full")
-	clock.Advance(2 * keyUseEvery)
-	if err := u.used(ctx, "key_b"); err == nil {
+	clock.Advance(2 * UseEvery)
+	if err := u.Used(ctx, "key_b"); err == nil {
 		t.Errorf("used() with a failing store = nil, want its error")
 	}
 	st.err = nil
@@ -71,11 +71,11 @@ func TestKeyUseWritesOncePerMinute(t *testing.T) {
 // BenchmarkKeyUse is what every authenticated request adds to note its key's use: the clock,
 // a lock and two map reads, the store touched once a minute at most.
 func BenchmarkKeyUse(b *testing.B) {
-	u := newKeyUse(&countingToucher{}, lease.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)))
+	u := NewUses(&countingToucher{}, lease.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)))
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if err := u.used(ctx, "key_a"); err != nil {
+		if err := u.Used(ctx, "key_a"); err != nil {
 			b.Fatal(err)
 		}
 	}
