@@ -16,15 +16,20 @@ func (s *Store) Triage(ctx context.Context, prefix string, within time.Duration)
 	lo, hi := store.PrefixRange(prefix)
 	// Each count reads a range of an index of the open grants: expiring soon by expiry, late by
 	// the instant a renewal is late, so neither grows with the held leases that need no look.
-	// A restart's stretch is counted only when the start stretched any (StretchedAtStart).
+	// A restart's stretch is counted only when the start stretched any (StretchedAtStart): it
+	// stretched every grant open then, the tokens up to stretchTop, counted from
+	// grants_open_name alone (the token is its rowid) less those past expiry not yet
+	// recorded: reading each row for its restart_ext_ms took seconds at a million
+	// (BENCHMARKS.md).
 	err := s.r.QueryRowContext(ctx, `SELECT
 		(SELECT count(*) FROM grants INDEXED BY grants_open WHERE ended_at IS NULL AND expires_at > ?1 AND expires_at <= ?2
 			AND name >= ?3 AND name < ?4),
 		(SELECT count(*) FROM grants INDEXED BY grants_open_late WHERE ended_at IS NULL AND renewed_at + ttl_ms / 2 < ?1
 			AND expires_at > ?1 AND name >= ?3 AND name < ?4),
-		CASE WHEN ?5 THEN (SELECT count(*) FROM grants INDEXED BY grants_open_name WHERE ended_at IS NULL AND expires_at > ?1
-			AND restart_ext_ms > 0 AND name >= ?3 AND name < ?4) ELSE 0 END`,
-		now, now+within.Milliseconds(), lo, hi, s.stretched > 0).Scan(&out.Soon, &out.Late, &out.Stretched)
+		CASE WHEN ?5 > 0 THEN (SELECT count(*) FROM grants INDEXED BY grants_open_name WHERE ended_at IS NULL AND token <= ?5
+			AND name >= ?3 AND name < ?4) - (SELECT count(*) FROM grants INDEXED BY grants_open WHERE ended_at IS NULL
+			AND expires_at <= ?1 AND token <= ?5 AND name >= ?3 AND name < ?4) ELSE 0 END`,
+		now, now+within.Milliseconds(), lo, hi, s.stretchTop).Scan(&out.Soon, &out.Late, &out.Stretched)
 	if err != nil {
 		return store.Triage{}, fmt.Errorf("count leases to look at: %w", w(err))
 	}
