@@ -70,8 +70,10 @@ func testTriage(t *testing.T, e *env, databaseClock bool) {
 	}
 	// A lease granted after the restart was not stretched; one that ends is no longer held.
 	e.acquire("x-new", "w4", time.Minute)
-	if got := triage("x-").Stretched; got != want {
-		t.Errorf("Triage(x-).Stretched with a lease granted after the restart = %d, want %d", got, want)
+	for _, prefix := range []string{"", "x-"} {
+		if got := triage(prefix).Stretched; got != want {
+			t.Errorf("Triage(%q).Stretched with a lease granted after the restart = %d, want %d", prefix, got, want)
+		}
 	}
 	if err := e.s.Release(e.ctx, "x-job", x.ID); err != nil {
 		t.Fatal(err)
