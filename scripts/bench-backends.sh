@@ -10,7 +10,8 @@
 #
 # then `pgbench -N` on the same cluster (one small write per commit: what the database does
 # without leasekeeper), and one table of the ratios issue targets name: PostgreSQL / SQLite per
-# mode, PostgreSQL p99 / SQLite p99, PostgreSQL renew / pgbench tps, three replicas / one.
+# mode, PostgreSQL p99 / SQLite p99, PostgreSQL renew / pgbench tps, three replicas / one; and
+# where the two cores went in each run (leasekeeper, PostgreSQL, the load generator).
 #
 # Environment: BIN (the leasekeeper binary, default bin/leasekeeper), PGBIN (PostgreSQL's
 # programs, default the newest /usr/lib/postgresql/*/bin), CLIENTS (64), DURATION (8s),
@@ -67,10 +68,41 @@ serve() {
 	cat "$tmp/serve.log" >&2
 	exit 1
 }
-# bench NAME URLS: runs the load generator and keeps its output in $tmp/NAME.
+# ticks PID…: the CPU time, in clock ticks, the processes used, their reaped children's with it.
+ticks() {
+	local t=0 p
+	for p in "$@"; do
+		[[ -r /proc/$p/stat ]] && t=$((t + $(awk '{print $14 + $15 + $16 + $17}' "/proc/$p/stat")))
+	done
+	echo "$t"
+}
+# pgpids: this cluster's postmaster and its live children (the backends of every connection).
+pgpids() {
+	local pm
+	pm=$(head -1 "$tmp/pg/postmaster.pid")
+	echo "$pm" $(ps -o pid= --ppid "$pm")
+}
+# bench NAME URLS: runs the load generator and keeps its output in $tmp/NAME, and in
+# $tmp/NAME.cpu the CPU that leasekeeper, PostgreSQL and the load generator used meanwhile.
 bench() {
 	echo "== $1: leasekeeper bench -c $clients -d $duration --mode $modes" >&2
-	LEASEKEEPER_API_KEY=$LEASEKEEPER_ADMIN_KEY "$bin" bench --server "$2" -c "$clients" -d "$duration" --mode "$modes" | tee "$tmp/$1" >&2
+	local lk0 pg0 began TIMEFORMAT='%U %S'
+	lk0=$(ticks "${pids[@]}")
+	# shellcheck disable=SC2046 # one word per pid
+	pg0=$(ticks $(pgpids))
+	began=$(date +%s.%N)
+	{ time LEASEKEEPER_API_KEY=$LEASEKEEPER_ADMIN_KEY "$bin" bench --server "$2" -c "$clients" -d "$duration" --mode "$modes" |
+		tee "$tmp/$1" >&3; } 3>&2 2>"$tmp/$1.gen"
+	local hz lk pgt
+	hz=$(getconf CLK_TCK)
+	lk=$(($(ticks "${pids[@]}") - lk0))
+	# shellcheck disable=SC2046
+	pgt=$(($(ticks $(pgpids)) - pg0))
+	awk -v run="$1" -v wall="$(echo "$(date +%s.%N) - $began" | bc)" -v lk="$lk" -v pg="$pgt" -v hz="$hz" -v cores="$(nproc)" '
+		END { split($0, g, " "); gen = g[1] + g[2]; all = wall * cores
+			printf "%s: CPU over %.1f s on %d cores: leasekeeper %.1f s (%.0f %%), PostgreSQL %.1f s (%.0f %%), load generator %.1f s (%.0f %%), idle or other %.0f %%\n",
+				run, wall, cores, lk / hz, 100 * lk / hz / all, pg / hz, 100 * pg / hz / all, gen, 100 * gen / all, 100 - 100 * (lk / hz + pg / hz + gen) / all }' \
+		"$tmp/$1.gen" | tee "$tmp/$1.cpu" >&2
 }
 stop_servers() {
 	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -119,3 +151,5 @@ awk -v modes="$modes" -v tps="$tps" -v clients="$clients" -v duration="$duration
 		pr = ratio(rate["pg1", "renew"], tps, "%.2f")
 		printf "\npgbench -N: %.0f transactions/s; PostgreSQL renew / pgbench: %s\n", tps, pr
 	}' "$tmp/sqlite" "$tmp/pg1" "$tmp/pg3"
+echo
+cat "$tmp/sqlite.cpu" "$tmp/pg1.cpu" "$tmp/pg3.cpu"

@@ -49,3 +49,28 @@ func TestCheckpointsOffTheWriter(t *testing.T) {
 		t.Errorf("WAL is %d bytes after %d bytes were written: not checkpointed as it went", fi.Size(), n*size)
 	}
 }
+
+// TestCheckpointsTheStart: what the start-up wrote (a restart's stretch of every open grant)
+// is copied into the database file without waiting for a write to follow it.
+func TestCheckpointsTheStart(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "leasekeeper.db")
+	s, err := Open(ctx, path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, store.AcquireParams{Name: "a", Holder: "w", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(ctx, path, Options{CheckpointEvery: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for deadline := time.Now().Add(time.Minute); s.cp.runs.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no checkpoint after the start-up write, and no write since")
+		}
+	}
+}

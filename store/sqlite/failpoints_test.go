@@ -102,8 +102,8 @@ func TestFailpoints(t *testing.T) {
 	}
 }
 
-// checkMemory compares the writer's memory with a fresh load from the database, and returns
-// what the memory held.
+// checkMemory compares the writer's memory with a fresh load from the database (and each name
+// it holds with that name's row), and returns what the memory held.
 func checkMemory(t *testing.T, s *Store) mem {
 	t.Helper()
 	s.lock <- struct{}{}
@@ -111,6 +111,14 @@ func checkMemory(t *testing.T, s *Store) mem {
 	live := s.mem
 	if err := s.load(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	for name := range live.names {
+		c, err := scanCur(s.w.QueryRow(stmtSQL[stCur], name))
+		if err != nil {
+			t.Errorf("name %q in memory: %v", name, err)
+			continue
+		}
+		s.mem.names[name] = c
 	}
 	for o, n := range live.owners {
 		if n == 0 {

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -22,21 +23,7 @@ func TestHeldReadsItsIndexes(t *testing.T) {
 	defer s.Close()
 	plan := func(q string, args map[string]any) string {
 		t.Helper()
-		rows, err := s.r.Query(`EXPLAIN QUERY PLAN `+q, named(args)...)
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		defer rows.Close()
-		var steps []string
-		for rows.Next() {
-			var id, parent, unused int
-			var detail string
-			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
-				t.Fatal(err)
-			}
-			steps = append(steps, detail)
-		}
-		return strings.Join(steps, "; ")
+		return queryPlan(t, s.r, q, named(args)...)
 	}
 	for _, tc := range []struct {
 		f    store.HeldFilter
@@ -74,4 +61,38 @@ func TestHeldReadsItsIndexes(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestTriageHandoversByKey: the pending handovers of the overview's summary are read from the
+// handovers table, each grant by its key, never by walking the open grants of the range.
+func TestTriageHandoversByKey(t *testing.T) {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "p.db"), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got := queryPlan(t, s.r, triageHandovers, 0, "", "~", 1)
+	if !strings.HasPrefix(got, "SCAN h") || !strings.Contains(got, "SEARCH g USING INTEGER PRIMARY KEY (rowid=?)") {
+		t.Errorf("plan of the triage's handovers: %s; want SCAN h, then each grant by key", got)
+	}
+}
+
+// queryPlan is SQLite's plan of q, its steps joined by "; ".
+func queryPlan(t *testing.T, db *sql.DB, q string, args ...any) string {
+	t.Helper()
+	rows, err := db.Query(`EXPLAIN QUERY PLAN `+q, args...)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var steps []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		steps = append(steps, detail)
+	}
+	return strings.Join(steps, "; ")
 }

@@ -116,10 +116,15 @@ func end(ctx context.Context, t *txn, g grant, kind lease.End, at int64) error {
 
 // endBy is end with the actor who ended the grant (an admin's revoke).
 func endBy(ctx context.Context, t *txn, g grant, kind lease.End, at int64, actor string) error {
+	// Looked up before the row changes: memory then counts the grant that ends as open.
+	c, ok, err := t.lookup(ctx, g.name)
+	if err != nil {
+		return err
+	}
 	if _, err := t.exec(ctx, stEnd, at, string(kind), g.token); err != nil {
 		return fmt.Errorf("end lease %q token %d: %w", g.name, g.token, w(err))
 	}
-	if c, ok := t.s.mem.names[g.name]; ok && c.token == g.token {
+	if ok && c.token == g.token {
 		c.ended, c.end = at, codeOf(kind)
 		t.setName(g.name, c)
 	}
@@ -159,9 +164,9 @@ func expireBefore(ctx context.Context, t *txn, cutoff int64) error {
 // current is the current grant of name, from the writer's memory (and its metadata, when it
 // has some, from SQL); ok is false for a name never used.
 func (t *txn) current(ctx context.Context, name string) (grant, bool, error) {
-	c, ok := t.s.mem.names[name]
-	if !ok {
-		return grant{}, false, nil
+	c, ok, err := t.lookup(ctx, name)
+	if err != nil || !ok {
+		return grant{}, false, err
 	}
 	g := c.grant(name)
 	g.session = t.s.mem.sessionOf[c.token]
@@ -306,14 +311,20 @@ func decideName(ctx context.Context, t *txn, p store.AcquireParams) (gname strin
 		return "", 0, false, err
 	}
 	lim, isShared := t.s.mem.sems[p.Name], t.s.mem.shared[p.Name]
+	slotHeld := false
+	if lim > 0 {
+		if slotHeld, err = t.slotHeld(ctx, p.Name, lim); err != nil {
+			return "", 0, false, err
+		}
+	}
 	fixed := lim
-	if isShared || fixed > 0 && !t.slotHeld(p.Name, fixed) {
+	if isShared || !slotHeld {
 		fixed = 0
 	}
 	if err := lease.CheckLimit(p.Name, p.Limit, fixed, ok && g.heldAt(t.now)); err != nil {
 		return "", 0, false, err
 	}
-	if err := lease.CheckSharedLimit(p.Name, p.Limit, isShared && t.slotHeld(p.Name, lim)); err != nil {
+	if err := lease.CheckSharedLimit(p.Name, p.Limit, isShared && slotHeld); err != nil {
 		return "", 0, false, err
 	}
 	if p.Limit == 0 {
@@ -372,13 +383,17 @@ func keepSlots(ctx context.Context, t *txn, name string, lim int, shared bool) e
 }
 
 // slotHeld reports whether any of the first limit slots of the semaphore name is held now.
-func (t *txn) slotHeld(name string, limit int) bool {
+func (t *txn) slotHeld(ctx context.Context, name string, limit int) (bool, error) {
 	for i := range limit {
-		if c, ok := t.s.mem.names[lease.SlotName(name, i)]; ok && c.end == stillOpen && c.expires > t.now {
-			return true
+		c, ok, err := t.lookup(ctx, lease.SlotName(name, i))
+		if err != nil {
+			return false, err
+		}
+		if ok && c.end == stillOpen && c.expires > t.now {
+			return true, nil
 		}
 	}
-	return false
+	return false, nil
 }
 
 // replay answers a retry of an idempotent acquire: done is true when the key was seen within
@@ -413,7 +428,11 @@ func replay(ctx context.Context, t *txn, p store.AcquireParams, keyHash, fp []by
 // byID finds the grant whose lease ID is id and checks it belongs to name.
 func byID(ctx context.Context, t *txn, name, id string) (grant, error) {
 	h := idKey(id)
-	if c, ok := t.s.mem.names[name]; ok && c.ownsID(h) {
+	c, ok, err := t.lookup(ctx, name)
+	if err != nil {
+		return grant{}, err
+	}
+	if ok && c.ownsID(h) {
 		// The holder of the current grant (nearly every renew and release).
 		g, _, err := t.current(ctx, name)
 		if err != nil {
@@ -471,7 +490,11 @@ func (s *Store) renewOp(name, id string, ttl time.Duration, metadata json.RawMes
 		if err != nil {
 			return fmt.Errorf("renew token %d: %w", g.token, w(err))
 		}
-		c := t.s.mem.names[g.name] // name's, or a slot's of the semaphore name
+		// Looked up as byID found it: name's, or a slot's of the semaphore name.
+		c, _, err := t.lookup(ctx, g.name)
+		if err != nil {
+			return err
+		}
 		c.ttl, c.renewed, c.expires = g.ttl, g.renewed, g.expires
 		if metadata != nil {
 			c.hasMeta = g.metadata.Valid

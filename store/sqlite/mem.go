@@ -6,17 +6,20 @@ import (
 	"crypto/subtle"
 	"database/sql"
 	"encoding/binary"
+	"errors"
 	"fmt"
-	"runtime/debug"
 
 	"github.com/leasekeeper/leasekeeper/lease"
 )
 
 // mem is the writer's view of the current state, loaded at open and changed only by the
 // holder of the writer lock, in step with the transaction it belongs to: the current grant of
-// every name, the fence of every resource, the last token issued and the last event seq. It lets
-// the writer decide without reading SQL; readers still read SQL (what is committed).
+// the names touched lately, the fence of every resource, the last token issued and the last
+// event seq. It lets the writer decide without reading SQL for the names it works on; readers
+// still read SQL (what is committed).
 type mem struct {
+	// names holds the current grant of the names touched lately, at most Options.NameCache
+	// of them between batches (see lookup and trim); SQL holds every name's.
 	names  map[string]cur
 	owners map[string]int // open grants per owning key, an upper bound of its held leases
 	fences map[string]fenceRow
@@ -159,47 +162,34 @@ func (s *Store) loadCounters(ctx context.Context) error {
 	return nil
 }
 
-// load reads the state the writer keeps in memory.
+// load reads the state the writer keeps in memory. The current grants of names are not read
+// here: each is read from SQL when an operation first touches its name (lookup), so that a
+// restart does not wait for a million of them (BENCHMARKS.md); the counts of open grants,
+// overall and per owning key, are read from grants_open_owner.
 func (s *Store) load(ctx context.Context) error {
 	if err := s.loadCounters(ctx); err != nil {
 		return err
 	}
 	m := s.mem
-	// Sized once: growing a map of a million entries step by step would leave its old tables
-	// behind as garbage, and the process's RSS at their peak.
-	var n int
-	if err := s.w.QueryRowContext(ctx, `SELECT count(*) FROM names`).Scan(&n); err != nil {
-		return fmt.Errorf("count leases: %w", err)
-	}
-	m.names = make(map[string]cur, n)
-	rows, err := s.w.QueryContext(ctx, `SELECT g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at,
-		g.renewed_at, g.expires_at, g.ended_at, g.end_kind, g.metadata IS NOT NULL, g.owner, g.restart_ext_ms,
-		g.shared FROM names n JOIN grants g ON g.token = n.token`)
+	rows, err := s.w.QueryContext(ctx, `SELECT owner, count(*) FROM grants INDEXED BY grants_open_owner
+		WHERE ended_at IS NULL GROUP BY owner`)
 	if err != nil {
-		return fmt.Errorf("load leases: %w", err)
+		return fmt.Errorf("count open grants: %w", err)
 	}
 	defer rows.Close()
-	var idHash sql.RawBytes // copied into the entry: no allocation per row
 	for rows.Next() {
-		var g grant
-		var hasMeta bool
 		var owner string
-		if err := rows.Scan(&g.token, &g.name, &g.holder, &idHash, &g.ttl, &g.lockDelay, &g.acquired, &g.renewed,
-			&g.expires, &g.ended, &g.endKind, &hasMeta, &owner, &g.restartExt, &g.shared); err != nil {
-			return fmt.Errorf("load leases: %w", err)
+		var n int
+		if err := rows.Scan(&owner, &n); err != nil {
+			return fmt.Errorf("count open grants: %w", err)
 		}
-		g.metadata.Valid, g.idHash = hasMeta, idHash
-		c := curOf(g, owner)
-		m.names[g.name] = c
-		if c.end == stillOpen {
-			m.open++
-			if owner != "" {
-				m.owners[owner]++
-			}
+		m.open += int64(n)
+		if owner != "" {
+			m.owners[owner] = n
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("load leases: %w", err)
+		return fmt.Errorf("count open grants: %w", err)
 	}
 	if m.handovers, err = s.loadHandovers(ctx); err != nil {
 		return err
@@ -238,12 +228,57 @@ func (s *Store) load(ctx context.Context) error {
 		m.saved = m.open
 	}
 	s.mem = m
-	if n > 100_000 {
-		// Loading left as much garbage as it kept: give it back to the system now rather
-		// than whenever the runtime gets to it.
-		debug.FreeOSMemory()
-	}
 	return nil
+}
+
+// lookup is the current grant of name, from memory or else from SQL inside t's transaction
+// (which then keeps it in memory, undone with t); ok is false for a name never used. Every
+// change to a name's grant looks it up first, so that setName knows what it replaces.
+func (t *txn) lookup(ctx context.Context, name string) (cur, bool, error) {
+	m := &t.s.mem
+	if c, ok := m.names[name]; ok {
+		return c, true, nil
+	}
+	c, err := scanCur(t.stmt(ctx, stCur).QueryRowContext(ctx, name))
+	if errors.Is(err, sql.ErrNoRows) {
+		return cur{}, false, nil
+	}
+	if err != nil {
+		return cur{}, false, fmt.Errorf("read the current grant of %q: %w", name, w(err))
+	}
+	// Undone with the operation: a batch rolled back may have changed the row read here.
+	m.names[name] = c
+	t.undo = append(t.undo, func() { delete(m.names, name) })
+	return c, true, nil
+}
+
+// scanCur reads a row of stCur.
+func scanCur(row *sql.Row) (cur, error) {
+	var g grant
+	var hasMeta bool
+	var owner string
+	var idHash []byte
+	if err := row.Scan(&g.token, &g.name, &g.holder, &idHash, &g.ttl, &g.lockDelay, &g.acquired, &g.renewed, &g.expires,
+		&g.ended, &g.endKind, &hasMeta, &owner, &g.restartExt, &g.shared); err != nil {
+		return cur{}, err
+	}
+	g.metadata.Valid, g.idHash = hasMeta, idHash
+	return curOf(g, owner), nil
+}
+
+// trim forgets names past max, down to seven eighths of it, once a batch has committed: what
+// it forgets is in SQL, and lookup reads it again when needed.
+func (m *mem) trim(max int) {
+	if len(m.names) <= max {
+		return
+	}
+	keep := max - max/8
+	for name := range m.names {
+		if len(m.names) <= keep {
+			break
+		}
+		delete(m.names, name)
+	}
 }
 
 // The changes an operation makes to mem, each with its undo, so that an operation (or a

@@ -18,13 +18,7 @@ import (
 //
 //	LEASEKEEPER_BENCH_HELD=1000000 go test -run '^$' -bench MemoryPerLease -benchtime 1x ./store/sqlite
 func BenchmarkMemoryPerLease(b *testing.B) {
-	n := 100_000
-	if v := os.Getenv("LEASEKEEPER_BENCH_HELD"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil {
-			b.Fatalf("LEASEKEEPER_BENCH_HELD: %v", err)
-		}
-	}
+	n := benchHeld(b)
 	live := func(path string) uint64 {
 		s, err := sqlite.Open(context.Background(), path, sqlite.Options{})
 		if err != nil {
@@ -59,4 +53,17 @@ func BenchmarkMemoryPerLease(b *testing.B) {
 		}
 		b.ReportMetric(float64(live(full)-base)/float64(n), "B/lease")
 	}
+}
+
+// benchHeld is the number of held leases LEASEKEEPER_BENCH_HELD asks for, 100,000 unless set.
+func benchHeld(b *testing.B) int {
+	v := os.Getenv("LEASEKEEPER_BENCH_HELD")
+	if v == "" {
+		return 100_000
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		b.Fatalf("LEASEKEEPER_BENCH_HELD: %v", err)
+	}
+	return n
 }

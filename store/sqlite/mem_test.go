@@ -8,9 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
+
+	sqlite3 "github.com/mattn/go-sqlite3"
 
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
@@ -41,12 +44,19 @@ func TestWriterPragmas(t *testing.T) {
 // TestMemoryMatchesDatabase runs concurrent operations of every kind, some of them on a full
 // disk (whole batches and single operations rolled back), then checks that what the writer
 // keeps in memory is exactly what a fresh load reads from the database, and that the events
-// table holds exactly the events published.
+// table holds exactly the events published. With a name cache smaller than the names used,
+// names are read from SQL and forgotten again between batches all along.
 func TestMemoryMatchesDatabase(t *testing.T) {
+	for _, cache := range []int{0, 4} {
+		t.Run(fmt.Sprintf("cache%d", cache), func(t *testing.T) { memoryMatchesDatabase(t, cache) })
+	}
+}
+
+func memoryMatchesDatabase(t *testing.T, cache int) {
 	ctx := context.Background()
 	clock := lease.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	var p published
-	s, err := Open(ctx, filepath.Join(t.TempDir(), "leasekeeper.db"), Options{Clock: clock, MaxPageCount: 64, OnCommit: p.add})
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "leasekeeper.db"), Options{Clock: clock, MaxPageCount: 64, OnCommit: p.add, NameCache: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,4 +184,109 @@ func TestCurKeptInline(t *testing.T) {
 			t.Errorf("codeOf(%q).kind() = %q", e, got)
 		}
 	}
+}
+
+// TestLookupUndoneWithBatch: a name read from SQL into memory during a batch that then fails
+// is forgotten with the batch, since an earlier operation of the batch may have changed its row
+// (as a session's renewal changes the rows of its leases without reading them into memory).
+func TestLookupUndoneWithBatch(t *testing.T) {
+	ctx := context.Background()
+	var armed atomic.Bool
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "leasekeeper.db"), Options{Clock: lease.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)),
+		Fault: func(at string) error {
+			if armed.Load() && at == "commit" {
+				return sqlite3.Error{Code: sqlite3.ErrIoErr}
+			}
+			return nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Acquire(ctx, store.AcquireParams{Name: "x", Holder: "w", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	s.lock <- struct{}{}
+	delete(s.mem.names, "x") // as trim forgets it
+	<-s.lock
+	armed.Store(true)
+	batch := []*op{
+		{ctx: ctx, done: make(chan struct{}), fn: func(ctx context.Context, t *txn) error {
+			t.dirty = true
+			_, err := t.tx.ExecContext(ctx, `UPDATE grants SET expires_at = expires_at + 60000 WHERE name = 'x'`)
+			return err
+		}},
+		{ctx: ctx, done: make(chan struct{}), fn: func(ctx context.Context, t *txn) error {
+			_, _, err := t.lookup(ctx, "x")
+			return err
+		}},
+	}
+	s.lock <- struct{}{}
+	committed, _ := s.commit(batch)
+	<-s.lock
+	if committed {
+		t.Fatal("commit() committed with its COMMIT failing")
+	}
+	armed.Store(false)
+	checkMemory(t, s)
+}
+
+// TestNameCacheBounded: the writer keeps at most Options.NameCache names in memory between
+// batches and reads a name it forgot from SQL again; a restart reads none of them.
+func TestNameCacheBounded(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "leasekeeper.db")
+	const cache, n = 8, 50
+	s, err := Open(ctx, path, Options{NameCache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, n)
+	for i := range n {
+		l, err := s.Acquire(ctx, store.AcquireParams{Name: fmt.Sprintf("n%02d", i), Holder: "w", TTL: time.Hour, Owner: "key"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = l.ID
+	}
+	cached := func() int {
+		s.lock <- struct{}{}
+		defer func() { <-s.lock }()
+		return len(s.mem.names)
+	}
+	if got := cached(); got > cache {
+		t.Errorf("%d names in memory after %d acquires, want at most %d", got, n, cache)
+	}
+	for i := range n {
+		if _, err := s.Renew(ctx, fmt.Sprintf("n%02d", i), ids[i], 0, nil); err != nil {
+			t.Fatalf("Renew(n%02d) = %v", i, err)
+		}
+	}
+	if err := s.Release(ctx, "n00", ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Acquire(ctx, store.AcquireParams{Name: "n01", Holder: "w", TTL: time.Hour}); !lease.IsCode(err, lease.CodeHeld) {
+		t.Errorf("Acquire(n01) of a held name forgotten by memory = %v, want lease_held", err)
+	}
+	checkMemory(t, s)
+	s.Close()
+
+	s, err = Open(ctx, path, Options{NameCache: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got := cached(); got != 0 {
+		t.Errorf("%d names in memory after a restart, want none (read when touched)", got)
+	}
+	if got := s.mem.open; got != n-1 {
+		t.Errorf("open grants after a restart = %d, want %d", got, n-1)
+	}
+	if got := s.mem.owners["key"]; got != n-1 {
+		t.Errorf("open grants of key after a restart = %d, want %d", got, n-1)
+	}
+	if _, err := s.Renew(ctx, "n49", ids[49], 0, nil); err != nil {
+		t.Errorf("Renew(n49) after a restart = %v", err)
+	}
+	checkMemory(t, s)
 }

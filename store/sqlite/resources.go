@@ -108,8 +108,14 @@ func nonNil(b []byte) []byte {
 // tokenOwner finds the grant that was given token, if it is still in the history: from memory
 // when it is the current grant of the lease named with the write.
 func tokenOwner(ctx context.Context, t *txn, token int64, leaseName string) (grant, bool, error) {
-	if c, ok := t.s.mem.names[leaseName]; ok && c.token == token {
-		return t.current(ctx, leaseName)
+	if leaseName != "" {
+		c, ok, err := t.lookup(ctx, leaseName)
+		if err != nil {
+			return grant{}, false, err
+		}
+		if ok && c.token == token {
+			return t.current(ctx, leaseName)
+		}
 	}
 	g, err := scanGrant(t.queryRow(ctx, stGrantByToken, token))
 	if errors.Is(err, sql.ErrNoRows) {

@@ -67,7 +67,16 @@ type Options struct {
 	// (default heldsql.NarrowRows, -1 never); with more, it walks the order's index. Small in
 	// tests, to exercise both plans.
 	HeldNarrow int
+	// NameCache is the most names whose current grant the writer keeps in memory (default
+	// DefaultNameCache); the others are read from SQL when an operation first touches them.
+	// Small in tests, to exercise loads and evictions.
+	NameCache int
 }
+
+// DefaultNameCache is Options.NameCache's default: the writer's memory of current grants
+// stays within a few tens of MB whatever the number of leases, and the names a busy server
+// touches stay in it.
+const DefaultNameCache = 100_000
 
 // Store is the SQLite store.
 type Store struct {
@@ -84,6 +93,7 @@ type Store struct {
 	reserve *reserve // nil with Options.Reserve below 0
 	tail    int64    // Options.EventTail
 	narrow  int      // Options.HeldNarrow
+	cached  int      // Options.NameCache
 	stmts   [numStmts]*sql.Stmt
 	events  [eventChunk]*sql.Stmt // events[n-1] inserts n events
 
@@ -97,6 +107,9 @@ type Store struct {
 
 	dir       string // the database file's folder, whose file system DiskFree reports on
 	stretched int    // leases the start-up held past their expiry (StretchedAtStart)
+	// stretchTop is the last token issued before the start when it stretched any lease, else
+	// 0: the grants it stretched are the open ones up to it (see Triage).
+	stretchTop int64
 }
 
 // Open opens (creating if needed) the database at path, applies the migrations, anchors the
@@ -162,6 +175,9 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if s.tail <= 0 {
 		s.tail = 2048
 	}
+	if s.cached = opts.NameCache; s.cached <= 0 {
+		s.cached = DefaultNameCache
+	}
 	if err := s.start(ctx, path, opts.Clock); err != nil {
 		w.Close()
 		r.Close()
@@ -184,6 +200,10 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		every = 250 * time.Millisecond
 	}
 	s.cp = startCheckpointer(cp, every, log)
+	// The start-up write is copied too, without waiting for a write to follow it: a restart's
+	// stretch rewrites every open grant, and until that WAL is copied every read goes through
+	// it (seconds per dashboard page at a million: BENCHMARKS.md).
+	s.cp.wrote()
 	return s, nil
 }
 
@@ -277,6 +297,9 @@ func (s *Store) start(ctx context.Context, path string, clock lease.Clock) error
 	})
 	if err != nil {
 		return err
+	}
+	if s.stretched > 0 {
+		s.stretchTop = s.mem.token
 	}
 	return s.load(ctx)
 }
@@ -739,6 +762,7 @@ func (s *Store) runBatch(batch []*op, savepoints bool) (committed, retry bool) {
 		return false, false
 	}
 	s.mem.indexed, s.mem.saved = indexed, s.mem.open
+	s.mem.trim(s.cached)
 	return true, false
 }
 
@@ -884,6 +908,7 @@ const (
 	stMetadata
 	stGrantByID
 	stGrantByToken
+	stCur
 	stCountOwned
 	stPutResource
 	stDeleteResource
@@ -909,6 +934,9 @@ var stmtSQL = [numStmts]string{
 	stMetadata:      `SELECT metadata FROM grants WHERE token = ?`,
 	stGrantByID:     `SELECT ` + grantCols + ` FROM grants g WHERE g.id_hash = ?`,
 	stGrantByToken:  `SELECT ` + grantCols + ` FROM grants g WHERE g.token = ?`,
+	stCur: `SELECT g.token, g.name, g.holder, g.id_hash, g.ttl_ms, g.lock_delay_ms, g.acquired_at, g.renewed_at,
+		g.expires_at, g.ended_at, g.end_kind, g.metadata IS NOT NULL, g.owner, g.restart_ext_ms, g.shared
+		FROM names n JOIN grants g ON g.token = n.token WHERE n.name = ?`,
 	// The key's open grants less those already past expiry: grants_open_owner leaves out
 	// expires_at, which every renewal changes (see HeldCount).
 	stCountOwned: `SELECT (SELECT count(*) FROM grants INDEXED BY grants_open_owner WHERE owner = ?1 AND ended_at IS NULL)

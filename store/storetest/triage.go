@@ -24,7 +24,7 @@ func testTriage(t *testing.T, e *env, databaseClock bool) {
 	counts := func(x store.Triage) [3]int { return [3]int{x.Soon, x.Late, x.Stretched} }
 	a := e.acquire("a-job", "w1", 10*time.Second)
 	b := e.acquire("a-long", "w2", 2*time.Minute)
-	e.acquire("x-job", "w3", 30*time.Second)
+	x := e.acquire("x-job", "w3", 30*time.Second)
 	e.clock.Advance(6 * time.Second)
 	// a-job: 4 s left, 6 s since its renewal of a 10 s ttl; x-job: 24 s left; a-long: neither.
 	if got := counts(triage("")); got != [3]int{2, 1, 0} {
@@ -67,5 +67,18 @@ func testTriage(t *testing.T, e *env, databaseClock bool) {
 	}
 	if got := triage("").Stretched; got != want {
 		t.Errorf("Triage().Stretched after a restart = %d, want %d", got, want)
+	}
+	// A lease granted after the restart was not stretched; one that ends is no longer held.
+	e.acquire("x-new", "w4", time.Minute)
+	for _, prefix := range []string{"", "x-"} {
+		if got := triage(prefix).Stretched; got != want {
+			t.Errorf("Triage(%q).Stretched with a lease granted after the restart = %d, want %d", prefix, got, want)
+		}
+	}
+	if err := e.s.Release(e.ctx, "x-job", x.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got := triage("").Stretched; got != 0 {
+		t.Errorf("Triage().Stretched after the stretched lease's release = %d, want 0", got)
 	}
 }
