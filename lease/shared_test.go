@@ -163,3 +163,17 @@ func TestNameState(t *testing.T) {
 		})
 	}
 }
+
+// TestHandedFirst: the oldest waiter of the holder named goes first, never one waiting for
+// several names; none named, or none of it waiting, leaves the line as it is.
+func TestHandedFirst(t *testing.T) {
+	line := []Waiter{{Holder: "a"}, {Holder: "b", Multi: true}, {Holder: "b"}, {Holder: "b"}}
+	for _, tc := range []struct {
+		to   string
+		want int
+	}{{"", -1}, {"a", 0}, {"b", 2}, {"c", -1}} {
+		if got := HandedFirst(line, tc.to); got != tc.want {
+			t.Errorf("HandedFirst(line, %q) = %d, want %d", tc.to, got, tc.want)
+		}
+	}
+}
