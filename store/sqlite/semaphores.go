@@ -63,7 +63,6 @@ func (s *Store) slotGrants(ctx context.Context, name string, lim int) ([]grant, 
 	return out, nil
 }
 
-
 // revokeSlots revokes slots of the semaphore name of limit lim: the one holding token, or
 // every open one without a token.
 func revokeSlots(ctx context.Context, t *txn, name string, lim int, token int64, actor string) error {
