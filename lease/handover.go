@@ -52,3 +52,27 @@ func DecideHandover(cur Grant, exists bool, name string, h Handover, now time.Ti
 	h.Name, h.Holder, h.Token, h.At = name, cur.Holder, cur.Token, now
 	return h, nil
 }
+
+// Waiter is a request in a name's line, as the handover rule sees it: the holder it is for,
+// and whether it waits for several names at once.
+type Waiter struct {
+	Holder string
+	Multi  bool
+}
+
+// HandedFirst returns the index in line (oldest first) of the waiter that goes first once the
+// grant that a handover request naming to asked about has ended: the oldest waiter of holder to,
+// unless it waits for several names at once (moved ahead in this line only, it could stand
+// before another waiter here and behind it in another line, and both would wait for ever). -1
+// when there is none: then the oldest goes first, as always.
+func HandedFirst(line []Waiter, to string) int {
+	if to == "" {
+		return -1
+	}
+	for i, w := range line {
+		if w.Holder == to && !w.Multi {
+			return i
+		}
+	}
+	return -1
+}

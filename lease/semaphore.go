@@ -122,3 +122,35 @@ func DecideRevokeSlots(name string, slots []Grant, exists []bool, token int64) (
 	}
 	return end, nil
 }
+
+// Slotted is what a name with slots keeps of them: a semaphore's Limit, or, with Shared, how
+// many shared slots it used so far; Slots are the states of the slots ever used, in order.
+type Slotted struct {
+	Limit  int
+	Shared bool
+	Slots  []State
+}
+
+// NameState is what name reads as, from its own grant's state own (ownExists false for a name
+// whose own grant was never made) and its slots (nil for a name that never had any), every
+// state taken at one instant read after all of them. A name used with slots since it was last
+// a plain lease reads as its slots summed up (SumSlots, SumShared). Codes: not_found for a
+// name never used.
+func NameState(name string, own State, ownExists bool, slots *Slotted) (State, error) {
+	if slots != nil {
+		st := State{Name: name, Limit: slots.Limit, Slots: slots.Slots}
+		if slots.Shared {
+			st.Limit = 0
+			SumShared(&st)
+		} else {
+			SumSlots(&st)
+		}
+		if !ownExists || st.Token > own.Token {
+			return st, nil
+		}
+	}
+	if !ownExists {
+		return State{}, Errorf(CodeNotFound, "no lease named %q was ever taken", name)
+	}
+	return own, nil
+}

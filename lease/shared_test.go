@@ -124,3 +124,56 @@ func TestSumShared(t *testing.T) {
 		t.Errorf("SumShared(r1 released) = %+v, want free, last held by r1, released", st)
 	}
 }
+
+// TestNameState: a name reads as its own grant until it is used with slots after it, then as
+// its slots summed up; a name never used is not found.
+func TestNameState(t *testing.T) {
+	t0 := time.UnixMilli(1_700_000_000_000)
+	own := State{Name: "n", Held: true, Holder: "plain", Token: 10, ExpiresAt: t0.Add(time.Minute)}
+	slot := func(token int64) State {
+		return State{Name: SlotName("n", 0), Held: true, Holder: "slot", Token: token, ExpiresAt: t0.Add(time.Minute)}
+	}
+	for _, tc := range []struct {
+		name      string
+		ownExists bool
+		slots     *Slotted
+		want      string // "plain", "semaphore", "shared" or an error code
+	}{
+		{"OwnOnly", true, nil, "plain"},
+		{"OwnAfterSlots", true, &Slotted{Limit: 2, Slots: []State{slot(5)}}, "plain"},
+		{"SemaphoreAfterOwn", true, &Slotted{Limit: 2, Slots: []State{slot(20)}}, "semaphore"},
+		{"SharedAfterOwn", true, &Slotted{Limit: 1, Shared: true, Slots: []State{slot(20)}}, "shared"},
+		{"SlotsOnly", false, &Slotted{Limit: 2, Slots: []State{slot(5)}}, "semaphore"},
+		{"ErrNeverUsed", false, nil, string(CodeNotFound)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, err := NameState("n", own, tc.ownExists, tc.slots)
+			got := "plain"
+			switch {
+			case err != nil:
+				got = string(err.(*Error).Code)
+			case st.Mode == ModeShared:
+				got = "shared"
+			case st.Limit > 0:
+				got = "semaphore"
+			}
+			if got != tc.want {
+				t.Errorf("NameState = %+v, %v: reads as %s, want %s", st, err, got, tc.want)
+			}
+		})
+	}
+}
+
+// TestHandedFirst: the oldest waiter of the holder named goes first, never one waiting for
+// several names; none named, or none of it waiting, leaves the line as it is.
+func TestHandedFirst(t *testing.T) {
+	line := []Waiter{{Holder: "a"}, {Holder: "b", Multi: true}, {Holder: "b"}, {Holder: "b"}}
+	for _, tc := range []struct {
+		to   string
+		want int
+	}{{"", -1}, {"a", 0}, {"b", 2}, {"c", -1}} {
+		if got := HandedFirst(line, tc.to); got != tc.want {
+			t.Errorf("HandedFirst(line, %q) = %d, want %d", tc.to, got, tc.want)
+		}
+	}
+}

@@ -209,11 +209,16 @@ func (l *Line) promote(name, holder string) {
 	if q == nil {
 		return
 	}
+	// In a shared line, only the waiters that have their place in the store's line may move.
+	var els []*list.Element
+	var line []lease.Waiter
 	for el := q.Front(); el != nil; el = el.Next() {
-		if w := el.Value.(*waiter); w.holder == holder && !w.multi && (l.shared == nil || w.id != 0) {
-			q.MoveToFront(el)
-			return
+		if w := el.Value.(*waiter); l.shared == nil || w.id != 0 {
+			els, line = append(els, el), append(line, lease.Waiter{Holder: w.holder, Multi: w.multi})
 		}
+	}
+	if i := lease.HandedFirst(line, holder); i >= 0 {
+		q.MoveToFront(els[i])
 	}
 }
 

@@ -329,6 +329,7 @@ func (tl Timeline) layout() tlLayout {
 	extra := float64(lanes-1) * tlLaneStep // everything under the lanes moves down by it
 	laneY := func(g Grant) float64 { return tlLaneY + float64(min(max(g.Lane, 0), lanes-1))*tlLaneStep }
 	markY := tlMarkY + extra
+	sc := tlScale{start: start, end: end, lanes: lanes, extra: extra, xOf: xOf, laneY: laneY}
 	out := tlLayout{
 		ViewBox:    "0 0 " + f1(tlWidth) + " " + f1(tlHeight+extra),
 		AxisFrom:   f1(tlLeft),
@@ -341,12 +342,46 @@ func (tl Timeline) layout() tlLayout {
 		EmptyY:     f1(tlLaneY + 15),
 	}
 
-	type visible struct {
-		g          Grant
-		from, to   time.Time // the solid part, clipped to the window
-		xFrom, xTo float64
+	vis := sc.visible(tl, &out)
+	sc.drawGrants(&out, vis)
+	out.Empty = len(vis) == 0
+	out.Marks = sc.marks(tl.Rejections, markY)
+	sc.drawNow(&out, tl.Now)
+	out.Ticks = sc.ticks()
+
+	out.Zone = start.UTC().Format("Jan 2, 2006")
+	if e := end.UTC().Format("Jan 2, 2006"); e != out.Zone {
+		out.Zone += " – " + e
 	}
-	var vis []visible
+	out.Zone += " · times in UTC"
+	out.Title = fmt.Sprintf("Timeline of %s from %s to %s: %d grants, %d rejected writes",
+		tl.Name, absTime(start), absTime(end), len(vis), countIn(tl.Rejections, inWindow))
+	return out
+}
+
+// tlScale places a timeline's window and lanes on the picture.
+type tlScale struct {
+	start, end time.Time
+	lanes      int
+	extra      float64 // how far everything under the lanes moves down
+	xOf        func(time.Time) float64
+	laneY      func(Grant) float64
+}
+
+func (sc tlScale) inWindow(t time.Time) bool { return !t.Before(sc.start) && !t.After(sc.end) }
+
+// tlVisible is a grant in the window.
+type tlVisible struct {
+	g          Grant
+	from, to   time.Time // the solid part, clipped to the window
+	xFrom, xTo float64
+}
+
+// visible returns the grants of tl in the window, in order; the lock delays of those outside
+// it that reach into it go to out.
+func (sc tlScale) visible(tl Timeline, out *tlLayout) []tlVisible {
+	start, end, xOf, laneY := sc.start, sc.end, sc.xOf, sc.laneY
+	var vis []tlVisible
 	for _, g := range tl.Grants {
 		from := g.AcquiredAt
 		if from.IsZero() || from.Before(start) {
@@ -369,9 +404,17 @@ func (tl Timeline) layout() tlLayout {
 			}
 			continue
 		}
-		vis = append(vis, visible{g: g, from: from, to: to, xFrom: xOf(from), xTo: xOf(to)})
+		vis = append(vis, tlVisible{g: g, from: from, to: to, xFrom: xOf(from), xTo: xOf(to)})
 	}
 
+	return vis
+}
+
+// drawGrants draws the visible grants, with their labels, expected expiries, restart stretches,
+// ends and lock delays.
+func (sc tlScale) drawGrants(out *tlLayout, vis []tlVisible) {
+	end, xOf, laneY, lanes, inWindow := sc.end, sc.xOf, sc.laneY, sc.lanes, sc.inWindow
+	start := sc.start
 	rowEnd := [2]float64{-1e9, -1e9}
 	for i, v := range vis {
 		g := v.g
@@ -455,13 +498,17 @@ func (tl Timeline) layout() tlLayout {
 			out.addDelay(g, xOf, start, end, y)
 		}
 	}
-	out.Empty = len(vis) == 0
+}
 
+// marks draws the rejected writes in the window as ✕ marks at height markY.
+func (sc tlScale) marks(rejections []Rejection, markY float64) []tlMark {
+	xOf, inWindow, extra := sc.xOf, sc.inWindow, sc.extra
+	var out []tlMark
 	// Marks closer than a mark's width are drawn as one ✕ with their count beside it.
 	const s = 4.0
 	var groups [][]Rejection
 	var groupX []float64
-	for _, r := range sortedByTime(tl.Rejections) {
+	for _, r := range sortedByTime(rejections) {
 		if !inWindow(r.At) {
 			continue
 		}
@@ -492,12 +539,18 @@ func (tl Timeline) layout() tlLayout {
 			m.Title = strconv.Itoa(len(g)) + " rejected stale writes:\n" + m.Title
 			m.Count, m.CountX = "×"+strconv.Itoa(len(g)), f1(x+s+2)
 		}
-		out.Marks = append(out.Marks, m)
+		out = append(out, m)
 	}
 
-	if inWindow(tl.Now) && !tl.Now.IsZero() {
+	return out
+}
+
+// drawNow draws the line of now, if it is in the window, through the lanes but not their labels.
+func (sc tlScale) drawNow(out *tlLayout, now time.Time) {
+	xOf, inWindow, lanes, extra := sc.xOf, sc.inWindow, sc.lanes, sc.extra
+	if inWindow(now) && !now.IsZero() {
 		out.HasNow = true
-		x := xOf(tl.Now)
+		x := xOf(now)
 		out.NowX = f1(x)
 		out.NowAnchor = edgeAnchor(x)
 		out.NowLines = append(out.NowLines, tlLine{Y1: f1(14), Y2: f1(tlLabelY0 - 11)})
@@ -511,6 +564,12 @@ func (tl Timeline) layout() tlLayout {
 		}
 	}
 
+}
+
+// ticks are the axis's ticks over the window, in UTC.
+func (sc tlScale) ticks() []tlTick {
+	start, end, xOf := sc.start, sc.end, sc.xOf
+	var out []tlTick
 	step := tickStep(end.Sub(start))
 	layout := "15:04"
 	switch {
@@ -524,16 +583,9 @@ func (tl Timeline) layout() tlLayout {
 			continue
 		}
 		x := xOf(t)
-		out.Ticks = append(out.Ticks, tlTick{X: f1(x), Label: t.Format(layout), Anchor: edgeAnchor(x)})
+		out = append(out, tlTick{X: f1(x), Label: t.Format(layout), Anchor: edgeAnchor(x)})
 	}
 
-	out.Zone = start.UTC().Format("Jan 2, 2006")
-	if e := end.UTC().Format("Jan 2, 2006"); e != out.Zone {
-		out.Zone += " – " + e
-	}
-	out.Zone += " · times in UTC"
-	out.Title = fmt.Sprintf("Timeline of %s from %s to %s: %d grants, %d rejected writes",
-		tl.Name, absTime(start), absTime(end), len(vis), countIn(tl.Rejections, inWindow))
 	return out
 }
 

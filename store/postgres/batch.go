@@ -230,15 +230,7 @@ func (s *Store) runBatch(ctx context.Context, c *pgx.Conn, batch []*op, savepoin
 		}
 		return fmt.Errorf("%w: %w", errOperationFailed, err)
 	}
-	fast := false
-	for _, o := range batch {
-		o.err, o.events, o.decided, o.skipped = nil, nil, false, false
-		if err := o.ctx.Err(); err != nil {
-			o.err, o.skipped = err, true
-		} else if o.fast != nil && !savepoints {
-			fast = true
-		}
-	}
+	fast := resetOps(batch, savepoints)
 	var last pipeline // what is sent with COMMIT
 	open = true
 	if fast {
@@ -250,7 +242,37 @@ func (s *Store) runBatch(ctx context.Context, c *pgx.Conn, batch []*op, savepoin
 	} else if _, err := c.Exec(ctx, beginSQL); err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
-	// The events of the batch in the order their operations ran: the fast path's first.
+	ran, err := s.runOwn(ctx, c, batch, savepoints, &last, own)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := s.commitRun(ctx, c, &last, ran)
+	if err != nil {
+		return nil, own(err)
+	}
+	open = false
+	return evs, nil
+}
+
+// resetOps readies the operations of a batch for a run: those whose callers left are skipped;
+// it reports whether any goes through the fast path (never with savepoints).
+func resetOps(batch []*op, savepoints bool) (fast bool) {
+	for _, o := range batch {
+		o.err, o.events, o.decided, o.skipped = nil, nil, false, false
+		if err := o.ctx.Err(); err != nil {
+			o.err, o.skipped = err, true
+		} else if o.fast != nil && !savepoints {
+			fast = true
+		}
+	}
+	return fast
+}
+
+// runOwn runs, in the batch's transaction, the operations the fast path did not decide, each
+// its own statements (after what the fast path wrote, in last, has been sent), and returns the
+// operations that ran, in the order of their events: the fast path's first. With savepoints,
+// an operation that fails rolls back alone; without, it fails the run (errOperationFailed).
+func (s *Store) runOwn(ctx context.Context, c *pgx.Conn, batch []*op, savepoints bool, last *pipeline, own func(error) error) ([]*op, error) {
 	var ran []*op
 	for _, o := range batch {
 		if o.decided {
@@ -266,7 +288,7 @@ func (s *Store) runBatch(ctx context.Context, c *pgx.Conn, batch []*op, savepoin
 			if err := last.run(ctx, c); err != nil {
 				return nil, own(err)
 			}
-			last = pipeline{}
+			*last = pipeline{}
 		}
 		if savepoints {
 			if _, err := c.Exec(ctx, `SAVEPOINT op`); err != nil {
@@ -291,12 +313,18 @@ func (s *Store) runBatch(ctx context.Context, c *pgx.Conn, batch []*op, savepoin
 		o.events = t.events
 		ran = append(ran, o)
 	}
+	return ran, nil
+}
+
+// commitRun sends last with the events of the operations that ran, in their order, and COMMIT,
+// in one round trip, and gives each operation its events with their seqs.
+func (s *Store) commitRun(ctx context.Context, c *pgx.Conn, last *pipeline, ran []*op) ([]lease.Event, error) {
 	var evs []lease.Event
 	for _, o := range ran {
 		evs = append(evs, o.events...)
 	}
 	if len(evs) > 0 {
-		s.queueEvents(&last, evs)
+		s.queueEvents(last, evs)
 	}
 	last.queue(func(r pgx.BatchResults) error {
 		tag, err := r.Exec()
@@ -306,9 +334,8 @@ func (s *Store) runBatch(ctx context.Context, c *pgx.Conn, batch []*op, savepoin
 		return err
 	}, `COMMIT`)
 	if err := last.run(ctx, c); err != nil {
-		return nil, own(fmt.Errorf("commit: %w", err))
+		return nil, fmt.Errorf("commit: %w", err)
 	}
-	open = false
 	// queueEvents set the seqs in evs; each operation's events are a run of them.
 	i := 0
 	for _, o := range ran {

@@ -14,33 +14,6 @@ import (
 	"github.com/leasekeeper/leasekeeper/store"
 )
 
-const keyCols = `k.id, k.label, k.role, k.prefixes, k.created_at, k.created_by, k.revoked_at, k.revoked_by, k.last_used`
-
-// scanKey scans keyCols, after the columns that before points into.
-func scanKey(r pgx.Row, before ...any) (auth.Key, error) {
-	var k auth.Key
-	var role, prefixes string
-	var created, used int64
-	var revoked *int64
-	if err := r.Scan(append(before, &k.ID, &k.Label, &role, &prefixes, &created, &k.CreatedBy, &revoked, &k.RevokedBy, &used)...); err != nil {
-		return k, err
-	}
-	k.Role, k.CreatedAt = auth.Role(role), ms(created)
-	if used > 0 {
-		k.LastUsed = ms(used)
-	}
-	if revoked != nil {
-		k.RevokedAt = ms(*revoked)
-	}
-	if err := json.Unmarshal([]byte(prefixes), &k.Prefixes); err != nil {
-		return k, fmt.Errorf("key %s prefixes: %w", k.ID, err)
-	}
-	if len(k.Prefixes) == 0 {
-		k.Prefixes = nil
-	}
-	return k, nil
-}
-
 // CreateKey stores a key by its hash. The bootstrap (onlyIfNone) takes an advisory lock, so
 // replicas starting together on an empty database make one admin key. See store.Store.
 func (s *Store) CreateKey(ctx context.Context, k auth.Key, hash []byte, onlyIfNone bool) (bool, error) {
@@ -79,8 +52,7 @@ func (s *Store) CreateKey(ctx context.Context, k auth.Key, hash []byte, onlyIfNo
 			return lease.Errorf(lease.CodeInvalid, "a key with this id or secret exists already")
 		}
 		created = true
-		t.record(lease.Event{Type: lease.EventKeyCreated, Holder: k.Label + " (" + k.ID + ", " + string(k.Role) + ")",
-			At: ms(now), Actor: k.CreatedBy})
+		t.record(store.KeyEvent(lease.EventKeyCreated, k, ms(now), k.CreatedBy))
 		return nil
 	})
 	if err != nil {
@@ -91,7 +63,7 @@ func (s *Store) CreateKey(ctx context.Context, k auth.Key, hash []byte, onlyIfNo
 
 // KeyByHash finds a key by the hash of its secret. See store.Store.
 func (s *Store) KeyByHash(ctx context.Context, hash []byte) (auth.Key, error) {
-	k, err := scanKey(s.pool.QueryRow(ctx, `SELECT `+keyCols+` FROM keys k WHERE k.hash = $1`, hash))
+	k, err := store.ScanKey(s.pool.QueryRow(ctx, `SELECT `+store.KeyCols+` FROM keys k WHERE k.hash = $1`, hash))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return k, lease.Errorf(lease.CodeNotFound, "no such key")
 	}
@@ -103,11 +75,11 @@ func (s *Store) KeyByHash(ctx context.Context, hash []byte) (auth.Key, error) {
 
 // Keys lists every key. See store.Store.
 func (s *Store) Keys(ctx context.Context) ([]auth.Key, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+keyCols+` FROM keys k ORDER BY k.created_at, k.id`)
+	rows, err := s.pool.Query(ctx, `SELECT `+store.KeyCols+` FROM keys k ORDER BY k.created_at, k.id`)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", translate(err))
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (auth.Key, error) { return scanKey(r) })
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (auth.Key, error) { return store.ScanKey(r) })
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", translate(err))
 	}
@@ -132,7 +104,7 @@ func (s *Store) RevokeKey(ctx context.Context, id, actor string) (auth.Key, erro
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("lock admin keys: %w", err)
 		}
-		k, err = scanKey(t.tx.QueryRow(ctx, `SELECT `+keyCols+` FROM keys k WHERE k.id = $1 FOR UPDATE`, id))
+		k, err = store.ScanKey(t.tx.QueryRow(ctx, `SELECT `+store.KeyCols+` FROM keys k WHERE k.id = $1 FOR UPDATE`, id))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return lease.Errorf(lease.CodeNotFound, "no key with id %q", id)
 		}
@@ -156,8 +128,7 @@ func (s *Store) RevokeKey(ctx context.Context, id, actor string) (auth.Key, erro
 			return fmt.Errorf("end the key's sessions: %w", err)
 		}
 		k.RevokedAt, k.RevokedBy = ms(now), actor
-		t.record(lease.Event{Type: lease.EventKeyRevoked, Holder: k.Label + " (" + k.ID + ", " + string(k.Role) + ")",
-			At: ms(now), Actor: actor})
+		t.record(store.KeyEvent(lease.EventKeyRevoked, k, ms(now), actor))
 		return nil
 	})
 	if err != nil {
@@ -208,9 +179,9 @@ func (s *Store) SignIn(ctx context.Context, hash []byte) (store.SignIn, error) {
 	if err != nil {
 		return out, err
 	}
-	row := s.pool.QueryRow(ctx, `SELECT s.created_at, s.last_seen_at, s.expires_at, `+keyCols+`
+	row := s.pool.QueryRow(ctx, `SELECT s.created_at, s.last_seen_at, s.expires_at, `+store.KeyCols+`
 		FROM sessions s JOIN keys k ON k.id = s.key_id WHERE s.hash = $1 AND s.expires_at > $2`, hash, now)
-	k, err := scanKey(row, &created, &seen, &expires)
+	k, err := store.ScanKey(row, &created, &seen, &expires)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return out, lease.Errorf(lease.CodeNotFound, "no such session")
 	}

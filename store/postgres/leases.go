@@ -582,53 +582,56 @@ func (s *Store) Get(ctx context.Context, name string) (lease.State, error) {
 	if err != nil {
 		return lease.State{}, err
 	}
-	// The clock is read after the row: a lease read as held was held at a time no earlier
+	lim, shared, hasSlots, err := s.slotsOf(ctx, name)
+	if err != nil {
+		return lease.State{}, err
+	}
+	slots, err := s.slotGrants(ctx, name, lim)
+	if err != nil {
+		return lease.State{}, err
+	}
+	// The clock is read after the rows: a lease read as held was held at a time no earlier
 	// than the one it is judged at.
 	now, err := s.now(ctx, s.pool)
 	if err != nil {
 		return lease.State{}, err
 	}
-	// A name used as a semaphore since it was last a plain lease reads as the semaphore.
-	if sem, isSem, err := s.semaphoreState(ctx, name, now); err != nil {
-		return lease.State{}, err
-	} else if isSem && (!ok || sem.Token > g.token) {
-		return sem, nil
+	var sl *lease.Slotted
+	if hasSlots {
+		sl = &lease.Slotted{Limit: lim, Shared: shared}
+		for _, c := range slots {
+			sl.Slots = append(sl.Slots, c.state(now))
+		}
 	}
-	if !ok {
-		return lease.State{}, lease.Errorf(lease.CodeNotFound, "no lease named %q was ever taken", name)
-	}
-	return g.state(now), nil
+	return lease.NameState(name, g.state(now), ok, sl)
 }
 
-// semaphoreState is the state of the semaphore name at now, with its slots', or ok false when
-// name is no semaphore.
-func (s *Store) semaphoreState(ctx context.Context, name string, now int64) (st lease.State, ok bool, err error) {
-	var lim int
-	var shared bool
+// slotsOf reads whether name has slots, and how many: a semaphore's limit, or the shared slots
+// used so far (shared).
+func (s *Store) slotsOf(ctx context.Context, name string) (lim int, shared, ok bool, err error) {
 	err = s.pool.QueryRow(ctx, `SELECT lim, shared FROM semaphores WHERE name = $1`, name).Scan(&lim, &shared)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return st, false, nil
+		return 0, false, false, nil
 	}
 	if err != nil {
-		return st, false, fmt.Errorf("read semaphore %q: %w", name, translate(err))
+		return 0, false, false, fmt.Errorf("read semaphore %q: %w", name, translate(err))
 	}
-	st = lease.State{Name: name, Limit: lim}
+	return lim, shared, true, nil
+}
+
+// slotGrants reads the current grants of the first lim slots of name, those ever used.
+func (s *Store) slotGrants(ctx context.Context, name string, lim int) ([]grant, error) {
+	var out []grant
 	for i := range lim {
 		g, found, err := current(ctx, s.pool, lease.SlotName(name, i))
 		if err != nil {
-			return st, false, err
+			return nil, err
 		}
 		if found {
-			st.Slots = append(st.Slots, g.state(now))
+			out = append(out, g)
 		}
 	}
-	if shared {
-		st.Limit = 0
-		lease.SumShared(&st)
-	} else {
-		lease.SumSlots(&st)
-	}
-	return st, true, nil
+	return out, nil
 }
 
 // ExpireDue records passed expiries. Replicas sweeping at once skip each other's rows (SKIP

@@ -105,10 +105,11 @@ func handedTo(ctx context.Context, t *txn, g grant, ok bool) (string, error) {
 // that the first single-name waiter of holder to, if any, goes first.
 func order(line []place, to string) []int64 {
 	ids := make([]int64, 0, len(line))
-	first := -1
-	if to != "" {
-		first = slices.IndexFunc(line, func(w place) bool { return w.holder == to && !w.multi })
+	waiters := make([]lease.Waiter, len(line))
+	for i, w := range line {
+		waiters[i] = lease.Waiter{Holder: w.holder, Multi: w.multi}
 	}
+	first := lease.HandedFirst(waiters, to)
 	if first > 0 {
 		ids = append(ids, line[first].id)
 	}

@@ -15,33 +15,6 @@ import (
 	"github.com/leasekeeper/leasekeeper/store"
 )
 
-const keyCols = `k.id, k.label, k.role, k.prefixes, k.created_at, k.created_by, k.revoked_at, k.revoked_by, k.last_used`
-
-// scanKey scans keyCols, after the columns that before points into.
-func scanKey(r scanner, before ...any) (auth.Key, error) {
-	var k auth.Key
-	var role, prefixes string
-	var created, used int64
-	var revoked sql.NullInt64
-	if err := r.Scan(append(before, &k.ID, &k.Label, &role, &prefixes, &created, &k.CreatedBy, &revoked, &k.RevokedBy, &used)...); err != nil {
-		return k, err
-	}
-	k.Role, k.CreatedAt = auth.Role(role), ms(created)
-	if used > 0 {
-		k.LastUsed = ms(used)
-	}
-	if revoked.Valid {
-		k.RevokedAt = ms(revoked.Int64)
-	}
-	if err := json.Unmarshal([]byte(prefixes), &k.Prefixes); err != nil {
-		return k, fmt.Errorf("key %s prefixes: %w", k.ID, err)
-	}
-	if len(k.Prefixes) == 0 {
-		k.Prefixes = nil
-	}
-	return k, nil
-}
-
 // CreateKey stores a key by its hash. See store.Store.
 func (s *Store) CreateKey(ctx context.Context, k auth.Key, hash []byte, onlyIfNone bool) (bool, error) {
 	if k.Prefixes == nil {
@@ -72,8 +45,7 @@ func (s *Store) CreateKey(ctx context.Context, k auth.Key, hash []byte, onlyIfNo
 			return fmt.Errorf("insert key: %w", w(err))
 		}
 		created = true
-		return t.record(ctx, lease.Event{Type: lease.EventKeyCreated, Holder: k.Label + " (" + k.ID + ", " + string(k.Role) + ")",
-			At: ms(t.now), Actor: k.CreatedBy})
+		return t.record(ctx, store.KeyEvent(lease.EventKeyCreated, k, ms(t.now), k.CreatedBy))
 	})
 	if err != nil {
 		return false, fmt.Errorf("create key %s: %w", k.ID, err)
@@ -83,7 +55,7 @@ func (s *Store) CreateKey(ctx context.Context, k auth.Key, hash []byte, onlyIfNo
 
 // KeyByHash finds a key by the hash of its secret. See store.Store.
 func (s *Store) KeyByHash(ctx context.Context, hash []byte) (auth.Key, error) {
-	k, err := scanKey(s.r.QueryRowContext(ctx, `SELECT `+keyCols+` FROM keys k WHERE k.hash = ?`, hash))
+	k, err := store.ScanKey(s.r.QueryRowContext(ctx, `SELECT `+store.KeyCols+` FROM keys k WHERE k.hash = ?`, hash))
 	if errors.Is(err, sql.ErrNoRows) {
 		return k, lease.Errorf(lease.CodeNotFound, "no such key")
 	}
@@ -95,14 +67,14 @@ func (s *Store) KeyByHash(ctx context.Context, hash []byte) (auth.Key, error) {
 
 // Keys lists every key. See store.Store.
 func (s *Store) Keys(ctx context.Context) ([]auth.Key, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT `+keyCols+` FROM keys k ORDER BY k.created_at, k.id`)
+	rows, err := s.r.QueryContext(ctx, `SELECT `+store.KeyCols+` FROM keys k ORDER BY k.created_at, k.id`)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", w(err))
 	}
 	defer rows.Close()
 	var out []auth.Key
 	for rows.Next() {
-		k, err := scanKey(rows)
+		k, err := store.ScanKey(rows)
 		if err != nil {
 			return nil, fmt.Errorf("list keys: %w", err)
 		}
@@ -119,7 +91,7 @@ func (s *Store) RevokeKey(ctx context.Context, id, actor string) (auth.Key, erro
 	var k auth.Key
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		var err error
-		k, err = scanKey(t.tx.QueryRowContext(ctx, `SELECT `+keyCols+` FROM keys k WHERE k.id = ?`, id))
+		k, err = store.ScanKey(t.tx.QueryRowContext(ctx, `SELECT `+store.KeyCols+` FROM keys k WHERE k.id = ?`, id))
 		if errors.Is(err, sql.ErrNoRows) {
 			return lease.Errorf(lease.CodeNotFound, "no key with id %q", id)
 		}
@@ -143,8 +115,7 @@ func (s *Store) RevokeKey(ctx context.Context, id, actor string) (auth.Key, erro
 			return fmt.Errorf("end the key's sessions: %w", w(err))
 		}
 		k.RevokedAt, k.RevokedBy = ms(t.now), actor
-		return t.record(ctx, lease.Event{Type: lease.EventKeyRevoked, Holder: k.Label + " (" + k.ID + ", " + string(k.Role) + ")",
-			At: ms(t.now), Actor: actor})
+		return t.record(ctx, store.KeyEvent(lease.EventKeyRevoked, k, ms(t.now), actor))
 	})
 	if err != nil {
 		return k, fmt.Errorf("revoke key %s: %w", id, err)
@@ -183,9 +154,9 @@ func (s *Store) SignIn(ctx context.Context, hash []byte) (store.SignIn, error) {
 	var out store.SignIn
 	var created, seen, expires int64
 	now := s.clock.Now().UnixMilli()
-	row := s.r.QueryRowContext(ctx, `SELECT s.created_at, s.last_seen_at, s.expires_at, `+keyCols+`
+	row := s.r.QueryRowContext(ctx, `SELECT s.created_at, s.last_seen_at, s.expires_at, `+store.KeyCols+`
 		FROM sessions s JOIN keys k ON k.id = s.key_id WHERE s.hash = ? AND s.expires_at > ?`, hash, now)
-	k, err := scanKey(row, &created, &seen, &expires)
+	k, err := store.ScanKey(row, &created, &seen, &expires)
 	if errors.Is(err, sql.ErrNoRows) {
 		return out, lease.Errorf(lease.CodeNotFound, "no such session")
 	}

@@ -559,21 +559,29 @@ func (s *Store) Revoke(ctx context.Context, name string, token int64, actor stri
 
 // Get returns the state of name. See store.Store.
 func (s *Store) Get(ctx context.Context, name string) (lease.State, error) {
-	now := s.clock.Now().UnixMilli()
 	g, ok, err := current(ctx, s.r, name)
 	if err != nil {
 		return lease.State{}, err
 	}
-	// A name used as a semaphore since it was last a plain lease reads as the semaphore.
-	if sem, isSem, err := s.semaphoreState(ctx, name, now); err != nil {
+	lim, shared, hasSlots, err := s.slotsOf(ctx, name)
+	if err != nil {
 		return lease.State{}, err
-	} else if isSem && (!ok || sem.Token > g.token) {
-		return sem, nil
 	}
-	if !ok {
-		return lease.State{}, lease.Errorf(lease.CodeNotFound, "no lease named %q was ever taken", name)
+	slots, err := s.slotGrants(ctx, name, lim)
+	if err != nil {
+		return lease.State{}, err
 	}
-	return g.state(now), nil
+	// The clock is read after the rows, as on PostgreSQL: a lease read as held was held at a
+	// time no earlier than the one it is judged at.
+	now := s.clock.Now().UnixMilli()
+	var sl *lease.Slotted
+	if hasSlots {
+		sl = &lease.Slotted{Limit: lim, Shared: shared}
+		for _, c := range slots {
+			sl.Slots = append(sl.Slots, c.state(now))
+		}
+	}
+	return lease.NameState(name, g.state(now), ok, sl)
 }
 
 // ExpireDue records passed expiries. See store.Store.

@@ -35,35 +35,32 @@ func (s *Store) loadSemaphores(ctx context.Context) (map[string]int, map[string]
 	return out, shared, nil
 }
 
-// semaphoreState is the state of the semaphore name of limit lim at now, with its slots', or
-// ok false when name is no semaphore.
-func (s *Store) semaphoreState(ctx context.Context, name string, now int64) (st lease.State, ok bool, err error) {
-	var lim int
-	var shared bool
+// slotsOf reads whether name has slots, and how many: a semaphore's limit, or the shared slots
+// used so far (shared).
+func (s *Store) slotsOf(ctx context.Context, name string) (lim int, shared, ok bool, err error) {
 	err = s.r.QueryRowContext(ctx, `SELECT lim, shared FROM semaphores WHERE name = ?`, name).Scan(&lim, &shared)
 	if errors.Is(err, sql.ErrNoRows) {
-		return st, false, nil
+		return 0, false, false, nil
 	}
 	if err != nil {
-		return st, false, fmt.Errorf("read semaphore %q: %w", name, w(err))
+		return 0, false, false, fmt.Errorf("read semaphore %q: %w", name, w(err))
 	}
-	st = lease.State{Name: name, Limit: lim}
+	return lim, shared, true, nil
+}
+
+// slotGrants reads the current grants of the first lim slots of name, those ever used.
+func (s *Store) slotGrants(ctx context.Context, name string, lim int) ([]grant, error) {
+	var out []grant
 	for i := range lim {
 		g, found, err := current(ctx, s.r, lease.SlotName(name, i))
 		if err != nil {
-			return st, false, err
+			return nil, err
 		}
 		if found {
-			st.Slots = append(st.Slots, g.state(now))
+			out = append(out, g)
 		}
 	}
-	if shared {
-		st.Limit = 0
-		lease.SumShared(&st)
-	} else {
-		lease.SumSlots(&st)
-	}
-	return st, true, nil
+	return out, nil
 }
 
 // revokeSlots revokes slots of the semaphore name of limit lim: the one holding token, or
