@@ -132,9 +132,15 @@ func (d *dashboard) overview(w http.ResponseWriter, r *http.Request) {
 		if err == nil {
 			held, err = d.semaphoreRows(ctx, held)
 		}
+		var writers map[string]bool
+		if err == nil {
+			writers, err = d.writers(ctx, held)
+		}
 		for _, st := range held {
 			st.Waiters = d.s.acquirer.Waiters(st.Name)
-			o.Held = append(o.Held, viewLease(st))
+			v := viewLease(st)
+			v.Writer = writers[st.Name]
+			o.Held = append(o.Held, v)
 		}
 	}
 	var freed []lease.State
@@ -202,6 +208,21 @@ func (d *dashboard) semaphoreRows(ctx context.Context, held []lease.State) ([]le
 		out = append(out, sem)
 	}
 	return out, nil
+}
+
+// writers returns which of the plain leases in held hold names that readers take too: their
+// holders are those names' writers. One lookup for the page.
+func (d *dashboard) writers(ctx context.Context, held []lease.State) (map[string]bool, error) {
+	var names []string
+	for _, st := range held {
+		if _, _, slot := lease.SlotOf(st.Name); !slot && st.Limit == 0 && st.Mode != lease.ModeShared {
+			names = append(names, st.Name)
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil
+	}
+	return d.s.store.SharedNames(ctx, names)
 }
 
 // overviewRows is the overview's page of held leases.

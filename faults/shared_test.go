@@ -56,17 +56,18 @@ func TestKill9SharedLeasesCatchesOverlap(t *testing.T) {
 // last restart.
 func sharedKillLoop(t *testing.T, bin string, n int) []lease.Event {
 	db := filepath.Join(t.TempDir(), "lk.db")
-	var acked atomic.Int64
+	var acked [2]atomic.Int64 // grants answered: shared, exclusive
 	for range n {
 		s := start(t, bin, db)
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
-		before := acked.Load()
+		shared, excl := acked[0].Load(), acked[1].Load()
 		for i := range 8 {
 			wg.Go(func() { contend(ctx, s, i, &acked) })
 		}
 		time.Sleep(time.Duration(100+rand.IntN(300)) * time.Millisecond) // the kill's random moment
-		for wait := time.Now(); acked.Load()-before < 8 && time.Since(wait) < 20*time.Second; {
+		// However slow the machine, each cycle has grants of both modes before its kill.
+		for wait := time.Now(); (acked[0].Load()-shared < 4 || acked[1].Load()-excl < 2) && time.Since(wait) < 30*time.Second; {
 			time.Sleep(10 * time.Millisecond)
 		}
 		s.kill()
@@ -76,25 +77,28 @@ func sharedKillLoop(t *testing.T, bin string, n int) []lease.Event {
 	return history(t, start(t, bin, db), "rw")
 }
 
-// contend acquires "rw" as client i, shared three times in four (without waiting) and otherwise
-// exclusive (waiting in line), and releases it, until ctx ends.
-func contend(ctx context.Context, s *server, i int, acked *atomic.Int64) {
+// contend acquires "rw" as client i, shared three times in four and otherwise exclusive, and
+// releases it, until ctx ends. Writers wait in line (ahead of the readers that come after
+// them); readers wait in line every other time, so that readers behind a writer are granted
+// together after it, and otherwise are refused while a writer waits. acked counts the grants
+// answered: shared, exclusive.
+func contend(ctx context.Context, s *server, i int, acked *[2]atomic.Int64) {
 	rng := rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))
 	for ctx.Err() == nil {
-		mode := lease.ModeShared
+		mode, kind := lease.ModeShared, 0
 		if rng.IntN(4) == 0 {
-			mode = lease.ModeExclusive
+			mode, kind = lease.ModeExclusive, 1
 		}
 		req := map[string]any{"holder": fmt.Sprintf("c%d", i), "ttl_ms": 1000, "mode": mode}
-		if mode == lease.ModeExclusive {
-			req["wait_ms"] = 2000 // in line, ahead of the readers that come after it
+		if mode == lease.ModeExclusive || rng.IntN(2) == 0 {
+			req["wait_ms"] = 2000
 		}
 		r := s.call(ctx, "POST", "/v1/leases/rw/acquire", req)
 		if r.status != http.StatusOK {
 			time.Sleep(5 * time.Millisecond)
 			continue
 		}
-		acked.Add(1)
+		acked[kind].Add(1)
 		l, err := decode[leaseReply](r)
 		if err != nil {
 			continue

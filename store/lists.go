@@ -129,3 +129,12 @@ func Collect[T any](rows Rows, limit int, scan func() (T, error), key func(T) st
 	}
 	return PageOf(items, limit, key), nil
 }
+
+// CheckNames bounds a lookup of several names at once. Codes: invalid_request for more than
+// MaxLimit.
+func CheckNames(names []string) error {
+	if len(names) > MaxLimit {
+		return lease.Errorf(lease.CodeInvalid, "at most %d names at once, not %d", MaxLimit, len(names))
+	}
+	return nil
+}

@@ -220,6 +220,11 @@ type Overview interface {
 	// RecentlyFreed returns up to limit names (starting with prefix) that are free now, the
 	// most recently freed first, with their last holder and how their last lease ended.
 	RecentlyFreed(ctx context.Context, prefix string, limit int) ([]lease.State, error)
+
+	// SharedNames returns which of names take shared leases (were ever held shared), so that
+	// the exclusive holder of one reads as its writer. Codes: invalid_request for more than
+	// MaxLimit names.
+	SharedNames(ctx context.Context, names []string) (map[string]bool, error)
 }
 
 // APIKeys keeps the API keys, by the hashes of their secrets (invariant 8).

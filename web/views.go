@@ -80,6 +80,8 @@ type Lease struct {
 	// now; Held then says any is.
 	Shared  bool
 	Readers int
+	// Writer says the lease is the exclusive grant of a name that readers take too.
+	Writer bool
 	// IsSlot says the lease is slot Slot of the semaphore Name (on a session's page).
 	IsSlot bool
 	Slot   int

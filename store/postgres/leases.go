@@ -893,3 +893,26 @@ func revokeSlots(ctx context.Context, t *txn, name string, token int64, actor st
 	}
 	return true, err
 }
+
+// SharedNames returns which of names take shared leases. See store.Store.
+func (s *Store) SharedNames(ctx context.Context, names []string) (map[string]bool, error) {
+	if err := store.CheckNames(names); err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	if len(names) == 0 {
+		return out, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT name FROM semaphores WHERE shared AND name = ANY($1)`, names)
+	if err != nil {
+		return nil, fmt.Errorf("names taking shared leases: %w", translate(err))
+	}
+	found, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("names taking shared leases: %w", translate(err))
+	}
+	for _, n := range found {
+		out[n] = true
+	}
+	return out, nil
+}

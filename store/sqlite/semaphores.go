@@ -3,10 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 
 	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
 )
 
 // loadSemaphores reads the limit of every semaphore, and which of them have shared slots.
@@ -81,4 +83,35 @@ func revokeSlots(ctx context.Context, t *txn, name string, lim int, token int64,
 		}
 	}
 	return err
+}
+
+// SharedNames returns which of names take shared leases. See store.Store.
+func (s *Store) SharedNames(ctx context.Context, names []string) (map[string]bool, error) {
+	if err := store.CheckNames(names); err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	if len(names) == 0 {
+		return out, nil
+	}
+	list, err := json.Marshal(names)
+	if err != nil {
+		return nil, fmt.Errorf("names taking shared leases: %w", err)
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT name FROM semaphores WHERE shared AND name IN (SELECT value FROM json_each(?))`, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("names taking shared leases: %w", w(err))
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return nil, fmt.Errorf("names taking shared leases: %w", w(err))
+		}
+		out[name] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("names taking shared leases: %w", w(err))
+	}
+	return out, nil
 }

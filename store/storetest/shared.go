@@ -20,6 +20,7 @@ var sharedCases = []struct {
 	fn   func(t *testing.T, e *env)
 }{
 	{"Shared/Coexist", testSharedCoexist},
+	{"Shared/Names", testSharedNames},
 	{"Shared/LockDelay", testSharedLockDelay},
 	{"Shared/Revoke", testSharedRevoke},
 	{"Shared/ErrSharedToken", testSharedToken},
@@ -383,4 +384,26 @@ func testSharedHandover(t *testing.T, e *env) {
 	}
 	_, err = e.s.RequestHandover(e.ctx, "cfg", lease.Handover{To: "w"})
 	wantCode(t, "RequestHandover(cfg free)", err, lease.CodeNotHeld)
+}
+
+// testSharedNames: the names that take shared leases are those ever held shared (still after
+// their readers left), not plain leases nor semaphores; a lookup is bounded.
+func testSharedNames(t *testing.T, e *env) {
+	r, err := e.acquireMode("cfg", "r", lease.ModeShared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Release(e.ctx, "cfg", r.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.acquire("plain", "p", time.Minute)
+	if _, err := e.s.Acquire(e.ctx, store.AcquireParams{Name: "sem", Holder: "s", TTL: time.Minute, Limit: 2}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.s.SharedNames(e.ctx, []string{"cfg", "plain", "sem", "never"})
+	if err != nil || len(got) != 1 || !got["cfg"] {
+		t.Errorf("SharedNames = %v, %v; want cfg alone", got, err)
+	}
+	_, err = e.s.SharedNames(e.ctx, make([]string, store.MaxLimit+1))
+	wantCode(t, "SharedNames of too many", err, lease.CodeInvalid)
 }
