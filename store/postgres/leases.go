@@ -172,97 +172,133 @@ func (s *Store) acquire(ctx context.Context, p store.AcquireParams, waiter int64
 		run = func(ctx context.Context, fn func(context.Context, *txn) error) error { return s.writeFast(ctx, f, fn) }
 	}
 	err := run(ctx, func(ctx context.Context, t *txn) error {
-		var keyHash, fp []byte
-		if p.IdempotencyKey != "" {
-			keyHash, fp = lease.HashID(p.IdempotencyKey), store.Fingerprint(p)
-			if err := advisory(ctx, t, "idempotency", keyHash); err != nil {
-				return err
-			}
-		}
-		sess, err := lockOwner(ctx, t, p.Owner, p.MaxHeld, p.SessionID)
-		if err != nil {
+		a, done, err := lockAcquire(ctx, t, p)
+		if done || err != nil {
+			out = a.replayed
 			return err
 		}
-		g, ok, err := lockName(ctx, t, p.Name, true)
-		if err != nil {
+		var d acquireDecision
+		if d, ahead, err = decideAcquire(ctx, t, p, a, waiter); err != nil {
 			return err
 		}
-		now, err := t.now(ctx)
-		if err != nil {
-			return err
-		}
-		if keyHash != nil {
-			l, done, err := replay(ctx, t, p, keyHash, fp, now)
-			if done || err != nil {
-				out = l
-				return err
-			}
-		}
-		if ok {
-			if g, err = settle(ctx, t, g, now); err != nil {
-				return err
-			}
-		}
-		decide, err := decider(ctx, t, p, g, ok, now)
-		if err != nil {
-			return err
-		}
-		// A held name is refused before the last token is locked: contention on one name
-		// does not queue every other grant behind it.
-		if _, _, _, err := decide(now, 0); err != nil {
-			return err
-		}
-		// A free name goes to the first in its line, if anyone waits.
-		if ahead, err = checkLine(ctx, t, p.Name, waiter, g, ok, now); err != nil {
-			return err
-		}
-		last, err := lockToken(ctx, t)
-		if err != nil {
-			return err
-		}
-		// Decide again at the clock read after the last lock: the name's row (and a
-		// semaphore's slots) are still locked, so only time has moved, and the token is
-		// above now's microseconds.
-		if now, err = t.now(ctx); err != nil {
-			return err
-		}
-		gname, token, shared, err := decide(now, last)
-		if err != nil {
-			return err
-		}
-		if p.MaxHeld > 0 {
-			if err := checkOwnerCap(ctx, t, "leases", ownedLeases, p.Owner, now, p.MaxHeld, lease.CheckHeldCap); err != nil {
-				return err
-			}
-		}
-		id := lease.NewID(token)
-		if keyHash != nil {
-			salt := lease.NewSalt()
-			id = lease.IdempotentID(p.IdempotencyKey, salt, token)
-			if _, err := t.tx.Exec(ctx, `INSERT INTO idempotency (key_hash, name, fingerprint, salt, token, created_at)
-				VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key_hash) DO UPDATE SET name = excluded.name,
-				fingerprint = excluded.fingerprint, salt = excluded.salt, token = excluded.token, created_at = excluded.created_at`,
-				keyHash, p.Name, fp, salt, token, now); err != nil {
-				return fmt.Errorf("keep idempotency key: %w", err)
-			}
-		}
-		if out, err = insertGrant(ctx, t, p, sess, gname, token, id, now, shared); err != nil {
-			return err
-		}
-		if _, err := t.tx.Exec(ctx, `UPDATE tokens SET last = $1`, token); err != nil {
-			return fmt.Errorf("persist the last token: %w", err)
-		}
-		if waiter != 0 {
-			if _, err := t.tx.Exec(ctx, `DELETE FROM waiters WHERE id = $1`, waiter); err != nil {
-				return fmt.Errorf("take the waiter out of line: %w", err)
-			}
-		}
-		return nil
+		out, err = writeAcquire(ctx, t, p, a, d, waiter)
+		return err
 	})
 	if err != nil {
 		return lease.Lease{}, ahead, fmt.Errorf("acquire %q: %w", p.Name, err)
 	}
 	return out, 0, nil
+}
+
+// acquireLocks is what an acquire holds and read once its locks are taken.
+type acquireLocks struct {
+	keyHash, fp []byte        // of the Idempotency-Key, nil without one
+	sess        lease.Session // the session acquired under, if any
+	g           grant         // the name's current grant, settled at now
+	ok          bool          // false for a name never used
+	now         int64         // the database's clock, read after the locks
+	replayed    lease.Lease   // a retry's answer (done)
+}
+
+// lockAcquire takes an acquire's locks in the global order (the idempotency key's, the owner's
+// and the session's, the name's row), reads the clock after them, and settles the name's
+// grant. done reports a retry of an idempotent acquire answered with a.replayed (or err).
+func lockAcquire(ctx context.Context, t *txn, p store.AcquireParams) (a acquireLocks, done bool, err error) {
+	if p.IdempotencyKey != "" {
+		a.keyHash, a.fp = lease.HashID(p.IdempotencyKey), store.Fingerprint(p)
+		if err := advisory(ctx, t, "idempotency", a.keyHash); err != nil {
+			return a, false, err
+		}
+	}
+	if a.sess, err = lockOwner(ctx, t, p.Owner, p.MaxHeld, p.SessionID); err != nil {
+		return a, false, err
+	}
+	if a.g, a.ok, err = lockName(ctx, t, p.Name, true); err != nil {
+		return a, false, err
+	}
+	if a.now, err = t.now(ctx); err != nil {
+		return a, false, err
+	}
+	if a.keyHash != nil {
+		if a.replayed, done, err = replay(ctx, t, p, a.keyHash, a.fp, a.now); done || err != nil {
+			return a, true, err
+		}
+	}
+	if a.ok {
+		a.g, err = settle(ctx, t, a.g, a.now)
+	}
+	return a, false, err
+}
+
+// acquireDecision is what an acquire grants: the name (a slot's for a semaphore or a reader),
+// its token, whether it is shared, decided at now.
+type acquireDecision struct {
+	gname  string
+	token  int64
+	shared bool
+	now    int64
+}
+
+// decideAcquire decides an acquire twice: first at the clock read after the name's locks, so
+// that a held name is refused before the last token is locked (contention on one name does not
+// queue every other grant behind it), and a free one goes to the first in its line; then, with
+// the last token locked, at the clock read after that last lock: the name's row (and its
+// slots) are still locked, so only time has moved, and the token is above now's
+// microseconds. ahead is how many wait before waiter.
+func decideAcquire(ctx context.Context, t *txn, p store.AcquireParams, a acquireLocks, waiter int64) (d acquireDecision, ahead int, err error) {
+	decide, err := decider(ctx, t, p, a.g, a.ok, a.now)
+	if err != nil {
+		return d, 0, err
+	}
+	if _, _, _, err := decide(a.now, 0); err != nil {
+		return d, 0, err
+	}
+	if ahead, err = checkLine(ctx, t, p.Name, waiter, a.g, a.ok, a.now); err != nil {
+		return d, ahead, err
+	}
+	last, err := lockToken(ctx, t)
+	if err != nil {
+		return d, 0, err
+	}
+	if d.now, err = t.now(ctx); err != nil {
+		return d, 0, err
+	}
+	d.gname, d.token, d.shared, err = decide(d.now, last)
+	return d, 0, err
+}
+
+// writeAcquire checks the owner's cap and writes what d grants: the idempotency key's row, the
+// grant, the last token, and the waiter's place taken out of line.
+func writeAcquire(ctx context.Context, t *txn, p store.AcquireParams, a acquireLocks, d acquireDecision, waiter int64) (lease.Lease, error) {
+	if p.MaxHeld > 0 {
+		if err := checkOwnerCap(ctx, t, "leases", ownedLeases, p.Owner, d.now, p.MaxHeld, lease.CheckHeldCap); err != nil {
+			return lease.Lease{}, err
+		}
+	}
+	id := lease.NewID(d.token)
+	if a.keyHash != nil {
+		salt := lease.NewSalt()
+		id = lease.IdempotentID(p.IdempotencyKey, salt, d.token)
+		if _, err := t.tx.Exec(ctx, `INSERT INTO idempotency (key_hash, name, fingerprint, salt, token, created_at)
+			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key_hash) DO UPDATE SET name = excluded.name,
+			fingerprint = excluded.fingerprint, salt = excluded.salt, token = excluded.token, created_at = excluded.created_at`,
+			a.keyHash, p.Name, a.fp, salt, d.token, d.now); err != nil {
+			return lease.Lease{}, fmt.Errorf("keep idempotency key: %w", err)
+		}
+	}
+	out, err := insertGrant(ctx, t, p, a.sess, d.gname, d.token, id, d.now, d.shared)
+	if err != nil {
+		return lease.Lease{}, err
+	}
+	if _, err := t.tx.Exec(ctx, `UPDATE tokens SET last = $1`, d.token); err != nil {
+		return lease.Lease{}, fmt.Errorf("persist the last token: %w", err)
+	}
+	if waiter != 0 {
+		if _, err := t.tx.Exec(ctx, `DELETE FROM waiters WHERE id = $1`, waiter); err != nil {
+			return lease.Lease{}, fmt.Errorf("take the waiter out of line: %w", err)
+		}
+	}
+	return out, nil
 }
 
 // lockOwner takes the locks an acquire takes before its names: the owner's cap (advisory) when
