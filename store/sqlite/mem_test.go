@@ -290,3 +290,32 @@ func TestNameCacheBounded(t *testing.T) {
 	}
 	checkMemory(t, s)
 }
+
+// TestExpiryOfForgottenName: a grant that expires while its name is out of the writer's memory
+// (trimmed from the name cache) is read in as it was before it ended, so the counts of open
+// grants go down by one.
+func TestExpiryOfForgottenName(t *testing.T) {
+	ctx := context.Background()
+	clock := lease.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "leasekeeper.db"), Options{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, name := range []string{"a", "b"} {
+		if _, err := s.Acquire(ctx, store.AcquireParams{Name: name, Holder: "w", TTL: time.Second, Owner: "key1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.lock <- struct{}{}
+	delete(s.mem.names, "a") // as a trim of the cache would
+	<-s.lock
+	clock.Advance(2 * time.Second)
+	if n, _, err := s.ExpireDue(ctx); err != nil || n != 2 {
+		t.Fatalf("ExpireDue = %d, %v; want both expired", n, err)
+	}
+	live := checkMemory(t, s)
+	if live.open != 0 || live.owners["key1"] != 0 {
+		t.Errorf("open grants in memory = %d (key1's %d), want none", live.open, live.owners["key1"])
+	}
+}
