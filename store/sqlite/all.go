@@ -57,7 +57,7 @@ func acquireAll(ctx context.Context, t *txn, p store.AcquireAllParams) ([]lease.
 			return nil, err
 		}
 	}
-	decided := make([]allDecision, 0, len(p.Names))
+	free := make([]allDecision, 0, len(p.Names))
 	var held []string
 	var refusals []*lease.Error
 	for _, name := range p.Names {
@@ -68,7 +68,7 @@ func acquireAll(ctx context.Context, t *txn, p store.AcquireAllParams) ([]lease.
 		switch {
 		case err == nil:
 			d.gname, d.shared = gname, shared
-			decided = append(decided, d)
+			free = append(free, d)
 		case errors.As(err, &le) && le.Code == lease.CodeHeld:
 			held, refusals = append(held, name), append(refusals, le)
 		default:
@@ -78,13 +78,13 @@ func acquireAll(ctx context.Context, t *txn, p store.AcquireAllParams) ([]lease.
 	if len(held) > 0 {
 		return nil, lease.HeldAll(len(p.Names), held, refusals)
 	}
-	if err := checkHeldCap(ctx, t, p.Owner, p.MaxHeld, len(decided)); err != nil {
+	if err := checkHeldCap(ctx, t, p.Owner, p.MaxHeld, len(free)); err != nil {
 		return nil, err
 	}
 	// Every name is free: the grants, in the order asked, each with the next token of the one
 	// counter. The names differ, so no grant changes what was decided for another.
-	out := make([]lease.Lease, 0, len(decided))
-	for i, d := range decided {
+	out := make([]lease.Lease, 0, len(free))
+	for i, d := range free {
 		name := p.Names[i]
 		if d.keep > 0 {
 			if err := keepSlots(ctx, t, name, d.keep, true); err != nil {
