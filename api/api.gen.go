@@ -27,12 +27,15 @@ import (
 // Defines values for AcquireAllRequestMode.
 const (
 	AcquireAllRequestModeExclusive AcquireAllRequestMode = "exclusive"
+	AcquireAllRequestModeShared    AcquireAllRequestMode = "shared"
 )
 
 // Valid indicates whether the value is a known member of the AcquireAllRequestMode enum.
 func (e AcquireAllRequestMode) Valid() bool {
 	switch e {
 	case AcquireAllRequestModeExclusive:
+		return true
+	case AcquireAllRequestModeShared:
 		return true
 	default:
 		return false
@@ -339,7 +342,9 @@ type AcquireAllRequest struct {
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
 
-	// Mode Every grant is exclusive (the default).
+	// Mode `exclusive` (the default): every grant excludes every other grant of its name.
+	// `shared`: every grant is a shared (read) lease, beside other shared grants of the
+	// name and never beside an exclusive one.
 	Mode *AcquireAllRequestMode `json:"mode,omitempty"`
 
 	// Names The names to acquire, all or none; 1 to 64, none twice. The leases are answered in this order.
@@ -360,7 +365,9 @@ type AcquireAllRequest struct {
 	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
 
-// AcquireAllRequestMode Every grant is exclusive (the default).
+// AcquireAllRequestMode `exclusive` (the default): every grant excludes every other grant of its name.
+// `shared`: every grant is a shared (read) lease, beside other shared grants of the
+// name and never beside an exclusive one.
 type AcquireAllRequestMode string
 
 // AcquireRequest defines model for AcquireRequest.
@@ -1011,6 +1018,17 @@ type Unauthorized = Problem
 // `token_not_issued`, `presented_token` and `current_fence`.
 type Unavailable = Problem
 
+// AcquireAllParams defines parameters for AcquireAll.
+type AcquireAllParams struct {
+	// IdempotencyKey A retry with the same key (within 24 h) returns the same grants (same tokens and
+	// lease_ids, in the same order) while every one of them is current, and takes no new
+	// grant; once any of them has ended the retry answers `409 lease_lost`. The same key
+	// with a different request (other names, holder, ttl, mode, …) is
+	// `400 invalid_request`. Keys are 16 to 255 characters and belong to the API key that
+	// sent them.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // ListLeasesParams defines parameters for ListLeases.
 type ListLeasesParams struct {
 	// Prefix Only names that start with this.
@@ -1226,10 +1244,16 @@ type ClientInterface interface {
 	// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
 	// every name in its scope.
 	//
+	// With `"mode": "shared"` every grant is a shared (read) lease, all or none: each name is
+	// decided as a single shared acquire would decide it (a name held exclusive, or with an
+	// exclusive request waiting in its line ahead, refuses the set; a name held shared admits
+	// another reader), and while it waits the request holds none of the names. Consecutive
+	// readers at the head of a line are granted together; writers never starve.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
-	AcquireAllWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	AcquireAllWithBody(ctx context.Context, params *AcquireAllParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AcquireAll Acquire several names, all or none.
 	//
@@ -1244,10 +1268,16 @@ type ClientInterface interface {
 	// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
 	// every name in its scope.
 	//
+	// With `"mode": "shared"` every grant is a shared (read) lease, all or none: each name is
+	// decided as a single shared acquire would decide it (a name held exclusive, or with an
+	// exclusive request waiting in its line ahead, refuses the set; a name held shared admits
+	// another reader), and while it waits the request holds none of the names. Consecutive
+	// readers at the head of a line are granted together; writers never starve.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
-	AcquireAll(ctx context.Context, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	AcquireAll(ctx context.Context, params *AcquireAllParams, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListKeys Every API key, revoked ones included, oldest first (admin). Never the secrets.
 	//
@@ -1572,11 +1602,17 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 // held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
 // every name in its scope.
 //
+// With `"mode": "shared"` every grant is a shared (read) lease, all or none: each name is
+// decided as a single shared acquire would decide it (a name held exclusive, or with an
+// exclusive request waiting in its line ahead, refuses the set; a name held shared admits
+// another reader), and while it waits the request holds none of the names. Consecutive
+// readers at the head of a line are granted together; writers never starve.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
-func (c *Client) AcquireAllWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAcquireAllRequestWithBody(c.Server, contentType, body)
+func (c *Client) AcquireAllWithBody(ctx context.Context, params *AcquireAllParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquireAllRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1600,11 +1636,17 @@ func (c *Client) AcquireAllWithBody(ctx context.Context, contentType string, bod
 // held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
 // every name in its scope.
 //
+// With `"mode": "shared"` every grant is a shared (read) lease, all or none: each name is
+// decided as a single shared acquire would decide it (a name held exclusive, or with an
+// exclusive request waiting in its line ahead, refuses the set; a name held shared admits
+// another reader), and while it waits the request holds none of the names. Consecutive
+// readers at the head of a line are granted together; writers never starve.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
-func (c *Client) AcquireAll(ctx context.Context, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAcquireAllRequest(c.Server, body)
+func (c *Client) AcquireAll(ctx context.Context, params *AcquireAllParams, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquireAllRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2259,18 +2301,18 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 }
 
 // NewAcquireAllRequest calls the generic AcquireAll builder with application/json body
-func NewAcquireAllRequest(server string, body AcquireAllJSONRequestBody) (*http.Request, error) {
+func NewAcquireAllRequest(server string, params *AcquireAllParams, body AcquireAllJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewAcquireAllRequestWithBody(server, "application/json", bodyReader)
+	return NewAcquireAllRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewAcquireAllRequestWithBody constructs an http.Request for the AcquireAll method, with any body, and a specified content type
-func NewAcquireAllRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewAcquireAllRequestWithBody(server string, params *AcquireAllParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -2294,6 +2336,21 @@ func NewAcquireAllRequestWithBody(server string, contentType string, body io.Rea
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -3540,10 +3597,16 @@ type ClientWithResponsesInterface interface {
 	// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
 	// every name in its scope.
 	//
+	// With `"mode": "shared"` every grant is a shared (read) lease, all or none: each name is
+	// decided as a single shared acquire would decide it (a name held exclusive, or with an
+	// exclusive request waiting in its line ahead, refuses the set; a name held shared admits
+	// another reader), and while it waits the request holds none of the names. Consecutive
+	// readers at the head of a line are granted together; writers never starve.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
-	AcquireAllWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error)
+	AcquireAllWithBodyWithResponse(ctx context.Context, params *AcquireAllParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error)
 
 	// AcquireAllWithResponse Acquire several names, all or none.
 	//
@@ -3558,10 +3621,16 @@ type ClientWithResponsesInterface interface {
 	// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
 	// every name in its scope.
 	//
+	// With `"mode": "shared"` every grant is a shared (read) lease, all or none: each name is
+	// decided as a single shared acquire would decide it (a name held exclusive, or with an
+	// exclusive request waiting in its line ahead, refuses the set; a name held shared admits
+	// another reader), and while it waits the request holds none of the names. Consecutive
+	// readers at the head of a line are granted together; writers never starve.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
-	AcquireAllWithResponse(ctx context.Context, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error)
+	AcquireAllWithResponse(ctx context.Context, params *AcquireAllParams, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error)
 
 	// ListKeysWithResponse Every API key, revoked ones included, oldest first (admin). Never the secrets.
 	//
@@ -6378,11 +6447,17 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 // held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
 // every name in its scope.
 //
+// With `"mode": "shared"` every grant is a shared (read) lease, all or none: each name is
+// decided as a single shared acquire would decide it (a name held exclusive, or with an
+// exclusive request waiting in its line ahead, refuses the set; a name held shared admits
+// another reader), and while it waits the request holds none of the names. Consecutive
+// readers at the head of a line are granted together; writers never starve.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
-func (c *ClientWithResponses) AcquireAllWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error) {
-	rsp, err := c.AcquireAllWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) AcquireAllWithBodyWithResponse(ctx context.Context, params *AcquireAllParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error) {
+	rsp, err := c.AcquireAllWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6402,11 +6477,17 @@ func (c *ClientWithResponses) AcquireAllWithBodyWithResponse(ctx context.Context
 // held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
 // every name in its scope.
 //
+// With `"mode": "shared"` every grant is a shared (read) lease, all or none: each name is
+// decided as a single shared acquire would decide it (a name held exclusive, or with an
+// exclusive request waiting in its line ahead, refuses the set; a name held shared admits
+// another reader), and while it waits the request holds none of the names. Consecutive
+// readers at the head of a line are granted together; writers never starve.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
-func (c *ClientWithResponses) AcquireAllWithResponse(ctx context.Context, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error) {
-	rsp, err := c.AcquireAll(ctx, body, reqEditors...)
+func (c *ClientWithResponses) AcquireAllWithResponse(ctx context.Context, params *AcquireAllParams, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error) {
+	rsp, err := c.AcquireAll(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -9333,7 +9414,7 @@ type ServerInterface interface {
 	Readyz(w http.ResponseWriter, r *http.Request)
 	// AcquireAll Acquire several names, all or none.
 	// (POST /v1/acquire)
-	AcquireAll(w http.ResponseWriter, r *http.Request)
+	AcquireAll(w http.ResponseWriter, r *http.Request, params AcquireAllParams)
 	// ListKeys Every API key, revoked ones included, oldest first (admin). Never the secrets.
 	// (GET /v1/keys)
 	ListKeys(w http.ResponseWriter, r *http.Request)
@@ -9420,7 +9501,7 @@ func (_ Unimplemented) Readyz(w http.ResponseWriter, r *http.Request) {
 
 // AcquireAll Acquire several names, all or none.
 // (POST /v1/acquire)
-func (_ Unimplemented) AcquireAll(w http.ResponseWriter, r *http.Request) {
+func (_ Unimplemented) AcquireAll(w http.ResponseWriter, r *http.Request, params AcquireAllParams) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -9596,8 +9677,35 @@ func (siw *ServerInterfaceWrapper) Readyz(w http.ResponseWriter, r *http.Request
 // AcquireAll operation middleware
 func (siw *ServerInterfaceWrapper) AcquireAll(w http.ResponseWriter, r *http.Request) {
 
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params AcquireAllParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		siw.Handler.AcquireAll(w, r)
+		siw.Handler.AcquireAll(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -10738,7 +10846,8 @@ func (response Readyz503ApplicationProblemPlusJSONResponse) VisitReadyzResponse(
 }
 
 type AcquireAllRequestObject struct {
-	Body *AcquireAllJSONRequestBody
+	Params AcquireAllParams
+	Body   *AcquireAllJSONRequestBody
 }
 
 type AcquireAllResponseObject interface {
@@ -13883,8 +13992,10 @@ func (sh *strictHandler) Readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 // AcquireAll operation middleware
-func (sh *strictHandler) AcquireAll(w http.ResponseWriter, r *http.Request) {
+func (sh *strictHandler) AcquireAll(w http.ResponseWriter, r *http.Request, params AcquireAllParams) {
 	var request AcquireAllRequestObject
+
+	request.Params = params
 
 	var body AcquireAllJSONRequestBody
 	if err := runtime.BindJSONBody(r, &body); err != nil {
@@ -14552,210 +14663,215 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37chu30ueroPh9VSbPDilKlp2Yqq1aHcdOfOLYPrayOfWFXg04A5L4NASYASiadqlqn2b3PfZR9km2",
-	"0N3AYMjhRYqtXDbJH6bIueDS6Hv/+lMr07O5VkJZ0xp8as15yWfCihL+eroojS7dp1yYrJRzK7VqDVoX",
-	"U8FSJT7YywyuSJkeMzsVbF6Ka6kXhs35RPRaSUu6y39ZiHLVSlqKz0Rr0MJ7WknLZFMx4+7xM/7hpVAT",
-	"O20NHh2fJC27mrsrjS2lmrRubpLWSzmTdnMkb/hEMCM/ioQdM6vZcb/fZ+1cjPmisO6vzrZRFPDAtUHI",
-	"2WLWGriHJK2ZVPRnGI9UVkxECQN6BY9pWplCcCOYe01495zbafVq+CdpleKXhSxF3hrYciHikfx7Kcat",
-	"QevfjqrNOcJfzRG81w3grTB6UWYwiIaXlP7nX/2id8IYqdVbd2nTfA3+/sCw+WJUyAymztqpEeby//7P",
-	"/5V2tiwD3bdzgHNurSjdvf/DPe7nfvcJ747ffzp+fPPvrU06uXHPMnOtjAAC/jvP34pfFsIA6WRaWaHg",
-	"I5/PC5lxN4ujealHhZj9l/80bkqfDlyeN3gXvrS+KKlU17yQ+WWJ704HcDjoL5ZrYZjSlo11Uegl/OaG",
-	"VvLMsna65NJKNblcKLOYz3VpRZ6ysS4ZZ+4nxs2VyN2B48yI8lqUbCntVC8sXSDVhBVSiU6vdZO0nuty",
-	"JPNcqHtdgLF/K039SqxYwbMrgwuhC8F0CZ+BVqRhemGNzAWT1jguMpYfhEkYzHpU6qURJTNCuTn6ZbRT",
-	"btlSL4qcZVOuHB/QM2Gnbv5asZGY8mIM66S0nbr7pRWwJi/dAX2p75kogC1cFjrQA/IJ8WHuSD9hS25Y",
-	"KeDLPGGluNawzyUzi7kojcjd17Rq+CyZu5VzlAQktChLt0Ja4SxfaftcL1R+r5NU2l6O3VtTGIO/9B6H",
-	"cK6YKEtdwvvfcitAcoj7XYaSW3FZ4IujIwAUPNNl4AXuPHAFRO9uYdwxBHPGSmHLFeNjK0qWvnV/dM/d",
-	"HykzItMqN46lTgXPSVBHl7g/t/PTDUEWMfh7PxEkAOIzQV/5U+Ho3Z2LrNBG5LClPyq+sFNdyo/3vKcL",
-	"eLFQ1r0CtlVpdv7mhdtZ5FSKLdSV0kvl/goHWIm1zfrpp5+659GjDtqxSsThGlxzWfBRIe57Cfx7ab9y",
-	"bvnIsbGMK2BE/EqwZSktiLgla+fSXLHxoigS9uLoNR7NhBU6uxJ5h+lyqII45MosRdljbwXPDbsSYs6W",
-	"urySanLG4DhMuFQ7D8VQfb5jceN/hyedZ3DreVFE+gTPc+mWhhdvSj0XpZVO6xjzwoikNY+++tSa6iIX",
-	"DZr0T1PN3G8gGGcJyPnpYsaVOXPkBWqBLhw9SXUtjRwVwl0z49YJPacxiBKYgfjAZ3NHDi1bcmXGouw+",
-	"+W9TbWyXt5JYvz559Bh0W//38YYWlbTc9lzmouCry5nZHDQsqCNsUvsNCSRDx9awtttPrbw86yTA4rys",
-	"dz9OSq6syGlTxyDXpGGFVhM3HZwjbsnj01akjfc3tfGkNROWO1LcR9w/+OvcPTpvUOCfXYtyhaNzQxUf",
-	"smJh5LVgbSB3NCxAoxXKDefnVrik9b5hKd2cTbPeDD85o4UjcSWO/butVlqJM7RnHp8m8CezS5mJHgv2",
-	"hWG8FHRkRM6kwvXTZS5K0LetwK3br+IDebzA6x+fwlLTXxVt8LLkznhaKPnLQtDP7hS5Y0JsXOYNpIJT",
-	"YwKWFTWehcoFbbdn923H4J3iJq2nGTwRbklgtW9JwdYWjaT7zaIE5ugoNx6TVGxmEtCkYSkF6dYPDBs5",
-	"dcb02E/STllaTTZNnDzPWX8wVLbaloIbp6MDJbt/I6mG/Cmc1ONHYGdukPomeTu1vnE63+klvshqNA7A",
-	"TiiKoFobxt1BzERlFPcTlms4g+6OTsIWc3e7nYqhqk+6x34QXC2nshA1AwYZlqoYwAxndqtDexObfT/T",
-	"OUk8oww7WJ0pPfpPkVm3HERUX4oTS3tHPszaH0Wpu0uZ22nCRjKXpchwWP4JplNn1k7AibL78O6sutkv",
-	"4s9dMLG4AXtxxudTp3/CvknDZlytmCm0NQOigxSemDJcp0A/CRM8mw6VOyHAzJ2aE8wQrnI2FiqTQIpX",
-	"QiG7HMvSWDYuhYB3OIZKfP8smKrSDBVel+mZvwXoMCexIJgSH6LHdIgNunG6RzpbMWdIplyttBJDFWQq",
-	"zH4QbEBHs21isQlZ1WFVzlCLW/kfpqLI2bzgUg0VyjH3uvS0/wRffjmTZsZtNk2R/m/hQDpQxqJMjOzE",
-	"JtEam9G/Z9GaBkmZ1qUpStnc6Q/AknGrUAaTY9HN74ylZspLkaeszVkpeB62JdPig3TmFJAnmftwLT7G",
-	"AIU6GnAkJxxbAHpmjeQ8VO5qoOMee+2YJ1eRJkDiGijYOMlRSEdMBbfVW7USBjnySEylypm0Q9X2jpqU",
-	"GHo6IGqCFztySzs9dg5HyZG006NxiLw2nQeGTpk7PPAE/PUSvk177JXj7iCv6DS3T/v9DsmfDb0laeHt",
-	"jQrMIdK9QaJLZazg4KdyFJgiO09Ze+KWEEQHnm3YrE7kERkqT+owg0h+JqwUSiyByUS2InyJbNurEdHP",
-	"QxUUCmnDOf0cugS4kVjuNYq9KkTNL913vPbh4777r4PKxVA1aheM1/QmHubtNA3z26kaRPiBSeMgD1Az",
-	"wroMFSxMdc9Dvxznu12bpPcCL+4PVaPH1OnVagW3DRg3V2zj8AFPgKloxVZ6UTIjc/HrVZlDVJinpeBW",
-	"5N+LFXi5axrKFX65aTCQs8HxK1GMe+zdFHwNqlixqXDiq1pcMJ8N/ua41JSbaa/VQNylyHSZ72Pubpzr",
-	"03TDDPc3zfHZNTkl6jN5rQQTyhn04MOeSmN1ueqxlNvUibDl1DE2y6Z8PhfKqQrAQMgjlKK8m+mZUHbT",
-	"jermWF9NntmmENZzJ+HzmVSMg4pmWDsll02asPRKrC4z3CP/Z/Srj604+S3cJR2gpXTKVa6vRekd/zXn",
-	"H/irc5kDo+KGDVsFH4mCtWFL886w1bhB3O7bnAs5E8by2dxdTrzz8pa3+ZHvu+k7us7r3jdJpFBvjP3z",
-	"6Q7PickIR1OGoh+RRGRtpyHkLHX//JtMO4OgLMS2+g45pw6I550xMZvbFamHaSkcqTtmA8Niy6n2rhBH",
-	"yN4ZCMoxjZ8vcmmjWVyJldlyLqvo3uZSVK/2oSW8GomsFOOFETn8AjpE4xuM+GXz4S+Uo3rjhS/qYzBc",
-	"5C5Lp+4yY0vBZw8MSyWu7wGCxUf7tm+toqgWLiAo32sir+YjrscbG6cI6tC+FUSGYix3Vi5oVfNSGOFU",
-	"6AOnht98ClRGCmIO7FGJJX3C0E7Ln1H8EngKfMLhtJJWxHvor/iyOudpVUe3YjoN9L3Gu93e0zWJD0fj",
-	"YkUWOLfb2fpLiYZ3ndciXUNA+hD3EwqImzUnkzuLVWpBkwu8Phd6af2upoF/6xgFiISieD1uDX7ePTpQ",
-	"71o3yafa27yN0PCG90kD80BNBbURbzk4lQ6VR+QYqX8oyD9eLPnKeCLssfYLxb4l/8xEKFE6wmDu3Y5o",
-	"VwYflTQ+S8/R/ZAEBpTpHJmCFcqNStpeBzSeD92J7tKM/NRxyczmRqNC3SzbkR/PRQnnMmGkDINnEoPX",
-	"TbZXNO4NZ8LB/kzc4Q2CWiMYGnwTiXwXicE1U6ced3YzwoOCPAsnXQjrNJeJ3lRDtrmdXjjlDH5r5GBe",
-	"KjXIB05hnYafiA/cVgmobhytmh1ksH2DQ1UXq5sFKi2c1bRs7uAmTI7d2tWM6tswdfdgfBwmSFgN24F7",
-	"sZeJN3gjm1hibWl3EdDdfJPVpq4JrFIIZsEJFvySa07x4/7J6ZfYAlTHKz1bVkkKt3bL3zQtmOCFu3qd",
-	"wxjL7QKFSnCW6qvWXsGGtzVtTaOtRXL2tifF3zbaYqkFfZ8uZNLGumPlG0UT5EqsGkkdfS7VAjhdYDYu",
-	"J5OP+Xj20S5/OSmumu6D09nIG3xqTU1Gb1LNmjwm/eP2/ARvw1Xa5FMaw9e7nvfWXbO+ydKpPThHeko0",
-	"sSTe0y100Ky9OF38YN0FLOI9ggYeuGUId2MQYWM3WfOCQmaYjlDxCRCnaHagrb7JOfp7XWAx2dRf/YrP",
-	"REjYCrbujK+cXc20Ym3kG24UwUqhyFQhr0THnwtnUo0gQcaNHQ2PkEN5t2Dmw5MGUr4r0dXorWlTUWlq",
-	"UByAw4LJL4OwZ0aAQ5K1wUIIDi1pKz9V0Ig6TV4NHNnl/bgHxAcrVA5H+bJ0X5fNTsI3qLSi0CBPFF1v",
-	"wGq02RQMUx8JGoB6qK1TUad6ifGomSwKSTkdEFtdMZ7nKNPdEsIkVmwkVlrlbOn4bLSyS05BWKuLPGEj",
-	"kfGFI0A/kKFy1qs1wdLkxhubVhaMW/jaerva3cKsdFReLHALrS1YO9MQLeVWXouhogspNEUjcadgyq8F",
-	"G4lCimuyyMlf5ZaTCV4WElznPHYZs1zm+/yQjUGlBlvwQIdO3ZOzK0C5KW28SbQlOzgrhfWOCfDUIy9A",
-	"NfyMfJQ4/chaQgKvR0uLq8uHv5zMnvfzf54ufvxa/+t49Ej9o/xq2To8MvocY36Ftj6HlqJ/A9hbuKvX",
-	"Oihid4Br4PN5wL6jTGHU13ykmpJq2hHrjKb0wFDA9PZhH294VIs/cqdSTbpKTqa2WDU7rcDbcVvugkR/",
-	"KeY6mzZLGEPBJTiMFBKkozIvdSaMQQLz+TBuLykr2DghhOIEb4co3FC90cZOSvHuny/JHC0FpM6xKTFq",
-	"vVQQifCqsnu+59qUcHyl9NJEgwl8IMSjpUXeEg7+WmCmJeaX/7o6uX7yz9nf+/xZa3sArvl0xRn3YV0w",
-	"PFTT2StvGmj5jsuS5KnF13wuMYZV64fPCHP5cPyE97OT0Vf5sTjljx83jrfQtzl2lOQdO3PxJEqViw8J",
-	"G5d6xvo95gxl8pvCbGHc7nHo8nUf0+ZzGwzGKhz21ROMvNF/h3n5Qhjw1mG1ZuuyihORmUlvSGrSvXaq",
-	"agJ8nSNtVUqa1d3Kh3OQegVPeme5FQd47NZy6kDBI6+JUHlvrxlHY9vv04tG1aB5uYV+AGzDijNijpBG",
-	"gp4poHROCU2iZCHqn2A4B1UebtPwZzpU7SpHP0pSJlOn02NpSJG9jANaIUkj44qNRD1JY6jamNbKKfN5",
-	"laC2ASPU2RWDTaYA/ufRBONh3k4XVPl26QTLGWk4yfqqx6Jop0u8SSj5DbmXiJgo8shsHWldCK72BLwo",
-	"aWor+0Mmh9QHQqcWwwImDVnTjv8Bc1uLah1sDO0+rbtVoyaFiKWQneL2WLGZcHYlyVTK63I/JyzFBBT3",
-	"BXhI5WQqjKXjBGlmKSsgUQdn726GUJXRbMzL36PeFXKOqjxIYiu+4KatS6D7Tsg1KkWcBzTYXLyhgry7",
-	"ePOrNUQiCouIjiI99j+YtFrneJGHKq1IPaXTaIWx3l6CTahzJ2BNjclNjk0522Wo3O6/Vs5aksayUi8x",
-	"C7I2HL9GM15emc1kJdjndkXFQ3XeqK/eKUFph4v8btqoI9O9hyNEDS0oXo3kvBGU/kzHNyg0t9JaDkz+",
-	"aWRfb325Usja3HDQ71N2HDvdpfPUT3k1liap/0N0upu9Z1jgsV4ZtmL/ePf6FcMHgR5q2Uwby07Z9/Lv",
-	"CRO9Sc/rvzlkbvE8L4WpV1jAO8vWoHXc77n/vxo86ff7rSbv9qsDrKioxPXn8+5/8O7HfvfJ++pj73LQ",
-	"ff+pnxw/edJU81orslvbtedP2ZPTR18xqgRiubBcFqbHIAIeZR1WXCdhNS7SDsqL53b1HL1OE1dp79d4",
-	"OpTVA2F3Slt0jxoqZG2XSttLacwCE25CRD66lKU0pEtIl0wblaO7KjkZyQLPi9Yqep1m6isdW94DQiRe",
-	"1Xk6vlXNzxN9NDX0W2daIQlfhnOz9v2YywK+tVpfzrhaXfrTgedkLfmtfqHNpnjlnK8Kzd0S6suClxN3",
-	"LGfCTnUOQ4LaQ1LBYJKXVs6EXlgo+wgPv5yJXPJLyh3AYqvaI0PtL9xXFaolwCJKxQv8IS6mcy+NSibj",
-	"CQRTIHxD1qr77peFtvxSfMiEyOE2NxHah7i6sEU6T8jYDiKF9qZJsNTIa0sWSUy/XizHtEuaTy0797Ck",
-	"EjyrjYINiuiaRJQURd4txLUo/FHHU7Zej16TQ3ujP79SgW5YtYjzYIF2UDv0mBmnWPICgwSDqJIFPTwl",
-	"pgbdbgrbou/roxnUWN2OuLxUxnIii6ZoScyt7p10/PmVeePwGkKrp/0njcqDtMWa/HoZkrMaY/M+Eypc",
-	"z0d6YQejgqv9wVviKfjWME5ixk16wFtImiLn2BrnvyW/L6Q76ijYPx3ACw7Yhp2VRt4pGGjFex5AdkLi",
-	"IJpN4B4PqTLoQ9weKz5gWIWPUx1CtwdR245MlCqJcZMMw09eyMLIroSYg4YoPpC0aOLNCyPKSz6hBOPd",
-	"ZCXjxLnW5jTXdxcy38L4dtJds2dtd/qaz/UDEXao962i9H1B5+jh+91n4bFvhZPut4xG7z8Uu0uLAiXG",
-	"WST9fnI3ytz9ropK9yfNxGS7PrR9CS71rTiY5po3BxbojpkCUVAunvHJ17ebw458RzdCJZb3PL67+Xa2",
-	"1fCcM4iB2OKM6Zm0jg9j5USIgjyAeO9dksj2LB3Sxgs11g1pSYjocOnl6cYafA45dFHLYQzeW8gY9xVm",
-	"sTzqbQ3+7sqb33g0ejdBj+i+Qk9oYUQcrrK+vG3JDUNtiFndiccCopGCxhkvCjDWTabnYm82/aYgkh8P",
-	"XcrFPL9Luti1KH0I77ZEFPEQL53802rDoWkkddLZRXl3lV14921EV0Tp+6WXf/whwguv/clR1a/XAPcd",
-	"ucOOUSDeu56cF17L+y3OyS2Owo403HoluLS3LqiIzsvm0+lHzAhAjjLjubgLh65OkpfKdzpJQIBl83mC",
-	"AZa3Py1I1LV0tuP+nsPj39U4Vsp7WweqAv9NCtXU5oyl+IiU8cKEHBxDdbfwL7pjEo/xE84rJfU4LdJ9",
-	"63XQM5ZCimsKyVC5xqgRlGHXI4Ec3cL4frcR7q5G1f/dtnyI85D6gIWFcCaTuCrLA9R4e2ozrw6Bpu6a",
-	"DnxPkcnt8cdtdRnPIUSNiYY5omkNqny7Cm8lrCCGoiiCggFujNXGS/d5wm53ThraQgaOgdaAKKVic26n",
-	"JgnIOSqnVJK7prjsqIlvznnD0nR6tz9XoW4+rHtzNpx7jIZaWFr4OCPOXP73/OFVf/4fq6+X/zxR//pq",
-	"9PZ4dvEo+8eT1s5a9tvyygqtc72+uUb/29NVmrgSneUX39zNiKjvw2cq6w9nZcA4WAe+wv/MJyhXFkIo",
-	"RbyL9IlGv2NtviDeWFRJ6dn61vqSQ1b0cxpmdWBZvwU74RWcTgBPu8tmHFK0X/GfTdmDiBeQ6P32+VP2",
-	"8OHDJ+4Y/3jxlCppP/DMFitmp6UQbFxyDwyUy4m0axBuJ/2Tx93j4+7Jk4v+14PTR4Pjh73jk/5/xPNy",
-	"mn/XSqxTqu1EvZZvKUvhLutd4LXht66ceZ8P4PIOWhNpp4tRL9Ozo8gVV/vsn4bwgEZki1La1Tu3sUh4",
-	"I8FLUZ4v7LRxkQjCYMDSc0JxhH0dsL/Dfay4ugLM4J5HZoaYKfxWzXNq7RwHIMl6bgDmMExfi5J9d3Hx",
-	"5giivrANNdWUQgrAcp1ewialXiYefaVSbaKi6qHCQmFUf9BDy6mwosIUg2t50RuqoQKigbBFI11Eue5O",
-	"Tc4kigFP8HgnEW0tMb43VIhVB9EgKBxVLER8021AkCnLdbYA8AQPLGP5qBAszXQOQVT/XF/vOFpYlh5N",
-	"oU7rI0UljpzCtvoIOD7SVI/k7lInqvhc9lZ8VqRMKsD2yTss42UpQQQGJAtuhmoLJQwX/f7D7Eqs4INI",
-	"e+wcbpkCkhVACLe9+ppUiqsuvcaJoWmndo7EUFFkkVlN0STI03WkAMtgdFTGckY5SpAPuFb0DhGqReYW",
-	"DhBdp3o5VOijxzoEeKMbV4+90nDNLmjQGMnkmK1DjJ4xPlTuEb4mBGoS5GRq4/sesgpuGfZvrVbV50Fz",
-	"hYo3a0ORBUR+YXe/fXaRsO+enX8DM3795uLF61fvOjR9bisI5qEygjhtM7wya6fvRNZ9Lmw27b6TVgxY",
-	"Vmpjuu5H3BzDZwL/9KCp6etSTqRKh/SgUAxBs3hg2FQb28HaQ4Q2QHCjtbmzpxDFiSKFStuhosEbBNRR",
-	"QsJbMHKNBxivZHw8hhp8WMQ3nHLHsXjZjTBO9SYSwXF0u5kuTRevSlkboPFGqwrgiiMU21CJD5mYWw9l",
-	"gIVSzi5n6dH1cYrJzhXiNTz96eu371jb0Wbhdt6EJPczlj5Hdta9wCjiUKXPLvjEnYcaPiqc2Zca2UHq",
-	"jCBn5XQQYshRRHUkE2akAiAJIUuWaX0lkX0NlZwoXYq8x55FKF04ZzYR1jClcbCEwLpGiyOdr9hsYdzO",
-	"lPIait8LsUWg5ytG2QcxOhAzHcJ/hcWk9wzgICG8iseSldUyOTL5mq3lNKQ+uCZYtrBMj8dsJMa6BK/K",
-	"UKVP0fbvorqTAtAQ2wij4wRButRm2UYx8Ob1uwvS8WF7Ozj9kWBQTFa4scV8Gvkz1SdUnRjOGAeQQSNI",
-	"VukxSxd23P067SBcqK0e6Ai/KAaQ4Y87FOZysZqLFCDDoqU5fsSakzvSHnthw4B/vHje/Rq1L7fN6XC4",
-	"SJkwGZ8LAu0A2D2zKEs9ASRrwFvzqVaI5LXUbCZmI3cU9RjWnjoFNC1uZ4AclbNCKHeshyoXTkaVBPpu",
-	"ZCGUU6lKMS94BoBieannMZsgFLKojMOJjwrQcagCeqMf8XZ8xxjeMUJ9XEN6HKoK6pF9h0xmLIVTuSFD",
-	"ZrPYy/IrYVj7MSShdWq4rkOVnj48ZutZNpTrVMhMKPQhUkuF8znPpqJ70uu3ktaiLEhZMoOjo+Vy2ePw",
-	"c0+XkyO61xy9fPH02at3z+CeKuS/FosNDrlWv3eMF5KUbw1aD3v93kNMZJuCDuiVBfd5IkDDdLYJEPmL",
-	"vDWgou+PrbVuDSf9/g4469vBWFNdeQOKNZTNUNEQ7IAJaOy9VqzVtgY/v09aZjGb8XLl1Ep5LRQlA1o+",
-	"MWA24Gveu/tIKdo667f4828yaXg34Kc/6j/c9pgwrqMYYHzXkrjHSrcmBOjo0cBJO0mCChWFf6CIE4Cw",
-	"oAcGlwjw27ii18dH5CwBM4UA6utTQ4ySqGIY+CMoeSkLUJ9SoZQouTJoew0wadcjZ+Yik7ljoMYpXUaq",
-	"SRFBPQLHwUsQv4vmFWV8z3guKFsDsqqLAr6Gyoc2pDbOARpYreKSjgOwUPiaQx2UBNBKHMvN9EJZKOva",
-	"wFlxbI9MkaAERqi9qAh7YOOAigei1YuzgAUBmyjx3mipQz+SsS4T4LFunDE0MCS8Q+78ULWdCADtOfQ/",
-	"yLhiCoyvXPDcLUznjMkYKrZhOT2mMbLsofJltJgViUrpKgzA6QJTwqKUtseeuQUPlXGWUuB1mUvFPSB0",
-	"4pYAnZ9RtWrulLrNXQJFNuxgwLSO0RyhktCtmNNainwdjhflldcvbVBvN4Fm2TkeI6cmOctACZGboYq3",
-	"BPtJYJAH5ESdDVVQ9lWq5991vjqAC0Up0N7B1Ag3T6DnP7d4BuTZPf4Kqtrwj9MT8K6Q4wdq6G4ObUq0",
-	"icN/U/fkECb5F2OxhIjUwGK/RXJNYuwC9r0QczzhMbng4XWcgq8cP6xc80RoqM1SstdN0jrFGexm2lGz",
-	"I7jl+CA+XzXTgJsOEA5VSyG448lv0EWHkjVDrX7QJX2paxtqVEJHoYrhwlkFxdgExPShquBMO2e+WgcN",
-	"PGzLEGpysBAwSpAnyw6rdB6gxBuquvkFZA9I/xWYDje2xqC8uO0RZG915AdOHtUmV2ce+7pe7Mt4JX8S",
-	"wR+sDY5q0sBjEg+TtUu9AAiDxbzTa+1tMXN6cr9ksp4onwKMLsmvdRGIjoiigAtMaLKEsg8cXN5f5REd",
-	"EpRFi6I4Y+laqnoKMOL1FkCftV3P7TU4tzxgQ++/r1rUWM/zQM+13Oxav4pYhfMAa16F88A6jVrxS2ns",
-	"9+6CL8i0PeTPFmsAQTjvkWfiYdh9R9y66tdvILpsgo8n8kCa4KFNmGNyxlLFYRvcqJ0eewXqmQ1xzZoB",
-	"hBhHN0lQzuu7izjH3xNU8B11DUI98rVTDDFJTIz6NPg5VFY55QJRfnw2wcHaRYTLdJBacfzZKDTCg24g",
-	"UvqV1In0SqzSGtizsboUDWjPEcvx3r+teGUPDPvx7cvEa7gyH4DTCg7v0SeZ3wATu12fqt+x2nL/RxA3",
-	"MY5+hBPmIeOkgYCCoo4bvqkP5QG47W04ehGThX3CHS4E5sStuyDcuffHsUbLp01Vn8AlSDyCd8Nzjntl",
-	"lzi23XeEboe/zebiUjVu7gvrzufc+GZmVUeVAExDnDHxMSanZebcTEeal3mA9G/kulG/3p8b+8DK/NAG",
-	"q1didfkz73486X61tcHqe6K2KtFoq1B/6Qv31sa4jhhbrOL6LsTooc4P0mzr3ouMf1sP4aYigpuk8dWg",
-	"3/rsB42HDJ0MTjb22OsZdVUaaTvdNhooA68Nxie2UaGUe2AjKnMztVUrdoR9jw+4kHo137z/gnpUhSbT",
-	"IKReKwFtn51qjQv6ezdd759NuLWLqC2HIMyoAjrcpkHj30ef3HVrDH5bMvIDg22T0LdQZfDFkWPfeQYa",
-	"cHoPFZ5DAKJGlu+I18eMDDvpn3qXoa9dhDNTYZPR4eV2PRHYeOkxYHKMfkZ44ZQbNtPXoI8iUnbcAait",
-	"fQqcEmFMgATTibPkQiucaEq1rj/kAW1yiSH3RgDHPfyKGD2qWtREi4A6ahXyD0wDhnUD6/CJx9UBvBXk",
-	"X8NxP1CQu139fUvx/gHHs2rlfMcD/RsY00RCGyTjqJ97PD9UHppYQuJFbhPaFXXF5gZxSCD73xD6kq5g",
-	"Rk/6ffIxo68LcgjxamuaMbF6G6fmW2H9kfmyEoeAUJqNd1w6kMB/KaV1QruIEWoc96S6Eoy3hHLiS5lv",
-	"o7Q1VrhHBUEE3vdNMqsWxrvLQ5Pd0b+qKqaOPeKJv+3ouDn+RmlwNW49VBOw1ihYj1q6l2JQZ4PZIk3B",
-	"M7YRO8P+cOBVGaqNLodJ7Hn1USkf+4pckaxcKOiTvyOoc5AIO6f24lV7NbdSYLNQMs7JKZt23FWL0ic9",
-	"uUtIHsNnXAxwdgciqjAvZUDHOsNIHbAlQjnjhtBvcbGgtTPypU0JjrZxGCDtVS7HYwGM06819mVsTNH5",
-	"XqwwQHv82CkXJ48e1Vp2EjYwV7mesR9/fPGNW/OZLgUmwI2Eb3pmqw5cQ0VooNiCalaFuUOroKrlJN3z",
-	"wNBc8fQBkmjQmXBLQT+Y+lIYUhBe5GI211aobNVFw73Z5Hn0qJ6f/bjBePsc8b4GQOBfE8n7LcN4O6J4",
-	"3tV2m6Ddmsetlpt3SKGc78kKFHGG2YqEB04cKDRz2m7P7897v/krnrgtnmj0TEACH1RaVnUSJDd1Sbyt",
-	"MbJIomQt+NfzNATsbADJ4jXmm64d8DRuKANsZsrNUCHH3A0+eoZt8yDBrTYIn9SZ6ZkjtxHProYK+5WG",
-	"jMlSXMvrmFEPQvYLNpIl3uuI/kqsPn/Usa4Lh3a3cZyRRbCB8bL+MQKQIYUmtORFINBfE3z800Yaq2MX",
-	"rKKDHSRHVR+y3d7JZ7512O1U0t+VT65qx7bHJ4eL8pdPrslKoiakyHrpVEax0C9uHcXtNz+refSKnF8S",
-	"kOAykUeNlql9XNT7IuqiETVN9oLPQz72hmqLm5EXIVjV1As1aa6oCXVBQ9V0FxJu5XN0j6nZWBEeKRV7",
-	"0xycUWA1prx7gwotr+1Nrc7wFsVnvo90HQ2Omu96d2ODxQFJl3MBJWOQmG5iq7DHyP2Diw8OzHwmFQCu",
-	"6AIRcbF/vS/9DSI608jHRLMPE54f+nn8Cl3fYyW1So0B91zMC72aubuxpZi3Ak7RChgdHmLfaCB7iN5/",
-	"8vkypEO7k01meW6u3P5Hrf0KwZ0BLKGwDZptRKTuZG9IxY0J+nefsXc3R+y9qU4ewzMdMKVBHV/XxJVe",
-	"wj6VcHS9g99qNoWinmtR9v5A/uBzc9XEaKiBYTXriWZtzwKcqu55ZedwxYi43GcQM+vMB55buYNvw3kO",
-	"o5g1NLSD+EZjKMQ3L/wjmMF/xuCHT3D2DXEqeTlaVb5G73iJQhanaIjehtqVWH4BWldi+WUpPULVu2e/",
-	"GHX+bSoggmqIXj37GbjvsupVQkh5u7xgf3rX1Z/vzD6D7n+bThrUldB5WamzZo+pXkc/3Wqgv41xTJvS",
-	"nNYC6RFQ3vakxKT53oJO861vBLdac/R+Oz7HHy7tpw53u8fNUG3vX66GTeGHTf5ZHUTEcdYmV0N0UrZn",
-	"WCNyb4UP/KVkUh0o+J7Ntgj+uEk0ZbrMf/8q3R9FQXMbjLgwnkY9DEho4KsXFiIgUZW4r7nfSsCB/UcA",
-	"oju4f4UDegDzv1s66B+LB0eorXtZMC3eXxy4MQFzHeBpZypmRa+bJHz0yX/cm5QJnqNQAB/yU6g1MvUa",
-	"xsOF4TZuA9LpsU9SUT4JxU6lGSqq/sCMFOyQWRIvjMQwqGZNHsNvYLhvK71pv/WMt/z5sv9/Az6LS0mJ",
-	"RxE1JuBovObFokrIg0uakgJj4tySFwiQufC0TM+EqQLPxJaYY4yQZ8ARTtcKjPUmgA1VgRFh3kopVA6Z",
-	"OlD5z3hgOtigFyhyQGFy7qjY8mw6E8omPvFFyfFY5BgLMFzlI/1B5KzNcZRD5cfADUut+GCPpnZWpAGt",
-	"DKaGRe4s4wpwmzIYSzSCB6aqn+j0huoFZgg9BXSUp4jPMmBKdzP3DYTl4RMrBXjzuY1X6tkFn/jC3hfj",
-	"7iutRPcHqM2NVpMMI3dt8Fk87J/WoLtghj3Wrj0EQgluGrnICmibR+tK8sWv5ncXF28eAPRAQiiuCHYF",
-	"n93gTUgZWSjEf+g0nPpvhd1+5Nfl1d+O/lYXUZsd1UYrBMILxFNDXxwBpsK23E1Yj+RwklzzLXhgo2+k",
-	"mWsjm8vb0ooEz9hYFsLx3f86bCG+nD9ACDI3bKUDVsGF8WtRbZvHEgIAuKleQtTJ3q4mLglDfkeAKt03",
-	"upDZqqntJB6NMw8i1jVlxh4orcSDdEBlYlytlnzlOAYmB3pPuCMJygNBfK7bDtNR8UH5AtE9n9XTk7T+",
-	"1Y1xq7qv58FlsBEuAJZyh/LEh00i7pW2bKZzOZY+GBQEM3Qgl0XhWxl7+azHbI0vrBHq7Zfz5q9M5nWc",
-	"oU1ReRYJRxRuUrEaGW6XlbdzCQeOCW7hRVP6vdPs3QjG43VYPhCFHqkiJiiqEREhLq5YyaXHgcF5We1E",
-	"bRN+kY+IVx0C0sgfh0B7hdFsJKKvCfaApNVQLZTPIwvJNmDrIXrJuU/zHelrUcuCjmQtNszHrGgnyjz2",
-	"WnuzpVlnwHiWiTnApDj+DrBKMOdoypCmjS+jLDgN29tDNEECgARVukI1qhifrLRgAui7EisW4X8C1ieW",
-	"HFKA19/uzVrI6bXTUi8mTueAeQz8B5rrUFkN4HSwbHRjAN7x+Pggyv2Scd/PWemQik+fEvcdBv46yVC5",
-	"eQxb9KIW9gxGcGYAn6KupWBFoO8o7K4fUYwCRDll3mB4YFgGaYtSsZnMSu1z8dq1HcZFXyNebqG9hMym",
-	"WENghgr6D5cJMxr6jLp1bGhmF5IYxpJcyfHIYaMcDwX2OSDwV2H5hNBfGafzBcF22HuC2vJNmWMuzSlz",
-	"khh0Unv239L4VshrAaSXNsfiALqpQ12ra4x97W7QgsPM4DmsDRi8x8d99n/+9/HD3nHnDOFmlp7IQ70a",
-	"Oz0+gdam640+UyQAVeXueCUIkj2JttlFODHSsGwqsiuf3xLAwAwgTtVAz7xjJ9TknfafrDcjxKRmfE8C",
-	"MIwBAiKMlc5W5B9CFPh1YzaE746p4qjCIY2X6knvYe+0c4bn3iPB4sNP+v0m8/XNIlZkd1Y8bMm1Jkrq",
-	"sbckl93q4Du91i5rUKJDlZ6efM0ae7amCIGHIp0aYUvL9JxwvoFqjCbCRCNDO0PKB/l9SlMJcFEVugOd",
-	"t7CS0jKjOzsqBuqK2GGlhf0mHexT8/MrgbMvZLLpogLzyFuLlcnLDfv22QXQ3ZsfL8IRsZjg+rd0EJ95",
-	"rB2tSAzPb29rAQWd/NsNdt9L66d+18sr7rFzBDuLMw61w25reyFOrDfhSKwcsx/k3xOPohfbZAm7EnOw",
-	"tSfyGst/0KoHuFqDZjzA4ZLJZBCaBExaJ47oTYGjgIia8rno9Ni5YmI2tyuE0AWYWuxIDK/x8pQBBmsB",
-	"nl1vT19U504aekibq1VnwFI37AHDVU6HCjWOGb8S0RnEMwkzwNGPdC6FR5FlPO4a7s7dzT34ebFb1ubW",
-	"/eQlwTUUZyL5Ob6Ga/E57I7PiWtz4HTIo4EwN5gHEpo7tYMbtPOrp5fswcGJNPMf3778UwHe3HMSX6xQ",
-	"DCIDRBooqVtG+n6bMKybaujhps5ZU1v4gVOZ0UCoux+xl8MULMbIWnF6qntQraPy2tA4w19ZuxQ87+Dj",
-	"CdWPYbMBw3INwyXd4RnPpkMVGR2o8wf/O7m3Dm5h7/bq+ORe96pJBR2woDIjbv+a49Pj9zqbhZItv/7t",
-	"Bh2UMCCKmgJE4Nn3mhD6qP/Vva5FvQ0+ETUpsiDwJljaFRUTtcFxrnzyeQdKXqOQ2FBRGSzKbHfEQMKA",
-	"j4UXRYKV0U6Aw9tZO+12Z/xDNzyiOxdl90qsoC1B/bcuPDNc0MEcQNKsCC0TomBk5LoBI7BBqa2z2Yaq",
-	"4Mb2mC9viB3Fa6aTP5ZnlGXo0/rJgYARBLPI3NoNVVWO5kt2fRMYMy2lunJ6Ba4Zw2ifAXcCtbJAqwUK",
-	"lVFdsVMx69Cp/pUuMGgIuOkDu0Oo8ijqSdgYMvppqmmlwRTR43WvFQBEkFg2EbVVXWNrXinyboWqBnqg",
-	"b5PpgZOtdAtp5EcMfMWKpzPRIr+PqVp2zLSaDBU4bNpGCFbPMOuc4Tb5TQ9ENtYltKxwNzYZl3EOwk+0",
-	"XPeg9UWdJLeo7c05Q395i9crumh9vLvR0w14yAIVtIPJ0+/sSsP6LI5jOpGE5ma2A9r7EkjUGyIQ8TgE",
-	"lWLVfQpVD7rIg+Nvo6fgAPilr6cNlU8ephwM2XasvFCGb54mcRkUXd+hrpD09VD552CfQ/LbxkPxcPlZ",
-	"oc3aw6oqM0RRKAryc9d8Vmjg1RciBkrESDLamWCrgwIGGJjsnCmtusiwz9+8wG5KvpCWcWwdJ3KmFrMR",
-	"cia/P9BxMSDNt33bIGwQypx0pGU6G6rjpN/vs4UqhKn1CDJ8ZSrvX6eJ0byeC/UutFb8/cAzrHUfvGc4",
-	"VL8iTYlO0AjT4zNERLEFoYE6b8aNNwNh3gojtepGGOOkRp1GCTDVE9DRJ/r0p0ROvf9Cer+uoN5Gmiw0",
-	"hDPYyXbt8Brqx3ZGNACdQHQJdVVaeZCBHnv9Z6uifw3T98uRBCERt/sF8eJW4UqIOS/kdU2XDGIqqJKb",
-	"dH0Eq3r7ApvAW8Y7KpdDVVCMWQZGgW9DjZ1GQi/pNeBpN7S7MtZbMamqee091+rsYJIw+/yMQDJMipJo",
-	"veHzUoDJt97Y+U9Zvbr7BlrKP1hdzlMUbEGbihuIxHoYVfh7ZawhleC2B/+OlXVbDn5Dfd3/tyeX6uwO",
-	"PLrYoeivk6v+cFWwgB0Wn9xazD4+nMn2s7z73AImwVYnD3TBmglj+AQReFPA2RhgEhF8pphfKvNBSq2t",
-	"fkG3dc4tpysBf8apWv949/pVb6jSl9zYLnzbffFN6oztBXRApr6dgJv3S4WcQIYbIbA4iy3TM2gmDIAe",
-	"4NWHFwwVZ1PBSztyWkFlxyKIiDRM5kUjMsZPFHv9YnUkzVHyeBn2R353chpIg4Yt6eJ066xmw4Bochz9",
-	"MbAp7t9ZdM6c6ht1d0acJEfR78CK776DvG5CT6oOHB6v9zdr/RHrLdB/fu+2F90BSHZVV87B0dHxyVe9",
-	"fq/fOx583f+6D0KRHr/FKZR4o7ZC884J/41Ewxm17kXgV8gEpqO1Vu9qWptZD8/XW59DvH+0igu9EgLZ",
-	"IY8aJBpmvCxX6yCqvc3i3KZ3/oTP8Yl9I5HxhfENiDEyt+QGs5YSBqAf0Nxrs0E7FK6BRzd+cyhB23w1",
-	"NVC/hvIERwbJ9m2n5+Gubz7qh0g4RzzaKVrBCsPkCXqPyhEF1RlnE2GnoozeEpj55ovI7DW+IAI6oUPM",
-	"g0ctzKlYBNwhnejB0Dhi86G+tWmIc0rf6JTuo66cN+9v/l8AAAD//w==",
+	"7L37chu3tif8KiieU2Vyf02KkmUnpuqrGm3HTry3Y3vbymTXCT1qsBsksdUEmAYomnap6jzNmfeYRzlP",
+	"MoW1FtBosnmRYiuXSfKHRbIvuCys+/qtT61Mz+ZaCWVNa/CpNeclnwkrSvj0dFEaXbq/cmGyUs6t1Ko1",
+	"aF1MBUuV+GAvM7giZXrM7FSweSmupV4YNucT0WslLeku/3khylUraSk+E61BC+9pJS2TTcWMu8fP+IeX",
+	"Qk3stDV4dHyStOxq7q40tpRq0rq5SVov5UzazZG84RPBjPwoEnbMrGbH/X6ftXMx5ovCuk+dbaMo4IFr",
+	"g5Czxaw1cA9JWjOp6GMYj1RWTEQJA3oFj2lamUJwI5h7TXj3nNtp9Wr4J2mV4ueFLEXeGthyIeKR/Hsp",
+	"xq1B69+Oqs05wl/NEbzXDeCtMHpRZjCIhpeU/udf/KJ3whip1Vt3adN8Df7+wLD5YlTIDKbO2qkR5vK/",
+	"//O/0s6WZaD7dg5wzq0Vpbv3f7nH/dTvPuHd8ftPx49v/r21SSc37llmrpURQMB/5flb8fNCGCCdTCsr",
+	"FPzJ5/NCZtzN4mhe6lEhZv/fv4yb0qcDl+cN3oUvrS9KKtU1L2R+WeK70wEcDvrEci0MU9qysS4KvYTf",
+	"3NBKnlnWTpdcWqkmlwtlFvO5Lq3IUzbWJePM/cS4uRK5O3CcGVFei5ItpZ3qhaULpJqwQirR6bVuktZz",
+	"XY5kngt1rwsw9m+lqV+JFSt4dmVwIXQhmC7hb6AVaZheWCNzwaQ1jouM5QdhEgazHpV6aUTJjFBujn4Z",
+	"7ZRbttSLImfZlCvHB/RM2Kmbv1ZsJKa8GMM6KW2n7n5pBazJS3dAX+p7JgpgC5eFDvSAfEJ8mDvST9iS",
+	"G1YK+DJPWCmuNexzycxiLkojcvc1rRo+S+Zu5RwlAQktytKtkFY4y1faPtcLld/rJJW2l2P31hTG4C+9",
+	"xyGcKybKUpfw/rfcCpAc4n6XoeRWXBb44ugIAAXPdBl4gTsPXAHRu1sYdwzBnLFS2HLF+NiKkqVv3Yfu",
+	"ufuQMiMyrXLjWOpU8JwEdXSJ+7idn24IsojB3/uJIAEQnwn6yp8KR+/uXGSFNiKHLf1B8YWd6lJ+vOc9",
+	"XcCLhbLuFbCtSrPzNy/cziKnUmyhrpReKvcpHGAl1jbrxx9/7J5HjzpoxyoRh2twzWXBR4W47yXw76X9",
+	"yrnlI8fGMq6AEfErwZaltCDilqydS3PFxouiSNiLo9d4NBNW6OxK5B2my6EK4pArsxRlj70VPDfsSog5",
+	"W+rySqrJGYPjMOFS7TwUQ/X5jsWN/x2edJ7BredFEekTPM+lWxpevCn1XJRWOq1jzAsjktY8+upTa6qL",
+	"XDRo0j9ONXO/gWCcJSDnp4sZV+bMkReoBbpw9CTVtTRyVAh3zYxbJ/ScxiBKYAbiA5/NHTm0bMmVGYuy",
+	"++R/TLWxXd5KYv365NFj0G395+MNLSppue25zEXBV5czszloWFBH2KT2GxJIho6tYW23n1p5edZJgMV5",
+	"We9+nJRcWZHTpo5BrknDCq0mbjo4R9ySx6etSBvvb2rjSWsmLHekuI+4v/fXuXt03qDAp+JDViyMvBYp",
+	"awOFoy3RGTBxLcoVDpzBVbmbMXyJCgb+pMdhsr2hSs2Ul8At4tulcdob/MLapeB5B1cwYSMBahBpLHgF",
+	"3GNosYcKlpGrnCn3SH8HVywMHZgOHAah3Jr91Ao/OYsHntp637Dx7tGmWcuHn5yJxfEoJE5YOcJUWokz",
+	"tL4enybwkdmlzESPBWvIMF4KOuAiZ1LhbusyFyVYB1Ygoe03SICYX+D1j0+BMOhTRcm8LLkz9RZK/rwQ",
+	"9LM78+5Qk9CReQNh49Roq1A/W6hcEHF64dR24sipmdJ6Csfz65YErJ1bnjdri8aD9s2iBFbutj4ek1Rs",
+	"ZhLQ+2EpBVkCDwwbOeXL9NiP0k5ZWk02TZz2kbP+YKhstS0FN86igHPn/o1kMBGQ5yvHj8Aq3jiYm4fR",
+	"GSGN0/lOL/FFVqMpA1ZNUQRDwDDu2EYmKhO+n7BcA8dwd3QStpi72+Eg1CfdY98LrpZTWYiauYXsVVXs",
+	"aoYzuxWLuYmN1J/onCSerYcdrM6UHv1LZNYtBxHVl5Ib0t5RarD2R1Hq7lLmdpqwkcxlKTIcln+C6dRF",
+	"ixPHouw+vLtgafbi+HMXDEIO/FHM+HzqtGXYN2nYjKsVM4W2ZkB0kMITU4brFOgnYYJn06FyJwS4sVPK",
+	"gtHkeOdYqEwCKV4JhZx+LEtj2bgUAt7hmDRJqbNgWEszVHhdpmf+FqDDnISYYEp8iB7TITboxuke6Szb",
+	"nCGZcrXSSgxV0ABg9oNgsTqabROLTcgHEFblDHXOlf9hKoqczQsu1VCh1HWvS0/7T/DllzNpZtxm0xTp",
+	"/xburgM1ApTgkVXbpAjERv/vUhHYI/v9/M6YF/2szZmT8WFbMi0+SGf8AXk2iXqQ7hp9GcKxBaBn1kjO",
+	"Q+WuBjrusdeOedZUARLXQMHGSY5COmIquK3eqpUwyJFHYipVzqQdqrZ3K6XE0NMBURO82JFb2umxczhK",
+	"jqSd1o9D5LXpPDB0ytzhgSfgr5fwbdpjrxx3B3lFp7l92u937qTAHCLdGyS6VMYKDl41R4EpsvOUtSek",
+	"TXnHC2xWJ/LfDJUndZhBJD8TVgollsBkIssWvkS27dWI6OehCgqFtOGcfg5dApxeLPcaxV4VouZF7zte",
+	"+/Bx3/3XQeXCqbYN2gXjNb2Jh3k7TcP8eqoGEX5g0jjIA9SMsC5DBQtT3fPQL8f5bkcs6b3Ai/tD1ejf",
+	"dXq1WsFtA8bNFds4fMATYCpasZVelMyp/b9clTlEhXlaCm5F/nexAp98TUO5wi83DQZyjTh+JYpxj72b",
+	"gmdEFSs2FU58VYsLxr7B3xyXmnIz7bUaiLsUmS7zfczdjXN9mm6Y4f6mOT67JhdKfSavlWBCWcfnx07I",
+	"SmN1ueqxlNvUibDl1DE2y6Z8PhfKqQrAQMh/laK8m+mZUHbT6evmWF9NntmmgNtzJ+HzmVSMg4pmWDsl",
+	"B1OasPRKrC4z3CP/MfrVR4Kc/Bbukg7QUjrlKtfXovRhipqrErzrucyBUXHDhq2Cj0TB2rCleWfYatwg",
+	"bvdtzoWcCWP5bO4uJ955ecvb/Mj33fQdXed175skUqg3xv75dIfnxGSEoylDsZpIIrK20xBylrp//k2m",
+	"nUFQFnqRzNtjqO+LPp4xMZvbFamHaSkcqTtmA8Niy6n2jhtHyN51CcoxjZ8vcmmjWVyJldlyLqtY5OZS",
+	"VK/2gTC8GomsFOOFETn8AjpE4xuM+Hnz4S+Uo3rjhS/qYzBc5C5Lp+4yY0vBZw8MSyWu7wGCxccmt2+t",
+	"ohgcLiAo32sir+bRrkdHG6cI6tC+FUSGYix3Vi5oVfNSGOFU6AOnht98ClRGCmIO7FGJJf2FgaiWP6P4",
+	"JfAU+AuH00paEe+hT/Fldc7Tqo5uxXQa6HuNd7u9p2sSHzzHxYoscG63s/WXEg3vOq9Fuobw+SHuJxQQ",
+	"N2tOJncWq0SIJod9fS700vpdTQP/1jEKEAlF8XrcGvy0e3Sg3rVukk+1t3kboeEN75MG5oGaCmoj3nJw",
+	"Kh0qj8gxUv9QkH+8WPKV8UTYY+0Xin1L/pmJUKJ0hMHcux3Rrgw+Kml8lp6j+yEJDCjTOTIFK5QblbS9",
+	"Dmg8H7oT3aUZ+anjkpnNjUaFulm2Iz+eixLOZcJIGQbPJIbam2yvaNwbzoSD/Zm4wxsEtUYwNPgmEvku",
+	"EoNrpk49Su5mhAcFeRZOuhDWaS4TvamGbHM7vXDKGfzWyMG8VGqQD5yCUA0/ER+4rRJQ3ThaNTvIYPsG",
+	"h6ouVjcLVFo4q2nZ3MFNmBy7tasZ1bdh6u7B+DhM57AatgP3Yi8Tb/BGNrHE2tLuIqC7+SarTV0TWKUQ",
+	"zIITLPgl15zix/2T0y+xBaiOV3q2rFIqbu2Wv2laMMELd/U6hzGW2wUKleAs1VetvYINb2vamkZbi+Ts",
+	"bU+Kv220xVIL+j5dyKSNdcfKN4omyJVYNZI6+lyqBXC6wGxcTiYf8/Hso13+fFJcNd0Hp7ORN/hEoJqM",
+	"3qSaNXlM+sft+Qnehqu0yac0Btt3Pe+tu2Z9k6VTe3CO9JRoYkm8p1vooFl7cbr4wboLWMR7BA08cMsQ",
+	"7sYgwsZusuYFhcwweaLiEyBO0exAW32Tc/T3usBisqm/+hWfiZBeFmzdGV85u5ppxdrIN9wogpVCkalC",
+	"XomOPxfOpBpBOo8bOxoeIePzbsHMhycNpHxXoqvRW9OmotLUoDgAhwWTXwZhz4wAhyRrg4UQHFrSVn6q",
+	"oBF1mrwaOLLL+3EPiA9WqByO8mXpvi6bnYRvUGlFoUGeKLregNVosykYpj4SNAD1UFunok71EuNRM1kU",
+	"kjJQILa6YjzPUaa7JYRJrNhIrLTK2dLx2Whll5yCsFYXecJGIuMLR4B+IEPlrFdrgqXJjTc2rSwYt/C1",
+	"9Xa1u4VZ6ai8WOAWWluwdqYhWsqtvBZDRRdSaIpG4k7BlF8LNhKFFNdkkZO/yi0nE7wsJLjOeewyZrnM",
+	"9/khG4NKDbbggQ6duidnV4ByU9p4k2hLLnNWCusdE+CpR16AavgZ+Shx+pG1hARej5YWV5cPfz6ZPe/n",
+	"/zhd/PC1/ufx6JH6W/nVsnV4ZPQ5xvwKbX3GL0X/BrC3cFevdVDE7gDXwOfzgH1Hec2or/lINaUAtSPW",
+	"GU3pgaGA6d3yVuqUMHKnUk26Sk6mtlg1O63A23Fb7oJEfynmOps2SxhDwSU4jBQSpKMyL3UmjEEC8/kw",
+	"bi8ph9k4IYTiBG+HKNxQvdHGTkrx7h8vyRwtBST6sSkxar1UEInwqrJ7vufalB59pfTSRIMJfCDEo6VF",
+	"3hIO/lpgpiXml/+8Orl+8o/ZX/v8WWt7AK75dMX1AWFdMDxU09krbxpo+Y7LkuSpxdd85jOGVeuHzwhz",
+	"+XD8hPezk9FX+bE45Y8fN4630Lc5dpSSHjtz8SRKlYsPCRuXesb6PeYMZfKbwmxh3O5x6PJ1f6bN5zYY",
+	"jFU47KsnGHmj/w7z8oUw4K3Das3WZRUnIjOT3pDUpHvtVNUE+DpH2qqUNKu7lQ/nIPUKnvTOcisO8NjV",
+	"9/4ZKHjkNREq7+0142hs+3160agaNC+30A+AbVhxRswR0kjQMwWUzimhSZQsRP0TDOegysNtGj6mQ9Wu",
+	"KgqilGoydTo9loaE3ss4oBWSNDKu2EjUkzSGqo1JuJzytFcJahswQp1dMdhkCuB/Hk0wHubtdEGVb5dO",
+	"sJyRhpOsr3osina6xJuEkt+Qe4mIiSKPzNaR1oXgak/Ai5KmtrI/ZHJIfSB0ajEsYNKQ4+34HzC3tajW",
+	"wcbQ7tO6WzVqUohYCtkpbo8VmwlnV5JMpbwu93PCUkxAcV+Ah1ROpsJYOk6QZpayAhJ1cPbuZghVGc3G",
+	"vPwt6l0h56jKgyS24suD2roEuu+EXKNSxHlAg83FGyrIu4s3v1pDJKKwiOgo0mP/g0mrdY4XeajSitRT",
+	"Oo1WGOvtJdiEOncC1tSY3OTYlLNdhsrt/mvlrCVpLCv1ErMga8PxazTj5ZXZTFaCfW5XVDxU54366p0z",
+	"rLf4we+mjToy3Xs4QtTQguLVSM4bQenPdHyDQnMrreXA5J9G9vXWF1eFrM0NB/0+Zcex0106T/2UV2Np",
+	"kvrfR6e72XuG5SjrdWwr9rd3r18xfBDooZbNtLHslP1d/jVhojfpef03h8wtnuelMPV6EHhn2Rq0jvs9",
+	"9/9Xgyf9fr/V5N1+dYAVFRXk/nTe/Q/e/djvPnlf/dm7HHTff+onx0+eNFXo1koC13bt+VP25PTRV4zq",
+	"llguLJeF6TGIgEdZhxXXSViNi7SD8uK5XT1Hr9PEVdr7NZ4OZfVA2J3SFt2jhgpZ26XS9lIas8CEmxCR",
+	"jy5lKQ3pEtIl00bl6K5KTkaywPOitfpjp5n6usyW94AQiVdVqY5vVfPzRB9NDf3WmVZIwpfh3Kx9P+ay",
+	"gG+t1pczrlaX/nTgOVlLfqtfaLMpXjnnq0Jzt4T6suDlxB3LmbBTncOQoFKSVDCY5KWVM6EXFso+wsMv",
+	"ZyKX/JJyB7A0rPbIUKkM91VldQmwiFLxAn+IS//cS6MCz3gCwRQI35C16r77eaEtvxQfMiFyuM1NhPYh",
+	"roVskc4TMraDSKG9aRIsNfLakkUS068XyzHtkuZTy849LKkEz2qjYIOSvyYRJUWRdwtxLQp/1PGUrVfP",
+	"1+TQ3ujPL1SgG1Yt4jxYTh7UDj1mximWvMAgwSCqZEEPT4mpQbebwrbo+/poBjVWtyMuL5WxnMiiKVoS",
+	"c6t7Jx1/fmXeOLyG0Opp/0mj8iBtsSa/XobkrMbYvM+ECtfzkV7Ywajgan/wlngKvjWMk5hxkx7wFpKm",
+	"yDm2xvlvye8L6Y46CvZPB/CCA7ZhZ6WRdwoGWvGeB5CdkDiIZhO4x0OqDPoQt8eKDxhW4eNUh9DtQdS2",
+	"IxOlSmLcJMPwkxeyMLIrIeagIYoPJC2aePPCiPKSTyjBeDdZyThxrrU5zfXdhcy3ML6ddNfsWdudvuZz",
+	"/UCEHep9qyh9X9A5evh+91l47FvhpPsto9H7D8Xu0qJAiXEWSb+f3I0yd7+rotL9STMx2a4PbV+CS30r",
+	"Dqa55s2BBbpjpkAUlItnfPL17eawI9/RjVCJ5T2P726+nW01POcMYiC2OGN6Jq3jw1g5EaIgDyDee5ck",
+	"sj1Lh7TxQo11Q1oS4k9cenm6sQafQw5d1HIYg/cWMsZ9hVksj3pbg7+78uY3Ho3eTdAjuq/QE1oYEYer",
+	"rC9vW3LDUBtiVnfisYBopKBxxosCjHWT6bnYm02/KYjkx0OXcjHP75Iudi1KH8K7LRFFPMRLJ/+02nBo",
+	"GkmddHZR3l1lF959G9EVUfp+6eUff4jwwmt/dFT1yzXAfUfusGMUiPeuJ+eF1/J+jXNyi6OwIw23Xgku",
+	"7a0LKqLzsvl0+hEzApCjzHgu7sKhq5PkpfKdThIQYNl8nmCA5e1PCxJ1LZ3tuL/n8Ph3NY6V8t7WYbXA",
+	"f5NCNbU5Yyk+ImW8MCEHx1DdLfyL7pjEIxKF80pJPU6LdN96HfSMpZDimkIyVK4xagRl2PVIIEe3ML7f",
+	"bYS7q1H1f7ctH+I8pD5gYSGcySSuyvJwOt6e2syrQ1isu6YD31Nkcnv8cVtdxnMIUWOiYY7YX4Mq367C",
+	"WwkriKEoiqBggBtjtfHSfZ6w252ThraQgWOgNdhMqdic26lJAnKOyimV5K4pLjtq4ptz3rA0nd7tz1Wo",
+	"mw/r3pwN5x6joRaWFj7OiDOX/zN/eNWf/8fq6+U/TtQ/vxq9PZ5dPMr+9qS1s5b9tryywhZdr2+u0f/2",
+	"dJUmrkRn+cU3dzMi6vvwmcr6w1kZMA7Wga/wP/MJypWFEEoR7yJ9otHvWJsviI4WVVJ6tr61vuSQFf2c",
+	"hlkdBtdvwU54BacTwNPushmHFO1X/GdT9iDiBSR6v33+lD18+PCJO8Y/XDylStoPPLPFitlpKQQbl9wD",
+	"A+VyIu0a4NxJ/+Rx9/i4e/Lkov/14PTR4Phh7/ik/x/xvJzm37US65RqO1Gv5VvKUrjLehd4bfitK2fe",
+	"5wMowoPWRNrpYtTL9OwocsXV/vZPQzBDI7JFKe3qndtYJLyR4KUozxd22rhIBGEwYOk5YU7Cvg7YX+E+",
+	"VlxdAcJxz+NIQ8wUfqvmObV2jgOQZD03AHMYpq9Fyb67uHhzBFFf2IaaakohBWC5APw2KfUy8egrlWoT",
+	"FVUPFRYKo/qDHlpOhRUVphhcy4veUA0VEA2ELRrpIsp1d2pyJlEMeILHO4loa4nxvaF6htXZZalLKBxV",
+	"LER8022wlSnLdbYA8AQPLGP5qBAszXQOQVT/XF/vOFpYlh5NoU7rI0UljpzCtvoIOD7SVI/k7lInqvhc",
+	"9lZ8VqRMKsD2yTss42UpQQQGJAtuhmoLJQwX/f7D7Eqs4A+R9tg53DIFJCsAPG579TWpFFddeo0TQ9NO",
+	"7RyJoaLIIrOaokmQp+tIAZbB6KiM5YxylCAfcK3oHSJUi8wtHODPTvVyqNBHj3UI8EY3rh57peGaXUCm",
+	"MZLJMVsHRD1jfKjcI3xNCNQkyMnUxvc9ZBU4NOzfWq2qz4PmChVv1oYiC4j8wu5+++wiYd89O/8GZvz6",
+	"zcWL16/edWj63FaA0UNlBHHaZjBo1k7fiaz7XNhs2n0nrRiwrNTGdN2PuDmGzwR+9BCv6etSTqRKh/Sg",
+	"UAxBs3hg2FQb28HaQ4Q2QHCjtbmzpxDFiSKFStuhosEbBNRRQsJbMHKNBxivZHw8hhp8WMQ3nHLHsXjZ",
+	"jTBO9SYSwXF0u5kuTRevSlkboPFGqwrgiiMU21CJD5mYWw9lgIVSzi5n6dH1cYrJzhU+Nzz96eu371jb",
+	"0Wbhdt6EJPczlj5Hdta9wCjiUKXPLvjEnYcamiuc2Zca2UHqjCBn5XQQYshRRHUkE2akAiAJIUuWaX0l",
+	"kX0NlZwoXYq8x55FKF04ZzYR1jClcbCEF7tGiyOdr9hsYdzOlPIait8LsUWg5ytG2QcxOhAzHUKrhcWk",
+	"9wzgICG8ike+ldUyOTL5mq3lNKQ+uCZYtrBMj8dsJMa6BK/KUKVP0fbvorqTAtAQ2wij4wRButRm2UYx",
+	"8Ob1uwvS8WF7Ozj9kWBQTFa4scV8Gvkz1SdUfSPOGAeQQSNIVukxSxd23P067SBcqK0e6Ai/KAaQ4Y87",
+	"FOZysZqLFCDDoqU5fsSakzvSHnthw4B/uHje/Rq1L7fN6XC4SJkwGZ8LAu0A2D2zKEs9AdxtwFvzqVaI",
+	"5LXUbCZmI3cU9RjWnvoaNC1uZ4AclbNCKHeshyoXTkaVBFFvZCGUU6lKMS94BoBieannMZsgFLKojMOJ",
+	"jwrQcagCeqMf8XZ8xxjeMUJ9XEN6HKoK6pF9h0xmLIVTuSFDZrPYy/IrYVj7MSShdWq4rkOVnj48ZutZ",
+	"NpTrVMhMKPQhUgOI8znPpqJ70uu3ktaiLEhZMoOjo+Vy2ePwc0+XkyO61xy9fPH02at3z+CeKuS/FosN",
+	"DrlWv3eMF5KUbw1aD3v93kNMZJuCDuiVBff3RICG6WwTIPIXeWtARd8fW2u9JU76/R3g27cD3aa68gbM",
+	"bSiboaIh2AETsON7rVirbQ1+ep+0zGI24+XKqZXyWihKBrR8YsBswNe8d/eRUrR11m/x519l0vBuQHt/",
+	"1H+47TFhXEcxHPquJXGPlW5NCNDRY5eTdpIEFSoK/0ARJwBhQccOLhHgt3FFr4+PyFkCZgrB6denhhgl",
+	"UcUw8EdQ8lIWoD6lQilRcmXQ9hpg0q5HzsxFJnPHQI1TuoxUkyKCegSOg5cgfhfNK8r4nvFcULYGZFUX",
+	"BXwNlQ9tSG2cAzSwWsUlHQdgofA1hzooCaCVOJab6YWyUNa1gbPi2B6ZIkEJjFB7URH2wMYBFQ9Eqxdn",
+	"AQsCNlHivdFSh+4pY10mwGPdOGNoYEh4h9z5oWo7EQDac+jWkHFFqNu54LlbmM4ZkzFUbMNyekxjZNlD",
+	"5ctoMSsSldJVGIDTBaaERSltjz1zCx4q4yylwOsyl4p7QOjELQE6P6Nq1dwpdZu7BIps2MGAaR2jOUIl",
+	"oVsxp7UU+TocL8orr1/aoN5uAs2yczxGTk1yloESIjdDFW8Jdr/AII/TUHB/h1DfMGwN2JBSH4et9EAI",
+	"9QiXvH5qQCaHY8Po1NAzthwe1uZ4OyxESPKvFpEr0JOpICGmRMo8x7IUZzy5bU3WV8/pS9UL/GDyGWh2",
+	"3lpBy7GDJznUaiK578S69qfmqeOU2cKXf3MPlgwlGURtnIZZVtnPVk+EG8AZbaMh6nfm6DUVQNTFRtUo",
+	"AWRs1U3spyaMIluuItxUtwqOStqkZZ+csmnHXbUovTXjLiEu1oYP5BoBjuVJ3AT2ApcAj+nQshFmb3Ti",
+	"ZaiNIUYJCo7STInlUMHLzvwBro6p08ywKh7XHxpUVFauR8mF1iZYZu+nR6jUnOVyPBaQuum3r427DXuW",
+	"hJCQtUXC3HFI2H//5391PIxug4bP/i5WyN6PHzvJdfLoUQz47WY3Eh4W1UYYnc4cAXPZRgDp0LJr6mNd",
+	"pLO9yMVsrq1Q2ar7d8DUbOzidvLoUd0B+3gzded9yP38q85XB6gVUU2D9xg3drugLgY/tXgG8qZ7/BWU",
+	"qeKH0xNwl5InF4pibw7tibbZBuSm7pqlJgNfTGciiLMGnelbPLJJDEbC/i7EHFlgzP9RGjvRz1eOEqpY",
+	"G0kONE8pe/MmaZ3iDHZrYVGvNbjl+CDFrerlAzcdoO1VHc3gjie/QhMvyr4O4BvBOPS1620oOgsNzSoN",
+	"CuQGnHITWiAMVYVP3Dnz5XfoscGuMKHIDit7o4oXctVg2d0DVGGHqu5PAbKH1h0VOhY3tqZxeP25Rxjc",
+	"lQwfOAWzNrm6NtBj9c5mfJ2tp2ssI2V6THzVeEa8nMpsWvHUsyCNERWeGKaj0iux2tfmZ1/SPLmkCUFl",
+	"bTmorBWcrvHCsHapF8DvF/NOr7W3p9bpyf0S5nqtDeyEV4HX9QH0ZRYFXGBCVzmvT0gTBIMHhUlQnV0U",
+	"xRlL16pdUuhEUO959ln7k93eCHTLA264/fdVixqbih4rvlbeUVMtYyvQYzR6K9BjczUa1i+lsU5Of0nT",
+	"2qOGbXEoII7vPXJpPAy774h79f3yDUSvb3ATR0EME4I8CXNs1VgqWm5DJKbTY69Ax7UhNaLmQ0GYtJsk",
+	"2Pf13UWo9L8T2vgdtRsCTvPllwxhjUwMHDf4KRRnOnUGgcJ8QtLB+kwE7XaQInP82Sg0gpRvIFL6lRSY",
+	"9Eqs0hpevLG6FA2A8RHL8QGErZCHDwz74e3LxBvJMh+A3xsO79Enmd8AE7tdY77fsKJ0/0cQNzEOoIYT",
+	"5lEnpYGYpKKmPb4vGKUSue1tOHoRk4V9wh0uBKbVrnsx3bn3x7FGy6dNhePAJUg8goPUc457ZZc4tt13",
+	"hPauv87m4lI1bu4L687n3PjujVVTpoBtRZwx8WFqp9fm3ExHmpd56ArSyHXrLoWGttIyP7Sj9JVYXf7E",
+	"ux9Pul9t7Sj9nqitylXcKtRf+trfnW6P145nRSWiCPNF2rI029qVI+Pfam431CHdJI2vBv3WJ1BpPGTo",
+	"p3Syscdez6gx20jb6bbRAJJEbTA+N5ZqLd0DG4Hdm6mtWrEjbPR+wIXUnB7dCF9Ij6oAqRqE1GsloM+9",
+	"U61xQX/rxvL9swm3dhG15RDHHVVYqds0aPx89Mldt8bgt9UzPDDYeQ29GVUS8A633LkHZ+PoTyaW74jX",
+	"h50NO+mf+qiDL3+GM1PBG9Lh5Xa9lsB46TFgMm7e6Qzdmb4GfRTB9uMmYm3ts2iVCGMCu7gTJ9qGblrR",
+	"lGqNwyiI0uSlRe6NGLB7+BUxelS1qA8fYf3UQDYemAYY/AbW4WsXqgN4K9TQhuN+oCB3u/rbluL9A45n",
+	"1bv+jgf6VzCmiYQ2SMZRP/eQoKg8NLGExIvcJsA8PClLbhDKCAqIDAG46Qqp+KTfpzAVetcgDRmvtqYZ",
+	"Vq+3cWq+FdYfmS8rcQhLqdl4x6UDCfynUlontIsY5MpxTypNw6BVQCS4lPk2SltjhXtUEATxft8ks2qZ",
+	"AHd5aLI7gaAqrKvDF3nibzs6bg7hkze1xq2HagLWGuX7oJbupRiU6mHCWVP8nW2E37HFJHhVhmqjUWoS",
+	"e159YNtHHCNXJCsXyjC9sDvijAeJsF8WaYwDjfU4Y6cKxVZBRIoVAlsioMTtocJNCV6PFbKtoUJs7dqY",
+	"5bc7CNgmeHGucj1jP/zw4hu35jNdis72AOFQEaAwBQirTJnQbazqWkv3PDA0VwoZC4p5w6L8jiKMDZji",
+	"vyR2+GsGDnfEDb2r7TZhwjWPWy2995BaW9/WmWLskPBMLQWIA4V+cNvt+f2lMzd/RjC3RTCNngnIAYZi",
+	"7arUiuSmLom3NcYySZSshRvvFA8MPamAzUy5GSrkmLvxi8+w8yZka9QG4fPCMz1z5Dbi2dVQYcvjkHRd",
+	"imt5HTPqwT1HHeu6cOiYHccZWYQ8Gi/r7yMAGbLwQldvxBL+JcHHP2yksTp2wSo62EFyVLUy3O2dfOa7",
+	"D95OJf1N+eSqjo57fHK4KH/65JqsJOpjjKyXTmUUC/3i1lHcwfezmkevyPklAUwyE3nUq506UEbtc6JG",
+	"PFHfdS/4PGpsb6i2uBl5EYJVTe2Uk+aivFBaOFRNdyHhVj5H95imxFJqeKdNQHRxRoHVWDXjDSq0vLb3",
+	"xTvDWxSf+Vb0dUBJ6t+9K+vQ2VdzAVWnUNtSy0ntMXL/4OKDAzOfSQWYTbpAUO2hivuWBBGdaeRjotmH",
+	"Cc8PLYF+ga7v4dZapcaAey7mhV7N3N3YldBbAadoBYwOD7Fv9KA+RO8/+XxFFqFj0iazPDdXbv+j7qCF",
+	"4M4AllAbC/16IlJ3sjdk88cE/ZvPEbybI/beVCcPA5wOmNKgjq9r4kovYZ9KOLrewW81m0Jd4LUoe78j",
+	"f/C5uWpiNNQDtZr1RLO2ZwFOVfe8snO4YkRc7jOImXXmA8+t3MG34TyHUcwaoOJBfKMxFOL7n/4ezOA/",
+	"YvDDp1T7nlqVvBytKl+jd7xEIYtTNERvQ+1KLL8ArSux/LKUHgFz3rNfjJqHN9UgQkFVr55vDdx3WbU7",
+	"IrDNXV6wP7zr6o93Zp9BA9FNJw3qSui8rNRZs8dUrwMobzXQ38ZQyE1pTmuB9Ahrc3tSYtJ8b0Gn+dY3",
+	"glutOXq/HeLnd5f2U0fM3uNmqLb3T1fDpvD7F2CUsDoOkeOsTa6G6KRsz7BG8O8KYvxLyaQ61vg9m20R",
+	"gnqTaMp0mf/2Vbrfi4LmNhihpTyNeiSh0ANcLyxEQCKgCQ/bsZWAA/uPMIh3cP8KSvgA5n+3dNDfFw+O",
+	"gJ/3smBavD85cGMC5jpG3M5UzIpeN0n46JP/c29SJniOAoZGyE+h7urUrhwPF4bbuA1gycc+SUX5JBQ7",
+	"lWaoqPoDM1KwyW5JvDASw6CaNXkMv4Hhvq30pv3WM97yx8v+/xX4LC4lJR5F1JiAo/GaF4sqIQ8uaUoK",
+	"jIlzS14goG7D0zI9E6YKPBNbYo4xInwCInJbgbHeBODlKjwzzFsphcohUwfAQxgPTAd7fANFDihMzh0V",
+	"W55NZ4AmQIkvSo7HIsdYgOEqH+kPImdtjqMcKj8GblhqxQd7NLWzIg2AhzA1BJJgGVcA/ZbBWKIRPDBV",
+	"/USnN1QvMEPoKQAsPUWIpwFTupu5byAsD3+xUoA3n9t4pZ5d8IkvJX4x7r7SSnS/h2rgaDXJMHLXBp/F",
+	"w/5pDf0PZthj7dpDIJTgppGLrEC4C1xXki9+Nb+7uHjzANBLEgKCRrw8+NsN3oSUkYVCCJlOw6n/Vtjt",
+	"R35dXv3l6C91EbXZlHG0QizNQDw1ANcRwLJsy92E9UgOJ8k134LHRvtGmrk2srm8La1I8IyNZSEc3/3/",
+	"hy2EqPQHCHEqh610wCrEQX4tqm3zcGSAITnVS4g62dvVxCVhyO8Ik6n7RhcyWzV1rsWjceZxCLumzNgD",
+	"pZV4kA6oTIyr1ZKvHMfA5EDvCXckQXkgCPF322E6Kj4oXyC657N6epLWP7sx9F339Ty4DDbCBcBS7lCe",
+	"+LBJxL3Sls10LsfSB4OCYHbsxcqi8EgxXj7rMVvjC2uEevvlvPkzk3kdqmxTVJ5FwhGFm1SsRobbZeXt",
+	"XMKBY4JbeNGUfu80ezeC8Xgd2RNEocfGiAmKakREiIsrVnLpwZBwXlY7UdsEgeYj4lWTkTTyxyFWZ2E0",
+	"G4noa4I9IGk1VAvl88hCsg3YeoiXcu7TfEf6WtSyoCNZC5yGsqKdKPPwje3NroidAeNZJuYAzOL4O4BL",
+	"wZyjKUOadoxtZTVsbw8BSQlDFlTpChitYnyy0oIJ4/NKrFgEIQxwwVhySAFef7s3ayGn105LvZg4nQPm",
+	"MfB/0FyHymrAt4RloxsDdpdvsQGi3C8Z9y3hlQ6p+NrDdClNgb9OMlRuHsMWvaiFbccR3x3w66jxMVgR",
+	"6DsKu+tHFAOJUU6ZNxgeGJZB2qJUbCazUvtcvHZth3HR14iXW+hQI7Mp1hCYoYIW5mXCjIZWxW4dG/ph",
+	"hiSGsSRXcjxy2CjHQ4F9Dgg/Wlg+IQBpxul8QbAd9p7Q+nxf95hLc8qcJAad1J79lzS+FfJaAFumzbE4",
+	"gG4idLE6Y1+7G7TgMDN4DmsDjPfxcZ/9n/99/LB33DlDgJulJ/JQr8ZOj0+gO/J6r+AUCUBVuTteCYJk",
+	"T6JtdhFOjDQsm4rsyue31AC/hqqGm+gdO6Em77T/ZL2fKSY143sSQHINEBBhrHS2Iv8QNpJYN2ZD+O6Y",
+	"Ko4qKON4qZ70HvZOO2d47j2YND78pN9vMl/fLGJFdmfFw5Zca6KkHntLctmtDr7Ta+2yhkY8VOnpydes",
+	"se1ziiiaKNKpl760TM+pVQBQjdFEmGhkaGdI+SC/T2kqAaCqQneg8xZWUlpmdGdHxUBdETustLDfpIN9",
+	"an5+JXD2hUw2XVRgHnlrsTJ5uWHfPrsAunvzw0U4IhYTXP+SDuIzj7WjFYnh+e1tLaCgk3+7we57af3U",
+	"73p5xT12jmBnccahdthtbS+EmvYmHImVY/a9/GvigThjmyxhV2IOtvZEXmP5D1r1gHht0IwHRG0ymQxC",
+	"k4BJ68QRvSlwFBBRUz4XnR47V0zM5naFKNyAdI1NzRHlkeQpAxjnAjy73p6+qM6dNPSQNlerzoClbtgD",
+	"hqucDhVqHDN+JaIziGcSZoCjH+lcCg9EzWhKiIbtzt3NPfh5seHe5tb96CXBNRRnIvk5voZr8Tnsjs+J",
+	"a3PgdMijgTA3mAcS+sO1gxu084unl+zBwYk08x/evvxDAd7ccxJfrFAMIgNEGiipW0b6fptg8Jtq6OGm",
+	"ztlQbaqUA6cyo4FQdz9iO5gpWIyRteL0VPegWlP2taGtQ+jC4wlHkHmc2FzDcEl3eMaz6VBFRgfq/MH/",
+	"Tu6tdK2JMIEX1hoJp8RcTo9P7nWvmlTQAQsqM7b+WHN8eghwZ7NQsuXXv96ggxIGRFFTgAh//14TQh/1",
+	"v7rXtfh5oS2/FB8yIXJYhMpKQoE3wdKuqJioDY5z5ZPPO1DyGoXEhorKYFFmuyMGEgZ8LLwoEqyMdgIc",
+	"3s7aabc74x+64RHduSi7V2IFnU3qv3XhmeGCDuYAkmZF+JwQBSMj12PysmWprbPZhqrgxvaYL2+IHcVr",
+	"ppM/lmeUZejT+smBgBEEs8jc2g1VVY7mS3Z9HykzLaW6cnoFrhnDaJ8BdwJ1w0GrBQqVUV2xUzHr0Kn+",
+	"hS4w6Cm66QO7Q6jyKGpr2hgy+nGqaaXBFNHjda8VAESQWDYRtVWNp2teKfJuhaoGeqDvtOux1610C2nk",
+	"Rwx8xYqnM9Eiv4+puv7MtJoMFThs2kYIVs8w65zhNvlND0Q21iV0vangnbfnIPxIy3UPWl/UjHaL2t6c",
+	"M/Snt3i9oovWx7sbPd2AhyxQQTuYPP3OrjSsz+I4phNJaG5me08MXwKJekPUhyAOQaVYdZ9C1YMu8uD4",
+	"22hLOgB+6etpQ+WT73QAhmw7Vl4owzdPk7gMiq7vUGNZ+nqo/HOwVSr5beOh+I4bWaHN2sOqKjNEUSgK",
+	"8nPXfFZo4NUXIgZKxEgy2plgq4MCBhiY7JwprbrIsM/fvMCGbL6QlnHsPilyphazEXImvz/QtDU0q2j7",
+	"zmPYY5g56UjLdDZUx0m/32cLVQhTazNm+MpU3r9OE6N5PRfqXejO+tuBZ1hrYHrPcKh+RZoSnaCXrsdn",
+	"iIhiC0IDNe+Ne/cGwrwVRmrV0DTGSY2aFRNgqiego0/01x8SOfX+C+n9uoJ6G2my0FPSYDPstcNrqKXj",
+	"GdEANBPSJdRVaeVBBnrs9R+tiv41TN8vRxKERNwxHMSLW4UrIea8kNc1XTKIqaBKbtL1Eazq7QtsAm8Z",
+	"76hcDlVBMWYZGAW+kz02Kwrt6NeAp93Q7spYb8Wkqv7X91yrs4NJwuzzMwLJMClKovWe8UsBJt96b/g/",
+	"ZPXq7htoKX9ndTlPUbAFbSpuWRLrYVTh75WxhlSC2x78O1bWbTn4DfV1/8+eXKqzO/DoYpOzP0+u+t1V",
+	"wQJ2WHxy6026osOZbD/Lu88tYBJsdfJAI72ZMIZPEIE3BZyNASYRwd8U80tlPkipO97P6LbOueV0JeDP",
+	"OFXrb+9ev+oNVfqSG9uFb7svvkmdsb2AJurU+hdw836ukBPIcCMEFmexZXoG/cgB0AO8+vCCoeJsKnhp",
+	"R04rqOxYBBGRhsm8aETG+JFir1+sjqQ5Sh4vw/7I705OA2nQsCVdnG6d1WwYEE2Oo98HNsX9O4vOmVN9",
+	"owbxiJPkKPodWPHdd5DXTehJ1YHD4/X+Zq3F6qfWCHrgny8cyfz03m0vugOQ7KrGvoOjo+OTr3r9Xr93",
+	"PPi6/3UfhCI9fotTKPFGbYXmnRP+G4mGM+r+jcCvkAlMR2ut3tW0NrMenq9VxmC8f7SKC70SAtkhjxok",
+	"Gma8LFfrIKq9zeLcpnf+iM/xiX0jkfGF8T3MMTK35AazlhIGoB/QTiwaJXCVEgvXwKMbvzmUoG2+Grvi",
+	"wIYnQAbJ9m2n5+Gubz7q+0g4RzzaKVrBCsPkCXqPyhEFNQldJaO3BGa++SIye40viCh1Qb1UndzwDXGo",
+	"WATcIZ3owdA4YvOhvjtyiHNK3yuZ7qPGvjfvb/5vAAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

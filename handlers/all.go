@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/api"
+	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/wire"
@@ -16,6 +17,11 @@ func (s *server) AcquireAll(ctx context.Context, req api.AcquireAllRequestObject
 	if err == nil {
 		who := principalOf(ctx)
 		p.Owner, p.MaxHeld = who.KeyID, s.auth.gate.MaxHeld(who)
+		// Scoped to the caller's key alone: the names are part of the request it identifies,
+		// so the same key with other names is a different request, refused.
+		p.IdempotencyKey, err = auth.IdempotencyKey(s.auth.cfg.Secret, who, "", p.IdempotencyKey)
+	}
+	if err == nil {
 		var ls []lease.Lease
 		err = s.acquireWaiting(ctx, wait, func(ctx context.Context) (err error) {
 			ls, err = s.acquirer.AcquireAll(ctx, p, wait)
@@ -51,15 +57,10 @@ func (s *server) acquireAllParams(req api.AcquireAllRequestObject) (store.Acquir
 	if err := lease.ValidateNames(b.Names); err != nil {
 		return store.AcquireAllParams{}, 0, err
 	}
-	if b.Mode != nil {
-		if err := lease.ValidateAllMode(string(*b.Mode)); err != nil {
-			return store.AcquireAllParams{}, 0, err
-		}
-	}
-	one, wait, err := s.grantParams(grantFields{b.Holder, b.TtlMs, b.SessionId, b.WaitMs, b.LockDelayMs, b.Metadata, ""}, b.Names[0], 0)
+	one, wait, err := s.grantParams(grantFields{b.Holder, b.TtlMs, b.SessionId, b.WaitMs, b.LockDelayMs, b.Metadata, string(deref(b.Mode))}, b.Names[0], 0)
 	if err != nil {
 		return store.AcquireAllParams{}, 0, err
 	}
 	return store.AcquireAllParams{Names: b.Names, Holder: one.Holder, TTL: one.TTL, LockDelay: one.LockDelay, Metadata: one.Metadata,
-		SessionID: one.SessionID, Mode: lease.ModeExclusive}, wait, nil
+		SessionID: one.SessionID, Mode: one.Mode, IdempotencyKey: deref(req.Params.IdempotencyKey)}, wait, nil
 }

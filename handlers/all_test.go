@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/leasekeeper/leasekeeper/api"
 	"github.com/leasekeeper/leasekeeper/auth"
 	"github.com/leasekeeper/leasekeeper/handlers"
@@ -20,7 +21,7 @@ import (
 // lease_held naming it, Retry-After, and nothing granted.
 func TestAcquireAll(t *testing.T) {
 	e := newEnv(t)
-	r, err := e.c.AcquireAllWithResponse(e.ctx, api.AcquireAllRequest{Names: []string{"b", "a"}, Holder: "w", TtlMs: 10000})
+	r, err := e.c.AcquireAllWithResponse(e.ctx, nil, api.AcquireAllRequest{Names: []string{"b", "a"}, Holder: "w", TtlMs: 10000})
 	if err != nil || r.JSON200 == nil || len(r.JSON200.Leases) != 2 {
 		t.Fatalf("acquire [b a] = %v, %v; want 200 with two leases", status(r), err)
 	}
@@ -65,7 +66,7 @@ func TestAcquireAllInvalid(t *testing.T) {
 		{"Duplicate", `{"names":["a","b","a"],"holder":"w","ttl_ms":5000}`},
 		{"InvalidName", `{"names":["a","b/c"],"holder":"w","ttl_ms":5000}`},
 		{"TooMany", `{"names":[` + strings.Join(many, ",") + `],"holder":"w","ttl_ms":5000}`},
-		{"SharedMode", `{"names":["a"],"mode":"shared","holder":"w","ttl_ms":5000}`},
+		{"UnknownMode", `{"names":["a"],"mode":"reader","holder":"w","ttl_ms":5000}`},
 		{"TTLTooShort", `{"names":["a"],"holder":"w","ttl_ms":5}`},
 		{"TTLWithSession", `{"names":["a"],"holder":"w","ttl_ms":5000,"session_id":"lks_x"}`},
 		{"NoHolder", `{"names":["a"],"holder":"","ttl_ms":5000}`},
@@ -76,6 +77,10 @@ func TestAcquireAllInvalid(t *testing.T) {
 			resp, body := e.do("POST", "/v1/acquire", strings.NewReader(c.body), nil)
 			wantProblem(t, "acquire "+c.body, resp, body, http.StatusBadRequest, api.ProblemCodeInvalidRequest)
 		})
+	}
+	for _, key := range []string{strings.Repeat("k", 15), strings.Repeat("k", 256), "clé-" + strings.Repeat("k", 20)} {
+		resp, body := e.do("POST", "/v1/acquire", strings.NewReader(`{"names":["a"],"holder":"w","ttl_ms":5000}`), map[string]string{"Idempotency-Key": key})
+		wantProblem(t, fmt.Sprintf("acquire [a] with Idempotency-Key %q", key), resp, body, http.StatusBadRequest, api.ProblemCodeInvalidRequest)
 	}
 	if resp, body := e.do("GET", "/v1/leases/a", nil, nil); resp.StatusCode != http.StatusNotFound {
 		t.Errorf("GET a = %d %s, want 404: nothing granted", resp.StatusCode, body)
@@ -139,4 +144,120 @@ func TestAcquireAllWaits(t *testing.T) {
 	noLine := newEnv(t)
 	resp, body := noLine.do("POST", "/v1/acquire", strings.NewReader(`{"names":["a"],"holder":"w","ttl_ms":60000,"wait_ms":1000}`), nil)
 	wantProblem(t, "acquire with wait_ms on a server without a line", resp, body, http.StatusBadRequest, api.ProblemCodeWaitingUnsupported)
+}
+
+// TestAcquireAllShared: mode shared grants every name as a shared lease beside other readers,
+// all or none: a name held exclusive refuses the set (naming it) and grants no other name, and
+// an exclusive acquire of a name read is refused until its readers let go.
+func TestAcquireAllShared(t *testing.T) {
+	e := newEnv(t)
+	shared := api.AcquireAllRequestModeShared
+	read := func(holder string, names ...string) *api.AcquireAllResponse {
+		t.Helper()
+		r, err := e.c.AcquireAllWithResponse(e.ctx, nil, api.AcquireAllRequest{Names: names, Holder: holder, TtlMs: 10000, Mode: &shared})
+		if err != nil {
+			t.Fatalf("acquire %v shared = %v", names, err)
+		}
+		return r
+	}
+	r1 := read("r1", "a", "b")
+	r2 := read("r2", "b", "a")
+	for _, r := range []*api.AcquireAllResponse{r1, r2} {
+		if r.JSON200 == nil || len(r.JSON200.Leases) != 2 {
+			t.Fatalf("acquire shared = %v %s, want 200 with two leases", status(r), r.Body)
+		}
+		for _, l := range r.JSON200.Leases {
+			if deref(l.Mode) != api.LeaseModeShared {
+				t.Errorf("lease %s mode = %v, want shared", l.Name, deref(l.Mode))
+			}
+		}
+	}
+	if st := e.state("a"); !st.Held || len(deref(st.Holders)) != 2 {
+		t.Errorf("a read by r1 and r2 = %+v, want held with 2 holders", st)
+	}
+	resp, body := e.do("POST", "/v1/leases/a/acquire", strings.NewReader(`{"holder":"w","ttl_ms":5000}`), nil)
+	wantProblem(t, "acquire a exclusive while read", resp, body, http.StatusConflict, api.ProblemCodeLeaseHeld)
+
+	if resp, body := e.do("POST", "/v1/leases/c/acquire", strings.NewReader(`{"holder":"w","ttl_ms":5000}`), nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("acquire c = %d %s", resp.StatusCode, body)
+	}
+	resp, body = e.do("POST", "/v1/acquire", strings.NewReader(`{"names":["d","a","c"],"mode":"shared","holder":"r3","ttl_ms":5000}`), nil)
+	p := wantProblem(t, "acquire [d a c] shared with c held exclusive", resp, body, http.StatusConflict, api.ProblemCodeLeaseHeld)
+	if p.Held == nil || !slices.Equal(*p.Held, []string{"c"}) {
+		t.Errorf("problem = %s, want held [c]", body)
+	}
+	if resp, body := e.do("GET", "/v1/leases/d", nil, nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET d after a refused shared set = %d %s, want 404: never granted", resp.StatusCode, body)
+	}
+	if st := e.state("a"); len(deref(st.Holders)) != 2 {
+		t.Errorf("a after a refused shared set = %+v, want its 2 readers only", st)
+	}
+}
+
+// TestAcquireAllIdempotent: a retry of POST /v1/acquire with the same Idempotency-Key and body
+// answers the same leases (tokens and lease_ids) and takes no new grant; the same key with
+// another body is 400 invalid_request, as for a single acquire; once one of the grants ended
+// the retry is 409 lease_lost.
+func TestAcquireAllIdempotent(t *testing.T) {
+	e := newEnv(t)
+	key := &api.AcquireAllParams{IdempotencyKey: ptr("retry-all-0123456789abcdef")}
+	body := api.AcquireAllRequest{Names: []string{"b", "a"}, Holder: "w", TtlMs: 10000}
+	first, err := e.c.AcquireAllWithResponse(e.ctx, key, body)
+	if err != nil || first.JSON200 == nil {
+		t.Fatalf("acquire [b a] with a key = %v, %v", status(first), err)
+	}
+	t.Run("OKRetry", func(t *testing.T) {
+		e.clock.Advance(time.Second)
+		again, err := e.c.AcquireAllWithResponse(e.ctx, key, body)
+		if err != nil || again.JSON200 == nil {
+			t.Fatalf("retry = %v %s, %v; want the first answer", status(again), again.Body, err)
+		}
+		if diff := cmp.Diff(first.JSON200, again.JSON200); diff != "" {
+			t.Errorf("retry answer differs (-first +retry):\n%s", diff)
+		}
+		if r, _ := e.c.ListLeaseEventsWithResponse(e.ctx, "a", nil); r.JSON200 == nil || len(r.JSON200.Events) != 1 {
+			t.Errorf("events of a after the retry = %s, want the one acquired event", r.Body)
+		}
+	})
+	for _, c := range []struct {
+		name string
+		body api.AcquireAllRequest
+	}{
+		{"ErrInvalidOtherHolder", api.AcquireAllRequest{Names: []string{"b", "a"}, Holder: "w2", TtlMs: 10000}},
+		{"ErrInvalidOtherOrder", api.AcquireAllRequest{Names: []string{"a", "b"}, Holder: "w", TtlMs: 10000}},
+		{"ErrInvalidOtherNames", api.AcquireAllRequest{Names: []string{"c", "d"}, Holder: "w", TtlMs: 10000}},
+		{"ErrInvalidMoreNames", api.AcquireAllRequest{Names: []string{"b", "a", "c"}, Holder: "w", TtlMs: 10000}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := e.c.AcquireAllWithResponse(e.ctx, key, c.body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantProblem(t, "acquire with the key reused", r.HTTPResponse, r.Body, http.StatusBadRequest, api.ProblemCodeInvalidRequest)
+		})
+	}
+	if resp, body := e.do("GET", "/v1/leases/c", nil, nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("GET c = %d %s, want 404: a refused reuse of the key grants nothing", resp.StatusCode, body)
+	}
+	t.Run("ErrHeldWithoutKey", func(t *testing.T) {
+		r, err := e.c.AcquireAllWithResponse(e.ctx, nil, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantProblem(t, "acquire without the key", r.HTTPResponse, r.Body, http.StatusConflict, api.ProblemCodeLeaseHeld)
+	})
+	t.Run("ErrLostAfterRelease", func(t *testing.T) {
+		a := first.JSON200.Leases[1]
+		if rel, err := e.c.ReleaseLeaseWithResponse(e.ctx, "a", api.ReleaseRequest{LeaseId: *a.LeaseId}); err != nil || rel.StatusCode() != http.StatusNoContent {
+			t.Fatalf("release a by its replayed lease_id = %v, %v", status(rel), err)
+		}
+		r, err := e.c.AcquireAllWithResponse(e.ctx, key, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantProblem(t, "retry after a's release", r.HTTPResponse, r.Body, http.StatusConflict, api.ProblemCodeLeaseLost)
+		if st := e.state("a"); st.Held {
+			t.Errorf("a after the refused retry = %+v, want free: a retry takes no new grant", st)
+		}
+	})
 }

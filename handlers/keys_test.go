@@ -160,6 +160,32 @@ func TestIdempotencyKeyBelongsToItsCaller(t *testing.T) {
 	wantProblem(t, "replay by another key", resp, b, http.StatusConflict, api.ProblemCodeLeaseHeld)
 }
 
+// TestIdempotencyKeyOfSetBelongsToItsCaller: the same for POST /v1/acquire: another API key
+// replaying a victim's Idempotency-Key and body never gets the victim's lease_ids.
+func TestIdempotencyKeyOfSetBelongsToItsCaller(t *testing.T) {
+	e := newEnv(t)
+	victim := servicetest.Key(t, e.store, auth.Writer)
+	attacker := servicetest.Key(t, e.store, auth.Writer)
+	body := `{"names":["ledger-a","ledger-b"],"holder":"billing-worker","ttl_ms":60000}`
+	idem := map[string]string{"Idempotency-Key": "nightly-2026-12-01-set"}
+	resp, b := e.bearerDo(victim, "POST", "/v1/acquire", body, idem)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("victim acquire = %d %s", resp.StatusCode, b)
+	}
+	var granted api.Grants
+	json.Unmarshal(b, &granted)
+	if resp, b := e.bearerDo(victim, "POST", "/v1/acquire", body, idem); resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte(*granted.Leases[1].LeaseId)) {
+		t.Fatalf("victim retry = %d %s, want the same grants", resp.StatusCode, b)
+	}
+	resp, b = e.bearerDo(attacker, "POST", "/v1/acquire", body, idem)
+	for _, l := range granted.Leases {
+		if bytes.Contains(b, []byte(*l.LeaseId)) {
+			t.Fatalf("the attacker's replay got the victim's lease_id of %s: %s", l.Name, b)
+		}
+	}
+	wantProblem(t, "replay by another key", resp, b, http.StatusConflict, api.ProblemCodeLeaseHeld)
+}
+
 // TestPerKeyLimits checks the request rate and the caps on what one key may hold.
 func TestPerKeyLimits(t *testing.T) {
 	t.Run("Rate", func(t *testing.T) {

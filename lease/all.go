@@ -31,20 +31,6 @@ func ValidateNames(names []string) error {
 	return nil
 }
 
-// ValidateAllMode checks the mode of an acquire of several names: empty or exclusive. Shared
-// grants of several names at once are not offered (yet): each name's readers take slots of
-// their own, which the all-or-nothing decision does not choose.
-func ValidateAllMode(mode string) error {
-	m, err := ValidateMode(mode, 0)
-	if err != nil {
-		return err
-	}
-	if m != ModeExclusive {
-		return invalid("mode", "mode %q is not supported by an acquire of several names: use %q", mode, ModeExclusive)
-	}
-	return nil
-}
-
 // HeldAll is the refusal of an acquire of asked names when the names held refused it, held[i]
 // refused by refusal[i] (a lease_held of DecideAcquire): it names them all, with the holder and
 // expiry of the first, and is available when the last of them is.

@@ -36,12 +36,6 @@ func TestValidateNames(t *testing.T) {
 	}
 }
 
-func TestValidateMode(t *testing.T) {
-	wantValid(t, `ValidateMode("")`, lease.ValidateAllMode(""), "")
-	wantValid(t, `ValidateMode("exclusive")`, lease.ValidateAllMode("exclusive"), "")
-	wantValid(t, `ValidateMode("shared")`, lease.ValidateAllMode("shared"), "mode")
-}
-
 // TestHeldAll: the refusal of a set names every held name, the first's holder, and is
 // available when the last of them is.
 func TestHeldAll(t *testing.T) {

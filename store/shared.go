@@ -88,6 +88,25 @@ func Fingerprint(p AcquireParams) []byte {
 	return h.Sum(nil)
 }
 
+// FingerprintAll identifies what an idempotent acquire of several names asked for: the names
+// in their order and every field that decides the grants, so that the same key sent with
+// anything else is refused.
+func FingerprintAll(p AcquireAllParams) []byte {
+	h := sha256.New()
+	h.Write([]byte("all"))
+	binary.Write(h, binary.BigEndian, int64(len(p.Names)))
+	for _, n := range p.Names {
+		h.Write(Fingerprint(p.One(n)))
+	}
+	return h.Sum(nil)
+}
+
+// AllKey is the key an idempotent acquire of several names keeps the grant of its i-th name
+// under: one record per grant, each as a single acquire's (name, salt, token), all with the
+// fingerprint of the whole request. The scoped key is hex, so key#i is never another
+// request's key. Record 0 says whether the key was used, and for what.
+func AllKey(key string, i int) string { return key + "#" + strconv.Itoa(i) }
+
 // EventDetail is the stored form of what an event carries beyond its columns (a handover's
 // target and reason), nil when it carries nothing.
 func EventDetail(e lease.Event) *string {

@@ -315,14 +315,18 @@ type AcquireAllParams struct {
 	MaxHeld int
 	// SessionID, when set, holds every lease under that session (see AcquireParams).
 	SessionID string
-	// Mode is "" or lease.ModeExclusive: every grant is exclusive.
+	// Mode is the mode of every grant: "" or lease.ModeExclusive, or lease.ModeShared.
 	Mode lease.Mode
+	// IdempotencyKey, when set (already scoped to the caller by the server, as AcquireParams's
+	// is), makes a retry answer the grants of the first request while they are all current,
+	// without new grants (see AllKey, FingerprintAll).
+	IdempotencyKey string
 }
 
 // One is the acquire of one of p's names, as Acquire's rule decides it.
 func (p AcquireAllParams) One(name string) AcquireParams {
 	return AcquireParams{Name: name, Holder: p.Holder, TTL: p.TTL, LockDelay: p.LockDelay, Metadata: p.Metadata,
-		Owner: p.Owner, MaxHeld: p.MaxHeld, SessionID: p.SessionID}
+		Owner: p.Owner, MaxHeld: p.MaxHeld, SessionID: p.SessionID, Mode: p.Mode}
 }
 
 // SessionParams is a validated request to open a session.

@@ -213,6 +213,36 @@ func TestLock(t *testing.T) {
 			t.Errorf("Get(c) = %v, want not found: none granted", err)
 		}
 	})
+	t.Run("SeveralNamesShared", func(t *testing.T) {
+		srv := newTestServer(t)
+		c := newAdminClient(t, srv)
+		var hs []*held
+		for _, names := range [][]string{{"a", "b"}, {"b", "a"}} {
+			h := start(t, srv, append([]string{"lock", "--shared", "--json"}, names...)...)
+			h.waitOutput(t, `"name": "`+names[1]+`"`)
+			hs = append(hs, h)
+		}
+		for _, n := range []string{"a", "b"} {
+			if st, err := c.Get(ctx, n); err != nil || !st.Held || len(st.Holders) != 2 {
+				t.Errorf("%s read by two `lock --shared a b` = %+v, %v; want held by both", n, st, err)
+			}
+		}
+		_, errOut, code := cli(t, srv, "lock", "--wait", "200ms", "c", "a")
+		if code != exTempFail {
+			t.Errorf("lock c a (exclusive) while a is read: exit %d %q, want %d", code, errOut, exTempFail)
+		}
+		for _, h := range hs {
+			h.stop()
+			if code := h.exit(t, 10*time.Second); code != 0 {
+				t.Errorf("lock --shared exit %d after the interrupt, want 0", code)
+			}
+		}
+		for _, n := range []string{"a", "b"} {
+			if st, err := c.Get(ctx, n); err != nil || st.Held {
+				t.Errorf("%s after both readers ended: %+v, %v; want free", n, st, err)
+			}
+		}
+	})
 	t.Run("UsageErrors", func(t *testing.T) {
 		srv := newTestServer(t)
 		for _, args := range [][]string{{"lock"}, {"lock", "a", "a"}, {"lock", "--metadata", "[1]", "job"}, {"lock", "--ttl", "30", "job"}} {

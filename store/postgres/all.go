@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 )
@@ -27,8 +29,19 @@ func (s *Store) AcquireAll(ctx context.Context, p store.AcquireAllParams) ([]lea
 func (s *Store) acquireAll(ctx context.Context, p store.AcquireAllParams, places map[string]int64) ([]lease.Lease, int, error) {
 	var out []lease.Lease
 	var ahead int
+	var fp []byte
+	if p.IdempotencyKey != "" {
+		fp = store.FingerprintAll(p)
+	}
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
 		out, ahead = nil, 0
+		if fp != nil {
+			// The key's first record names the request: its lock comes first, as a single
+			// acquire's key's does.
+			if err := advisory(ctx, t, "idempotency", lease.HashID(store.AllKey(p.IdempotencyKey, 0))); err != nil {
+				return err
+			}
+		}
 		sess, err := lockOwner(ctx, t, p.Owner, p.MaxHeld, p.SessionID)
 		if err != nil {
 			return err
@@ -40,6 +53,13 @@ func (s *Store) acquireAll(ctx context.Context, p store.AcquireAllParams, places
 		if err != nil {
 			return err
 		}
+		if fp != nil {
+			got, done, err := replayAll(ctx, t, p, fp, now)
+			if done || err != nil {
+				out = got
+				return err
+			}
+		}
 		// Refused before anything is written: a refusal commits what its operation wrote.
 		if p.SessionID != "" {
 			if _, err := lease.SessionGrant(sess, p.Names[0], p.Holder, 0, 0, ms(now)); err != nil {
@@ -50,6 +70,7 @@ func (s *Store) acquireAll(ctx context.Context, p store.AcquireAllParams, places
 			g      grant
 			ok     bool
 			decide func(now, last int64) (string, int64, bool, error)
+			keep   int // the shared slots to count once granted (0: as they are)
 		}
 		names := make([]name, len(p.Names))
 		var held []string
@@ -65,11 +86,12 @@ func (s *Store) acquireAll(ctx context.Context, p store.AcquireAllParams, places
 					return err
 				}
 			}
-			decide, err := decider(ctx, t, p.One(n), g, ok, now)
+			// Decided without a write: a slot count to keep waits for the grant.
+			decide, err := decider(ctx, t, p.One(n), g, ok, now, func(k int) { names[i].keep = k })
 			if err != nil {
 				return err
 			}
-			names[i] = name{g, ok, decide}
+			names[i].g, names[i].ok, names[i].decide = g, ok, decide
 			_, _, _, err = decide(now, 0)
 			if err == nil {
 				// A free name goes to the first in its line, if anyone waits.
@@ -103,12 +125,24 @@ func (s *Store) acquireAll(ctx context.Context, p store.AcquireAllParams, places
 				return err
 			}
 		}
-		for i, n := range names {
-			gname, token, _, err := n.decide(now, last)
+		for i := range names {
+			names[i].keep = 0
+			gname, token, shared, err := names[i].decide(now, last)
 			if err != nil {
 				return err
 			}
-			l, err := insertGrant(ctx, t, p.One(p.Names[i]), sess, gname, token, lease.NewID(token), now, false)
+			if k := names[i].keep; k > 0 {
+				if err := keepSlots(ctx, t, p.Names[i], k, true); err != nil {
+					return err
+				}
+			}
+			id := lease.NewID(token)
+			if fp != nil {
+				if id, err = keepAllKey(ctx, t, p, i, fp, token, now); err != nil {
+					return err
+				}
+			}
+			l, err := insertGrant(ctx, t, p.One(p.Names[i]), sess, gname, token, id, now, shared)
 			if err != nil {
 				return err
 			}
@@ -191,4 +225,59 @@ func (s *Store) AcquireAllInLine(ctx context.Context, p store.AcquireAllParams, 
 		places[name] = ids[i]
 	}
 	return s.acquireAll(ctx, p, places)
+}
+
+// keepAllKey records the grant of token to the i-th name of p under p's Idempotency-Key and
+// returns its lease ID.
+func keepAllKey(ctx context.Context, t *txn, p store.AcquireAllParams, i int, fp []byte, token, now int64) (string, error) {
+	salt := lease.NewSalt()
+	if _, err := t.tx.Exec(ctx, `INSERT INTO idempotency (key_hash, name, fingerprint, salt, token, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (key_hash) DO UPDATE SET name = excluded.name,
+		fingerprint = excluded.fingerprint, salt = excluded.salt, token = excluded.token, created_at = excluded.created_at`,
+		lease.HashID(store.AllKey(p.IdempotencyKey, i)), p.Names[i], fp, salt, token, now); err != nil {
+		return "", fmt.Errorf("keep idempotency key: %w", err)
+	}
+	return lease.IdempotentID(p.IdempotencyKey, salt, token), nil
+}
+
+// replayAll answers a retry of an idempotent acquire of several names, whose names are locked:
+// done is true when the key was seen within 24 h, with the grants it made (every one still
+// current) or an error saying why not (another request under the same key: invalid_request;
+// a grant ended: lease_lost).
+func replayAll(ctx context.Context, t *txn, p store.AcquireAllParams, fp []byte, now int64) ([]lease.Lease, bool, error) {
+	out := make([]lease.Lease, 0, len(p.Names))
+	for i, name := range p.Names {
+		var r lease.Idempotent
+		var created int64
+		err := t.tx.QueryRow(ctx, `SELECT name, fingerprint, salt, token, created_at FROM idempotency WHERE key_hash = $1`,
+			lease.HashID(store.AllKey(p.IdempotencyKey, i))).Scan(&r.Name, &r.Fingerprint, &r.Salt, &r.Token, &created)
+		r.CreatedAt = ms(created)
+		if errors.Is(err, pgx.ErrNoRows) || err == nil && !r.Remembered(ms(now), store.IdempotencyTTL) {
+			if i == 0 {
+				return nil, false, nil
+			}
+			// Records of one request are made and forgotten together.
+			return nil, true, lease.Errorf(lease.CodeInvalid, "Idempotency-Key was already used for a different request")
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("read idempotency key: %w", err)
+		}
+		if err := r.CheckRetry(name, fp); err != nil {
+			return nil, true, err
+		}
+		g, err := scanGrant(t.tx.QueryRow(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.token = $1 FOR UPDATE`, r.Token))
+		if err != nil {
+			return nil, true, fmt.Errorf("read grant %d of idempotency key: %w", r.Token, err)
+		}
+		if g, err = settle(ctx, t, g, now); err != nil {
+			return nil, true, err
+		}
+		l, err := r.Replay(p.IdempotencyKey, g.lease(), g.rule().HeldAt(ms(now)), deref(g.endKind),
+			func(id string) bool { return lease.SameHash(lease.HashID(id), g.idHash) })
+		if err != nil {
+			return nil, true, err
+		}
+		out = append(out, l)
+	}
+	return out, true, nil
 }

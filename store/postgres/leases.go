@@ -246,7 +246,7 @@ type acquireDecision struct {
 // slots) are still locked, so only time has moved, and the token is above now's
 // microseconds. ahead is how many wait before waiter.
 func decideAcquire(ctx context.Context, t *txn, p store.AcquireParams, a acquireLocks, waiter int64) (d acquireDecision, ahead int, err error) {
-	decide, err := decider(ctx, t, p, a.g, a.ok, a.now)
+	decide, err := decider(ctx, t, p, a.g, a.ok, a.now, nil)
 	if err != nil {
 		return d, 0, err
 	}
@@ -348,8 +348,10 @@ func insertGrant(ctx context.Context, t *txn, p store.AcquireParams, sess lease.
 // decider returns how an acquire decides, given name's current grant g (locked and settled):
 // a plain lease's token, a free slot of the semaphore name, or the exclusive grant or a shared
 // slot (lease.DecideMode), with its token; it locks the name's slots, in order, first. The
-// limit of a held name stays fixed. shared reports a shared grant.
-func decider(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok bool, now int64) (func(now, last int64) (name string, token int64, shared bool, err error), error) {
+// limit of a held name stays fixed. shared reports a shared grant. When keep is set, a shared
+// grant of a slot the name's row does not count yet hands keep the count to write with the
+// grant (the caller writes it); otherwise the decision writes it.
+func decider(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok bool, now int64, keep func(n int)) (func(now, last int64) (name string, token int64, shared bool, err error), error) {
 	var lim int
 	var isShared bool
 	err := t.tx.QueryRow(ctx, `SELECT lim, shared FROM semaphores WHERE name = $1`, p.Name).Scan(&lim, &isShared)
@@ -395,6 +397,10 @@ func decider(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok boo
 		}
 		return func(now, last int64) (string, int64, bool, error) {
 			return store.DecideMode(h, p.Mode, ms(now), last, lim, isShared, func(n int) error {
+				if keep != nil {
+					keep(n)
+					return nil
+				}
 				return keepSlots(ctx, t, p.Name, n, true)
 			})
 		}, nil

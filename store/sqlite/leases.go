@@ -231,7 +231,7 @@ func (s *Store) acquireOp(p store.AcquireParams, out *lease.Lease) func(context.
 				return err
 			}
 		}
-		gname, token, shared, err := decideName(ctx, t, p)
+		gname, token, shared, err := decideName(ctx, t, p, nil)
 		if err != nil {
 			return err
 		}
@@ -303,8 +303,10 @@ func writeGrant(ctx context.Context, t *txn, p store.AcquireParams, sess lease.S
 
 // decideName decides which name an acquire grants (p.Name, a free slot of the semaphore
 // p.Name, or a shared slot of it) and with which token, keeping a name's limit fixed while it
-// is held; shared reports a shared grant.
-func decideName(ctx context.Context, t *txn, p store.AcquireParams) (gname string, token int64, shared bool, err error) {
+// is held; shared reports a shared grant. A shared grant of a slot that the name's row does
+// not count yet is handed to keep (the count to keep) when keep is set, to be written with the
+// grant; otherwise it is written now.
+func decideName(ctx context.Context, t *txn, p store.AcquireParams, keep func(n int)) (gname string, token int64, shared bool, err error) {
 	now := ms(t.now)
 	g, ok, err := currentSettled(ctx, t, p.Name)
 	if err != nil {
@@ -328,7 +330,7 @@ func decideName(ctx context.Context, t *txn, p store.AcquireParams) (gname strin
 		return "", 0, false, err
 	}
 	if p.Limit == 0 {
-		return decideMode(ctx, t, p, g, ok)
+		return decideMode(ctx, t, p, g, ok, keep)
 	}
 	slots, exists := make([]lease.Grant, p.Limit), make([]bool, p.Limit)
 	for i := range slots {
@@ -353,7 +355,7 @@ func decideName(ctx context.Context, t *txn, p store.AcquireParams) (gname strin
 // decideMode decides an acquire of p.Name without a limit, exclusive or shared
 // (lease.DecideMode), given its own grant g (settled; ok false for one never made): the name
 // itself, or the shared slot to grant.
-func decideMode(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok bool) (string, int64, bool, error) {
+func decideMode(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok bool, keep func(n int)) (string, int64, bool, error) {
 	h := lease.Holders{Name: p.Name, Excl: g.rule(), ExclExists: ok}
 	lim, isShared := t.s.mem.sems[p.Name], t.s.mem.shared[p.Name]
 	if isShared || p.Mode == lease.ModeShared {
@@ -367,6 +369,10 @@ func decideMode(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok 
 		}
 	}
 	return store.DecideMode(h, p.Mode, ms(t.now), t.s.mem.token, lim, isShared, func(n int) error {
+		if keep != nil {
+			keep(n)
+			return nil
+		}
 		return keepSlots(ctx, t, p.Name, n, true)
 	})
 }

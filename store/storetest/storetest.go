@@ -184,6 +184,11 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"AcquireAll/Session", testAcquireAllSession},
 		{"AcquireAll/MaxHeldCountsEveryGrant", testAcquireAllMaxHeld},
 		{"AcquireAll/ConcurrentAllOrNothing", testAcquireAllConcurrent},
+		{"AcquireAll/Shared", testAcquireAllShared},
+		{"AcquireAll/SharedRefusalWritesNothing", testAcquireAllSharedRefused},
+		{"AcquireAll/SharedSession", testAcquireAllSharedSession},
+		{"AcquireAll/Idempotency", testAcquireAllIdempotency},
+		{"AcquireAll/ConcurrentReadersAndWriters", testAcquireAllConcurrentModes},
 	}
 	cases = append(cases, sharedCases...)
 	for _, c := range cases {

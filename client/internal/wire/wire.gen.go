@@ -21,12 +21,15 @@ import (
 // Defines values for AcquireAllRequestMode.
 const (
 	AcquireAllRequestModeExclusive AcquireAllRequestMode = "exclusive"
+	AcquireAllRequestModeShared    AcquireAllRequestMode = "shared"
 )
 
 // Valid indicates whether the value is a known member of the AcquireAllRequestMode enum.
 func (e AcquireAllRequestMode) Valid() bool {
 	switch e {
 	case AcquireAllRequestModeExclusive:
+		return true
+	case AcquireAllRequestModeShared:
 		return true
 	default:
 		return false
@@ -333,7 +336,9 @@ type AcquireAllRequest struct {
 	// Example: {"addr":"10.0.0.7:9000"}
 	Metadata *Metadata `json:"metadata,omitempty"`
 
-	// Mode Every grant is exclusive (the default).
+	// Mode `exclusive` (the default): every grant excludes every other grant of its name.
+	// `shared`: every grant is a shared (read) lease, beside other shared grants of the
+	// name and never beside an exclusive one.
 	Mode *AcquireAllRequestMode `json:"mode,omitempty"`
 
 	// Names The names to acquire, all or none; 1 to 64, none twice. The leases are answered in this order.
@@ -354,7 +359,9 @@ type AcquireAllRequest struct {
 	WaitMs *int64 `json:"wait_ms,omitempty"`
 }
 
-// AcquireAllRequestMode Every grant is exclusive (the default).
+// AcquireAllRequestMode `exclusive` (the default): every grant excludes every other grant of its name.
+// `shared`: every grant is a shared (read) lease, beside other shared grants of the
+// name and never beside an exclusive one.
 type AcquireAllRequestMode string
 
 // AcquireRequest defines model for AcquireRequest.
@@ -1005,6 +1012,17 @@ type Unauthorized = Problem
 // `token_not_issued`, `presented_token` and `current_fence`.
 type Unavailable = Problem
 
+// AcquireAllParams defines parameters for AcquireAll.
+type AcquireAllParams struct {
+	// IdempotencyKey A retry with the same key (within 24 h) returns the same grants (same tokens and
+	// lease_ids, in the same order) while every one of them is current, and takes no new
+	// grant; once any of them has ended the retry answers `409 lease_lost`. The same key
+	// with a different request (other names, holder, ttl, mode, …) is
+	// `400 invalid_request`. Keys are 16 to 255 characters and belong to the API key that
+	// sent them.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // ListLeasesParams defines parameters for ListLeases.
 type ListLeasesParams struct {
 	// Prefix Only names that start with this.
@@ -1220,10 +1238,16 @@ type ClientInterface interface {
 	// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
 	// every name in its scope.
 	//
+	// With `"mode": "shared"` every grant is a shared (read) lease, all or none: each name is
+	// decided as a single shared acquire would decide it (a name held exclusive, or with an
+	// exclusive request waiting in its line ahead, refuses the set; a name held shared admits
+	// another reader), and while it waits the request holds none of the names. Consecutive
+	// readers at the head of a line are granted together; writers never starve.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
-	AcquireAllWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	AcquireAllWithBody(ctx context.Context, params *AcquireAllParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// AcquireAll Acquire several names, all or none.
 	//
@@ -1238,10 +1262,16 @@ type ClientInterface interface {
 	// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
 	// every name in its scope.
 	//
+	// With `"mode": "shared"` every grant is a shared (read) lease, all or none: each name is
+	// decided as a single shared acquire would decide it (a name held exclusive, or with an
+	// exclusive request waiting in its line ahead, refuses the set; a name held shared admits
+	// another reader), and while it waits the request holds none of the names. Consecutive
+	// readers at the head of a line are granted together; writers never starve.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
-	AcquireAll(ctx context.Context, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	AcquireAll(ctx context.Context, params *AcquireAllParams, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListKeys Every API key, revoked ones included, oldest first (admin). Never the secrets.
 	//
@@ -1566,11 +1596,17 @@ func (c *Client) Readyz(ctx context.Context, reqEditors ...RequestEditorFn) (*ht
 // held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
 // every name in its scope.
 //
+// With `"mode": "shared"` every grant is a shared (read) lease, all or none: each name is
+// decided as a single shared acquire would decide it (a name held exclusive, or with an
+// exclusive request waiting in its line ahead, refuses the set; a name held shared admits
+// another reader), and while it waits the request holds none of the names. Consecutive
+// readers at the head of a line are granted together; writers never starve.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
-func (c *Client) AcquireAllWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAcquireAllRequestWithBody(c.Server, contentType, body)
+func (c *Client) AcquireAllWithBody(ctx context.Context, params *AcquireAllParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquireAllRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -1594,11 +1630,17 @@ func (c *Client) AcquireAllWithBody(ctx context.Context, contentType string, bod
 // held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
 // every name in its scope.
 //
+// With `"mode": "shared"` every grant is a shared (read) lease, all or none: each name is
+// decided as a single shared acquire would decide it (a name held exclusive, or with an
+// exclusive request waiting in its line ahead, refuses the set; a name held shared admits
+// another reader), and while it waits the request holds none of the names. Consecutive
+// readers at the head of a line are granted together; writers never starve.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
-func (c *Client) AcquireAll(ctx context.Context, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewAcquireAllRequest(c.Server, body)
+func (c *Client) AcquireAll(ctx context.Context, params *AcquireAllParams, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAcquireAllRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2253,18 +2295,18 @@ func NewReadyzRequest(server string) (*http.Request, error) {
 }
 
 // NewAcquireAllRequest calls the generic AcquireAll builder with application/json body
-func NewAcquireAllRequest(server string, body AcquireAllJSONRequestBody) (*http.Request, error) {
+func NewAcquireAllRequest(server string, params *AcquireAllParams, body AcquireAllJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewAcquireAllRequestWithBody(server, "application/json", bodyReader)
+	return NewAcquireAllRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewAcquireAllRequestWithBody constructs an http.Request for the AcquireAll method, with any body, and a specified content type
-func NewAcquireAllRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewAcquireAllRequestWithBody(server string, params *AcquireAllParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -2288,6 +2330,21 @@ func NewAcquireAllRequestWithBody(server string, contentType string, body io.Rea
 	}
 
 	req.Header.Add("Content-Type", contentType)
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
 
 	return req, nil
 }
@@ -3534,10 +3591,16 @@ type ClientWithResponsesInterface interface {
 	// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
 	// every name in its scope.
 	//
+	// With `"mode": "shared"` every grant is a shared (read) lease, all or none: each name is
+	// decided as a single shared acquire would decide it (a name held exclusive, or with an
+	// exclusive request waiting in its line ahead, refuses the set; a name held shared admits
+	// another reader), and while it waits the request holds none of the names. Consecutive
+	// readers at the head of a line are granted together; writers never starve.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
-	AcquireAllWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error)
+	AcquireAllWithBodyWithResponse(ctx context.Context, params *AcquireAllParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error)
 
 	// AcquireAllWithResponse Acquire several names, all or none.
 	//
@@ -3552,10 +3615,16 @@ type ClientWithResponsesInterface interface {
 	// held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
 	// every name in its scope.
 	//
+	// With `"mode": "shared"` every grant is a shared (read) lease, all or none: each name is
+	// decided as a single shared acquire would decide it (a name held exclusive, or with an
+	// exclusive request waiting in its line ahead, refuses the set; a name held shared admits
+	// another reader), and while it waits the request holds none of the names. Consecutive
+	// readers at the head of a line are granted together; writers never starve.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
-	AcquireAllWithResponse(ctx context.Context, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error)
+	AcquireAllWithResponse(ctx context.Context, params *AcquireAllParams, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error)
 
 	// ListKeysWithResponse Every API key, revoked ones included, oldest first (admin). Never the secrets.
 	//
@@ -6372,11 +6441,17 @@ func (c *ClientWithResponses) ReadyzWithResponse(ctx context.Context, reqEditors
 // held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
 // every name in its scope.
 //
+// With `"mode": "shared"` every grant is a shared (read) lease, all or none: each name is
+// decided as a single shared acquire would decide it (a name held exclusive, or with an
+// exclusive request waiting in its line ahead, refuses the set; a name held shared admits
+// another reader), and while it waits the request holds none of the names. Consecutive
+// readers at the head of a line are granted together; writers never starve.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
-func (c *ClientWithResponses) AcquireAllWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error) {
-	rsp, err := c.AcquireAllWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) AcquireAllWithBodyWithResponse(ctx context.Context, params *AcquireAllParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error) {
+	rsp, err := c.AcquireAllWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -6396,11 +6471,17 @@ func (c *ClientWithResponses) AcquireAllWithBodyWithResponse(ctx context.Context
 // held as a semaphore refuses the set with `409 limit_mismatch`. A writer's key needs
 // every name in its scope.
 //
+// With `"mode": "shared"` every grant is a shared (read) lease, all or none: each name is
+// decided as a single shared acquire would decide it (a name held exclusive, or with an
+// exclusive request waiting in its line ahead, refuses the set; a name held shared admits
+// another reader), and while it waits the request holds none of the names. Consecutive
+// readers at the head of a line are granted together; writers never starve.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/acquire (the `AcquireAll` operationId).
-func (c *ClientWithResponses) AcquireAllWithResponse(ctx context.Context, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error) {
-	rsp, err := c.AcquireAll(ctx, body, reqEditors...)
+func (c *ClientWithResponses) AcquireAllWithResponse(ctx context.Context, params *AcquireAllParams, body AcquireAllJSONRequestBody, reqEditors ...RequestEditorFn) (*AcquireAllResponse, error) {
+	rsp, err := c.AcquireAll(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
