@@ -33,7 +33,16 @@ func (l *Line) AcquireAll(ctx context.Context, p store.AcquireAllParams, wait ti
 		}
 		return l.waitAllShared(ctx, p, wait)
 	}
-	if queued := l.queued(p.Names); len(queued) == 0 {
+	queued := l.queued(p.Names)
+	if len(queued) > 0 && p.IdempotencyKey != "" {
+		// A retry whose first answer was lost gets its grants back (see Acquire).
+		rp := p
+		rp.ReplayOnly = true
+		if got, err := st.AcquireAll(ctx, rp); err == nil || !lease.IsCode(err, lease.CodeHeld) {
+			return got, err
+		}
+	}
+	if len(queued) == 0 {
 		got, err := st.AcquireAll(ctx, p)
 		if err == nil || !lease.IsCode(err, lease.CodeHeld) || wait <= 0 {
 			return got, err

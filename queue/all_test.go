@@ -238,3 +238,53 @@ func TestAcquireAllNotPromotedByHandover(t *testing.T) {
 		}
 	})
 }
+
+// TestRetryWhileOthersWait: an idempotent acquire (of one name, or of several) retried after
+// others queued for its names, because its first answer was lost, is answered its grants, with
+// or without wait_ms: not refused by the line, and not queued behind waiters who wait for those
+// very grants. A new key is still refused while they wait. Both backends.
+func TestRetryWhileOthersWait(t *testing.T) {
+	bothBackends(t, func(t *testing.T, f *fixture) {
+		ctx := context.Background()
+		one := params("job", "a", time.Minute)
+		one.IdempotencyKey = "retry-one"
+		set := allParams("a", "set-x", "set-y")
+		set.IdempotencyKey = "retry-set"
+		first, err := f.line.Acquire(ctx, one, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		firstSet, err := f.line.AcquireAll(ctx, set, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		defer func() { cancel(); wg.Wait() }()
+		wg.Go(func() { f.line.Acquire(wctx, params("job", "b", time.Minute), time.Minute) })
+		wg.Go(func() { f.line.AcquireAll(wctx, allParams("b", "set-y"), time.Minute) })
+		waitFor(t, "the waiters in line", func() bool { return f.line.Waiters("job") == 1 && f.line.Waiters("set-y") == 1 })
+
+		// The wait is a bound that a retry queued behind b would run out: it would then fail.
+		for _, wait := range []time.Duration{0, 5 * time.Second} {
+			got, err := f.line.Acquire(ctx, one, wait)
+			if err != nil || got.ID != first.ID || got.Token != first.Token {
+				t.Errorf("retry of the acquire (wait %v) = %+v, %v; want its grant %d", wait, got, err, first.Token)
+			}
+			gotSet, err := f.line.AcquireAll(ctx, set, wait)
+			if err != nil || len(gotSet) != 2 || gotSet[0].ID != firstSet[0].ID || gotSet[1].Token != firstSet[1].Token {
+				t.Errorf("retry of the set (wait %v) = %+v, %v; want its grants", wait, gotSet, err)
+			}
+		}
+		other := params("job", "c", time.Minute)
+		other.IdempotencyKey = "new-key"
+		if _, err := f.line.Acquire(ctx, other, 0); !lease.IsCode(err, lease.CodeHeld) {
+			t.Errorf("a new key while b waits = %v, want lease_held", err)
+		}
+		otherSet := allParams("c", "set-y")
+		otherSet.IdempotencyKey = "new-set-key"
+		if _, err := f.line.AcquireAll(ctx, otherSet, 0); !lease.IsCode(err, lease.CodeHeld) {
+			t.Errorf("a new set key while b waits = %v, want lease_held", err)
+		}
+	})
+}

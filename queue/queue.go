@@ -258,6 +258,15 @@ func (l *Line) Acquire(ctx context.Context, p store.AcquireParams, wait time.Dur
 	l.mu.Lock()
 	queued := l.lines[p.Name] != nil && l.lines[p.Name].Len() > 0
 	l.mu.Unlock()
+	if queued && p.IdempotencyKey != "" {
+		// A retry whose first answer was lost gets its grant back, not a place behind those
+		// who queued since (who wait for that very grant).
+		rp := p
+		rp.ReplayOnly = true
+		if got, err := l.store.Acquire(ctx, rp); err == nil || !lease.IsCode(err, lease.CodeHeld) {
+			return got, err
+		}
+	}
 	if !queued {
 		got, err := l.store.Acquire(ctx, p)
 		if err == nil || !lease.IsCode(err, lease.CodeHeld) || wait <= 0 {

@@ -95,10 +95,11 @@ func params(name, holder string, ttl time.Duration) store.AcquireParams {
 	return store.AcquireParams{Name: name, Holder: holder, TTL: ttl}
 }
 
-// waitFor polls cond for up to two seconds.
+// waitFor polls cond for up to 30 seconds: a bound that only ends a broken test (two seconds
+// failed on a loaded machine).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if cond() {
 			return
 		}

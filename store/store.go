@@ -301,6 +301,16 @@ type AcquireParams struct {
 	// with the session. Codes: not_found (no such session), session_lost, forbidden (a session
 	// of another key than Owner, unless Owner is "").
 	SessionID string
+	// ReplayOnly, with an IdempotencyKey, only answers a retry: the key's grant (or its
+	// verdict) when the key has one, and otherwise lease_held (NotReplayed) with nothing
+	// written. A server's own line asks it before it refuses or queues a request while others
+	// wait: a retry whose first answer was lost is answered its grant, not the line.
+	ReplayOnly bool
+}
+
+// NotReplayed is the lease_held error of a ReplayOnly acquire whose key has no grant.
+func NotReplayed(name string) error {
+	return lease.Errorf(lease.CodeHeld, "lease %q: no grant under this idempotency key, and others wait for it", name)
 }
 
 // AcquireAllParams is a validated acquire of several names, all or none.
@@ -321,6 +331,8 @@ type AcquireAllParams struct {
 	// is), makes a retry answer the grants of the first request while they are all current,
 	// without new grants (see AllKey, FingerprintAll).
 	IdempotencyKey string
+	// ReplayOnly, with an IdempotencyKey, only answers a retry (see AcquireParams).
+	ReplayOnly bool
 }
 
 // One is the acquire of one of p's names, as Acquire's rule decides it.

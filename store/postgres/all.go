@@ -60,6 +60,9 @@ func (s *Store) acquireAll(ctx context.Context, p store.AcquireAllParams, places
 				return err
 			}
 		}
+		if p.ReplayOnly {
+			return store.NotReplayed(p.Names[0])
+		}
 		// Refused before anything is written: a refusal commits what its operation wrote.
 		if p.SessionID != "" {
 			if _, err := lease.SessionGrant(sess, p.Names[0], p.Holder, 0, 0, ms(now)); err != nil {

@@ -224,6 +224,9 @@ func lockAcquire(ctx context.Context, t *txn, p store.AcquireParams) (a acquireL
 			return a, true, err
 		}
 	}
+	if p.ReplayOnly {
+		return a, true, store.NotReplayed(p.Name)
+	}
 	if a.ok {
 		a.g, err = settle(ctx, t, a.g, a.now)
 	}

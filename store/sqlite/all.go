@@ -46,6 +46,9 @@ func acquireAll(ctx context.Context, t *txn, p store.AcquireAllParams) ([]lease.
 			return ls, err
 		}
 	}
+	if p.ReplayOnly {
+		return nil, store.NotReplayed(p.Names[0])
+	}
 	var sess lease.Session
 	if p.SessionID != "" {
 		var err error

@@ -224,6 +224,9 @@ func (s *Store) acquireOp(p store.AcquireParams, out *lease.Lease) func(context.
 				return err
 			}
 		}
+		if p.ReplayOnly {
+			return store.NotReplayed(p.Name)
+		}
 		var sess lease.Session
 		if p.SessionID != "" {
 			var err error

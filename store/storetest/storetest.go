@@ -534,6 +534,24 @@ func testIdempotency(t *testing.T, e *env) {
 	if err != nil || b.Token != a.Token || b.ID != a.ID {
 		t.Fatalf("retry = %+v, %v; want the first grant %d %q", b, err, a.Token, a.ID)
 	}
+	// ReplayOnly (a server's line asks it while others wait): the key's grant, or lease_held
+	// with nothing written for a key that has none, on a free name or a set of free names.
+	r := p
+	r.ReplayOnly = true
+	if b, err := e.s.Acquire(e.ctx, r); err != nil || b.ID != a.ID {
+		t.Errorf("ReplayOnly retry = %+v, %v; want the first grant %q", b, err, a.ID)
+	}
+	r.Name, r.IdempotencyKey = "free", "k-new"
+	_, err = e.s.Acquire(e.ctx, r)
+	wantCode(t, "Acquire(ReplayOnly, new key)", err, lease.CodeHeld)
+	_, err = e.s.AcquireAll(e.ctx, store.AcquireAllParams{Names: []string{"free", "free-2"}, Holder: "w1", TTL: time.Minute,
+		IdempotencyKey: "k-new-set", ReplayOnly: true})
+	wantCode(t, "AcquireAll(ReplayOnly, new key)", err, lease.CodeHeld)
+	for _, n := range []string{"free", "free-2"} {
+		if st, err := e.s.Get(e.ctx, n); err == nil && st.Held {
+			t.Errorf("%s after refused ReplayOnly acquires: %+v, want never granted", n, st)
+		}
+	}
 	if _, err := e.s.Renew(e.ctx, "job", b.ID, 0, nil); err != nil {
 		t.Errorf("Renew(replayed id) = %v", err)
 	}
