@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -95,8 +96,11 @@ func TestBrowserPrimitives(t *testing.T) {
 		ctx := dashTab(t, browser)
 		dashOpen(t, ctx, s, "/leases/stretched-job", false)
 		title := dashEval[string](t, ctx, `(document.querySelector("svg[data-testid=timeline] [data-testid=stretch] title") || {}).textContent || ""`)
-		if !strings.Contains(title, "a server restart stretched this grant by 30") {
-			t.Errorf("the timeline's stretch mark says %q, want about 30 s", title)
+		// 30 s plus however long the server took to start after the grant was written: seconds
+		// on a loaded machine.
+		m := regexp.MustCompile(`a server restart stretched this grant by ([0-9.]+) s$`).FindStringSubmatch(title)
+		if n, err := strconv.ParseFloat(append(m, "", "")[1], 64); len(m) != 2 || err != nil || n < 30 || n >= 60 {
+			t.Errorf("the timeline's stretch mark says %q, want 30 s or a little more", title)
 		}
 		if w := dashEval[float64](t, ctx, `document.querySelector("svg[data-testid=timeline] [data-testid=stretch]").getBoundingClientRect().width`); w < 3 {
 			t.Errorf("the stretch mark is %.1f px wide: not visible", w)

@@ -176,16 +176,18 @@ func TestExpiryWakesWaiterOnTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := f.line.Acquire(ctx, params("job", "b", time.Minute), 5*time.Second)
+	got, err := f.line.Acquire(ctx, params("job", "b", time.Minute), 30*time.Second)
 	if err != nil {
 		t.Fatalf("Acquire(wait) = %v", err)
 	}
-	// Granted by the server's clock no earlier than the expiry and soon after it: the line
-	// keeps a timer for the expiry instead of polling.
+	// Granted by the server's clock no earlier than the expiry, and long before the wait's end:
+	// the line keeps a timer for the expiry (nothing else wakes it: no release, no poll). The
+	// bound is loose on purpose, so that a busy machine's scheduling delays never fail it; a
+	// line without the timer would wait out its 30 s.
 	late := got.AcquiredAt.Sub(held.ExpiresAt)
 	t.Logf("granted %v after the expiry", late)
-	if late < 0 || late > 250*time.Millisecond {
-		t.Errorf("granted %v after the expiry, want within [0, 250ms]", late)
+	if late < 0 || late > 10*time.Second {
+		t.Errorf("granted %v after the expiry, want within [0, 10s]", late)
 	}
 }
 

@@ -107,6 +107,11 @@ type Store struct {
 	lock    chan struct{} // the writer lock: held by a batch's leader from BEGIN to COMMIT
 	pendMu  sync.Mutex
 	pending []*op // operations waiting for the next batch
+	// flushing is closed when the newest batch's flush ends; nil when none is in flight.
+	flushing chan struct{}
+	arrived  chan struct{} // a token sent (without blocking) as each operation is queued
+	// lingerMax replaces maxLinger when set (tests).
+	lingerMax time.Duration
 
 	stopListen context.CancelFunc
 	listening  chan struct{} // closed when the listener has stopped
@@ -132,7 +137,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	s := &Store{pool: pool, test: opts.TestClock, onCommit: opts.OnCommit, onBatch: opts.OnBatch, onTrace: opts.OnBatchTrace, onLine: opts.OnLine, log: log,
-		lock: make(chan struct{}, writers)}
+		lock: make(chan struct{}, writers), arrived: make(chan struct{}, 1)}
 	if err := s.start(ctx); err != nil {
 		pool.Close()
 		return nil, err
