@@ -306,6 +306,24 @@ func (e Role) Valid() bool {
 	}
 }
 
+// Defines values for TokenInfoMode.
+const (
+	TokenInfoModeExclusive TokenInfoMode = "exclusive"
+	TokenInfoModeShared    TokenInfoMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the TokenInfoMode enum.
+func (e TokenInfoMode) Valid() bool {
+	switch e {
+	case TokenInfoModeExclusive:
+		return true
+	case TokenInfoModeShared:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for ListLeasesParamsState.
 const (
 	Free ListLeasesParamsState = "free"
@@ -959,6 +977,28 @@ type SessionRequest struct {
 // Example: 2026-11-29T08:45:13.120Z
 type Timestamp = wiretime.Time
 
+// TokenInfo The grant a fencing token was issued to. Never its lease_id.
+type TokenInfo struct {
+	// AcquiredAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	AcquiredAt Timestamp `json:"acquired_at"`
+	Holder     string    `json:"holder"`
+
+	// Mode `shared` for a reader's token: fenced writes presenting it are refused (`409 shared_token`).
+	Mode TokenInfoMode `json:"mode"`
+
+	// Name The lease name the token was granted on.
+	Name string `json:"name"`
+
+	// Slot For a reader's or a semaphore's grant: its slot, `name#i`, the name its events carry.
+	Slot  *string `json:"slot,omitempty"`
+	Token int64   `json:"token"`
+}
+
+// TokenInfoMode `shared` for a reader's token: fenced writes presenting it are refused (`409 shared_token`).
+type TokenInfoMode string
+
 // Cursor defines model for Cursor.
 type Cursor = string
 
@@ -1518,6 +1558,18 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
 	RenewSession(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetToken The grant a fencing token was issued to, and its mode.
+	//
+	// A token's grant never changes once issued: its name, holder and mode (`shared` for a
+	// reader's token, which fenced writes refuse with `409 shared_token`) may be cached for
+	// good. The `fence` helpers ask this to refuse a reader's token as leasekeeper does.
+	// `404 not_found` for a token this server has no grant of: never issued, issued to a grant
+	// the history no longer keeps (ended longer ago than the retention), or issued on a name
+	// outside the key's prefixes (a scoped key learns nothing of names outside its scope).
+	//
+	// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
+	GetToken(ctx context.Context, token int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Watch A live stream of events as Server-Sent Events.
 	//
@@ -2175,6 +2227,28 @@ func (c *Client) RenewSessionWithBody(ctx context.Context, session SessionRef, c
 // Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
 func (c *Client) RenewSession(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRenewSessionRequest(c.Server, session, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetToken The grant a fencing token was issued to, and its mode.
+//
+// A token's grant never changes once issued: its name, holder and mode (`shared` for a
+// reader's token, which fenced writes refuse with `409 shared_token`) may be cached for
+// good. The `fence` helpers ask this to refuse a reader's token as leasekeeper does.
+// `404 not_found` for a token this server has no grant of: never issued, issued to a grant
+// the history no longer keeps (ended longer ago than the retention), or issued on a name
+// outside the key's prefixes (a scoped key learns nothing of names outside its scope).
+//
+// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
+func (c *Client) GetToken(ctx context.Context, token int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTokenRequest(c.Server, token)
 	if err != nil {
 		return nil, err
 	}
@@ -3400,6 +3474,40 @@ func NewRenewSessionRequestWithBody(server string, session SessionRef, contentTy
 	return req, nil
 }
 
+// NewGetTokenRequest constructs an http.Request for the GetToken method
+func NewGetTokenRequest(server string, token int64) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "token", token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tokens/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewWatchRequest constructs an http.Request for the Watch method
 func NewWatchRequest(server string, params *WatchParams) (*http.Request, error) {
 	var err error
@@ -3854,6 +3962,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
 	RenewSessionWithResponse(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewSessionResponse, error)
+
+	// GetTokenWithResponse The grant a fencing token was issued to, and its mode.
+	//
+	// A token's grant never changes once issued: its name, holder and mode (`shared` for a
+	// reader's token, which fenced writes refuse with `409 shared_token`) may be cached for
+	// good. The `fence` helpers ask this to refuse a reader's token as leasekeeper does.
+	// `404 not_found` for a token this server has no grant of: never issued, issued to a grant
+	// the history no longer keeps (ended longer ago than the retention), or issued on a name
+	// outside the key's prefixes (a scoped key learns nothing of names outside its scope).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
+	GetTokenWithResponse(ctx context.Context, token int64, reqEditors ...RequestEditorFn) (*GetTokenResponse, error)
 
 	// WatchWithResponse A live stream of events as Server-Sent Events.
 	//
@@ -6256,6 +6378,103 @@ func (r RenewSessionResponse) ContentType() string {
 	return ""
 }
 
+// GetTokenResponse401Headers the declared response headers of an HTTP 401 response for GetToken
+type GetTokenResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetTokenResponse429Headers the declared response headers of an HTTP 429 response for GetToken
+type GetTokenResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetTokenResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TokenInfo
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetTokenResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetTokenResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTokenResponse) GetJSON200() *TokenInfo {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTokenResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTokenResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTokenResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // WatchResponse401Headers the declared response headers of an HTTP 401 response for Watch
 type WatchResponse401Headers struct {
 	WWWAuthenticate string
@@ -6883,6 +7102,26 @@ func (c *ClientWithResponses) RenewSessionWithResponse(ctx context.Context, sess
 		return nil, err
 	}
 	return ParseRenewSessionResponse(rsp)
+}
+
+// GetTokenWithResponse The grant a fencing token was issued to, and its mode.
+//
+// A token's grant never changes once issued: its name, holder and mode (`shared` for a
+// reader's token, which fenced writes refuse with `409 shared_token`) may be cached for
+// good. The `fence` helpers ask this to refuse a reader's token as leasekeeper does.
+// `404 not_found` for a token this server has no grant of: never issued, issued to a grant
+// the history no longer keeps (ended longer ago than the retention), or issued on a name
+// outside the key's prefixes (a scoped key learns nothing of names outside its scope).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
+func (c *ClientWithResponses) GetTokenWithResponse(ctx context.Context, token int64, reqEditors ...RequestEditorFn) (*GetTokenResponse, error) {
+	rsp, err := c.GetToken(ctx, token, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTokenResponse(rsp)
 }
 
 // WatchWithResponse A live stream of events as Server-Sent Events.
@@ -9246,6 +9485,97 @@ func ParseRenewSessionResponse(rsp *http.Response) (*RenewSessionResponse, error
 	return response, nil
 }
 
+// ParseGetTokenResponse parses an HTTP response from a GetTokenWithResponse call
+func ParseGetTokenResponse(rsp *http.Response) (*GetTokenResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTokenResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TokenInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetTokenResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetTokenResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseWatchResponse parses an HTTP response from a WatchWithResponse call
 func ParseWatchResponse(rsp *http.Response) (*WatchResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -9397,6 +9727,9 @@ type ServerInterface interface {
 	// RenewSession Renew a session and, in the same transaction, every lease held under it.
 	// (POST /v1/sessions/{session}/renew)
 	RenewSession(w http.ResponseWriter, r *http.Request, session SessionRef)
+	// GetToken The grant a fencing token was issued to, and its mode.
+	// (GET /v1/tokens/{token})
+	GetToken(w http.ResponseWriter, r *http.Request, token int64)
 	// Watch A live stream of events as Server-Sent Events.
 	// (GET /v1/watch)
 	Watch(w http.ResponseWriter, r *http.Request, params WatchParams)
@@ -9547,6 +9880,12 @@ func (_ Unimplemented) CloseSession(w http.ResponseWriter, r *http.Request, sess
 // RenewSession Renew a session and, in the same transaction, every lease held under it.
 // (POST /v1/sessions/{session}/renew)
 func (_ Unimplemented) RenewSession(w http.ResponseWriter, r *http.Request, session SessionRef) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetToken The grant a fencing token was issued to, and its mode.
+// (GET /v1/tokens/{token})
+func (_ Unimplemented) GetToken(w http.ResponseWriter, r *http.Request, token int64) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -10393,6 +10732,32 @@ func (siw *ServerInterfaceWrapper) RenewSession(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// GetToken operation middleware
+func (siw *ServerInterfaceWrapper) GetToken(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "token" -------------
+	var token int64
+
+	err = runtime.BindStyledParameterWithOptions("simple", "token", chi.URLParam(r, "token"), &token, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetToken(w, r, token)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // Watch operation middleware
 func (siw *ServerInterfaceWrapper) Watch(w http.ResponseWriter, r *http.Request) {
 
@@ -10631,6 +10996,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/sessions/{session}/renew", wrapper.RenewSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/tokens/{token}", wrapper.GetToken)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/watch", wrapper.Watch)
@@ -13582,6 +13950,127 @@ func (response RenewSessiondefaultApplicationProblemPlusJSONResponse) VisitRenew
 	return err
 }
 
+type GetTokenRequestObject struct {
+	Token int64 `json:"token"`
+}
+
+type GetTokenResponseObject interface {
+	VisitGetTokenResponse(w http.ResponseWriter) error
+}
+
+type GetToken200JSONResponse TokenInfo
+
+func (response GetToken200JSONResponse) VisitGetTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToken400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetToken400ApplicationProblemPlusJSONResponse) VisitGetTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToken401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetToken401ApplicationProblemPlusJSONResponse) VisitGetTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToken403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetToken403ApplicationProblemPlusJSONResponse) VisitGetTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToken404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetToken404ApplicationProblemPlusJSONResponse) VisitGetTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToken429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response GetToken429ApplicationProblemPlusJSONResponse) VisitGetTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTokendefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetTokendefaultApplicationProblemPlusJSONResponse) VisitGetTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type WatchRequestObject struct {
 	Params WatchParams
 }
@@ -13790,6 +14279,9 @@ type StrictServerInterface interface {
 	// RenewSession Renew a session and, in the same transaction, every lease held under it.
 	// (POST /v1/sessions/{session}/renew)
 	RenewSession(ctx context.Context, request RenewSessionRequestObject) (RenewSessionResponseObject, error)
+	// GetToken The grant a fencing token was issued to, and its mode.
+	// (GET /v1/tokens/{token})
+	GetToken(ctx context.Context, request GetTokenRequestObject) (GetTokenResponseObject, error)
 	// Watch A live stream of events as Server-Sent Events.
 	// (GET /v1/watch)
 	Watch(ctx context.Context, request WatchRequestObject) (WatchResponseObject, error)
@@ -14521,6 +15013,32 @@ func (sh *strictHandler) RenewSession(w http.ResponseWriter, r *http.Request, se
 	}
 }
 
+// GetToken operation middleware
+func (sh *strictHandler) GetToken(w http.ResponseWriter, r *http.Request, token int64) {
+	var request GetTokenRequestObject
+
+	request.Token = token
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetToken(ctx, request.(GetTokenRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetToken")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetTokenResponseObject); ok {
+		if err := validResponse.VisitGetTokenResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Watch operation middleware
 func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params WatchParams) {
 	var request WatchRequestObject
@@ -14552,210 +15070,217 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37chu30ueroPh9VSbPDilKlp2Yqq1aHcdOfOLYPrayOfWFXg04A5L4NASYASiadqlqn2b3PfZR9km2",
-	"0N3AYMjhRYqtXDbJH6bIueDS6Hv/+lMr07O5VkJZ0xp8as15yWfCihL+eroojS7dp1yYrJRzK7VqDVoX",
-	"U8FSJT7YywyuSJkeMzsVbF6Ka6kXhs35RPRaSUu6y39ZiHLVSlqKz0Rr0MJ7WknLZFMx4+7xM/7hpVAT",
-	"O20NHh2fJC27mrsrjS2lmrRubpLWSzmTdnMkb/hEMCM/ioQdM6vZcb/fZ+1cjPmisO6vzrZRFPDAtUHI",
-	"2WLWGriHJK2ZVPRnGI9UVkxECQN6BY9pWplCcCOYe01495zbafVq+CdpleKXhSxF3hrYciHikfx7Kcat",
-	"QevfjqrNOcJfzRG81w3grTB6UWYwiIaXlP7nX/2id8IYqdVbd2nTfA3+/sCw+WJUyAymztqpEeby//7P",
-	"/5V2tiwD3bdzgHNurSjdvf/DPe7nfvcJ747ffzp+fPPvrU06uXHPMnOtjAAC/jvP34pfFsIA6WRaWaHg",
-	"I5/PC5lxN4ujealHhZj9l/80bkqfDlyeN3gXvrS+KKlU17yQ+WWJ704HcDjoL5ZrYZjSlo11Uegl/OaG",
-	"VvLMsna65NJKNblcKLOYz3VpRZ6ysS4ZZ+4nxs2VyN2B48yI8lqUbCntVC8sXSDVhBVSiU6vdZO0nuty",
-	"JPNcqHtdgLF/K039SqxYwbMrgwuhC8F0CZ+BVqRhemGNzAWT1jguMpYfhEkYzHpU6qURJTNCuTn6ZbRT",
-	"btlSL4qcZVOuHB/QM2Gnbv5asZGY8mIM66S0nbr7pRWwJi/dAX2p75kogC1cFjrQA/IJ8WHuSD9hS25Y",
-	"KeDLPGGluNawzyUzi7kojcjd17Rq+CyZu5VzlAQktChLt0Ja4SxfaftcL1R+r5NU2l6O3VtTGIO/9B6H",
-	"cK6YKEtdwvvfcitAcoj7XYaSW3FZ4IujIwAUPNNl4AXuPHAFRO9uYdwxBHPGSmHLFeNjK0qWvnV/dM/d",
-	"HykzItMqN46lTgXPSVBHl7g/t/PTDUEWMfh7PxEkAOIzQV/5U+Ho3Z2LrNBG5LClPyq+sFNdyo/3vKcL",
-	"eLFQ1r0CtlVpdv7mhdtZ5FSKLdSV0kvl/goHWIm1zfrpp5+659GjDtqxSsThGlxzWfBRIe57Cfx7ab9y",
-	"bvnIsbGMK2BE/EqwZSktiLgla+fSXLHxoigS9uLoNR7NhBU6uxJ5h+lyqII45MosRdljbwXPDbsSYs6W",
-	"urySanLG4DhMuFQ7D8VQfb5jceN/hyedZ3DreVFE+gTPc+mWhhdvSj0XpZVO6xjzwoikNY+++tSa6iIX",
-	"DZr0T1PN3G8gGGcJyPnpYsaVOXPkBWqBLhw9SXUtjRwVwl0z49YJPacxiBKYgfjAZ3NHDi1bcmXGouw+",
-	"+W9TbWyXt5JYvz559Bh0W//38YYWlbTc9lzmouCry5nZHDQsqCNsUvsNCSRDx9awtttPrbw86yTA4rys",
-	"dz9OSq6syGlTxyDXpGGFVhM3HZwjbsnj01akjfc3tfGkNROWO1LcR9w/+OvcPTpvUOCfXYtyhaNzQxUf",
-	"smJh5LVgbSB3NCxAoxXKDefnVrik9b5hKd2cTbPeDD85o4UjcSWO/butVlqJM7RnHp8m8CezS5mJHgv2",
-	"hWG8FHRkRM6kwvXTZS5K0LetwK3br+IDebzA6x+fwlLTXxVt8LLkznhaKPnLQtDP7hS5Y0JsXOYNpIJT",
-	"YwKWFTWehcoFbbdn923H4J3iJq2nGTwRbklgtW9JwdYWjaT7zaIE5ugoNx6TVGxmEtCkYSkF6dYPDBs5",
-	"dcb02E/STllaTTZNnDzPWX8wVLbaloIbp6MDJbt/I6mG/Cmc1ONHYGdukPomeTu1vnE63+klvshqNA7A",
-	"TiiKoFobxt1BzERlFPcTlms4g+6OTsIWc3e7nYqhqk+6x34QXC2nshA1AwYZlqoYwAxndqtDexObfT/T",
-	"OUk8oww7WJ0pPfpPkVm3HERUX4oTS3tHPszaH0Wpu0uZ22nCRjKXpchwWP4JplNn1k7AibL78O6sutkv",
-	"4s9dMLG4AXtxxudTp3/CvknDZlytmCm0NQOigxSemDJcp0A/CRM8mw6VOyHAzJ2aE8wQrnI2FiqTQIpX",
-	"QiG7HMvSWDYuhYB3OIZKfP8smKrSDBVel+mZvwXoMCexIJgSH6LHdIgNunG6RzpbMWdIplyttBJDFWQq",
-	"zH4QbEBHs21isQlZ1WFVzlCLW/kfpqLI2bzgUg0VyjH3uvS0/wRffjmTZsZtNk2R/m/hQDpQxqJMjOzE",
-	"JtEam9G/Z9GaBkmZ1qUpStnc6Q/AknGrUAaTY9HN74ylZspLkaeszVkpeB62JdPig3TmFJAnmftwLT7G",
-	"AIU6GnAkJxxbAHpmjeQ8VO5qoOMee+2YJ1eRJkDiGijYOMlRSEdMBbfVW7USBjnySEylypm0Q9X2jpqU",
-	"GHo6IGqCFztySzs9dg5HyZG006NxiLw2nQeGTpk7PPAE/PUSvk177JXj7iCv6DS3T/v9DsmfDb0laeHt",
-	"jQrMIdK9QaJLZazg4KdyFJgiO09Ze+KWEEQHnm3YrE7kERkqT+owg0h+JqwUSiyByUS2InyJbNurEdHP",
-	"QxUUCmnDOf0cugS4kVjuNYq9KkTNL913vPbh4777r4PKxVA1aheM1/QmHubtNA3z26kaRPiBSeMgD1Az",
-	"wroMFSxMdc9Dvxznu12bpPcCL+4PVaPH1OnVagW3DRg3V2zj8AFPgKloxVZ6UTIjc/HrVZlDVJinpeBW",
-	"5N+LFXi5axrKFX65aTCQs8HxK1GMe+zdFHwNqlixqXDiq1pcMJ8N/ua41JSbaa/VQNylyHSZ72Pubpzr",
-	"03TDDPc3zfHZNTkl6jN5rQQTyhn04MOeSmN1ueqxlNvUibDl1DE2y6Z8PhfKqQrAQMgjlKK8m+mZUHbT",
-	"jermWF9NntmmENZzJ+HzmVSMg4pmWDsll02asPRKrC4z3CP/Z/Srj604+S3cJR2gpXTKVa6vRekd/zXn",
-	"H/irc5kDo+KGDVsFH4mCtWFL886w1bhB3O7bnAs5E8by2dxdTrzz8pa3+ZHvu+k7us7r3jdJpFBvjP3z",
-	"6Q7PickIR1OGoh+RRGRtpyHkLHX//JtMO4OgLMS2+g45pw6I550xMZvbFamHaSkcqTtmA8Niy6n2rhBH",
-	"yN4ZCMoxjZ8vcmmjWVyJldlyLqvo3uZSVK/2oSW8GomsFOOFETn8AjpE4xuM+GXz4S+Uo3rjhS/qYzBc",
-	"5C5Lp+4yY0vBZw8MSyWu7wGCxUf7tm+toqgWLiAo32sir+YjrscbG6cI6tC+FUSGYix3Vi5oVfNSGOFU",
-	"6AOnht98ClRGCmIO7FGJJX3C0E7Ln1H8EngKfMLhtJJWxHvor/iyOudpVUe3YjoN9L3Gu93e0zWJD0fj",
-	"YkUWOLfb2fpLiYZ3ndciXUNA+hD3EwqImzUnkzuLVWpBkwu8Phd6af2upoF/6xgFiISieD1uDX7ePTpQ",
-	"71o3yafa27yN0PCG90kD80BNBbURbzk4lQ6VR+QYqX8oyD9eLPnKeCLssfYLxb4l/8xEKFE6wmDu3Y5o",
-	"VwYflTQ+S8/R/ZAEBpTpHJmCFcqNStpeBzSeD92J7tKM/NRxyczmRqNC3SzbkR/PRQnnMmGkDINnEoPX",
-	"TbZXNO4NZ8LB/kzc4Q2CWiMYGnwTiXwXicE1U6ced3YzwoOCPAsnXQjrNJeJ3lRDtrmdXjjlDH5r5GBe",
-	"KjXIB05hnYafiA/cVgmobhytmh1ksH2DQ1UXq5sFKi2c1bRs7uAmTI7d2tWM6tswdfdgfBwmSFgN24F7",
-	"sZeJN3gjm1hibWl3EdDdfJPVpq4JrFIIZsEJFvySa07x4/7J6ZfYAlTHKz1bVkkKt3bL3zQtmOCFu3qd",
-	"wxjL7QKFSnCW6qvWXsGGtzVtTaOtRXL2tifF3zbaYqkFfZ8uZNLGumPlG0UT5EqsGkkdfS7VAjhdYDYu",
-	"J5OP+Xj20S5/OSmumu6D09nIG3xqTU1Gb1LNmjwm/eP2/ARvw1Xa5FMaw9e7nvfWXbO+ydKpPThHeko0",
-	"sSTe0y100Ky9OF38YN0FLOI9ggYeuGUId2MQYWM3WfOCQmaYjlDxCRCnaHagrb7JOfp7XWAx2dRf/YrP",
-	"REjYCrbujK+cXc20Ym3kG24UwUqhyFQhr0THnwtnUo0gQcaNHQ2PkEN5t2Dmw5MGUr4r0dXorWlTUWlq",
-	"UByAw4LJL4OwZ0aAQ5K1wUIIDi1pKz9V0Ig6TV4NHNnl/bgHxAcrVA5H+bJ0X5fNTsI3qLSi0CBPFF1v",
-	"wGq02RQMUx8JGoB6qK1TUad6ifGomSwKSTkdEFtdMZ7nKNPdEsIkVmwkVlrlbOn4bLSyS05BWKuLPGEj",
-	"kfGFI0A/kKFy1qs1wdLkxhubVhaMW/jaerva3cKsdFReLHALrS1YO9MQLeVWXouhogspNEUjcadgyq8F",
-	"G4lCimuyyMlf5ZaTCV4WElznPHYZs1zm+/yQjUGlBlvwQIdO3ZOzK0C5KW28SbQlOzgrhfWOCfDUIy9A",
-	"NfyMfJQ4/chaQgKvR0uLq8uHv5zMnvfzf54ufvxa/+t49Ej9o/xq2To8MvocY36Ftj6HlqJ/A9hbuKvX",
-	"Oihid4Br4PN5wL6jTGHU13ykmpJq2hHrjKb0wFDA9PZhH294VIs/cqdSTbpKTqa2WDU7rcDbcVvugkR/",
-	"KeY6mzZLGEPBJTiMFBKkozIvdSaMQQLz+TBuLykr2DghhOIEb4co3FC90cZOSvHuny/JHC0FpM6xKTFq",
-	"vVQQifCqsnu+59qUcHyl9NJEgwl8IMSjpUXeEg7+WmCmJeaX/7o6uX7yz9nf+/xZa3sArvl0xRn3YV0w",
-	"PFTT2StvGmj5jsuS5KnF13wuMYZV64fPCHP5cPyE97OT0Vf5sTjljx83jrfQtzl2lOQdO3PxJEqViw8J",
-	"G5d6xvo95gxl8pvCbGHc7nHo8nUf0+ZzGwzGKhz21ROMvNF/h3n5Qhjw1mG1ZuuyihORmUlvSGrSvXaq",
-	"agJ8nSNtVUqa1d3Kh3OQegVPeme5FQd47NZy6kDBI6+JUHlvrxlHY9vv04tG1aB5uYV+AGzDijNijpBG",
-	"gp4poHROCU2iZCHqn2A4B1UebtPwZzpU7SpHP0pSJlOn02NpSJG9jANaIUkj44qNRD1JY6jamNbKKfN5",
-	"laC2ASPU2RWDTaYA/ufRBONh3k4XVPl26QTLGWk4yfqqx6Jop0u8SSj5DbmXiJgo8shsHWldCK72BLwo",
-	"aWor+0Mmh9QHQqcWwwImDVnTjv8Bc1uLah1sDO0+rbtVoyaFiKWQneL2WLGZcHYlyVTK63I/JyzFBBT3",
-	"BXhI5WQqjKXjBGlmKSsgUQdn726GUJXRbMzL36PeFXKOqjxIYiu+4KatS6D7Tsg1KkWcBzTYXLyhgry7",
-	"ePOrNUQiCouIjiI99j+YtFrneJGHKq1IPaXTaIWx3l6CTahzJ2BNjclNjk0522Wo3O6/Vs5aksayUi8x",
-	"C7I2HL9GM15emc1kJdjndkXFQ3XeqK/eKUFph4v8btqoI9O9hyNEDS0oXo3kvBGU/kzHNyg0t9JaDkz+",
-	"aWRfb325Usja3HDQ71N2HDvdpfPUT3k1liap/0N0upu9Z1jgsV4ZtmL/ePf6FcMHgR5q2Uwby07Z9/Lv",
-	"CRO9Sc/rvzlkbvE8L4WpV1jAO8vWoHXc77n/vxo86ff7rSbv9qsDrKioxPXn8+5/8O7HfvfJ++pj73LQ",
-	"ff+pnxw/edJU81orslvbtedP2ZPTR18xqgRiubBcFqbHIAIeZR1WXCdhNS7SDsqL53b1HL1OE1dp79d4",
-	"OpTVA2F3Slt0jxoqZG2XSttLacwCE25CRD66lKU0pEtIl0wblaO7KjkZyQLPi9Yqep1m6isdW94DQiRe",
-	"1Xk6vlXNzxN9NDX0W2daIQlfhnOz9v2YywK+tVpfzrhaXfrTgedkLfmtfqHNpnjlnK8Kzd0S6suClxN3",
-	"LGfCTnUOQ4LaQ1LBYJKXVs6EXlgo+wgPv5yJXPJLyh3AYqvaI0PtL9xXFaolwCJKxQv8IS6mcy+NSibj",
-	"CQRTIHxD1qr77peFtvxSfMiEyOE2NxHah7i6sEU6T8jYDiKF9qZJsNTIa0sWSUy/XizHtEuaTy0797Ck",
-	"EjyrjYINiuiaRJQURd4txLUo/FHHU7Zej16TQ3ujP79SgW5YtYjzYIF2UDv0mBmnWPICgwSDqJIFPTwl",
-	"pgbdbgrbou/roxnUWN2OuLxUxnIii6ZoScyt7p10/PmVeePwGkKrp/0njcqDtMWa/HoZkrMaY/M+Eypc",
-	"z0d6YQejgqv9wVviKfjWME5ixk16wFtImiLn2BrnvyW/L6Q76ijYPx3ACw7Yhp2VRt4pGGjFex5AdkLi",
-	"IJpN4B4PqTLoQ9weKz5gWIWPUx1CtwdR245MlCqJcZMMw09eyMLIroSYg4YoPpC0aOLNCyPKSz6hBOPd",
-	"ZCXjxLnW5jTXdxcy38L4dtJds2dtd/qaz/UDEXao962i9H1B5+jh+91n4bFvhZPut4xG7z8Uu0uLAiXG",
-	"WST9fnI3ytz9ropK9yfNxGS7PrR9CS71rTiY5po3BxbojpkCUVAunvHJ17ebw458RzdCJZb3PL67+Xa2",
-	"1fCcM4iB2OKM6Zm0jg9j5USIgjyAeO9dksj2LB3Sxgs11g1pSYjocOnl6cYafA45dFHLYQzeW8gY9xVm",
-	"sTzqbQ3+7sqb33g0ejdBj+i+Qk9oYUQcrrK+vG3JDUNtiFndiccCopGCxhkvCjDWTabnYm82/aYgkh8P",
-	"XcrFPL9Luti1KH0I77ZEFPEQL53802rDoWkkddLZRXl3lV14921EV0Tp+6WXf/whwguv/clR1a/XAPcd",
-	"ucOOUSDeu56cF17L+y3OyS2Owo403HoluLS3LqiIzsvm0+lHzAhAjjLjubgLh65OkpfKdzpJQIBl83mC",
-	"AZa3Py1I1LV0tuP+nsPj39U4Vsp7WweqAv9NCtXU5oyl+IiU8cKEHBxDdbfwL7pjEo/xE84rJfU4LdJ9",
-	"63XQM5ZCimsKyVC5xqgRlGHXI4Ec3cL4frcR7q5G1f/dtnyI85D6gIWFcCaTuCrLA9R4e2ozrw6Bpu6a",
-	"DnxPkcnt8cdtdRnPIUSNiYY5omkNqny7Cm8lrCCGoiiCggFujNXGS/d5wm53ThraQgaOgdaAKKVic26n",
-	"JgnIOSqnVJK7prjsqIlvznnD0nR6tz9XoW4+rHtzNpx7jIZaWFr4OCPOXP73/OFVf/4fq6+X/zxR//pq",
-	"9PZ4dvEo+8eT1s5a9tvyygqtc72+uUb/29NVmrgSneUX39zNiKjvw2cq6w9nZcA4WAe+wv/MJyhXFkIo",
-	"RbyL9IlGv2NtviDeWFRJ6dn61vqSQ1b0cxpmdWBZvwU74RWcTgBPu8tmHFK0X/GfTdmDiBeQ6P32+VP2",
-	"8OHDJ+4Y/3jxlCppP/DMFitmp6UQbFxyDwyUy4m0axBuJ/2Tx93j4+7Jk4v+14PTR4Pjh73jk/5/xPNy",
-	"mn/XSqxTqu1EvZZvKUvhLutd4LXht66ceZ8P4PIOWhNpp4tRL9Ozo8gVV/vsn4bwgEZki1La1Tu3sUh4",
-	"I8FLUZ4v7LRxkQjCYMDSc0JxhH0dsL/Dfay4ugLM4J5HZoaYKfxWzXNq7RwHIMl6bgDmMExfi5J9d3Hx",
-	"5giivrANNdWUQgrAcp1ewialXiYefaVSbaKi6qHCQmFUf9BDy6mwosIUg2t50RuqoQKigbBFI11Eue5O",
-	"Tc4kigFP8HgnEW0tMb43VIhVB9EgKBxVLER8021AkCnLdbYA8AQPLGP5qBAszXQOQVT/XF/vOFpYlh5N",
-	"oU7rI0UljpzCtvoIOD7SVI/k7lInqvhc9lZ8VqRMKsD2yTss42UpQQQGJAtuhmoLJQwX/f7D7Eqs4INI",
-	"e+wcbpkCkhVACLe9+ppUiqsuvcaJoWmndo7EUFFkkVlN0STI03WkAMtgdFTGckY5SpAPuFb0DhGqReYW",
-	"DhBdp3o5VOijxzoEeKMbV4+90nDNLmjQGMnkmK1DjJ4xPlTuEb4mBGoS5GRq4/sesgpuGfZvrVbV50Fz",
-	"hYo3a0ORBUR+YXe/fXaRsO+enX8DM3795uLF61fvOjR9bisI5qEygjhtM7wya6fvRNZ9Lmw27b6TVgxY",
-	"Vmpjuu5H3BzDZwL/9KCp6etSTqRKh/SgUAxBs3hg2FQb28HaQ4Q2QHCjtbmzpxDFiSKFStuhosEbBNRR",
-	"QsJbMHKNBxivZHw8hhp8WMQ3nHLHsXjZjTBO9SYSwXF0u5kuTRevSlkboPFGqwrgiiMU21CJD5mYWw9l",
-	"gIVSzi5n6dH1cYrJzhXiNTz96eu371jb0Wbhdt6EJPczlj5Hdta9wCjiUKXPLvjEnYcaPiqc2Zca2UHq",
-	"jCBn5XQQYshRRHUkE2akAiAJIUuWaX0lkX0NlZwoXYq8x55FKF04ZzYR1jClcbCEwLpGiyOdr9hsYdzO",
-	"lPIait8LsUWg5ytG2QcxOhAzHcJ/hcWk9wzgICG8iseSldUyOTL5mq3lNKQ+uCZYtrBMj8dsJMa6BK/K",
-	"UKVP0fbvorqTAtAQ2wij4wRButRm2UYx8Ob1uwvS8WF7Ozj9kWBQTFa4scV8Gvkz1SdUnRjOGAeQQSNI",
-	"VukxSxd23P067SBcqK0e6Ai/KAaQ4Y87FOZysZqLFCDDoqU5fsSakzvSHnthw4B/vHje/Rq1L7fN6XC4",
-	"SJkwGZ8LAu0A2D2zKEs9ASRrwFvzqVaI5LXUbCZmI3cU9RjWnjoFNC1uZ4AclbNCKHeshyoXTkaVBPpu",
-	"ZCGUU6lKMS94BoBieannMZsgFLKojMOJjwrQcagCeqMf8XZ8xxjeMUJ9XEN6HKoK6pF9h0xmLIVTuSFD",
-	"ZrPYy/IrYVj7MSShdWq4rkOVnj48ZutZNpTrVMhMKPQhUkuF8znPpqJ70uu3ktaiLEhZMoOjo+Vy2ePw",
-	"c0+XkyO61xy9fPH02at3z+CeKuS/FosNDrlWv3eMF5KUbw1aD3v93kNMZJuCDuiVBfd5IkDDdLYJEPmL",
-	"vDWgou+PrbVuDSf9/g4469vBWFNdeQOKNZTNUNEQ7IAJaOy9VqzVtgY/v09aZjGb8XLl1Ep5LRQlA1o+",
-	"MWA24Gveu/tIKdo667f4828yaXg34Kc/6j/c9pgwrqMYYHzXkrjHSrcmBOjo0cBJO0mCChWFf6CIE4Cw",
-	"oAcGlwjw27ii18dH5CwBM4UA6utTQ4ySqGIY+CMoeSkLUJ9SoZQouTJoew0wadcjZ+Yik7ljoMYpXUaq",
-	"SRFBPQLHwUsQv4vmFWV8z3guKFsDsqqLAr6Gyoc2pDbOARpYreKSjgOwUPiaQx2UBNBKHMvN9EJZKOva",
-	"wFlxbI9MkaAERqi9qAh7YOOAigei1YuzgAUBmyjx3mipQz+SsS4T4LFunDE0MCS8Q+78ULWdCADtOfQ/",
-	"yLhiCoyvXPDcLUznjMkYKrZhOT2mMbLsofJltJgViUrpKgzA6QJTwqKUtseeuQUPlXGWUuB1mUvFPSB0",
-	"4pYAnZ9RtWrulLrNXQJFNuxgwLSO0RyhktCtmNNainwdjhflldcvbVBvN4Fm2TkeI6cmOctACZGboYq3",
-	"BPtJYJAH5ESdDVVQ9lWq5991vjqAC0Up0N7B1Ag3T6DnP7d4BuTZPf4Kqtrwj9MT8K6Q4wdq6G4ObUq0",
-	"icN/U/fkECb5F2OxhIjUwGK/RXJNYuwC9r0QczzhMbng4XWcgq8cP6xc80RoqM1SstdN0jrFGexm2lGz",
-	"I7jl+CA+XzXTgJsOEA5VSyG448lv0EWHkjVDrX7QJX2paxtqVEJHoYrhwlkFxdgExPShquBMO2e+WgcN",
-	"PGzLEGpysBAwSpAnyw6rdB6gxBuquvkFZA9I/xWYDje2xqC8uO0RZG915AdOHtUmV2ce+7pe7Mt4JX8S",
-	"wR+sDY5q0sBjEg+TtUu9AAiDxbzTa+1tMXN6cr9ksp4onwKMLsmvdRGIjoiigAtMaLKEsg8cXN5f5REd",
-	"EpRFi6I4Y+laqnoKMOL1FkCftV3P7TU4tzxgQ++/r1rUWM/zQM+13Oxav4pYhfMAa16F88A6jVrxS2ns",
-	"9+6CL8i0PeTPFmsAQTjvkWfiYdh9R9y66tdvILpsgo8n8kCa4KFNmGNyxlLFYRvcqJ0eewXqmQ1xzZoB",
-	"hBhHN0lQzuu7izjH3xNU8B11DUI98rVTDDFJTIz6NPg5VFY55QJRfnw2wcHaRYTLdJBacfzZKDTCg24g",
-	"UvqV1In0SqzSGtizsboUDWjPEcvx3r+teGUPDPvx7cvEa7gyH4DTCg7v0SeZ3wATu12fqt+x2nL/RxA3",
-	"MY5+hBPmIeOkgYCCoo4bvqkP5QG47W04ehGThX3CHS4E5sStuyDcuffHsUbLp01Vn8AlSDyCd8Nzjntl",
-	"lzi23XeEboe/zebiUjVu7gvrzufc+GZmVUeVAExDnDHxMSanZebcTEeal3mA9G/kulG/3p8b+8DK/NAG",
-	"q1didfkz73486X61tcHqe6K2KtFoq1B/6Qv31sa4jhhbrOL6LsTooc4P0mzr3ouMf1sP4aYigpuk8dWg",
-	"3/rsB42HDJ0MTjb22OsZdVUaaTvdNhooA68Nxie2UaGUe2AjKnMztVUrdoR9jw+4kHo137z/gnpUhSbT",
-	"IKReKwFtn51qjQv6ezdd759NuLWLqC2HIMyoAjrcpkHj30ef3HVrDH5bMvIDg22T0LdQZfDFkWPfeQYa",
-	"cHoPFZ5DAKJGlu+I18eMDDvpn3qXoa9dhDNTYZPR4eV2PRHYeOkxYHKMfkZ44ZQbNtPXoI8iUnbcAait",
-	"fQqcEmFMgATTibPkQiucaEq1rj/kAW1yiSH3RgDHPfyKGD2qWtREi4A6ahXyD0wDhnUD6/CJx9UBvBXk",
-	"X8NxP1CQu139fUvx/gHHs2rlfMcD/RsY00RCGyTjqJ97PD9UHppYQuJFbhPaFXXF5gZxSCD73xD6kq5g",
-	"Rk/6ffIxo68LcgjxamuaMbF6G6fmW2H9kfmyEoeAUJqNd1w6kMB/KaV1QruIEWoc96S6Eoy3hHLiS5lv",
-	"o7Q1VrhHBUEE3vdNMqsWxrvLQ5Pd0b+qKqaOPeKJv+3ouDn+RmlwNW49VBOw1ihYj1q6l2JQZ4PZIk3B",
-	"M7YRO8P+cOBVGaqNLodJ7Hn1USkf+4pckaxcKOiTvyOoc5AIO6f24lV7NbdSYLNQMs7JKZt23FWL0ic9",
-	"uUtIHsNnXAxwdgciqjAvZUDHOsNIHbAlQjnjhtBvcbGgtTPypU0JjrZxGCDtVS7HYwGM06819mVsTNH5",
-	"XqwwQHv82CkXJ48e1Vp2EjYwV7mesR9/fPGNW/OZLgUmwI2Eb3pmqw5cQ0VooNiCalaFuUOroKrlJN3z",
-	"wNBc8fQBkmjQmXBLQT+Y+lIYUhBe5GI211aobNVFw73Z5Hn0qJ6f/bjBePsc8b4GQOBfE8n7LcN4O6J4",
-	"3tV2m6Ddmsetlpt3SKGc78kKFHGG2YqEB04cKDRz2m7P7897v/krnrgtnmj0TEACH1RaVnUSJDd1Sbyt",
-	"MbJIomQt+NfzNATsbADJ4jXmm64d8DRuKANsZsrNUCHH3A0+eoZt8yDBrTYIn9SZ6ZkjtxHProYK+5WG",
-	"jMlSXMvrmFEPQvYLNpIl3uuI/kqsPn/Usa4Lh3a3cZyRRbCB8bL+MQKQIYUmtORFINBfE3z800Yaq2MX",
-	"rKKDHSRHVR+y3d7JZ7512O1U0t+VT65qx7bHJ4eL8pdPrslKoiakyHrpVEax0C9uHcXtNz+refSKnF8S",
-	"kOAykUeNlql9XNT7IuqiETVN9oLPQz72hmqLm5EXIVjV1As1aa6oCXVBQ9V0FxJu5XN0j6nZWBEeKRV7",
-	"0xycUWA1prx7gwotr+1Nrc7wFsVnvo90HQ2Omu96d2ODxQFJl3MBJWOQmG5iq7DHyP2Diw8OzHwmFQCu",
-	"6AIRcbF/vS/9DSI608jHRLMPE54f+nn8Cl3fYyW1So0B91zMC72aubuxpZi3Ak7RChgdHmLfaCB7iN5/",
-	"8vkypEO7k01meW6u3P5Hrf0KwZ0BLKGwDZptRKTuZG9IxY0J+nefsXc3R+y9qU4ewzMdMKVBHV/XxJVe",
-	"wj6VcHS9g99qNoWinmtR9v5A/uBzc9XEaKiBYTXriWZtzwKcqu55ZedwxYi43GcQM+vMB55buYNvw3kO",
-	"o5g1NLSD+EZjKMQ3L/wjmMF/xuCHT3D2DXEqeTlaVb5G73iJQhanaIjehtqVWH4BWldi+WUpPULVu2e/",
-	"GHX+bSoggmqIXj37GbjvsupVQkh5u7xgf3rX1Z/vzD6D7n+bThrUldB5WamzZo+pXkc/3Wqgv41xTJvS",
-	"nNYC6RFQ3vakxKT53oJO861vBLdac/R+Oz7HHy7tpw53u8fNUG3vX66GTeGHTf5ZHUTEcdYmV0N0UrZn",
-	"WCNyb4UP/KVkUh0o+J7Ntgj+uEk0ZbrMf/8q3R9FQXMbjLgwnkY9DEho4KsXFiIgUZW4r7nfSsCB/UcA",
-	"oju4f4UDegDzv1s66B+LB0eorXtZMC3eXxy4MQFzHeBpZypmRa+bJHz0yX/cm5QJnqNQAB/yU6g1MvUa",
-	"xsOF4TZuA9LpsU9SUT4JxU6lGSqq/sCMFOyQWRIvjMQwqGZNHsNvYLhvK71pv/WMt/z5sv9/Az6LS0mJ",
-	"RxE1JuBovObFokrIg0uakgJj4tySFwiQufC0TM+EqQLPxJaYY4yQZ8ARTtcKjPUmgA1VgRFh3kopVA6Z",
-	"OlD5z3hgOtigFyhyQGFy7qjY8mw6E8omPvFFyfFY5BgLMFzlI/1B5KzNcZRD5cfADUut+GCPpnZWpAGt",
-	"DKaGRe4s4wpwmzIYSzSCB6aqn+j0huoFZgg9BXSUp4jPMmBKdzP3DYTl4RMrBXjzuY1X6tkFn/jC3hfj",
-	"7iutRPcHqM2NVpMMI3dt8Fk87J/WoLtghj3Wrj0EQgluGrnICmibR+tK8sWv5ncXF28eAPRAQiiuCHYF",
-	"n93gTUgZWSjEf+g0nPpvhd1+5Nfl1d+O/lYXUZsd1UYrBMILxFNDXxwBpsK23E1Yj+RwklzzLXhgo2+k",
-	"mWsjm8vb0ooEz9hYFsLx3f86bCG+nD9ACDI3bKUDVsGF8WtRbZvHEgIAuKleQtTJ3q4mLglDfkeAKt03",
-	"upDZqqntJB6NMw8i1jVlxh4orcSDdEBlYlytlnzlOAYmB3pPuCMJygNBfK7bDtNR8UH5AtE9n9XTk7T+",
-	"1Y1xq7qv58FlsBEuAJZyh/LEh00i7pW2bKZzOZY+GBQEM3Qgl0XhWxl7+azHbI0vrBHq7Zfz5q9M5nWc",
-	"oU1ReRYJRxRuUrEaGW6XlbdzCQeOCW7hRVP6vdPs3QjG43VYPhCFHqkiJiiqEREhLq5YyaXHgcF5We1E",
-	"bRN+kY+IVx0C0sgfh0B7hdFsJKKvCfaApNVQLZTPIwvJNmDrIXrJuU/zHelrUcuCjmQtNszHrGgnyjz2",
-	"WnuzpVlnwHiWiTnApDj+DrBKMOdoypCmjS+jLDgN29tDNEECgARVukI1qhifrLRgAui7EisW4X8C1ieW",
-	"HFKA19/uzVrI6bXTUi8mTueAeQz8B5rrUFkN4HSwbHRjAN7x+Pggyv2Scd/PWemQik+fEvcdBv46yVC5",
-	"eQxb9KIW9gxGcGYAn6KupWBFoO8o7K4fUYwCRDll3mB4YFgGaYtSsZnMSu1z8dq1HcZFXyNebqG9hMym",
-	"WENghgr6D5cJMxr6jLp1bGhmF5IYxpJcyfHIYaMcDwX2OSDwV2H5hNBfGafzBcF22HuC2vJNmWMuzSlz",
-	"khh0Unv239L4VshrAaSXNsfiALqpQ12ra4x97W7QgsPM4DmsDRi8x8d99n/+9/HD3nHnDOFmlp7IQ70a",
-	"Oz0+gdam640+UyQAVeXueCUIkj2JttlFODHSsGwqsiuf3xLAwAwgTtVAz7xjJ9TknfafrDcjxKRmfE8C",
-	"MIwBAiKMlc5W5B9CFPh1YzaE746p4qjCIY2X6knvYe+0c4bn3iPB4sNP+v0m8/XNIlZkd1Y8bMm1Jkrq",
-	"sbckl93q4Du91i5rUKJDlZ6efM0ae7amCIGHIp0aYUvL9JxwvoFqjCbCRCNDO0PKB/l9SlMJcFEVugOd",
-	"t7CS0jKjOzsqBuqK2GGlhf0mHexT8/MrgbMvZLLpogLzyFuLlcnLDfv22QXQ3ZsfL8IRsZjg+rd0EJ95",
-	"rB2tSAzPb29rAQWd/NsNdt9L66d+18sr7rFzBDuLMw61w25reyFOrDfhSKwcsx/k3xOPohfbZAm7EnOw",
-	"tSfyGst/0KoHuFqDZjzA4ZLJZBCaBExaJ47oTYGjgIia8rno9Ni5YmI2tyuE0AWYWuxIDK/x8pQBBmsB",
-	"nl1vT19U504aekibq1VnwFI37AHDVU6HCjWOGb8S0RnEMwkzwNGPdC6FR5FlPO4a7s7dzT34ebFb1ubW",
-	"/eQlwTUUZyL5Ob6Ga/E57I7PiWtz4HTIo4EwN5gHEpo7tYMbtPOrp5fswcGJNPMf3778UwHe3HMSX6xQ",
-	"DCIDRBooqVtG+n6bMKybaujhps5ZU1v4gVOZ0UCoux+xl8MULMbIWnF6qntQraPy2tA4w19ZuxQ87+Dj",
-	"CdWPYbMBw3INwyXd4RnPpkMVGR2o8wf/O7m3Dm5h7/bq+ORe96pJBR2woDIjbv+a49Pj9zqbhZItv/7t",
-	"Bh2UMCCKmgJE4Nn3mhD6qP/Vva5FvQ0+ETUpsiDwJljaFRUTtcFxrnzyeQdKXqOQ2FBRGSzKbHfEQMKA",
-	"j4UXRYKV0U6Aw9tZO+12Z/xDNzyiOxdl90qsoC1B/bcuPDNc0MEcQNKsCC0TomBk5LoBI7BBqa2z2Yaq",
-	"4Mb2mC9viB3Fa6aTP5ZnlGXo0/rJgYARBLPI3NoNVVWO5kt2fRMYMy2lunJ6Ba4Zw2ifAXcCtbJAqwUK",
-	"lVFdsVMx69Cp/pUuMGgIuOkDu0Oo8ijqSdgYMvppqmmlwRTR43WvFQBEkFg2EbVVXWNrXinyboWqBnqg",
-	"b5PpgZOtdAtp5EcMfMWKpzPRIr+PqVp2zLSaDBU4bNpGCFbPMOuc4Tb5TQ9ENtYltKxwNzYZl3EOwk+0",
-	"XPeg9UWdJLeo7c05Q395i9crumh9vLvR0w14yAIVtIPJ0+/sSsP6LI5jOpGE5ma2A9r7EkjUGyIQ8TgE",
-	"lWLVfQpVD7rIg+Nvo6fgAPilr6cNlU8ephwM2XasvFCGb54mcRkUXd+hrpD09VD552CfQ/LbxkPxcPlZ",
-	"oc3aw6oqM0RRKAryc9d8Vmjg1RciBkrESDLamWCrgwIGGJjsnCmtusiwz9+8wG5KvpCWcWwdJ3KmFrMR",
-	"cia/P9BxMSDNt33bIGwQypx0pGU6G6rjpN/vs4UqhKn1CDJ8ZSrvX6eJ0byeC/UutFb8/cAzrHUfvGc4",
-	"VL8iTYlO0AjT4zNERLEFoYE6b8aNNwNh3gojtepGGOOkRp1GCTDVE9DRJ/r0p0ROvf9Cer+uoN5Gmiw0",
-	"hDPYyXbt8Brqx3ZGNACdQHQJdVVaeZCBHnv9Z6uifw3T98uRBCERt/sF8eJW4UqIOS/kdU2XDGIqqJKb",
-	"dH0Eq3r7ApvAW8Y7KpdDVVCMWQZGgW9DjZ1GQi/pNeBpN7S7MtZbMamqee091+rsYJIw+/yMQDJMipJo",
-	"veHzUoDJt97Y+U9Zvbr7BlrKP1hdzlMUbEGbihuIxHoYVfh7ZawhleC2B/+OlXVbDn5Dfd3/tyeX6uwO",
-	"PLrYoeivk6v+cFWwgB0Wn9xazD4+nMn2s7z73AImwVYnD3TBmglj+AQReFPA2RhgEhF8pphfKvNBSq2t",
-	"fkG3dc4tpysBf8apWv949/pVb6jSl9zYLnzbffFN6oztBXRApr6dgJv3S4WcQIYbIbA4iy3TM2gmDIAe",
-	"4NWHFwwVZ1PBSztyWkFlxyKIiDRM5kUjMsZPFHv9YnUkzVHyeBn2R353chpIg4Yt6eJ066xmw4Bochz9",
-	"MbAp7t9ZdM6c6ht1d0acJEfR78CK776DvG5CT6oOHB6v9zdr/RHrLdB/fu+2F90BSHZVV87B0dHxyVe9",
-	"fq/fOx583f+6D0KRHr/FKZR4o7ZC884J/41Ewxm17kXgV8gEpqO1Vu9qWptZD8/XW59DvH+0igu9EgLZ",
-	"IY8aJBpmvCxX6yCqvc3i3KZ3/oTP8Yl9I5HxhfENiDEyt+QGs5YSBqAf0Nxrs0E7FK6BRzd+cyhB23w1",
-	"NVC/hvIERwbJ9m2n5+Gubz7qh0g4RzzaKVrBCsPkCXqPyhEF1RlnE2GnoozeEpj55ovI7DW+IAI6oUPM",
-	"g0ctzKlYBNwhnejB0Dhi86G+tWmIc0rf6JTuo66cN+9v/l8AAAD//w==",
+	"7H37chs31ueroPh9VSZnmxQly3ZM1VatxrETz3hsj61spr7Qqwa7QRKfmgDTAEXTLlXt0+y+xz7KPskW",
+	"zjlAo8nmRYqtXDbJHxbJvuBycO7ndz63Mj2bayWUNa3B59acl3wmrCjh07NFaXTp/sqFyUo5t1Kr1qB1",
+	"MRUsVeKjvczgipTpMbNTwealuJZ6YdicT0SvlbSku/znhShXraSl+Ey0Bi28p5W0TDYVM+4eP+MfXwk1",
+	"sdPW4NHxSdKyq7m70thSqknr5iZpvZIzaTdH8pZPBDPyk0jYMbOaHff7fdbOxZgvCus+dbaNooAHrg1C",
+	"zhaz1sA9JGnNpKKPYTxSWTERJQzoNTymaWUKwY1g7jXh3XNup9Wr4Z+kVYqfF7IUeWtgy4WIR/LvpRi3",
+	"Bq1/O6o25wh/NUfwXjeAd8LoRZnBIBpeUvqff/GL3gtjpFbv3KVN8zX4+wPD5otRITOYOmunRpjL//s/",
+	"/1fa2bIMdN/OAc65taJ09/4P97if+t2nvDv+8Pn48c2/tzbp5MY9y8y1MgII+K88fyd+XggDpJNpZYWC",
+	"P/l8XsiMu1kczUs9KsTsv/yncVP6fODyvMW78KX1RUmluuaFzC9LfHc6gMNBn1iuhWFKWzbWRaGX8Jsb",
+	"Wskzy9rpkksr1eRyocxiPtelFXnKxrpknLmfGDdXIncHjjMjymtRsqW0U72wdIFUE1ZIJTq91k3SeqHL",
+	"kcxzoe51Acb+rTT1K7FiBc+uDC6ELgTTJfwNtCIN0wtrZC6YtMZxkbH8KEzCYNajUi+NKJkRys3RL6Od",
+	"csuWelHkLJty5fiAngk7dfPXio3ElBdjWCel7dTdL62ANXnlDugrfc9EAWzhstCBHpBPiI9zR/oJW3LD",
+	"SgFf5gkrxbWGfS6ZWcxFaUTuvqZVw2fJ3K2coyQgoUVZuhXSCmf5WtsXeqHye52k0vZy7N6awhj8pfc4",
+	"hHPFRFnqEt7/jlsBkkPc7zKU3IrLAl8cHQGg4JkuAy9w54ErIHp3C+OOIZgzVgpbrhgfW1Gy9J370D13",
+	"H1JmRKZVbhxLnQqek6COLnEft/PTDUEWMfh7PxEkAOIzQV/5U+Ho3Z2LrNBG5LClPyi+sFNdyk/3vKcL",
+	"eLFQ1r0CtlVpdv72pdtZ5FSKLdSV0kvlPoUDrMTaZv3444/d8+hRB+1YJeJwDa65LPioEPe9BP69tF85",
+	"t3zk2FjGFTAifiXYspQWRNyStXNprth4URQJe3n0Bo9mwgqdXYm8w3Q5VEEccmWWouyxd4Lnhl0JMWdL",
+	"XV5JNTljcBwmXKqdh2KovtyxuPG/w5POM7j1vCgifYLnuXRLw4u3pZ6L0kqndYx5YUTSmkdffW5NdZGL",
+	"Bk36x6lm7jcQjLME5Px0MePKnDnyArVAF46epLqWRo4K4a6ZceuEntMYRAnMQHzks7kjh5YtuTJjUXaf",
+	"/repNrbLW0msX588egy6rf98vKFFJS23PZe5KPjqcmY2Bw0L6gib1H5DAsnQsTWs7fZTKy/POgmwOC/r",
+	"3Y+TkisrctrUMcg1aVih1cRNB+eIW/L4tBVp4/1NbTxpzYTljhT3Efc//HXuHp03KPDPr0W5wtG5oYqP",
+	"WbEw8lqwNpA7Ghag0QrlhvNTK1zS+tCwlG7Opllvhp+c0cKRuBLH/t1WK63EGdozj08T+MjsUmaix4J9",
+	"YRgvBR0ZkTOpcP10mYsS9G0rcOv2q/hAHi/x+sensNT0qaINXpbcGU8LJX9eCPrZnSJ3TIiNy7yBVHBq",
+	"TMCyosazULmg7fbsvu0YvFPcpPU0gyfCLQms9i0p2NqikXS/XZTAHB3lxmOSis1MApo0LKUg3fqBYSOn",
+	"zpge+1HaKUuryaaJk+c56w+GylbbUnDjdHSgZPdvJNWQP4WTevwI7MwNUt8kb6fWN07ne73EF1mNxgHY",
+	"CUURVGvDuDuImaiM4n7Ccg1n0N3RSdhi7m63UzFU9Un32D8EV8upLETNgEGGpSoGMMOZ3erQ3sRm3090",
+	"ThLPKMMOVmdKj/5TZNYtBxHV1+LE0t6RD7P2J1Hq7lLmdpqwkcxlKTIcln+C6dSZtRNwouw+vDurbvaL",
+	"+HMXTCxuwF6c8fnU6Z+wb9KwGVcrZgptzYDoIIUnpgzXKdBPwgTPpkPlTggwc6fmBDOEq5yNhcokkOKV",
+	"UMgux7I0lo1LIeAdjqES3z8Lpqo0Q4XXZXrmbwE6zEksCKbEx+gxHWKDbpzukc5WzBmSKVcrrcRQBZkK",
+	"sx8EG9DRbJtYbEJWdViVM9TiVv6HqShyNi+4VEOFcsy9Lj3tP8WXX86kmXGbTVOk/1s4kA6UsSgTIzux",
+	"SbTGZvRvWbSmQVKmdWmKUjZ3+gOwZNwqlMHkWHTzO2OpmfJS5Clrc1YKnodtybT4KJ05BeRJ5j5ci48x",
+	"QKGOBhzJCccWgJ5ZIzkPlbsa6LjH3jjmyVWkCZC4Bgo2TnIU0hFTwW31Vq2EQY48ElOpcibtULW9oyYl",
+	"hp4OiJrgxY7c0k6PncNRciTt9GgcIq9N54GhU+YODzwBf72Eb9Mee+24O8grOs3t036/Q/JnQ29JWnh7",
+	"owJziHRvkOhSGSs4+KkcBabIzlPWnrglBNGBZxs2qxN5RIbKkzrMIJKfCSuFEktgMpGtCF8i2/ZqRPTz",
+	"UAWFQtpwTr+ELgFuJJZ7jWKvClHzS/cdr334uO/+66ByMVSN2gXjNb2Jh3k7TcP8eqoGEX5g0jjIA9SM",
+	"sC5DBQtT3fPQL8f5btcm6b3Ai/tD1egxdXq1WsFtA8bNFds4fMATYCpasZVelMzIXPxyVeYQFeZZKbgV",
+	"+d/FCrzcNQ3lCr/cNBjI2eD4lSjGPfZ+Cr4GVazYVDjxVS0umM8Gf3NcasrNtNdqIO5SZLrM9zF3N871",
+	"abphhvub5vj8mpwS9Zm8UYIJ5Qx68GFPpbG6XPVYym3qRNhy6hibZVM+nwvlVAVgIOQRSlHezfRMKLvp",
+	"RnVzrK8mz2xTCOuFk/D5TCrGQUUzrJ2SyyZNWHolVpcZ7pH/GP3qYytOfgt3SQdoKZ1yletrUXrHf835",
+	"B/7qXObAqLhhw1bBR6JgbdjSvDNsNW4Qt/s250LOhLF8NneXE++8vOVtfuT7bvqervO6900SKdQbY/9y",
+	"usMLYjLC0ZSh6EckEVnbaQg5S90//ybTziAoC7GtvkPOqQPieWdMzOZ2RephWgpH6o7ZwLDYcqq9K8QR",
+	"sncGgnJM4+eLXNpoFldiZbacyyq6t7kU1at9aAmvRiIrxXhhRA6/gA7R+AYjft58+EvlqN544Yv6GAwX",
+	"ucvSqbvM2FLw2QPDUonre4Bg8dG+7VurKKqFCwjK95rIq/mI6/HGximCOrRvBZGhGMudlQta1bwURjgV",
+	"+sCp4TefA5WRgpgDe1RiSX9haKflzyh+CTwF/sLhtJJWxHvoU3xZnfO0qqNbMZ0G+l7j3W7v6ZrEh6Nx",
+	"sSILnNvtbP2VRMO7zmuRriEgfYj7CQXEzZqTyZ3FKrWgyQVenwu9tH5X08C/c4wCREJRvBm3Bj/tHh2o",
+	"d62b5HPtbd5GaHjDh6SBeaCmgtqItxycSofKI3KM1D8U5B8vlnxlPBH2WPulYt+Rf2YilCgdYTD3bke0",
+	"K4OPShqfpefofkgCA8p0jkzBCuVGJW2vAxrPx+5Ed2lGfuq4ZGZzo1GhbpbtyI/nooRzmTBShsEzicHr",
+	"JtsrGveGM+Fgfybu8AZBrREMDb6JRL6PxOCaqVOPO7sZ4UFBnoWTLoR1mstEb6oh29xOL51yBr81cjAv",
+	"lRrkA6ewTsNPxAduqwRUN45WzQ4y2L7BoaqL1c0ClRbOalo2d3ATJsdu7WpG9W2YunswPg4TJKyG7cC9",
+	"2MvEG7yRTSyxtrS7COhuvslqU9cEVikEs+AEC37JNaf4cf/k9GtsAarjlZ4tqySFW7vlb5oWTPDCXb3O",
+	"YYzldoFCJThL9VVrr2DD25q2ptHWIjl725PibxttsdSCvk8XMmlj3bHyjaIJciVWjaSOPpdqAZwuMBuX",
+	"k8mnfDz7ZJc/nxRXTffB6WzkDT61piajN6lmTR6T/nF7foK34Spt8imN4etdz3vnrlnfZOnUHpwjPSWa",
+	"WBLv6RY6aNZenC5+sO4CFvEeQQMP3DKEuzGIsLGbrHlBITNMR6j4BIhTNDvQVt/kHP29LrCYbOqvfs1n",
+	"IiRsBVt3xlfOrmZasTbyDTeKYKVQZKqQV6Ljz4UzqUaQIOPGjoZHyKG8WzDz4UkDKd+V6Gr01rSpqDQ1",
+	"KA7AYcHkl0HYMyPAIcnaYCEEh5a0lZ8qaESdJq8GjuzyftwD4qMVKoejfFm6r8tmJ+FbVFpRaJAniq43",
+	"YDXabAqGqY8EDUA91NapqFO9xHjUTBaFpJwOiK2uGM9zlOluCWESKzYSK61ytnR8NlrZJacgrNVFnrCR",
+	"yPjCEaAfyFA569WaYGly441NKwvGLXxtvV3tbmFWOiovFriF1hasnWmIlnIrr8VQ0YUUmqKRuFMw5deC",
+	"jUQhxTVZ5OSvcsvJBC8LCa5zHruMWS7zfX7IxqBSgy14oEOn7snZFaDclDbeJNqSHZyVwnrHBHjqkReg",
+	"Gn5GPkqcfmQtIYHXo6XF1eXDn09mL/r5P08XP3yj/3U8eqT+Vj5Ztg6PjL7AmF+hrc+hpejfAPYW7uq1",
+	"DorYHeAa+HIesO8pUxj1NR+ppqSadsQ6oyk9MBQwvX3Yxxse1eKP3KlUk66Sk6ktVs1OK/B23Ja7INFf",
+	"irnOps0SxlBwCQ4jhQTpqMxLnQljkMB8PozbS8oKNk4IoTjB2yEKN1RvtbGTUrz/5ysyR0sBqXNsSoxa",
+	"LxVEIryq7J7vuTYlHF8pvTTRYAIfCPFoaZG3hIO/Fphpifnlv65Orp/+c/bXPn/e2h6Aaz5dccZ9WBcM",
+	"D9V09sqbBlq+47IkeWrxNZ9LjGHV+uEzwlw+HD/l/exk9CQ/Fqf88ePG8Rb6NseOkrxjZy6eRKly8TFh",
+	"41LPWL/HnKFMflOYLYzbPQ5dvu7PtPncBoOxCoc9eYqRN/rvMC9fCAPeOqzWbF1WcSIyM+kNSU26105V",
+	"TYCvc6StSkmzulv5cA5Sr+BJ7y234gCP3VpOHSh45DURKu/tNeNobPt9etGoGjQvt9APgG1YcUbMEdJI",
+	"0DMFlM4poUmULET9EwznoMrDbRo+pkPVrnL0oyRlMnU6PZaGFNnLOKAVkjQyrthI1JM0hqqNaa2cMp9X",
+	"CWobMEKdXTHYZArgfxlNMB7m7XRBlW+XTrCckYaTrK96LIp2usSbhJLfkHuJiIkij8zWkdaF4GpPwIuS",
+	"prayP2RySH0gdGoxLGDSkDXt+B8wt7Wo1sHG0O7Tuls1alKIWArZKW6PFZsJZ1eSTKW8LvdzwlJMQHFf",
+	"gIdUTqbCWDpOkGaWsgISdXD27mYIVRnNxrz8LepdIeeoyoMktuILbtq6BLrvhFyjUsR5QIPNxRsqyLuL",
+	"N79aQySisIjoKNJj/4NJq3WOF3mo0orUUzqNVhjr7SXYhDp3AtbUmNzk2JSzXYbK7f4b5awlaSwr9RKz",
+	"IGvD8Ws04+WV2UxWgn1uV1Q8VOeN+uqdEpR2uMjvpo06Mt17OELU0ILi1UjOG0HpL3R8g0JzK63lwOSf",
+	"Rvb1zpcrhazNDQf9PmXHsdNdOk/9lFdjaZL6/4hOd7P3DAs81ivDVuxv79+8Zvgg0EMtm2lj2Sn7u/xr",
+	"wkRv0vP6bw6ZWzzPS2HqFRbwzrI1aB33e+7/J4On/X6/1eTdfn2AFRWVuP503v0P3v3U7z79UP3Zuxx0",
+	"P3zuJ8dPnzbVvNaK7NZ27cUz9vT00RNGlUAsF5bLwvQYRMCjrMOK6ySsxkXaQXnx3K6eo9dp4irt/RpP",
+	"h7J6IOxOaYvuUUOFrO1SaXspjVlgwk2IyEeXspSGdAnpkmmjcnRXJScjWeB50VpFr9NMfaVjy3tAiMSr",
+	"Ok/Ht6r5eaKPpoZ+60wrJOHLcG7Wvh9zWcC3VuvLGVerS3868JysJb/VL7TZFK+c81WhuVtCfVnwcuKO",
+	"5UzYqc5hSFB7SCoYTPLSypnQCwtlH+HhlzORS35JuQNYbFV7ZKj9hfuqQrUEWESpeIE/xMV07qVRyWQ8",
+	"gWAKhG/IWnXf/bzQll+Kj5kQOdzmJkL7EFcXtkjnCRnbQaTQ3jQJlhp5bckiienXi+WYdknzqWXnHpZU",
+	"gme1UbBBEV2TiJKiyLuFuBaFP+p4ytbr0WtyaG/05xcq0A2rFnEeLNAOaoceM+MUS15gkGAQVbKgh6fE",
+	"1KDbTWFb9H19NIMaq9sRl5fKWE5k0RQtibnVvZOOP78ybxxeQ2j1tP+0UXmQtliTX69CclZjbN5nQoXr",
+	"+Ugv7GBUcLU/eEs8Bd8axknMuEkPeAdJU+QcW+P8t+T3hXRHHQX75wN4wQHbsLPSyDsFA614zwPITkgc",
+	"RLMJ3OMhVQZ9iNtjxQcMq/BxqkPo9iBq25GJUiUxbpJh+MkLWRjZlRBz0BDFR5IWTbx5YUR5ySeUYLyb",
+	"rGScONfanOb67kLmWxjfTrpr9qztTl/zuX4gwg71vlWUvi/oHD18v/ssPPadcNL9ltHo/Ydid2lRoMQ4",
+	"i6TfT+5GmbvfVVHp/qSZmGzXh7YvwaW+FQfTXPPmwALdMVMgCsrFMz755nZz2JHv6EaoxPKex3c33862",
+	"Gp5zBjEQW5wxPZPW8WGsnAhRkAcQ771LEtmepUPaeKnGuiEtCREdLr083ViDLyGHLmo5jMF7CxnjvsIs",
+	"lke9rcHfXXnzG49G7yboEd3X6AktjIjDVdaXty25YagNMas78VhANFLQOONFAca6yfRc7M2m3xRE8tOh",
+	"S7mY53dJF7sWpQ/h3ZaIIh7ipZN/Wm04NI2kTjq7KO+usgvvvo3oiih9v/Tyjz9EeOG1Pzqq+uUa4L4j",
+	"d9gxCsR715Pz0mt5v8Y5ucVR2JGGW68El/bWBRXRedl8Ov2IGQHIUWY8F3fh0NVJ8lL5TicJCLBsPk8w",
+	"wPL2pwWJupbOdtzfc3j8uxrHSnlv60BV4L9JoZranLEUH5EyXpiQg2Oo7hb+RXdM4jF+wnmlpB6nRbpv",
+	"vQ56xlJIcU0hGSrXGDWCMux6JJCjWxjf7zbC3dWo+r/flg9xHlIfsLAQzmQSV2V5gBpvT23m1SHQ1F3T",
+	"ge8pMrk9/ritLuMFhKgx0TBHNK1BlW9X4a2EFcRQFEVQMMCNsdp46b5M2O3OSUNbyMAx0BoQpVRszu3U",
+	"JAE5R+WUSnLXFJcdNfHNOW9Ymk7v9ucq1M2HdW/OhnOP0VALSwsfZ8SZy/+eP7zqz/9j9c3ynyfqX09G",
+	"745nF4+yvz1t7axlvy2vrNA61+uba/S/PV2liSvRWX757d2MiPo+fKGy/nBWBoyDdeAr/M98gnJlIYRS",
+	"xLtIn2j0O9bmK+KNRZWUnq1vrS85ZEW/pGFWB5b1W7ATXsHpBPC0u2zGIUX7Ff/ZlD2IeAGJ3u9ePGMP",
+	"Hz586o7xDxfPqJL2I89ssWJ2WgrBxiX3wEC5nEi7BuF20j953D0+7p48veh/Mzh9NDh+2Ds+6f9HPC+n",
+	"+XetxDql2k7Ua/mWshTust4FXht+68qZ9/kALu+gNZF2uhj1Mj07ilxxtb/902D9LpzS5A3YrdVYa+pg",
+	"TVftsddOIahcm5cy/3LJ7rsq03fnemBeQumjwDDyQQ2WJRRoEmoZB1BPrLtub0Ky/JIU3F0V6XAQqoX1",
+	"MVbdbHLsSs0Mk91IIY5yMt0DkpDPEEMPVdmZGS/L1e7KvdseTq+dUy4BbF5cqBzRx+a5BXmdLUppV+8d",
+	"lSBNjQQvRXm+sNPGw0xQGwOWnhPaKPCfAfsr3MeKqyvAtu55BHGI7cNv1XSm1s4RR1M2HpJXqI5odwK+",
+	"v7h4ewTZCcAuameGQl+gGsBxmZR6mXhyrFTwqPh/qLCgHWkVIwmcCoAq7Du4lhe9oRoqODlAxo38K6rJ",
+	"cJSfSVRXPGPGO2n/agUcvaFCTEWIWkKBs2IhMyHdBliaslxnCwD58ABIlo8KwdJM5xDs98/1dbmjhWXp",
+	"0RTqCT9R9OzIUfXqE+BNSVM9krtLnUrF57K34rMiZVIBBlXeAQKWoKoFxBVuhmoLJQwX/f7D7Eqs4A+R",
+	"9tg53DIFxDWAum57MyupDCxdessIUyiceTQSQ0URcGY1RT0hn9yRAiyD0VG51Rnl0kHe6ho4A0RSF5lb",
+	"OEAenurlUGEsCetl4I1uXD32WsM1uyBsY8SdY7YOhXvG+FC5R/jaJaidkZOpje97yCpYcNi/tZpqn6/P",
+	"FRqIrA3FQJChALv73fOLhH3//PxbmPGbtxcv37x+36Hpc1tBhQ+VEaQRNMOAs3b6XmTdF8Jm0+57acWA",
+	"ZaU2put+xM0xfCbwowf3Td+UciJVOqQHhaIdmsUDw6ba2A7WyKIoQBCutbmzZxBtjCLaStuhosEbBH5S",
+	"QsJbMMMCDzBeyfh4DFgRsIhvOdU4YJG9G2FckkAkguPodjNdmi5elbI2QDiOVhUQG0fIwKESHzMxtx5y",
+	"Awv6Ml4ULD26Pk4xKb9CZoenP3vz7j1rO9os3M6bUIxxxtIXyM66FxjtHqr0+QWfuPNQw/GFM/tKIztI",
+	"nbHurPEOQmE5iqiOZMKMVAB4ImTJMq2vJLKvoZITpUuR99jzCE0O58wmwhqmNA6WkILXaHGk8xWbLYzb",
+	"mVJeA0hDIbYonvmKUZZMjGLFTIdwimEx6T0DOEgIA+Qxj2W1TI5MvmFruTepDwILli0s0+MxG4mxLkHi",
+	"DlX6DH1UXVTLUwDEYhvpHjhBkC61WbZRDLx98/6CbFHY3g5OfyQYFD0Wbmwxn0b+THU0VceQM8YBDNMI",
+	"klV6zNKFHXe/STsIa2urBzrCL4oBVKLgDoW5XKzmIgVou2hpjh+x5iSktMde2jDgHy5edL9BK8Ftczoc",
+	"LlImTMbngsBlAB7SLMpSTwBxHXABfUogIs4tNZuJ2cgdRT2GtaeOFk2L2xkgR+WsEMod66HKhZNRJTUn",
+	"MLIQyqn+pZgXPAPgu7zU85hNEFpeVG7kxEcFPDpUAWXUj3g7DmkMQxqhk64hkg5VBUnKvkcmM5bCmYaQ",
+	"ybVZlGj5lTCs/RiSJTs1/OGhSk8fHrP1bDDKyStkJhT6uqn1x/mcZ1PRPen1W0lrURakLJnB0dFyuexx",
+	"+Lmny8kR3WuOXr189vz1++dwT5WaspYzEBzHrX7vGC8kKd8atB72+r2HmHA5BR3QKwvu74kAzdiZHUDk",
+	"L/PWgMAJPrXWuoqc9Ps7YNdvB7dO+AcNaOtQ3kXFbbADJnQN6NW02tbgpw9JyyxmM16unFopr4WipFXL",
+	"JwbMW3zNB3cfKUVbZ/0Of/5VJg3vBpz/R/2H2x4TxnUUA+HvWhL3WOnWhIBHPWo9aSdJUKGiMCUUGwNg",
+	"G/Rq4RKBqBtX9Pr4iIwQMKepkUJ9aoilE1W2A38EJS9lAZJWKpQSJVcGfQQDTC73CK+5yGTuGKhxSpeR",
+	"alJEkKTAcfASxJmjeUWVCTOeC8oqguz/ooCvoUKnDSm4c4CwVqu49OgAzJ51Sx+UBNBKHMvN9EJZKD/c",
+	"wANybI9MkaAERujSqAh7AO6A3gii1YuzgFkCmyjx3mipQ9+csS4T4LFunDGENRRmQI3HULWdCADtOfTp",
+	"yLhiCoyvXPDcLUznjMkY0rhhOT32NrLsofLl3pi9i0rpKgzA6QJTwkyVtseeuwUPFZyWSjV0mUvFPXB5",
+	"4pYAnfRRVXXulLrNXQJFNuxgwF6PUUeh4tWtmNNainwdNhrlldcvbVBvNwGR2TkeI6cmOctACZGboYq3",
+	"BPueYDAS5ESdDVUtF6qU5L/qfHUAF4pS9b0PqLEtAoHz/9TiGZBn9/gJuBPww+kJeBPIQQm1njeHNs/a",
+	"7BdxU3dqEHb+V2OxhNzVwGK/Q3JNYowN9nch5njCY3LBw+s4BV85fliFkIjQUJulpMSbpHWKM9jNtKOm",
+	"XHDL8UF8vmr6AjcdIByq1ldwx9NfodsTJRUHTImgS/qS7DbUUoXOVxXDhbMKirEJyP5DVcHuds58VRka",
+	"eNg+JNSOYcFqVMhBlh1Wkz1AiTdUdfMLyB46UlSgT9zYGoPy4rZH0NLVkR84eVSbXJ157OvOsi8zm/xJ",
+	"BNOxNjiqnQSPSTxM1i71AqA2FvNOr7W3FdLpyf2SyXpBRwpwzyS/1kUgOiKKAi4woRkYyj5wcHl/lUce",
+	"SVAWLYrijKVrJRUpwN3XW1V90bZSt9fg3PKADb3/vmpRYz3PA5LXaghqfVViFc4DAXoVzgNANWrFr6Sx",
+	"f3cXfEWm7aGptlgDCBZ7jzwTD8PuO+IWa798A9FlE3w8kQfSBA9twhyTM5YqY9vgRu34UJIN8feaAYRY",
+	"XDdJUM7ru4t43H8nSOs76hqEzuVr/Bhi55gYnWzwU6gAdMoFolH5rJeDtYsIP+wgteL4i1FohFveQKT0",
+	"K6kT6ZVYpTVQcmN1KRpQySOW471/W3H1Hhj2w7tXiddwZT4ApxUc3qPPMr8BJna7fmq/YbXl/o8gbmIc",
+	"/QgnzEMbSgMBBUWdYXzzKcpXcdvbcPQiJgv7hDtcCMzdXHdBuHPvj2ONlk+bqpOBS5B4BO+G5xz3yi5x",
+	"bLvvCF05f53NxaVq3NyX1p3PufFN96rOPwFAiThj4mNMTsvMuZmONC/z0HqiketGfaV/auxXLPNDGwFf",
+	"idXlT7z76aT7ZGsj4A9EbVVC3Fah/soXmK6NcR3ZuFjFdYiIJUUdSqTZ1mUaGf+2XtdNxS43SeOrQb/1",
+	"WToaDxk6GZxs7LE3M+r+NdJ2um00AFdQG4xPSaCCPvfARvTwZmqrVuwI+3MfcCH1FL/58BX1qAr1qEFI",
+	"vVEC2pM71RoX9Lduut4/m3BrF1FbDkGYUQXIuU2Dxs9Hn911awx+W9L8A4PtvdC3UGWaxpFj3yEJGsV6",
+	"DxWeQwBMR5bviNfHjAw76Z96l6GvsYUzU2Ho0eHldj1h3XjpMWByjH5GeOGUGzbT16CPIqJ73KmqrX2q",
+	"phJhTIBY1ImzOUPLpmhKte5U5AFtcokh90ag0T38ihg9qlrU7I0AZWpIDg9MA9Z6A+vwKTjVAbwVNGXD",
+	"cT9QkLtd/W1L8f4Bx7NqOX7HA/0rGNNEQhsk46ife9xJVB6aWELiRW4TKht1b+cG8XKgSsUQSpiu4HBP",
+	"+n3yMaOvC3Jd8WprmrHbehun5jth/ZH5uhKHAHuajXdcOpDAfyqldUK7iJGUHPek+ie1kRu6jdLWWOEe",
+	"FQSRoj80yaxaGO8uD012R/+q6q06Ro4n/raj4+b4G6XB1bj1UE3AWqNgPWrpXopBji1mizQFz9hG7Az7",
+	"GIJXZag2unEmsefVR6VCwmnlimTlQhmmF3ZHUOcgEXZObfCrNoBupcBmoWSck1M27birFqVPenKXkDyG",
+	"v3ExwNkdiKjCZpUBxe0MI3XAlgiNjxtCacbFghbkyJc2JTjaxmGAtFe5HI8FME6/1tg/tDFF5+9ihQHa",
+	"48dOuTh59KjWWpYwrLnK9Yz98MPLb92az3QpMAFuJHxzPlt1ihsqQq3FVmmzKswdEoir1qh0zwNDc8XT",
+	"B4i3QWfCLQX9YOpLtkhBeJmL2VxbobJVFw33ZpPn0aN6HcHjBuPtS8T7GoCrf0kk79cM4+2I4nlX222C",
+	"dmset1pu3iEFnb53MFDEGWYrEm49caDQdGy7Pb8/Bfzmz3jitnii0TMBCXxQEVzV85Dc1CXxtsbIIomS",
+	"teBfz9MQsLMBJIvXmG+6dsDTuPERsJkpN0OFHHM3SO4ZtneEBLfaIHxSZ6ZnjtxGPLsaKuyrGzImS3Et",
+	"r2NGPQjZL9jwmHivI/orsfryUce6LhzaMsdxRhbBW8bL+vsIQIYUmtA6GgFrf0nw8Q8baayOXbCKDnaQ",
+	"HFX98nZ7J5/7Fne3U0l/Uz65qm3gHp8cLsqfPrkmK4ma5SLrpVMZxUK/unUUt4n9oubRa3J+SUAszEQe",
+	"NQSnNodRj5ao20vU3NsLPg9N2huqLW5GXoRgVVPP3qS5oibUBQ1V011IuJXP0T2mZmNFuLkESkBzcEaB",
+	"1Zjy7g0qtLy2N187w1sUn/l+53XUQmoS7d2NDRYHJF3OBZSMQWK6ia3CHiP3Dy4+ODDzmVRQDakLrJAc",
+	"qrg5RhDRmUY+Jpp9mPD80HfmF+j6HtOrVWoMuOdiXujVzN2Nre+8FXCKVsDo8BD7RqPjQ/T+ky+XIR3a",
+	"8mwyy3Nz5fY/akFZCO4MYAmFbdAUJiJ1J3tDKm5M0L/5jL27OWLvTXXyWLPpgCkN6vi6Jq70EvaphKPr",
+	"HfxWsykU9VyLsvc78gefm6smRkONNqtZTzRrexbgVHXPKzuHK0bE5b6AmFlnPvDcyh18G85zGMWsofYd",
+	"xDcaQyG+yebvwQz+IwY/fIKzb9xUycvRqvI1esdLFLI4RUP0NtSuxPIr0LoSy69L6RH64z37xahDdVMB",
+	"EVRD9OrZz8B9l1VPHUJ03OUF+8O7rv54Z/Y5dKncdNKcRSgZlTpr9pjqdZTerQb6uxhvtynNaS2QHgE6",
+	"bk9KTJrvLeg03/pGcKs1R++348j87tJ+6rDMe9wM1fb+6WrYFH7/CQADrA4i4jhrk6shOinbM6wRYbrC",
+	"sf5aMqkOaH3PZlsE090kmjJd5r99le73oqC5DUZcGE+jHgYkNJrWCwsRkKhK3NfcbyXgwP4joNsd3L/C",
+	"qz2A+d8tHfT3xYMjdOG9LJgW708O3JiAuQ7wtDMVs6LXTRI++uz/3JuUCZ6jUAAf8lOohTf1xMbDheE2",
+	"bgMi77FPUlE+CcVOpRkqqv7AjBTs5FoSL4zEMKhmTR7Db2G47yq9ab/1jLf88bL/fwU+i0tJiUcRNSbg",
+	"aLzmxaJKyINLmpICY+LckhcI0M7wtEzPhKkCz8SWmGOMkGfAEfbZCoz1JoANVYERYd5KKVQOmTpQ+c94",
+	"YDrYSBoockBhcu6o2PJsOhPKJj7xRcnxWOQYCzBc5SP9UeSszXGUQ+XHwA1Lrfhoj6Z2VqQBrQymhkXu",
+	"LOMKcJsyGEs0ggemqp/o9IbqJWYIPQN0lGeIzzJgSncz9w2E5eEvVgrw5nMbr9TzCz7xhb0vx93XWonu",
+	"P6A2N1pNMozctcFn8bB/WoPughn2WLv2EAgluGnkIiugvSOtK8kXv5rfX1y8fQDQAwmhDSPYFfztBm9C",
+	"yshCIf5Dp+HUfyfs9iO/Lq/+cvSXuoja7Pw3WiEQXiCeGkroCDAVtuVuwnokh5Pkmm/BAxt9K81cG9lc",
+	"3pZWJHjGxrIQju/+12EL8eX8AUKQuWErHbAKLoxfi2rbPJYQAMBN9RLxKW9XE5eEIb8nQJXuW13IbNUE",
+	"mYlH48yDiHVNmbEHSivxIB1QmRhXqyVfOY6ByYHeE+5IgvJAEJ/rtsN0VHxQvkB0zxf19CStf3Vj3Kru",
+	"m3lwGWyEC4Cl3KE88WGTiHutLZvpXI6lDwYFwQyd8mVR+JbbXj7rMVvjC2uEevvlvPkzk3kdZ2hTVJ5F",
+	"whGFm1SsRobbZeXtXMKBY4JbeNGUfu80ezeC8Xgdlg9EoUeqiAmKakREiIsrVnLpcWBwXlY7UduEX+Qj",
+	"4lUnizTyxyHQXmE0G8VgtgR7QNJqqBbK55GFZBuw9RC95Nyn+Y70tahlQUeyFjgNZUU7UVah9W603usM",
+	"GM8yMQeYFMffAVYJ5hxNGdK08WWUBadhe3uIJkgAkKBKV6hGFeOTlRZMAH1XYsUi/E/A+sSSQwrw+tu9",
+	"WQs5vXZa6sXE6RwEU8xrGeBDZTWA08Gy0Y0BeMeDGYMo90vGfd9xpUMqPv2VuO8w8NdJhsrNY9iiF7Ww",
+	"tzWCiAP4FHXXBSsCfUdhd/2IYhQgyinzBsMDwzJIW5SKzWRWap+L167tMC76GvFyC21QZDbFGgIzVNAn",
+	"u0yY0dAP161jQ9PFkMQwluRKjkcOG+V4KLDPAYG/CssnhP7KOJ0vCLbD3hPUlm8eHnNpTpmTxKCT2rP/",
+	"ksa3Ql4LIL20ORYH0E0d6q5eY+xrd4MWHGYGz2FtwOA9Pu6z//O/jx/2jjtnCDez9EQe6tXY6fEJtOBd",
+	"b0ibIgGoKnfHK0GQ7Em0zS7CiZGGZVORXfn8lgAGZgBxqgZ65h07oSbvtP90vWkmJjXjexKAYQwQEGGs",
+	"dLYi/xB2K1g3ZkP47pgqjioc0nipnvYe9k47Z3juPRIsPvyk328yX98uYkV2Z8XDllxroqQee0dy2a0O",
+	"vtNr7bIGJTpU6enJN6yxt3CKEHgo0qlhu7RMzwmPHqjGaCJMNDK0M6R8kN+nNJUAF1WhO9B5CyspLTO6",
+	"s6NioK6IHVZa2G/SwT43P78SOPtCJpsuKjCPvLVYmbzcsO+eXwDdvf3hIhwRiwmuf0kH8ZnH2tGKxPD8",
+	"9rYWUNDJv91g9720fup3vbziHjtHsLM441A77La2F+LEehOOxMox+4f8a+JR9GKbLGFXYg629kReY/kP",
+	"WvUAV2vQjAc4XDKZDEKTgEnrxBG9KXAUEFFTPhedHjtXTMzmdoUQugBTi52z4TVenjLAYC3As+vt6Yvq",
+	"3ElDD2lzteoMWOqGPWC4yulQocYx41ciOoN4JmEGOPqRzqXwKLKMx93t3bm7uQc/L3Z129y6H70kuIbi",
+	"TCQ/x9dwLb6E3fElcW0OnA55NBDmBvNAQhOydnCDdn7x9JI9ODiRZv7Du1d/KMCbe07iixWKQWSASAMl",
+	"dctI328ThnVTDT3c1Dkbqk2VcuBUZjQQ6u5H7OUwBYsxslacnuoeVOsfsjY0Tt1FWLsUPO/g4wnVjzp5",
+	"GJZrGC7pDs95Nh2qyOhAnT/438m9la51qiUowVq32pSYy+nxyb3uVZMKOmBBZUbc/jXHp8fvdTYLJVt+",
+	"8+sNOihhQBQ1BYjAs+81IfRR/8m9rsXPC235pfiYCZEL322fFFkQeBMs7YqKidrgOFc++bwDJa9RSGyo",
+	"qAwWZbY7YiBhwMfCiyLBymgnwOHtrJ12uzP+sRse0Z2LsnslVtCWoP5bF54ZLuhgDiBpVoSWCVEwMnLd",
+	"gBHYoNTW2WxDVXBje8yXN8SO4jXTyR/LM8oy9Gn95EDACIJZZG7thqoqR/Mlu74JjJmWUl05vQLXjGG0",
+	"z4A7gVpZoNUChcqortipmHXoVP9CFxg0rtz0gd0hVHkU9c5sDBn9ONW00mCK6PG61woAIkgsm4jaqu7G",
+	"Na8UebdCVQM90Ldz9cDJVrqFNPITBr5ixdOZaJHfx1QtO2ZaTYYKHDZtIwSrZ5h1znCb/KYHIhvrElpW",
+	"uBubjMs4B+FHWq570Pqijqdb1PbmnKE/vcXrFV20Pt7d6OkGPGSBCtrB5Ol3dqVhfRHHMZ1IQnMz2wHt",
+	"fQkk6g0RiHgcgkqx6j6Fqgdd5MHxt9H7cgD80tfThsonD1MOhmw7Vl4owzdPk7gMiq7vUPdS+nqo/HOw",
+	"Hyf5beOheLj8rNBm7WFVlRmiKBQF+blrPis08OoLEQMlYiQZ7Uyw1UEBAwxMds6UVl1k2OdvX2I3JV9I",
+	"yzi2OBQ5U4vZCDmT3x/oDBqQ5tu+bRA2smVOOtIynQ3VcdLv99lCFcLUegQZvjKV96/TxGjezIV6H1qA",
+	"/nbgGda6ZN4zHKpfkaZEJ2jY6vEZIqLYgtBAHWLjBrGBMG+FkVp1zYxxUqOOuASY6gno6DP99YdETr3/",
+	"Qnq/rqDeRposNIQz2HF57fAa6sd2RjQAnUB0CXVVWnmQgR5780eron8D0/fLkQQhEbelBvHiVuFKiDkv",
+	"5HVNlwxiKqiSm3R9BKt6+wKbwFvGOyqXQ1VQjFkGRoFvl46dRkLP8zXgaTe0uzLWWzGpqsnyPdfq7GCS",
+	"MPv8jEAyTIqSaL0x+VKAybfegPwPWb26+wZayt9ZXc4zFGxBm4obiMR6GFX4e2WsIZXgtgf/jpV1Ww5+",
+	"Q33d/7cnl+rsDjy62KHoz5OrfndVsIAdFp/cWsw+PpzJ9rO8+9xij+Ojz/DvzVZvDyX5+IbUlKbrM2s0",
+	"5heYBaD2Wo9ZFKGDznQuWLve4nuo6j2+fQy73umb4mtVs6t6a2/q3YvJrTk26ploTZkPKbrM3YLMnXrA",
+	"oYpeGlT8KXBXH4VTCOOKFWf69gDG49QpEpdjR3m+SXlznlMUchjQSuHiJFXzdY/eBW6pAC2jNCu0moB/",
+	"UMwNayOiF33HJzrue+tYDBrb2r+gwkEaqihPifyUvhEGa3PM+ckx62ktv2lMeU8b+UqNtul3wvocgq/G",
+	"Cqte91scXjXi/MOxuF/HOYYkvN5XcFnl8VmdhOIDd74PA0Ba5yvNANj19gQ2ENjBycIz/hGTVp72+0+O",
+	"nz49eXT65LT/9OnxnnwW74EDrJat7BC6A86EMXyCyOQp4A8NMLkS/qZciFTmg5Ra/v2M4bycW05XAi6X",
+	"4zh/e//mteMyr7ixXfi2+/LblJXCLKAzPPUzBjzRnytEGXJoEfvosXOW6Rk0WQegI2BL8IKh4mwqeGlH",
+	"zlqq/HsIriQNk3nRiBj0I+WkfLX6uubsoXgZ9mfE7GQ7UB4CW9LF6db5zoZjpYm//D4we+6fT5yzQl6L",
+	"qOs94sc5in4P8rD7HupdCFWu4g94vD7crPWN/dwaQWP/84UjmZ8+uO1FwYpkV3UrHhwdHZ886fV7/d7x",
+	"4Jv+N30wFujxW5zliXf2VV0OcsLFJJX5jFqaIyA2VEjQ0VrDATCtzWywF2sVg5gHNVrF6kRC4GOk3EAC",
+	"dsbLcrXOaHuboAVN7/wxVpJyNhIZXxjfmL3i2JBokTAAQ4Kmh9EogauUWNALka74zaE0d/PV2C0MNjwB",
+	"Mki2bzs9D3d981H/iIyWSHd1BmjwTmFSGb1H5YgOnTCrJ8JORRm9JSi5my8id6DxhWKlLqhBrNOnI/0I",
+	"YgFaFatO9GBoqLP5UN/yOeR/SN8Amu6jbsU3H27+XwAAAP//",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -252,3 +252,36 @@ func (s *server) reportRejection(ctx context.Context, req api.ReportRejectionReq
 		CurrentFence: b.CurrentFence, Reason: deref(b.Reason), ClientAddr: c.addr, UserAgent: c.userAgent, Source: lease.RejectionSourceExternal,
 		KeyID: principalOf(ctx).KeyID}, principalOf(ctx).Scope())
 }
+
+// GetToken answers the grant a fencing token was issued to, with its mode, so that resources
+// of the caller's own (the fence package) refuse a reader's token as PutResource does. A token
+// whose grant the history no longer has, or one on a name outside the caller's scope, is
+// not_found alike: a scoped key learns nothing of the names outside its scope (invariant 8).
+func (s *server) GetToken(ctx context.Context, req api.GetTokenRequestObject) (api.GetTokenResponseObject, error) {
+	var g store.TokenGrant
+	var found bool
+	var err error
+	if req.Token < 0 || req.Token > lease.MaxToken {
+		err = lease.Errorf(lease.CodeInvalid, "a fencing token is 0 to %d", lease.MaxToken)
+	} else {
+		var gs map[int64]store.TokenGrant
+		gs, err = s.store.TokenGrants(ctx, []int64{req.Token})
+		g, found = gs[req.Token]
+	}
+	name, _, slot := lease.SlotOf(g.Name)
+	if err == nil && (!found || !principalOf(ctx).InScope(name)) {
+		err = lease.Errorf(lease.CodeNotFound, "no grant of token %d is known within this key's reach", req.Token)
+	}
+	if err != nil {
+		return problemAs[api.GetTokendefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
+	}
+	out := api.GetToken200JSONResponse{Token: req.Token, Name: name, Holder: g.Holder, Mode: api.TokenInfoModeExclusive,
+		AcquiredAt: wire.Time(g.AcquiredAt)}
+	if g.Shared {
+		out.Mode = api.TokenInfoModeShared
+	}
+	if slot {
+		out.Slot = &g.Name
+	}
+	return out, nil
+}
