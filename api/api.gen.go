@@ -285,6 +285,24 @@ func (e RejectionSource) Valid() bool {
 	}
 }
 
+// Defines values for RejectionReportCode.
+const (
+	RejectionReportCodeSharedToken RejectionReportCode = "shared_token"
+	RejectionReportCodeStaleToken  RejectionReportCode = "stale_token"
+)
+
+// Valid indicates whether the value is a known member of the RejectionReportCode enum.
+func (e RejectionReportCode) Valid() bool {
+	switch e {
+	case RejectionReportCodeSharedToken:
+		return true
+	case RejectionReportCodeStaleToken:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Role.
 const (
 	Admin  Role = "admin"
@@ -826,12 +844,21 @@ type RejectionList struct {
 
 // RejectionReport defines model for RejectionReport.
 type RejectionReport struct {
-	CurrentFence   int64   `json:"current_fence"`
-	Lease          *string `json:"lease,omitempty"`
-	PresentedToken int64   `json:"presented_token"`
-	Reason         *string `json:"reason,omitempty"`
-	Resource       string  `json:"resource"`
+	// Code Why the write was refused: `stale_token` (the default) needs `presented_token` below
+	// `current_fence`; `shared_token`, a reader's token refused whatever the fence, needs
+	// `presented_token` to be a shared lease's token on a name the key reaches.
+	Code           *RejectionReportCode `json:"code,omitempty"`
+	CurrentFence   int64                `json:"current_fence"`
+	Lease          *string              `json:"lease,omitempty"`
+	PresentedToken int64                `json:"presented_token"`
+	Reason         *string              `json:"reason,omitempty"`
+	Resource       string               `json:"resource"`
 }
+
+// RejectionReportCode Why the write was refused: `stale_token` (the default) needs `presented_token` below
+// `current_fence`; `shared_token`, a reader's token refused whatever the fence, needs
+// `presented_token` to be a shared lease's token on a name the key reaches.
+type RejectionReportCode string
 
 // ReleaseRequest defines model for ReleaseRequest.
 type ReleaseRequest struct {
@@ -1423,14 +1450,14 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/rejections (the `ListRejections` operationId).
 	ListRejections(ctx context.Context, params *ListRejectionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ReportRejectionWithBody Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejectionWithBody Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/rejections (the `ReportRejection` operationId).
 	ReportRejectionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ReportRejection Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejection Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1971,7 +1998,7 @@ func (c *Client) ListRejections(ctx context.Context, params *ListRejectionsParam
 	return c.Client.Do(req)
 }
 
-// ReportRejectionWithBody Report a stale write that a resource outside leasekeeper refused.
+// ReportRejectionWithBody Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1988,7 +2015,7 @@ func (c *Client) ReportRejectionWithBody(ctx context.Context, contentType string
 	return c.Client.Do(req)
 }
 
-// ReportRejection Report a stale write that a resource outside leasekeeper refused.
+// ReportRejection Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3819,14 +3846,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/rejections (the `ListRejections` operationId).
 	ListRejectionsWithResponse(ctx context.Context, params *ListRejectionsParams, reqEditors ...RequestEditorFn) (*ListRejectionsResponse, error)
 
-	// ReportRejectionWithBodyWithResponse Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejectionWithBodyWithResponse Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/rejections (the `ReportRejection` operationId).
 	ReportRejectionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReportRejectionResponse, error)
 
-	// ReportRejectionWithResponse Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejectionWithResponse Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6882,7 +6909,7 @@ func (c *ClientWithResponses) ListRejectionsWithResponse(ctx context.Context, pa
 	return ParseListRejectionsResponse(rsp)
 }
 
-// ReportRejectionWithBodyWithResponse Report a stale write that a resource outside leasekeeper refused.
+// ReportRejectionWithBodyWithResponse Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6895,7 +6922,7 @@ func (c *ClientWithResponses) ReportRejectionWithBodyWithResponse(ctx context.Co
 	return ParseReportRejectionResponse(rsp)
 }
 
-// ReportRejectionWithResponse Report a stale write that a resource outside leasekeeper refused.
+// ReportRejectionWithResponse Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -9700,7 +9727,7 @@ type ServerInterface interface {
 	// ListRejections Rejected stale writes, newest first.
 	// (GET /v1/rejections)
 	ListRejections(w http.ResponseWriter, r *http.Request, params ListRejectionsParams)
-	// ReportRejection Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejection Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	// (POST /v1/rejections)
 	ReportRejection(w http.ResponseWriter, r *http.Request)
 	// ListResources List fenced resources, ordered by name.
@@ -9829,7 +9856,7 @@ func (_ Unimplemented) ListRejections(w http.ResponseWriter, r *http.Request, pa
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// ReportRejection Report a stale write that a resource outside leasekeeper refused.
+// ReportRejection Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 // (POST /v1/rejections)
 func (_ Unimplemented) ReportRejection(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -14252,7 +14279,7 @@ type StrictServerInterface interface {
 	// ListRejections Rejected stale writes, newest first.
 	// (GET /v1/rejections)
 	ListRejections(ctx context.Context, request ListRejectionsRequestObject) (ListRejectionsResponseObject, error)
-	// ReportRejection Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejection Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	// (POST /v1/rejections)
 	ReportRejection(ctx context.Context, request ReportRejectionRequestObject) (ReportRejectionResponseObject, error)
 	// ListResources List fenced resources, ordered by name.
@@ -15070,217 +15097,219 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7H37chs31ueroPh9VSZnmxQly3ZM1VatxrETz3hsj61spr7Qqwa7QRKfmgDTAEXTLlXt0+y+xz7KPskW",
-	"zjlAo8nmRYqtXDbJHxbJvuBycO7ndz63Mj2bayWUNa3B59acl3wmrCjh07NFaXTp/sqFyUo5t1Kr1qB1",
-	"MRUsVeKjvczgipTpMbNTwealuJZ6YdicT0SvlbSku/znhShXraSl+Ey0Bi28p5W0TDYVM+4eP+MfXwk1",
-	"sdPW4NHxSdKyq7m70thSqknr5iZpvZIzaTdH8pZPBDPyk0jYMbOaHff7fdbOxZgvCus+dbaNooAHrg1C",
-	"zhaz1sA9JGnNpKKPYTxSWTERJQzoNTymaWUKwY1g7jXh3XNup9Wr4Z+kVYqfF7IUeWtgy4WIR/LvpRi3",
-	"Bq1/O6o25wh/NUfwXjeAd8LoRZnBIBpeUvqff/GL3gtjpFbv3KVN8zX4+wPD5otRITOYOmunRpjL//s/",
-	"/1fa2bIMdN/OAc65taJ09/4P97if+t2nvDv+8Pn48c2/tzbp5MY9y8y1MgII+K88fyd+XggDpJNpZYWC",
-	"P/l8XsiMu1kczUs9KsTsv/yncVP6fODyvMW78KX1RUmluuaFzC9LfHc6gMNBn1iuhWFKWzbWRaGX8Jsb",
-	"Wskzy9rpkksr1eRyocxiPtelFXnKxrpknLmfGDdXIncHjjMjymtRsqW0U72wdIFUE1ZIJTq91k3SeqHL",
-	"kcxzoe51Acb+rTT1K7FiBc+uDC6ELgTTJfwNtCIN0wtrZC6YtMZxkbH8KEzCYNajUi+NKJkRys3RL6Od",
-	"csuWelHkLJty5fiAngk7dfPXio3ElBdjWCel7dTdL62ANXnlDugrfc9EAWzhstCBHpBPiI9zR/oJW3LD",
-	"SgFf5gkrxbWGfS6ZWcxFaUTuvqZVw2fJ3K2coyQgoUVZuhXSCmf5WtsXeqHye52k0vZy7N6awhj8pfc4",
-	"hHPFRFnqEt7/jlsBkkPc7zKU3IrLAl8cHQGg4JkuAy9w54ErIHp3C+OOIZgzVgpbrhgfW1Gy9J370D13",
-	"H1JmRKZVbhxLnQqek6COLnEft/PTDUEWMfh7PxEkAOIzQV/5U+Ho3Z2LrNBG5LClPyi+sFNdyk/3vKcL",
-	"eLFQ1r0CtlVpdv72pdtZ5FSKLdSV0kvlPoUDrMTaZv3444/d8+hRB+1YJeJwDa65LPioEPe9BP69tF85",
-	"t3zk2FjGFTAifiXYspQWRNyStXNprth4URQJe3n0Bo9mwgqdXYm8w3Q5VEEccmWWouyxd4Lnhl0JMWdL",
-	"XV5JNTljcBwmXKqdh2KovtyxuPG/w5POM7j1vCgifYLnuXRLw4u3pZ6L0kqndYx5YUTSmkdffW5NdZGL",
-	"Bk36x6lm7jcQjLME5Px0MePKnDnyArVAF46epLqWRo4K4a6ZceuEntMYRAnMQHzks7kjh5YtuTJjUXaf",
-	"/repNrbLW0msX588egy6rf98vKFFJS23PZe5KPjqcmY2Bw0L6gib1H5DAsnQsTWs7fZTKy/POgmwOC/r",
-	"3Y+TkisrctrUMcg1aVih1cRNB+eIW/L4tBVp4/1NbTxpzYTljhT3Efc//HXuHp03KPDPr0W5wtG5oYqP",
-	"WbEw8lqwNpA7Ghag0QrlhvNTK1zS+tCwlG7Opllvhp+c0cKRuBLH/t1WK63EGdozj08T+MjsUmaix4J9",
-	"YRgvBR0ZkTOpcP10mYsS9G0rcOv2q/hAHi/x+sensNT0qaINXpbcGU8LJX9eCPrZnSJ3TIiNy7yBVHBq",
-	"TMCyosazULmg7fbsvu0YvFPcpPU0gyfCLQms9i0p2NqikXS/XZTAHB3lxmOSis1MApo0LKUg3fqBYSOn",
-	"zpge+1HaKUuryaaJk+c56w+GylbbUnDjdHSgZPdvJNWQP4WTevwI7MwNUt8kb6fWN07ne73EF1mNxgHY",
-	"CUURVGvDuDuImaiM4n7Ccg1n0N3RSdhi7m63UzFU9Un32D8EV8upLETNgEGGpSoGMMOZ3erQ3sRm3090",
-	"ThLPKMMOVmdKj/5TZNYtBxHV1+LE0t6RD7P2J1Hq7lLmdpqwkcxlKTIcln+C6dSZtRNwouw+vDurbvaL",
-	"+HMXTCxuwF6c8fnU6Z+wb9KwGVcrZgptzYDoIIUnpgzXKdBPwgTPpkPlTggwc6fmBDOEq5yNhcokkOKV",
-	"UMgux7I0lo1LIeAdjqES3z8Lpqo0Q4XXZXrmbwE6zEksCKbEx+gxHWKDbpzukc5WzBmSKVcrrcRQBZkK",
-	"sx8EG9DRbJtYbEJWdViVM9TiVv6HqShyNi+4VEOFcsy9Lj3tP8WXX86kmXGbTVOk/1s4kA6UsSgTIzux",
-	"SbTGZvRvWbSmQVKmdWmKUjZ3+gOwZNwqlMHkWHTzO2OpmfJS5Clrc1YKnodtybT4KJ05BeRJ5j5ci48x",
-	"QKGOBhzJCccWgJ5ZIzkPlbsa6LjH3jjmyVWkCZC4Bgo2TnIU0hFTwW31Vq2EQY48ElOpcibtULW9oyYl",
-	"hp4OiJrgxY7c0k6PncNRciTt9GgcIq9N54GhU+YODzwBf72Eb9Mee+24O8grOs3t036/Q/JnQ29JWnh7",
-	"owJziHRvkOhSGSs4+KkcBabIzlPWnrglBNGBZxs2qxN5RIbKkzrMIJKfCSuFEktgMpGtCF8i2/ZqRPTz",
-	"UAWFQtpwTr+ELgFuJJZ7jWKvClHzS/cdr334uO/+66ByMVSN2gXjNb2Jh3k7TcP8eqoGEX5g0jjIA9SM",
-	"sC5DBQtT3fPQL8f5btcm6b3Ai/tD1egxdXq1WsFtA8bNFds4fMATYCpasZVelMzIXPxyVeYQFeZZKbgV",
-	"+d/FCrzcNQ3lCr/cNBjI2eD4lSjGPfZ+Cr4GVazYVDjxVS0umM8Gf3NcasrNtNdqIO5SZLrM9zF3N871",
-	"abphhvub5vj8mpwS9Zm8UYIJ5Qx68GFPpbG6XPVYym3qRNhy6hibZVM+nwvlVAVgIOQRSlHezfRMKLvp",
-	"RnVzrK8mz2xTCOuFk/D5TCrGQUUzrJ2SyyZNWHolVpcZ7pH/GP3qYytOfgt3SQdoKZ1yletrUXrHf835",
-	"B/7qXObAqLhhw1bBR6JgbdjSvDNsNW4Qt/s250LOhLF8NneXE++8vOVtfuT7bvqervO6900SKdQbY/9y",
-	"usMLYjLC0ZSh6EckEVnbaQg5S90//ybTziAoC7GtvkPOqQPieWdMzOZ2RephWgpH6o7ZwLDYcqq9K8QR",
-	"sncGgnJM4+eLXNpoFldiZbacyyq6t7kU1at9aAmvRiIrxXhhRA6/gA7R+AYjft58+EvlqN544Yv6GAwX",
-	"ucvSqbvM2FLw2QPDUonre4Bg8dG+7VurKKqFCwjK95rIq/mI6/HGximCOrRvBZGhGMudlQta1bwURjgV",
-	"+sCp4TefA5WRgpgDe1RiSX9haKflzyh+CTwF/sLhtJJWxHvoU3xZnfO0qqNbMZ0G+l7j3W7v6ZrEh6Nx",
-	"sSILnNvtbP2VRMO7zmuRriEgfYj7CQXEzZqTyZ3FKrWgyQVenwu9tH5X08C/c4wCREJRvBm3Bj/tHh2o",
-	"d62b5HPtbd5GaHjDh6SBeaCmgtqItxycSofKI3KM1D8U5B8vlnxlPBH2WPulYt+Rf2YilCgdYTD3bke0",
-	"K4OPShqfpefofkgCA8p0jkzBCuVGJW2vAxrPx+5Ed2lGfuq4ZGZzo1GhbpbtyI/nooRzmTBShsEzicHr",
-	"JtsrGveGM+Fgfybu8AZBrREMDb6JRL6PxOCaqVOPO7sZ4UFBnoWTLoR1mstEb6oh29xOL51yBr81cjAv",
-	"lRrkA6ewTsNPxAduqwRUN45WzQ4y2L7BoaqL1c0ClRbOalo2d3ATJsdu7WpG9W2YunswPg4TJKyG7cC9",
-	"2MvEG7yRTSyxtrS7COhuvslqU9cEVikEs+AEC37JNaf4cf/k9GtsAarjlZ4tqySFW7vlb5oWTPDCXb3O",
-	"YYzldoFCJThL9VVrr2DD25q2ptHWIjl725PibxttsdSCvk8XMmlj3bHyjaIJciVWjaSOPpdqAZwuMBuX",
-	"k8mnfDz7ZJc/nxRXTffB6WzkDT61piajN6lmTR6T/nF7foK34Spt8imN4etdz3vnrlnfZOnUHpwjPSWa",
-	"WBLv6RY6aNZenC5+sO4CFvEeQQMP3DKEuzGIsLGbrHlBITNMR6j4BIhTNDvQVt/kHP29LrCYbOqvfs1n",
-	"IiRsBVt3xlfOrmZasTbyDTeKYKVQZKqQV6Ljz4UzqUaQIOPGjoZHyKG8WzDz4UkDKd+V6Gr01rSpqDQ1",
-	"KA7AYcHkl0HYMyPAIcnaYCEEh5a0lZ8qaESdJq8GjuzyftwD4qMVKoejfFm6r8tmJ+FbVFpRaJAniq43",
-	"YDXabAqGqY8EDUA91NapqFO9xHjUTBaFpJwOiK2uGM9zlOluCWESKzYSK61ytnR8NlrZJacgrNVFnrCR",
-	"yPjCEaAfyFA569WaYGly441NKwvGLXxtvV3tbmFWOiovFriF1hasnWmIlnIrr8VQ0YUUmqKRuFMw5deC",
-	"jUQhxTVZ5OSvcsvJBC8LCa5zHruMWS7zfX7IxqBSgy14oEOn7snZFaDclDbeJNqSHZyVwnrHBHjqkReg",
-	"Gn5GPkqcfmQtIYHXo6XF1eXDn09mL/r5P08XP3yj/3U8eqT+Vj5Ztg6PjL7AmF+hrc+hpejfAPYW7uq1",
-	"DorYHeAa+HIesO8pUxj1NR+ppqSadsQ6oyk9MBQwvX3Yxxse1eKP3KlUk66Sk6ktVs1OK/B23Ja7INFf",
-	"irnOps0SxlBwCQ4jhQTpqMxLnQljkMB8PozbS8oKNk4IoTjB2yEKN1RvtbGTUrz/5ysyR0sBqXNsSoxa",
-	"LxVEIryq7J7vuTYlHF8pvTTRYAIfCPFoaZG3hIO/Fphpifnlv65Orp/+c/bXPn/e2h6Aaz5dccZ9WBcM",
-	"D9V09sqbBlq+47IkeWrxNZ9LjGHV+uEzwlw+HD/l/exk9CQ/Fqf88ePG8Rb6NseOkrxjZy6eRKly8TFh",
-	"41LPWL/HnKFMflOYLYzbPQ5dvu7PtPncBoOxCoc9eYqRN/rvMC9fCAPeOqzWbF1WcSIyM+kNSU26105V",
-	"TYCvc6StSkmzulv5cA5Sr+BJ7y234gCP3VpOHSh45DURKu/tNeNobPt9etGoGjQvt9APgG1YcUbMEdJI",
-	"0DMFlM4poUmULET9EwznoMrDbRo+pkPVrnL0oyRlMnU6PZaGFNnLOKAVkjQyrthI1JM0hqqNaa2cMp9X",
-	"CWobMEKdXTHYZArgfxlNMB7m7XRBlW+XTrCckYaTrK96LIp2usSbhJLfkHuJiIkij8zWkdaF4GpPwIuS",
-	"prayP2RySH0gdGoxLGDSkDXt+B8wt7Wo1sHG0O7Tuls1alKIWArZKW6PFZsJZ1eSTKW8LvdzwlJMQHFf",
-	"gIdUTqbCWDpOkGaWsgISdXD27mYIVRnNxrz8LepdIeeoyoMktuILbtq6BLrvhFyjUsR5QIPNxRsqyLuL",
-	"N79aQySisIjoKNJj/4NJq3WOF3mo0orUUzqNVhjr7SXYhDp3AtbUmNzk2JSzXYbK7f4b5awlaSwr9RKz",
-	"IGvD8Ws04+WV2UxWgn1uV1Q8VOeN+uqdEpR2uMjvpo06Mt17OELU0ILi1UjOG0HpL3R8g0JzK63lwOSf",
-	"Rvb1zpcrhazNDQf9PmXHsdNdOk/9lFdjaZL6/4hOd7P3DAs81ivDVuxv79+8Zvgg0EMtm2lj2Sn7u/xr",
-	"wkRv0vP6bw6ZWzzPS2HqFRbwzrI1aB33e+7/J4On/X6/1eTdfn2AFRWVuP503v0P3v3U7z79UP3Zuxx0",
-	"P3zuJ8dPnzbVvNaK7NZ27cUz9vT00RNGlUAsF5bLwvQYRMCjrMOK6ySsxkXaQXnx3K6eo9dp4irt/RpP",
-	"h7J6IOxOaYvuUUOFrO1SaXspjVlgwk2IyEeXspSGdAnpkmmjcnRXJScjWeB50VpFr9NMfaVjy3tAiMSr",
-	"Ok/Ht6r5eaKPpoZ+60wrJOHLcG7Wvh9zWcC3VuvLGVerS3868JysJb/VL7TZFK+c81WhuVtCfVnwcuKO",
-	"5UzYqc5hSFB7SCoYTPLSypnQCwtlH+HhlzORS35JuQNYbFV7ZKj9hfuqQrUEWESpeIE/xMV07qVRyWQ8",
-	"gWAKhG/IWnXf/bzQll+Kj5kQOdzmJkL7EFcXtkjnCRnbQaTQ3jQJlhp5bckiienXi+WYdknzqWXnHpZU",
-	"gme1UbBBEV2TiJKiyLuFuBaFP+p4ytbr0WtyaG/05xcq0A2rFnEeLNAOaoceM+MUS15gkGAQVbKgh6fE",
-	"1KDbTWFb9H19NIMaq9sRl5fKWE5k0RQtibnVvZOOP78ybxxeQ2j1tP+0UXmQtliTX69CclZjbN5nQoXr",
-	"+Ugv7GBUcLU/eEs8Bd8axknMuEkPeAdJU+QcW+P8t+T3hXRHHQX75wN4wQHbsLPSyDsFA614zwPITkgc",
-	"RLMJ3OMhVQZ9iNtjxQcMq/BxqkPo9iBq25GJUiUxbpJh+MkLWRjZlRBz0BDFR5IWTbx5YUR5ySeUYLyb",
-	"rGScONfanOb67kLmWxjfTrpr9qztTl/zuX4gwg71vlWUvi/oHD18v/ssPPadcNL9ltHo/Ydid2lRoMQ4",
-	"i6TfT+5GmbvfVVHp/qSZmGzXh7YvwaW+FQfTXPPmwALdMVMgCsrFMz755nZz2JHv6EaoxPKex3c33862",
-	"Gp5zBjEQW5wxPZPW8WGsnAhRkAcQ771LEtmepUPaeKnGuiEtCREdLr083ViDLyGHLmo5jMF7CxnjvsIs",
-	"lke9rcHfXXnzG49G7yboEd3X6AktjIjDVdaXty25YagNMas78VhANFLQOONFAca6yfRc7M2m3xRE8tOh",
-	"S7mY53dJF7sWpQ/h3ZaIIh7ipZN/Wm04NI2kTjq7KO+usgvvvo3oiih9v/Tyjz9EeOG1Pzqq+uUa4L4j",
-	"d9gxCsR715Pz0mt5v8Y5ucVR2JGGW68El/bWBRXRedl8Ov2IGQHIUWY8F3fh0NVJ8lL5TicJCLBsPk8w",
-	"wPL2pwWJupbOdtzfc3j8uxrHSnlv60BV4L9JoZranLEUH5EyXpiQg2Oo7hb+RXdM4jF+wnmlpB6nRbpv",
-	"vQ56xlJIcU0hGSrXGDWCMux6JJCjWxjf7zbC3dWo+r/flg9xHlIfsLAQzmQSV2V5gBpvT23m1SHQ1F3T",
-	"ge8pMrk9/ritLuMFhKgx0TBHNK1BlW9X4a2EFcRQFEVQMMCNsdp46b5M2O3OSUNbyMAx0BoQpVRszu3U",
-	"JAE5R+WUSnLXFJcdNfHNOW9Ymk7v9ucq1M2HdW/OhnOP0VALSwsfZ8SZy/+eP7zqz/9j9c3ynyfqX09G",
-	"745nF4+yvz1t7axlvy2vrNA61+uba/S/PV2liSvRWX757d2MiPo+fKGy/nBWBoyDdeAr/M98gnJlIYRS",
-	"xLtIn2j0O9bmK+KNRZWUnq1vrS85ZEW/pGFWB5b1W7ATXsHpBPC0u2zGIUX7Ff/ZlD2IeAGJ3u9ePGMP",
-	"Hz586o7xDxfPqJL2I89ssWJ2WgrBxiX3wEC5nEi7BuF20j953D0+7p48veh/Mzh9NDh+2Ds+6f9HPC+n",
-	"+XetxDql2k7Ua/mWshTust4FXht+68qZ9/kALu+gNZF2uhj1Mj07ilxxtb/902D9LpzS5A3YrdVYa+pg",
-	"TVftsddOIahcm5cy/3LJ7rsq03fnemBeQumjwDDyQQ2WJRRoEmoZB1BPrLtub0Ky/JIU3F0V6XAQqoX1",
-	"MVbdbHLsSs0Mk91IIY5yMt0DkpDPEEMPVdmZGS/L1e7KvdseTq+dUy4BbF5cqBzRx+a5BXmdLUppV+8d",
-	"lSBNjQQvRXm+sNPGw0xQGwOWnhPaKPCfAfsr3MeKqyvAtu55BHGI7cNv1XSm1s4RR1M2HpJXqI5odwK+",
-	"v7h4ewTZCcAuameGQl+gGsBxmZR6mXhyrFTwqPh/qLCgHWkVIwmcCoAq7Du4lhe9oRoqODlAxo38K6rJ",
-	"cJSfSVRXPGPGO2n/agUcvaFCTEWIWkKBs2IhMyHdBliaslxnCwD58ABIlo8KwdJM5xDs98/1dbmjhWXp",
-	"0RTqCT9R9OzIUfXqE+BNSVM9krtLnUrF57K34rMiZVIBBlXeAQKWoKoFxBVuhmoLJQwX/f7D7Eqs4A+R",
-	"9tg53DIFxDWAum57MyupDCxdessIUyiceTQSQ0URcGY1RT0hn9yRAiyD0VG51Rnl0kHe6ho4A0RSF5lb",
-	"OEAenurlUGEsCetl4I1uXD32WsM1uyBsY8SdY7YOhXvG+FC5R/jaJaidkZOpje97yCpYcNi/tZpqn6/P",
-	"FRqIrA3FQJChALv73fOLhH3//PxbmPGbtxcv37x+36Hpc1tBhQ+VEaQRNMOAs3b6XmTdF8Jm0+57acWA",
-	"ZaU2put+xM0xfCbwowf3Td+UciJVOqQHhaIdmsUDw6ba2A7WyKIoQBCutbmzZxBtjCLaStuhosEbBH5S",
-	"QsJbMMMCDzBeyfh4DFgRsIhvOdU4YJG9G2FckkAkguPodjNdmi5elbI2QDiOVhUQG0fIwKESHzMxtx5y",
-	"Awv6Ml4ULD26Pk4xKb9CZoenP3vz7j1rO9os3M6bUIxxxtIXyM66FxjtHqr0+QWfuPNQw/GFM/tKIztI",
-	"nbHurPEOQmE5iqiOZMKMVAB4ImTJMq2vJLKvoZITpUuR99jzCE0O58wmwhqmNA6WkILXaHGk8xWbLYzb",
-	"mVJeA0hDIbYonvmKUZZMjGLFTIdwimEx6T0DOEgIA+Qxj2W1TI5MvmFruTepDwILli0s0+MxG4mxLkHi",
-	"DlX6DH1UXVTLUwDEYhvpHjhBkC61WbZRDLx98/6CbFHY3g5OfyQYFD0Wbmwxn0b+THU0VceQM8YBDNMI",
-	"klV6zNKFHXe/STsIa2urBzrCL4oBVKLgDoW5XKzmIgVou2hpjh+x5iSktMde2jDgHy5edL9BK8Ftczoc",
-	"LlImTMbngsBlAB7SLMpSTwBxHXABfUogIs4tNZuJ2cgdRT2GtaeOFk2L2xkgR+WsEMod66HKhZNRJTUn",
-	"MLIQyqn+pZgXPAPgu7zU85hNEFpeVG7kxEcFPDpUAWXUj3g7DmkMQxqhk64hkg5VBUnKvkcmM5bCmYaQ",
-	"ybVZlGj5lTCs/RiSJTs1/OGhSk8fHrP1bDDKyStkJhT6uqn1x/mcZ1PRPen1W0lrURakLJnB0dFyuexx",
-	"+Lmny8kR3WuOXr189vz1++dwT5WaspYzEBzHrX7vGC8kKd8atB72+r2HmHA5BR3QKwvu74kAzdiZHUDk",
-	"L/PWgMAJPrXWuoqc9Ps7YNdvB7dO+AcNaOtQ3kXFbbADJnQN6NW02tbgpw9JyyxmM16unFopr4WipFXL",
-	"JwbMW3zNB3cfKUVbZ/0Of/5VJg3vBpz/R/2H2x4TxnUUA+HvWhL3WOnWhIBHPWo9aSdJUKGiMCUUGwNg",
-	"G/Rq4RKBqBtX9Pr4iIwQMKepkUJ9aoilE1W2A38EJS9lAZJWKpQSJVcGfQQDTC73CK+5yGTuGKhxSpeR",
-	"alJEkKTAcfASxJmjeUWVCTOeC8oqguz/ooCvoUKnDSm4c4CwVqu49OgAzJ51Sx+UBNBKHMvN9EJZKD/c",
-	"wANybI9MkaAERujSqAh7AO6A3gii1YuzgFkCmyjx3mipQ9+csS4T4LFunDGENRRmQI3HULWdCADtOfTp",
-	"yLhiCoyvXPDcLUznjMkY0rhhOT32NrLsofLl3pi9i0rpKgzA6QJTwkyVtseeuwUPFZyWSjV0mUvFPXB5",
-	"4pYAnfRRVXXulLrNXQJFNuxgwF6PUUeh4tWtmNNainwdNhrlldcvbVBvNwGR2TkeI6cmOctACZGboYq3",
-	"BPueYDAS5ESdDVUtF6qU5L/qfHUAF4pS9b0PqLEtAoHz/9TiGZBn9/gJuBPww+kJeBPIQQm1njeHNs/a",
-	"7BdxU3dqEHb+V2OxhNzVwGK/Q3JNYowN9nch5njCY3LBw+s4BV85fliFkIjQUJulpMSbpHWKM9jNtKOm",
-	"XHDL8UF8vmr6AjcdIByq1ldwx9NfodsTJRUHTImgS/qS7DbUUoXOVxXDhbMKirEJyP5DVcHuds58VRka",
-	"eNg+JNSOYcFqVMhBlh1Wkz1AiTdUdfMLyB46UlSgT9zYGoPy4rZH0NLVkR84eVSbXJ157OvOsi8zm/xJ",
-	"BNOxNjiqnQSPSTxM1i71AqA2FvNOr7W3FdLpyf2SyXpBRwpwzyS/1kUgOiKKAi4woRkYyj5wcHl/lUce",
-	"SVAWLYrijKVrJRUpwN3XW1V90bZSt9fg3PKADb3/vmpRYz3PA5LXaghqfVViFc4DAXoVzgNANWrFr6Sx",
-	"f3cXfEWm7aGptlgDCBZ7jzwTD8PuO+IWa798A9FlE3w8kQfSBA9twhyTM5YqY9vgRu34UJIN8feaAYRY",
-	"XDdJUM7ru4t43H8nSOs76hqEzuVr/Bhi55gYnWzwU6gAdMoFolH5rJeDtYsIP+wgteL4i1FohFveQKT0",
-	"K6kT6ZVYpTVQcmN1KRpQySOW471/W3H1Hhj2w7tXiddwZT4ApxUc3qPPMr8BJna7fmq/YbXl/o8gbmIc",
-	"/QgnzEMbSgMBBUWdYXzzKcpXcdvbcPQiJgv7hDtcCMzdXHdBuHPvj2ONlk+bqpOBS5B4BO+G5xz3yi5x",
-	"bLvvCF05f53NxaVq3NyX1p3PufFN96rOPwFAiThj4mNMTsvMuZmONC/z0HqiketGfaV/auxXLPNDGwFf",
-	"idXlT7z76aT7ZGsj4A9EbVVC3Fah/soXmK6NcR3ZuFjFdYiIJUUdSqTZ1mUaGf+2XtdNxS43SeOrQb/1",
-	"WToaDxk6GZxs7LE3M+r+NdJ2um00AFdQG4xPSaCCPvfARvTwZmqrVuwI+3MfcCH1FL/58BX1qAr1qEFI",
-	"vVEC2pM71RoX9Lduut4/m3BrF1FbDkGYUQXIuU2Dxs9Hn911awx+W9L8A4PtvdC3UGWaxpFj3yEJGsV6",
-	"DxWeQwBMR5bviNfHjAw76Z96l6GvsYUzU2Ho0eHldj1h3XjpMWByjH5GeOGUGzbT16CPIqJ73KmqrX2q",
-	"phJhTIBY1ImzOUPLpmhKte5U5AFtcokh90ag0T38ihg9qlrU7I0AZWpIDg9MA9Z6A+vwKTjVAbwVNGXD",
-	"cT9QkLtd/W1L8f4Bx7NqOX7HA/0rGNNEQhsk46ife9xJVB6aWELiRW4TKht1b+cG8XKgSsUQSpiu4HBP",
-	"+n3yMaOvC3Jd8WprmrHbehun5jth/ZH5uhKHAHuajXdcOpDAfyqldUK7iJGUHPek+ie1kRu6jdLWWOEe",
-	"FQSRoj80yaxaGO8uD012R/+q6q06Ro4n/raj4+b4G6XB1bj1UE3AWqNgPWrpXopBji1mizQFz9hG7Az7",
-	"GIJXZag2unEmsefVR6VCwmnlimTlQhmmF3ZHUOcgEXZObfCrNoBupcBmoWSck1M27birFqVPenKXkDyG",
-	"v3ExwNkdiKjCZpUBxe0MI3XAlgiNjxtCacbFghbkyJc2JTjaxmGAtFe5HI8FME6/1tg/tDFF5+9ihQHa",
-	"48dOuTh59KjWWpYwrLnK9Yz98MPLb92az3QpMAFuJHxzPlt1ihsqQq3FVmmzKswdEoir1qh0zwNDc8XT",
-	"B4i3QWfCLQX9YOpLtkhBeJmL2VxbobJVFw33ZpPn0aN6HcHjBuPtS8T7GoCrf0kk79cM4+2I4nlX222C",
-	"dmset1pu3iEFnb53MFDEGWYrEm49caDQdGy7Pb8/Bfzmz3jitnii0TMBCXxQEVzV85Dc1CXxtsbIIomS",
-	"teBfz9MQsLMBJIvXmG+6dsDTuPERsJkpN0OFHHM3SO4ZtneEBLfaIHxSZ6ZnjtxGPLsaKuyrGzImS3Et",
-	"r2NGPQjZL9jwmHivI/orsfryUce6LhzaMsdxRhbBW8bL+vsIQIYUmtA6GgFrf0nw8Q8baayOXbCKDnaQ",
-	"HFX98nZ7J5/7Fne3U0l/Uz65qm3gHp8cLsqfPrkmK4ma5SLrpVMZxUK/unUUt4n9oubRa3J+SUAszEQe",
-	"NQSnNodRj5ao20vU3NsLPg9N2huqLW5GXoRgVVPP3qS5oibUBQ1V011IuJXP0T2mZmNFuLkESkBzcEaB",
-	"1Zjy7g0qtLy2N187w1sUn/l+53XUQmoS7d2NDRYHJF3OBZSMQWK6ia3CHiP3Dy4+ODDzmVRQDakLrJAc",
-	"qrg5RhDRmUY+Jpp9mPD80HfmF+j6HtOrVWoMuOdiXujVzN2Nre+8FXCKVsDo8BD7RqPjQ/T+ky+XIR3a",
-	"8mwyy3Nz5fY/akFZCO4MYAmFbdAUJiJ1J3tDKm5M0L/5jL27OWLvTXXyWLPpgCkN6vi6Jq70EvaphKPr",
-	"HfxWsykU9VyLsvc78gefm6smRkONNqtZTzRrexbgVHXPKzuHK0bE5b6AmFlnPvDcyh18G85zGMWsofYd",
-	"xDcaQyG+yebvwQz+IwY/fIKzb9xUycvRqvI1esdLFLI4RUP0NtSuxPIr0LoSy69L6RH64z37xahDdVMB",
-	"EVRD9OrZz8B9l1VPHUJ03OUF+8O7rv54Z/Y5dKncdNKcRSgZlTpr9pjqdZTerQb6uxhvtynNaS2QHgE6",
-	"bk9KTJrvLeg03/pGcKs1R++348j87tJ+6rDMe9wM1fb+6WrYFH7/CQADrA4i4jhrk6shOinbM6wRYbrC",
-	"sf5aMqkOaH3PZlsE090kmjJd5r99le73oqC5DUZcGE+jHgYkNJrWCwsRkKhK3NfcbyXgwP4joNsd3L/C",
-	"qz2A+d8tHfT3xYMjdOG9LJgW708O3JiAuQ7wtDMVs6LXTRI++uz/3JuUCZ6jUAAf8lOohTf1xMbDheE2",
-	"bgMi77FPUlE+CcVOpRkqqv7AjBTs5FoSL4zEMKhmTR7Db2G47yq9ab/1jLf88bL/fwU+i0tJiUcRNSbg",
-	"aLzmxaJKyINLmpICY+LckhcI0M7wtEzPhKkCz8SWmGOMkGfAEfbZCoz1JoANVYERYd5KKVQOmTpQ+c94",
-	"YDrYSBoockBhcu6o2PJsOhPKJj7xRcnxWOQYCzBc5SP9UeSszXGUQ+XHwA1Lrfhoj6Z2VqQBrQymhkXu",
-	"LOMKcJsyGEs0ggemqp/o9IbqJWYIPQN0lGeIzzJgSncz9w2E5eEvVgrw5nMbr9TzCz7xhb0vx93XWonu",
-	"P6A2N1pNMozctcFn8bB/WoPughn2WLv2EAgluGnkIiugvSOtK8kXv5rfX1y8fQDQAwmhDSPYFfztBm9C",
-	"yshCIf5Dp+HUfyfs9iO/Lq/+cvSXuoja7Pw3WiEQXiCeGkroCDAVtuVuwnokh5Pkmm/BAxt9K81cG9lc",
-	"3pZWJHjGxrIQju/+12EL8eX8AUKQuWErHbAKLoxfi2rbPJYQAMBN9RLxKW9XE5eEIb8nQJXuW13IbNUE",
-	"mYlH48yDiHVNmbEHSivxIB1QmRhXqyVfOY6ByYHeE+5IgvJAEJ/rtsN0VHxQvkB0zxf19CStf3Vj3Kru",
-	"m3lwGWyEC4Cl3KE88WGTiHutLZvpXI6lDwYFwQyd8mVR+JbbXj7rMVvjC2uEevvlvPkzk3kdZ2hTVJ5F",
-	"whGFm1SsRobbZeXtXMKBY4JbeNGUfu80ezeC8Xgdlg9EoUeqiAmKakREiIsrVnLpcWBwXlY7UduEX+Qj",
-	"4lUnizTyxyHQXmE0G8VgtgR7QNJqqBbK55GFZBuw9RC95Nyn+Y70tahlQUeyFjgNZUU7UVah9W603usM",
-	"GM8yMQeYFMffAVYJ5hxNGdK08WWUBadhe3uIJkgAkKBKV6hGFeOTlRZMAH1XYsUi/E/A+sSSQwrw+tu9",
-	"WQs5vXZa6sXE6RwEU8xrGeBDZTWA08Gy0Y0BeMeDGYMo90vGfd9xpUMqPv2VuO8w8NdJhsrNY9iiF7Ww",
-	"tzWCiAP4FHXXBSsCfUdhd/2IYhQgyinzBsMDwzJIW5SKzWRWap+L167tMC76GvFyC21QZDbFGgIzVNAn",
-	"u0yY0dAP161jQ9PFkMQwluRKjkcOG+V4KLDPAYG/CssnhP7KOJ0vCLbD3hPUlm8eHnNpTpmTxKCT2rP/",
-	"ksa3Ql4LIL20ORYH0E0d6q5eY+xrd4MWHGYGz2FtwOA9Pu6z//O/jx/2jjtnCDez9EQe6tXY6fEJtOBd",
-	"b0ibIgGoKnfHK0GQ7Em0zS7CiZGGZVORXfn8lgAGZgBxqgZ65h07oSbvtP90vWkmJjXjexKAYQwQEGGs",
-	"dLYi/xB2K1g3ZkP47pgqjioc0nipnvYe9k47Z3juPRIsPvyk328yX98uYkV2Z8XDllxroqQee0dy2a0O",
-	"vtNr7bIGJTpU6enJN6yxt3CKEHgo0qlhu7RMzwmPHqjGaCJMNDK0M6R8kN+nNJUAF1WhO9B5CyspLTO6",
-	"s6NioK6IHVZa2G/SwT43P78SOPtCJpsuKjCPvLVYmbzcsO+eXwDdvf3hIhwRiwmuf0kH8ZnH2tGKxPD8",
-	"9rYWUNDJv91g9720fup3vbziHjtHsLM441A77La2F+LEehOOxMox+4f8a+JR9GKbLGFXYg629kReY/kP",
-	"WvUAV2vQjAc4XDKZDEKTgEnrxBG9KXAUEFFTPhedHjtXTMzmdoUQugBTi52z4TVenjLAYC3As+vt6Yvq",
-	"3ElDD2lzteoMWOqGPWC4yulQocYx41ciOoN4JmEGOPqRzqXwKLKMx93t3bm7uQc/L3Z129y6H70kuIbi",
-	"TCQ/x9dwLb6E3fElcW0OnA55NBDmBvNAQhOydnCDdn7x9JI9ODiRZv7Du1d/KMCbe07iixWKQWSASAMl",
-	"dctI328ThnVTDT3c1Dkbqk2VcuBUZjQQ6u5H7OUwBYsxslacnuoeVOsfsjY0Tt1FWLsUPO/g4wnVjzp5",
-	"GJZrGC7pDs95Nh2qyOhAnT/438m9la51qiUowVq32pSYy+nxyb3uVZMKOmBBZUbc/jXHp8fvdTYLJVt+",
-	"8+sNOihhQBQ1BYjAs+81IfRR/8m9rsXPC235pfiYCZEL322fFFkQeBMs7YqKidrgOFc++bwDJa9RSGyo",
-	"qAwWZbY7YiBhwMfCiyLBymgnwOHtrJ12uzP+sRse0Z2LsnslVtCWoP5bF54ZLuhgDiBpVoSWCVEwMnLd",
-	"gBHYoNTW2WxDVXBje8yXN8SO4jXTyR/LM8oy9Gn95EDACIJZZG7thqoqR/Mlu74JjJmWUl05vQLXjGG0",
-	"z4A7gVpZoNUChcqortipmHXoVP9CFxg0rtz0gd0hVHkU9c5sDBn9ONW00mCK6PG61woAIkgsm4jaqu7G",
-	"Na8UebdCVQM90Ldz9cDJVrqFNPITBr5ixdOZaJHfx1QtO2ZaTYYKHDZtIwSrZ5h1znCb/KYHIhvrElpW",
-	"uBubjMs4B+FHWq570Pqijqdb1PbmnKE/vcXrFV20Pt7d6OkGPGSBCtrB5Ol3dqVhfRHHMZ1IQnMz2wHt",
-	"fQkk6g0RiHgcgkqx6j6Fqgdd5MHxt9H7cgD80tfThsonD1MOhmw7Vl4owzdPk7gMiq7vUPdS+nqo/HOw",
-	"Hyf5beOheLj8rNBm7WFVlRmiKBQF+blrPis08OoLEQMlYiQZ7Uyw1UEBAwxMds6UVl1k2OdvX2I3JV9I",
-	"yzi2OBQ5U4vZCDmT3x/oDBqQ5tu+bRA2smVOOtIynQ3VcdLv99lCFcLUegQZvjKV96/TxGjezIV6H1qA",
-	"/nbgGda6ZN4zHKpfkaZEJ2jY6vEZIqLYgtBAHWLjBrGBMG+FkVp1zYxxUqOOuASY6gno6DP99YdETr3/",
-	"Qnq/rqDeRposNIQz2HF57fAa6sd2RjQAnUB0CXVVWnmQgR5780eron8D0/fLkQQhEbelBvHiVuFKiDkv",
-	"5HVNlwxiKqiSm3R9BKt6+wKbwFvGOyqXQ1VQjFkGRoFvl46dRkLP8zXgaTe0uzLWWzGpqsnyPdfq7GCS",
-	"MPv8jEAyTIqSaL0x+VKAybfegPwPWb26+wZayt9ZXc4zFGxBm4obiMR6GFX4e2WsIZXgtgf/jpV1Ww5+",
-	"Q33d/7cnl+rsDjy62KHoz5OrfndVsIAdFp/cWsw+PpzJ9rO8+9xij+Ojz/DvzVZvDyX5+IbUlKbrM2s0",
-	"5heYBaD2Wo9ZFKGDznQuWLve4nuo6j2+fQy73umb4mtVs6t6a2/q3YvJrTk26ploTZkPKbrM3YLMnXrA",
-	"oYpeGlT8KXBXH4VTCOOKFWf69gDG49QpEpdjR3m+SXlznlMUchjQSuHiJFXzdY/eBW6pAC2jNCu0moB/",
-	"UMwNayOiF33HJzrue+tYDBrb2r+gwkEaqihPifyUvhEGa3PM+ckx62ktv2lMeU8b+UqNtul3wvocgq/G",
-	"Cqte91scXjXi/MOxuF/HOYYkvN5XcFnl8VmdhOIDd74PA0Ba5yvNANj19gQ2ENjBycIz/hGTVp72+0+O",
-	"nz49eXT65LT/9OnxnnwW74EDrJat7BC6A86EMXyCyOQp4A8NMLkS/qZciFTmg5Ra/v2M4bycW05XAi6X",
-	"4zh/e//mteMyr7ixXfi2+/LblJXCLKAzPPUzBjzRnytEGXJoEfvosXOW6Rk0WQegI2BL8IKh4mwqeGlH",
-	"zlqq/HsIriQNk3nRiBj0I+WkfLX6uubsoXgZ9mfE7GQ7UB4CW9LF6db5zoZjpYm//D4we+6fT5yzQl6L",
-	"qOs94sc5in4P8rD7HupdCFWu4g94vD7crPWN/dwaQWP/84UjmZ8+uO1FwYpkV3UrHhwdHZ886fV7/d7x",
-	"4Jv+N30wFujxW5zliXf2VV0OcsLFJJX5jFqaIyA2VEjQ0VrDATCtzWywF2sVg5gHNVrF6kRC4GOk3EAC",
-	"dsbLcrXOaHuboAVN7/wxVpJyNhIZXxjfmL3i2JBokTAAQ4Kmh9EogauUWNALka74zaE0d/PV2C0MNjwB",
-	"Mki2bzs9D3d981H/iIyWSHd1BmjwTmFSGb1H5YgOnTCrJ8JORRm9JSi5my8id6DxhWKlLqhBrNOnI/0I",
-	"YgFaFatO9GBoqLP5UN/yOeR/SN8Amu6jbsU3H27+XwAAAP//",
+	"7H37chs31ueroPh9VSZnmxQly0lM1VatJrETz3hsj61spr7Qqwa7QRKfmgDTAEUzLlXt0+y+xz7KPskW",
+	"zjlAo5tNilJs5bJJ/rBI9gWXg3M/v/Oxk+nFUiuhrOmMPnaWvOQLYUUJn75elUaX7q9cmKyUSyu16ow6",
+	"F3PBUiU+2MsMrkiZnjI7F2xZimupV4Yt+UwMOklHust/Woly00k6ii9EZ9TBezpJx2RzseDu8Qv+4aVQ",
+	"MzvvjJ4cnyQdu1m6K40tpZp1bm6Szku5kHZ7JG/4TDAjfxYJO2ZWs+PhcMi6uZjyVWHdp96uURTwwMYg",
+	"5GK16IzcQ5LOQir6GMYjlRUzUcKAXsFj2lamENwI5l4T3r3kdl69Gv5JOqX4aSVLkXdGtlyJeCT/Xopp",
+	"Z9T5t6Nqc47wV3ME73UDeCuMXpUZDKLlJaX/+Re/6J0wRmr11l3aNl+Dvz8ybLmaFDKDqbNuaoS5/L//",
+	"83+lvR3LQPftHeCSWytKd+//cI/7cdh/yvvT9x+Pv7j59842ndy4Z5mlVkYAAf+V52/FTythgHQyraxQ",
+	"8CdfLguZcTeLo2WpJ4VY/Jf/NG5KHw9cnjd4F760viipVNe8kPllie9OR3A46BPLtTBMacumuij0Gn5z",
+	"Qyt5Zlk3XXNppZpdrpRZLZe6tCJP2VSXjDP3E+PmSuTuwHFmRHktSraWdq5Xli6QasYKqURv0LlJOs91",
+	"OZF5LtSDLsDUv5WmfiU2rODZlcGF0IVguoS/gVakYXpljcwFk9Y4LjKVH4RJGMx6Uuq1ESUzQrk5+mW0",
+	"c27ZWq+KnGVzrhwf0Ath527+WrGJmPNiCuuktJ27+6UVsCYv3QF9qR+YKIAtXBY60APyCfFh6Ug/YWtu",
+	"WCngyzxhpbjWsM8lM6ulKI3I3de0avgsmbuVc5QEJLQqS7dCWuEsX2n7XK9U/qCTVNpeTt1bUxiDv/QB",
+	"h3CumChLXcL733IrQHKIh12GkltxWeCLoyMAFLzQZeAF7jxwBUTvbmHcMQRzxkphyw3jUytKlr51H/rn",
+	"7kPKjMi0yo1jqXPBcxLU0SXu425+uiXIIgb/4CeCBEB8JugrfyocvbtzkRXaiBy29HvFV3auS/nzA+/p",
+	"Cl4slHWvgG1Vmp2/eeF2FjmVYit1pfRauU/hACvR2Kwffvihfx496qAdq0QcrsE1lwWfFOKhl8C/l/Yr",
+	"55ZPHBvLuAJGxK8EW5fSgohbs24uzRWbrooiYS+OXuPRTFihsyuR95guxyqIQ67MWpQD9lbw3LArIZZs",
+	"rcsrqWZnDI7DjEu191CM1ac7Fjf+d3jSeQa3nhdFpE/wPJduaXjxptRLUVrptI4pL4xIOsvoq4+duS5y",
+	"0aJJ/zDXzP0GgnGRgJyfrxZcmTNHXqAW6MLRk1TX0shJIdw1C26d0HMagyiBGYgPfLF05NCxJVdmKsr+",
+	"0/8218b2eSeJ9euTJ1+Abus/H29pUUnHbc9lLgq+uVyY7UHDgjrCJrXfkEAydGwN67r91MrLs14CLM7L",
+	"evfjrOTKipw2dQpyTRpWaDVz08E54pZ8cdqJtPHhtjaedBbCckeKtxH3P/x17h6dtyjwz65FucHRuaGK",
+	"D1mxMvJasC6QOxoWoNEK5YbzYydc0nnfspRuzqZdb4afnNHCkbgSx/7dViutxBnaM1+cJvCR2bXMxIAF",
+	"+8IwXgo6MiJnUuH66TIXJejbVuDW3a7iA3m8wOu/OIWlpk8VbfCy5M54Win500rQz+4UuWNCbFzmLaSC",
+	"U2MClhU1npXKBW23Z/ddx+Cd4iatpxk8EW5JYLXvSMHWFq2k+82qBOboKDcek1RsYRLQpGEpBenWjwyb",
+	"OHXGDNgP0s5ZWk02TZw8z9lwNFa22paCG6ejAyW7fyOphvwpnNTjJ2BnbpH6Nnk7tb51Ot/pNb7IajQO",
+	"wE4oiqBaG8bdQcxEZRQPE5ZrOIPujl7CVkt3u52LsapPesD+Ibhaz2UhagYMMixVMYAFzuxOh/YmNvt+",
+	"pHOSeEYZdrA6U3rynyKzbjmIqD4XJ5b2nnyYdX8Wpe6vZW7nCZvIXJYiw2H5J5henVk7ASfK/uP7s+p2",
+	"v4g/d8HE4gbsxQVfzp3+CfsmDVtwtWGm0NaMiA5SeGLKcJ0C/SRM8Gw+Vu6EADN3ak4wQ7jK2VSoTAIp",
+	"XgmF7HIqS2PZtBQC3uEYKvH9s2CqSjNWeF2mF/4WoMOcxIJgSnyIHtMjNujG6R7pbMWcIZlytdFKjFWQ",
+	"qTD7UbABHc12icUmZFWHVTlDLW7jf5iLImfLgks1VijH3OvS0+FTfPnlQpoFt9k8Rfq/gwPpQBmLMjGy",
+	"E9tEa2xG/5ZFaxokZVqXpihlc6c/AEvGrUIZTI5FN78zlpo5L0Wesi5npeB52JZMiw/SmVNAnmTuw7X4",
+	"GAMU6mjAkZxwbAHombWS81i5q4GOB+y1Y55cRZoAiWugYOMkRyEdMRXcVm/VShjkyBMxlypn0o5V1ztq",
+	"UmLo6YioCV7syC3tDdg5HCVH0k6PxiHy2nQeGTpl7vDAE/DXS/g2HbBXjruDvKLT3D0dDnskf7b0lqSD",
+	"t7cqMIdI9xaJLpWxgoOfylFgiuw8Zd2ZW0IQHXi2YbN6kUdkrDypwwwi+ZmwUiixBiYT2YrwJbJtr0ZE",
+	"P49VUCikDef0U+gS4EZiudcoblUhan7poeO1j78Yuv96qFyMVat2wXhNb+Jh3k7TML+eqkGEH5g0DvIA",
+	"NSOsy1jBwlT3PPbLcb7ftUl6L/Di4Vi1ekydXq02cNuIcXPFtg4f8ASYilZso1clMzIXv1yVOUSF+boU",
+	"3Ir872IDXu6ahnKFX24bDORscPxKFNMBezcHX4MqNmwunPiqFhfMZ4O/OS4152Y+6LQQdykyXea3MXc3",
+	"zuY03TDD/W1zfHZNTon6TF4rwYRyBj34sOfSWF1uBizlNnUibD13jM2yOV8uhXKqAjAQ8gilKO8WeiGU",
+	"3XajujnWV5Nnti2E9dxJ+HwhFeOgohnWTcllkyYsvRKbywz3yH+MfvWxFSe/hbukB7SUzrnK9bUoveO/",
+	"5vwDf3Uuc2BU3LBxp+ATUbAubGneG3daN4jb2zbnQi6EsXyxdJcT77y8421+5Lfd9B1d53XvmyRSqLfG",
+	"/ul0h+fEZISjKUPRj0gisq7TEHKWun/+Taa9UVAWYlt9j5xTB8TzzphYLO2G1MO0FI7UHbOBYbH1XHtX",
+	"iCNk7wwE5ZjGz1e5tNEsrsTG7DiXVXRveymqV/vQEl6NRFaK6cqIHH4BHaL1DUb8tP3wF8pRvfHCF/Ux",
+	"GC5yl7VTd5mxpeCLR4alEtf3AMHio327t1ZRVAsXEJTvhsir+Yjr8cbWKYI6dNsKIkMxljsrF7SqZSmM",
+	"cCr0gVPDbz4GKiMFMQf2qMSa/sLQTsefUfwSeAr8hcPpJJ2I99Cn+LI65+lUR7diOi303eDdbu/pmsSH",
+	"o3GxIguc291s/aVEw7vOa5GuISB9iPsJBcRNw8nkzmKVWtDmAq/PhV5av6tt4N86RgEioSheTzujH/eP",
+	"DtS7zk3ysfY2byO0vOF90sI8UFNBbcRbDk6lQ+UROUbqHwryjxdrvjGeCAes+0Kxb8k/MxNKlI4wmHu3",
+	"I9qNwUclrc/SS3Q/JIEBZTpHpmCFcqOSdtADjedDf6b7NCM/dVwys73RqFC3y3bkx0tRwrlMGCnD4JnE",
+	"4HWb7RWNe8uZcLA/E3d4i6AaBEODbyOR7yIx2DB16nFnNyM8KMizcNKFsE5zmeltNWSX2+mFU87gt1YO",
+	"5qVSi3zgFNZp+Yn4wF2VgOrGyabdQQbbNzpUdbG6XaDSwllNy+YObsLk1K1dzai+C1N3D8bHYYKE1bAd",
+	"uBe3MvEWb2QbS6wt7T4Cup9vstrUhsAqhWAWnGDBL9lwih8PT04/xxagOl7p2bJKUrizW/6mbcEEL9zV",
+	"TQ5jLLcrFCrBWaqvOrcKNrytbWtabS2Ss3c9Kf62yQ5LLej7dCGTNtYdK98omiBXYtNK6uhzqRbA6QKL",
+	"aTmb/ZxPFz/b9U8nxVXbfXA6W3mDT62pyehtqmnIY9I/7s5P8DZcpW0+pTF8ve95b901zU2WTu3BOdJT",
+	"ookl8Z7uoIN27cXp4gfrLmAR3yJo4IE7hnA/BhE2dps1ryhkhukIFZ8AcYpmB9rq25xjeKsLLCab+qtf",
+	"8YUICVvB1l3wjbOrmVasi3zDjSJYKRSZKuSV6Plz4UyqCSTIuLGj4RFyKO8XzHx80kLK9yW6Gr21bSoq",
+	"TS2KA3BYMPllEPbMCHBIsi5YCMGhJW3lpwoaUa/Nq4Eju3wY94D4YIXK4Shflu7rst1J+AaVVhQa5Imi",
+	"6w1YjTabg2HqI0EjUA+1dSrqXK8xHrWQRSEppwNiqxvG8xxlultCmMSGTcRGq5ytHZ+NVnbNKQhrdZEn",
+	"bCIyvnIE6AcyVs56tSZYmtx4Y9PKgnELX1tvV7tbmJWOyosVbqG1BetmGqKl3MprMVZ0IYWmaCTuFMz5",
+	"tWATUUhxTRY5+avccjLBy0KC65zHLmOWy/w2P2RrUKnFFjzQoVP35OwLUG5LG28S7cgOzkphvWMCPPXI",
+	"C1ANPyMfJU4/spaQwOvR0uLq8vFPJ4vnw/yfp6vvv9L/Op48UX8rv1x3Do+MPseYX6Gtz6Gl6N8I9hbu",
+	"GnQOitgd4Br4dB6w7yhTGPU1H6mmpJpuxDqjKT0yFDC9e9jHGx7V4k/cqVSzvpKzuS027U4r8Hbclbsg",
+	"0V+Kpc7m7RLGUHAJDiOFBOmoLEudCWOQwHw+jNtLygo2TgihOMHbIQo3Vm+0sbNSvPvnSzJHSwGpc2xO",
+	"jFqvFUQivKrsnu+5NiUcXym9NtFgAh8I8WhpkbeEg98IzHTE8vJfVyfXT/+5+OuQP+vsDsC1n6444z6s",
+	"C4aHajp75U0DLd9xWZI8tfiazyXGsGr98BlhLh9Pn/JhdjL5Mj8Wp/yLL1rHW+i7HDtK8o6duXgSpcrF",
+	"h4RNS71gwwFzhjL5TWG2MG73OHT5uj/T9nMbDMYqHPblU4y80X+HeflCGPDOYbV267KKE5GZSW9IatK9",
+	"dqpqArzJkXYqJe3qbuXDOUi9gie9s9yKAzx2jZw6UPDIayJUPrjVjKOx3e7Ti0bVonm5hX4EbMOKM2KO",
+	"kEaCnimgdE4JTaJkIeqfYDgHVR5u0/AxHatulaMfJSmTqdMbsDSkyF7GAa2QpJFxxSainqQxVl1Ma+WU",
+	"+bxJUNuAEersisEmUwD/02iC8TDvpguqfLd0guWMNJykueqxKNrrEm8TSn5DHiQiJoo8MlsnWheCq1sC",
+	"XpQ0tZP9IZND6gOhU4thAZOGrGnH/4C5NaJaBxtD+0/rftWoTSFiKWSnuD1WbCGcXUkylfK63M8JSzEB",
+	"xX0BHlI5mwtj6ThBmlnKCkjUwdm7myFUZTSb8vK3qHeFnKMqD5LYii+46eoS6L4Xco1KEecBjbYXb6wg",
+	"7y7e/GoNkYjCIqKjSE/9Dyat1jle5LFKK1JP6TRaYay3l2AT6twJWFNrcpNjU852GSu3+6+Vs5aksazU",
+	"a8yCrA3Hr9GCl1dmO1kJ9rlbUfFYnbfqq/dKUNrjIr+fNurI9NbDEaKGFhSvVnLeCkp/ouMbFJo7aS0H",
+	"Jv+0sq+3vlwpZG1uOehvU3YcO92n89RPeTWWNqn/j+h0t3vPsMCjWRm2YX979/oVwweBHmrZQhvLTtnf",
+	"5V8TJgazgdd/c8jc4nleClOvsIB3lp1R53g4cP9/OXo6HA47bd7tVwdYUVGJ64/n/f/g/Z+H/afvqz8H",
+	"l6P++4/D5Pjp07aa11qRXWPXnn/Nnp4++ZJRJRDLheWyMAMGEfAo67DiOgmrcZFuUF48t6vn6PXauEr3",
+	"do2nR1k9EHantEX3qLFC1naptL2Uxqww4SZE5KNLWUpDuoR0ybRVObqvkpORLPC8qFHR6zRTX+nY8R4Q",
+	"IvGqztPxrWp+nuijqaHfOtMKSfgynJvG91MuC/jWan254Gpz6U8HnpNG8lv9QpvN8col3xSauyXUlwUv",
+	"Z+5YLoSd6xyGBLWHpILBJC+tXAi9slD2ER5+uRC55JeUO4DFVrVHhtpfuK8qVEuARZSKF/hDXEznXhqV",
+	"TMYTCKZA+IasVffdTytt+aX4kAmRw21uIrQPcXVhh3SekLEdRArtTZtgqZHXjiySmH69WI5plzSfWnbu",
+	"YUkleFZbBRsU0bWJKCmKvF+Ia1H4o46nrFmPXpNDt0Z/fqEC3bJqEefBAu2gdugpM06x5AUGCUZRJQt6",
+	"eEpMDbrbFHZF35ujGdVY3Z64vFTGciKLtmhJzK0enHT8+ZV56/BaQqunw6etyoO0RUN+vQzJWa2xeZ8J",
+	"Fa7nE72yo0nB1e3BW+Ip+NYwTmLGbXrAW0iaIudYg/Pfkd8X0h11FOwfD+AFB2zD3koj7xQMtOI9DyA7",
+	"IXEQzSZwj4dUGfQh7o4VHzCswsepDqHbg6htTyZKlcS4TYbhJy9kYWRXQixBQxQfSFq08eaVEeUln1GC",
+	"8X6yknHiXGd7ms3dhcy3ML69dNfuWdufvuZz/UCEHep9qyj9tqBz9PDb3WfhsW+Fk+53jEZnrQbzD/NN",
+	"lXlKqBaQjzpqqHv1GiAlRG5aNL2JKPR6rBrK3lmDMyYMK4JAaccsTp8Fu55z60QKGtMCatngZWO1/Tar",
+	"naoaDFigyPBE7azg4Hy+Ehv3ymwuTN1uret8d1cz7ligFc5znIszHCb3O9/731Wd9dtTj+LD3xzabWlC",
+	"dYI++OS2kzgs0D3zLaLQZjzjk6/uNoc9WaNuhEqsH3h89/OQ7aqEOmcQSbLFGdMLaZ00w/qTEEt6BFHz",
+	"+6Ti3bJ0SBsv1FS3JHchLsal10q21uBTSPOLWiZo8IED9/OcI5bqg50h9H3VB1uPRh8xaGP9V+hPLoyI",
+	"g37Wsy3HglGnZFb34rGAgkGh94wXBXBPk+mluLUmYVucy58PXcrVMr9P0t21KH0g9K5EFPEQL+P902rD",
+	"oWkkddLZR3n31QDw7rsoABGl364D+McfogLgtT84qvrlevRtR+6wYxSI974n54XXlX+Nc3KHo7Anmble",
+	"Ty/tnctSovOy/XT6EfMqkKMseC7uw6Grk+Sl8r1OEhBg2X6eYIDl3U8LEnUtKfB4eMvh8e9qHStlDzbh",
+	"vkDzTEEDNWcsxUekjBcmZDIZql6Gf9GplXikpHBeKTXK6eLuW6/Jn7EUEoVTSCnLNcbeoJi9Hk/l6FzH",
+	"97uNcHe1ap3vdmWVnIcEEizPhDOZxLVtHubHW6Xb2YkI13XfpOoHiu/ujuLuqm55DoF+TNfMEZNsVGUt",
+	"Vqg1YQUxoEdxKEwTwIh3vHSfJnh579SrHWTgGGgNzlMqtuR2bpKAP6RySsi5b6LQHmSB9sxBLPCnd/tz",
+	"FdAHwrq35xS6x2ioKKaFj/MKzeV/zx9fDZf/sflq/c8T9a8vJ2+PFxdPsr897exFBLgrr6wwT5tV4jX6",
+	"353008aV6Cy/+OZ+RkR9Hz4ROEI4KyNnM4t1wEk482nelYUQCjrvI32i0e9Zm8+I2hbVo3q2vrNK55AV",
+	"/ZSGWR2e12/BXpAKpxPA0+6zGYdAH1T8Z1v2IG4IpMu/ff41e/z48VN3jL+/+JrqkT/wzBYbZuelEGxa",
+	"cg+vlMuZtA0gvJPhyRf94+P+ydOL4Vej0yej48eD45Phf8Tzcpp/30qs9qrtRL0ici1L4S4bXOC14be+",
+	"XHjPGaAbjzozaeerySDTi6PIoVn72z8N1u/CKU3egN1Z09ZQB2u66oC9AgdXcBBfyvzTlQzsq+/fnzGD",
+	"2R11t9yoBm4TylwJ+40DNCr67brbwDa/JJF5X10/HIRqYX2kWrebHPsSXMNktxKxo8xW94AkZIXEAE5V",
+	"jmvGy3Kzv/7xrofTa+eUkQGbF5d7R/SxfW5BXmerUtrNO0clSFMTwUtRnq/svPUwE2DJiKXnhNkK/GfE",
+	"/gr3seLqChDCBx6HHTIk4LdqOnNrl4hGKlsPyUtUR7Q7Ad9dXLw5ghwPYBe1M0MBRFAN4LjMSr1OPDlW",
+	"KngEoTBWCAuAtIrxGE5lVBWCIFzLi8FYjRWcHCDjVv4VVbY4ys8kqiueMeOdtH+1MpjBWCEyJcR+oUxc",
+	"sZDfke6CfU1ZrrMVQKV4GCnLJ4VgaaZzSJnwz/XVzZOVZenRHKoyf6YY5JGj6s3P4LGXpnokd5c6lYov",
+	"5WDDF0XKpAIkr7wHBCxBVQu4NdyM1Q5KGK+Gw8fZldjAHyIdsHO4ZQ64dQAY3vVmVlIZWLr0lhEmojjz",
+	"aCLGivIImNUUO4asfEcKsAxGR0VrZ5SRCNm/DYgLiEevMrdwgN881+uxwogcVh3BG924BuyVhmv2AQHH",
+	"uEXHrAkofMb4WLlH+AowqECSs7mN73vMKnB12L9GZbqveuAKDUTWhZIqyPOA3f322UXCvnt2/g3M+PWb",
+	"ixevX73r0fS5rQDXx8oI0gjawdRZN30nsv5zYbN5/520YsSyUhvTdz/i5hi+EPjRQySnr0s5kyod04NC",
+	"6RPN4pFhc21sDyuNKYQDUGaNubOvIWYb5QUobceKBm8QPksJCW/BPBU8wHgl49MpIG7AIr7hVCmCUAVu",
+	"hHFhB5EIjqPfz3Rp+nhVyroAhDnZVKEsjsCLYyU+ZGJpPXAJlkVmvChYenR9nGJpQ4VvD0//+vXbd6zr",
+	"aLNwO29CScsZS58jO+tfYMhrrNJnF3zmzkMNDRnO7EuN7CB1xrqzxnsIKOYoojqSCTNSAWyMkCXLtL6S",
+	"yL7GSs6ULkU+YM8iTD6cM5sJa5jSOFjCW27Q4kTnG7ZYGbczpbwGqItC7FA88w2jXKMYC4yZHqE9w2LS",
+	"e0ZwkBBMySNHy2qZHJl8xRoZTKkPpQuWrSzT0ymbiKkuQeKOVfo1+qj6qJanACvGtpJmcIIgXWqz7KIY",
+	"ePP63QXZorC9PZz+RDAoHS3c2GI+jfyZqpGqvitnjAOkqBEkq/SUpSs77X+V9hAc2FYPdIRfFCOo58Ed",
+	"CnO52CxFCgCB0dIcP2HtqVzpgL2wYcDfXzzvf4VWgtvmdDxepUyYjC8FQfQAyKZZlaWeAW49oCv6xErE",
+	"7VtrthCLiTuKegprT31B2ha3N0KOylkhlDvWY5ULJ6NKavFgZCGUU/1LsSx4BvCBeamXMZsgzMGoaMuJ",
+	"jwq+dawCVqsf8W401xjMNcJ4beC6jlUF7Mq+QyYzlcKZhpAPt13aafmVMKz7BaSc9moozmOVnj4+Zs2c",
+	"OspsLGQmFPq6qYHK+ZJnc9E/GQw7SWdVFqQsmdHR0Xq9HnD4eaDL2RHda45evvj62at3z+CeKsGnkXkR",
+	"HMed4eAYLyQp3xl1Hg+Gg8eYtjoHHdArC+7vmQDN2JkdQOQv8s6IIB5+7jR6s5wMh3vA6+8GWk8oEi2Y",
+	"9VAkRyWCsAMm9F4Y1LTazujH90nHrBYLXm6cWimvhaLUX8tnBsxbfM17dx8pRTtn/RZ//lUmDe+GbglP",
+	"ho93PSaM6yhuJ7BvSdxjpVsTSt3w2P+knSRBhYrClFCyDbB30PGGS4Tzbl3R6+MjMkLAnKZ2FPWpISJR",
+	"hA8A/BGUvJQFYF+pUEqUXBn0EYwwRd/j5OYik7ljoMYpXUaqWREBuwLHwUsQrY/mFdV3LHguKDcLaiiK",
+	"Ar6GOqcuJDIvAQhcbeICrgOQj5qWPigJoJU4lpvplbJQxLmFquTYHpkiQQmMMLpREfYw5gEDE0SrF2cB",
+	"+QU2UeK90VKH7kNTXSbAY904YyBwKG+BSpmx6joRANpz6HaSccUUGF+54LlbmN4ZkzEwdMtyegRzZNlj",
+	"5YvmMQcaldJNGIDTBeaEPCvtgD1zCx7qYC0VvOgyl4p7+PfELQE66aPa9Nwpddu7BIps2MGAYB9jt0Ld",
+	"sFsxp7UUeRN8G+WV1y9tUG+3YaXZOR4jpyY5y4DyluItwe4xGIwEOVFnQ1Xjiiqx+6863xzAhaKCB+8D",
+	"am0uQS0OfuzwDMizf/wluBPww+kJeBPIQQkVszeHtiDb7rpxU3dqUAeCz8ZiCf+shcV+i+SaxEgl7O9C",
+	"LPGEx+SCh9dxCr5x/LAKIRGhoTZLqZ03SecUZ7CfaUetzeCW44P4fNU6B246QDhUDcTgjqe/Qs8sSs0O",
+	"yBxBl/SF7V2oSAv9wyqGC2cVFGMT+iOMVQVe3DvztXlo4GETllCBh2W/UTkMWXZYk/cIJd5Y1c0vIHvo",
+	"61FBZ3FjawzKi9sBAXRXR37k5FFtcnXmcVuPm9vy28mfRGAnjcFRBSp4TOJhsm6pVwBYslr2Bp1bG0qd",
+	"njwsmTTLYlIAzSb51RSB6IgoCrjAhJZqKPvAweX9VR6/JUFZtCqKM5Y2ClNSaBpQb/j1SZtz3V2Dc8sD",
+	"NvTt91WLGut5Hta9VolR604Tq3AeTtGrcB5Gq1UrfimN/bu74DMybQ/wtcMaQMjdB+SZeBj23xE3qvvl",
+	"G4gum+DjiTyQJnhoE+aYnLFUX9wFN2rPh5JsiL/XDCBENLtJgnJe311ENf87AYPfU9cgjDNfKckQgcjE",
+	"GG+jH0MdpVMuENPLZ70crF1EKGwHqRXHn4xCI/T3FiKlX0mdSK/EJq1BuxurS9GC7R6xHO/924lO+Miw",
+	"79++TLyGK/MROK3g8B59lPkNMLG7daX7DastD38EcRPj6Ec4YR4gUhoIKCjqr+NbeFG+itvelqMXMVnY",
+	"J9zhQmDuZtMF4c69P441Wj5tq/EGLkHiEbwbnnM8KLvEse2/I/Q2/XU2F5eqdXNfWHc+l8a3Lqz6JwUY",
+	"KuKMiY8xOS0z52Y+0bzMQwOPVq4bdef+sbXrs8wPbad8JTaXP/L+zyf9L3e2U35P1FYlxO0U6i99mW5j",
+	"jE186GITV3MiIhf1eZFmV69uZPy7Ooa3FbvcJK2vBv3WZ+loPGToZHCyccBeL6iH2kTb+a7RAOhDbTA+",
+	"JYHKIt0DWzHY26mtWrEj7HJ+wIXUmf3m/WfUoyrsqBYh9VoJaPLuVGtc0N+66frwbMKtXURtOQRhJhWs",
+	"6S4NGj8ffXTXNRj8rqT5RwabpKFvoco0jSPHvs8UtNv1Hio8hwA7jyzfEa+PGRl2Mjz1LkNfaAdnpkIi",
+	"pMPLbTNh3XjpMWJyin5GeOGcG7bQ16CPIi5+3O+rq32qphJhTID71IuzOUPjq2hKtR5f5AFtc4kh90a4",
+	"1lv4FTF6VLWoZR7B8tTwMB6ZFsT6FtYRigLDAbwTwGfLcT9QkLtd/W1L8eEBx7Nq3H7PA/0rGNNEQlsk",
+	"E1WTeuWhjSUkXuS2YdtRD3xuEHUIqlQMYa3pClT4ZDgkHzP6uiDXFa+2ph0Bb7B1ar4V1h+ZzytxCPao",
+	"3XjHpQMJ/KdSWie0ixiPynFPqn9SW7mhuyitwQpvUUEQb/t9m8yqhfHu89Bkf/Svqt6qIw154u86Om6P",
+	"v1EaXI1bj9UMrDUK1qOW7qUY5Nhitkhb8Ixtxc6wGyR4VcZqq6dpEntefVQqJJxWrkhWrpRhemX3BHUO",
+	"EmHnrBS23ETNFN1Kgc1CyTgnp2zec1etSp/05C4heQx/42KAszsQUYVwKwMW3hlG6oAtEaYhN4R1jYsF",
+	"jdyRL21LcLSNwwBpr3I5nQpgnH6tsQtra4rO38UGA7THXzjl4uTJk1qDXkIC5yrXC/b99y++cWu+0KXA",
+	"BLiJ8C0ObdVvb6wI+xcbzi2qMHdIIK4azNI9jwzNFU8f4AYHnQm3FPSDuS/ZIgXhRS4WS22FyjZ9NNzb",
+	"TZ4nT+p1BF+0GG+fIt7XAv/9SyJ5v2YYb08Uz7va7hK0a3jcarl5hxR0+g7MQBFnmK1I6P/EgULrtt32",
+	"/O0p4Dd/xhN3xRONXghI4IOK4Kqeh+SmLom3tUYWSZQ0gn8DT0PAzkaQLF5jvmnjgKdx+yhgM3Nuxgo5",
+	"5n6o4TNskgkJbrVB+KTOTC8cuU14djVW2J04ZEyW4lpex4x6FLJfsG008V5H9Fdi8+mjjnVdODS3juOM",
+	"LAIJjZf19xGADCk0oQE3wv7+kuDjHzbSWB27YBUd7CA5qroO7vdOPvONAu+mkv6mfHJV88VbfHK4KH/6",
+	"5NqsJGo5jKyXTmUUC/3s1lHcbPeTmkevyPklAfcxE3nUVp2aRUadbqKeOVGLdC/4PMDrYKx2uBl5EYJV",
+	"bZ2Pk/aKmlAXNFZtdyHhVj5HQvaqbKwIfZhACWgOziiwGlPevUGFltfuFnZneIviC981vo79SK22vbux",
+	"xeKApMulgJIxSEw3sVU4YOT+wcUHB2a+kAqqIXWBFZJjFbcYCSI608jHRLsPE54fuvf8Al3fY3p1So0B",
+	"91wsC71ZuLuxgaC3Ak7RCpgcHmLfahd9iN5/8ukypENzo21meW6u3P5HjTwLwZ0BLKGwDVrrRKTuZG9I",
+	"xY0J+jefsXc/R+yDqU4esTcdMaVBHW9q4kqvYZ9KOLrewW81m0NRz7UoB78jf/C5uWpjNNSutJr1TLOu",
+	"ZwFOVfe8sne4YkRc7hOImSbzgedW7uC7cJ7DKKaB2ncQ32gNhfhWpb8HM/iPGPzwCc6+/VUlLyebytfo",
+	"HS9RyOIUDdG7ULsS689A60qsPy+lR+iPD+wXoz7fbQVEUA0xqGc/A/ddV52JCNFxnxfsD++6+uOd2WfQ",
+	"63PbSXMWoWRU6qy5xVSvYx3vNNDfxqjFbWlOjUB6BOi4Oykxab+3oNN85xvBrdYevd+NI/O7S/upg1vf",
+	"4maotvdPV8O28PtPABhgdRARx1nbXA3RSdmdYY043RUa+OeSSXVY8Ac22yKw8zbRlOky/+2rdL8XBc1t",
+	"MOLCeBoFD1AEZQRf9jw4SGjirVcW4iJR7bivxN9J1kEoRPC3e2RChWJ7gEi4X5Lo74szR5jDtzJmWrw/",
+	"+XJrWmYT9mlvgmZFr9skfPTR/3lrqib4k0JZfMhaofbo1G8cDxcG4bgNOL3HPnVF+dQUO5dmrKgmBPNU",
+	"sEtuSRwyEs6gsLX5Eb+B4b6ttKnbbWq85Y9XE/ArcF9cSkpHiqgxAffjNS9WVZoeXNKWKhgT545sQQB8",
+	"hqdleiFMFY4mtsQcY4TsA47s3gqMACeAGFVBFGE2SylUDvk7gAfAeGA62KQbKHJEwXPuqNjybL4QyiY+",
+	"HUbJ6VTkGCEwXOUT/UHkrMtxlGPlx8ANS634YI/mdlGkAcMMpoal7yzjCtCcMhhLNIJHpqqq6A3G6gXm",
+	"DX0NmClfI2rLiCndz9w3EKyHv1gpwMfPbbxSzy74zJf7vpj2X2kl+v+Ait1oNclcctcGT8bj4WkN0Atm",
+	"OGDd2kMgwOCmkYusgM4jtK4kX/xqfndx8eYRABIkhEGMEFjwN7QiCYkkK4WoEL2WU/+tsLuPfFNe/eXo",
+	"L3URtd1VcbJBeLxAPDXs0AkgLezK6IT1SA4nyYbHwcMdfSPNUhvZXvSWViR4xqayEI7v/tdxB1Hn/AFC",
+	"6LlxJx2xCkSMX4tq2zzCEMDCzfUaUSvvVimXhCG/I5iV/htdyGzTBqSJR+PMQ4v1TZmxR0or8SgdUfEY",
+	"V5s13ziOgSmD3j/uSIKyQxC1667DdFR8UBZBdM8n9f8knX/1YzSr/utlcCRsBRGApdyjaPFxm4h7pS1b",
+	"6FxOpQ8RBcHs2IuVReHbmXv5rKeswRcahHr35bz5M7+5iT60LSrPIuGIwk0qViPD3bLybo7iwDHBWbxq",
+	"S8p3mr0bwXTaBOsDUejxK2KCosoREaLlipVcenQYnJfVTtS2oRr5OHnV3yKNvHQIv1cY6GlVfU1gCCSt",
+	"xmqlfHZZSMEBWw8xTc598u9EX4tabnQka4HTUK60E2UVhu9WW8PeiPEsE0sAT3H8HcCWYM7RlCF5G19G",
+	"uXEatneAGIMECwmqdIV1VDE+WWnBBNt3JTYsQgUFBFAsRKSwr7/dm7WQ6WvnpV7NnM5B4MW8lhc+VlYD",
+	"ZB0sG90Y4Hg8xDGIcr9k3Pd0Vzok6NNfifsOw4G9ZKzcPMYdelEH+4YjtDhAUlHnYrAi0KMUdtePKMYG",
+	"okwzbzA8MiyDZEap2EJmpfYZet3aDuOiN4iXW2iOIrM5VhaYsYIe5GXCjIZew24dWxpahtSGqSQHczxy",
+	"2CjHQ4F9jggSVlg+I0xYxul8Vd3lCIDLN2aPuTSnfEpi0Ent2X9J41sh2wXwX7ocSwboph51rq8x9sbd",
+	"oAWHmcFzWBeQeY+Ph+z//O/jx4Pj3hmC0Kw9kYcqNnZ6fAJN75rNflMkAFVl9HglCFJAibbZRTgx0rBs",
+	"LrIrn/USIMIM4FDVoNC8uydU6p0OnzYbkmKqM74nqTfRC2Ols0UmLaDPQiFF05gNQb1jqkOq0EnjpXo6",
+	"eDw47Z3huff4sPjwk+GwzXx9s4oV2b11EDsysImSBuwtyWW3OtS6kLR2WQMYHav09OQr1tq3mXoaokin",
+	"ZvjSMr0klHqgGqOJMNHI0M6Q8qF/n+gEfQUjzAc6b2ElpWVG9/bUEdQVscMKDodtOtjH9udXAue2QMq2",
+	"iwrMI28tViYvN+zbZxdAd2++vwhHxGLa61/SUXzmsaK0IjE8v4OdZRV08u822NteWj/1+15ecY+9I9hb",
+	"snGoHXZX2wvRY70JR2LlmP1D/jXx2HqxTZawK7EEW3smr7EoCK16ALE1aMYDSC6ZTAYBS8CkdeKI3hQ4",
+	"CoioOV+K3oCdKyYWS7tBYF0Ar8Wu5PAaL08ZILMW4Nn19vRFde6koYd0udr0Rix1wx4xXOV0rFDjWPAr",
+	"EZ1BPJMwAxz9ROdSeGxZRlNCgFt37m4ewM+Lvd62t+4HLwmuoWQTyc/xNVyLT2F3fEq0mwOnQx4NBL/B",
+	"7JDQmqwb3KC9Xzy95BZ0nEgz//7tyz8UDM4Dp/bFCsUoMkCkwa6+kb7fJWTrtsp6uKl3NlbbKuXIqcxo",
+	"INTdj9jhYQ4WY2StOD3VPajWVaQxtND8t1sKnvfw8YT1R0Exw3INwyXd4RnP5mMVGR2o8wf/O7m3ttsN",
+	"g3ZZ72xMzOX0+ORB96pNBR2xoDIjmn/D8elRfZ3NQimYX/16gw5KGBBFTQEiSO0HTRN9MvzyQdfip5W2",
+	"/FJ8yITIYRGiHtwg8GZY8BWVGHXBca58SnoPCmGjkNhYUXEsymx3xEDCgI+FF0WC9dJOgMPbWTft9xf8",
+	"Qz88or8UZf9KbKBZQf23PjwzXNDDzEDSrAhDE6JgZOS6ASPcQamts9nGquDGDpgveogdxQ3TyR/LM8o9",
+	"9Mn+5EDACIJZZW7txqoqUvOFvL41jJmXUl05vQLXjGG0z4A7gRpcoNUC5cuorti5WPToVP9CFxi0s9z2",
+	"gd0jVHkUddRsDRn9MNe00mCK6GnTawWwESSWTURtVc/jmleKvFuh1oEe6Ju8ejhlK91CGvkzBr5ixdOZ",
+	"aJHfx1SNPBZazcYKHDZdIwSr5531znCb/KYHIpvqEhpZuBvbjMs4B+EHWq4H0PqiPqg71Pb2TKI/vcXN",
+	"Oi9aH+9u9HQDHrJABd1g8gx7+5KzPonjmE4kYbyZ3TD3vjAS9YYIWjwOQaVYi59CLYQu8uD42+qIOQJ+",
+	"6atsQz2UBy8HQ7YbKy+U95unSVwcRdf3qKcpfT1W/jnYpZP8tvFQPIh+VmjTeFhVe4bYCkVBfu6azwoN",
+	"vPpCxPCJGElGOxNsdVDAABmTnTOlVR8Z9vmbF9hjyZfXMo6ND0XO1GoxQc7k9wf6hQb8+a5vJoTtbZmT",
+	"jrRMZ2N1nAyHQ7ZShTC1zkGGb0zl/eu1MZrXS6Hehcagvx3QhkbvzAcGSfUr0pboBG1cPWpDRBQ7cBuo",
+	"b2zcNjYQ5p2QU6temjF6atQnl2BUPQEdfaS//pB4qg9fXu/XFdTbSJOFNnEG+zA3Dq+hLm1nRAPQH0SX",
+	"UG2llYceGLDXf7Ta+tcwfb8cSRAScbNqEC9uFa6EWPJCXtd0ySCmgiq5TddHsKp3L7sJvGW6p5451ArF",
+	"SGZgFPgm6th/JHRCb8BRu6Hdl7HeiUlVrZcfuIJnD5OE2ednBJ1hUpREzXblawEmX7Mt+R+ypnX/DbSU",
+	"v7Nqna9RsAVtKm4rEuthVPfvlbGWVIK7Hvx71tvtOPgtVXf/355cqr478Ohi36I/T6763dXGAqJYfHJr",
+	"Mfv4cCa7z/L+c4udj48+wr83O709lOTj21RTmq7PrNGYX2BWgOVrPZJRhBm60Llg3Xrj77Gqd/72Mex6",
+	"/2+Kr1UtsOoNv6mjLya35ti+Z6Y1ZT6k6DJ3C7J06gGH2nppUPGnwF19FE4hjCtWnOk7AHCPU6dIXE4d",
+	"5fnW5e15TlHIYUQrhYuTVC3ZPaYXuKUC4IzSrNBqBv5BsTSsizhf9B2f6bgbrmMxaGxr/4IKHWmsojwl",
+	"8lP69hisyzHnJ8esp0Z+05TynrbylVpt02+F9TkEn40VVh3wdzi8asT5h2Nxv45zDEm42W1wXeXxWZ2E",
+	"4gN3vg+DRWrylXZY7HrTAhsI7OBk4QX/gEkrT4fDL4+fPj15cvrl6fDp0+Nb8lm8Bw4QXHayQ+gZuBDG",
+	"8BnilaeASjTC5Er4m3IhUpmPUmoE+BOG83JuOV0JaF2O4/zt3etXjsu85Mb24dv+i29SVgqzgn7x1OUY",
+	"UEZ/qnBmyKFF7GPAzlmmF9B6HeCPgC3BC8aKs7ngpZ04a6ny7yHkkjRM5kUrjtAPlJPy2err2rOH4mW4",
+	"PSNmL9uB8hDYkj5Ot853thwrbfzl94Hk8/B84pwV8lpEvfARVc5R9DuQh/13UO9CWHMVf8Dj9f6m0U32",
+	"Y2cC7f7PV45kfnzvthcFK5Jd1cN4dHR0fPLlYDgYDo5HXw2/GoKxQI/f4SxPvLOv6n2QE1omqcxn1Ogc",
+	"YbKhQoKOVgMdwHS2s8GeNyoGMQ9qsonViYQgyUi5gQTsjJflpsloB9tQBm3v/CFWknI2ERlfGd+uveLY",
+	"kGiRMIBIglaI0SiBq5RY5guRrvjNoTR3+9XYQww2PAEySHZvOz0Pd337Uf+IjJZId3UGaPBOYVIZvUfl",
+	"iBmdMKtnws5FGb0lKLnbLyJ3oPGFYqUuqG2s06cj/QhiAVoVm170YGizs/1Q3wg65H9I3xaa7qMexjfv",
+	"b/5fAAAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -244,8 +244,27 @@ func (s *server) reportRejection(ctx context.Context, req api.ReportRejectionReq
 			return lease.Rejection{}, err
 		}
 	}
-	if b.PresentedToken < 0 || b.CurrentFence < 0 || b.PresentedToken >= b.CurrentFence {
-		return lease.Rejection{}, lease.Errorf(lease.CodeInvalid, "a rejection needs 0 ≤ presented_token < current_fence")
+	if b.PresentedToken < 0 || b.CurrentFence < 0 {
+		return lease.Rejection{}, lease.Errorf(lease.CodeInvalid, "a rejection needs 0 ≤ presented_token and 0 ≤ current_fence")
+	}
+	switch code := deref(b.Code); code {
+	case "", api.RejectionReportCodeStaleToken:
+		if b.PresentedToken >= b.CurrentFence {
+			return lease.Rejection{}, lease.Errorf(lease.CodeInvalid, "a rejection needs 0 ≤ presented_token < current_fence")
+		}
+	case api.RejectionReportCodeSharedToken:
+		// A reader's token is refused whatever the fence: what makes the report true is that
+		// the token is one, on a name the key reaches (else as if it were none, invariant 8).
+		gs, err := s.store.TokenGrants(ctx, []int64{b.PresentedToken})
+		if err != nil {
+			return lease.Rejection{}, err
+		}
+		g, ok := gs[b.PresentedToken]
+		if name, _, _ := lease.SlotOf(g.Name); !ok || !g.Shared || !principalOf(ctx).InScope(name) {
+			return lease.Rejection{}, lease.Errorf(lease.CodeInvalid, "token %d is no shared lease's token known within this key's reach", b.PresentedToken)
+		}
+	default:
+		return lease.Rejection{}, lease.Errorf(lease.CodeInvalid, "code is stale_token or shared_token, not %q", code)
 	}
 	c := clientOf(ctx)
 	return s.store.RecordRejection(ctx, lease.Rejection{Resource: b.Resource, Lease: deref(b.Lease), PresentedToken: b.PresentedToken,

@@ -140,3 +140,34 @@ func TestEventsOfSharedName(t *testing.T) {
 		t.Errorf("events of pool = %+v, want its slot's acquired", evs)
 	}
 }
+
+// TestReportSharedRejection: a resource of one's own reports a reader's write it refused with
+// code shared_token, whatever its fence (the token may be above it); the server takes it only
+// for a reader's token in the key's reach, and a stale report still needs a token below the fence.
+func TestReportSharedRejection(t *testing.T) {
+	e := newEnv(t)
+	r, err := e.c.AcquireLeaseWithResponse(e.ctx, "cfg", nil, api.AcquireRequest{Holder: "r0", TtlMs: 10000, Mode: ptr(api.AcquireRequestModeShared)})
+	if err != nil || r.JSON200 == nil {
+		t.Fatalf("acquire shared = %v, %v", status(r), err)
+	}
+	reader := strconv.FormatInt(r.JSON200.Token, 10)
+	writer := strconv.FormatInt(e.acquire("other", "w", 10e9).Token, 10)
+	report := func(token, fence, code string) (*http.Response, []byte) {
+		return e.do("POST", "/v1/rejections", strings.NewReader(`{"resource":"files-cfg","presented_token":`+token+`,"current_fence":`+fence+code+`}`),
+			map[string]string{"Content-Type": "application/json"})
+	}
+	if resp, body := report(reader, "0", `,"code":"shared_token"`); resp.StatusCode != http.StatusAccepted {
+		t.Errorf("report of a reader's write = %d %s, want 202", resp.StatusCode, body)
+	}
+	resp, body := report(writer, "0", `,"code":"shared_token"`)
+	wantProblem(t, "shared report of a writer's token", resp, body, http.StatusBadRequest, api.ProblemCodeInvalidRequest)
+	resp, body = report(reader, "0", ``)
+	wantProblem(t, "stale report of a token above the fence", resp, body, http.StatusBadRequest, api.ProblemCodeInvalidRequest)
+	scoped := servicetest.Key(t, e.store, auth.Writer, "files-")
+	resp, body = e.bearerDo(scoped, "POST", "/v1/rejections", `{"resource":"files-cfg","presented_token":`+reader+`,"current_fence":0,"code":"shared_token"}`, nil)
+	wantProblem(t, "shared report by a key that does not reach the token's lease", resp, body, http.StatusBadRequest, api.ProblemCodeInvalidRequest)
+	list, err := e.c.ListRejectionsWithResponse(e.ctx, &api.ListRejectionsParams{Resource: ptr("files-cfg")})
+	if err != nil || list.JSON200 == nil || len(list.JSON200.Rejections) != 1 || list.JSON200.Rejections[0].PresentedToken != r.JSON200.Token {
+		t.Errorf("ListRejections(files-cfg) = %v %s, %v; want the one reader's write", status(list), list.Body, err)
+	}
+}

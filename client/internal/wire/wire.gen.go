@@ -279,6 +279,24 @@ func (e RejectionSource) Valid() bool {
 	}
 }
 
+// Defines values for RejectionReportCode.
+const (
+	RejectionReportCodeSharedToken RejectionReportCode = "shared_token"
+	RejectionReportCodeStaleToken  RejectionReportCode = "stale_token"
+)
+
+// Valid indicates whether the value is a known member of the RejectionReportCode enum.
+func (e RejectionReportCode) Valid() bool {
+	switch e {
+	case RejectionReportCodeSharedToken:
+		return true
+	case RejectionReportCodeStaleToken:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Role.
 const (
 	Admin  Role = "admin"
@@ -820,12 +838,21 @@ type RejectionList struct {
 
 // RejectionReport defines model for RejectionReport.
 type RejectionReport struct {
-	CurrentFence   int64   `json:"current_fence"`
-	Lease          *string `json:"lease,omitempty"`
-	PresentedToken int64   `json:"presented_token"`
-	Reason         *string `json:"reason,omitempty"`
-	Resource       string  `json:"resource"`
+	// Code Why the write was refused: `stale_token` (the default) needs `presented_token` below
+	// `current_fence`; `shared_token`, a reader's token refused whatever the fence, needs
+	// `presented_token` to be a shared lease's token on a name the key reaches.
+	Code           *RejectionReportCode `json:"code,omitempty"`
+	CurrentFence   int64                `json:"current_fence"`
+	Lease          *string              `json:"lease,omitempty"`
+	PresentedToken int64                `json:"presented_token"`
+	Reason         *string              `json:"reason,omitempty"`
+	Resource       string               `json:"resource"`
 }
+
+// RejectionReportCode Why the write was refused: `stale_token` (the default) needs `presented_token` below
+// `current_fence`; `shared_token`, a reader's token refused whatever the fence, needs
+// `presented_token` to be a shared lease's token on a name the key reaches.
+type RejectionReportCode string
 
 // ReleaseRequest defines model for ReleaseRequest.
 type ReleaseRequest struct {
@@ -1417,14 +1444,14 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/rejections (the `ListRejections` operationId).
 	ListRejections(ctx context.Context, params *ListRejectionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ReportRejectionWithBody Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejectionWithBody Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/rejections (the `ReportRejection` operationId).
 	ReportRejectionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ReportRejection Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejection Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1965,7 +1992,7 @@ func (c *Client) ListRejections(ctx context.Context, params *ListRejectionsParam
 	return c.Client.Do(req)
 }
 
-// ReportRejectionWithBody Report a stale write that a resource outside leasekeeper refused.
+// ReportRejectionWithBody Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1982,7 +2009,7 @@ func (c *Client) ReportRejectionWithBody(ctx context.Context, contentType string
 	return c.Client.Do(req)
 }
 
-// ReportRejection Report a stale write that a resource outside leasekeeper refused.
+// ReportRejection Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3813,14 +3840,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/rejections (the `ListRejections` operationId).
 	ListRejectionsWithResponse(ctx context.Context, params *ListRejectionsParams, reqEditors ...RequestEditorFn) (*ListRejectionsResponse, error)
 
-	// ReportRejectionWithBodyWithResponse Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejectionWithBodyWithResponse Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/rejections (the `ReportRejection` operationId).
 	ReportRejectionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReportRejectionResponse, error)
 
-	// ReportRejectionWithResponse Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejectionWithResponse Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6876,7 +6903,7 @@ func (c *ClientWithResponses) ListRejectionsWithResponse(ctx context.Context, pa
 	return ParseListRejectionsResponse(rsp)
 }
 
-// ReportRejectionWithBodyWithResponse Report a stale write that a resource outside leasekeeper refused.
+// ReportRejectionWithBodyWithResponse Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6889,7 +6916,7 @@ func (c *ClientWithResponses) ReportRejectionWithBodyWithResponse(ctx context.Co
 	return ParseReportRejectionResponse(rsp)
 }
 
-// ReportRejectionWithResponse Report a stale write that a resource outside leasekeeper refused.
+// ReportRejectionWithResponse Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
