@@ -135,4 +135,6 @@ func TestFenceRefusesReaderToken(t *testing.T) {
 	}
 }
 
-func bodyHas(rec *httptest.ResponseRecorder, s string) bool { return strings.Contains(rec.Body.String(), s) }
+func bodyHas(rec *httptest.ResponseRecorder, s string) bool {
+	return strings.Contains(rec.Body.String(), s)
+}
