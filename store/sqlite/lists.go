@@ -90,8 +90,8 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lea
 			WHERE b.name > ?1 || '#' AND b.name < ?1 || '$' AND b.seq ` + cmpSeq + ` ?2
 			AND b.seq <= (SELECT value FROM meta WHERE key = 'events_indexed') AND e.at >= ?3
 			UNION ALL
-			SELECT ` + eventCols + ` FROM events WHERE seq > (SELECT value FROM meta WHERE key = 'events_indexed') AND seq ` + cmpSeq + ` ?2
-			AND name > ?1 || '#' AND name < ?1 || '$' AND at >= ?3`
+			SELECT ` + eventCols + ` FROM events WHERE seq > (SELECT value FROM meta WHERE key = 'events_indexed')
+			AND name > ?1 || '#' AND name < ?1 || '$' AND seq ` + cmpSeq + ` ?2 AND at >= ?3`
 		}
 		rows, err = s.r.QueryContext(ctx, `SELECT `+eventColsByName+` FROM events_by_name b CROSS JOIN events e ON e.seq = b.seq
 			WHERE b.name = ?1 AND b.seq `+cmpSeq+` ?2 AND b.seq <= (SELECT value FROM meta WHERE key = 'events_indexed') AND e.at >= ?3
