@@ -73,9 +73,17 @@ type ModeCache struct {
 	src Modes
 	max int
 
-	mu      sync.Mutex
-	entries map[int64]*list.Element // of modeEntry
-	order   list.List               // most recently used first
+	mu       sync.Mutex
+	entries  map[int64]*list.Element // of modeEntry
+	order    list.List               // most recently used first
+	inFlight map[int64]*modeCall     // lookups under way, which later askers of the token wait for
+}
+
+// modeCall is one lookup of a token; done is closed once shared and err are set.
+type modeCall struct {
+	done   chan struct{}
+	shared bool
+	err    error
 }
 
 type modeEntry struct {
@@ -91,10 +99,13 @@ func NewModeCache(src Modes, size int) *ModeCache {
 	if size <= 0 {
 		size = DefaultModeCacheSize
 	}
-	return &ModeCache{src: src, max: size, entries: make(map[int64]*list.Element)}
+	return &ModeCache{src: src, max: size, entries: make(map[int64]*list.Element), inFlight: make(map[int64]*modeCall)}
 }
 
 // Shared implements Modes: the remembered answer, else src's (remembered when it is one).
+// Writes of a new token that arrive together ask src once: the others wait for that answer
+// (or for their ctx to end), and a failed lookup fails them all (they are refused, and the
+// next write asks again).
 func (c *ModeCache) Shared(ctx context.Context, token int64) (bool, error) {
 	c.mu.Lock()
 	if el, ok := c.entries[token]; ok {
@@ -103,25 +114,36 @@ func (c *ModeCache) Shared(ctx context.Context, token int64) (bool, error) {
 		c.mu.Unlock()
 		return shared, nil
 	}
-	c.mu.Unlock()
-	// Asked without the lock: a slow server holds up only the writes of this token.
-	shared, err := c.src.Shared(ctx, token)
-	if err != nil {
-		return false, err
+	if call, ok := c.inFlight[token]; ok {
+		c.mu.Unlock()
+		select {
+		case <-call.done:
+			return call.shared, call.err
+		case <-ctx.Done():
+			return false, context.Cause(ctx)
+		}
 	}
+	call := &modeCall{done: make(chan struct{})}
+	c.inFlight[token] = call
+	c.mu.Unlock()
+
+	// Asked without the lock: a slow server holds up only the writes of this token.
+	call.shared, call.err = c.src.Shared(ctx, token)
+
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if el, ok := c.entries[token]; ok {
-		c.order.MoveToFront(el)
-		return shared, nil
+	delete(c.inFlight, token)
+	close(call.done)
+	if call.err != nil {
+		return false, call.err
 	}
-	c.entries[token] = c.order.PushFront(modeEntry{token: token, shared: shared})
+	c.entries[token] = c.order.PushFront(modeEntry{token: token, shared: call.shared})
 	for c.order.Len() > c.max {
 		last := c.order.Back()
 		c.order.Remove(last)
 		delete(c.entries, last.Value.(modeEntry).token)
 	}
-	return shared, nil
+	return call.shared, nil
 }
 
 // Len returns how many tokens c remembers.

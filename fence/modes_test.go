@@ -236,3 +236,48 @@ func TestTableModes(t *testing.T) {
 		t.Errorf("row after Exec with a reader's token = %+v, want balance 2", a)
 	}
 }
+
+// blockingModes answers every token as a writer's once release is closed, counting lookups.
+type blockingModes struct {
+	release chan struct{}
+	mu      sync.Mutex
+	asked   int
+}
+
+func (b *blockingModes) Shared(ctx context.Context, _ int64) (bool, error) {
+	b.mu.Lock()
+	b.asked++
+	b.mu.Unlock()
+	select {
+	case <-b.release:
+		return false, nil
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// TestModeCacheAsksOncePerToken: writes of one new token that arrive together ask the source
+// once; whoever comes while it is asked waits for that answer, and whoever comes after finds
+// it remembered.
+func TestModeCacheAsksOncePerToken(t *testing.T) {
+	src := &blockingModes{release: make(chan struct{})}
+	c := fence.NewModeCache(src, 0)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			if shared, err := c.Shared(context.Background(), writerToken); err != nil || shared {
+				errs <- fmt.Errorf("Shared = %v, %v; want false", shared, err)
+			}
+		})
+	}
+	close(src.release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if src.asked != 1 {
+		t.Errorf("8 concurrent lookups of one token asked the source %d times, want once", src.asked)
+	}
+}
