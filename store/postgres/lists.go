@@ -82,13 +82,13 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lea
 	var rows pgx.Rows
 	switch {
 	case f.Name != "" && f.Slots:
-		// The name's events and its slots' ("name#i", between "name#" and "name$" in the C
-		// collation of events.name), each part in seq order through events_name, merged.
+		// The name's events (through events_name) and its slots' ("name#i", through
+		// events_slots), each part in seq order, merged: no part sorts a history.
 		rows, err = s.pool.Query(ctx, `(SELECT `+eventCols+` FROM events WHERE name = $1 AND seq `+cmpSeq+` $2 AND at >= $3
 			AND seq <= $5 ORDER BY seq`+order+` LIMIT $4)
 			UNION ALL
-			(SELECT `+eventCols+` FROM events WHERE name > $1 || '#' AND name < $1 || '$' AND seq `+cmpSeq+` $2 AND at >= $3
-			AND seq <= $5 ORDER BY seq`+order+` LIMIT $4)
+			(SELECT `+eventCols+` FROM events WHERE strpos(name, '#') > 0 AND split_part(name, '#', 1) = $1 AND seq `+cmpSeq+` $2
+			AND at >= $3 AND seq <= $5 ORDER BY seq`+order+` LIMIT $4)
 			ORDER BY 1`+order+` LIMIT $4`, f.Name, bound, since, limit+1, durable)
 	case f.Name != "":
 		rows, err = s.pool.Query(ctx, `SELECT `+eventCols+` FROM events WHERE name = $1 AND seq `+cmpSeq+` $2 AND at >= $3
