@@ -288,6 +288,24 @@ func (e RejectionSource) Valid() bool {
 	}
 }
 
+// Defines values for RejectionReportCode.
+const (
+	RejectionReportCodeSharedToken RejectionReportCode = "shared_token"
+	RejectionReportCodeStaleToken  RejectionReportCode = "stale_token"
+)
+
+// Valid indicates whether the value is a known member of the RejectionReportCode enum.
+func (e RejectionReportCode) Valid() bool {
+	switch e {
+	case RejectionReportCodeSharedToken:
+		return true
+	case RejectionReportCodeStaleToken:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Role.
 const (
 	Admin  Role = "admin"
@@ -303,6 +321,24 @@ func (e Role) Valid() bool {
 	case Reader:
 		return true
 	case Writer:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TokenInfoMode.
+const (
+	TokenInfoModeExclusive TokenInfoMode = "exclusive"
+	TokenInfoModeShared    TokenInfoMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the TokenInfoMode enum.
+func (e TokenInfoMode) Valid() bool {
+	switch e {
+	case TokenInfoModeExclusive:
+		return true
+	case TokenInfoModeShared:
 		return true
 	default:
 		return false
@@ -815,12 +851,21 @@ type RejectionList struct {
 
 // RejectionReport defines model for RejectionReport.
 type RejectionReport struct {
-	CurrentFence   int64   `json:"current_fence"`
-	Lease          *string `json:"lease,omitempty"`
-	PresentedToken int64   `json:"presented_token"`
-	Reason         *string `json:"reason,omitempty"`
-	Resource       string  `json:"resource"`
+	// Code Why the write was refused: `stale_token` (the default) needs `presented_token` below
+	// `current_fence`; `shared_token`, a reader's token refused whatever the fence, needs
+	// `presented_token` to be a shared lease's token on a name the key reaches.
+	Code           *RejectionReportCode `json:"code,omitempty"`
+	CurrentFence   int64                `json:"current_fence"`
+	Lease          *string              `json:"lease,omitempty"`
+	PresentedToken int64                `json:"presented_token"`
+	Reason         *string              `json:"reason,omitempty"`
+	Resource       string               `json:"resource"`
 }
+
+// RejectionReportCode Why the write was refused: `stale_token` (the default) needs `presented_token` below
+// `current_fence`; `shared_token`, a reader's token refused whatever the fence, needs
+// `presented_token` to be a shared lease's token on a name the key reaches.
+type RejectionReportCode string
 
 // ReleaseRequest defines model for ReleaseRequest.
 type ReleaseRequest struct {
@@ -965,6 +1010,28 @@ type SessionRequest struct {
 //
 // Example: 2026-11-29T08:45:13.120Z
 type Timestamp = wiretime.Time
+
+// TokenInfo The grant a fencing token was issued to. Never its lease_id.
+type TokenInfo struct {
+	// AcquiredAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	AcquiredAt Timestamp `json:"acquired_at"`
+	Holder     string    `json:"holder"`
+
+	// Mode `shared` for a reader's token: fenced writes presenting it are refused (`409 shared_token`).
+	Mode TokenInfoMode `json:"mode"`
+
+	// Name The lease name the token was granted on.
+	Name string `json:"name"`
+
+	// Slot For a reader's or a semaphore's grant: its slot, `name#i`, the name its events carry.
+	Slot  *string `json:"slot,omitempty"`
+	Token int64   `json:"token"`
+}
+
+// TokenInfoMode `shared` for a reader's token: fenced writes presenting it are refused (`409 shared_token`).
+type TokenInfoMode string
 
 // Cursor defines model for Cursor.
 type Cursor = string
@@ -1413,14 +1480,14 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/rejections (the `ListRejections` operationId).
 	ListRejections(ctx context.Context, params *ListRejectionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ReportRejectionWithBody Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejectionWithBody Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/rejections (the `ReportRejection` operationId).
 	ReportRejectionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ReportRejection Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejection Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1548,6 +1615,18 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
 	RenewSession(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetToken The grant a fencing token was issued to, and its mode.
+	//
+	// A token's grant never changes once issued: its name, holder and mode (`shared` for a
+	// reader's token, which fenced writes refuse with `409 shared_token`) may be cached for
+	// good. The `fence` helpers ask this to refuse a reader's token as leasekeeper does.
+	// `404 not_found` for a token this server has no grant of: never issued, issued to a grant
+	// the history no longer keeps (ended longer ago than the retention), or issued on a name
+	// outside the key's prefixes (a scoped key learns nothing of names outside its scope).
+	//
+	// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
+	GetToken(ctx context.Context, token int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Watch A live stream of events as Server-Sent Events.
 	//
@@ -1961,7 +2040,7 @@ func (c *Client) ListRejections(ctx context.Context, params *ListRejectionsParam
 	return c.Client.Do(req)
 }
 
-// ReportRejectionWithBody Report a stale write that a resource outside leasekeeper refused.
+// ReportRejectionWithBody Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1978,7 +2057,7 @@ func (c *Client) ReportRejectionWithBody(ctx context.Context, contentType string
 	return c.Client.Do(req)
 }
 
-// ReportRejection Report a stale write that a resource outside leasekeeper refused.
+// ReportRejection Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2217,6 +2296,28 @@ func (c *Client) RenewSessionWithBody(ctx context.Context, session SessionRef, c
 // Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
 func (c *Client) RenewSession(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRenewSessionRequest(c.Server, session, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetToken The grant a fencing token was issued to, and its mode.
+//
+// A token's grant never changes once issued: its name, holder and mode (`shared` for a
+// reader's token, which fenced writes refuse with `409 shared_token`) may be cached for
+// good. The `fence` helpers ask this to refuse a reader's token as leasekeeper does.
+// `404 not_found` for a token this server has no grant of: never issued, issued to a grant
+// the history no longer keeps (ended longer ago than the retention), or issued on a name
+// outside the key's prefixes (a scoped key learns nothing of names outside its scope).
+//
+// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
+func (c *Client) GetToken(ctx context.Context, token int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTokenRequest(c.Server, token)
 	if err != nil {
 		return nil, err
 	}
@@ -3457,6 +3558,40 @@ func NewRenewSessionRequestWithBody(server string, session SessionRef, contentTy
 	return req, nil
 }
 
+// NewGetTokenRequest constructs an http.Request for the GetToken method
+func NewGetTokenRequest(server string, token int64) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "token", token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tokens/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewWatchRequest constructs an http.Request for the Watch method
 func NewWatchRequest(server string, params *WatchParams) (*http.Request, error) {
 	var err error
@@ -3780,14 +3915,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/rejections (the `ListRejections` operationId).
 	ListRejectionsWithResponse(ctx context.Context, params *ListRejectionsParams, reqEditors ...RequestEditorFn) (*ListRejectionsResponse, error)
 
-	// ReportRejectionWithBodyWithResponse Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejectionWithBodyWithResponse Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/rejections (the `ReportRejection` operationId).
 	ReportRejectionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReportRejectionResponse, error)
 
-	// ReportRejectionWithResponse Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejectionWithResponse Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3923,6 +4058,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
 	RenewSessionWithResponse(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewSessionResponse, error)
+
+	// GetTokenWithResponse The grant a fencing token was issued to, and its mode.
+	//
+	// A token's grant never changes once issued: its name, holder and mode (`shared` for a
+	// reader's token, which fenced writes refuse with `409 shared_token`) may be cached for
+	// good. The `fence` helpers ask this to refuse a reader's token as leasekeeper does.
+	// `404 not_found` for a token this server has no grant of: never issued, issued to a grant
+	// the history no longer keeps (ended longer ago than the retention), or issued on a name
+	// outside the key's prefixes (a scoped key learns nothing of names outside its scope).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
+	GetTokenWithResponse(ctx context.Context, token int64, reqEditors ...RequestEditorFn) (*GetTokenResponse, error)
 
 	// WatchWithResponse A live stream of events as Server-Sent Events.
 	//
@@ -6325,6 +6474,103 @@ func (r RenewSessionResponse) ContentType() string {
 	return ""
 }
 
+// GetTokenResponse401Headers the declared response headers of an HTTP 401 response for GetToken
+type GetTokenResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetTokenResponse429Headers the declared response headers of an HTTP 429 response for GetToken
+type GetTokenResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetTokenResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TokenInfo
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetTokenResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetTokenResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTokenResponse) GetJSON200() *TokenInfo {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTokenResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTokenResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTokenResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // WatchResponse401Headers the declared response headers of an HTTP 401 response for Watch
 type WatchResponse401Headers struct {
 	WWWAuthenticate string
@@ -6744,7 +6990,7 @@ func (c *ClientWithResponses) ListRejectionsWithResponse(ctx context.Context, pa
 	return ParseListRejectionsResponse(rsp)
 }
 
-// ReportRejectionWithBodyWithResponse Report a stale write that a resource outside leasekeeper refused.
+// ReportRejectionWithBodyWithResponse Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6757,7 +7003,7 @@ func (c *ClientWithResponses) ReportRejectionWithBodyWithResponse(ctx context.Co
 	return ParseReportRejectionResponse(rsp)
 }
 
-// ReportRejectionWithResponse Report a stale write that a resource outside leasekeeper refused.
+// ReportRejectionWithResponse Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6964,6 +7210,26 @@ func (c *ClientWithResponses) RenewSessionWithResponse(ctx context.Context, sess
 		return nil, err
 	}
 	return ParseRenewSessionResponse(rsp)
+}
+
+// GetTokenWithResponse The grant a fencing token was issued to, and its mode.
+//
+// A token's grant never changes once issued: its name, holder and mode (`shared` for a
+// reader's token, which fenced writes refuse with `409 shared_token`) may be cached for
+// good. The `fence` helpers ask this to refuse a reader's token as leasekeeper does.
+// `404 not_found` for a token this server has no grant of: never issued, issued to a grant
+// the history no longer keeps (ended longer ago than the retention), or issued on a name
+// outside the key's prefixes (a scoped key learns nothing of names outside its scope).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
+func (c *ClientWithResponses) GetTokenWithResponse(ctx context.Context, token int64, reqEditors ...RequestEditorFn) (*GetTokenResponse, error) {
+	rsp, err := c.GetToken(ctx, token, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTokenResponse(rsp)
 }
 
 // WatchWithResponse A live stream of events as Server-Sent Events.
@@ -9327,6 +9593,97 @@ func ParseRenewSessionResponse(rsp *http.Response) (*RenewSessionResponse, error
 	return response, nil
 }
 
+// ParseGetTokenResponse parses an HTTP response from a GetTokenWithResponse call
+func ParseGetTokenResponse(rsp *http.Response) (*GetTokenResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTokenResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TokenInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetTokenResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetTokenResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
+	}
+
+	return response, nil
+}
+
 // ParseWatchResponse parses an HTTP response from a WatchWithResponse call
 func ParseWatchResponse(rsp *http.Response) (*WatchResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -9451,7 +9808,7 @@ type ServerInterface interface {
 	// ListRejections Rejected stale writes, newest first.
 	// (GET /v1/rejections)
 	ListRejections(w http.ResponseWriter, r *http.Request, params ListRejectionsParams)
-	// ReportRejection Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejection Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	// (POST /v1/rejections)
 	ReportRejection(w http.ResponseWriter, r *http.Request)
 	// ListResources List fenced resources, ordered by name.
@@ -9478,6 +9835,9 @@ type ServerInterface interface {
 	// RenewSession Renew a session and, in the same transaction, every lease held under it.
 	// (POST /v1/sessions/{session}/renew)
 	RenewSession(w http.ResponseWriter, r *http.Request, session SessionRef)
+	// GetToken The grant a fencing token was issued to, and its mode.
+	// (GET /v1/tokens/{token})
+	GetToken(w http.ResponseWriter, r *http.Request, token int64)
 	// Watch A live stream of events as Server-Sent Events.
 	// (GET /v1/watch)
 	Watch(w http.ResponseWriter, r *http.Request, params WatchParams)
@@ -9577,7 +9937,7 @@ func (_ Unimplemented) ListRejections(w http.ResponseWriter, r *http.Request, pa
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
-// ReportRejection Report a stale write that a resource outside leasekeeper refused.
+// ReportRejection Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 // (POST /v1/rejections)
 func (_ Unimplemented) ReportRejection(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNotImplemented)
@@ -9628,6 +9988,12 @@ func (_ Unimplemented) CloseSession(w http.ResponseWriter, r *http.Request, sess
 // RenewSession Renew a session and, in the same transaction, every lease held under it.
 // (POST /v1/sessions/{session}/renew)
 func (_ Unimplemented) RenewSession(w http.ResponseWriter, r *http.Request, session SessionRef) {
+	w.WriteHeader(http.StatusNotImplemented)
+}
+
+// GetToken The grant a fencing token was issued to, and its mode.
+// (GET /v1/tokens/{token})
+func (_ Unimplemented) GetToken(w http.ResponseWriter, r *http.Request, token int64) {
 	w.WriteHeader(http.StatusNotImplemented)
 }
 
@@ -10501,6 +10867,32 @@ func (siw *ServerInterfaceWrapper) RenewSession(w http.ResponseWriter, r *http.R
 	handler.ServeHTTP(w, r)
 }
 
+// GetToken operation middleware
+func (siw *ServerInterfaceWrapper) GetToken(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "token" -------------
+	var token int64
+
+	err = runtime.BindStyledParameterWithOptions("simple", "token", chi.URLParam(r, "token"), &token, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "integer", Format: "int64", ValueIsUnescaped: r.URL.RawPath == ""})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "token", Err: err})
+		return
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.GetToken(w, r, token)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 // Watch operation middleware
 func (siw *ServerInterfaceWrapper) Watch(w http.ResponseWriter, r *http.Request) {
 
@@ -10739,6 +11131,9 @@ func HandlerWithOptions(si ServerInterface, options ChiServerOptions) http.Handl
 	})
 	r.Group(func(r chi.Router) {
 		r.Post(options.BaseURL+"/v1/sessions/{session}/renew", wrapper.RenewSession)
+	})
+	r.Group(func(r chi.Router) {
+		r.Get(options.BaseURL+"/v1/tokens/{token}", wrapper.GetToken)
 	})
 	r.Group(func(r chi.Router) {
 		r.Get(options.BaseURL+"/v1/watch", wrapper.Watch)
@@ -13691,6 +14086,127 @@ func (response RenewSessiondefaultApplicationProblemPlusJSONResponse) VisitRenew
 	return err
 }
 
+type GetTokenRequestObject struct {
+	Token int64 `json:"token"`
+}
+
+type GetTokenResponseObject interface {
+	VisitGetTokenResponse(w http.ResponseWriter) error
+}
+
+type GetToken200JSONResponse TokenInfo
+
+func (response GetToken200JSONResponse) VisitGetTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToken400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response GetToken400ApplicationProblemPlusJSONResponse) VisitGetTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToken401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response GetToken401ApplicationProblemPlusJSONResponse) VisitGetTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("WWW-Authenticate", fmt.Sprint(response.Headers.WWWAuthenticate))
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToken403ApplicationProblemPlusJSONResponse struct {
+	ForbiddenApplicationProblemPlusJSONResponse
+}
+
+func (response GetToken403ApplicationProblemPlusJSONResponse) VisitGetTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(403)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToken404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response GetToken404ApplicationProblemPlusJSONResponse) VisitGetTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetToken429ApplicationProblemPlusJSONResponse struct {
+	RateLimitedApplicationProblemPlusJSONResponse
+}
+
+func (response GetToken429ApplicationProblemPlusJSONResponse) VisitGetTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.Header().Set("Retry-After", fmt.Sprint(response.Headers.RetryAfter))
+	w.WriteHeader(429)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type GetTokendefaultApplicationProblemPlusJSONResponse struct {
+	Body       Problem
+	StatusCode int
+}
+
+func (response GetTokendefaultApplicationProblemPlusJSONResponse) VisitGetTokenResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(response.StatusCode)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 type WatchRequestObject struct {
 	Params WatchParams
 }
@@ -13872,7 +14388,7 @@ type StrictServerInterface interface {
 	// ListRejections Rejected stale writes, newest first.
 	// (GET /v1/rejections)
 	ListRejections(ctx context.Context, request ListRejectionsRequestObject) (ListRejectionsResponseObject, error)
-	// ReportRejection Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejection Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	// (POST /v1/rejections)
 	ReportRejection(ctx context.Context, request ReportRejectionRequestObject) (ReportRejectionResponseObject, error)
 	// ListResources List fenced resources, ordered by name.
@@ -13899,6 +14415,9 @@ type StrictServerInterface interface {
 	// RenewSession Renew a session and, in the same transaction, every lease held under it.
 	// (POST /v1/sessions/{session}/renew)
 	RenewSession(ctx context.Context, request RenewSessionRequestObject) (RenewSessionResponseObject, error)
+	// GetToken The grant a fencing token was issued to, and its mode.
+	// (GET /v1/tokens/{token})
+	GetToken(ctx context.Context, request GetTokenRequestObject) (GetTokenResponseObject, error)
 	// Watch A live stream of events as Server-Sent Events.
 	// (GET /v1/watch)
 	Watch(ctx context.Context, request WatchRequestObject) (WatchResponseObject, error)
@@ -14632,6 +15151,32 @@ func (sh *strictHandler) RenewSession(w http.ResponseWriter, r *http.Request, se
 	}
 }
 
+// GetToken operation middleware
+func (sh *strictHandler) GetToken(w http.ResponseWriter, r *http.Request, token int64) {
+	var request GetTokenRequestObject
+
+	request.Token = token
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.GetToken(ctx, request.(GetTokenRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "GetToken")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(GetTokenResponseObject); ok {
+		if err := validResponse.VisitGetTokenResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
 // Watch operation middleware
 func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params WatchParams) {
 	var request WatchRequestObject
@@ -14663,215 +15208,223 @@ func (sh *strictHandler) Watch(w http.ResponseWriter, r *http.Request, params Wa
 // const string: with thousands of chunks the chained `+` fold is several
 // times slower for the Go compiler than parsing a slice literal.
 var swaggerSpec = []string{
-	"7L37chu3tif8KiieU2Vyf02KkmUnpuqrGm3HTry3Y3vbymTXCT1qsBsksdUEmAYomnap6jzNmfeYRzlP",
-	"MoW1FtBosnmRYiuXSfKHRbIvuCys+/qtT61Mz+ZaCWVNa/CpNeclnwkrSvj0dFEaXbq/cmGyUs6t1Ko1",
-	"aF1MBUuV+GAvM7giZXrM7FSweSmupV4YNucT0WslLeku/3khylUraSk+E61BC+9pJS2TTcWMu8fP+IeX",
-	"Qk3stDV4dHyStOxq7q40tpRq0rq5SVov5UzazZG84RPBjPwoEnbMrGbH/X6ftXMx5ovCuk+dbaMo4IFr",
-	"g5Czxaw1cA9JWjOp6GMYj1RWTEQJA3oFj2lamUJwI5h7TXj3nNtp9Wr4J2mV4ueFLEXeGthyIeKR/Hsp",
-	"xq1B69+Oqs05wl/NEbzXDeCtMHpRZjCIhpeU/udf/KJ3whip1Vt3adN8Df7+wLD5YlTIDKbO2qkR5vK/",
-	"//O/0s6WZaD7dg5wzq0Vpbv3f7nH/dTvPuHd8ftPx49v/r21SSc37llmrpURQMB/5flb8fNCGCCdTCsr",
-	"FPzJ5/NCZtzN4mhe6lEhZv/fv4yb0qcDl+cN3oUvrS9KKtU1L2R+WeK70wEcDvrEci0MU9qysS4KvYTf",
-	"3NBKnlnWTpdcWqkmlwtlFvO5Lq3IUzbWJePM/cS4uRK5O3CcGVFei5ItpZ3qhaULpJqwQirR6bVuktZz",
-	"XY5kngt1rwsw9m+lqV+JFSt4dmVwIXQhmC7hb6AVaZheWCNzwaQ1jouM5QdhEgazHpV6aUTJjFBujn4Z",
-	"7ZRbttSLImfZlCvHB/RM2Kmbv1ZsJKa8GMM6KW2n7n5pBazJS3dAX+p7JgpgC5eFDvSAfEJ8mDvST9iS",
-	"G1YK+DJPWCmuNexzycxiLkojcvc1rRo+S+Zu5RwlAQktytKtkFY4y1faPtcLld/rJJW2l2P31hTG4C+9",
-	"xyGcKybKUpfw/rfcCpAc4n6XoeRWXBb44ugIAAXPdBl4gTsPXAHRu1sYdwzBnLFS2HLF+NiKkqVv3Yfu",
-	"ufuQMiMyrXLjWOpU8JwEdXSJ+7idn24IsojB3/uJIAEQnwn6yp8KR+/uXGSFNiKHLf1B8YWd6lJ+vOc9",
-	"XcCLhbLuFbCtSrPzNy/cziKnUmyhrpReKvcpHGAl1jbrxx9/7J5HjzpoxyoRh2twzWXBR4W47yXw76X9",
-	"yrnlI8fGMq6AEfErwZaltCDilqydS3PFxouiSNiLo9d4NBNW6OxK5B2my6EK4pArsxRlj70VPDfsSog5",
-	"W+rySqrJGYPjMOFS7TwUQ/X5jsWN/x2edJ7BredFEekTPM+lWxpevCn1XJRWOq1jzAsjktY8+upTa6qL",
-	"XDRo0j9ONXO/gWCcJSDnp4sZV+bMkReoBbpw9CTVtTRyVAh3zYxbJ/ScxiBKYAbiA5/NHTm0bMmVGYuy",
-	"++R/TLWxXd5KYv365NFj0G395+MNLSppue25zEXBV5czszloWFBH2KT2GxJIho6tYW23n1p5edZJgMV5",
-	"We9+nJRcWZHTpo5BrknDCq0mbjo4R9ySx6etSBvvb2rjSWsmLHekuI+4v/fXuXt03qDAp+JDViyMvBYp",
-	"awOFoy3RGTBxLcoVDpzBVbmbMXyJCgb+pMdhsr2hSs2Ul8At4tulcdob/MLapeB5B1cwYSMBahBpLHgF",
-	"3GNosYcKlpGrnCn3SH8HVywMHZgOHAah3Jr91Ao/OYsHntp637Dx7tGmWcuHn5yJxfEoJE5YOcJUWokz",
-	"tL4enybwkdmlzESPBWvIMF4KOuAiZ1LhbusyFyVYB1Ygoe03SICYX+D1j0+BMOhTRcm8LLkz9RZK/rwQ",
-	"9LM78+5Qk9CReQNh49Roq1A/W6hcEHF64dR24sipmdJ6Csfz65YErJ1bnjdri8aD9s2iBFbutj4ek1Rs",
-	"ZhLQ+2EpBVkCDwwbOeXL9NiP0k5ZWk02TZz2kbP+YKhstS0FN86igHPn/o1kMBGQ5yvHj8Aq3jiYm4fR",
-	"GSGN0/lOL/FFVqMpA1ZNUQRDwDDu2EYmKhO+n7BcA8dwd3QStpi72+Eg1CfdY98LrpZTWYiauYXsVVXs",
-	"aoYzuxWLuYmN1J/onCSerYcdrM6UHv1LZNYtBxHVl5Ib0t5RarD2R1Hq7lLmdpqwkcxlKTIcln+C6dRF",
-	"ixPHouw+vLtgafbi+HMXDEIO/FHM+HzqtGXYN2nYjKsVM4W2ZkB0kMITU4brFOgnYYJn06FyJwS4sVPK",
-	"gtHkeOdYqEwCKV4JhZx+LEtj2bgUAt7hmDRJqbNgWEszVHhdpmf+FqDDnISYYEp8iB7TITboxuke6Szb",
-	"nCGZcrXSSgxV0ABg9oNgsTqabROLTcgHEFblDHXOlf9hKoqczQsu1VCh1HWvS0/7T/DllzNpZtxm0xTp",
-	"/xburgM1ApTgkVXbpAjERv/vUhHYI/v9/M6YF/2szZmT8WFbMi0+SGf8AXk2iXqQ7hp9GcKxBaBn1kjO",
-	"Q+WuBjrusdeOedZUARLXQMHGSY5COmIquK3eqpUwyJFHYipVzqQdqrZ3K6XE0NMBURO82JFb2umxczhK",
-	"jqSd1o9D5LXpPDB0ytzhgSfgr5fwbdpjrxx3B3lFp7l92u937qTAHCLdGyS6VMYKDl41R4EpsvOUtSek",
-	"TXnHC2xWJ/LfDJUndZhBJD8TVgollsBkIssWvkS27dWI6OehCgqFtOGcfg5dApxeLPcaxV4VouZF7zte",
-	"+/Bx3/3XQeXCqbYN2gXjNb2Jh3k7TcP8eqoGEX5g0jjIA9SMsC5DBQtT3fPQL8f5bkcs6b3Ai/tD1ejf",
-	"dXq1WsFtA8bNFds4fMATYCpasZVelMyp/b9clTlEhXlaCm5F/nexAp98TUO5wi83DQZyjTh+JYpxj72b",
-	"gmdEFSs2FU58VYsLxr7B3xyXmnIz7bUaiLsUmS7zfczdjXN9mm6Y4f6mOT67JhdKfSavlWBCWcfnx07I",
-	"SmN1ueqxlNvUibDl1DE2y6Z8PhfKqQrAQMh/laK8m+mZUHbT6evmWF9NntmmgNtzJ+HzmVSMg4pmWDsl",
-	"B1OasPRKrC4z3CP/MfrVR4Kc/Bbukg7QUjrlKtfXovRhipqrErzrucyBUXHDhq2Cj0TB2rCleWfYatwg",
-	"bvdtzoWcCWP5bO4uJ955ecvb/Mj33fQdXed175skUqg3xv75dIfnxGSEoylDsZpIIrK20xBylrp//k2m",
-	"nUFQFnqRzNtjqO+LPp4xMZvbFamHaSkcqTtmA8Niy6n2jhtHyN51CcoxjZ8vcmmjWVyJldlyLqtY5OZS",
-	"VK/2gTC8GomsFOOFETn8AjpE4xuM+Hnz4S+Uo3rjhS/qYzBc5C5Lp+4yY0vBZw8MSyWu7wGCxccmt2+t",
-	"ohgcLiAo32sir+bRrkdHG6cI6tC+FUSGYix3Vi5oVfNSGOFU6AOnht98ClRGCmIO7FGJJf2FgaiWP6P4",
-	"JfAU+AuH00paEe+hT/Fldc7Tqo5uxXQa6HuNd7u9p2sSHzzHxYoscG63s/WXEg3vOq9Fuobw+SHuJxQQ",
-	"N2tOJncWq0SIJod9fS700vpdTQP/1jEKEAlF8XrcGvy0e3Sg3rVukk+1t3kboeEN75MG5oGaCmoj3nJw",
-	"Kh0qj8gxUv9QkH+8WPKV8UTYY+0Xin1L/pmJUKJ0hMHcux3Rrgw+Kml8lp6j+yEJDCjTOTIFK5QblbS9",
-	"Dmg8H7oT3aUZ+anjkpnNjUaFulm2Iz+eixLOZcJIGQbPJIbam2yvaNwbzoSD/Zm4wxsEtUYwNPgmEvku",
-	"EoNrpk49Su5mhAcFeRZOuhDWaS4TvamGbHM7vXDKGfzWyMG8VGqQD5yCUA0/ER+4rRJQ3ThaNTvIYPsG",
-	"h6ouVjcLVFo4q2nZ3MFNmBy7tasZ1bdh6u7B+DhM57AatgP3Yi8Tb/BGNrHE2tLuIqC7+SarTV0TWKUQ",
-	"zIITLPgl15zix/2T0y+xBaiOV3q2rFIqbu2Wv2laMMELd/U6hzGW2wUKleAs1VetvYINb2vamkZbi+Ts",
-	"bU+Kv220xVIL+j5dyKSNdcfKN4omyJVYNZI6+lyqBXC6wGxcTiYf8/Hso13+fFJcNd0Hp7ORN/hEoJqM",
-	"3qSaNXlM+sft+Qnehqu0yac0Btt3Pe+tu2Z9k6VTe3CO9JRoYkm8p1vooFl7cbr4wboLWMR7BA08cMsQ",
-	"7sYgwsZusuYFhcwweaLiEyBO0exAW32Tc/T3usBisqm/+hWfiZBeFmzdGV85u5ppxdrIN9wogpVCkalC",
-	"XomOPxfOpBpBOo8bOxoeIePzbsHMhycNpHxXoqvRW9OmotLUoDgAhwWTXwZhz4wAhyRrg4UQHFrSVn6q",
-	"oBF1mrwaOLLL+3EPiA9WqByO8mXpvi6bnYRvUGlFoUGeKLregNVosykYpj4SNAD1UFunok71EuNRM1kU",
-	"kjJQILa6YjzPUaa7JYRJrNhIrLTK2dLx2Whll5yCsFYXecJGIuMLR4B+IEPlrFdrgqXJjTc2rSwYt/C1",
-	"9Xa1u4VZ6ai8WOAWWluwdqYhWsqtvBZDRRdSaIpG4k7BlF8LNhKFFNdkkZO/yi0nE7wsJLjOeewyZrnM",
-	"9/khG4NKDbbggQ6duidnV4ByU9p4k2hLLnNWCusdE+CpR16AavgZ+Shx+pG1hARej5YWV5cPfz6ZPe/n",
-	"/zhd/PC1/ufx6JH6W/nVsnV4ZPQ5xvwKbX3GL0X/BrC3cFevdVDE7gDXwOfzgH1Hec2or/lINaUAtSPW",
-	"GU3pgaGA6d3yVuqUMHKnUk26Sk6mtlg1O63A23Fb7oJEfynmOps2SxhDwSU4jBQSpKMyL3UmjEEC8/kw",
-	"bi8ph9k4IYTiBG+HKNxQvdHGTkrx7h8vyRwtBST6sSkxar1UEInwqrJ7vufalB59pfTSRIMJfCDEo6VF",
-	"3hIO/lpgpiXml/+8Orl+8o/ZX/v8WWt7AK75dMX1AWFdMDxU09krbxpo+Y7LkuSpxdd85jOGVeuHzwhz",
-	"+XD8hPezk9FX+bE45Y8fN4630Lc5dpSSHjtz8SRKlYsPCRuXesb6PeYMZfKbwmxh3O5x6PJ1f6bN5zYY",
-	"jFU47KsnGHmj/w7z8oUw4K3Das3WZRUnIjOT3pDUpHvtVNUE+DpH2qqUNKu7lQ/nIPUKnvTOcisO8NjV",
-	"9/4ZKHjkNREq7+0142hs+3160agaNC+30A+AbVhxRswR0kjQMwWUzimhSZQsRP0TDOegysNtGj6mQ9Wu",
-	"KgqilGoydTo9loaE3ss4oBWSNDKu2EjUkzSGqo1JuJzytFcJahswQp1dMdhkCuB/Hk0wHubtdEGVb5dO",
-	"sJyRhpOsr3osina6xJuEkt+Qe4mIiSKPzNaR1oXgak/Ai5KmtrI/ZHJIfSB0ajEsYNKQ4+34HzC3tajW",
-	"wcbQ7tO6WzVqUohYCtkpbo8VmwlnV5JMpbwu93PCUkxAcV+Ah1ROpsJYOk6QZpayAhJ1cPbuZghVGc3G",
-	"vPwt6l0h56jKgyS24suD2roEuu+EXKNSxHlAg83FGyrIu4s3v1pDJKKwiOgo0mP/g0mrdY4XeajSitRT",
-	"Oo1WGOvtJdiEOncC1tSY3OTYlLNdhsrt/mvlrCVpLCv1ErMga8PxazTj5ZXZTFaCfW5XVDxU54366p0z",
-	"rLf4we+mjToy3Xs4QtTQguLVSM4bQenPdHyDQnMrreXA5J9G9vXWF1eFrM0NB/0+Zcex0106T/2UV2Np",
-	"kvrfR6e72XuG5SjrdWwr9rd3r18xfBDooZbNtLHslP1d/jVhojfpef03h8wtnuelMPV6EHhn2Rq0jvs9",
-	"9/9Xgyf9fr/V5N1+dYAVFRXk/nTe/Q/e/djvPnlf/dm7HHTff+onx0+eNFXo1koC13bt+VP25PTRV4zq",
-	"llguLJeF6TGIgEdZhxXXSViNi7SD8uK5XT1Hr9PEVdr7NZ4OZfVA2J3SFt2jhgpZ26XS9lIas8CEmxCR",
-	"jy5lKQ3pEtIl00bl6K5KTkaywPOitfpjp5n6usyW94AQiVdVqY5vVfPzRB9NDf3WmVZIwpfh3Kx9P+ay",
-	"gG+t1pczrlaX/nTgOVlLfqtfaLMpXjnnq0Jzt4T6suDlxB3LmbBTncOQoFKSVDCY5KWVM6EXFso+wsMv",
-	"ZyKX/JJyB7A0rPbIUKkM91VldQmwiFLxAn+IS//cS6MCz3gCwRQI35C16r77eaEtvxQfMiFyuM1NhPYh",
-	"roVskc4TMraDSKG9aRIsNfLakkUS068XyzHtkuZTy849LKkEz2qjYIOSvyYRJUWRdwtxLQp/1PGUrVfP",
-	"1+TQ3ujPL1SgG1Yt4jxYTh7UDj1mximWvMAgwSCqZEEPT4mpQbebwrbo+/poBjVWtyMuL5WxnMiiKVoS",
-	"c6t7Jx1/fmXeOLyG0Opp/0mj8iBtsSa/XobkrMbYvM+ECtfzkV7Ywajgan/wlngKvjWMk5hxkx7wFpKm",
-	"yDm2xvlvye8L6Y46CvZPB/CCA7ZhZ6WRdwoGWvGeB5CdkDiIZhO4x0OqDPoQt8eKDxhW4eNUh9DtQdS2",
-	"IxOlSmLcJMPwkxeyMLIrIeagIYoPJC2aePPCiPKSTyjBeDdZyThxrrU5zfXdhcy3ML6ddNfsWdudvuZz",
-	"/UCEHep9qyh9X9A5evh+91l47FvhpPsto9H7D8Xu0qJAiXEWSb+f3I0yd7+rotL9STMx2a4PbV+CS30r",
-	"Dqa55s2BBbpjpkAUlItnfPL17eawI9/RjVCJ5T2P726+nW01POcMYiC2OGN6Jq3jw1g5EaIgDyDee5ck",
-	"sj1Lh7TxQo11Q1oS4k9cenm6sQafQw5d1HIYg/cWMsZ9hVksj3pbg7+78uY3Ho3eTdAjuq/QE1oYEYer",
-	"rC9vW3LDUBtiVnfisYBopKBxxosCjHWT6bnYm02/KYjkx0OXcjHP75Iudi1KH8K7LRFFPMRLJ/+02nBo",
-	"GkmddHZR3l1lF959G9EVUfp+6eUff4jwwmt/dFT1yzXAfUfusGMUiPeuJ+eF1/J+jXNyi6OwIw23Xgku",
-	"7a0LKqLzsvl0+hEzApCjzHgu7sKhq5PkpfKdThIQYNl8nmCA5e1PCxJ1LZ3tuL/n8Ph3NY6V8t7WYbXA",
-	"f5NCNbU5Yyk+ImW8MCEHx1DdLfyL7pjEIxKF80pJPU6LdN96HfSMpZDimkIyVK4xagRl2PVIIEe3ML7f",
-	"bYS7q1H1f7ctH+I8pD5gYSGcySSuyvJwOt6e2syrQ1isu6YD31Nkcnv8cVtdxnMIUWOiYY7YX4Mq367C",
-	"WwkriKEoiqBggBtjtfHSfZ6w252ThraQgWOgNdhMqdic26lJAnKOyimV5K4pLjtq4ptz3rA0nd7tz1Wo",
-	"mw/r3pwN5x6joRaWFj7OiDOX/zN/eNWf/8fq6+U/TtQ/vxq9PZ5dPMr+9qS1s5b9tryywhZdr2+u0f/2",
-	"dJUmrkRn+cU3dzMi6vvwmcr6w1kZMA7Wga/wP/MJypWFEEoR7yJ9otHvWJsviI4WVVJ6tr61vuSQFf2c",
-	"hlkdBtdvwU54BacTwNPushmHFO1X/GdT9iDiBSR6v33+lD18+PCJO8Y/XDylStoPPLPFitlpKQQbl9wD",
-	"A+VyIu0a4NxJ/+Rx9/i4e/Lkov/14PTR4Phh7/ik/x/xvJzm37US65RqO1Gv5VvKUrjLehd4bfitK2fe",
-	"5wMowoPWRNrpYtTL9OwocsXV/vZPQzBDI7JFKe3qndtYJLyR4KUozxd22rhIBGEwYOk5YU7Cvg7YX+E+",
-	"VlxdAcJxz+NIQ8wUfqvmObV2jgOQZD03AHMYpq9Fyb67uHhzBFFf2IaaakohBWC5APw2KfUy8egrlWoT",
-	"FVUPFRYKo/qDHlpOhRUVphhcy4veUA0VEA2ELRrpIsp1d2pyJlEMeILHO4loa4nxvaF6htXZZalLKBxV",
-	"LER8022wlSnLdbYA8AQPLGP5qBAszXQOQVT/XF/vOFpYlh5NoU7rI0UljpzCtvoIOD7SVI/k7lInqvhc",
-	"9lZ8VqRMKsD2yTss42UpQQQGJAtuhmoLJQwX/f7D7Eqs4A+R9tg53DIFJCsAPG579TWpFFddeo0TQ9NO",
-	"7RyJoaLIIrOaokmQp+tIAZbB6KiM5YxylCAfcK3oHSJUi8wtHODPTvVyqNBHj3UI8EY3rh57peGaXUCm",
-	"MZLJMVsHRD1jfKjcI3xNCNQkyMnUxvc9ZBU4NOzfWq2qz4PmChVv1oYiC4j8wu5+++wiYd89O/8GZvz6",
-	"zcWL16/edWj63FaA0UNlBHHaZjBo1k7fiaz7XNhs2n0nrRiwrNTGdN2PuDmGzwR+9BCv6etSTqRKh/Sg",
-	"UAxBs3hg2FQb28HaQ4Q2QHCjtbmzpxDFiSKFStuhosEbBNRRQsJbMHKNBxivZHw8hhp8WMQ3nHLHsXjZ",
-	"jTBO9SYSwXF0u5kuTRevSlkboPFGqwrgiiMU21CJD5mYWw9lgIVSzi5n6dH1cYrJzhU+Nzz96eu371jb",
-	"0Wbhdt6EJPczlj5Hdta9wCjiUKXPLvjEnYcamiuc2Zca2UHqjCBn5XQQYshRRHUkE2akAiAJIUuWaX0l",
-	"kX0NlZwoXYq8x55FKF04ZzYR1jClcbCEF7tGiyOdr9hsYdzOlPIait8LsUWg5ytG2QcxOhAzHUKrhcWk",
-	"9wzgICG8ike+ldUyOTL5mq3lNKQ+uCZYtrBMj8dsJMa6BK/KUKVP0fbvorqTAtAQ2wij4wRButRm2UYx",
-	"8Ob1uwvS8WF7Ozj9kWBQTFa4scV8Gvkz1SdUfSPOGAeQQSNIVukxSxd23P067SBcqK0e6Ai/KAaQ4Y87",
-	"FOZysZqLFCDDoqU5fsSakzvSHnthw4B/uHje/Rq1L7fN6XC4SJkwGZ8LAu0A2D2zKEs9AdxtwFvzqVaI",
-	"5LXUbCZmI3cU9RjWnvoaNC1uZ4AclbNCKHeshyoXTkaVBFFvZCGUU6lKMS94BoBieannMZsgFLKojMOJ",
-	"jwrQcagCeqMf8XZ8xxjeMUJ9XEN6HKoK6pF9h0xmLIVTuSFDZrPYy/IrYVj7MSShdWq4rkOVnj48ZutZ",
-	"NpTrVMhMKPQhUgOI8znPpqJ70uu3ktaiLEhZMoOjo+Vy2ePwc0+XkyO61xy9fPH02at3z+CeKuS/FosN",
-	"DrlWv3eMF5KUbw1aD3v93kNMZJuCDuiVBff3RICG6WwTIPIXeWtARd8fW2u9JU76/R3g27cD3aa68gbM",
-	"bSiboaIh2AETsON7rVirbQ1+ep+0zGI24+XKqZXyWihKBrR8YsBswNe8d/eRUrR11m/x519l0vBuQHt/",
-	"1H+47TFhXEcxHPquJXGPlW5NCNDRY5eTdpIEFSoK/0ARJwBhQccOLhHgt3FFr4+PyFkCZgrB6denhhgl",
-	"UcUw8EdQ8lIWoD6lQilRcmXQ9hpg0q5HzsxFJnPHQI1TuoxUkyKCegSOg5cgfhfNK8r4nvFcULYGZFUX",
-	"BXwNlQ9tSG2cAzSwWsUlHQdgofA1hzooCaCVOJab6YWyUNa1gbPi2B6ZIkEJjFB7URH2wMYBFQ9Eqxdn",
-	"AQsCNlHivdFSh+4pY10mwGPdOGNoYEh4h9z5oWo7EQDac+jWkHFFqNu54LlbmM4ZkzFUbMNyekxjZNlD",
-	"5ctoMSsSldJVGIDTBaaERSltjz1zCx4q4yylwOsyl4p7QOjELQE6P6Nq1dwpdZu7BIps2MGAaR2jOUIl",
-	"oVsxp7UU+TocL8orr1/aoN5uAs2yczxGTk1yloESIjdDFW8Jdr/AII/TUHB/h1DfMGwN2JBSH4et9EAI",
-	"9QiXvH5qQCaHY8Po1NAzthwe1uZ4OyxESPKvFpEr0JOpICGmRMo8x7IUZzy5bU3WV8/pS9UL/GDyGWh2",
-	"3lpBy7GDJznUaiK578S69qfmqeOU2cKXf3MPlgwlGURtnIZZVtnPVk+EG8AZbaMh6nfm6DUVQNTFRtUo",
-	"AWRs1U3spyaMIluuItxUtwqOStqkZZ+csmnHXbUovTXjLiEu1oYP5BoBjuVJ3AT2ApcAj+nQshFmb3Ti",
-	"ZaiNIUYJCo7STInlUMHLzvwBro6p08ywKh7XHxpUVFauR8mF1iZYZu+nR6jUnOVyPBaQuum3r427DXuW",
-	"hJCQtUXC3HFI2H//5391PIxug4bP/i5WyN6PHzvJdfLoUQz47WY3Eh4W1UYYnc4cAXPZRgDp0LJr6mNd",
-	"pLO9yMVsrq1Q2ar7d8DUbOzidvLoUd0B+3gzded9yP38q85XB6gVUU2D9xg3drugLgY/tXgG8qZ7/BWU",
-	"qeKH0xNwl5InF4pibw7tibbZBuSm7pqlJgNfTGciiLMGnelbPLJJDEbC/i7EHFlgzP9RGjvRz1eOEqpY",
-	"G0kONE8pe/MmaZ3iDHZrYVGvNbjl+CDFrerlAzcdoO1VHc3gjie/QhMvyr4O4BvBOPS1620oOgsNzSoN",
-	"CuQGnHITWiAMVYVP3Dnz5XfoscGuMKHIDit7o4oXctVg2d0DVGGHqu5PAbKH1h0VOhY3tqZxeP25Rxjc",
-	"lQwfOAWzNrm6NtBj9c5mfJ2tp2ssI2V6THzVeEa8nMpsWvHUsyCNERWeGKaj0iux2tfmZ1/SPLmkCUFl",
-	"bTmorBWcrvHCsHapF8DvF/NOr7W3p9bpyf0S5nqtDeyEV4HX9QH0ZRYFXGBCVzmvT0gTBIMHhUlQnV0U",
-	"xRlL16pdUuhEUO959ln7k93eCHTLA264/fdVixqbih4rvlbeUVMtYyvQYzR6K9BjczUa1i+lsU5Of0nT",
-	"2qOGbXEoII7vPXJpPAy774h79f3yDUSvb3ATR0EME4I8CXNs1VgqWm5DJKbTY69Ax7UhNaLmQ0GYtJsk",
-	"2Pf13UWo9L8T2vgdtRsCTvPllwxhjUwMHDf4KRRnOnUGgcJ8QtLB+kwE7XaQInP82Sg0gpRvIFL6lRSY",
-	"9Eqs0hpevLG6FA2A8RHL8QGErZCHDwz74e3LxBvJMh+A3xsO79Enmd8AE7tdY77fsKJ0/0cQNzEOoIYT",
-	"5lEnpYGYpKKmPb4vGKUSue1tOHoRk4V9wh0uBKbVrnsx3bn3x7FGy6dNhePAJUg8goPUc457ZZc4tt13",
-	"hPauv87m4lI1bu4L687n3PjujVVTpoBtRZwx8WFqp9fm3ExHmpd56ArSyHXrLoWGttIyP7Sj9JVYXf7E",
-	"ux9Pul9t7Sj9nqitylXcKtRf+trfnW6P145nRSWiCPNF2rI029qVI+Pfam431CHdJI2vBv3WJ1BpPGTo",
-	"p3Syscdez6gx20jb6bbRAJJEbTA+N5ZqLd0DG4Hdm6mtWrEjbPR+wIXUnB7dCF9Ij6oAqRqE1GsloM+9",
-	"U61xQX/rxvL9swm3dhG15RDHHVVYqds0aPx89Mldt8bgt9UzPDDYeQ29GVUS8A633LkHZ+PoTyaW74jX",
-	"h50NO+mf+qiDL3+GM1PBG9Lh5Xa9lsB46TFgMm7e6Qzdmb4GfRTB9uMmYm3ts2iVCGMCu7gTJ9qGblrR",
-	"lGqNwyiI0uSlRe6NGLB7+BUxelS1qA8fYf3UQDYemAYY/AbW4WsXqgN4K9TQhuN+oCB3u/rbluL9A45n",
-	"1bv+jgf6VzCmiYQ2SMZRP/eQoKg8NLGExIvcJsA8PClLbhDKCAqIDAG46Qqp+KTfpzAVetcgDRmvtqYZ",
-	"Vq+3cWq+FdYfmS8rcQhLqdl4x6UDCfynUlontIsY5MpxTypNw6BVQCS4lPk2SltjhXtUEATxft8ks2qZ",
-	"AHd5aLI7gaAqrKvDF3nibzs6bg7hkze1xq2HagLWGuX7oJbupRiU6mHCWVP8nW2E37HFJHhVhmqjUWoS",
-	"e159YNtHHCNXJCsXyjC9sDvijAeJsF8WaYwDjfU4Y6cKxVZBRIoVAlsioMTtocJNCV6PFbKtoUJs7dqY",
-	"5bc7CNgmeHGucj1jP/zw4hu35jNdis72AOFQEaAwBQirTJnQbazqWkv3PDA0VwoZC4p5w6L8jiKMDZji",
-	"vyR2+GsGDnfEDb2r7TZhwjWPWy2995BaW9/WmWLskPBMLQWIA4V+cNvt+f2lMzd/RjC3RTCNngnIAYZi",
-	"7arUiuSmLom3NcYySZSshRvvFA8MPamAzUy5GSrkmLvxi8+w8yZka9QG4fPCMz1z5Dbi2dVQYcvjkHRd",
-	"imt5HTPqwT1HHeu6cOiYHccZWYQ8Gi/r7yMAGbLwQldvxBL+JcHHP2yksTp2wSo62EFyVLUy3O2dfOa7",
-	"D95OJf1N+eSqjo57fHK4KH/65JqsJOpjjKyXTmUUC/3i1lHcwfezmkevyPklAUwyE3nUq506UEbtc6JG",
-	"PFHfdS/4PGpsb6i2uBl5EYJVTe2Uk+aivFBaOFRNdyHhVj5H95imxFJqeKdNQHRxRoHVWDXjDSq0vLb3",
-	"xTvDWxSf+Vb0dUBJ6t+9K+vQ2VdzAVWnUNtSy0ntMXL/4OKDAzOfSQWYTbpAUO2hivuWBBGdaeRjotmH",
-	"Cc8PLYF+ga7v4dZapcaAey7mhV7N3N3YldBbAadoBYwOD7Fv9KA+RO8/+XxFFqFj0iazPDdXbv+j7qCF",
-	"4M4AllAbC/16IlJ3sjdk88cE/ZvPEbybI/beVCcPA5wOmNKgjq9r4kovYZ9KOLrewW81m0Jd4LUoe78j",
-	"f/C5uWpiNNQDtZr1RLO2ZwFOVfe8snO4YkRc7jOImXXmA8+t3MG34TyHUcwaoOJBfKMxFOL7n/4ezOA/",
-	"YvDDp1T7nlqVvBytKl+jd7xEIYtTNERvQ+1KLL8ArSux/LKUHgFz3rNfjJqHN9UgQkFVr55vDdx3WbU7",
-	"IrDNXV6wP7zr6o93Zp9BA9FNJw3qSui8rNRZs8dUrwMobzXQ38ZQyE1pTmuB9Ahrc3tSYtJ8b0Gn+dY3",
-	"glutOXq/HeLnd5f2U0fM3uNmqLb3T1fDpvD7F2CUsDoOkeOsTa6G6KRsz7BG8O8KYvxLyaQ61vg9m20R",
-	"gnqTaMp0mf/2Vbrfi4LmNhihpTyNeiSh0ANcLyxEQCKgCQ/bsZWAA/uPMIh3cP8KSvgA5n+3dNDfFw+O",
-	"gJ/3smBavD85cGMC5jpG3M5UzIpeN0n46JP/c29SJniOAoZGyE+h7urUrhwPF4bbuA1gycc+SUX5JBQ7",
-	"lWaoqPoDM1KwyW5JvDASw6CaNXkMv4Hhvq30pv3WM97yx8v+/xX4LC4lJR5F1JiAo/GaF4sqIQ8uaUoK",
-	"jIlzS14goG7D0zI9E6YKPBNbYo4xInwCInJbgbHeBODlKjwzzFsphcohUwfAQxgPTAd7fANFDihMzh0V",
-	"W55NZ4AmQIkvSo7HIsdYgOEqH+kPImdtjqMcKj8GblhqxQd7NLWzIg2AhzA1BJJgGVcA/ZbBWKIRPDBV",
-	"/USnN1QvMEPoKQAsPUWIpwFTupu5byAsD3+xUoA3n9t4pZ5d8IkvJX4x7r7SSnS/h2rgaDXJMHLXBp/F",
-	"w/5pDf0PZthj7dpDIJTgppGLrEC4C1xXki9+Nb+7uHjzANBLEgKCRrw8+NsN3oSUkYVCCJlOw6n/Vtjt",
-	"R35dXv3l6C91EbXZlHG0QizNQDw1ANcRwLJsy92E9UgOJ8k134LHRvtGmrk2srm8La1I8IyNZSEc3/3/",
-	"hy2EqPQHCHEqh610wCrEQX4tqm3zcGSAITnVS4g62dvVxCVhyO8Ik6n7RhcyWzV1rsWjceZxCLumzNgD",
-	"pZV4kA6oTIyr1ZKvHMfA5EDvCXckQXkgCPF322E6Kj4oXyC657N6epLWP7sx9F339Ty4DDbCBcBS7lCe",
-	"+LBJxL3Sls10LsfSB4OCYHbsxcqi8EgxXj7rMVvjC2uEevvlvPkzk3kdqmxTVJ5FwhGFm1SsRobbZeXt",
-	"XMKBY4JbeNGUfu80ezeC8Xgd2RNEocfGiAmKakREiIsrVnLpwZBwXlY7UdsEgeYj4lWTkTTyxyFWZ2E0",
-	"G4noa4I9IGk1VAvl88hCsg3YeoiXcu7TfEf6WtSyoCNZC5yGsqKdKPPwje3NroidAeNZJuYAzOL4O4BL",
-	"wZyjKUOadoxtZTVsbw8BSQlDFlTpChitYnyy0oIJ4/NKrFgEIQxwwVhySAFef7s3ayGn105LvZg4nQPm",
-	"MfB/0FyHymrAt4RloxsDdpdvsQGi3C8Z9y3hlQ6p+NrDdClNgb9OMlRuHsMWvaiFbccR3x3w66jxMVgR",
-	"6DsKu+tHFAOJUU6ZNxgeGJZB2qJUbCazUvtcvHZth3HR14iXW+hQI7Mp1hCYoYIW5mXCjIZWxW4dG/ph",
-	"hiSGsSRXcjxy2CjHQ4F9Dgg/Wlg+IQBpxul8QbAd9p7Q+nxf95hLc8qcJAad1J79lzS+FfJaAFumzbE4",
-	"gG4idLE6Y1+7G7TgMDN4DmsDjPfxcZ/9n/99/LB33DlDgJulJ/JQr8ZOj0+gO/J6r+AUCUBVuTteCYJk",
-	"T6JtdhFOjDQsm4rsyue31AC/hqqGm+gdO6Em77T/ZL2fKSY143sSQHINEBBhrHS2Iv8QNpJYN2ZD+O6Y",
-	"Ko4qKON4qZ70HvZOO2d47j2YND78pN9vMl/fLGJFdmfFw5Zca6KkHntLctmtDr7Ta+2yhkY8VOnpydes",
-	"se1ziiiaKNKpl760TM+pVQBQjdFEmGhkaGdI+SC/T2kqAaCqQneg8xZWUlpmdGdHxUBdETustLDfpIN9",
-	"an5+JXD2hUw2XVRgHnlrsTJ5uWHfPrsAunvzw0U4IhYTXP+SDuIzj7WjFYnh+e1tLaCgk3+7we57af3U",
-	"73p5xT12jmBnccahdthtbS+EmvYmHImVY/a9/GvigThjmyxhV2IOtvZEXmP5D1r1gHht0IwHRG0ymQxC",
-	"k4BJ68QRvSlwFBBRUz4XnR47V0zM5naFKNyAdI1NzRHlkeQpAxjnAjy73p6+qM6dNPSQNlerzoClbtgD",
-	"hqucDhVqHDN+JaIziGcSZoCjH+lcCg9EzWhKiIbtzt3NPfh5seHe5tb96CXBNRRnIvk5voZr8Tnsjs+J",
-	"a3PgdMijgTA3mAcS+sO1gxu084unl+zBwYk08x/evvxDAd7ccxJfrFAMIgNEGiipW0b6fptg8Jtq6OGm",
-	"ztlQbaqUA6cyo4FQdz9iO5gpWIyRteL0VPegWlP2taGtQ+jC4wlHkHmc2FzDcEl3eMaz6VBFRgfq/MH/",
-	"Tu6tdK2JMIEX1hoJp8RcTo9P7nWvmlTQAQsqM7b+WHN8eghwZ7NQsuXXv96ggxIGRFFTgAh//14TQh/1",
-	"v7rXtfh5oS2/FB8yIXJYhMpKQoE3wdKuqJioDY5z5ZPPO1DyGoXEhorKYFFmuyMGEgZ8LLwoEqyMdgIc",
-	"3s7aabc74x+64RHduSi7V2IFnU3qv3XhmeGCDuYAkmZF+JwQBSMj12PysmWprbPZhqrgxvaYL2+IHcVr",
-	"ppM/lmeUZejT+smBgBEEs8jc2g1VVY7mS3Z9HykzLaW6cnoFrhnDaJ8BdwJ1w0GrBQqVUV2xUzHr0Kn+",
-	"hS4w6Cm66QO7Q6jyKGpr2hgy+nGqaaXBFNHjda8VAESQWDYRtVWNp2teKfJuhaoGeqDvtOux1610C2nk",
-	"Rwx8xYqnM9Eiv4+puv7MtJoMFThs2kYIVs8w65zhNvlND0Q21iV0vangnbfnIPxIy3UPWl/UjHaL2t6c",
-	"M/Snt3i9oovWx7sbPd2AhyxQQTuYPP3OrjSsz+I4phNJaG5me08MXwKJekPUhyAOQaVYdZ9C1YMu8uD4",
-	"22hLOgB+6etpQ+WT73QAhmw7Vl4owzdPk7gMiq7vUGNZ+nqo/HOwVSr5beOh+I4bWaHN2sOqKjNEUSgK",
-	"8nPXfFZo4NUXIgZKxEgy2plgq4MCBhiY7JwprbrIsM/fvMCGbL6QlnHsPilyphazEXImvz/QtDU0q2j7",
-	"zmPYY5g56UjLdDZUx0m/32cLVQhTazNm+MpU3r9OE6N5PRfqXejO+tuBZ1hrYHrPcKh+RZoSnaCXrsdn",
-	"iIhiC0IDNe+Ne/cGwrwVRmrV0DTGSY2aFRNgqiego0/01x8SOfX+C+n9uoJ6G2my0FPSYDPstcNrqKXj",
-	"GdEANBPSJdRVaeVBBnrs9R+tiv41TN8vRxKERNwxHMSLW4UrIea8kNc1XTKIqaBKbtL1Eazq7QtsAm8Z",
-	"76hcDlVBMWYZGAW+kz02Kwrt6NeAp93Q7spYb8Wkqv7X91yrs4NJwuzzMwLJMClKovWe8UsBJt96b/g/",
-	"ZPXq7htoKX9ndTlPUbAFbSpuWRLrYVTh75WxhlSC2x78O1bWbTn4DfV1/8+eXKqzO/DoYpOzP0+u+t1V",
-	"wQJ2WHxy6026osOZbD/Lu88tYBJsdfJAI72ZMIZPEIE3BZyNASYRwd8U80tlPkipO97P6LbOueV0JeDP",
-	"OFXrb+9ev+oNVfqSG9uFb7svvkmdsb2AJurU+hdw836ukBPIcCMEFmexZXoG/cgB0AO8+vCCoeJsKnhp",
-	"R04rqOxYBBGRhsm8aETG+JFir1+sjqQ5Sh4vw/7I705OA2nQsCVdnG6d1WwYEE2Oo98HNsX9O4vOmVN9",
-	"owbxiJPkKPodWPHdd5DXTehJ1YHD4/X+Zq3F6qfWCHrgny8cyfz03m0vugOQ7KrGvoOjo+OTr3r9Xr93",
-	"PPi6/3UfhCI9fotTKPFGbYXmnRP+G4mGM+r+jcCvkAlMR2ut3tW0NrMenq9VxmC8f7SKC70SAtkhjxok",
-	"Gma8LFfrIKq9zeLcpnf+iM/xiX0jkfGF8T3MMTK35AazlhIGoB/QTiwaJXCVEgvXwKMbvzmUoG2+Grvi",
-	"wIYnQAbJ9m2n5+Gubz7q+0g4RzzaKVrBCsPkCXqPyhEFNQldJaO3BGa++SIye40viCh1Qb1UndzwDXGo",
-	"WATcIZ3owdA4YvOhvjtyiHNK3yuZ7qPGvjfvb/5vAAAA//8=",
+	"7L37chs3ti/8KijuXWVyviZFyXISU/VVHY1jJ55xbI+tnEzt0EcNdoMkRk2AaYCiaZeq9tPs8x7nUfaT",
+	"nMJaC2g02bxItpXLycwfsUh2NxpY98tvfWxlejbXSihrWoOPrTkv+UxYUcJfTxal0aX7Vy5MVsq5lVq1",
+	"Bq2LqWCpEu/tZQa/SJkeMzsVbF6Ka6kXhs35RPRaSUu6n/+yEOWqlbQUn4nWoIXXtJKWyaZixt3tZ/z9",
+	"C6EmdtoaPDo+SVp2NXe/NLaUatK6uUlaL+RM2s2VvOYTwYz8IBJ2zKxmx/1+n7VzMeaLwrq/OttWUcAN",
+	"1xYhZ4tZa+BukrRmUtGfYT1SWTERJSzoJdymaWcKwY1g7jHh2XNup9Wj4T9JqxS/LGQp8tbAlgsRr+Tf",
+	"SzFuDVr/dlQdzhF+a47guW4Bb4TRizKDRTQ8pPRff/KD3gpjpFZv3E+b3tfg9w8Mmy9Ghczg1Vk7NcJc",
+	"/vd//lfa2bINdN3OBc65taJ01/4vd7uf+93HvDt+9/H4q5t/b23SyY27l5lrZQQQ8F95/kb8shAGSCfT",
+	"ygoF/+TzeSEz7t7iaF7qUSFm/9+/jHuljwduz2u8Ch9a35RUqmteyPyyxGenA2AO+ovlWhimtGVjXRR6",
+	"Cd+5pZU8s6ydLrm0Uk0uF8os5nNdWpGnbKxLxpn7inFzJXLHcJwZUV6Lki2lneqFpR9INWGFVKLTa90k",
+	"rWe6HMk8F+peN2Dsn0qvfiVWrODZlcGN0IVguoR/A61Iw/TCGpkLJq1xUmQs3wuTMHjrUamXRpTMCOXe",
+	"0W+jnXLLlnpR5CybcuXkgJ4JO3XvrxUbiSkvxrBPStupu15aAXvywjHoC33PRAFi4bLQgR5QToj3c0f6",
+	"CVtyw0oBH+YJK8W1hnMumVnMRWlE7j6mXcN7ydztnKMkIKFFWbod0grf8qW2z/RC5ff6kkrby7F7agpr",
+	"8D+9xyWcKybKUpfw/DfcCtAc4n63oeRWXBb44IgFgIJnugyywPEDV0D07hLGnUAwZ6wUtlwxPraiZOkb",
+	"90f33P2RMiMyrXLjROpU8JwUdfQT9+d2ebqhyCIBf+8cQQog5gn6yHOFo3fHF1mhjcjhSH9UfGGnupQf",
+	"7vlMF/Bgoax7BByr0uz89XN3siipFFuoK6WXyv0VGFiJtcP66aefuufRrQ46sUrF4R5cc1nwUSHuewv8",
+	"c+m8cm75yImxjCsQRPxKsGUpLai4JWvn0lyx8aIoEvb86BWyZsIKnV2JvMN0OVRBHXJllqLssTeC54Zd",
+	"CTFnS11eSTU5Y8AOEy7VTqYYqs/HFjf+e7jTeQaXnhdFZE/wPJdua3jxutRzUVrprI4xL4xIWvPoo4+t",
+	"qS5y0WBJ/zTVzH0HinGWgJ6fLmZcmTNHXmAW6MLRk1TX0shRIdxvZtw6pecsBlGCMBDv+WzuyKFlS67M",
+	"WJTdx/9jqo3t8lYS29cnj74C29b/fbxhRSUtdzyXuSj46nJmNhcNG+oIm8x+QwrJENsa1nbnqZXXZ50E",
+	"RJzX9e7LScmVFTkd6hj0mjSs0GriXgffEY/kq9NWZI33N63xpDUTljtS3EfcP/jfuWt03mDAp+J9ViyM",
+	"vBYpawOFoy/RGTBxLcoVLpzBr3L3xvAhGhj4lR6Hl+0NVWqmvARpEV8ujbPe4BvWLgXPO7iDCRsJMIPI",
+	"YsFfwDWGNnuoYBu5yplyt/RXcMXC0kHoADMI5fbs51b4ynk8cNfWu4aDd7c2zVY+fOVcLI6skDhl5QhT",
+	"aSXO0Pv66jSBP5ldykz0WPCGDOOlIAYXOZMKT1uXuSjBO7ACCW2/QwLE/Bx//9UpEAb9VVEyL0vuXL2F",
+	"kr8sBH3teN4xNSkdmTcQNr4aHRXaZwuVCyJOr5zaTh05M1NaT+HIv25LwNu5Jb9ZWzQy2reLEkS5O/p4",
+	"TVKxmUnA7oetFOQJPDBs5Iwv02M/STtlafWyaeKsj5z1B0Nlq2MpuHEeBfCd+2+kg4mAvFw5fgRe8QZj",
+	"bjKjc0IaX+d7vcQHWY2uDHg1RREcAcO4ExuZqFz4fsJyDRLDXdFJ2GLuLgdGqL90j/0guFpOZSFq7haK",
+	"V1WJqxm+2a1EzE3spP5MfJJ4sR5OsOIpPfqXyKzbDiKqL6U3pL2j1mDtD6LU3aXM7TRhI5nLUmS4LH8H",
+	"06mrFqeORdl9eHfF0hzF8XwXHEIO8lHM+HzqrGU4N2nYjKsVM4W2ZkB0kMIdU4b7FOgnYYJn06FyHALS",
+	"2BllwWlysnMsVCaBFK+EQkk/lqWxbFwKAc9wQpq01FlwrKUZKvxdpmf+EqDDnJSYYEq8j27TITHo1ulu",
+	"6TzbnCGZcrXSSgxVsADg7QfBY3U02yYRm1AMIOzKGdqcK//FVBQ5mxdcqqFCresel572H+PDL2fSzLjN",
+	"pinS/y3CXQdaBKjBI6+2yRCInf7fpSGwR/f79ztjXvWzNmdOx4djybR4L53zB+TZpOpBu2uMZQgnFoCe",
+	"WSM5D5X7NdBxj71ywrNmCpC6Bgo2TnMU0hFTwW31VK2EQYk8ElOpcibtULV9WCklgZ4OiJrgwY7c0k6P",
+	"nQMrOZJ2Vj8ukdde54EhLnPMA3fAby/h07THXjrpDvqKuLl92u937mTAHKLdGzS6VMYKDlE1R4EpivOU",
+	"tSdkTfnACxxWJ4rfDJUndXiDSH8mrBRKLEHIRJ4tfIhi25sR0ddDFQwKaQOffg5bAoJeLPcWxV4TohZF",
+	"7ztZ+/CrvvtfB40LZ9o2WBeM1+wmHt7bWRrm1zM1iPCDkMZFHmBmhH0ZKtiY6pqHfjvOdwdiye4FWdwf",
+	"qsb4rrOr1QouGzBurtgG84FMgFfRiq30omTO7P90U+YQE+ZJKbgV+d/FCmLyNQvlCj/cdBgoNOLklSjG",
+	"PfZ2CpERVazYVDj1VW0uOPsGv3NSasrNtNdqIO5SZLrM9wl3t87113TLDNc3vePTawqh1N/klRJMKOvk",
+	"/NgpWWmsLlc9lnKbOhW2nDrBZtmUz+dCOVMBBAjFr1LUdzM9E8puBn3dO9Z3k2e2KeH2zGn4fCYV42Ci",
+	"GdZOKcCUJiy9EqvLDM/I/xl96zNBTn8L95MO0FI65SrX16L0aYpaqBKi67nMQVBxw4atgo9EwdpwpHln",
+	"2Go8IG73Hc6FnAlj+Wzufk6y8/KWl/mV77voe/qdt71vksig3lj757MdnpGQEY6mDOVqIo3I2s5CyFnq",
+	"/vNvMu0MgrHQi3TeHkd9X/bxjInZ3K7IPExL4UjdCRtYFltOtQ/cOEL2oUswjmn9fJFLG73FlViZLXxZ",
+	"5SI3t6J6tE+E4a+RyEoxXhiRwzdgQzQ+wYhfNm/+XDmqN175oj0Gy0XpsnTmLjO2FHz2wLBU4v4eoFh8",
+	"bnL70SrKweEGgvG9pvJqEe16drTxFcEc2reDKFCM5c7LBatqXgojnAl94KvhJx8DlZGBmIN4VGJJ/8JE",
+	"VMvzKH4IMgX+hctpJa1I9tBf8c/qkqdVsW4ldBroe012u7On3yQ+eY6bFXng3G4X6y8kOt51WYt0Denz",
+	"Q8JPqCBu1oJMjherQoimgH39Xeih9auaFv6dExSgEori1bg1+Hn36sC8a90kH2tP8z5CwxPeJQ3CAy0V",
+	"tEa85+BMOjQeUWKk/qag/3ix5CvjibDH2s8V+47iMxOhROkIg7lnO6JdGbxV0ngvPcfwQxIEUKZzFApW",
+	"KLcqaXsdsHjedye6S2/kXx23zGweNBrUzbod5fFclMCXCSNjGCKTmGpv8r2idW8EEw6OZ+IJbxDUGsHQ",
+	"4ptI5PtIDa65OvUsuXsjZBSUWfjShbDOcpnoTTNkW9jpuTPO4LtGCea1UoN+4JSEaviK5MBtjYDqwtGq",
+	"OUAGxzc41HSxulmh0sZZTdvmGDdhcuz2ruZU30aouxvj7bCcw2o4DjyLvUK8IRrZJBJrW7uLgO4Wm6wO",
+	"dU1hlUIwC0GwEJdcC4of909Ov8QRoDle2dmyKqm4dVj+pmnDBC/cr9cljLHcLlCphGCpvmrtVWx4WdPR",
+	"NPpapGdvyyn+stEWTy3Y+/RDJm1sO1axUXRBrsSqkdQx5lJtgLMFZuNyMvmQj2cf7PKXk+Kq6TrgzkbZ",
+	"4AuBajp6k2rW9DHZH7eXJ3gZ7tKmnNKYbN91vzfuN+uHLJ3Zg+9Id4leLInPdAsdNFsvzhY/2HYBj3iP",
+	"ooEbblnC3QREONhN0byglBkWT1RyAtQpuh3oq29Kjv7eEFhMNvVHv+QzEcrLgq874yvnVzOtWBvlhltF",
+	"8FIoM1XIK9HxfOFcqhGU87i1o+MRKj7vlsx8eNJAyncluhq9NR0qGk0NhgNIWHD5ZVD2zAgISLI2eAgh",
+	"oCVtFacKFlGnKaqBK7u8n/CAeG+FyoGVL0v3cdkcJHyNRisqDYpE0e8NeI02m4Jj6jNBAzAPtXUm6lQv",
+	"MR81k0UhqQIFcqsrxvMcdbrbQniJFRuJlVY5Wzo5G+3sklMS1uoiT9hIZHzhCNAvZKic92pN8DS58c6m",
+	"lQXjFj623q92lzArHZUXCzxCawvWzjRkS7mV12Ko6IeUmqKVOC6Y8mvBRqKQ4po8copXue1kgpeFhNA5",
+	"j0PGLJf5vjhkY1KpwRc8MKBTj+TsSlBuahvvEm2pZc5KYX1gAiL1KAvQDD+jGCW+fuQtIYHXs6XF1eXD",
+	"X05mz/r5P04XP36j/3k8eqT+Vn69bB2eGX2GOb9CW1/xS9m/AZwtXNVrHZSxOyA08PkiYN9TXTPaaz5T",
+	"TSVA7Uh0Rq/0wFDC9G51K3VKGDmuVJOukpOpLVbNQSuIdtxWuiDRX4q5zqbNGsZQcgmYkVKCxCrzUmfC",
+	"GCQwXw/jzpJqmI1TQqhO8HLIwg3Va23spBRv//GC3NFSQKEfm5Kg1ksFmQhvKrv7e6lN5dFXSi9NtJgg",
+	"B0I+WlqULYHx1xIzLTG//OfVyfXjf8z+2udPW9sTcM3cFfcHhH3B9FDNZq+iaWDlOylLmqeWX/OVz5hW",
+	"rTOfEeby4fgx72cno6/zY3HKv/qqcb2Fvg3bUUl6HMxFTpQqF+8TNi71jPV7zDnKFDeFt4V1u9thyNf9",
+	"M23m2+AwVumwrx9j5o3+d1iUL6QBb51Wa/YuqzwRuZn0hKSm3WtcVVPg6xJpq1HSbO5WMZyDzCu401vL",
+	"rTggYlc/+6dg4FHURKi8t9eNo7Xtj+lFq2qwvNxGPwCxYcUZCUcoI8HIFFA6p4ImUbKQ9U8wnYMmD7dp",
+	"+DMdqnbVURCVVJOr0+mxNBT0XsYJrVCkkXHFRqJepDFUbSzC5VSnvUrQ2oAV6uyKwSFTAv/zWILxMm9n",
+	"C6p8u3aC7YwsnGR912NVtDMk3qSU/IHcS0ZMFHnkto60LgRXexJeVDS1VfyhkEPqA6VTy2GBkIYabyf/",
+	"QLitZbUOdoZ2c+tu06jJIGIpVKe4M1ZsJpxfSTqV6rrc1wlLsQDFfQARUjmZCmOJnaDMLGUFFOrg27uL",
+	"IVVlNBvz8rdod4Wao6oOksSKbw9q6xLovhNqjUoR1wENNjdvqKDuLj78ag+RiMImYqBIj/0XJq32Od7k",
+	"oUorUk+JG60w1vtLcAh16QSiqbG4yYkp57sMlTv9V8p5S9JYVuolVkHWluP3aMbLK7NZrATn3K6oeKjO",
+	"G+3VO1dYb4mD380adWS6lzlC1tCC4dVIzhtJ6c/EvsGguZXVcmDxT6P4euObq0LV5kaAfp+x48TpLpun",
+	"zuXVWpq0/g8RdzdHz7AdZb2PbcX+9vbVS4Y3AjvUspk2lp2yv8u/Jkz0Jj1v/+ZQucXzvBSm3g8Czyxb",
+	"g9Zxv+f+//Xgcb/fbzVFt18e4EVFDbk/n3f/g3c/9LuP31X/7F0Ouu8+9pPjx4+bOnRrLYFrp/bsCXt8",
+	"+uhrRn1LLBeWy8L0GGTAo6rDSuokrCZF2sF48dKuXqPXaZIq7f0WT4eqeiDtTmWL7lZDhaLtUml7KY1Z",
+	"YMFNyMhHP2UpLekSyiXTRuPorkZORrrAy6K1/mNnmfq+zJaPgBCJV12pTm5V7+eJPno1jFtnWiEJXwa+",
+	"Wft8zGUBn1qtL2dcrS49dyCfrBW/1X9osyn+cs5XheZuC/VlwcuJY8uZsFOdw5KgU5JMMHjJSytnQi8s",
+	"tH2Em1/ORC75JdUOYGtY7ZahUxmuq9rqEhARpeIFfhG3/rmHRg2e8QsEVyB8Qt6q++yXhbb8UrzPhMjh",
+	"MvcidA5xL2SLbJ5QsR1UCp1Nk2KpkdeWKpKYfr1ajmmXLJ9ade5hRSXIq42KDVr+mlSUFEXeLcS1KDyr",
+	"I5etd8/X9NDe7M8nGtANuxZJHmwnD2aHHjPjDEteYJJgEHWyYISnxNKg273Ctuz7+moGNVG3Iy8vlbGc",
+	"yKIpWxJLq3snHc+/Mm9cXkNq9bT/uNF4kLZY018vQnFWY27eV0KF3/ORXtjBqOBqf/KWZAo+NayThHGT",
+	"HfAGiqYoOLYm+W8p7wvpWB0V+8cDZMEBx7Cz08gHBQOt+MgD6E4oHES3CcLjoVQGY4jbc8UHLKvweapD",
+	"6PYgattRiVIVMW6SYfjKK1lY2ZUQc7AQxXvSFk2yeWFEecknVGC8m6xkXDjX2nzN9dOFyrewvp101xxZ",
+	"212+5mv9QIUdGn2rKH1f0jm6+f7wWbjtG+G0+y2z0Vmjw/zTdFVVnhIGB9SjDtbMvXoPkBIiNw2W3kgU",
+	"ejlUa8be2ZpkTBh2BIHRjlWcvgp2OeUW2nrBmRbQywYPG6rNp1ntTNXgwAJFhjtq5wWH4POVWLlHZlNh",
+	"6n5r3ea7vZlxywatwM9xLU6/n9yNv3c/q+L1/aVHMfOvL21fmVCdoA/m3GYShw26Y71FlNqM3/jkm9u9",
+	"w46qUbdCJZb3vL67Rci2dUKdM8gk2eKM6Zm0Tpth/0nIJT2ArPldSvH2bB3SxnM11g3FXYjicemtko09",
+	"+Bza/KJWCRpi4CD9vOSItXpvawp9V/fBxq0xRgzWWPclxpMLI+Kkn/Viy4lgtCmZ1Z14LWBgUOo940UB",
+	"0tNkei729iRsqnP54dCtXMzzuxTdXYvSJ0JvS0SRDPE63t+tthx6jaROOrso764WAF59GwMgovT9NoC/",
+	"/SEmAP72J0dVn25H72O5w9goEO9dOee5t5V/DT65BSvsKGau99NLe+u2lIhfNu9OX2JdBUqUGc/FXSR0",
+	"xUleK9+Jk4AAy2Z+ggWWt+cWJOpaUeBxfw/z+Gc1rpWqB9fBycDyTMECNWcsxVukjBcmVDIZ6l6G/2JQ",
+	"K/G4ToFfqTTK2eLuU2/Jn7EUCoVTKCnLNebeoJm9nk/lGFzH57uDcFc1Wp1vt1WVnIcCEmzPBJ5M4t42",
+	"D0rkvdLN6kQEF7trUfU95Xe3Z3G3dbc8g0Q/lmvmiKA2qKoWK9SasIOY0KM8FJYJYMY73rrPk7y8c+nV",
+	"FjJwArQGPioVm3M7NUnAH1I5FeTctVBoB7JAc+UgNvjTsz1fBfSBsO/NNYXuNho6imnj47pCc/k/84dX",
+	"/fl/rL5Z/uNE/fPr0Zvj2cWj7G+PWzsRAW4rKyuE1vUu8Rr9by/6aZJKxMvPv72bE1E/h88EjhB4ZeB8",
+	"ZrEMOAlnvsy78hBCQ+ddtE+0+h178wUx5qJ+VC/Wt3bpHLKjn9Mxq4MJ+yPYCVLhbAK4210O4xDog0r+",
+	"bOoexA2Bcvk3z56whw8fPnZs/OPFE+pHfs8zW6yYnZZCsHHJPbxSLifSrsH2nfRPvuoeH3dPHl/0vxmc",
+	"PhocP+wdn/T/I34vZ/l3rcRur9pJ1Dsil7IU7me9C/xt+K4rZz5yBljMg9ZE2uli1Mv07CgKaNb+7e8G",
+	"+3fhjCbvwG7taVszB2u2ao+9hABXCBBfyvzztQzs6u/fXTGD1R31sNygBm4T2lwJ+40DkCvG7dqbwDaf",
+	"Usi8q68fGKHaWJ+p1s0ux64C1/CyG4XYUWWru0ESqkJiAKeqxjXjZbna3f94W+b01jlVZMDhxe3eEX1s",
+	"8i3o62xRSrt666gEaWokeCnK84WdNjIzAZYMWHpOCLMgfwbsr3AdK66uAM+851HjoUICvqteZ2rtHLFT",
+	"ZSOTvEBzRDsO+P7i4vUR1HiAuKjxDCUQwTQAdpmUepl4cqxM8AhCYagQFgBpFfMxnNqoKgRB+C0vekM1",
+	"VMA5QMaN8ivqbHGUn0k0V7xgxivp/GptML2heopYDGWpS2gTVyzUd6TbQGpTlutsAVApHkbK8lEhWJrp",
+	"HEom/H19d/NoYVl6NIWuzA+UgzxyVL36ABF7aapbcvdTZ1Lxueyt+KxImVSA5JV3gIAlmGoBt4abodpC",
+	"CcNFv/8wuxIr+IdIe+wcLpkCbh3Am7e9m5VUDpYuvWeEhSjOPRqJoaI6AmY15Y6hKt+RAmyD0VHT2hlV",
+	"JEL17xrEBeSjF5nbOECbnurlUGFGDruO4IluXT32UsNvdsEWx7hFx2wd/viM8aFyt/AdYNCBJCdTG1/3",
+	"kFVQ8HB+a53pvuuBK3QQWRtaqqDOA073u6cXCfv+6fm38MavXl88f/XybYden9sKHn6ojCCLoBn6nbXT",
+	"tyLrPhM2m3bfSisGLCu1MV33JR6O4TOBf3pA5/RVKSdSpUO6UWh9ord4YNhUG9vBTmNK4QCU2dq7syeQ",
+	"s43qApS2Q0WLNwifpYSEp2CdCjIw/pLx8RgQN2ATX3PqFEGoArfCuLGDSATX0e1mujRd/FXK2gCEOVpV",
+	"qSyOwItDJd5nYm49cAm2RWa8KFh6dH2cYmtDhcYPd3/y6s1b1na0WbiTN6Gl5Yylz1CcdS8w5TVU6dML",
+	"PnH8UMNuBp59oVEcpM5Zd954BwHFHEVULJkwIxXAxghZskzrK4nia6jkROlS5D32NMLkw3dmE2ENUxoX",
+	"S+jQa7Q40vmKzRbGnUwprwHqohBbDM98xajWKMYCY6ZD2NSwmfScATASgil5nGtZbZMjk2/YWgVT6lPp",
+	"gmULy/R4zEZirEvQuEOVPsEYVRfN8hRgxdhG0Qy+IGiX2lu2UQ28fvX2gnxRON4Ovv5IMGgdLdzaYjmN",
+	"8pm6kaopMWeMA6SoEaSr9JilCzvufpN2EBzYVjd0hF8UA+jnwRMK73KxmosUAAKjrTl+xJpLudIee27D",
+	"gn+8eNb9Br0Ed8zpcLhImTAZnwuC6AGQTbMoSz0BlH1AV/SFlYjbt9RsJmYjx4p6DHtPU0yaNrczQInK",
+	"WSGUY+uhyoXTUSUNpDCyEMqZ/qWYFzwD+MC81PNYTBDmYNS05dRHBd86VAGr1a94O5prDOYaYbyu4boO",
+	"VQXsyr5HITOWwrmGUA+32dpp+ZUwrP0VlJx2aijOQ5WePjxm6zV1VNlYyEwojHXTuJfzOc+monvS67eS",
+	"1qIsyFgyg6Oj5XLZ4/B1T5eTI7rWHL14/uTpy7dP4ZqqwGet8iIEjlv93jH+kLR8a9B62Ov3HmLZ6hRs",
+	"QG8suH9PBFjGzu0AIn+etwYE8fChtTZJ5qTf3wG1fzuIfUKRaEDYhyY5ahGEEzBhUkSvZtW2Bj+/S1pm",
+	"MZvxcuXMSnktFJX+Wj4x4N7iY96568go2vrWb/DrX+Wl4dkw2+FR/+G224R1HcXDD3ZtibutdHtCpRt+",
+	"UgFZJ0kwoaI0JbRsA+wdzOfhEuG8G3f0+viInBBwp2l4Rv3VEJEowgcA+QhGXsoCsK9UqCVKrgzGCAZY",
+	"ou9xcnORydwJUOOMLiPVpIiAXUHi4E8QrY/eK+rvmPFcUG0W9FAUBXwMfU5tKGSeAxC4WsUNXAcgH617",
+	"+mAkgFXiRG6mF8pCE+cGqpITe+SKBCMwwuhGQ9jDmAcMTFCtXp0F5Bc4RInXRlsdZiWNdZmAjHXrjIHA",
+	"ob0FOmWGqu1UAFjPYTZLxhVh7OeC525jOmdMxsDQDdvpEcxRZA+Vb5rHGmg0SldhAc4WmBLyrLQ99tRt",
+	"eOiDtdTwostcKu7h3xO3BRikj3rTc2fUbZ4SGLLhBAOCfYzdCn3Dbsec1VLk6+DbqK+8fWmDebsJK83O",
+	"kY2cmeQ8A6pbio8EZ91gMtJZKHi+Q3Dvh60BG1JwZNhKDxyYEE0hqHMN6OTANoy4hu6xhXlYm0qmYCNC",
+	"zKbaRK7ATqb2o5gSqc8Em9Cc8+SONVnfvTMWP8AvJp+BZee9FfQcO8jJoTMbyX0nsr3nmidOUmYLD/bA",
+	"PTQ6NGARtXFaZln1Olg9EW4BZ3SMhqjfuaPX1O5UVxvVWBTQsdXswJ+bEMlsuYpQkt0uOCppk5V9csqm",
+	"HferRem9GfcTkmJt+INCIyCxPImbIF7gJyBjOrRthNAdcbwMnXAkKMHAUZopsRwqeNiZZ+CKTZ1lhhgY",
+	"uP8wjqbycj0mNgwyQlAN/3qEQc9ZLsdjAYXa/vjaeNpwZklIXVpbJMyxQ8L++z//q+NBsxssfPZ3sULx",
+	"fvyV01wnjx7F8P7u7UbCgyDbCJHXuSPgLttoHAIM6Jv6nCzZbM9zMZtrK1S26v4dEHQbZzaePHpUTxR8",
+	"tVli9i5Uev9V56sDzIqog8kHdRtn29DMkp9bPAN90z3+GuKD+MfpCYQHKeMALfA3h05A3Bz6c1OPUtJI",
+	"kS9mMxGgYYPN9B2ybBJDD7G/CzFHERjLf9TGTvXzlaOEKidMmgPdU6rVvklap/gGu62waLIiXHJ8kOFW",
+	"Te6Ciw6w9qr5hXDF419hZB/1WgSoneAceqSKNrSYhvGFlQUFegO43ISBJ0NVoZF3znyzLUZscAZUaKnF",
+	"Pv6ov41CNdhk+wBN2KGqx1OA7GFQT4WFx42tWRzefu4R4n6lwwfOwKy9XN0a6LH6HEO+LtbTNZGRMj0m",
+	"uWq8IF5OZTatZOpZ0MY4A4IEpqPSK7HaN9RrX4sMhaQJL2ltO6iJHYKu8cawdqkXIO8X806vtXeC3unJ",
+	"/RLmemcdnIQ3gdftAYxlFgX8wIQZkt6ekCYoBg8BlaA5uyiKM5au9balMHekPuHws04jvL0T6LYHwnD7",
+	"r6s2NXYV/WSIWjNXzbSMvUCPyOq9QI/E1+hYv5DGOj39JV1rjxG4JaCAqN33KKWRGXZfEU/m/PQDxKhv",
+	"CBNHSQwTkjwJc2LVWIIoaEMmpuOz0TaU8NRiKAiKeJME/75+ujgY4e80W+CO1g3BJPpma4YgZiaGiRz8",
+	"HFqxnTmDsIC+cO5geyYCcjzIkDn+bBQaDZBoIFL6lgyY9Eqs0tp0CGN1KRrGQ0QixycQtgKcPjDsxzcv",
+	"Eu8ky3wAcW9g3qOPMr8BIXa7MZy/YUPp/lkQDzFOoAYO8xiz0kBOUtGILj8FkEre3PE2sF4kZOGc8IQL",
+	"geXf61FMx/eeHWu0fNoEEwFSgtQjBEi95LhXcYlr231FGOb86xwublXj4T63jj/nxs9qrUawBSQ7koyJ",
+	"T1M7uzbnZjrSvMzDDKBGqVsPKTQMkZf5ofPjr8Tq8mfe/XDS/Xrr/Ph3RG1VTe1Wpf7Cd/rvDHu8cjIr",
+	"aghHUD+ylqUJk/F/WYhyVb0VCv6t7nZDv9xN0vhosG99oZ9GJsM4pdONPfZqRmMYR9pOt60GcGNqi/FV",
+	"TdRZ7W7YOMahmdqqHTsCEm0d8MMn2BOCYYQvZEdV8HMNSuqVEmzOJ2Ba44b+1p3l+xcTbu8iasshjzuq",
+	"kJG3WdD499FH97s1Ab+t7+aBwTmLGM2oitV3hOXOffUcx3gyiXxHvD7tbNhJ/9RnHXyvLvBMBWZKzMvt",
+	"es+L8dpjwGQ8qtc5ujN9DfYojtaIRwa2ta/2ViKsCfziTlwQHmbnRa9UGxNISZSmKC1Kb0R83iOvSNCj",
+	"qUVTNwnZqwap88A0DL1oEB2hrzgw4K0wghvY/UBF7k71t63F+wewJ0okTXLjDgz9KzjTREIbJBM1pHvj",
+	"oUkkJF7lNsFjIqcsuUHgMmh0MwTXqCtc8pN+n9JUGF2Dcnn8tTXNIJq9Da75TljPMl9W4xByWrPzjlsH",
+	"GvhPo7ROaBcxpJ2TntRCqTbKy7dR2poo3GOCIGT/uyadVasEuMtNk90FBFUDaB2szBN/29Fxcwqfoqk1",
+	"aT1UE/DWqN4HrXSvxaBMHwvOmvLvbCP9jgNlIaoyVBtjkZM48uoT26FmvQpFsnKhDNMLuyPPeJAK+7RM",
+	"Y5xorOcZO1UqtkoiUq4QxBLBom5PFW5q8HqukG1NFeIg58Yqv91JwDYNE+Aq1zP244/Pv3V7PtOl6GxP",
+	"EA4VwYdTgrCqlAk9CNWMarrmgaF3pZSxoJw3bMrvKMPYMEHgU3KHv2bicEfe0IfabpMmXIu41cp7D+kJ",
+	"90PcKccOBc80QIQkUJj+uN2f399FcvNnBnNbBtPomYAaYAAVqFoCSW/qkmRbYy6TVMlauvFO+cAwgQ7E",
+	"zJSboUKJuRut/Azn7EK1Rm0Rvi480zNHbiOeXQ0VDjgPRdeluJbXsaAe3HPWsW4Lh/n4cZ6RRTjD8bb+",
+	"PhKQoQovzPBH5PBPST7+YTONFdsFr+jgAMlRNbh0d3TyqZ81ejuT9DcVk6vmt+6JyeGm/BmTa/KSaGo5",
+	"il7iyigX+sW9o3he92d1j15S8EsCdGwm8kHEWThvNhqWFY3d8qAmUPOJis9jRPeGakuYkRchWdU0PD1p",
+	"bsoLrYVD1XQVEm4VcyRwwI3CUhpvqU1AHnJOgdXYNeMdKvS8tk/BPMNLFAdNuQkfS9P6d1UdOv9qLqDr",
+	"FHpbajWpPUbhH9x8CGDmM6mgoVoX2GQ9VPGUoqCiM41yTDTHMOH+YQDYJ9j6HhawVWpMuOdiXujVzF2N",
+	"M0i9F3CKXsDo8BT7xsT5Q+z+k8/XZBHmo20Ky3Nz5c4/mgVcCO4cYAm9sTCdKyJ1p3tDNX9M0L/5GsG7",
+	"BWLvzXTyoN/pgCkN5vi6Ja70Es6pBNb1AX6r2RT6Aq9F2fsdxYPPzVWToKGJx9VbTzRrexHgTHUvKzuH",
+	"G0Yk5T6DmlkXPnDfKhx8G8lzGMWsAX8eJDcaUyF+2vHvwQ3+IyY/fEm1n6BX6cvRqoo1+sBLlLI4RUf0",
+	"NtSuxPIL0LoSyy9L6RGA7D3HxfC9GnsQoaGqV6+3Bum7rIabESjsrijYHz509cfj2acwLngzSHMWAe1U",
+	"5qzZ46rX4dK3OuhvYuDzpjKntUR6hAm7vSgxab62IG6+9YUQVmvO3m+Hovrdlf3U8fH3hBmq4/0z1LCp",
+	"/P4FGCWsjkPkJGtTqCHilO0V1gj1Xw0U+FI6qT5Z4J7dtmheQpNqynSZ//ZNut+LgeYOGKGlPI1CBChC",
+	"Q4MPOx5fyEtephcW8iIR/IQH89hK1kEpRAjaO3RCBYR9gEq4W5Ho70syR7DlewUzbd6fcrmxLHMdOW5n",
+	"gWZFr5skfPTR/3NvqSbEkwKyRqhagSJoHzYk5sIkHLcB6vvYl64oX5pip9IMFfWEYJ0KDtouSUJGyhkM",
+	"tqY44rew3DeVNbXfp8ZL/ng9Ab+C9MWtpHKkiBoTCD9e82JRlenBT5pKBWPi3FItCJjxcLdMz4Sp0tEk",
+	"lpgTjAiqgOLeCswAJwA6V6GcYTVLKVQO9TsAKcJ4EDo45x8ockDJc+6o2PJsOgOMASqHUXI8FjlmCAxX",
+	"+Ui/Fzlrc1zlUPk1cMNSK97bo6mdFWmAQYRXQ3gJlnEFgHAZrCVawQNTdVV0ekP1HOuGngDs0hMEfhow",
+	"pbuZ+wSS9fAvVgqI8XMb79TTCz7xDcbPx92XWonuD9AjHO0muUvutyGS8bB/WsMEhDfssXbtJpBgcK+R",
+	"i6xAEAzcV9Ivfje/v7h4/QAwTRKCMUcUPfg3TDMKhSQLhcAynQau/07Y7Sy/rq/+cvSXuoraHMw6WiHC",
+	"ZiCeGvzwCMBatlV0wn4kh5PkWsTBI6Z9K81cG9nc9JZWJHjGxrIQTu7+/8MWAld6BkL0ymErHbAKh5Bf",
+	"i+rYPEgZIEtO9RKBb2/XKZeEJb8lpKbua13IbNWExYuscebRCbumzNgDpZV4kA6oeYyr1ZKvnMTAkkEf",
+	"H3ckQdUhCPx322U6Kj6oiiC65rPGf5LWP7sxIF731TwEEjaSCCBS7tC0+LBJxb3Uls10LsfSp4iCYnbi",
+	"xcqi8PgxXj/rMVuTC2uEevvtvPmzvnkdwGxTVZ5FyhGVm1SsRobbdeXtAsVBYkKweNFUlO8se7eC8Xgd",
+	"7xNUoUfMiAmKOkdEyJYrVnLpIZLwvax2qrYJGM3nyasROWkUpUMEz8LAWLzqYwJDIG01VAvlq8tCCQ74",
+	"eoiicu6Lf0f6WtRqoyNdC5KGaqWdKqtgwDcmo3YGjGeZmANci5PvADkF7xy9MhRvx4hXVsPx9hCmlJBl",
+	"wZSu4NIqwScrK5iQP6/EikXAwgAijI2IlPb1l3u3Fip97bTUi4mzOQj/nNfqwofKakC9hG2jCwOil0dJ",
+	"B1Xut4z2FfArfYG+9uBdSlM6sJMMlXuPYYse1AJsNppOAKh2NPwcvAiMKIXT9SuK4cWo0sw7DA8My6CY",
+	"USo2k1mpfYVeu3bCuOlrxMstzFeS2RQ7C8xQTeVkKsqEGQ3jyt0+NszEDaUNY0kB5njlcFBOhoL4HBCq",
+	"tLB8QrDSjBN/VQMqCcNPFmJDSnOqpyQBndTu/Zc0vhSqXQBxps2xZYAuIsyxumBfuxqs4PBmcB/WBnDv",
+	"4+M++z//+/hh77hzhrA3S0/koYuNnR6fwNzM9XnhKRKAqip6vBEEJaBE2+wicIw0LJuK7MpXvdRgwIaq",
+	"hqbowz2hU++0/3h9pjGWOuNzkvoczrBW4i1yaQHAGhop1p3ZkNQ7pj6kCuA43qrHvYe9084Z8r2HmMab",
+	"n/T7Te7r60VsyO7sg9hSgU2U1GNvSC+73aHpp2S1yxpG8VClpyffsMbR7zQWFVU6m/HyCspJ9JwGXQDV",
+	"GE2EiU6Gdo6UT/37QicYTRphPhC/hZ2Ulhnd2dFHUDfEDms47DfZYB+b718pnH2JlM0QFbhH3lusXF5u",
+	"2HdPL4DuXv94EVjEYtnrX9JBzPPYUVqRGPJvb2tbBXH+7Ra776F1rt/18Ep67FzBzpaNQ/2w2/peCEDt",
+	"XThSK8fsB/nXxMNzxj5Zwq7EHHztibzGpiD06gEH26AbDzjb5DIZBCwBl9apI3pSkCigoqZ8Ljo9dq6Y",
+	"mM3tCrG5Af+6KLSH9vT6lAG4cwGRXe9PX1R8Jw3dpM3VqjNgqVv2gOEup0OFFseMX4mIB5En4Q1w9SOd",
+	"S+HhqRm9EmJkO767uYc4L46L3Dy6n7wmuIaWTSQ/J9dwLz6H3/E50W4OfB2KaCD4DVaHhOmG7RAG7Xzy",
+	"6yV70HEiy/zHNy/+UDA491zaFxsUg8gBkQYHg0f2fpvA8Zs66+GiztlQbZqUA2cyo4NQDz/ikJgpeIyR",
+	"t+LsVHej2mCitaWtA+vC7QldkHn02FzDcsl2eMqz6VBFTgfa/CH+TuGtzYnlYF3Wh6OTcDk9PrnXs2oy",
+	"QQcsmMw4EGQt8OmBwZ3PQiWY3/x6iw5GGBBFzQAiVP57LRN91P/6Xvfil4W2/FK8z4TIYROiMf6g8CbY",
+	"8BW1GLUhcK58SXoHGmGjlNhQUXMs6mzHYqBhIMbCiyLBfmmnwOHprJ12uzP+vhtu0Z2LsnslVjDvpP5d",
+	"F+4ZftDBykCyrAi1E7Jg5OR6pF62LLV1PttQFdzYHvNND3GgeM118mx5RrWHvtifAgiYQTCLzO3dUFVN",
+	"ar6R10+XMtNSqitnV+CeMcz2GQgn0Iwc9FqgfRnNFTsVsw5x9SeGwGAi7mYM7A6pyqNoKG9jyuinqaad",
+	"BldEj9ejVgAbQWrZRNRWjU2vRaUouhV6HeiGfk60R2S30m2kkR8w8RUbns5Fi+I+ppoFNNNqMlQQsGkb",
+	"IVi97qxzhsfkDz0Q2ViXMAunAn3eXoPwE23XPVh90SjlLWZ7cyXRn9Hi9T4v2h8fbvR0AxGyQAXt4PL0",
+	"O7uKsz5L4Jg4kjDezPZJGb4xEu2GaDpBnIJKsRc/hV4IXeQh8LcxVHcA8tJ32YZ+KD//ABzZdmy8UN1v",
+	"niZxcxT9vkNjkenjofL3wUG/FLeNl+LncGSFNms3q3rPEFuhKCjOXYtZoYNX34gYPhEzyehngq8OBhgg",
+	"Y7JzprTqosA+f/0cx7T59lrGcXaqyJlazEYomfz5wMjhMMKi7eeR4YRs5rQjbdPZUB0n/X6fLVQhTG34",
+	"mOErU0X/Ok2C5tVcqLdhtvBvB7RhbfzuPYOk+h1pKnSCSdAetSEiii24DTR6Op48HQjzVsip1TjeGD01",
+	"GrVNMKqegI4+0r/+kHiq999e7/cVzNvIkoVJkwZHua8xr6FBj2dEAzBiSJfQbaWVhx7osVd/tN76V/D6",
+	"fjuSoCTiefegXtwuXAkx54W8rtmSQU0FU3KTro9gV2/fdhNky3hHP3PoFYqRzMApSEht4AgjMPQ3Icue",
+	"uKXdVbDeSkhV09vvuYNnh5CEt8/PCDrDpKiJpnpZpwABLh/NTCI7/A/a07r7AtrK31m3zhNUbMGaigeZ",
+	"xHYY9f17Y6yhlOC2jH/HfrstjN/Qdff/LOdS992BrIujz/7kXPW7640FRLGYc+ujuyLmTLbz8m6+xQlh",
+	"Rx/hvzdboz1U5OMn3VOZrq+s0VhfYBaA5Ws9klGEGTrTuWBtCqunHtYidJD4KA/ksCl4Rc445deqKXq1",
+	"0HyHhoJjcWuOA4MmWlPlQ4ohc7chc5jxBb310qDhT4m7+iqcQRh3rDjXtwfgHqfOkLgcO8qjN9hS5xSl",
+	"HAa0U7g5iS+Bgqog+A2EpQLgjNKs0GoC8UExN6yNOF/0GZ/oeKC2EzHobGv/gAodaaiiOiWKU/rxGKzN",
+	"seYnx6qntfqmMdU9bdQrNfqm3wnrawi+mCiEB2zLDl74KKEnzj+ciPt1gmNIwusDS5dVHZ/VSWg+cPx9",
+	"GCzSulxphsWuDy2wgcAOLhae8fdYtPK43//6+PHjk0enX5/2Hz8+3lPP4iNwgOCyVRzC2NGZMIZPEK88",
+	"BVSiARZXwr+pFiKV+SClWaK/YDov55bTLwGty0mcv7199dJJmRfc2C582n3+bcpKYRaOFf2gdEAZ/aXC",
+	"maGAFomPHjtnmZ7NIDcqFZZW4AOGirOp4KUdOW+piu8h5JI0TOZFI47QT1ST8sX665qrh+Jt2F8Rs1Ps",
+	"QHsIHEkXX7cudzYCK03y5feB5HP/cuKcFfI6kFFAlXMU/Rb0Yfct9LsQ1lwlH5C93t2sDaT+2BoJXory",
+	"fOFI5ud37nhRsSLZVWPQB0dHxydf9/q9fu948E3/mz44C3T7LcHyxAf7qtkHOaFlkskMtfyyJJhs6JAg",
+	"1lpDBzCtzWqwZ2sdg1gHNVrF5kRCkGRk3EABdsbLcrUuaHubUAZNz/wpNpJyNhIZX2AJqSwjiQ2FFgkD",
+	"iCQYvhitEqRKiW2+kOmKnxxaczcfjTPE4MATIINk+7HT/fDUN2/1Q+S0RLarc0BDdAqLyug5KkfM6CTM",
+	"4I2eEozczQdROND4RrFSFzR52tnTkX0EuQCtilUnujGM2dm8qZ8lH+o/pJ8sT9fRGPSbdzf/NwAA//8=",
 }
 
 // decodeSpec returns the embedded OpenAPI spec as raw JSON bytes,

@@ -58,6 +58,9 @@ var rules = map[string]rule{
 		return []string{r.Resource, str(r.Params.LeaseName)}
 	})},
 	"listRejections": {right: auth.Read},
+	// The token's name is known only once it is looked up: the handler answers not_found for
+	// one outside the caller's scope.
+	"getToken": {right: auth.Read},
 	"reportRejection": {right: auth.Write, names: named(func(r api.ReportRejectionRequestObject) []string {
 		if r.Body == nil {
 			return nil
@@ -77,6 +80,7 @@ var rules = map[string]rule{
 	"headResource":        {asGet: "getResource"},
 	"headResourceWriters": {asGet: "listResourceWriters"},
 	"headRejections":      {asGet: "listRejections"},
+	"headToken":           {asGet: "getToken"},
 	"headWatch":           {asGet: "watch"},
 	"headKeys":            {asGet: "listKeys"},
 	"headHealthz":         {asGet: "healthz"},

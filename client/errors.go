@@ -30,6 +30,10 @@ var (
 	// a *StaleTokenError. It is fence.ErrStaleToken, so one test covers writes refused by
 	// leasekeeper and by resources of your own.
 	ErrStaleToken = fence.ErrStaleToken
+	// ErrSharedToken means a fenced write was refused because its token is a shared (read)
+	// lease's (409 shared_token). It is fence.ErrSharedToken, which the fence helpers return
+	// for such writes too (with fence.WithModes, Table.Modes or Write.Modes).
+	ErrSharedToken = fence.ErrSharedToken
 	// ErrInvalid means a request broke the contract's rules (a bad name, holder or ttl, a
 	// ttl outside the server's bounds): caught by the client before sending, or answered 400
 	// invalid_request. Repeating the request cannot succeed.
@@ -79,8 +83,8 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.Status, code, e.Detail)
 }
 
-// Is makes errors.Is(err, ErrLeaseLost), ErrLeaseHeld, ErrNotFound, ErrStaleToken and
-// ErrInvalid match problems with those codes, and ErrUnavailable match answers that say the
+// Is makes errors.Is(err, ErrLeaseLost), ErrLeaseHeld, ErrNotFound, ErrStaleToken,
+// ErrSharedToken and ErrInvalid match problems with those codes, and ErrUnavailable match answers that say the
 // server cannot serve now.
 func (e *APIError) Is(target error) bool {
 	switch target {
@@ -92,6 +96,8 @@ func (e *APIError) Is(target error) bool {
 		return e.Code == CodeNotFound
 	case ErrStaleToken:
 		return e.Code == CodeStaleToken
+	case ErrSharedToken:
+		return e.Code == CodeSharedToken
 	case ErrInvalid:
 		return e.Code == CodeInvalidRequest
 	case ErrUnavailable:

@@ -65,6 +65,27 @@
 // option, which runs the check and the handler for a key one request at a
 // time within this process.
 //
+// # Readers' tokens
+//
+// A shared (read) lease's token is a fencing token like any other, and may
+// well be above the fence; leasekeeper refuses it on its own resources
+// (shared_token) because readers do not write. The helpers refuse it the same
+// way when given a [Modes] that tells a reader's token from a writer's:
+// [WithModes] for [Middleware], the Modes field of [Table] and [Write]. The
+// Go client implements Modes by asking the server (GET /v1/tokens/{token});
+// wrap it in a [ModeCache] (the client's Modes method does), since a token's
+// mode never changes once issued: each token is asked once, and at most a
+// bounded number are kept.
+//
+// A reader's token is then refused with a *[SharedTokenError]
+// (errors.Is(err, [ErrSharedToken]); not [ErrStaleToken]), by the middleware
+// as 409 shared_token, before any mark is raised or any statement sent, and
+// passed to the OnReject callback with Code [CodeSharedToken]. The check fails
+// closed: a token whose mode cannot be learned is refused with an error
+// wrapping [ErrModeUnknown] (the middleware answers 503 unavailable when the
+// lookup failed, 409 unknown_token when it knows no grant of the token,
+// [ErrUnknownToken]); letting it through could let a reader write.
+//
 // # Reporting
 //
 // Every refusal can be passed to a callback of type func(context.Context,

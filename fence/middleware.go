@@ -19,6 +19,18 @@ type config struct {
 	onReject func(context.Context, Rejection)
 	onError  func(*http.Request, error)
 	locks    *keyLocks
+	modes    Modes
+	hw       HighWater
+}
+
+// WithModes makes the middleware refuse a shared (read) lease's token, as leasekeeper's own
+// fenced writes do, asking m for each token's mode (give it a ModeCache: a token's mode never
+// changes). A reader's token is answered 409 shared_token, reported to the WithOnReject
+// callback, and raises no mark. It fails closed: a token m knows no grant of is answered 409
+// unknown_token, and one m cannot tell (the server does not answer) 503 unavailable, passed to
+// the WithErrorLog callback; neither raises the mark.
+func WithModes(m Modes) Option {
+	return func(c *config) { c.modes = m }
 }
 
 // WithKey sets how the fenced key is derived from a request; the default is
@@ -72,12 +84,15 @@ func Serialize() Option {
 //     (or the request has no key);
 //   - 409 stale_token, with presented_token and current_fence, when hw
 //     reports the token below the key's mark;
+//   - with WithModes, 409 shared_token for a shared (read) lease's token,
+//     409 unknown_token for a token of no known grant, and 503 unavailable
+//     when the token's mode cannot be learned, all before hw is asked;
 //   - 500 internal when hw fails otherwise.
 //
 // Otherwise hw has raised the key's mark to the token, and the request goes
 // to next with the token in its context (TokenFromContext).
 func Middleware(hw HighWater, opts ...Option) func(http.Handler) http.Handler {
-	c := config{key: func(r *http.Request) string { return r.URL.Path }}
+	c := config{key: func(r *http.Request) string { return r.URL.Path }, hw: hw}
 	WithMethods(http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete)(&c)
 	for _, o := range opts {
 		o(&c)
@@ -109,6 +124,12 @@ func Middleware(hw HighWater, opts ...Option) func(http.Handler) http.Handler {
 			if key == "" {
 				writeProblem(w, problem{Status: http.StatusBadRequest, Code: "invalid_request",
 					Detail: "the request names no fenced resource"})
+				return
+			}
+			// Before the lock and the mark: a token's mode never changes, and a reader's must
+			// not raise the mark that a writer's is then checked against.
+			if err := checkMode(r.Context(), c.modes, key, leaseName(r), token); err != nil {
+				c.refuseMode(w, r, key, token, err)
 				return
 			}
 			if c.locks != nil {
@@ -151,6 +172,32 @@ func Middleware(hw HighWater, opts ...Option) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(ContextWithToken(r.Context(), token)))
 		})
 	}
+}
+
+// refuseMode answers a request whose token's mode check failed (checkMode's error).
+func (c *config) refuseMode(w http.ResponseWriter, r *http.Request, key string, token int64, err error) {
+	if se, ok := errors.AsType[*SharedTokenError](err); ok {
+		if c.onReject != nil {
+			current := int64(0) // the key's mark, when hw tells it (Memory does)
+			if mk, ok := c.hw.(interface{ Mark(string) (int64, bool) }); ok {
+				current, _ = mk.Mark(key)
+			}
+			c.onReject(context.WithoutCancel(r.Context()), se.Rejection(current, "shared token on "+r.Method+" "+truncate(r.URL.Path)))
+		}
+		writeProblem(w, problem{Status: http.StatusConflict, Code: CodeSharedToken,
+			Detail: fmt.Sprintf("fencing token %d is a shared (read) lease's; readers do not write", token), PresentedToken: &token})
+		return
+	}
+	if errors.Is(err, ErrUnknownToken) {
+		writeProblem(w, problem{Status: http.StatusConflict, Code: "unknown_token",
+			Detail: fmt.Sprintf("no grant is known for fencing token %d", token), PresentedToken: &token})
+		return
+	}
+	if c.onError != nil {
+		c.onError(r, err)
+	}
+	writeProblem(w, problem{Status: http.StatusServiceUnavailable, Code: "unavailable",
+		Detail: "the fencing token's mode could not be checked; try again"})
 }
 
 // leaseNameRE is leasekeeper's rule for lease names.

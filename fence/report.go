@@ -26,6 +26,9 @@ type Rejection struct {
 	CurrentFence int64 `json:"current_fence"`
 	// Reason is free text for humans.
 	Reason string `json:"reason,omitempty"`
+	// Code is why the write was refused: "" (stale_token) for a token below the fence,
+	// CodeSharedToken for a reader's token, which may be above the fence.
+	Code string `json:"code,omitempty"`
 }
 
 // DefaultReportTimeout bounds a Report when Reporter.Timeout is zero.

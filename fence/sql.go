@@ -63,6 +63,9 @@ type Write struct {
 	// Timeout bounds a write once it has begun; zero means
 	// DefaultWriteTimeout. See Exec.
 	Timeout time.Duration
+	// Modes, when not nil, refuses a shared (read) lease's token as leasekeeper
+	// does: see Exec.
+	Modes Modes
 }
 
 // DefaultWriteTimeout bounds a fenced SQL write, from its start to its
@@ -93,6 +96,13 @@ const DefaultWriteTimeout = 10 * time.Second
 // A transaction (db a *sql.Tx) is the exception: database/sql rolls it back
 // when the context it began with ends, whatever Exec does.
 //
+// With w.Modes set, Exec first asks it for the token's mode (within the
+// write's timeout) and sends nothing to the database unless the token is known
+// to be a writer's: a shared (read) lease's token is refused with a
+// *SharedTokenError (errors.Is(err, ErrSharedToken)), reported to w.OnReject
+// with the row's fence when Current finds one; a token whose mode cannot be
+// learned with an error wrapping ErrModeUnknown (fail closed), not reported.
+//
 // Exec relies on RowsAffected counting the rows that matched the WHERE
 // clause. SQLite and PostgreSQL do; MySQL by default counts only rows whose
 // values changed, so a repeated identical write with an equal token would
@@ -114,6 +124,14 @@ func Exec(ctx context.Context, db DB, w Write) error {
 	detached := context.WithoutCancel(ctx)
 	wctx, cancel := context.WithTimeout(detached, timeout)
 	defer cancel()
+	if err := checkMode(wctx, w.Modes, w.Key, w.Lease, w.Token); err != nil {
+		if se, ok := errors.AsType[*SharedTokenError](err); ok && w.OnReject != nil {
+			var current int64 // 0 when the key has no row (or its fence cannot be read)
+			_ = db.QueryRowContext(wctx, w.Current.Query, w.Current.Args...).Scan(&current)
+			w.OnReject(detached, se.Rejection(current, "shared token on SQL write"))
+		}
+		return err
+	}
 	res, err := db.ExecContext(wctx, w.Update.Query, w.Update.Args...)
 	if err != nil {
 		return fmt.Errorf("fence %q: write: %w", w.Key, err)
@@ -173,6 +191,9 @@ type Table struct {
 	OnReject func(context.Context, Rejection)
 	// Timeout bounds each write once begun; see Write.Timeout.
 	Timeout time.Duration
+	// Modes, when not nil, refuses a shared (read) lease's token; see
+	// Write.Modes.
+	Modes Modes
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,62}$`)
@@ -323,7 +344,7 @@ func (t Table) Upsert(ctx context.Context, db DB, key string, token int64, value
 
 // write is the Write of one Update or Upsert.
 func (t Table) write(key string, token int64, stmt, current Stmt) Write {
-	return Write{Key: key, Lease: t.Lease, Token: token, Update: stmt, Current: current, OnReject: t.OnReject, Timeout: t.Timeout}
+	return Write{Key: key, Lease: t.Lease, Token: token, Update: stmt, Current: current, OnReject: t.OnReject, Timeout: t.Timeout, Modes: t.Modes}
 }
 
 // Current returns the fence of key's row, or an error wrapping ErrNoRow when

@@ -64,6 +64,7 @@ func matrixOps(revokable string) map[string]matrixOp {
 		"getResource":         {readNamed, "GET", "/v1/resources/in-res", "", nil},
 		"listResourceWriters": {readNamed, "GET", "/v1/resources/in-res/writers", "", nil},
 		"listRejections":      {readAll, "GET", "/v1/rejections", "", nil},
+		"getToken":            {readAll, "GET", "/v1/tokens/1", "", nil},
 		"reportRejection":     {writeNamed, "POST", "/v1/rejections", `{"resource":"in-res","presented_token":1,"current_fence":2}`, nil},
 		"watch":               {readAll, "GET", "/v1/watch", "", nil},
 		"deleteResource":      {adminOnly, "DELETE", "/v1/resources/in-res", "", nil},
@@ -81,7 +82,7 @@ var headOps = map[string]string{
 	"headLeases": "listLeases", "headLease": "getLease", "headLeaseEvents": "listLeaseEvents",
 	"headResources": "listResources", "headResource": "getResource", "headResourceWriters": "listResourceWriters",
 	"headRejections": "listRejections", "headWatch": "watch", "headKeys": "listKeys", "headHealthz": "healthz",
-	"headReadyz": "readyz",
+	"headReadyz": "readyz", "headToken": "getToken",
 }
 
 // TestAuthorizationMatrix sends every operation of openapi.yaml as each kind of caller and

@@ -277,7 +277,7 @@ func (s *server) ListLeaseEvents(ctx context.Context, req api.ListLeaseEventsReq
 	err := lease.ValidateName(req.Name)
 	var page store.Page[lease.Event]
 	if err == nil {
-		page, err = s.store.Events(ctx, store.EventFilter{Name: req.Name, Limit: deref(req.Params.Limit), Cursor: deref(req.Params.Cursor)})
+		page, err = s.store.Events(ctx, store.EventFilter{Name: req.Name, Slots: true, Limit: deref(req.Params.Limit), Cursor: deref(req.Params.Cursor)})
 	}
 	if err != nil {
 		return problemAs[api.ListLeaseEventsdefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil

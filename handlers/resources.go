@@ -244,11 +244,63 @@ func (s *server) reportRejection(ctx context.Context, req api.ReportRejectionReq
 			return lease.Rejection{}, err
 		}
 	}
-	if b.PresentedToken < 0 || b.CurrentFence < 0 || b.PresentedToken >= b.CurrentFence {
-		return lease.Rejection{}, lease.Errorf(lease.CodeInvalid, "a rejection needs 0 ≤ presented_token < current_fence")
+	if b.PresentedToken < 0 || b.CurrentFence < 0 {
+		return lease.Rejection{}, lease.Errorf(lease.CodeInvalid, "a rejection needs 0 ≤ presented_token and 0 ≤ current_fence")
+	}
+	switch code := deref(b.Code); code {
+	case "", api.RejectionReportCodeStaleToken:
+		if b.PresentedToken >= b.CurrentFence {
+			return lease.Rejection{}, lease.Errorf(lease.CodeInvalid, "a rejection needs 0 ≤ presented_token < current_fence")
+		}
+	case api.RejectionReportCodeSharedToken:
+		// A reader's token is refused whatever the fence: what makes the report true is that
+		// the token is one, on a name the key reaches (else as if it were none, invariant 8).
+		gs, err := s.store.TokenGrants(ctx, []int64{b.PresentedToken})
+		if err != nil {
+			return lease.Rejection{}, err
+		}
+		g, ok := gs[b.PresentedToken]
+		if name, _, _ := lease.SlotOf(g.Name); !ok || !g.Shared || !principalOf(ctx).InScope(name) {
+			return lease.Rejection{}, lease.Errorf(lease.CodeInvalid, "token %d is no shared lease's token known within this key's reach", b.PresentedToken)
+		}
+	default:
+		return lease.Rejection{}, lease.Errorf(lease.CodeInvalid, "code is stale_token or shared_token, not %q", code)
 	}
 	c := clientOf(ctx)
 	return s.store.RecordRejection(ctx, lease.Rejection{Resource: b.Resource, Lease: deref(b.Lease), PresentedToken: b.PresentedToken,
 		CurrentFence: b.CurrentFence, Reason: deref(b.Reason), ClientAddr: c.addr, UserAgent: c.userAgent, Source: lease.RejectionSourceExternal,
 		KeyID: principalOf(ctx).KeyID}, principalOf(ctx).Scope())
+}
+
+// GetToken answers the grant a fencing token was issued to, with its mode, so that resources
+// of the caller's own (the fence package) refuse a reader's token as PutResource does. A token
+// whose grant the history no longer has, or one on a name outside the caller's scope, is
+// not_found alike: a scoped key learns nothing of the names outside its scope (invariant 8).
+func (s *server) GetToken(ctx context.Context, req api.GetTokenRequestObject) (api.GetTokenResponseObject, error) {
+	var g store.TokenGrant
+	var found bool
+	var err error
+	if req.Token < 0 || req.Token > lease.MaxToken {
+		err = lease.Errorf(lease.CodeInvalid, "a fencing token is 0 to %d", lease.MaxToken)
+	} else {
+		var gs map[int64]store.TokenGrant
+		gs, err = s.store.TokenGrants(ctx, []int64{req.Token})
+		g, found = gs[req.Token]
+	}
+	name, _, slot := lease.SlotOf(g.Name)
+	if err == nil && (!found || !principalOf(ctx).InScope(name)) {
+		err = lease.Errorf(lease.CodeNotFound, "no grant of token %d is known within this key's reach", req.Token)
+	}
+	if err != nil {
+		return problemAs[api.GetTokendefaultApplicationProblemPlusJSONResponse](s, ctx, err), nil
+	}
+	out := api.GetToken200JSONResponse{Token: req.Token, Name: name, Holder: g.Holder, Mode: api.TokenInfoModeExclusive,
+		AcquiredAt: wire.Time(g.AcquiredAt)}
+	if g.Shared {
+		out.Mode = api.TokenInfoModeShared
+	}
+	if slot {
+		out.Slot = &g.Name
+	}
+	return out, nil
 }

@@ -181,7 +181,7 @@ type Resources interface {
 	LeaseResources(ctx context.Context, name string, limit int) ([]lease.Resource, error)
 
 	// TokenGrants returns, for each of tokens whose grant the history still has (ended grants
-	// go with the retention), the name and holder it was issued to. It applies no scope:
+	// go with the retention), the name, holder, mode and time it was issued with. It applies no scope:
 	// callers put each through lease.Attribute for theirs. Codes: invalid_request for more than
 	// MaxLimit tokens.
 	TokenGrants(ctx context.Context, tokens []int64) (map[int64]TokenGrant, error)
@@ -373,7 +373,10 @@ type LeaseFilter struct {
 // Since keeps events at or after that time. Newest pages from the newest event backwards
 // (each page still newest first), for views that show the recent end of a long history.
 type EventFilter struct {
-	Name     string
+	Name string
+	// Slots, with Name, adds the events of Name's slots ("Name#i": a semaphore's, or the
+	// shared grants of a name readers take), each still under its slot's name, in one seq order.
+	Slots    bool
 	Prefix   string
 	AfterSeq int64
 	Since    time.Time
@@ -436,10 +439,13 @@ func GrantName(ownerName string, known bool) string {
 	return ownerName
 }
 
-// TokenGrant is the grant a token was issued to: its name (a slot's, for a semaphore) and holder.
+// TokenGrant is the grant a token was issued to: its name (a slot's, "name#i", for a semaphore
+// or a reader), holder, mode and time. None of it changes once the token is issued.
 type TokenGrant struct {
-	Name   string
-	Holder string
+	Name       string
+	Holder     string
+	Shared     bool // a shared (read) grant's token: fenced writes refuse it (shared_token)
+	AcquiredAt time.Time
 }
 
 // WritersKept is how many of its newest accepted writes a resource keeps (ResourceWriters).

@@ -80,10 +80,20 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lea
 	// Only events known to be durable: those up to the last published (see try).
 	durable := s.published.Load()
 	var rows pgx.Rows
-	if f.Name != "" {
+	switch {
+	case f.Name != "" && f.Slots:
+		// The name's events (through events_name) and its slots' ("name#i", through
+		// events_slots), each part in seq order, merged: no part sorts a history.
+		rows, err = s.pool.Query(ctx, `(SELECT `+eventCols+` FROM events WHERE name = $1 AND seq `+cmpSeq+` $2 AND at >= $3
+			AND seq <= $5 ORDER BY seq`+order+` LIMIT $4)
+			UNION ALL
+			(SELECT `+eventCols+` FROM events WHERE strpos(name, '#') > 0 AND split_part(name, '#', 1) = $1 AND seq `+cmpSeq+` $2
+			AND at >= $3 AND seq <= $5 ORDER BY seq`+order+` LIMIT $4)
+			ORDER BY 1`+order+` LIMIT $4`, f.Name, bound, since, limit+1, durable)
+	case f.Name != "":
 		rows, err = s.pool.Query(ctx, `SELECT `+eventCols+` FROM events WHERE name = $1 AND seq `+cmpSeq+` $2 AND at >= $3
 			AND seq <= $5 ORDER BY seq`+order+` LIMIT $4`, f.Name, bound, since, limit+1, durable)
-	} else {
+	default:
 		lo, hi := store.PrefixRange(f.Prefix)
 		rows, err = s.pool.Query(ctx, `SELECT `+eventCols+` FROM events WHERE seq `+cmpSeq+` $1 AND name >= $2 AND name < $3
 			AND at >= $4 AND seq <= $6 ORDER BY seq`+order+` LIMIT $5`, bound, lo, hi, since, limit+1, durable)

@@ -343,13 +343,14 @@ func (s *Store) TokenGrants(ctx context.Context, tokens []int64) (map[int64]stor
 	if len(tokens) > store.MaxLimit {
 		return nil, lease.Errorf(lease.CodeInvalid, "at most %d tokens at once, not %d", store.MaxLimit, len(tokens))
 	}
-	rows, err := s.pool.Query(ctx, `SELECT token, name, holder FROM grants WHERE token = ANY($1)`, tokens)
+	rows, err := s.pool.Query(ctx, `SELECT token, name, holder, shared, acquired_at FROM grants WHERE token = ANY($1)`, tokens)
 	if err != nil {
 		return nil, fmt.Errorf("grants of tokens: %w", translate(err))
 	}
-	var tok int64
+	var tok, at int64
 	var g store.TokenGrant
-	if _, err := pgx.ForEachRow(rows, []any{&tok, &g.Name, &g.Holder}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&tok, &g.Name, &g.Holder, &g.Shared, &at}, func() error {
+		g.AcquiredAt = ms(at)
 		out[tok] = g
 		return nil
 	}); err != nil {

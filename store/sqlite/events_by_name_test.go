@@ -16,8 +16,9 @@ import (
 	"github.com/leasekeeper/leasekeeper/store"
 )
 
-// eventsByNameNames share prefixes, so that a query by name that matched a prefix would show.
-var eventsByNameNames = []string{"a", "ab", "b"}
+// eventsByNameNames share prefixes, so that a query by name that matched a prefix would show;
+// some are slots ("a#0"), so that a query of a name with its slots must merge them in.
+var eventsByNameNames = []string{"a", "ab", "b", "a#0", "a#1", "ab#3"}
 
 // recordBatches runs n batches of one to five operations, each recording events on two of
 // eventsByNameNames, a second apart.
@@ -65,10 +66,15 @@ func checkEventsByName(t *testing.T, s *Store) {
 	}
 	sinces := []time.Time{{}, all[len(all)/2].At}
 	for _, name := range eventsByNameNames {
-		for _, since := range sinces {
+		for _, c := range []struct {
+			since time.Time
+			slots bool
+		}{{sinces[0], false}, {sinces[1], false}, {sinces[0], true}, {sinces[1], true}} {
+			since := c.since
 			var want []lease.Event
 			for _, e := range all {
-				if e.Name == name && !e.At.Before(since) {
+				parent, _, slot := lease.SlotOf(e.Name)
+				if (e.Name == name || c.slots && slot && parent == name) && !e.At.Before(since) {
 					want = append(want, e)
 				}
 			}
@@ -79,7 +85,7 @@ func checkEventsByName(t *testing.T, s *Store) {
 				}
 				for _, limit := range []int{1, 3, 7, store.MaxLimit} {
 					var got []lease.Event
-					f := store.EventFilter{Name: name, Newest: newest, Limit: limit, Since: since}
+					f := store.EventFilter{Name: name, Slots: c.slots, Newest: newest, Limit: limit, Since: since}
 					for range len(all) + 2 {
 						page, err := s.Events(ctx, f)
 						if err != nil {
@@ -91,8 +97,8 @@ func checkEventsByName(t *testing.T, s *Store) {
 						}
 					}
 					if diff := cmp.Diff(want, got); diff != "" {
-						t.Fatalf("Events(name %q, newest %v, limit %d, since %v) differ from all events filtered (-want +got):\n%s",
-							name, newest, limit, since, diff)
+						t.Fatalf("Events(name %q, slots %v, newest %v, limit %d, since %v) differ from all events filtered (-want +got):\n%s",
+							name, c.slots, newest, limit, since, diff)
 					}
 				}
 			}

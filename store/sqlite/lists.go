@@ -80,11 +80,24 @@ func (s *Store) Events(ctx context.Context, f store.EventFilter) (store.Page[lea
 	if f.Name != "" {
 		// The events up to meta.events_indexed through events_by_name, the newer ones (a few
 		// thousand at most) by seq; one statement, so one snapshot of both and of the mark.
+		// With its slots ("name#0" to "name#999", all between "name#" and "name$"): two more
+		// parts, each in seq order through its index, which SQLite merges with the name's own
+		// events (a compound ORDER BY), so a name without slots costs what it did.
+		slots := ""
+		if f.Slots {
+			slots = ` UNION ALL
+			SELECT ` + eventColsByName + ` FROM events_by_name b CROSS JOIN events e ON e.seq = b.seq
+			WHERE b.name > ?1 || '#' AND b.name < ?1 || '$' AND b.seq ` + cmpSeq + ` ?2
+			AND b.seq <= (SELECT value FROM meta WHERE key = 'events_indexed') AND e.at >= ?3
+			UNION ALL
+			SELECT ` + eventCols + ` FROM events WHERE seq > (SELECT value FROM meta WHERE key = 'events_indexed')
+			AND name > ?1 || '#' AND name < ?1 || '$' AND seq ` + cmpSeq + ` ?2 AND at >= ?3`
+		}
 		rows, err = s.r.QueryContext(ctx, `SELECT `+eventColsByName+` FROM events_by_name b CROSS JOIN events e ON e.seq = b.seq
 			WHERE b.name = ?1 AND b.seq `+cmpSeq+` ?2 AND b.seq <= (SELECT value FROM meta WHERE key = 'events_indexed') AND e.at >= ?3
 			UNION ALL
 			SELECT `+eventCols+` FROM events WHERE seq > (SELECT value FROM meta WHERE key = 'events_indexed') AND seq `+cmpSeq+` ?2
-			AND name = ?1 AND at >= ?3
+			AND name = ?1 AND at >= ?3`+slots+`
 			ORDER BY 1`+order+` LIMIT ?4`,
 			f.Name, bound, since, limit+1)
 	} else {

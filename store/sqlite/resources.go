@@ -301,7 +301,7 @@ func (s *Store) TokenGrants(ctx context.Context, tokens []int64) (map[int64]stor
 	if err != nil {
 		return nil, fmt.Errorf("grants of tokens: %w", err)
 	}
-	rows, err := s.r.QueryContext(ctx, `SELECT token, name, holder FROM grants WHERE token IN (SELECT value FROM json_each(?))`, string(list))
+	rows, err := s.r.QueryContext(ctx, `SELECT token, name, holder, shared, acquired_at FROM grants WHERE token IN (SELECT value FROM json_each(?))`, string(list))
 	if err != nil {
 		return nil, fmt.Errorf("grants of tokens: %w", w(err))
 	}
@@ -309,9 +309,11 @@ func (s *Store) TokenGrants(ctx context.Context, tokens []int64) (map[int64]stor
 	for rows.Next() {
 		var tok int64
 		var g store.TokenGrant
-		if err := rows.Scan(&tok, &g.Name, &g.Holder); err != nil {
+		var at int64
+		if err := rows.Scan(&tok, &g.Name, &g.Holder, &g.Shared, &at); err != nil {
 			return nil, fmt.Errorf("grants of tokens: %w", w(err))
 		}
+		g.AcquiredAt = ms(at)
 		out[tok] = g
 	}
 	if err := rows.Err(); err != nil {

@@ -120,7 +120,8 @@ func testLeaseResources(t *testing.T, e *env) {
 	if err != nil {
 		t.Fatalf("TokenGrants() = %v", err)
 	}
-	want := map[int64]store.TokenGrant{a.Token: {Name: "job", Holder: "w1"}, s.Token: {Name: lease.SlotName("pool", 0), Holder: "p1"}}
+	want := map[int64]store.TokenGrant{a.Token: {Name: "job", Holder: "w1", AcquiredAt: a.AcquiredAt},
+		s.Token: {Name: lease.SlotName("pool", 0), Holder: "p1", AcquiredAt: s.AcquiredAt}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("TokenGrants() differs (-want +got):\n%s", diff)
 	}

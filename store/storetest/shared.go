@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 )
@@ -28,6 +29,8 @@ var sharedCases = []struct {
 	{"Shared/HandoverAsksEveryHolder", testSharedHandover},
 	{"Shared/RestartKeepsExclusion", testSharedRestart},
 	{"Shared/ConcurrentNeverBesideExclusive", testSharedConcurrent},
+	{"Shared/TokenModes", testSharedTokenModes},
+	{"Shared/EventsOfName", testSharedEventsOfName},
 }
 
 func (e *env) acquireMode(name, holder string, mode lease.Mode) (lease.Lease, error) {
@@ -406,4 +409,118 @@ func testSharedNames(t *testing.T, e *env) {
 	}
 	_, err = e.s.SharedNames(e.ctx, make([]string, store.MaxLimit+1))
 	wantCode(t, "SharedNames of too many", err, lease.CodeInvalid)
+}
+
+// testSharedTokenModes: a token's grant tells a reader's token from a writer's (and from a
+// semaphore slot's, which writes), for a grant held or ended, so that the fence helpers refuse a
+// reader's token as PutResource does.
+func testSharedTokenModes(t *testing.T, e *env) {
+	r := e.readers("cfg", 2)
+	if err := e.s.Release(e.ctx, "cfg", r[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Release(e.ctx, "cfg", r[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	w, err := e.acquireMode("cfg", "w", lease.ModeExclusive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := e.acquireSlot("pool", "p", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := e.s.TokenGrants(e.ctx, []int64{r[0].Token, r[1].Token, w.Token, s.Token, w.Token + 1000})
+	if err != nil {
+		t.Fatalf("TokenGrants() = %v", err)
+	}
+	want := map[int64]store.TokenGrant{
+		r[0].Token: {Name: lease.SlotName("cfg", 0), Holder: "r0", Shared: true, AcquiredAt: r[0].AcquiredAt},
+		r[1].Token: {Name: lease.SlotName("cfg", 1), Holder: "r1", Shared: true, AcquiredAt: r[1].AcquiredAt},
+		w.Token:    {Name: "cfg", Holder: "w", AcquiredAt: w.AcquiredAt},
+		s.Token:    {Name: lease.SlotName("pool", 0), Holder: "p", AcquiredAt: s.AcquiredAt},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("TokenGrants() differs (-want +got):\n%s", diff)
+	}
+}
+
+// testSharedEventsOfName: the events of a name with slots (taken shared, or a semaphore) are its
+// own and its slots', in one seq order, each under its own name and readers' marked shared, page
+// by page either way; names that only start alike are not among them, and without Slots the
+// name's own events alone.
+func testSharedEventsOfName(t *testing.T, e *env) {
+	r := e.readers("cfg", 2)
+	for _, l := range r {
+		if err := e.s.Release(e.ctx, "cfg", l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := e.acquireMode("cfg", "w", lease.ModeExclusive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.Release(e.ctx, "cfg", w.ID); err != nil {
+		t.Fatal(err)
+	}
+	r2 := e.readers("cfg", 1)
+	e.acquire("cfg2", "other", time.Minute)
+	e.acquire("cf", "other", time.Minute)
+	if _, err := e.acquireMode("cfg-x", "other", lease.ModeShared); err != nil {
+		t.Fatal(err)
+	}
+	type ev struct {
+		Type  lease.EventType
+		Name  string
+		Token int64
+		Mode  lease.Mode
+	}
+	shared := lease.ModeShared
+	want := []ev{
+		{lease.EventAcquired, "cfg#0", r[0].Token, shared}, {lease.EventAcquired, "cfg#1", r[1].Token, shared},
+		{lease.EventReleased, "cfg#0", r[0].Token, shared}, {lease.EventReleased, "cfg#1", r[1].Token, shared},
+		{lease.EventAcquired, "cfg", w.Token, ""}, {lease.EventReleased, "cfg", w.Token, ""},
+		{lease.EventAcquired, "cfg#0", r2[0].Token, shared},
+	}
+	read := func(f store.EventFilter) []ev {
+		t.Helper()
+		var out []ev
+		for {
+			p, err := e.s.Events(e.ctx, f)
+			if err != nil {
+				t.Fatalf("Events(%+v) = %v", f, err)
+			}
+			for _, x := range p.Items {
+				mode := x.Mode
+				if mode == lease.ModeExclusive {
+					mode = ""
+				}
+				out = append(out, ev{x.Type, x.Name, x.Token, mode})
+			}
+			if p.Next == "" {
+				return out
+			}
+			f.Cursor = p.Next
+		}
+	}
+	for _, limit := range []int{0, 2} {
+		if diff := cmp.Diff(want, read(store.EventFilter{Name: "cfg", Slots: true, Limit: limit})); diff != "" {
+			t.Errorf("Events(cfg with slots, limit %d) differs (-want +got):\n%s", limit, diff)
+		}
+		newest := slices.Clone(want)
+		slices.Reverse(newest)
+		if diff := cmp.Diff(newest, read(store.EventFilter{Name: "cfg", Slots: true, Limit: limit, Newest: true})); diff != "" {
+			t.Errorf("Events(cfg with slots, newest first, limit %d) differs (-want +got):\n%s", limit, diff)
+		}
+	}
+	if diff := cmp.Diff(want[4:6], read(store.EventFilter{Name: "cfg"})); diff != "" {
+		t.Errorf("Events(cfg without slots) differs (-want +got):\n%s", diff)
+	}
+	s, err := e.acquireSlot("pool", "p", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]ev{{lease.EventAcquired, "pool#0", s.Token, ""}}, read(store.EventFilter{Name: "pool", Slots: true})); diff != "" {
+		t.Errorf("Events(pool with slots) differs (-want +got):\n%s", diff)
+	}
 }

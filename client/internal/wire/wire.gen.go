@@ -282,6 +282,24 @@ func (e RejectionSource) Valid() bool {
 	}
 }
 
+// Defines values for RejectionReportCode.
+const (
+	RejectionReportCodeSharedToken RejectionReportCode = "shared_token"
+	RejectionReportCodeStaleToken  RejectionReportCode = "stale_token"
+)
+
+// Valid indicates whether the value is a known member of the RejectionReportCode enum.
+func (e RejectionReportCode) Valid() bool {
+	switch e {
+	case RejectionReportCodeSharedToken:
+		return true
+	case RejectionReportCodeStaleToken:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for Role.
 const (
 	Admin  Role = "admin"
@@ -297,6 +315,24 @@ func (e Role) Valid() bool {
 	case Reader:
 		return true
 	case Writer:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for TokenInfoMode.
+const (
+	TokenInfoModeExclusive TokenInfoMode = "exclusive"
+	TokenInfoModeShared    TokenInfoMode = "shared"
+)
+
+// Valid indicates whether the value is a known member of the TokenInfoMode enum.
+func (e TokenInfoMode) Valid() bool {
+	switch e {
+	case TokenInfoModeExclusive:
+		return true
+	case TokenInfoModeShared:
 		return true
 	default:
 		return false
@@ -809,12 +845,21 @@ type RejectionList struct {
 
 // RejectionReport defines model for RejectionReport.
 type RejectionReport struct {
-	CurrentFence   int64   `json:"current_fence"`
-	Lease          *string `json:"lease,omitempty"`
-	PresentedToken int64   `json:"presented_token"`
-	Reason         *string `json:"reason,omitempty"`
-	Resource       string  `json:"resource"`
+	// Code Why the write was refused: `stale_token` (the default) needs `presented_token` below
+	// `current_fence`; `shared_token`, a reader's token refused whatever the fence, needs
+	// `presented_token` to be a shared lease's token on a name the key reaches.
+	Code           *RejectionReportCode `json:"code,omitempty"`
+	CurrentFence   int64                `json:"current_fence"`
+	Lease          *string              `json:"lease,omitempty"`
+	PresentedToken int64                `json:"presented_token"`
+	Reason         *string              `json:"reason,omitempty"`
+	Resource       string               `json:"resource"`
 }
+
+// RejectionReportCode Why the write was refused: `stale_token` (the default) needs `presented_token` below
+// `current_fence`; `shared_token`, a reader's token refused whatever the fence, needs
+// `presented_token` to be a shared lease's token on a name the key reaches.
+type RejectionReportCode string
 
 // ReleaseRequest defines model for ReleaseRequest.
 type ReleaseRequest struct {
@@ -959,6 +1004,28 @@ type SessionRequest struct {
 //
 // Example: 2026-11-29T08:45:13.120Z
 type Timestamp = wiretime.Time
+
+// TokenInfo The grant a fencing token was issued to. Never its lease_id.
+type TokenInfo struct {
+	// AcquiredAt An instant, RFC 3339 in UTC with exactly three fractional digits.
+	//
+	// Example: 2026-11-29T08:45:13.120Z
+	AcquiredAt Timestamp `json:"acquired_at"`
+	Holder     string    `json:"holder"`
+
+	// Mode `shared` for a reader's token: fenced writes presenting it are refused (`409 shared_token`).
+	Mode TokenInfoMode `json:"mode"`
+
+	// Name The lease name the token was granted on.
+	Name string `json:"name"`
+
+	// Slot For a reader's or a semaphore's grant: its slot, `name#i`, the name its events carry.
+	Slot  *string `json:"slot,omitempty"`
+	Token int64   `json:"token"`
+}
+
+// TokenInfoMode `shared` for a reader's token: fenced writes presenting it are refused (`409 shared_token`).
+type TokenInfoMode string
 
 // Cursor defines model for Cursor.
 type Cursor = string
@@ -1407,14 +1474,14 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/rejections (the `ListRejections` operationId).
 	ListRejections(ctx context.Context, params *ListRejectionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ReportRejectionWithBody Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejectionWithBody Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/rejections (the `ReportRejection` operationId).
 	ReportRejectionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ReportRejection Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejection Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1542,6 +1609,18 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
 	RenewSession(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetToken The grant a fencing token was issued to, and its mode.
+	//
+	// A token's grant never changes once issued: its name, holder and mode (`shared` for a
+	// reader's token, which fenced writes refuse with `409 shared_token`) may be cached for
+	// good. The `fence` helpers ask this to refuse a reader's token as leasekeeper does.
+	// `404 not_found` for a token this server has no grant of: never issued, issued to a grant
+	// the history no longer keeps (ended longer ago than the retention), or issued on a name
+	// outside the key's prefixes (a scoped key learns nothing of names outside its scope).
+	//
+	// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
+	GetToken(ctx context.Context, token int64, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// Watch A live stream of events as Server-Sent Events.
 	//
@@ -1955,7 +2034,7 @@ func (c *Client) ListRejections(ctx context.Context, params *ListRejectionsParam
 	return c.Client.Do(req)
 }
 
-// ReportRejectionWithBody Report a stale write that a resource outside leasekeeper refused.
+// ReportRejectionWithBody Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1972,7 +2051,7 @@ func (c *Client) ReportRejectionWithBody(ctx context.Context, contentType string
 	return c.Client.Do(req)
 }
 
-// ReportRejection Report a stale write that a resource outside leasekeeper refused.
+// ReportRejection Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2211,6 +2290,28 @@ func (c *Client) RenewSessionWithBody(ctx context.Context, session SessionRef, c
 // Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
 func (c *Client) RenewSession(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRenewSessionRequest(c.Server, session, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetToken The grant a fencing token was issued to, and its mode.
+//
+// A token's grant never changes once issued: its name, holder and mode (`shared` for a
+// reader's token, which fenced writes refuse with `409 shared_token`) may be cached for
+// good. The `fence` helpers ask this to refuse a reader's token as leasekeeper does.
+// `404 not_found` for a token this server has no grant of: never issued, issued to a grant
+// the history no longer keeps (ended longer ago than the retention), or issued on a name
+// outside the key's prefixes (a scoped key learns nothing of names outside its scope).
+//
+// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
+func (c *Client) GetToken(ctx context.Context, token int64, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTokenRequest(c.Server, token)
 	if err != nil {
 		return nil, err
 	}
@@ -3451,6 +3552,40 @@ func NewRenewSessionRequestWithBody(server string, session SessionRef, contentTy
 	return req, nil
 }
 
+// NewGetTokenRequest constructs an http.Request for the GetToken method
+func NewGetTokenRequest(server string, token int64) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "token", token, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: "int64"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/tokens/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewWatchRequest constructs an http.Request for the Watch method
 func NewWatchRequest(server string, params *WatchParams) (*http.Request, error) {
 	var err error
@@ -3774,14 +3909,14 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/rejections (the `ListRejections` operationId).
 	ListRejectionsWithResponse(ctx context.Context, params *ListRejectionsParams, reqEditors ...RequestEditorFn) (*ListRejectionsResponse, error)
 
-	// ReportRejectionWithBodyWithResponse Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejectionWithBodyWithResponse Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/rejections (the `ReportRejection` operationId).
 	ReportRejectionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReportRejectionResponse, error)
 
-	// ReportRejectionWithResponse Report a stale write that a resource outside leasekeeper refused.
+	// ReportRejectionWithResponse Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3917,6 +4052,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /v1/sessions/{session}/renew (the `RenewSession` operationId).
 	RenewSessionWithResponse(ctx context.Context, session SessionRef, body RenewSessionJSONRequestBody, reqEditors ...RequestEditorFn) (*RenewSessionResponse, error)
+
+	// GetTokenWithResponse The grant a fencing token was issued to, and its mode.
+	//
+	// A token's grant never changes once issued: its name, holder and mode (`shared` for a
+	// reader's token, which fenced writes refuse with `409 shared_token`) may be cached for
+	// good. The `fence` helpers ask this to refuse a reader's token as leasekeeper does.
+	// `404 not_found` for a token this server has no grant of: never issued, issued to a grant
+	// the history no longer keeps (ended longer ago than the retention), or issued on a name
+	// outside the key's prefixes (a scoped key learns nothing of names outside its scope).
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
+	GetTokenWithResponse(ctx context.Context, token int64, reqEditors ...RequestEditorFn) (*GetTokenResponse, error)
 
 	// WatchWithResponse A live stream of events as Server-Sent Events.
 	//
@@ -6319,6 +6468,103 @@ func (r RenewSessionResponse) ContentType() string {
 	return ""
 }
 
+// GetTokenResponse401Headers the declared response headers of an HTTP 401 response for GetToken
+type GetTokenResponse401Headers struct {
+	WWWAuthenticate string
+}
+
+// GetTokenResponse429Headers the declared response headers of an HTTP 429 response for GetToken
+type GetTokenResponse429Headers struct {
+	RetryAfter int
+}
+
+type GetTokenResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TokenInfo
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON403 the response for an HTTP 403 `application/problem+json` response
+	ApplicationproblemJSON403 *Forbidden
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON429 the response for an HTTP 429 `application/problem+json` response
+	ApplicationproblemJSON429 *RateLimited
+	// ApplicationproblemJSONDefault the response for an HTTP default `application/problem+json` response
+	ApplicationproblemJSONDefault *Problem
+	// Headers401 the parsed response headers for an HTTP 401 response
+	Headers401 *GetTokenResponse401Headers
+	// Headers429 the parsed response headers for an HTTP 429 response
+	Headers429 *GetTokenResponse429Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTokenResponse) GetJSON200() *TokenInfo {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON403 returns the response for an HTTP 403 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON403() *Forbidden {
+	return r.ApplicationproblemJSON403
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON429 returns the response for an HTTP 429 `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSON429() *RateLimited {
+	return r.ApplicationproblemJSON429
+}
+
+// GetApplicationproblemJSONDefault returns the response for an HTTP default `application/problem+json` response
+func (r GetTokenResponse) GetApplicationproblemJSONDefault() *Problem {
+	return r.ApplicationproblemJSONDefault
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTokenResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTokenResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTokenResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTokenResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // WatchResponse401Headers the declared response headers of an HTTP 401 response for Watch
 type WatchResponse401Headers struct {
 	WWWAuthenticate string
@@ -6738,7 +6984,7 @@ func (c *ClientWithResponses) ListRejectionsWithResponse(ctx context.Context, pa
 	return ParseListRejectionsResponse(rsp)
 }
 
-// ReportRejectionWithBodyWithResponse Report a stale write that a resource outside leasekeeper refused.
+// ReportRejectionWithBodyWithResponse Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6751,7 +6997,7 @@ func (c *ClientWithResponses) ReportRejectionWithBodyWithResponse(ctx context.Co
 	return ParseReportRejectionResponse(rsp)
 }
 
-// ReportRejectionWithResponse Report a stale write that a resource outside leasekeeper refused.
+// ReportRejectionWithResponse Report a stale write (or a reader's write) that a resource outside leasekeeper refused.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6958,6 +7204,26 @@ func (c *ClientWithResponses) RenewSessionWithResponse(ctx context.Context, sess
 		return nil, err
 	}
 	return ParseRenewSessionResponse(rsp)
+}
+
+// GetTokenWithResponse The grant a fencing token was issued to, and its mode.
+//
+// A token's grant never changes once issued: its name, holder and mode (`shared` for a
+// reader's token, which fenced writes refuse with `409 shared_token`) may be cached for
+// good. The `fence` helpers ask this to refuse a reader's token as leasekeeper does.
+// `404 not_found` for a token this server has no grant of: never issued, issued to a grant
+// the history no longer keeps (ended longer ago than the retention), or issued on a name
+// outside the key's prefixes (a scoped key learns nothing of names outside its scope).
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/tokens/{token} (the `GetToken` operationId).
+func (c *ClientWithResponses) GetTokenWithResponse(ctx context.Context, token int64, reqEditors ...RequestEditorFn) (*GetTokenResponse, error) {
+	rsp, err := c.GetToken(ctx, token, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTokenResponse(rsp)
 }
 
 // WatchWithResponse A live stream of events as Server-Sent Events.
@@ -9316,6 +9582,97 @@ func ParseRenewSessionResponse(rsp *http.Response) (*RenewSessionResponse, error
 			headers.RetryAfter = value
 		}
 		response.Headers503 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseGetTokenResponse parses an HTTP response from a GetTokenWithResponse call
+func ParseGetTokenResponse(rsp *http.Response) (*GetTokenResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTokenResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TokenInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Forbidden
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 429:
+		var dest RateLimited
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON429 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && true:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSONDefault = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 401:
+		var headers GetTokenResponse401Headers
+		if values := rsp.Header.Values("WWW-Authenticate"); len(values) > 0 {
+			var value string
+			if err := runtime.BindStyledParameterWithOptions("simple", "WWW-Authenticate", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.WWWAuthenticate = value
+		}
+		response.Headers401 = &headers
+	case rsp.StatusCode == 429:
+		var headers GetTokenResponse429Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = value
+		}
+		response.Headers429 = &headers
 	}
 
 	return response, nil
