@@ -44,7 +44,7 @@ func checkHeldCount(t *testing.T, s *Store, clock lease.Clock, step string) {
 	const pieces = `WITH want(key, token) AS (
 		SELECT 'n' || substr(g.name, p.i, 3), g.token FROM grants g JOIN trigram_positions p ON p.i <= length(g.name) - 2 WHERE g.ended_at IS NULL
 		UNION SELECT 'h' || substr(g.holder, p.i, 3), g.token FROM grants g JOIN trigram_positions p ON p.i <= length(g.holder) - 2 WHERE g.ended_at IS NULL)`
-	if err := s.r.QueryRow(pieces + ` SELECT
+	if err := s.r.QueryRow(pieces+` SELECT
 		(SELECT count(*) FROM (SELECT key, token FROM open_trigrams EXCEPT SELECT key, token FROM want)),
 		(SELECT count(*) FROM (SELECT key, token FROM want EXCEPT SELECT key, token FROM open_trigrams))`).Scan(&extra, &missing); err != nil {
 		t.Fatal(err)
