@@ -103,9 +103,10 @@ func BenchmarkOverviewAtScale(b *testing.B) {
 }
 
 // seedOverview writes n held leases into the migrated database at url unless it holds them
-// already, as the SQLite benchmark of the overview does (package service): renewals spread
-// over the last 25 minutes, one lease in a hundred late to renew, one in a thousand later
-// still (and expiring within the minute), and one held by "needle-holder" on "zz-needle".
+// already, as the SQLite benchmark of the overview does (package service), with a ttl of two
+// hours: renewals spread over the last 25 minutes, one lease in a hundred late to renew (70
+// minutes ago), one in a thousand later still (and expiring within the minute), and one held
+// by "needle-holder" on "zz-needle".
 func seedOverview(tb testing.TB, url string, n int) {
 	tb.Helper()
 	ctx := context.Background()
@@ -126,16 +127,18 @@ func seedOverview(tb testing.TB, url string, n int) {
 	}
 	now := time.Now()
 	at, first := now.UnixMilli(), now.UnixMicro()-int64(n)-1000
-	renewed := `CASE WHEN i % 1000 = 1 THEN $2::bigint - 3570000 WHEN i % 100 = 0 THEN $2::bigint - 2400000 ELSE $2::bigint - (i * 7919) % 1500000 END`
+	// A ttl of two hours, so that no lease on time turns late (after an hour without renewal)
+	// while a kept database is measured, for half an hour after the seeding.
+	renewed := `CASE WHEN i % 1000 = 1 THEN $2::bigint - 7170000 WHEN i % 100 = 0 THEN $2::bigint - 4200000 ELSE $2::bigint - (i * 7919) % 1500000 END`
 	for _, q := range []struct {
 		sql  string
 		args []any
 	}{
 		{`INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms, acquired_at, renewed_at, expires_at, owner)
-		SELECT $1 + i, 'job-' || lpad(i::text, 7, '0'), 'worker-' || (i % 64), sha256(int8send(i)), 3600000, 0, r - 60000, r, r + 3600000, ''
+		SELECT $1 + i, 'job-' || lpad(i::text, 7, '0'), 'worker-' || (i % 64), sha256(int8send(i)), 7200000, 0, r - 60000, r, r + 7200000, ''
 		FROM generate_series(0, $3::bigint - 2) i, LATERAL (SELECT ` + renewed + ` AS r) x`, []any{first, at, n}},
 		{`INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms, acquired_at, renewed_at, expires_at, owner)
-		VALUES ($1, 'zz-needle', 'needle-holder', sha256('needle'), 3600000, 0, $2::bigint, $2::bigint, $2::bigint + 3600000, '')`, []any{first + int64(n), at}},
+		VALUES ($1, 'zz-needle', 'needle-holder', sha256('needle'), 7200000, 0, $2::bigint, $2::bigint, $2::bigint + 7200000, '')`, []any{first + int64(n), at}},
 		{`INSERT INTO names (name, token) SELECT name, token FROM grants`, nil},
 		{`UPDATE tokens SET last = $1`, []any{first + int64(n)}},
 		{`VACUUM ANALYZE`, nil},
