@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/leasekeeper/leasekeeper/store"
 )
@@ -26,13 +27,26 @@ type Dialect struct {
 	// OpenGrants, when set, is an expression that counts every open grant cheaply (SQLite's
 	// meta.open_grants): the count of an unfiltered Held starts from it.
 	OpenGrants string
+	// Like says that a part of a name or holder is found with LIKE and an escaped pattern,
+	// which PostgreSQL's trigram indexes answer, rather than with Instr, which reads every
+	// candidate row. (SQLite's LIKE ignores case.)
+	Like bool
 }
 
 // Dialects of the backends.
 var (
 	SQLite   = Dialect{Instr: "instr", Param: ':', Hints: true}
-	Postgres = Dialect{Instr: "strpos", Param: '@'}
+	Postgres = Dialect{Instr: "strpos", Param: '@', Like: true,
+		OpenGrants: `((SELECT n FROM open_grants) + (SELECT coalesce(sum(n), 0) FROM open_grants_delta))`}
 )
+
+// LikePattern is a LIKE pattern that matches the strings that contain part, its wildcards
+// and the escape character escaped (the default escape character, backslash).
+func LikePattern(part string) string {
+	return "%" + likeEscaper.Replace(part) + "%"
+}
+
+var likeEscaper = strings.NewReplacer(`\`, `\\`, "%", `\%`, "_", `\_`)
 
 // NarrowRows is the most matches a page reads through its filter's index and sorts; with
 // more, it walks the order's index and checks the filter on each row (it meets a page of
@@ -84,6 +98,9 @@ func New(d Dialect, f store.HeldFilter, now int64, cols string) Query {
 	lo, hi := store.PrefixRange(f.Prefix)
 	q := Query{d: d, f: f, cols: cols, Args: map[string]any{"now": now, "lo": lo, "hi": hi,
 		"soon": now + store.ExpiringWithin.Milliseconds(), "q": f.Contains, "holder": f.Holder, "limit": f.Limit + 1}}
+	if d.Like {
+		q.Args["q"], q.Args["holder"] = LikePattern(f.Contains), LikePattern(f.Holder)
+	}
 	for i, p := range f.Within {
 		q.Args["wlo"+strconv.Itoa(i)], q.Args["whi"+strconv.Itoa(i)] = store.PrefixRange(p)
 	}
@@ -123,20 +140,32 @@ func (q Query) filters(a string) string {
 		}
 		b.WriteString(" AND (" + strings.Join(or, " OR ") + ")")
 	}
+	match := " AND instr(%[1]s.%[2]s, :%[3]s) > 0"
+	if q.d.Like {
+		match = " AND %[1]s.%[2]s LIKE :%[3]s"
+	}
 	if q.f.Contains != "" {
-		fmt.Fprintf(&b, " AND instr(%s.name, :q) > 0", a)
+		fmt.Fprintf(&b, match, a, "name", "q")
 	}
 	if q.f.Holder != "" {
-		fmt.Fprintf(&b, " AND instr(%s.holder, :holder) > 0", a)
+		fmt.Fprintf(&b, match, a, "holder", "holder")
 	}
 	switch q.f.State {
 	case store.HeldExpiring:
 		fmt.Fprintf(&b, " AND %s.expires_at <= :soon", a)
 	case store.HeldLate:
 		fmt.Fprintf(&b, " AND %[1]s.renewed_at + %[1]s.ttl_ms / 2 < :now AND instr(%[1]s.name, '#') = 0", a)
+		fmt.Fprintf(&b, " AND "+LateFloor, a)
 	}
 	return b.String()
 }
+
+// LateFloor is a condition on the grant %[1]s that always holds (a late mark is an instant
+// after 1970) and that keeps PostgreSQL's planner on grants_open_late for "late": it has no
+// statistics of the expression over the open grants (it ignores those of a partial index), and
+// estimates a third of the table for "late mark < now" alone, which it reads by a sequential
+// scan, but 0.5 % for a range of it.
+const LateFloor = "%[1]s.renewed_at + %[1]s.ttl_ms / 2 > 0"
 
 // match is filters and unexpired.
 func (q Query) match(a string) string {
@@ -169,6 +198,37 @@ func (q Query) Sieve(limit int) (string, map[string]any) {
 	return q.sql(`SELECT a.token FROM ` + q.from("a", "grants_open_name") + ` WHERE ` + q.filters("a") + ` LIMIT :sieve`), args
 }
 
+// Trigrams reports whether the parts of a name and holder that f looks for can be found
+// through the trigrams of the open grants (SQLite's open_trigrams): at least one has three
+// characters or more, and both are valid UTF-8, as every stored name and holder is (SQLite
+// counts the characters of invalid UTF-8 its own way).
+func (q Query) Trigrams() bool {
+	return (utf8.RuneCountInString(q.f.Contains) >= 3 || utf8.RuneCountInString(q.f.Holder) >= 3) &&
+		utf8.ValidString(q.f.Contains) && utf8.ValidString(q.f.Holder)
+}
+
+// Rarest is the statement that finds, among the trigrams of the parts of a name and holder f
+// looks for, the one that the fewest open grants have (counting each up to limit): its
+// open_trigrams key and that count; no row when neither part has three characters. Every
+// grant that matches has all of them, so the rarest one's grants hold every match.
+func (q Query) Rarest(limit int) (string, map[string]any) {
+	return `SELECT k.key, (SELECT count(*) FROM (SELECT 1 FROM open_trigrams t WHERE t.key = k.key LIMIT :cap)) AS n
+		FROM (SELECT 'n' || substr(:q, i, 3) AS key FROM trigram_positions WHERE i <= length(:q) - 2
+			UNION SELECT 'h' || substr(:holder, i, 3) FROM trigram_positions WHERE i <= length(:holder) - 2) k
+		ORDER BY n LIMIT 1`, map[string]any{"q": q.f.Contains, "holder": q.f.Holder, "cap": limit}
+}
+
+// SieveBy is Sieve through the open grants that open_trigrams lists under key (a key Rarest
+// answered) instead of a walk of grants_open_name: each is checked against the filters.
+func (q Query) SieveBy(key string, limit int) (string, map[string]any) {
+	args := map[string]any{"sieve": limit, "key": key}
+	for k, v := range q.Args {
+		args[k] = v
+	}
+	return q.sql(`SELECT a.token FROM grants a WHERE a.token IN (SELECT t.token FROM open_trigrams t WHERE t.key = :key)
+		AND ` + q.filters("a") + ` LIMIT :sieve`), args
+}
+
 // Among is q restricted to the grants whose tokens are listed, as a JSON array, a Sieve's
 // answer: its Count and Page read those rows by token instead of walking an index.
 func (q Query) Among(tokens string) Query {
@@ -191,8 +251,13 @@ func (q Query) Count() string {
 		// grants_open's range gives the unexpired ones directly.
 		c = `SELECT (SELECT count(*) FROM ` + q.from("a", q.filterIndex()) + ` WHERE ` + q.filters("a") + ` AND ` + plain + ` AND a.expires_at > :now)`
 	case q.d.OpenGrants != "" && !q.among && q.f.Prefix == "" && len(q.f.Within) == 0 && !q.Sifted() && q.f.State == "":
-		// Every open grant but the semaphores' slots, without a walk over them.
-		c = `SELECT ` + q.d.OpenGrants + ` - (SELECT count(*) FROM semaphores m CROSS JOIN ` + q.from("a", "grants_open_name") + `
+		// Every open grant but the semaphores' slots, without a walk over them (SQLite's
+		// CROSS JOIN keeps the semaphores the outer loop).
+		join := "JOIN"
+		if q.d.Hints {
+			join = "CROSS JOIN"
+		}
+		c = `SELECT ` + q.d.OpenGrants + ` - (SELECT count(*) FROM semaphores m ` + join + ` ` + q.from("a", "grants_open_name") + `
 			ON a.ended_at IS NULL AND a.name > m.name || '#' AND a.name < m.name || '$')`
 	default:
 		c = `SELECT (SELECT count(*) FROM ` + q.from("a", q.filterIndex()) + ` WHERE ` + q.filters("a") + ` AND ` + plain + `)`

@@ -38,6 +38,13 @@ func poolConfig(url string, maxConns int) (*pgxpool.Config, error) {
 	// would lose acknowledged writes. Every connection commits synchronously unless a
 	// transaction says otherwise (insertEvents does, and is followed by the flush).
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	// No statement of the store runs long enough to gain from compiling it (JIT), and a page of
+	// the overview whose plan PostgreSQL costs high (an index walked in order, stopped by its
+	// LIMIT after 51 rows) spent 370 ms compiling for 0.2 ms of work at a million leases. A
+	// URL that sets jit keeps its own.
+	if _, set := cfg.ConnConfig.RuntimeParams["jit"]; !set {
+		cfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	return cfg, nil
 }
 

@@ -41,7 +41,10 @@ func TestWritersMigrationKeepsLastWrite(t *testing.T) {
 		`ALTER TABLE grants DROP COLUMN shared`, `ALTER TABLE semaphores DROP COLUMN shared`,
 		`DROP INDEX grants_open`, `CREATE INDEX grants_open ON grants (expires_at) WHERE ended_at IS NULL`, `CREATE INDEX grants_open_session ON grants (session) WHERE ended_at IS NULL AND session <> ''`,
 		`DROP INDEX resources_grant`, `ALTER TABLE resources DROP COLUMN grant_name`, `ALTER TABLE keys DROP COLUMN last_used`, `ALTER TABLE rejections DROP COLUMN key_id`,
-		`DROP INDEX events_slots`, `DELETE FROM goose_db_version WHERE version_id >= 8`} {
+		`DROP INDEX events_slots`,
+		`DROP TRIGGER grants_open_inserted ON grants`, `DROP TRIGGER grants_open_updated ON grants`, `DROP TRIGGER grants_open_deleted ON grants`,
+		`DROP FUNCTION open_grants_changed()`, `DROP TABLE open_grants_delta`, `DROP TABLE open_grants`,
+		`DROP INDEX IF EXISTS grants_open_name_trgm`, `DROP INDEX IF EXISTS grants_open_holder_trgm`, `DELETE FROM goose_db_version WHERE version_id >= 8`} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}

@@ -147,6 +147,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"List", testList},
 		{"RecentlyFreed", testRecentlyFreed},
 		{"Held/FiltersAndOrders", testHeld},
+		{"Held/Substrings", testHeldSubstrings},
 		{"Events/Since", testEventsSince},
 		{"Events/Pagination", testEventsPagination},
 		{"Prune", testPrune},
