@@ -27,9 +27,9 @@ type Dialect struct {
 	// OpenGrants, when set, is an expression that counts every open grant cheaply (SQLite's
 	// meta.open_grants): the count of an unfiltered Held starts from it.
 	OpenGrants string
-	// Like says that a part of a name or holder is found with LIKE and an escaped pattern,
-	// which PostgreSQL's trigram indexes answer, rather than with Instr, which reads every
-	// candidate row. (SQLite's LIKE ignores case.)
+	// Like says that a part of a name or holder is found with LIKE and an escaped pattern in
+	// the table open_text, which PostgreSQL's trigram indexes answer, rather than with Instr,
+	// which reads every candidate row. (SQLite's LIKE ignores case.)
 	Like bool
 }
 
@@ -142,7 +142,9 @@ func (q Query) filters(a string) string {
 	}
 	match := " AND instr(%[1]s.%[2]s, :%[3]s) > 0"
 	if q.d.Like {
-		match = " AND %[1]s.%[2]s LIKE :%[3]s"
+		// open_text: the open grants' names and holders, trigram-indexed, kept apart from
+		// grants so that a renewal does not write trigram entries (migration 0017).
+		match = " AND %[1]s.token IN (SELECT t.token FROM open_text t WHERE t.%[2]s LIKE :%[3]s)"
 	}
 	if q.f.Contains != "" {
 		fmt.Fprintf(&b, match, a, "name", "q")

@@ -13,7 +13,8 @@ import (
 )
 
 // TestOpenGrantsCounted: the count of open grants that the grants' trigger keeps (the folded
-// count plus the changes since) is what counting the open grants gives after each way a grant
+// count plus the changes since), and its table of their names and holders (open_text), are what
+// counting and listing the open grants give after each way a grant
 // opens or ends (acquire, a semaphore's slots, release, revoke, expiry swept) and after the
 // sweep folds the changes, and HeldCount and Held's total, which start from it, agree.
 func TestOpenGrantsCounted(t *testing.T) {
@@ -37,6 +38,18 @@ func TestOpenGrantsCounted(t *testing.T) {
 		if kept != open {
 			t.Errorf("%s: the kept count of open grants = %d, counted %d (%d changes not folded)", step, kept, open, deltas)
 		}
+		// open_text, which the substring filters read, holds exactly the open grants.
+		var missing, extra int
+		if err := conn.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM grants g WHERE g.ended_at IS NULL AND NOT EXISTS
+				(SELECT 1 FROM open_text t WHERE t.token = g.token AND t.name = g.name AND t.holder = g.holder)),
+			(SELECT count(*) FROM open_text t WHERE NOT EXISTS
+				(SELECT 1 FROM grants g WHERE g.token = t.token AND g.ended_at IS NULL))`).Scan(&missing, &extra); err != nil {
+			t.Fatal(err)
+		}
+		if missing != 0 || extra != 0 {
+			t.Errorf("%s: open_text misses %d open grants and holds %d others", step, missing, extra)
+		}
 		if n, err := s.HeldCount(ctx, ""); err != nil || n != held {
 			t.Errorf("%s: HeldCount() = %d, %v; counted %d", step, n, err, held)
 		}
@@ -56,8 +69,12 @@ func TestOpenGrantsCounted(t *testing.T) {
 	a := acquire(store.AcquireParams{Name: "a", TTL: time.Minute})
 	b := acquire(store.AcquireParams{Name: "b", TTL: time.Minute})
 	acquire(store.AcquireParams{Name: "short", TTL: 10 * time.Second})
-	acquire(store.AcquireParams{Name: "c", TTL: time.Minute})
+	c := acquire(store.AcquireParams{Name: "c", TTL: time.Minute})
 	check("acquired")
+	if _, err := s.Renew(ctx, "c", c.ID, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("renewed")
 	if err := s.Release(ctx, "a", a.ID); err != nil {
 		t.Fatal(err)
 	}

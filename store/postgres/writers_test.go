@@ -44,7 +44,7 @@ func TestWritersMigrationKeepsLastWrite(t *testing.T) {
 		`DROP INDEX events_slots`,
 		`DROP TRIGGER grants_open_inserted ON grants`, `DROP TRIGGER grants_open_updated ON grants`, `DROP TRIGGER grants_open_deleted ON grants`,
 		`DROP FUNCTION open_grants_changed()`, `DROP TABLE open_grants_delta`, `DROP TABLE open_grants`,
-		`DROP INDEX IF EXISTS grants_open_name_trgm`, `DROP INDEX IF EXISTS grants_open_holder_trgm`, `DELETE FROM goose_db_version WHERE version_id >= 8`} {
+		`DROP TABLE open_text`, `DELETE FROM goose_db_version WHERE version_id >= 8`} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
