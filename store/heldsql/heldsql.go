@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/leasekeeper/leasekeeper/store"
 )
@@ -198,37 +197,6 @@ func (q Query) Sieve(limit int) (string, map[string]any) {
 		args[k] = v
 	}
 	return q.sql(`SELECT a.token FROM ` + q.from("a", "grants_open_name") + ` WHERE ` + q.filters("a") + ` LIMIT :sieve`), args
-}
-
-// Trigrams reports whether the parts of a name and holder that f looks for can be found
-// through the trigrams of the open grants (SQLite's open_trigrams): at least one has three
-// characters or more, and both are valid UTF-8, as every stored name and holder is (SQLite
-// counts the characters of invalid UTF-8 its own way).
-func (q Query) Trigrams() bool {
-	return (utf8.RuneCountInString(q.f.Contains) >= 3 || utf8.RuneCountInString(q.f.Holder) >= 3) &&
-		utf8.ValidString(q.f.Contains) && utf8.ValidString(q.f.Holder)
-}
-
-// Rarest is the statement that finds, among the trigrams of the parts of a name and holder f
-// looks for, the one that the fewest open grants have (counting each up to limit): its
-// open_trigrams key and that count; no row when neither part has three characters. Every
-// grant that matches has all of them, so the rarest one's grants hold every match.
-func (q Query) Rarest(limit int) (string, map[string]any) {
-	return `SELECT k.key, (SELECT count(*) FROM (SELECT 1 FROM open_trigrams t WHERE t.key = k.key LIMIT :cap)) AS n
-		FROM (SELECT 'n' || substr(:q, i, 3) AS key FROM trigram_positions WHERE i <= length(:q) - 2
-			UNION SELECT 'h' || substr(:holder, i, 3) FROM trigram_positions WHERE i <= length(:holder) - 2) k
-		ORDER BY n LIMIT 1`, map[string]any{"q": q.f.Contains, "holder": q.f.Holder, "cap": limit}
-}
-
-// SieveBy is Sieve through the open grants that open_trigrams lists under key (a key Rarest
-// answered) instead of a walk of grants_open_name: each is checked against the filters.
-func (q Query) SieveBy(key string, limit int) (string, map[string]any) {
-	args := map[string]any{"sieve": limit, "key": key}
-	for k, v := range q.Args {
-		args[k] = v
-	}
-	return q.sql(`SELECT a.token FROM grants a WHERE a.token IN (SELECT t.token FROM open_trigrams t WHERE t.key = :key)
-		AND ` + q.filters("a") + ` LIMIT :sieve`), args
 }
 
 // Among is q restricted to the grants whose tokens are listed, as a JSON array, a Sieve's

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -13,19 +12,13 @@ import (
 	"github.com/leasekeeper/leasekeeper/store/heldsql"
 )
 
-// trigramCandidates is the most open grants Held checks one by one, under the rarest trigram
-// of the part of a name or holder it looks for; with more, it walks grants_open_name.
-const trigramCandidates = 10_000
-
 // Held returns a page of the held leases that match f, through the indexes of the open grants
 // (see package heldsql). See store.Store.
 //
-// A filter on name or holder first sieves for the tokens that pass it, up to the narrow bound:
-// through the grants that have the rarest trigram of the part it looks for (open_trigrams),
-// when the part has three characters or more and few grants have that trigram, or else
-// through grants_open_name (which holds both name and holder). When that many or fewer pass,
-// the count and the page read those rows alone, so a rare match costs a few lookups (or one
-// walk of the index). Otherwise, and for the other filters, the count comes first, then the page through the order's index (or through the
+// A filter on name or holder first sieves grants_open_name (which holds both) for the tokens
+// that pass it, up to the narrow bound: when that many or fewer do, the count and the page read
+// those rows alone, so a rare match costs one walk of the index. Otherwise, and for the other
+// filters, the count comes first, then the page through the order's index (or through the
 // filter's, for few matches).
 func (s *Store) Held(ctx context.Context, f store.HeldFilter) (store.HeldPage, error) {
 	f, after, more, err := store.CheckHeld(f)
@@ -39,20 +32,6 @@ func (s *Store) Held(ctx context.Context, f store.HeldFilter) (store.HeldPage, e
 	q := heldsql.New(d, f, now, grantCols)
 	if narrow := d.NarrowBound(); q.Sifted() && narrow > 0 {
 		sieve, args := q.Sieve(narrow + 1)
-		if q.Trigrams() {
-			// The grants under the part's rarest trigram, when they are few enough to check
-			// one by one, rather than every open grant.
-			var key string
-			var n int
-			rarest, rargs := q.Rarest(trigramCandidates)
-			err := s.r.QueryRowContext(ctx, rarest, named(rargs)...).Scan(&key, &n)
-			switch {
-			case err == nil && n < trigramCandidates:
-				sieve, args = q.SieveBy(key, narrow+1)
-			case err != nil && !errors.Is(err, sql.ErrNoRows):
-				return store.HeldPage{}, fmt.Errorf("find the rarest trigram: %w", w(err))
-			}
-		}
 		tokens, err := s.sieve(ctx, sieve, args)
 		if err != nil {
 			return store.HeldPage{}, err
