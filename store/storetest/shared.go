@@ -293,10 +293,17 @@ func testSharedConcurrent(t *testing.T, e *env) {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	granted := map[lease.Mode]int{}
+	// At least rounds each, and on until both modes were granted (a loaded machine's
+	// scheduling can keep a writer out of every one of its first tries), up to a bound.
+	both := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return granted[lease.ModeShared] > 0 && granted[lease.ModeExclusive] > 0
+	}
 	for i := range workers {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(i), 7))
-			for range rounds {
+			for r := 0; r < rounds || !both() && r < 50*rounds; r++ {
 				mode := lease.ModeShared
 				if rng.IntN(3) == 0 {
 					mode = lease.ModeExclusive
