@@ -26,8 +26,8 @@ BEGIN
     ELSIF TG_OP = 'UPDATE' THEN
         -- A grant never opens again once ended: an update only ends grants (a renewal, the
         -- most common, ends none, and costs this one count).
-        SELECT (SELECT count(*) FROM new_rows WHERE ended_at IS NULL)
-             - (SELECT count(*) FROM old_rows WHERE ended_at IS NULL) INTO d;
+        SELECT (SELECT count(*) FROM new_rows n WHERE n.ended_at IS NULL)
+             - (SELECT count(*) FROM old_rows o WHERE o.ended_at IS NULL) INTO d;
         IF d <> 0 THEN
             DELETE FROM open_text t USING new_rows n WHERE t.token = n.token AND n.ended_at IS NOT NULL;
         END IF;
