@@ -30,12 +30,17 @@ type Dialect struct {
 	// the table open_text, which PostgreSQL's trigram indexes answer, rather than with Instr,
 	// which reads every candidate row. (SQLite's LIKE ignores case.)
 	Like bool
+	// Due says that the open grants' expiry and late mark are read, and ordered by, in the
+	// table open_due (expires_at, late_at), joined by token as a_due to each grant a: the
+	// indexes of PostgreSQL's grants read neither, so that a renewal updates its row in place
+	// (migration 0019). Without, they are the grant's own columns.
+	Due bool
 }
 
 // Dialects of the backends.
 var (
 	SQLite   = Dialect{Instr: "instr", Param: ':', Hints: true}
-	Postgres = Dialect{Instr: "strpos", Param: '@', Like: true,
+	Postgres = Dialect{Instr: "strpos", Param: '@', Like: true, Due: true,
 		OpenGrants: `((SELECT n FROM open_grants) + (SELECT coalesce(sum(n), 0) FROM open_grants_delta))`}
 )
 
@@ -71,12 +76,77 @@ var orderIndex = map[string]string{
 	store.OrderNewest: "grants_open_newest",
 }
 
-// orderKey is each order's key of the grant %[1]s, and what the order sorts by.
-var orderKey = map[string]struct{ key, orderBy string }{
-	store.OrderName:   {"%[1]s.name", "%[1]s.name"},
-	store.OrderExpiry: {"%[1]s.expires_at", "%[1]s.expires_at, %[1]s.token"},
-	store.OrderLate:   {"%[1]s.renewed_at + %[1]s.ttl_ms / 2", "%[1]s.renewed_at + %[1]s.ttl_ms / 2, %[1]s.token"},
-	store.OrderNewest: {"%[1]s.token", "%[1]s.token DESC"},
+// A source is where a statement reads the grant it names a: the grants table; grants joined to
+// open_due as a_due, whose indexes order by expiry and late mark (a dialect with Due); or
+// open_due alone, which also holds the names, for the counts that need nothing else.
+type source int
+
+const (
+	fromGrants source = iota
+	fromJoined
+	fromDue
+)
+
+// rel is the grant a, read from src.
+type rel struct {
+	a   string
+	src source
+}
+
+// rel is the grant a, read from grants, or from grants joined to open_due when the
+// dialect keeps expiries there and due is set (the statement orders or filters by them).
+func (q Query) rel(a string, due bool) rel {
+	if q.d.Due && due {
+		return rel{a, fromJoined}
+	}
+	return rel{a, fromGrants}
+}
+
+// dueOnly is the grant a read from open_due alone, when the dialect has it (for a count).
+func (q Query) dueOnly(a string) rel {
+	if q.d.Due {
+		return rel{a, fromDue}
+	}
+	return rel{a, fromGrants}
+}
+
+// orderKey is the order's key of the grant r, and what the order sorts by.
+func (q Query) orderKey(r rel) (key, orderBy string) {
+	switch q.f.Order {
+	case store.OrderExpiry:
+		return r.expiry(), r.expiry() + ", " + r.a + ".token"
+	case store.OrderLate:
+		return r.late(), r.late() + ", " + r.a + ".token"
+	case store.OrderNewest:
+		return r.a + ".token", r.a + ".token DESC"
+	}
+	return r.a + ".name", r.a + ".name"
+}
+
+// expiry is the expiry of the open grant r.
+func (r rel) expiry() string {
+	if r.src == fromJoined {
+		return r.a + "_due.expires_at"
+	}
+	return r.a + ".expires_at"
+}
+
+// late is the instant at which a renewal of the open grant r is late: half its TTL after its
+// last renewal.
+func (r rel) late() string {
+	switch r.src {
+	case fromJoined:
+		return r.a + "_due.late_at"
+	case fromDue:
+		return r.a + ".late_at"
+	}
+	return fmt.Sprintf("%[1]s.renewed_at + %[1]s.ttl_ms / 2", r.a)
+}
+
+// wantsDue reports whether the page orders or filters by expiry or late mark, which a dialect
+// with Due reads through open_due.
+func (q Query) wantsDue() bool {
+	return q.f.Order == store.OrderExpiry || q.f.Order == store.OrderLate || q.f.State != ""
 }
 
 // Query is the SQL of one Held call, for the checked filter f (store.CheckHeld) at now.
@@ -114,21 +184,29 @@ func (q Query) sql(s string) string {
 	return strings.ReplaceAll(s, "instr(", q.d.Instr+"(")
 }
 
-// from is "grants a", reading index when the dialect names indexes.
-func (q Query) from(a, index string) string {
-	if q.among {
-		return "grants " + a
-	}
-	if q.d.Hints {
+// from is the table of r: "grants a", reading index when the dialect names indexes.
+func (q Query) from(r rel, index string) string {
+	a := r.a
+	switch {
+	case r.src == fromDue:
+		return "open_due " + a
+	case r.src == fromJoined:
+		return fmt.Sprintf("(grants %[1]s JOIN open_due %[1]s_due ON %[1]s_due.token = %[1]s.token)", a)
+	case q.d.Hints && !q.among:
 		return "grants " + a + " INDEXED BY " + index
 	}
 	return "grants " + a
 }
 
-// filters are the conditions of f on the open grant a, but its expiry.
-func (q Query) filters(a string) string {
+// filters are the conditions of f on the open grant r, but its expiry. (open_due holds the
+// open grants alone.)
+func (q Query) filters(r rel) string {
+	a := r.a
 	var b strings.Builder
-	fmt.Fprintf(&b, "%[1]s.ended_at IS NULL AND %[1]s.name >= :lo AND %[1]s.name < :hi", a)
+	if r.src != fromDue {
+		fmt.Fprintf(&b, "%s.ended_at IS NULL AND ", a)
+	}
+	fmt.Fprintf(&b, "%[1]s.name >= :lo AND %[1]s.name < :hi", a)
 	if q.among && a != "h" {
 		fmt.Fprintf(&b, " AND %s.token IN (SELECT value FROM json_each(:among))", a)
 	}
@@ -153,24 +231,27 @@ func (q Query) filters(a string) string {
 	}
 	switch q.f.State {
 	case store.HeldExpiring:
-		fmt.Fprintf(&b, " AND %s.expires_at <= :soon", a)
+		fmt.Fprintf(&b, " AND %s <= :soon", r.expiry())
 	case store.HeldLate:
-		fmt.Fprintf(&b, " AND %[1]s.renewed_at + %[1]s.ttl_ms / 2 < :now AND instr(%[1]s.name, '#') = 0", a)
-		fmt.Fprintf(&b, " AND "+LateFloor, a)
+		fmt.Fprintf(&b, " AND %s < :now AND %s", r.late(), q.plain(a))
 	}
 	return b.String()
 }
 
-// LateFloor is a condition on the grant %[1]s that always holds (a late mark is an instant
-// after 1970) and that keeps PostgreSQL's planner on grants_open_late for "late": it has no
-// statistics of the expression over the open grants (it ignores those of a partial index), and
-// estimates a third of the table for "late mark < now" alone, which it reads by a sequential
-// scan, but 0.5 % for a range of it.
-const LateFloor = "%[1]s.renewed_at + %[1]s.ttl_ms / 2 > 0"
+// plain is the condition that the grant a is no semaphore's slot (its name has no '#').
+// PostgreSQL estimates "strpos(...) = 0" at 0.5 % of the rows, so small that it joins the
+// grants it then reads whole to the late or expiring ones; NOT LIKE it estimates from the
+// statistics of the names: nearly every row.
+func (q Query) plain(a string) string {
+	if q.d.Like {
+		return a + ".name NOT LIKE '%#%'"
+	}
+	return "instr(" + a + ".name, '#') = 0"
+}
 
 // match is filters and unexpired.
-func (q Query) match(a string) string {
-	return q.filters(a) + fmt.Sprintf(" AND %s.expires_at > :now", a)
+func (q Query) match(r rel) string {
+	return q.filters(r) + " AND " + r.expiry() + " > :now"
 }
 
 // filterIndex is the index that holds the fewest candidates of the filter.
@@ -196,7 +277,8 @@ func (q Query) Sieve(limit int) (string, map[string]any) {
 	for k, v := range q.Args {
 		args[k] = v
 	}
-	return q.sql(`SELECT a.token FROM ` + q.from("a", "grants_open_name") + ` WHERE ` + q.filters("a") + ` LIMIT :sieve`), args
+	a := q.rel("a", false)
+	return q.sql(`SELECT a.token FROM ` + q.from(a, "grants_open_name") + ` WHERE ` + q.filters(a) + ` LIMIT :sieve`), args
 }
 
 // Among is q restricted to the grants whose tokens are listed, as a JSON array, a Sieve's
@@ -214,12 +296,13 @@ func (q Query) Among(tokens string) Query {
 // (through the filter's index), less the few open ones past expiry that the sweeper has not
 // recorded yet (through grants_open), plus one per semaphore with a held slot that matches.
 func (q Query) Count() string {
-	plain := "instr(a.name, '#') = 0"
+	plain := q.plain("a")
 	var c string
 	switch {
 	case q.f.State == store.HeldExpiring:
 		// grants_open's range gives the unexpired ones directly.
-		c = `SELECT (SELECT count(*) FROM ` + q.from("a", q.filterIndex()) + ` WHERE ` + q.filters("a") + ` AND ` + plain + ` AND a.expires_at > :now)`
+		a := q.dueOnly("a")
+		c = `SELECT (SELECT count(*) FROM ` + q.from(a, q.filterIndex()) + ` WHERE ` + q.filters(a) + ` AND ` + plain + ` AND ` + a.expiry() + ` > :now)`
 	case q.d.OpenGrants != "" && !q.among && q.f.Prefix == "" && len(q.f.Within) == 0 && !q.Sifted() && q.f.State == "":
 		// Every open grant but the semaphores' slots, without a walk over them (SQLite's
 		// CROSS JOIN keeps the semaphores the outer loop).
@@ -227,17 +310,23 @@ func (q Query) Count() string {
 		if q.d.Hints {
 			join = "CROSS JOIN"
 		}
-		c = `SELECT ` + q.d.OpenGrants + ` - (SELECT count(*) FROM semaphores m ` + join + ` ` + q.from("a", "grants_open_name") + `
+		c = `SELECT ` + q.d.OpenGrants + ` - (SELECT count(*) FROM semaphores m ` + join + ` ` + q.from(q.rel("a", false), "grants_open_name") + `
 			ON a.ended_at IS NULL AND a.name > m.name || '#' AND a.name < m.name || '$')`
 	default:
-		c = `SELECT (SELECT count(*) FROM ` + q.from("a", q.filterIndex()) + ` WHERE ` + q.filters("a") + ` AND ` + plain + `)`
+		a := q.rel("a", false)
+		if q.f.State == store.HeldLate {
+			a = q.dueOnly("a")
+		}
+		c = `SELECT (SELECT count(*) FROM ` + q.from(a, q.filterIndex()) + ` WHERE ` + q.filters(a) + ` AND ` + plain + `)`
 	}
 	if q.f.State != store.HeldExpiring {
-		c += ` - (SELECT count(*) FROM ` + q.from("a", "grants_open") + ` WHERE a.expires_at <= :now AND ` + q.filters("a") + ` AND ` + plain + `)`
+		a := q.dueOnly("a")
+		c += ` - (SELECT count(*) FROM ` + q.from(a, "grants_open") + ` WHERE ` + a.expiry() + ` <= :now AND ` + q.filters(a) + ` AND ` + plain + `)`
 	}
 	if q.f.State != store.HeldLate { // a slot is never late
+		a := q.rel("a", false)
 		c += ` + (SELECT count(*) FROM semaphores m WHERE m.name < :hi AND m.name || '$' > :lo AND EXISTS (
-		SELECT 1 FROM ` + q.from("a", "grants_open_name") + ` WHERE ` + q.match("a") + ` AND a.name > m.name || '#' AND a.name < m.name || '$'))`
+		SELECT 1 FROM ` + q.from(a, "grants_open_name") + ` WHERE ` + q.match(a) + ` AND a.name > m.name || '#' AND a.name < m.name || '$'))`
 	}
 	return q.sql(c)
 }
@@ -250,8 +339,9 @@ func (q Query) Page(total int, after store.HeldKey, more bool) (string, map[stri
 	if total <= q.d.NarrowBound() {
 		index = q.filterIndex()
 	}
-	k := orderKey[q.f.Order]
-	gk, hk := fmt.Sprintf(k.key, "g"), fmt.Sprintf(k.key, "h")
+	g, h := q.rel("g", q.wantsDue()), q.rel("h", q.wantsDue())
+	gk, orderBy := q.orderKey(g)
+	hk, _ := q.orderKey(h)
 	var keyset, before string
 	switch q.f.Order {
 	case store.OrderName:
@@ -262,7 +352,7 @@ func (q Query) Page(total int, after store.HeldKey, more bool) (string, map[stri
 		keyset = fmt.Sprintf("%[1]s >= :n AND (%[1]s > :n OR g.token > :t)", gk)
 		before = fmt.Sprintf("(%[1]s < %[2]s OR %[1]s = %[2]s AND h.token < g.token)", hk, gk)
 	}
-	s := `SELECT ` + q.cols + ` FROM ` + q.from("g", index) + ` WHERE ` + q.match("g")
+	s := `SELECT ` + q.cols + ` FROM ` + q.from(g, index) + ` WHERE ` + q.match(g)
 	args := q.Args
 	if more {
 		s += ` AND ` + keyset
@@ -271,8 +361,8 @@ func (q Query) Page(total int, after store.HeldKey, more bool) (string, map[stri
 			args[k] = v
 		}
 	}
-	s += ` AND (instr(g.name, '#') = 0 OR NOT EXISTS (SELECT 1 FROM ` + q.from("h", "grants_open_name") + ` WHERE ` + q.match("h") + `
+	s += ` AND (instr(g.name, '#') = 0 OR NOT EXISTS (SELECT 1 FROM ` + q.from(h, "grants_open_name") + ` WHERE ` + q.match(h) + `
 		AND h.name > substr(g.name, 1, instr(g.name, '#')) AND h.name < substr(g.name, 1, instr(g.name, '#') - 1) || '$' AND ` + before + `))
-		ORDER BY ` + fmt.Sprintf(k.orderBy, "g") + ` LIMIT :limit`
+		ORDER BY ` + orderBy + ` LIMIT :limit`
 	return q.sql(s), args
 }

@@ -690,8 +690,8 @@ func (s *Store) ExpireDue(ctx context.Context) (int, time.Time, error) {
 		if err != nil {
 			return err
 		}
-		rows, err := t.tx.Query(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.ended_at IS NULL AND g.expires_at <= $1
-			ORDER BY g.expires_at FOR UPDATE SKIP LOCKED`, now)
+		rows, err := t.tx.Query(ctx, `SELECT `+grantCols+` FROM open_due d JOIN grants g ON g.token = d.token
+			WHERE d.expires_at <= $1 AND g.ended_at IS NULL AND g.expires_at <= $1 ORDER BY d.expires_at FOR UPDATE OF g SKIP LOCKED`, now)
 		if err != nil {
 			return fmt.Errorf("find expired leases: %w", err)
 		}
@@ -706,7 +706,7 @@ func (s *Store) ExpireDue(ctx context.Context) (int, time.Time, error) {
 		}
 		n = len(due)
 		var nx *int64
-		if err := t.tx.QueryRow(ctx, `SELECT min(expires_at) FROM grants WHERE ended_at IS NULL AND expires_at > $1`, now).Scan(&nx); err != nil {
+		if err := t.tx.QueryRow(ctx, `SELECT min(expires_at) FROM open_due WHERE expires_at > $1`, now).Scan(&nx); err != nil {
 			return fmt.Errorf("next expiry: %w", err)
 		}
 		if nx != nil {
@@ -736,9 +736,9 @@ func (s *Store) HeldCount(ctx context.Context, prefix string) (int, error) {
 	q := `SELECT count(*) FROM grants WHERE ended_at IS NULL AND expires_at > $1 AND name >= $2 AND name < $3`
 	if prefix == "" {
 		// Every open grant, from the count the grants' trigger keeps, less the few past expiry
-		// that no sweep has recorded yet (a range of grants_open).
-		q = `SELECT ` + heldsql.Postgres.OpenGrants + ` - (SELECT count(*) FROM grants WHERE ended_at IS NULL AND expires_at <= $1
-			AND name >= $2 AND name < $3)`
+		// that no sweep has recorded yet (a range of open_due_expiry).
+		q = `SELECT ` + heldsql.Postgres.OpenGrants + ` - (SELECT count(*) FROM open_due
+			WHERE expires_at <= $1 AND name >= $2 AND name < $3)`
 	}
 	var n int
 	if err := s.pool.QueryRow(ctx, q, custom, now, lo, hi).Scan(&n); err != nil {
@@ -757,7 +757,7 @@ func (s *Store) RecentlyFreed(ctx context.Context, prefix string, limit int) ([]
 	}
 	lo, hi := store.PrefixRange(prefix)
 	rows, err := s.pool.Query(ctx, `WITH cand AS (
-			(SELECT name FROM grants WHERE ended_at IS NULL AND expires_at <= $1 AND name >= $2 AND name < $3 LIMIT $4)
+			(SELECT name FROM open_due WHERE expires_at <= $1 AND name >= $2 AND name < $3 LIMIT $4)
 			UNION
 			(SELECT name FROM events WHERE type IN ('released', 'expired', 'revoked') AND name >= $2 AND name < $3
 				ORDER BY seq DESC LIMIT $4 * 8))

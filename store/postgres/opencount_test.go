@@ -13,10 +13,11 @@ import (
 )
 
 // TestOpenGrantsCounted: the count of open grants that the grants' trigger keeps (the folded
-// count plus the changes since), and its table of their names and holders (open_text), are what
-// counting and listing the open grants give after each way a grant
-// opens or ends (acquire, a semaphore's slots, release, revoke, expiry swept) and after the
-// sweep folds the changes, and HeldCount and Held's total, which start from it, agree.
+// count plus the changes since), its table of their names and holders (open_text) and its
+// table of their expiries and late marks (open_due) are what counting and listing the open
+// grants give after each way a grant opens, is renewed or ends (acquire, renew with and without
+// a new TTL, release, revoke, expiry swept) and after the sweep folds the changes, and
+// HeldCount and Held's total, which start from it, agree.
 func TestOpenGrantsCounted(t *testing.T) {
 	ctx := context.Background()
 	clock := lease.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
@@ -50,6 +51,19 @@ func TestOpenGrantsCounted(t *testing.T) {
 		if missing != 0 || extra != 0 {
 			t.Errorf("%s: open_text misses %d open grants and holds %d others", step, missing, extra)
 		}
+		// open_due, which orders and sweeps by expiry and late mark, holds exactly the open
+		// grants, each with its grant's name, expiry and late mark.
+		if err := conn.QueryRow(ctx, `SELECT
+			(SELECT count(*) FROM grants g WHERE g.ended_at IS NULL AND NOT EXISTS
+				(SELECT 1 FROM open_due d WHERE d.token = g.token AND d.name = g.name AND d.expires_at = g.expires_at
+					AND d.late_at = g.renewed_at + g.ttl_ms / 2)),
+			(SELECT count(*) FROM open_due d WHERE NOT EXISTS
+				(SELECT 1 FROM grants g WHERE g.token = d.token AND g.ended_at IS NULL))`).Scan(&missing, &extra); err != nil {
+			t.Fatal(err)
+		}
+		if missing != 0 || extra != 0 {
+			t.Errorf("%s: open_due misses (or is behind on) %d open grants and holds %d others", step, missing, extra)
+		}
 		if n, err := s.HeldCount(ctx, ""); err != nil || n != held {
 			t.Errorf("%s: HeldCount() = %d, %v; counted %d", step, n, err, held)
 		}
@@ -71,10 +85,15 @@ func TestOpenGrantsCounted(t *testing.T) {
 	acquire(store.AcquireParams{Name: "short", TTL: 10 * time.Second})
 	c := acquire(store.AcquireParams{Name: "c", TTL: time.Minute})
 	check("acquired")
+	clock.Advance(time.Second)
 	if _, err := s.Renew(ctx, "c", c.ID, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	check("renewed")
+	if _, err := s.Renew(ctx, "c", c.ID, 3*time.Minute, nil); err != nil {
+		t.Fatal(err)
+	}
+	check("renewed with a new TTL")
 	if err := s.Release(ctx, "a", a.ID); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/leasekeeper/leasekeeper/store"
-	"github.com/leasekeeper/leasekeeper/store/heldsql"
 )
 
 // Triage counts the held leases under prefix that need a look, and lists their pending
@@ -19,13 +18,11 @@ func (s *Store) Triage(ctx context.Context, prefix string, within time.Duration)
 		return store.Triage{}, err
 	}
 	lo, hi := store.PrefixRange(prefix)
-	// Each count reads a range of an index of the open grants (by expiry; by the instant a
-	// renewal is late), so neither grows with the held leases that need no look. The late
-	// count's floor keeps the planner on that index (see heldsql.LateFloor).
+	// Each count reads a range of an index of open_due (by expiry; by the instant a renewal is
+	// late), so neither grows with the held leases that need no look.
 	err = s.pool.QueryRow(ctx, `SELECT
-		(SELECT count(*) FROM grants WHERE ended_at IS NULL AND expires_at > $1 AND expires_at <= $2 AND name >= $3 AND name < $4),
-		(SELECT count(*) FROM grants g WHERE g.ended_at IS NULL AND (g.renewed_at + g.ttl_ms / 2) < $1 AND `+fmt.Sprintf(heldsql.LateFloor, "g")+`
-			AND g.expires_at > $1 AND g.name >= $3 AND g.name < $4)`, custom,
+		(SELECT count(*) FROM open_due WHERE expires_at > $1 AND expires_at <= $2 AND name >= $3 AND name < $4),
+		(SELECT count(*) FROM open_due WHERE late_at < $1 AND expires_at > $1 AND name >= $3 AND name < $4)`, custom,
 		now, now+within.Milliseconds(), lo, hi).Scan(&out.Soon, &out.Late)
 	if err != nil {
 		return store.Triage{}, fmt.Errorf("count leases to look at: %w", translate(err))
