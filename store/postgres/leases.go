@@ -391,15 +391,39 @@ func decider(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok boo
 	if err := lease.CheckSharedLimit(p.Name, p.Limit, sharedHeld); err != nil {
 		return nil, err
 	}
-	if p.Limit == 0 {
-		h := lease.Holders{Name: p.Name, Excl: g.rule(), ExclExists: ok}
-		if isShared || p.Mode == lease.ModeShared {
-			h.Shared, h.SharedExists = make([]lease.Grant, lim), exists[:lim]
-			for i := range lim {
-				h.Shared[i] = slots[i].rule()
+	// resettle records, at the clock a decision runs at, the expiry of each grant it may take
+	// the place of. They were settled at the clock read after their locks; the decision runs
+	// again at a later one (after the last token's lock), and a grant that expired in between,
+	// taken over unsettled, had its expiry recorded after the grant that replaced it, by the
+	// sweep.
+	resettle := func(now int64) error {
+		var err error
+		if ok {
+			if g, err = settle(ctx, t, g, now); err != nil {
+				return err
 			}
 		}
+		for i := range slots {
+			if exists[i] {
+				if slots[i], err = settle(ctx, t, slots[i], now); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	if p.Limit == 0 {
 		return func(now, last int64) (string, int64, bool, error) {
+			if err := resettle(now); err != nil {
+				return "", 0, false, err
+			}
+			h := lease.Holders{Name: p.Name, Excl: g.rule(), ExclExists: ok}
+			if isShared || p.Mode == lease.ModeShared {
+				h.Shared, h.SharedExists = make([]lease.Grant, lim), exists[:lim]
+				for i := range lim {
+					h.Shared[i] = slots[i].rule()
+				}
+			}
 			return store.DecideMode(h, p.Mode, ms(now), last, lim, isShared, func(n int) error {
 				if keep != nil {
 					keep(n)
@@ -414,11 +438,14 @@ func decider(ctx context.Context, t *txn, p store.AcquireParams, g grant, ok boo
 			return nil, err
 		}
 	}
-	rules := make([]lease.Grant, p.Limit)
-	for i := range rules {
-		rules[i] = slots[i].rule()
-	}
 	return func(now, last int64) (string, int64, bool, error) {
+		if err := resettle(now); err != nil {
+			return "", 0, false, err
+		}
+		rules := make([]lease.Grant, p.Limit)
+		for i := range rules {
+			rules[i] = slots[i].rule()
+		}
 		slot, token, err := lease.DecideSemaphore(p.Name, rules, exists[:p.Limit], ms(now), last)
 		return lease.SlotName(p.Name, slot), token, false, err
 	}, nil
