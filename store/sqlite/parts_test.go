@@ -1,0 +1,111 @@
+package sqlite
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+// partsStore opens a store whose index of parts works in mode.
+func partsStore(t *testing.T, mode PartsMode) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "parts.db"), Options{
+		Clock: lease.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), HeldParts: mode, Reserve: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func acquirePart(t *testing.T, s *Store, name, holder string) lease.Lease {
+	t.Helper()
+	l, err := s.Acquire(context.Background(), store.AcquireParams{Name: name, Holder: holder, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// wantCandidates checks that the index of parts answers and lists exactly the tokens want.
+func wantCandidates(t *testing.T, s *Store, contains, holder string, want ...lease.Lease) {
+	t.Helper()
+	got, ok, err := s.parts.candidates(context.Background(), contains, holder, 10)
+	if err != nil || !ok {
+		t.Fatalf("candidates(%q, %q) = %v, %v, %v; want an answer", contains, holder, got, ok, err)
+	}
+	var tokens []int64
+	for _, l := range want {
+		tokens = append(tokens, int64(l.Token))
+	}
+	slices.Sort(got)
+	slices.Sort(tokens)
+	if !slices.Equal(got, tokens) {
+		t.Errorf("candidates(%q, %q) = %v, want %v", contains, holder, got, tokens)
+	}
+}
+
+// TestPartsFindsEveryOpenGrant checks the index of parts: it finds a part in the names and
+// holders of the grants of its build, in those acquired since (past its mark, read a chunk at
+// a time), in both at once, and it keeps grants that ended until they outnumber the open ones,
+// then a rebuild drops them; it lists no more than it is asked for.
+func TestPartsFindsEveryOpenGrant(t *testing.T) {
+	s := partsStore(t, PartsAtOnce)
+	s.parts.chunk, s.parts.slack = 2, 0
+	first := acquirePart(t, s, "a-needle", "h-1")
+	held := acquirePart(t, s, "plain", "needle-h")
+	wantCandidates(t, s, "needle", "", first)
+	var since []lease.Lease
+	for _, name := range []string{"b-needle", "c-needle", "d-needle", "e-needle", "f"} {
+		since = append(since, acquirePart(t, s, name, "h-2"))
+	}
+	wantCandidates(t, s, "needle", "", append([]lease.Lease{first}, since[:4]...)...)
+	wantCandidates(t, s, "", "needle", held)
+	wantCandidates(t, s, "needle", "h-2", since[:4]...)
+	wantCandidates(t, s, "", "h-", append([]lease.Lease{first}, since...)...)
+	if got, ok, err := s.parts.candidates(context.Background(), "needle", "", 4); ok || err != nil {
+		t.Errorf("candidates(needle) of at most 4 = %v, %v, %v; want too many", got, ok, err)
+	}
+	// A grant that ended stays a candidate (Held checks each in SQL) until a rebuild.
+	if err := s.Release(context.Background(), "a-needle", first.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantCandidates(t, s, "needle", "", append([]lease.Lease{first}, since[:4]...)...)
+	for _, l := range since {
+		if err := s.Release(context.Background(), l.Name, l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantCandidates(t, s, "needle", "")
+	wantCandidates(t, s, "", "needle", held)
+}
+
+// TestPartsBuiltInTheBackground checks the default mode: the first filter on a part starts
+// the index's build and sieves in SQL; once built, the filters read it, grants acquired since
+// included, and Held answers exactly through it.
+func TestPartsBuiltInTheBackground(t *testing.T) {
+	s := partsStore(t, PartsBackground)
+	a := acquirePart(t, s, "a-needle", "h")
+	if _, ok, err := s.parts.candidates(context.Background(), "needle", "", 10); ok || err != nil {
+		t.Fatalf("candidates before the build = %v, %v; want none yet", ok, err)
+	}
+	s.parts.wg.Wait()
+	b := acquirePart(t, s, "b-needle", "h")
+	acquirePart(t, s, "c", "h")
+	wantCandidates(t, s, "needle", "", a, b)
+	if err := s.Release(context.Background(), "a-needle", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Held(context.Background(), store.HeldFilter{Contains: "needle", Order: store.OrderName, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Total != 1 || len(p.Items) != 1 || p.Items[0].Name != "b-needle" {
+		t.Errorf("Held(needle) = %+v, want b-needle alone", p)
+	}
+}
