@@ -8,33 +8,40 @@ import (
 	"log/slog"
 	"sort"
 	"sync"
+	"time"
 )
 
 // parts finds the open grants whose name or holder contains a part, for Held's filters ?q= and
 // ?holder=, without a walk of grants_open_name: it keeps the names and holders of the open
 // grants in memory, in two byte strings that bytes.Index searches, with each entry's token.
 //
-// It is built and kept by readers, off the write path: the writer knows nothing of it. It is
-// built once, in the background, on the first filter that needs it (from grants_open_name, in
-// one read transaction, up to the last token issued then: its mark), and every filter first
-// reads the grants opened since (tokens past the mark, through grants_open_newest: a token is
-// never reused and a grant's name and holder never change). A grant that ended stays in it
-// until a rebuild, when they outnumber the open grants: what it finds is a superset of the
-// matches, which Held then checks in SQL (heldsql.Query.Among), so its answers stay exact.
-// Until it is built, and when it finds more candidates than Held sorts, Held sieves in SQL.
+// It is built and kept by readers, off the write path: the writer knows nothing of it. The
+// first filter that needs it starts a keeper in the background, which builds it (from
+// grants_open_name, in one read transaction, up to the last token issued then: its mark),
+// then every second appends the grants opened since (tokens past the mark, through
+// grants_open_newest: a token is never reused and a grant's name and holder never change),
+// and each filter does too before it searches, so that it misses none. A grant that ended
+// stays in it until the keeper rebuilds it, when they outnumber the open grants: what it finds
+// is a superset of the matches, which Held then checks in SQL (heldsql.Query.Among), so its
+// answers stay exact. The keeper drops it after partsIdle without a filter. Until it is built,
+// when more grants than a chunk opened since the keeper's last pass, and when it finds more
+// candidates than Held sorts, Held sieves in SQL.
 type parts struct {
 	mode   PartsMode
-	chunk  int // tailChunk but in tests
-	slack  int // how many more ended grants than open ones a rebuild waits for, besides
+	chunk  int           // tailChunk but in tests
+	every  time.Duration // partsEvery but in tests
+	slack  int           // how many more ended grants than open ones a rebuild waits for, besides
 	r      *sql.DB
 	log    *slog.Logger
 	ctx    context.Context // cancelled by close
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	onSwap func() // called when the keeper has put a new build in place (tests)
 
-	mu       sync.Mutex
-	idx      *partIndex // nil until built
-	building bool
+	mu      sync.Mutex
+	idx     *partIndex // nil until built
+	keeping bool       // a keeper runs
+	used    time.Time  // the last filter's time
 }
 
 // partIndex is one build of the parts' index and the grants appended since.
@@ -49,11 +56,14 @@ type partIndex struct {
 	mark           int64 // every open grant up to this token is in the index
 }
 
-// tailChunk is the most grants one statement reads past the mark; a filter reads at most
-// tailRead of them before it leaves the rest to the background and sieves in SQL.
 const (
+	// tailChunk is the most grants one statement reads past the mark, and the most a filter
+	// reads before it leaves them to the keeper and sieves in SQL.
 	tailChunk = 10_000
-	tailRead  = 50_000
+	// partsEvery is how often the keeper appends the grants opened since its last pass.
+	partsEvery = time.Second
+	// partsIdle is how long the keeper keeps the index without a filter that reads it.
+	partsIdle = 10 * time.Minute
 )
 
 // PartsMode is how Held finds the grants whose name or holder contains a part (Options.HeldParts).
@@ -72,10 +82,10 @@ const (
 
 func newParts(mode PartsMode, r *sql.DB, log *slog.Logger) *parts {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &parts{mode: mode, chunk: tailChunk, slack: 4096, r: r, log: log, ctx: ctx, cancel: cancel}
+	return &parts{mode: mode, chunk: tailChunk, every: partsEvery, slack: 4096, r: r, log: log, ctx: ctx, cancel: cancel}
 }
 
-// close stops a build in progress and waits for it.
+// close stops the keeper and waits for it.
 func (p *parts) close() {
 	p.cancel()
 	p.wg.Wait()
@@ -86,26 +96,18 @@ func (p *parts) close() {
 // false when the index is not ready or more than most were found: then the caller sieves in
 // SQL.
 func (p *parts) candidates(ctx context.Context, contains, holder string, most int) (tokens []int64, ok bool, err error) {
-	if p.mode == PartsNever {
+	switch p.mode {
+	case PartsNever:
 		return nil, false, nil
-	}
-	if p.mode == PartsAtOnce {
+	case PartsAtOnce:
 		return p.candidatesAtOnce(ctx, contains, holder, most)
 	}
-	x := p.ready()
+	x := p.use()
 	if x == nil {
 		return nil, false, nil
 	}
-	caught, err := x.catchUp(ctx, p.r, p.chunk, tailRead)
-	if err != nil {
+	if caught, err := x.catchUp(ctx, p.r, p.chunk, p.chunk); err != nil || !caught {
 		return nil, false, err
-	}
-	if !caught {
-		p.spawn(func(ctx context.Context) error { _, err := x.catchUp(ctx, p.r, p.chunk, -1); return err })
-		return nil, false, nil
-	}
-	if p.stale(ctx, x) {
-		p.rebuild()
 	}
 	tokens, ok = x.find([]byte(contains), []byte(holder), most)
 	return tokens, ok, nil
@@ -127,53 +129,65 @@ func (p *parts) candidatesAtOnce(ctx context.Context, contains, holder string, m
 	return tokens, ok, nil
 }
 
-// ready is the index when it is built, else nil, having started its build.
-func (p *parts) ready() *partIndex {
+// use is the index when it is built, else nil, and notes the use: it starts the keeper when
+// none runs.
+func (p *parts) use() *partIndex {
 	p.mu.Lock()
-	x := p.idx
-	p.mu.Unlock()
-	if x == nil {
-		p.rebuild()
+	defer p.mu.Unlock()
+	p.used = time.Now()
+	if !p.keeping && p.ctx.Err() == nil {
+		p.keeping = true
+		p.wg.Add(1)
+		go p.keep()
 	}
-	return x
+	return p.idx
 }
 
-// rebuild builds a new index in the background (unless a build is running), which replaces the
-// current one when done.
-func (p *parts) rebuild() {
-	p.mu.Lock()
-	if p.building || p.ctx.Err() != nil {
-		p.mu.Unlock()
-		return
-	}
-	p.building = true
-	p.mu.Unlock()
-	p.spawn(func(ctx context.Context) error {
-		x, err := buildParts(ctx, p.r)
+// keep builds the index, then keeps it (see parts) until it is idle or the store closes.
+func (p *parts) keep() {
+	defer p.wg.Done()
+	tick := time.NewTicker(p.every)
+	defer tick.Stop()
+	for {
 		p.mu.Lock()
-		defer p.mu.Unlock()
-		p.building = false
-		if err == nil {
-			p.idx = x
+		x, idle := p.idx, time.Since(p.used) > partsIdle
+		if idle || p.ctx.Err() != nil {
+			p.idx, p.keeping = nil, false
+			p.mu.Unlock()
+			return
 		}
-		return err
-	})
-}
-
-// spawn runs f in the background until close, logging its error (the filters sieve in SQL
-// meanwhile, and the next one tries again).
-func (p *parts) spawn(f func(context.Context) error) {
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		if err := f(p.ctx); err != nil && p.ctx.Err() == nil {
+		p.mu.Unlock()
+		if err := p.pass(x); err != nil && p.ctx.Err() == nil {
 			p.log.Warn("the index of the parts of names", "err", err)
 		}
-	}()
+		select {
+		case <-p.ctx.Done():
+		case <-tick.C:
+		}
+	}
 }
 
-// stale reports whether the grants that ended outnumber the open ones in x (and a few
-// thousand): a rebuild drops them.
+// pass is one of the keeper's: a build when x is nil or stale, else the grants opened since.
+func (p *parts) pass(x *partIndex) error {
+	if x != nil && !p.stale(p.ctx, x) {
+		_, err := x.catchUp(p.ctx, p.r, p.chunk, -1)
+		return err
+	}
+	x, err := buildParts(p.ctx, p.r)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.idx = x
+	p.mu.Unlock()
+	if p.onSwap != nil {
+		p.onSwap()
+	}
+	return nil
+}
+
+// stale reports whether the grants that ended outnumber the open ones in x (and slack more):
+// a rebuild drops them.
 func (p *parts) stale(ctx context.Context, x *partIndex) bool {
 	var open int
 	if err := p.r.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'open_grants'`).Scan(&open); err != nil {

@@ -2,8 +2,11 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,15 +89,19 @@ func TestPartsFindsEveryOpenGrant(t *testing.T) {
 }
 
 // TestPartsBuiltInTheBackground checks the default mode: the first filter on a part starts
-// the index's build and sieves in SQL; once built, the filters read it, grants acquired since
-// included, and Held answers exactly through it.
+// the keeper, which builds the index, and sieves in SQL; once built, the filters read it,
+// grants acquired since included, and Held answers exactly through it; a filter that finds
+// more grants opened since than a chunk leaves them to the keeper and sieves in SQL.
 func TestPartsBuiltInTheBackground(t *testing.T) {
 	s := partsStore(t, PartsBackground)
+	built := make(chan struct{}, 1)
+	// The keeper builds, then waits an hour: the filters catch up, a chunk of 3 at most.
+	s.parts.onSwap, s.parts.every, s.parts.chunk = func() { built <- struct{}{} }, time.Hour, 3
 	a := acquirePart(t, s, "a-needle", "h")
 	if _, ok, err := s.parts.candidates(context.Background(), "needle", "", 10); ok || err != nil {
 		t.Fatalf("candidates before the build = %v, %v; want none yet", ok, err)
 	}
-	s.parts.wg.Wait()
+	<-built
 	b := acquirePart(t, s, "b-needle", "h")
 	acquirePart(t, s, "c", "h")
 	wantCandidates(t, s, "needle", "", a, b)
@@ -108,6 +115,16 @@ func TestPartsBuiltInTheBackground(t *testing.T) {
 	if p.Total != 1 || len(p.Items) != 1 || p.Items[0].Name != "b-needle" {
 		t.Errorf("Held(needle) = %+v, want b-needle alone", p)
 	}
+	var d lease.Lease
+	for _, name := range []string{"d-needle", "e", "f"} {
+		if l := acquirePart(t, s, name, "h"); name == "d-needle" {
+			d = l
+		}
+	}
+	if got, ok, err := s.parts.candidates(context.Background(), "needle", "", 10); ok || err != nil {
+		t.Errorf("candidates with 3 grants opened since, a chunk of 3 = %v, %v, %v; want none yet", got, ok, err)
+	}
+	wantCandidates(t, s, "needle", "", a, b, d)
 }
 
 // TestHeldReadsThePartsIndex checks that Held answers a filter on a part from the index of
@@ -138,5 +155,54 @@ func TestHeldReadsThePartsIndex(t *testing.T) {
 		if err != nil || p.Total != 2 || len(p.Items) != 2 || p.Items[1].Name != "c-needle" {
 			t.Errorf("Held(needle) without grants_open_name = %+v, %v; want a-needle and c-needle from the index of parts", p, err)
 		}
+	}
+}
+
+// TestPartsUnderConcurrentWrites runs filters on a part while writers acquire and release and
+// the keeper catches up and rebuilds as often as it can (for the race detector), then checks
+// that Held counts exactly the open grants whose names contain the part.
+func TestPartsUnderConcurrentWrites(t *testing.T) {
+	s := partsStore(t, PartsBackground)
+	s.parts.every, s.parts.chunk, s.parts.slack = time.Millisecond, 4, 0
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() {
+			for i := range 60 {
+				l, err := s.Acquire(ctx, store.AcquireParams{Name: fmt.Sprintf("n-%d-%d", w, i), Holder: "h", TTL: time.Hour})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if i%3 != 0 {
+					if err := s.Release(ctx, l.Name, l.ID); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 100 {
+			if _, err := s.Held(ctx, store.HeldFilter{Contains: "-1", Order: store.OrderName, Limit: 5}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	wg.Wait()
+	// Held of "-1": n-0-1x and n-1-1x..., n-1-* and n-0-1, of the i divisible by 3.
+	want := 0
+	for w := range 2 {
+		for i := 0; i < 60; i += 3 {
+			if strings.Contains(fmt.Sprintf("n-%d-%d", w, i), "-1") {
+				want++
+			}
+		}
+	}
+	p, err := s.Held(ctx, store.HeldFilter{Contains: "-1", Order: store.OrderName, Limit: 5})
+	if err != nil || p.Total != want {
+		t.Errorf("Held(-1) after the writers = total %d, %v; want %d", p.Total, err, want)
 	}
 }
