@@ -199,6 +199,14 @@ func (p *parts) stale(ctx context.Context, x *partIndex) bool {
 	return n > 2*open+p.slack
 }
 
+// The statements that read the index's entries: every open grant (grants_open_name holds name
+// and holder: no row is read), and those past a token, in order (TestPartsPlans).
+const (
+	partsAll   = `SELECT token, name, holder FROM grants INDEXED BY grants_open_name WHERE ended_at IS NULL`
+	partsSince = `SELECT token, name, holder FROM grants INDEXED BY grants_open_newest
+		WHERE ended_at IS NULL AND token > ? ORDER BY token LIMIT ?`
+)
+
 // buildParts reads every open grant's name and holder from grants_open_name, which holds both,
 // in one read transaction, with the last token issued (meta.last_token, written in the
 // transaction of the batch that issued it) as the mark.
@@ -212,7 +220,7 @@ func buildParts(ctx context.Context, r *sql.DB) (*partIndex, error) {
 	if err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&x.mark); err != nil {
 		return nil, fmt.Errorf("index the parts of names: %w", w(err))
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT token, name, holder FROM grants INDEXED BY grants_open_name WHERE ended_at IS NULL`)
+	rows, err := tx.QueryContext(ctx, partsAll)
 	if err != nil {
 		return nil, fmt.Errorf("index the parts of names: %w", w(err))
 	}
@@ -232,8 +240,7 @@ func (x *partIndex) catchUp(ctx context.Context, r *sql.DB, chunk, most int) (ca
 		x.mu.RLock()
 		mark := x.mark
 		x.mu.RUnlock()
-		rows, err := r.QueryContext(ctx, `SELECT token, name, holder FROM grants INDEXED BY grants_open_newest
-			WHERE ended_at IS NULL AND token > ? ORDER BY token LIMIT ?`, mark, chunk)
+		rows, err := r.QueryContext(ctx, partsSince, mark, chunk)
 		if err != nil {
 			return false, fmt.Errorf("index the parts of new names: %w", w(err))
 		}

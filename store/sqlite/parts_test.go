@@ -206,3 +206,15 @@ func TestPartsUnderConcurrentWrites(t *testing.T) {
 		t.Errorf("Held(-1) after the writers = total %d, %v; want %d", p.Total, err, want)
 	}
 }
+
+// TestPartsPlans checks that the index of parts is built by a walk of grants_open_name and
+// caught up through a range of grants_open_newest, with no sort.
+func TestPartsPlans(t *testing.T) {
+	s := partsStore(t, PartsNever)
+	if got, want := queryPlan(t, s.r, partsAll), "SCAN grants USING INDEX grants_open_name"; got != want {
+		t.Errorf("plan of the build: %s, want %s", got, want)
+	}
+	if got, want := queryPlan(t, s.r, partsSince, 1, 2), "SEARCH grants USING INDEX grants_open_newest (token>?)"; got != want {
+		t.Errorf("plan of the catch-up: %s, want %s", got, want)
+	}
+}
