@@ -257,40 +257,45 @@ func (x *partIndex) catchUp(ctx context.Context, r *sql.DB, chunk, most int) (ca
 	return false, nil
 }
 
-// scan appends rows of token, name and holder, a chunk at a time, and moves the mark to the
-// greatest token read (catchUp reads in order of token; a build set it first).
+// scan appends rows of token, name and holder, a chunk at a time (so that a search waits for
+// no read), and moves the mark to the greatest token read (catchUp reads in order of token; a
+// build set it first).
 func (x *partIndex) scan(rows *sql.Rows) (int, error) {
-	type entry struct {
-		token        int64
-		name, holder []byte
-	}
-	var chunk []entry
-	flush := func() {
-		x.mu.Lock()
-		defer x.mu.Unlock()
-		for _, e := range chunk {
-			x.names = append(append(x.names, e.name...), 0)
-			x.nameEnd = append(x.nameEnd, uint32(len(x.names)-1))
-			x.holders = append(append(x.holders, e.holder...), 0)
-			x.holderEnd = append(x.holderEnd, uint32(len(x.holders)-1))
-			x.tokens = append(x.tokens, e.token)
-			x.mark = max(x.mark, e.token)
-		}
-		chunk = chunk[:0]
-	}
+	var chunk partIndex
+	var name, holder sql.RawBytes
+	var token int64
 	n := 0
 	for rows.Next() {
-		var e entry
-		if err := rows.Scan(&e.token, &e.name, &e.holder); err != nil {
+		if err := rows.Scan(&token, &name, &holder); err != nil {
 			return n, err
 		}
-		chunk = append(chunk, e)
-		if n++; len(chunk) == 4096 {
-			flush()
+		chunk.add(token, name, holder)
+		if n++; len(chunk.tokens) == 4096 {
+			x.merge(&chunk)
 		}
 	}
-	flush()
+	x.merge(&chunk)
 	return n, w(rows.Err())
+}
+
+// add appends an entry.
+func (x *partIndex) add(token int64, name, holder []byte) {
+	x.names = append(append(x.names, name...), 0)
+	x.nameEnd = append(x.nameEnd, uint32(len(x.names)-1))
+	x.holders = append(append(x.holders, holder...), 0)
+	x.holderEnd = append(x.holderEnd, uint32(len(x.holders)-1))
+	x.tokens = append(x.tokens, token)
+	x.mark = max(x.mark, token)
+}
+
+// merge appends the entries of chunk and empties it.
+func (x *partIndex) merge(chunk *partIndex) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i, t := range chunk.tokens {
+		x.add(t, entryOf(chunk.names, chunk.nameEnd, i), entryOf(chunk.holders, chunk.holderEnd, i))
+	}
+	chunk.names, chunk.nameEnd, chunk.holders, chunk.holderEnd, chunk.tokens = chunk.names[:0], chunk.nameEnd[:0], chunk.holders[:0], chunk.holderEnd[:0], chunk.tokens[:0]
 }
 
 // find lists the tokens of the entries whose name contains part and whose holder contains
