@@ -118,7 +118,7 @@ func (p *parts) candidatesAtOnce(ctx context.Context, contains, holder string, m
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.idx == nil || p.stale(ctx, p.idx) {
-		if p.idx, err = buildParts(ctx, p.r); err != nil {
+		if p.idx, err = buildParts(ctx, p.r, p.chunk, false); err != nil {
 			return nil, false, err
 		}
 	}
@@ -173,7 +173,7 @@ func (p *parts) pass(x *partIndex) error {
 		_, err := x.catchUp(p.ctx, p.r, p.chunk, -1)
 		return err
 	}
-	x, err := buildParts(p.ctx, p.r)
+	x, err := buildParts(p.ctx, p.r, p.chunk, true)
 	if err != nil {
 		return err
 	}
@@ -199,36 +199,62 @@ func (p *parts) stale(ctx context.Context, x *partIndex) bool {
 	return n > 2*open+p.slack
 }
 
-// The statements that read the index's entries: every open grant (grants_open_name holds name
-// and holder: no row is read), and those past a token, in order (TestPartsPlans).
+// The statements that read the index's entries: the open grants after a key of
+// grants_open_name (which holds name and holder), in its order, and those past a token, in
+// order (TestPartsPlans).
 const (
-	partsAll   = `SELECT token, name, holder FROM grants INDEXED BY grants_open_name WHERE ended_at IS NULL`
+	partsAfter = `SELECT token, name, holder FROM grants INDEXED BY grants_open_name
+		WHERE ended_at IS NULL AND (name, holder, token) > (?, ?, ?) ORDER BY name, holder, token LIMIT ?`
 	partsSince = `SELECT token, name, holder FROM grants INDEXED BY grants_open_newest
 		WHERE ended_at IS NULL AND token > ? ORDER BY token LIMIT ?`
 )
 
-// buildParts reads every open grant's name and holder from grants_open_name, which holds both,
-// in one read transaction, with the last token issued (meta.last_token, written in the
-// transaction of the batch that issued it) as the mark.
-func buildParts(ctx context.Context, r *sql.DB) (*partIndex, error) {
-	tx, err := r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("index the parts of names: %w", w(err))
-	}
-	defer tx.Rollback()
+// partsPause is how many times the time it took to read a chunk the keeper's build waits
+// before the next: a build at a million reads for ~1.5 s, and without pauses it took a core
+// of two from the writer's commits while it ran (acquires halved, BenchmarkPartsBesideAcquire).
+const partsPause = 3
+
+// buildParts reads every open grant's name and holder from grants_open_name, chunk at a time
+// in its order, each chunk a statement of its own (no read transaction holds the WAL), and
+// paced when pace: the last token issued before the first (meta.last_token, written in the
+// transaction of the batch that issued it) is the mark, and the grants past it that the walk
+// meets are left to catchUp. A grant up to the mark that is open when its chunk is read is in
+// it: its name and holder, so its place in the index, never change.
+func buildParts(ctx context.Context, r *sql.DB, chunk int, pace bool) (*partIndex, error) {
 	x := &partIndex{}
-	if err := tx.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&x.mark); err != nil {
+	if err := r.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&x.mark); err != nil {
 		return nil, fmt.Errorf("index the parts of names: %w", w(err))
 	}
-	rows, err := tx.QueryContext(ctx, partsAll)
-	if err != nil {
-		return nil, fmt.Errorf("index the parts of names: %w", w(err))
+	var after partKey
+	for {
+		began := time.Now()
+		rows, err := r.QueryContext(ctx, partsAfter, string(after.name), string(after.holder), after.token, chunk)
+		if err != nil {
+			return nil, fmt.Errorf("index the parts of names: %w", w(err))
+		}
+		n, err := x.scan(rows, x.mark, &after)
+		rows.Close()
+		if err != nil {
+			return nil, fmt.Errorf("index the parts of names: %w", err)
+		}
+		if n < chunk {
+			return x, nil
+		}
+		if pace {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(partsPause * time.Since(began)):
+			}
+		}
 	}
-	defer rows.Close()
-	if _, err := x.scan(rows); err != nil {
-		return nil, fmt.Errorf("index the parts of names: %w", err)
-	}
-	return x, nil
+}
+
+// partKey is the key of an entry of grants_open_name (bound as text: to SQLite a blob sorts
+// after every text).
+type partKey struct {
+	name, holder []byte
+	token        int64
 }
 
 // catchUp appends the open grants past the mark, chunk at a time, at most most of them (-1:
@@ -244,7 +270,7 @@ func (x *partIndex) catchUp(ctx context.Context, r *sql.DB, chunk, most int) (ca
 		if err != nil {
 			return false, fmt.Errorf("index the parts of new names: %w", w(err))
 		}
-		n, err := x.scan(rows)
+		n, err := x.scan(rows, 0, nil)
 		rows.Close()
 		if err != nil {
 			return false, fmt.Errorf("index the parts of new names: %w", err)
@@ -258,9 +284,10 @@ func (x *partIndex) catchUp(ctx context.Context, r *sql.DB, chunk, most int) (ca
 }
 
 // scan appends rows of token, name and holder, a chunk at a time (so that a search waits for
-// no read), and moves the mark to the greatest token read (catchUp reads in order of token; a
-// build set it first).
-func (x *partIndex) scan(rows *sql.Rows) (int, error) {
+// no read), but those past upTo (when above 0), and moves the mark to the greatest token
+// appended (catchUp reads in order of token; a build set it first); last, when set, takes the
+// key of the last row read.
+func (x *partIndex) scan(rows *sql.Rows, upTo int64, last *partKey) (int, error) {
 	var chunk partIndex
 	var name, holder sql.RawBytes
 	var token int64
@@ -269,8 +296,14 @@ func (x *partIndex) scan(rows *sql.Rows) (int, error) {
 		if err := rows.Scan(&token, &name, &holder); err != nil {
 			return n, err
 		}
-		chunk.add(token, name, holder)
-		if n++; len(chunk.tokens) == 4096 {
+		n++
+		if last != nil {
+			last.name, last.holder, last.token = append(last.name[:0], name...), append(last.holder[:0], holder...), token
+		}
+		if upTo > 0 && token > upTo {
+			continue
+		}
+		if chunk.add(token, name, holder); len(chunk.tokens) == 4096 {
 			x.merge(&chunk)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,6 +77,73 @@ func BenchmarkHeldParts(b *testing.B) {
 		}
 		s.Close()
 	}
+}
+
+// BenchmarkPartsBesideAcquire acquires new names from 16 goroutines on a store of
+// LEASEKEEPER_BENCH_HELD held leases (default 100,000): alone; while a dashboard filters on a
+// part twice a second, through the index of parts (kept by its keeper) or sieved in SQL; while
+// the index is built again and again (the keeper's worst case: it builds on first use and
+// when the grants that ended outnumber the open ones); alone again, the keeper still running.
+// cpu-µs/op is the process's CPU, the filters' and the keeper's included.
+//
+//	LEASEKEEPER_BENCH_HELD=1000000 go test -run '^$' -bench PartsBesideAcquire -benchtime 20000x ./store/sqlite
+func BenchmarkPartsBesideAcquire(b *testing.B) {
+	n := benchHeld(b)
+	path := filepath.Join(b.TempDir(), "parts.db")
+	seedParts(b, path, n)
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, path, sqlite.Options{Reserve: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	filter := func() {
+		if _, err := s.Held(ctx, store.HeldFilter{Contains: "needle", Order: store.OrderName, Limit: 50}); err != nil {
+			b.Error(err)
+		}
+	}
+	var names atomic.Int64
+	beside := func(name string, work func()) {
+		b.Run(name, func(b *testing.B) {
+			stop, done := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(done)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+						work()
+					}
+				}
+			}()
+			b.SetParallelism(16)
+			m := startCPU(b, nil)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					grant(b, s, fmt.Sprintf("new-%d", names.Add(1)))
+				}
+			})
+			m.report()
+			close(stop)
+			<-done
+		})
+	}
+	twice := func() { filter(); time.Sleep(500 * time.Millisecond) }
+	beside("alone", func() { time.Sleep(time.Millisecond) })
+	for !s.PartsReady() {
+		filter()
+		time.Sleep(50 * time.Millisecond)
+	}
+	beside("filters-parts", twice)
+	s.SetHeldParts(sqlite.PartsNever)
+	beside("filters-sieve", twice)
+	beside("builds", func() {
+		if err := s.BuildParts(ctx); err != nil {
+			b.Error(err)
+		}
+	})
+	beside("alone-again", func() { time.Sleep(time.Millisecond) })
 }
 
 // liveHeap is the heap in use after a collection.
