@@ -4,7 +4,9 @@
 # bin/leasekeeper on it (the time to /readyz is the restart), then runs `leasekeeper bench`
 # (64 clients, 5 s each of acquire of new names and renew) while it fetches every overview
 # view in a loop and samples the server's RSS; it prints the bench's figures, the views'
-# medians under load, and the RSS (the peak while loaded, and after).
+# medians under load, and the RSS (the peak while loaded, and after). WARM=S fetches a filter on
+# a part first and waits S seconds before the load (the SQLite index of parts builds on first
+# use, in the background).
 set -euo pipefail
 n=${1:?usage: scale-loaded.sh N}
 bin=${BIN:-bin/leasekeeper}
@@ -39,6 +41,10 @@ echo "restart with $n held leases: $(cat "$dir/start")"
 key=$(cat "$db.admin-key")
 rss() { awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$pid/status"; }
 ( while kill -0 "$pid" 2>/dev/null; do rss; sleep 0.2; done ) >"$dir/rss" &
+if [ "${WARM:-0}" != 0 ]; then
+	curl -s -o /dev/null -H "Authorization: Bearer $key" -H 'Accept: text/html' "http://$addr/?q=needle"
+	sleep "$WARM"
+fi
 views=("/" "/?sort=expiry" "/?sort=late" "/?sort=newest" "/?q=needle" "/?holder=needle" "/?state=expiring" "/?state=late" "/?prefix=job-000")
 ( while true; do for v in "${views[@]}"; do
 	curl -s -o /dev/null -w "$v %{time_total}\n" -H "Authorization: Bearer $key" -H 'Accept: text/html' "http://$addr$v"

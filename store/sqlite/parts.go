@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"math"
 	"sort"
 	"sync"
 	"time"
@@ -31,6 +32,7 @@ type parts struct {
 	chunk  int           // tailChunk but in tests
 	every  time.Duration // partsEvery but in tests
 	slack  int           // how many more ended grants than open ones a rebuild waits for, besides
+	room   int           // partIndex.room
 	r      *sql.DB
 	log    *slog.Logger
 	ctx    context.Context // cancelled by close
@@ -54,6 +56,8 @@ type partIndex struct {
 	holderEnd      []uint32
 	tokens         []int64
 	mark           int64 // every open grant up to this token is in the index
+	room           int   // the most bytes of names, or of holders: 4 GiB, its offsets' (less in tests)
+	full           bool  // its names or holders outgrew room: it answers nothing
 }
 
 const (
@@ -82,7 +86,7 @@ const (
 
 func newParts(mode PartsMode, r *sql.DB, log *slog.Logger) *parts {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &parts{mode: mode, chunk: tailChunk, every: partsEvery, slack: 4096, r: r, log: log, ctx: ctx, cancel: cancel}
+	return &parts{mode: mode, chunk: tailChunk, every: partsEvery, slack: 4096, room: math.MaxUint32, r: r, log: log, ctx: ctx, cancel: cancel}
 }
 
 // close stops the keeper and waits for it.
@@ -118,7 +122,7 @@ func (p *parts) candidatesAtOnce(ctx context.Context, contains, holder string, m
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.idx == nil || p.stale(ctx, p.idx) {
-		if p.idx, err = buildParts(ctx, p.r, p.chunk, false); err != nil {
+		if p.idx, err = buildParts(ctx, p.r, p.chunk, p.room, false); err != nil {
 			return nil, false, err
 		}
 	}
@@ -173,7 +177,10 @@ func (p *parts) pass(x *partIndex) error {
 		_, err := x.catchUp(p.ctx, p.r, p.chunk, -1)
 		return err
 	}
-	x, err := buildParts(p.ctx, p.r, p.chunk, true)
+	x, err := buildParts(p.ctx, p.r, p.chunk, p.room, true)
+	if err == nil {
+		_, err = x.catchUp(p.ctx, p.r, p.chunk, -1)
+	}
 	if err != nil {
 		return err
 	}
@@ -220,8 +227,8 @@ const partsPause = 3
 // transaction of the batch that issued it) is the mark, and the grants past it that the walk
 // meets are left to catchUp. A grant up to the mark that is open when its chunk is read is in
 // it: its name and holder, so its place in the index, never change.
-func buildParts(ctx context.Context, r *sql.DB, chunk int, pace bool) (*partIndex, error) {
-	x := &partIndex{}
+func buildParts(ctx context.Context, r *sql.DB, chunk, room int, pace bool) (*partIndex, error) {
+	x := &partIndex{room: room}
 	if err := r.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&x.mark); err != nil {
 		return nil, fmt.Errorf("index the parts of names: %w", w(err))
 	}
@@ -325,7 +332,15 @@ func (x *partIndex) add(token int64, name, holder []byte) {
 func (x *partIndex) merge(chunk *partIndex) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if len(x.names)+len(chunk.names) > x.room || len(x.holders)+len(chunk.holders) > x.room {
+		x.full = true
+		x.names, x.nameEnd, x.holders, x.holderEnd, x.tokens = nil, nil, nil, nil, nil
+	}
 	for i, t := range chunk.tokens {
+		if x.full {
+			x.mark = max(x.mark, t) // so that catchUp goes on
+			continue
+		}
 		x.add(t, entryOf(chunk.names, chunk.nameEnd, i), entryOf(chunk.holders, chunk.holderEnd, i))
 	}
 	chunk.names, chunk.nameEnd, chunk.holders, chunk.holderEnd, chunk.tokens = chunk.names[:0], chunk.nameEnd[:0], chunk.holders[:0], chunk.holderEnd[:0], chunk.tokens[:0]
@@ -336,6 +351,9 @@ func (x *partIndex) merge(chunk *partIndex) {
 func (x *partIndex) find(part, holder []byte, most int) (tokens []int64, ok bool) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
+	if x.full {
+		return nil, false
+	}
 	// Search the string of the part given (the name's when both are).
 	in, ends, other, otherEnds, want, also := x.names, x.nameEnd, x.holders, x.holderEnd, part, holder
 	if len(part) == 0 {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -87,6 +88,26 @@ func TestPartsFindsEveryOpenGrant(t *testing.T) {
 	}
 	wantCandidates(t, s, "needle", "")
 	wantCandidates(t, s, "", "needle", held)
+}
+
+// TestPartsFullAnswersNothing checks that an index whose names outgrow its offsets' room
+// answers nothing (Held sieves in SQL), and goes on catching up.
+func TestPartsFullAnswersNothing(t *testing.T) {
+	s := partsStore(t, PartsAtOnce)
+	s.parts.chunk, s.parts.room = 2, 12
+	a := acquirePart(t, s, "a-needle", "h")
+	acquirePart(t, s, "b", "h")
+	wantCandidates(t, s, "needle", "", a) // 11 bytes of names with their 0s
+	for _, name := range []string{"c-needle", "d", "e"} {
+		acquirePart(t, s, name, "h")
+	}
+	if got, ok, err := s.parts.candidates(context.Background(), "needle", "", 10); ok || err != nil {
+		t.Errorf("candidates of an index past its room = %v, %v, %v; want no answer", got, ok, err)
+	}
+	p, err := s.Held(context.Background(), store.HeldFilter{Contains: "needle", Order: store.OrderName, Limit: 10})
+	if err != nil || p.Total != 2 {
+		t.Errorf("Held(needle) past the room = %+v, %v; want a-needle and c-needle", p, err)
+	}
 }
 
 // TestPartsBuiltInTheBackground checks the default mode: the first filter on a part starts
@@ -223,7 +244,7 @@ func TestPartsPlans(t *testing.T) {
 // BuildParts builds an index of parts, paced, and drops it, as the keeper's build does
 // (benchmarks).
 func (s *Store) BuildParts(ctx context.Context) error {
-	_, err := buildParts(ctx, s.r, tailChunk, true)
+	_, err := buildParts(ctx, s.r, tailChunk, math.MaxUint32, true)
 	return err
 }
 
