@@ -117,14 +117,8 @@ func BenchmarkPartsBesideAcquire(b *testing.B) {
 					}
 				}
 			}()
-			b.SetParallelism(16)
-			m := startCPU(b, nil)
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					grant(b, s, fmt.Sprintf("new-%d", names.Add(1)))
-				}
-			})
-			m.report()
+			acquireParallel(b, s, nil, &names, "new-")
+			b.StopTimer() // the work beside ends at its next turn
 			close(stop)
 			<-done
 		})
