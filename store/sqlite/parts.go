@@ -177,6 +177,7 @@ func (p *parts) pass(x *partIndex) error {
 		_, err := x.catchUp(p.ctx, p.r, p.chunk, -1)
 		return err
 	}
+	began := time.Now()
 	x, err := buildParts(p.ctx, p.r, p.chunk, p.room, true)
 	if err == nil {
 		_, err = x.catchUp(p.ctx, p.r, p.chunk, -1)
@@ -184,6 +185,8 @@ func (p *parts) pass(x *partIndex) error {
 	if err != nil {
 		return err
 	}
+	p.log.Info("built the index of the parts of names", "grants", len(x.tokens), "bytes", len(x.names)+len(x.holders)+12*len(x.tokens),
+		"took", time.Since(began))
 	p.mu.Lock()
 	p.idx = x
 	p.mu.Unlock()
