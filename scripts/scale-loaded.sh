@@ -3,10 +3,13 @@
 # It seeds N held leases (ttl 1 h) straight into a fresh database (the sqlite3 CLI; with
 # BACKEND=postgres, psql into a throwaway PostgreSQL cluster, fsync on, as make bench-backends
 # makes, with shared_buffers of SHARED_BUFFERS, default 512MB: a million grants and their
-# indexes take about 700 MB, and a deployment of that size gives the database memory), starts bin/leasekeeper on it (the time to /readyz is the restart), then runs
-# `leasekeeper bench` (64 clients, 5 s each of acquire of new names and renew) while it fetches
-# every overview view in a loop and samples the server's RSS; it prints the bench's figures, the
-# views' medians under load, and the RSS (the peak while loaded, and after).
+# indexes take about 700 MB, and a deployment of that size gives the database memory), starts
+# bin/leasekeeper on it (the time to /readyz is the restart), then runs `leasekeeper bench`
+# (64 clients, 5 s each of acquire of new names and renew) while it fetches every overview view
+# in a loop and samples the server's RSS; it prints the bench's figures, the views' medians
+# under load, and the RSS (the peak while loaded, and after). WARM=S fetches a filter on a part
+# first and waits S seconds before the load (the SQLite index of parts builds on first use, in
+# the background).
 set -euo pipefail
 n=${1:?usage: [BACKEND=postgres] scale-loaded.sh N}
 bin=$(realpath "${BIN:-bin/leasekeeper}")
@@ -80,6 +83,10 @@ echo "restart with $n held leases: $(cat "$dir/start")"
 key=${LEASEKEEPER_ADMIN_KEY:-$(cat "$db.admin-key" 2>/dev/null)}
 rss() { awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$pid/status"; }
 ( while kill -0 "$pid" 2>/dev/null; do rss; sleep 0.2; done ) >"$dir/rss" &
+if [ "${WARM:-0}" != 0 ]; then
+	curl -s -o /dev/null -H "Authorization: Bearer $key" -H 'Accept: text/html' "http://$addr/?q=needle"
+	sleep "$WARM"
+fi
 views=("/" "/?sort=expiry" "/?sort=late" "/?sort=newest" "/?q=needle" "/?holder=needle" "/?state=expiring" "/?state=late" "/?prefix=job-000")
 ( while true; do for v in "${views[@]}"; do
 	curl -s -o /dev/null -w "$v %{time_total}\n" -H "Authorization: Bearer $key" -H 'Accept: text/html' "http://$addr$v"

@@ -92,11 +92,17 @@ func BenchmarkRelease(b *testing.B) {
 func BenchmarkAcquireParallel(b *testing.B) {
 	s, c := openCounted(b)
 	var n atomic.Int64
+	acquireParallel(b, s, c, &n, "n")
+}
+
+// acquireParallel acquires distinct names, prefix and a number from n, from 16 goroutines,
+// and reports them with the CPU they took (c: the store's batches, or nil).
+func acquireParallel(b *testing.B, s *sqlite.Store, c *batches, n *atomic.Int64, prefix string) {
 	b.SetParallelism(16)
 	m := startCPU(b, c)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			grant(b, s, fmt.Sprintf("n%d", n.Add(1)))
+			grant(b, s, fmt.Sprintf("%s%d", prefix, n.Add(1)))
 		}
 	})
 	m.report()

@@ -15,9 +15,11 @@ import (
 // Held returns a page of the held leases that match f, through the indexes of the open grants
 // (see package heldsql). See store.Store.
 //
-// A filter on name or holder first sieves grants_open_name (which holds both) for the tokens
-// that pass it, up to the narrow bound: when that many or fewer do, the count and the page read
-// those rows alone, so a rare match costs one walk of the index. Otherwise, and for the other
+// A filter on name or holder first finds the tokens that may pass it, up to the narrow bound,
+// in the index of parts (see parts: the names and holders of the open grants in memory, kept
+// off the write path) or, until that is built, by a sieve of grants_open_name (which holds
+// both): when that many or fewer may, the count and the page read those rows alone, so a rare
+// match costs a search of memory (or one walk of the index). Otherwise, and for the other
 // filters, the count comes first, then the page through the order's index (or through the
 // filter's, for few matches).
 func (s *Store) Held(ctx context.Context, f store.HeldFilter) (store.HeldPage, error) {
@@ -31,12 +33,11 @@ func (s *Store) Held(ctx context.Context, f store.HeldFilter) (store.HeldPage, e
 	d.OpenGrants = `(SELECT value FROM meta WHERE key = 'open_grants')`
 	q := heldsql.New(d, f, now, grantCols)
 	if narrow := d.NarrowBound(); q.Sifted() && narrow > 0 {
-		sieve, args := q.Sieve(narrow + 1)
-		tokens, err := s.sieve(ctx, sieve, args)
+		tokens, among, err := s.sifted(ctx, q, f, narrow)
 		if err != nil {
 			return store.HeldPage{}, err
 		}
-		if len(tokens) <= narrow {
+		if among {
 			q = q.Among("[" + strings.Join(tokens, ",") + "]")
 		}
 	}
@@ -62,6 +63,27 @@ func (s *Store) Held(ctx context.Context, f store.HeldFilter) (store.HeldPage, e
 		return store.HeldPage{}, fmt.Errorf("list held leases: %w", w(err))
 	}
 	return store.HeldPageOf(items, f.Limit, f.Order, total), nil
+}
+
+// sifted lists the tokens of the open grants that may pass f's filters on name and holder (a
+// superset of those that do, which q.Among checks), and whether to read those alone (among,
+// at most narrow of them: each is a look-up of its row, ~4 µs at a million): from the index
+// of parts when it is ready, else by q's Sieve.
+func (s *Store) sifted(ctx context.Context, q heldsql.Query, f store.HeldFilter, narrow int) (tokens []string, among bool, err error) {
+	found, ok, err := s.parts.candidates(ctx, f.Contains, f.Holder, narrow)
+	if err != nil {
+		return nil, false, fmt.Errorf("sieve held leases: %w", err)
+	}
+	if ok {
+		tokens := make([]string, len(found))
+		for i, t := range found {
+			tokens[i] = strconv.FormatInt(t, 10)
+		}
+		return tokens, true, nil
+	}
+	sieve, args := q.Sieve(narrow + 1)
+	tokens, err = s.sieve(ctx, sieve, args)
+	return tokens, err == nil && len(tokens) <= narrow, err
 }
 
 // sieve runs a Sieve statement: the tokens it lists, as decimal text.

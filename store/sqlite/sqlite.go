@@ -67,6 +67,9 @@ type Options struct {
 	// (default heldsql.NarrowRows, -1 never); with more, it walks the order's index. Small in
 	// tests, to exercise both plans.
 	HeldNarrow int
+	// HeldParts is how Held finds a part of a name or holder (default PartsBackground: an index
+	// in memory, built and kept off the write path; see parts).
+	HeldParts PartsMode
 	// NameCache is the most names whose current grant the writer keeps in memory (default
 	// DefaultNameCache); the others are read from SQL when an operation first touches them.
 	// Small in tests, to exercise loads and evictions.
@@ -104,6 +107,7 @@ type Store struct {
 	pending []*op // operations waiting for the next group commit
 	health  writeHealth
 	cp      *checkpointer
+	parts   *parts // the names and holders of the open grants, for Held's filters on a part
 
 	dir       string // the database file's folder, whose file system DiskFree reports on
 	stretched int    // leases the start-up held past their expiry (StretchedAtStart)
@@ -171,7 +175,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	cp.SetMaxOpenConns(1)
 	s := &Store{w: w, r: r, onCommit: opts.OnCommit, onBatch: opts.OnBatch, onTrace: opts.OnBatchTrace, fault: opts.Fault, log: log, lock: make(chan struct{}, 1),
-		tail: int64(opts.EventTail), narrow: opts.HeldNarrow, dir: filepath.Dir(path)}
+		tail: int64(opts.EventTail), narrow: opts.HeldNarrow, dir: filepath.Dir(path), parts: newParts(opts.HeldParts, r, log)}
 	if s.tail <= 0 {
 		s.tail = 2048
 	}
@@ -343,6 +347,7 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	s.lock <- struct{}{}
 	defer func() { <-s.lock }()
+	s.parts.close()
 	var errs []error
 	if s.cp != nil {
 		errs = append(errs, s.cp.close())

@@ -1,0 +1,259 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store"
+)
+
+// partsStore opens a store whose index of parts works in mode.
+func partsStore(t *testing.T, mode PartsMode) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "parts.db"), Options{
+		Clock: lease.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), HeldParts: mode, Reserve: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func acquirePart(t *testing.T, s *Store, name, holder string) lease.Lease {
+	t.Helper()
+	l, err := s.Acquire(context.Background(), store.AcquireParams{Name: name, Holder: holder, TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// wantCandidates checks that the index of parts answers and lists exactly the tokens want.
+func wantCandidates(t *testing.T, s *Store, contains, holder string, want ...lease.Lease) {
+	t.Helper()
+	got, ok, err := s.parts.candidates(context.Background(), contains, holder, 10)
+	if err != nil || !ok {
+		t.Fatalf("candidates(%q, %q) = %v, %v, %v; want an answer", contains, holder, got, ok, err)
+	}
+	var tokens []int64
+	for _, l := range want {
+		tokens = append(tokens, int64(l.Token))
+	}
+	slices.Sort(got)
+	slices.Sort(tokens)
+	if !slices.Equal(got, tokens) {
+		t.Errorf("candidates(%q, %q) = %v, want %v", contains, holder, got, tokens)
+	}
+}
+
+// TestPartsFindsEveryOpenGrant checks the index of parts: it finds a part in the names and
+// holders of the grants of its build (read a chunk at a time), in those acquired since (past its mark, read a chunk at
+// a time), in both at once, and it keeps grants that ended until they outnumber the open ones,
+// then a rebuild drops them; it lists no more than it is asked for.
+func TestPartsFindsEveryOpenGrant(t *testing.T) {
+	s := partsStore(t, PartsAtOnce)
+	s.parts.chunk, s.parts.slack = 2, 0
+	first := acquirePart(t, s, "a-needle", "h-1")
+	held := acquirePart(t, s, "plain", "needle-h")
+	third := acquirePart(t, s, "m", "h-0") // the build reads two chunks of 2
+	wantCandidates(t, s, "needle", "", first)
+	var since []lease.Lease
+	for _, name := range []string{"b-needle", "c-needle", "d-needle", "e-needle", "f"} {
+		since = append(since, acquirePart(t, s, name, "h-2"))
+	}
+	wantCandidates(t, s, "needle", "", append([]lease.Lease{first}, since[:4]...)...)
+	wantCandidates(t, s, "", "needle", held)
+	wantCandidates(t, s, "needle", "h-2", since[:4]...)
+	wantCandidates(t, s, "", "h-", append([]lease.Lease{first, third}, since...)...)
+	if got, ok, err := s.parts.candidates(context.Background(), "needle", "", 4); ok || err != nil {
+		t.Errorf("candidates(needle) of at most 4 = %v, %v, %v; want too many", got, ok, err)
+	}
+	// A grant that ended stays a candidate (Held checks each in SQL) until a rebuild.
+	if err := s.Release(context.Background(), "a-needle", first.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantCandidates(t, s, "needle", "", append([]lease.Lease{first}, since[:4]...)...)
+	for _, l := range since {
+		if err := s.Release(context.Background(), l.Name, l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantCandidates(t, s, "needle", "")
+	wantCandidates(t, s, "", "needle", held)
+}
+
+// TestPartsFullAnswersNothing checks that an index whose names outgrow its offsets' room
+// answers nothing (Held sieves in SQL), and goes on catching up.
+func TestPartsFullAnswersNothing(t *testing.T) {
+	s := partsStore(t, PartsAtOnce)
+	s.parts.chunk, s.parts.room = 2, 12
+	a := acquirePart(t, s, "a-needle", "h")
+	acquirePart(t, s, "b", "h")
+	wantCandidates(t, s, "needle", "", a) // 11 bytes of names with their 0s
+	for _, name := range []string{"c-needle", "d", "e"} {
+		acquirePart(t, s, name, "h")
+	}
+	if got, ok, err := s.parts.candidates(context.Background(), "needle", "", 10); ok || err != nil {
+		t.Errorf("candidates of an index past its room = %v, %v, %v; want no answer", got, ok, err)
+	}
+	p, err := s.Held(context.Background(), store.HeldFilter{Contains: "needle", Order: store.OrderName, Limit: 10})
+	if err != nil || p.Total != 2 {
+		t.Errorf("Held(needle) past the room = %+v, %v; want a-needle and c-needle", p, err)
+	}
+}
+
+// TestPartsBuiltInTheBackground checks the default mode: the first filter on a part starts
+// the keeper, which builds the index, and sieves in SQL; once built, the filters read it,
+// grants acquired since included, and Held answers exactly through it; a filter that finds
+// more grants opened since than a chunk leaves them to the keeper and sieves in SQL.
+func TestPartsBuiltInTheBackground(t *testing.T) {
+	s := partsStore(t, PartsBackground)
+	built := make(chan struct{}, 1)
+	// The keeper builds, then waits an hour: the filters catch up, a chunk of 3 at most.
+	s.parts.onSwap, s.parts.every, s.parts.chunk = func() { built <- struct{}{} }, time.Hour, 3
+	a := acquirePart(t, s, "a-needle", "h")
+	if _, ok, err := s.parts.candidates(context.Background(), "needle", "", 10); ok || err != nil {
+		t.Fatalf("candidates before the build = %v, %v; want none yet", ok, err)
+	}
+	<-built
+	b := acquirePart(t, s, "b-needle", "h")
+	acquirePart(t, s, "c", "h")
+	wantCandidates(t, s, "needle", "", a, b)
+	if err := s.Release(context.Background(), "a-needle", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Held(context.Background(), store.HeldFilter{Contains: "needle", Order: store.OrderName, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Total != 1 || len(p.Items) != 1 || p.Items[0].Name != "b-needle" {
+		t.Errorf("Held(needle) = %+v, want b-needle alone", p)
+	}
+	var d lease.Lease
+	for _, name := range []string{"d-needle", "e", "f"} {
+		if l := acquirePart(t, s, name, "h"); name == "d-needle" {
+			d = l
+		}
+	}
+	if got, ok, err := s.parts.candidates(context.Background(), "needle", "", 10); ok || err != nil {
+		t.Errorf("candidates with 3 grants opened since, a chunk of 3 = %v, %v, %v; want none yet", got, ok, err)
+	}
+	wantCandidates(t, s, "needle", "", a, b, d)
+}
+
+// TestHeldReadsThePartsIndex checks that Held answers a filter on a part from the index of
+// parts once it is built, not by a sieve of grants_open_name: without that index, which the
+// sieve names, Held still answers (grants acquired since the build included), and a store that
+// sieves in SQL fails.
+func TestHeldReadsThePartsIndex(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []PartsMode{PartsAtOnce, PartsNever} {
+		s := partsStore(t, mode)
+		acquirePart(t, s, "a-needle", "h")
+		acquirePart(t, s, "b", "h")
+		f := store.HeldFilter{Contains: "needle", Order: store.OrderName, Limit: 10}
+		if _, err := s.Held(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.w.Exec(`DROP INDEX grants_open_name`); err != nil {
+			t.Fatal(err)
+		}
+		acquirePart(t, s, "c-needle", "h")
+		p, err := s.Held(ctx, f)
+		if mode == PartsNever {
+			if err == nil {
+				t.Errorf("Held(needle) sieving in SQL without grants_open_name = %+v; want an error (the check proves nothing)", p)
+			}
+			continue
+		}
+		if err != nil || p.Total != 2 || len(p.Items) != 2 || p.Items[1].Name != "c-needle" {
+			t.Errorf("Held(needle) without grants_open_name = %+v, %v; want a-needle and c-needle from the index of parts", p, err)
+		}
+	}
+}
+
+// TestPartsUnderConcurrentWrites runs filters on a part while writers acquire and release and
+// the keeper catches up and rebuilds as often as it can (for the race detector), then checks
+// that Held counts exactly the open grants whose names contain the part.
+func TestPartsUnderConcurrentWrites(t *testing.T) {
+	s := partsStore(t, PartsBackground)
+	s.parts.every, s.parts.chunk, s.parts.slack = time.Millisecond, 4, 0
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Go(func() {
+			for i := range 60 {
+				l, err := s.Acquire(ctx, store.AcquireParams{Name: fmt.Sprintf("n-%d-%d", w, i), Holder: "h", TTL: time.Hour})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if i%3 != 0 {
+					if err := s.Release(ctx, l.Name, l.ID); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 100 {
+			if _, err := s.Held(ctx, store.HeldFilter{Contains: "-1", Order: store.OrderName, Limit: 5}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	wg.Wait()
+	// Held of "-1": n-0-1x and n-1-1x..., n-1-* and n-0-1, of the i divisible by 3.
+	want := 0
+	for w := range 2 {
+		for i := 0; i < 60; i += 3 {
+			if strings.Contains(fmt.Sprintf("n-%d-%d", w, i), "-1") {
+				want++
+			}
+		}
+	}
+	p, err := s.Held(ctx, store.HeldFilter{Contains: "-1", Order: store.OrderName, Limit: 5})
+	if err != nil || p.Total != want {
+		t.Errorf("Held(-1) after the writers = total %d, %v; want %d", p.Total, err, want)
+	}
+}
+
+// TestPartsPlans checks that the index of parts is built by a walk of grants_open_name from a
+// key on and caught up through a range of grants_open_newest, with no sort.
+func TestPartsPlans(t *testing.T) {
+	s := partsStore(t, PartsNever)
+	if got, want := queryPlan(t, s.r, partsAfter, "a", "b", 1, 2), "SEARCH grants USING INDEX grants_open_name ((name,holder)>(?,?))"; got != want {
+		t.Errorf("plan of the build: %s, want %s", got, want)
+	}
+	if got, want := queryPlan(t, s.r, partsSince, 1, 2), "SEARCH grants USING INDEX grants_open_newest (token>?)"; got != want {
+		t.Errorf("plan of the catch-up: %s, want %s", got, want)
+	}
+}
+
+// BuildParts builds an index of parts, paced, and drops it, as the keeper's build does
+// (benchmarks).
+func (s *Store) BuildParts(ctx context.Context) error {
+	_, err := buildParts(ctx, s.r, tailChunk, math.MaxUint32, true)
+	return err
+}
+
+// PartsReady reports whether the keeper has built the index of parts (benchmarks).
+func (s *Store) PartsReady() bool {
+	s.parts.mu.Lock()
+	defer s.parts.mu.Unlock()
+	return s.parts.idx != nil
+}
+
+// SetHeldParts sets Options.HeldParts while no Held runs (benchmarks).
+func (s *Store) SetHeldParts(mode PartsMode) { s.parts.mode = mode }
