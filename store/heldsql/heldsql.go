@@ -30,10 +30,11 @@ type Dialect struct {
 	// the table open_text, which PostgreSQL's trigram indexes answer, rather than with Instr,
 	// which reads every candidate row. (SQLite's LIKE ignores case.)
 	Like bool
-	// Due says that the open grants' expiry and late mark are read, and ordered by, in the
-	// table open_due (expires_at, late_at), joined by token as a_due to each grant a: the
-	// indexes of PostgreSQL's grants read neither, so that a renewal updates its row in place
-	// (migration 0019). Without, they are the grant's own columns.
+	// Due says that the counts and pages that filter or order by expiry or late mark read the
+	// table open_due (token, name, expires_at, late_at), which holds the open grants alone,
+	// and a page then reads its rows from grants by token: the indexes of PostgreSQL's grants
+	// read neither instant, so that a renewal updates its row in place (migration 0019).
+	// Without, they are the grant's own columns.
 	Due bool
 }
 

@@ -18,7 +18,7 @@ import (
 //
 // It is built and kept by readers, off the write path: the writer knows nothing of it. The
 // first filter that needs it starts a keeper in the background, which builds it (from
-// grants_open_name, in one read transaction, up to the last token issued then: its mark),
+// grants_open_name, a paced chunk per statement, up to the last token issued then: its mark),
 // then every second appends the grants opened since (tokens past the mark, through
 // grants_open_newest: a token is never reused and a grant's name and holder never change),
 // and each filter does too before it searches, so that it misses none. A grant that ended
