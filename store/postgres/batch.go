@@ -184,7 +184,7 @@ func (s *Store) lead(batch []*op) {
 			fctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
 			flushed := time.Now()
 			done := s.flushStarted()
-			_, ferr := conn.Exec(fctx, flushSQL)
+			ferr := flushNotify(fctx, conn.Conn(), evs)
 			s.flushEnded(done)
 			flush = time.Since(flushed)
 			if ferr == nil {

@@ -12,10 +12,10 @@ import (
 )
 
 // Every replica's OnCommit sees every replica's events, in seq order: its own right after their
-// commit is flushed, and the others' when a NOTIFY (sent by each commit that recorded events)
-// wakes its listener, which flushes, then reads them from the events table by seq. Seqs become
-// visible in order (see insertEvents), so reading up to the newest committed seq never leaves
-// a hole behind.
+// commit is flushed, and the others' when the NOTIFY that each flush sends (flushNotify) wakes
+// its listener, which reads them from the events table by seq up to the one the notification
+// names: those have committed and are durable. Seqs become visible in order (see
+// insertEvents), so reading up to a committed seq never leaves a hole behind.
 
 // publish hands events, the next ones after the last published, to OnCommit. s.pubMu is held.
 func (s *Store) publish(evs []lease.Event) {
@@ -68,7 +68,8 @@ func (s *Store) publishUpTo(ctx context.Context, conn *pgx.Conn, own []lease.Eve
 }
 
 // catchUp publishes every committed event not published yet, reading them on conn after a
-// flush, so that only durable events are published.
+// flush, so that only durable events are published: what a listener does when it (re)connects,
+// having heard no notification since.
 func (s *Store) catchUp(ctx context.Context, conn *pgx.Conn) error {
 	var latest *int64
 	if err := conn.QueryRow(ctx, `SELECT max(seq) FROM events`).Scan(&latest); err != nil {
@@ -80,9 +81,15 @@ func (s *Store) catchUp(ctx context.Context, conn *pgx.Conn) error {
 	if _, err := conn.Exec(ctx, flushSQL); err != nil {
 		return err
 	}
+	return s.catchUpTo(ctx, conn, *latest)
+}
+
+// catchUpTo publishes the events up to last, committed and durable, reading on conn those not
+// published yet.
+func (s *Store) catchUpTo(ctx context.Context, conn *pgx.Conn, last int64) error {
 	s.pubMu.Lock()
 	defer s.pubMu.Unlock()
-	evs, err := s.unpublished(ctx, conn, *latest)
+	evs, err := s.unpublished(ctx, conn, last)
 	s.publish(evs)
 	return err
 }
@@ -135,29 +142,32 @@ func (s *Store) listen(ctx context.Context, conn *pgx.Conn) {
 // closes it.
 func (s *Store) listenOn(ctx context.Context, conn *pgx.Conn) error {
 	defer conn.Close(context.Background())
+	if err := s.catchUp(ctx, conn); err != nil {
+		return fmt.Errorf("catch up: %w", err)
+	}
 	for {
-		if err := s.catchUp(ctx, conn); err != nil {
-			return fmt.Errorf("catch up: %w", err)
-		}
 		n, err := conn.WaitForNotification(ctx)
-		// A line's change, and a commit whose events are published already, or will be by
-		// this replica's writer (its own, and the ones before them, which it publishes
-		// with them), need no catching up.
-		for err == nil && (n.Channel == LineChannel || published(n.Payload, max(s.published.Load(), s.committed.Load()))) {
-			if n.Channel == LineChannel && s.onLine != nil {
-				s.onLine(n.Payload)
-			}
-			n, err = conn.WaitForNotification(ctx)
-		}
 		if err != nil {
 			return fmt.Errorf("wait: %w", err)
 		}
+		if n.Channel == LineChannel {
+			if s.onLine != nil {
+				s.onLine(n.Payload)
+			}
+			continue
+		}
+		// A flush's notification names its commit's last seq. The events up to a seq this
+		// replica's writer committed are published by the writer (its own, and the ones
+		// before them, which it publishes with them).
+		last, err := strconv.ParseInt(n.Payload, 10, 64)
+		switch {
+		case err != nil:
+			err = s.catchUp(ctx, conn)
+		case last > max(s.published.Load(), s.committed.Load()):
+			err = s.catchUpTo(ctx, conn, last)
+		}
+		if err != nil {
+			return fmt.Errorf("catch up: %w", err)
+		}
 	}
-}
-
-// published reports whether payload, a commit's notification (its last seq), names a seq at or
-// below last: nothing to catch up.
-func published(payload string, last int64) bool {
-	seq, err := strconv.ParseInt(payload, 10, 64)
-	return err == nil && seq <= last
 }

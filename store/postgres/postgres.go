@@ -31,6 +31,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,8 +50,8 @@ import (
 
 var _ store.Store = (*Store)(nil)
 
-// Channel is the LISTEN/NOTIFY channel a commit that recorded events notifies, with its last
-// seq as the payload.
+// Channel is the LISTEN/NOTIFY channel on which the flush of a commit that recorded events
+// notifies, with its last seq as the payload (flushNotify).
 const Channel = "leasekeeper_events"
 
 // Options configure a Store. The zero value is usable.
@@ -319,7 +320,7 @@ func (s *Store) tryAlone(ctx context.Context, fn func(context.Context, *txn) err
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
 	defer cancel()
-	if _, err := conn.Exec(fctx, flushSQL); err != nil {
+	if err := flushNotify(fctx, conn.Conn(), t.events); err != nil {
 		return fmt.Errorf("flush the commit: %w", err)
 	}
 	s.publishUpTo(fctx, conn.Conn(), t.events)
@@ -333,9 +334,22 @@ const flushTimeout = 10 * time.Second
 // returns once the WAL is flushed through its commit record, so through every commit before it.
 const flushSQL = `SELECT pg_logical_emit_message(true, 'leasekeeper', '')`
 
+// flushNotify flushes, on conn, the commit that recorded events (their seqs given), and in the
+// same synchronous transaction notifies the other replicas with the last seq. NOTIFY is
+// delivered once its transaction has committed, which a synchronous commit does after its WAL
+// flush: a replica that hears seq n knows that every event up to n has committed (seqs commit
+// in order) and is durable, and reads them without a flush of its own (listen.go). Sent with
+// the commit instead, every notification cost each other replica a query for the newest seq
+// and a flush, and told of events not yet durable.
+func flushNotify(ctx context.Context, conn *pgx.Conn, events []lease.Event) error {
+	last := strconv.FormatInt(events[len(events)-1].Seq, 10)
+	_, err := conn.Exec(ctx, `SELECT pg_logical_emit_message(true, 'leasekeeper', ''), pg_notify($1, $2)`, Channel, last)
+	return err
+}
+
 // insertEvents gives the events their seqs and inserts them, in one statement that also makes
-// the commit asynchronous (see the package comment) and notifies the other replicas (NOTIFY is
-// delivered at commit). The event_seq row stays locked until COMMIT: a transaction that takes
+// the commit asynchronous (see the package comment); the flush after it notifies the other
+// replicas (flushNotify). The event_seq row stays locked until COMMIT: a transaction that takes
 // seq 42 cannot commit before the one that took 41 has, so a reader of seq > n never misses an
 // event that commits later.
 func (s *Store) insertEvents(ctx context.Context, q queryer, events []lease.Event) error {
@@ -387,14 +401,13 @@ func (s *Store) queueEvents(pl *pipeline, events []lease.Event) {
 		return nil
 	}, `WITH s AS (UPDATE event_seq SET last = last + $1 RETURNING last),
 		c AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
-		n AS (SELECT pg_notify($2, s.last::text) AS v FROM s),
 		i AS (INSERT INTO events (seq, type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor, lock_delay_ms, detail)
 			SELECT s.last - $1 + e.ord, e.type, e.name, e.token, e.holder, e.at, e.exp, e.meta, e.res,
-				COALESCE($12, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint), e.actor, e.delay, e.detail
-			FROM s, unnest($3::text[], $4::text[], $5::bigint[], $6::text[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], $13::bigint[], $14::text[])
+				COALESCE($11, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint), e.actor, e.delay, e.detail
+			FROM s, unnest($2::text[], $3::text[], $4::bigint[], $5::text[], $6::bigint[], $7::bigint[], $8::text[], $9::text[], $10::text[], $12::bigint[], $13::text[])
 				WITH ORDINALITY AS e(type, name, token, holder, at, exp, meta, res, actor, delay, detail, ord))
-		SELECT s.last FROM s, c, n`,
-		n, Channel, cols.typ, cols.name, cols.token, cols.holder, cols.at, cols.exp, cols.meta, cols.res, cols.actor, recorded, cols.delay, cols.detail)
+		SELECT s.last FROM s, c`,
+		n, cols.typ, cols.name, cols.token, cols.holder, cols.at, cols.exp, cols.meta, cols.res, cols.actor, recorded, cols.delay, cols.detail)
 }
 
 // retryable reports whether the database aborted the transaction to break a deadlock or a
