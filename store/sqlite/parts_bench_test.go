@@ -28,7 +28,7 @@ func BenchmarkHeldParts(b *testing.B) {
 	seedParts(b, path, n)
 	views := []store.HeldFilter{
 		{Contains: "needle"}, {Holder: "needle"}, {Contains: "00042", Order: store.OrderExpiry},
-		{Holder: "worker-7", Order: store.OrderNewest}, {Contains: "job-", Holder: "-1"},
+		{Holder: "worker-7", Order: store.OrderNewest}, {Contains: "job-", Holder: "-1"}, {Contains: "job-"},
 	}
 	for _, mode := range []struct {
 		name string

@@ -265,7 +265,7 @@ func TestPartsCountAsSQL(t *testing.T) {
 	clock.Advance(2 * time.Second)
 
 	parts := []string{"", "job", "team", "a", "_", "x1", "pool", "sem", "#", "o", "-0", ".", "A", "ü"}
-	holderParts := []string{"", "w", "_", "%", "%_", "é", "日本", "#", "slot", "Oncall", `\`, "-1"}
+	holderParts := []string{"", "w", "_", "%", "%_", "é", "日本", "#", "slot", "Oncall", `\`, "-1", "\x00"}
 	prefixes := []string{"", "team-", "team-a.", "job-00", "zz", "pool"}
 	scopes := [][]string{nil, {"team-a.", "job-001"}, {"pool", "x"}}
 	checked, counts := 0, map[int]bool{}
