@@ -123,10 +123,10 @@ func (p *parts) close() {
 	p.wg.Wait()
 }
 
-// sifted is what the index of parts answers for a filter: the tokens of the open grants that
-// pass its filters on name and holder when listed (at most as many as asked for), and how many
-// of them are no semaphore's slot when counted (Count's first term).
-type sifted struct {
+// partsAnswer is what the index of parts answers for a filter: the tokens of the open grants
+// that pass its filters on name and holder when listed (at most as many as asked for), and how
+// many of them are no semaphore's slot when counted (Count's first term).
+type partsAnswer struct {
 	tokens  []int64
 	listed  bool
 	open    int
@@ -136,31 +136,31 @@ type sifted struct {
 // sift answers s from the index: nothing when it is not ready or more grants opened since its
 // last catch-up than a filter reads, no count when more events came since than a filter reads,
 // when events were pruned unread, or when s does not count (a filter on a state).
-func (p *parts) sift(ctx context.Context, s heldsql.Sift, most int) (sifted, error) {
+func (p *parts) sift(ctx context.Context, s heldsql.Sift, most int) (partsAnswer, error) {
 	switch p.mode {
 	case PartsNever:
-		return sifted{}, nil
+		return partsAnswer{}, nil
 	case PartsAtOnce:
 		return p.siftAtOnce(ctx, s, most)
 	}
 	x := p.use()
 	if x == nil {
-		return sifted{}, nil
+		return partsAnswer{}, nil
 	}
 	opened, ended, err := x.catchUp(ctx, p.r, p.chunk, p.events, 1)
 	if err != nil || !opened {
-		return sifted{}, err
+		return partsAnswer{}, err
 	}
 	return x.sift(s, most, ended), nil
 }
 
 // siftAtOnce is sift with every step in the call (PartsAtOnce).
-func (p *parts) siftAtOnce(ctx context.Context, s heldsql.Sift, most int) (sifted, error) {
+func (p *parts) siftAtOnce(ctx context.Context, s heldsql.Sift, most int) (partsAnswer, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	x, _, err := p.keptUp(ctx, p.idx, false)
 	if err != nil {
-		return sifted{}, err
+		return partsAnswer{}, err
 	}
 	p.idx = x
 	return x.sift(s, most, true), nil
@@ -491,13 +491,13 @@ func (x *partIndex) find(t int64) (int, bool) {
 // sift lists the tokens of the entries of open grants that pass s (listed, when at most most
 // of them) and counts those of them that are no semaphore's slot (counted, when ended says
 // the ends are caught up, none went unread, and s counts).
-func (x *partIndex) sift(s heldsql.Sift, most int, ended bool) sifted {
+func (x *partIndex) sift(s heldsql.Sift, most int, ended bool) partsAnswer {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if x.full {
-		return sifted{}
+		return partsAnswer{}
 	}
-	var out sifted
+	var out partsAnswer
 	many := false
 	x.each(s, func(i int, name []byte) {
 		if len(out.tokens) < most {
