@@ -8,8 +8,8 @@
 # (64 clients, 5 s each of acquire of new names and renew) while it fetches every overview view
 # in a loop and samples the server's RSS; it prints the bench's figures, the views' medians
 # under load, and the RSS (the peak while loaded, and after). WARM=S fetches a filter on a part
-# first and waits S seconds before the load (the SQLite index of parts builds on first use, in
-# the background).
+# first and waits S seconds before the load (the SQLite index of parts builds in the background
+# from the server's start: the load then finds it built).
 set -euo pipefail
 n=${1:?usage: [BACKEND=postgres] scale-loaded.sh N}
 bin=$(realpath "${BIN:-bin/leasekeeper}")
@@ -87,7 +87,8 @@ if [ "${WARM:-0}" != 0 ]; then
 	curl -s -o /dev/null -H "Authorization: Bearer $key" -H 'Accept: text/html' "http://$addr/?q=needle"
 	sleep "$WARM"
 fi
-views=("/" "/?sort=expiry" "/?sort=late" "/?sort=newest" "/?q=needle" "/?holder=needle" "/?state=expiring" "/?state=late" "/?prefix=job-000")
+views=("/" "/?sort=expiry" "/?sort=late" "/?sort=newest" "/?q=needle" "/?holder=needle" "/?state=expiring" "/?state=late" "/?prefix=job-000"
+	"/?holder=worker-7&sort=newest" "/?q=job-&holder=-1")
 ( while true; do for v in "${views[@]}"; do
 	curl -s -o /dev/null -w "$v %{time_total}\n" -H "Authorization: Bearer $key" -H 'Accept: text/html' "http://$addr$v"
 done; done ) >"$dir/views" & viewer=$!

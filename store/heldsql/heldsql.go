@@ -4,9 +4,11 @@
 package heldsql
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/leasekeeper/leasekeeper/store"
 )
@@ -145,6 +147,8 @@ type Query struct {
 	// among, when set, restricts every statement to the grants whose tokens the JSON array
 	// argument "among" lists (see Among).
 	among bool
+	// open, when set, is Count's first term, given as the argument "open" (see OpenCounted).
+	open bool
 	// Args are the statements' named arguments.
 	Args map[string]any
 }
@@ -229,15 +233,24 @@ func (q Query) filters(r rel) string {
 	return b.String()
 }
 
+// slotMark is what a semaphore's slot has in its name (lease.SlotName) and a plain grant's
+// name has not: plain in SQL and Plain in Go.
+const slotMark = "#"
+
 // plain is the condition that the grant a is no semaphore's slot (its name has no '#').
 // PostgreSQL estimates "strpos(...) = 0" at 0.5 % of the rows, so small that it joins the
 // grants it then reads whole to the late or expiring ones; NOT LIKE it estimates from the
 // statistics of the names: nearly every row.
 func (q Query) plain(a string) string {
 	if q.d.Like {
-		return a + ".name NOT LIKE '%#%'"
+		return a + ".name NOT LIKE '%" + slotMark + "%'"
 	}
-	return "instr(" + a + ".name, '#') = 0"
+	return "instr(" + a + ".name, '" + slotMark + "') = 0"
+}
+
+// Plain reports whether a grant named name is no semaphore's slot: plain's rule, in Go.
+func Plain(name []byte) bool {
+	return bytes.IndexByte(name, slotMark[0]) < 0
 }
 
 // match is filters and unexpired.
@@ -258,6 +271,60 @@ func (q Query) filterIndex() string {
 
 // Sifted reports whether f filters by name or holder, which Sieve can do.
 func (q Query) Sifted() bool { return q.f.Contains != "" || q.f.Holder != "" }
+
+// Sift is the filters of a Query on a grant's name and holder (its prefix, Within, Contains
+// and Holder) as a rule in Go, for a search outside SQL (SQLite's index of parts), with the
+// same answers as filters' SQL on SQLite: a range compares bytes, as SQLite's BINARY collation
+// (memcmp) does, and a part is found as instr finds it, case and '%' and '_' as they are.
+type Sift struct {
+	lo, hi           []byte
+	within           [][2][]byte
+	contains, holder []byte
+	counts           bool
+}
+
+// Sift is q's filters on name and holder. See Sift.Counts for when they count.
+func (q Query) Sift() Sift {
+	lo, hi := store.PrefixRange(q.f.Prefix)
+	s := Sift{lo: []byte(lo), hi: []byte(hi), contains: []byte(q.f.Contains), holder: []byte(q.f.Holder)}
+	for _, p := range q.f.Within {
+		lo, hi := store.PrefixRange(p)
+		s.within = append(s.within, [2][]byte{[]byte(lo), []byte(hi)})
+	}
+	// instr steps through its haystack a character at a time, so a part of invalid UTF-8 (a
+	// lone continuation byte) is not found inside a character where bytes.Contains finds it:
+	// only a valid part is found alike (names and holders are valid UTF-8).
+	s.counts = q.f.State == "" && !q.among && utf8.Valid(s.contains) && utf8.Valid(s.holder)
+	return s
+}
+
+// Counts reports whether the open grants that pass Match and Plain are Count's first term
+// (OpenCounted's n): for a filter without a State, whose parts are valid UTF-8.
+func (s Sift) Counts() bool { return s.counts }
+
+// Parts are the parts of the name and of the holder a match contains (empty: no condition).
+func (s Sift) Parts() (name, holder []byte) { return s.contains, s.holder }
+
+// Match reports whether a grant with this name and holder passes the filters on them: the
+// rules of filters, but the open and expiry conditions, which the caller knows.
+func (s Sift) Match(name, holder []byte) bool {
+	if bytes.Compare(name, s.lo) < 0 || bytes.Compare(name, s.hi) >= 0 {
+		return false
+	}
+	if len(s.within) > 0 {
+		in := false
+		for _, r := range s.within {
+			if bytes.Compare(name, r[0]) >= 0 && bytes.Compare(name, r[1]) < 0 {
+				in = true
+				break
+			}
+		}
+		if !in {
+			return false
+		}
+	}
+	return bytes.Contains(name, s.contains) && bytes.Contains(holder, s.holder)
+}
 
 // Sieve is the statement that lists the tokens of the open grants that pass the filters on
 // name and holder, through grants_open_name alone (it holds both), at most limit: the one walk
@@ -283,13 +350,31 @@ func (q Query) Among(tokens string) Query {
 	return q
 }
 
+// OpenCounted is q with Count's first term given as n, counted outside SQL (SQLite's index of
+// parts): the open grants that are no semaphore's slot and pass the filters on name and holder,
+// by Sift's Match and Plain. Its Count reads the other terms alone: the open grants past expiry
+// that the sweeper has not recorded (through grants_open: a few) and the semaphores with a
+// held slot that matches. Only for a Query whose Sift counts (no State), not restricted by
+// Among.
+func (q Query) OpenCounted(n int) Query {
+	args := map[string]any{"open": n}
+	for k, v := range q.Args {
+		args[k] = v
+	}
+	q.open, q.Args = true, args
+	return q
+}
+
 // Count is the statement that counts the rows of every page: the open grants that match
-// (through the filter's index), less the few open ones past expiry that the sweeper has not
-// recorded yet (through grants_open), plus one per semaphore with a held slot that matches.
+// (through the filter's index, or given: OpenCounted), less the few open ones past expiry that
+// the sweeper has not recorded yet (through grants_open), plus one per semaphore with a held
+// slot that matches.
 func (q Query) Count() string {
 	plain := q.plain("a")
 	var c string
 	switch {
+	case q.open && q.f.State == "" && !q.among:
+		c = `SELECT :open`
 	case q.f.State == store.HeldExpiring:
 		// grants_open's range gives the unexpired ones directly.
 		a := q.rel("a", true)

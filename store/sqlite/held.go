@@ -15,30 +15,25 @@ import (
 // Held returns a page of the held leases that match f, through the indexes of the open grants
 // (see package heldsql). See store.Store.
 //
-// A filter on name or holder first finds the tokens that may pass it, up to the narrow bound,
-// in the index of parts (see parts: the names and holders of the open grants in memory, kept
-// off the write path) or, until that is built, by a sieve of grants_open_name (which holds
-// both): when that many or fewer may, the count and the page read those rows alone, so a rare
-// match costs a search of memory (or one walk of the index). Otherwise, and for the other
-// filters, the count comes first, then the page through the order's index (or through the
-// filter's, for few matches).
+// A filter on name or holder first asks the index of parts (see parts: the names and holders
+// of the open grants in memory, kept off the write path) or, until that is built, a sieve of
+// grants_open_name (which holds both): when at most the narrow bound match, the count and the
+// page read those rows alone, so a rare match costs a search of memory (or one walk of the
+// index); with more, the index of parts counts them (but the few past expiry not yet recorded,
+// and the semaphores), and the page walks the order's index. Otherwise, and for the other
+// filters, the count comes first in SQL, then the page through the order's index (or through
+// the filter's, for few matches).
 func (s *Store) Held(ctx context.Context, f store.HeldFilter) (store.HeldPage, error) {
 	f, after, more, err := store.CheckHeld(f)
 	if err != nil {
 		return store.HeldPage{}, err
 	}
 	now := s.clock.Now().UnixMilli()
-	d := heldsql.SQLite
-	d.Narrow = s.narrow
-	d.OpenGrants = `(SELECT value FROM meta WHERE key = 'open_grants')`
+	d := s.dialect()
 	q := heldsql.New(d, f, now, grantCols)
-	if narrow := d.NarrowBound(); q.Sifted() && narrow > 0 {
-		tokens, among, err := s.sifted(ctx, q, f, narrow)
-		if err != nil {
+	if q.Sifted() {
+		if q, err = s.sifted(ctx, q, d.NarrowBound()); err != nil {
 			return store.HeldPage{}, err
-		}
-		if among {
-			q = q.Among("[" + strings.Join(tokens, ",") + "]")
 		}
 	}
 	var total int
@@ -65,25 +60,45 @@ func (s *Store) Held(ctx context.Context, f store.HeldFilter) (store.HeldPage, e
 	return store.HeldPageOf(items, f.Limit, f.Order, total), nil
 }
 
-// sifted lists the tokens of the open grants that may pass f's filters on name and holder (a
-// superset of those that do, which q.Among checks), and whether to read those alone (among,
-// at most narrow of them: each is a look-up of its row, ~4 µs at a million): from the index
-// of parts when it is ready, else by q's Sieve.
-func (s *Store) sifted(ctx context.Context, q heldsql.Query, f store.HeldFilter, narrow int) (tokens []string, among bool, err error) {
-	found, ok, err := s.parts.candidates(ctx, f.Contains, f.Holder, narrow)
+// dialect is heldsql's SQLite with this store's narrow bound and count of open grants.
+func (s *Store) dialect() heldsql.Dialect {
+	d := heldsql.SQLite
+	d.Narrow = s.narrow
+	d.OpenGrants = `(SELECT value FROM meta WHERE key = 'open_grants')`
+	return d
+}
+
+// sifted is q with what the filters on name and holder let be known before its count: from
+// the index of parts when it is ready, the tokens of the open grants that pass them when at
+// most narrow (Among: the count and the page read those rows alone, each a look-up of its row,
+// ~4 µs at a million), else the count of them (OpenCounted), when the index has every end and
+// the filter no state; otherwise by q's Sieve, the tokens when at most narrow.
+func (s *Store) sifted(ctx context.Context, q heldsql.Query, narrow int) (heldsql.Query, error) {
+	found, err := s.parts.sift(ctx, q.Sift(), narrow)
 	if err != nil {
-		return nil, false, fmt.Errorf("sieve held leases: %w", err)
+		return q, fmt.Errorf("sieve held leases: %w", err)
 	}
-	if ok {
-		tokens := make([]string, len(found))
-		for i, t := range found {
+	switch {
+	case found.listed:
+		tokens := make([]string, len(found.tokens))
+		for i, t := range found.tokens {
 			tokens[i] = strconv.FormatInt(t, 10)
 		}
-		return tokens, true, nil
+		return q.Among("[" + strings.Join(tokens, ",") + "]"), nil
+	case found.counted:
+		return q.OpenCounted(found.open), nil
+	case narrow == 0:
+		return q, nil
 	}
 	sieve, args := q.Sieve(narrow + 1)
-	tokens, err = s.sieve(ctx, sieve, args)
-	return tokens, err == nil && len(tokens) <= narrow, err
+	tokens, err := s.sieve(ctx, sieve, args)
+	if err != nil {
+		return q, err
+	}
+	if len(tokens) <= narrow {
+		return q.Among("[" + strings.Join(tokens, ",") + "]"), nil
+	}
+	return q, nil
 }
 
 // sieve runs a Sieve statement: the tokens it lists, as decimal text.

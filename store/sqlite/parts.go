@@ -2,34 +2,47 @@ package sqlite
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/leasekeeper/leasekeeper/lease"
+	"github.com/leasekeeper/leasekeeper/store/heldsql"
 )
 
-// parts finds the open grants whose name or holder contains a part, for Held's filters ?q= and
-// ?holder=, without a walk of grants_open_name: it keeps the names and holders of the open
-// grants in memory, in two byte strings that bytes.Index searches, with each entry's token.
+// parts finds and counts the open grants whose name or holder contains a part, for Held's
+// filters ?q= and ?holder=, without a walk of grants_open_name: it keeps the names and holders
+// of the open grants in memory, in two byte strings that bytes.Index searches, with each
+// entry's token and a bit that says its grant ended since.
 //
-// It is built and kept by readers, off the write path: the writer knows nothing of it. The
-// first filter that needs it starts a keeper in the background, which builds it (from
-// grants_open_name, a paced chunk per statement, up to the last token issued then: its mark),
-// then every second appends the grants opened since (tokens past the mark, through
-// grants_open_newest: a token is never reused and a grant's name and holder never change),
-// and each filter does too before it searches, so that it misses none. A grant that ended
-// stays in it until the keeper rebuilds it, when they outnumber the open grants: what it finds
-// is a superset of the matches, which Held then checks in SQL (heldsql.Query.Among), so its
-// answers stay exact. The keeper drops it after partsIdle without a filter. Until it is built,
-// when more grants than a chunk opened since the keeper's last pass, and when it finds more
-// candidates than Held sorts, Held sieves in SQL.
+// It is built and kept by readers, off the write path: the writer knows nothing of it. A
+// keeper goroutine, started when the store opens, builds it (from grants_open_name, a paced
+// chunk per statement, up to the last token issued then, its mark, and with the last event
+// seq then, its seq), then every second appends the grants opened since (tokens past the mark,
+// through grants_open_newest: a token is never reused and a grant's name and holder never
+// change) and marks those that ended since (the tokens of the released, expired and revoked
+// events past its seq: every end of a grant records one in its transaction, endBy, and seqs
+// follow the commits); each filter does too before it searches, so that it misses none. Both
+// are read in one snapshot, so that what the index holds is the open grants of one moment.
+// Held counts Count's first term in it, whatever the number of matches (heldsql.Sift,
+// Query.OpenCounted), and, when at most Held sorts match, reads their rows by token
+// (heldsql.Query.Among). The keeper rebuilds it when the grants that ended outnumber the open
+// ones, and when events it had not read were pruned (an end may then be unmarked: it counts
+// nothing until rebuilt). It never drops it: the first filter after a drop would sieve for
+// the seconds of a build (docs/DESIGN.md). Until it is built, when more grants or events than
+// a filter reads came since the keeper's last pass, and for a filter on a state, Held sieves
+// or counts in SQL.
 type parts struct {
 	mode   PartsMode
 	chunk  int           // tailChunk but in tests
+	events int           // endsChunk but in tests
 	every  time.Duration // partsEvery but in tests
 	slack  int           // how many more ended grants than open ones a rebuild waits for, besides
 	room   int           // partIndex.room
@@ -43,39 +56,46 @@ type parts struct {
 	mu      sync.Mutex
 	idx     *partIndex // nil until built
 	keeping bool       // a keeper runs
-	used    time.Time  // the last filter's time
 }
 
-// partIndex is one build of the parts' index and the grants appended since.
+// partIndex is one build of the parts' index and the grants appended and ended since.
 type partIndex struct {
-	grow sync.Mutex // held by whoever appends: one reader of the tail at a time
+	grow sync.Mutex // held by whoever catches up: one reader of the tail at a time
 
 	mu             sync.RWMutex
 	names, holders []byte   // each entry followed by a 0 byte
 	nameEnd        []uint32 // nameEnd[i]: the offset of entry i's 0 byte in names
 	holderEnd      []uint32
 	tokens         []int64
-	mark           int64 // every open grant up to this token is in the index
-	room           int   // the most bytes of names, or of holders: 4 GiB, its offsets' (less in tests)
-	full           bool  // its names or holders outgrew room: it answers nothing
+	built          int      // the entries of the build, in order of name; those after it came in order of token
+	byToken        []uint32 // the build's entries in order of token, to find an entry whose grant ended
+	ended          []uint64 // bit i: the grant of entry i ended
+	nEnded         int      // how many bits of ended are set
+	mark           int64    // every open grant up to this token is in the index
+	seq            int64    // every end recorded up to this event seq is marked
+	blind          bool     // events past seq were pruned unread: it counts nothing
+	room           int      // the most bytes of names, or of holders: 4 GiB, its offsets' (less in tests)
+	full           bool     // its names or holders outgrew room: it answers nothing
 }
 
 const (
 	// tailChunk is the most grants one statement reads past the mark, and the most a filter
 	// reads before it leaves them to the keeper and sieves in SQL.
 	tailChunk = 10_000
-	// partsEvery is how often the keeper appends the grants opened since its last pass.
+	// endsChunk is the most events (by seq) one statement reads past the seq for ends, and
+	// the most a filter reads before it leaves them to the keeper and counts in SQL: about a
+	// second of a busy server's events (acquires, renewals and ends), the keeper's pass.
+	endsChunk = 20_000
+	// partsEvery is how often the keeper catches up.
 	partsEvery = time.Second
-	// partsIdle is how long the keeper keeps the index without a filter that reads it.
-	partsIdle = 10 * time.Minute
 )
 
 // PartsMode is how Held finds the grants whose name or holder contains a part (Options.HeldParts).
 type PartsMode int
 
 const (
-	// PartsBackground keeps the index of parts, built in the background on first use; until it
-	// is ready, Held sieves grants_open_name in SQL.
+	// PartsBackground keeps the index of parts, built in the background from the store's
+	// open; until it is ready, Held sieves grants_open_name in SQL.
 	PartsBackground PartsMode = iota
 	// PartsAtOnce builds, catches up and rebuilds the index in the call that needs it, so that
 	// every filter reads it: for tests.
@@ -86,7 +106,15 @@ const (
 
 func newParts(mode PartsMode, r *sql.DB, log *slog.Logger) *parts {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &parts{mode: mode, chunk: tailChunk, every: partsEvery, slack: 4096, room: math.MaxUint32, r: r, log: log, ctx: ctx, cancel: cancel}
+	return &parts{mode: mode, chunk: tailChunk, events: endsChunk, every: partsEvery, slack: 4096, room: math.MaxUint32,
+		r: r, log: log, ctx: ctx, cancel: cancel}
+}
+
+// start starts the keeper (PartsBackground), once the store's schema is in place.
+func (p *parts) start() {
+	if p.mode == PartsBackground {
+		p.use()
+	}
 }
 
 // close stops the keeper and waits for it.
@@ -95,50 +123,53 @@ func (p *parts) close() {
 	p.wg.Wait()
 }
 
-// candidates lists the tokens of the open grants whose name contains contains and whose holder
-// contains holder (an empty part is no condition), with some grants that ended since; ok is
-// false when the index is not ready or more than most were found: then the caller sieves in
-// SQL.
-func (p *parts) candidates(ctx context.Context, contains, holder string, most int) (tokens []int64, ok bool, err error) {
+// partsAnswer is what the index of parts answers for a filter: the tokens of the open grants
+// that pass its filters on name and holder when listed (at most as many as asked for), and how
+// many of them are no semaphore's slot when counted (Count's first term).
+type partsAnswer struct {
+	tokens  []int64
+	listed  bool
+	open    int
+	counted bool
+}
+
+// sift answers s from the index: nothing when it is not ready or more grants opened since its
+// last catch-up than a filter reads, no count when more events came since than a filter reads,
+// when events were pruned unread, or when s does not count (a filter on a state).
+func (p *parts) sift(ctx context.Context, s heldsql.Sift, most int) (partsAnswer, error) {
 	switch p.mode {
 	case PartsNever:
-		return nil, false, nil
+		return partsAnswer{}, nil
 	case PartsAtOnce:
-		return p.candidatesAtOnce(ctx, contains, holder, most)
+		return p.siftAtOnce(ctx, s, most)
 	}
 	x := p.use()
 	if x == nil {
-		return nil, false, nil
+		return partsAnswer{}, nil
 	}
-	if caught, err := x.catchUp(ctx, p.r, p.chunk, p.chunk); err != nil || !caught {
-		return nil, false, err
+	opened, ended, err := x.catchUp(ctx, p.r, p.chunk, p.events, 1)
+	if err != nil || !opened {
+		return partsAnswer{}, err
 	}
-	tokens, ok = x.find([]byte(contains), []byte(holder), most)
-	return tokens, ok, nil
+	return x.sift(s, most, ended), nil
 }
 
-// candidatesAtOnce is candidates with every step in the call (PartsAtOnce).
-func (p *parts) candidatesAtOnce(ctx context.Context, contains, holder string, most int) (tokens []int64, ok bool, err error) {
+// siftAtOnce is sift with every step in the call (PartsAtOnce).
+func (p *parts) siftAtOnce(ctx context.Context, s heldsql.Sift, most int) (partsAnswer, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.idx == nil || p.stale(ctx, p.idx) {
-		if p.idx, err = buildParts(ctx, p.r, p.chunk, p.room, false); err != nil {
-			return nil, false, err
-		}
+	x, _, err := p.keptUp(ctx, p.idx, false)
+	if err != nil {
+		return partsAnswer{}, err
 	}
-	if _, err := p.idx.catchUp(ctx, p.r, p.chunk, -1); err != nil {
-		return nil, false, err
-	}
-	tokens, ok = p.idx.find([]byte(contains), []byte(holder), most)
-	return tokens, ok, nil
+	p.idx = x
+	return x.sift(s, most, true), nil
 }
 
-// use is the index when it is built, else nil, and notes the use: it starts the keeper when
-// none runs.
+// use is the index when it is built, else nil; it starts the keeper when none runs.
 func (p *parts) use() *partIndex {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.used = time.Now()
 	if !p.keeping && p.ctx.Err() == nil {
 		p.keeping = true
 		p.wg.Add(1)
@@ -147,19 +178,14 @@ func (p *parts) use() *partIndex {
 	return p.idx
 }
 
-// keep builds the index, then keeps it (see parts) until it is idle or the store closes.
+// keep builds the index, then keeps it (see parts) until the store closes.
 func (p *parts) keep() {
 	defer p.wg.Done()
 	tick := time.NewTicker(p.every)
 	defer tick.Stop()
-	for {
+	for p.ctx.Err() == nil {
 		p.mu.Lock()
-		x, idle := p.idx, time.Since(p.used) > partsIdle
-		if idle || p.ctx.Err() != nil {
-			p.idx, p.keeping = nil, false
-			p.mu.Unlock()
-			return
-		}
+		x := p.idx
 		p.mu.Unlock()
 		if err := p.pass(x); err != nil && p.ctx.Err() == nil {
 			p.log.Warn("the index of the parts of names", "err", err)
@@ -171,24 +197,17 @@ func (p *parts) keep() {
 	}
 }
 
-// pass is one of the keeper's: a build when x is nil or stale, else the grants opened since.
+// pass is one of the keeper's (see keptUp).
 func (p *parts) pass(x *partIndex) error {
-	if x != nil && !p.stale(p.ctx, x) {
-		_, err := x.catchUp(p.ctx, p.r, p.chunk, -1)
-		return err
-	}
 	began := time.Now()
-	x, err := buildParts(p.ctx, p.r, p.chunk, p.room, true)
-	if err == nil {
-		_, err = x.catchUp(p.ctx, p.r, p.chunk, -1)
-	}
-	if err != nil {
+	y, built, err := p.keptUp(p.ctx, x, true)
+	if err != nil || !built {
 		return err
 	}
-	p.log.Info("built the index of the parts of names", "grants", len(x.tokens), "bytes", len(x.names)+len(x.holders)+12*len(x.tokens),
-		"took", time.Since(began))
+	p.log.Info("built the index of the parts of names", "grants", len(y.tokens),
+		"bytes", len(y.names)+len(y.holders)+12*len(y.tokens)+4*len(y.byToken)+8*len(y.ended), "took", time.Since(began))
 	p.mu.Lock()
-	p.idx = x
+	p.idx = y
 	p.mu.Unlock()
 	if p.onSwap != nil {
 		p.onSwap()
@@ -196,27 +215,46 @@ func (p *parts) pass(x *partIndex) error {
 	return nil
 }
 
-// stale reports whether the grants that ended outnumber the open ones in x (and slack more):
-// a rebuild drops them.
-func (p *parts) stale(ctx context.Context, x *partIndex) bool {
-	var open int
-	if err := p.r.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'open_grants'`).Scan(&open); err != nil {
-		return false
+// keptUp is x with the grants opened and ended since, or a new build (built) when x is nil or
+// stale, paced when pace.
+func (p *parts) keptUp(ctx context.Context, x *partIndex, pace bool) (_ *partIndex, built bool, err error) {
+	if x != nil {
+		if _, _, err := x.catchUp(ctx, p.r, p.chunk, p.events, -1); err != nil || !p.stale(x) {
+			return x, false, err
+		}
 	}
+	if x, err = buildParts(ctx, p.r, p.chunk, p.room, pace); err != nil {
+		return nil, false, err
+	}
+	if _, _, err = x.catchUp(ctx, p.r, p.chunk, p.events, -1); err != nil {
+		return nil, false, err
+	}
+	return x, true, nil
+}
+
+// stale reports whether x needs a rebuild: the grants that ended outnumber the open ones in it
+// (and slack more), or events it had not read were pruned.
+func (p *parts) stale(x *partIndex) bool {
 	x.mu.RLock()
-	n := len(x.tokens)
-	x.mu.RUnlock()
-	return n > 2*open+p.slack
+	defer x.mu.RUnlock()
+	return x.blind || x.nEnded > len(x.tokens)-x.nEnded+p.slack
 }
 
 // The statements that read the index's entries: the open grants after a key of
 // grants_open_name (which holds name and holder), in its order, and those past a token, in
-// order (TestPartsPlans).
+// order; and its ends: the events past a seq, through their rowid (TestPartsPlans), and the
+// newest seq ever given (sqlite_sequence keeps it when the newest events are pruned) with the
+// oldest kept.
 const (
 	partsAfter = `SELECT token, name, holder FROM grants INDEXED BY grants_open_name
 		WHERE ended_at IS NULL AND (name, holder, token) > (?, ?, ?) ORDER BY name, holder, token LIMIT ?`
 	partsSince = `SELECT token, name, holder FROM grants INDEXED BY grants_open_newest
 		WHERE ended_at IS NULL AND token > ? ORDER BY token LIMIT ?`
+	partsLastSeq = `coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0)`
+	partsMarks   = `SELECT (SELECT value FROM meta WHERE key = 'last_token'), ` + partsLastSeq
+	partsSeqs    = `SELECT ` + partsLastSeq + `, coalesce((SELECT min(seq) FROM events), 0)`
+	partsEnds    = `SELECT token FROM events WHERE seq > ? AND seq <= ? AND type IN ('` +
+		string(lease.EndReleased) + `', '` + string(lease.EndExpired) + `', '` + string(lease.EndRevoked) + `')`
 )
 
 // partsPause is how many times the time it took to read a chunk the keeper's build waits
@@ -226,13 +264,13 @@ const partsPause = 3
 
 // buildParts reads every open grant's name and holder from grants_open_name, chunk at a time
 // in its order, each chunk a statement of its own (no read transaction holds the WAL), and
-// paced when pace: the last token issued before the first (meta.last_token, written in the
-// transaction of the batch that issued it) is the mark, and the grants past it that the walk
-// meets are left to catchUp. A grant up to the mark that is open when its chunk is read is in
-// it: its name and holder, so its place in the index, never change.
+// paced when pace. The last token issued and the last event seq, read together before the
+// first chunk, are its mark and its seq: a grant past the mark that the walk meets is left to
+// catchUp; one up to it is in its chunk if it is still open then (its name and holder, so its
+// place in the index, never change), and if it ends after, its end's event is past the seq.
 func buildParts(ctx context.Context, r *sql.DB, chunk, room int, pace bool) (*partIndex, error) {
 	x := &partIndex{room: room}
-	if err := r.QueryRowContext(ctx, `SELECT value FROM meta WHERE key = 'last_token'`).Scan(&x.mark); err != nil {
+	if err := r.QueryRowContext(ctx, partsMarks).Scan(&x.mark, &x.seq); err != nil {
 		return nil, fmt.Errorf("index the parts of names: %w", w(err))
 	}
 	var after partKey
@@ -242,13 +280,15 @@ func buildParts(ctx context.Context, r *sql.DB, chunk, room int, pace bool) (*pa
 		if err != nil {
 			return nil, fmt.Errorf("index the parts of names: %w", w(err))
 		}
-		n, err := x.scan(rows, x.mark, &after)
+		var read partIndex
+		n, err := read.scan(rows, x.mark, &after)
 		rows.Close()
 		if err != nil {
 			return nil, fmt.Errorf("index the parts of names: %w", err)
 		}
+		x.merge(&read, partEnds{seq: x.seq})
 		if n < chunk {
-			return x, nil
+			break
 		}
 		if pace {
 			select {
@@ -257,6 +297,26 @@ func buildParts(ctx context.Context, r *sql.DB, chunk, room int, pace bool) (*pa
 			case <-time.After(partsPause * time.Since(began)):
 			}
 		}
+	}
+	x.sortBuilt()
+	return x, nil
+}
+
+// sortBuilt orders the build's entries by token in byToken.
+func (x *partIndex) sortBuilt() {
+	x.built = len(x.tokens)
+	type entry struct {
+		token int64
+		i     uint32
+	}
+	by := make([]entry, x.built)
+	for i, t := range x.tokens {
+		by[i] = entry{t, uint32(i)}
+	}
+	slices.SortFunc(by, func(a, b entry) int { return cmp.Compare(a.token, b.token) })
+	x.byToken = make([]uint32, x.built)
+	for k, e := range by {
+		x.byToken[k] = e.i
 	}
 }
 
@@ -267,38 +327,95 @@ type partKey struct {
 	token        int64
 }
 
-// catchUp appends the open grants past the mark, chunk at a time, at most most of them (-1:
-// all); caught says that none is left.
-func (x *partIndex) catchUp(ctx context.Context, r *sql.DB, chunk, most int) (caught bool, err error) {
+// catchUp appends the open grants past the mark and marks the grants that ended in events
+// past the seq, in rounds (-1: until none is left); opened and ended say that none is left
+// of each.
+func (x *partIndex) catchUp(ctx context.Context, r *sql.DB, chunk, events, rounds int) (opened, ended bool, err error) {
 	x.grow.Lock()
 	defer x.grow.Unlock()
-	for read := 0; most < 0 || read < most; {
-		x.mu.RLock()
-		mark := x.mark
-		x.mu.RUnlock()
-		rows, err := r.QueryContext(ctx, partsSince, mark, chunk)
-		if err != nil {
-			return false, fmt.Errorf("index the parts of new names: %w", w(err))
+	for ; rounds != 0; rounds-- {
+		if opened, ended, err = x.round(ctx, r, chunk, events); err != nil || opened && ended {
+			return opened, ended, err
 		}
-		n, err := x.scan(rows, 0, nil)
-		rows.Close()
-		if err != nil {
-			return false, fmt.Errorf("index the parts of new names: %w", err)
-		}
-		if n < chunk {
-			return true, nil
-		}
-		read += n
 	}
-	return false, nil
+	return opened, ended, nil
 }
 
-// scan appends rows of token, name and holder, a chunk at a time (so that a search waits for
-// no read), but those past upTo (when above 0), and moves the mark to the greatest token
-// appended (catchUp reads in order of token; a build set it first); last, when set, takes the
-// key of the last row read.
+// partEnds is what a round read of the events past the index's seq.
+type partEnds struct {
+	tokens []int64 // of the grants that ended
+	seq    int64   // the seq read up to
+	caught bool    // up to the newest event
+	blind  bool    // events past the index's seq were pruned unread
+}
+
+// round is one of catchUp's, in one read transaction, so that the index holds the open grants
+// of one snapshot: at most chunk grants past the mark, and when they were the last, the ends
+// in at most events events past the seq; both go into the index at once.
+func (x *partIndex) round(ctx context.Context, r *sql.DB, chunk, events int) (opened, ended bool, err error) {
+	tx, err := r.BeginTx(ctx, nil)
+	if err != nil {
+		return false, false, fmt.Errorf("index the parts of new names: %w", w(err))
+	}
+	defer tx.Rollback()
+	x.mu.RLock()
+	mark, seq := x.mark, x.seq
+	x.mu.RUnlock()
+	rows, err := tx.QueryContext(ctx, partsSince, mark, chunk)
+	if err != nil {
+		return false, false, fmt.Errorf("index the parts of new names: %w", w(err))
+	}
+	var read partIndex
+	n, err := read.scan(rows, 0, nil)
+	rows.Close()
+	if err != nil {
+		return false, false, fmt.Errorf("index the parts of new names: %w", err)
+	}
+	ends := partEnds{seq: seq}
+	if opened = n < chunk; opened {
+		if ends, err = readEnds(ctx, tx, seq, events); err != nil {
+			return false, false, fmt.Errorf("index the ends of grants: %w", err)
+		}
+	}
+	x.merge(&read, ends)
+	return opened, ends.caught, nil
+}
+
+// readEnds reads, in tx, the tokens of the grants that ended in the events past seq, at most
+// events of them by seq. The seqs of the events kept have no gap (each batch takes the next
+// ones, a rolled back batch gives its own back, and pruning deletes the oldest): when the
+// oldest kept is past seq + 1, events that were never read are gone.
+func readEnds(ctx context.Context, tx *sql.Tx, seq int64, events int) (partEnds, error) {
+	var last, first int64
+	if err := tx.QueryRowContext(ctx, partsSeqs).Scan(&last, &first); err != nil {
+		return partEnds{}, w(err)
+	}
+	if first == 0 { // no event kept
+		first = last + 1
+	}
+	if first > seq+1 {
+		return partEnds{seq: last, caught: true, blind: true}, nil
+	}
+	to := min(last, seq+int64(events))
+	ends := partEnds{seq: to, caught: to == last}
+	rows, err := tx.QueryContext(ctx, partsEnds, seq, to)
+	if err != nil {
+		return partEnds{}, w(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t int64
+		if err := rows.Scan(&t); err != nil {
+			return partEnds{}, err
+		}
+		ends.tokens = append(ends.tokens, t)
+	}
+	return ends, w(rows.Err())
+}
+
+// scan appends rows of token, name and holder to x, but those past upTo (when above 0); last,
+// when set, takes the key of the last row read.
 func (x *partIndex) scan(rows *sql.Rows, upTo int64, last *partKey) (int, error) {
-	var chunk partIndex
 	var name, holder sql.RawBytes
 	var token int64
 	n := 0
@@ -313,15 +430,13 @@ func (x *partIndex) scan(rows *sql.Rows, upTo int64, last *partKey) (int, error)
 		if upTo > 0 && token > upTo {
 			continue
 		}
-		if chunk.add(token, name, holder); len(chunk.tokens) == 4096 {
-			x.merge(&chunk)
-		}
+		x.add(token, name, holder)
 	}
-	x.merge(&chunk)
 	return n, w(rows.Err())
 }
 
-// add appends an entry.
+// add appends an entry, and moves the mark to its token when past it (catchUp reads in order
+// of token; a build set the mark first).
 func (x *partIndex) add(token int64, name, holder []byte) {
 	x.names = append(append(x.names, name...), 0)
 	x.nameEnd = append(x.nameEnd, uint32(len(x.names)-1))
@@ -331,55 +446,134 @@ func (x *partIndex) add(token int64, name, holder []byte) {
 	x.mark = max(x.mark, token)
 }
 
-// merge appends the entries of chunk and empties it.
-func (x *partIndex) merge(chunk *partIndex) {
+// merge appends the entries read, marks the grants that ended, and moves the seq, at once.
+func (x *partIndex) merge(read *partIndex, ends partEnds) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if len(x.names)+len(chunk.names) > x.room || len(x.holders)+len(chunk.holders) > x.room {
+	if len(x.names)+len(read.names) > x.room || len(x.holders)+len(read.holders) > x.room {
 		x.full = true
 		x.names, x.nameEnd, x.holders, x.holderEnd, x.tokens = nil, nil, nil, nil, nil
+		x.built, x.byToken, x.ended, x.nEnded = 0, nil, nil, 0
 	}
-	for i, t := range chunk.tokens {
+	for i, t := range read.tokens {
 		if x.full {
 			x.mark = max(x.mark, t) // so that catchUp goes on
 			continue
 		}
-		x.add(t, entryOf(chunk.names, chunk.nameEnd, i), entryOf(chunk.holders, chunk.holderEnd, i))
+		x.add(t, entryOf(read.names, read.nameEnd, i), entryOf(read.holders, read.holderEnd, i))
 	}
-	chunk.names, chunk.nameEnd, chunk.holders, chunk.holderEnd, chunk.tokens = chunk.names[:0], chunk.nameEnd[:0], chunk.holders[:0], chunk.holderEnd[:0], chunk.tokens[:0]
+	for len(x.ended)*64 < len(x.tokens) {
+		x.ended = append(x.ended, 0)
+	}
+	for _, t := range ends.tokens {
+		// A grant that ended before its chunk of the build was read, or past the mark, is not
+		// in the index.
+		if i, ok := x.find(t); ok && x.ended[i/64]&(1<<(i%64)) == 0 {
+			x.ended[i/64] |= 1 << (i % 64)
+			x.nEnded++
+		}
+	}
+	x.seq, x.blind = ends.seq, x.blind || ends.blind
 }
 
-// find lists the tokens of the entries whose name contains part and whose holder contains
-// holder, unless there are more than most (ok false).
-func (x *partIndex) find(part, holder []byte, most int) (tokens []int64, ok bool) {
+// find is the entry of token t.
+func (x *partIndex) find(t int64) (int, bool) {
+	if i, ok := slices.BinarySearch(x.tokens[x.built:], t); ok {
+		return x.built + i, true
+	}
+	k, ok := sort.Find(len(x.byToken), func(k int) int { return cmp.Compare(t, x.tokens[x.byToken[k]]) })
+	if !ok {
+		return 0, false
+	}
+	return int(x.byToken[k]), true
+}
+
+// sift lists the tokens of the entries of open grants that pass s (listed, when at most most
+// of them) and counts those of them that are no semaphore's slot (counted, when ended says
+// the ends are caught up, none went unread, and s counts).
+func (x *partIndex) sift(s heldsql.Sift, most int, ended bool) partsAnswer {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	if x.full {
-		return nil, false
+		return partsAnswer{}
 	}
-	// Search the string of the part given (the name's when both are).
-	in, ends, other, otherEnds, want, also := x.names, x.nameEnd, x.holders, x.holderEnd, part, holder
-	if len(part) == 0 {
-		in, ends, other, otherEnds, want, also = x.holders, x.holderEnd, x.names, x.nameEnd, holder, part
+	var out partsAnswer
+	many := false
+	x.each(s, func(i int, name []byte) {
+		if len(out.tokens) < most {
+			out.tokens = append(out.tokens, x.tokens[i])
+		} else {
+			many = true
+		}
+		if heldsql.Plain(name) {
+			out.open++
+		}
+	})
+	out.listed = most > 0 && !many
+	if !out.listed {
+		out.tokens = nil
 	}
-	for from := 0; from < len(in); {
+	out.counted = ended && !x.blind && s.Counts()
+	return out
+}
+
+// each calls f with every entry of an open grant that passes s, and its name: it searches the
+// string of the part (the sparser one when both are given) and checks each entry found.
+func (x *partIndex) each(s heldsql.Sift, f func(i int, name []byte)) {
+	check := func(i int) {
+		if x.ended[i/64]&(1<<(i%64)) != 0 {
+			return
+		}
+		name := entryOf(x.names, x.nameEnd, i)
+		if s.Match(name, entryOf(x.holders, x.holderEnd, i)) {
+			f(i, name)
+		}
+	}
+	part, holder := s.Parts()
+	in, ends, want := x.names, x.nameEnd, part
+	if len(part) == 0 || len(holder) > 0 && sparser(x.holders, x.holderEnd, holder, x.names, x.nameEnd, part) {
+		in, ends, want = x.holders, x.holderEnd, holder
+	}
+	if len(want) == 0 {
+		for i := range x.tokens {
+			check(i)
+		}
+		return
+	}
+	for i, from := 0, 0; from < len(in); i++ {
 		at := bytes.Index(in[from:], want)
 		if at < 0 {
-			break
+			return
 		}
-		i := sort.Search(len(ends), func(i int) bool { return int(ends[i]) >= from+at })
-		if i == len(ends) {
-			break
+		if i = entryAt(ends, i, from+at); i == len(ends) {
+			return
 		}
-		if len(also) == 0 || bytes.Contains(entryOf(other, otherEnds, i), also) {
-			if len(tokens) == most {
-				return nil, false
-			}
-			tokens = append(tokens, x.tokens[i])
-		}
+		check(i)
 		from = int(ends[i]) + 1
 	}
-	return tokens, true
+}
+
+// sparser reports whether part a is found in fewer of the first entries of its string than
+// part b in theirs: a few microseconds that spare a search of the commoner part (?q=job-
+// &holder=-1 at a million: every name has job-, one holder in four -1).
+func sparser(a []byte, aEnds []uint32, partA []byte, b []byte, bEnds []uint32, partB []byte) bool {
+	n := min(len(aEnds), 4096)
+	if n == 0 {
+		return false
+	}
+	return bytes.Count(a[:aEnds[n-1]], partA) < bytes.Count(b[:bEnds[n-1]], partB)
+}
+
+// entryAt is the first entry from i on whose end is at or past at (len(ends) for none): a
+// galloping search, as the matches of a common part are near each other.
+func entryAt(ends []uint32, i, at int) int {
+	step := 1
+	for i+step < len(ends) && int(ends[i+step-1]) < at {
+		i += step
+		step *= 2
+	}
+	hi := min(i+step, len(ends))
+	return i + sort.Search(hi-i, func(k int) bool { return int(ends[i+k]) >= at })
 }
 
 // entryOf is entry i of a string of entries whose ends are ends.

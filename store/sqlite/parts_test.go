@@ -11,15 +11,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasekeeper/leasekeeper/internal/testwait"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/store/heldsql"
 )
 
-// partsStore opens a store whose index of parts works in mode.
-func partsStore(t *testing.T, mode PartsMode) *Store {
+// partsStore opens a store whose index of parts works in mode, with its settings changed by
+// tune (when set) before its keeper starts.
+func partsStore(t *testing.T, mode PartsMode, tune func(*parts)) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "parts.db"), Options{
-		Clock: lease.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), HeldParts: mode, Reserve: -1})
+		Clock: lease.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), HeldParts: mode, Reserve: -1, tuneParts: tune})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,12 +39,28 @@ func acquirePart(t *testing.T, s *Store, name, holder string) lease.Lease {
 	return l
 }
 
+// siftOf is the Sift of a filter on contains and holder, by name.
+func siftOf(s *Store, contains, holder string) heldsql.Sift {
+	return heldsql.New(heldsql.SQLite, store.HeldFilter{Contains: contains, Holder: holder, Order: store.OrderName},
+		s.clock.Now().UnixMilli(), grantCols).Sift()
+}
+
+// candidates lists what the index of parts finds for contains and holder, at most most.
+func candidates(t *testing.T, s *Store, contains, holder string, most int) (tokens []int64, listed bool) {
+	t.Helper()
+	found, err := s.parts.sift(context.Background(), siftOf(s, contains, holder), most)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return found.tokens, found.listed
+}
+
 // wantCandidates checks that the index of parts answers and lists exactly the tokens want.
 func wantCandidates(t *testing.T, s *Store, contains, holder string, want ...lease.Lease) {
 	t.Helper()
-	got, ok, err := s.parts.candidates(context.Background(), contains, holder, 10)
-	if err != nil || !ok {
-		t.Fatalf("candidates(%q, %q) = %v, %v, %v; want an answer", contains, holder, got, ok, err)
+	got, ok := candidates(t, s, contains, holder, 10)
+	if !ok {
+		t.Fatalf("candidates(%q, %q) = %v, not listed; want an answer", contains, holder, got)
 	}
 	var tokens []int64
 	for _, l := range want {
@@ -55,11 +74,12 @@ func wantCandidates(t *testing.T, s *Store, contains, holder string, want ...lea
 }
 
 // TestPartsFindsEveryOpenGrant checks the index of parts: it finds a part in the names and
-// holders of the grants of its build (read a chunk at a time), in those acquired since (past its mark, read a chunk at
-// a time), in both at once, and it keeps grants that ended until they outnumber the open ones,
-// then a rebuild drops them; it lists no more than it is asked for.
+// holders of the grants of its build (read a chunk at a time), in those acquired since (past
+// its mark, read a chunk at a time), in both at once; a grant that ended is found no more, and
+// a rebuild drops those when they outnumber the open ones; it lists no more than it is asked
+// for.
 func TestPartsFindsEveryOpenGrant(t *testing.T) {
-	s := partsStore(t, PartsAtOnce)
+	s := partsStore(t, PartsAtOnce, nil)
 	s.parts.chunk, s.parts.slack = 2, 0
 	first := acquirePart(t, s, "a-needle", "h-1")
 	held := acquirePart(t, s, "plain", "needle-h")
@@ -73,27 +93,33 @@ func TestPartsFindsEveryOpenGrant(t *testing.T) {
 	wantCandidates(t, s, "", "needle", held)
 	wantCandidates(t, s, "needle", "h-2", since[:4]...)
 	wantCandidates(t, s, "", "h-", append([]lease.Lease{first, third}, since...)...)
-	if got, ok, err := s.parts.candidates(context.Background(), "needle", "", 4); ok || err != nil {
-		t.Errorf("candidates(needle) of at most 4 = %v, %v, %v; want too many", got, ok, err)
+	if got, ok := candidates(t, s, "needle", "", 4); ok {
+		t.Errorf("candidates(needle) of at most 4 = %v; want too many", got)
 	}
-	// A grant that ended stays a candidate (Held checks each in SQL) until a rebuild.
-	if err := s.Release(context.Background(), "a-needle", first.ID); err != nil {
-		t.Fatal(err)
+	// A grant that ended is no candidate, of the build or since.
+	for _, l := range []lease.Lease{first, since[0]} {
+		if err := s.Release(context.Background(), l.Name, l.ID); err != nil {
+			t.Fatal(err)
+		}
 	}
-	wantCandidates(t, s, "needle", "", append([]lease.Lease{first}, since[:4]...)...)
-	for _, l := range since {
+	wantCandidates(t, s, "needle", "", since[1:4]...)
+	x := s.parts.idx
+	for _, l := range since[1:] {
 		if err := s.Release(context.Background(), l.Name, l.ID); err != nil {
 			t.Fatal(err)
 		}
 	}
 	wantCandidates(t, s, "needle", "")
 	wantCandidates(t, s, "", "needle", held)
+	if s.parts.idx == x || len(s.parts.idx.tokens) != 2 {
+		t.Errorf("the index after 6 of 8 grants ended: %d entries, rebuilt %v; want a rebuild of 2", len(s.parts.idx.tokens), s.parts.idx != x)
+	}
 }
 
 // TestPartsFullAnswersNothing checks that an index whose names outgrow its offsets' room
 // answers nothing (Held sieves in SQL), and goes on catching up.
 func TestPartsFullAnswersNothing(t *testing.T) {
-	s := partsStore(t, PartsAtOnce)
+	s := partsStore(t, PartsAtOnce, nil)
 	s.parts.chunk, s.parts.room = 2, 12
 	a := acquirePart(t, s, "a-needle", "h")
 	acquirePart(t, s, "b", "h")
@@ -101,8 +127,8 @@ func TestPartsFullAnswersNothing(t *testing.T) {
 	for _, name := range []string{"c-needle", "d", "e"} {
 		acquirePart(t, s, name, "h")
 	}
-	if got, ok, err := s.parts.candidates(context.Background(), "needle", "", 10); ok || err != nil {
-		t.Errorf("candidates of an index past its room = %v, %v, %v; want no answer", got, ok, err)
+	if found, err := s.parts.sift(context.Background(), siftOf(s, "needle", ""), 10); found.listed || found.counted || err != nil {
+		t.Errorf("sift of an index past its room = %+v, %v; want no answer", found, err)
 	}
 	p, err := s.Held(context.Background(), store.HeldFilter{Contains: "needle", Order: store.OrderName, Limit: 10})
 	if err != nil || p.Total != 2 {
@@ -110,25 +136,33 @@ func TestPartsFullAnswersNothing(t *testing.T) {
 	}
 }
 
-// TestPartsBuiltInTheBackground checks the default mode: the first filter on a part starts
-// the keeper, which builds the index, and sieves in SQL; once built, the filters read it,
-// grants acquired since included, and Held answers exactly through it; a filter that finds
-// more grants opened since than a chunk leaves them to the keeper and sieves in SQL.
-func TestPartsBuiltInTheBackground(t *testing.T) {
-	s := partsStore(t, PartsBackground)
+// TestPartsBuiltAtOpen checks the default mode: the keeper builds the index when the store
+// opens, before any filter; then each filter catches it up itself (the keeper waits an hour
+// here): the grants opened since are found and those ended since are not, and it counts; a
+// filter that finds more grants opened since than a chunk leaves them to the keeper and
+// sieves in SQL, and one that finds more events since than it reads lists but does not count.
+func TestPartsBuiltAtOpen(t *testing.T) {
 	built := make(chan struct{}, 1)
-	// The keeper builds, then waits an hour: the filters catch up, a chunk of 3 at most.
-	s.parts.onSwap, s.parts.every, s.parts.chunk = func() { built <- struct{}{} }, time.Hour, 3
-	a := acquirePart(t, s, "a-needle", "h")
-	if _, ok, err := s.parts.candidates(context.Background(), "needle", "", 10); ok || err != nil {
-		t.Fatalf("candidates before the build = %v, %v; want none yet", ok, err)
+	s := partsStore(t, PartsBackground, func(p *parts) {
+		p.onSwap, p.every, p.chunk, p.events = func() { built <- struct{}{} }, time.Hour, 4, 8
+	})
+	s.parts.mu.Lock()
+	keeping := s.parts.keeping
+	s.parts.mu.Unlock()
+	if !keeping {
+		t.Fatal("no keeper runs once the store is open: the first filter would wait for a build")
 	}
-	<-built
+	testwait.Receive(t, built, time.Minute)
+	a := acquirePart(t, s, "a-needle", "h")
 	b := acquirePart(t, s, "b-needle", "h")
 	acquirePart(t, s, "c", "h")
 	wantCandidates(t, s, "needle", "", a, b)
 	if err := s.Release(context.Background(), "a-needle", a.ID); err != nil {
 		t.Fatal(err)
+	}
+	found, err := s.parts.sift(context.Background(), siftOf(s, "needle", ""), 10)
+	if err != nil || !found.listed || !found.counted || found.open != 1 || !slices.Equal(found.tokens, []int64{int64(b.Token)}) {
+		t.Errorf("sift(needle) after a-needle's release = %+v, %v; want b-needle, counted 1", found, err)
 	}
 	p, err := s.Held(context.Background(), store.HeldFilter{Contains: "needle", Order: store.OrderName, Limit: 10})
 	if err != nil {
@@ -138,15 +172,33 @@ func TestPartsBuiltInTheBackground(t *testing.T) {
 		t.Errorf("Held(needle) = %+v, want b-needle alone", p)
 	}
 	var d lease.Lease
-	for _, name := range []string{"d-needle", "e", "f"} {
+	for _, name := range []string{"d-needle", "e", "f", "g"} {
 		if l := acquirePart(t, s, name, "h"); name == "d-needle" {
 			d = l
 		}
 	}
-	if got, ok, err := s.parts.candidates(context.Background(), "needle", "", 10); ok || err != nil {
-		t.Errorf("candidates with 3 grants opened since, a chunk of 3 = %v, %v, %v; want none yet", got, ok, err)
+	if got, ok := candidates(t, s, "needle", "", 10); ok {
+		t.Errorf("candidates with 4 grants opened since, a chunk of 4 = %v; want none yet", got)
 	}
-	wantCandidates(t, s, "needle", "", a, b, d)
+	wantCandidates(t, s, "needle", "", b, d)
+	// 9 events past the index's seq, more than the 8 a filter reads: it lists, it does not
+	// count, then the next filter reads the rest.
+	for _, l := range []lease.Lease{b, d} {
+		for range 4 {
+			if _, err := s.Renew(context.Background(), l.Name, l.ID, 0, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := s.Release(context.Background(), "b-needle", b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if found, err := s.parts.sift(context.Background(), siftOf(s, "needle", ""), 10); err != nil || !found.listed || found.counted {
+		t.Errorf("sift(needle) with 9 events since, 8 read = %+v, %v; want a list, no count", found, err)
+	}
+	if found, err := s.parts.sift(context.Background(), siftOf(s, "needle", ""), 10); err != nil || !found.counted || found.open != 1 {
+		t.Errorf("sift(needle) when the rest is read = %+v, %v; want d-needle counted", found, err)
+	}
 }
 
 // TestHeldReadsThePartsIndex checks that Held answers a filter on a part from the index of
@@ -156,7 +208,7 @@ func TestPartsBuiltInTheBackground(t *testing.T) {
 func TestHeldReadsThePartsIndex(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range []PartsMode{PartsAtOnce, PartsNever} {
-		s := partsStore(t, mode)
+		s := partsStore(t, mode, nil)
 		acquirePart(t, s, "a-needle", "h")
 		acquirePart(t, s, "b", "h")
 		f := store.HeldFilter{Contains: "needle", Order: store.OrderName, Limit: 10}
@@ -184,8 +236,7 @@ func TestHeldReadsThePartsIndex(t *testing.T) {
 // the keeper catches up and rebuilds as often as it can (for the race detector), then checks
 // that Held counts exactly the open grants whose names contain the part.
 func TestPartsUnderConcurrentWrites(t *testing.T) {
-	s := partsStore(t, PartsBackground)
-	s.parts.every, s.parts.chunk, s.parts.slack = time.Millisecond, 4, 0
+	s := partsStore(t, PartsBackground, func(p *parts) { p.every, p.chunk, p.events, p.slack = time.Millisecond, 4, 5, 0 })
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for w := range 2 {
@@ -230,14 +281,18 @@ func TestPartsUnderConcurrentWrites(t *testing.T) {
 }
 
 // TestPartsPlans checks that the index of parts is built by a walk of grants_open_name from a
-// key on and caught up through a range of grants_open_newest, with no sort.
+// key on and caught up through a range of grants_open_newest, with no sort, and its ends
+// through a range of the events' seqs.
 func TestPartsPlans(t *testing.T) {
-	s := partsStore(t, PartsNever)
+	s := partsStore(t, PartsNever, nil)
 	if got, want := queryPlan(t, s.r, partsAfter, "a", "b", 1, 2), "SEARCH grants USING INDEX grants_open_name ((name,holder)>(?,?))"; got != want {
 		t.Errorf("plan of the build: %s, want %s", got, want)
 	}
 	if got, want := queryPlan(t, s.r, partsSince, 1, 2), "SEARCH grants USING INDEX grants_open_newest (token>?)"; got != want {
 		t.Errorf("plan of the catch-up: %s, want %s", got, want)
+	}
+	if got, want := queryPlan(t, s.r, partsEnds, 1, 2), "SEARCH events USING INTEGER PRIMARY KEY (rowid>? AND rowid<?)"; got != want {
+		t.Errorf("plan of the ends: %s, want %s", got, want)
 	}
 }
 
@@ -257,3 +312,33 @@ func (s *Store) PartsReady() bool {
 
 // SetHeldParts sets Options.HeldParts while no Held runs (benchmarks).
 func (s *Store) SetHeldParts(mode PartsMode) { s.parts.mode = mode }
+
+// TestEntryAt checks the galloping search of the entry a match falls in against a walk from
+// the entry it starts at.
+func TestEntryAt(t *testing.T) {
+	for n := range 40 {
+		var ends []uint32
+		for i := range n {
+			ends = append(ends, uint32(3*i+i%4+1))
+		}
+		last := 0
+		if n > 0 {
+			last = int(ends[n-1])
+		}
+		for i := 0; i <= n; i++ {
+			from := 0
+			if i > 0 {
+				from = int(ends[i-1]) + 1
+			}
+			for at := from; at <= last+1; at++ {
+				want := i
+				for want < n && int(ends[want]) < at {
+					want++
+				}
+				if got := entryAt(ends, i, at); got != want {
+					t.Fatalf("entryAt(%v, %d, %d) = %d, want %d", ends, i, at, got, want)
+				}
+			}
+		}
+	}
+}

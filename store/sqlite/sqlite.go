@@ -74,6 +74,10 @@ type Options struct {
 	// DefaultNameCache); the others are read from SQL when an operation first touches them.
 	// Small in tests, to exercise loads and evictions.
 	NameCache int
+
+	// tuneParts, when set, changes the index of parts' settings before its keeper starts
+	// (this package's tests).
+	tuneParts func(*parts)
 }
 
 // DefaultNameCache is Options.NameCache's default: the writer's memory of current grants
@@ -208,6 +212,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	// stretch rewrites every open grant, and until that WAL is copied every read goes through
 	// it (seconds per dashboard page at a million: BENCHMARKS.md).
 	s.cp.wrote()
+	// The index of parts is built now, paced, in the background, so that the first filter on a
+	// part does not wait for it (docs/DESIGN.md).
+	if opts.tuneParts != nil {
+		opts.tuneParts(s.parts)
+	}
+	s.parts.start()
 	return s, nil
 }
 
