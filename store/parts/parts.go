@@ -34,6 +34,8 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -173,6 +175,24 @@ type Answer struct {
 	Listed  bool
 	Open    int
 	Counted bool
+}
+
+// Apply is q with what a tells before its count: the tokens of the open grants that pass its
+// filters on name and holder when listed (Among: the count and the page read those rows
+// alone, each a look-up by token), else their count when counted (OpenCounted); answered
+// says that a told either.
+func (a Answer) Apply(q heldsql.Query) (_ heldsql.Query, answered bool) {
+	switch {
+	case a.Listed:
+		tokens := make([]string, len(a.Tokens))
+		for i, t := range a.Tokens {
+			tokens[i] = strconv.FormatInt(t, 10)
+		}
+		return q.Among("[" + strings.Join(tokens, ",") + "]"), true
+	case a.Counted:
+		return q.OpenCounted(a.Open), true
+	}
+	return q, false
 }
 
 // Sift answers s from the index: nothing when it is not ready or more grants opened since its

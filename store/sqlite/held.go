@@ -78,16 +78,7 @@ func (s *Store) sifted(ctx context.Context, q heldsql.Query, narrow int) (heldsq
 	if err != nil {
 		return q, fmt.Errorf("sieve held leases: %w", err)
 	}
-	switch {
-	case found.Listed:
-		tokens := make([]string, len(found.Tokens))
-		for i, t := range found.Tokens {
-			tokens[i] = strconv.FormatInt(t, 10)
-		}
-		return q.Among("[" + strings.Join(tokens, ",") + "]"), nil
-	case found.Counted:
-		return q.OpenCounted(found.Open), nil
-	case narrow == 0:
+	if q, ok := found.Apply(q); ok || narrow == 0 {
 		return q, nil
 	}
 	sieve, args := q.Sieve(narrow + 1)
