@@ -103,3 +103,6 @@ func PartsCounts(ctx context.Context, s *Store, f store.HeldFilter) (memory, inS
 	memory, err = count(q.OpenCounted(found.Open))
 	return memory, inSQL, true, err
 }
+
+// SetHeldParts sets Options.HeldParts while no Held runs (benchmarks).
+func SetHeldParts(s *Store, mode parts.Mode) { s.parts.SetMode(mode) }
