@@ -2,9 +2,14 @@ package postgres_test
 
 import (
 	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/leasekeeper/leasekeeper/internal/testwait"
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/store/parts"
@@ -101,5 +106,67 @@ func TestPartsCountAsSQL(t *testing.T) {
 		if _, _, counted, err := postgres.PartsCounts(ctx, s, f); err != nil || counted {
 			t.Errorf("Held(%+v): counted %v, %v; want it left to SQL", f, counted, err)
 		}
+	}
+}
+
+// statements records the SQL of every statement run on a store's connections.
+type statements struct {
+	mu  sync.Mutex
+	sql []string
+}
+
+func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sql = append(s.sql, data.SQL)
+	return ctx
+}
+
+func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// take returns the statements recorded since the last take.
+func (s *statements) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.sql
+	s.sql = nil
+	return out
+}
+
+// TestHeldReadsThePartsIndex checks that the keeper of the index of parts runs once the store
+// is open (the first filter would otherwise count in SQL for the seconds of a build), and that
+// Held then counts and lists a part's few matches by their tokens (Among), not through
+// open_text's trigram indexes.
+func TestHeldReadsThePartsIndex(t *testing.T) {
+	ctx := context.Background()
+	built := make(chan struct{}, 1)
+	trace := new(statements)
+	opts := postgres.WithParts(postgres.Options{}, parts.Background, func(k *parts.Keeper) {
+		k.OnSwap, k.Every = func() { built <- struct{}{} }, time.Hour
+	})
+	s := open(t, srv.NewDatabase(t), lease.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)), postgres.WithTracer(opts, trace))
+	if !postgres.Parts(s).Keeping() {
+		t.Fatal("no keeper runs once the store is open: the first filter would count in SQL")
+	}
+	testwait.Receive(t, built, time.Minute)
+	for _, n := range []string{"a-needle", "b-hay", "c-needle"} {
+		if _, err := s.Acquire(ctx, store.AcquireParams{Name: n, Holder: "w", TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trace.take()
+	p, err := s.Held(ctx, store.HeldFilter{Contains: "needle", Limit: 10})
+	if err != nil || p.Total != 2 || len(p.Items) != 2 || p.Items[0].Name != "a-needle" || p.Items[1].Name != "c-needle" {
+		t.Fatalf("Held(needle) = %+v, %v; want a-needle and c-needle", p, err)
+	}
+	among := false
+	for _, q := range trace.take() {
+		if strings.Contains(q, "count(*) FROM open_text a") && !strings.Contains(q, "jsonb_array_elements_text") {
+			t.Errorf("Held(needle) counted through open_text's trigrams although the index of parts is built:\n%s", q)
+		}
+		among = among || strings.Contains(q, "jsonb_array_elements_text")
+	}
+	if !among {
+		t.Error("Held(needle) read no grant by the tokens the index of parts listed")
 	}
 }
