@@ -32,6 +32,10 @@ type Dialect struct {
 	// the table open_text, which PostgreSQL's trigram indexes answer, rather than with Instr,
 	// which reads every candidate row. (SQLite's LIKE ignores case.)
 	Like bool
+	// Among is the subquery that lists the tokens of the JSON array argument "among" (see
+	// Query.Among); empty is SQLite's json_each. PostgreSQL reads it as jsonb, and a text
+	// element compared with a bigint token would fail.
+	Among string
 	// Due says that the counts and pages that filter or order by expiry or late mark read the
 	// table open_due (token, name, expires_at, late_at), which holds the open grants alone,
 	// and a page then reads its rows from grants by token: the indexes of PostgreSQL's grants
@@ -44,6 +48,7 @@ type Dialect struct {
 var (
 	SQLite   = Dialect{Instr: "instr", Param: ':', Hints: true}
 	Postgres = Dialect{Instr: "strpos", Param: '@', Like: true, Due: true,
+		Among:      `SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:among AS jsonb))`,
 		OpenGrants: `((SELECT n FROM open_grants) + (SELECT coalesce(sum(n), 0) FROM open_grants_delta))`}
 )
 
@@ -200,7 +205,11 @@ func (q Query) filters(r rel) string {
 	}
 	fmt.Fprintf(&b, "%[1]s.name >= :lo AND %[1]s.name < :hi", a)
 	if q.among && a != "h" {
-		fmt.Fprintf(&b, " AND %s.token IN (SELECT value FROM json_each(:among))", a)
+		among := q.d.Among
+		if among == "" {
+			among = "SELECT value FROM json_each(:among)"
+		}
+		fmt.Fprintf(&b, " AND %s.token IN (%s)", a, among)
 	}
 	if len(q.f.Within) > 0 {
 		var or []string
@@ -273,9 +282,10 @@ func (q Query) filterIndex() string {
 func (q Query) Sifted() bool { return q.f.Contains != "" || q.f.Holder != "" }
 
 // Sift is the filters of a Query on a grant's name and holder (its prefix, Within, Contains
-// and Holder) as a rule in Go, for a search outside SQL (SQLite's index of parts), with the
-// same answers as filters' SQL on SQLite: a range compares bytes, as SQLite's BINARY collation
-// (memcmp) does, and a part is found as instr finds it, case and '%' and '_' as they are.
+// and Holder) as a rule in Go, for a search outside SQL (the index of parts, package parts),
+// with the same answers as filters' SQL on both backends: a range compares bytes, as SQLite's
+// BINARY collation (memcmp) and PostgreSQL's "C" collation of names do, and a part is found as
+// instr or an escaped LIKE pattern finds it, case and '%' and '_' as they are.
 type Sift struct {
 	lo, hi           []byte
 	within           [][2][]byte

@@ -6,6 +6,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/store/heldsql"
+	"github.com/leasekeeper/leasekeeper/store/parts"
 )
 
 // WithTracer returns o with tracer on every connection of the store's pool.
@@ -63,3 +67,42 @@ func SynchronousCommit(ctx context.Context, s *Store) (string, error) {
 	err := s.pool.QueryRow(ctx, `SHOW synchronous_commit`).Scan(&v)
 	return v, err
 }
+
+// WithParts returns o with the index of parts in mode, its settings changed by tune (if set).
+func WithParts(o Options, mode parts.Mode, tune func(*parts.Keeper)) Options {
+	o.HeldParts, o.tuneParts = mode, tune
+	return o
+}
+
+// Parts is s's index of parts.
+func Parts(s *Store) *parts.Keeper { return s.parts }
+
+// PartsCounts are Held's count of f by the index of parts (memory: Count with its first term
+// counted there; counted says whether it counted) and in SQL alone, at s's clock.
+func PartsCounts(ctx context.Context, s *Store, f store.HeldFilter) (memory, inSQL int, counted bool, err error) {
+	f, _, _, err = store.CheckHeld(f)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	now, err := s.now(ctx, s.pool)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	q := heldsql.New(heldsql.Postgres, f, now, grantCols)
+	found, err := s.parts.Sift(ctx, q.Sift(), 0)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	count := func(q heldsql.Query) (n int, err error) {
+		err = s.pool.QueryRow(ctx, q.Count(), custom, pgx.NamedArgs(q.Args)).Scan(&n)
+		return n, err
+	}
+	if inSQL, err = count(q); err != nil || !found.Counted {
+		return 0, inSQL, false, err
+	}
+	memory, err = count(q.OpenCounted(found.Open))
+	return memory, inSQL, true, err
+}
+
+// SetHeldParts sets Options.HeldParts while no Held runs (benchmarks).
+func SetHeldParts(s *Store, mode parts.Mode) { s.parts.SetMode(mode) }

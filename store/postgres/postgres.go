@@ -26,6 +26,7 @@ package postgres
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +47,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/migrations"
 	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/store/parts"
 )
 
 var _ store.Store = (*Store)(nil)
@@ -77,8 +79,14 @@ type Options struct {
 	// MaxConns is the size of the connection pool; 0 means DefaultMaxConns. The URL's
 	// pool_max_conns, when given, wins.
 	MaxConns int
+	// HeldParts is how Held finds a part of a name or holder (default parts.Background: an
+	// index in memory, built and kept off the write path; see package parts).
+	HeldParts parts.Mode
 
 	tracer pgx.QueryTracer // tests count round trips with it
+	// tuneParts, when set, changes the index of parts' settings before its keeper starts
+	// (tests).
+	tuneParts func(*parts.Keeper)
 }
 
 // Store is the PostgreSQL store.
@@ -116,6 +124,11 @@ type Store struct {
 
 	stopListen context.CancelFunc
 	listening  chan struct{} // closed when the listener has stopped
+
+	// parts is the names and holders of the open grants, for Held's filters on a part (see
+	// package parts), read through partsDB, database/sql over the pool.
+	parts   *parts.Keeper
+	partsDB *sql.DB
 }
 
 // Open connects to the database at url (postgres:// or postgresql://), applies the migrations
@@ -143,6 +156,14 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, err
 	}
+	// The index of parts is built now, paced, in the background, so that the first filter on a
+	// part does not sieve in SQL for the seconds of a build.
+	s.partsDB = stdlib.OpenDBFromPool(pool)
+	s.parts = parts.New(opts.HeldParts, s.partsDB, partsSQL(), log)
+	if opts.tuneParts != nil {
+		opts.tuneParts(s.parts)
+	}
+	s.parts.Start()
 	return s, nil
 }
 
@@ -219,6 +240,8 @@ func (s *Store) Close() error {
 		s.stopListen()
 		<-s.listening
 	}
+	s.parts.Close()
+	s.partsDB.Close()
 	s.pool.Close()
 	return nil
 }

@@ -15,7 +15,7 @@ import (
 // Held returns a page of the held leases that match f, through the indexes of the open grants
 // (see package heldsql). See store.Store.
 //
-// A filter on name or holder first asks the index of parts (see parts: the names and holders
+// A filter on name or holder first asks the index of parts (see package parts: the names and holders
 // of the open grants in memory, kept off the write path) or, until that is built, a sieve of
 // grants_open_name (which holds both): when at most the narrow bound match, the count and the
 // page read those rows alone, so a rare match costs a search of memory (or one walk of the
@@ -74,20 +74,11 @@ func (s *Store) dialect() heldsql.Dialect {
 // ~4 µs at a million), else the count of them (OpenCounted), when the index has every end and
 // the filter no state; otherwise by q's Sieve, the tokens when at most narrow.
 func (s *Store) sifted(ctx context.Context, q heldsql.Query, narrow int) (heldsql.Query, error) {
-	found, err := s.parts.sift(ctx, q.Sift(), narrow)
+	found, err := s.parts.Sift(ctx, q.Sift(), narrow)
 	if err != nil {
 		return q, fmt.Errorf("sieve held leases: %w", err)
 	}
-	switch {
-	case found.listed:
-		tokens := make([]string, len(found.tokens))
-		for i, t := range found.tokens {
-			tokens[i] = strconv.FormatInt(t, 10)
-		}
-		return q.Among("[" + strings.Join(tokens, ",") + "]"), nil
-	case found.counted:
-		return q.OpenCounted(found.open), nil
-	case narrow == 0:
+	if q, ok := found.Apply(q); ok || narrow == 0 {
 		return q, nil
 	}
 	sieve, args := q.Sieve(narrow + 1)

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,11 +14,12 @@ import (
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/store/heldsql"
+	"github.com/leasekeeper/leasekeeper/store/parts"
 )
 
 // partsStore opens a store whose index of parts works in mode, with its settings changed by
 // tune (when set) before its keeper starts.
-func partsStore(t *testing.T, mode PartsMode, tune func(*parts)) *Store {
+func partsStore(t *testing.T, mode PartsMode, tune func(*parts.Keeper)) *Store {
 	t.Helper()
 	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "parts.db"), Options{
 		Clock: lease.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)), HeldParts: mode, Reserve: -1, tuneParts: tune})
@@ -48,11 +48,11 @@ func siftOf(s *Store, contains, holder string) heldsql.Sift {
 // candidates lists what the index of parts finds for contains and holder, at most most.
 func candidates(t *testing.T, s *Store, contains, holder string, most int) (tokens []int64, listed bool) {
 	t.Helper()
-	found, err := s.parts.sift(context.Background(), siftOf(s, contains, holder), most)
+	found, err := s.parts.Sift(context.Background(), siftOf(s, contains, holder), most)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return found.tokens, found.listed
+	return found.Tokens, found.Listed
 }
 
 // wantCandidates checks that the index of parts answers and lists exactly the tokens want.
@@ -80,7 +80,7 @@ func wantCandidates(t *testing.T, s *Store, contains, holder string, want ...lea
 // for.
 func TestPartsFindsEveryOpenGrant(t *testing.T) {
 	s := partsStore(t, PartsAtOnce, nil)
-	s.parts.chunk, s.parts.slack = 2, 0
+	s.parts.Chunk, s.parts.Slack = 2, 0
 	first := acquirePart(t, s, "a-needle", "h-1")
 	held := acquirePart(t, s, "plain", "needle-h")
 	third := acquirePart(t, s, "m", "h-0") // the build reads two chunks of 2
@@ -103,7 +103,7 @@ func TestPartsFindsEveryOpenGrant(t *testing.T) {
 		}
 	}
 	wantCandidates(t, s, "needle", "", since[1:4]...)
-	x := s.parts.idx
+	x := s.parts.Built()
 	for _, l := range since[1:] {
 		if err := s.Release(context.Background(), l.Name, l.ID); err != nil {
 			t.Fatal(err)
@@ -111,8 +111,8 @@ func TestPartsFindsEveryOpenGrant(t *testing.T) {
 	}
 	wantCandidates(t, s, "needle", "")
 	wantCandidates(t, s, "", "needle", held)
-	if s.parts.idx == x || len(s.parts.idx.tokens) != 2 {
-		t.Errorf("the index after 6 of 8 grants ended: %d entries, rebuilt %v; want a rebuild of 2", len(s.parts.idx.tokens), s.parts.idx != x)
+	if y := s.parts.Built(); y == x || y.Len() != 2 {
+		t.Errorf("the index after 6 of 8 grants ended: %d entries, rebuilt %v; want a rebuild of 2", y.Len(), y != x)
 	}
 }
 
@@ -120,14 +120,14 @@ func TestPartsFindsEveryOpenGrant(t *testing.T) {
 // answers nothing (Held sieves in SQL), and goes on catching up.
 func TestPartsFullAnswersNothing(t *testing.T) {
 	s := partsStore(t, PartsAtOnce, nil)
-	s.parts.chunk, s.parts.room = 2, 12
+	s.parts.Chunk, s.parts.Room = 2, 12
 	a := acquirePart(t, s, "a-needle", "h")
 	acquirePart(t, s, "b", "h")
 	wantCandidates(t, s, "needle", "", a) // 11 bytes of names with their 0s
 	for _, name := range []string{"c-needle", "d", "e"} {
 		acquirePart(t, s, name, "h")
 	}
-	if found, err := s.parts.sift(context.Background(), siftOf(s, "needle", ""), 10); found.listed || found.counted || err != nil {
+	if found, err := s.parts.Sift(context.Background(), siftOf(s, "needle", ""), 10); found.Listed || found.Counted || err != nil {
 		t.Errorf("sift of an index past its room = %+v, %v; want no answer", found, err)
 	}
 	p, err := s.Held(context.Background(), store.HeldFilter{Contains: "needle", Order: store.OrderName, Limit: 10})
@@ -143,13 +143,10 @@ func TestPartsFullAnswersNothing(t *testing.T) {
 // sieves in SQL, and one that finds more events since than it reads lists but does not count.
 func TestPartsBuiltAtOpen(t *testing.T) {
 	built := make(chan struct{}, 1)
-	s := partsStore(t, PartsBackground, func(p *parts) {
-		p.onSwap, p.every, p.chunk, p.events = func() { built <- struct{}{} }, time.Hour, 4, 8
+	s := partsStore(t, PartsBackground, func(p *parts.Keeper) {
+		p.OnSwap, p.Every, p.Chunk, p.Events = func() { built <- struct{}{} }, time.Hour, 4, 8
 	})
-	s.parts.mu.Lock()
-	keeping := s.parts.keeping
-	s.parts.mu.Unlock()
-	if !keeping {
+	if !s.parts.Keeping() {
 		t.Fatal("no keeper runs once the store is open: the first filter would wait for a build")
 	}
 	testwait.Receive(t, built, time.Minute)
@@ -160,8 +157,8 @@ func TestPartsBuiltAtOpen(t *testing.T) {
 	if err := s.Release(context.Background(), "a-needle", a.ID); err != nil {
 		t.Fatal(err)
 	}
-	found, err := s.parts.sift(context.Background(), siftOf(s, "needle", ""), 10)
-	if err != nil || !found.listed || !found.counted || found.open != 1 || !slices.Equal(found.tokens, []int64{int64(b.Token)}) {
+	found, err := s.parts.Sift(context.Background(), siftOf(s, "needle", ""), 10)
+	if err != nil || !found.Listed || !found.Counted || found.Open != 1 || !slices.Equal(found.Tokens, []int64{int64(b.Token)}) {
 		t.Errorf("sift(needle) after a-needle's release = %+v, %v; want b-needle, counted 1", found, err)
 	}
 	p, err := s.Held(context.Background(), store.HeldFilter{Contains: "needle", Order: store.OrderName, Limit: 10})
@@ -193,10 +190,10 @@ func TestPartsBuiltAtOpen(t *testing.T) {
 	if err := s.Release(context.Background(), "b-needle", b.ID); err != nil {
 		t.Fatal(err)
 	}
-	if found, err := s.parts.sift(context.Background(), siftOf(s, "needle", ""), 10); err != nil || !found.listed || found.counted {
+	if found, err := s.parts.Sift(context.Background(), siftOf(s, "needle", ""), 10); err != nil || !found.Listed || found.Counted {
 		t.Errorf("sift(needle) with 9 events since, 8 read = %+v, %v; want a list, no count", found, err)
 	}
-	if found, err := s.parts.sift(context.Background(), siftOf(s, "needle", ""), 10); err != nil || !found.counted || found.open != 1 {
+	if found, err := s.parts.Sift(context.Background(), siftOf(s, "needle", ""), 10); err != nil || !found.Counted || found.Open != 1 {
 		t.Errorf("sift(needle) when the rest is read = %+v, %v; want d-needle counted", found, err)
 	}
 }
@@ -236,7 +233,7 @@ func TestHeldReadsThePartsIndex(t *testing.T) {
 // the keeper catches up and rebuilds as often as it can (for the race detector), then checks
 // that Held counts exactly the open grants whose names contain the part.
 func TestPartsUnderConcurrentWrites(t *testing.T) {
-	s := partsStore(t, PartsBackground, func(p *parts) { p.every, p.chunk, p.events, p.slack = time.Millisecond, 4, 5, 0 })
+	s := partsStore(t, PartsBackground, func(p *parts.Keeper) { p.Every, p.Chunk, p.Events, p.Slack = time.Millisecond, 4, 5, 0 })
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for w := range 2 {
@@ -299,46 +296,13 @@ func TestPartsPlans(t *testing.T) {
 // BuildParts builds an index of parts, paced, and drops it, as the keeper's build does
 // (benchmarks).
 func (s *Store) BuildParts(ctx context.Context) error {
-	_, err := buildParts(ctx, s.r, tailChunk, math.MaxUint32, true)
-	return err
+	return s.parts.Build(ctx)
 }
 
 // PartsReady reports whether the keeper has built the index of parts (benchmarks).
 func (s *Store) PartsReady() bool {
-	s.parts.mu.Lock()
-	defer s.parts.mu.Unlock()
-	return s.parts.idx != nil
+	return s.parts.Built() != nil
 }
 
 // SetHeldParts sets Options.HeldParts while no Held runs (benchmarks).
-func (s *Store) SetHeldParts(mode PartsMode) { s.parts.mode = mode }
-
-// TestEntryAt checks the galloping search of the entry a match falls in against a walk from
-// the entry it starts at.
-func TestEntryAt(t *testing.T) {
-	for n := range 40 {
-		var ends []uint32
-		for i := range n {
-			ends = append(ends, uint32(3*i+i%4+1))
-		}
-		last := 0
-		if n > 0 {
-			last = int(ends[n-1])
-		}
-		for i := 0; i <= n; i++ {
-			from := 0
-			if i > 0 {
-				from = int(ends[i-1]) + 1
-			}
-			for at := from; at <= last+1; at++ {
-				want := i
-				for want < n && int(ends[want]) < at {
-					want++
-				}
-				if got := entryAt(ends, i, at); got != want {
-					t.Fatalf("entryAt(%v, %d, %d) = %d, want %d", ends, i, at, got, want)
-				}
-			}
-		}
-	}
-}
+func (s *Store) SetHeldParts(mode PartsMode) { s.parts.SetMode(mode) }

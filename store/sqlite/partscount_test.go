@@ -11,6 +11,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/store/heldsql"
+	"github.com/leasekeeper/leasekeeper/store/parts"
 )
 
 // sqlCount is what Count of q answers.
@@ -32,15 +33,15 @@ func countedAsSQL(t *testing.T, s *Store, f store.HeldFilter, step string) int {
 		t.Fatal(err)
 	}
 	q := heldsql.New(s.dialect(), f, s.clock.Now().UnixMilli(), grantCols)
-	found, err := s.parts.sift(context.Background(), q.Sift(), 0)
+	found, err := s.parts.Sift(context.Background(), q.Sift(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := sqlCount(t, s, q)
-	if !found.counted {
+	if !found.Counted {
 		t.Errorf("%s: Held(%+v): the index of parts did not count", step, f)
-	} else if got := sqlCount(t, s, q.OpenCounted(found.open)); got != want {
-		t.Errorf("%s: Held(%+v) counted %d with the index of parts' %d open grants, %d in SQL", step, f, got, found.open, want)
+	} else if got := sqlCount(t, s, q.OpenCounted(found.Open)); got != want {
+		t.Errorf("%s: Held(%+v) counted %d with the index of parts' %d open grants, %d in SQL", step, f, got, found.Open, want)
 	}
 	if p, err := s.Held(context.Background(), f); err != nil || p.Total != want {
 		t.Errorf("%s: Held(%+v).Total = %d, %v; want %d", step, f, p.Total, err, want)
@@ -58,7 +59,7 @@ func TestPartsCountEveryEnd(t *testing.T) {
 	ctx := context.Background()
 	clock := lease.NewFakeClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	path := filepath.Join(t.TempDir(), "parts.db")
-	open := func(mode PartsMode, tune func(*parts)) *Store {
+	open := func(mode PartsMode, tune func(*parts.Keeper)) *Store {
 		s, err := Open(ctx, path, Options{Clock: clock, HeldParts: mode, HeldNarrow: 2, Reserve: -1, tuneParts: tune})
 		if err != nil {
 			t.Fatal(err)
@@ -85,7 +86,7 @@ func TestPartsCountEveryEnd(t *testing.T) {
 	}
 	s.Close()
 	built := make(chan struct{}, 1)
-	s = open(PartsBackground, func(p *parts) { p.onSwap, p.every = func() { built <- struct{}{} }, time.Hour })
+	s = open(PartsBackground, func(p *parts.Keeper) { p.OnSwap, p.Every = func() { built <- struct{}{} }, time.Hour })
 	defer s.Close()
 	testwait.Receive(t, built, time.Minute)
 	for i := range 4 {
@@ -171,7 +172,7 @@ func TestPartsCountsNoEndPrunedUnread(t *testing.T) {
 	ctx := context.Background()
 	for _, mode := range []PartsMode{PartsBackground, PartsAtOnce} {
 		built := make(chan struct{}, 4)
-		s := partsStore(t, mode, func(p *parts) { p.onSwap, p.every = func() { built <- struct{}{} }, time.Hour })
+		s := partsStore(t, mode, func(p *parts.Keeper) { p.OnSwap, p.Every = func() { built <- struct{}{} }, time.Hour })
 		if mode == PartsBackground {
 			testwait.Receive(t, built, time.Minute)
 		}
@@ -197,17 +198,14 @@ func TestPartsCountsNoEndPrunedUnread(t *testing.T) {
 			}
 			continue
 		}
-		found, err := s.parts.sift(ctx, siftOf(s, "job", ""), 0)
-		if err != nil || found.counted {
+		found, err := s.parts.Sift(ctx, siftOf(s, "job", ""), 0)
+		if err != nil || found.Counted {
 			t.Errorf("sift(job) after its events were pruned unread = %+v, %v; want no count", found, err)
 		}
 		if p, err := s.Held(ctx, f); err != nil || p.Total != 3 {
 			t.Errorf("Held(job) after job-0's release = %+v, %v; want 3 (from SQL)", p, err)
 		}
-		s.parts.mu.Lock()
-		x := s.parts.idx
-		s.parts.mu.Unlock()
-		if err := s.parts.pass(x); err != nil {
+		if err := s.parts.Pass(); err != nil {
 			t.Fatal(err)
 		}
 		if n := countedAsSQL(t, s, f, "built again"); n != 3 {
@@ -278,13 +276,13 @@ func TestPartsCountAsSQL(t *testing.T) {
 				for _, w := range scopes {
 					f := store.HeldFilter{Contains: c, Holder: h, Prefix: p, Within: w, Order: store.OrderName}
 					q := heldsql.New(s.dialect(), f, clock.Now().UnixMilli(), grantCols)
-					found, err := s.parts.sift(ctx, q.Sift(), 0)
-					if err != nil || !found.counted {
+					found, err := s.parts.Sift(ctx, q.Sift(), 0)
+					if err != nil || !found.Counted {
 						t.Fatalf("sift(%+v) = %+v, %v; want a count", f, found, err)
 					}
 					want := sqlCount(t, s, q)
-					if got := sqlCount(t, s, q.OpenCounted(found.open)); got != want {
-						t.Errorf("Held(%+v): %d with the index of parts' %d open grants, %d in SQL", f, got, found.open, want)
+					if got := sqlCount(t, s, q.OpenCounted(found.Open)); got != want {
+						t.Errorf("Held(%+v): %d with the index of parts' %d open grants, %d in SQL", f, got, found.Open, want)
 					}
 					checked++
 					counts[want] = true
@@ -297,7 +295,7 @@ func TestPartsCountAsSQL(t *testing.T) {
 	}
 	for _, f := range []store.HeldFilter{{Contains: "\xa9"}, {Holder: "\xc3"}, {Holder: "w", State: store.HeldLate}} {
 		q := heldsql.New(s.dialect(), f, clock.Now().UnixMilli(), grantCols)
-		if found, err := s.parts.sift(ctx, q.Sift(), 0); err != nil || found.counted {
+		if found, err := s.parts.Sift(ctx, q.Sift(), 0); err != nil || found.Counted {
 			t.Errorf("sift(%+v) = %+v, %v; want it left to SQL", f, found, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"github.com/leasekeeper/leasekeeper/store/parts"
 	"log/slog"
 	"net/url"
 	"path/filepath"
@@ -77,7 +78,7 @@ type Options struct {
 
 	// tuneParts, when set, changes the index of parts' settings before its keeper starts
 	// (this package's tests).
-	tuneParts func(*parts)
+	tuneParts func(*parts.Keeper)
 }
 
 // DefaultNameCache is Options.NameCache's default: the writer's memory of current grants
@@ -111,7 +112,7 @@ type Store struct {
 	pending []*op // operations waiting for the next group commit
 	health  writeHealth
 	cp      *checkpointer
-	parts   *parts // the names and holders of the open grants, for Held's filters on a part
+	parts   *parts.Keeper // the names and holders of the open grants, for Held's filters on a part
 
 	dir       string // the database file's folder, whose file system DiskFree reports on
 	stretched int    // leases the start-up held past their expiry (StretchedAtStart)
@@ -179,7 +180,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	}
 	cp.SetMaxOpenConns(1)
 	s := &Store{w: w, r: r, onCommit: opts.OnCommit, onBatch: opts.OnBatch, onTrace: opts.OnBatchTrace, fault: opts.Fault, log: log, lock: make(chan struct{}, 1),
-		tail: int64(opts.EventTail), narrow: opts.HeldNarrow, dir: filepath.Dir(path), parts: newParts(opts.HeldParts, r, log)}
+		tail: int64(opts.EventTail), narrow: opts.HeldNarrow, dir: filepath.Dir(path), parts: parts.New(opts.HeldParts, r, partsSQL(), log)}
 	if s.tail <= 0 {
 		s.tail = 2048
 	}
@@ -217,7 +218,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if opts.tuneParts != nil {
 		opts.tuneParts(s.parts)
 	}
-	s.parts.start()
+	s.parts.Start()
 	return s, nil
 }
 
@@ -357,7 +358,7 @@ func (s *Store) Ping(ctx context.Context) error {
 func (s *Store) Close() error {
 	s.lock <- struct{}{}
 	defer func() { <-s.lock }()
-	s.parts.close()
+	s.parts.Close()
 	var errs []error
 	if s.cp != nil {
 		errs = append(errs, s.cp.close())
