@@ -152,7 +152,7 @@ func New(cfg Config) (http.Handler, error) {
 		mws = append(mws, s.traced)
 	}
 	r.Use(mws...)
-	r.Use(s.accessLog, s.recoverer, headAsGet(r), s.headerLimit(cfg.MaxHeaderBytes), bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody),
+	r.Use(s.accessLog, s.recoverer, headAsGet(r), s.headerLimit(cfg.MaxHeaderBytes), s.utf8Query, bodyDeadline(cfg.BodyTimeout), limitBody(cfg.MaxBody),
 		withCORS(origins), s.authenticate)
 	dash := dashboard.New(dashboard.Config{Store: cfg.Store, Acquirer: cfg.Acquirer, Clock: cfg.Clock, Logger: cfg.Logger, Edge: dashEdge{s}, Metrics: s.metrics,
 		Site: web.Site{AssetVersion: web.AssetVersion(), Version: cfg.Version, AuthOff: cfg.Auth.Off}, CSRFKey: auth.MAC(s.auth.cfg.Secret, "csrf"),
@@ -295,6 +295,21 @@ func (s *server) headerLimit(n int) func(http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 		})
 	}
+}
+
+// utf8Query refuses a request whose query string is not UTF-8 once decoded (wire.StrictQuery),
+// on every route, the dashboard's included, as jsonBody refuses such a body: a filter or a
+// prefix of other bytes would match nothing on SQLite and fail the statement on PostgreSQL.
+func (s *server) utf8Query(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawQuery != "" {
+			if err := wire.StrictQuery(r.URL.Query()); err != nil {
+				s.writeProblem(w, r, err)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // bodyDeadline gives a request's body d to arrive: a body shorter than its Content-Length, or

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/leasekeeper/leasekeeper/lease"
 )
@@ -94,6 +95,11 @@ func CheckHeld(f HeldFilter) (HeldFilter, HeldKey, bool, error) {
 	case "", HeldExpiring, HeldLate:
 	default:
 		return f, HeldKey{}, false, lease.Errorf(lease.CodeInvalid, "state must be expiring or late, not %q", f.State)
+	}
+	for _, part := range []struct{ what, s string }{{"q", f.Contains}, {"holder", f.Holder}, {"prefix", f.Prefix}} {
+		if !utf8.ValidString(part.s) {
+			return f, HeldKey{}, false, lease.Errorf(lease.CodeInvalid, "%s is not valid UTF-8", part.what)
+		}
 	}
 	f.Limit = ClampLimit(f.Limit)
 	if f.Cursor == "" {

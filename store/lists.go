@@ -1,6 +1,8 @@
 package store
 
 import (
+	"unicode/utf8"
+
 	"github.com/leasekeeper/leasekeeper/lease"
 )
 
@@ -16,9 +18,12 @@ type NameQuery struct {
 }
 
 // CheckNamePage checks a cursor, a limit and a prefix of a list by name. Codes: invalid_request
-// (a cursor this server did not give out).
+// (a cursor this server did not give out, a prefix that is not UTF-8).
 func CheckNamePage(cursor string, limit int, prefix string) (NameQuery, error) {
 	q := NameQuery{Limit: ClampLimit(limit)}
+	if !utf8.ValidString(prefix) {
+		return q, lease.Errorf(lease.CodeInvalid, "prefix is not valid UTF-8")
+	}
 	if cursor != "" {
 		var err error
 		if q.After, err = DecodeCursor(cursor); err != nil {

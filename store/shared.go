@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/leasekeeper/leasekeeper/lease"
 )
@@ -29,7 +30,9 @@ func PageOf[T any](items []T, limit int, key func(T) string) Page[T] {
 // DecodeCursor returns the key of a cursor made by EncodeCursor. Codes: invalid_request.
 func DecodeCursor(c string) (string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
-	if err != nil {
+	// Every key a cursor is made of is UTF-8 text (names, numbers): one that decodes to other
+	// bytes was not given out here, and PostgreSQL refuses such text in a query.
+	if err != nil || !utf8.Valid(b) {
 		return "", lease.Errorf(lease.CodeInvalid, "cursor %q is not one this server gave out", c)
 	}
 	return string(b), nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net/url"
 	"unicode/utf8"
 
 	"github.com/leasekeeper/leasekeeper/lease"
@@ -24,6 +25,23 @@ func StrictJSON(body []byte) error {
 	sc := jsonScan{b: body}
 	sc.value()
 	return sc.err
+}
+
+// StrictQuery refuses a query string (its parameters' names and values, percent-decoded) that
+// is not UTF-8: every parameter this server reads is text, and PostgreSQL refuses such bytes
+// in a statement. Codes: invalid_request.
+func StrictQuery(q url.Values) error {
+	for k, vs := range q {
+		if !utf8.ValidString(k) {
+			return lease.Errorf(lease.CodeInvalid, "a query parameter's name is not valid UTF-8")
+		}
+		for _, v := range vs {
+			if !utf8.ValidString(v) {
+				return lease.Errorf(lease.CodeInvalid, "the query parameter %q is not valid UTF-8", k)
+			}
+		}
+	}
+	return nil
 }
 
 // jsonScan walks a valid JSON text, checking strings' escapes and objects' member names.

@@ -478,6 +478,11 @@ func translate(err error) error {
 		// not.
 		msg = "the database cannot be reached"
 	}
+	if pe != nil && pe.Code == "22021" {
+		// Text that is not UTF-8 reached a statement (the edge refuses it in bodies, query
+		// strings and cursors): the request's fault, never the server's.
+		return fmt.Errorf("%w: %w", lease.Errorf(lease.CodeInvalid, "a text argument is not valid UTF-8"), err)
+	}
 	if msg == "" {
 		return err
 	}

@@ -23,6 +23,7 @@ func TestTranslate(t *testing.T) {
 		{"57P01", false, lease.CodeUnavailable, true}, // admin shutdown
 		{"53300", false, lease.CodeUnavailable, true}, // too many connections
 		{"25006", false, lease.CodeUnavailable, true}, // read-only (a standby)
+		{"22021", false, lease.CodeInvalid, true},     // text not UTF-8: the request's fault
 		{"23505", false, lease.CodeInternal, true},    // unique violation: a bug, internal
 	}
 	for _, c := range cases {

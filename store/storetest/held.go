@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"cmp"
+	"encoding/base64"
 	"fmt"
 	"slices"
 	"strings"
@@ -189,4 +190,26 @@ func heldOracle(held []lease.State, f store.HeldFilter, now time.Time) []string 
 		names = append(names, st.Name)
 	}
 	return names
+}
+
+// testHeldNotUTF8: a filter, a prefix or a cursor whose text is not UTF-8 is invalid_request
+// on both backends (PostgreSQL refuses such bytes in a statement; SQLite would match nothing),
+// and changes nothing.
+func testHeldNotUTF8(t *testing.T, e *env) {
+	e.acquire("job", "w", time.Minute)
+	bad := "a\xa9b"
+	notUTF8 := base64.RawURLEncoding.EncodeToString([]byte(bad))
+	for _, f := range []store.HeldFilter{{Contains: bad}, {Holder: bad}, {Prefix: bad}, {Cursor: notUTF8},
+		{Order: store.OrderExpiry, Cursor: base64.RawURLEncoding.EncodeToString([]byte("expiry:1:\xff"))}} {
+		_, err := e.s.Held(e.ctx, f)
+		wantCode(t, fmt.Sprintf("Held(%+v)", f), err, lease.CodeInvalid)
+	}
+	_, err := e.s.List(e.ctx, store.LeaseFilter{Prefix: bad})
+	wantCode(t, "List(prefix not UTF-8)", err, lease.CodeInvalid)
+	_, err = e.s.List(e.ctx, store.LeaseFilter{Cursor: notUTF8})
+	wantCode(t, "List(cursor not UTF-8)", err, lease.CodeInvalid)
+	p, err := e.s.Held(e.ctx, store.HeldFilter{})
+	if err != nil || p.Total != 1 {
+		t.Fatalf("Held() = %+v, %v, want the one lease", p, err)
+	}
 }

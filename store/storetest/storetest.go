@@ -155,6 +155,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"RecentlyFreed", testRecentlyFreed},
 		{"Held/FiltersAndOrders", testHeld},
 		{"Held/Substrings", testHeldSubstrings},
+		{"Held/NotUTF8", testHeldNotUTF8},
 		{"Events/Since", testEventsSince},
 		{"Events/Pagination", testEventsPagination},
 		{"Prune", testPrune},
