@@ -14,6 +14,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/store/parts"
 	"github.com/leasekeeper/leasekeeper/store/postgres"
+	"github.com/leasekeeper/leasekeeper/store/storetest"
 )
 
 // TestPartsCountAsSQL compares the index of parts' count with the count in SQL (the oracle,
@@ -26,28 +27,7 @@ func TestPartsCountAsSQL(t *testing.T) {
 	ctx := context.Background()
 	clock := lease.NewFakeClock(time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC))
 	s := open(t, srv.NewDatabase(t), clock, postgres.WithParts(postgres.Options{}, parts.AtOnce, nil))
-	names := []string{"team-a.x1", "team-a.y_2", "team-a.sem", "team-b:z", "team-b.x1", "job-0001", "job-0010", "job-0011",
-		"job-0100", "a_b", "a-b", "A-B", "x1", "zz.9"}
-	holders := []string{"w-1", "w_1", "w%1", "50%_off", "José-ü", "日本語ワーカー", "x#y", `back\slash`, "Oncall", "oncall", "w-1#2"}
-	var ls []lease.Lease
-	for i, n := range names {
-		ttl := time.Hour
-		if i%5 == 4 {
-			ttl = 5 * time.Second // expires
-		}
-		l, err := s.Acquire(ctx, store.AcquireParams{Name: n, Holder: holders[i%len(holders)], TTL: ttl})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-	}
-	for i, sem := range []string{"pool", "team-a.sem2", "job-0002"} {
-		for j := range 1 + i {
-			if _, err := s.Acquire(ctx, store.AcquireParams{Name: sem, Holder: holders[(i+j)%len(holders)], TTL: time.Hour, Limit: 3}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	ls := storetest.SeedParts(t, s)
 	containsParts := []string{"", "job", "team", "a", "_", "x1", "pool", "sem", "#", "o", "-0", ".", "A", "ü"}
 	holderParts := []string{"", "w", "_", "%", "%_", "é", "日本", "#", "Oncall", `\`, "-1"}
 	prefixes := []string{"", "team-", "job-00", "pool"}
@@ -55,25 +35,15 @@ func TestPartsCountAsSQL(t *testing.T) {
 	counts := map[int]bool{}
 	check := func(step string) {
 		t.Helper()
-		for _, c := range containsParts {
-			for _, h := range holderParts {
-				if c == "" && h == "" {
-					continue
-				}
-				for _, p := range prefixes {
-					for _, w := range scopes {
-						f := store.HeldFilter{Contains: c, Holder: h, Prefix: p, Within: w, Order: store.OrderName}
-						memory, inSQL, counted, err := postgres.PartsCounts(ctx, s, f)
-						if err != nil || !counted {
-							t.Fatalf("%s: Held(%+v): counted %v, %v; want a count by the index of parts", step, f, counted, err)
-						}
-						if memory != inSQL {
-							t.Errorf("%s: Held(%+v): %d with the index of parts, %d in SQL", step, f, memory, inSQL)
-						}
-						counts[inSQL] = true
-					}
-				}
+		for _, f := range storetest.PartsFilters(containsParts, holderParts, prefixes, scopes) {
+			memory, inSQL, counted, err := postgres.PartsCounts(ctx, s, f)
+			if err != nil || !counted {
+				t.Fatalf("%s: Held(%+v): counted %v, %v; want a count by the index of parts", step, f, counted, err)
 			}
+			if memory != inSQL {
+				t.Errorf("%s: Held(%+v): %d with the index of parts, %d in SQL", step, f, memory, inSQL)
+			}
+			counts[inSQL] = true
 		}
 		for _, f := range []store.HeldFilter{{Contains: "job"}, {Holder: "-1", Order: store.OrderNewest}} {
 			_, inSQL, _, err := postgres.PartsCounts(ctx, s, f)

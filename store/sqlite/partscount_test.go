@@ -12,6 +12,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/store/heldsql"
 	"github.com/leasekeeper/leasekeeper/store/parts"
+	"github.com/leasekeeper/leasekeeper/store/storetest"
 )
 
 // sqlCount is what Count of q answers.
@@ -222,28 +223,7 @@ func TestPartsCountAsSQL(t *testing.T) {
 	s := partsStore(t, PartsAtOnce, nil)
 	clock := s.clock.(*lease.FakeClock)
 	ctx := context.Background()
-	names := []string{"team-a.x1", "team-a.y_2", "team-a.sem", "team-b:z", "team-b.x1", "job-0001", "job-0010", "job-0011",
-		"job-0100", "a_b", "a-b", "A-B", "x1", "zz.9"}
-	holders := []string{"w-1", "w_1", "w%1", "50%_off", "José-ü", "日本語ワーカー", "x#y", `back\slash`, "Oncall", "oncall", "w-1#2"}
-	var ls []lease.Lease
-	for i, n := range names {
-		ttl := time.Hour
-		if i%5 == 4 {
-			ttl = 5 * time.Second // expires
-		}
-		l, err := s.Acquire(ctx, store.AcquireParams{Name: n, Holder: holders[i%len(holders)], TTL: ttl})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-	}
-	for i, sem := range []string{"pool", "team-a.sem2", "job-0002"} {
-		for j := range 1 + i {
-			if _, err := s.Acquire(ctx, store.AcquireParams{Name: sem, Holder: holders[(i+j)%len(holders)], TTL: time.Hour, Limit: 3}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	ls := storetest.SeedParts(t, s)
 	for _, i := range []int{1, 7} {
 		if err := s.Release(ctx, ls[i].Name, ls[i].ID); err != nil {
 			t.Fatal(err)
@@ -267,28 +247,18 @@ func TestPartsCountAsSQL(t *testing.T) {
 	prefixes := []string{"", "team-", "team-a.", "job-00", "zz", "pool"}
 	scopes := [][]string{nil, {"team-a.", "job-001"}, {"pool", "x"}}
 	checked, counts := 0, map[int]bool{}
-	for _, c := range parts {
-		for _, h := range holderParts {
-			if c == "" && h == "" {
-				continue
-			}
-			for _, p := range prefixes {
-				for _, w := range scopes {
-					f := store.HeldFilter{Contains: c, Holder: h, Prefix: p, Within: w, Order: store.OrderName}
-					q := heldsql.New(s.dialect(), f, clock.Now().UnixMilli(), grantCols)
-					found, err := s.parts.Sift(ctx, q.Sift(), 0)
-					if err != nil || !found.Counted {
-						t.Fatalf("sift(%+v) = %+v, %v; want a count", f, found, err)
-					}
-					want := sqlCount(t, s, q)
-					if got := sqlCount(t, s, q.OpenCounted(found.Open)); got != want {
-						t.Errorf("Held(%+v): %d with the index of parts' %d open grants, %d in SQL", f, got, found.Open, want)
-					}
-					checked++
-					counts[want] = true
-				}
-			}
+	for _, f := range storetest.PartsFilters(parts, holderParts, prefixes, scopes) {
+		q := heldsql.New(s.dialect(), f, clock.Now().UnixMilli(), grantCols)
+		found, err := s.parts.Sift(ctx, q.Sift(), 0)
+		if err != nil || !found.Counted {
+			t.Fatalf("sift(%+v) = %+v, %v; want a count", f, found, err)
 		}
+		want := sqlCount(t, s, q)
+		if got := sqlCount(t, s, q.OpenCounted(found.Open)); got != want {
+			t.Errorf("Held(%+v): %d with the index of parts' %d open grants, %d in SQL", f, got, found.Open, want)
+		}
+		checked++
+		counts[want] = true
 	}
 	if len(counts) < 5 {
 		t.Errorf("the %d filters gave only the counts %v: the check checks little", checked, counts)
