@@ -6,6 +6,7 @@ package heldsql
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -336,15 +337,19 @@ func (s Sift) Match(name, holder []byte) bool {
 	return bytes.Contains(name, s.contains) && bytes.Contains(holder, s.holder)
 }
 
+// argsWith is extra with q's arguments added: a new map for a statement or a derived Query
+// (the Args of q and of its copies are one map, never written).
+func (q Query) argsWith(extra map[string]any) map[string]any {
+	maps.Copy(extra, q.Args)
+	return extra
+}
+
 // Sieve is the statement that lists the tokens of the open grants that pass the filters on
 // name and holder, through grants_open_name alone (it holds both), at most limit: the one walk
 // over that index a rare match needs. Only for a dialect with Hints (SQLite), and a filter
 // with Contains or Holder.
 func (q Query) Sieve(limit int) (string, map[string]any) {
-	args := map[string]any{"sieve": limit}
-	for k, v := range q.Args {
-		args[k] = v
-	}
+	args := q.argsWith(map[string]any{"sieve": limit})
 	a := q.rel("a", false)
 	return q.sql(`SELECT a.token FROM ` + q.from(a, "grants_open_name") + ` WHERE ` + q.filters(a) + ` LIMIT :sieve`), args
 }
@@ -352,10 +357,7 @@ func (q Query) Sieve(limit int) (string, map[string]any) {
 // Among is q restricted to the grants whose tokens are listed, as a JSON array, a Sieve's
 // answer: its Count and Page read those rows by token instead of walking an index.
 func (q Query) Among(tokens string) Query {
-	args := map[string]any{"among": tokens}
-	for k, v := range q.Args {
-		args[k] = v
-	}
+	args := q.argsWith(map[string]any{"among": tokens})
 	q.among, q.Args = true, args
 	return q
 }
@@ -367,10 +369,7 @@ func (q Query) Among(tokens string) Query {
 // held slot that matches. Only for a Query whose Sift counts (no State), not restricted by
 // Among.
 func (q Query) OpenCounted(n int) Query {
-	args := map[string]any{"open": n}
-	for k, v := range q.Args {
-		args[k] = v
-	}
+	args := q.argsWith(map[string]any{"open": n})
 	q.open, q.Args = true, args
 	return q
 }
@@ -449,10 +448,7 @@ func (q Query) Page(total int, after store.HeldKey, more bool) (string, map[stri
 	args := q.Args
 	if more {
 		s += ` AND ` + keyset
-		args = map[string]any{"after": after.Name, "n": after.N, "t": after.Token}
-		for k, v := range q.Args {
-			args[k] = v
-		}
+		args = q.argsWith(map[string]any{"after": after.Name, "n": after.N, "t": after.Token})
 	}
 	s += ` AND (instr(g.name, '#') = 0 OR NOT EXISTS (SELECT 1 FROM ` + q.from(h, "grants_open_name") + ` WHERE ` + q.match(h) + `
 		AND h.name > substr(g.name, 1, instr(g.name, '#')) AND h.name < substr(g.name, 1, instr(g.name, '#') - 1) || '$' AND ` + before + `))
