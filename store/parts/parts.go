@@ -1,7 +1,9 @@
 // Package parts finds and counts the open grants whose name or holder contains a part, for
 // Held's filters ?q= and ?holder= on both backends, without a walk of an index in SQL: a
-// Keeper keeps the names and holders of the open grants in memory, in two byte strings that
-// bytes.Index searches, with each entry's token and a bit that says its grant ended since.
+// Keeper keeps the names and holders of the open grants in memory: the names in a byte string
+// that bytes.Index searches, the holders as a dictionary (a server's leases share a few
+// holders: a filter on a holder checks each of them once, then reads one number per grant),
+// with each entry's token and a bit that says its grant ended since.
 //
 // It is built and kept by readers, off the write path: the writer knows nothing of it. A
 // keeper goroutine, started when the store opens, builds it (from the open grants, a paced
@@ -102,20 +104,23 @@ type Keeper struct {
 type Index struct {
 	grow sync.Mutex // held by whoever catches up: one reader of the tail at a time
 
-	mu             sync.RWMutex
-	names, holders []byte   // each entry followed by a 0 byte
-	nameEnd        []uint32 // nameEnd[i]: the offset of entry i's 0 byte in names
-	holderEnd      []uint32
-	tokens         []int64
-	built          int      // the entries of the build, in order of name; those after it came in order of token
-	byToken        []uint32 // the build's entries in order of token, to find an entry whose grant ended
-	ended          []uint64 // bit i: the grant of entry i ended
-	nEnded         int      // how many bits of ended are set
-	mark           int64    // every open grant up to this token is in the index
-	seq            int64    // every end recorded up to this event seq is marked
-	blind          bool     // events past seq were pruned unread: it counts nothing
-	room           int      // the most bytes of names, or of holders: 4 GiB, its offsets' (less in tests)
-	full           bool     // its names or holders outgrew room: it answers nothing
+	mu        sync.RWMutex
+	names     []byte            // each entry followed by a 0 byte
+	nameEnd   []uint32          // nameEnd[i]: the offset of entry i's 0 byte in names
+	holderOf  []uint32          // holderOf[i]: entry i's holder, in the dictionary
+	holders   []byte            // the dictionary: each holder followed by a 0 byte
+	holderEnd []uint32          // holderEnd[h]: the offset of holder h's 0 byte in holders
+	holderID  map[string]uint32 // the dictionary's holders, up to DictMost of them
+	tokens    []int64
+	built     int      // the entries of the build, in order of name; those after it came in order of token
+	byToken   []uint32 // the build's entries in order of token, to find an entry whose grant ended
+	ended     []uint64 // bit i: the grant of entry i ended
+	nEnded    int      // how many bits of ended are set
+	mark      int64    // every open grant up to this token is in the index
+	seq       int64    // every end recorded up to this event seq is marked
+	blind     bool     // events past seq were pruned unread: it counts nothing
+	room      int      // the most bytes of names, or of holders: 4 GiB, its offsets' (less in tests)
+	full      bool     // its names or holders outgrew room: it answers nothing
 }
 
 const (
@@ -128,6 +133,10 @@ const (
 	EndsChunk = 20_000
 	// Every is how often the keeper catches up.
 	Every = time.Second
+	// DictMost is the most holders the dictionary looks up: past them (holders that are
+	// each a grant's own), a new holder is added again for each of its grants, as the names
+	// are, and the map stops growing.
+	DictMost = 1 << 16
 )
 
 // Mode is how Held finds the grants whose name or holder contains a part (Options.HeldParts).
@@ -297,7 +306,7 @@ func (p *Keeper) pass(x *Index) error {
 		return err
 	}
 	p.log.Info("built the index of the parts of names", "grants", len(y.tokens),
-		"bytes", len(y.names)+len(y.holders)+12*len(y.tokens)+4*len(y.byToken)+8*len(y.ended), "took", time.Since(began))
+		"bytes", len(y.names)+len(y.holders)+16*len(y.tokens)+4*len(y.holderEnd)+4*len(y.byToken)+8*len(y.ended), "took", time.Since(began))
 	p.mu.Lock()
 	p.idx = y
 	p.mu.Unlock()
@@ -513,10 +522,31 @@ func (x *Index) scan(rows *sql.Rows, upTo int64, last *partKey) (int, error) {
 func (x *Index) add(token int64, name, holder []byte) {
 	x.names = append(append(x.names, name...), 0)
 	x.nameEnd = append(x.nameEnd, uint32(len(x.names)-1))
-	x.holders = append(append(x.holders, holder...), 0)
-	x.holderEnd = append(x.holderEnd, uint32(len(x.holders)-1))
+	x.holderOf = append(x.holderOf, x.holderIn(holder))
 	x.tokens = append(x.tokens, token)
 	x.mark = max(x.mark, token)
+}
+
+// holderIn is the number of holder in the dictionary, which it joins when new.
+func (x *Index) holderIn(holder []byte) uint32 {
+	if h, ok := x.holderID[string(holder)]; ok {
+		return h
+	}
+	h := uint32(len(x.holderEnd))
+	x.holders = append(append(x.holders, holder...), 0)
+	x.holderEnd = append(x.holderEnd, uint32(len(x.holders)-1))
+	if x.holderID == nil {
+		x.holderID = make(map[string]uint32)
+	}
+	if len(x.holderID) < DictMost {
+		x.holderID[string(holder)] = h
+	}
+	return h
+}
+
+// holder is entry i's holder.
+func (x *Index) holder(i int) []byte {
+	return entryOf(x.holders, x.holderEnd, int(x.holderOf[i]))
 }
 
 // merge appends the entries read, marks the grants that ended, and moves the seq, at once.
@@ -525,7 +555,7 @@ func (x *Index) merge(read *Index, ends partEnds) {
 	defer x.mu.Unlock()
 	if len(x.names)+len(read.names) > x.room || len(x.holders)+len(read.holders) > x.room {
 		x.full = true
-		x.names, x.nameEnd, x.holders, x.holderEnd, x.tokens = nil, nil, nil, nil, nil
+		x.names, x.nameEnd, x.holderOf, x.holders, x.holderEnd, x.holderID, x.tokens = nil, nil, nil, nil, nil, nil, nil
 		x.built, x.byToken, x.ended, x.nEnded = 0, nil, nil, 0
 	}
 	for i, t := range read.tokens {
@@ -533,7 +563,7 @@ func (x *Index) merge(read *Index, ends partEnds) {
 			x.mark = max(x.mark, t) // so that catchUp goes on
 			continue
 		}
-		x.add(t, entryOf(read.names, read.nameEnd, i), entryOf(read.holders, read.holderEnd, i))
+		x.add(t, entryOf(read.names, read.nameEnd, i), read.holder(i))
 	}
 	for len(x.ended)*64 < len(x.tokens) {
 		x.ended = append(x.ended, 0)
@@ -590,51 +620,91 @@ func (x *Index) sift(s heldsql.Sift, most int, ended bool) Answer {
 	return out
 }
 
-// each calls f with every entry of an open grant that passes s, and its name: it searches the
-// string of the part (the sparser one when both are given) and checks each entry found.
+// each calls f with every entry of an open grant that passes s, and its name. With a part of
+// the holder, it marks the holders of the dictionary that have it; then it reads every entry's
+// holder number, or, when the part of the name is the sparser, searches the names for it; and
+// it checks each entry found.
 func (x *Index) each(s heldsql.Sift, f func(i int, name []byte)) {
+	part, holder := s.Parts()
+	var with []uint64 // bit h: holder h of the dictionary has the part
+	if len(holder) > 0 {
+		if with = x.holdersWith(holder); with == nil {
+			return
+		}
+	}
 	check := func(i int) {
 		if x.ended[i/64]&(1<<(i%64)) != 0 {
 			return
 		}
 		name := entryOf(x.names, x.nameEnd, i)
-		if s.Match(name, entryOf(x.holders, x.holderEnd, i)) {
+		if s.Match(name, x.holder(i)) {
 			f(i, name)
 		}
 	}
-	part, holder := s.Parts()
-	in, ends, want := x.names, x.nameEnd, part
-	if len(part) == 0 || len(holder) > 0 && sparser(x.holders, x.holderEnd, holder, x.names, x.nameEnd, part) {
-		in, ends, want = x.holders, x.holderEnd, holder
-	}
-	if len(want) == 0 {
+	switch {
+	case with != nil && (len(part) == 0 || x.fewerHolders(with, part)):
+		for i, h := range x.holderOf {
+			if with[h/64]&(1<<(h%64)) != 0 {
+				check(i)
+			}
+		}
+	case len(part) == 0:
 		for i := range x.tokens {
 			check(i)
 		}
-		return
-	}
-	for i, from := 0, 0; from < len(in); i++ {
-		at := bytes.Index(in[from:], want)
-		if at < 0 {
-			return
+	default:
+		for i := range find(x.names, x.nameEnd, part) {
+			if h := x.holderOf[i]; with == nil || with[h/64]&(1<<(h%64)) != 0 {
+				check(i)
+			}
 		}
-		if i = entryAt(ends, i, from+at); i == len(ends) {
-			return
-		}
-		check(i)
-		from = int(ends[i]) + 1
 	}
 }
 
-// sparser reports whether part a is found in fewer of the first entries of its string than
-// part b in theirs: a few microseconds that spare a search of the commoner part (?q=job-
-// &holder=-1 at a million: every name has job-, one holder in four -1).
-func sparser(a []byte, aEnds []uint32, partA []byte, b []byte, bEnds []uint32, partB []byte) bool {
-	n := min(len(aEnds), 4096)
+// holdersWith marks the holders of the dictionary that contain part (nil when none does).
+func (x *Index) holdersWith(part []byte) []uint64 {
+	var with []uint64
+	for h := range find(x.holders, x.holderEnd, part) {
+		if with == nil {
+			with = make([]uint64, (len(x.holderEnd)+63)/64)
+		}
+		with[h/64] |= 1 << (h % 64)
+	}
+	return with
+}
+
+// find yields the entries, of a string of entries whose ends are ends, that contain part
+// (non-empty), in order.
+func find(in []byte, ends []uint32, part []byte) func(func(int) bool) {
+	return func(yield func(int) bool) {
+		for i, from := 0, 0; from < len(in); i++ {
+			at := bytes.Index(in[from:], part)
+			if at < 0 {
+				return
+			}
+			if i = entryAt(ends, i, from+at); i == len(ends) || !yield(i) {
+				return
+			}
+			from = int(ends[i]) + 1
+		}
+	}
+}
+
+// fewerHolders reports whether fewer of the first entries have a holder marked in with than
+// have part in their name: a few microseconds that spare a search of the commoner part (?q=job-
+// &holder=-1 at a million: every name has job-, one holder in six -1).
+func (x *Index) fewerHolders(with []uint64, part []byte) bool {
+	n := min(len(x.nameEnd), 4096)
 	if n == 0 {
 		return false
 	}
-	return bytes.Count(a[:aEnds[n-1]], partA) < bytes.Count(b[:bEnds[n-1]], partB)
+	held := 0
+	for _, h := range x.holderOf[:n] {
+		if with[h/64]&(1<<(h%64)) != 0 {
+			held++
+		}
+	}
+	return held < bytes.Count(x.names[:x.nameEnd[n-1]], part)
 }
 
 // entryAt is the first entry from i on whose end is at or past at (len(ends) for none): a
