@@ -5,6 +5,7 @@ package heldsql
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"maps"
 	"strconv"
@@ -319,13 +320,18 @@ func (s Sift) Parts() (name, holder []byte) { return s.contains, s.holder }
 // Match reports whether a grant with this name and holder passes the filters on them: the
 // rules of filters, but the open and expiry conditions, which the caller knows.
 func (s Sift) Match(name, holder []byte) bool {
-	if bytes.Compare(name, s.lo) < 0 || bytes.Compare(name, s.hi) >= 0 {
+	return s.MatchName(name) && bytes.Contains(holder, s.holder)
+}
+
+// MatchName is Match's rules on the name alone, for a caller that knows the holder passes.
+func (s Sift) MatchName(name []byte) bool {
+	if compare(name, s.lo) < 0 || compare(name, s.hi) >= 0 {
 		return false
 	}
 	if len(s.within) > 0 {
 		in := false
 		for _, r := range s.within {
-			if bytes.Compare(name, r[0]) >= 0 && bytes.Compare(name, r[1]) < 0 {
+			if compare(name, r[0]) >= 0 && compare(name, r[1]) < 0 {
 				in = true
 				break
 			}
@@ -334,7 +340,21 @@ func (s Sift) Match(name, holder []byte) bool {
 			return false
 		}
 	}
-	return bytes.Contains(name, s.contains) && bytes.Contains(holder, s.holder)
+	return bytes.Contains(name, s.contains)
+}
+
+// compare is bytes.Compare, told by the first bytes where it can (most names against a range:
+// a call of bytes.Compare was a third of the time of a filter that a million names pass).
+func compare(a, b []byte) int {
+	switch {
+	case len(b) == 0:
+		return min(len(a), 1)
+	case len(a) == 0:
+		return -1
+	case a[0] != b[0]:
+		return cmp.Compare(a[0], b[0])
+	}
+	return bytes.Compare(a, b)
 }
 
 // argsWith is extra with q's arguments added: a new map for a statement or a derived Query

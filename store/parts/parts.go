@@ -636,8 +636,9 @@ func (x *Index) each(s heldsql.Sift, f func(i int, name []byte)) {
 		if x.ended[i/64]&(1<<(i%64)) != 0 {
 			return
 		}
+		// A holder part is settled by with, by the dictionary's own holders.
 		name := entryOf(x.names, x.nameEnd, i)
-		if s.Match(name, x.holder(i)) {
+		if s.MatchName(name) {
 			f(i, name)
 		}
 	}
@@ -674,7 +675,7 @@ func (x *Index) holdersWith(part []byte) []uint64 {
 }
 
 // find yields the entries, of a string of entries whose ends are ends, that contain part
-// (non-empty), in order.
+// (non-empty), in order: every one, and those alone.
 func find(in []byte, ends []uint32, part []byte) func(func(int) bool) {
 	return func(yield func(int) bool) {
 		for i, from := 0, 0; from < len(in); i++ {
@@ -682,7 +683,11 @@ func find(in []byte, ends []uint32, part []byte) func(func(int) bool) {
 			if at < 0 {
 				return
 			}
-			if i = entryAt(ends, i, from+at); i == len(ends) || !yield(i) {
+			if i = entryAt(ends, i, from+at); i == len(ends) {
+				return
+			}
+			// A match that runs past its entry's end (a part with a 0 byte) is in no entry.
+			if from+at+len(part) <= int(ends[i]) && !yield(i) {
 				return
 			}
 			from = int(ends[i]) + 1

@@ -44,7 +44,8 @@ func TestEntryAt(t *testing.T) {
 // TestEachFindsAsMatch checks each, through the dictionary of holders, against Match read
 // over every entry: holders that many grants share, holders past DictMost (added again for each
 // grant, and some of the shared ones again after it), names whose part is rarer or commoner
-// than the holder's, and grants that ended.
+// than the holder's, parts with a 0 byte (which a search of the string of entries finds across
+// two of them), and grants that ended.
 func TestEachFindsAsMatch(t *testing.T) {
 	x := &Index{room: math.MaxUint32}
 	holder := func(i int) string {
@@ -70,7 +71,7 @@ func TestEachFindsAsMatch(t *testing.T) {
 	for _, f := range []store.HeldFilter{
 		{Holder: "worker-1"}, {Holder: "worker-1", Contains: "0042"}, {Holder: "-1", Contains: "job-"},
 		{Holder: "own-7"}, {Holder: "own-1300", Contains: "13"}, {Holder: "late-3"}, {Holder: "late-", Contains: "9999"},
-		{Holder: "nobody"}, {Contains: "00001"}, {Contains: "job-", Prefix: "job-0001"}, {Holder: "-", Contains: "5"},
+		{Holder: "nobody"}, {Contains: "00001"}, {Holder: "0\x00own"}, {Contains: "0\x00job"}, {Holder: "-1", Contains: "1\x00"}, {Contains: "job-", Prefix: "job-0001"}, {Holder: "-", Contains: "5"},
 	} {
 		s := heldsql.New(heldsql.SQLite, f, 0, "g.token").Sift()
 		var got, want []int
