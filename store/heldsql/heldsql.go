@@ -156,6 +156,8 @@ type Query struct {
 	among bool
 	// open, when set, is Count's first term, given as the argument "open" (see OpenCounted).
 	open bool
+	// bound, when set, is where Page's walk of its order's index begins (see Bound).
+	bound bool
 	// Args are the statements' named arguments.
 	Args map[string]any
 }
@@ -293,12 +295,49 @@ type Sift struct {
 	within           [][2][]byte
 	contains, holder []byte
 	counts           bool
+	order            string        // the page's order, for Bound
+	after            store.HeldKey // the key the page follows, when more
+	more             bool
+}
+
+// After is s for the page after the key after (the first page when more is false), so that
+// Bound and Later know where the page begins.
+func (s Sift) After(after store.HeldKey, more bool) Sift {
+	s.after, s.more = after, more
+	return s
+}
+
+// Bounds reports whether a search outside SQL can bound the page's walk of its order's index
+// (Query.Bound): the orders by name and by token. It knows nothing of expiries.
+func (s Sift) Bounds() bool {
+	return s.order == store.OrderNewest || s.order != store.OrderExpiry && s.order != store.OrderLate
+}
+
+// Later reports whether a grant of this name and token comes after the key the page follows
+// (every one, on the first page), in an order that Bounds.
+func (s Sift) Later(name []byte, token int64) bool {
+	switch {
+	case !s.more:
+		return true
+	case s.order == store.OrderNewest:
+		return token < s.after.Token
+	}
+	return string(name) > s.after.Name
+}
+
+// Before reports whether the grant (name, token) comes before (a, at) in an order that
+// Bounds: which of two is the better bound.
+func (s Sift) Before(name []byte, token int64, a []byte, at int64) bool {
+	if s.order == store.OrderNewest {
+		return token > at
+	}
+	return bytes.Compare(name, a) < 0
 }
 
 // Sift is q's filters on name and holder. See Sift.Counts for when they count.
 func (q Query) Sift() Sift {
 	lo, hi := store.PrefixRange(q.f.Prefix)
-	s := Sift{lo: []byte(lo), hi: []byte(hi), contains: []byte(q.f.Contains), holder: []byte(q.f.Holder)}
+	s := Sift{lo: []byte(lo), hi: []byte(hi), contains: []byte(q.f.Contains), holder: []byte(q.f.Holder), order: q.f.Order}
 	for _, p := range q.f.Within {
 		lo, hi := store.PrefixRange(p)
 		s.within = append(s.within, [2][]byte{[]byte(lo), []byte(hi)})
@@ -394,6 +433,17 @@ func (q Query) OpenCounted(n int) Query {
 	return q
 }
 
+// Bound is q with its Page's walk of the order's index begun at the first grant that passes the
+// filters on name and holder after the page's key, found outside SQL (the index of parts): by
+// name at name, by token (newest first) at token. The grants it skips pass no filter, and
+// where the walk met thousands of them (names that sort before the matches', grants newer than
+// theirs), it read each against open_text. Only for an order that Sift.Bounds.
+func (q Query) Bound(name string, token int64) Query {
+	args := q.argsWith(map[string]any{"from": name, "upto": token})
+	q.bound, q.Args = true, args
+	return q
+}
+
 // Count is the statement that counts the rows of every page: the open grants that match
 // (through the filter's index, or given: OpenCounted), less the few open ones past expiry that
 // the sweeper has not recorded yet (through grants_open), plus one per semaphore with a held
@@ -465,6 +515,13 @@ func (q Query) Page(total int, after store.HeldKey, more bool) (string, map[stri
 		cols = "g.token, g.name, g.expires_at, g.late_at"
 	}
 	s := `SELECT ` + cols + ` FROM ` + q.from(g, index) + ` WHERE ` + q.match(g)
+	switch {
+	case !q.bound:
+	case q.f.Order == store.OrderNewest:
+		s += ` AND g.token <= :upto`
+	case q.f.Order != store.OrderExpiry && q.f.Order != store.OrderLate:
+		s += ` AND g.name >= :from`
+	}
 	args := q.Args
 	if more {
 		s += ` AND ` + keyset

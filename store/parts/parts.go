@@ -184,24 +184,32 @@ type Answer struct {
 	Listed  bool
 	Open    int
 	Counted bool
+	// Bounded says that First and FirstToken are the name and token of the first grant, in
+	// the page's order, that passes the filters after the page's key (Query.Bound).
+	Bounded    bool
+	First      []byte
+	FirstToken int64
 }
 
 // Apply is q with what a tells before its count: the tokens of the open grants that pass its
 // filters on name and holder when listed (Among: the count and the page read those rows
-// alone, each a look-up by token), else their count when counted (OpenCounted); answered
-// says that a told either.
+// alone, each a look-up by token), else their count when counted (OpenCounted) and where the
+// page's walk begins when bounded (Bound); answered says that a told the tokens or the count.
 func (a Answer) Apply(q heldsql.Query) (_ heldsql.Query, answered bool) {
-	switch {
-	case a.Listed:
+	if a.Listed {
 		tokens := make([]string, len(a.Tokens))
 		for i, t := range a.Tokens {
 			tokens[i] = strconv.FormatInt(t, 10)
 		}
 		return q.Among("[" + strings.Join(tokens, ",") + "]"), true
-	case a.Counted:
-		return q.OpenCounted(a.Open), true
 	}
-	return q, false
+	if a.Counted {
+		q, answered = q.OpenCounted(a.Open), true
+	}
+	if a.Bounded {
+		q = q.Bound(string(a.First), a.FirstToken)
+	}
+	return q, answered
 }
 
 // Sift answers s from the index: nothing when it is not ready or more grants opened since its
@@ -592,8 +600,9 @@ func (x *Index) find(t int64) (int, bool) {
 }
 
 // sift lists the tokens of the entries of open grants that pass s (listed, when at most most
-// of them) and counts those of them that are no semaphore's slot (counted, when ended says
-// the ends are caught up, none went unread, and s counts).
+// of them), counts those of them that are no semaphore's slot (counted, when ended says the
+// ends are caught up, none went unread, and s counts), and finds the first of them after the
+// page's key (bounded, when s's order Bounds and one is).
 func (x *Index) sift(s heldsql.Sift, most int, ended bool) Answer {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
@@ -601,17 +610,27 @@ func (x *Index) sift(s heldsql.Sift, most int, ended bool) Answer {
 		return Answer{}
 	}
 	var out Answer
-	many := false
+	many, bounds := false, s.Bounds()
 	x.each(s, func(i int, name []byte) {
+		t := x.tokens[i]
 		if len(out.Tokens) < most {
-			out.Tokens = append(out.Tokens, x.tokens[i])
+			out.Tokens = append(out.Tokens, t)
 		} else {
 			many = true
 		}
 		if heldsql.Plain(name) {
 			out.Open++
 		}
+		// The index holds every open grant of its snapshot, and those that ended since it
+		// marked them: the first of them that passes is at or before the first that does now
+		// (but a grant that opened after the snapshot, as a page read before it would miss).
+		if bounds && s.Later(name, t) && (!out.Bounded || s.Before(name, t, out.First, out.FirstToken)) {
+			out.Bounded, out.First, out.FirstToken = true, name, t
+		}
 	})
+	if out.Bounded {
+		out.First = bytes.Clone(out.First) // not the index's bytes, which a rebuild may drop
+	}
 	out.Listed = most > 0 && !many
 	if !out.Listed {
 		out.Tokens = nil

@@ -106,3 +106,33 @@ func PartsCounts(ctx context.Context, s *Store, f store.HeldFilter) (memory, inS
 
 // SetHeldParts sets Options.HeldParts while no Held runs (benchmarks).
 func SetHeldParts(s *Store, mode parts.Mode) { s.parts.SetMode(mode) }
+
+// BoundPage is storetest.BoundPage on s at the database's clock, the page walking its order's
+// index.
+func BoundPage(s *Store) func(f store.HeldFilter, after store.HeldKey, more, bound bool) ([]store.HeldKey, bool, error) {
+	return func(f store.HeldFilter, after store.HeldKey, more, bound bool) ([]store.HeldKey, bool, error) {
+		ctx := context.Background()
+		now, err := s.now(ctx, s.pool)
+		if err != nil {
+			return nil, false, err
+		}
+		q := heldsql.New(heldsql.Postgres, f, now, grantCols)
+		found, err := s.parts.Sift(ctx, q.Sift().After(after, more), 0)
+		if err != nil {
+			return nil, false, err
+		}
+		if bound && found.Bounded {
+			q = q.Bound(string(found.First), found.FirstToken)
+		}
+		page, args := q.Page(1<<30, after, more)
+		rows, err := s.pool.Query(ctx, page, custom, pgx.NamedArgs(args))
+		if err != nil {
+			return nil, false, err
+		}
+		keys, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.HeldKey, error) {
+			g, err := scanGrant(r)
+			return store.HeldKey{Name: g.name, Token: g.token}, err
+		})
+		return keys, found.Bounded, err
+	}
+}

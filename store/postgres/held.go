@@ -28,7 +28,10 @@ const custom = pgx.QueryExecModeExec
 // at most the narrow bound match, the count and the page read those rows alone, by token;
 // with more, it counts them (but the few past expiry not yet recorded, and the semaphores), a
 // part that many leases share too (open_text's trigram indexes read every match for the count,
-// and a part of fewer than three characters has no trigram at all). Until the index is built,
+// and a part of fewer than three characters has no trigram at all), and finds the first of
+// them after the page's key, where the page's walk of its order's index begins (by name or
+// newest: Query.Bound; a walk from the start checked every grant before the first match
+// against open_text, 60 ms under load at a million). Until the index is built,
 // and for a filter on a state with more matches, the count reads open_text in SQL.
 func (s *Store) Held(ctx context.Context, f store.HeldFilter) (store.HeldPage, error) {
 	f, after, more, err := store.CheckHeld(f)
@@ -41,7 +44,7 @@ func (s *Store) Held(ctx context.Context, f store.HeldFilter) (store.HeldPage, e
 	}
 	q := heldsql.New(heldsql.Postgres, f, now, grantCols)
 	if q.Sifted() {
-		found, err := s.parts.Sift(ctx, q.Sift(), heldsql.Postgres.NarrowBound())
+		found, err := s.parts.Sift(ctx, q.Sift().After(after, more), heldsql.Postgres.NarrowBound())
 		if err != nil {
 			return store.HeldPage{}, fmt.Errorf("sieve held leases: %w", err)
 		}

@@ -65,6 +65,8 @@ func TestPartsCountAsSQL(t *testing.T) {
 	check("revoked")
 	clock.Advance(10 * time.Second)
 	check("expired, not recorded")
+	storetest.BoundedPages(t, storetest.PartsFilters([]string{"", "job", "a", "sem", "#", "-0", "x1"},
+		[]string{"", "w", "-1", "%"}, []string{"", "job-00", "pool"}, [][]string{nil, {"team-a.", "job-001"}}), postgres.BoundPage(s))
 	if _, _, err := s.ExpireDue(ctx); err != nil { // team-b.x1 and a-b
 		t.Fatal(err)
 	}

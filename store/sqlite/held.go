@@ -20,7 +20,8 @@ import (
 // grants_open_name (which holds both): when at most the narrow bound match, the count and the
 // page read those rows alone, so a rare match costs a search of memory (or one walk of the
 // index); with more, the index of parts counts them (but the few past expiry not yet recorded,
-// and the semaphores), and the page walks the order's index. Otherwise, and for the other
+// and the semaphores), and the page walks the order's index from the first of them that the
+// index finds after the page's key (by name or newest: Query.Bound). Otherwise, and for the other
 // filters, the count comes first in SQL, then the page through the order's index (or through
 // the filter's, for few matches).
 func (s *Store) Held(ctx context.Context, f store.HeldFilter) (store.HeldPage, error) {
@@ -32,7 +33,7 @@ func (s *Store) Held(ctx context.Context, f store.HeldFilter) (store.HeldPage, e
 	d := s.dialect()
 	q := heldsql.New(d, f, now, grantCols)
 	if q.Sifted() {
-		if q, err = s.sifted(ctx, q, d.NarrowBound()); err != nil {
+		if q, err = s.sifted(ctx, q, after, more, d.NarrowBound()); err != nil {
 			return store.HeldPage{}, err
 		}
 	}
@@ -73,8 +74,8 @@ func (s *Store) dialect() heldsql.Dialect {
 // most narrow (Among: the count and the page read those rows alone, each a look-up of its row,
 // ~4 µs at a million), else the count of them (OpenCounted), when the index has every end and
 // the filter no state; otherwise by q's Sieve, the tokens when at most narrow.
-func (s *Store) sifted(ctx context.Context, q heldsql.Query, narrow int) (heldsql.Query, error) {
-	found, err := s.parts.Sift(ctx, q.Sift(), narrow)
+func (s *Store) sifted(ctx context.Context, q heldsql.Query, after store.HeldKey, more bool, narrow int) (heldsql.Query, error) {
+	found, err := s.parts.Sift(ctx, q.Sift().After(after, more), narrow)
 	if err != nil {
 		return q, fmt.Errorf("sieve held leases: %w", err)
 	}

@@ -15,6 +15,35 @@ import (
 	"github.com/leasekeeper/leasekeeper/store/storetest"
 )
 
+// boundPage is storetest.BoundPage on s at its clock, the page walking its order's index.
+func boundPage(t *testing.T, s *Store) storetest.BoundPage {
+	return func(f store.HeldFilter, after store.HeldKey, more, bound bool) ([]store.HeldKey, bool, error) {
+		q := heldsql.New(s.dialect(), f, s.clock.Now().UnixMilli(), grantCols)
+		found, err := s.parts.Sift(context.Background(), q.Sift().After(after, more), 0)
+		if err != nil {
+			return nil, false, err
+		}
+		if bound && found.Bounded {
+			q = q.Bound(string(found.First), found.FirstToken)
+		}
+		page, args := q.Page(1<<30, after, more)
+		rows, err := s.r.Query(page, named(args)...)
+		if err != nil {
+			return nil, false, err
+		}
+		defer rows.Close()
+		var keys []store.HeldKey
+		for rows.Next() {
+			g, err := scanGrant(rows)
+			if err != nil {
+				return nil, false, err
+			}
+			keys = append(keys, store.HeldKey{Name: g.name, Token: g.token})
+		}
+		return keys, found.Bounded, rows.Err()
+	}
+}
+
 // sqlCount is what Count of q answers.
 func sqlCount(t *testing.T, s *Store, q heldsql.Query) int {
 	t.Helper()
@@ -263,6 +292,8 @@ func TestPartsCountAsSQL(t *testing.T) {
 	if len(counts) < 5 {
 		t.Errorf("the %d filters gave only the counts %v: the check checks little", checked, counts)
 	}
+	storetest.BoundedPages(t, storetest.PartsFilters([]string{"", "job", "a", "sem", "#", "-0", "x1"},
+		[]string{"", "w", "-1", "%", "\x00"}, []string{"", "job-00", "pool"}, [][]string{nil, {"team-a.", "job-001"}}), boundPage(t, s))
 	for _, f := range []store.HeldFilter{{Contains: "\xa9"}, {Holder: "\xc3"}, {Holder: "w", State: store.HeldLate}} {
 		q := heldsql.New(s.dialect(), f, clock.Now().UnixMilli(), grantCols)
 		if found, err := s.parts.Sift(ctx, q.Sift(), 0); err != nil || found.Counted {

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -58,4 +59,50 @@ func PartsFilters(contains, holders, prefixes []string, scopes [][]string) []sto
 		}
 	}
 	return fs
+}
+
+// BoundPage lists the keys (name and token) of the rows of one page of the checked filter f
+// after the key after (the first page when more is false), at most f.Limit + 1, with the
+// page's walk of its order's index bounded by the index of parts (heldsql.Query.Bound) when
+// bound, else not; bounded says that the index gave a bound.
+type BoundPage func(f store.HeldFilter, after store.HeldKey, more, bound bool) (keys []store.HeldKey, bounded bool, err error)
+
+// BoundedPages walks every page, three rows each, of each filter by name and by token (newest
+// first), bounded and not, and checks that the two walks list the same rows: the grants the
+// bound skips pass no filter (TestPartsCountAsSQL), and that a page with a row has a bound.
+func BoundedPages(t *testing.T, filters []store.HeldFilter, page BoundPage) {
+	t.Helper()
+	pages := 0
+	for _, f := range filters {
+		for _, order := range []string{store.OrderName, store.OrderNewest} {
+			f.Order, f.Limit = order, 3
+			after, more := store.HeldKey{}, false
+			for range 100 {
+				want, _, err := page(f, after, more, false)
+				if err != nil {
+					t.Fatalf("Held(%+v) after %+v: %v", f, after, err)
+				}
+				got, b, err := page(f, after, more, true)
+				if err != nil {
+					t.Fatalf("Held(%+v) after %+v, bounded: %v", f, after, err)
+				}
+				if len(want) > 0 {
+					pages++
+					if !b {
+						t.Errorf("Held(%+v) after %+v: the index of parts gave no bound, where %d grants pass", f, after, len(want))
+					}
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("Held(%+v) after %+v: %v with the bound of the index of parts, %v without", f, after, got, want)
+				}
+				if len(want) <= f.Limit {
+					break
+				}
+				after, more = want[f.Limit-1], true
+			}
+		}
+	}
+	if pages < 100 {
+		t.Errorf("only %d pages had a row: the check checks little", pages)
+	}
 }
