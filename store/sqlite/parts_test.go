@@ -306,3 +306,43 @@ func (s *Store) PartsReady() bool {
 
 // SetHeldParts sets Options.HeldParts while no Held runs (benchmarks).
 func (s *Store) SetHeldParts(mode PartsMode) { s.parts.SetMode(mode) }
+
+// TestPartsBuildPacedByWrites: the keeper's build pauses after a chunk only when the database
+// took writes since the chunk before (a token issued or an event recorded), so that a start's
+// build, with no client yet, reads on at once, and one beside the writer's commits gives them
+// the cores.
+func TestPartsBuildPacedByWrites(t *testing.T) {
+	var paused []time.Duration
+	var afterChunk func()
+	s := partsStore(t, PartsNever, func(p *parts.Keeper) {
+		p.Chunk = 4
+		p.AfterChunk = func() {
+			if afterChunk != nil {
+				afterChunk()
+			}
+		}
+		p.Paused = func(d time.Duration) { paused = append(paused, d) }
+	})
+	for i := range 20 {
+		acquirePart(t, s, fmt.Sprintf("job-%02d", i), "w")
+	}
+	ctx := context.Background()
+	if err := s.parts.Build(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(paused) != 0 {
+		t.Errorf("a build with no write beside it paused %d times, want none", len(paused))
+	}
+	chunks := 0
+	afterChunk = func() {
+		if chunks++; chunks == 2 {
+			acquirePart(t, s, "written-beside", "w")
+		}
+	}
+	if err := s.parts.Build(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if chunks < 4 || len(paused) != 1 {
+		t.Errorf("a build of %d chunks with one acquire beside it paused %d times, want once (after that chunk)", chunks, len(paused))
+	}
+}
