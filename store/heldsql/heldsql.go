@@ -310,7 +310,7 @@ func (s Sift) After(after store.HeldKey, more bool) Sift {
 // Bounds reports whether a search outside SQL can bound the page's walk of its order's index
 // (Query.Bound): the orders by name and by token. It knows nothing of expiries.
 func (s Sift) Bounds() bool {
-	return s.order == store.OrderNewest || s.order != store.OrderExpiry && s.order != store.OrderLate
+	return s.order != store.OrderExpiry && s.order != store.OrderLate
 }
 
 // Later reports whether a grant of this name and token comes after the key the page follows

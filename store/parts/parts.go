@@ -15,7 +15,8 @@
 // gapless and follow the commits, on both backends); each filter does too before it searches,
 // so that it misses none. Both are read in one snapshot (SQL.Round), so that what the index
 // holds is the open grants of one moment. Held counts Count's first term in it, whatever the
-// number of matches (heldsql.Sift, Query.OpenCounted), and, when at most Held sorts match,
+// number of matches (heldsql.Sift, Query.OpenCounted), finds the first of them after the
+// page's key, where the page's walk begins (Query.Bound), and, when at most Held sorts match,
 // reads their rows by token (heldsql.Query.Among). The keeper rebuilds it when the grants that
 // ended outnumber the open ones, and when events it had not read were pruned (an end may then
 // be unmarked: it counts nothing until rebuilt). It never drops it: the first filter after a
@@ -116,9 +117,9 @@ type Index struct {
 	holderEnd []uint32          // holderEnd[h]: the offset of holder h's 0 byte in holders
 	holderID  map[string]uint32 // the dictionary's holders, up to DictMost of them
 	tokens    []int64
-	built     int      // the entries of the build, in order of name; those after it came in order of token
+	built     int      // the entries of the build, in SQL.After's order; those after it came in order of token
 	byToken   []uint32 // the build's entries in order of token, to find an entry whose grant ended
-	ended     []uint64 // bit i: the grant of entry i ended
+	ended     bits     // bit i: the grant of entry i ended
 	nEnded    int      // how many bits of ended are set
 	mark      int64    // every open grant up to this token is in the index
 	seq       int64    // every end recorded up to this event seq is marked
@@ -191,7 +192,7 @@ type Answer struct {
 	// Bounded says that First and FirstToken are the name and token of the first grant, in
 	// the page's order, that passes the filters after the page's key (Query.Bound).
 	Bounded    bool
-	First      []byte
+	First      string
 	FirstToken int64
 }
 
@@ -211,7 +212,7 @@ func (a Answer) Apply(q heldsql.Query) (_ heldsql.Query, answered bool) {
 		q, answered = q.OpenCounted(a.Open), true
 	}
 	if a.Bounded {
-		q = q.Bound(string(a.First), a.FirstToken)
+		q = q.Bound(a.First, a.FirstToken)
 	}
 	return q, answered
 }
@@ -278,7 +279,7 @@ func (p *Keeper) Keeping() bool {
 // Pass is one of the keeper's passes, run by the caller (tests).
 func (p *Keeper) Pass() error { return p.pass(p.Built()) }
 
-// Build builds an index, paced, and drops it, as the keeper's build does (benchmarks).
+// Build builds an index, paced, and drops it, as the keeper's build does (benchmarks, tests).
 func (p *Keeper) Build(ctx context.Context) error {
 	_, err := build(ctx, &p.src, p.Chunk, math.MaxUint32, p.pace)
 	return err
@@ -336,7 +337,7 @@ func (p *Keeper) keptUp(ctx context.Context, x *Index, pace bool) (_ *Index, bui
 			return x, false, err
 		}
 	}
-	var paced func(context.Context, time.Duration, *[2]int64) error
+	var paced pacer
 	if pace {
 		paced = p.pace
 	}
@@ -356,6 +357,10 @@ func (p *Keeper) stale(x *Index) bool {
 	defer x.mu.RUnlock()
 	return x.blind || x.nEnded > len(x.tokens)-x.nEnded+p.Slack
 }
+
+// pacer paces a build after a chunk whose read took took, given the marks the chunk before
+// saw (see Keeper.pace).
+type pacer func(ctx context.Context, took time.Duration, marks *[2]int64) error
 
 // partsPause is how many times the time it took to read a chunk the keeper's build waits
 // before the next, while the database takes writes: a build at a million reads for ~1.5 s,
@@ -395,12 +400,13 @@ func (p *Keeper) pace(ctx context.Context, took time.Duration, marks *[2]int64) 
 }
 
 // build reads every open grant's name and holder, chunk at a time in SQL.After's order, each
-// chunk a statement of its own (no read transaction holds the WAL), and paced by pace (nil:
-// unpaced), given the time each chunk but the last took to read and the marks it last saw. The last token issued and the last event seq, read together before the
-// first chunk, are its mark and its seq: a grant past the mark that the walk meets is left to
-// catchUp; one up to it is in its chunk if it is still open then (its name and holder, so its
-// place in the index, never change), and if it ends after, its end's event is past the seq.
-func build(ctx context.Context, src *source, chunk, room int, pace func(context.Context, time.Duration, *[2]int64) error) (*Index, error) {
+// chunk a statement of its own (no read transaction holds the WAL), paced by pace after each
+// chunk but the last (nil: unpaced). The last token issued and the last event seq, read
+// together before the first chunk, are its mark and its seq: a grant past the mark that the
+// walk meets is left to catchUp; one up to it is in its chunk if it is still open then (its
+// name and holder, so its place in the index, never change), and if it ends after, its end's
+// event is past the seq.
+func build(ctx context.Context, src *source, chunk, room int, pace pacer) (*Index, error) {
 	x := &Index{room: room}
 	if err := src.r.QueryRowContext(ctx, src.q.Marks).Scan(&x.mark, &x.seq); err != nil {
 		return nil, fmt.Errorf("index the parts of names: %w", src.q.w(err))
@@ -619,8 +625,8 @@ func (x *Index) merge(read *Index, ends partEnds) {
 	for _, t := range ends.tokens {
 		// A grant that ended before its chunk of the build was read, or past the mark, is not
 		// in the index.
-		if i, ok := x.find(t); ok && x.ended[i/64]&(1<<(i%64)) == 0 {
-			x.ended[i/64] |= 1 << (i % 64)
+		if i, ok := x.find(t); ok && !x.ended.has(i) {
+			x.ended.set(i)
 			x.nEnded++
 		}
 	}
@@ -650,6 +656,7 @@ func (x *Index) sift(s heldsql.Sift, most int, ended bool) Answer {
 		return Answer{}
 	}
 	var out Answer
+	var first []byte // the name of the bound, in the index
 	many, bounds := false, s.Bounds()
 	x.each(s, func(i int, name []byte) {
 		t := x.tokens[i]
@@ -664,13 +671,11 @@ func (x *Index) sift(s heldsql.Sift, most int, ended bool) Answer {
 		// The index holds every open grant of its snapshot, and those that ended since it
 		// marked them: the first of them that passes is at or before the first that does now
 		// (but a grant that opened after the snapshot, as a page read before it would miss).
-		if bounds && s.Later(name, t) && (!out.Bounded || s.Before(name, t, out.First, out.FirstToken)) {
-			out.Bounded, out.First, out.FirstToken = true, name, t
+		if bounds && s.Later(name, t) && (!out.Bounded || s.Before(name, t, first, out.FirstToken)) {
+			out.Bounded, first, out.FirstToken = true, name, t
 		}
 	})
-	if out.Bounded {
-		out.First = bytes.Clone(out.First) // not the index's bytes, which a rebuild may drop
-	}
+	out.First = string(first)
 	out.Listed = most > 0 && !many
 	if !out.Listed {
 		out.Tokens = nil
@@ -685,14 +690,14 @@ func (x *Index) sift(s heldsql.Sift, most int, ended bool) Answer {
 // it checks each entry found.
 func (x *Index) each(s heldsql.Sift, f func(i int, name []byte)) {
 	part, holder := s.Parts()
-	var with []uint64 // bit h: holder h of the dictionary has the part
+	var with bits // bit h: holder h of the dictionary has the part
 	if len(holder) > 0 {
 		if with = x.holdersWith(holder); with == nil {
 			return
 		}
 	}
 	check := func(i int) {
-		if x.ended[i/64]&(1<<(i%64)) != 0 {
+		if x.ended.has(i) {
 			return
 		}
 		// A holder part is settled by with, by the dictionary's own holders.
@@ -704,7 +709,7 @@ func (x *Index) each(s heldsql.Sift, f func(i int, name []byte)) {
 	switch {
 	case with != nil && (len(part) == 0 || x.fewerHolders(with, part)):
 		for i, h := range x.holderOf {
-			if with[h/64]&(1<<(h%64)) != 0 {
+			if with.has(int(h)) {
 				check(i)
 			}
 		}
@@ -714,7 +719,7 @@ func (x *Index) each(s heldsql.Sift, f func(i int, name []byte)) {
 		}
 	default:
 		for i := range find(x.names, x.nameEnd, part) {
-			if h := x.holderOf[i]; with == nil || with[h/64]&(1<<(h%64)) != 0 {
+			if with == nil || with.has(int(x.holderOf[i])) {
 				check(i)
 			}
 		}
@@ -722,13 +727,13 @@ func (x *Index) each(s heldsql.Sift, f func(i int, name []byte)) {
 }
 
 // holdersWith marks the holders of the dictionary that contain part (nil when none does).
-func (x *Index) holdersWith(part []byte) []uint64 {
-	var with []uint64
+func (x *Index) holdersWith(part []byte) bits {
+	var with bits
 	for h := range find(x.holders, x.holderEnd, part) {
 		if with == nil {
-			with = make([]uint64, (len(x.holderEnd)+63)/64)
+			with = make(bits, (len(x.holderEnd)+63)/64)
 		}
-		with[h/64] |= 1 << (h % 64)
+		with.set(h)
 	}
 	return with
 }
@@ -757,19 +762,28 @@ func find(in []byte, ends []uint32, part []byte) func(func(int) bool) {
 // fewerHolders reports whether fewer of the first entries have a holder marked in with than
 // have part in their name: a few microseconds that spare a search of the commoner part (?q=job-
 // &holder=-1 at a million: every name has job-, one holder in six -1).
-func (x *Index) fewerHolders(with []uint64, part []byte) bool {
+func (x *Index) fewerHolders(with bits, part []byte) bool {
 	n := min(len(x.nameEnd), 4096)
 	if n == 0 {
 		return false
 	}
 	held := 0
 	for _, h := range x.holderOf[:n] {
-		if with[h/64]&(1<<(h%64)) != 0 {
+		if with.has(int(h)) {
 			held++
 		}
 	}
 	return held < bytes.Count(x.names[:x.nameEnd[n-1]], part)
 }
+
+// bits is a set of small numbers, a bit each.
+type bits []uint64
+
+// has reports whether i is in b.
+func (b bits) has(i int) bool { return b[i/64]&(1<<(i%64)) != 0 }
+
+// set puts i in b.
+func (b bits) set(i int) { b[i/64] |= 1 << (i % 64) }
 
 // entryAt is the first entry from i on whose end is at or past at (len(ends) for none): a
 // galloping search, as the matches of a common part are near each other.

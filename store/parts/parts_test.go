@@ -61,9 +61,9 @@ func TestEachFindsAsMatch(t *testing.T) {
 	for i := range n {
 		x.add(int64(i+1), []byte(fmt.Sprintf("job-%06d", i)), []byte(holder(i)))
 	}
-	x.ended = make([]uint64, (n+63)/64)
+	x.ended = make(bits, (n+63)/64)
 	for i := 0; i < n; i += 7 {
-		x.ended[i/64] |= 1 << (i % 64)
+		x.ended.set(i)
 	}
 	if len(x.holderID) != DictMost {
 		t.Fatalf("the dictionary looks up %d holders, want DictMost (%d)", len(x.holderID), DictMost)
@@ -77,7 +77,7 @@ func TestEachFindsAsMatch(t *testing.T) {
 		var got, want []int
 		x.each(s, func(i int, _ []byte) { got = append(got, i) })
 		for i := range n {
-			if x.ended[i/64]&(1<<(i%64)) == 0 && s.Match(entryOf(x.names, x.nameEnd, i), []byte(holder(i))) {
+			if !x.ended.has(i) && s.Match(entryOf(x.names, x.nameEnd, i), []byte(holder(i))) {
 				want = append(want, i)
 			}
 		}

@@ -122,7 +122,7 @@ func BoundPage(s *Store) func(f store.HeldFilter, after store.HeldKey, more, bou
 			return nil, false, err
 		}
 		if bound && found.Bounded {
-			q = q.Bound(string(found.First), found.FirstToken)
+			q = q.Bound(found.First, found.FirstToken)
 		}
 		page, args := q.Page(1<<30, after, more)
 		rows, err := s.pool.Query(ctx, page, custom, pgx.NamedArgs(args))

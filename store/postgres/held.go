@@ -31,8 +31,8 @@ const custom = pgx.QueryExecModeExec
 // and a part of fewer than three characters has no trigram at all), and finds the first of
 // them after the page's key, where the page's walk of its order's index begins (by name or
 // newest: Query.Bound; a walk from the start checked every grant before the first match
-// against open_text, 60 ms under load at a million). Until the index is built,
-// and for a filter on a state with more matches, the count reads open_text in SQL.
+// against open_text, 60 ms under load at a million). Until the index is built, and for a
+// filter on a state with more matches, the count reads open_text in SQL.
 func (s *Store) Held(ctx context.Context, f store.HeldFilter) (store.HeldPage, error) {
 	f, after, more, err := store.CheckHeld(f)
 	if err != nil {

@@ -24,7 +24,7 @@ func boundPage(t *testing.T, s *Store) storetest.BoundPage {
 			return nil, false, err
 		}
 		if bound && found.Bounded {
-			q = q.Bound(string(found.First), found.FirstToken)
+			q = q.Bound(found.First, found.FirstToken)
 		}
 		page, args := q.Page(1<<30, after, more)
 		rows, err := s.r.Query(page, named(args)...)

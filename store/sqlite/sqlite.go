@@ -10,7 +10,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"github.com/leasekeeper/leasekeeper/store/parts"
 	"log/slog"
 	"net/url"
 	"path/filepath"
@@ -25,6 +24,7 @@ import (
 	"github.com/leasekeeper/leasekeeper/lease"
 	"github.com/leasekeeper/leasekeeper/migrations"
 	"github.com/leasekeeper/leasekeeper/store"
+	"github.com/leasekeeper/leasekeeper/store/parts"
 )
 
 var _ store.Store = (*Store)(nil)
