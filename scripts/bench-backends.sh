@@ -10,11 +10,13 @@
 #
 # then `pgbench -N` on the same cluster (one small write per commit: what the database does
 # without leasekeeper), and one table of the ratios issue targets name: PostgreSQL / SQLite per
-# mode, PostgreSQL p99 / SQLite p99, PostgreSQL renew / pgbench tps, three replicas / one; and
-# where the two cores went in each run (leasekeeper, PostgreSQL, the load generator).
+# mode, PostgreSQL p99 / SQLite p99, PostgreSQL renew / pgbench tps, three replicas / one; then
+# the whole machine's CPU per operation in each run and mode (leasekeeper, PostgreSQL and the
+# load generator, which share the cores), and from it the most each ratio can be on this machine
+# once every core is busy; last, where the cores went in each run.
 #
 # Environment: BIN (the leasekeeper binary, default bin/leasekeeper), PGBIN (PostgreSQL's
-# programs, default the newest /usr/lib/postgresql/*/bin), CLIENTS (64), DURATION (8s),
+# programs, default the newest /usr/lib/postgresql/*/bin), CLIENTS (64), DURATION (in seconds: 8s),
 # MODES (renew,cycle,fenced), POOL (--db-max-conns of each replica; default the server's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -82,27 +84,36 @@ pgpids() {
 	pm=$(head -1 "$tmp/pg/postmaster.pid")
 	echo "$pm" $(ps -o pid= --ppid "$pm")
 }
-# bench NAME URLS: runs the load generator and keeps its output in $tmp/NAME, and in
-# $tmp/NAME.cpu the CPU that leasekeeper, PostgreSQL and the load generator used meanwhile.
+# bench NAME URLS: runs the load generator, one mode at a time, and keeps its output in
+# $tmp/NAME; for each mode it writes to $tmp/NAME.cpu the CPU (seconds) that leasekeeper,
+# PostgreSQL and the load generator used meanwhile, and the wall time, as "mode lk pg gen wall".
 bench() {
 	echo "== $1: leasekeeper bench -c $clients -d $duration --mode $modes" >&2
-	local lk0 pg0 began TIMEFORMAT='%U %S'
-	lk0=$(ticks "${pids[@]}")
-	# shellcheck disable=SC2046 # one word per pid
-	pg0=$(ticks $(pgpids))
-	began=$(date +%s.%N)
-	{ time LEASEKEEPER_API_KEY=$LEASEKEEPER_ADMIN_KEY "$bin" bench --server "$2" -c "$clients" -d "$duration" --mode "$modes" |
-		tee "$tmp/$1" >&3; } 3>&2 2>"$tmp/$1.gen"
-	local hz lk pgt
+	local m hz
 	hz=$(getconf CLK_TCK)
-	lk=$(($(ticks "${pids[@]}") - lk0))
-	# shellcheck disable=SC2046
-	pgt=$(($(ticks $(pgpids)) - pg0))
-	awk -v run="$1" -v wall="$(echo "$(date +%s.%N) - $began" | bc)" -v lk="$lk" -v pg="$pgt" -v hz="$hz" -v cores="$(nproc)" '
-		END { split($0, g, " "); gen = g[1] + g[2]; all = wall * cores
+	: >"$tmp/$1.cpu"
+	for m in ${modes//,/ }; do
+		local lk0 pg0 began TIMEFORMAT='%U %S'
+		lk0=$(ticks "${pids[@]}")
+		# shellcheck disable=SC2046 # one word per pid
+		pg0=$(ticks $(pgpids))
+		began=$(date +%s.%N)
+		{ time LEASEKEEPER_API_KEY=$LEASEKEEPER_ADMIN_KEY "$bin" bench --server "$2" -c "$clients" -d "$duration" --mode "$m" |
+			tee -a "$tmp/$1" >&3; } 3>&2 2>"$tmp/$1.gen"
+		local lk pgt
+		lk=$(($(ticks "${pids[@]}") - lk0))
+		# shellcheck disable=SC2046
+		pgt=$(($(ticks $(pgpids)) - pg0))
+		awk -v m="$m" -v wall="$(echo "$(date +%s.%N) - $began" | bc)" -v lk="$lk" -v pg="$pgt" -v hz="$hz" '
+			END { split($0, g, " "); printf "%s %.2f %.2f %.2f %.2f\n", m, lk / hz, pg / hz, g[1] + g[2], wall }' \
+			"$tmp/$1.gen" >>"$tmp/$1.cpu"
+	done
+	awk -v run="$1" -v cores="$(nproc)" '
+		{ lk += $2; pg += $3; gen += $4; wall += $5 }
+		END { all = wall * cores
 			printf "%s: CPU over %.1f s on %d cores: leasekeeper %.1f s (%.0f %%), PostgreSQL %.1f s (%.0f %%), load generator %.1f s (%.0f %%), idle or other %.0f %%\n",
-				run, wall, cores, lk / hz, 100 * lk / hz / all, pg / hz, 100 * pg / hz / all, gen, 100 * gen / all, 100 - 100 * (lk / hz + pg / hz + gen) / all }' \
-		"$tmp/$1.gen" | tee "$tmp/$1.cpu" >&2
+				run, wall, cores, lk, 100 * lk / all, pg, 100 * pg / all, gen, 100 * gen / all, 100 - 100 * (lk + pg + gen) / all }' \
+		"$tmp/$1.cpu" | tee "$tmp/$1.cpu.sum" >&2
 }
 stop_servers() {
 	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -132,11 +143,18 @@ pg pgbench -h "$tmp" -p "$port" -U postgres -N -c "$clients" -j 2 -T "${duration
 tps=$(awk '/^tps = / {print $3; exit}' "$tmp/pgbench")
 echo "pgbench: $tps transactions/s" >&2
 
-# The table: ops/s ($3) and p99 ($6, "12.34ms") of each mode in each run.
+# The tables: ops/s ($3) and p99 ($6, "12.34ms") of each mode in each run, then the machine's
+# CPU per operation in each (leasekeeper, PostgreSQL and the load generator together, from
+# NAME.cpu: "mode lk pg gen wall"). Once every core is busy, a run's rate is the cores over
+# its CPU per operation, so SQLite's CPU per operation over PostgreSQL's is what PostgreSQL /
+# SQLite comes to on this machine when both runs use all of it; it moves far less from run to
+# run than the rates do, and it is a bound no batching of the write path's waits can pass.
 awk -v modes="$modes" -v tps="$tps" -v clients="$clients" -v duration="$duration" '
-	FNR == 1 { run = FILENAME; sub(/.*\//, "", run) }
-	$2 == clients && $3 ~ /^[0-9.]+$/ { rate[run, $1] = $3; p = $6; sub(/ms$/, "", p); p99[run, $1] = p }
+	FNR == 1 { run = FILENAME; sub(/.*\//, "", run); cpu = sub(/\.cpu$/, "", run) }
+	!cpu && $2 == clients && $3 ~ /^[0-9.]+$/ { rate[run, $1] = $3; p = $6; sub(/ms$/, "", p); p99[run, $1] = p }
+	cpu && NF == 5 && rate[run, $1] > 0 { per[run, $1] = 1e6 * ($2 + $3 + $4) / (rate[run, $1] * secs) }
 	function ratio(a, b, f) { return b > 0 && a > 0 ? sprintf(f, a / b) : "-" }
+	BEGIN { secs = duration; sub(/s$/, "", secs) }
 	END {
 		n = split(modes, m, ",")
 		printf "\n%d clients, %s per mode; PostgreSQL with fsync and synchronous_commit on\n\n", clients, duration
@@ -150,6 +168,15 @@ awk -v modes="$modes" -v tps="$tps" -v clients="$clients" -v duration="$duration
 		}
 		pr = ratio(rate["pg1", "renew"], tps, "%.2f")
 		printf "\npgbench -N: %.0f transactions/s; PostgreSQL renew / pgbench: %s\n", tps, pr
-	}' "$tmp/sqlite" "$tmp/pg1" "$tmp/pg3"
+		printf "\nCPU of the whole machine per operation (leasekeeper, PostgreSQL and the load generator), µs,\n"
+		printf "and each ratio as it would be with every core busy in both runs (the CPU per operation inverted):\n\n"
+		printf "| mode | SQLite | PG 1 replica | PG 3 replicas | PG/SQLite, every core busy | 3 replicas/1, every core busy |\n"
+		printf "|---|---|---|---|---|---|\n"
+		for (i = 1; i <= n; i++) {
+			k = m[i]
+			printf "| %s | %.0f | %.0f | %.0f | %s | %s |\n", k, per["sqlite", k], per["pg1", k], per["pg3", k],
+				ratio(per["sqlite", k], per["pg1", k], "%.2f"), ratio(per["pg1", k], per["pg3", k], "%.2f")
+		}
+	}' "$tmp/sqlite" "$tmp/pg1" "$tmp/pg3" "$tmp/sqlite.cpu" "$tmp/pg1.cpu" "$tmp/pg3.cpu"
 echo
-cat "$tmp/sqlite.cpu" "$tmp/pg1.cpu" "$tmp/pg3.cpu"
+cat "$tmp/sqlite.cpu.sum" "$tmp/pg1.cpu.sum" "$tmp/pg3.cpu.sum"

@@ -9,7 +9,8 @@
 # in a loop and samples the server's RSS; it prints the bench's figures, the views' medians
 # under load, and the RSS (the peak while loaded, and after). WARM=S fetches a filter on a part
 # first and waits S seconds before the load (the SQLite index of parts builds in the background
-# from the server's start: the load then finds it built).
+# from the server's start: the load then finds it built). VIEWS=0 leaves the views out: the
+# write path alone, at N held leases.
 set -euo pipefail
 n=${1:?usage: [BACKEND=postgres] scale-loaded.sh N}
 bin=$(realpath "${BIN:-bin/leasekeeper}")
@@ -89,12 +90,16 @@ if [ "${WARM:-0}" != 0 ]; then
 fi
 views=("/" "/?sort=expiry" "/?sort=late" "/?sort=newest" "/?q=needle" "/?holder=needle" "/?state=expiring" "/?state=late" "/?prefix=job-000"
 	"/?holder=worker-7&sort=newest" "/?q=job-&holder=-1")
-( while true; do for v in "${views[@]}"; do
+if [ "${VIEWS:-1}" = 0 ]; then
+	views=()
+fi
+( while [ ${#views[@]} -gt 0 ]; do for v in "${views[@]}"; do
 	curl -s -o /dev/null -w "$v %{time_total}\n" -H "Authorization: Bearer $key" -H 'Accept: text/html' "http://$addr$v"
 done; done ) >"$dir/views" & viewer=$!
 LEASEKEEPER_API_KEY=$key $bin bench --server "http://$addr" -c 64 -d 5s --mode acquire,renew
-kill $viewer; wait $viewer 2>/dev/null || true
+kill $viewer 2>/dev/null; wait $viewer 2>/dev/null || true
 echo "RSS: peak $(sort -n "$dir/rss" | tail -1) MB while loaded, $(rss) MB after"
+[ ${#views[@]} -gt 0 ] || exit 0
 echo "views under load (median s, samples):"
 for v in "${views[@]}"; do
 	awk -v v="$v" '$1 == v {print $2}' "$dir/views" | sort -n | awk -v v="$v" '{a[NR] = $1} END {printf "  %-20s %s (%d)\n", v, a[int((NR + 1) / 2)], NR}'
