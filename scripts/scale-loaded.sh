@@ -97,7 +97,8 @@ fi
 	curl -s -o /dev/null -w "$v %{time_total}\n" -H "Authorization: Bearer $key" -H 'Accept: text/html' "http://$addr$v"
 done; done ) >"$dir/views" & viewer=$!
 LEASEKEEPER_API_KEY=$key $bin bench --server "http://$addr" -c 64 -d 5s --mode acquire,renew
-kill $viewer 2>/dev/null; wait $viewer 2>/dev/null || true
+kill $viewer 2>/dev/null || true
+wait $viewer 2>/dev/null || true
 echo "RSS: peak $(sort -n "$dir/rss" | tail -1) MB while loaded, $(rss) MB after"
 [ ${#views[@]} -gt 0 ] || exit 0
 echo "views under load (median s, samples):"
