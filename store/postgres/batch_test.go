@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -393,4 +394,63 @@ func TestBatchTrace(t *testing.T) {
 		}
 	}
 	t.Errorf("no batch traced with the acquire's context among %d", len(got))
+}
+
+// batchSQL records the statements of every pipeline the store's connections send.
+type batchSQL struct {
+	mu      sync.Mutex
+	batches [][]string
+}
+
+func (b *batchSQL) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (b *batchSQL) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (b *batchSQL) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
+	var stmts []string
+	for _, q := range d.Batch.QueuedQueries {
+		stmts = append(stmts, q.SQL)
+	}
+	b.mu.Lock()
+	b.batches = append(b.batches, stmts)
+	b.mu.Unlock()
+	return ctx
+}
+func (b *batchSQL) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
+func (b *batchSQL) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
+
+// TestFlushNotifiesAfterItsCommit: the NOTIFY that tells the other replicas of a batch's events
+// is sent after the synchronous commit that flushes them, in an asynchronous transaction of its
+// own. PostgreSQL serialises the commits of notifying transactions with one database-wide lock
+// held until after the commit: a NOTIFY in the synchronous transaction held it through the
+// fsync, and the flushes of every replica took turns instead of sharing an fsync. (That they
+// make the events durable is TestDatabaseCrash's, in faults/; that the other replicas hear of
+// them, the replica tests'.)
+func TestFlushNotifiesAfterItsCommit(t *testing.T) {
+	trace := new(batchSQL)
+	s := open(t, srv.NewDatabase(t), nil, postgres.WithTracer(postgres.Options{}, trace))
+	if _, err := s.Acquire(context.Background(), store.AcquireParams{Name: "job", Holder: "w", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	trace.mu.Lock()
+	defer trace.mu.Unlock()
+	found := false
+	for _, stmts := range trace.batches {
+		notify := slices.IndexFunc(stmts, func(q string) bool { return strings.Contains(q, "pg_notify") })
+		flush := slices.IndexFunc(stmts, func(q string) bool { return strings.Contains(q, "pg_logical_emit_message") })
+		if notify < 0 || flush < 0 {
+			continue
+		}
+		found = true
+		commit := slices.Index(stmts[flush:], "COMMIT")
+		if commit < 0 || flush+commit > notify {
+			t.Errorf("flush pipeline %q: the NOTIFY is sent before the flush's COMMIT, in its synchronous transaction", stmts)
+		}
+		if !strings.Contains(stmts[notify], "'synchronous_commit', 'off'") {
+			t.Errorf("flush pipeline %q: the NOTIFY's transaction commits synchronously", stmts)
+		}
+	}
+	if !found {
+		t.Errorf("no pipeline flushed and notified: %q", trace.batches)
+	}
 }

@@ -19,9 +19,9 @@
 // (synchronous_commit off, for it alone), which releases its locks at once; then, before its
 // operations are answered or its events are published, a synchronous commit of a one-record
 // transaction on the same connection flushes the WAL through it (WAL is flushed in order, so
-// through every commit before it too). Concurrent flushes share an fsync. Nothing is answered,
-// published or listed (Events reads up to the last published seq) before it is durable
-// (invariant 10).
+// through every commit before it too). Concurrent flushes share an fsync (the NOTIFY each one
+// sends commits after it, on its own: see flushNotify). Nothing is answered, published or
+// listed (Events reads up to the last published seq) before it is durable (invariant 10).
 package postgres
 
 import (
@@ -357,17 +357,42 @@ const flushTimeout = 10 * time.Second
 // returns once the WAL is flushed through its commit record, so through every commit before it.
 const flushSQL = `SELECT pg_logical_emit_message(true, 'leasekeeper', '')`
 
-// flushNotify flushes, on conn, the commit that recorded events (their seqs given), and in the
-// same synchronous transaction notifies the other replicas with the last seq. NOTIFY is
-// delivered once its transaction has committed, which a synchronous commit does after its WAL
-// flush: a replica that hears seq n knows that every event up to n has committed (seqs commit
-// in order) and is durable, and reads them without a flush of its own (listen.go). Sent with
-// the commit instead, every notification cost each other replica a query for the newest seq
-// and a flush, and told of events not yet durable.
+// flushNotify flushes, on conn, the commit that recorded events (their seqs given), then
+// notifies the other replicas with the last seq, in one round trip: a synchronous transaction
+// of one record (flushSQL), which returns once the WAL is flushed through it and so through
+// every commit before it, and after it a transaction of its own that sends the NOTIFY and
+// commits asynchronously. A replica that hears seq n knows that every event up to n has
+// committed (seqs commit in order) and is durable, and reads them without a flush of its own
+// (listen.go).
+//
+// The NOTIFY is not sent in the synchronous transaction: PostgreSQL serialises the commits of
+// the transactions that notify with one database-wide lock, held until after the commit, so
+// there it was held through the fsync and the flushes of every replica took turns, an fsync
+// each, instead of sharing one. Nor is it sent with the batch's commit: then the other
+// replicas heard of events not yet durable, and each had to flush before reading them.
+//
+// An error of the NOTIFY alone does not fail the flush: the events are durable and answered,
+// and the other replicas read them when they hear the next notification.
 func flushNotify(ctx context.Context, conn *pgx.Conn, events []lease.Event) error {
 	last := strconv.FormatInt(events[len(events)-1].Seq, 10)
-	_, err := conn.Exec(ctx, `SELECT pg_logical_emit_message(true, 'leasekeeper', ''), pg_notify($1, $2)`, Channel, last)
-	return err
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN`)
+	b.Queue(flushSQL)
+	b.Queue(`COMMIT`)
+	b.Queue(`SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`, Channel, last)
+	res := conn.SendBatch(ctx, b)
+	defer res.Close()
+	for i := range 3 {
+		tag, err := res.Exec()
+		if err != nil {
+			return err
+		}
+		if i == 2 && tag.String() != "COMMIT" {
+			return errors.New("the flush's transaction was rolled back")
+		}
+	}
+	_, _ = res.Exec() // the NOTIFY: see above
+	return nil
 }
 
 // insertEvents gives the events their seqs and inserts them, in one statement that also makes
