@@ -397,13 +397,7 @@ func (s *Store) commitRun(ctx context.Context, c *pgx.Conn, last *pipeline, ran 
 	if len(evs) > 0 {
 		s.queueEvents(last, evs)
 	}
-	last.queue(func(r pgx.BatchResults) error {
-		tag, err := r.Exec()
-		if err == nil && tag.String() != "COMMIT" {
-			err = errors.New("the transaction was rolled back")
-		}
-		return err
-	}, `COMMIT`)
+	last.queue(readCommit, `COMMIT`)
 	if err := last.run(ctx, c); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
@@ -414,6 +408,16 @@ func (s *Store) commitRun(ctx context.Context, c *pgx.Conn, last *pipeline, ran 
 		i += len(o.events)
 	}
 	return evs, nil
+}
+
+// readCommit reads the result of a pipeline's COMMIT: an error when the transaction was rolled
+// back instead (PostgreSQL answers COMMIT in a failed transaction with ROLLBACK).
+func readCommit(r pgx.BatchResults) error {
+	tag, err := r.Exec()
+	if err == nil && tag.String() != "COMMIT" {
+		err = errors.New("the transaction was rolled back")
+	}
+	return err
 }
 
 // pipeline is statements sent together, in one round trip, with what reads each one's result.

@@ -375,24 +375,20 @@ const flushSQL = `SELECT pg_logical_emit_message(true, 'leasekeeper', '')`
 // and the other replicas read them when they hear the next notification.
 func flushNotify(ctx context.Context, conn *pgx.Conn, events []lease.Event) error {
 	last := strconv.FormatInt(events[len(events)-1].Seq, 10)
-	b := &pgx.Batch{}
-	b.Queue(`BEGIN`)
-	b.Queue(flushSQL)
-	b.Queue(`COMMIT`)
-	b.Queue(`SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`, Channel, last)
-	res := conn.SendBatch(ctx, b)
-	defer res.Close()
-	for i := range 3 {
-		tag, err := res.Exec()
-		if err != nil {
-			return err
-		}
-		if i == 2 && tag.String() != "COMMIT" {
-			return errors.New("the flush's transaction was rolled back")
-		}
+	var pl pipeline
+	flushed := false
+	pl.exec(`BEGIN`)
+	pl.exec(flushSQL)
+	pl.queue(func(r pgx.BatchResults) error {
+		err := readCommit(r)
+		flushed = err == nil
+		return err
+	}, `COMMIT`)
+	pl.exec(`SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`, Channel, last)
+	if err := pl.run(ctx, conn); err != nil && !flushed {
+		return err
 	}
-	_, _ = res.Exec() // the NOTIFY: see above
-	return nil
+	return nil // a failed NOTIFY alone: see above
 }
 
 // insertEvents gives the events their seqs and inserts them, in one statement that also makes
