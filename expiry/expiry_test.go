@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -34,6 +35,7 @@ type fakeStore struct {
 	sweeps   int
 	fail     bool
 	failWith error // the error of a failing sweep; nil for "database is locked"
+	limit    int   // expiries a sweep records at most, as store.SweepLimit; 0 for all
 }
 
 func newFakeStore(expiries ...time.Time) *fakeStore {
@@ -60,8 +62,9 @@ func (s *fakeStore) ExpireDue(context.Context) (int, time.Time, error) {
 	var next time.Time
 	var still []time.Time
 	n := 0
+	slices.SortFunc(s.open, time.Time.Compare)
 	for _, exp := range s.open {
-		if !exp.After(now) {
+		if !exp.After(now) && (s.limit == 0 || n < s.limit) {
 			s.noticed[exp] = now
 			n++
 			continue
@@ -72,6 +75,9 @@ func (s *fakeStore) ExpireDue(context.Context) (int, time.Time, error) {
 		}
 	}
 	s.open = still
+	if s.limit > 0 && n == s.limit {
+		next = now
+	}
 	return n, next, nil
 }
 
@@ -129,6 +135,28 @@ func TestSweeperRecordsExpiryOnTime(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestSweeperSweepsAgainWhileDue: a store that records a bounded number of expiries a sweep
+// (store.SweepLimit) answers that more are due, and the sweeper sweeps again at once, not after
+// its longest sleep: 2,500 leases that expire together are all recorded within milliseconds.
+func TestSweeperSweepsAgainWhileDue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		exp := time.Now().Add(time.Second)
+		st := newFakeStore()
+		st.limit = 1000
+		for range 2500 {
+			st.add(exp)
+		}
+		start(t, st, 0)
+		time.Sleep(time.Second + 10*time.Millisecond)
+		synctest.Wait()
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if len(st.open) != 0 {
+			t.Errorf("%d of 2,500 leases due for 10 ms not recorded yet, after %d sweeps; want all of them", len(st.open), st.sweeps)
+		}
+	})
 }
 
 func TestSweeperPokeWakesEarlier(t *testing.T) {

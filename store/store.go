@@ -187,10 +187,19 @@ type Resources interface {
 	TokenGrants(ctx context.Context, tokens []int64) (map[int64]TokenGrant, error)
 }
 
+// SweepLimit bounds the expiries one ExpireDue records, in one write: a million leases that
+// expire at once (their holders gone together, or a replica back after an outage) are swept in
+// writes of this many, between which every other write goes on, instead of one write that held
+// the writer (SQLite) or the replica's start (PostgreSQL, 4.6 s for 15,768 expiries) for as
+// long as all of them took.
+const SweepLimit = 1000
+
 // Upkeep is the sweeper's: expiries recorded on time, and history pruned.
 type Upkeep interface {
-	// ExpireDue records every lease whose expiry has passed as expired, at its expiry, persists
-	// the server's time, and returns when the next open lease expires (zero if none).
+	// ExpireDue records leases whose expiry has passed as expired, at their expiry, at most
+	// SweepLimit of them, oldest expiry first; persists the server's time; and returns when the
+	// next open lease expires (zero if none): no later than now when more are due, so that the
+	// sweeper calls again at once.
 	ExpireDue(ctx context.Context) (expired int, next time.Time, err error)
 
 	// Prune deletes history past the retention: events, rejections, ended grants and ended

@@ -126,8 +126,33 @@ func end(ctx context.Context, t *txn, g grant, kind lease.End, at, now int64, ac
 	if _, err := t.tx.Exec(ctx, `UPDATE grants SET ended_at = $1, end_kind = $2 WHERE token = $3`, at, string(kind), g.token); err != nil {
 		return fmt.Errorf("end lease %q token %d: %w", g.name, g.token, err)
 	}
+	recordEnd(t, g, kind, at, actor)
+	return nil
+}
+
+func recordEnd(t *txn, g grant, kind lease.End, at int64, actor string) {
 	t.record(lease.Event{Type: lease.EventType(kind), Name: g.name, Token: g.token, Holder: g.holder, At: ms(at),
 		Metadata: raw(g.metadata), Actor: actor, Session: g.session, Mode: lease.EventMode(g.shared)})
+}
+
+// expireAll records gs, open grants locked by the caller, as expired at their expiry, in one
+// statement: a statement each cost a round trip and a run of the grants' trigger each, 350 us
+// an expiry.
+func expireAll(ctx context.Context, t *txn, gs []grant) error {
+	if len(gs) == 0 {
+		return nil
+	}
+	tokens, ats := make([]int64, len(gs)), make([]int64, len(gs))
+	for i, g := range gs {
+		tokens[i], ats[i] = g.token, g.expires
+	}
+	if _, err := t.tx.Exec(ctx, `UPDATE grants g SET ended_at = u.at, end_kind = $3
+		FROM unnest($1::bigint[], $2::bigint[]) AS u(token, at) WHERE g.token = u.token`, tokens, ats, string(lease.EndExpired)); err != nil {
+		return fmt.Errorf("end %d expired leases: %w", len(gs), err)
+	}
+	for _, g := range gs {
+		recordEnd(t, g, lease.EndExpired, g.expires, "")
+	}
 	return nil
 }
 
@@ -718,7 +743,7 @@ func (s *Store) ExpireDue(ctx context.Context) (int, time.Time, error) {
 			return err
 		}
 		rows, err := t.tx.Query(ctx, `SELECT `+grantCols+` FROM open_due d JOIN grants g ON g.token = d.token
-			WHERE d.expires_at <= $1 AND g.ended_at IS NULL AND g.expires_at <= $1 ORDER BY d.expires_at FOR UPDATE OF g SKIP LOCKED`, now)
+			WHERE d.expires_at <= $1 AND g.ended_at IS NULL AND g.expires_at <= $1 ORDER BY d.expires_at LIMIT $2 FOR UPDATE OF g SKIP LOCKED`, now, store.SweepLimit)
 		if err != nil {
 			return fmt.Errorf("find expired leases: %w", err)
 		}
@@ -726,12 +751,15 @@ func (s *Store) ExpireDue(ctx context.Context) (int, time.Time, error) {
 		if err != nil {
 			return fmt.Errorf("find expired leases: %w", err)
 		}
-		for _, g := range due {
-			if err := end(ctx, t, g, lease.EndExpired, g.expires, now, ""); err != nil {
-				return err
-			}
+		if err := expireAll(ctx, t, due); err != nil {
+			return err
 		}
 		n = len(due)
+		if n == store.SweepLimit {
+			// More may be due: the sweeper calls again at once.
+			next = ms(now)
+			return nil
+		}
 		var nx *int64
 		if err := t.tx.QueryRow(ctx, `SELECT min(expires_at) FROM open_due WHERE expires_at > $1`, now).Scan(&nx); err != nil {
 			return fmt.Errorf("next expiry: %w", err)

@@ -300,3 +300,42 @@ func TestDatabaseClockStepsBack(t *testing.T) {
 		t.Errorf("Renew(held) by its holder = %v, want renewed", err)
 	}
 }
+
+// TestStartPublishesOnlyNewEvents: a replica that starts after leases expired while it was down
+// expires them before it serves, and its commit hook is given those expiries alone, not the
+// history before them: publishing reads every event after the last published one, and a
+// replica that had not taken its starting position yet read the whole retained history (every
+// event since the first, into memory, at each such start).
+func TestStartPublishesOnlyNewEvents(t *testing.T) {
+	ctx := context.Background()
+	clock := lease.NewFakeClock(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
+	url := srv.NewDatabase(t)
+	s, err := postgres.Open(ctx, url, postgres.Options{TestClock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		l, err := s.Acquire(ctx, store.AcquireParams{Name: fmt.Sprintf("old-%d", i), Holder: "w", TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Release(ctx, l.Name, l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Acquire(ctx, store.AcquireParams{Name: "left-held", Holder: "w", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	const before = 40*2 + 1 // the events recorded before the restart
+
+	clock.Advance(2 * time.Minute)
+	var c collector
+	open(t, url, clock, postgres.Options{OnCommit: c.observe})
+	got := c.snapshot()
+	if len(got) != 1 || got[0] != before+1 {
+		t.Errorf("after the restart the commit hook was given seqs %v (%d of them); want only the start's expiry, [%d]", head(got, 5), len(got), before+1)
+	}
+}
+
+func head(seqs []int64, n int) []int64 { return seqs[:min(n, len(seqs))] }

@@ -134,9 +134,10 @@ func endBy(ctx context.Context, t *txn, g grant, kind lease.End, at int64, actor
 		Metadata: raw(g.metadata), Actor: actor, Session: g.session, Mode: lease.EventMode(g.shared)})
 }
 
-// expireBefore records as expired, at their expiry, all open grants that expired by cutoff.
-func expireBefore(ctx context.Context, t *txn, cutoff int64) error {
-	rows, err := t.tx.QueryContext(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.ended_at IS NULL AND g.expires_at <= ? ORDER BY g.expires_at`, cutoff)
+// expireBefore records as expired, at their expiry, the limit open grants that expired by
+// cutoff first (all of them when limit is negative).
+func expireBefore(ctx context.Context, t *txn, cutoff int64, limit int) error {
+	rows, err := t.tx.QueryContext(ctx, `SELECT `+grantCols+` FROM grants g WHERE g.ended_at IS NULL AND g.expires_at <= ? ORDER BY g.expires_at LIMIT ?`, cutoff, limit)
 	if err != nil {
 		return fmt.Errorf("find expired leases: %w", w(err))
 	}
@@ -598,7 +599,7 @@ func (s *Store) ExpireDue(ctx context.Context) (int, time.Time, error) {
 	var n int
 	var next time.Time
 	err := s.write(ctx, func(ctx context.Context, t *txn) error {
-		if err := expireBefore(ctx, t, t.now); err != nil {
+		if err := expireBefore(ctx, t, t.now, store.SweepLimit); err != nil {
 			return err
 		}
 		// Commit even with nothing expired: the sweep persists the clock high-water mark,

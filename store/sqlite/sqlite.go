@@ -276,7 +276,8 @@ func (s *Store) start(ctx context.Context, path string, clock lease.Clock) error
 	err = s.write(ctx, func(ctx context.Context, t *txn) error {
 		// The leases open at the crash: those already past expiry by the newest persisted
 		// time had ended before the crash; the others may still be believed held.
-		if err := expireBefore(ctx, t, hwm); err != nil {
+		// All of them (LIMIT -1): the stretch below would extend any left open.
+		if err := expireBefore(ctx, t, hwm, -1); err != nil {
 			return err
 		}
 		// Counted before the stretch below, which keeps its statement for all open grants.

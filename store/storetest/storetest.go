@@ -151,6 +151,7 @@ func Run(t *testing.T, newDB NewDB, opts ...Option) {
 		{"LockDelay", testLockDelay},
 		{"LockDelay/PerGrantInEvents", testLockDelayPerGrant},
 		{"ExpireDue", testExpireDue},
+		{"ExpireDue/InBoundedWrites", testExpireDueBounded},
 		{"List", testList},
 		{"RecentlyFreed", testRecentlyFreed},
 		{"Held/FiltersAndOrders", testHeld},
@@ -663,6 +664,54 @@ func testExpireDue(t *testing.T, e *env) {
 	}
 	if n, _, _ := e.s.ExpireDue(e.ctx); n != 0 {
 		t.Errorf("second ExpireDue() = %d, want 0", n)
+	}
+}
+
+// testExpireDueBounded: a sweep records at most store.SweepLimit expiries, the earliest first,
+// and then answers that more are due (next no later than now), so that a mass expiry is swept
+// in bounded writes, between which other writes go on; the next sweep records the rest.
+func testExpireDueBounded(t *testing.T, e *env) {
+	const later = 3 // leases that expire after the first SweepLimit
+	n := store.SweepLimit + later
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < n; i += 8 {
+				ttl := time.Second
+				if i >= store.SweepLimit {
+					ttl = 2 * time.Second
+				}
+				if _, err := e.s.Acquire(e.ctx, store.AcquireParams{Name: fmt.Sprintf("mass-%04d", i), Holder: "w", TTL: ttl}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("Acquire() = %v", err)
+	}
+	e.clock.Advance(3 * time.Second)
+	got, next, err := e.s.ExpireDue(e.ctx)
+	if err != nil || got != store.SweepLimit || next.IsZero() || next.After(e.clock.Now()) {
+		t.Fatalf("first ExpireDue() = %d, next %v, %v; want %d and next no later than now (%v)", got, next, err, store.SweepLimit, e.clock.Now())
+	}
+	for i := store.SweepLimit; i < n; i++ {
+		if evs := e.events(fmt.Sprintf("mass-%04d", i)); len(evs) != 1 {
+			t.Errorf("mass-%04d, which expired last, has events %+v after the first sweep; want its grant alone", i, evs)
+		}
+	}
+	if got, next, err := e.s.ExpireDue(e.ctx); err != nil || got != later || !next.IsZero() {
+		t.Errorf("second ExpireDue() = %d, next %v, %v; want %d and no next expiry", got, next, err, later)
+	}
+	if evs := e.events(fmt.Sprintf("mass-%04d", n-1)); len(evs) != 2 || evs[1].Type != lease.EventExpired {
+		t.Errorf("events of the last lease after the second sweep = %+v, want its expiry", evs)
+	}
+	if got, _, err := e.s.ExpireDue(e.ctx); err != nil || got != 0 {
+		t.Errorf("third ExpireDue() = %d, %v; want 0", got, err)
 	}
 }
 
