@@ -18,6 +18,12 @@ func WithTracer(o Options, tracer pgx.QueryTracer) Options {
 	return o
 }
 
+// WithPublishPage returns o with the events read to publish n at a time.
+func WithPublishPage(o Options, n int) Options {
+	o.publishPage = n
+	return o
+}
+
 // HoldBatches takes every writer slot of s, so that writes wait to join one batch; pending says
 // how many wait, and release lets them run.
 func HoldBatches(s *Store) (pending func() int, release func()) {

@@ -28,22 +28,36 @@ func (s *Store) publish(evs []lease.Event) {
 	s.published.Store(evs[len(evs)-1].Seq)
 }
 
-// unpublished reads, on q, the committed events after the last published up to last, oldest
-// first. s.pubMu is held; q must not be the pool (its holder never waits for the pool).
-func (s *Store) unpublished(ctx context.Context, q queryer, last int64) ([]lease.Event, error) {
-	from := s.published.Load()
-	if from >= last {
-		return nil, nil
+// publishPage is how many events publishThrough reads at a time.
+const publishPage = 10_000
+
+// publishThrough publishes the committed events after the last published up to last, oldest
+// first, reading them on q a page at a time: a replica cut off from the database for minutes
+// has that many to read when it is back, and holds one page of them, not all. s.pubMu is
+// held; q must not be the pool (its holder never waits for the pool).
+func (s *Store) publishThrough(ctx context.Context, q queryer, last int64) error {
+	page := publishPage
+	if s.publishPage > 0 {
+		page = s.publishPage
 	}
-	rows, err := q.Query(ctx, `SELECT `+eventCols+` FROM events WHERE seq > $1 AND seq <= $2 ORDER BY seq`, from, last)
-	if err != nil {
-		return nil, translate(err)
+	for {
+		from := s.published.Load()
+		if from >= last {
+			return nil
+		}
+		rows, err := q.Query(ctx, `SELECT `+eventCols+` FROM events WHERE seq > $1 AND seq <= $2 ORDER BY seq LIMIT $3`, from, last, page)
+		if err != nil {
+			return translate(err)
+		}
+		evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (lease.Event, error) { return scanEvent(r) })
+		if err != nil {
+			return translate(err)
+		}
+		if len(evs) == 0 {
+			return nil
+		}
+		s.publish(evs)
 	}
-	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (lease.Event, error) { return scanEvent(r) })
-	if err != nil {
-		return nil, translate(err)
-	}
-	return evs, nil
 }
 
 // publishUpTo publishes every event up to the last of own, a write's events, committed and
@@ -58,12 +72,10 @@ func (s *Store) publishUpTo(ctx context.Context, conn *pgx.Conn, own []lease.Eve
 	case from+1 == own[0].Seq:
 		s.publish(own)
 	default:
-		evs, err := s.unpublished(ctx, conn, last)
-		if err != nil {
+		if err := s.publishThrough(ctx, conn, last); err != nil {
 			// The listener publishes them at the next notification.
 			s.log.Warn("read the events before this write's", "err", err)
 		}
-		s.publish(evs)
 	}
 }
 
@@ -89,9 +101,7 @@ func (s *Store) catchUp(ctx context.Context, conn *pgx.Conn) error {
 func (s *Store) catchUpTo(ctx context.Context, conn *pgx.Conn, last int64) error {
 	s.pubMu.Lock()
 	defer s.pubMu.Unlock()
-	evs, err := s.unpublished(ctx, conn, last)
-	s.publish(evs)
-	return err
+	return s.publishThrough(ctx, conn, last)
 }
 
 // connectListener opens the listener's connection: it holds this replica's presence lock and

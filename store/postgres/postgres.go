@@ -87,6 +87,8 @@ type Options struct {
 	// tuneParts, when set, changes the index of parts' settings before its keeper starts
 	// (tests).
 	tuneParts func(*parts.Keeper)
+	// publishPage, when set, replaces the page of events read to publish (tests).
+	publishPage int
 }
 
 // Store is the PostgreSQL store.
@@ -121,6 +123,8 @@ type Store struct {
 	arrived  chan struct{} // a token sent (without blocking) as each operation is queued
 	// lingerMax replaces maxLinger when set (tests).
 	lingerMax time.Duration
+	// publishPage replaces the page of publishThrough when set (Options.publishPage).
+	publishPage int
 
 	stopListen context.CancelFunc
 	listening  chan struct{} // closed when the listener has stopped
@@ -151,7 +155,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("open postgres: %w", err)
 	}
 	s := &Store{pool: pool, test: opts.TestClock, onCommit: opts.OnCommit, onBatch: opts.OnBatch, onTrace: opts.OnBatchTrace, onLine: opts.OnLine, log: log,
-		lock: make(chan struct{}, writers), arrived: make(chan struct{}, 1)}
+		lock: make(chan struct{}, writers), arrived: make(chan struct{}, 1), publishPage: opts.publishPage}
 	if err := s.start(ctx); err != nil {
 		pool.Close()
 		return nil, err

@@ -339,3 +339,47 @@ func TestStartPublishesOnlyNewEvents(t *testing.T) {
 }
 
 func head(seqs []int64, n int) []int64 { return seqs[:min(n, len(seqs))] }
+
+// TestCatchUpInPages: a replica whose listener was cut off catches up on what the others
+// wrote meanwhile a page at a time (so that one back from a long cut-off does not hold all of
+// it at once), and still publishes every event, once, in order.
+func TestCatchUpInPages(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	var c collector
+	writer := open(t, url, nil, postgres.Options{})
+	open(t, url+"&application_name=reader", nil, postgres.WithPublishPage(postgres.Options{OnCommit: c.observe}, 3))
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(ctx) })
+	var cut int
+	if err := admin.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'reader'`).Scan(&cut); err != nil || cut == 0 {
+		t.Fatalf("cut the reader's connections: %d, %v", cut, err)
+	}
+	const events = 2 * 25 // written while the reader's listener reconnects (a second)
+	for i := range events / 2 {
+		l, err := writer.Acquire(ctx, store.AcquireParams{Name: fmt.Sprintf("p-%d", i), Holder: "w", TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := writer.Release(ctx, l.Name, l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []int64
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if got = c.snapshot(); len(got) >= events {
+			break
+		}
+	}
+	if len(got) != events {
+		t.Fatalf("the reader was given %d events, want %d", len(got), events)
+	}
+	for i, seq := range got {
+		if seq != int64(i+1) {
+			t.Fatalf("the reader was given seq %d at position %d, want %d (every seq once, in order)", seq, i, i+1)
+		}
+	}
+}
