@@ -16,34 +16,8 @@ n=${1:?usage: [BACKEND=postgres] scale-loaded.sh N}
 bin=$(realpath "${BIN:-bin/leasekeeper}")
 addr=${ADDR:-127.0.0.1:18091}
 backend=${BACKEND:-sqlite}
-dir=$(mktemp -d)
-chmod 755 "$dir"
-pgbin=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)}
-# PostgreSQL refuses to run as root: as root, its programs run as the postgres user.
-pg() {
-	if [[ $(id -u) == 0 ]]; then runuser -u postgres -- "$pgbin/$1" "${@:2}"; else "$pgbin/$1" "${@:2}"; fi
-}
-cleanup() {
-	kill "$pid" 2>/dev/null || true
-	wait "$pid" 2>/dev/null || true
-	[[ $backend == postgres ]] && pg pg_ctl -D "$dir/pg" -m immediate -w stop >/dev/null 2>&1
-	rm -rf "$dir"
-}
-pid=
-trap cleanup EXIT
-db=$dir/scale.db
-args=()
-if [[ $backend == postgres ]]; then
-	[[ -x $pgbin/initdb ]] || { echo "no PostgreSQL programs (set PGBIN)" >&2; exit 1; }
-	[[ $(id -u) == 0 ]] && chown postgres "$dir"
-	pg initdb -D "$dir/pg" -A trust -U postgres -E UTF8 >/dev/null
-	pg pg_ctl -D "$dir/pg" -l "$dir/pg.log" -w -o "-p 5433 -k $dir -c listen_addresses= -c fsync=on -c synchronous_commit=on -c max_connections=200 -c shared_buffers=${SHARED_BUFFERS:-512MB}" start >/dev/null
-	pg createdb -h "$dir" -p 5433 -U postgres scale
-	db="postgres://postgres@/scale?host=$dir&port=5433"
-	head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dir/secret"
-	args=(--secret-file "$dir/secret")
-	export LEASEKEEPER_ADMIN_KEY=lkk_scale-loaded-0123456789abcdefghijklmnopqrstuvwxyz
-fi
+dbname=scale pgport=5433 pgopts="-c shared_buffers=${SHARED_BUFFERS:-512MB}"
+source "$(dirname "$0")/throwaway-db.sh"
 
 start() {
 	local began=$(date +%s.%N)
@@ -54,34 +28,11 @@ start() {
 stop() { kill "$pid"; wait "$pid" || true; }
 
 start >/dev/null; stop # the schema and the admin key
-now=$(date +%s%3N)
-if [[ $backend == postgres ]]; then
-	pg psql -q -v ON_ERROR_STOP=1 -h "$dir" -p 5433 -U postgres scale <<SQL
-INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms, acquired_at, renewed_at, expires_at, owner)
-SELECT $now * 1000 - $n - 1000 + i, 'job-' || lpad(i::text, 7, '0'), 'worker-' || (i % 64), sha256(int8send(i)), 3600000, 0,
-	$now - (i * 7919) % 1500000, $now - (i * 7919) % 1500000, $now - (i * 7919) % 1500000 + 3600000, ''
-FROM generate_series(0::bigint, $n - 1) i;
-INSERT INTO names (name, token) SELECT name, token FROM grants;
-UPDATE tokens SET last = $now * 1000;
-VACUUM ANALYZE;
-CHECKPOINT;
-SQL
-else
-	sqlite3 "$db" <<SQL
-WITH RECURSIVE c(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM c WHERE i < $n - 1)
-INSERT INTO grants (token, name, holder, id_hash, ttl_ms, lock_delay_ms, acquired_at, renewed_at, expires_at, owner)
-SELECT $now * 1000 - $n - 1000 + i, printf('job-%07d', i), 'worker-' || (i % 64), randomblob(32), 3600000, 0,
-	$now - (i * 7919) % 1500000, $now - (i * 7919) % 1500000, $now - (i * 7919) % 1500000 + 3600000, '' FROM c;
-INSERT INTO names (name, token) SELECT name, token FROM grants;
-UPDATE meta SET value = $now * 1000 WHERE key = 'last_token';
-UPDATE meta SET value = $n WHERE key = 'open_grants';
-PRAGMA wal_checkpoint(TRUNCATE);
-SQL
-fi
+seed_held "$n" 3600000 "now - (i * 7919) % 1500000"
 
 start >"$dir/start"
 echo "restart with $n held leases: $(cat "$dir/start")"
-key=${LEASEKEEPER_ADMIN_KEY:-$(cat "$db.admin-key" 2>/dev/null)}
+key=$(admin_key)
 rss() { awk '/VmRSS/ {print int($2 / 1024)}' "/proc/$pid/status"; }
 ( while kill -0 "$pid" 2>/dev/null; do rss; sleep 0.2; done ) >"$dir/rss" &
 if [ "${WARM:-0}" != 0 ]; then

@@ -37,7 +37,7 @@ Modes (comma-separated with --mode):
   cycle     acquire then release one name per client (one op = the pair)
   renew     renew one lease per client
   fenced    a 100-byte fenced write per client, with Fencing-Token and Lease-Name
-  acquire   acquire a new name every time (ttl 60 s)
+  acquire   acquire a new name every time (ttl --ttl, 60 s unless set)
   contend   all clients acquire (and then release) among --names names; refusals count apart
   contend-wait  the same with wait_ms (--wait)
   watchers  cycle without, then with --watchers SSE watchers and --waiters waiting acquires;
@@ -55,6 +55,7 @@ type benchConfig struct {
 	dur      time.Duration
 	baseline bool
 	names    int
+	ttl      time.Duration // of the acquire mode's leases
 	wait     time.Duration
 	watchers int
 	waiters  int
@@ -73,6 +74,7 @@ func benchCommand(ctx context.Context, args []string, getenv func(string) string
 	fs.DurationVar(&c.dur, "d", 8*time.Second, "duration of each run")
 	fs.BoolVar(&c.baseline, "baseline", false, "first run the clients against a trivial in-process JSON handler and print ratios to it")
 	fs.IntVar(&c.names, "names", 4, "names the contend modes share")
+	fs.DurationVar(&c.ttl, "ttl", time.Minute, "ttl of the acquire mode's leases")
 	fs.DurationVar(&c.wait, "wait", 2*time.Second, "wait_ms of contend-wait")
 	fs.IntVar(&c.watchers, "watchers", 1000, "SSE watchers attached in the watchers mode")
 	fs.IntVar(&c.waiters, "waiters", 1000, "acquires waiting in line in the watchers mode")
@@ -92,8 +94,8 @@ func benchCommand(ctx context.Context, args []string, getenv func(string) string
 		}
 		c.servers = append(c.servers, u)
 	}
-	if c.clients < 1 || c.dur <= 0 {
-		return &exitError{code: 2, err: errors.New("-c and -d must be positive")}
+	if c.clients < 1 || c.dur <= 0 || c.ttl <= 0 {
+		return &exitError{code: 2, err: errors.New("-c, -d and --ttl must be positive")}
 	}
 	c.next, c.modes, c.key = new(atomic.Uint64), strings.Split(*mode, ","), getenv("LEASEKEEPER_API_KEY")
 	for _, m := range c.modes {
@@ -450,7 +452,7 @@ type acquireWorker struct {
 func (w *acquireWorker) setup(context.Context) error { return nil }
 func (w *acquireWorker) op(ctx context.Context) (bool, error) {
 	w.n++
-	_, _, err := w.b.acquire(ctx, w.prefix+strconv.Itoa(w.n), time.Minute, 0)
+	_, _, err := w.b.acquire(ctx, w.prefix+strconv.Itoa(w.n), w.b.cfg.ttl, 0)
 	return false, err
 }
 

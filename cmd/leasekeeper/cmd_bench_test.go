@@ -11,23 +11,29 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasekeeper/leasekeeper/service"
 	"github.com/leasekeeper/leasekeeper/service/servicetest"
+	"github.com/leasekeeper/leasekeeper/store"
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
 // TestBench runs every mode briefly against a server with authentication on, with the key
 // from LEASEKEEPER_API_KEY, and checks that each one ran without errors.
-func TestBench(t *testing.T) {
-	srv, st := servicetest.Start(t, service.Config{}, sqlite.Options{})
-	key := servicetest.AdminKey(t, st)
-	getenv := func(k string) string {
+// apiKeyEnv is an environment that holds key as LEASEKEEPER_API_KEY, and nothing else.
+func apiKeyEnv(key string) func(string) string {
+	return func(k string) string {
 		if k == "LEASEKEEPER_API_KEY" {
 			return key
 		}
 		return ""
 	}
+}
+
+func TestBench(t *testing.T) {
+	srv, st := servicetest.Start(t, service.Config{}, sqlite.Options{})
+	getenv := apiKeyEnv(servicetest.AdminKey(t, st))
 	var out, errb bytes.Buffer
 	err := run(context.Background(), []string{"bench", "--server", srv.URL, "-c", "4", "-d", "200ms", "--baseline",
 		"--mode", "cycle,renew,fenced,acquire,contend,contend-wait,watchers", "--watchers", "5", "--waiters", "5", "--wait", "50ms"},
@@ -118,6 +124,33 @@ func TestProcessCPU(t *testing.T) {
 }
 
 // TestBenchRefusesRemote: bench drives servers on this machine only.
+// TestBenchAcquireTTL: the acquire mode's leases last --ttl (60 s unless set: a run that
+// leaves many leases to expire together, to measure the sweep, sets a short one); a ttl that is
+// not positive is a usage error.
+func TestBenchAcquireTTL(t *testing.T) {
+	srv, st := servicetest.Start(t, service.Config{}, sqlite.Options{})
+	getenv := apiKeyEnv(servicetest.AdminKey(t, st))
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"bench", "--server", srv.URL, "-c", "2", "-d", "100ms", "--mode", "acquire", "--ttl", "7s"},
+		getenv, &out, &out); err != nil {
+		t.Fatalf("bench --ttl 7s = %v\n%s", err, out.String())
+	}
+	p, err := st.List(context.Background(), store.LeaseFilter{State: "held", Limit: store.MaxLimit})
+	if err != nil || len(p.Items) == 0 {
+		t.Fatalf("List(held) = %d leases, %v; want the bench's", len(p.Items), err)
+	}
+	for _, l := range p.Items {
+		if l.TTL != 7*time.Second {
+			t.Errorf("lease %s has ttl %v, want the --ttl given, 7s", l.Name, l.TTL)
+		}
+	}
+	for _, ttl := range []string{"0s", "-1s"} {
+		if err := run(context.Background(), []string{"bench", "--server", srv.URL, "--mode", "acquire", "--ttl", ttl}, getenv, &out, &out); exitCode(err) != 2 {
+			t.Errorf("bench --ttl %s = %v, want a usage error", ttl, err)
+		}
+	}
+}
+
 func TestBenchRefusesRemote(t *testing.T) {
 	err := run(context.Background(), []string{"bench", "--server", "http://192.0.2.1:8080"}, func(string) string { return "" }, &bytes.Buffer{}, &bytes.Buffer{})
 	if exitCode(err) != 2 {
