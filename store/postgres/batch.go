@@ -32,8 +32,9 @@ import (
 // fails it alone. Any other error of an operation rolls the batch back and runs it again with a
 // savepoint around each operation, so that the failure takes that operation only. A batch the
 // database aborted (deadlock, serialization) or that failed before anything was sent runs again,
-// up to maxAttempts times; one whose connection was lost fails, every operation answered
-// unavailable (503): a batch is never half applied.
+// up to maxAttempts times, after a deadlock one transaction per operation (see lead); one whose
+// connection was lost fails, every operation answered unavailable (503): a batch is never half
+// applied.
 
 // maxBatch bounds the operations of one batch, and so the time its locks are held.
 const maxBatch = 256
@@ -162,14 +163,35 @@ func (s *Store) flushEnded(done chan struct{}) {
 func (s *Store) lead(batch []*op) {
 	began := time.Now()
 	conn, evs, err := s.commitBatch(batch)
-	var flush time.Duration
+	if errors.Is(err, errDeadlocked) {
+		// Its operations run one transaction each, in order, the writer's slot held: an
+		// operation alone locks its names in one order (sorted), the order every other
+		// transaction alone locks them in, where a batch's operations each lock their own
+		// in turn and two batches can wait for each other again at every retry (twelve
+		// clients taking two of four names each on two replicas, on a busy machine, kept
+		// a batch aborted through all its runs: 503s).
+		for _, o := range batch {
+			began := time.Now()
+			conn, evs, err := s.commitBatch([]*op{o})
+			s.finish([]*op{o}, began, conn, evs, err, func() {})
+		}
+		<-s.lock
+		return
+	}
 	unlocked := false
-	unlock := func() {
+	s.finish(batch, began, conn, evs, err, func() {
 		if !unlocked {
 			unlocked = true
 			<-s.lock
 		}
-	}
+	})
+}
+
+// finish ends a run of batch that began at began and committed on conn with evs, or failed
+// with err: it calls unlock (which lets the writer's slot go) once the batch has committed,
+// and by its end; flushes, publishes, and answers the batch's operations.
+func (s *Store) finish(batch []*op, began time.Time, conn *pgxpool.Conn, evs []lease.Event, err error, unlock func()) {
+	var flush time.Duration
 	defer unlock()
 	committed := err == nil
 	if committed && conn != nil {
@@ -224,7 +246,8 @@ func (s *Store) lead(batch []*op) {
 
 // commitBatch runs batch in one transaction and commits it (asynchronously, see insertEvents),
 // retrying what may be retried. It returns the connection it committed on, still acquired, and
-// the batch's events in seq order; on error every operation is answered that error.
+// the batch's events in seq order; on error every operation is answered that error, except
+// errDeadlocked (a batch of several operations in a deadlock), which lead handles.
 func (s *Store) commitBatch(batch []*op) (*pgxpool.Conn, []lease.Event, error) {
 	var err error
 	for attempt := range maxAttempts {
@@ -240,8 +263,20 @@ func (s *Store) commitBatch(batch []*op) (*pgxpool.Conn, []lease.Event, error) {
 		if !retryable(err) {
 			break
 		}
+		if len(batch) > 1 && deadlocked(err) {
+			return nil, nil, errDeadlocked
+		}
 	}
 	return nil, nil, translate(err)
+}
+
+// errDeadlocked says that the database aborted a batch of several operations to end a
+// deadlock: lead runs them again one transaction each.
+var errDeadlocked = errors.New("the batch was aborted to end a deadlock")
+
+func deadlocked(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "40P01"
 }
 
 // batchTimeout bounds one run of a batch: its statements do not end with a caller's context
@@ -478,9 +513,9 @@ func lost(err error) bool {
 // writers is how many batches a replica runs at once: one, as SQLite's writer. Batches lock in
 // one global order (the keys' caps, resources, names, grants, the last token, each sorted), so
 // the fast paths of several replicas cannot deadlock; a batch's operations that take their own
-// locks can, and the database then aborts one batch, which runs again. Two or four writers per
-// replica measured no better here: the commit's round trips are short beside the flush, which
-// batches already overlap.
+// locks can, and the database then aborts one batch, whose operations run again one
+// transaction each. Two or four writers per replica measured no better here: the commit's
+// round trips are short beside the flush, which batches already overlap.
 const writers = 1
 
 // raise sets v to n if n is greater.

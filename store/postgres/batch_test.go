@@ -141,6 +141,44 @@ func TestBatchRetriedWhenAborted(t *testing.T) {
 	}
 }
 
+// TestBatchAfterDeadlockRunsAlone: the operations of a batch the database aborted to end a
+// deadlock run again one transaction each (a batch's operations lock their names in turn, and
+// two batches can deadlock again at every retry; an operation alone locks its names sorted, as
+// every other one alone does). An operation that meets a deadlock again alone is retried.
+func TestBatchAfterDeadlockRunsAlone(t *testing.T) {
+	ctx := context.Background()
+	var sizes []int
+	var mu sync.Mutex
+	s := open(t, srv.NewDatabase(t), nil, postgres.Options{OnBatch: func(ops int, _ time.Duration, committed bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if committed {
+			sizes = append(sizes, ops)
+		}
+	}})
+	mu.Lock()
+	sizes = nil // the start's sweep
+	mu.Unlock()
+	var acqErr [2]error
+	var abortedErr error
+	var runs int
+	batchOf(t, s, func() {
+		_, acqErr[0] = s.Acquire(ctx, store.AcquireParams{Name: "a", Holder: "w", TTL: time.Minute})
+	}, func() {
+		_, acqErr[1] = s.AcquireAll(ctx, store.AcquireAllParams{Names: []string{"b", "c"}, Holder: "w", TTL: time.Minute})
+	}, func() {
+		runs, abortedErr = postgres.WriteAborted(ctx, s, "40P01", 2)
+	})
+	if acqErr[0] != nil || acqErr[1] != nil || abortedErr != nil || runs != 3 {
+		t.Fatalf("acquires: %v; the aborted operation: %v after %d runs, want nil after 3", acqErr, abortedErr, runs)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(sizes, []int{1, 1, 1}) {
+		t.Errorf("committed batches after the deadlock: %v, want [1 1 1] (each operation alone)", sizes)
+	}
+}
+
 // TestBatchLostConnection: a batch whose connection is lost is never half applied: every
 // operation in it is answered unavailable, and none of their writes is there.
 func TestBatchLostConnection(t *testing.T) {
