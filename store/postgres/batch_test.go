@@ -36,20 +36,39 @@ func batchOf(t *testing.T, s *postgres.Store, writes ...func()) {
 	wg.Wait()
 }
 
+// batches records the sizes of the batches a store committed (its OnBatch).
+type batches struct {
+	mu        sync.Mutex
+	committed []int
+}
+
+func (b *batches) observe(ops int, _ time.Duration, committed bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if committed {
+		b.committed = append(b.committed, ops)
+	}
+}
+
+func (b *batches) reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.committed = nil
+}
+
+func (b *batches) sizes() []int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.committed)
+}
+
 // TestBatchOperationFailsAlone: in one batch with acquires, renewals and fenced writes, an
 // operation the database refuses (division by zero) fails alone; the others are decided and
 // committed once, and the batch is reported as one.
 func TestBatchOperationFailsAlone(t *testing.T) {
 	ctx := context.Background()
-	var sizes []int
-	var mu sync.Mutex
-	s := open(t, srv.NewDatabase(t), nil, postgres.Options{OnBatch: func(ops int, _ time.Duration, committed bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if committed {
-			sizes = append(sizes, ops)
-		}
-	}})
+	var b batches
+	s := open(t, srv.NewDatabase(t), nil, postgres.Options{OnBatch: b.observe})
 	held := make([]lease.Lease, 5)
 	for i := range held {
 		var err error
@@ -57,9 +76,7 @@ func TestBatchOperationFailsAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mu.Lock()
-	sizes = nil
-	mu.Unlock()
+	b.reset()
 	var writes []func()
 	acquired := make([]lease.Lease, 10)
 	acqErr := make([]error, 10)
@@ -109,9 +126,7 @@ func TestBatchOperationFailsAlone(t *testing.T) {
 	if count[lease.EventAcquired] != len(held)+len(acquired) || count[lease.EventRenewed] != len(held) {
 		t.Errorf("events: %v, want each write's once", count)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(sizes) != 1 || sizes[0] != len(writes) {
+	if sizes := b.sizes(); len(sizes) != 1 || sizes[0] != len(writes) {
 		t.Errorf("committed batches: %v, want one of %d operations", sizes, len(writes))
 	}
 }
@@ -147,18 +162,9 @@ func TestBatchRetriedWhenAborted(t *testing.T) {
 // every other one alone does). An operation that meets a deadlock again alone is retried.
 func TestBatchAfterDeadlockRunsAlone(t *testing.T) {
 	ctx := context.Background()
-	var sizes []int
-	var mu sync.Mutex
-	s := open(t, srv.NewDatabase(t), nil, postgres.Options{OnBatch: func(ops int, _ time.Duration, committed bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		if committed {
-			sizes = append(sizes, ops)
-		}
-	}})
-	mu.Lock()
-	sizes = nil // the start's sweep
-	mu.Unlock()
+	var b batches
+	s := open(t, srv.NewDatabase(t), nil, postgres.Options{OnBatch: b.observe})
+	b.reset() // the start's sweep
 	var acqErr [2]error
 	var abortedErr error
 	var runs int
@@ -172,9 +178,7 @@ func TestBatchAfterDeadlockRunsAlone(t *testing.T) {
 	if acqErr[0] != nil || acqErr[1] != nil || abortedErr != nil || runs != 3 {
 		t.Fatalf("acquires: %v; the aborted operation: %v after %d runs, want nil after 3", acqErr, abortedErr, runs)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if !slices.Equal(sizes, []int{1, 1, 1}) {
+	if sizes := b.sizes(); !slices.Equal(sizes, []int{1, 1, 1}) {
 		t.Errorf("committed batches after the deadlock: %v, want [1 1 1] (each operation alone)", sizes)
 	}
 }
