@@ -43,6 +43,10 @@ while :; do
 	if [[ $(open_jobs) == 0 ]]; then
 		break
 	fi
+	if ((i >= 18000)); then # half an hour of probes
+		echo "leases still open 30 min after ready: $(open_jobs)" >&2
+		exit 1
+	fi
 	sleep 0.1
 done
 echo "last expiry recorded $(($(date +%s%3N) - ready)) ms after ready"

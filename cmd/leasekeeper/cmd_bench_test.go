@@ -19,8 +19,6 @@ import (
 	"github.com/leasekeeper/leasekeeper/store/sqlite"
 )
 
-// TestBench runs every mode briefly against a server with authentication on, with the key
-// from LEASEKEEPER_API_KEY, and checks that each one ran without errors.
 // apiKeyEnv is an environment that holds key as LEASEKEEPER_API_KEY, and nothing else.
 func apiKeyEnv(key string) func(string) string {
 	return func(k string) string {
@@ -31,6 +29,8 @@ func apiKeyEnv(key string) func(string) string {
 	}
 }
 
+// TestBench runs every mode briefly against a server with authentication on, with the key
+// from LEASEKEEPER_API_KEY, and checks that each one ran without errors.
 func TestBench(t *testing.T) {
 	srv, st := servicetest.Start(t, service.Config{}, sqlite.Options{})
 	getenv := apiKeyEnv(servicetest.AdminKey(t, st))
@@ -123,7 +123,6 @@ func TestProcessCPU(t *testing.T) {
 	}
 }
 
-// TestBenchRefusesRemote: bench drives servers on this machine only.
 // TestBenchAcquireTTL: the acquire mode's leases last --ttl (60 s unless set: a run that
 // leaves many leases to expire together, to measure the sweep, sets a short one); a ttl that is
 // not positive is a usage error.
@@ -131,7 +130,7 @@ func TestBenchAcquireTTL(t *testing.T) {
 	srv, st := servicetest.Start(t, service.Config{}, sqlite.Options{})
 	getenv := apiKeyEnv(servicetest.AdminKey(t, st))
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"bench", "--server", srv.URL, "-c", "2", "-d", "100ms", "--mode", "acquire", "--ttl", "7s"},
+	if err := run(context.Background(), []string{"bench", "--server", srv.URL, "-c", "2", "-d", "1s", "--mode", "acquire", "--ttl", "7s"},
 		getenv, &out, &out); err != nil {
 		t.Fatalf("bench --ttl 7s = %v\n%s", err, out.String())
 	}
@@ -151,6 +150,7 @@ func TestBenchAcquireTTL(t *testing.T) {
 	}
 }
 
+// TestBenchRefusesRemote: bench drives servers on this machine only.
 func TestBenchRefusesRemote(t *testing.T) {
 	err := run(context.Background(), []string{"bench", "--server", "http://192.0.2.1:8080"}, func(string) string { return "" }, &bytes.Buffer{}, &bytes.Buffer{})
 	if exitCode(err) != 2 {

@@ -130,6 +130,7 @@ func end(ctx context.Context, t *txn, g grant, kind lease.End, at, now int64, ac
 	return nil
 }
 
+// recordEnd records the event of g's end, by actor if any, at at.
 func recordEnd(t *txn, g grant, kind lease.End, at int64, actor string) {
 	t.record(lease.Event{Type: lease.EventType(kind), Name: g.name, Token: g.token, Holder: g.holder, At: ms(at),
 		Metadata: raw(g.metadata), Actor: actor, Session: g.session, Mode: lease.EventMode(g.shared)})
