@@ -345,6 +345,7 @@ func (s *Store) runBatch(ctx context.Context, c *pgx.Conn, batch []*op, savepoin
 			return nil, own(err)
 		}
 		b.queueWrites(&last)
+		last.exec(defaultPlansSQL)
 	} else if _, err := c.Exec(ctx, beginSQL); err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}

@@ -142,3 +142,21 @@ func BoundPage(s *Store) func(f store.HeldFilter, after store.HeldKey, more, bou
 		return keys, found.Bounded, err
 	}
 }
+
+// PreparedPlans gives, for each statement prepared on the connections of s's pool that the
+// query reaches (all of them, in a pool of one), how many times PostgreSQL planned it once for
+// any arguments (generic) and for its arguments (custom).
+func PreparedPlans(ctx context.Context, s *Store) (map[string][2]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT statement, generic_plans, custom_plans FROM pg_prepared_statements`)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][2]int64{}
+	var sql string
+	var generic, custom int64
+	_, err = pgx.ForEachRow(rows, []any{&sql, &generic, &custom}, func() error {
+		out[sql] = [2]int64{generic, custom}
+		return nil
+	})
+	return out, err
+}
