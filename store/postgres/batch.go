@@ -24,9 +24,11 @@ import (
 // statements.
 //
 // The leader of a batch (the operation that took the writer lock) holds the lock from BEGIN to
-// the end of COMMIT, then lets it go before it flushes: the next batch runs its statements
-// while this one's commit reaches the disk, and concurrent flushes share an fsync. Nothing is
-// answered or published before its commit is flushed.
+// the end of COMMIT, then lets it go before its flush has returned: the next batch runs its
+// statements while this one's commit reaches the disk, and concurrent flushes share an fsync.
+// The flush is sent with the COMMIT, in the same round trip (commitRun), and the lock goes as
+// soon as COMMIT's answer is read. Nothing is answered or published before its commit is
+// flushed.
 //
 // Failures: an operation's domain error (a rule refused it) still commits what it wrote and
 // fails it alone. Any other error of an operation rolls the batch back and runs it again with a
@@ -159,10 +161,20 @@ func (s *Store) flushEnded(done chan struct{}) {
 }
 
 // lead runs batch as its leader, who holds s.lock, and answers its operations; it lets s.lock
-// go once the batch has committed or failed.
+// go as soon as the batch has committed (before its flush has returned), or once it failed.
 func (s *Store) lead(batch []*op) {
 	began := time.Now()
-	conn, evs, err := s.commitBatch(batch)
+	unlocked := false
+	unlock := func() {
+		if !unlocked {
+			unlocked = true
+			<-s.lock
+		}
+	}
+	conn, evs, flush, err := s.commitBatch(batch, func(evs []lease.Event) {
+		s.raiseCommitted(evs)
+		unlock()
+	})
 	if errors.Is(err, errDeadlocked) {
 		// Its operations run one transaction each, in order, the writer's slot held: an
 		// operation alone locks its names in one order (sorted), the order every other
@@ -172,55 +184,35 @@ func (s *Store) lead(batch []*op) {
 		// a batch aborted through all its runs: 503s).
 		for _, o := range batch {
 			began := time.Now()
-			conn, evs, err := s.commitBatch([]*op{o})
-			s.finish([]*op{o}, began, conn, evs, err, func() {})
-		}
-		<-s.lock
-		return
-	}
-	unlocked := false
-	s.finish(batch, began, conn, evs, err, func() {
-		if !unlocked {
-			unlocked = true
-			<-s.lock
-		}
-	})
-}
-
-// finish ends a run of batch that began at began and committed on conn with evs, or failed
-// with err: it calls unlock (which lets the writer's slot go) once the batch has committed,
-// and by its end; flushes, publishes, and answers the batch's operations.
-func (s *Store) finish(batch []*op, began time.Time, conn *pgxpool.Conn, evs []lease.Event, err error, unlock func()) {
-	var flush time.Duration
-	defer unlock()
-	committed := err == nil
-	if committed && conn != nil {
-		if len(evs) > 0 {
-			raise(&s.committed, evs[len(evs)-1].Seq)
+			conn, evs, flush, err := s.commitBatch([]*op{o}, s.raiseCommitted)
+			s.finish([]*op{o}, began, conn, evs, flush, err)
 		}
 		unlock()
-		// Committed, locks released, not yet durable: flush, then publish, then answer. The
-		// flush runs whoever has gone: what committed is answered, so that a caller that still
-		// listens (a waiter's line, which gives back a grant nobody received) learns of it.
-		if len(evs) > 0 {
-			fctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
-			flushed := time.Now()
-			done := s.flushStarted()
-			ferr := flushNotify(fctx, conn.Conn(), evs)
-			s.flushEnded(done)
-			flush = time.Since(flushed)
-			if ferr == nil {
-				s.publishUpTo(fctx, conn.Conn(), evs)
-			} else {
-				err, committed = translate(fmt.Errorf("flush the commit: %w", ferr)), false
-			}
-			cancel()
-		}
+		return
 	}
+	defer unlock()
+	s.finish(batch, began, conn, evs, flush, err)
+}
+
+// raiseCommitted records that evs, a write's events, have committed: the listener leaves them
+// to the writer, which publishes them once they are flushed.
+func (s *Store) raiseCommitted(evs []lease.Event) {
+	if len(evs) > 0 {
+		raise(&s.committed, evs[len(evs)-1].Seq)
+	}
+}
+
+// finish ends a run of batch that began at began and committed on conn with evs, durable after
+// a flush of flush, or failed with err: it publishes the events and answers the batch's
+// operations. What committed is published and answered whoever has gone, so that a caller
+// that still listens (a waiter's line, which gives back a grant nobody received) learns of it.
+func (s *Store) finish(batch []*op, began time.Time, conn *pgxpool.Conn, evs []lease.Event, flush time.Duration, err error) {
+	committed := err == nil
 	if conn != nil {
-		if err != nil {
-			// The flush failed: the connection may be broken, do not hand it back.
-			conn.Conn().Close(context.Background())
+		if committed && len(evs) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), flushTimeout)
+			s.publishUpTo(ctx, conn.Conn(), evs)
+			cancel()
 		}
 		conn.Release()
 	}
@@ -245,10 +237,13 @@ func (s *Store) finish(batch []*op, began time.Time, conn *pgxpool.Conn, evs []l
 }
 
 // commitBatch runs batch in one transaction and commits it (asynchronously, see insertEvents),
-// retrying what may be retried. It returns the connection it committed on, still acquired, and
-// the batch's events in seq order; on error every operation is answered that error, except
-// errDeadlocked (a batch of several operations in a deadlock), which lead handles.
-func (s *Store) commitBatch(batch []*op) (*pgxpool.Conn, []lease.Event, error) {
+// then flushes the commit, retrying what may be retried; committed is called with the batch's
+// events once COMMIT has returned, before the flush has. It returns the connection it committed
+// on, still acquired, the batch's events in seq order, and how long the flush took; on error
+// every operation is answered that error, except errDeadlocked (a batch of several operations
+// in a deadlock), which lead handles. A batch whose flush failed is not run again: it is
+// written, durable or not, and is answered unavailable.
+func (s *Store) commitBatch(batch []*op, committed func([]lease.Event)) (*pgxpool.Conn, []lease.Event, time.Duration, error) {
 	var err error
 	for attempt := range maxAttempts {
 		if attempt > 0 {
@@ -256,19 +251,28 @@ func (s *Store) commitBatch(batch []*op) (*pgxpool.Conn, []lease.Event, error) {
 		}
 		var conn *pgxpool.Conn
 		var evs []lease.Event
-		conn, evs, err = s.tryBatch(batch)
+		var flush time.Duration
+		conn, evs, flush, err = s.tryBatch(batch, committed)
 		if err == nil {
-			return conn, evs, nil
+			return conn, evs, flush, nil
 		}
-		if !retryable(err) {
+		var fe *flushError
+		if errors.As(err, &fe) || !retryable(err) {
 			break
 		}
 		if len(batch) > 1 && deadlocked(err) {
-			return nil, nil, errDeadlocked
+			return nil, nil, 0, errDeadlocked
 		}
 	}
-	return nil, nil, translate(err)
+	return nil, nil, 0, translate(err)
 }
+
+// flushError is the failure of the flush after a batch committed: the batch is written, and
+// perhaps not durable.
+type flushError struct{ err error }
+
+func (e *flushError) Error() string { return "flush the commit: " + e.err.Error() }
+func (e *flushError) Unwrap() error { return e.err }
 
 // errDeadlocked says that the database aborted a batch of several operations to end a
 // deadlock: lead runs them again one transaction each.
@@ -286,24 +290,29 @@ const batchTimeout = 30 * time.Second
 // tryBatch runs batch once: first without savepoints, and again with one around each
 // operation when an operation failed for another reason than a rule. On success it returns the
 // connection, which the caller releases.
-func (s *Store) tryBatch(batch []*op) (conn *pgxpool.Conn, evs []lease.Event, err error) {
+func (s *Store) tryBatch(batch []*op, committed func([]lease.Event)) (conn *pgxpool.Conn, evs []lease.Event, flush time.Duration, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
 	conn, err = s.pool.Acquire(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect: %w", err)
+		return nil, nil, 0, fmt.Errorf("connect: %w", err)
 	}
 	defer func() {
 		if err != nil {
+			var fe *flushError
+			if errors.As(err, &fe) {
+				// The connection may be broken: do not hand it back.
+				conn.Conn().Close(context.Background())
+			}
 			conn.Release()
 			conn = nil
 		}
 	}()
-	evs, err = s.runBatch(ctx, conn.Conn(), batch, false)
+	evs, flush, err = s.runBatch(ctx, conn.Conn(), batch, false, committed)
 	if errors.Is(err, errOperationFailed) {
-		evs, err = s.runBatch(ctx, conn.Conn(), batch, true)
+		evs, flush, err = s.runBatch(ctx, conn.Conn(), batch, true, committed)
 	}
-	return conn, evs, err
+	return conn, evs, flush, err
 }
 
 // errOperationFailed says that an operation failed for another reason than a rule, in a run
@@ -314,12 +323,12 @@ var errOperationFailed = errors.New("an operation failed")
 // reads first.
 const beginSQL = `BEGIN ISOLATION LEVEL READ COMMITTED`
 
-// runBatch runs the operations of batch in one transaction on c and commits it: the fast path's
-// operations first (their first pipeline begins the transaction), then each other operation's
-// own statements, then one pipeline with the fast path's writes (unless the others' statements
-// had to see them first), the batch's events and COMMIT. A batch of fast operations alone costs
-// two round trips, and the flush after.
-func (s *Store) runBatch(ctx context.Context, c *pgx.Conn, batch []*op, savepoints bool) (_ []lease.Event, err error) {
+// runBatch runs the operations of batch in one transaction on c, commits it and flushes the
+// commit: the fast path's operations first (their first pipeline begins the transaction), then
+// each other operation's own statements, then one pipeline with the fast path's writes (unless
+// the others' statements had to see them first), the batch's events, COMMIT and the flush. A
+// batch of fast operations alone costs two round trips.
+func (s *Store) runBatch(ctx context.Context, c *pgx.Conn, batch []*op, savepoints bool, committed func([]lease.Event)) (_ []lease.Event, _ time.Duration, err error) {
 	open := false
 	defer func() {
 		if open {
@@ -342,23 +351,28 @@ func (s *Store) runBatch(ctx context.Context, c *pgx.Conn, batch []*op, savepoin
 	if fast {
 		b, err := s.fastPhase(ctx, c, batch)
 		if err != nil {
-			return nil, own(err)
+			return nil, 0, own(err)
 		}
 		b.queueWrites(&last)
 		last.exec(defaultPlansSQL)
 	} else if _, err := c.Exec(ctx, beginSQL); err != nil {
-		return nil, fmt.Errorf("begin: %w", err)
+		return nil, 0, fmt.Errorf("begin: %w", err)
 	}
 	ran, err := s.runOwn(ctx, c, batch, savepoints, &last, own)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	evs, err := s.commitRun(ctx, c, &last, ran)
+	evs, flush, err := s.commitRun(ctx, c, &last, ran, committed)
+	var fe *flushError
+	if errors.As(err, &fe) {
+		open = false // committed
+		return nil, 0, err
+	}
 	if err != nil {
-		return nil, own(err)
+		return nil, 0, own(err)
 	}
 	open = false
-	return evs, nil
+	return evs, flush, nil
 }
 
 // resetOps readies the operations of a batch for a run: those whose callers left are skipped;
@@ -423,9 +437,13 @@ func (s *Store) runOwn(ctx context.Context, c *pgx.Conn, batch []*op, savepoints
 	return ran, nil
 }
 
-// commitRun sends last with the events of the operations that ran, in their order, and COMMIT,
-// in one round trip, and gives each operation its events with their seqs.
-func (s *Store) commitRun(ctx context.Context, c *pgx.Conn, last *pipeline, ran []*op) ([]lease.Event, error) {
+// commitRun sends last with the events of the operations that ran, in their order, COMMIT and,
+// when there are events, the flush of that commit and the NOTIFY after it (queueFlush), in one
+// round trip; it gives each operation its events with their seqs. committed is called once
+// COMMIT has returned: the batch's locks are released, and the next batch may run while the
+// flush waits for the disk (linger waits for it until flushEnded). An error after COMMIT is a
+// flushError; an error of the NOTIFY alone is none (see queueFlush).
+func (s *Store) commitRun(ctx context.Context, c *pgx.Conn, last *pipeline, ran []*op, committed func([]lease.Event)) ([]lease.Event, time.Duration, error) {
 	var evs []lease.Event
 	for _, o := range ran {
 		evs = append(evs, o.events...)
@@ -433,9 +451,34 @@ func (s *Store) commitRun(ctx context.Context, c *pgx.Conn, last *pipeline, ran 
 	if len(evs) > 0 {
 		s.queueEvents(last, evs)
 	}
-	last.queue(readCommit, `COMMIT`)
-	if err := last.run(ctx, c); err != nil {
-		return nil, fmt.Errorf("commit: %w", err)
+	done, flushed := false, false
+	var flushing chan struct{}
+	var began time.Time
+	last.queue(func(r pgx.BatchResults) error {
+		if err := readCommit(r); err != nil {
+			return err
+		}
+		done = true
+		if len(evs) > 0 {
+			began, flushing = time.Now(), s.flushStarted()
+		}
+		committed(evs)
+		return nil
+	}, `COMMIT`)
+	if len(evs) > 0 {
+		queueFlush(last, func() { flushed = true })
+	}
+	err := last.run(ctx, c)
+	var flush time.Duration
+	if flushing != nil {
+		flush = time.Since(began)
+		s.flushEnded(flushing)
+	}
+	switch {
+	case !done:
+		return nil, 0, fmt.Errorf("commit: %w", err)
+	case len(evs) > 0 && !flushed:
+		return nil, 0, &flushError{err}
 	}
 	// queueEvents set the seqs in evs; each operation's events are a run of them.
 	i := 0
@@ -443,7 +486,7 @@ func (s *Store) commitRun(ctx context.Context, c *pgx.Conn, last *pipeline, ran 
 		o.events = evs[i : i+len(o.events)]
 		i += len(o.events)
 	}
-	return evs, nil
+	return evs, flush, nil
 }
 
 // readCommit reads the result of a pipeline's COMMIT: an error when the transaction was rolled

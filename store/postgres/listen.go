@@ -12,7 +12,7 @@ import (
 )
 
 // Every replica's OnCommit sees every replica's events, in seq order: its own right after their
-// commit is flushed, and the others' when the NOTIFY that each flush sends (flushNotify) wakes
+// commit is flushed, and the others' when the NOTIFY that each flush sends (queueFlush) wakes
 // its listener, which reads them from the events table by seq up to the one the notification
 // names: those have committed and are durable. Seqs become visible in order (see
 // insertEvents), so reading up to a committed seq never leaves a hole behind.

@@ -18,9 +18,10 @@
 // So a transaction that records events commits without waiting for the flush
 // (synchronous_commit off, for it alone), which releases its locks at once; then, before its
 // operations are answered or its events are published, a synchronous commit of a one-record
-// transaction on the same connection flushes the WAL through it (WAL is flushed in order, so
-// through every commit before it too). Concurrent flushes share an fsync (the NOTIFY each one
-// sends commits after it, on its own: see flushNotify). Nothing is answered, published or
+// transaction on the same connection, sent in the same round trip as the COMMIT, flushes the
+// WAL through it (WAL is flushed in order, so through every commit before it too). Concurrent
+// flushes share an fsync (the NOTIFY each one sends commits after it, on its own: see
+// queueFlush). Nothing is answered, published or
 // listed (Events reads up to the last published seq) before it is durable (invariant 10).
 package postgres
 
@@ -32,7 +33,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,7 +53,7 @@ import (
 var _ store.Store = (*Store)(nil)
 
 // Channel is the LISTEN/NOTIFY channel on which the flush of a commit that recorded events
-// notifies, with its last seq as the payload (flushNotify).
+// notifies, with its last seq as the payload (queueFlush).
 const Channel = "leasekeeper_events"
 
 // Options configure a Store. The zero value is usable.
@@ -351,7 +351,7 @@ func (s *Store) tryAlone(ctx context.Context, fn func(context.Context, *txn) err
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), flushTimeout)
 	defer cancel()
-	if err := flushNotify(fctx, conn.Conn(), t.events); err != nil {
+	if err := flushNotify(fctx, conn.Conn()); err != nil {
 		return fmt.Errorf("flush the commit: %w", err)
 	}
 	s.publishUpTo(fctx, conn.Conn(), t.events)
@@ -365,13 +365,26 @@ const flushTimeout = 10 * time.Second
 // returns once the WAL is flushed through its commit record, so through every commit before it.
 const flushSQL = `SELECT pg_logical_emit_message(true, 'leasekeeper', '')`
 
-// flushNotify flushes, on conn, the commit that recorded events (their seqs given), then
-// notifies the other replicas with the last seq, in one round trip: a synchronous transaction
-// of one record (flushSQL), which returns once the WAL is flushed through it and so through
-// every commit before it, and after it a transaction of its own that sends the NOTIFY and
-// commits asynchronously. A replica that hears seq n knows that every event up to n has
-// committed (seqs commit in order) and is durable, and reads them without a flush of its own
-// (listen.go).
+// flushNotify flushes, on conn, the commit that recorded events (insertEvents), then notifies
+// the other replicas with their last seq, in one round trip (queueFlush).
+func flushNotify(ctx context.Context, conn *pgx.Conn) error {
+	var pl pipeline
+	flushed := false
+	queueFlush(&pl, func() { flushed = true })
+	if err := pl.run(ctx, conn); err != nil && !flushed {
+		return err
+	}
+	return nil // a failed NOTIFY alone: see queueFlush
+}
+
+// queueFlush queues on pl, after the COMMIT of a transaction that recorded events
+// (queueEvents, which leaves the last of their seqs in the session's leasekeeper.last_seq), the
+// flush of that commit and the NOTIFY of that seq to the other replicas; flushed is called once
+// the flush has returned. The flush is a synchronous transaction of one record (flushSQL), which
+// returns once the WAL is flushed through it and so through every commit before it; after it
+// a transaction of its own sends the NOTIFY and commits asynchronously. A replica that hears
+// seq n knows that every event up to n has committed (seqs commit in order) and is durable,
+// and reads them without a flush of its own (listen.go).
 //
 // The NOTIFY is not sent in the synchronous transaction: PostgreSQL serialises the commits of
 // the transactions that notify with one database-wide lock, held until after the commit, so
@@ -381,22 +394,17 @@ const flushSQL = `SELECT pg_logical_emit_message(true, 'leasekeeper', '')`
 //
 // An error of the NOTIFY alone does not fail the flush: the events are durable and answered,
 // and the other replicas read them when they hear the next notification.
-func flushNotify(ctx context.Context, conn *pgx.Conn, events []lease.Event) error {
-	last := strconv.FormatInt(events[len(events)-1].Seq, 10)
-	var pl pipeline
-	flushed := false
+func queueFlush(pl *pipeline, flushed func()) {
 	pl.exec(`BEGIN`)
 	pl.exec(flushSQL)
 	pl.queue(func(r pgx.BatchResults) error {
 		err := readCommit(r)
-		flushed = err == nil
+		if err == nil {
+			flushed()
+		}
 		return err
 	}, `COMMIT`)
-	pl.exec(`SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`, Channel, last)
-	if err := pl.run(ctx, conn); err != nil && !flushed {
-		return err
-	}
-	return nil // a failed NOTIFY alone: see above
+	pl.exec(`SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, current_setting('leasekeeper.last_seq'))`, Channel)
 }
 
 // insertEvents gives the events their seqs and inserts them, in one statement that also makes
@@ -452,7 +460,7 @@ func (s *Store) queueEvents(pl *pipeline, events []lease.Event) {
 		}
 		return nil
 	}, `WITH s AS (UPDATE event_seq SET last = last + $1 RETURNING last),
-		c AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
+		c AS (SELECT set_config('synchronous_commit', 'off', true) AS v, set_config('leasekeeper.last_seq', s.last::text, false) AS w FROM s),
 		i AS (INSERT INTO events (seq, type, name, token, holder, at, expires_at, metadata, resource, recorded_at, actor, lock_delay_ms, detail)
 			SELECT s.last - $1 + e.ord, e.type, e.name, e.token, e.holder, e.at, e.exp, e.meta, e.res,
 				COALESCE($11, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint), e.actor, e.delay, e.detail
