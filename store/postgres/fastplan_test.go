@@ -3,9 +3,9 @@ package postgres_test
 import (
 	"context"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,46 +15,28 @@ import (
 	"github.com/leasekeeper/leasekeeper/store/postgres"
 )
 
-// fastSQL records the statements of the batches' fast paths: those of each pipeline that
-// begins a batch's transaction (the locks and reads), and the writes sent before the plan
-// mode is set back (see fast.go).
-type fastSQL struct {
-	mu    sync.Mutex
-	reads map[string]bool
-	all   map[string]bool
-}
-
-func (f *fastSQL) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	return ctx
-}
-
-func (f *fastSQL) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (f *fastSQL) TraceBatchStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceBatchStartData) context.Context {
-	qs := d.Batch.QueuedQueries
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	lockPipeline := len(qs) > 0 && strings.HasPrefix(qs[0].SQL, "BEGIN ISOLATION LEVEL")
-	for i, q := range qs {
-		if strings.HasPrefix(q.SQL, "BEGIN") || strings.Contains(q.SQL, "plan_cache_mode") {
-			continue
-		}
-		writes := false
-		for _, after := range qs[i+1:] {
-			writes = writes || strings.Contains(after.SQL, "plan_cache_mode = DEFAULT")
-		}
-		if lockPipeline {
-			f.reads[q.SQL] = true
-		}
-		if lockPipeline || writes {
-			f.all[q.SQL] = true
+// fastStatements sorts the statements of the batches' fast paths out of the pipelines a
+// batchSQL saw: those of each pipeline that begins a batch's transaction (the locks and reads),
+// and with them the writes sent before the plan mode is set back (see fast.go).
+func fastStatements(batches [][]string) (reads, all map[string]bool) {
+	reads, all = map[string]bool{}, map[string]bool{}
+	for _, qs := range batches {
+		lockPipeline := len(qs) > 0 && strings.HasPrefix(qs[0], "BEGIN ISOLATION LEVEL")
+		reset := slices.IndexFunc(qs, func(q string) bool { return strings.Contains(q, "plan_cache_mode = DEFAULT") })
+		for i, q := range qs {
+			if strings.HasPrefix(q, "BEGIN") || strings.Contains(q, "plan_cache_mode") {
+				continue
+			}
+			if lockPipeline {
+				reads[q] = true
+			}
+			if lockPipeline || i < reset {
+				all[q] = true
+			}
 		}
 	}
-	return ctx
+	return reads, all
 }
-
-func (f *fastSQL) TraceBatchQuery(context.Context, *pgx.Conn, pgx.TraceBatchQueryData) {}
-func (f *fastSQL) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData)     {}
 
 // TestFastPathPlannedOnce: the fast path's statements run with one plan each, made once for
 // any arguments, and at 50,000 grants, names and resources those plans read them by index.
@@ -63,7 +45,7 @@ func (f *fastSQL) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndDat
 func TestFastPathPlannedOnce(t *testing.T) {
 	ctx := context.Background()
 	url := srv.NewDatabase(t)
-	rec := &fastSQL{reads: map[string]bool{}, all: map[string]bool{}}
+	rec := new(batchSQL)
 	// A pool of one connection, so that the statements' plans are counted where they ran.
 	s := open(t, url, nil, postgres.WithTracer(postgres.Options{MaxConns: 1}, rec))
 	conn, err := pgx.Connect(ctx, url)
@@ -108,15 +90,16 @@ func TestFastPathPlannedOnce(t *testing.T) {
 		}
 	}
 	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if len(rec.reads) < 4 {
-		t.Fatalf("saw %d statements of the fast path's reads, want the locks of names, grants, resources and tokens", len(rec.reads))
+	reads, all := fastStatements(rec.batches)
+	rec.mu.Unlock()
+	if len(reads) < 4 {
+		t.Fatalf("saw %d statements of the fast path's reads, want the locks of names, grants, resources and tokens", len(reads))
 	}
 	plans, err := postgres.PreparedPlans(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for sql := range rec.reads {
+	for sql := range reads {
 		p, ok := plans[sql]
 		if !ok {
 			t.Errorf("not prepared on the pool's connection: %.100s", oneLine(sql))
@@ -130,7 +113,7 @@ func TestFastPathPlannedOnce(t *testing.T) {
 	}
 	scan := regexp.MustCompile(`Seq Scan on (grants|names|resources|open_due|open_text|events)\b`)
 	param := regexp.MustCompile(`\$(\d+)`)
-	for sql := range rec.all {
+	for sql := range all {
 		n := 0
 		for _, m := range param.FindAllStringSubmatch(sql, -1) {
 			k, _ := strconv.Atoi(m[1])
