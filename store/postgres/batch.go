@@ -256,8 +256,7 @@ func (s *Store) commitBatch(batch []*op, committed func([]lease.Event)) (*pgxpoo
 		if err == nil {
 			return conn, evs, flush, nil
 		}
-		var fe *flushError
-		if errors.As(err, &fe) || !retryable(err) {
+		if afterCommit(err) || !retryable(err) {
 			break
 		}
 		if len(batch) > 1 && deadlocked(err) {
@@ -273,6 +272,12 @@ type flushError struct{ err error }
 
 func (e *flushError) Error() string { return "flush the commit: " + e.err.Error() }
 func (e *flushError) Unwrap() error { return e.err }
+
+// afterCommit reports whether err is a flushError: the batch committed before it failed.
+func afterCommit(err error) bool {
+	var fe *flushError
+	return errors.As(err, &fe)
+}
 
 // errDeadlocked says that the database aborted a batch of several operations to end a
 // deadlock: lead runs them again one transaction each.
@@ -299,8 +304,7 @@ func (s *Store) tryBatch(batch []*op, committed func([]lease.Event)) (conn *pgxp
 	}
 	defer func() {
 		if err != nil {
-			var fe *flushError
-			if errors.As(err, &fe) {
+			if afterCommit(err) {
 				// The connection may be broken: do not hand it back.
 				conn.Conn().Close(context.Background())
 			}
@@ -363,8 +367,7 @@ func (s *Store) runBatch(ctx context.Context, c *pgx.Conn, batch []*op, savepoin
 		return nil, 0, err
 	}
 	evs, flush, err := s.commitRun(ctx, c, &last, ran, committed)
-	var fe *flushError
-	if errors.As(err, &fe) {
+	if afterCommit(err) {
 		open = false // committed
 		return nil, 0, err
 	}
