@@ -202,8 +202,8 @@ func (s *Store) raiseCommitted(evs []lease.Event) {
 	}
 }
 
-// finish ends a run of batch that began at began and committed on conn with evs, durable after
-// a flush of flush, or failed with err: it publishes the events and answers the batch's
+// finish ends a run of batch that began at began and committed on conn with evs (its flush
+// took flush), or failed with err: it publishes the events and answers the batch's
 // operations. What committed is published and answered whoever has gone, so that a caller
 // that still listens (a waiter's line, which gives back a grant nobody received) learns of it.
 func (s *Store) finish(batch []*op, began time.Time, conn *pgxpool.Conn, evs []lease.Event, flush time.Duration, err error) {

@@ -330,9 +330,9 @@ func (s *Store) fastLock(ctx context.Context, c *pgx.Conn, b *fastBatch, acquire
 // TestFastPathPlannedOnce checks at 50,000 grants. Left to choose, PostgreSQL planned the
 // batch's read of its grants anew at every batch (its generic plan costs more on paper, for
 // arrays of unknown length), as it did the handovers' and, for batches of a few operations, the
-// grants' update: at one operation a batch 28 % of the database's CPU went to planning (perf), and
-// three replicas on one database (batches a third the size) spent 13 - 15 % more of the
-// database's CPU per renewal (3 Dec 2026). The statements the batch's other operations run
+// grants' update: at one operation a batch 28 % of the database's CPU went to planning (perf),
+// and three replicas on one database (batches a third the size) spent 7 - 20 % more of the
+// database's CPU per renewal than with the plans made once (five pairs of runs, 3 Dec 2026). The statements the batch's other operations run
 // after them, some of them ranges of a time or of names whose plan depends on the arguments,
 // are planned as before.
 const (

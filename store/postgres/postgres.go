@@ -21,8 +21,8 @@
 // transaction on the same connection, sent in the same round trip as the COMMIT, flushes the
 // WAL through it (WAL is flushed in order, so through every commit before it too). Concurrent
 // flushes share an fsync (the NOTIFY each one sends commits after it, on its own: see
-// queueFlush). Nothing is answered, published or
-// listed (Events reads up to the last published seq) before it is durable (invariant 10).
+// queueFlush). Nothing is answered, published or listed (Events reads up to the last published
+// seq) before it is durable (invariant 10).
 package postgres
 
 import (
