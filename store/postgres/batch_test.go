@@ -562,3 +562,74 @@ func TestBatchSlotFreeDuringFlush(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBatchFlushFailedNotRunAgain: a batch whose flush fails after its COMMIT returned is
+// written: it never runs again, even when the error is one that a batch is retried for before
+// its COMMIT (a serialization failure), and its operations are answered unavailable, since
+// their commit may not be on disk. A batch run again there would apply its operations twice.
+//
+// The database fails the flush: a function of the test's schema, which the database's
+// search_path puts before pg_catalog, takes the place of pg_logical_emit_message and raises
+// while flush_fails has a row.
+func TestBatchFlushFailedNotRunAgain(t *testing.T) {
+	ctx := context.Background()
+	url := srv.NewDatabase(t)
+	admin, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close(ctx)
+	var db string
+	if err := admin.QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{
+		`CREATE TABLE flush_fails (at int)`,
+		`CREATE TABLE runs (at int)`,
+		`CREATE FUNCTION public.pg_logical_emit_message(transactional boolean, prefix text, content text) RETURNS pg_lsn
+			LANGUAGE plpgsql AS $$
+			BEGIN
+				IF EXISTS (SELECT FROM public.flush_fails) THEN
+					RAISE EXCEPTION 'the flush fails (test)' USING ERRCODE = '40001';
+				END IF;
+				RETURN pg_catalog.pg_logical_emit_message(transactional, prefix, content);
+			END $$`,
+		`ALTER DATABASE "` + db + `" SET search_path = public, pg_catalog`,
+	} {
+		if _, err := admin.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	s := open(t, url, nil, postgres.Options{})
+	if _, err := s.Acquire(ctx, store.AcquireParams{Name: "before", Holder: "w", TTL: time.Minute}); err != nil {
+		t.Fatalf("acquire while the flush works: %v", err)
+	}
+	if _, err := admin.Exec(ctx, `INSERT INTO flush_fails VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	var acqErr, runErr error
+	batchOf(t, s, func() {
+		_, acqErr = s.Acquire(ctx, store.AcquireParams{Name: "job", Holder: "w", TTL: time.Minute})
+	}, func() {
+		runErr = postgres.WriteSQL(ctx, s, `INSERT INTO runs VALUES (1)`)
+	})
+	if _, err := admin.Exec(ctx, `DELETE FROM flush_fails`); err != nil {
+		t.Fatal(err)
+	}
+	if lease.ErrorCode(acqErr) != lease.CodeUnavailable || lease.ErrorCode(runErr) != lease.CodeUnavailable {
+		t.Errorf("acquire: %v; the other operation: %v; want both unavailable (committed, perhaps not durable)", acqErr, runErr)
+	}
+	var runs int
+	if err := admin.QueryRow(ctx, `SELECT count(*) FROM runs`).Scan(&runs); err != nil {
+		t.Fatal(err)
+	}
+	if runs != 1 {
+		t.Errorf("the batch committed %d times, want once: a batch whose flush failed was run again", runs)
+	}
+	if st, err := s.Get(ctx, "job"); err != nil || !st.Held || st.Holder != "w" {
+		t.Errorf("Get(job) = %+v, %v; want held by w: the batch committed before its flush failed", st, err)
+	}
+	if _, err := s.Acquire(ctx, store.AcquireParams{Name: "after", Holder: "w", TTL: time.Minute}); err != nil {
+		t.Errorf("acquire once the flush works again: %v", err)
+	}
+}
