@@ -18,7 +18,12 @@
 #
 # Environment: BIN (the leasekeeper binary, default bin/leasekeeper), PGBIN (PostgreSQL's
 # programs, default the newest /usr/lib/postgresql/*/bin), CLIENTS (64), DURATION (in seconds: 8s),
-# MODES (renew,cycle,fenced), POOL (--db-max-conns of each replica; default the server's).
+# MODES (renew,cycle,fenced), POOL (--db-max-conns of each replica; default the server's),
+# DBCORES (a list of CPUs for taskset, "0" say: PostgreSQL runs on them and everything else,
+# SQLite's run too, on the other CPUs, as with a database on a machine of its own; by default
+# all share every CPU). Go sets GOMAXPROCS to the CPUs a process may use: with one CPU left,
+# GOMAXPROCS=2 keeps SQLite's writer batching (at 1 its commits hold the only P, and batches
+# shrink to one operation or two; see BENCHMARKS.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,16 +33,38 @@ clients=${CLIENTS:-64}
 duration=${DURATION:-8s}
 modes=${MODES:-renew,cycle,fenced}
 pool=${POOL:+--db-max-conns $POOL}
+dbcores=${DBCORES:-}
+appcores=
+app=()
+if [[ -n $dbcores ]]; then
+	# Both lists one CPU after another ("0-1" is "0,1"): the database's, and the others.
+	read -r dbcores appcores < <(python3 -c 'import sys
+db = set()
+for part in sys.argv[2].split(","):
+    lo, _, hi = part.partition("-")
+    db.update(range(int(lo), int(hi or lo) + 1))
+cpus = range(int(sys.argv[1]))
+print(",".join(str(c) for c in cpus if c in db) or "-", ",".join(str(c) for c in cpus if c not in db) or "-")' "$(nproc)" "$dbcores")
+	[[ $dbcores != - ]] || { echo "DBCORES=$DBCORES names no CPU of this machine" >&2; exit 1; }
+	[[ $appcores != - ]] || { echo "DBCORES=$DBCORES leaves no CPU for leasekeeper" >&2; exit 1; }
+	app=(taskset -c "$appcores")
+fi
 [[ -x $bin ]] || { echo "no leasekeeper binary at $bin (make build)" >&2; exit 1; }
 [[ -x $pgbin/initdb ]] || { echo "no PostgreSQL programs (set PGBIN; Debian: apt-get install postgresql)" >&2; exit 1; }
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/leasekeeper-backends.XXXXXX")
 chmod 755 "$tmp"
 pids=()
-# PostgreSQL refuses to run as root: as root, its programs run as the postgres user.
-pg() {
-	if [[ $(id -u) == 0 ]]; then runuser -u postgres -- "$pgbin/$1" "${@:2}"; else "$pgbin/$1" "${@:2}"; fi
+# pgon CPUS PROGRAM ARGS…: runs one of PostgreSQL's programs on CPUS (all when empty). PostgreSQL
+# refuses to run as root: as root, its programs run as the postgres user.
+pgon() {
+	local on=()
+	[[ -n $1 ]] && on=(taskset -c "$1")
+	if [[ $(id -u) == 0 ]]; then "${on[@]}" runuser -u postgres -- "$pgbin/$2" "${@:3}"; else "${on[@]}" "$pgbin/$2" "${@:3}"; fi
 }
+pg() { pgon "$dbcores" "$@"; }
+# count LIST: how many CPUs a list of one CPU after another ("1,2,3") names; 0 for none.
+count() { if [[ -z $1 ]]; then echo 0; else tr ',' '\n' <<<"$1" | wc -l; fi; }
 cleanup() {
 	for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
 	wait 2>/dev/null || true
@@ -60,7 +87,7 @@ export LEASEKEEPER_ADMIN_KEY=lkk_bench-backends-0123456789abcdefghijklmnopqrstuv
 serve() {
 	local p
 	p=$(free_port)
-	"$bin" serve --addr "127.0.0.1:$p" --db "$1" --log-level warn "${@:2}" >/dev/null 2>>"$tmp/serve.log" &
+	"${app[@]}" "$bin" serve --addr "127.0.0.1:$p" --db "$1" --log-level warn "${@:2}" >/dev/null 2>>"$tmp/serve.log" &
 	pids+=($!)
 	for _ in $(seq 100); do
 		url=http://127.0.0.1:$p
@@ -99,7 +126,7 @@ bench() {
 		# shellcheck disable=SC2046 # one word per pid
 		pg0=$(ticks $(pgpids))
 		began=$(date +%s.%N)
-		{ time LEASEKEEPER_API_KEY=$LEASEKEEPER_ADMIN_KEY "$bin" bench --server "$2" -c "$clients" -d "$duration" --mode "$m" |
+		{ time LEASEKEEPER_API_KEY=$LEASEKEEPER_ADMIN_KEY "${app[@]}" "$bin" bench --server "$2" -c "$clients" -d "$duration" --mode "$m" |
 			tee -a "$tmp/$1" >&3; } 3>&2 2>"$tmp/$1.gen"
 		local lk pgt
 		lk=$(($(ticks "${pids[@]}") - lk0))
@@ -109,11 +136,20 @@ bench() {
 			END { split($0, g, " "); printf "%s %.2f %.2f %.2f %.2f\n", m, lk / hz, pg / hz, g[1] + g[2], wall }' \
 			"$tmp/$1.gen" >>"$tmp/$1.cpu"
 	done
-	awk -v run="$1" -v cores="$(nproc)" '
+	# With DBCORES, the shares are of the CPUs each side runs on: PostgreSQL's of its own, the
+	# others' of the rest.
+	awk -v run="$1" -v cores="$(nproc)" -v appn="$(count "$appcores")" -v dbn="$(count "$dbcores")" '
 		{ lk += $2; pg += $3; gen += $4; wall += $5 }
-		END { all = wall * cores
-			printf "%s: CPU over %.1f s on %d cores: leasekeeper %.1f s (%.0f %%), PostgreSQL %.1f s (%.0f %%), load generator %.1f s (%.0f %%), idle or other %.0f %%\n",
-				run, wall, cores, lk, 100 * lk / all, pg, 100 * pg / all, gen, 100 * gen / all, 100 - 100 * (lk + pg + gen) / all }' \
+		END {
+			if (dbn == 0) {
+				all = wall * cores
+				printf "%s: CPU over %.1f s on %d cores: leasekeeper %.1f s (%.0f %%), PostgreSQL %.1f s (%.0f %%), load generator %.1f s (%.0f %%), idle or other %.0f %%\n",
+					run, wall, cores, lk, 100 * lk / all, pg, 100 * pg / all, gen, 100 * gen / all, 100 - 100 * (lk + pg + gen) / all
+			} else {
+				printf "%s: CPU over %.1f s: PostgreSQL %.1f s (%.0f %% of its %d cores); on the other %d: leasekeeper %.1f s (%.0f %%), load generator %.1f s (%.0f %%), idle or other %.0f %%\n",
+					run, wall, pg, 100 * pg / (wall * dbn), dbn, appn, lk, 100 * lk / (wall * appn), gen, 100 * gen / (wall * appn), 100 - 100 * (lk + gen) / (wall * appn)
+			}
+		}' \
 		"$tmp/$1.cpu" | tee "$tmp/$1.cpu.sum" >&2
 }
 stop_servers() {
@@ -140,7 +176,7 @@ stop_servers
 
 echo "== pgbench -N -c $clients -T ${duration%s} on the same cluster" >&2
 pg pgbench -h "$tmp" -p "$port" -U postgres -i -q -s 10 pgb >/dev/null 2>&1
-pg pgbench -h "$tmp" -p "$port" -U postgres -N -c "$clients" -j 2 -T "${duration%s}" pgb >"$tmp/pgbench" 2>&1
+pgon "$appcores" pgbench -h "$tmp" -p "$port" -U postgres -N -c "$clients" -j 2 -T "${duration%s}" pgb >"$tmp/pgbench" 2>&1
 tps=$(awk '/^tps = / {print $3; exit}' "$tmp/pgbench")
 echo "pgbench: $tps transactions/s" >&2
 
@@ -150,7 +186,7 @@ echo "pgbench: $tps transactions/s" >&2
 # operation: that rate over the other run's measured one bounds each ratio on this machine,
 # whatever the write path's batching does with its waits (as long as the CPU per operation
 # holds). The CPU per operation moves far less from run to run than the rates do.
-awk -v modes="$modes" -v tps="$tps" -v clients="$clients" -v duration="$duration" -v cores="$(nproc)" '
+awk -v modes="$modes" -v tps="$tps" -v clients="$clients" -v duration="$duration" -v cores="$(nproc)" -v split_cores="${dbcores:+1}" '
 	FNR == 1 { run = FILENAME; sub(/.*\//, "", run); cpu = sub(/\.cpu$/, "", run) }
 	!cpu && $2 == clients && $3 ~ /^[0-9.]+$/ { rate[run, $1] = $3; p = $6; sub(/ms$/, "", p); p99[run, $1] = p }
 	cpu && NF == 5 && rate[run, $1] > 0 { per[run, $1] = 1e6 * ($2 + $3 + $4) / (rate[run, $1] * secs) }
@@ -172,14 +208,18 @@ awk -v modes="$modes" -v tps="$tps" -v clients="$clients" -v duration="$duration
 		pr = ratio(rate["pg1", "renew"], tps, "%.2f")
 		printf "\npgbench -N: %.0f transactions/s; PostgreSQL renew / pgbench: %s\n", tps, pr
 		printf "\nCPU of the whole machine per operation (leasekeeper, PostgreSQL and the load generator), µs,\n"
-		printf "and the most each ratio can be here: the rate of a run with every core busy (the cores over its CPU\n"
-		printf "per operation) over the measured rate of the other run:\n\n"
+		if (split_cores) {
+			printf "(the bounds are left out: PostgreSQL has cores of its own here, DBCORES):\n\n"
+		} else {
+			printf "and the most each ratio can be here: the rate of a run with every core busy (the cores over its CPU\n"
+			printf "per operation) over the measured rate of the other run:\n\n"
+		}
 		printf "| mode | SQLite | PG 1 replica | PG 3 replicas | PG/SQLite at most | 3 replicas/1 at most |\n"
 		printf "|---|---|---|---|---|---|\n"
 		for (i = 1; i <= n; i++) {
 			k = m[i]
 			printf "| %s | %.0f | %.0f | %.0f | %s | %s |\n", k, per["sqlite", k], per["pg1", k], per["pg3", k],
-				most(per["pg1", k], rate["sqlite", k]), most(per["pg3", k], rate["pg1", k])
+				split_cores ? "-" : most(per["pg1", k], rate["sqlite", k]), split_cores ? "-" : most(per["pg3", k], rate["pg1", k])
 		}
 	}' "$tmp/sqlite" "$tmp/pg1" "$tmp/pg3" "$tmp/sqlite.cpu" "$tmp/pg1.cpu" "$tmp/pg3.cpu"
 echo
