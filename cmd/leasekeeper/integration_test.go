@@ -90,7 +90,15 @@ func needBinary(t *testing.T) {
 // waits for its address.
 func startBinary(t *testing.T, db ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"serve", "--addr", "127.0.0.1:0", "--log-level", "warn"}, db...)...)
+	return startBinaryVia(t, nil, db...)
+}
+
+// startBinaryVia is startBinary with the binary run by via (a command and its arguments, to
+// which the binary and its own are added): taskset, say.
+func startBinaryVia(t *testing.T, via []string, db ...string) *proc {
+	t.Helper()
+	argv := append(append(via[:len(via):len(via)], binary, "serve", "--addr", "127.0.0.1:0", "--log-level", "warn"), db...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "LEASEKEEPER_ADMIN_KEY="+testAdminKey)
 	p := &proc{cmd: cmd, stderr: &lockedBuffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = p.stderr
