@@ -215,7 +215,13 @@ func startArgs(t testing.TB, bin, db string, args []string, wrapper ...string) *
 	case <-s.exited:
 		t.Fatalf("%v exited before listening; stderr:\n%s", argv, s.stderr)
 	case <-time.After(30 * time.Second):
-		t.Fatalf("%v did not print its address in 30 s; stderr:\n%s", argv, s.stderr)
+		// SIGQUIT makes the Go runtime print every goroutine's stack: where the start is stuck.
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGQUIT)
+		select {
+		case <-s.exited:
+		case <-time.After(5 * time.Second):
+		}
+		t.Fatalf("%v did not print its address in 30 s; its goroutines at SIGQUIT, and its stderr:\n%s", argv, tail(s.stderr.String(), 64<<10))
 	}
 	return s
 }
