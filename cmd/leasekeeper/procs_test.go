@@ -9,20 +9,15 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/leasekeeper/leasekeeper/service/servicetest"
 )
 
 // TestSQLiteProcs: a server on SQLite runs with two Ps at least unless GOMAXPROCS is set; one on
 // PostgreSQL keeps what Go chose.
 func TestSQLiteProcs(t *testing.T) {
-	env := func(kv ...string) func(string) string {
-		return func(k string) string {
-			for i := 0; i+1 < len(kv); i += 2 {
-				if kv[i] == k {
-					return kv[i+1]
-				}
-			}
-			return ""
-		}
+	env := func(vars map[string]string) func(string) string {
+		return func(k string) string { return vars[k] }
 	}
 	for _, c := range []struct {
 		name   string
@@ -31,10 +26,10 @@ func TestSQLiteProcs(t *testing.T) {
 		procs  int
 		want   int
 	}{
-		{"SQLite on one CPU", env(), "lk.db", 1, 2},
-		{"SQLite on two", env(), "lk.db", 2, 0},
-		{"SQLite, GOMAXPROCS set", env("GOMAXPROCS", "1"), "lk.db", 1, 0},
-		{"PostgreSQL on one CPU", env(), "postgres://u@h/db", 1, 0},
+		{"SQLite on one CPU", env(nil), "lk.db", 1, 2},
+		{"SQLite on two", env(nil), "lk.db", 2, 0},
+		{"SQLite, GOMAXPROCS set", env(map[string]string{"GOMAXPROCS": "1"}), "lk.db", 1, 0},
+		{"PostgreSQL on one CPU", env(nil), "postgres://u@h/db", 1, 0},
 	} {
 		if got := sqliteProcs(c.getenv, c.db, c.procs); got != c.want {
 			t.Errorf("%s: sqliteProcs(…, %q, %d) = %d, want %d", c.name, c.db, c.procs, got, c.want)
@@ -65,12 +60,8 @@ var procsRE = regexp.MustCompile(`(?m)^go_sched_gomaxprocs_threads (\d+)$`)
 // scrapeProcs returns the GOMAXPROCS the server at url reports on /metrics.
 func scrapeProcs(t *testing.T, url string) string {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+testAdminKey)
-	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: servicetest.BearerTransport{Key: testAdminKey}}
+	resp, err := hc.Get(url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -332,9 +332,9 @@ func (s *Store) fastLock(ctx context.Context, c *pgx.Conn, b *fastBatch, acquire
 // arrays of unknown length), as it did the handovers' and, for batches of a few operations, the
 // grants' update: at one operation a batch 28 % of the database's CPU went to planning (perf),
 // and three replicas on one database (batches a third the size) spent 7 - 20 % more of the
-// database's CPU per renewal than with the plans made once (five pairs of runs, 3 Dec 2026). The statements the batch's other operations run
-// after them, some of them ranges of a time or of names whose plan depends on the arguments,
-// are planned as before.
+// database's CPU per renewal than with the plans made once (five pairs of runs, 3 Dec 2026).
+// The statements the batch's other operations run after them, some of them ranges of a time or
+// of names whose plan depends on the arguments, are planned as before.
 const (
 	genericPlansSQL = `SET LOCAL plan_cache_mode = force_generic_plan`
 	defaultPlansSQL = `SET LOCAL plan_cache_mode = DEFAULT`
