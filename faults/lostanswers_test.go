@@ -231,9 +231,12 @@ type linClient struct {
 	mu      *sync.Mutex
 	history *[]porcupine.Operation
 	start   time.Time
-	// retriedGrants counts acquires granted after a lost answer, over all clients: the test
-	// goes on until it has seen a few, so that every run tests the Idempotency-Key.
+	// retriedGrants counts acquires granted after a lost answer, over all clients.
 	retriedGrants *atomic.Int64
+	// droppedGrants counts the grants whose answer the proxy dropped at once, so that the
+	// client's retry asks again within the ttl: the test goes on until it has seen a few, so
+	// that every run tests the Idempotency-Key (a server that ignores it answers lease_held).
+	droppedGrants *atomic.Int64
 }
 
 var linHTTP = &http.Client{Timeout: time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -360,7 +363,7 @@ func (c *linClient) run(d time.Duration, ttl time.Duration) {
 	minEnd, maxEnd := time.Now().Add(d), time.Now().Add(d+30*time.Second)
 	var cur *grant
 	var old []grant
-	for now := time.Now(); now.Before(minEnd) || (now.Before(maxEnd) && c.retriedGrants.Load() < 3); now = time.Now() {
+	for now := time.Now(); now.Before(minEnd) || (now.Before(maxEnd) && c.droppedGrants.Load() < minDroppedGrants); now = time.Now() {
 		r := mrand.IntN(100)
 		stale := grant{}
 		if len(old) > 0 {
@@ -406,11 +409,16 @@ func (c *linClient) run(d time.Duration, ttl time.Duration) {
 	}
 }
 
+// minDroppedGrants is how many grants' answers a run of the lost-answers test loses at once
+// (at least d, at most d+30 s): each is a retry the Idempotency-Key must answer.
+const minDroppedGrants = 4
+
 // lostAnswers runs 6 clients against bin through a proxy that loses answers, and checks the
-// history with porcupine. It returns the result and the figures.
+// history with porcupine. It returns the result and the figures, and fails the test when the
+// run lost fewer than minDroppedGrants grants (the Idempotency-Key went untested).
 func lostAnswers(t *testing.T, bin string, d time.Duration) (porcupine.CheckResult, string) {
 	s := start(t, bin, filepath.Join(t.TempDir(), "lk.db"))
-	p := newLossyProxy(t, strings.TrimPrefix(s.url, "http://"), 0.15, 0.2, 0.05)
+	p := newLossyProxy(t, strings.TrimPrefix(s.url, "http://"), 0.15, 0.2, 0.05, 0.5)
 	via := &server{t: t, url: "http://" + p.addr()}
 	var mu sync.Mutex
 	var history []porcupine.Operation
@@ -418,7 +426,7 @@ func lostAnswers(t *testing.T, bin string, d time.Duration) (porcupine.CheckResu
 	var wg sync.WaitGroup
 	var retried atomic.Int64
 	for i := range 6 {
-		c := &linClient{id: i, proxy: via, direct: s, mu: &mu, history: &history, start: start, retriedGrants: &retried}
+		c := &linClient{id: i, proxy: via, direct: s, mu: &mu, history: &history, start: start, retriedGrants: &retried, droppedGrants: &p.droppedGrants}
 		wg.Go(func() { c.run(d, 300*time.Millisecond) })
 	}
 	waitGroup(t, &wg, d+2*time.Minute)
@@ -443,8 +451,12 @@ func lostAnswers(t *testing.T, bin string, d time.Duration) (porcupine.CheckResu
 		}
 		explain(t, history, info)
 	}
-	return res, fmt.Sprintf("operations=%d unknown_outcomes=%d acquires=%d granted=%d acquires_retried=%d answers_dropped=%d delayed=%d result=%s",
-		len(history), unknown, acquires, granted, retried.Load(), p.dropped.Load(), p.delayed.Load(), res)
+	fig := fmt.Sprintf("operations=%d unknown_outcomes=%d acquires=%d granted=%d acquires_retried=%d answers_dropped=%d grants_dropped=%d delayed=%d result=%s",
+		len(history), unknown, acquires, granted, retried.Load(), p.dropped.Load(), p.droppedGrants.Load(), p.delayed.Load(), res)
+	if n := p.droppedGrants.Load(); n < minDroppedGrants {
+		t.Fatalf("the run lost %d grants' answers, want at least %d: the Idempotency-Key went untested (%s)", n, minDroppedGrants, fig)
+	}
+	return res, fig
 }
 
 // TestLostAnswers: with answers dropped and delayed after the server acted, and retries with

@@ -1,9 +1,13 @@
 package faults
 
 import (
+	"bufio"
+	"bytes"
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,17 +21,19 @@ type lossyProxy struct {
 	ln                     net.Listener
 	target                 string
 	dropP, delayP, staleP  float64
+	grantDropP             float64 // an acquire's grant (200) is dropped at once with this chance instead
 	dropped, delayed, sent atomic.Int64
+	droppedGrants          atomic.Int64 // grants dropped at once: the client's retry must find them
 	wg                     sync.WaitGroup
 }
 
-func newLossyProxy(t testing.TB, target string, dropP, delayP, staleP float64) *lossyProxy {
+func newLossyProxy(t testing.TB, target string, dropP, delayP, staleP, grantDropP float64) *lossyProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &lossyProxy{ln: ln, target: target, dropP: dropP, delayP: delayP, staleP: staleP}
+	p := &lossyProxy{ln: ln, target: target, dropP: dropP, delayP: delayP, staleP: staleP, grantDropP: grantDropP}
 	p.wg.Go(p.serve)
 	t.Cleanup(func() { ln.Close(); p.wg.Wait() })
 	return p
@@ -47,17 +53,34 @@ func (p *lossyProxy) serve() {
 
 func (p *lossyProxy) relay(c net.Conn) {
 	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	req, err := http.ReadRequest(bufio.NewReader(c))
+	if err != nil {
+		return
+	}
 	s, err := net.Dial("tcp", p.target)
 	if err != nil {
 		return
 	}
 	defer s.Close()
-	go io.Copy(s, c)
-	s.SetReadDeadline(time.Now().Add(10 * time.Second))
+	s.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := req.Write(s); err != nil {
+		return
+	}
 	answer, _ := io.ReadAll(s) // the server closes after its answer: it has acted
+	grant := req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/acquire") &&
+		bytes.HasPrefix(answer, []byte("HTTP/1.1 200 "))
+	if grant && rand.Float64() < p.grantDropP {
+		p.dropped.Add(1)
+		p.droppedGrants.Add(1)
+		return
+	}
 	switch r := rand.Float64(); {
 	case r < p.dropP:
 		p.dropped.Add(1)
+		if grant {
+			p.droppedGrants.Add(1)
+		}
 		return
 	case r < p.dropP+p.staleP:
 		p.dropped.Add(1)
