@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -178,12 +177,7 @@ func TestBenchReplicas(t *testing.T) {
 		t.Fatalf("bench on two replicas = %v\n%s%s", err, out.String(), errb.String())
 	}
 	for _, s := range []*served{a, b} {
-		resp, err := s.hc.Get(s.url + "/metrics")
-		if err != nil {
-			t.Fatal(err)
-		}
-		m, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		_, m := scrape(t, s.hc, s.url)
 		if !strings.Contains(string(m), `leasekeeper_lease_operations_total{op="renew",outcome="ok"}`) {
 			t.Errorf("replica %s renewed nothing: bench did not take turns", s.url)
 		}

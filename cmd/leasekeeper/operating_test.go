@@ -93,15 +93,7 @@ func scrapeAfterTraffic(t *testing.T, db []string) exported {
 		t.Error("a reader key at 0.01 requests a second, burst 1, was never answered 429")
 	}
 
-	resp, err := s.hc.Get(s.url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, body := scrape(t, s.hc, s.url)
 	p := expfmt.NewTextParser(model.LegacyValidation)
 	mfs, err := p.TextToMetricFamilies(strings.NewReader(string(body)))
 	if err != nil {
@@ -412,4 +404,19 @@ func TestOTLPEndpointFlag(t *testing.T) {
 	if _, err := parseServe([]string{"--otlp-endpoint", "collector:4318"}, func(string) string { return "" }, io.Discard, io.Discard); err == nil {
 		t.Error("--otlp-endpoint collector:4318 (no scheme) = nil, want a usage error")
 	}
+}
+
+// scrape returns the status and body of GET url/metrics with hc.
+func scrape(t *testing.T, hc *http.Client, url string) (int, []byte) {
+	t.Helper()
+	resp, err := hc.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read %s/metrics: %v", url, err)
+	}
+	return resp.StatusCode, body
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -61,18 +60,10 @@ var procsRE = regexp.MustCompile(`(?m)^go_sched_gomaxprocs_threads (\d+)$`)
 func scrapeProcs(t *testing.T, url string) string {
 	t.Helper()
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: servicetest.BearerTransport{Key: testAdminKey}}
-	resp, err := hc.Get(url + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	status, body := scrape(t, hc, url)
 	m := procsRE.FindSubmatch(body)
 	if m == nil {
-		t.Fatalf("no go_sched_gomaxprocs_threads on /metrics (status %d)", resp.StatusCode)
+		t.Fatalf("no go_sched_gomaxprocs_threads on /metrics (status %d)", status)
 	}
 	return string(m[1])
 }
